@@ -1,0 +1,173 @@
+//===- Attribute.cpp - Constant tensors and typed node attributes ---------===//
+//
+// Element access on shared constant tensors and equality of attributes.
+// Attribute equality is bitwise for floats so that NaN payloads and -0.0
+// survive round trips and comparisons.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Attribute.h"
+
+#include "llvm/Support/ErrorHandling.h"
+
+#include <cassert>
+#include <cstring>
+
+using namespace gmopt;
+
+TensorData::TensorData(TensorType type, std::vector<uint8_t> ownedBytes)
+    : type(std::move(type)) {
+  auto storage = std::make_shared<std::vector<uint8_t>>(std::move(ownedBytes));
+  bytes = llvm::ArrayRef<uint8_t>(storage->data(), storage->size());
+  owner = std::move(storage);
+}
+
+TensorData::TensorData(TensorType type, std::shared_ptr<const void> owner,
+                       llvm::ArrayRef<uint8_t> bytes)
+    : type(std::move(type)), owner(std::move(owner)), bytes(bytes) {}
+
+template <typename T> static T loadAt(llvm::ArrayRef<uint8_t> bytes, uint64_t i) {
+  T v;
+  std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+int64_t TensorData::getIntElement(uint64_t i) const {
+  switch (type.getDType()) {
+  case DType::Bool:
+  case DType::U8:
+    return loadAt<uint8_t>(bytes, i);
+  case DType::I8:
+    return loadAt<int8_t>(bytes, i);
+  case DType::U16:
+    return loadAt<uint16_t>(bytes, i);
+  case DType::I16:
+    return loadAt<int16_t>(bytes, i);
+  case DType::I32:
+    return loadAt<int32_t>(bytes, i);
+  case DType::U32:
+    return loadAt<uint32_t>(bytes, i);
+  case DType::I64:
+    return loadAt<int64_t>(bytes, i);
+  case DType::U64:
+    return static_cast<int64_t>(loadAt<uint64_t>(bytes, i));
+  default:
+    llvm_unreachable("integer element of a non-integer tensor");
+  }
+}
+
+/// Widens an IEEE half to float.
+static float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f;
+  uint32_t mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {
+    // Subnormal half: normalise.
+    int shift = 0;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    mantissa &= 0x3ffu;
+    bits = sign | ((113 - shift) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+double TensorData::getFloatElement(uint64_t i) const {
+  switch (type.getDType()) {
+  case DType::F32:
+    return loadAt<float>(bytes, i);
+  case DType::F64:
+    return loadAt<double>(bytes, i);
+  case DType::F16:
+    return halfToFloat(loadAt<uint16_t>(bytes, i));
+  case DType::BF16: {
+    uint32_t bits = static_cast<uint32_t>(loadAt<uint16_t>(bytes, i)) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+  default:
+    if (isInteger(type.getDType()) || type.getDType() == DType::Bool)
+      return static_cast<double>(getIntElement(i));
+    llvm_unreachable("float element of a non-numeric tensor");
+  }
+}
+
+std::vector<int64_t> TensorData::getIntValues() const {
+  uint64_t n = getNumElements();
+  std::vector<int64_t> values;
+  values.reserve(n);
+  for (uint64_t i = 0; i != n; ++i)
+    values.push_back(getIntElement(i));
+  return values;
+}
+
+bool TensorData::operator==(const TensorData &other) const {
+  return type == other.type && bytes.size() == other.bytes.size() &&
+         (bytes.empty() ||
+          std::memcmp(bytes.data(), other.bytes.data(), bytes.size()) == 0);
+}
+
+static bool sameBits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+bool Attribute::operator==(const Attribute &other) const {
+  if (getKind() != other.getKind())
+    return false;
+  switch (getKind()) {
+  case Kind::Float:
+    return sameBits(getFloat(), other.getFloat());
+  case Kind::Floats: {
+    const auto &a = getFloats(), &b = other.getFloats();
+    if (a.size() != b.size())
+      return false;
+    for (size_t i = 0; i != a.size(); ++i)
+      if (!sameBits(a[i], b[i]))
+        return false;
+    return true;
+  }
+  case Kind::Int:
+    return getInt() == other.getInt();
+  case Kind::String:
+    return getString() == other.getString();
+  case Kind::Tensor:
+    return getTensor() == other.getTensor();
+  case Kind::Ints:
+    return getInts() == other.getInts();
+  case Kind::Strings:
+    return getStrings() == other.getStrings();
+  }
+  llvm_unreachable("unknown attribute kind");
+}
+
+llvm::StringRef gmopt::attributeKindName(Attribute::Kind kind) {
+  switch (kind) {
+  case Attribute::Kind::Float:
+    return "float";
+  case Attribute::Kind::Int:
+    return "int";
+  case Attribute::Kind::String:
+    return "string";
+  case Attribute::Kind::Tensor:
+    return "tensor";
+  case Attribute::Kind::Floats:
+    return "floats";
+  case Attribute::Kind::Ints:
+    return "ints";
+  case Attribute::Kind::Strings:
+    return "strings";
+  }
+  llvm_unreachable("unknown attribute kind");
+}

@@ -1,0 +1,70 @@
+//===- Onnx.h - ONNX ModelProto import and export ---------------*- C++ -*-===//
+//
+// Converts between ONNX ModelProto (opsets 13-21, ir_version <= 10, external
+// data) and gmopt's IR. Import resolves names to SSA values, orders nodes
+// topologically (reporting cycles), binds symbolic dimensions, infers result
+// types with gmopt's registry, and recognises the training signature.
+// Export writes a valid ModelProto; import -> export -> import is
+// isomorphic with bitwise-equal tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_IR_ONNX_H
+#define GMOPT_IR_ONNX_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace onnx {
+class ModelProto;
+} // namespace onnx
+
+namespace gmopt {
+
+class Module;
+
+/// Options for ONNX import.
+struct OnnxImportOptions {
+  /// Symbolic dimension bindings applied during import (--dim NAME=N).
+  std::map<std::string, int64_t> dimBindings;
+  /// Directory that external-data locations are relative to (defaults to
+  /// the model file's directory).
+  std::string externalDataDir;
+  /// Run type inference and the verifier after import.
+  bool verify = true;
+};
+
+/// Imports a serialized ModelProto from \p bytes. \p fileName is used in
+/// messages only.
+llvm::Expected<std::unique_ptr<Module>>
+importOnnxBytes(llvm::StringRef bytes, llvm::StringRef fileName,
+                const OnnxImportOptions &options = {});
+/// Imports the model at \p path (external data resolved next to it).
+llvm::Expected<std::unique_ptr<Module>>
+importOnnxFile(llvm::StringRef path, OnnxImportOptions options = {});
+/// Imports an already parsed ModelProto.
+llvm::Expected<std::unique_ptr<Module>>
+importOnnxModel(const onnx::ModelProto &model, llvm::StringRef fileName,
+                const OnnxImportOptions &options = {});
+
+/// Options for ONNX export.
+struct OnnxExportOptions {
+  /// Write initializers with more than this many bytes to an external-data
+  /// file next to the model (0 = always inline).
+  uint64_t externalDataThreshold = 0;
+};
+
+/// Exports \p module as a ModelProto.
+llvm::Expected<onnx::ModelProto> exportOnnxModel(const Module &module,
+                                                 const OnnxExportOptions &options = {});
+/// Exports and serializes \p module to \p path (atomically: temp + rename).
+llvm::Error exportOnnxFile(const Module &module, llvm::StringRef path,
+                           const OnnxExportOptions &options = {});
+
+} // namespace gmopt
+
+#endif // GMOPT_IR_ONNX_H

@@ -1,0 +1,186 @@
+//===- OpRegistry.h - What gmopt knows about each operator ------*- C++ -*-===//
+//
+// gmopt's own operator registry, the source of truth for every op it
+// supports (libonnx knows only opsets <= 17 and nothing of com.microsoft).
+// Each OpSchema is keyed by (domain, op type, since-version) and gives arity,
+// attributes with defaults, dtype/shape inference, a FLOP/byte cost model and
+// traits that memory passes rely on: elementwise, may-write-in-place into an
+// input, alias/view, random, side effects, and the mixed-precision class.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_IR_OPREGISTRY_H
+#define GMOPT_IR_OPREGISTRY_H
+
+#include "ir/IR.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gmopt {
+
+/// Operator traits (a bitmask).
+enum OpTrait : uint32_t {
+  TraitNone = 0,
+  /// Output element i depends only on input elements i (with broadcasting).
+  TraitElementwise = 1u << 0,
+  /// Result 0 is a view of operand 0: same bytes, no copy (Reshape...).
+  TraitView = 1u << 1,
+  /// Draws random numbers (Dropout with ratio > 0...).
+  TraitRandom = 1u << 2,
+  /// Has effects beyond its results (writes an input in place...).
+  TraitSideEffect = 1u << 3,
+  /// Operands are interchangeable (Add, Mul, Sum...).
+  TraitCommutative = 1u << 4,
+  /// Computes shapes/indices only; never touches float payloads.
+  TraitShapeOnly = 1u << 5,
+};
+
+/// How mixed precision treats an op (torch.autocast's lists).
+enum class AmpClass {
+  /// Not a floating-point computation (shape/index ops).
+  None,
+  /// Safe and profitable in fp16/bf16 (MatMul, Gemm, Conv).
+  Allow,
+  /// Must run in fp32 (softmax, norms, losses, reductions, exp/log).
+  Deny,
+  /// Runs in whatever precision its inputs have (elementwise, views).
+  Follow,
+};
+
+/// Specification of one attribute.
+struct AttrSpec {
+  std::string name;
+  Attribute::Kind kind;
+  /// Default when absent; nullopt means required (if \p required) or no
+  /// default at all.
+  std::optional<Attribute> defaultValue;
+  bool required = false;
+};
+
+/// Work and traffic estimate of one node.
+struct OpCost {
+  uint64_t flops = 0;
+  uint64_t bytesRead = 0;
+  uint64_t bytesWritten = 0;
+};
+
+class OpSchema;
+
+/// What a type inference function sees and produces.
+class InferenceContext {
+public:
+  InferenceContext(const Node &node, const OpSchema &schema);
+
+  const Node &getNode() const { return node; }
+  unsigned getNumInputs() const { return node.getNumOperands(); }
+  /// True if optional operand \p i is present.
+  bool hasInput(unsigned i) const;
+  /// Type of operand \p i; must be present.
+  const TensorType &getInputType(unsigned i) const;
+  /// Constant contents of operand \p i when known at compile time (an
+  /// initializer, an input default, or a Constant node), else null.
+  const TensorData *getConstantInput(unsigned i) const;
+
+  /// Attribute or the schema default (null if neither).
+  const Attribute *getAttr(llvm::StringRef name) const;
+  int64_t getIntAttr(llvm::StringRef name, int64_t fallback = 0) const;
+  float getFloatAttr(llvm::StringRef name, float fallback = 0) const;
+  std::vector<int64_t> getIntsAttr(llvm::StringRef name) const;
+  std::string getStringAttr(llvm::StringRef name) const;
+
+  unsigned getNumOutputs() const { return outputs.size(); }
+  /// Sets the inferred type of result \p i.
+  void setOutputType(unsigned i, TensorType type) { outputs[i] = std::move(type); }
+  const TensorType &getOutputType(unsigned i) const { return outputs[i]; }
+  llvm::ArrayRef<TensorType> getOutputTypes() const { return outputs; }
+
+  /// An inference error mentioning the node.
+  llvm::Error error(const llvm::Twine &message) const;
+
+private:
+  const Node &node;
+  const OpSchema &schema;
+  llvm::SmallVector<TensorType, 2> outputs;
+};
+
+using InferenceFn = std::function<llvm::Error(InferenceContext &)>;
+using CostFn = std::function<OpCost(const Node &)>;
+
+/// Everything gmopt knows about one (domain, op, since-version).
+class OpSchema {
+public:
+  std::string domain;
+  std::string name;
+  int64_t sinceVersion = 1;
+  unsigned minInputs = 0;
+  /// Maximum inputs; UINT_MAX for variadic.
+  unsigned maxInputs = 0;
+  unsigned minOutputs = 1;
+  unsigned maxOutputs = 1;
+  std::vector<AttrSpec> attributes;
+  /// Accept attributes not listed (for ops whose attribute set we do not
+  /// model exhaustively); the verifier then checks only listed ones.
+  bool allowUnknownAttributes = false;
+  uint32_t traits = TraitNone;
+  /// Result 0 may be written into the buffer of this operand when the
+  /// operand dies here and sizes match; -1 if never.
+  int inPlaceOperand = -1;
+  AmpClass amp = AmpClass::None;
+  InferenceFn infer;
+  /// Cost model; null means the default (one flop per output element,
+  /// bytes = all operands + results).
+  CostFn cost;
+
+  bool hasTrait(OpTrait t) const { return (traits & t) != 0; }
+  const AttrSpec *lookupAttr(llvm::StringRef attrName) const;
+};
+
+/// The registry of all schemas.
+class OpRegistry {
+public:
+  /// The process-wide registry with every built-in op registered.
+  static const OpRegistry &instance();
+
+  /// The schema with the largest since-version <= \p opsetVersion, or null.
+  const OpSchema *lookup(llvm::StringRef domain, llvm::StringRef opType,
+                         int64_t opsetVersion) const;
+  /// The schema for \p node under its module's opset imports, or null.
+  const OpSchema *lookup(const Node &node) const;
+  /// True if some version of (domain, opType) is registered.
+  bool knows(llvm::StringRef domain, llvm::StringRef opType) const;
+
+  /// Registers \p schema (one per (domain, name, sinceVersion)).
+  void add(OpSchema schema);
+  /// All schemas, ordered by domain, name and version.
+  std::vector<const OpSchema *> all() const;
+
+private:
+  OpRegistry() = default;
+  // Key "domain::name" -> schemas sorted by sinceVersion.
+  llvm::StringMap<std::vector<OpSchema>> schemas;
+};
+
+/// Runs inference for \p node and returns the result types. Checks arity
+/// and attribute kinds first. Error messages name the node.
+llvm::Expected<llvm::SmallVector<TensorType, 2>> inferNodeTypes(const Node &node);
+
+/// Sets the types of \p node's results from inference, refining (never
+/// contradicting) types already present.
+llvm::Error inferAndSetTypes(Node &node);
+
+/// Cost of \p node (schema cost function, or the default model).
+OpCost estimateCost(const Node &node);
+
+/// Registration hooks, one per op family file in ir/ops/.
+void registerOnnxOps(OpRegistry &registry);
+void registerMicrosoftOps(OpRegistry &registry);
+
+} // namespace gmopt
+
+#endif // GMOPT_IR_OPREGISTRY_H

@@ -1,0 +1,300 @@
+//===- Verifier.cpp - Structural and type checks of a module --------------===//
+//
+// Checks, in order: graph ownership and use-list consistency of every value;
+// that node order is a topological order (distinguishing a true cycle from a
+// mere misordering); that every node is a registered op whose arity,
+// attributes and result types agree with the registry; graph outputs; and
+// that the training signature refers to live values of this graph.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Verifier.h"
+#include "ir/Module.h"
+#include "ir/OpRegistry.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace gmopt;
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+llvm::Error failAt(const Node &node, const llvm::Twine &message) {
+  return fail(message + " (node " + node.describe() + ")");
+}
+
+std::string valueLabel(const Value *value) {
+  if (!value->getName().empty())
+    return "'" + value->getName().str() + "'";
+  if (Node *def = value->getDefiningNode())
+    return llvm::formatv("result {0} of node {1}", value->getResultIndex(),
+                         def->describe())
+        .str();
+  return "<unnamed value>";
+}
+
+/// Verifies the structure of \p graph. Every node's operands must be defined
+/// by an earlier node (or be inputs/initializers). When that fails we look
+/// for a cycle so the message says what is really wrong.
+class GraphVerifier {
+public:
+  GraphVerifier(const Module &module, VerifyOptions options)
+      : module(module), graph(module.getGraph()), options(options) {}
+
+  llvm::Error verify() {
+    if (auto err = collectValues())
+      return err;
+    if (auto err = checkOrder())
+      return err;
+    if (auto err = checkUseLists())
+      return err;
+    if (auto err = checkNodes())
+      return err;
+    if (auto err = checkOutputs())
+      return err;
+    return checkSignature();
+  }
+
+private:
+  llvm::Error collectValues() {
+    for (const auto &value : graph.getInputs()) {
+      if (value->getGraph() != &graph)
+        return fail("graph input " + valueLabel(value.get()) +
+                    " belongs to another graph");
+      live.insert(value.get());
+    }
+    for (const auto &value : graph.getInitializers()) {
+      if (!value->hasData())
+        return fail("initializer " + valueLabel(value.get()) + " has no data");
+      if (value->getData().getType() != value->getType())
+        return fail("initializer " + valueLabel(value.get()) + " has type " +
+                    value->getType().str() + " but its data is " +
+                    value->getData().getType().str());
+      live.insert(value.get());
+    }
+    unsigned position = 0;
+    for (const Node &node : graph.getNodes()) {
+      if (node.getGraph() != &graph)
+        return failAt(node, "node belongs to another graph");
+      nodePosition[&node] = position++;
+      for (unsigned i = 0, e = node.getNumResults(); i != e; ++i) {
+        Value *result = node.getResult(i);
+        if (!result)
+          continue;
+        if (result->getDefiningNode() != &node || result->getResultIndex() != i)
+          return failAt(node, llvm::formatv("result {0} has a wrong back link", i));
+        live.insert(result);
+      }
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkOrder() {
+    for (const Node &node : graph.getNodes()) {
+      unsigned here = nodePosition[&node];
+      for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
+        Value *operand = node.getOperand(i);
+        if (!operand)
+          continue;
+        if (!live.count(operand))
+          return failAt(node, llvm::formatv("operand {0} uses a value that is "
+                                            "not defined in this graph",
+                                            i));
+        Node *def = operand->getDefiningNode();
+        if (def && nodePosition[def] >= here) {
+          if (const Node *inCycle = findCycle())
+            return failAt(*inCycle, "graph has a cycle");
+          return failAt(node, "operand " + llvm::Twine(i) + " uses " +
+                                  valueLabel(operand) +
+                                  " before its definition: node order is "
+                                  "not a topological order");
+        }
+      }
+    }
+    return llvm::Error::success();
+  }
+
+  /// Kahn's algorithm over the def-use graph; returns a node on a cycle.
+  const Node *findCycle() {
+    llvm::DenseMap<const Node *, unsigned> pending;
+    llvm::SmallVector<const Node *, 64> ready;
+    for (const Node &node : graph.getNodes()) {
+      unsigned count = 0;
+      for (Value *operand : node.getOperands())
+        if (operand && operand->getDefiningNode())
+          ++count;
+      pending[&node] = count;
+      if (!count)
+        ready.push_back(&node);
+    }
+    size_t visited = 0;
+    while (!ready.empty()) {
+      const Node *node = ready.pop_back_val();
+      ++visited;
+      for (Value *result : node->getResults()) {
+        if (!result)
+          continue;
+        for (OpOperand &use : result->getUses())
+          if (Node *user = use.getOwner())
+            if (--pending[user] == 0)
+              ready.push_back(user);
+      }
+    }
+    if (visited == graph.getNumNodes())
+      return nullptr;
+    for (const Node &node : graph.getNodes())
+      if (pending[&node] != 0)
+        return &node;
+    return nullptr;
+  }
+
+  llvm::Error checkUseLists() {
+    size_t operandCount = graph.getNumOutputs();
+    for (const Node &node : graph.getNodes())
+      for (Value *operand : node.getOperands())
+        operandCount += operand != nullptr;
+    size_t useCount = 0;
+    for (const Value *value : live) {
+      for (OpOperand &use : value->getUses()) {
+        ++useCount;
+        if (use.get() != value)
+          return fail("use list of " + valueLabel(value) + " is corrupt");
+        if (Node *owner = use.getOwner()) {
+          if (!nodePosition.count(owner))
+            return fail("value " + valueLabel(value) +
+                        " is used by a node outside the graph");
+          if (use.getIndex() >= owner->getNumOperands() ||
+              &owner->getOpOperand(use.getIndex()) != &use)
+            return failAt(*owner, "operand back link is corrupt");
+        } else if (use.getIndex() >= graph.getNumOutputs() ||
+                   graph.getOutput(use.getIndex()) != value) {
+          return fail("graph output use of " + valueLabel(value) +
+                      " is corrupt");
+        }
+      }
+    }
+    if (useCount != operandCount)
+      return fail(llvm::formatv("use lists hold {0} uses but the graph has {1} "
+                                "operands",
+                                useCount, operandCount));
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkNodes() {
+    const OpRegistry &registry = OpRegistry::instance();
+    for (const Node &node : graph.getNodes()) {
+      if (!registry.lookup(node)) {
+        if (!registry.knows(node.getDomain(), node.getOpType()))
+          return failAt(node, "unknown op '" + node.getOp().str() + "'");
+        return failAt(node, llvm::formatv("op '{0}' is not supported at opset {1}",
+                                          node.getOp().str(),
+                                          node.getOpsetVersion()));
+      }
+      auto inferred = inferNodeTypes(node);
+      if (!inferred)
+        return inferred.takeError();
+      for (unsigned i = 0, e = node.getNumResults(); i != e; ++i) {
+        Value *result = node.getResult(i);
+        if (!result)
+          continue;
+        if (options.requireStaticShapes && !result->getType().hasStaticShape())
+          return failAt(node, "result " + valueLabel(result) + " has type " +
+                                  result->getType().str() +
+                                  ", which is not static");
+        if (!options.checkTypes || i >= inferred->size())
+          continue;
+        if (!compatible(result->getType(), (*inferred)[i]))
+          return failAt(node, llvm::formatv(
+                                  "result {0} has type {1} but the op "
+                                  "infers {2}",
+                                  i, result->getType().str(),
+                                  (*inferred)[i].str()));
+      }
+    }
+    if (options.requireStaticShapes)
+      for (const auto &input : graph.getInputs())
+        if (!input->getType().hasStaticShape())
+          return fail("graph input " + valueLabel(input.get()) + " has type " +
+                      input->getType().str() + ", which is not static");
+    return llvm::Error::success();
+  }
+
+  /// A recorded type is compatible with an inferred one when nothing known
+  /// about one contradicts the other.
+  static bool compatible(const TensorType &recorded, const TensorType &inferred) {
+    if (recorded.getDType() != DType::Undefined &&
+        inferred.getDType() != DType::Undefined &&
+        recorded.getDType() != inferred.getDType())
+      return false;
+    if (!recorded.hasRank() || !inferred.hasRank())
+      return true;
+    if (recorded.getRank() != inferred.getRank())
+      return false;
+    for (unsigned d = 0, e = recorded.getRank(); d != e; ++d) {
+      const Dim &a = recorded.getDim(d), &b = inferred.getDim(d);
+      if (a.isStatic() && b.isStatic() && a.getExtent() != b.getExtent())
+        return false;
+    }
+    return true;
+  }
+
+  llvm::Error checkOutputs() {
+    for (unsigned i = 0, e = graph.getNumOutputs(); i != e; ++i)
+      if (!graph.getOutput(i))
+        return fail(llvm::formatv("graph output {0} is absent", i));
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkLiveRef(const Value *value, llvm::StringRef role) {
+    if (value && !live.count(value))
+      return fail("training signature: " + role +
+                  " refers to a value that is not in the graph");
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkSignature() {
+    const TrainingSignature &sig = module.signature;
+    for (const ParamInfo &param : sig.params) {
+      if (!param.param)
+        return fail("training signature: parameter entry without a value");
+      if (param.param->isNodeResult())
+        return fail("training signature: parameter " + valueLabel(param.param) +
+                    " is a node result, not an input or initializer");
+      if (auto err = checkLiveRef(param.param, "a parameter"))
+        return err;
+      if (auto err = checkLiveRef(param.grad, "a gradient"))
+        return err;
+      if (auto err = checkLiveRef(param.accumulator, "an accumulator"))
+        return err;
+      if (param.accumulateNode && !nodePosition.count(param.accumulateNode))
+        return fail("training signature: the accumulation node of " +
+                    valueLabel(param.param) + " is not in the graph");
+    }
+    for (const Value *data : sig.dataInputs)
+      if (auto err = checkLiveRef(data, "a data input"))
+        return err;
+    if (auto err = checkLiveRef(sig.loss, "the loss"))
+      return err;
+    if (auto err = checkLiveRef(sig.lossGradSeed, "the loss-gradient seed"))
+      return err;
+    return checkLiveRef(sig.lazyResetGrad, "lazy_reset_grad");
+  }
+
+  const Module &module;
+  const Graph &graph;
+  VerifyOptions options;
+  llvm::DenseSet<const Value *> live;
+  llvm::DenseMap<const Node *, unsigned> nodePosition;
+};
+
+} // namespace
+
+llvm::Error gmopt::verifyModule(const Module &module, VerifyOptions options) {
+  return GraphVerifier(module, options).verify();
+}

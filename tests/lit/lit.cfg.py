@@ -1,0 +1,15 @@
+# lit configuration for gmopt's golden tests (after MLIR's standalone example).
+import os
+import lit.formats
+
+config.name = "gmopt"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".gmir", ".test"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.gmopt_obj_root, "tests", "lit")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.gmopt_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.substitutions.append(("%testdata", os.path.join(config.gmopt_src_root, "testdata")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
