@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every gmopt test: the regular build's ctest suite (GoogleTest units and
+# lit/FileCheck golden tests), the same suite under ASan+UBSan, and each
+# libFuzzer target briefly. Usage: scripts/test.sh [--quick]  (--quick: only the
+# regular build). Build trees: build/, build-asan/, build-fuzz/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+JOBS="${JOBS:-$(nproc)}"
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+
+configure_and_build() {  # dir, extra cmake args...
+  local dir="$1"; shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+echo "== regular build + tests"
+configure_and_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ctest --test-dir build --output-on-failure -j "$JOBS"
+
+[ "$QUICK" = 1 ] && exit 0
+
+echo "== ASan+UBSan build + tests"
+configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug -DGMOPT_SANITIZE=ON \
+  -DGMOPT_ENABLE_CUDA=OFF
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+
+echo "== fuzz targets (libFuzzer, clang)"
+fuzzers=()
+for src in tests/fuzz/*.cpp; do fuzzers+=("$(basename "$src" .cpp)"); done
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGMOPT_FUZZ=ON \
+  -DGMOPT_SANITIZE=ON -DGMOPT_ENABLE_CUDA=OFF >/dev/null
+cmake --build build-fuzz -j "$JOBS" --target "${fuzzers[@]}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+fuzz_pass=0
+for src in tests/fuzz/*.cpp; do
+  name=$(basename "$src" .cpp)
+  corpus="tests/fuzz/corpus/$name"
+  work=$(mktemp -d)
+  [ -d "$corpus" ] && cp -r "$corpus/." "$work/"
+  echo "-- $name (${FUZZ_SECONDS}s)"
+  "build-fuzz/tests/$name" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 \
+    -print_final_stats=0 "$work" 2>&1 | tail -n 3
+  rm -rf "$work"
+  fuzz_pass=$((fuzz_pass + 1))
+done
+echo "fuzz: $fuzz_pass passed, 0 failed"
