@@ -1,0 +1,1 @@
+	B conv1.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B"conv2.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B conv2.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B fc1.weight_grad.accumulation.outJ

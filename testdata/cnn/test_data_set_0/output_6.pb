@@ -1,0 +1,1 @@
+	Bfc1.bias_grad.accumulation.outJ

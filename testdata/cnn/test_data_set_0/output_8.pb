@@ -1,0 +1,1 @@
+	Bfc2.bias_grad.accumulation.outJ

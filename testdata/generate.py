@@ -1,0 +1,1071 @@
+#!/usr/bin/env python3
+"""Regenerates gmopt's training-graph test data with ONNX Runtime's real artifact generator.
+
+Usage (from the repository root):
+
+    bash scripts/testdata-env.sh && testdata/.venv/bin/python testdata/generate.py
+
+For every model below this script
+  1. builds the PyTorch forward model with a fixed seed,
+  2. exports it with torch.onnx.export (opset 17, symbolic batch dimension),
+  3. calls onnxruntime.training.artifacts.generate_artifacts (loss block, AdamW optimizer,
+     requires_grad / frozen_params) which writes training_model.onnx, eval_model.onnx,
+     optimizer_model.onnx and checkpoint into testdata/<model>/,
+  4. lowers ir_version to 8 where the generator wrote a higher one (so libonnx 1.12 reads
+     the files) and checks that ONNX Runtime still loads the lowered files,
+  5. runs training_model.onnx with ONNX Runtime (onnxruntime.training.api Module) on a
+     fixed batch and writes test_data_set_0/{input,output}_K.pb (ONNX test-data layout),
+  6. cross-checks loss and every gradient against torch autograd, and runs the same graph
+     through a plain InferenceSession as a second ORT path,
+  7. runs 20 plain-SGD steps with ORT gradients and writes sgd_losses.json (also replayed in
+     torch as a check),
+and finally writes testdata/ops.txt and testdata/README.md.
+
+Everything is seeded; running the script twice gives byte-identical files.
+"""
+
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from onnx import numpy_helper
+from onnxruntime.training import artifacts
+from onnxruntime.training.api import CheckpointState, Module
+import onnxruntime.training.onnxblock._graph_utils as onnxblock_graph_utils
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPSET = 17
+MAX_IR_VERSION = 8
+SGD_LR = 0.05
+SGD_STEPS = 20
+GRAD_RTOL = 1e-4  # tolerance a consumer should use for fp32 gradients (relative to max |ref|)
+LOSS_RTOL = 1e-5
+# The zero gradient-accumulation-buffer inputs are not written by default: they are as large as the
+# parameters and would push testdata/ over its 20 MB budget. `--with-grad-buffers` writes them too.
+WRITE_GRAD_BUFFERS = False
+
+torch.use_deterministic_algorithms(True)
+ort.set_default_logger_severity(3)
+torch.set_num_threads(1)
+
+
+# ----------------------------------------------------------------------------- exporter setup
+
+
+# torch exports nn.LayerNorm at opset 17 as LayerNormalization with only its first output (Y).
+# ONNX Runtime's gradient builder for LayerNormalization (onnxruntime-training 1.19.2) reads the
+# optional Mean / InvStdDev outputs and fails with
+#   gradient_builder_base.h:123 ... GradientBuilderBase::O(size_t, bool) const
+#   i < node_->OutputDefs().size() was false
+# (microsoft/onnxruntime issue 19427). So we register an exporter symbolic that emits the same
+# LayerNormalization-17 node with all three outputs declared (ONNX-spec optional outputs; the
+# forward math is unchanged).
+@torch.onnx.symbolic_helper.parse_args("v", "is", "v", "v", "f", "b")
+def _layer_norm_with_stats(g, inp, normalized_shape, weight, bias, eps, cudnn_enable):
+    y, _mean, _inv_std = g.op("LayerNormalization", inp, weight, bias, epsilon_f=eps,
+                              axis_i=-len(normalized_shape), outputs=3)
+    return y
+
+
+torch.onnx.register_custom_op_symbolic("aten::layer_norm", _layer_norm_with_stats, OPSET)
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class MLP(nn.Module):
+    """784-512-256-10 with ReLU (MNIST-sized classifier)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 512)
+        self.fc2 = nn.Linear(512, 256)
+        self.fc3 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNet(nn.Module):
+    """LeNet-5 style: (Conv-ReLU-MaxPool) x2, then 3 Linear layers. Input 1x28x28."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, kernel_size=5, padding=2)  # 28x28 -> 28x28 -> pool 14x14
+        self.conv2 = nn.Conv2d(6, 16, kernel_size=5)  # 14x14 -> 10x10 -> pool 5x5
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: conv-bn-relu-conv-bn + shortcut (1x1 conv + bn when shape changes), relu."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, stride=1, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout)
+            )
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        sc = x if self.shortcut is None else self.shortcut(x)
+        return F.relu(out + sc)
+
+
+class ResNetTiny(nn.Module):
+    """Conv stem, 2 residual blocks with BatchNorm, global average pool, linear head. Input 3x32x32."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.layer1 = BasicBlock(16, 16, 1)
+        self.layer2 = BasicBlock(16, 32, 2)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.stem(x)))
+        x = self.layer2(self.layer1(x))
+        x = torch.flatten(self.pool(x), 1)
+        return self.fc(x)
+
+
+GPT_VOCAB, GPT_D, GPT_HEADS, GPT_SEQ, GPT_LAYERS, GPT_FF = 512, 128, 4, 64, 2, 128
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads, seq, p):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.attn_drop = nn.Dropout(p)
+        self.resid_drop = nn.Dropout(p)
+        self.register_buffer("mask", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        hd = C // self.heads
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.heads, hd).transpose(1, 2)
+        k = k.view(B, T, self.heads, hd).transpose(1, 2)
+        v = v.view(B, T, self.heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = self.attn_drop(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_drop(self.c_proj(y))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d, heads, seq, ff, p):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads, seq, p)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp_fc = nn.Linear(d, ff)
+        self.mlp_act = nn.GELU()
+        self.mlp_proj = nn.Linear(ff, d)
+        self.mlp_drop = nn.Dropout(p)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp_drop(self.mlp_proj(self.mlp_act(self.mlp_fc(self.ln_2(x)))))
+        return x
+
+
+class GPTTiny(nn.Module):
+    """GPT-2 style pre-LN decoder. The LM head is tied to the token embedding (F.linear with wte.weight).
+
+    `untied_head` is only set on the torch cross-check copy of gpt_tiny_untied: it then holds a
+    separate parameter with the same data as wte.weight, mirroring the exported graph.
+    """
+
+    def __init__(self, p):
+        super().__init__()
+        self.wte = nn.Embedding(GPT_VOCAB, GPT_D)
+        self.wpe = nn.Embedding(GPT_SEQ, GPT_D)
+        self.drop = nn.Dropout(p)
+        self.h = nn.ModuleList([GPTBlock(GPT_D, GPT_HEADS, GPT_SEQ, GPT_FF, p) for _ in range(GPT_LAYERS)])
+        self.ln_f = nn.LayerNorm(GPT_D)
+        self.untied_head = None
+        # GPT-2 style init; LayerNorm gains/biases are perturbed so that no two parameters hold
+        # identical data (keeps the reference gradients discriminative).
+        with torch.no_grad():
+            for name, prm in self.named_parameters():
+                if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name == "ln_f.weight":
+                    prm.copy_(1.0 + 0.1 * torch.randn_like(prm))
+                elif prm.dim() == 1:
+                    prm.copy_(0.02 * torch.randn_like(prm))
+                else:
+                    prm.normal_(0.0, 0.02)
+
+    def forward(self, idx):
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        x = self.ln_f(x)
+        head = self.wte.weight if self.untied_head is None else self.untied_head
+        logits = F.linear(x, head)
+        return logits.view(-1, GPT_VOCAB)  # (B*T, vocab): SoftmaxCrossEntropyLoss wants classes on axis 1
+
+
+class Regressor(nn.Module):
+    """16-64-64-4 MLP for MSE regression; fc1 is the frozen parameter group."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 64)
+        self.fc2 = nn.Linear(64, 64)
+        self.fc3 = nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.fc3(torch.tanh(self.fc2(F.relu(self.fc1(x)))))
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def mnist_like_batch(rng, batch, shape, classes):
+    x = rng.standard_normal((batch, *shape)).astype(np.float32)
+    y = rng.integers(0, classes, size=(batch,), dtype=np.int64)
+    return [x, y]
+
+
+def token_batch(rng, batch):
+    seq = rng.integers(0, GPT_VOCAB, size=(batch, GPT_SEQ + 1), dtype=np.int64)
+    return [seq[:, :GPT_SEQ].copy(), seq[:, 1:].reshape(-1).copy()]  # next-token labels, flattened
+
+
+def regression_batch(rng, batch):
+    x = rng.standard_normal((batch, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 4)).astype(np.float32) / 4.0
+    y = (np.sin(x @ w) + 0.1 * rng.standard_normal((batch, 4))).astype(np.float32)
+    return [x, y]
+
+
+# ----------------------------------------------------------------------------- model specs
+
+LOSS_CE = artifacts.LossType.CrossEntropyLoss
+LOSS_MSE = artifacts.LossType.MSELoss
+
+SPECS = [
+    dict(
+        name="mlp", seed=1, make=MLP, loss=LOSS_CE, input_names=["input"], output_names=["logits"],
+        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+        batch=lambda rng: mnist_like_batch(rng, 8, (784,), 10), batch_desc="input float32[8,784] ~ N(0,1), labels int64[8] in [0,10)",
+    ),
+    dict(
+        name="cnn", seed=2, make=LeNet, loss=LOSS_CE, input_names=["input"], output_names=["logits"],
+        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+        batch=lambda rng: mnist_like_batch(rng, 8, (1, 28, 28), 10), batch_desc="input float32[8,1,28,28] ~ N(0,1), labels int64[8] in [0,10)",
+    ),
+    dict(
+        name="resnet_tiny", seed=3, make=ResNetTiny, loss=LOSS_CE, input_names=["input"], output_names=["logits"],
+        dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+        batch=lambda rng: mnist_like_batch(rng, 4, (3, 32, 32), 10), batch_desc="input float32[4,3,32,32] ~ N(0,1), labels int64[4] in [0,10)",
+    ),
+    dict(
+        name="gpt_tiny", seed=4, make=lambda: GPTTiny(0.0), dropout=0.0, loss=LOSS_CE, input_names=["input_ids"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch_x_seq"}},
+        batch=lambda rng: token_batch(rng, 4), batch_desc="input_ids int64[4,64] uniform in [0,512), labels int64[256] = next tokens",
+    ),
+    dict(
+        name="gpt_tiny_untied", seed=4, make=lambda: GPTTiny(0.0), dropout=0.0, loss=LOSS_CE, input_names=["input_ids"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch_x_seq"}},
+        constant_folding=True, untie_check=True,
+        batch=lambda rng: token_batch(rng, 4), batch_desc="input_ids int64[4,64] uniform in [0,512), labels int64[256] = next tokens",
+    ),
+    dict(
+        name="gpt_tiny_dropout", seed=4, make=lambda: GPTTiny(0.1), dropout=0.1, loss=LOSS_CE, input_names=["input_ids"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch_x_seq"}},
+        reference=False, batch=None, batch_desc="(no reference data: dropout ratio 0.1 is random)",
+    ),
+    dict(
+        name="regression_frozen", seed=5, make=Regressor, loss=LOSS_MSE, input_names=["input"], output_names=["prediction"],
+        dynamic_axes={"input": {0: "batch"}, "prediction": {0: "batch"}},
+        frozen=["fc1.weight", "fc1.bias"],
+        batch=lambda rng: regression_batch(rng, 8), batch_desc="input float32[8,16] ~ N(0,1), target float32[8,4] = sin(x@W)+noise",
+    ),
+]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def export_forward(model, example_inputs, spec):
+    f = io.BytesIO()
+    torch.onnx.export(
+        model,
+        tuple(torch.from_numpy(a) for a in example_inputs),
+        f,
+        input_names=spec["input_names"],
+        output_names=spec["output_names"],
+        dynamic_axes=spec["dynamic_axes"],
+        opset_version=OPSET,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=spec.get("constant_folding", False),
+        export_params=True,
+    )
+    return onnx.load_from_string(f.getvalue())
+
+
+def map_initializers(forward_model, named_params):
+    """Maps float initializers of the exported graph to torch parameters.
+
+    Returns {onnx_name: (torch_name, transposed)}. Initializers keep the torch name unless the
+    exporter constant-folded a Transpose into a new initializer (onnx::MatMul_NNN); those are
+    found by exact data match against the transposed torch parameter.
+    """
+    mapping, claimed = {}, set()
+    inits = {i.name: numpy_helper.to_array(i) for i in forward_model.graph.initializer}
+    for name in inits:
+        if name in named_params:
+            mapping[name] = (name, False)
+            claimed.add(name)
+    for name, arr in inits.items():
+        if name in mapping or arr.dtype != np.float32:
+            continue
+        for tname, t in named_params.items():
+            if tname in claimed:
+                continue
+            tv = t.detach().numpy()
+            if tv.shape == arr.shape and np.array_equal(tv, arr):
+                mapping[name] = (tname, False)
+            elif tv.ndim == 2 and tv.T.shape == arr.shape and np.array_equal(tv.T, arr):
+                mapping[name] = (tname, True)
+            else:
+                continue
+            claimed.add(tname)
+            break
+    missing = set(named_params) - claimed
+    if missing:
+        raise RuntimeError(f"torch parameters not found among exported initializers: {sorted(missing)}")
+    return mapping
+
+
+DROPOUT_RATIO = "dropout_ratio"
+
+
+def dropout_ratio_as_initializer(forward, ratio):
+    """Replaces the constant `ratio` inputs of all Dropout nodes by one float initializer.
+
+    ONNX Runtime's training build removes every Dropout whose ratio is a constant initializer
+    equal to 0 (EliminateDropout, onnxruntime/core/optimizer/dropout_elimination.cc, applied by
+    generate_artifacts' pre-training optimization), so a p=0 export would reach the training graph
+    without any Dropout/DropoutGrad. The ratio is therefore made one initializer, passed to
+    generate_artifacts as a frozen parameter: it becomes a graph input (value in the checkpoint),
+    which EliminateDropout leaves alone. Forward semantics are unchanged.
+    """
+    consts = {n.output[0]: n for n in forward.graph.node if n.op_type == "Constant"}
+    replaced = set()
+    for n in forward.graph.node:
+        if n.op_type != "Dropout":
+            continue
+        src = consts[n.input[1]]
+        val = numpy_helper.to_array(src.attribute[0].t)
+        if val.shape != () or float(val) != np.float32(ratio):
+            raise RuntimeError(f"unexpected dropout ratio {val} in {n.name}")
+        replaced.add(n.input[1])
+        n.input[1] = DROPOUT_RATIO
+    used = {i for n in forward.graph.node for i in n.input}
+    keep = [n for n in forward.graph.node if not (n.op_type == "Constant" and n.output[0] in replaced
+                                                   and n.output[0] not in used)]
+    del forward.graph.node[:]
+    forward.graph.node.extend(keep)
+    forward.graph.initializer.append(numpy_helper.from_array(np.array(ratio, dtype=np.float32), DROPOUT_RATIO))
+    return len(replaced)
+
+
+def lower_ir_version(path):
+    m = onnx.load(path)
+    before = m.ir_version
+    if m.ir_version > MAX_IR_VERSION:
+        m.ir_version = MAX_IR_VERSION
+        onnx.save(m, path)
+    return before, m.ir_version
+
+
+def fix_eval_batchnorm(path):
+    """Works around a generator bug (onnxruntime-training 1.19.2, onnxblock _disable_training_mode):
+    for a model exported in training mode it sets BatchNormalization.training_mode=0 in
+    eval_model.onnx but keeps the running_mean/running_var outputs, which ONNX shape inference
+    (and so ORT) rejects: "This number of op outputs should be 1 when Training_mode = False".
+    Removes those extra outputs when nothing consumes them. Returns the names of fixed nodes."""
+    m = onnx.load(path)
+    used = {i for n in m.graph.node for i in n.input} | {o.name for o in m.graph.output}
+    fixed = []
+    for n in m.graph.node:
+        if n.op_type != "BatchNormalization" or len(n.output) == 1:
+            continue
+        mode = [a.i for a in n.attribute if a.name == "training_mode"]
+        if mode and mode[0] == 0 and not any(o in used for o in n.output[1:] if o):
+            del n.output[1:]
+            fixed.append(n.name)
+    if fixed:
+        onnx.save(m, path)
+    return fixed
+
+
+def session_options():
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return so
+
+
+def tensor_pb(arr, name):
+    t = numpy_helper.from_array(np.array(arr, order="C", copy=True), name)  # keeps 0-d shapes
+    return t
+
+
+def elem_type_name(t):
+    return onnx.TensorProto.DataType.Name(t)
+
+
+def value_info_str(vi):
+    tt = vi.type.tensor_type
+    dims = [d.dim_param if d.dim_param else str(d.dim_value) for d in tt.shape.dim]
+    return f"{vi.name}: {elem_type_name(tt.elem_type).lower()}[{','.join(dims)}]"
+
+
+def rel_diff(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+# ----------------------------------------------------------------------------- torch side
+
+
+def torch_loss(model, spec, data):
+    out = model(torch.from_numpy(data[0]))
+    if spec["loss"] == LOSS_CE:
+        return F.cross_entropy(out, torch.from_numpy(data[1]))
+    return F.mse_loss(out, torch.from_numpy(data[1]))
+
+
+def torch_check_model(model, spec):
+    """Copy of the exported torch model whose parameters correspond 1:1 to the ONNX parameters."""
+    import copy
+
+    m = copy.deepcopy(model)
+    if spec.get("untie_check"):
+        m.untied_head = nn.Parameter(m.wte.weight.detach().clone())
+    m.train()
+    return m
+
+
+# ----------------------------------------------------------------------------- per model
+
+
+def build_model(spec):
+    name = spec["name"]
+    outdir = os.path.join(HERE, name)
+    log(f"\n=== {name}")
+    if os.path.isdir(outdir):
+        shutil.rmtree(outdir)
+    os.makedirs(outdir)
+
+    torch.manual_seed(spec["seed"])
+    model = spec["make"]()
+    model.train()
+    rng = np.random.default_rng(1000 + spec["seed"])
+    data = spec["batch"](rng) if spec["batch"] else None
+    example = data[:1] if data else token_batch(np.random.default_rng(0), 2)[:1]
+
+    forward = export_forward(model, example, spec)
+    n_dropout = sum(n.op_type == "Dropout" for n in forward.graph.node)
+    if "dropout" in spec:
+        n_ratio = dropout_ratio_as_initializer(forward, spec["dropout"])
+        log(f"{n_dropout} Dropout nodes: ratio {spec['dropout']} moved from {n_ratio} Constant nodes to "
+            f"initializer '{DROPOUT_RATIO}' (frozen parameter)")
+    check_model = torch_check_model(model, spec)
+    check_named = dict(check_model.named_parameters())
+    mapping = map_initializers(forward, check_named)
+    frozen_torch = set(spec.get("frozen", []))
+    trainable = [n for n, (t, _) in mapping.items() if t not in frozen_torch]
+    frozen = [n for n, (t, _) in mapping.items() if t in frozen_torch]
+    if "dropout" in spec:
+        frozen.append(DROPOUT_RATIO)
+    log(f"exported forward graph: {len(forward.graph.node)} nodes, {len(mapping)} parameters "
+        f"({len(trainable)} trainable, {len(frozen)} frozen)")
+    init_values = {i.name: numpy_helper.to_array(i) for i in forward.graph.initializer}
+
+    # The onnxblock name counter is process global; reset it so every model's generated names
+    # (onnx::loss::N ...) do not depend on which models were generated before it.
+    onnxblock_graph_utils._GRAPH_TOKEN = 0
+    artifacts.generate_artifacts(
+        forward,
+        requires_grad=trainable,
+        frozen_params=frozen or None,
+        loss=spec["loss"],
+        optimizer=artifacts.OptimType.AdamW,
+        artifact_directory=outdir,
+    )
+
+    ir = {}
+    for fn in ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx"):
+        ir[fn] = lower_ir_version(os.path.join(outdir, fn))
+        log(f"{fn}: ir_version {ir[fn][0]} -> {ir[fn][1]}")
+
+    eval_fixed = fix_eval_batchnorm(os.path.join(outdir, "eval_model.onnx"))
+    if eval_fixed:
+        log(f"eval_model.onnx: removed unused running-stat outputs of {len(eval_fixed)} BatchNormalization "
+            "nodes with training_mode=0 (generator bug workaround)")
+
+    train_path = os.path.join(outdir, "training_model.onnx")
+    tm = onnx.load(train_path)
+    for imp in tm.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > OPSET:
+            raise RuntimeError(f"{name}: training model uses ai.onnx opset {imp.version} > {OPSET}")
+
+    # ORT must still load every (ir-lowered) artifact: Module loads training+eval, plus the optimizer.
+    state = CheckpointState.load_checkpoint(os.path.join(outdir, "checkpoint"))
+    module = Module(train_path, state, os.path.join(outdir, "eval_model.onnx"), device="cpu",
+                    session_options=session_options())
+    from onnxruntime.training.api import Optimizer
+    Optimizer(os.path.join(outdir, "optimizer_model.onnx"), module)
+
+    info = dict(
+        model=name,
+        torch_class=type(model).__name__,
+        export=dict(opset=OPSET, training_mode="TRAINING", do_constant_folding=spec.get("constant_folding", False),
+                    dynamic_axes=spec["dynamic_axes"]),
+        loss=spec["loss"].name,
+        optimizer="AdamW",
+        param_map={**{n: dict(torch=t, transposed=tr, trainable=n in trainable) for n, (t, tr) in mapping.items()},
+                   **({DROPOUT_RATIO: dict(torch=None, transposed=False, trainable=False,
+                                           note="dropout ratio of every Dropout node (not a torch parameter)")}
+                      if "dropout" in spec else {})},
+        dropout_nodes_in_forward_export=n_dropout,
+        ir_version_written_by_generator={k: v[0] for k, v in ir.items()},
+        batch=spec["batch_desc"],
+        eval_model_batchnorm_outputs_removed=eval_fixed,
+    )
+
+    if spec.get("reference", True):
+        info.update(reference_data(spec, outdir, tm, module, state, data, init_values, trainable, frozen,
+                                   mapping, check_model))
+    with open(os.path.join(outdir, "info.json"), "w") as f:
+        json.dump(info, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return info
+
+
+def reference_data(spec, outdir, tm, module, state, data, init_values, trainable, frozen, mapping, check_model):
+    name = spec["name"]
+    param_set = set(trainable) | set(frozen)
+    buffer_suffix = "_grad.accumulation.buffer"
+    graph_inputs = [i.name for i in tm.graph.input]
+    trainable = [n for n in graph_inputs if n in set(trainable)]  # graph-input order
+    frozen = [n for n in graph_inputs if n in set(frozen)]
+    user_inputs = [n for n in graph_inputs if n not in param_set and not n.endswith(buffer_suffix)
+                   and n != "lazy_reset_grad"]
+    if len(user_inputs) != len(data):
+        raise RuntimeError(f"{name}: user inputs {user_inputs} vs {len(data)} data arrays")
+    user_values = dict(zip(user_inputs, data))
+
+    # Checkpoint values must be the exported initializers.
+    for n in param_set:
+        if not np.array_equal(state.parameters[n].data, init_values[n]):
+            raise RuntimeError(f"{name}: checkpoint value of {n} differs from the exported initializer")
+
+    # --- ORT path 1: onnxruntime.training.api.Module (what an on-device trainer runs)
+    module.train()
+    module.lazy_reset_grad()
+    loss = np.asarray(module(*[user_values[n] for n in user_inputs]), dtype=np.float32)
+    grads = {n: state.parameters[n].grad.copy() for n in trainable}
+
+    # --- ORT path 2: plain InferenceSession on training_model.onnx with every graph input fed
+    feeds = {}
+    for n in graph_inputs:
+        if n in user_values:
+            feeds[n] = user_values[n]
+        elif n in param_set:
+            feeds[n] = init_values[n]
+        elif n.endswith(buffer_suffix):
+            feeds[n] = np.zeros_like(init_values[n[: -len(buffer_suffix)]])
+        elif n == "lazy_reset_grad":
+            feeds[n] = np.array([True])
+        else:
+            raise RuntimeError(f"{name}: unexpected graph input {n}")
+    sess = ort.InferenceSession(os.path.join(outdir, "training_model.onnx"), session_options(),
+                                providers=["CPUExecutionProvider"])
+    ort_inputs = {n: ort.OrtValue.ortvalue_from_numpy(v.copy()) for n, v in feeds.items()}
+    binding = sess.io_binding()
+    for n, v in ort_inputs.items():
+        binding.bind_ortvalue_input(n, v)
+    for o in sess.get_outputs():
+        binding.bind_output(o.name)
+    sess.run_with_iobinding(binding)
+    outs = [o.numpy() for o in binding.get_outputs()]
+    graph_outputs = [o.name for o in tm.graph.output]
+    out_values = dict(zip(graph_outputs, outs))
+    sess_loss_diff = rel_diff(out_values[graph_outputs[0]], loss)
+    inplace_diff = max(rel_diff(ort_inputs[n + buffer_suffix].numpy(), grads[n]) for n in trainable)
+    log(f"InferenceSession vs Module: loss rel diff {sess_loss_diff:.2e}; "
+        f"accumulation buffers (written in place) vs Module grads: max rel diff {inplace_diff:.2e}")
+    if sess_loss_diff > LOSS_RTOL or inplace_diff > GRAD_RTOL:
+        raise RuntimeError(f"{name}: the two ORT paths disagree")
+
+    # --- torch autograd cross-check
+    check_model.zero_grad()
+    tl = torch_loss(check_model, spec, data)
+    tl.backward()
+    check_named = dict(check_model.named_parameters())
+    loss_diff = rel_diff(loss, tl.item())
+    worst = (0.0, None)
+    for n in trainable:
+        t, tr = mapping[n]
+        tg = check_named[t].grad.numpy()
+        d = rel_diff(grads[n], tg.T if tr else tg)
+        worst = max(worst, (d, n))
+    for n in frozen:
+        if n != DROPOUT_RATIO and check_named[mapping[n][0]].grad is None:
+            raise RuntimeError(f"{name}: torch has no grad for frozen {n}")
+    log(f"ORT vs torch: loss {float(loss):.7f} vs {tl.item():.7f} (rel {loss_diff:.2e}); "
+        f"max gradient rel diff {worst[0]:.2e} ({worst[1]})")
+    if loss_diff > LOSS_RTOL or worst[0] > GRAD_RTOL:
+        raise RuntimeError(f"{name}: ORT and torch disagree")
+
+    # --- write test_data_set_0
+    tdir = os.path.join(outdir, "test_data_set_0")
+    os.makedirs(tdir)
+    manifest = dict(inputs=[], outputs=[])
+    for k, n in enumerate(graph_inputs):
+        role = ("data" if n in user_values else "parameter" if n in trainable else "frozen_parameter"
+                if n in frozen else "gradient_buffer" if n.endswith(buffer_suffix) else "lazy_reset_grad")
+        arr = feeds[n]
+        stored = role != "gradient_buffer" or WRITE_GRAD_BUFFERS
+        if stored:
+            with open(os.path.join(tdir, f"input_{k}.pb"), "wb") as f:
+                f.write(tensor_pb(arr, n).SerializeToString())
+        entry = dict(index=k, file=f"input_{k}.pb" if stored else None, name=n, role=role,
+                     dtype=str(arr.dtype), shape=list(arr.shape))
+        if not stored:
+            entry["value"] = "zeros (file not stored; feed a zero tensor of this dtype/shape)"
+        manifest["inputs"].append(entry)
+    k = 0
+    for n in graph_outputs:
+        arr = loss if n == graph_outputs[0] else out_values[n]
+        if n != graph_outputs[0] and not (arr.dtype == np.bool_ and arr.all()):
+            raise RuntimeError(f"{name}: accumulation flag {n} = {arr}")
+        role = "loss" if n == graph_outputs[0] else "accumulation_flag"
+        with open(os.path.join(tdir, f"output_{k}.pb"), "wb") as f:
+            f.write(tensor_pb(arr, n).SerializeToString())
+        manifest["outputs"].append(dict(index=k, file=f"output_{k}.pb", name=n, role=role, graph_output=True,
+                                        dtype=str(arr.dtype), shape=list(arr.shape)))
+        k += 1
+    for n in trainable:
+        gname = n + "_grad"
+        with open(os.path.join(tdir, f"output_{k}.pb"), "wb") as f:
+            f.write(tensor_pb(grads[n], gname).SerializeToString())
+        manifest["outputs"].append(dict(index=k, file=f"output_{k}.pb", name=gname, role="gradient", graph_output=False,
+                                        parameter=n, buffer=n + buffer_suffix,
+                                        dtype=str(grads[n].dtype), shape=list(grads[n].shape)))
+        k += 1
+    with open(os.path.join(tdir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+    # --- 20 plain SGD steps on the same batch, ORT gradients
+    losses = []
+    for step in range(SGD_STEPS):
+        module.lazy_reset_grad()
+        losses.append(float(module(*[user_values[n] for n in user_inputs])))
+        for n in trainable:
+            p = state.parameters[n]
+            state.parameters[n] = (p.data - np.float32(SGD_LR) * p.grad).astype(np.float32)
+    # same in torch
+    tm_ = check_model
+    tlosses = []
+    for step in range(SGD_STEPS):
+        tm_.zero_grad()
+        tl = torch_loss(tm_, spec, data)
+        tl.backward()
+        tlosses.append(tl.item())
+        with torch.no_grad():
+            for n in trainable:
+                prm = dict(tm_.named_parameters())[mapping[n][0]]
+                prm -= SGD_LR * prm.grad
+    sgd_diff = max(abs(a - b) / abs(b) for a, b in zip(losses, tlosses))
+    log(f"SGD x{SGD_STEPS} lr {SGD_LR}: loss {losses[0]:.5f} -> {losses[-1]:.5f}; "
+        f"max rel diff vs torch {sgd_diff:.2e}")
+    if sgd_diff > 1e-3:
+        raise RuntimeError(f"{name}: SGD replay disagrees with torch")
+    with open(os.path.join(outdir, "sgd_losses.json"), "w") as f:
+        json.dump(dict(
+            learning_rate=SGD_LR,
+            steps=SGD_STEPS,
+            batch="test_data_set_0 data inputs (the same fixed batch every step)",
+            initial_parameters="test_data_set_0 parameter inputs (frozen parameters never change)",
+            update="for every trainable parameter p (graph inputs with a *_grad.accumulation.buffer): "
+                   "p = p - learning_rate * grad(p), in float32, after each step; "
+                   "gradient buffers reset each step (lazy_reset_grad = true)",
+            losses_note="losses[k] is the loss computed with the parameters after k updates "
+                        "(losses[0] == output_0.pb)",
+            losses=losses,
+            torch_losses_for_comparison=tlosses,
+        ), f, indent=1)
+        f.write("\n")
+    return dict(reference=dict(loss=float(loss), torch_loss=tl.item() if False else tlosses[0],
+                               max_grad_rel_diff_vs_torch=worst[0], loss_rel_diff_vs_torch=loss_diff,
+                               sgd_max_rel_diff_vs_torch=sgd_diff, sgd_first=losses[0], sgd_last=losses[-1]))
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+def graph_summary(path):
+    m = onnx.load(path)
+    opsets = {(o.domain or "ai.onnx"): o.version for o in m.opset_import}
+    ops = {}
+    for n in m.graph.node:
+        key = (n.domain or "ai.onnx", n.op_type)
+        ops[key] = ops.get(key, 0) + 1
+    return m, opsets, ops
+
+
+def main():
+    infos = []
+    for spec in SPECS:
+        infos.append(build_model(spec))
+    write_ops_and_readme(infos)
+
+
+def write_ops_and_readme(infos):
+    from onnx import defs as onnx_defs
+
+    union = {}
+    for info in infos:
+        _, opsets, ops = graph_summary(os.path.join(HERE, info["model"], "training_model.onnx"))
+        for (dom, op) in ops:
+            union.setdefault((dom, op, opsets[dom]), []).append(info["model"])
+    with open(os.path.join(HERE, "ops.txt"), "w") as f:
+        f.write("# (domain, op_type, opset version) used by the testdata/*/training_model.onnx graphs.\n")
+        f.write("# Generated by testdata/generate.py. Tab-separated columns:\n")
+        f.write("#   domain  op_type  opset_version(the model's opset_import for that domain)  "
+                "onnx_schema(yes: a standard ONNX op in onnx 1.16 at that opset; no: ONNX Runtime op)  models\n")
+        for (dom, op, ver) in sorted(union):
+            std = "yes" if dom == "ai.onnx" and onnx_defs.has(op, "") else "no"
+            f.write(f"{dom}\t{op}\t{ver}\t{std}\t{','.join(union[(dom, op, ver)])}\n")
+        extra = {}
+        for info in infos:
+            for fn in ("eval_model.onnx", "optimizer_model.onnx"):
+                _, opsets, ops = graph_summary(os.path.join(HERE, info["model"], fn))
+                for (dom, op) in ops:
+                    if (dom, op, opsets[dom]) not in union:
+                        extra.setdefault((dom, op, opsets[dom]), set()).add(fn)
+        for (dom, op, ver), fns in sorted(extra.items()):
+            f.write(f"# not in any training graph, only in {'/'.join(sorted(fns))}: {dom}\t{op}\t{ver}\n")
+    write_readme(infos)
+
+
+README_HEAD = """# gmopt test data: ONNX Runtime training graphs
+
+Every model here was made by ONNX Runtime's own training-artifact generator
+(`onnxruntime.training.artifacts.generate_artifacts`) from a `torch.onnx.export` of a real PyTorch
+model, and every reference value was computed by ONNX Runtime running the generated
+`training_model.onnx`. No training graph is hand-written. This README, `ops.txt`, every
+`info.json`, `manifest.json` and `sgd_losses.json` are written by `testdata/generate.py`.
+
+Regenerate (deterministic: a second run gives byte-identical files; ~10 s after the install):
+
+    bash scripts/testdata-env.sh && testdata/.venv/bin/python testdata/generate.py
+
+`scripts/testdata-env.sh` creates `testdata/.venv` (git-ignored) with Python 3 and installs
+`testdata/requirements.txt` (every package pinned, transitive ones included). CI needs none of
+this: the generated files are committed.
+
+## Package versions (read from the venv that generated these files)
+
+{versions}
+
+PyPI's Linux torch wheels are CUDA builds (they pull the nvidia-* wheels, ~2.5 GB);
+onnxruntime-training 1.19.2 on PyPI also carries the CUDA provider. Only the CPU is used.
+
+## How each model is made
+
+1. The PyTorch model is built after `torch.manual_seed(seed)`; the batch comes from
+   `numpy.random.default_rng(1000 + seed)` (seeds and shapes in `generate.py`, described per
+   model below and in `info.json`; the values themselves are in the `input_K.pb` files).
+2. `torch.onnx.export(..., opset_version=17, training=TrainingMode.TRAINING,
+   do_constant_folding=False)` (the settings of ONNX Runtime's on-device training tutorial),
+   batch dimension symbolic (`batch`; `batch_x_seq` for the flattened GPT logits).
+   `gpt_tiny_untied` is the one export with `do_constant_folding=True` (torch's default).
+3. `generate_artifacts(forward_model, requires_grad=[all parameters except frozen],
+   frozen_params=[...], loss=CrossEntropyLoss|MSELoss, optimizer=AdamW,
+   artifact_directory=testdata/<model>)` writes `training_model.onnx`, `eval_model.onnx`,
+   `optimizer_model.onnx` and `checkpoint` (ONNX Runtime's flatbuffer checkpoint holding the initial
+   parameter values). The training and eval graphs take all weights as graph inputs, so they hold
+   no weights themselves (no external data anywhere).
+4. The generator writes `ir_version` {ir_written} (training/eval keep the exporter's 8; the optimizer
+   model is made with onnx.helper and gets 10). The script sets 8 where it is higher (ai.onnx opset
+   17 is valid at IR 8) so libonnx 1.12 can read every file, and checks that ONNX Runtime still
+   loads the lowered files (training Module with eval model, and the Optimizer).
+
+### Where the generator needed help (all semantics-preserving, all in `generate.py`)
+
+* **LayerNormalization (GPT models).** torch exports `nn.LayerNorm` at opset 17 as
+  `LayerNormalization` with only its `Y` output; ONNX Runtime 1.19.2's gradient builder reads the
+  optional `Mean`/`InvStdDev` outputs and fails (`gradient_builder_base.h:123
+  GradientBuilderBase::O(size_t, bool) const i < node_->OutputDefs().size() was false`;
+  microsoft/onnxruntime issue 19427). `generate.py` registers an exporter symbolic for
+  `aten::layer_norm` that emits the same node with all three outputs declared.
+* **Dropout with ratio 0 (gpt_tiny, gpt_tiny_untied).** The training build of ONNX Runtime removes
+  every `Dropout` whose ratio is a constant-0 initializer (`EliminateDropout`,
+  `onnxruntime/core/optimizer/dropout_elimination.cc`) while `generate_artifacts` optimizes the
+  forward graph, so a p=0 export ends up with no Dropout and no DropoutGrad at all. To keep them
+  (with exact references), the exported ratio `Constant`s of all 7 Dropout nodes are replaced by
+  one float scalar initializer **`dropout_ratio`**, passed to `generate_artifacts` as a *frozen
+  parameter*: it becomes a graph input whose value (0.0, or 0.1 for gpt_tiny_dropout) is in the
+  checkpoint and in `input_K.pb`. The Dropout nodes keep `training_mode = true`. All three GPT
+  variants are built this way, so `gpt_tiny_dropout/training_model.onnx` is the same graph as
+  `gpt_tiny/training_model.onnx`{same_graph}; only the checkpoint value of `dropout_ratio` differs.
+* **BatchNormalization eval model (resnet_tiny).** For a training-mode export the generator sets
+  `training_mode=0` on the BatchNormalization nodes of `eval_model.onnx` but leaves their
+  running-mean/var outputs, which ONNX shape inference and ONNX Runtime reject ("This number of op
+  outputs should be 1 when Training_mode = False"). The script removes those unused outputs from
+  `eval_model.onnx` only. The training graph is untouched.
+
+## Training-graph structure (as the generator writes it)
+
+Graph inputs, in order:
+1. the data inputs of the forward model (`input`, or `input_ids` for GPT), then the loss target
+   (`labels` int64 for cross-entropy, `target` float for MSE);
+2. every trainable and frozen parameter, in the exported graph's initializer order (frozen ones are
+   not moved to the end: regression_frozen has `fc1.*` (frozen) before `fc2.*`; `dropout_ratio`
+   comes last);
+3. one gradient accumulation buffer per trainable parameter, `<param>_grad.accumulation.buffer`,
+   same shape and type as the parameter;
+4. `lazy_reset_grad`: bool[1].
+
+Graph outputs, in order:
+1. the loss, a float scalar named by the loss block (`{ce_loss}` for cross-entropy,
+   `{mse_loss}` for MSE);
+2. one `<param>_grad.accumulation.out`, bool[1] (always true), per trainable parameter.
+
+The gradients are **not graph outputs**. The backward graph computes a tensor `<param>_grad` for
+each trainable parameter and feeds it to
+`com.microsoft::InPlaceAccumulatorV2(<param>_grad.accumulation.buffer, <param>_grad, lazy_reset_grad)`,
+which writes **into the buffer input, in place** (`buffer = grad` when `lazy_reset_grad` is true,
+`buffer += grad` otherwise) and outputs the bool flag. Checked: a plain InferenceSession on
+`training_model.onnx` with bound OrtValues leaves exactly the Module's gradients in the buffer
+inputs. Frozen parameters are graph inputs with no gradient, buffer or accumulator. Initializers
+that are not parameters (BatchNorm running stats, shape constants, the dropout training flag) stay
+graph initializers.
+
+Besides `ai.onnx` 17 and `com.microsoft` 1, the training graphs' `opset_import` also lists domains
+ONNX Runtime adds but no node uses (`ai.onnx.ml` 5, `ai.onnx.training` 1,
+`ai.onnx.preview.training` 1, `com.microsoft.experimental` 1, `com.microsoft.nchwc` 1,
+`org.pytorch.aten` 1). One ONNX Runtime op lives in the **default domain**: `MaxPoolGrad` (cnn), so
+`onnx.checker.check_model` rejects `cnn/training_model.onnx` ("No Op registered for MaxPoolGrad with
+domain_version of 17"); every other file passes the checker and strict shape inference (onnx 1.16).
+The same was seen with Debian's libonnx 1.12 from C++ (ModelProto parse, `onnx::checker::check_model`,
+strict `InferShapes`), checked by hand when these files were made; libonnx 1.12 also prints
+"Checker does not support models with experimental ops: Scale" for the graphs using
+`com.microsoft::Scale` (the name of an old experimental ONNX op), which is only a warning.
+
+## Reference data (`<model>/test_data_set_0/`, every model but gpt_tiny_dropout)
+
+ONNX test-data layout: each file is one serialized `onnx.TensorProto` whose `name` is set.
+
+* `input_K.pb`: graph input K of `training_model.onnx`, named as that input: data, labels/target,
+  every parameter value (the initial weights, equal to `checkpoint`), `lazy_reset_grad` (true).
+  **The gradient-accumulation-buffer inputs are not stored** (their `input_K.pb` numbers are
+  skipped): they are all zeros, as large as the parameters, and storing them would put testdata/
+  over its 20 MB budget. Feed zeros of the parameter's shape (with `lazy_reset_grad = true` their
+  content does not matter). `generate.py --with-grad-buffers` writes them as well (+5.4 MB).
+* `output_0.pb` … `output_{{G-1}}.pb`: the G graph outputs in order: loss, then the
+  `*.accumulation.out` flags (true).
+* `output_G.pb` …: one per trainable parameter, in graph-input order, named `<param>_grad`
+  (e.g. `fc1.weight_grad`): the gradient of the loss w.r.t. that parameter, i.e. what
+  `<param>_grad.accumulation.buffer` holds after the run. Not graph outputs (see above).
+* `manifest.json`: every input and output with index, file (null when not stored), name, role
+  (data / parameter / frozen_parameter / gradient_buffer / lazy_reset_grad / loss /
+  accumulation_flag / gradient), dtype and shape.
+
+The values come from ONNX Runtime (`onnxruntime.training.api.Module` on CPU, one thread) and were
+checked three ways: (a) a plain `InferenceSession` on `training_model.onnx` gives the same loss and
+leaves the same gradients in the buffers (bitwise); (b) torch autograd on the same weights and
+batch; (c) the SGD run replayed in torch. The differences are listed per model below.
+
+**Tolerances for a consumer (fp32):** loss 1e-5 relative; gradients 1e-4 relative, as
+`max|got - ref| / max|ref|` per tensor; SGD losses 1e-4 relative.
+
+`<model>/sgd_losses.json`: 20 steps of plain SGD with learning rate **{lr}** on the single batch
+of `test_data_set_0`, repeated every step. Start from the parameter values in `input_K.pb`; at
+each step run the training graph with `lazy_reset_grad = true`, record the loss, then update every
+trainable parameter `p = p - {lr} * grad(p)` in float32 (frozen parameters, including
+`dropout_ratio`, never change). `losses[k]` is the loss computed with the parameters after k
+updates, so `losses[0]` equals `output_0.pb`. `torch_losses_for_comparison` is the same run in torch.
+
+`<model>/info.json`: export settings, loss, and for every ONNX parameter name the torch parameter it
+came from (`transposed` when the exporter folded a Transpose into it), the IR version the generator
+wrote, and the numbers of the checks.
+
+## The models
+
+* **mlp**: Linear 784-512-256-10 with ReLU (Gemm nodes), cross-entropy.
+* **cnn**: LeNet-5: Conv(1→6, 5x5, pad 2)-ReLU-MaxPool(2), Conv(6→16, 5x5)-ReLU-MaxPool(2),
+  Flatten, Linear 400-120-84-10 with ReLU; input 1x28x28; cross-entropy.
+* **resnet_tiny**: Conv3x3(3→16)+BN+ReLU stem, BasicBlock(16→16), BasicBlock(16→32, stride 2,
+  1x1 conv+BN shortcut), GlobalAveragePool, Linear(32→10); input 3x32x32; cross-entropy; convs
+  without bias. Exported in training mode, so the forward graph has `BatchNormalization` with
+  `training_mode=1`; the generator turns each into `com.microsoft::BatchNormInternal` (which also
+  outputs the saved mean / inverse std) and adds `com.microsoft::BatchNormalizationGrad`. The
+  references use batch statistics (torch `train()`). The running mean/var are graph initializers,
+  not parameters, and their updated values are not outputs of the training graph.
+* **gpt_tiny**: GPT-2-style pre-LN decoder: vocab 512, d_model 128, 4 heads, seq 64, 2 layers,
+  MLP width {ff} (= d_model; GPT-2 uses 4x) to fit the 20 MB budget, learned token and
+  position embeddings, LayerNorm, GELU (erf; ONNX Runtime fuses it with the bias into
+  `com.microsoft::BiasGelu`), causal softmax attention (mask buffer + Where with -inf), Dropout at
+  the 4 GPT-2 places (7 nodes, ratio 0), LM head **tied** to the token embedding
+  (`F.linear(x, wte.weight)`: the graph has `Transpose(wte.weight)` feeding the head MatMul, so
+  `wte.weight` has two uses and one gradient summing both: GatherGrad + head). Logits are reshaped
+  to (batch*seq, 512) because SoftmaxCrossEntropyLoss takes the classes on axis 1; `labels` is the
+  (batch*seq) next tokens. LayerNorm gains are initialised to 1 + 0.1·N(0,1) and all biases to
+  0.02·N(0,1) so no two parameters hold identical data.
+* **gpt_tiny_untied**: the same torch model and weights as gpt_tiny, exported with
+  `do_constant_folding=True`. Folding replaces the head's `Transpose(wte.weight)` by a new
+  initializer holding `wte.weight` transposed (PyTorch issue 108342), so the training graph has two
+  parameters with bitwise-identical (transposed) data: `wte.weight` [512,128] (Gather) and
+  `{untied_name}` [128,512] (head MatMul). Folding does the same to every other Linear weight (each
+  becomes an `onnx::MatMul_NNN` initializer holding W^T, and the original name disappears);
+  `info.json` maps each back to its torch name. The references treat the two copies as independent
+  parameters (the torch check uses a model with a separate head parameter initialised to
+  `wte.weight`), so their gradients differ and SGD moves them apart.
+* **gpt_tiny_dropout**: gpt_tiny with dropout ratio 0.1 (random, so no reference data).
+* **regression_frozen**: Linear 16-64-64-4 with ReLU then Tanh, MSE loss against `target`;
+  `fc1.weight` and `fc1.bias` are passed as `frozen_params`, the rest as `requires_grad`.
+
+## Per model
+"""
+
+
+def write_readme(infos):
+    import importlib.metadata as md
+
+    versions = "\n".join(
+        f"* {p}=={md.version(p)}" for p in ["onnxruntime-training", "onnx", "torch", "numpy", "protobuf"]
+    ) + f"\n* Python {sys.version.split()[0]}"
+    ir_written = sorted({v for i in infos for v in i["ir_version_written_by_generator"].values()})
+    untied = [n for n, m in next(i for i in infos if i["model"] == "gpt_tiny_untied")["param_map"].items()
+              if m["torch"] == "wte.weight" and m["transposed"]]
+    parts = [README_HEAD.format(
+        runtime="a few minutes", versions=versions, ir_written="/".join(map(str, ir_written)),
+        lr=SGD_LR, ff=GPT_FF, untied_name=untied[0] if untied else "?",
+        ce_loss=onnx.load(os.path.join(HERE, "mlp", "training_model.onnx")).graph.output[0].name,
+        mse_loss=onnx.load(os.path.join(HERE, "regression_frozen", "training_model.onnx")).graph.output[0].name,
+        same_graph=" (byte-identical)" if open(os.path.join(HERE, "gpt_tiny", "training_model.onnx"), "rb").read()
+        == open(os.path.join(HERE, "gpt_tiny_dropout", "training_model.onnx"), "rb").read() else "")]
+    for info in infos:
+        d = os.path.join(HERE, info["model"])
+        m, opsets, ops = graph_summary(os.path.join(d, "training_model.onnx"))
+        pm = info["param_map"]
+        shapes = {i.name: [x.dim_value for x in i.type.tensor_type.shape.dim] for i in m.graph.input}
+        n_tr = sum(int(np.prod(shapes[n])) for n, v in pm.items() if v["trainable"])
+        n_fr = sum(int(np.prod(shapes[n])) for n, v in pm.items() if not v["trainable"] and n != DROPOUT_RATIO)
+        sizes = {fn: os.path.getsize(os.path.join(d, fn)) for fn in
+                 ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")}
+        du = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+        _, eopsets, eops = graph_summary(os.path.join(d, "eval_model.onnx"))
+        _, oopsets, oops = graph_summary(os.path.join(d, "optimizer_model.onnx"))
+        data_inputs = [i for i in m.graph.input if i.name not in pm and not i.name.endswith(".buffer")
+                       and i.name != "lazy_reset_grad"]
+        s = [f"\n### {info['model']}\n"]
+        s.append(f"* parameters: {n_tr + n_fr:,} values ({sum(v['trainable'] for v in pm.values())} trainable "
+                 f"tensors with {n_tr:,} values" + (f"; frozen: {n_fr:,} values" if n_fr else "")
+                 + ("; plus the frozen scalar `dropout_ratio`" if DROPOUT_RATIO in pm else "") + ")")
+        s.append(f"* training_model.onnx: {len(m.graph.node)} nodes, ir_version {m.ir_version} "
+                 f"(generator wrote {info['ir_version_written_by_generator']['training_model.onnx']}), opsets "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(opsets.items())))
+        s.append(f"* eval_model.onnx: {len(onnx.load(os.path.join(d, 'eval_model.onnx')).graph.node)} nodes; "
+                 f"optimizer_model.onnx: " + ", ".join(f"{k[0]}::{k[1]}" for k in sorted(oops)))
+        s.append(f"* files: " + ", ".join(f"{k} {v/1e6:.2f} MB" for k, v in sizes.items())
+                 + f"; folder total {int(du)/1e6:.2f} MB")
+        s.append(f"* graph inputs ({len(m.graph.input)}): data "
+                 + ", ".join(value_info_str(i) for i in data_inputs)
+                 + f"; {len(pm)} parameters; {sum(i.name.endswith('.buffer') for i in m.graph.input)} "
+                 "gradient buffers; lazy_reset_grad: bool[1]")
+        s.append(f"* graph outputs ({len(m.graph.output)}): {value_info_str(m.graph.output[0])}, then "
+                 f"{len(m.graph.output) - 1} `*_grad.accumulation.out`: bool[1]")
+        frozen = [n for n, v in pm.items() if not v["trainable"]]
+        if frozen:
+            s.append(f"* frozen parameters: {', '.join(frozen)}")
+        s.append(f"* reference batch: {info['batch']}")
+        if "reference" in info:
+            r = info["reference"]
+            s.append(f"* reference loss {r['loss']:.6f}; ORT vs torch: loss rel diff {r['loss_rel_diff_vs_torch']:.1e}, "
+                     f"max gradient rel diff {r['max_grad_rel_diff_vs_torch']:.1e}; SGD lr {SGD_LR}: "
+                     f"{r['sgd_first']:.5f} → {r['sgd_last']:.5f} (max rel diff vs torch "
+                     f"{r['sgd_max_rel_diff_vs_torch']:.1e})")
+        s.append("* training-graph ops (count): " + ", ".join(
+            f"`{dom}::{op}`×{c}" if dom != "ai.onnx" else f"`{op}`×{c}" for (dom, op), c in sorted(ops.items())))
+        parts.append("\n".join(s) + "\n")
+    total = sum(os.path.getsize(os.path.join(HERE, i["model"], r, f)) for i in infos
+                for r, _, fs in os.walk(os.path.join(HERE, i["model"])) for f in fs)
+    parts.append(f"\n## ops.txt\n\n`ops.txt` lists the union of (domain, op_type, opset version) over all "
+                 f"training_model.onnx files, whether it is a standard ONNX schema, and the models that use "
+                 f"each.\n\nSize of the generated model folders: {total / 1e6:.1f} MB (file sizes; check the "
+                 f"whole folder with `du -sh --exclude=.venv testdata`, budget 20 MB).\n")
+    with open(os.path.join(HERE, "README.md"), "w") as f:
+        f.write("".join(parts))
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="*", help="only these models (debugging; README/ops.txt not rewritten)")
+    ap.add_argument("--with-grad-buffers", action="store_true",
+                    help="also write the zero *_grad.accumulation.buffer inputs (adds ~5.4 MB)")
+    args = ap.parse_args()
+    WRITE_GRAD_BUFFERS = args.with_grad_buffers
+    if args.models:
+        unknown = set(args.models) - {s["name"] for s in SPECS}
+        if unknown:
+            sys.exit(f"unknown models {sorted(unknown)}")
+        for s in [s for s in SPECS if s["name"] in args.models]:
+            build_model(s)
+    else:
+        main()

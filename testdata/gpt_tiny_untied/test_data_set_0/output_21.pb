@@ -1,0 +1,1 @@
+	B&onnx::MatMul_312_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B&onnx::MatMul_322_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B&onnx::MatMul_323_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B&onnx::MatMul_324_grad.accumulation.outJ

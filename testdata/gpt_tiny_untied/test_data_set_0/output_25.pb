@@ -1,0 +1,1 @@
+	B&onnx::MatMul_325_grad.accumulation.outJ

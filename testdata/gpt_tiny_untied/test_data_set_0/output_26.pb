@@ -1,0 +1,1 @@
+	B&onnx::MatMul_335_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B&onnx::MatMul_336_grad.accumulation.outJ

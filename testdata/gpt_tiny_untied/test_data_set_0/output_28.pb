@@ -1,0 +1,1 @@
+	B&onnx::MatMul_337_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B&onnx::MatMul_338_grad.accumulation.outJ

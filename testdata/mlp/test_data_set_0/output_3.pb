@@ -1,0 +1,1 @@
+	B fc2.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+Bonnx::reducemean_output::6JÖ?

@@ -1,0 +1,1 @@
+	B fc3.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	Bfc3.bias_grad.accumulation.outJ

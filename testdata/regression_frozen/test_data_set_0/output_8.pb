@@ -1,0 +1,1 @@
+Bfc3.bias_gradJ­÷½QY¾4Q>\šû½

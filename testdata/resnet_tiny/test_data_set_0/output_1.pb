@@ -1,0 +1,1 @@
+	B!stem.weight_grad.accumulation.outJ

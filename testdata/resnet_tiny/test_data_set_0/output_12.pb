@@ -1,0 +1,1 @@
+	B%layer2.bn1.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B%layer2.bn2.bias_grad.accumulation.outJ

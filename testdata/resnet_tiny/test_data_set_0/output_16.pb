@@ -1,0 +1,1 @@
+	B.layer2.shortcut.0.weight_grad.accumulation.outJ

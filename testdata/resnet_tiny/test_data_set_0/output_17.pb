@@ -1,0 +1,1 @@
+	B.layer2.shortcut.1.weight_grad.accumulation.outJ

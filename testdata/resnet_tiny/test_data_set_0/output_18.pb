@@ -1,0 +1,1 @@
+	B,layer2.shortcut.1.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	Bbn.weight_grad.accumulation.outJ

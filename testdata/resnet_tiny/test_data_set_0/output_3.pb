@@ -1,0 +1,1 @@
+	Bbn.bias_grad.accumulation.outJ

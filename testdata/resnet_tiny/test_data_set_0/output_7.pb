@@ -1,0 +1,1 @@
+	B)layer1.conv2.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'layer1.bn2.weight_grad.accumulation.outJ

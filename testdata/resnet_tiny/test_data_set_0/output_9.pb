@@ -1,0 +1,1 @@
+	B%layer1.bn2.bias_grad.accumulation.outJ
