@@ -54,11 +54,13 @@ struct TrainingSignature {
   bool hasGradients() const;
   /// Finds the entry of \p param, or null.
   const ParamInfo *lookup(const Value *param) const;
+  /// Number of trainable parameters.
   size_t numTrainable() const;
 };
 
 /// The phase of a training step that a node belongs to.
 enum class Phase { Forward, Backward, Optimizer };
+/// Lower-case name of \p phase: forward, backward, optimizer.
 llvm::StringRef phaseName(Phase phase);
 
 /// A compiled unit: graph + model facts + training signature.
@@ -100,11 +102,49 @@ private:
 /// or gradients exposed as plain graph outputs named `P_grad`. Parameters
 /// with no gradient are frozen. Fills module.signature; never fails on a
 /// graph without gradients (hasGradients() is then false).
+///
+/// The rules, in order:
+///  - Accumulation: every com.microsoft InPlaceAccumulator(V2) node
+///    (buffer, grad[, lazy_reset_grad]) records buffer and node for grad.
+///    lazyResetGrad is the graph input named `lazy_reset_grad`, else the
+///    graph input feeding operand 2 of an accumulation node.
+///  - Gradients: a graph input or initializer P (not a buffer, not
+///    lazy_reset_grad) is trainable when some value other than a graph
+///    input is named `P_grad`, or when its gradient is accumulated into a
+///    buffer named `P_grad.accumulation.buffer`.
+///  - Loss: among graph outputs that are float, not accumulation outputs
+///    and not gradients, the first one X for which a value `X_grad` exists;
+///    else the first scalar (one element); else, if there are gradients, the
+///    first one. lossGradSeed is the value named `<loss>_grad` (ONNX
+///    Runtime's initializer holding 1), or null.
+///  - Graph inputs, in order, excluding buffers, lazy_reset_grad and the
+///    seed: trainable if they have a gradient; otherwise frozen if their
+///    element type is floating point and they have a default initializer,
+///    or have a static shape and come after the first trainable parameter
+///    (ONNX Runtime appends all parameters after the user inputs), or have a
+///    PyTorch parameter name (`a.weight`, `a.bias`, `a.running_mean`,
+///    `a.running_var`); otherwise data inputs.
+///  - Initializers, in order: trainable if they have a gradient; frozen if
+///    they are floating-point tensors with more than one element, not the
+///    seed, and read by at least one Forward node; otherwise constants
+///    (not in the signature).
 void inferTrainingSignature(Module &module);
 
 /// Classifies every node: Backward if it depends on the loss-gradient seed
 /// (or any gradient), Optimizer if it is an accumulation/update node,
 /// Forward otherwise.
+///
+/// Precisely, visiting nodes in schedule order:
+///  - Optimizer: a com.microsoft accumulation or update op
+///    (InPlaceAccumulator(V2), ZeroGradient, AdamOptimizer, AdamWOptimizer,
+///    SGDOptimizer(V2), LambOptimizer), or a node reading a result of an
+///    Optimizer node.
+///  - Backward: otherwise, a node that reads signature.lossGradSeed or a
+///    result of a Backward node, a com.microsoft gradient op (type ending in
+///    `Grad` or containing `Grad_`, e.g. ReluGrad, SoftmaxGrad_13), a node
+///    named `..._Grad/...` (ONNX Runtime's gradient builder), or a node
+///    defining a value whose name ends in `_grad`.
+///  - Forward: every other node.
 llvm::DenseMap<const Node *, Phase> classifyNodes(const Module &module);
 
 } // namespace gmopt

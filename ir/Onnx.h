@@ -54,7 +54,9 @@ importOnnxModel(const onnx::ModelProto &model, llvm::StringRef fileName,
 /// Options for ONNX export.
 struct OnnxExportOptions {
   /// Write initializers with more than this many bytes to an external-data
-  /// file next to the model (0 = always inline).
+  /// file next to the model, named after it with a `.data` suffix
+  /// (0 = always inline). Only exportOnnxFile has a file to write to;
+  /// exportOnnxModel keeps every tensor inline.
   uint64_t externalDataThreshold = 0;
 };
 
@@ -64,6 +66,13 @@ llvm::Expected<onnx::ModelProto> exportOnnxModel(const Module &module,
 /// Exports and serializes \p module to \p path (atomically: temp + rename).
 llvm::Error exportOnnxFile(const Module &module, llvm::StringRef path,
                            const OnnxExportOptions &options = {});
+
+/// Checks that every symbolic dimension of every value (inputs,
+/// initializers, node results) is bound in module.dimBindings. The error
+/// names the first unbound one without a file name, e.g. `symbolic dimension
+/// 'batch' of value 'x' is not bound; pass --dim batch=N`; tools prefix the
+/// file.
+llvm::Error checkDimsBound(const Module &module);
 
 } // namespace gmopt
 

@@ -18,6 +18,7 @@
 #include "llvm/Support/Error.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,6 +108,9 @@ private:
   const Node &node;
   const OpSchema &schema;
   llvm::SmallVector<TensorType, 2> outputs;
+  /// Constants materialized from a Constant node's value_float(s)/value_int(s)
+  /// attributes, owned here so getConstantInput can return a stable pointer.
+  mutable std::vector<std::unique_ptr<TensorData>> materializedConstants;
 };
 
 using InferenceFn = std::function<llvm::Error(InferenceContext &)>;

@@ -1,0 +1,183 @@
+//===- Memory.cpp - Counting allocator and memory reports -----------------===//
+//
+// CountingAllocator keeps a map from each live block to its counted size and
+// category, so frees need no size argument and a report can always be
+// reconciled with the blocks still alive. The high-water mark is updated on
+// every allocation; the split by category is copied only when the mark moves.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/Memory.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <string>
+
+using namespace gmopt;
+
+namespace {
+constexpr llvm::StringLiteral kCategoryNames[kNumMemoryCategories] = {
+    "parameters",  "gradients",   "optimizer_state",
+    "activations", "temporaries", "workspace"};
+} // namespace
+
+llvm::StringRef gmopt::memoryCategoryName(MemoryCategory category) {
+  unsigned index = static_cast<unsigned>(category);
+  assert(index < kNumMemoryCategories && "unknown memory category");
+  return kCategoryNames[index];
+}
+
+std::optional<MemoryCategory> gmopt::parseMemoryCategory(llvm::StringRef name) {
+  for (MemoryCategory category : kAllMemoryCategories)
+    if (memoryCategoryName(category) == name)
+      return category;
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// MemoryReport
+//===----------------------------------------------------------------------===//
+
+static void printBytesCell(llvm::raw_ostream &os, uint64_t bytes) {
+  os << llvm::right_justify(std::to_string(bytes), 16)
+     << llvm::format(" (%10.2f MiB)", static_cast<double>(bytes) / (1 << 20));
+}
+
+void MemoryReport::print(llvm::raw_ostream &os) const {
+  os << llvm::left_justify("category", 16) << llvm::right_justify("at peak", 33)
+     << llvm::right_justify("current", 33) << "\n";
+  for (MemoryCategory category : kAllMemoryCategories) {
+    os << llvm::left_justify(memoryCategoryName(category), 16);
+    printBytesCell(os, atPeak(category));
+    printBytesCell(os, current(category));
+    os << "\n";
+  }
+  os << llvm::left_justify("total", 16);
+  printBytesCell(os, peakBytes);
+  printBytesCell(os, currentBytes);
+  os << "\n";
+}
+
+llvm::json::Object MemoryReport::toJSON() const {
+  llvm::json::Object byCategory;
+  for (MemoryCategory category : kAllMemoryCategories)
+    byCategory[memoryCategoryName(category)] = static_cast<int64_t>(atPeak(category));
+  llvm::json::Object object;
+  object["peak_bytes"] = static_cast<int64_t>(peakBytes);
+  object["by_category"] = std::move(byCategory);
+  object["current_bytes"] = static_cast<int64_t>(currentBytes);
+  return object;
+}
+
+//===----------------------------------------------------------------------===//
+// CountingAllocator
+//===----------------------------------------------------------------------===//
+
+CountingAllocator::~CountingAllocator() {
+  for (auto &entry : blocks)
+    std::free(const_cast<void *>(entry.first));
+}
+
+void *CountingAllocator::allocate(uint64_t bytes, MemoryCategory category) {
+  uint64_t counted = roundUp(bytes);
+  if (counted < bytes) // Overflow of the rounding.
+    return nullptr;
+  // aligned_alloc needs a size that is a multiple of the alignment; a
+  // zero-size block still gets real storage so the pointer is distinct.
+  void *ptr = std::aligned_alloc(kAlignment, counted == 0 ? kAlignment : counted);
+  if (!ptr)
+    return nullptr;
+  blocks[ptr] = Block{counted, category};
+  current[static_cast<unsigned>(category)] += counted;
+  currentTotal += counted;
+  if (currentTotal > peakTotal) {
+    peakTotal = currentTotal;
+    peakSplit = current;
+  }
+  return ptr;
+}
+
+llvm::Expected<void *> CountingAllocator::tryAllocate(uint64_t bytes,
+                                                      MemoryCategory category) {
+  if (void *ptr = allocate(bytes, category))
+    return ptr;
+  return llvm::createStringError(
+      std::errc::not_enough_memory, "out of memory allocating %llu bytes of %s",
+      static_cast<unsigned long long>(bytes),
+      memoryCategoryName(category).str().c_str());
+}
+
+void CountingAllocator::free(void *ptr) {
+  if (!ptr)
+    return;
+  auto it = blocks.find(ptr);
+  assert(it != blocks.end() && "freeing a block this allocator does not own");
+  Block block = it->second;
+  blocks.erase(it);
+  current[static_cast<unsigned>(block.category)] -= block.bytes;
+  currentTotal -= block.bytes;
+  std::free(ptr);
+}
+
+uint64_t CountingAllocator::getBlockBytes(const void *ptr) const {
+  auto it = blocks.find(ptr);
+  return it == blocks.end() ? 0 : it->second.bytes;
+}
+
+MemoryCategory CountingAllocator::getBlockCategory(const void *ptr) const {
+  auto it = blocks.find(ptr);
+  assert(it != blocks.end() && "category of a block that is not live");
+  return it->second.category;
+}
+
+void CountingAllocator::resetPeak() {
+  peakTotal = currentTotal;
+  peakSplit = current;
+}
+
+MemoryReport CountingAllocator::getReport() const {
+  MemoryReport report;
+  report.peakBytes = peakTotal;
+  report.peakByCategory = peakSplit;
+  report.currentBytes = currentTotal;
+  report.currentByCategory = current;
+  return report;
+}
+
+//===----------------------------------------------------------------------===//
+// ScopedAllocation
+//===----------------------------------------------------------------------===//
+
+ScopedAllocation &ScopedAllocation::operator=(ScopedAllocation &&other) noexcept {
+  if (this != &other) {
+    reset();
+    allocator = other.allocator;
+    ptr = other.ptr;
+    bytes = other.bytes;
+    other.allocator = nullptr;
+    other.ptr = nullptr;
+    other.bytes = 0;
+  }
+  return *this;
+}
+
+llvm::Expected<ScopedAllocation>
+ScopedAllocation::create(CountingAllocator &allocator, uint64_t bytes,
+                         MemoryCategory category) {
+  auto ptr = allocator.tryAllocate(bytes, category);
+  if (!ptr)
+    return ptr.takeError();
+  return ScopedAllocation(allocator, *ptr, bytes);
+}
+
+void ScopedAllocation::reset() {
+  if (allocator && ptr)
+    allocator->free(ptr);
+  allocator = nullptr;
+  ptr = nullptr;
+  bytes = 0;
+}

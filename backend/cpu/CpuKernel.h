@@ -1,0 +1,106 @@
+//===- CpuKernel.h - Running one IR node on the CPU -------------*- C++ -*-===//
+//
+// The CPU backend's kernel library entry point. runCpuKernel executes one
+// Node on tensors the caller has placed: inputs as views (null for absent
+// optional operands) and outputs preallocated from the node's static result
+// types (null for absent optional results). Kernels are looked up by
+// (domain, op type) in a table filled once from the per-family kernel files.
+//
+// Element types: kernels compute float math in fp32 (and f64 where the op is
+// used on doubles); tensors stored as f16 or bf16 are widened to fp32 staging
+// copies on entry and rounded back (to nearest even) on exit, generically,
+// for every float kernel. Integer and bool tensors are used as they are
+// (shape arithmetic, indices, masks). Data-movement kernels move bytes of
+// any element type.
+//
+// Random numbers (Dropout): a counter-based Philox4x32-10 stream keyed by
+// the context's seed, the context's step and the node's stream id (see
+// getRandomStreamId), indexed by element: a run is reproducible and does not
+// depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CPU_CPUKERNEL_H
+#define GMOPT_BACKEND_CPU_CPUKERNEL_H
+
+#include "backend/Memory.h"
+#include "backend/cpu/Tensor.h"
+#include "ir/IR.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gmopt {
+namespace cpu {
+
+/// Per-run state kernels need: where scratch memory comes from, the random
+/// seed and step, and how many threads to use.
+class CpuKernelContext {
+public:
+  /// A context whose scratch memory is counted by \p allocator; the thread
+  /// count defaults to the hardware concurrency.
+  explicit CpuKernelContext(CountingAllocator &allocator);
+
+  /// The allocator scratch memory is counted by.
+  CountingAllocator &getAllocator() const { return allocator; }
+
+  /// Allocates an uninitialized scratch tensor under \p category (library
+  /// scratch is Workspace; fp32 staging copies are Temporaries). It is freed
+  /// when the returned buffer is destroyed.
+  llvm::Expected<TensorBuffer>
+  allocateScratch(DType dtype, llvm::ArrayRef<int64_t> shape,
+                  MemoryCategory category = MemoryCategory::Workspace);
+
+  /// Threads kernels may use (>= 1). Results never depend on it.
+  unsigned getNumThreads() const { return numThreads; }
+  /// Sets the thread count (0 means the hardware concurrency).
+  void setNumThreads(unsigned threads);
+
+  /// The random seed of the run.
+  uint64_t getSeed() const { return seed; }
+  void setSeed(uint64_t newSeed) { seed = newSeed; }
+  /// The training step (or any counter the caller advances between runs so
+  /// that random ops draw fresh numbers).
+  uint64_t getStep() const { return step; }
+  void setStep(uint64_t newStep) { step = newStep; }
+
+private:
+  CountingAllocator &allocator;
+  unsigned numThreads;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
+
+/// Runs \p node. \p inputs has one entry per operand (null for an absent
+/// optional operand) and \p outputs one per result (null for an absent
+/// optional result); outputs are preallocated with the node's result types.
+/// Returns an error naming the node for an op with no CPU kernel, unsupported
+/// element types, attributes or shapes, and bad data (out-of-range indices,
+/// integer division by zero...).
+llvm::Error runCpuKernel(const Node &node,
+                         llvm::ArrayRef<const TensorView *> inputs,
+                         llvm::ArrayRef<TensorView *> outputs,
+                         CpuKernelContext &ctx);
+
+/// True if a CPU kernel is registered for (\p domain, \p opType).
+bool hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType);
+
+/// Every (domain, op type) with a CPU kernel, as OpName::str() spells them,
+/// sorted.
+std::vector<std::string> listCpuKernels();
+
+/// The id that separates the random streams of different random nodes: the
+/// node's integer `seed` attribute when it has one, else a hash of its name
+/// (or of its first result's name when the node is unnamed). A pass that
+/// clones a random node (recompute) must keep the name or set `seed` so the
+/// clone draws the same numbers.
+uint32_t getRandomStreamId(const Node &node);
+
+} // namespace cpu
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CPU_CPUKERNEL_H

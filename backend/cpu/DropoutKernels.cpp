@@ -1,0 +1,204 @@
+//===- DropoutKernels.cpp - Dropout, BitmaskDropout and gradients ---------===//
+//
+// Dropout (ratio as input from opset 12, as attribute before; training_mode
+// input, false when absent: then the op is the identity with an all-true
+// mask), com.microsoft BitmaskDropout (the mask packed 32 elements per
+// uint32 word, element i in bit i % 32 of word i / 32), DropoutGrad and
+// BitmaskDropoutGrad. Element i is kept when the i-th uniform number of the
+// node's Philox stream is >= ratio; kept elements are scaled by
+// 1 / (1 - ratio). Both dropout ops draw the same decisions for the same
+// (seed, step, stream id).
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Philox.h"
+
+#include <cstring>
+#include <string>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+/// Ratio and mode of a dropout-like op.
+struct DropoutMode {
+  float ratio = 0.5f;
+  bool training = false;
+  /// True when the op drops anything (training with a nonzero ratio).
+  bool active() const { return training && ratio > 0; }
+  float scale() const { return 1.0f / (1.0f - ratio); }
+};
+
+llvm::Expected<DropoutMode> getDropoutMode(const KernelCall &call,
+                                           unsigned ratioInput,
+                                           unsigned trainingInput) {
+  DropoutMode mode;
+  if (const TensorView *ratio = call.in(ratioInput)) {
+    auto value = readScalar(call, *ratio, "ratio");
+    if (!value)
+      return value.takeError();
+    mode.ratio = static_cast<float>(*value);
+  } else if (call.hasAttr("ratio")) {
+    mode.ratio = call.getFloat("ratio", 0.5f);
+  }
+  if (const TensorView *training = call.in(trainingInput)) {
+    auto value = readScalar(call, *training, "training_mode");
+    if (!value)
+      return value.takeError();
+    mode.training = *value != 0;
+  }
+  if (!(mode.ratio >= 0 && mode.ratio < 1))
+    return call.error("ratio " + std::to_string(mode.ratio) + " is outside [0, 1)");
+  return mode;
+}
+
+/// Elements per parallel task (a multiple of 32 and of 4).
+constexpr int64_t kDropoutGrain = 8192;
+
+/// Calls keepFn(i, keep) for every element i of an n-element random tensor.
+template <typename KeepFn>
+void drawKeepMask(const KernelCall &call, int64_t n, float ratio, const KeepFn &keepFn) {
+  PhiloxStream stream(call.getContext().getSeed(), getRandomStreamId(call.getNode()),
+                      call.getContext().getStep());
+  parallelFor(call.getNumThreads(), n, kDropoutGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t base = lo; base < hi; base += 4) {
+      PhiloxBlock block = stream.block(static_cast<uint64_t>(base / 4));
+      for (int64_t lane = 0; lane < 4 && base + lane < hi; ++lane)
+        keepFn(base + lane, PhiloxStream::toUnitFloat(block[lane]) >= ratio);
+    }
+  });
+}
+
+/// Dropout(data, ratio?, training_mode?) -> (output, mask?).
+llvm::Error dropoutKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &y = *call.out(0);
+  TensorView *mask = call.out(1);
+  if (llvm::Error err = checkSameShape(call, x, y, "data and output"))
+    return err;
+  if (mask) {
+    if (llvm::Error err = checkSameShape(call, x, *mask, "data and mask"))
+      return err;
+    if (llvm::Error err = checkDType(call, *mask, DType::Bool, "mask"))
+      return err;
+  }
+  auto mode = getDropoutMode(call, 1, 2);
+  if (!mode)
+    return mode.takeError();
+  int64_t n = x.getNumElements();
+  if (!mode->active()) {
+    copyElements(x, y);
+    if (mask)
+      std::memset(mask->getData(), 1, n);
+    return llvm::Error::success();
+  }
+  return dispatchFloat(call, x.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *px = x.getDataAs<T>();
+    T *py = y.getDataAs<T>();
+    uint8_t *pm = mask ? mask->getDataAs<uint8_t>() : nullptr;
+    T scale = static_cast<T>(mode->scale());
+    drawKeepMask(call, n, mode->ratio, [&](int64_t i, bool keep) {
+      py[i] = keep ? px[i] * scale : T(0);
+      if (pm)
+        pm[i] = keep;
+    });
+    return llvm::Error::success();
+  });
+}
+
+/// BitmaskDropout(data, ratio?, training_mode?) -> (output, mask?).
+llvm::Error bitmaskDropoutKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &y = *call.out(0);
+  TensorView *mask = call.out(1);
+  if (llvm::Error err = checkSameShape(call, x, y, "data and output"))
+    return err;
+  int64_t n = x.getNumElements();
+  int64_t words = (n + 31) / 32;
+  if (mask) {
+    if (llvm::Error err = checkDType(call, *mask, DType::U32, "mask"))
+      return err;
+    if (mask->getNumElements() != words)
+      return call.error("mask must have " + llvm::Twine(words) + " words");
+  }
+  auto mode = getDropoutMode(call, 1, 2);
+  if (!mode)
+    return mode.takeError();
+  uint32_t *pm = mask ? mask->getDataAs<uint32_t>() : nullptr;
+  if (!mode->active()) {
+    copyElements(x, y);
+    for (int64_t w = 0; pm && w < words; ++w) {
+      int64_t valid = std::min<int64_t>(32, n - w * 32);
+      pm[w] = valid == 32 ? ~0u : ((1u << valid) - 1);
+    }
+    return llvm::Error::success();
+  }
+  if (pm)
+    std::memset(pm, 0, words * sizeof(uint32_t));
+  return dispatchFloat(call, x.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *px = x.getDataAs<T>();
+    T *py = y.getDataAs<T>();
+    T scale = static_cast<T>(mode->scale());
+    // Tasks cover whole words (the grain is a multiple of 32), so no two
+    // threads write one word.
+    drawKeepMask(call, n, mode->ratio, [&](int64_t i, bool keep) {
+      py[i] = keep ? px[i] * scale : T(0);
+      if (pm && keep)
+        pm[i / 32] |= 1u << (i % 32);
+    });
+    return llvm::Error::success();
+  });
+}
+
+/// DropoutGrad(dy, mask, ratio?, training_mode?) and BitmaskDropoutGrad.
+template <bool Bitmask> llvm::Error dropoutGradKernel(KernelCall &call) {
+  const TensorView &dy = *call.in(0), &mask = *call.in(1), &dx = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, dy, dx, "dy and dx"))
+    return err;
+  int64_t n = dy.getNumElements();
+  if (Bitmask) {
+    if (llvm::Error err = checkDType(call, mask, DType::U32, "mask"))
+      return err;
+    if (mask.getNumElements() != (n + 31) / 32)
+      return call.error("mask has the wrong number of words");
+  } else {
+    if (llvm::Error err = checkDType(call, mask, DType::Bool, "mask"))
+      return err;
+    if (llvm::Error err = checkSameShape(call, dy, mask, "dy and mask"))
+      return err;
+  }
+  auto mode = getDropoutMode(call, 2, 3);
+  if (!mode)
+    return mode.takeError();
+  // Without training_mode the forward op was the identity (see Dropout).
+  if (!call.in(3) || !mode->active()) {
+    copyElements(dy, dx);
+    return llvm::Error::success();
+  }
+  return dispatchFloat(call, dy.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *g = dy.getDataAs<T>();
+    T *out = dx.getDataAs<T>();
+    T scale = static_cast<T>(mode->scale());
+    const uint8_t *bytes = mask.getDataAs<uint8_t>();
+    const uint32_t *bits = mask.getDataAs<uint32_t>();
+    parallelFor(call.getNumThreads(), n, grainFor(1), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        bool keep = Bitmask ? (bits[i / 32] >> (i % 32)) & 1u : bytes[i] != 0;
+        out[i] = keep ? g[i] * scale : T(0);
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+} // namespace
+
+void cpu::registerDropoutKernels(KernelTable &table) {
+  table.add("", "Dropout", dropoutKernel, 1);
+  table.add(kMsDomain, "BitmaskDropout", bitmaskDropoutKernel, 1);
+  table.add(kMsDomain, "DropoutGrad", dropoutGradKernel<false>, 2);
+  table.add(kMsDomain, "BitmaskDropoutGrad", dropoutGradKernel<true>, 2);
+}

@@ -1,0 +1,187 @@
+//===- KernelRegistry.cpp - CPU kernel lookup and dispatch ----------------===//
+//
+// Builds the kernel table once from every family's registration hook, and
+// runs a node: look the kernel up, check the required operands and results
+// are present, and, for float kernels, stage f16/bf16 tensors through fp32
+// copies (counted as temporaries) so no kernel needs a 16-bit code path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
+
+#include <thread>
+
+extern "C" void openblas_set_num_threads(int numThreads);
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+static const KernelTable &getKernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    registerElementwiseKernels(t);
+    registerUnaryKernels(t);
+    registerTrainingKernels(t);
+    registerSoftmaxKernels(t);
+    registerLossKernels(t);
+    registerNormKernels(t);
+    registerMatMulKernels(t);
+    registerConvKernels(t);
+    registerPoolKernels(t);
+    registerReduceKernels(t);
+    registerShapeKernels(t);
+    registerMovementKernels(t);
+    registerGatherKernels(t);
+    registerDropoutKernels(t);
+    return t;
+  }();
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// CpuKernelContext
+//===----------------------------------------------------------------------===//
+
+static unsigned hardwareThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+CpuKernelContext::CpuKernelContext(CountingAllocator &allocator)
+    : allocator(allocator), numThreads(hardwareThreads()) {}
+
+void CpuKernelContext::setNumThreads(unsigned threads) {
+  numThreads = threads == 0 ? hardwareThreads() : threads;
+}
+
+llvm::Expected<TensorBuffer>
+CpuKernelContext::allocateScratch(DType dtype, llvm::ArrayRef<int64_t> shape,
+                                  MemoryCategory category) {
+  return TensorBuffer::create(allocator, dtype, shape, category);
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+bool cpu::hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType) {
+  return getKernelTable().lookup(domain, opType) != nullptr;
+}
+
+std::vector<std::string> cpu::listCpuKernels() {
+  return getKernelTable().keys();
+}
+
+uint32_t cpu::getRandomStreamId(const Node &node) {
+  if (const Attribute *seed = node.getAttr("seed")) {
+    int64_t value = seed->getKind() == Attribute::Kind::Int
+                        ? seed->getInt()
+                        : static_cast<int64_t>(seed->getKind() == Attribute::Kind::Float
+                                                   ? seed->getFloat()
+                                                   : 0);
+    return static_cast<uint32_t>(llvm::hash_value(value));
+  }
+  llvm::StringRef name = node.getName();
+  if (name.empty() && node.getNumResults() && node.getResult(0))
+    name = node.getResult(0)->getName();
+  // FNV-1a: stable across processes and builds (llvm::hash_value is not).
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : name) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+/// Keeps OpenBLAS's thread pool in step with the context.
+static void syncBlasThreads(unsigned numThreads) {
+  static unsigned current = 0;
+  if (current != numThreads) {
+    openblas_set_num_threads(static_cast<int>(numThreads));
+    current = numThreads;
+  }
+}
+
+/// Runs a StageHalfAsFloat kernel whose tensors include f16/bf16 ones.
+static llvm::Error runStaged(const KernelInfo &info, KernelCall &call) {
+  CpuKernelContext &ctx = call.getContext();
+  unsigned threads = ctx.getNumThreads();
+  // Reserved up front so views into the buffers stay valid as it fills.
+  llvm::SmallVector<TensorBuffer, 8> staging;
+  staging.reserve(call.getNumInputs() + call.getNumOutputs());
+  // One staging copy per distinct half input buffer (Mul(x, x) widens once).
+  llvm::DenseMap<const void *, const TensorView *> stagedByData;
+  llvm::SmallVector<const TensorView *, 8> inputs(call.getInputs().begin(),
+                                                  call.getInputs().end());
+  for (const TensorView *&input : inputs) {
+    if (!input || !isHalfType(input->getDType()))
+      continue;
+    auto it = stagedByData.find(input->getData());
+    if (it != stagedByData.end() &&
+        it->second->getShape() == input->getShape()) {
+      input = it->second;
+      continue;
+    }
+    auto buffer = ctx.allocateScratch(DType::F32, input->getShape(),
+                                      MemoryCategory::Temporaries);
+    if (!buffer)
+      return buffer.takeError();
+    staging.push_back(std::move(*buffer));
+    TensorView &widened = staging.back().getView();
+    convertToFloat(*input, widened.getDataAs<float>(), threads);
+    stagedByData[input->getData()] = &widened;
+    input = &widened;
+  }
+  llvm::SmallVector<TensorView *, 4> outputs(call.getOutputs().begin(),
+                                             call.getOutputs().end());
+  for (TensorView *&output : outputs) {
+    if (!output || !isHalfType(output->getDType()))
+      continue;
+    auto buffer = ctx.allocateScratch(DType::F32, output->getShape(),
+                                      MemoryCategory::Temporaries);
+    if (!buffer)
+      return buffer.takeError();
+    staging.push_back(std::move(*buffer));
+    output = &staging.back().getView();
+  }
+  KernelCall staged(call.getNode(), inputs, outputs, ctx);
+  if (llvm::Error err = info.fn(staged))
+    return err;
+  for (unsigned i = 0; i < outputs.size(); ++i)
+    if (outputs[i] && outputs[i] != call.out(i))
+      convertFromFloat(outputs[i]->getDataAs<float>(), *call.out(i), threads);
+  return llvm::Error::success();
+}
+
+llvm::Error cpu::runCpuKernel(const Node &node,
+                              llvm::ArrayRef<const TensorView *> inputs,
+                              llvm::ArrayRef<TensorView *> outputs,
+                              CpuKernelContext &ctx) {
+  const KernelInfo *info =
+      getKernelTable().lookup(node.getDomain(), node.getOpType());
+  if (!info)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "no CPU kernel for '" + node.getOp().str() +
+                                       "' (node " + node.describe() + ")");
+  KernelCall call(node, inputs, outputs, ctx);
+  for (unsigned i = 0; i < info->minInputs; ++i)
+    if (!call.in(i))
+      return call.error("required input " + llvm::Twine(i) + " is missing");
+  for (unsigned i = 0; i < info->minOutputs; ++i)
+    if (!call.out(i))
+      return call.error("required output " + llvm::Twine(i) + " is missing");
+  syncBlasThreads(ctx.getNumThreads());
+  if (info->mode == KernelMode::StageHalfAsFloat) {
+    bool anyHalf = false;
+    for (const TensorView *input : inputs)
+      anyHalf |= input && isHalfType(input->getDType());
+    for (const TensorView *output : outputs)
+      anyHalf |= output && isHalfType(output->getDType());
+    if (anyHalf)
+      return runStaged(*info, call);
+  }
+  return info->fn(call);
+}

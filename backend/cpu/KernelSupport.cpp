@@ -1,0 +1,443 @@
+//===- KernelSupport.cpp - Shared machinery of the CPU kernels ------------===//
+//
+// Error formatting, the kernel table, f16/bf16 staging conversions, operand
+// readers, shape checks, and the two data-movement primitives several
+// kernel families build on: broadcast copy and N-d transpose (collapsed to
+// the fewest dimensions, with a blocked path for 2-D and batched 2-D).
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+//===----------------------------------------------------------------------===//
+// KernelCall and KernelTable
+//===----------------------------------------------------------------------===//
+
+llvm::Error KernelCall::error(const llvm::Twine &message) const {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 node.getOp().str() + ": " + message.str() +
+                                     " (node " + node.describe() + ")");
+}
+
+static std::string tableKey(llvm::StringRef domain, llvm::StringRef opType) {
+  return (domain + "\x1f" + opType).str();
+}
+
+void KernelTable::add(llvm::StringRef domain, llvm::StringRef opType,
+                      KernelInfo info) {
+  bool inserted = entries.try_emplace(tableKey(domain, opType), info).second;
+  (void)inserted;
+  assert(inserted && "kernel registered twice");
+}
+
+const KernelInfo *KernelTable::lookup(llvm::StringRef domain,
+                                      llvm::StringRef opType) const {
+  auto it = entries.find(tableKey(domain, opType));
+  return it == entries.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> KernelTable::keys() const {
+  std::vector<std::string> result;
+  for (const auto &entry : entries) {
+    auto [domain, opType] = entry.getKey().split('\x1f');
+    result.push_back(OpName{domain.str(), opType.str()}.str());
+  }
+  llvm::sort(result);
+  return result;
+}
+
+llvm::Error cpu::unsupportedType(const KernelCall &call, DType type,
+                                 llvm::StringRef what) {
+  return call.error("unsupported element type " + dtypeName(type) + " of " +
+                    what);
+}
+
+//===----------------------------------------------------------------------===//
+// Element conversions
+//===----------------------------------------------------------------------===//
+
+void cpu::convertToFloat(const TensorView &src, float *dst,
+                         unsigned numThreads) {
+  int64_t n = src.getNumElements();
+  switch (src.getDType()) {
+  case DType::F16: {
+    const uint16_t *data = src.getDataAs<uint16_t>();
+    parallelFor(numThreads, n, grainFor(4), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        dst[i] = halfToFloat(data[i]);
+    });
+    return;
+  }
+  case DType::BF16: {
+    const uint16_t *data = src.getDataAs<uint16_t>();
+    parallelFor(numThreads, n, grainFor(1), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        dst[i] = bfloat16ToFloat(data[i]);
+    });
+    return;
+  }
+  case DType::F32:
+    if (n)
+      std::memcpy(dst, src.getData(), n * sizeof(float));
+    return;
+  default:
+    assert(false && "convertToFloat of a non-float tensor");
+  }
+}
+
+void cpu::convertFromFloat(const float *src, const TensorView &dst,
+                           unsigned numThreads) {
+  int64_t n = dst.getNumElements();
+  switch (dst.getDType()) {
+  case DType::F16: {
+    uint16_t *data = dst.getDataAs<uint16_t>();
+    parallelFor(numThreads, n, grainFor(8), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        data[i] = floatToHalf(src[i]);
+    });
+    return;
+  }
+  case DType::BF16: {
+    uint16_t *data = dst.getDataAs<uint16_t>();
+    parallelFor(numThreads, n, grainFor(2), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        data[i] = floatToBFloat16(src[i]);
+    });
+    return;
+  }
+  case DType::F32:
+    if (n && dst.getData() != src)
+      std::memmove(dst.getData(), src, n * sizeof(float));
+    return;
+  default:
+    assert(false && "convertFromFloat into a non-float tensor");
+  }
+}
+
+void cpu::copyElements(const TensorView &src, const TensorView &dst) {
+  assert(src.getSizeInBytes() == dst.getSizeInBytes() && "copy size mismatch");
+  if (src.getData() != dst.getData() && src.getSizeInBytes())
+    std::memmove(dst.getData(), src.getData(), src.getSizeInBytes());
+}
+
+//===----------------------------------------------------------------------===//
+// Operand readers
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<llvm::SmallVector<int64_t, 8>>
+cpu::readInts(const KernelCall &call, const TensorView &view,
+              llvm::StringRef what) {
+  llvm::SmallVector<int64_t, 8> values;
+  int64_t n = view.getNumElements();
+  values.reserve(n);
+  auto read = [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *data = view.getDataAs<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<T, Bool8>)
+        values.push_back(data[i].value != 0);
+      else
+        values.push_back(static_cast<int64_t>(data[i]));
+    }
+    return llvm::Error::success();
+  };
+  if (llvm::Error err =
+          dispatchTypes<int64_t, int32_t, int16_t, int8_t, uint8_t, uint16_t,
+                        uint32_t, Bool8>(call, view.getDType(), read, what))
+    return err;
+  return values;
+}
+
+llvm::Expected<double> cpu::readScalar(const KernelCall &call,
+                                       const TensorView &view,
+                                       llvm::StringRef what) {
+  if (view.getNumElements() != 1)
+    return call.error(what + " must have exactly one element, not " +
+                      llvm::Twine(view.getNumElements()));
+  double value = 0;
+  auto read = [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    value = convertElement<double>(view.getDataAs<T>()[0]);
+    return llvm::Error::success();
+  };
+  if (llvm::Error err =
+          dispatchTypes<float, double, Float16, BFloat16, int64_t, int32_t,
+                        int16_t, int8_t, uint8_t, uint16_t, uint32_t, uint64_t,
+                        Bool8>(call, view.getDType(), read, what))
+    return err;
+  return value;
+}
+
+llvm::Expected<llvm::SmallVector<unsigned, 6>>
+cpu::readAxes(const KernelCall &call, unsigned axesInput, unsigned rank) {
+  llvm::SmallVector<int64_t, 8> raw;
+  if (const TensorView *axes = call.in(axesInput)) {
+    auto values = readInts(call, *axes, "axes");
+    if (!values)
+      return values.takeError();
+    raw = std::move(*values);
+  } else {
+    std::vector<int64_t> attr = call.getInts("axes");
+    raw.assign(attr.begin(), attr.end());
+  }
+  llvm::SmallVector<unsigned, 6> axes;
+  for (int64_t axis : raw) {
+    auto normalized = normalizeAxis(call, axis, rank, "axes");
+    if (!normalized)
+      return normalized.takeError();
+    axes.push_back(*normalized);
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return call.error("repeated axis in axes");
+  return axes;
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+llvm::SmallVector<int64_t, 6>
+cpu::contiguousStrides(llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, 6> strides(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+llvm::Expected<unsigned> cpu::normalizeAxis(const KernelCall &call,
+                                            int64_t axis, unsigned rank,
+                                            llvm::StringRef what) {
+  int64_t r = rank;
+  if (axis < -r || axis >= r)
+    return call.error(what + " " + llvm::Twine(axis) +
+                      " is out of range for rank " + llvm::Twine(rank));
+  return static_cast<unsigned>(axis < 0 ? axis + r : axis);
+}
+
+bool cpu::broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
+                          llvm::SmallVectorImpl<int64_t> &result) {
+  size_t rank = std::max(a.size(), b.size());
+  result.assign(rank, 1);
+  for (size_t j = 0; j < rank; ++j) {
+    int64_t da = j < a.size() ? a[a.size() - 1 - j] : 1;
+    int64_t db = j < b.size() ? b[b.size() - 1 - j] : 1;
+    if (da != db && da != 1 && db != 1)
+      return false;
+    result[rank - 1 - j] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+std::string cpu::shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "[";
+  llvm::interleave(shape, os, ",");
+  os << "]";
+  return os.str();
+}
+
+llvm::Error cpu::checkOutputShape(const KernelCall &call, unsigned index,
+                                  llvm::ArrayRef<int64_t> expected) {
+  const TensorView *output = call.out(index);
+  if (!output)
+    return call.error("output " + llvm::Twine(index) + " is missing");
+  if (output->getShape() != expected)
+    return call.error("output " + llvm::Twine(index) + " has shape " +
+                      shapeString(output->getShape()) + " but the kernel computes " +
+                      shapeString(expected));
+  return llvm::Error::success();
+}
+
+llvm::Error cpu::checkDType(const KernelCall &call, const TensorView &view,
+                            DType expected, llvm::StringRef what) {
+  if (view.getDType() != expected)
+    return call.error(what + " has element type " + dtypeName(view.getDType()) +
+                      ", expected " + dtypeName(expected));
+  return llvm::Error::success();
+}
+
+llvm::Error cpu::checkSameShape(const KernelCall &call, const TensorView &a,
+                                const TensorView &b, llvm::StringRef what) {
+  if (a.getShape() != b.getShape())
+    return call.error(what + ": shapes " + shapeString(a.getShape()) + " and " +
+                      shapeString(b.getShape()) + " differ");
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcast copy
+//===----------------------------------------------------------------------===//
+
+void cpu::broadcastCopy(const TensorView &src, const TensorView &dst,
+                        unsigned numThreads) {
+  if (dst.getNumElements() == 0)
+    return;
+  if (src.getShape() == dst.getShape()) {
+    copyElements(src, dst);
+    return;
+  }
+  size_t elementSize = dst.getElementSize();
+  auto plan = makeBroadcastPlan<1>(dst.getShape(), {src.getShape()});
+  const char *in = static_cast<const char *>(src.getData());
+  char *out = static_cast<char *>(dst.getData());
+  int64_t inner = plan.innerSize;
+  forEachBroadcastRow(plan, numThreads, [&](int64_t outOffset, const std::array<int64_t, 1> &offsets) {
+    const char *from = in + offsets[0] * elementSize;
+    char *to = out + outOffset * elementSize;
+    if (plan.innerStride[0] == 1) {
+      std::memcpy(to, from, inner * elementSize);
+      return;
+    }
+    // A broadcast row: repeat one element, doubling the filled prefix.
+    std::memcpy(to, from, elementSize);
+    int64_t filled = 1;
+    while (filled < inner) {
+      int64_t chunk = std::min(filled, inner - filled);
+      std::memcpy(to + filled * elementSize, to, chunk * elementSize);
+      filled += chunk;
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A transpose with unit dimensions dropped and runs of dimensions that stay
+/// adjacent merged.
+struct TransposePlan {
+  /// Output extents.
+  llvm::SmallVector<int64_t, 6> outShape;
+  /// Source stride (elements) of each output dimension.
+  llvm::SmallVector<int64_t, 6> srcStrides;
+};
+
+TransposePlan planTranspose(llvm::ArrayRef<int64_t> srcShape,
+                            llvm::ArrayRef<unsigned> perm) {
+  llvm::SmallVector<int64_t, 6> srcStrides = contiguousStrides(srcShape);
+  TransposePlan plan;
+  int64_t previousSrcDim = -2;
+  for (unsigned i = 0; i < perm.size(); ++i) {
+    unsigned s = perm[i];
+    if (srcShape[s] == 1)
+      continue;
+    // Output dims i-1, i map to source dims s-1, s (ignoring unit dims in
+    // between): they walk memory as one dimension.
+    bool adjacent = previousSrcDim >= 0 &&
+                    srcStrides[previousSrcDim] == srcStrides[s] * srcShape[s];
+    if (adjacent) {
+      plan.outShape.back() *= srcShape[s];
+      plan.srcStrides.back() = srcStrides[s];
+    } else {
+      plan.outShape.push_back(srcShape[s]);
+      plan.srcStrides.push_back(srcStrides[s]);
+    }
+    previousSrcDim = s;
+  }
+  return plan;
+}
+
+template <typename U>
+void transpose2D(const U *src, U *dst, int64_t rows, int64_t cols) {
+  // dst is [cols, rows]; tiles keep both sides in cache.
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    int64_t i1 = std::min(rows, i0 + kTile);
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      int64_t j1 = std::min(cols, j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j)
+          dst[j * rows + i] = src[i * cols + j];
+    }
+  }
+}
+
+template <typename U>
+void transposeTyped(const TransposePlan &plan, const U *src, U *dst,
+                    unsigned numThreads) {
+  unsigned rank = plan.outShape.size();
+  int64_t total = product(plan.outShape);
+  if (rank <= 1) {
+    std::memcpy(dst, src, total * sizeof(U));
+    return;
+  }
+  // Batched 2-D transpose: outer dims in place, last two swapped.
+  const auto &shape = plan.outShape;
+  const auto &strides = plan.srcStrides;
+  int64_t rows = shape[rank - 1], cols = shape[rank - 2];
+  bool batched2D = strides[rank - 1] == cols && strides[rank - 2] == 1;
+  for (unsigned d = 0; batched2D && d + 2 < rank; ++d)
+    batched2D = strides[d] == product(llvm::ArrayRef<int64_t>(shape).drop_front(d + 1));
+  if (batched2D) {
+    int64_t batch = total / (rows * cols);
+    parallelFor(numThreads, batch, std::max<int64_t>(1, grainFor(rows * cols)),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t i = b; i < e; ++i)
+                    transpose2D(src + i * rows * cols, dst + i * rows * cols,
+                                rows, cols);
+                });
+    return;
+  }
+  // General case: rows of the innermost output dimension.
+  int64_t inner = shape[rank - 1];
+  int64_t innerStride = strides[rank - 1];
+  int64_t numRows = total / inner;
+  parallelFor(numThreads, numRows, grainFor(inner), [&](int64_t begin, int64_t end) {
+    llvm::SmallVector<int64_t, 6> index(rank - 1, 0);
+    int64_t offset = 0, row = begin;
+    for (int d = rank - 2; d >= 0; --d) {
+      index[d] = row % shape[d];
+      row /= shape[d];
+      offset += index[d] * strides[d];
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      U *to = dst + r * inner;
+      const U *from = src + offset;
+      if (innerStride == 1) {
+        std::memcpy(to, from, inner * sizeof(U));
+      } else {
+        for (int64_t j = 0; j < inner; ++j)
+          to[j] = from[j * innerStride];
+      }
+      for (int d = rank - 2; d >= 0; --d) {
+        offset += strides[d];
+        if (++index[d] < shape[d])
+          break;
+        offset -= strides[d] * shape[d];
+        index[d] = 0;
+      }
+    }
+  });
+}
+} // namespace
+
+void cpu::transposeInto(const TensorView &src, const TensorView &dst,
+                        llvm::ArrayRef<unsigned> perm, unsigned numThreads) {
+  if (dst.getNumElements() == 0)
+    return;
+  TransposePlan plan = planTranspose(src.getShape(), perm);
+  switch (src.getElementSize()) {
+  case 1:
+    return transposeTyped(plan, src.getDataAs<uint8_t>(), dst.getDataAs<uint8_t>(), numThreads);
+  case 2:
+    return transposeTyped(plan, src.getDataAs<uint16_t>(), dst.getDataAs<uint16_t>(), numThreads);
+  case 4:
+    return transposeTyped(plan, src.getDataAs<uint32_t>(), dst.getDataAs<uint32_t>(), numThreads);
+  case 8:
+    return transposeTyped(plan, src.getDataAs<uint64_t>(), dst.getDataAs<uint64_t>(), numThreads);
+  default:
+    assert(false && "transpose of an unsupported element size");
+  }
+}

@@ -1,0 +1,323 @@
+//===- LossKernels.cpp - Cross-entropy losses and their gradients ---------===//
+//
+// ONNX SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss, and ONNX
+// Runtime's com.microsoft SoftmaxCrossEntropyLossInternal (ignore_index as an
+// input), SoftmaxCrossEntropyLossGrad and SoftmaxCrossEntropyLossInternalGrad
+// (with an optional bias added to the result). Scores are [N, C, D1..Dk] and
+// labels [N, D1..Dk]; each sample's C scores sit `inner` = prod(D) apart.
+// Reductions: none, sum, and mean, which divides by the summed weights of the
+// samples not ignored (or their count without weights) and leaves the sum
+// unscaled when that is zero, as ONNX Runtime does. Sums run sequentially in
+// double so the loss does not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include <cmath>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+enum class Reduction { None, Sum, Mean };
+
+llvm::Expected<Reduction> getReduction(const KernelCall &call) {
+  std::string name = call.getString("reduction", "mean");
+  if (name == "none")
+    return Reduction::None;
+  if (name == "sum")
+    return Reduction::Sum;
+  if (name == "mean")
+    return Reduction::Mean;
+  return call.error("unknown reduction '" + name + "'");
+}
+
+/// The ignored label: input \p input when present, else the attribute.
+llvm::Expected<std::optional<int64_t>>
+getIgnoreIndex(const KernelCall &call, std::optional<unsigned> input) {
+  if (input)
+    if (const TensorView *view = call.in(*input)) {
+      auto value = readScalar(call, *view, "ignore_index");
+      if (!value)
+        return value.takeError();
+      return std::optional<int64_t>(static_cast<int64_t>(*value));
+    }
+  if (call.hasAttr("ignore_index"))
+    return std::optional<int64_t>(call.getInt("ignore_index", 0));
+  return std::optional<int64_t>();
+}
+
+/// Layout of scores [N, C, D...] against labels [N, D...].
+struct LossShape {
+  int64_t batch = 0;
+  int64_t classes = 0;
+  int64_t inner = 1;
+  int64_t samples() const { return batch * inner; }
+  /// Offset of class 0 of sample s.
+  int64_t base(int64_t s) const { return (s / inner) * classes * inner + s % inner; }
+};
+
+llvm::Expected<LossShape> getLossShape(const KernelCall &call,
+                                       const TensorView &scores,
+                                       const TensorView &labels,
+                                       const TensorView *weights) {
+  llvm::ArrayRef<int64_t> s = scores.getShape(), l = labels.getShape();
+  if (s.size() < 2 || l.size() != s.size() - 1 || l[0] != s[0] ||
+      l.drop_front() != s.drop_front(2))
+    return call.error("scores " + shapeString(s) + " and labels " + shapeString(l) +
+                      " do not match ([N,C,D...] against [N,D...])");
+  LossShape shape;
+  shape.batch = s[0];
+  shape.classes = s[1];
+  shape.inner = product(s.drop_front(2));
+  if (weights && (weights->getRank() != 1 || weights->getDim(0) != shape.classes))
+    return call.error("weights must be a vector of C = " + llvm::Twine(shape.classes) +
+                      " elements");
+  return shape;
+}
+
+/// Reads every label as int64 into a scratch tensor, checking it is a class
+/// or the ignored label.
+llvm::Expected<TensorBuffer> readLabels(const KernelCall &call,
+                                        const TensorView &labels, int64_t classes,
+                                        std::optional<int64_t> ignoreIndex) {
+  auto buffer = call.getContext().allocateScratch(DType::I64, labels.getShape());
+  if (!buffer)
+    return buffer.takeError();
+  int64_t *values = buffer->getView().getDataAs<int64_t>();
+  llvm::Error err = dispatchIndex(call, labels.getDType(), [&](auto tag) -> llvm::Error {
+    using I = typename decltype(tag)::type;
+    const I *data = labels.getDataAs<I>();
+    for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
+      int64_t label = static_cast<int64_t>(data[i]);
+      if ((!ignoreIndex || label != *ignoreIndex) && (label < 0 || label >= classes))
+        return call.error("label " + llvm::Twine(label) + " is out of range [0, " +
+                          llvm::Twine(classes) + ")");
+      values[i] = label;
+    }
+    return llvm::Error::success();
+  }, "labels");
+  if (err)
+    return err;
+  return buffer;
+}
+
+/// Scratch for per-sample losses, accumulated in double.
+llvm::Expected<TensorBuffer> allocatePerSample(const KernelCall &call, int64_t samples) {
+  return call.getContext().allocateScratch(DType::F64, {samples});
+}
+
+/// Weight of sample label \p label (1 without weights); 0 when ignored.
+inline double sampleWeight(int64_t label, std::optional<int64_t> ignoreIndex,
+                           const float *weights) {
+  if (ignoreIndex && label == *ignoreIndex)
+    return 0;
+  return weights ? weights[label] : 1.0;
+}
+
+/// Writes the reduced (or per-sample) loss into \p out.
+llvm::Error storeLoss(const KernelCall &call, TensorView &out,
+                      const TensorView &perSampleView, double weightSum,
+                      Reduction reduction, llvm::ArrayRef<int64_t> labelShape) {
+  float *loss = out.getDataAs<float>();
+  llvm::ArrayRef<double> perSample(perSampleView.getDataAs<double>(),
+                                   perSampleView.getNumElements());
+  if (reduction == Reduction::None) {
+    if (llvm::Error err = checkOutputShape(call, 0, labelShape))
+      return err;
+    for (size_t i = 0; i < perSample.size(); ++i)
+      loss[i] = static_cast<float>(perSample[i]);
+    return llvm::Error::success();
+  }
+  if (out.getNumElements() != 1)
+    return call.error("a reduced loss must have one element");
+  double sum = 0;
+  for (double value : perSample)
+    sum += value;
+  if (reduction == Reduction::Mean && weightSum != 0)
+    sum /= weightSum;
+  loss[0] = static_cast<float>(sum);
+  return llvm::Error::success();
+}
+
+/// SoftmaxCrossEntropyLoss(scores, labels, weights?) and the Internal
+/// variant (ignore_index as input 3) -> (loss, log_prob?).
+template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
+  const TensorView &scores = *call.in(0), &labels = *call.in(1);
+  const TensorView *weights = call.in(2);
+  TensorView &out = *call.out(0);
+  TensorView *logProb = call.out(1);
+  auto reduction = getReduction(call);
+  if (!reduction)
+    return reduction.takeError();
+  auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(3) : std::nullopt);
+  if (!ignoreIndex)
+    return ignoreIndex.takeError();
+  auto shape = getLossShape(call, scores, labels, weights);
+  if (!shape)
+    return shape.takeError();
+  for (const TensorView *t : {&scores, weights, static_cast<const TensorView *>(&out),
+                              static_cast<const TensorView *>(logProb)})
+    if (t)
+      if (llvm::Error err = checkDType(call, *t, DType::F32, "scores, weights and outputs"))
+        return err;
+  if (logProb)
+    if (llvm::Error err = checkOutputShape(call, 1, scores.getShape()))
+      return err;
+  auto labelValues = readLabels(call, labels, shape->classes, *ignoreIndex);
+  if (!labelValues)
+    return labelValues.takeError();
+  const int64_t *labelData = labelValues->getView().getDataAs<int64_t>();
+  const float *x = scores.getDataAs<float>();
+  const float *w = weights ? weights->getDataAs<float>() : nullptr;
+  float *lp = logProb ? logProb->getDataAs<float>() : nullptr;
+  int64_t classes = shape->classes, inner = shape->inner;
+  auto perSampleBuffer = allocatePerSample(call, shape->samples());
+  if (!perSampleBuffer)
+    return perSampleBuffer.takeError();
+  double *perSample = perSampleBuffer->getView().getDataAs<double>();
+  parallelFor(call.getNumThreads(), shape->samples(), grainFor(8 * classes),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t s = lo; s < hi; ++s) {
+                  const float *row = x + shape->base(s);
+                  float maxValue = row[0];
+                  for (int64_t c = 1; c < classes; ++c)
+                    maxValue = std::max(maxValue, row[c * inner]);
+                  float sum = 0;
+                  for (int64_t c = 0; c < classes; ++c)
+                    sum += std::exp(row[c * inner] - maxValue);
+                  float shift = maxValue + std::log(sum);
+                  if (lp) {
+                    float *lpRow = lp + shape->base(s);
+                    for (int64_t c = 0; c < classes; ++c)
+                      lpRow[c * inner] = row[c * inner] - shift;
+                  }
+                  int64_t label = labelData[s];
+                  double weight = sampleWeight(label, *ignoreIndex, w);
+                  perSample[s] = weight == 0 ? 0.0
+                                             : -static_cast<double>(row[label * inner] - shift) * weight;
+                }
+              });
+  double weightSum = 0;
+  for (int64_t s = 0; s < shape->samples(); ++s)
+    weightSum += sampleWeight(labelData[s], *ignoreIndex, w);
+  return storeLoss(call, out, perSampleBuffer->getView(), weightSum, *reduction,
+                   labels.getShape());
+}
+
+/// NegativeLogLikelihoodLoss(input, target, weight?) -> loss.
+llvm::Error nllLossKernel(KernelCall &call) {
+  const TensorView &input = *call.in(0), &target = *call.in(1);
+  const TensorView *weights = call.in(2);
+  TensorView &out = *call.out(0);
+  auto reduction = getReduction(call);
+  if (!reduction)
+    return reduction.takeError();
+  auto ignoreIndex = getIgnoreIndex(call, std::nullopt);
+  if (!ignoreIndex)
+    return ignoreIndex.takeError();
+  auto shape = getLossShape(call, input, target, weights);
+  if (!shape)
+    return shape.takeError();
+  for (const TensorView *t : {&input, weights, static_cast<const TensorView *>(&out)})
+    if (t)
+      if (llvm::Error err = checkDType(call, *t, DType::F32, "input, weight and loss"))
+        return err;
+  auto labelValues = readLabels(call, target, shape->classes, *ignoreIndex);
+  if (!labelValues)
+    return labelValues.takeError();
+  const int64_t *labelData = labelValues->getView().getDataAs<int64_t>();
+  const float *x = input.getDataAs<float>();
+  const float *w = weights ? weights->getDataAs<float>() : nullptr;
+  auto perSampleBuffer = allocatePerSample(call, shape->samples());
+  if (!perSampleBuffer)
+    return perSampleBuffer.takeError();
+  double *perSample = perSampleBuffer->getView().getDataAs<double>();
+  double weightSum = 0;
+  for (int64_t s = 0; s < shape->samples(); ++s) {
+    int64_t label = labelData[s];
+    double weight = sampleWeight(label, *ignoreIndex, w);
+    perSample[s] = weight == 0 ? 0.0 : -x[shape->base(s) + label * shape->inner] * weight;
+    weightSum += weight;
+  }
+  return storeLoss(call, out, perSampleBuffer->getView(), weightSum, *reduction,
+                   target.getShape());
+}
+
+/// SoftmaxCrossEntropyLossGrad(dY, log_prob, label, weight?) and the
+/// Internal variant (ignore_index input 4, bias input 5) -> d_logits =
+/// (softmax - onehot(label)) * weight * dY (scaled by 1/weightSum for mean).
+template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &logProb = *call.in(1), &labels = *call.in(2);
+  const TensorView *weights = call.in(3);
+  const TensorView *bias = Internal ? call.in(5) : nullptr;
+  TensorView &dX = *call.out(0);
+  auto reduction = getReduction(call);
+  if (!reduction)
+    return reduction.takeError();
+  auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(4) : std::nullopt);
+  if (!ignoreIndex)
+    return ignoreIndex.takeError();
+  auto shape = getLossShape(call, logProb, labels, weights);
+  if (!shape)
+    return shape.takeError();
+  for (const TensorView *t : {&dY, &logProb, weights, bias, static_cast<const TensorView *>(&dX)})
+    if (t)
+      if (llvm::Error err = checkDType(call, *t, DType::F32, "dY, log_prob, weight, bias and dX"))
+        return err;
+  if (llvm::Error err = checkOutputShape(call, 0, logProb.getShape()))
+    return err;
+  if (bias && bias->getShape() != logProb.getShape())
+    return call.error("bias must have log_prob's shape");
+  if (*reduction == Reduction::None ? dY.getShape() != labels.getShape()
+                                    : dY.getNumElements() != 1)
+    return call.error("dY has shape " + shapeString(dY.getShape()) +
+                      ", which does not fit the reduction");
+  auto labelValues = readLabels(call, labels, shape->classes, *ignoreIndex);
+  if (!labelValues)
+    return labelValues.takeError();
+  const int64_t *labelData = labelValues->getView().getDataAs<int64_t>();
+  const float *g = dY.getDataAs<float>();
+  const float *lp = logProb.getDataAs<float>();
+  const float *w = weights ? weights->getDataAs<float>() : nullptr;
+  const float *b = bias ? bias->getDataAs<float>() : nullptr;
+  float *out = dX.getDataAs<float>();
+  double scale = 1;
+  if (*reduction == Reduction::Mean) {
+    double weightSum = 0;
+    for (int64_t s = 0; s < shape->samples(); ++s)
+      weightSum += sampleWeight(labelData[s], *ignoreIndex, w);
+    if (weightSum != 0)
+      scale = 1 / weightSum;
+  }
+  int64_t classes = shape->classes, inner = shape->inner;
+  parallelFor(call.getNumThreads(), shape->samples(), grainFor(4 * classes),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t s = lo; s < hi; ++s) {
+                  int64_t base = shape->base(s);
+                  int64_t label = labelData[s];
+                  double weight = sampleWeight(label, *ignoreIndex, w);
+                  float factor = static_cast<float>(
+                      weight * (*reduction == Reduction::None ? g[s] : g[0] * scale));
+                  for (int64_t c = 0; c < classes; ++c) {
+                    int64_t i = base + c * inner;
+                    float value = weight == 0 ? 0.0f
+                                              : (std::exp(lp[i]) - (c == label ? 1.0f : 0.0f)) * factor;
+                    out[i] = b ? value + b[i] : value;
+                  }
+                }
+              });
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cpu::registerLossKernels(KernelTable &table) {
+  table.add("", "SoftmaxCrossEntropyLoss", sceLossKernel<false>, 2);
+  table.add("", "NegativeLogLikelihoodLoss", nllLossKernel, 2);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternal", sceLossKernel<true>, 2);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossGrad", sceLossGradKernel<false>, 3);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad", sceLossGradKernel<true>, 3);
+}

@@ -1,0 +1,591 @@
+//===- MatMulKernels.cpp - MatMul, Gemm, FusedMatMul and Einsum -----------===//
+//
+// Matrix products on top of Blas.h. MatMul follows numpy (1-D operands are
+// promoted and their dimension dropped again; batch dimensions broadcast);
+// com.microsoft FusedMatMul / TransposeMatMul add alpha, transposes of the
+// last two dimensions and ONNX Runtime's transBatch permutations; Gemm adds
+// alpha, beta and a broadcast C. A batched product whose right operand has
+// no batch dimensions folds the batch into one large GEMM. Einsum contracts
+// its operands pairwise: each pair is permuted to [batch, free, contracted]
+// x [batch, contracted, free] and multiplied with batched GEMM, labels no
+// later operand or the output needs are summed away first.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/Blas.h"
+#include "backend/cpu/KernelSupport.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cstring>
+#include <memory>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Batched matrix product
+//===----------------------------------------------------------------------===//
+
+/// A broadcast batch of C[b] = alpha * op(A[b]) * op(B[b]).
+struct BatchedProduct {
+  int64_t m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  /// Broadcast batch shape of the output.
+  llvm::SmallVector<int64_t, 4> batchShape;
+  /// Per batch dimension, the matrix stride of A and B (0 if broadcast).
+  llvm::SmallVector<int64_t, 4> aStrides, bStrides;
+};
+
+/// Runs \p product on contiguous A, B and C; C is [batch..., M, N].
+template <typename T>
+void runBatched(const BatchedProduct &product, T alpha, const T *a, const T *b,
+                T *c) {
+  int64_t m = product.m, n = product.n, k = product.k;
+  int64_t lda = product.transA ? m : k;
+  int64_t ldb = product.transB ? k : n;
+  int64_t batch = cpu::product(product.batchShape);
+  bool bShared = llvm::all_of(product.bStrides, [](int64_t s) { return s == 0; });
+  bool aDense = true;
+  for (unsigned d = 0; d < product.aStrides.size(); ++d)
+    aDense &= product.aStrides[d] ==
+              cpu::product(llvm::ArrayRef<int64_t>(product.batchShape).drop_front(d + 1));
+  if (bShared && aDense && !product.transA) {
+    // [batch*M, K] x [K, N]: one GEMM.
+    gemm<T>(false, product.transB, batch * m, n, k, alpha, a, k, b, ldb, T(0), c, n);
+    return;
+  }
+  llvm::SmallVector<int64_t, 4> index(product.batchShape.size(), 0);
+  int64_t aOffset = 0, bOffset = 0;
+  for (int64_t i = 0; i < batch; ++i) {
+    gemm<T>(product.transA, product.transB, m, n, k, alpha, a + aOffset * m * k, lda,
+            b + bOffset * k * n, ldb, T(0), c + i * m * n, n);
+    for (int d = static_cast<int>(index.size()) - 1; d >= 0; --d) {
+      aOffset += product.aStrides[d];
+      bOffset += product.bStrides[d];
+      if (++index[d] < product.batchShape[d])
+        break;
+      aOffset -= product.aStrides[d] * product.batchShape[d];
+      bOffset -= product.bStrides[d] * product.batchShape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+/// Plans MatMul-style broadcasting of A [..., M, K] and B [..., K, N] (with
+/// transposes applied) and computes the output shape.
+llvm::Expected<BatchedProduct>
+planMatMul(const KernelCall &call, llvm::ArrayRef<int64_t> aShape,
+           llvm::ArrayRef<int64_t> bShape, bool transA, bool transB,
+           llvm::SmallVectorImpl<int64_t> &outShape) {
+  if (aShape.empty() || bShape.empty())
+    return call.error("MatMul operands must have rank >= 1");
+  BatchedProduct product;
+  bool aVector = aShape.size() == 1, bVector = bShape.size() == 1;
+  llvm::SmallVector<int64_t, 6> a(aShape.begin(), aShape.end());
+  llvm::SmallVector<int64_t, 6> b(bShape.begin(), bShape.end());
+  if (aVector) {
+    a.insert(a.begin(), 1);
+    transA = false;
+  }
+  if (bVector) {
+    b.push_back(1);
+    transB = false;
+  }
+  int64_t aRows = a[a.size() - 2], aCols = a.back();
+  int64_t bRows = b[b.size() - 2], bCols = b.back();
+  product.transA = transA;
+  product.transB = transB;
+  product.m = transA ? aCols : aRows;
+  product.k = transA ? aRows : aCols;
+  int64_t kB = transB ? bCols : bRows;
+  product.n = transB ? bRows : bCols;
+  if (product.k != kB)
+    return call.error("inner dimensions differ: " + shapeString(aShape) +
+                      (transA ? "^T" : "") + " x " + shapeString(bShape) +
+                      (transB ? "^T" : ""));
+  llvm::ArrayRef<int64_t> aBatch = llvm::ArrayRef<int64_t>(a).drop_back(2);
+  llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(b).drop_back(2);
+  llvm::SmallVector<int64_t, 4> batch;
+  if (!broadcastShapes(aBatch, bBatch, batch))
+    return call.error("batch dimensions " + shapeString(aBatch) + " and " +
+                      shapeString(bBatch) + " do not broadcast");
+  product.batchShape.assign(batch.begin(), batch.end());
+  auto batchStrides = [&](llvm::ArrayRef<int64_t> shape) {
+    llvm::SmallVector<int64_t, 4> strides(batch.size(), 0);
+    int64_t stride = 1;
+    for (unsigned j = 0; j < shape.size(); ++j) {
+      unsigned d = batch.size() - 1 - j;
+      int64_t extent = shape[shape.size() - 1 - j];
+      strides[d] = extent == 1 ? 0 : stride;
+      stride *= extent;
+    }
+    return strides;
+  };
+  product.aStrides = batchStrides(aBatch);
+  product.bStrides = batchStrides(bBatch);
+  outShape.assign(batch.begin(), batch.end());
+  if (!aVector)
+    outShape.push_back(product.m);
+  if (!bVector)
+    outShape.push_back(product.n);
+  if (!fitsBlasInt(product.m, product.n, product.k))
+    return call.error("matrix extents exceed 32-bit BLAS limits");
+  return product;
+}
+
+/// ONNX Runtime's transBatch: moves dimension 0 to just before the last.
+llvm::Expected<std::optional<TensorBuffer>>
+transposeBatch(const KernelCall &call, const TensorView &view) {
+  unsigned rank = view.getRank();
+  if (rank < 3)
+    return std::optional<TensorBuffer>();
+  llvm::SmallVector<unsigned, 6> perm;
+  llvm::SmallVector<int64_t, 6> shape;
+  for (unsigned d = 1; d + 1 < rank; ++d)
+    perm.push_back(d);
+  perm.push_back(0);
+  perm.push_back(rank - 1);
+  for (unsigned d : perm)
+    shape.push_back(view.getDim(d));
+  auto buffer = call.getContext().allocateScratch(view.getDType(), shape);
+  if (!buffer)
+    return buffer.takeError();
+  transposeInto(view, buffer->getView(), perm, call.getNumThreads());
+  return std::optional<TensorBuffer>(std::move(*buffer));
+}
+
+/// MatMul, and FusedMatMul/TransposeMatMul when Fused.
+template <bool Fused> llvm::Error matMulKernel(KernelCall &call) {
+  const TensorView *a = call.in(0), *b = call.in(1);
+  const TensorView &out = *call.out(0);
+  if (a->getDType() != b->getDType() || out.getDType() != a->getDType())
+    return call.error("A, B and Y must have one element type");
+  bool transA = false, transB = false;
+  double alpha = 1;
+  std::optional<TensorBuffer> aCopy, bCopy;
+  if (Fused) {
+    transA = call.getInt("transA", 0) != 0;
+    transB = call.getInt("transB", 0) != 0;
+    alpha = call.getFloat("alpha", 1.0f);
+    if (call.getInt("transBatchA", 0)) {
+      auto copy = transposeBatch(call, *a);
+      if (!copy)
+        return copy.takeError();
+      if (*copy) {
+        aCopy = std::move(*copy);
+        a = &aCopy->getView();
+      }
+    }
+    if (call.getInt("transBatchB", 0)) {
+      auto copy = transposeBatch(call, *b);
+      if (!copy)
+        return copy.takeError();
+      if (*copy) {
+        bCopy = std::move(*copy);
+        b = &bCopy->getView();
+      }
+    }
+  }
+  llvm::SmallVector<int64_t, 6> outShape;
+  auto product = planMatMul(call, a->getShape(), b->getShape(), transA, transB, outShape);
+  if (!product)
+    return product.takeError();
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  return dispatchTypes<float, double, int64_t, int32_t>(
+      call, a->getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        runBatched<T>(*product, static_cast<T>(alpha), a->getDataAs<T>(),
+                      b->getDataAs<T>(), out.getDataAs<T>());
+        return llvm::Error::success();
+      });
+}
+
+/// Gemm(A, B, C?) = alpha * op(A) * op(B) + beta * C.
+llvm::Error gemmKernel(KernelCall &call) {
+  const TensorView &a = *call.in(0), &b = *call.in(1);
+  const TensorView *c = call.in(2);
+  const TensorView &y = *call.out(0);
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return call.error("A and B must be matrices");
+  bool transA = call.getInt("transA", 0) != 0, transB = call.getInt("transB", 0) != 0;
+  double alpha = call.getFloat("alpha", 1.0f), beta = call.getFloat("beta", 1.0f);
+  int64_t m = transA ? a.getDim(1) : a.getDim(0);
+  int64_t k = transA ? a.getDim(0) : a.getDim(1);
+  int64_t kB = transB ? b.getDim(1) : b.getDim(0);
+  int64_t n = transB ? b.getDim(0) : b.getDim(1);
+  if (k != kB)
+    return call.error("inner dimensions differ");
+  if (!fitsBlasInt(m, n, k))
+    return call.error("matrix extents exceed 32-bit BLAS limits");
+  if (llvm::Error err = checkOutputShape(call, 0, {m, n}))
+    return err;
+  if (a.getDType() != b.getDType() || y.getDType() != a.getDType() ||
+      (c && c->getDType() != a.getDType()))
+    return call.error("A, B, C and Y must have one element type");
+  bool useC = c && beta != 0;
+  if (useC) {
+    llvm::SmallVector<int64_t, 2> merged;
+    if (!broadcastShapes(c->getShape(), {m, n}, merged) ||
+        llvm::ArrayRef<int64_t>(merged) != llvm::ArrayRef<int64_t>({m, n}))
+      return call.error("C of shape " + shapeString(c->getShape()) +
+                        " does not broadcast to [M,N]");
+    broadcastCopy(*c, y, call.getNumThreads());
+  }
+  return dispatchTypes<float, double, int64_t, int32_t>(
+      call, a.getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        gemm<T>(transA, transB, m, n, k, static_cast<T>(alpha), a.getDataAs<T>(),
+                a.getDim(1), b.getDataAs<T>(), b.getDim(1),
+                useC ? static_cast<T>(beta) : T(0), y.getDataAs<T>(), n);
+        return llvm::Error::success();
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Einsum
+//===----------------------------------------------------------------------===//
+
+/// A tensor whose dimensions are named by einsum labels. The view is held
+/// by value; storage (when set) owns the bytes of an intermediate.
+struct LabeledTensor {
+  TensorView view;
+  llvm::SmallVector<int, 8> labels;
+  std::shared_ptr<TensorBuffer> storage;
+};
+
+using LabelSizes = llvm::DenseMap<int, int64_t>;
+using LabelSet = llvm::SmallDenseSet<int, 16>;
+
+/// Label numbers: letters a-z are 0..25, A-Z 26..51; ellipsis dimensions are
+/// 52 + position, right-aligned across operands.
+constexpr int kEllipsisLabel = 52;
+
+llvm::Expected<int> letterLabel(const KernelCall &call, char c) {
+  if (c >= 'a' && c <= 'z')
+    return c - 'a';
+  if (c >= 'A' && c <= 'Z')
+    return 26 + (c - 'A');
+  return call.error(llvm::Twine("invalid character '") + llvm::Twine(c) +
+                    "' in the equation");
+}
+
+/// Parses one term ("ab...c"). For an operand, \p rank is its rank and
+/// \p ellipsisCount receives the dimensions "..." stands for; for the output
+/// (rank < 0) \p ellipsisCount gives them.
+llvm::Expected<llvm::SmallVector<int, 8>>
+parseTerm(const KernelCall &call, llvm::StringRef term, int rank,
+          unsigned &ellipsisCount) {
+  llvm::SmallVector<int, 8> letters;
+  int ellipsisAt = -1;
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (term.substr(i).starts_with("...")) {
+      if (ellipsisAt >= 0)
+        return call.error("more than one ellipsis in a term");
+      ellipsisAt = letters.size();
+      i += 2;
+      continue;
+    }
+    auto label = letterLabel(call, term[i]);
+    if (!label)
+      return label.takeError();
+    letters.push_back(*label);
+  }
+  if (rank >= 0) {
+    int lettersCount = letters.size();
+    if (ellipsisAt < 0 ? lettersCount != rank : lettersCount > rank)
+      return call.error("term '" + term + "' does not match rank " + llvm::Twine(rank));
+    ellipsisCount = ellipsisAt >= 0 ? rank - lettersCount : 0;
+  } else if (ellipsisAt < 0) {
+    ellipsisCount = 0;
+  }
+  llvm::SmallVector<int, 8> labels;
+  for (int i = 0, e = letters.size(); i <= e; ++i) {
+    if (i == ellipsisAt)
+      for (unsigned d = 0; d < ellipsisCount; ++d)
+        labels.push_back(kEllipsisLabel + d);
+    if (i < e)
+      labels.push_back(letters[i]);
+  }
+  return labels;
+}
+
+/// Allocates an fp32 intermediate with \p labels.
+llvm::Expected<LabeledTensor> makeLabeled(const KernelCall &call,
+                                          llvm::ArrayRef<int> labels,
+                                          const LabelSizes &sizes) {
+  llvm::SmallVector<int64_t, 8> shape;
+  for (int label : labels)
+    shape.push_back(sizes.lookup(label));
+  auto buffer = call.getContext().allocateScratch(DType::F32, shape);
+  if (!buffer)
+    return buffer.takeError();
+  LabeledTensor result;
+  result.storage = std::make_shared<TensorBuffer>(std::move(*buffer));
+  result.view = result.storage->getView();
+  result.labels.assign(labels.begin(), labels.end());
+  return result;
+}
+
+/// Permutes \p t so its labels come in \p order (a permutation of them).
+llvm::Expected<LabeledTensor> permuteLabels(const KernelCall &call,
+                                            const LabeledTensor &t,
+                                            llvm::ArrayRef<int> order,
+                                            const LabelSizes &sizes) {
+  if (llvm::ArrayRef<int>(t.labels) == order)
+    return t;
+  llvm::SmallVector<unsigned, 8> perm;
+  for (int label : order)
+    perm.push_back(llvm::find(t.labels, label) - t.labels.begin());
+  auto result = makeLabeled(call, order, sizes);
+  if (!result)
+    return result.takeError();
+  transposeInto(t.view, result->view, perm, call.getNumThreads());
+  return result;
+}
+
+/// Sums \p t over every label not in \p keep.
+llvm::Expected<LabeledTensor> sumOutLabels(const KernelCall &call,
+                                           const LabeledTensor &t,
+                                           const LabelSet &keep,
+                                           const LabelSizes &sizes) {
+  llvm::SmallVector<int, 8> kept, summed;
+  for (int label : t.labels)
+    (keep.count(label) ? kept : summed).push_back(label);
+  if (summed.empty())
+    return t;
+  llvm::SmallVector<int, 8> order(kept);
+  order.append(summed.begin(), summed.end());
+  auto permuted = permuteLabels(call, t, order, sizes);
+  if (!permuted)
+    return permuted.takeError();
+  auto result = makeLabeled(call, kept, sizes);
+  if (!result)
+    return result.takeError();
+  int64_t rows = result->view.getNumElements();
+  int64_t width = 1;
+  for (int label : summed)
+    width *= sizes.lookup(label);
+  const float *in = permuted->view.getDataAs<float>();
+  float *out = result->view.getDataAs<float>();
+  parallelFor(call.getNumThreads(), rows, grainFor(width), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      float sum = 0;
+      for (int64_t j = 0; j < width; ++j)
+        sum += in[r * width + j];
+      out[r] = sum;
+    }
+  });
+  return result;
+}
+
+/// Contracts \p a and \p b, keeping the labels in \p keep.
+llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
+                                           const LabeledTensor &a,
+                                           const LabeledTensor &b,
+                                           const LabelSet &keep,
+                                           const LabelSizes &sizes) {
+  // A label only one side has that nobody needs later is summed away first.
+  LabelSet keepA(keep.begin(), keep.end()), keepB(keep.begin(), keep.end());
+  keepA.insert(b.labels.begin(), b.labels.end());
+  keepB.insert(a.labels.begin(), a.labels.end());
+  auto reducedA = sumOutLabels(call, a, keepA, sizes);
+  if (!reducedA)
+    return reducedA.takeError();
+  auto reducedB = sumOutLabels(call, b, keepB, sizes);
+  if (!reducedB)
+    return reducedB.takeError();
+  llvm::SmallVector<int, 8> batch, freeA, freeB, contracted;
+  for (int label : reducedA->labels) {
+    bool inB = llvm::is_contained(reducedB->labels, label);
+    if (inB && keep.count(label))
+      batch.push_back(label);
+    else if (inB)
+      contracted.push_back(label);
+    else
+      freeA.push_back(label);
+  }
+  for (int label : reducedB->labels)
+    if (!llvm::is_contained(reducedA->labels, label))
+      freeB.push_back(label);
+  llvm::SmallVector<int, 8> orderA(batch), orderB(batch);
+  orderA.append(freeA.begin(), freeA.end());
+  orderA.append(contracted.begin(), contracted.end());
+  orderB.append(contracted.begin(), contracted.end());
+  orderB.append(freeB.begin(), freeB.end());
+  auto pa = permuteLabels(call, *reducedA, orderA, sizes);
+  if (!pa)
+    return pa.takeError();
+  auto pb = permuteLabels(call, *reducedB, orderB, sizes);
+  if (!pb)
+    return pb.takeError();
+  llvm::SmallVector<int, 8> resultLabels(batch);
+  resultLabels.append(freeA.begin(), freeA.end());
+  resultLabels.append(freeB.begin(), freeB.end());
+  auto result = makeLabeled(call, resultLabels, sizes);
+  if (!result)
+    return result.takeError();
+  auto extent = [&](llvm::ArrayRef<int> labels) {
+    int64_t size = 1;
+    for (int label : labels)
+      size *= sizes.lookup(label);
+    return size;
+  };
+  BatchedProduct product;
+  product.m = extent(freeA);
+  product.n = extent(freeB);
+  product.k = extent(contracted);
+  if (!fitsBlasInt(product.m, product.n, product.k))
+    return call.error("contraction extents exceed 32-bit BLAS limits");
+  product.batchShape = {extent(batch)};
+  product.aStrides = {1};
+  product.bStrides = {1};
+  runBatched<float>(product, 1.0f, pa->view.getDataAs<float>(),
+                    pb->view.getDataAs<float>(), result->view.getDataAs<float>());
+  return result;
+}
+
+llvm::Error einsumKernel(KernelCall &call) {
+  std::string equation;
+  for (char c : call.getString("equation", ""))
+    if (c != ' ')
+      equation.push_back(c);
+  if (equation.empty())
+    return call.error("missing equation");
+  bool explicitOutput = llvm::StringRef(equation).contains("->");
+  auto [lhs, rhs] = llvm::StringRef(equation).split("->");
+  llvm::SmallVector<llvm::StringRef, 4> terms;
+  lhs.split(terms, ',');
+  unsigned numInputs = call.getNumInputs();
+  if (terms.size() != numInputs)
+    return call.error("the equation names " + llvm::Twine(terms.size()) +
+                      " operands but the node has " + llvm::Twine(numInputs));
+  std::vector<LabeledTensor> operands(numInputs);
+  llvm::SmallVector<unsigned, 4> ellipsisCounts(numInputs, 0);
+  unsigned ellipsisRank = 0;
+  for (unsigned i = 0; i < numInputs; ++i) {
+    const TensorView *view = call.in(i);
+    if (!view)
+      return call.error("inputs may not be absent");
+    if (view->getDType() != DType::F32)
+      return unsupportedType(call, view->getDType());
+    auto labels = parseTerm(call, terms[i], view->getRank(), ellipsisCounts[i]);
+    if (!labels)
+      return labels.takeError();
+    ellipsisRank = std::max(ellipsisRank, ellipsisCounts[i]);
+    operands[i].view = *view;
+    operands[i].labels = std::move(*labels);
+  }
+  // Bind extents; ellipsis dims are right-aligned and broadcast (extent 1).
+  LabelSizes sizes;
+  llvm::DenseMap<int, unsigned> occurrences;
+  for (unsigned i = 0; i < numInputs; ++i) {
+    LabeledTensor &operand = operands[i];
+    for (int &label : operand.labels)
+      if (label >= kEllipsisLabel)
+        label += ellipsisRank - ellipsisCounts[i];
+    LabelSet seen;
+    for (unsigned d = 0; d < operand.labels.size(); ++d) {
+      int label = operand.labels[d];
+      if (!seen.insert(label).second)
+        return call.error("a label repeated within one operand (a diagonal) is "
+                          "not supported");
+      ++occurrences[label];
+      int64_t extent = operand.view.getDim(d);
+      auto [it, inserted] = sizes.try_emplace(label, extent);
+      if (inserted || it->second == extent)
+        continue;
+      if (label >= kEllipsisLabel && (it->second == 1 || extent == 1)) {
+        it->second = std::max(it->second, extent);
+        continue;
+      }
+      return call.error("label extents disagree: " + llvm::Twine(it->second) +
+                        " and " + llvm::Twine(extent));
+    }
+  }
+  // An operand whose broadcast (extent 1) ellipsis dim is larger elsewhere
+  // drops that dimension: the same bytes with fewer unit dimensions.
+  for (LabeledTensor &operand : operands) {
+    llvm::SmallVector<int, 8> labels;
+    llvm::SmallVector<int64_t, 8> shape;
+    for (unsigned d = 0; d < operand.labels.size(); ++d) {
+      int label = operand.labels[d];
+      if (operand.view.getDim(d) == 1 && sizes.lookup(label) != 1)
+        continue;
+      labels.push_back(label);
+      shape.push_back(operand.view.getDim(d));
+    }
+    if (labels.size() != operand.labels.size()) {
+      operand.view = operand.view.reshaped(shape);
+      operand.labels = std::move(labels);
+    }
+  }
+  // Output labels: explicit, or numpy's implicit rule (ellipsis dims, then
+  // the labels used once, in ASCII order).
+  llvm::SmallVector<int, 8> outLabels;
+  if (explicitOutput) {
+    unsigned outEllipsis = ellipsisRank;
+    auto labels = parseTerm(call, rhs, -1, outEllipsis);
+    if (!labels)
+      return labels.takeError();
+    outLabels = std::move(*labels);
+    LabelSet seen;
+    for (int label : outLabels) {
+      if (!sizes.count(label))
+        return call.error("an output label appears in no operand");
+      if (!seen.insert(label).second)
+        return call.error("an output label is repeated");
+    }
+  } else {
+    for (unsigned e = 0; e < ellipsisRank; ++e)
+      outLabels.push_back(kEllipsisLabel + e);
+    for (int label = 26; label < 52; ++label) // A-Z sort before a-z.
+      if (occurrences.lookup(label) == 1)
+        outLabels.push_back(label);
+    for (int label = 0; label < 26; ++label)
+      if (occurrences.lookup(label) == 1)
+        outLabels.push_back(label);
+  }
+  llvm::SmallVector<int64_t, 8> outShape;
+  for (int label : outLabels)
+    outShape.push_back(sizes.lookup(label));
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  if (llvm::Error err = checkDType(call, *call.out(0), DType::F32, "output"))
+    return err;
+  // Contract left to right, keeping labels later operands or the output use.
+  LabelSet outSet(outLabels.begin(), outLabels.end());
+  LabeledTensor current = operands[0];
+  for (unsigned i = 1; i < numInputs; ++i) {
+    LabelSet keep(outSet.begin(), outSet.end());
+    for (unsigned j = i + 1; j < numInputs; ++j)
+      keep.insert(operands[j].labels.begin(), operands[j].labels.end());
+    auto next = contractPair(call, current, operands[i], keep, sizes);
+    if (!next)
+      return next.takeError();
+    current = std::move(*next);
+  }
+  auto reduced = sumOutLabels(call, current, outSet, sizes);
+  if (!reduced)
+    return reduced.takeError();
+  llvm::SmallVector<unsigned, 8> perm;
+  for (int label : outLabels)
+    perm.push_back(llvm::find(reduced->labels, label) - reduced->labels.begin());
+  transposeInto(reduced->view, *call.out(0), perm, call.getNumThreads());
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cpu::registerMatMulKernels(KernelTable &table) {
+  table.add("", "MatMul", matMulKernel<false>, 2);
+  table.add("", "Gemm", gemmKernel, 2);
+  table.add(kMsDomain, "FusedMatMul", matMulKernel<true>, 2);
+  table.add(kMsDomain, "TransposeMatMul", matMulKernel<true>, 2);
+  table.add("", "Einsum", einsumKernel, 1);
+}

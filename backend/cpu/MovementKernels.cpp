@@ -1,0 +1,437 @@
+//===- MovementKernels.cpp - Data movement: transpose, concat, slice... ---===//
+//
+// Kernels that move elements without computing on them, for every element
+// type: Transpose, Concat and com.microsoft ConcatTraining, Split and
+// SplitTraining, Slice (attribute form of opset 1 and input form of opset
+// 10+, negative steps included), Expand, Tile, Trilu and OneHot. Contiguous
+// runs are copied with memcpy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include <cstring>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+/// Transpose(data) with `perm` (default: reversed dimensions).
+llvm::Error transposeKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  unsigned rank = in.getRank();
+  std::vector<int64_t> permAttr = call.getInts("perm");
+  llvm::SmallVector<unsigned, 6> perm;
+  if (permAttr.empty()) {
+    for (unsigned d = 0; d < rank; ++d)
+      perm.push_back(rank - 1 - d);
+  } else {
+    if (permAttr.size() != rank)
+      return call.error("perm has " + llvm::Twine(permAttr.size()) +
+                        " entries for rank " + llvm::Twine(rank));
+    llvm::SmallVector<bool, 6> seen(rank, false);
+    for (int64_t p : permAttr) {
+      auto axis = normalizeAxis(call, p, rank, "perm entry");
+      if (!axis)
+        return axis.takeError();
+      if (seen[*axis])
+        return call.error("perm is not a permutation");
+      seen[*axis] = true;
+      perm.push_back(*axis);
+    }
+  }
+  llvm::SmallVector<int64_t, 6> outShape;
+  for (unsigned p : perm)
+    outShape.push_back(in.getDim(p));
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  if (in.getDType() != out.getDType())
+    return call.error("output element type differs from the input's");
+  if (dtypeSize(in.getDType()) == 0 || in.getDType() == DType::U4 || in.getDType() == DType::I4)
+    return unsupportedType(call, in.getDType());
+  transposeInto(in, out, perm, call.getNumThreads());
+  return llvm::Error::success();
+}
+
+/// Copies blocks between a tensor cut along `axis` and its pieces: with
+/// \p gather the pieces are read into \p whole (Concat), else written from
+/// it (Split).
+void copyAlongAxis(const TensorView &whole, llvm::ArrayRef<const TensorView *> pieces,
+                   unsigned axis, bool gather, unsigned threads) {
+  size_t elementSize = whole.getElementSize();
+  int64_t outer = product(whole.getShape().take_front(axis));
+  int64_t wholeRow = product(whole.getShape().drop_front(axis)) * elementSize;
+  char *base = static_cast<char *>(whole.getData());
+  parallelFor(threads, outer, grainFor(wholeRow / 4 + 1), [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o) {
+      int64_t offset = 0;
+      for (const TensorView *piece : pieces) {
+        int64_t row = product(piece->getShape().drop_front(axis)) * elementSize;
+        char *wholePtr = base + o * wholeRow + offset;
+        char *piecePtr = static_cast<char *>(piece->getData()) + o * row;
+        if (row) {
+          if (gather)
+            std::memcpy(wholePtr, piecePtr, row);
+          else
+            std::memcpy(piecePtr, wholePtr, row);
+        }
+        offset += row;
+      }
+    }
+  });
+}
+
+/// Concat(inputs...) and ConcatTraining (with per_input_length output).
+template <bool Training> llvm::Error concatKernel(KernelCall &call) {
+  const TensorView &out = *call.out(0);
+  unsigned rank = out.getRank();
+  if (!call.hasAttr("axis"))
+    return call.error("missing attribute 'axis'");
+  auto axis = normalizeAxis(call, call.getInt("axis", 0), rank);
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<const TensorView *, 8> pieces;
+  llvm::SmallVector<int64_t, 8> lengths;
+  int64_t total = 0;
+  for (const TensorView *input : call.getInputs()) {
+    if (!input)
+      return call.error("inputs may not be absent");
+    if (input->getDType() != out.getDType() || input->getRank() != rank)
+      return call.error("inputs must match the output's element type and rank");
+    for (unsigned d = 0; d < rank; ++d)
+      if (d != *axis && input->getDim(d) != out.getDim(d))
+        return call.error("input " + shapeString(input->getShape()) +
+                          " does not fit output " + shapeString(out.getShape()));
+    total += input->getDim(*axis);
+    lengths.push_back(input->getDim(*axis));
+    pieces.push_back(input);
+  }
+  if (total != out.getDim(*axis))
+    return call.error("inputs add up to " + llvm::Twine(total) +
+                      " along the axis, the output has " + llvm::Twine(out.getDim(*axis)));
+  copyAlongAxis(out, pieces, *axis, /*gather=*/true, call.getNumThreads());
+  if (Training && call.out(1)) {
+    TensorView &lengthOut = *call.out(1);
+    if (llvm::Error err = checkDType(call, lengthOut, DType::I64, "per_input_length"))
+      return err;
+    if (lengthOut.getNumElements() != static_cast<int64_t>(lengths.size()))
+      return call.error("per_input_length must have one element per input");
+    std::memcpy(lengthOut.getData(), lengths.data(), lengths.size() * sizeof(int64_t));
+  }
+  return llvm::Error::success();
+}
+
+/// Split(input, split?) and SplitTraining(input, split): the pieces are the
+/// outputs; their extents along the axis must match `split` when given.
+llvm::Error splitKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0);
+  unsigned rank = in.getRank();
+  auto axis = normalizeAxis(call, call.getInt("axis", 0), rank);
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<int64_t, 8> split;
+  if (const TensorView *splitInput = call.in(1)) {
+    auto values = readInts(call, *splitInput, "split");
+    if (!values)
+      return values.takeError();
+    split = std::move(*values);
+  } else if (call.hasAttr("split")) {
+    std::vector<int64_t> values = call.getInts("split");
+    split.assign(values.begin(), values.end());
+  }
+  llvm::SmallVector<const TensorView *, 8> pieces;
+  int64_t total = 0;
+  for (unsigned i = 0; i < call.getNumOutputs(); ++i) {
+    const TensorView *piece = call.out(i);
+    if (!piece)
+      return call.error("split outputs may not be absent");
+    if (piece->getDType() != in.getDType() || piece->getRank() != rank)
+      return call.error("outputs must match the input's element type and rank");
+    for (unsigned d = 0; d < rank; ++d)
+      if (d != *axis && piece->getDim(d) != in.getDim(d))
+        return call.error("output " + shapeString(piece->getShape()) +
+                          " does not fit input " + shapeString(in.getShape()));
+    if (!split.empty() && (i >= split.size() || split[i] != piece->getDim(*axis)))
+      return call.error("output " + llvm::Twine(i) + " disagrees with 'split'");
+    total += piece->getDim(*axis);
+    pieces.push_back(piece);
+  }
+  if (!split.empty() && split.size() != pieces.size())
+    return call.error("'split' has " + llvm::Twine(split.size()) + " entries for " +
+                      llvm::Twine(pieces.size()) + " outputs");
+  if (total != in.getDim(*axis))
+    return call.error("outputs add up to " + llvm::Twine(total) +
+                      " along the axis, the input has " + llvm::Twine(in.getDim(*axis)));
+  copyAlongAxis(in, pieces, *axis, /*gather=*/false, call.getNumThreads());
+  return llvm::Error::success();
+}
+
+/// Slice: per-dimension start and step of the output in the input.
+llvm::Error sliceKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  unsigned rank = in.getRank();
+  llvm::SmallVector<int64_t, 6> starts, ends, axes, steps;
+  if (call.in(1)) {
+    if (!call.in(2))
+      return call.error("missing ends");
+    for (auto [index, values, what] :
+         {std::tuple{1u, &starts, "starts"}, std::tuple{2u, &ends, "ends"},
+          std::tuple{3u, &axes, "axes"}, std::tuple{4u, &steps, "steps"}}) {
+      if (!call.in(index))
+        continue;
+      auto read = readInts(call, *call.in(index), what);
+      if (!read)
+        return read.takeError();
+      *values = std::move(*read);
+    }
+  } else {
+    for (auto [values, name] : {std::pair{&starts, "starts"}, std::pair{&ends, "ends"},
+                                std::pair{&axes, "axes"}}) {
+      std::vector<int64_t> attr = call.getInts(name);
+      values->assign(attr.begin(), attr.end());
+    }
+  }
+  if (axes.empty())
+    for (unsigned d = 0; d < starts.size(); ++d)
+      axes.push_back(d);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return call.error("starts, ends, axes and steps differ in length");
+  llvm::SmallVector<int64_t, 6> begin(rank, 0), step(rank, 1);
+  llvm::SmallVector<int64_t, 6> outShape(in.getShape().begin(), in.getShape().end());
+  llvm::SmallVector<bool, 6> seen(rank, false);
+  for (unsigned i = 0; i < starts.size(); ++i) {
+    auto axis = normalizeAxis(call, axes[i], rank, "axes entry");
+    if (!axis)
+      return axis.takeError();
+    if (seen[*axis])
+      return call.error("repeated axis");
+    seen[*axis] = true;
+    int64_t dim = in.getDim(*axis), s = starts[i], e = ends[i], st = steps[i];
+    if (st == 0)
+      return call.error("steps must not be zero");
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    int64_t count;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    begin[*axis] = s;
+    step[*axis] = st;
+    outShape[*axis] = count;
+  }
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  if (in.getDType() != out.getDType())
+    return call.error("output element type differs from the input's");
+  if (out.getNumElements() == 0)
+    return llvm::Error::success();
+  if (rank == 0) {
+    copyElements(in, out);
+    return llvm::Error::success();
+  }
+  size_t elementSize = in.getElementSize();
+  llvm::SmallVector<int64_t, 6> inStrides = contiguousStrides(in.getShape());
+  int64_t inner = outShape.back();
+  int64_t innerStep = step.back();
+  int64_t rows = out.getNumElements() / inner;
+  const char *src = static_cast<const char *>(in.getData());
+  char *dst = static_cast<char *>(out.getData());
+  parallelFor(call.getNumThreads(), rows, grainFor(inner), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t offset = begin[rank - 1], remaining = row;
+      for (int d = rank - 2; d >= 0; --d) {
+        int64_t index = remaining % outShape[d];
+        remaining /= outShape[d];
+        offset += (begin[d] + index * step[d]) * inStrides[d];
+      }
+      char *to = dst + row * inner * elementSize;
+      if (innerStep == 1) {
+        std::memcpy(to, src + offset * elementSize, inner * elementSize);
+      } else {
+        for (int64_t j = 0; j < inner; ++j)
+          std::memcpy(to + j * elementSize, src + (offset + j * innerStep) * elementSize,
+                      elementSize);
+      }
+    }
+  });
+  return llvm::Error::success();
+}
+
+/// Expand(input, shape): numpy broadcast to the output.
+llvm::Error expandKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  auto dims = readInts(call, *call.in(1), "shape");
+  if (!dims)
+    return dims.takeError();
+  llvm::SmallVector<int64_t, 6> shape;
+  if (!broadcastShapes(in.getShape(), *dims, shape))
+    return call.error("input " + shapeString(in.getShape()) +
+                      " does not broadcast to " + shapeString(*dims));
+  if (llvm::Error err = checkOutputShape(call, 0, shape))
+    return err;
+  if (in.getDType() != out.getDType())
+    return call.error("output element type differs from the input's");
+  broadcastCopy(in, out, call.getNumThreads());
+  return llvm::Error::success();
+}
+
+/// Tile(input, repeats).
+llvm::Error tileKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  unsigned rank = in.getRank();
+  auto repeats = readInts(call, *call.in(1), "repeats");
+  if (!repeats)
+    return repeats.takeError();
+  if (repeats->size() != rank)
+    return call.error("repeats must have one entry per input dimension");
+  llvm::SmallVector<int64_t, 6> outShape;
+  for (unsigned d = 0; d < rank; ++d) {
+    if ((*repeats)[d] < 0)
+      return call.error("repeats must be non-negative");
+    outShape.push_back(in.getDim(d) * (*repeats)[d]);
+  }
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  if (in.getDType() != out.getDType())
+    return call.error("output element type differs from the input's");
+  if (out.getNumElements() == 0)
+    return llvm::Error::success();
+  if (rank == 0) {
+    copyElements(in, out);
+    return llvm::Error::success();
+  }
+  size_t elementSize = in.getElementSize();
+  int64_t inRow = in.getDim(rank - 1);
+  int64_t outRow = outShape.back();
+  int64_t rows = out.getNumElements() / outRow;
+  const char *src = static_cast<const char *>(in.getData());
+  char *dst = static_cast<char *>(out.getData());
+  parallelFor(call.getNumThreads(), rows, grainFor(outRow), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      // Source row: each output index modulo the input extent.
+      int64_t remaining = row, srcRow = 0, stride = 1;
+      for (int d = rank - 2; d >= 0; --d) {
+        int64_t index = remaining % outShape[d];
+        remaining /= outShape[d];
+        srcRow += (index % in.getDim(d)) * stride;
+        stride *= in.getDim(d);
+      }
+      const char *from = src + srcRow * inRow * elementSize;
+      char *to = dst + row * outRow * elementSize;
+      for (int64_t r = 0; r < (*repeats)[rank - 1]; ++r)
+        std::memcpy(to + r * inRow * elementSize, from, inRow * elementSize);
+    }
+  });
+  return llvm::Error::success();
+}
+
+/// Trilu(input, k?): keeps the upper (or lower) triangle of the last two
+/// dimensions, shifted by k diagonals.
+llvm::Error triluKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (in.getRank() < 2)
+    return call.error("input must have rank >= 2");
+  if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
+    return err;
+  if (in.getDType() != out.getDType())
+    return call.error("output element type differs from the input's");
+  int64_t k = 0;
+  if (const TensorView *kInput = call.in(1)) {
+    auto value = readScalar(call, *kInput, "k");
+    if (!value)
+      return value.takeError();
+    k = static_cast<int64_t>(*value);
+  }
+  bool upper = call.getInt("upper", 1) != 0;
+  int64_t rows = in.getDim(in.getRank() - 2), cols = in.getDim(in.getRank() - 1);
+  int64_t matrices = rows * cols != 0 ? in.getNumElements() / (rows * cols) : 0;
+  return dispatchStorage(call, in.getDType(), [&](auto tag) -> llvm::Error {
+    using U = typename decltype(tag)::type;
+    const U *x = in.getDataAs<U>();
+    U *y = out.getDataAs<U>();
+    parallelFor(call.getNumThreads(), matrices * rows, grainFor(cols), [&](int64_t lo, int64_t hi) {
+      for (int64_t line = lo; line < hi; ++line) {
+        int64_t i = line % rows;
+        for (int64_t j = 0; j < cols; ++j) {
+          bool keep = upper ? j - i >= k : j - i <= k;
+          y[line * cols + j] = keep ? x[line * cols + j] : U(0);
+        }
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+/// OneHot(indices, depth, values[off, on]).
+llvm::Error oneHotKernel(KernelCall &call) {
+  const TensorView &indices = *call.in(0), &values = *call.in(2);
+  const TensorView &out = *call.out(0);
+  auto depthValue = readScalar(call, *call.in(1), "depth");
+  if (!depthValue)
+    return depthValue.takeError();
+  int64_t depth = static_cast<int64_t>(*depthValue);
+  if (depth < 1)
+    return call.error("depth must be positive");
+  if (values.getNumElements() != 2 || values.getDType() != out.getDType())
+    return call.error("values must hold [off, on] of the output type");
+  unsigned outRank = indices.getRank() + 1;
+  auto axis = normalizeAxis(call, call.getInt("axis", -1), outRank);
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<int64_t, 6> outShape(indices.getShape().begin(), indices.getShape().end());
+  outShape.insert(outShape.begin() + *axis, depth);
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  int64_t outer = product(indices.getShape().take_front(*axis));
+  int64_t inner = product(indices.getShape().drop_front(*axis));
+  return dispatchStorage(call, out.getDType(), [&](auto tag) -> llvm::Error {
+    using U = typename decltype(tag)::type;
+    U off = values.getDataAs<U>()[0], on = values.getDataAs<U>()[1];
+    U *y = out.getDataAs<U>();
+    std::fill(y, y + out.getNumElements(), off);
+    // Indices may have any numeric type; floats truncate.
+    return dispatchTypes<int64_t, int32_t, int16_t, int8_t, uint8_t, uint16_t, uint32_t,
+                         uint64_t, float, double>(
+        call, indices.getDType(), [&](auto indexTag) -> llvm::Error {
+          using I = typename decltype(indexTag)::type;
+          const I *idx = indices.getDataAs<I>();
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t j = 0; j < inner; ++j) {
+              int64_t index = convertElement<int64_t>(idx[o * inner + j]);
+              if (index < 0)
+                index += depth;
+              if (index >= 0 && index < depth)
+                y[(o * depth + index) * inner + j] = on;
+            }
+          return llvm::Error::success();
+        }, "indices");
+  });
+}
+
+} // namespace
+
+void cpu::registerMovementKernels(KernelTable &table) {
+  auto native = KernelMode::Native;
+  table.add("", "Transpose", transposeKernel, 1, 1, native);
+  table.add("", "Concat", concatKernel<false>, 1, 1, native);
+  table.add(kMsDomain, "ConcatTraining", concatKernel<true>, 1, 1, native);
+  table.add("", "Split", splitKernel, 1, 1, native);
+  table.add(kMsDomain, "SplitTraining", splitKernel, 1, 1, native);
+  table.add("", "Slice", sliceKernel, 1, 1, native);
+  table.add("", "Expand", expandKernel, 2, 1, native);
+  table.add("", "Tile", tileKernel, 2, 1, native);
+  table.add("", "Trilu", triluKernel, 1, 1, native);
+  table.add("", "OneHot", oneHotKernel, 3, 1, native);
+}

@@ -1,0 +1,418 @@
+//===- NormKernels.cpp - Batch and layer normalization with gradients -----===//
+//
+// BatchNormalization (inference, and training with running statistics
+// updated by momentum plus the saved mean / inverse std outputs ONNX Runtime
+// uses), com.microsoft BatchNormInternal, BatchNormalizationGrad;
+// LayerNormalization with its Mean and InvStdDev outputs, com.microsoft
+// SimplifiedLayerNormalization (RMS norm), LayerNormalizationGrad and
+// SimplifiedLayerNormalizationGrad. Statistics accumulate in double.
+// Batch-norm work is split by channel and layer-norm work by row; the
+// scale/bias gradients of layer norm sum over rows in fixed blocks of rows
+// whose partial sums are combined in block order, so no result depends on
+// the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include <cmath>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+/// Errors unless every present view is fp32.
+llvm::Error checkAllF32(const KernelCall &call,
+                        std::initializer_list<const TensorView *> views) {
+  for (const TensorView *view : views)
+    if (view)
+      if (llvm::Error err = checkDType(call, *view, DType::F32, "operand"))
+        return err;
+  return llvm::Error::success();
+}
+
+/// Errors unless \p view is a [C] vector.
+llvm::Error checkChannelVector(const KernelCall &call, const TensorView *view,
+                               int64_t channels, llvm::StringRef what) {
+  if (view && view->getNumElements() != channels)
+    return call.error(what + " must have " + llvm::Twine(channels) +
+                      " elements (one per channel), not " +
+                      llvm::Twine(view->getNumElements()));
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization
+//===----------------------------------------------------------------------===//
+
+/// BatchNormalization(X, scale, B, mean, var) -> (Y, running_mean?,
+/// running_var?, saved_mean?, saved_inv_std?).
+template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &scale = *call.in(1), &bias = *call.in(2);
+  const TensorView &inMean = *call.in(3), &inVar = *call.in(4);
+  TensorView &y = *call.out(0);
+  if (x.getRank() < 2)
+    return call.error("X must have rank >= 2");
+  if (llvm::Error err = checkAllF32(call, {&x, &scale, &bias, &inMean, &inVar, &y,
+                                          call.out(1), call.out(2), call.out(3),
+                                          call.out(4)}))
+    return err;
+  if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
+    return err;
+  int64_t n = x.getDim(0), channels = x.getDim(1);
+  int64_t spatial = product(x.getShape().drop_front(2));
+  for (auto [view, what] : {std::pair{&scale, "scale"}, std::pair{&bias, "B"},
+                            std::pair{&inMean, "input_mean"}, std::pair{&inVar, "input_var"}})
+    if (llvm::Error err = checkChannelVector(call, view, channels, what))
+      return err;
+  for (unsigned i = 1; i < 5; ++i)
+    if (llvm::Error err = checkChannelVector(call, call.out(i), channels, "statistics output"))
+      return err;
+  bool training = call.hasAttr("training_mode")
+                      ? call.getInt("training_mode", 0) != 0
+                      : (Internal || call.out(1) != nullptr);
+  double epsilon = call.getFloat("epsilon", 1e-5f);
+  double momentum = call.getFloat("momentum", 0.9f);
+  const float *px = x.getDataAs<float>();
+  const float *ps = scale.getDataAs<float>(), *pb = bias.getDataAs<float>();
+  const float *pm = inMean.getDataAs<float>(), *pv = inVar.getDataAs<float>();
+  float *py = y.getDataAs<float>();
+  auto outData = [&](unsigned i) { return call.out(i) ? call.out(i)->getDataAs<float>() : nullptr; };
+  float *runningMean = outData(1), *runningVar = outData(2);
+  float *savedMean = outData(3), *savedInvStd = outData(4);
+  int64_t count = n * spatial;
+  parallelFor(call.getNumThreads(), channels, grainFor(4 * count), [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double mean, var;
+      if (training) {
+        double sum = 0;
+        for (int64_t b = 0; b < n; ++b) {
+          const float *plane = px + (b * channels + c) * spatial;
+          for (int64_t i = 0; i < spatial; ++i)
+            sum += plane[i];
+        }
+        mean = count ? sum / count : 0;
+        double squares = 0;
+        for (int64_t b = 0; b < n; ++b) {
+          const float *plane = px + (b * channels + c) * spatial;
+          for (int64_t i = 0; i < spatial; ++i) {
+            double d = plane[i] - mean;
+            squares += d * d;
+          }
+        }
+        var = count ? squares / count : 0;
+      } else {
+        mean = pm[c];
+        var = pv[c];
+      }
+      double invStd = 1.0 / std::sqrt(var + epsilon);
+      float a = static_cast<float>(ps[c] * invStd);
+      float shift = static_cast<float>(pb[c] - mean * ps[c] * invStd);
+      for (int64_t b = 0; b < n; ++b) {
+        const float *plane = px + (b * channels + c) * spatial;
+        float *out = py + (b * channels + c) * spatial;
+        for (int64_t i = 0; i < spatial; ++i)
+          out[i] = plane[i] * a + shift;
+      }
+      if (runningMean)
+        runningMean[c] = static_cast<float>(training ? pm[c] * momentum + mean * (1 - momentum) : pm[c]);
+      if (runningVar)
+        runningVar[c] = static_cast<float>(training ? pv[c] * momentum + var * (1 - momentum) : pv[c]);
+      if (savedMean)
+        savedMean[c] = static_cast<float>(mean);
+      if (savedInvStd)
+        savedInvStd[c] = static_cast<float>(invStd);
+    }
+  });
+  return llvm::Error::success();
+}
+
+/// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) ->
+/// (dX, dScale, dBias).
+llvm::Error batchNormGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &x = *call.in(1), &scale = *call.in(2);
+  const TensorView &mean = *call.in(3), &invStd = *call.in(4);
+  TensorView &dX = *call.out(0);
+  TensorView *dScale = call.out(1), *dBias = call.out(2);
+  if (x.getRank() < 2)
+    return call.error("X must have rank >= 2");
+  if (llvm::Error err = checkAllF32(call, {&dY, &x, &scale, &mean, &invStd, &dX, dScale, dBias}))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dX, x, "dX and X"))
+    return err;
+  int64_t n = x.getDim(0), channels = x.getDim(1);
+  int64_t spatial = product(x.getShape().drop_front(2));
+  for (auto [view, what] : {std::pair{&scale, "scale"}, std::pair{&mean, "saved_mean"},
+                            std::pair{&invStd, "saved_inv_std"}})
+    if (llvm::Error err = checkChannelVector(call, view, channels, what))
+      return err;
+  if (llvm::Error err = checkChannelVector(call, dScale, channels, "dScale"))
+    return err;
+  if (llvm::Error err = checkChannelVector(call, dBias, channels, "dBias"))
+    return err;
+  const float *g = dY.getDataAs<float>(), *px = x.getDataAs<float>();
+  const float *ps = scale.getDataAs<float>(), *pm = mean.getDataAs<float>();
+  const float *pi = invStd.getDataAs<float>();
+  float *out = dX.getDataAs<float>();
+  double count = static_cast<double>(n * spatial);
+  parallelFor(call.getNumThreads(), channels, grainFor(6 * n * spatial), [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double sumDy = 0, sumDyXhat = 0;
+      double mu = pm[c], inv = pi[c];
+      for (int64_t b = 0; b < n; ++b) {
+        const float *gp = g + (b * channels + c) * spatial;
+        const float *xp = px + (b * channels + c) * spatial;
+        for (int64_t i = 0; i < spatial; ++i) {
+          sumDy += gp[i];
+          sumDyXhat += gp[i] * (xp[i] - mu) * inv;
+        }
+      }
+      if (dBias)
+        dBias->getDataAs<float>()[c] = static_cast<float>(sumDy);
+      if (dScale)
+        dScale->getDataAs<float>()[c] = static_cast<float>(sumDyXhat);
+      double factor = count ? ps[c] * inv / count : 0;
+      for (int64_t b = 0; b < n; ++b) {
+        const float *gp = g + (b * channels + c) * spatial;
+        const float *xp = px + (b * channels + c) * spatial;
+        float *op = out + (b * channels + c) * spatial;
+        for (int64_t i = 0; i < spatial; ++i) {
+          double xhat = (xp[i] - mu) * inv;
+          op[i] = static_cast<float>(factor * (gp[i] * count - sumDy - xhat * sumDyXhat));
+        }
+      }
+    }
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Layer normalization
+//===----------------------------------------------------------------------===//
+
+/// Rows and columns of a layer norm over dimensions [axis, rank).
+struct NormShape {
+  unsigned axis = 0;
+  int64_t rows = 1;
+  int64_t cols = 1;
+  llvm::SmallVector<int64_t, 6> statShape;
+};
+
+llvm::Expected<NormShape> getNormShape(const KernelCall &call,
+                                       llvm::ArrayRef<int64_t> shape) {
+  auto axis = normalizeAxis(call, call.getInt("axis", -1), shape.size());
+  if (!axis)
+    return axis.takeError();
+  NormShape result;
+  result.axis = *axis;
+  result.rows = product(shape.take_front(*axis));
+  result.cols = product(shape.drop_front(*axis));
+  result.statShape.assign(shape.begin(), shape.begin() + *axis);
+  result.statShape.append(shape.size() - *axis, 1);
+  return result;
+}
+
+/// A per-column parameter (scale, bias) as a [cols] array: the tensor itself
+/// when it has cols elements, else a broadcast copy into \p storage.
+llvm::Expected<const float *>
+getColumnParameter(const KernelCall &call, const TensorView *param,
+                   llvm::ArrayRef<int64_t> normalizedShape,
+                   std::optional<TensorBuffer> &storage, llvm::StringRef what) {
+  if (!param)
+    return nullptr;
+  if (param->getNumElements() == product(normalizedShape))
+    return param->getDataAs<float>();
+  llvm::SmallVector<int64_t, 6> merged;
+  if (!broadcastShapes(param->getShape(), normalizedShape, merged) ||
+      llvm::ArrayRef<int64_t>(merged) != normalizedShape)
+    return call.error(what + " of shape " + shapeString(param->getShape()) +
+                      " does not broadcast to the normalized shape " +
+                      shapeString(normalizedShape));
+  auto buffer = call.getContext().allocateScratch(DType::F32, normalizedShape);
+  if (!buffer)
+    return buffer.takeError();
+  broadcastCopy(*param, buffer->getView(), call.getNumThreads());
+  storage.emplace(std::move(*buffer));
+  return storage->getView().getDataAs<float>();
+}
+
+/// LayerNormalization(X, Scale, B?) -> (Y, Mean?, InvStdDev?), and
+/// SimplifiedLayerNormalization(X, scale) -> (Y, inv_std_var?) when Rms.
+template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0);
+  TensorView &y = *call.out(0);
+  TensorView *meanOut = Rms ? nullptr : call.out(1);
+  TensorView *invOut = call.out(Rms ? 1 : 2);
+  if (llvm::Error err = checkAllF32(call, {&x, call.in(1), call.in(2), &y, meanOut, invOut}))
+    return err;
+  if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
+    return err;
+  auto shape = getNormShape(call, x.getShape());
+  if (!shape)
+    return shape.takeError();
+  for (TensorView *stat : {meanOut, invOut})
+    if (stat && stat->getNumElements() != shape->rows)
+      return call.error("statistics outputs must have one element per row");
+  // The normalized dimensions are [axis, rank).
+  llvm::ArrayRef<int64_t> normalized = x.getShape().drop_front(shape->axis);
+  std::optional<TensorBuffer> scaleStorage, biasStorage;
+  auto scale = getColumnParameter(call, call.in(1), normalized, scaleStorage, "scale");
+  if (!scale)
+    return scale.takeError();
+  auto bias = getColumnParameter(call, Rms ? nullptr : call.in(2), normalized, biasStorage, "bias");
+  if (!bias)
+    return bias.takeError();
+  double epsilon = call.getFloat("epsilon", 1e-5f);
+  int64_t cols = shape->cols;
+  const float *px = x.getDataAs<float>();
+  float *py = y.getDataAs<float>();
+  const float *ps = *scale, *pb = *bias;
+  float *pMean = meanOut ? meanOut->getDataAs<float>() : nullptr;
+  float *pInv = invOut ? invOut->getDataAs<float>() : nullptr;
+  parallelFor(call.getNumThreads(), shape->rows, grainFor(6 * cols), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float *row = px + r * cols;
+      float *out = py + r * cols;
+      double mean = 0;
+      if (!Rms) {
+        double sum = 0;
+        for (int64_t j = 0; j < cols; ++j)
+          sum += row[j];
+        mean = cols ? sum / cols : 0;
+      }
+      double squares = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        double d = row[j] - mean;
+        squares += d * d;
+      }
+      double inv = 1.0 / std::sqrt((cols ? squares / cols : 0) + epsilon);
+      float m = static_cast<float>(mean), s = static_cast<float>(inv);
+      for (int64_t j = 0; j < cols; ++j) {
+        float v = (row[j] - m) * s * ps[j];
+        out[j] = pb ? v + pb[j] : v;
+      }
+      if (pMean)
+        pMean[r] = m;
+      if (pInv)
+        pInv[r] = s;
+    }
+  });
+  return llvm::Error::success();
+}
+
+/// Rows per block of the fixed-order column reductions.
+constexpr int64_t kRowBlock = 64;
+
+/// LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev) and, when Rms,
+/// SimplifiedLayerNormalizationGrad(dY, X, scale, inv_std_var) ->
+/// (dX, dScale?, dBias?).
+template <bool Rms> llvm::Error layerNormGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &x = *call.in(1), &scale = *call.in(2);
+  const TensorView *mean = Rms ? nullptr : call.in(3);
+  const TensorView *invStd = call.in(Rms ? 3 : 4);
+  if (!invStd || (!Rms && !mean))
+    return call.error("missing saved statistics");
+  TensorView &dX = *call.out(0);
+  TensorView *dScale = call.out(1), *dBias = Rms ? nullptr : call.out(2);
+  if (llvm::Error err = checkAllF32(call, {&dY, &x, &scale, mean, invStd, &dX, dScale, dBias}))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dX, x, "dX and X"))
+    return err;
+  auto shape = getNormShape(call, x.getShape());
+  if (!shape)
+    return shape.takeError();
+  int64_t rows = shape->rows, cols = shape->cols;
+  if (scale.getNumElements() != cols)
+    return call.error("scale must have one element per normalized column");
+  if (invStd->getNumElements() != rows || (mean && mean->getNumElements() != rows))
+    return call.error("saved statistics must have one element per row");
+  for (TensorView *grad : {dScale, dBias})
+    if (grad && grad->getNumElements() != cols)
+      return call.error("parameter gradients must have one element per column");
+  const float *g = dY.getDataAs<float>(), *px = x.getDataAs<float>();
+  const float *ps = scale.getDataAs<float>();
+  const float *pm = mean ? mean->getDataAs<float>() : nullptr;
+  const float *pi = invStd->getDataAs<float>();
+  float *out = dX.getDataAs<float>();
+  // Partial column sums per fixed block of rows: [blocks][2][cols].
+  int64_t blocks = numChunks(rows, kRowBlock);
+  bool wantColumns = dScale || dBias;
+  std::optional<TensorBuffer> partials;
+  if (wantColumns && blocks) {
+    auto buffer = call.getContext().allocateScratch(DType::F32, {blocks, 2, cols});
+    if (!buffer)
+      return buffer.takeError();
+    partials.emplace(std::move(*buffer));
+    partials->zero();
+  }
+  float *partial = partials ? partials->getView().getDataAs<float>() : nullptr;
+  parallelFor(call.getNumThreads(), blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t block = lo; block < hi; ++block) {
+      float *scaleSums = partial ? partial + block * 2 * cols : nullptr;
+      float *biasSums = partial ? scaleSums + cols : nullptr;
+      for (int64_t r = block * kRowBlock, e = std::min(rows, r + kRowBlock); r < e; ++r) {
+        const float *gr = g + r * cols, *xr = px + r * cols;
+        float *dr = out + r * cols;
+        float mu = pm ? pm[r] : 0.0f, inv = pi[r];
+        // Row reductions of the input gradient.
+        double sumB = 0, sumBX = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          double xhat = (xr[j] - mu) * inv;
+          double b = static_cast<double>(gr[j]) * ps[j] * inv;
+          sumB += b;
+          sumBX += b * xhat;
+        }
+        double meanB = Rms ? 0.0 : sumB / cols, meanBX = sumBX / cols;
+        for (int64_t j = 0; j < cols; ++j) {
+          double xhat = (xr[j] - mu) * inv;
+          double b = static_cast<double>(gr[j]) * ps[j] * inv;
+          dr[j] = static_cast<float>(b - meanB - xhat * meanBX);
+        }
+        if (scaleSums)
+          for (int64_t j = 0; j < cols; ++j) {
+            scaleSums[j] += gr[j] * (xr[j] - mu) * inv;
+            biasSums[j] += gr[j];
+          }
+      }
+    }
+  });
+  if (partial) {
+    float *pScale = dScale ? dScale->getDataAs<float>() : nullptr;
+    float *pBias = dBias ? dBias->getDataAs<float>() : nullptr;
+    parallelFor(call.getNumThreads(), cols, grainFor(2 * blocks), [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) {
+        double sumScale = 0, sumBias = 0;
+        for (int64_t block = 0; block < blocks; ++block) {
+          sumScale += partial[block * 2 * cols + j];
+          sumBias += partial[block * 2 * cols + cols + j];
+        }
+        if (pScale)
+          pScale[j] = static_cast<float>(sumScale);
+        if (pBias)
+          pBias[j] = static_cast<float>(sumBias);
+      }
+    });
+  } else {
+    for (TensorView *grad : {dScale, dBias})
+      if (grad)
+        std::fill(grad->getDataAs<float>(), grad->getDataAs<float>() + cols, 0.0f);
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cpu::registerNormKernels(KernelTable &table) {
+  table.add("", "BatchNormalization", batchNormKernel<false>, 5);
+  table.add(kMsDomain, "BatchNormInternal", batchNormKernel<true>, 5);
+  table.add(kMsDomain, "BatchNormalizationGrad", batchNormGradKernel, 5);
+  table.add("", "LayerNormalization", layerNormKernel<false>, 2);
+  table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormKernel<true>, 2);
+  table.add(kMsDomain, "LayerNormalizationGrad", layerNormGradKernel<false>, 5);
+  table.add(kMsDomain, "SimplifiedLayerNormalizationGrad", layerNormGradKernel<true>, 4);
+}

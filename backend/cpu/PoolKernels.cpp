@@ -1,0 +1,259 @@
+//===- PoolKernels.cpp - Max/average pooling and their gradients ----------===//
+//
+// MaxPool (with the optional Indices output: flattened positions in the
+// input tensor, row-major or column-major per storage_order), AveragePool
+// (count_include_pad), GlobalAveragePool and GlobalMaxPool, and ONNX
+// Runtime's MaxPoolGrad (scatter-add of dY at the saved indices) and
+// AveragePoolGrad. Work is split over (image, channel) planes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/ConvGeometry.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+llvm::Expected<WindowGeometry> resolvePool(const KernelCall &call,
+                                           llvm::ArrayRef<int64_t> inShape,
+                                           llvm::ArrayRef<int64_t> outShape) {
+  std::vector<int64_t> kernel = call.getInts("kernel_shape");
+  if (kernel.empty())
+    return call.error("missing attribute 'kernel_shape'");
+  if (outShape.size() == inShape.size() && outShape.size() >= 2 &&
+      outShape[1] != inShape[1])
+    return call.error("output channels differ from the input's");
+  return resolveWindow(call, inShape, kernel, outShape, call.getInt("ceil_mode", 0) != 0);
+}
+
+/// MaxPool(X) -> (Y, Indices?).
+llvm::Error maxPoolKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &y = *call.out(0);
+  TensorView *indices = call.out(1);
+  if (llvm::Error err = checkDType(call, x, DType::F32, "X"))
+    return err;
+  if (indices) {
+    if (llvm::Error err = checkDType(call, *indices, DType::I64, "Indices"))
+      return err;
+    if (llvm::Error err = checkSameShape(call, y, *indices, "Y and Indices"))
+      return err;
+  }
+  auto window = resolvePool(call, x.getShape(), y.getShape());
+  if (!window)
+    return window.takeError();
+  const WindowGeometry g = *window;
+  bool columnMajor = call.getInt("storage_order", 0) != 0;
+  const float *px = x.getDataAs<float>();
+  float *py = y.getDataAs<float>();
+  int64_t *pi = indices ? indices->getDataAs<int64_t>() : nullptr;
+  int64_t planes = g.batch * g.channels;
+  parallelFor(call.getNumThreads(), planes, grainFor(g.outSize() * g.kernelSize()),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t p = lo; p < hi; ++p) {
+                  const float *plane = px + p * g.inSize();
+                  for (int64_t oh = 0; oh < g.outH; ++oh)
+                    for (int64_t ow = 0; ow < g.outW; ++ow) {
+                      float best = -std::numeric_limits<float>::infinity();
+                      int64_t bestH = -1, bestW = -1;
+                      for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+                        int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+                        if (ih < 0 || ih >= g.inH)
+                          continue;
+                        for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+                          int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+                          if (iw < 0 || iw >= g.inW)
+                            continue;
+                          float v = plane[ih * g.inW + iw];
+                          // The first NaN wins, as in max().
+                          bool take = bestH < 0 ||
+                                      (!std::isnan(best) && (std::isnan(v) || v > best));
+                          if (take) {
+                            best = v;
+                            bestH = ih;
+                            bestW = iw;
+                          }
+                        }
+                      }
+                      int64_t o = p * g.outSize() + oh * g.outW + ow;
+                      py[o] = best;
+                      if (pi) {
+                        int64_t within = bestH < 0 ? 0
+                                         : columnMajor ? bestW * g.inH + bestH
+                                                       : bestH * g.inW + bestW;
+                        pi[o] = p * g.inSize() + within;
+                      }
+                    }
+                }
+              });
+  return llvm::Error::success();
+}
+
+/// The number of window positions AveragePool divides by.
+inline int64_t windowCount(const WindowGeometry &g, int64_t oh, int64_t ow,
+                           bool includePad) {
+  int64_t lowH = includePad ? -g.padTop : 0, highH = includePad ? g.inH + g.padBottom : g.inH;
+  int64_t lowW = includePad ? -g.padLeft : 0, highW = includePad ? g.inW + g.padRight : g.inW;
+  int64_t count = 0;
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < lowH || ih >= highH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      count += iw >= lowW && iw < highW;
+    }
+  }
+  return count;
+}
+
+/// AveragePool(X) -> Y.
+llvm::Error averagePoolKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &y = *call.out(0);
+  if (llvm::Error err = checkDType(call, x, DType::F32, "X"))
+    return err;
+  auto window = resolvePool(call, x.getShape(), y.getShape());
+  if (!window)
+    return window.takeError();
+  const WindowGeometry g = *window;
+  bool includePad = call.getInt("count_include_pad", 0) != 0;
+  const float *px = x.getDataAs<float>();
+  float *py = y.getDataAs<float>();
+  parallelFor(call.getNumThreads(), g.batch * g.channels,
+              grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
+                for (int64_t p = lo; p < hi; ++p) {
+                  const float *plane = px + p * g.inSize();
+                  for (int64_t oh = 0; oh < g.outH; ++oh)
+                    for (int64_t ow = 0; ow < g.outW; ++ow) {
+                      float sum = 0;
+                      for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+                        int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+                        if (ih < 0 || ih >= g.inH)
+                          continue;
+                        for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+                          int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+                          if (iw >= 0 && iw < g.inW)
+                            sum += plane[ih * g.inW + iw];
+                        }
+                      }
+                      int64_t count = windowCount(g, oh, ow, includePad);
+                      py[p * g.outSize() + oh * g.outW + ow] =
+                          count ? sum / static_cast<float>(count) : 0.0f;
+                    }
+                }
+              });
+  return llvm::Error::success();
+}
+
+/// GlobalAveragePool / GlobalMaxPool: one value per (image, channel).
+template <bool Max> llvm::Error globalPoolKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &y = *call.out(0);
+  if (llvm::Error err = checkDType(call, x, DType::F32, "X"))
+    return err;
+  if (x.getRank() < 3)
+    return call.error("X must have rank >= 3");
+  llvm::SmallVector<int64_t, 6> outShape(x.getShape().take_front(2));
+  outShape.append(x.getRank() - 2, 1);
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  int64_t planes = x.getDim(0) * x.getDim(1);
+  int64_t size = product(x.getShape().drop_front(2));
+  const float *px = x.getDataAs<float>();
+  float *py = y.getDataAs<float>();
+  parallelFor(call.getNumThreads(), planes, grainFor(size), [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const float *plane = px + p * size;
+      if constexpr (Max) {
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < size; ++i)
+          if (!std::isnan(best) && (std::isnan(plane[i]) || plane[i] > best))
+            best = plane[i];
+        py[p] = best;
+      } else {
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i)
+          sum += plane[i];
+        py[p] = size ? static_cast<float>(sum / size) : 0.0f;
+      }
+    }
+  });
+  return llvm::Error::success();
+}
+
+/// MaxPoolGrad(dY, Indices) -> dX: dX[Indices[i]] += dY[i].
+llvm::Error maxPoolGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &indices = *call.in(1);
+  TensorView &dX = *call.out(0);
+  if (llvm::Error err = checkDType(call, dY, DType::F32, "dY"))
+    return err;
+  if (llvm::Error err = checkDType(call, indices, DType::I64, "Indices"))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dY, indices, "dY and Indices"))
+    return err;
+  const float *g = dY.getDataAs<float>();
+  const int64_t *pi = indices.getDataAs<int64_t>();
+  float *out = dX.getDataAs<float>();
+  int64_t size = dX.getNumElements();
+  std::fill(out, out + size, 0.0f);
+  for (int64_t i = 0, e = dY.getNumElements(); i < e; ++i) {
+    if (pi[i] < 0 || pi[i] >= size)
+      return call.error("index " + llvm::Twine(pi[i]) + " is outside dX");
+    out[pi[i]] += g[i];
+  }
+  return llvm::Error::success();
+}
+
+/// AveragePoolGrad(dY) -> dX: each dY spreads evenly over its window.
+llvm::Error averagePoolGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0);
+  TensorView &dX = *call.out(0);
+  if (llvm::Error err = checkDType(call, dY, DType::F32, "dY"))
+    return err;
+  auto window = resolvePool(call, dX.getShape(), dY.getShape());
+  if (!window)
+    return window.takeError();
+  const WindowGeometry g = *window;
+  bool includePad = call.getInt("count_include_pad", 0) != 0;
+  const float *pg = dY.getDataAs<float>();
+  float *px = dX.getDataAs<float>();
+  std::fill(px, px + dX.getNumElements(), 0.0f);
+  parallelFor(call.getNumThreads(), g.batch * g.channels,
+              grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
+                for (int64_t p = lo; p < hi; ++p) {
+                  float *plane = px + p * g.inSize();
+                  for (int64_t oh = 0; oh < g.outH; ++oh)
+                    for (int64_t ow = 0; ow < g.outW; ++ow) {
+                      int64_t count = windowCount(g, oh, ow, includePad);
+                      if (!count)
+                        continue;
+                      float share = pg[p * g.outSize() + oh * g.outW + ow] / count;
+                      for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+                        int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+                        if (ih < 0 || ih >= g.inH)
+                          continue;
+                        for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+                          int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+                          if (iw >= 0 && iw < g.inW)
+                            plane[ih * g.inW + iw] += share;
+                        }
+                      }
+                    }
+                }
+              });
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cpu::registerPoolKernels(KernelTable &table) {
+  table.add("", "MaxPool", maxPoolKernel, 1);
+  table.add("", "AveragePool", averagePoolKernel, 1);
+  table.add("", "GlobalAveragePool", globalPoolKernel<false>, 1);
+  table.add("", "GlobalMaxPool", globalPoolKernel<true>, 1);
+  table.add("", "MaxPoolGrad", maxPoolGradKernel, 2);
+  table.add("", "AveragePoolGrad", averagePoolGradKernel, 1);
+}

@@ -1,0 +1,323 @@
+//===- ReduceKernels.cpp - Reductions and arg-reductions ------------------===//
+//
+// ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare,
+// ReduceL1, ReduceL2, com.microsoft ReduceSumTraining, ArgMax and ArgMin.
+// Axes come from the second operand when present (ReduceSum >= 13, opset 18
+// for the others, ReduceSumTraining) and from the `axes` attribute
+// otherwise; keepdims and noop_with_empty_axes follow ONNX.
+//
+// The input is collapsed into alternating kept/reduced groups of
+// dimensions. A trailing reduced group reduces contiguous rows (eight
+// interleaved accumulators, combined in a fixed order); [kept, reduced,
+// kept] accumulates whole rows into the output; anything else is first
+// transposed so the reduced dimensions come last. Every output element is
+// computed by one thread in a fixed order, so results do not depend on the
+// thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+template <typename T> T wrappingAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) +
+                          static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a + b;
+}
+
+template <typename T> T wrappingMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) *
+                          static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a * b;
+}
+
+/// A reduction: map each element (pre), combine, and finalize with the
+/// number of reduced elements.
+struct SumReduce {
+  template <typename T> static T init() { return T(0); }
+  template <typename T> static T pre(T x) { return x; }
+  template <typename T> static T combine(T a, T b) { return wrappingAdd(a, b); }
+  template <typename T> static T finalize(T acc, int64_t) { return acc; }
+};
+struct MeanReduce : SumReduce {
+  template <typename T> static T finalize(T acc, int64_t count) {
+    return count ? static_cast<T>(acc / static_cast<T>(count)) : acc;
+  }
+};
+struct SumSquareReduce : SumReduce {
+  template <typename T> static T pre(T x) { return wrappingMul(x, x); }
+};
+struct L1Reduce : SumReduce {
+  template <typename T> static T pre(T x) { return x < T(0) ? static_cast<T>(T(0) - x) : x; }
+};
+struct L2Reduce : SumSquareReduce {
+  template <typename T> static T finalize(T acc, int64_t) {
+    return static_cast<T>(std::sqrt(static_cast<double>(acc)));
+  }
+};
+struct ProdReduce {
+  template <typename T> static T init() { return T(1); }
+  template <typename T> static T pre(T x) { return x; }
+  template <typename T> static T combine(T a, T b) { return wrappingMul(a, b); }
+  template <typename T> static T finalize(T acc, int64_t) { return acc; }
+};
+struct MaxReduce {
+  template <typename T> static T init() {
+    if constexpr (std::is_floating_point_v<T>)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
+  }
+  template <typename T> static T pre(T x) { return x; }
+  template <typename T> static T combine(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(a) || std::isnan(b))
+        return std::numeric_limits<T>::quiet_NaN();
+    return a < b ? b : a;
+  }
+  template <typename T> static T finalize(T acc, int64_t) { return acc; }
+};
+struct MinReduce : MaxReduce {
+  template <typename T> static T init() {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::max();
+  }
+  template <typename T> static T combine(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(a) || std::isnan(b))
+        return std::numeric_limits<T>::quiet_NaN();
+    return b < a ? b : a;
+  }
+};
+
+/// Reduces one contiguous row with eight interleaved accumulators.
+template <typename Op, typename T> T reduceRow(const T *x, int64_t n) {
+  constexpr int kLanes = 8;
+  T lanes[kLanes];
+  for (T &lane : lanes)
+    lane = Op::template init<T>();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] = Op::combine(lanes[l], Op::pre(x[i + l]));
+  T acc = Op::template init<T>();
+  for (T lane : lanes)
+    acc = Op::combine(acc, lane);
+  for (; i < n; ++i)
+    acc = Op::combine(acc, Op::pre(x[i]));
+  return Op::finalize(acc, n);
+}
+
+/// Dimensions of a reduction after dropping unit dims and merging
+/// neighbours of the same kind.
+struct ReduceGroups {
+  llvm::SmallVector<int64_t, 6> extents;
+  llvm::SmallVector<bool, 6> reduced;
+};
+
+ReduceGroups collapse(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<bool> isReduced) {
+  ReduceGroups groups;
+  for (unsigned d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!groups.extents.empty() && groups.reduced.back() == isReduced[d]) {
+      groups.extents.back() *= shape[d];
+      continue;
+    }
+    groups.extents.push_back(shape[d]);
+    groups.reduced.push_back(isReduced[d]);
+  }
+  return groups;
+}
+
+/// Reduces \p in over the dimensions flagged in \p isReduced into \p out
+/// (which holds the kept elements in order).
+template <typename Op, typename T>
+llvm::Error reduceInto(const KernelCall &call, const TensorView &in,
+                       llvm::ArrayRef<bool> isReduced, const TensorView &out) {
+  const T *x = in.getDataAs<T>();
+  T *y = out.getDataAs<T>();
+  unsigned threads = call.getNumThreads();
+  int64_t total = in.getNumElements();
+  int64_t outCount = out.getNumElements();
+  if (outCount == 0)
+    return llvm::Error::success();
+  int64_t count = outCount ? total / outCount : 0;
+  if (total == 0) {
+    for (int64_t i = 0; i < outCount; ++i)
+      y[i] = Op::finalize(Op::template init<T>(), 0);
+    return llvm::Error::success();
+  }
+  ReduceGroups groups = collapse(in.getShape(), isReduced);
+  unsigned numGroups = groups.extents.size();
+  if (numGroups == 0 || (numGroups == 1 && !groups.reduced[0])) {
+    // Nothing with extent > 1 is reduced: map each element.
+    parallelFor(threads, outCount, grainFor(2), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        y[i] = Op::finalize(Op::combine(Op::template init<T>(), Op::pre(x[i])), 1);
+    });
+    return llvm::Error::success();
+  }
+  if (groups.reduced.back() && (numGroups == 1 || numGroups == 2)) {
+    // [K, R] or [R]: contiguous rows.
+    int64_t width = groups.extents.back();
+    parallelFor(threads, outCount, grainFor(width), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        y[r] = reduceRow<Op>(x + r * width, width);
+    });
+    return llvm::Error::success();
+  }
+  if (!groups.reduced.back() && (numGroups == 2 || (numGroups == 3 && !groups.reduced[0]))) {
+    // [R, K] or [K1, R, K2]: accumulate rows of K2 into the output.
+    int64_t outer = numGroups == 3 ? groups.extents[0] : 1;
+    int64_t rows = groups.extents[numGroups - 2];
+    int64_t width = groups.extents.back();
+    int64_t grain = std::max<int64_t>(64, grainFor(rows));
+    int64_t chunksPerOuter = numChunks(width, grain);
+    parallelFor(threads, outer * chunksPerOuter, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t task = lo; task < hi; ++task) {
+        int64_t o = task / chunksPerOuter;
+        int64_t begin = (task % chunksPerOuter) * grain;
+        int64_t end = std::min(width, begin + grain);
+        const T *block = x + o * rows * width;
+        T *acc = y + o * width;
+        for (int64_t j = begin; j < end; ++j)
+          acc[j] = Op::combine(Op::template init<T>(), Op::pre(block[j]));
+        for (int64_t r = 1; r < rows; ++r) {
+          const T *row = block + r * width;
+          for (int64_t j = begin; j < end; ++j)
+            acc[j] = Op::combine(acc[j], Op::pre(row[j]));
+        }
+        for (int64_t j = begin; j < end; ++j)
+          acc[j] = Op::finalize(acc[j], rows);
+      }
+    });
+    return llvm::Error::success();
+  }
+  // General: move the reduced dimensions last, then reduce rows.
+  llvm::SmallVector<unsigned, 6> perm;
+  llvm::SmallVector<int64_t, 6> permutedShape;
+  for (unsigned pass = 0; pass < 2; ++pass)
+    for (unsigned d = 0; d < in.getRank(); ++d)
+      if (isReduced[d] == (pass == 1)) {
+        perm.push_back(d);
+        permutedShape.push_back(in.getDim(d));
+      }
+  auto buffer = call.getContext().allocateScratch(in.getDType(), permutedShape);
+  if (!buffer)
+    return buffer.takeError();
+  transposeInto(in, buffer->getView(), perm, threads);
+  const T *px = buffer->getView().template getDataAs<T>();
+  parallelFor(threads, outCount, grainFor(count), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      y[r] = reduceRow<Op>(px + r * count, count);
+  });
+  return llvm::Error::success();
+}
+
+/// Any reduction; \p axesInput is the operand that may carry the axes.
+template <typename Op> llvm::Error reduceKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (out.getDType() != in.getDType())
+    return call.error("output element type differs from the input's");
+  unsigned rank = in.getRank();
+  auto axes = readAxes(call, 1, rank);
+  if (!axes)
+    return axes.takeError();
+  bool keepDims = call.getInt("keepdims", 1) != 0;
+  bool noopWhenEmpty = call.getInt("noop_with_empty_axes", 0) != 0;
+  llvm::SmallVector<bool, 6> isReduced(rank, axes->empty() && !noopWhenEmpty);
+  for (unsigned axis : *axes)
+    isReduced[axis] = true;
+  llvm::SmallVector<int64_t, 6> outShape;
+  for (unsigned d = 0; d < rank; ++d) {
+    if (!isReduced[d])
+      outShape.push_back(in.getDim(d));
+    else if (keepDims)
+      outShape.push_back(1);
+  }
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  return dispatchTypes<float, double, int64_t, int32_t>(
+      call, in.getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        return reduceInto<Op, T>(call, in, isReduced, out);
+      });
+}
+
+/// ArgMax / ArgMin along one axis.
+template <bool IsMax> llvm::Error argReduceKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkDType(call, out, DType::I64, "output"))
+    return err;
+  unsigned rank = in.getRank();
+  auto axis = normalizeAxis(call, call.getInt("axis", 0), std::max(rank, 1u));
+  if (!axis)
+    return axis.takeError();
+  bool keepDims = call.getInt("keepdims", 1) != 0;
+  bool selectLast = call.getInt("select_last_index", 0) != 0;
+  llvm::SmallVector<int64_t, 6> outShape(in.getShape().begin(), in.getShape().end());
+  if (rank) {
+    if (keepDims)
+      outShape[*axis] = 1;
+    else
+      outShape.erase(outShape.begin() + *axis);
+  }
+  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+    return err;
+  int64_t outer = rank ? product(in.getShape().take_front(*axis)) : 1;
+  int64_t n = rank ? in.getDim(*axis) : 1;
+  int64_t inner = rank ? product(in.getShape().drop_front(*axis + 1)) : 1;
+  if (n == 0 && out.getNumElements())
+    return call.error("cannot take an arg-reduction over an empty axis");
+  return dispatchArithmetic(call, in.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *x = in.getDataAs<T>();
+    int64_t *y = out.getDataAs<int64_t>();
+    parallelFor(call.getNumThreads(), outer * inner, grainFor(n), [&](int64_t lo, int64_t hi) {
+      for (int64_t line = lo; line < hi; ++line) {
+        int64_t o = line / inner, j = line % inner;
+        const T *base = x + o * n * inner + j;
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; ++i) {
+          T v = base[i * inner], b = base[best * inner];
+          bool better = IsMax ? (v > b || (selectLast && v == b))
+                              : (v < b || (selectLast && v == b));
+          if (better)
+            best = i;
+        }
+        y[line] = best;
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+} // namespace
+
+void cpu::registerReduceKernels(KernelTable &table) {
+  table.add("", "ReduceSum", reduceKernel<SumReduce>, 1);
+  table.add("", "ReduceMean", reduceKernel<MeanReduce>, 1);
+  table.add("", "ReduceMax", reduceKernel<MaxReduce>, 1);
+  table.add("", "ReduceMin", reduceKernel<MinReduce>, 1);
+  table.add("", "ReduceProd", reduceKernel<ProdReduce>, 1);
+  table.add("", "ReduceSumSquare", reduceKernel<SumSquareReduce>, 1);
+  table.add("", "ReduceL1", reduceKernel<L1Reduce>, 1);
+  table.add("", "ReduceL2", reduceKernel<L2Reduce>, 1);
+  table.add(kMsDomain, "ReduceSumTraining", reduceKernel<SumReduce>, 1);
+  table.add("", "ArgMax", argReduceKernel<true>, 1);
+  table.add("", "ArgMin", argReduceKernel<false>, 1);
+}

@@ -1,0 +1,188 @@
+//===- SoftmaxKernels.cpp - Softmax, LogSoftmax and their gradients -------===//
+//
+// Softmax and LogSoftmax (forward) and com.microsoft SoftmaxGrad,
+// SoftmaxGrad_13, LogSoftmaxGrad and LogSoftmaxGrad_13. Two axis
+// conventions exist: before opset 13 (and in the grads without _13) the
+// input is coerced to 2-D at `axis` (default 1) and normalized over the
+// flattened tail; from opset 13 (and in the _13 grads) normalization runs
+// along the single dimension `axis` (default -1). Both reduce to a
+// [outer, axisDim, inner] view; inner == 1 (the common last-axis case) runs
+// over contiguous rows, in parallel over rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include <cmath>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+/// The [outer, axisDim, inner] view of a softmax-like op's input.
+struct SoftmaxShape {
+  int64_t outer = 1;
+  int64_t axisDim = 1;
+  int64_t inner = 1;
+};
+
+/// Resolves the axis convention: \p coerced2D selects the pre-13 one.
+llvm::Expected<SoftmaxShape> getSoftmaxShape(const KernelCall &call,
+                                             llvm::ArrayRef<int64_t> shape,
+                                             bool coerced2D) {
+  unsigned rank = shape.size();
+  SoftmaxShape result;
+  if (rank == 0)
+    return result;
+  int64_t axisAttr = call.getInt("axis", coerced2D ? 1 : -1);
+  auto axis = normalizeAxis(call, axisAttr, rank);
+  if (!axis)
+    return axis.takeError();
+  result.outer = product(shape.take_front(*axis));
+  if (coerced2D) {
+    result.axisDim = product(shape.drop_front(*axis));
+  } else {
+    result.axisDim = shape[*axis];
+    result.inner = product(shape.drop_front(*axis + 1));
+  }
+  return result;
+}
+
+/// True when a Softmax/LogSoftmax node follows the pre-13 convention.
+bool usesCoercedSoftmax(const Node &node) {
+  int64_t version = node.getOpsetVersion();
+  return version > 0 && version < 13;
+}
+
+/// Softmax (or LogSoftmax) of one contiguous row.
+template <typename T, bool Log>
+void softmaxRow(const T *x, T *y, int64_t n) {
+  T maxValue = x[0];
+  for (int64_t i = 1; i < n; ++i)
+    maxValue = x[i] > maxValue ? x[i] : maxValue;
+  T sum = 0;
+  if constexpr (Log) {
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::exp(x[i] - maxValue);
+    T shift = maxValue + std::log(sum);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] - shift;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = std::exp(x[i] - maxValue);
+      sum += y[i];
+    }
+    T scale = T(1) / sum;
+    for (int64_t i = 0; i < n; ++i)
+      y[i] *= scale;
+  }
+}
+
+/// Softmax (or LogSoftmax) of one strided column of an [axisDim, inner] block.
+template <typename T, bool Log>
+void softmaxColumn(const T *x, T *y, int64_t n, int64_t stride) {
+  T maxValue = x[0];
+  for (int64_t i = 1; i < n; ++i)
+    maxValue = x[i * stride] > maxValue ? x[i * stride] : maxValue;
+  T sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += std::exp(x[i * stride] - maxValue);
+  if constexpr (Log) {
+    T shift = maxValue + std::log(sum);
+    for (int64_t i = 0; i < n; ++i)
+      y[i * stride] = x[i * stride] - shift;
+  } else {
+    T scale = T(1) / sum;
+    for (int64_t i = 0; i < n; ++i)
+      y[i * stride] = std::exp(x[i * stride] - maxValue) * scale;
+  }
+}
+
+template <bool Log> llvm::Error softmaxKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
+    return err;
+  auto shape = getSoftmaxShape(call, in.getShape(), usesCoercedSoftmax(call.getNode()));
+  if (!shape)
+    return shape.takeError();
+  if (in.getNumElements() == 0)
+    return llvm::Error::success();
+  return dispatchFloat(call, in.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *x = in.getDataAs<T>();
+    T *y = out.getDataAs<T>();
+    int64_t n = shape->axisDim, inner = shape->inner;
+    int64_t lines = shape->outer * inner;
+    parallelFor(call.getNumThreads(), lines, grainFor(8 * n), [&](int64_t lo, int64_t hi) {
+      for (int64_t line = lo; line < hi; ++line) {
+        if (inner == 1) {
+          softmaxRow<T, Log>(x + line * n, y + line * n, n);
+        } else {
+          int64_t o = line / inner, j = line % inner;
+          int64_t base = o * n * inner + j;
+          softmaxColumn<T, Log>(x + base, y + base, n, inner);
+        }
+      }
+    });
+    return llvm::Error::success();
+  });
+}
+
+/// SoftmaxGrad: dX = Y * (dY - sum(dY * Y)); LogSoftmaxGrad: dX = dY -
+/// exp(Y) * sum(dY), where Y is the forward op's output.
+template <bool Log>
+void softmaxGradLine(const float *dY, const float *y, float *dX, int64_t n,
+                     int64_t stride) {
+  float sum = 0;
+  if constexpr (Log) {
+    for (int64_t i = 0; i < n; ++i)
+      sum += dY[i * stride];
+    for (int64_t i = 0; i < n; ++i)
+      dX[i * stride] = dY[i * stride] - std::exp(y[i * stride]) * sum;
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      sum += dY[i * stride] * y[i * stride];
+    for (int64_t i = 0; i < n; ++i)
+      dX[i * stride] = y[i * stride] * (dY[i * stride] - sum);
+  }
+}
+
+template <bool Log, bool Coerced2D>
+llvm::Error softmaxGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &y = *call.in(1), &dX = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, dY, y, "dY and Y"))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dY, dX, "dY and dX"))
+    return err;
+  for (const TensorView *t : {&dY, &y, static_cast<const TensorView *>(&dX)})
+    if (llvm::Error err = checkDType(call, *t, DType::F32, "operand"))
+      return err;
+  auto shape = getSoftmaxShape(call, dY.getShape(), Coerced2D);
+  if (!shape)
+    return shape.takeError();
+  const float *g = dY.getDataAs<float>(), *yv = y.getDataAs<float>();
+  float *out = dX.getDataAs<float>();
+  int64_t n = shape->axisDim, inner = shape->inner;
+  int64_t lines = shape->outer * inner;
+  if (dY.getNumElements() == 0)
+    return llvm::Error::success();
+  parallelFor(call.getNumThreads(), lines, grainFor(4 * n), [&](int64_t lo, int64_t hi) {
+    for (int64_t line = lo; line < hi; ++line) {
+      int64_t base = inner == 1 ? line * n : (line / inner) * n * inner + line % inner;
+      softmaxGradLine<Log>(g + base, yv + base, out + base, n, inner);
+    }
+  });
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cpu::registerSoftmaxKernels(KernelTable &table) {
+  table.add("", "Softmax", softmaxKernel<false>, 1);
+  table.add("", "LogSoftmax", softmaxKernel<true>, 1);
+  table.add(kMsDomain, "SoftmaxGrad", softmaxGradKernel<false, true>, 2);
+  table.add(kMsDomain, "SoftmaxGrad_13", softmaxGradKernel<false, false>, 2);
+  table.add(kMsDomain, "LogSoftmaxGrad", softmaxGradKernel<true, true>, 2);
+  table.add(kMsDomain, "LogSoftmaxGrad_13", softmaxGradKernel<true, false>, 2);
+}

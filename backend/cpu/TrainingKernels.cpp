@@ -1,0 +1,409 @@
+//===- TrainingKernels.cpp - Element-wise gradient and training ops -------===//
+//
+// com.microsoft ops that ONNX Runtime's gradient builder and training
+// artifacts emit and that work element by element: the activation
+// gradients (ReluGrad, GeluGrad, FastGeluGrad, QuickGeluGrad, SigmoidGrad,
+// TanhGrad), DivGrad with broadcast reduction, Scale, MixedPrecisionScale,
+// IsAllFinite, and the gradient accumulators InPlaceAccumulator(V2), which
+// write their buffer input in place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrtTwoPi = 0.39894228040143267794;
+constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+
+/// dX = fn(dY, V) for same-shape dY, V (V is X or Y depending on the op).
+template <typename Fn>
+llvm::Error binaryGradKernel(KernelCall &call, int64_t cost, const Fn &fn) {
+  const TensorView &dY = *call.in(0), &v = *call.in(1), &dX = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, dY, v, "dY and the saved tensor"))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dY, dX, "dY and dX"))
+    return err;
+  if (v.getDType() != dY.getDType() || dX.getDType() != dY.getDType())
+    return call.error("dY, the saved tensor and dX must have one element type");
+  return dispatchFloat(call, dY.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *g = dY.getDataAs<T>(), *x = v.getDataAs<T>();
+    T *out = dX.getDataAs<T>();
+    parallelFor(call.getNumThreads(), dX.getNumElements(), grainFor(cost),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t i = lo; i < hi; ++i)
+                    out[i] = fn(g[i], x[i]);
+                });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error reluGradKernel(KernelCall &call) {
+  return binaryGradKernel(call, 1, [](auto g, auto x) {
+    return x > decltype(x)(0) ? g : decltype(g)(0);
+  });
+}
+
+llvm::Error geluGradKernel(KernelCall &call) {
+  return binaryGradKernel(call, 16, [](auto g, auto x) {
+    using T = decltype(x);
+    T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrtHalf)));
+    T pdf = T(kInvSqrtTwoPi) * std::exp(T(-0.5) * x * x);
+    return g * (cdf + x * pdf);
+  });
+}
+
+llvm::Error fastGeluGradKernel(KernelCall &call) {
+  return binaryGradKernel(call, 16, [](auto g, auto x) {
+    using T = decltype(x);
+    T x2 = x * x;
+    T t = std::tanh(T(kSqrtTwoOverPi) * x * (T(1) + T(kGeluCubic) * x2));
+    T dInner = T(kSqrtTwoOverPi) * (T(1) + T(3 * kGeluCubic) * x2);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dInner);
+  });
+}
+
+llvm::Error quickGeluGradKernel(KernelCall &call) {
+  double alpha = call.getFloat("alpha", 1.702f);
+  return binaryGradKernel(call, 8, [alpha](auto g, auto x) {
+    using T = decltype(x);
+    T a = static_cast<T>(alpha);
+    T s = T(1) / (T(1) + std::exp(-a * x));
+    return g * (s + a * x * s * (T(1) - s));
+  });
+}
+
+llvm::Error sigmoidGradKernel(KernelCall &call) {
+  return binaryGradKernel(call, 2, [](auto g, auto y) {
+    return g * y * (decltype(y)(1) - y);
+  });
+}
+
+llvm::Error tanhGradKernel(KernelCall &call) {
+  return binaryGradKernel(call, 2, [](auto g, auto y) {
+    return g * (decltype(y)(1) - y * y);
+  });
+}
+
+/// Adds \p full (of shape \p fullShape) into \p dst, summing over the
+/// dimensions along which dst's shape broadcasts. Sequential, so the sum
+/// order is fixed.
+template <typename T>
+void sumIntoBroadcastShape(const T *full, llvm::ArrayRef<int64_t> fullShape,
+                           T *dst, llvm::ArrayRef<int64_t> dstShape) {
+  auto plan = makeBroadcastPlan<1>(fullShape, {dstShape});
+  int64_t inner = plan.innerSize;
+  BroadcastCursor<1> cursor(plan, 0);
+  for (int64_t row = 0; row < plan.numRows; ++row) {
+    const T *src = full + row * inner;
+    T *to = dst + cursor.getOffsets()[0];
+    if (plan.innerStride[0] == 1) {
+      for (int64_t i = 0; i < inner; ++i)
+        to[i] += src[i];
+    } else {
+      T sum = 0;
+      for (int64_t i = 0; i < inner; ++i)
+        sum += src[i];
+      to[0] += sum;
+    }
+    cursor.next();
+  }
+}
+
+/// DivGrad(dY, A, B) -> dA = dY / B, dB = -dY * A / B^2, each summed down to
+/// its operand's shape.
+llvm::Error divGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &a = *call.in(1), &b = *call.in(2);
+  TensorView *dA = call.out(0), *dB = call.out(1);
+  llvm::SmallVector<int64_t, 6> shape;
+  if (!broadcastShapes(a.getShape(), b.getShape(), shape) ||
+      llvm::ArrayRef<int64_t>(shape) != dY.getShape())
+    return call.error("dY's shape is not the broadcast of A's and B's");
+  if (dA)
+    if (llvm::Error err = checkOutputShape(call, 0, a.getShape()))
+      return err;
+  if (dB)
+    if (llvm::Error err = checkOutputShape(call, 1, b.getShape()))
+      return err;
+  return dispatchFloat(call, dY.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    int64_t n = dY.getNumElements();
+    auto full = call.getContext().allocateScratch(dY.getDType(), dY.getShape());
+    if (!full)
+      return full.takeError();
+    T *tmp = full->getView().template getDataAs<T>();
+    const T *g = dY.getDataAs<T>();
+    unsigned threads = call.getNumThreads();
+    // Materialize A and B at the full shape once, then combine.
+    auto fullA = call.getContext().allocateScratch(dY.getDType(), dY.getShape());
+    if (!fullA)
+      return fullA.takeError();
+    auto fullB = call.getContext().allocateScratch(dY.getDType(), dY.getShape());
+    if (!fullB)
+      return fullB.takeError();
+    broadcastCopy(a, fullA->getView(), threads);
+    broadcastCopy(b, fullB->getView(), threads);
+    const T *pa = fullA->getView().template getDataAs<T>();
+    const T *pb = fullB->getView().template getDataAs<T>();
+    if (dA) {
+      for (int64_t i = 0; i < n; ++i)
+        tmp[i] = g[i] / pb[i];
+      T *out = dA->getDataAs<T>();
+      if (dA->getShape() == dY.getShape()) {
+        std::memcpy(out, tmp, n * sizeof(T));
+      } else {
+        std::fill(out, out + dA->getNumElements(), T(0));
+        sumIntoBroadcastShape(tmp, dY.getShape(), out, dA->getShape());
+      }
+    }
+    if (dB) {
+      for (int64_t i = 0; i < n; ++i)
+        tmp[i] = -g[i] * pa[i] / (pb[i] * pb[i]);
+      T *out = dB->getDataAs<T>();
+      if (dB->getShape() == dY.getShape()) {
+        std::memcpy(out, tmp, n * sizeof(T));
+      } else {
+        std::fill(out, out + dB->getNumElements(), T(0));
+        sumIntoBroadcastShape(tmp, dY.getShape(), out, dB->getShape());
+      }
+    }
+    return llvm::Error::success();
+  });
+}
+
+/// Scale(input, scale): input * scale, or input / scale with scale_down.
+llvm::Error scaleKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
+    return err;
+  auto scale = readScalar(call, *call.in(1), "scale");
+  if (!scale)
+    return scale.takeError();
+  bool scaleDown = call.getInt("scale_down", 0) != 0;
+  if (scaleDown && *scale == 0)
+    return call.error("scale must not be 0 when scaling down");
+  return dispatchFloat(call, in.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    T factor = static_cast<T>(scaleDown ? 1.0 / *scale : *scale);
+    const T *x = in.getDataAs<T>();
+    T *y = out.getDataAs<T>();
+    parallelFor(call.getNumThreads(), out.getNumElements(), grainFor(1),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t i = lo; i < hi; ++i)
+                    y[i] = x[i] * factor;
+                });
+    return llvm::Error::success();
+  });
+}
+
+/// Element type of a float tensor these native kernels read and write.
+bool isFloatStorage(DType type) {
+  return type == DType::F32 || type == DType::F16 || type == DType::BF16 ||
+         type == DType::F64;
+}
+
+/// Stores \p value as element \p i of a float tensor, rounding as needed.
+inline void storeFloat(const TensorView &view, int64_t i, double value) {
+  switch (view.getDType()) {
+  case DType::F16:
+    view.getDataAs<uint16_t>()[i] = floatToHalf(static_cast<float>(value));
+    return;
+  case DType::BF16:
+    view.getDataAs<uint16_t>()[i] = floatToBFloat16(static_cast<float>(value));
+    return;
+  case DType::F64:
+    view.getDataAs<double>()[i] = value;
+    return;
+  default:
+    view.getDataAs<float>()[i] = static_cast<float>(value);
+  }
+}
+
+/// Loads element \p i of a float tensor (f64 keeps its precision).
+inline double loadDouble(const TensorView &view, int64_t i) {
+  if (view.getDType() == DType::F64)
+    return view.getDataAs<double>()[i];
+  return loadFloat(view, i);
+}
+
+/// MixedPrecisionScale(S, X...) -> Y... = X * S in the `to` type, or one
+/// flat output holding them all with fuse_outputs.
+llvm::Error mixedPrecisionScaleKernel(KernelCall &call) {
+  auto scale = readScalar(call, *call.in(0), "scale");
+  if (!scale)
+    return scale.takeError();
+  bool fuse = call.getInt("fuse_outputs", 0) != 0;
+  unsigned numInputs = call.getNumInputs() - 1;
+  if (!fuse && call.getNumOutputs() != numInputs)
+    return call.error("needs one output per scaled input");
+  std::optional<DType> to;
+  if (call.hasAttr("to"))
+    to = dtypeFromOnnx(call.getInt("to", 0));
+  int64_t fusedOffset = 0;
+  for (unsigned i = 0; i < numInputs; ++i) {
+    const TensorView *x = call.in(i + 1);
+    TensorView *y = call.out(fuse ? 0 : i);
+    if (!x || !y)
+      return call.error("inputs and outputs may not be absent");
+    if (!isFloatStorage(x->getDType()) || !isFloatStorage(y->getDType()))
+      return call.error("inputs and outputs must be float tensors");
+    if (to && y->getDType() != *to)
+      return call.error("output type disagrees with attribute 'to'");
+    int64_t n = x->getNumElements();
+    int64_t base = fuse ? fusedOffset : 0;
+    if (base + n > y->getNumElements() || (!fuse && n != y->getNumElements()))
+      return call.error("output " + llvm::Twine(fuse ? 0 : i) + " has the wrong size");
+    double s = *scale;
+    parallelFor(call.getNumThreads(), n, grainFor(4), [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j)
+        storeFloat(*y, base + j, loadDouble(*x, j) * s);
+    });
+    fusedOffset += n;
+  }
+  if (fuse && fusedOffset != call.out(0)->getNumElements())
+    return call.error("fused output size differs from the inputs' total");
+  return llvm::Error::success();
+}
+
+/// IsAllFinite(X...) -> true if no element is inf or NaN (or only checks
+/// one of them with isinf_only / isnan_only).
+llvm::Error isAllFiniteKernel(KernelCall &call) {
+  TensorView &out = *call.out(0);
+  if (llvm::Error err = checkDType(call, out, DType::Bool, "output"))
+    return err;
+  if (out.getNumElements() != 1)
+    return call.error("output must have one element");
+  bool infOnly = call.getInt("isinf_only", 0) != 0;
+  bool nanOnly = call.getInt("isnan_only", 0) != 0;
+  if (infOnly && nanOnly)
+    return call.error("isinf_only and isnan_only are exclusive");
+  bool finite = true;
+  for (const TensorView *x : call.getInputs()) {
+    if (!x)
+      continue;
+    if (!isFloatStorage(x->getDType()))
+      return unsupportedType(call, x->getDType());
+    for (int64_t i = 0, e = x->getNumElements(); i < e && finite; ++i) {
+      double v = loadDouble(*x, i);
+      bool bad = infOnly ? std::isinf(v) : nanOnly ? std::isnan(v) : !std::isfinite(v);
+      finite = !bad;
+    }
+  }
+  out.getDataAs<uint8_t>()[0] = finite;
+  return llvm::Error::success();
+}
+
+/// Reads an optional bool scalar input (false when absent).
+llvm::Expected<bool> readFlag(const KernelCall &call, unsigned index,
+                              llvm::StringRef what, bool fallback) {
+  const TensorView *flag = call.in(index);
+  if (!flag)
+    return fallback;
+  auto value = readScalar(call, *flag, what);
+  if (!value)
+    return value.takeError();
+  return *value != 0;
+}
+
+/// InPlaceAccumulatorV2(buffer, value, overwrite?) -> (updated, buffer_out?):
+/// buffer = overwrite ? value : buffer + value, written into the buffer
+/// input itself; buffer_out (if present and elsewhere) receives a copy.
+llvm::Error inPlaceAccumulatorV2Kernel(KernelCall &call) {
+  const TensorView &buffer = *call.in(0), &value = *call.in(1);
+  if (llvm::Error err = checkSameShape(call, buffer, value, "buffer and value"))
+    return err;
+  if (!isFloatStorage(buffer.getDType()) || !isFloatStorage(value.getDType()))
+    return call.error("buffer and value must be float tensors");
+  auto overwrite = readFlag(call, 2, "overwrite_flag", false);
+  if (!overwrite)
+    return overwrite.takeError();
+  TensorView &updated = *call.out(0);
+  if (llvm::Error err = checkDType(call, updated, DType::Bool, "updated flag"))
+    return err;
+  if (updated.getNumElements() != 1)
+    return call.error("the updated flag must have one element");
+  int64_t n = buffer.getNumElements();
+  bool sameType = buffer.getDType() == value.getDType();
+  if (*overwrite && sameType) {
+    copyElements(value, buffer);
+  } else if (buffer.getDType() == DType::F32 && sameType) {
+    float *acc = buffer.getDataAs<float>();
+    const float *add = value.getDataAs<float>();
+    parallelFor(call.getNumThreads(), n, grainFor(1), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        acc[i] += add[i];
+    });
+  } else {
+    bool replace = *overwrite;
+    parallelFor(call.getNumThreads(), n, grainFor(4), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        storeFloat(buffer, i, replace ? loadDouble(value, i)
+                                      : loadDouble(buffer, i) + loadDouble(value, i));
+    });
+  }
+  updated.getDataAs<uint8_t>()[0] = 1;
+  if (TensorView *out = call.out(1)) {
+    if (llvm::Error err = checkSameShape(call, buffer, *out, "buffer and buffer_out"))
+      return err;
+    if (llvm::Error err = checkDType(call, *out, buffer.getDType(), "buffer_out"))
+      return err;
+    copyElements(buffer, *out);
+  }
+  return llvm::Error::success();
+}
+
+/// InPlaceAccumulator(old_sum, value, update_signal?) -> new_sum: old_sum +
+/// value, or old_sum unchanged when update_signal is false.
+llvm::Error inPlaceAccumulatorKernel(KernelCall &call) {
+  const TensorView &oldSum = *call.in(0), &value = *call.in(1);
+  TensorView &newSum = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, oldSum, value, "old_sum and value"))
+    return err;
+  if (llvm::Error err = checkSameShape(call, oldSum, newSum, "old_sum and new_sum"))
+    return err;
+  if (!isFloatStorage(oldSum.getDType()) || !isFloatStorage(value.getDType()) ||
+      newSum.getDType() != oldSum.getDType())
+    return call.error("old_sum, value and new_sum must be float tensors");
+  auto update = readFlag(call, 2, "update_signal", true);
+  if (!update)
+    return update.takeError();
+  if (!*update) {
+    copyElements(oldSum, newSum);
+    return llvm::Error::success();
+  }
+  parallelFor(call.getNumThreads(), newSum.getNumElements(), grainFor(4),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t i = lo; i < hi; ++i)
+                  storeFloat(newSum, i, loadDouble(oldSum, i) + loadDouble(value, i));
+              });
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cpu::registerTrainingKernels(KernelTable &table) {
+  table.add(kMsDomain, "ReluGrad", reluGradKernel, 2);
+  table.add(kMsDomain, "GeluGrad", geluGradKernel, 2);
+  table.add(kMsDomain, "FastGeluGrad", fastGeluGradKernel, 2);
+  table.add(kMsDomain, "QuickGeluGrad", quickGeluGradKernel, 2);
+  table.add(kMsDomain, "SigmoidGrad", sigmoidGradKernel, 2);
+  table.add(kMsDomain, "TanhGrad", tanhGradKernel, 2);
+  table.add(kMsDomain, "DivGrad", divGradKernel, 3, 0);
+  table.add(kMsDomain, "Scale", scaleKernel, 2);
+  table.add(kMsDomain, "MixedPrecisionScale", mixedPrecisionScaleKernel, 2, 1,
+            KernelMode::Native);
+  table.add(kMsDomain, "IsAllFinite", isAllFiniteKernel, 0, 1, KernelMode::Native);
+  table.add(kMsDomain, "InPlaceAccumulatorV2", inPlaceAccumulatorV2Kernel, 2, 1,
+            KernelMode::Native);
+  table.add(kMsDomain, "InPlaceAccumulator", inPlaceAccumulatorKernel, 2, 1,
+            KernelMode::Native);
+}

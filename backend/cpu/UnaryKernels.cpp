@@ -1,0 +1,337 @@
+//===- UnaryKernels.cpp - Element-wise unary math, activations, casts -----===//
+//
+// One-input element-wise kernels: the math functions (Sqrt, Exp, Log, Erf,
+// Reciprocal, Floor, Ceil), sign-type ops that also run on integers (Neg,
+// Abs, Sign, Relu, Clip), the activations (LeakyRelu, Sigmoid, Tanh, Gelu
+// with and without the tanh approximation, com.microsoft Gelu, FastGelu and
+// BiasGelu), the predicates (IsNaN, IsInf, Not), and Cast/CastLike between
+// every supported element type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include <cmath>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+
+/// Exact GELU: x * Phi(x).
+template <typename T> T geluExact(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(kSqrtHalf)));
+}
+
+/// GELU with the tanh approximation.
+template <typename T> T geluTanh(T x) {
+  T inner = T(kSqrtTwoOverPi) * (x + T(kGeluCubic) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(inner));
+}
+
+/// Numerically stable logistic function.
+template <typename T> T sigmoid(T x) {
+  if (x >= 0)
+    return T(1) / (T(1) + std::exp(-x));
+  T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+/// out[i] = fn(in[i]) over same-shape tensors, in parallel.
+template <typename TIn, typename TOut, typename Fn>
+void mapElements(const TensorView &in, const TensorView &out, unsigned threads,
+                 int64_t costPerElement, const Fn &fn) {
+  const TIn *x = in.getDataAs<TIn>();
+  TOut *y = out.getDataAs<TOut>();
+  parallelFor(threads, out.getNumElements(), grainFor(costPerElement),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t i = lo; i < hi; ++i)
+                  y[i] = fn(x[i]);
+              });
+}
+
+/// Checks a unary op's output matches its input's shape (and type unless
+/// \p outType is given).
+llvm::Error checkUnary(const KernelCall &call,
+                       std::optional<DType> outType = std::nullopt) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
+    return err;
+  return checkDType(call, out, outType ? *outType : in.getDType(), "output");
+}
+
+/// A float-only unary op; \p Fn is a functor template instantiated per type.
+template <template <typename> class Fn, int Cost = 4>
+llvm::Error floatUnaryKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), Cost, Fn<T>());
+    return llvm::Error::success();
+  });
+}
+
+template <typename T> struct SqrtFn { T operator()(T x) const { return std::sqrt(x); } };
+template <typename T> struct ExpFn { T operator()(T x) const { return std::exp(x); } };
+template <typename T> struct LogFn { T operator()(T x) const { return std::log(x); } };
+template <typename T> struct ErfFn { T operator()(T x) const { return std::erf(x); } };
+template <typename T> struct TanhFn { T operator()(T x) const { return std::tanh(x); } };
+template <typename T> struct SigmoidFn { T operator()(T x) const { return sigmoid(x); } };
+template <typename T> struct ReciprocalFn { T operator()(T x) const { return T(1) / x; } };
+template <typename T> struct FloorFn { T operator()(T x) const { return std::floor(x); } };
+template <typename T> struct CeilFn { T operator()(T x) const { return std::ceil(x); } };
+template <typename T> struct GeluExactFn { T operator()(T x) const { return geluExact(x); } };
+template <typename T> struct GeluTanhFn { T operator()(T x) const { return geluTanh(x); } };
+
+/// A unary op that also runs on integers (wrapping where it could overflow).
+template <typename T> T wrapNegate(T x) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(x));
+  else
+    return -x;
+}
+template <typename T> struct NegFn { T operator()(T x) const { return wrapNegate(x); } };
+template <typename T> struct AbsFn {
+  T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>)
+      return x;
+    else
+      return x < T(0) ? wrapNegate(x) : x;
+  }
+};
+template <typename T> struct SignFn {
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(x))
+        return x;
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  }
+};
+template <typename T> struct ReluFn {
+  T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+
+template <template <typename> class Fn>
+llvm::Error numericUnaryKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  return dispatchArithmetic(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1, Fn<T>());
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error leakyReluKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  double alpha = call.getFloat("alpha", 0.01f);
+  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    T a = static_cast<T>(alpha);
+    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
+                      [a](T x) { return x < T(0) ? a * x : x; });
+    return llvm::Error::success();
+  });
+}
+
+/// ONNX Gelu (opset 20): approximate = "none" | "tanh".
+llvm::Error onnxGeluKernel(KernelCall &call) {
+  std::string approximate = call.getString("approximate", "none");
+  if (approximate == "none")
+    return floatUnaryKernel<GeluExactFn, 16>(call);
+  if (approximate == "tanh")
+    return floatUnaryKernel<GeluTanhFn, 16>(call);
+  return call.error("unknown approximate mode '" + approximate + "'");
+}
+
+/// com.microsoft FastGelu(X, bias?) and BiasGelu(X, bias): the bias is
+/// broadcast along the last dimension and added before the activation.
+template <bool TanhApproximation>
+llvm::Error biasGeluKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  const TensorView *bias = call.in(1);
+  if (!bias)
+    return TanhApproximation ? floatUnaryKernel<GeluTanhFn, 16>(call)
+                             : floatUnaryKernel<GeluExactFn, 16>(call);
+  int64_t width = in.getRank() ? in.getShape().back() : 1;
+  if (bias->getNumElements() != width || bias->getDType() != in.getDType())
+    return call.error("bias must have one element per last-dimension entry");
+  return dispatchFloat(call, in.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *x = in.getDataAs<T>(), *b = bias->getDataAs<T>();
+    T *y = out.getDataAs<T>();
+    int64_t rows = width ? in.getNumElements() / width : 0;
+    parallelFor(call.getNumThreads(), rows, grainFor(16 * width), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        for (int64_t j = 0; j < width; ++j) {
+          T v = x[r * width + j] + b[j];
+          y[r * width + j] = TanhApproximation ? geluTanh(v) : geluExact(v);
+        }
+    });
+    return llvm::Error::success();
+  });
+}
+
+/// Clip(X, min?, max?) (opset 11+) or Clip(X) with min/max attributes.
+llvm::Error clipKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  std::optional<double> low, high;
+  if (call.hasAttr("min"))
+    low = call.getFloat("min", 0);
+  if (call.hasAttr("max"))
+    high = call.getFloat("max", 0);
+  if (const TensorView *minInput = call.in(1)) {
+    auto value = readScalar(call, *minInput, "min");
+    if (!value)
+      return value.takeError();
+    low = *value;
+  }
+  if (const TensorView *maxInput = call.in(2)) {
+    auto value = readScalar(call, *maxInput, "max");
+    if (!value)
+      return value.takeError();
+    high = *value;
+  }
+  return dispatchArithmetic(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    T lo = low ? convertElement<T>(*low) : std::numeric_limits<T>::lowest();
+    T hi = high ? convertElement<T>(*high) : std::numeric_limits<T>::max();
+    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1, [lo, hi](T x) {
+      if constexpr (std::is_floating_point_v<T>)
+        if (std::isnan(x))
+          return x;
+      return x < lo ? lo : (hi < x ? hi : x);
+    });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error isNaNKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call, DType::Bool))
+    return err;
+  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    mapElements<T, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
+                            [](T x) -> uint8_t { return std::isnan(x); });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error isInfKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call, DType::Bool))
+    return err;
+  bool negative = call.getInt("detect_negative", 1) != 0;
+  bool positive = call.getInt("detect_positive", 1) != 0;
+  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    mapElements<T, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
+                            [=](T x) -> uint8_t {
+                              return std::isinf(x) && ((x > 0 && positive) ||
+                                                       (x < 0 && negative));
+                            });
+    return llvm::Error::success();
+  });
+}
+
+llvm::Error notKernel(KernelCall &call) {
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  if (llvm::Error err = checkDType(call, *call.in(0), DType::Bool, "input"))
+    return err;
+  mapElements<uint8_t, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
+                                [](uint8_t x) -> uint8_t { return x == 0; });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Cast
+//===----------------------------------------------------------------------===//
+
+/// Calls fn(TypeTag<T>{}) for every element type Cast supports.
+template <typename Fn>
+llvm::Error dispatchCastType(const KernelCall &call, DType type, Fn &&fn,
+                             llvm::StringRef what) {
+  return dispatchTypes<float, double, Float16, BFloat16, int64_t, int32_t,
+                       int16_t, int8_t, uint8_t, uint16_t, uint32_t, uint64_t,
+                       Bool8>(call, type, std::forward<Fn>(fn), what);
+}
+
+llvm::Error castKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
+    return err;
+  if (call.hasAttr("to")) {
+    auto to = dtypeFromOnnx(call.getInt("to", 0));
+    if (!to || *to != out.getDType())
+      return call.error("attribute 'to' disagrees with the output type " +
+                        dtypeName(out.getDType()));
+  }
+  return castElements(call, in, out);
+}
+
+/// CastLike(X, like): the output has like's element type.
+llvm::Error castLikeKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
+    return err;
+  if (llvm::Error err = checkDType(call, out, call.in(1)->getDType(), "output"))
+    return err;
+  return castElements(call, in, out);
+}
+
+} // namespace
+
+llvm::Error cpu::castElements(const KernelCall &call, const TensorView &src,
+                              const TensorView &dst) {
+  if (src.getNumElements() != dst.getNumElements())
+    return call.error("cast between tensors of different sizes");
+  if (src.getDType() == dst.getDType()) {
+    copyElements(src, dst);
+    return llvm::Error::success();
+  }
+  return dispatchCastType(call, src.getDType(), [&](auto srcTag) -> llvm::Error {
+    using Src = typename decltype(srcTag)::type;
+    return dispatchCastType(call, dst.getDType(), [&](auto dstTag) -> llvm::Error {
+      using Dst = typename decltype(dstTag)::type;
+      mapElements<Src, Dst>(src, dst, call.getNumThreads(), 2,
+                            [](Src x) { return convertElement<Dst>(x); });
+      return llvm::Error::success();
+    }, "output");
+  }, "input");
+}
+
+void cpu::registerUnaryKernels(KernelTable &table) {
+  table.add("", "Sqrt", floatUnaryKernel<SqrtFn>, 1);
+  table.add("", "Exp", floatUnaryKernel<ExpFn, 8>, 1);
+  table.add("", "Log", floatUnaryKernel<LogFn, 8>, 1);
+  table.add("", "Erf", floatUnaryKernel<ErfFn, 8>, 1);
+  table.add("", "Tanh", floatUnaryKernel<TanhFn, 8>, 1);
+  table.add("", "Sigmoid", floatUnaryKernel<SigmoidFn, 8>, 1);
+  table.add("", "Reciprocal", floatUnaryKernel<ReciprocalFn, 1>, 1);
+  table.add("", "Floor", floatUnaryKernel<FloorFn, 1>, 1);
+  table.add("", "Ceil", floatUnaryKernel<CeilFn, 1>, 1);
+  table.add("", "Neg", numericUnaryKernel<NegFn>, 1);
+  table.add("", "Abs", numericUnaryKernel<AbsFn>, 1);
+  table.add("", "Sign", numericUnaryKernel<SignFn>, 1);
+  table.add("", "Relu", numericUnaryKernel<ReluFn>, 1);
+  table.add("", "LeakyRelu", leakyReluKernel, 1);
+  table.add("", "Gelu", onnxGeluKernel, 1);
+  table.add(kMsDomain, "Gelu", floatUnaryKernel<GeluExactFn, 16>, 1);
+  table.add(kMsDomain, "FastGelu", biasGeluKernel<true>, 1);
+  table.add(kMsDomain, "BiasGelu", biasGeluKernel<false>, 2);
+  table.add("", "Clip", clipKernel, 1);
+  table.add("", "IsNaN", isNaNKernel, 1);
+  table.add("", "IsInf", isInfKernel, 1);
+  table.add("", "Not", notKernel, 1, 1, KernelMode::Native);
+  table.add("", "Cast", castKernel, 1, 1, KernelMode::Native);
+  table.add("", "CastLike", castLikeKernel, 2, 1, KernelMode::Native);
+}

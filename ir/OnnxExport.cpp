@@ -1,0 +1,381 @@
+//===- OnnxExport.cpp - gmopt IR to ONNX ModelProto -----------------------===//
+//
+// Exports a Module as an ONNX ModelProto: model facts and opset imports,
+// graph inputs with their types (symbolic dimensions as dim_param),
+// initializers as raw_data (or, when writing a file, large ones as external
+// data), every node with its attributes, value_info for each typed
+// intermediate value, and the graph outputs. ONNX identifies values by
+// name, so the exporter gives every value a unique one: its own name when
+// no earlier value has it, else an invented `gmopt_N`. Absent optional
+// operands and results are written as "". Files are written atomically: a
+// temporary file in the destination directory, renamed over the target.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Onnx.h"
+
+#include "ir/Module.h"
+#include "ir/OnnxTensor.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <climits>
+#include <functional>
+
+using namespace gmopt;
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+using llvm::Twine;
+
+namespace {
+
+/// Offsets of tensors in the external-data file are aligned to this many
+/// bytes so mapped tensors are aligned for any element type and vector
+/// loads.
+constexpr uint64_t kExternalDataAlignment = 64;
+
+Error makeError(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 message.str().c_str());
+}
+
+/// The initializers that go to an external-data file, and where.
+struct ExternalDataPlan {
+  /// File name of the data file, relative to the model's directory.
+  std::string location;
+  /// Tensors of more than this many bytes go to the file.
+  uint64_t threshold = 0;
+  /// Each tensor with its offset in the file.
+  std::vector<std::pair<TensorData, uint64_t>> tensors;
+  /// Size of the file.
+  uint64_t size = 0;
+
+  /// Reserves room for \p data and returns its offset.
+  uint64_t add(const TensorData &data) {
+    uint64_t offset = llvm::alignTo(size, kExternalDataAlignment);
+    tensors.emplace_back(data, offset);
+    size = offset + data.getBytes().size();
+    return offset;
+  }
+};
+
+/// Converts one Module into one ModelProto.
+class OnnxExporter {
+public:
+  OnnxExporter(const Module &module, ExternalDataPlan *external)
+      : module(module), external(external) {}
+
+  Expected<onnx::ModelProto> run();
+
+private:
+  void assignNames();
+  const std::string &nameOf(const Value *value) const {
+    auto it = names.find(value);
+    assert(it != names.end() && "value outside the exported graph");
+    return it->second;
+  }
+  Error exportOpsets(onnx::ModelProto &model) const;
+  void exportValueInfo(const Value &value, onnx::ValueInfoProto &info) const;
+  void exportInitializer(const Value &value, onnx::TensorProto &tensor);
+  Error exportNode(const Node &node, onnx::NodeProto &proto) const;
+
+  const Module &module;
+  ExternalDataPlan *external;
+  llvm::DenseMap<const Value *, std::string> names;
+};
+
+void OnnxExporter::assignNames() {
+  const Graph &graph = module.getGraph();
+  llvm::SmallVector<const Value *, 0> order;
+  for (const std::unique_ptr<Value> &input : graph.getInputs())
+    order.push_back(input.get());
+  for (const std::unique_ptr<Value> &init : graph.getInitializers())
+    order.push_back(init.get());
+  for (const Node &node : graph.getNodes())
+    for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
+      if (const Value *result = node.getResult(i))
+        order.push_back(result);
+
+  // Invented names must not collide with any name in the module, even one
+  // met later.
+  llvm::StringSet<> existing;
+  for (const Value *value : order)
+    if (!value->getName().empty())
+      existing.insert(value->getName());
+
+  llvm::StringSet<> used;
+  unsigned counter = 0;
+  names.reserve(order.size());
+  for (const Value *value : order) {
+    StringRef name = value->getName();
+    if (!name.empty() && used.insert(name).second) {
+      names[value] = name.str();
+      continue;
+    }
+    std::string invented;
+    do
+      invented = "gmopt_" + std::to_string(counter++);
+    while (existing.count(invented) || used.count(invented));
+    used.insert(invented);
+    names[value] = std::move(invented);
+  }
+}
+
+Error OnnxExporter::exportOpsets(onnx::ModelProto &model) const {
+  std::map<std::string, int64_t> opsets = module.opsetImports;
+  for (const Node &node : module.getGraph().getNodes()) {
+    if (opsets.count(node.getDomain().str()))
+      continue;
+    // ONNX Runtime's contrib ops are all at version 1.
+    if (node.getDomain() == kMsDomain) {
+      opsets[kMsDomain.str()] = 1;
+      continue;
+    }
+    return makeError("cannot export node " + node.describe() +
+                     ": the module has no opset import for domain '" +
+                     node.getDomain() + "'");
+  }
+  for (const auto &[domain, version] : opsets) {
+    onnx::OperatorSetIdProto *opset = model.add_opset_import();
+    opset->set_domain(domain);
+    opset->set_version(version);
+  }
+  return Error::success();
+}
+
+void OnnxExporter::exportValueInfo(const Value &value,
+                                   onnx::ValueInfoProto &info) const {
+  info.set_name(nameOf(&value));
+  exportType(value.getType(), *info.mutable_type());
+}
+
+void OnnxExporter::exportInitializer(const Value &value,
+                                     onnx::TensorProto &tensor) {
+  const TensorData &data = value.getData();
+  if (external && data.getBytes().size() > external->threshold) {
+    uint64_t offset = external->add(data);
+    exportTensorAsExternal(data, external->location, offset, tensor);
+  } else {
+    exportTensor(data, tensor);
+  }
+  tensor.set_name(nameOf(&value));
+}
+
+/// Writes \p attr into \p proto.
+void exportAttribute(const NamedAttribute &attr,
+                     onnx::AttributeProto &proto) {
+  using AP = onnx::AttributeProto;
+  proto.set_name(attr.name);
+  const Attribute &value = attr.value;
+  switch (value.getKind()) {
+  case Attribute::Kind::Float:
+    proto.set_type(AP::FLOAT);
+    proto.set_f(value.getFloat());
+    return;
+  case Attribute::Kind::Int:
+    proto.set_type(AP::INT);
+    proto.set_i(value.getInt());
+    return;
+  case Attribute::Kind::String:
+    proto.set_type(AP::STRING);
+    proto.set_s(value.getString());
+    return;
+  case Attribute::Kind::Tensor:
+    proto.set_type(AP::TENSOR);
+    exportTensor(value.getTensor(), *proto.mutable_t());
+    return;
+  case Attribute::Kind::Floats:
+    proto.set_type(AP::FLOATS);
+    proto.mutable_floats()->Add(value.getFloats().begin(),
+                                value.getFloats().end());
+    return;
+  case Attribute::Kind::Ints:
+    proto.set_type(AP::INTS);
+    proto.mutable_ints()->Add(value.getInts().begin(), value.getInts().end());
+    return;
+  case Attribute::Kind::Strings:
+    proto.set_type(AP::STRINGS);
+    for (const std::string &s : value.getStrings())
+      proto.add_strings(s);
+    return;
+  }
+  llvm_unreachable("unknown attribute kind");
+}
+
+Error OnnxExporter::exportNode(const Node &node, onnx::NodeProto &proto) const {
+  proto.set_name(node.getName().str());
+  proto.set_op_type(node.getOpType().str());
+  if (!node.getDomain().empty())
+    proto.set_domain(node.getDomain().str());
+  for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
+    const Value *operand = node.getOperand(i);
+    if (operand && !names.count(operand))
+      return makeError("cannot export node " + node.describe() + ": operand " +
+                       Twine(i) + " is not a value of the graph");
+    proto.add_input(operand ? nameOf(operand) : std::string());
+  }
+  for (unsigned i = 0, e = node.getNumResults(); i != e; ++i) {
+    const Value *result = node.getResult(i);
+    proto.add_output(result ? nameOf(result) : std::string());
+  }
+  for (const NamedAttribute &attr : node.getAttrs())
+    exportAttribute(attr, *proto.add_attribute());
+  return Error::success();
+}
+
+Expected<onnx::ModelProto> OnnxExporter::run() {
+  assignNames();
+  onnx::ModelProto model;
+  model.set_ir_version(module.irVersion);
+  if (Error err = exportOpsets(model))
+    return err;
+  model.set_producer_name(module.producerName.empty() ? "gmopt"
+                                                      : module.producerName);
+  model.set_producer_version(module.producerVersion);
+  if (!module.modelDomain.empty())
+    model.set_domain(module.modelDomain);
+  if (module.modelVersion != 0)
+    model.set_model_version(module.modelVersion);
+  if (!module.docString.empty())
+    model.set_doc_string(module.docString);
+  for (const auto &[key, value] : module.metadata) {
+    onnx::StringStringEntryProto *entry = model.add_metadata_props();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+
+  const Graph &graph = module.getGraph();
+  onnx::GraphProto *graphProto = model.mutable_graph();
+  // ONNX requires a graph name.
+  graphProto->set_name(graph.getName().empty() ? "gmopt" : graph.getName().str());
+
+  for (const std::unique_ptr<Value> &input : graph.getInputs())
+    exportValueInfo(*input, *graphProto->add_input());
+  for (const std::unique_ptr<Value> &init : graph.getInitializers())
+    exportInitializer(*init, *graphProto->add_initializer());
+  for (const std::unique_ptr<Value> &input : graph.getInputs())
+    if (input->hasData())
+      exportInitializer(*input, *graphProto->add_initializer());
+
+  for (const Node &node : graph.getNodes())
+    if (Error err = exportNode(node, *graphProto->add_node()))
+      return err;
+
+  llvm::DenseSet<const Value *> outputs;
+  for (unsigned i = 0, e = graph.getNumOutputs(); i != e; ++i) {
+    const Value *output = graph.getOutput(i);
+    if (!output || !names.count(output))
+      return makeError(llvm::formatv("cannot export graph output #{0}: it is "
+                                     "not a value of the graph",
+                                     i));
+    exportValueInfo(*output, *graphProto->add_output());
+    outputs.insert(output);
+  }
+
+  for (const Node &node : graph.getNodes())
+    for (unsigned i = 0, e = node.getNumResults(); i != e; ++i) {
+      const Value *result = node.getResult(i);
+      if (result && !outputs.count(result) &&
+          result->getType().getDType() != DType::Undefined)
+        exportValueInfo(*result, *graphProto->add_value_info());
+    }
+  return model;
+}
+
+/// Writes a file through \p write, atomically: into a unique temporary file
+/// in the same directory, then renamed over \p path.
+Error writeFileAtomically(StringRef path,
+                          llvm::function_ref<Error(int fd)> write) {
+  llvm::SmallString<256> tempPath;
+  int fd = -1;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(path + ".tmp%%%%%%", fd, tempPath))
+    return makeError(path + ": cannot create a temporary file: " +
+                     ec.message());
+  Error err = write(fd);
+  std::error_code closeError = llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  if (!err && closeError)
+    err = makeError(path + ": cannot write: " + closeError.message());
+  if (!err)
+    if (std::error_code ec = llvm::sys::fs::rename(tempPath, path))
+      err = makeError(path + ": cannot rename the temporary file into place: " +
+                      ec.message());
+  if (err)
+    (void)llvm::sys::fs::remove(tempPath);
+  return err;
+}
+
+Error writeExternalData(StringRef path, const ExternalDataPlan &plan) {
+  return writeFileAtomically(path, [&](int fd) -> Error {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/false);
+    uint64_t position = 0;
+    for (const auto &[data, offset] : plan.tensors) {
+      os.write_zeros(offset - position);
+      llvm::ArrayRef<uint8_t> bytes = data.getBytes();
+      os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+      position = offset + bytes.size();
+    }
+    os.flush();
+    if (os.has_error()) {
+      std::error_code ec = os.error();
+      os.clear_error();
+      return makeError(path + ": cannot write: " + ec.message());
+    }
+    return Error::success();
+  });
+}
+
+} // namespace
+
+Expected<onnx::ModelProto>
+gmopt::exportOnnxModel(const Module &module, const OnnxExportOptions &options) {
+  // Without a file there is nowhere to put external data: all inline.
+  return OnnxExporter(module, /*external=*/nullptr).run();
+}
+
+Error gmopt::exportOnnxFile(const Module &module, StringRef path,
+                            const OnnxExportOptions &options) {
+  ExternalDataPlan plan;
+  bool useExternal = options.externalDataThreshold > 0;
+  if (useExternal) {
+    plan.location = (llvm::sys::path::filename(path) + ".data").str();
+    plan.threshold = options.externalDataThreshold;
+  }
+  Expected<onnx::ModelProto> model =
+      OnnxExporter(module, useExternal ? &plan : nullptr).run();
+  if (!model)
+    return makeError(path + ": " + llvm::toString(model.takeError()));
+  if (model->ByteSizeLong() > static_cast<size_t>(INT_MAX))
+    return makeError(path + ": the model is larger than 2 GiB; set an "
+                            "external-data threshold");
+
+  if (!plan.tensors.empty()) {
+    llvm::SmallString<256> dataPath(llvm::sys::path::parent_path(path));
+    llvm::sys::path::append(dataPath, plan.location);
+    if (Error err = writeExternalData(dataPath, plan))
+      return err;
+  }
+  return writeFileAtomically(path, [&](int fd) -> Error {
+    google::protobuf::io::FileOutputStream stream(fd);
+    bool ok = model->SerializeToZeroCopyStream(&stream);
+    ok &= stream.Flush();
+    if (!ok)
+      return makeError(path + ": cannot write: " +
+                       std::error_code(stream.GetErrno(),
+                                       std::generic_category())
+                           .message());
+    return Error::success();
+  });
+}

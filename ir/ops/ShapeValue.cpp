@@ -1,0 +1,465 @@
+//===- ShapeValue.cpp - Values of small integer tensors at compile time ---===//
+//
+// Evaluates the small integer subgraphs that compute shapes, axes and
+// split sizes, keeping symbolic dimensions symbolic. Only ops whose result
+// is exactly determined by the tracked elements are evaluated; anything
+// else stops the trace (the caller then falls back to a less precise type).
+// The walk follows producers upward and is bounded in depth, so it costs at
+// most a few dozen node visits per query.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/ops/ShapeValue.h"
+#include "ir/IR.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace gmopt;
+using namespace gmopt::ops;
+
+namespace {
+
+/// Tensors with more elements than this are not shape data.
+constexpr uint64_t kMaxTrackedElements = 4096;
+/// Bound on the producer chain followed by one query.
+constexpr unsigned kMaxDepth = 48;
+
+bool isStandardOp(const Node &node, llvm::StringRef type) {
+  return (node.getDomain().empty() || node.getDomain() == "ai.onnx") &&
+         node.getOpType() == type;
+}
+
+bool isIntegerLike(DType dtype) {
+  return isInteger(dtype) || dtype == DType::Bool;
+}
+
+std::optional<SymIntVector> traceValue(const Value *value, unsigned depth);
+
+std::optional<SymIntVector> traceOperand(const Node &node, unsigned index,
+                                         unsigned depth) {
+  if (index >= node.getNumOperands() || !node.getOperand(index))
+    return std::nullopt;
+  return traceValue(node.getOperand(index), depth + 1);
+}
+
+std::optional<std::vector<int64_t>> constantsOf(const SymIntVector &values) {
+  std::vector<int64_t> result;
+  for (const SymInt &v : values) {
+    if (!v.isConstant())
+      return std::nullopt;
+    result.push_back(v.getValue());
+  }
+  return result;
+}
+
+std::optional<std::vector<int64_t>> operandConstants(const Node &node,
+                                                     unsigned index,
+                                                     unsigned depth) {
+  std::optional<SymIntVector> values = traceOperand(node, index, depth);
+  if (!values)
+    return std::nullopt;
+  return constantsOf(*values);
+}
+
+/// Elementwise integer arithmetic with the identities that keep symbols.
+SymInt applyArith(llvm::StringRef op, const SymInt &a, const SymInt &b) {
+  if (a.isConstant() && b.isConstant()) {
+    int64_t x = a.getValue(), y = b.getValue();
+    if (op == "Add")
+      return SymInt::constant(x + y);
+    if (op == "Sub")
+      return SymInt::constant(x - y);
+    if (op == "Mul")
+      return SymInt::constant(x * y);
+    if (op == "Div")
+      return y == 0 ? SymInt::unknown() : SymInt::constant(x / y);
+  }
+  auto isConst = [](const SymInt &v, int64_t c) {
+    return v.isConstant() && v.getValue() == c;
+  };
+  if ((op == "Add" || op == "Sub") && isConst(b, 0))
+    return a;
+  if (op == "Add" && isConst(a, 0))
+    return b;
+  if ((op == "Mul" || op == "Div") && isConst(b, 1))
+    return a;
+  if (op == "Mul" && isConst(a, 1))
+    return b;
+  if (op == "Mul" && (isConst(a, 0) || isConst(b, 0)))
+    return SymInt::constant(0);
+  if (op == "Sub" && a.isSymbol() && a.provablyEqual(b))
+    return SymInt::constant(0);
+  if (op == "Div" && a.isSymbol() && a.provablyEqual(b))
+    return SymInt::constant(1);
+  return SymInt::unknown();
+}
+
+/// Pairs up two element lists with numpy broadcasting of length-1 lists.
+template <typename Fn>
+std::optional<SymIntVector> zipBroadcast(const SymIntVector &a,
+                                         const SymIntVector &b, Fn fn) {
+  if (a.size() != b.size() && a.size() != 1 && b.size() != 1)
+    return std::nullopt;
+  size_t n = std::max(a.size(), b.size());
+  SymIntVector result;
+  for (size_t i = 0; i != n; ++i)
+    result.push_back(fn(a[a.size() == 1 ? 0 : i], b[b.size() == 1 ? 0 : i]));
+  return result;
+}
+
+std::optional<SymIntVector> traceShape(const Node &node) {
+  const Value *input = node.getOperand(0);
+  if (!input || !input->getType().hasRank())
+    return std::nullopt;
+  llvm::ArrayRef<Dim> dims = input->getType().getDims();
+  int64_t rank = dims.size();
+  int64_t start = node.getIntAttr("start", 0);
+  int64_t end = node.getIntAttr("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, 0, rank);
+  SymIntVector result;
+  for (int64_t i = start; i < end; ++i)
+    result.push_back(SymInt::fromDim(dims[i]));
+  return result;
+}
+
+std::optional<SymIntVector> traceGather(const Node &node, unsigned depth) {
+  if (node.getIntAttr("axis", 0) != 0)
+    return std::nullopt;
+  std::optional<SymIntVector> data = traceOperand(node, 0, depth);
+  std::optional<std::vector<int64_t>> indices =
+      operandConstants(node, 1, depth);
+  if (!data || !indices)
+    return std::nullopt;
+  SymIntVector result;
+  int64_t size = data->size();
+  for (int64_t index : *indices) {
+    if (index < -size || index >= size)
+      return std::nullopt;
+    result.push_back((*data)[index < 0 ? index + size : index]);
+  }
+  return result;
+}
+
+std::optional<SymIntVector> traceSlice(const Node &node, unsigned depth) {
+  std::optional<SymIntVector> data = traceOperand(node, 0, depth);
+  auto starts = operandConstants(node, 1, depth);
+  auto ends = operandConstants(node, 2, depth);
+  if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1)
+    return std::nullopt;
+  if (node.getNumOperands() > 3 && node.getOperand(3)) {
+    auto axes = operandConstants(node, 3, depth);
+    if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -1))
+      return std::nullopt;
+  }
+  int64_t step = 1;
+  if (node.getNumOperands() > 4 && node.getOperand(4)) {
+    auto steps = operandConstants(node, 4, depth);
+    if (!steps || steps->size() != 1 || (*steps)[0] == 0)
+      return std::nullopt;
+    step = (*steps)[0];
+  }
+  int64_t size = data->size();
+  int64_t start = (*starts)[0], end = (*ends)[0];
+  if (start < 0)
+    start += size;
+  if (end < 0)
+    end += size;
+  SymIntVector result;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, 0, size);
+    for (int64_t i = start; i < end; i += step)
+      result.push_back((*data)[i]);
+  } else {
+    start = std::clamp<int64_t>(start, -1, size - 1);
+    end = std::clamp<int64_t>(end, -1, size - 1);
+    for (int64_t i = start; i > end; i += step)
+      result.push_back((*data)[i]);
+  }
+  return result;
+}
+
+std::optional<SymIntVector> traceConcat(const Node &node, unsigned depth) {
+  int64_t axis = node.getIntAttr("axis", 0);
+  if (axis != 0 && axis != -1)
+    return std::nullopt;
+  SymIntVector result;
+  for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
+    std::optional<SymIntVector> part = traceOperand(node, i, depth);
+    if (!part)
+      return std::nullopt;
+    result.append(part->begin(), part->end());
+  }
+  return result;
+}
+
+std::optional<SymIntVector> traceBroadcastGradientArgs(const Node &node,
+                                                       unsigned resultIndex,
+                                                       unsigned depth) {
+  std::optional<SymIntVector> a = traceOperand(node, 0, depth);
+  std::optional<SymIntVector> b = traceOperand(node, 1, depth);
+  if (!a || !b)
+    return std::nullopt;
+  SymIntVector aAxes, bAxes;
+  int64_t i = a->size() - 1, j = b->size() - 1;
+  int64_t k = std::max(a->size(), b->size()) - 1;
+  for (; i >= 0 && j >= 0; --i, --j, --k) {
+    const SymInt &da = (*a)[i], &db = (*b)[j];
+    if (da.provablyEqual(db))
+      continue;
+    bool aIsOne = da.isConstant() && da.getValue() == 1;
+    bool bIsOne = db.isConstant() && db.getValue() == 1;
+    // Only a dimension known to differ from 1 on the other side is safe:
+    // a symbol might be 1 at run time and change which side reduces.
+    bool aKnownNotOne = da.isConstant() && da.getValue() != 1;
+    bool bKnownNotOne = db.isConstant() && db.getValue() != 1;
+    if (aIsOne && bKnownNotOne)
+      aAxes.push_back(SymInt::constant(k));
+    else if (bIsOne && aKnownNotOne)
+      bAxes.push_back(SymInt::constant(k));
+    else
+      return std::nullopt;
+  }
+  SymIntVector &rest = i < 0 ? aAxes : bAxes;
+  for (; k >= 0; --k)
+    rest.push_back(SymInt::constant(k));
+  return resultIndex == 0 ? aAxes : bAxes;
+}
+
+std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
+                                      unsigned depth) {
+  if (node.getDomain() == "com.microsoft") {
+    if (node.getOpType() == "ConcatTraining" && resultIndex == 0)
+      return traceConcat(node, depth);
+    if (node.getOpType() == "BroadcastGradientArgs")
+      return traceBroadcastGradientArgs(node, resultIndex, depth);
+    return std::nullopt;
+  }
+  if (resultIndex != 0 || node.getNumOperands() == 0)
+    return std::nullopt;
+  if (isStandardOp(node, "Shape"))
+    return traceShape(node);
+  if (isStandardOp(node, "Size")) {
+    const Value *input = node.getOperand(0);
+    if (!input || !input->getType().hasRank())
+      return std::nullopt;
+    llvm::SmallVector<Dim, 4> dims(input->getType().getDims().begin(),
+                                   input->getType().getDims().end());
+    int64_t product = 1;
+    const Dim *symbol = nullptr;
+    for (const Dim &dim : dims) {
+      if (dim.isStatic())
+        product *= dim.getExtent();
+      else if (dim.isSymbolic() && !symbol)
+        symbol = &dim;
+      else
+        return SymIntVector{SymInt::unknown()};
+    }
+    if (!symbol)
+      return SymIntVector{SymInt::constant(product)};
+    if (product == 1)
+      return SymIntVector{SymInt::fromDim(*symbol)};
+    return SymIntVector{SymInt::unknown()};
+  }
+  // Ops that keep the elements (and their order) of their first operand.
+  if (isStandardOp(node, "Identity") || isStandardOp(node, "Unsqueeze") ||
+      isStandardOp(node, "Squeeze") || isStandardOp(node, "Reshape") ||
+      isStandardOp(node, "Flatten"))
+    return traceOperand(node, 0, depth);
+  if (isStandardOp(node, "Cast")) {
+    std::optional<DType> to = dtypeFromOnnx(node.getIntAttr("to", 0));
+    if (!to || !isIntegerLike(*to))
+      return std::nullopt;
+    return traceOperand(node, 0, depth);
+  }
+  if (isStandardOp(node, "Concat"))
+    return traceConcat(node, depth);
+  if (isStandardOp(node, "Gather"))
+    return traceGather(node, depth);
+  if (isStandardOp(node, "Slice"))
+    return traceSlice(node, depth);
+  for (llvm::StringRef op : {"Add", "Sub", "Mul", "Div"}) {
+    if (!isStandardOp(node, op))
+      continue;
+    auto a = traceOperand(node, 0, depth);
+    auto b = traceOperand(node, 1, depth);
+    if (!a || !b)
+      return std::nullopt;
+    return zipBroadcast(*a, *b, [&](const SymInt &x, const SymInt &y) {
+      return applyArith(op, x, y);
+    });
+  }
+  if (isStandardOp(node, "Equal")) {
+    auto a = traceOperand(node, 0, depth);
+    auto b = traceOperand(node, 1, depth);
+    if (!a || !b)
+      return std::nullopt;
+    return zipBroadcast(*a, *b, [](const SymInt &x, const SymInt &y) {
+      if (x.provablyEqual(y))
+        return SymInt::constant(1);
+      if (x.isConstant() && y.isConstant())
+        return SymInt::constant(0);
+      // A dimension is never negative.
+      if ((x.isSymbol() && y.isConstant() && y.getValue() < 0) ||
+          (y.isSymbol() && x.isConstant() && x.getValue() < 0))
+        return SymInt::constant(0);
+      return SymInt::unknown();
+    });
+  }
+  if (isStandardOp(node, "Where")) {
+    auto cond = traceOperand(node, 0, depth);
+    auto x = traceOperand(node, 1, depth);
+    auto y = traceOperand(node, 2, depth);
+    if (!cond || !x || !y)
+      return std::nullopt;
+    size_t n = std::max({cond->size(), x->size(), y->size()});
+    for (size_t size : {cond->size(), x->size(), y->size()})
+      if (size != n && size != 1)
+        return std::nullopt;
+    SymIntVector result;
+    for (size_t i = 0; i != n; ++i) {
+      const SymInt &c = (*cond)[cond->size() == 1 ? 0 : i];
+      const SymInt &a = (*x)[x->size() == 1 ? 0 : i];
+      const SymInt &b = (*y)[y->size() == 1 ? 0 : i];
+      if (c.isConstant())
+        result.push_back(c.getValue() ? a : b);
+      else
+        result.push_back(a.provablyEqual(b) ? a : SymInt::unknown());
+    }
+    return result;
+  }
+  if (isStandardOp(node, "ReduceProd")) {
+    auto data = traceOperand(node, 0, depth);
+    if (!data || node.getNumOperands() > 1)
+      return std::nullopt;
+    SymInt product = SymInt::constant(1);
+    for (const SymInt &v : *data)
+      product = applyArith("Mul", product, v);
+    return SymIntVector{product};
+  }
+  if (isStandardOp(node, "ConstantOfShape")) {
+    auto shape = operandConstants(node, 0, depth);
+    if (!shape || shape->size() > 1)
+      return std::nullopt;
+    int64_t count = shape->empty() ? 1 : (*shape)[0];
+    if (count < 0 || static_cast<uint64_t>(count) > kMaxTrackedElements)
+      return std::nullopt;
+    int64_t fill = 0;
+    if (const Attribute *attr = node.getAttr("value")) {
+      if (attr->getKind() != Attribute::Kind::Tensor)
+        return std::nullopt;
+      const TensorData &data = attr->getTensor();
+      if (!isIntegerLike(data.getType().getDType()) ||
+          !data.getType().hasStaticShape() || data.getNumElements() != 1 ||
+          data.getBytes().size() <
+              dtypeStorageBytes(data.getType().getDType(), 1))
+        return std::nullopt;
+      fill = data.getIntElement(0);
+    }
+    return SymIntVector(count, SymInt::constant(fill));
+  }
+  return std::nullopt;
+}
+
+std::optional<SymIntVector> traceValue(const Value *value, unsigned depth) {
+  if (!value || depth > kMaxDepth)
+    return std::nullopt;
+  const TensorType &type = value->getType();
+  if (type.hasRank() && type.getRank() > 1)
+    return std::nullopt;
+  if (type.getDType() != DType::Undefined && !isIntegerLike(type.getDType()))
+    return std::nullopt;
+  if (std::optional<TensorData> data = getConstantData(*value)) {
+    DType dtype = data->getType().getDType();
+    if (!isIntegerLike(dtype) || !data->getType().hasStaticShape() ||
+        data->getType().getRank() > 1 ||
+        data->getNumElements() > kMaxTrackedElements ||
+        data->getBytes().size() <
+            dtypeStorageBytes(dtype, data->getNumElements()))
+      return std::nullopt;
+    SymIntVector result;
+    for (uint64_t i = 0, e = data->getNumElements(); i != e; ++i)
+      result.push_back(SymInt::constant(data->getIntElement(i)));
+    return result;
+  }
+  if (const Node *producer = value->getDefiningNode())
+    return traceNode(*producer, value->getResultIndex(), depth);
+  return std::nullopt;
+}
+
+} // namespace
+
+SymInt SymInt::fromDim(const Dim &dim) {
+  if (dim.isStatic())
+    return constant(dim.getExtent());
+  if (dim.isSymbolic())
+    return symbol(dim.getSymbol());
+  return unknown();
+}
+
+Dim SymInt::toDim() const {
+  if (isConstant() && value >= 0)
+    return Dim::fixed(value);
+  if (isSymbol())
+    return Dim::symbolic(name);
+  return Dim::unknown();
+}
+
+bool SymInt::provablyEqual(const SymInt &other) const {
+  if (isUnknown() || other.isUnknown())
+    return false;
+  return *this == other;
+}
+
+std::optional<TensorData> ops::getConstantData(const Value &value) {
+  if (value.hasData())
+    return value.getData();
+  const Node *producer = value.getDefiningNode();
+  if (!producer || !isStandardOp(*producer, "Constant"))
+    return std::nullopt;
+  for (const NamedAttribute &attr : producer->getAttrs()) {
+    const Attribute &a = attr.value;
+    if (attr.name == "value" && a.getKind() == Attribute::Kind::Tensor)
+      return a.getTensor();
+    if (attr.name == "value_float" && a.getKind() == Attribute::Kind::Float) {
+      float v = a.getFloat();
+      return TensorData::fromValues<float>(DType::F32, {},
+                                           llvm::ArrayRef<float>(v));
+    }
+    if (attr.name == "value_floats" && a.getKind() == Attribute::Kind::Floats) {
+      const std::vector<float> &v = a.getFloats();
+      return TensorData::fromValues<float>(
+          DType::F32, {static_cast<int64_t>(v.size())}, v);
+    }
+    if (attr.name == "value_int" && a.getKind() == Attribute::Kind::Int) {
+      int64_t v = a.getInt();
+      return TensorData::fromValues<int64_t>(DType::I64, {},
+                                             llvm::ArrayRef<int64_t>(v));
+    }
+    if (attr.name == "value_ints" && a.getKind() == Attribute::Kind::Ints) {
+      const std::vector<int64_t> &v = a.getInts();
+      return TensorData::fromValues<int64_t>(
+          DType::I64, {static_cast<int64_t>(v.size())}, v);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<SymIntVector> ops::getShapeValue(const Value &value) {
+  return traceValue(&value, 0);
+}
+
+std::optional<std::vector<int64_t>> ops::getIntValues(const Value &value) {
+  std::optional<SymIntVector> values = getShapeValue(value);
+  if (!values)
+    return std::nullopt;
+  return constantsOf(*values);
+}

@@ -1,0 +1,1212 @@
+//===- TensorOps.cpp - ai.onnx data-movement and shape operator schemas ---===//
+//
+// Reshape and its relatives (Flatten, Squeeze, Unsqueeze, Identity: the
+// alias/view ops), Transpose, Concat, Slice, Split, Expand, Tile, Pad, the
+// gathers and scatters, and the ops that compute shapes or constants (Shape,
+// Size, Constant, ConstantOfShape, Range, OneHot, NonZero). Target shapes,
+// axes and split sizes are read through getShapeValue, so shapes computed
+// by Shape->Gather->Concat chains keep their symbolic dimensions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/ops/OpDefs.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+using namespace gmopt;
+using namespace gmopt::ops;
+
+namespace {
+
+const DType kInt64Only[] = {DType::I64};
+
+/// A ranked type of \p rank unknown dims.
+TensorType unknownDims(DType dtype, unsigned rank) {
+  return TensorType(dtype, DimVector(rank, Dim::unknown()));
+}
+
+//===----------------------------------------------------------------------===//
+// Reshape family (views)
+//===----------------------------------------------------------------------===//
+
+/// The factors of a shape, for cancelling equal dimensions on both sides of
+/// a reshape.
+struct Factors {
+  int64_t staticProduct = 1;
+  std::multiset<std::string> symbols;
+  unsigned numUnknown = 0;
+
+  void add(const Dim &dim) {
+    if (dim.isStatic())
+      staticProduct *= dim.getExtent();
+    else if (dim.isSymbolic())
+      symbols.insert(dim.getSymbol().str());
+    else
+      ++numUnknown;
+  }
+};
+
+llvm::Error inferReshape(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "shape"))
+    return err;
+  const TensorType &data = ctx.getInputType(0);
+  DType dtype = data.getDType();
+  bool allowZero = ctx.getIntAttr("allowzero", 0) != 0;
+  std::optional<SymIntVector> target = shapeValueInput(ctx, 1);
+  if (!target) {
+    if (std::optional<int64_t> length = staticLength(ctx, 1))
+      setOutput(ctx, 0, unknownDims(dtype, *length));
+    else
+      setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+
+  DimVector out;
+  int inferIndex = -1;
+  llvm::SmallVector<bool, 4> copiedFromInput(data.hasRank() ? data.getRank() : 0,
+                                             false);
+  llvm::SmallVector<bool, 4> copiedToOutput;
+  bool hasZero = false;
+  for (unsigned i = 0, e = target->size(); i != e; ++i) {
+    const SymInt &element = (*target)[i];
+    copiedToOutput.push_back(false);
+    if (!element.isConstant()) {
+      out.push_back(element.toDim());
+      continue;
+    }
+    int64_t value = element.getValue();
+    if (value == 0 && !allowZero) {
+      hasZero = true;
+      if (!data.hasRank()) {
+        out.push_back(Dim::unknown());
+        continue;
+      }
+      if (i >= data.getRank())
+        return ctx.error(llvm::formatv("shape element {0} is 0 (copy) but the "
+                                       "input {1} has rank {2}",
+                                       i, data.str(), data.getRank()));
+      out.push_back(data.getDim(i));
+      copiedFromInput[i] = true;
+      copiedToOutput.back() = true;
+      continue;
+    }
+    if (value == 0)
+      hasZero = true;
+    if (value == -1) {
+      if (inferIndex >= 0)
+        return ctx.error("shape contains more than one -1");
+      inferIndex = i;
+      out.push_back(Dim::unknown());
+      continue;
+    }
+    if (value < -1)
+      return ctx.error(llvm::formatv("invalid shape element {0}", value));
+    out.push_back(Dim::fixed(value));
+  }
+  if (allowZero && hasZero && inferIndex >= 0)
+    return ctx.error("shape contains both 0 and -1 with allowzero=1");
+
+  if (data.hasRank()) {
+    // Cancel the factors both sides share, then solve for -1 or check the
+    // element counts.
+    Factors in, outFactors;
+    for (unsigned i = 0, e = data.getRank(); i != e; ++i)
+      if (!copiedFromInput[i])
+        in.add(data.getDim(i));
+    for (unsigned i = 0, e = out.size(); i != e; ++i)
+      if (!copiedToOutput[i] && static_cast<int>(i) != inferIndex)
+        outFactors.add(out[i]);
+    if (in.numUnknown == 0 && outFactors.numUnknown == 0) {
+      for (auto it = outFactors.symbols.begin();
+           it != outFactors.symbols.end();) {
+        auto match = in.symbols.find(*it);
+        if (match == in.symbols.end()) {
+          ++it;
+          continue;
+        }
+        in.symbols.erase(match);
+        it = outFactors.symbols.erase(it);
+      }
+      bool staticRest = in.symbols.empty() && outFactors.symbols.empty();
+      if (inferIndex >= 0 && outFactors.symbols.empty() &&
+          outFactors.staticProduct != 0) {
+        if (in.symbols.empty()) {
+          if (in.staticProduct % outFactors.staticProduct != 0)
+            return ctx.error(llvm::formatv(
+                "cannot reshape {0} to {1}: {2} elements are not divisible "
+                "by {3}",
+                data.str(), shapeString(out), in.staticProduct,
+                outFactors.staticProduct));
+          out[inferIndex] =
+              Dim::fixed(in.staticProduct / outFactors.staticProduct);
+        } else if (in.symbols.size() == 1 &&
+                   in.staticProduct == outFactors.staticProduct) {
+          out[inferIndex] = Dim::symbolic(*in.symbols.begin());
+        }
+      } else if (inferIndex < 0 && staticRest &&
+                 in.staticProduct != outFactors.staticProduct) {
+        return ctx.error(llvm::formatv(
+            "cannot reshape {0} to {1}: element counts differ", data.str(),
+            shapeString(out)));
+      }
+    }
+  }
+  setOutput(ctx, 0, TensorType(dtype, out));
+  return llvm::Error::success();
+}
+
+llvm::Error inferFlatten(InferenceContext &ctx) {
+  const TensorType &data = ctx.getInputType(0);
+  if (!data.hasRank()) {
+    setOutput(ctx, 0, unknownDims(data.getDType(), 2));
+    return llvm::Error::success();
+  }
+  int64_t rank = data.getRank();
+  int64_t axis = ctx.getIntAttr("axis", 1);
+  // Flatten accepts axis == rank.
+  if (axis < -rank || axis > rank)
+    return ctx.error(llvm::formatv("axis {0} is out of range for rank {1}",
+                                   axis, rank));
+  if (axis < 0)
+    axis += rank;
+  llvm::ArrayRef<Dim> dims = data.getDims();
+  DimVector out = {multiplyDims(dims.take_front(axis)),
+                   multiplyDims(dims.drop_front(axis))};
+  setOutput(ctx, 0, TensorType(data.getDType(), out));
+  return llvm::Error::success();
+}
+
+/// Squeeze with \p axesFromInput selecting the opset-13 form.
+InferenceFn inferSqueeze(bool axesFromInput) {
+  return [axesFromInput](InferenceContext &ctx) -> llvm::Error {
+    const TensorType &data = ctx.getInputType(0);
+    DType dtype = data.getDType();
+    std::optional<std::vector<int64_t>> axes;
+    bool axesGiven;
+    if (axesFromInput) {
+      if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "axes"))
+        return err;
+      axesGiven = ctx.hasInput(1);
+      if (axesGiven)
+        axes = intValuesInput(ctx, 1);
+    } else {
+      axesGiven = ctx.getAttr("axes") != nullptr;
+      if (axesGiven)
+        axes = ctx.getIntsAttr("axes");
+    }
+    if (!data.hasRank()) {
+      setOutput(ctx, 0, TensorType::unranked(dtype));
+      return llvm::Error::success();
+    }
+    DimVector out;
+    if (!axesGiven) {
+      for (const Dim &dim : data.getDims()) {
+        if (!dim.isStatic()) {
+          // Whether it is 1 decides the rank.
+          setOutput(ctx, 0, TensorType::unranked(dtype));
+          return llvm::Error::success();
+        }
+        if (dim.getExtent() != 1)
+          out.push_back(dim);
+      }
+      setOutput(ctx, 0, TensorType(dtype, out));
+      return llvm::Error::success();
+    }
+    if (!axes) {
+      std::optional<int64_t> length = staticLength(ctx, 1);
+      if (length && *length <= data.getRank())
+        setOutput(ctx, 0, unknownDims(dtype, data.getRank() - *length));
+      else
+        setOutput(ctx, 0, TensorType::unranked(dtype));
+      return llvm::Error::success();
+    }
+    auto normalized = normalizeAxes(ctx, *axes, data.getRank());
+    if (!normalized)
+      return normalized.takeError();
+    for (unsigned i = 0, e = data.getRank(); i != e; ++i) {
+      const Dim &dim = data.getDim(i);
+      if (!llvm::is_contained(*normalized, i)) {
+        out.push_back(dim);
+        continue;
+      }
+      if (dim.isStatic() && dim.getExtent() != 1)
+        return ctx.error(llvm::formatv("cannot squeeze axis {0} of extent {1}",
+                                       i, dim.getExtent()));
+    }
+    setOutput(ctx, 0, TensorType(dtype, out));
+    return llvm::Error::success();
+  };
+}
+
+InferenceFn inferUnsqueeze(bool axesFromInput) {
+  return [axesFromInput](InferenceContext &ctx) -> llvm::Error {
+    const TensorType &data = ctx.getInputType(0);
+    DType dtype = data.getDType();
+    std::optional<std::vector<int64_t>> axes;
+    std::optional<int64_t> numAxes;
+    if (axesFromInput) {
+      if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "axes"))
+        return err;
+      axes = intValuesInput(ctx, 1);
+      numAxes = axes ? std::optional<int64_t>(axes->size())
+                     : staticLength(ctx, 1);
+    } else {
+      axes = ctx.getIntsAttr("axes");
+      numAxes = axes->size();
+    }
+    if (!data.hasRank() || !numAxes) {
+      setOutput(ctx, 0, TensorType::unranked(dtype));
+      return llvm::Error::success();
+    }
+    int64_t outRank = data.getRank() + *numAxes;
+    if (!axes) {
+      setOutput(ctx, 0, unknownDims(dtype, outRank));
+      return llvm::Error::success();
+    }
+    auto normalized = normalizeAxes(ctx, *axes, outRank);
+    if (!normalized)
+      return normalized.takeError();
+    DimVector out;
+    unsigned next = 0;
+    for (int64_t i = 0; i != outRank; ++i) {
+      if (llvm::is_contained(*normalized, static_cast<unsigned>(i)))
+        out.push_back(Dim::fixed(1));
+      else
+        out.push_back(data.getDim(next++));
+    }
+    setOutput(ctx, 0, TensorType(dtype, out));
+    return llvm::Error::success();
+  };
+}
+
+void registerViews(OpRegistry &registry) {
+  SchemaBuilder reshape(kOnnxDomain, "Reshape", 5);
+  reshape.inputs(2)
+      .outputs(1)
+      .traits(TraitView)
+      .amp(AmpClass::Follow)
+      .infer(inferReshape);
+  reshape.add(registry);
+  reshape.attrInt("allowzero", 0).addAt(registry, 14);
+
+  SchemaBuilder(kOnnxDomain, "Flatten", 1)
+      .inputs(1)
+      .outputs(1)
+      .attrInt("axis", 1)
+      .traits(TraitView)
+      .amp(AmpClass::Follow)
+      .infer(inferFlatten)
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "Identity", 1)
+      .inputs(1)
+      .outputs(1)
+      .traits(TraitView)
+      .amp(AmpClass::Follow)
+      .infer(inferSameAs(0))
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "Squeeze", 11)
+      .inputs(1)
+      .outputs(1)
+      .optionalAttr("axes", Attribute::Kind::Ints)
+      .traits(TraitView)
+      .amp(AmpClass::Follow)
+      .infer(inferSqueeze(false))
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Squeeze", 13)
+      .inputs(1, 2)
+      .outputs(1)
+      .traits(TraitView)
+      .amp(AmpClass::Follow)
+      .infer(inferSqueeze(true))
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Unsqueeze", 11)
+      .inputs(1)
+      .outputs(1)
+      .requiredAttr("axes", Attribute::Kind::Ints)
+      .traits(TraitView)
+      .amp(AmpClass::Follow)
+      .infer(inferUnsqueeze(false))
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Unsqueeze", 13)
+      .inputs(2)
+      .outputs(1)
+      .traits(TraitView)
+      .amp(AmpClass::Follow)
+      .infer(inferUnsqueeze(true))
+      .add(registry);
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose, Concat, Slice, Split
+//===----------------------------------------------------------------------===//
+
+llvm::Error inferTranspose(InferenceContext &ctx) {
+  const TensorType &data = ctx.getInputType(0);
+  if (!data.hasRank()) {
+    std::vector<int64_t> perm = ctx.getIntsAttr("perm");
+    if (perm.empty())
+      setOutput(ctx, 0, TensorType::unranked(data.getDType()));
+    else
+      setOutput(ctx, 0, unknownDims(data.getDType(), perm.size()));
+    return llvm::Error::success();
+  }
+  unsigned rank = data.getRank();
+  std::vector<int64_t> perm = ctx.getIntsAttr("perm");
+  if (!ctx.getNode().hasAttr("perm"))
+    for (unsigned i = 0; i != rank; ++i)
+      perm.push_back(rank - 1 - i);
+  if (perm.size() != rank)
+    return ctx.error(llvm::formatv("perm has {0} entries but the input has "
+                                   "rank {1}",
+                                   perm.size(), rank));
+  llvm::SmallVector<bool, 4> seen(rank, false);
+  DimVector out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return ctx.error("perm is not a permutation of the input axes");
+    seen[p] = true;
+    out.push_back(data.getDim(p));
+  }
+  setOutput(ctx, 0, TensorType(data.getDType(), out));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error ops::inferConcatResult(InferenceContext &ctx) {
+  llvm::SmallVector<unsigned, 4> indices;
+  for (unsigned i = 0, e = ctx.getNumInputs(); i != e; ++i)
+    indices.push_back(i);
+  auto dtype = checkSameDType(ctx, indices);
+  if (!dtype)
+    return dtype.takeError();
+  const TensorType *ranked = nullptr;
+  bool allRanked = true;
+  for (unsigned i : indices) {
+    const TensorType &type = ctx.getInputType(i);
+    if (!type.hasRank()) {
+      allRanked = false;
+      continue;
+    }
+    if (!ranked)
+      ranked = &type;
+    else if (type.getRank() != ranked->getRank())
+      return ctx.error(llvm::formatv("input {0} has rank {1} but input 0 has "
+                                     "rank {2}",
+                                     i, type.getRank(), ranked->getRank()));
+  }
+  if (!ranked) {
+    setOutput(ctx, 0, TensorType::unranked(*dtype));
+    return llvm::Error::success();
+  }
+  int64_t rank = ranked->getRank();
+  auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", 0), rank);
+  if (!axis)
+    return axis.takeError();
+  DimVector out(ranked->getDims().begin(), ranked->getDims().end());
+  DimVector axisDims;
+  for (unsigned i : indices) {
+    const TensorType &type = ctx.getInputType(i);
+    if (!type.hasRank())
+      continue;
+    axisDims.push_back(type.getDim(*axis));
+    for (int64_t d = 0; d != rank; ++d) {
+      if (d == static_cast<int64_t>(*axis))
+        continue;
+      std::optional<Dim> merged = unifyDims(out[d], type.getDim(d));
+      if (!merged)
+        return ctx.error(llvm::formatv(
+            "dimension {0} of input {1} is {2} but another input has {3}", d,
+            i, shapeString(type.getDim(d)), shapeString(out[d])));
+      out[d] = *merged;
+    }
+  }
+  out[*axis] = allRanked ? addDims(axisDims) : Dim::unknown();
+  setOutput(ctx, 0, TensorType(*dtype, out));
+  return llvm::Error::success();
+}
+
+namespace {
+
+/// True when a slice [start, end) with \p step provably covers a whole
+/// dimension of unknown extent.
+bool coversWholeDim(int64_t start, int64_t end, int64_t step) {
+  constexpr int64_t kToEnd = (int64_t(1) << 31) - 1;
+  return step == 1 && start == 0 && end >= kToEnd;
+}
+
+int64_t sliceLength(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    return end > start ? (end - start + step - 1) / step : 0;
+  }
+  start = std::clamp<int64_t>(start, 0, dim - 1);
+  end = std::clamp<int64_t>(end, -1, dim - 1);
+  return start > end ? (start - end - step - 1) / -step : 0;
+}
+
+llvm::Error inferSlice(InferenceContext &ctx) {
+  const TensorType &data = ctx.getInputType(0);
+  DType dtype = data.getDType();
+  for (unsigned i = 1; i != 5; ++i)
+    if (auto err = checkDTypeIn(ctx, i, indexDTypes(), "slice parameter"))
+      return err;
+  if (!data.hasRank()) {
+    setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+  int64_t rank = data.getRank();
+  auto starts = intValuesInput(ctx, 1);
+  auto ends = intValuesInput(ctx, 2);
+  std::optional<std::vector<int64_t>> axes, steps;
+  bool axesKnown = true;
+  if (ctx.hasInput(3)) {
+    axes = intValuesInput(ctx, 3);
+    axesKnown = axes.has_value();
+  }
+  bool stepsKnown = true;
+  if (ctx.hasInput(4)) {
+    steps = intValuesInput(ctx, 4);
+    stepsKnown = steps.has_value();
+  }
+  DimVector out(data.getDims().begin(), data.getDims().end());
+  if (!axesKnown) {
+    setOutput(ctx, 0, unknownDims(dtype, rank));
+    return llvm::Error::success();
+  }
+  if (!starts || !ends || !stepsKnown) {
+    // The sliced axes are known even if the bounds are not.
+    if (axes) {
+      auto normalized = normalizeAxes(ctx, *axes, rank);
+      if (!normalized)
+        return normalized.takeError();
+      for (unsigned axis : *normalized)
+        out[axis] = Dim::unknown();
+      setOutput(ctx, 0, TensorType(dtype, out));
+    } else {
+      setOutput(ctx, 0, unknownDims(dtype, rank));
+    }
+    return llvm::Error::success();
+  }
+  size_t count = starts->size();
+  if (ends->size() != count || (axes && axes->size() != count) ||
+      (steps && steps->size() != count))
+    return ctx.error("starts, ends, axes and steps must have the same length");
+  if (!axes) {
+    axes.emplace();
+    for (size_t i = 0; i != count; ++i)
+      axes->push_back(i);
+  }
+  auto normalized = normalizeAxes(ctx, *axes, rank);
+  if (!normalized)
+    return normalized.takeError();
+  for (size_t i = 0; i != count; ++i) {
+    int64_t step = steps ? (*steps)[i] : 1;
+    if (step == 0)
+      return ctx.error("slice step must not be 0");
+    unsigned axis = (*normalized)[i];
+    const Dim &dim = data.getDim(axis);
+    if (dim.isStatic())
+      out[axis] = Dim::fixed(
+          sliceLength(dim.getExtent(), (*starts)[i], (*ends)[i], step));
+    else if (!coversWholeDim((*starts)[i], (*ends)[i], step))
+      out[axis] = Dim::unknown();
+  }
+  setOutput(ctx, 0, TensorType(dtype, out));
+  return llvm::Error::success();
+}
+
+/// Where Split reads its sizes from, by version.
+enum class SplitForm { Attribute11, Input13, Input18 };
+
+InferenceFn inferSplit(SplitForm form) {
+  return [form](InferenceContext &ctx) -> llvm::Error {
+    const TensorType &data = ctx.getInputType(0);
+    DType dtype = data.getDType();
+    unsigned numOutputs = ctx.getNumOutputs();
+    if (!data.hasRank()) {
+      for (unsigned i = 0; i != numOutputs; ++i)
+        setOutput(ctx, i, TensorType::unranked(dtype));
+      return llvm::Error::success();
+    }
+    auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", 0), data.getRank());
+    if (!axis)
+      return axis.takeError();
+    std::optional<std::vector<int64_t>> split;
+    bool splitGiven = false;
+    if (form == SplitForm::Attribute11) {
+      splitGiven = ctx.getNode().hasAttr("split");
+      if (splitGiven)
+        split = ctx.getIntsAttr("split");
+    } else {
+      if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "split"))
+        return err;
+      splitGiven = ctx.hasInput(1);
+      if (splitGiven)
+        split = intValuesInput(ctx, 1);
+    }
+    const Dim &dim = data.getDim(*axis);
+    DimVector sizes;
+    if (splitGiven && split) {
+      if (split->size() != numOutputs)
+        return ctx.error(llvm::formatv("split has {0} values but the node has "
+                                       "{1} outputs",
+                                       split->size(), numOutputs));
+      int64_t total = 0;
+      for (int64_t size : *split) {
+        if (size < 0)
+          return ctx.error(llvm::formatv("split size {0} is negative", size));
+        total += size;
+        sizes.push_back(Dim::fixed(size));
+      }
+      if (dim.isStatic() && total != dim.getExtent())
+        return ctx.error(llvm::formatv("split sizes sum to {0} but axis {1} "
+                                       "has extent {2}",
+                                       total, *axis, dim.getExtent()));
+    } else if (splitGiven) {
+      sizes.assign(numOutputs, Dim::unknown());
+    } else {
+      if (form == SplitForm::Input18 && ctx.getNode().hasAttr("num_outputs") &&
+          ctx.getIntAttr("num_outputs", 0) != numOutputs)
+        return ctx.error(llvm::formatv("num_outputs is {0} but the node has "
+                                       "{1} outputs",
+                                       ctx.getIntAttr("num_outputs", 0),
+                                       numOutputs));
+      if (numOutputs == 1) {
+        sizes.push_back(dim);
+      } else if (!dim.isStatic()) {
+        sizes.assign(numOutputs, Dim::unknown());
+      } else if (form == SplitForm::Input18 &&
+                 ctx.getNode().hasAttr("num_outputs")) {
+        // Opset 18: ceil-sized chunks, the last one smaller.
+        int64_t extent = dim.getExtent();
+        int64_t chunk = (extent + numOutputs - 1) / numOutputs;
+        if (chunk * (numOutputs - 1) >= extent && extent != 0)
+          return ctx.error(llvm::formatv("cannot split extent {0} into {1} "
+                                         "non-empty chunks",
+                                         extent, numOutputs));
+        for (unsigned i = 0; i + 1 < numOutputs; ++i)
+          sizes.push_back(Dim::fixed(chunk));
+        sizes.push_back(Dim::fixed(extent - chunk * (numOutputs - 1)));
+      } else {
+        int64_t extent = dim.getExtent();
+        if (extent % numOutputs != 0)
+          return ctx.error(llvm::formatv("axis extent {0} is not divisible "
+                                         "into {1} equal outputs",
+                                         extent, numOutputs));
+        sizes.assign(numOutputs, Dim::fixed(extent / numOutputs));
+      }
+    }
+    for (unsigned i = 0; i != numOutputs; ++i) {
+      DimVector out(data.getDims().begin(), data.getDims().end());
+      out[*axis] = sizes[i];
+      setOutput(ctx, i, TensorType(dtype, out));
+    }
+    return llvm::Error::success();
+  };
+}
+
+void registerMovement(OpRegistry &registry) {
+  SchemaBuilder(kOnnxDomain, "Transpose", 1)
+      .inputs(1)
+      .outputs(1)
+      .optionalAttr("perm", Attribute::Kind::Ints)
+      .amp(AmpClass::Follow)
+      .infer(inferTranspose)
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "Concat", 11)
+      .inputs(1, kVariadic)
+      .outputs(1)
+      .requiredAttr("axis", Attribute::Kind::Int)
+      .amp(AmpClass::Follow)
+      .infer(inferConcatResult)
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "Slice", 10)
+      .inputs(3, 5)
+      .outputs(1)
+      .amp(AmpClass::Follow)
+      .infer(inferSlice)
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "Split", 11)
+      .inputs(1)
+      .outputs(1, kVariadic)
+      .attrInt("axis", 0)
+      .optionalAttr("split", Attribute::Kind::Ints)
+      .amp(AmpClass::Follow)
+      .infer(inferSplit(SplitForm::Attribute11))
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Split", 13)
+      .inputs(1, 2)
+      .outputs(1, kVariadic)
+      .attrInt("axis", 0)
+      .amp(AmpClass::Follow)
+      .infer(inferSplit(SplitForm::Input13))
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Split", 18)
+      .inputs(1, 2)
+      .outputs(1, kVariadic)
+      .attrInt("axis", 0)
+      .optionalAttr("num_outputs", Attribute::Kind::Int)
+      .amp(AmpClass::Follow)
+      .infer(inferSplit(SplitForm::Input18))
+      .add(registry);
+}
+
+//===----------------------------------------------------------------------===//
+// Expand, Tile, Pad
+//===----------------------------------------------------------------------===//
+
+llvm::Error inferExpand(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "shape"))
+    return err;
+  const TensorType &data = ctx.getInputType(0);
+  DType dtype = data.getDType();
+  std::optional<SymIntVector> target = shapeValueInput(ctx, 1);
+  if (!target || !data.hasRank()) {
+    std::optional<int64_t> length =
+        target ? std::optional<int64_t>(target->size()) : staticLength(ctx, 1);
+    if (length && data.hasRank())
+      setOutput(ctx, 0,
+                unknownDims(dtype, std::max<int64_t>(*length, data.getRank())));
+    else
+      setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+  DimVector shape;
+  for (const SymInt &element : *target) {
+    if (element.isConstant() && element.getValue() < 0)
+      return ctx.error(llvm::formatv("invalid shape element {0}",
+                                     element.getValue()));
+    shape.push_back(element.toDim());
+  }
+  std::optional<DimVector> out = broadcastShapes(data.getDims(), shape);
+  if (!out)
+    return ctx.error("incompatible broadcast: cannot expand " + data.str() +
+                     " to " + shapeString(shape));
+  setOutput(ctx, 0, TensorType(dtype, *out));
+  return llvm::Error::success();
+}
+
+llvm::Error inferTile(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "repeats"))
+    return err;
+  const TensorType &data = ctx.getInputType(0);
+  DType dtype = data.getDType();
+  if (!data.hasRank()) {
+    setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+  std::optional<SymIntVector> repeats = shapeValueInput(ctx, 1);
+  if (!repeats) {
+    setOutput(ctx, 0, unknownDims(dtype, data.getRank()));
+    return llvm::Error::success();
+  }
+  if (repeats->size() != data.getRank())
+    return ctx.error(llvm::formatv("repeats has {0} values but the input has "
+                                   "rank {1}",
+                                   repeats->size(), data.getRank()));
+  DimVector out;
+  for (unsigned i = 0, e = data.getRank(); i != e; ++i) {
+    const SymInt &repeat = (*repeats)[i];
+    if (repeat.isConstant() && repeat.getValue() < 0)
+      return ctx.error(llvm::formatv("repeats value {0} is negative",
+                                     repeat.getValue()));
+    out.push_back(multiplyDims({data.getDim(i), repeat.toDim()}));
+  }
+  setOutput(ctx, 0, TensorType(dtype, out));
+  return llvm::Error::success();
+}
+
+InferenceFn inferPad(bool axesInput) {
+  return [axesInput](InferenceContext &ctx) -> llvm::Error {
+    if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "pads"))
+      return err;
+    const TensorType &data = ctx.getInputType(0);
+    DType dtype = data.getDType();
+    if (!data.hasRank()) {
+      setOutput(ctx, 0, TensorType::unranked(dtype));
+      return llvm::Error::success();
+    }
+    int64_t rank = data.getRank();
+    llvm::SmallVector<unsigned, 4> axes;
+    if (axesInput && ctx.hasInput(3)) {
+      auto values = intValuesInput(ctx, 3);
+      if (!values) {
+        setOutput(ctx, 0, unknownDims(dtype, rank));
+        return llvm::Error::success();
+      }
+      auto normalized = normalizeAxes(ctx, *values, rank);
+      if (!normalized)
+        return normalized.takeError();
+      axes = *normalized;
+    } else {
+      for (int64_t i = 0; i != rank; ++i)
+        axes.push_back(i);
+    }
+    auto pads = intValuesInput(ctx, 1);
+    if (!pads) {
+      setOutput(ctx, 0, unknownDims(dtype, rank));
+      return llvm::Error::success();
+    }
+    if (pads->size() != 2 * axes.size())
+      return ctx.error(llvm::formatv("pads has {0} values, expected {1}",
+                                     pads->size(), 2 * axes.size()));
+    DimVector out(data.getDims().begin(), data.getDims().end());
+    for (unsigned i = 0, e = axes.size(); i != e; ++i) {
+      int64_t before = (*pads)[i], after = (*pads)[i + e];
+      const Dim &dim = out[axes[i]];
+      if (dim.isStatic()) {
+        int64_t extent = dim.getExtent() + before + after;
+        if (extent < 0)
+          return ctx.error(llvm::formatv("pads make axis {0} negative", axes[i]));
+        out[axes[i]] = Dim::fixed(extent);
+      } else if (before != 0 || after != 0) {
+        out[axes[i]] = Dim::unknown();
+      }
+    }
+    setOutput(ctx, 0, TensorType(dtype, out));
+    return llvm::Error::success();
+  };
+}
+
+void registerExpansion(OpRegistry &registry) {
+  SchemaBuilder(kOnnxDomain, "Expand", 8)
+      .inputs(2)
+      .outputs(1)
+      .amp(AmpClass::Follow)
+      .infer(inferExpand)
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Tile", 6)
+      .inputs(2)
+      .outputs(1)
+      .amp(AmpClass::Follow)
+      .infer(inferTile)
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Pad", 11)
+      .inputs(2, 3)
+      .outputs(1)
+      .attrString("mode", "constant")
+      .amp(AmpClass::Follow)
+      .infer(inferPad(false))
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Pad", 18)
+      .inputs(2, 4)
+      .outputs(1)
+      .attrString("mode", "constant")
+      .amp(AmpClass::Follow)
+      .infer(inferPad(true))
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Trilu", 14)
+      .inputs(1, 2)
+      .outputs(1)
+      .attrInt("upper", 1)
+      .traits(TraitElementwise)
+      .inPlace(0)
+      .amp(AmpClass::Follow)
+      .infer([](InferenceContext &ctx) -> llvm::Error {
+        const TensorType &data = ctx.getInputType(0);
+        if (data.hasRank() && data.getRank() < 2)
+          return ctx.error("input must have rank >= 2, got " + data.str());
+        setOutput(ctx, 0, data);
+        return llvm::Error::success();
+      })
+      .add(registry);
+}
+
+//===----------------------------------------------------------------------===//
+// Gathers and scatters
+//===----------------------------------------------------------------------===//
+
+llvm::Error inferGather(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, indexDTypes(), "indices"))
+    return err;
+  const TensorType &data = ctx.getInputType(0);
+  const TensorType &indices = ctx.getInputType(1);
+  DType dtype = data.getDType();
+  if (!data.hasRank() || !indices.hasRank()) {
+    setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+  if (data.getRank() == 0)
+    return ctx.error("data must have rank >= 1");
+  auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", 0), data.getRank());
+  if (!axis)
+    return axis.takeError();
+  llvm::ArrayRef<Dim> dims = data.getDims();
+  DimVector out(dims.begin(), dims.begin() + *axis);
+  out.append(indices.getDims().begin(), indices.getDims().end());
+  out.append(dims.begin() + *axis + 1, dims.end());
+  setOutput(ctx, 0, TensorType(dtype, out));
+  return llvm::Error::success();
+}
+
+llvm::Error inferGatherElements(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, indexDTypes(), "indices"))
+    return err;
+  const TensorType &data = ctx.getInputType(0);
+  const TensorType &indices = ctx.getInputType(1);
+  if (data.hasRank()) {
+    if (indices.hasRank() && indices.getRank() != data.getRank())
+      return ctx.error(llvm::formatv("indices have rank {0} but data has rank "
+                                     "{1}",
+                                     indices.getRank(), data.getRank()));
+    auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", 0), data.getRank());
+    if (!axis)
+      return axis.takeError();
+  }
+  TensorType out = indices;
+  out.setDType(data.getDType());
+  setOutput(ctx, 0, std::move(out));
+  return llvm::Error::success();
+}
+
+llvm::Error inferGatherND(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, {DType::I64}, "indices"))
+    return err;
+  const TensorType &data = ctx.getInputType(0);
+  const TensorType &indices = ctx.getInputType(1);
+  DType dtype = data.getDType();
+  int64_t batchDims = ctx.getIntAttr("batch_dims", 0);
+  if (!data.hasRank() || !indices.hasRank() || indices.getRank() == 0 ||
+      !indices.getDims().back().isStatic()) {
+    setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+  int64_t last = indices.getDims().back().getExtent();
+  if (batchDims < 0 || batchDims + last > data.getRank())
+    return ctx.error(llvm::formatv("indices address {0} dimensions after {1} "
+                                   "batch dimensions but data has rank {2}",
+                                   last, batchDims, data.getRank()));
+  DimVector out(indices.getDims().begin(), indices.getDims().end() - 1);
+  out.append(data.getDims().begin() + batchDims + last, data.getDims().end());
+  setOutput(ctx, 0, TensorType(dtype, out));
+  return llvm::Error::success();
+}
+
+llvm::Error inferScatter(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, indexDTypes(), "indices"))
+    return err;
+  auto dtype = checkSameDType(ctx, {0, 2});
+  if (!dtype)
+    return dtype.takeError();
+  setOutput(ctx, 0, ctx.getInputType(0));
+  return llvm::Error::success();
+}
+
+void registerGathers(OpRegistry &registry) {
+  SchemaBuilder(kOnnxDomain, "Gather", 11)
+      .inputs(2)
+      .outputs(1)
+      .attrInt("axis", 0)
+      .amp(AmpClass::Follow)
+      .infer(inferGather)
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "GatherElements", 11)
+      .inputs(2)
+      .outputs(1)
+      .attrInt("axis", 0)
+      .amp(AmpClass::Follow)
+      .infer(inferGatherElements)
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "GatherND", 11)
+      .inputs(2)
+      .outputs(1)
+      .amp(AmpClass::Follow)
+      .infer(inferGatherND)
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "GatherND", 12)
+      .inputs(2)
+      .outputs(1)
+      .attrInt("batch_dims", 0)
+      .amp(AmpClass::Follow)
+      .infer(inferGatherND)
+      .add(registry);
+
+  SchemaBuilder scatterElements(kOnnxDomain, "ScatterElements", 11);
+  scatterElements.inputs(3)
+      .outputs(1)
+      .attrInt("axis", 0)
+      .inPlace(0)
+      .amp(AmpClass::Follow)
+      .infer(inferScatter);
+  scatterElements.add(registry);
+  scatterElements.attrString("reduction", "none").addAt(registry, 16);
+
+  SchemaBuilder scatterND(kOnnxDomain, "ScatterND", 11);
+  scatterND.inputs(3).outputs(1).inPlace(0).amp(AmpClass::Follow).infer(
+      inferScatter);
+  scatterND.add(registry);
+  scatterND.attrString("reduction", "none").addAt(registry, 16);
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and constants
+//===----------------------------------------------------------------------===//
+
+InferenceFn inferShape(bool withSlice) {
+  return [withSlice](InferenceContext &ctx) -> llvm::Error {
+    const TensorType &data = ctx.getInputType(0);
+    if (!data.hasRank()) {
+      setOutput(ctx, 0, TensorType(DType::I64, {Dim::unknown()}));
+      return llvm::Error::success();
+    }
+    int64_t rank = data.getRank();
+    int64_t start = withSlice ? ctx.getIntAttr("start", 0) : 0;
+    int64_t end = withSlice ? ctx.getIntAttr("end", rank) : rank;
+    if (start < 0)
+      start += rank;
+    if (end < 0)
+      end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, 0, rank);
+    setOutput(ctx, 0,
+              TensorType::get(DType::I64, {std::max<int64_t>(end - start, 0)}));
+    return llvm::Error::success();
+  };
+}
+
+llvm::Error inferConstant(InferenceContext &ctx) {
+  const Node &node = ctx.getNode();
+  std::optional<TensorType> type;
+  unsigned numValues = 0;
+  for (const NamedAttribute &attr : node.getAttrs()) {
+    const Attribute &a = attr.value;
+    std::optional<TensorType> candidate;
+    if (attr.name == "value")
+      candidate = a.getTensor().getType();
+    else if (attr.name == "value_float")
+      candidate = TensorType::get(DType::F32, {});
+    else if (attr.name == "value_floats")
+      candidate = TensorType::get(DType::F32, {(int64_t)a.getFloats().size()});
+    else if (attr.name == "value_int")
+      candidate = TensorType::get(DType::I64, {});
+    else if (attr.name == "value_ints")
+      candidate = TensorType::get(DType::I64, {(int64_t)a.getInts().size()});
+    else if (attr.name == "value_string")
+      candidate = TensorType::get(DType::String, {});
+    else if (attr.name == "value_strings")
+      candidate =
+          TensorType::get(DType::String, {(int64_t)a.getStrings().size()});
+    if (!candidate)
+      continue;
+    ++numValues;
+    type = candidate;
+  }
+  if (numValues != 1)
+    return ctx.error(llvm::formatv("exactly one value attribute must be set, "
+                                   "found {0}",
+                                   numValues));
+  setOutput(ctx, 0, *type);
+  return llvm::Error::success();
+}
+
+llvm::Error inferConstantOfShape(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 0, kInt64Only, "shape"))
+    return err;
+  DType dtype = DType::F32;
+  if (const Attribute *value = ctx.getAttr("value")) {
+    const TensorData &data = value->getTensor();
+    if (data.getType().hasStaticShape() && data.getNumElements() != 1)
+      return ctx.error("value must hold exactly one element");
+    dtype = data.getType().getDType();
+  }
+  std::optional<SymIntVector> shape = shapeValueInput(ctx, 0);
+  if (!shape) {
+    if (std::optional<int64_t> length = staticLength(ctx, 0))
+      setOutput(ctx, 0, unknownDims(dtype, *length));
+    else
+      setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+  DimVector dims;
+  for (const SymInt &element : *shape) {
+    if (element.isConstant() && element.getValue() < 0)
+      return ctx.error(llvm::formatv("invalid shape element {0}",
+                                     element.getValue()));
+    dims.push_back(element.toDim());
+  }
+  setOutput(ctx, 0, TensorType(dtype, dims));
+  return llvm::Error::success();
+}
+
+/// Reads element 0 of a constant numeric scalar as double.
+std::optional<double> scalarConstant(const InferenceContext &ctx,
+                                     unsigned index) {
+  const TensorData *data = ctx.getConstantInput(index);
+  if (!data || !data->getType().hasStaticShape() ||
+      data->getNumElements() != 1)
+    return std::nullopt;
+  DType dtype = data->getType().getDType();
+  if (data->getBytes().size() < dtypeStorageBytes(dtype, 1))
+    return std::nullopt;
+  if (isInteger(dtype))
+    return static_cast<double>(data->getIntElement(0));
+  if (isFloatingPoint(dtype))
+    return data->getFloatElement(0);
+  return std::nullopt;
+}
+
+llvm::Error inferRange(InferenceContext &ctx) {
+  auto dtype = checkSameDType(ctx, {0, 1, 2});
+  if (!dtype)
+    return dtype.takeError();
+  for (unsigned i = 0; i != 3; ++i) {
+    const TensorType &type = ctx.getInputType(i);
+    if (type.hasStaticShape() && type.getNumElements() != 1)
+      return ctx.error(llvm::formatv("input {0} must be a scalar, got {1}", i,
+                                     type.str()));
+  }
+  std::optional<double> start = scalarConstant(ctx, 0);
+  std::optional<double> limit = scalarConstant(ctx, 1);
+  std::optional<double> delta = scalarConstant(ctx, 2);
+  if (!start || !limit || !delta) {
+    setOutput(ctx, 0, TensorType(*dtype, {Dim::unknown()}));
+    return llvm::Error::success();
+  }
+  if (*delta == 0)
+    return ctx.error("delta must not be 0");
+  double count = std::ceil((*limit - *start) / *delta);
+  setOutput(ctx, 0,
+            TensorType::get(*dtype, {std::max<int64_t>(0, (int64_t)count)}));
+  return llvm::Error::success();
+}
+
+llvm::Error inferOneHot(InferenceContext &ctx) {
+  if (auto err = checkDTypeIn(ctx, 1, {DType::I32, DType::I64, DType::F32,
+                                       DType::F64, DType::F16, DType::I8,
+                                       DType::U8, DType::U32, DType::U64,
+                                       DType::I16, DType::U16},
+                              "depth"))
+    return err;
+  const TensorType &indices = ctx.getInputType(0);
+  DType dtype = inputDType(ctx, 2);
+  const TensorType &values = ctx.getInputType(2);
+  if (values.hasStaticShape() && values.getNumElements() != 2)
+    return ctx.error("values must hold exactly two elements, got " +
+                     values.str());
+  if (!indices.hasRank()) {
+    setOutput(ctx, 0, TensorType::unranked(dtype));
+    return llvm::Error::success();
+  }
+  int64_t outRank = indices.getRank() + 1;
+  auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", -1), outRank);
+  if (!axis)
+    return axis.takeError();
+  Dim depthDim = Dim::unknown();
+  if (std::optional<double> depth = scalarConstant(ctx, 1)) {
+    if (*depth < 1)
+      return ctx.error("depth must be positive");
+    depthDim = Dim::fixed(static_cast<int64_t>(*depth));
+  }
+  DimVector out(indices.getDims().begin(), indices.getDims().end());
+  out.insert(out.begin() + *axis, depthDim);
+  setOutput(ctx, 0, TensorType(dtype, out));
+  return llvm::Error::success();
+}
+
+void registerShapeAndConstants(OpRegistry &registry) {
+  SchemaBuilder(kOnnxDomain, "Shape", 1)
+      .inputs(1)
+      .outputs(1)
+      .traits(TraitShapeOnly)
+      .amp(AmpClass::None)
+      .infer(inferShape(false))
+      .cost(zeroCost())
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Shape", 15)
+      .inputs(1)
+      .outputs(1)
+      .attrInt("start", 0)
+      .optionalAttr("end", Attribute::Kind::Int)
+      .traits(TraitShapeOnly)
+      .amp(AmpClass::None)
+      .infer(inferShape(true))
+      .cost(zeroCost())
+      .add(registry);
+  SchemaBuilder(kOnnxDomain, "Size", 1)
+      .inputs(1)
+      .outputs(1)
+      .traits(TraitShapeOnly)
+      .amp(AmpClass::None)
+      .infer([](InferenceContext &ctx) -> llvm::Error {
+        setOutput(ctx, 0, TensorType::get(DType::I64, {}));
+        return llvm::Error::success();
+      })
+      .cost(zeroCost())
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "Constant", 1)
+      .inputs(0)
+      .outputs(1)
+      .optionalAttr("value", Attribute::Kind::Tensor)
+      .optionalAttr("value_float", Attribute::Kind::Float)
+      .optionalAttr("value_floats", Attribute::Kind::Floats)
+      .optionalAttr("value_int", Attribute::Kind::Int)
+      .optionalAttr("value_ints", Attribute::Kind::Ints)
+      .optionalAttr("value_string", Attribute::Kind::String)
+      .optionalAttr("value_strings", Attribute::Kind::Strings)
+      .amp(AmpClass::None)
+      .infer(inferConstant)
+      .cost(zeroCost())
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "ConstantOfShape", 9)
+      .inputs(1)
+      .outputs(1)
+      .optionalAttr("value", Attribute::Kind::Tensor)
+      .amp(AmpClass::None)
+      .infer(inferConstantOfShape)
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "Range", 11)
+      .inputs(3)
+      .outputs(1)
+      .amp(AmpClass::None)
+      .infer(inferRange)
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "OneHot", 11)
+      .inputs(3)
+      .outputs(1)
+      .attrInt("axis", -1)
+      .amp(AmpClass::None)
+      .infer(inferOneHot)
+      .add(registry);
+
+  SchemaBuilder(kOnnxDomain, "NonZero", 9)
+      .inputs(1)
+      .outputs(1)
+      .amp(AmpClass::None)
+      .infer([](InferenceContext &ctx) -> llvm::Error {
+        const TensorType &data = ctx.getInputType(0);
+        Dim rank = data.hasRank() ? Dim::fixed(data.getRank()) : Dim::unknown();
+        setOutput(ctx, 0, TensorType(DType::I64, {rank, Dim::unknown()}));
+        return llvm::Error::success();
+      })
+      .add(registry);
+}
+
+} // namespace
+
+void ops::registerTensorOps(OpRegistry &registry) {
+  registerViews(registry);
+  registerMovement(registry);
+  registerExpansion(registry);
+  registerGathers(registry);
+  registerShapeAndConstants(registry);
+}

@@ -1,0 +1,22 @@
+//===- DefaultPipeline.h - The pipeline gmopt-compile runs ------*- C++ -*-===//
+//
+// The one place that defines what `gmopt-compile` does when --passes is not
+// given. It grows with the passes as they land, towards the design's
+// `canonicalize,tie-weights,amp,recompute,schedule,plan-buffers`; only
+// registered passes may appear here (PassManagerTest checks that it parses).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_PASSES_DEFAULTPIPELINE_H
+#define GMOPT_PASSES_DEFAULTPIPELINE_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace gmopt {
+
+/// The default compilation pipeline, as pipeline text.
+constexpr llvm::StringLiteral kDefaultPipeline = "canonicalize";
+
+} // namespace gmopt
+
+#endif // GMOPT_PASSES_DEFAULTPIPELINE_H

@@ -1,0 +1,189 @@
+//===- PatternRewriter.cpp - Peephole patterns and their driver -----------===//
+//
+// The greedy driver keeps a FIFO worklist seeded with every node in
+// schedule order. Replacing a value queues its users (and marks them for
+// type re-inference); a node whose result types got more precise queues its
+// own users in turn, so static shapes flow forward until a fixed point.
+// Erased nodes are skipped and removed from the graph at the end.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PatternRewriter.h"
+#include "passes/DebugOutput.h"
+#include "passes/SignatureUtils.h"
+
+#include "ir/Module.h"
+#include "ir/OpRegistry.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <deque>
+
+#define DEBUG_TYPE "gmopt-pattern-rewriter"
+
+using namespace gmopt;
+
+//===----------------------------------------------------------------------===//
+// PatternRewriter
+//===----------------------------------------------------------------------===//
+
+PatternRewriter::PatternRewriter(Module &module)
+    : module(module), builder(module.getGraph()) {}
+
+PatternRewriter::~PatternRewriter() = default;
+
+Graph &PatternRewriter::getGraph() const { return module.getGraph(); }
+
+void PatternRewriter::replaceAllUsesWith(Value *from, Value *to) {
+  assert(from && to && from != to && "bad replacement");
+  llvm::SmallVector<Node *, 4> users = from->getUsers();
+  replaceAllUsesAndSignature(module, from, to);
+  for (Node *user : users)
+    notifyNodeModified(user);
+}
+
+void PatternRewriter::eraseNode(Node *node) {
+  assert(node->resultsUnused() && "erasing a node whose results are used");
+  assert(!isReferencedBySignature(module.signature, node) &&
+         "erasing a node the training signature refers to");
+  if (!erased.insert(node).second)
+    return;
+  for (unsigned i = 0, e = node->getNumOperands(); i != e; ++i)
+    node->setOperand(i, nullptr);
+  erasedOrder.push_back(node);
+}
+
+Value *PatternRewriter::createConstant(TensorData data, std::string name) {
+  return builder.createConstant(std::move(data), std::move(name));
+}
+
+size_t PatternRewriter::finalizeErasures() {
+  size_t count = erasedOrder.size();
+  for (Node *node : erasedOrder)
+    getGraph().eraseNode(node);
+  erasedOrder.clear();
+  erased.clear();
+  return count;
+}
+
+RewritePattern::~RewritePattern() = default;
+
+//===----------------------------------------------------------------------===//
+// Greedy driver
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class GreedyDriver : public PatternRewriter {
+public:
+  GreedyDriver(Module &module, llvm::ArrayRef<const RewritePattern *> patterns,
+               const GreedyRewriteConfig &config)
+      : PatternRewriter(module), patterns(patterns), config(config) {}
+
+  llvm::Expected<GreedyRewriteResult> run() {
+    uint64_t maxRewrites = config.maxRewrites;
+    if (maxRewrites == 0)
+      maxRewrites = 64 * getGraph().getNumNodes() + 1024;
+    for (Node &node : getGraph())
+      push(&node);
+
+    uint64_t rewrites = 0;
+    while (!worklist.empty()) {
+      Node *node = worklist.front();
+      worklist.pop_front();
+      inWorklist.erase(node);
+      if (isErased(node))
+        continue;
+      if (needsRefinement.erase(node))
+        if (llvm::Error err = refineTypes(*node))
+          return finish(std::move(err));
+      for (const RewritePattern *pattern : patterns) {
+        getBuilder().setInsertionPoint(node);
+        llvm::Expected<bool> applied = pattern->matchAndRewrite(*node, *this);
+        if (!applied)
+          return finish(applied.takeError());
+        if (!*applied)
+          continue;
+        GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] " << pattern->getName()
+                           << " rewrote " << node->describe() << "\n");
+        result.changed = true;
+        ++result.rewritesByPattern[pattern->getName()];
+        if (++rewrites > maxRewrites)
+          return finish(llvm::createStringError(
+              llvm::inconvertibleErrorCode(),
+              "pattern rewriting did not converge after " +
+                  llvm::Twine(maxRewrites) +
+                  " rewrites (last: " + pattern->getName() + ")"));
+        if (!isErased(node))
+          push(node);
+        break;
+      }
+    }
+    if (llvm::Error err = finish(llvm::Error::success()))
+      return err;
+    return std::move(result);
+  }
+
+protected:
+  void notifyNodeModified(Node *node) override {
+    if (config.refineTypes)
+      needsRefinement.insert(node);
+    push(node);
+  }
+
+private:
+  void push(Node *node) {
+    if (inWorklist.insert(node).second)
+      worklist.push_back(node);
+  }
+
+  /// Re-infers \p node's result types; queues its users if they changed.
+  llvm::Error refineTypes(Node &node) {
+    if (!OpRegistry::instance().lookup(node))
+      return llvm::Error::success();
+    llvm::SmallVector<TensorType, 2> before;
+    for (Value *resultValue : node.getResults())
+      before.push_back(resultValue ? resultValue->getType() : TensorType());
+    if (llvm::Error err = inferAndSetTypes(node))
+      return err;
+    bool refined = false;
+    for (unsigned i = 0, e = node.getNumResults(); i != e; ++i) {
+      Value *resultValue = node.getResult(i);
+      if (!resultValue || resultValue->getType() == before[i])
+        continue;
+      refined = true;
+      GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] refined result " << i << " of "
+                         << node.describe() << ": " << before[i] << " -> "
+                         << resultValue->getType() << "\n");
+      for (Node *user : resultValue->getUsers())
+        notifyNodeModified(user);
+    }
+    if (refined) {
+      result.changed = true;
+      ++result.typesRefined;
+    }
+    return llvm::Error::success();
+  }
+
+  /// Removes erased nodes so the graph is consistent, then returns \p err.
+  llvm::Error finish(llvm::Error err) {
+    result.nodesErased += finalizeErasures();
+    return err;
+  }
+
+  llvm::ArrayRef<const RewritePattern *> patterns;
+  const GreedyRewriteConfig &config;
+  std::deque<Node *> worklist;
+  llvm::DenseSet<Node *> inWorklist;
+  llvm::DenseSet<Node *> needsRefinement;
+  GreedyRewriteResult result;
+};
+
+} // namespace
+
+llvm::Expected<GreedyRewriteResult>
+gmopt::applyPatternsGreedily(Module &module,
+                             llvm::ArrayRef<const RewritePattern *> patterns,
+                             const GreedyRewriteConfig &config) {
+  return GreedyDriver(module, patterns, config).run();
+}

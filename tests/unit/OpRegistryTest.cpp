@@ -1,0 +1,476 @@
+//===- OpRegistryTest.cpp - Unit tests of the op registry core ------------===//
+//
+// Version resolution (ReduceSum 11 vs 13, ReduceMean 13 vs 18, Split 13 vs
+// 18, ops introduced after opset 17), the generic checks every node gets
+// (arity with optional operands, attribute kinds, required attributes, the
+// exact error messages), constant operands, refinement of recorded result
+// types, traits, in-place operands, AMP classes, cost models, and the
+// coverage of every op the project needs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpTestHelpers.h"
+
+#include "ir/ops/ShapeValue.h"
+
+using namespace gmopt;
+using namespace gmopt::test;
+
+namespace {
+
+const OpRegistry &registry() { return OpRegistry::instance(); }
+
+const OpSchema &schemaOf(llvm::StringRef domain, llvm::StringRef op,
+                         int64_t version = 17) {
+  const OpSchema *schema = registry().lookup(domain, op, version);
+  if (!schema) {
+    ADD_FAILURE() << "no schema for " << domain.str() << "::" << op.str()
+                  << " at " << version;
+    static OpSchema empty;
+    return empty;
+  }
+  return *schema;
+}
+
+//===----------------------------------------------------------------------===//
+// Lookup and versions
+//===----------------------------------------------------------------------===//
+
+TEST(OpRegistryLookupTest, PicksNewestSchemaNotAfterOpset) {
+  EXPECT_EQ(schemaOf("", "ReduceSum", 11).sinceVersion, 1);
+  EXPECT_EQ(schemaOf("", "ReduceSum", 13).sinceVersion, 13);
+  EXPECT_EQ(schemaOf("", "ReduceSum", 21).sinceVersion, 13);
+  EXPECT_EQ(schemaOf("", "ReduceMean", 17).sinceVersion, 1);
+  EXPECT_EQ(schemaOf("", "ReduceMean", 18).sinceVersion, 18);
+  EXPECT_EQ(schemaOf("", "Split", 13).sinceVersion, 13);
+  EXPECT_EQ(schemaOf("", "Split", 18).sinceVersion, 18);
+  EXPECT_EQ(schemaOf("", "BatchNormalization", 13).sinceVersion, 9);
+  EXPECT_EQ(schemaOf("", "BatchNormalization", 14).sinceVersion, 14);
+  EXPECT_EQ(schemaOf("", "BatchNormalization", 21).sinceVersion, 15);
+  EXPECT_EQ(schemaOf("", "Softmax", 12).lookupAttr("axis")->defaultValue->getInt(),
+            1);
+  EXPECT_EQ(schemaOf("", "Softmax", 13).lookupAttr("axis")->defaultValue->getInt(),
+            -1);
+  EXPECT_EQ(registry().lookup("", "LayerNormalization", 16), nullptr);
+  EXPECT_NE(registry().lookup("", "LayerNormalization", 17), nullptr);
+  EXPECT_EQ(registry().lookup("", "Gelu", 19), nullptr);
+  EXPECT_NE(registry().lookup("", "Gelu", 20), nullptr);
+  EXPECT_NE(registry().lookup("com.microsoft", "Gelu", 1), nullptr);
+  // "ai.onnx" is the standard domain spelled out.
+  EXPECT_EQ(registry().lookup("ai.onnx", "Relu", 17),
+            registry().lookup("", "Relu", 17));
+  // ONNX Runtime's pooling gradients live in the standard domain.
+  EXPECT_NE(registry().lookup("", "MaxPoolGrad", 13), nullptr);
+  EXPECT_NE(registry().lookup("", "AveragePoolGrad", 21), nullptr);
+  EXPECT_TRUE(registry().knows("com.microsoft", "InPlaceAccumulatorV2"));
+  EXPECT_FALSE(registry().knows("com.microsoft", "Relu"));
+}
+
+TEST(OpRegistryLookupTest, AllIsSortedAndSchemasAreWellFormed) {
+  std::vector<const OpSchema *> schemas = registry().all();
+  ASSERT_GT(schemas.size(), 150u);
+  for (size_t i = 1; i < schemas.size(); ++i) {
+    const OpSchema &a = *schemas[i - 1], &b = *schemas[i];
+    EXPECT_TRUE(std::tie(a.domain, a.name, a.sinceVersion) <
+                std::tie(b.domain, b.name, b.sinceVersion))
+        << a.name << " / " << b.name;
+  }
+  for (const OpSchema *schema : schemas) {
+    SCOPED_TRACE(schema->domain + "::" + schema->name);
+    EXPECT_TRUE(static_cast<bool>(schema->infer));
+    EXPECT_LE(schema->minInputs, schema->maxInputs);
+    EXPECT_LE(schema->minOutputs, schema->maxOutputs);
+    EXPECT_LT(schema->inPlaceOperand, static_cast<int64_t>(schema->maxInputs) +
+                                          (schema->maxInputs == UINT_MAX));
+    for (const AttrSpec &attr : schema->attributes) {
+      if (attr.defaultValue) {
+        EXPECT_EQ(attr.defaultValue->getKind(), attr.kind) << attr.name;
+      }
+      EXPECT_FALSE(attr.required && attr.defaultValue) << attr.name;
+    }
+  }
+}
+
+TEST(OpRegistryLookupTest, CoversEveryOpTheProjectNeeds) {
+  const char *onnxOps[] = {
+      "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs",
+      "Reciprocal", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Softmax",
+      "LogSoftmax", "MatMul", "Gemm", "Conv", "MaxPool", "AveragePool",
+      "GlobalAveragePool", "BatchNormalization", "LayerNormalization",
+      "Dropout", "Gather", "GatherElements", "SoftmaxCrossEntropyLoss",
+      "NegativeLogLikelihoodLoss", "Reshape", "Transpose", "Concat", "Slice",
+      "Split", "Expand", "Where", "Equal", "Less", "Greater", "Not", "And",
+      "Or", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceSumSquare", "Cast",
+      "CastLike", "Shape", "Size", "Constant", "ConstantOfShape", "Identity",
+      "Sum", "Squeeze", "Unsqueeze", "Flatten", "Range", "Tile", "Trilu",
+      "Min", "Max", "Clip", "Sign", "Mean", "Cos", "Sin", "IsNaN", "IsInf",
+      "Floor", "Ceil", "ArgMax", "OneHot", "Einsum", "MaxPoolGrad",
+      "AveragePoolGrad"};
+  for (const char *op : onnxOps)
+    EXPECT_NE(registry().lookup("", op, 17), nullptr) << op;
+  EXPECT_NE(registry().lookup("", "Gelu", 20), nullptr);
+  const char *msOps[] = {
+      "ReluGrad", "GeluGrad", "FastGeluGrad", "BiasGelu", "BiasGeluGrad_dX",
+      "FastGelu", "Gelu", "SigmoidGrad", "TanhGrad", "SoftmaxGrad",
+      "SoftmaxGrad_13", "LogSoftmaxGrad", "LogSoftmaxGrad_13",
+      "LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
+      "SimplifiedLayerNormalization", "InvertibleLayerNormalizationGrad",
+      "ConvGrad", "BatchNormalizationGrad", "BatchNormInternal", "DropoutGrad",
+      "BitmaskDropout", "BitmaskDropoutGrad", "GatherGrad",
+      "GatherElementsGrad", "SoftmaxCrossEntropyLossGrad",
+      "SoftmaxCrossEntropyLossInternal", "SoftmaxCrossEntropyLossInternalGrad",
+      "FusedMatMul", "BroadcastGradientArgs", "DivGrad", "Scale",
+      "ConcatTraining", "SplitTraining", "ReduceSumTraining",
+      "InPlaceAccumulatorV2", "InPlaceAccumulator", "IsAllFinite",
+      "MixedPrecisionScale", "ZeroGradient", "YieldOp", "SoftmaxCrossEntropy",
+      "SoftmaxCrossEntropyGrad", "SliceGrad"};
+  for (const char *op : msOps)
+    EXPECT_NE(registry().lookup("com.microsoft", op, 1), nullptr) << op;
+}
+
+//===----------------------------------------------------------------------===//
+// Generic node checks and their messages
+//===----------------------------------------------------------------------===//
+
+TEST_F(OpTest, UnknownOpAndUnsupportedOpsetAreReported) {
+  Value *x = input("f32[2,3]");
+  Node *bar = make({"com.foo", "Bar"}, {x});
+  bar->setName("bar");
+  EXPECT_EQ(errorOf(*bar), "node bar (com.foo.Bar): unknown op 'com.foo.Bar'");
+
+  module.opsetImports[""] = 16;
+  Node *ln = make(onnxOp("LayerNormalization"), {x, input("f32[3]")});
+  ln->setName("ln");
+  EXPECT_EQ(errorOf(*ln), "node ln (LayerNormalization): op "
+                          "'LayerNormalization' is not supported at opset 16");
+  module.opsetImports[""] = 17;
+  EXPECT_EQ(errorOf(*ln), "");
+}
+
+TEST_F(OpTest, ArityIsChecked) {
+  Value *x = input("f32[2,3]");
+  Node *add = make(onnxOp("Add"), {x, x, x});
+  add->setName("add");
+  EXPECT_EQ(errorOf(*add), "node add (Add): expected 2 inputs, got 3");
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Relu"), {x}, 2)),
+                       "expected 1 output, got 2"));
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Clip"), {x, x, x, x})),
+                       "expected 1 to 3 inputs, got 4"));
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Concat"), {}, 1,
+                                     {intAttr("axis", 0)})),
+                       "expected at least 1 input, got 0"));
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Add"), {x, nullptr})),
+                       "input 1 is required but absent"));
+  EXPECT_TRUE(contains(
+      errorOf(*make(onnxOp("Sum"), {x, nullptr, x})),
+      "input 1 is required but absent"));
+  // Absent optional inputs are fine, even before a present one.
+  Value *bound = f32s({6.0f}, {});
+  EXPECT_EQ(infer(onnxOp("Clip"), {x, nullptr, bound}), "f32[2,3]");
+  // Unnamed nodes are still identified.
+  Node *anonymous = make(onnxOp("Relu"), {x, x});
+  anonymous->setName("");
+  EXPECT_EQ(errorOf(*anonymous),
+            "node <unnamed> (Relu): expected 1 input, got 2");
+}
+
+TEST_F(OpTest, AttributesAreChecked) {
+  Value *x = input("f32[2,3]");
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Relu"), {x}, 1,
+                                     {intAttr("foo", 1)})),
+                       "unknown attribute 'foo'"));
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Softmax"), {x}, 1,
+                                     {floatAttr("axis", 1.0f)})),
+                       "attribute 'axis' has kind float, expected int"));
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Cast"), {x})),
+                       "missing required attribute 'to'"));
+  // ONNX Runtime's AllowUncheckedAttributes ops accept extra attributes.
+  Value *stats = input("f32[2,1]");
+  Node *lnGrad = make(msOp("LayerNormalizationGrad"),
+                      {x, x, input("f32[3]"), stats, stats}, 3,
+                      {floatAttr("epsilon", 1e-5f), intAttr("stash_type", 1)});
+  EXPECT_EQ(inferred(*lnGrad), "f32[2,3] f32[3] f32[3]");
+}
+
+TEST_F(OpTest, ContextReadsAttributeDefaultsAndConstants) {
+  Value *x = input("f32[4]");
+  Node *leaky = make(onnxOp("LeakyRelu"), {x});
+  const OpSchema &schema = *registry().lookup(*leaky);
+  InferenceContext ctx(*leaky, schema);
+  EXPECT_FLOAT_EQ(ctx.getFloatAttr("alpha"), 0.01f);
+  EXPECT_EQ(ctx.getAttr("beta"), nullptr);
+  EXPECT_EQ(ctx.getIntAttr("beta", 7), 7);
+  leaky->setAttr("alpha", Attribute::getFloat(0.2f));
+  EXPECT_FLOAT_EQ(ctx.getFloatAttr("alpha"), 0.2f);
+
+  Value *initializer = i64s({2, -1});
+  Node *constant = make(onnxOp("Constant"), {}, 1,
+                        {intsAttr("value_ints", {5, 6, 7})});
+  Node *floatConstant = make(onnxOp("Constant"), {}, 1,
+                             {floatAttr("value_float", 2.5f)});
+  TensorData tensor = TensorData::fromValues<int64_t>(DType::I64, {1}, {9});
+  Node *tensorConstant =
+      make(onnxOp("Constant"), {}, 1, {{"value", Attribute::getTensor(tensor)}});
+  Value *withDefault = graph().addInput(ty("i64[1]"), "with_default");
+  withDefault->setData(TensorData::fromValues<int64_t>(DType::I64, {1}, {3}));
+  Node *user = make(onnxOp("Sum"),
+                    {initializer, constant->getResult(0),
+                     floatConstant->getResult(0),
+                     tensorConstant->getResult(0), withDefault, x});
+  InferenceContext userCtx(*user, *registry().lookup(*user));
+  ASSERT_NE(userCtx.getConstantInput(0), nullptr);
+  EXPECT_EQ(userCtx.getConstantInput(0)->getIntValues(),
+            (std::vector<int64_t>{2, -1}));
+  ASSERT_NE(userCtx.getConstantInput(1), nullptr);
+  EXPECT_EQ(userCtx.getConstantInput(1)->getIntValues(),
+            (std::vector<int64_t>{5, 6, 7}));
+  ASSERT_NE(userCtx.getConstantInput(2), nullptr);
+  EXPECT_EQ(userCtx.getConstantInput(2)->getType().str(), "f32[]");
+  EXPECT_DOUBLE_EQ(userCtx.getConstantInput(2)->getFloatElement(0), 2.5);
+  ASSERT_NE(userCtx.getConstantInput(3), nullptr);
+  EXPECT_EQ(userCtx.getConstantInput(3)->getIntValues(),
+            (std::vector<int64_t>{9}));
+  ASSERT_NE(userCtx.getConstantInput(4), nullptr);
+  EXPECT_EQ(userCtx.getConstantInput(4)->getIntValues(),
+            (std::vector<int64_t>{3}));
+  EXPECT_EQ(userCtx.getConstantInput(5), nullptr);
+}
+
+TEST_F(OpTest, ConstantNodesTypeThemselves) {
+  TensorData tensor =
+      TensorData::fromValues<float>(DType::F32, {2, 2}, {1, 2, 3, 4});
+  EXPECT_EQ(infer(onnxOp("Constant"), {}, 1,
+                  {{"value", Attribute::getTensor(tensor)}}),
+            "f32[2,2]");
+  EXPECT_EQ(infer(onnxOp("Constant"), {}, 1, {intsAttr("value_ints", {1, 2})}),
+            "i64[2]");
+  EXPECT_EQ(infer(onnxOp("Constant"), {}, 1, {intAttr("value_int", 4)}),
+            "i64[]");
+  EXPECT_TRUE(contains(infer(onnxOp("Constant"), {}),
+                       "exactly one value attribute must be set, found 0"));
+  EXPECT_TRUE(contains(infer(onnxOp("Constant"), {}, 1,
+                             {intAttr("value_int", 4),
+                              floatAttr("value_float", 1.0f)}),
+                       "found 2"));
+}
+
+//===----------------------------------------------------------------------===//
+// Refining recorded types
+//===----------------------------------------------------------------------===//
+
+TEST_F(OpTest, InferAndSetTypesRefinesWithoutContradicting) {
+  Value *x = input("f32[8,4]");
+  Node *relu = make(onnxOp("Relu"), {x});
+  relu->getResult(0)->setType(ty("f32[?,4]"));
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*relu)));
+  EXPECT_EQ(relu->getResult(0)->getType().str(), "f32[8,4]");
+
+  relu->getResult(0)->setType(TensorType());
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*relu)));
+  EXPECT_EQ(relu->getResult(0)->getType().str(), "f32[8,4]");
+
+  relu->setName("r");
+  relu->getResult(0)->setType(ty("f32[8,5]"));
+  llvm::Error err = inferAndSetTypes(*relu);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "node r (Relu): result 0 type f32[8,5] contradicts inferred "
+            "f32[8,4]");
+  EXPECT_EQ(relu->getResult(0)->getType().str(), "f32[8,5]");
+
+  relu->getResult(0)->setType(ty("f16[8,4]"));
+  EXPECT_TRUE(contains(llvm::toString(inferAndSetTypes(*relu)),
+                       "contradicts inferred f32[8,4]"));
+  relu->getResult(0)->setType(ty("f32[8,4,1]"));
+  EXPECT_TRUE(contains(llvm::toString(inferAndSetTypes(*relu)),
+                       "contradicts"));
+
+  // A known recorded dim stays when inference cannot compute it; a
+  // symbolic one is replaced by a static inferred extent.
+  Value *dynamic = input("f32[?,batch]");
+  Node *tanh = make(onnxOp("Tanh"), {dynamic});
+  tanh->getResult(0)->setType(ty("f32[6,3]"));
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*tanh)));
+  EXPECT_EQ(tanh->getResult(0)->getType().str(), "f32[6,3]");
+  Node *tanh2 = make(onnxOp("Tanh"), {x});
+  tanh2->getResult(0)->setType(ty("f32[batch,4]"));
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*tanh2)));
+  EXPECT_EQ(tanh2->getResult(0)->getType().str(), "f32[8,4]");
+}
+
+TEST_F(OpTest, ContradictionLeavesEveryResultUntouched) {
+  Value *x = input("f32[2,6]");
+  Node *split = make(onnxOp("Split"), {x, i64s({2, 4})}, 2,
+                     {intAttr("axis", 1)});
+  split->getResult(1)->setType(ty("f32[2,5]"));
+  llvm::Error err = inferAndSetTypes(*split);
+  EXPECT_TRUE(contains(llvm::toString(std::move(err)), "result 1 type"));
+  EXPECT_EQ(split->getResult(0)->getType(), TensorType());
+}
+
+//===----------------------------------------------------------------------===//
+// Traits, in-place operands and AMP classes
+//===----------------------------------------------------------------------===//
+
+TEST(OpRegistryTraitsTest, TraitsMatchOpSemantics) {
+  EXPECT_TRUE(schemaOf("", "Add").hasTrait(TraitElementwise));
+  EXPECT_TRUE(schemaOf("", "Add").hasTrait(TraitCommutative));
+  EXPECT_TRUE(schemaOf("", "Mul").hasTrait(TraitCommutative));
+  EXPECT_FALSE(schemaOf("", "Sub").hasTrait(TraitCommutative));
+  EXPECT_FALSE(schemaOf("", "Div").hasTrait(TraitCommutative));
+  EXPECT_TRUE(schemaOf("", "Sum").hasTrait(TraitCommutative));
+  EXPECT_TRUE(schemaOf("", "Relu").hasTrait(TraitElementwise));
+  EXPECT_FALSE(schemaOf("", "MatMul").hasTrait(TraitElementwise));
+  EXPECT_FALSE(schemaOf("", "Softmax").hasTrait(TraitElementwise));
+  for (const char *view : {"Reshape", "Identity", "Squeeze", "Unsqueeze",
+                           "Flatten"})
+    EXPECT_TRUE(schemaOf("", view).hasTrait(TraitView)) << view;
+  EXPECT_FALSE(schemaOf("", "Transpose").hasTrait(TraitView));
+  EXPECT_TRUE(schemaOf("", "Dropout").hasTrait(TraitRandom));
+  EXPECT_TRUE(schemaOf("com.microsoft", "BitmaskDropout", 1)
+                  .hasTrait(TraitRandom));
+  EXPECT_FALSE(schemaOf("com.microsoft", "DropoutGrad", 1)
+                   .hasTrait(TraitRandom));
+  EXPECT_TRUE(schemaOf("com.microsoft", "InPlaceAccumulatorV2", 1)
+                  .hasTrait(TraitSideEffect));
+  EXPECT_FALSE(schemaOf("", "Add").hasTrait(TraitSideEffect));
+  for (const char *op : {"Shape", "Size"})
+    EXPECT_TRUE(schemaOf("", op).hasTrait(TraitShapeOnly)) << op;
+  EXPECT_TRUE(schemaOf("com.microsoft", "BroadcastGradientArgs", 1)
+                  .hasTrait(TraitShapeOnly));
+  EXPECT_FALSE(schemaOf("", "Gather").hasTrait(TraitShapeOnly));
+}
+
+TEST(OpRegistryTraitsTest, InPlaceOperands) {
+  for (const char *op : {"Relu", "Sigmoid", "Tanh", "Add", "Mul", "Sub", "Div",
+                         "Neg", "Exp", "Dropout"})
+    EXPECT_EQ(schemaOf("", op).inPlaceOperand, 0) << op;
+  for (const char *op : {"ReluGrad", "GeluGrad", "SigmoidGrad", "TanhGrad",
+                         "DropoutGrad", "BiasGeluGrad_dX",
+                         "InPlaceAccumulator"})
+    EXPECT_EQ(schemaOf("com.microsoft", op, 1).inPlaceOperand, 0) << op;
+  for (const char *op : {"MatMul", "Conv", "Softmax", "Transpose", "Shape",
+                         "Equal", "Reshape"})
+    EXPECT_EQ(schemaOf("", op).inPlaceOperand, -1) << op;
+}
+
+TEST(OpRegistryTraitsTest, AmpClasses) {
+  for (const char *op : {"MatMul", "Gemm", "Conv"})
+    EXPECT_EQ(schemaOf("", op).amp, AmpClass::Allow) << op;
+  for (const char *op : {"FusedMatMul", "ConvGrad"})
+    EXPECT_EQ(schemaOf("com.microsoft", op, 1).amp, AmpClass::Allow) << op;
+  for (const char *op :
+       {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
+        "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ReduceSum",
+        "ReduceMean", "ReduceMax", "ReduceSumSquare", "Exp", "Log", "Pow",
+        "Sqrt"})
+    EXPECT_EQ(schemaOf("", op).amp, AmpClass::Deny) << op;
+  for (const char *op :
+       {"SoftmaxGrad_13", "LogSoftmaxGrad_13", "LayerNormalizationGrad",
+        "BatchNormalizationGrad", "BatchNormInternal",
+        "SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternalGrad",
+        "ReduceSumTraining"})
+    EXPECT_EQ(schemaOf("com.microsoft", op, 1).amp, AmpClass::Deny) << op;
+  for (const char *op : {"Add", "Relu", "Reshape", "Transpose", "Gather",
+                         "Concat", "Dropout", "Where", "Identity"})
+    EXPECT_EQ(schemaOf("", op).amp, AmpClass::Follow) << op;
+  for (const char *op : {"ReluGrad", "BiasGelu", "DropoutGrad"})
+    EXPECT_EQ(schemaOf("com.microsoft", op, 1).amp, AmpClass::Follow) << op;
+  for (const char *op : {"Shape", "Size", "Equal", "Not", "ArgMax", "Range",
+                         "Cast"})
+    EXPECT_EQ(schemaOf("", op).amp, AmpClass::None) << op;
+}
+
+//===----------------------------------------------------------------------===//
+// Costs
+//===----------------------------------------------------------------------===//
+
+TEST_F(OpTest, MatMulAndGemmCostTwoMNK) {
+  Value *a = input("f32[2,3,4]");
+  Value *b = input("f32[4,5]");
+  Node *matmul = make(onnxOp("MatMul"), {a, b});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*matmul)));
+  OpCost cost = estimateCost(*matmul);
+  EXPECT_EQ(cost.flops, 2u * 2 * 3 * 5 * 4);
+  EXPECT_EQ(cost.bytesRead, (2u * 3 * 4 + 4 * 5) * 4);
+  EXPECT_EQ(cost.bytesWritten, 2u * 3 * 5 * 4);
+
+  Node *gemm = make(onnxOp("Gemm"), {input("f32[7,6]"), input("f32[9,7]")}, 1,
+                    {intAttr("transA", 1), intAttr("transB", 1)});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*gemm)));
+  EXPECT_EQ(gemm->getResult(0)->getType().str(), "f32[6,9]");
+  EXPECT_EQ(estimateCost(*gemm).flops, 2u * 6 * 9 * 7);
+
+  Node *fused = make(msOp("FusedMatMul"), {input("f32[8,16]"),
+                                           input("f32[32,16]")},
+                     1, {intAttr("transB", 1)});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*fused)));
+  EXPECT_EQ(estimateCost(*fused).flops, 2u * 8 * 32 * 16);
+
+  // Unknown shapes cost nothing rather than a guess.
+  Node *dynamic = make(onnxOp("MatMul"), {input("f32[batch,4]"), b});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*dynamic)));
+  EXPECT_EQ(estimateCost(*dynamic).flops, 0u);
+  EXPECT_EQ(estimateCost(*dynamic).bytesRead, 4u * 5 * 4);
+}
+
+TEST_F(OpTest, ConvCostCountsEveryMultiplyAdd) {
+  Value *x = input("f32[2,3,10,10]");
+  Value *w = input("f32[8,3,3,3]");
+  Node *conv = make(onnxOp("Conv"), {x, w}, 1, {intsAttr("pads", {1, 1, 1, 1})});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*conv)));
+  EXPECT_EQ(conv->getResult(0)->getType().str(), "f32[2,8,10,10]");
+  // 2 * N * Cout * Hout * Wout * Cin/group * kh * kw
+  EXPECT_EQ(estimateCost(*conv).flops, 2u * 2 * 8 * 10 * 10 * 3 * 3 * 3);
+
+  Node *grouped = make(onnxOp("Conv"), {input("f32[1,4,5,5]"),
+                                        input("f32[6,2,3,3]")},
+                       1, {intAttr("group", 2)});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*grouped)));
+  EXPECT_EQ(grouped->getResult(0)->getType().str(), "f32[1,6,3,3]");
+  EXPECT_EQ(estimateCost(*grouped).flops, 2u * 1 * 6 * 3 * 3 * 2 * 3 * 3);
+
+  // ConvGrad: one convolution each for dX and dW, one add per dY element
+  // for dB.
+  Value *dy = conv->getResult(0);
+  Node *grad = make(msOp("ConvGrad"), {dy, x, w}, 3,
+                    {intsAttr("pads", {1, 1, 1, 1})});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*grad)));
+  uint64_t convFlops = 2u * 2 * 8 * 10 * 10 * 3 * 3 * 3;
+  EXPECT_EQ(estimateCost(*grad).flops, 2 * convFlops + 2 * 8 * 10 * 10);
+  graph().dropResult(grad, 0);
+  EXPECT_EQ(estimateCost(*grad).flops, convFlops + 2 * 8 * 10 * 10);
+}
+
+TEST_F(OpTest, DefaultAndViewCosts) {
+  Value *x = input("f32[4,5]");
+  Node *add = make(onnxOp("Add"), {x, input("f32[5]")});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*add)));
+  OpCost cost = estimateCost(*add);
+  EXPECT_EQ(cost.flops, 20u);
+  EXPECT_EQ(cost.bytesRead, (20u + 5) * 4);
+  EXPECT_EQ(cost.bytesWritten, 20u * 4);
+
+  Node *reshape = make(onnxOp("Reshape"), {x, i64s({20})});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*reshape)));
+  OpCost view = estimateCost(*reshape);
+  EXPECT_EQ(view.flops, 0u);
+  EXPECT_EQ(view.bytesRead, 0u);
+  EXPECT_EQ(view.bytesWritten, 0u);
+
+  Node *shape = make(onnxOp("Shape"), {x});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*shape)));
+  EXPECT_EQ(estimateCost(*shape).flops, 0u);
+
+  Node *sum = make(onnxOp("ReduceSum"), {x, i64s({1})}, 1,
+                   {intAttr("keepdims", 0)});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*sum)));
+  EXPECT_EQ(estimateCost(*sum).flops, 20u);
+
+  Node *unknown = make(onnxOp("Relu"), {input("f32[n,5]")});
+  ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*unknown)));
+  EXPECT_EQ(estimateCost(*unknown).flops, 0u);
+  EXPECT_EQ(estimateCost(*unknown).bytesRead, 0u);
+}
+
+} // namespace

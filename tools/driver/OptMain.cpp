@@ -1,0 +1,171 @@
+//===- OptMain.cpp - The gmopt-opt driver ---------------------------------===//
+//
+// gmopt-opt is the developer's tool: read a module as text or ONNX, run an
+// arbitrary pipeline with full instrumentation, and print the result as
+// text (for FileCheck) or write ONNX. With --split-input-file a text input
+// holds several modules separated by `// -----` lines, each processed on
+// its own, as mlir-opt does for golden tests. Every failure - bad option,
+// bad pipeline, unreadable input, a pass or verifier error - ends in one
+// `gmopt-opt: error: ...` line and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/driver/Driver.h"
+#include "tools/driver/PassManagerCLOptions.h"
+#include "tools/driver/ToolSupport.h"
+
+#include "ir/Module.h"
+#include "ir/TextIR.h"
+#include "passes/PassManager.h"
+#include "passes/PassRegistry.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace gmopt;
+namespace cl = llvm::cl;
+
+namespace {
+
+constexpr llvm::StringLiteral kTool = "gmopt-opt";
+
+enum class EmitFormat { Text, Onnx };
+
+/// Runs the pipeline on \p module and records it; errors name \p inputName.
+llvm::Error runPipeline(Module &module, PassManager &passManager,
+                        const PassManagerCLOptions &passOptions,
+                        llvm::StringRef inputName) {
+  if (llvm::Error err = passManager.run(module))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   inputName + ": " +
+                                       llvm::toString(std::move(err)));
+  std::string pipeline = passManager.getPipelineString();
+  if (passOptions.hasPipeline())
+    recordPipeline(module, pipeline);
+  if (passOptions.shouldPrintPipeline())
+    llvm::errs() << "// pipeline: " << pipeline << '\n';
+  return llvm::Error::success();
+}
+
+/// --split-input-file: every chunk is loaded, run and printed on its own;
+/// a failing chunk is reported and the others still run.
+int processSplitInput(llvm::StringRef path,
+                      const std::map<std::string, int64_t> &dims,
+                      PassManager &passManager,
+                      const PassManagerCLOptions &passOptions,
+                      llvm::StringRef outputPath) {
+  auto buffer = readInputFile(path);
+  if (!buffer)
+    return reportToolError(kTool, buffer.takeError());
+  std::string inputName = path == "-" ? "<stdin>" : path.str();
+  std::string output;
+  llvm::raw_string_ostream os(output);
+  bool failed = false, first = true;
+  for (const std::string &chunk : splitInputChunks((*buffer)->getBuffer())) {
+    auto module = loadTextModule(chunk, inputName, dims);
+    llvm::Error err =
+        module ? runPipeline(**module, passManager, passOptions, inputName)
+               : module.takeError();
+    if (err) {
+      reportToolError(kTool, std::move(err));
+      failed = true;
+      continue;
+    }
+    if (!first)
+      os << kSplitMarker << '\n';
+    first = false;
+    printModule(**module, os);
+  }
+  if (llvm::Error err = writeTextFile(output, outputPath))
+    return reportToolError(kTool, std::move(err));
+  return failed ? 1 : 0;
+}
+
+} // namespace
+
+int gmopt::gmoptOptMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::OptionCategory &category = getGmoptCategory();
+  cl::opt<std::string> inputFilename(cl::Positional,
+                                     cl::desc("<input file, - for stdin>"),
+                                     cl::init("-"), cl::cat(category));
+  cl::opt<std::string> outputFilename(
+      "o", cl::desc("Output file (- for stdout, the default)"),
+      cl::value_desc("file"), cl::init("-"), cl::cat(category));
+  cl::opt<InputFormat> inputFormat(
+      "input-format",
+      cl::desc("Input format (default: ONNX for *.onnx, text otherwise)"),
+      cl::init(InputFormat::Auto),
+      cl::values(clEnumValN(InputFormat::Text, "text", "gmopt text IR"),
+                 clEnumValN(InputFormat::Onnx, "onnx", "ONNX ModelProto")),
+      cl::cat(category));
+  cl::opt<EmitFormat> emit(
+      "emit",
+      cl::desc("Output format (default: ONNX for -o *.onnx, text otherwise)"),
+      cl::values(clEnumValN(EmitFormat::Text, "text", "gmopt text IR"),
+                 clEnumValN(EmitFormat::Onnx, "onnx", "ONNX ModelProto")),
+      cl::cat(category));
+  cl::list<std::string> dims(
+      "dim", cl::desc("Bind symbolic dimension NAME to N"),
+      cl::value_desc("NAME=N"), cl::CommaSeparated, cl::cat(category));
+  cl::opt<bool> splitInputFile(
+      "split-input-file",
+      cl::desc("Process each `// -----`-separated chunk of a text input as "
+               "its own module"),
+      cl::cat(category));
+  PassManagerCLOptions passOptions(
+      "Pass pipeline to run, e.g. canonicalize{dce=false} (default: none)");
+
+  if (!parseToolCommandLine(argc, argv, kTool,
+                            "gmopt-opt: run gmopt passes on a module\n"))
+    return 1;
+  if (passOptions.shouldListPasses()) {
+    printRegisteredPasses(llvm::outs());
+    return 0;
+  }
+
+  auto dimBindings = parseDimBindings(dims);
+  if (!dimBindings)
+    return reportToolError(kTool, dimBindings.takeError());
+  PassManager passManager;
+  if (llvm::Error err = passOptions.configure(passManager))
+    return reportToolError(kTool, std::move(err));
+  if (passOptions.hasPipeline())
+    if (llvm::Error err = passManager.addPipeline(passOptions.getPipeline()))
+      return reportToolError(kTool, std::move(err));
+
+  bool emitOnnx =
+      emit.getNumOccurrences()
+          ? emit == EmitFormat::Onnx
+          : llvm::StringRef(outputFilename).ends_with_insensitive(".onnx");
+  if (splitInputFile) {
+    bool onnxInput =
+        inputFormat == InputFormat::Onnx ||
+        (inputFormat == InputFormat::Auto &&
+         llvm::StringRef(inputFilename).ends_with_insensitive(".onnx"));
+    if (onnxInput || emitOnnx)
+      return reportToolError(
+          kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                         "--split-input-file needs text input "
+                                         "and text output"));
+    return processSplitInput(inputFilename, *dimBindings, passManager,
+                             passOptions, outputFilename);
+  }
+
+  auto module = loadModule(inputFilename, inputFormat, *dimBindings);
+  if (!module)
+    return reportToolError(kTool, module.takeError());
+  std::string inputName =
+      inputFilename == "-" ? std::string("<stdin>") : inputFilename.getValue();
+  if (llvm::Error err =
+          runPipeline(**module, passManager, passOptions, inputName))
+    return reportToolError(kTool, std::move(err));
+
+  llvm::Error written = emitOnnx ? writeModuleOnnx(**module, outputFilename)
+                                 : writeModuleText(**module, outputFilename);
+  if (written)
+    return reportToolError(kTool, std::move(written));
+  return 0;
+}

@@ -1,0 +1,52 @@
+//===- PassManagerCLOptions.h - Pass-manager flags of the tools -*- C++ -*-===//
+//
+// The command-line face of PassManagerOptions, shared by gmopt-opt and
+// gmopt-compile (after mlir/lib/Pass/PassManagerOptions.cpp): --passes,
+// --print-ir-before/after[-all], --verify-each, --time-passes,
+// --pass-statistics, --print-pipeline, --list-passes, and gmopt's own
+// --debug / --debug-only (see passes/DebugOutput.h). Constructing an
+// instance registers the options, so a tool creates one before parsing its
+// command line.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_TOOLS_DRIVER_PASSMANAGERCLOPTIONS_H
+#define GMOPT_TOOLS_DRIVER_PASSMANAGERCLOPTIONS_H
+
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+
+namespace gmopt {
+
+class PassManager;
+
+/// The pass-manager options of a tool's command line.
+class PassManagerCLOptions {
+public:
+  /// Registers the options; \p passesHelp describes --passes for this tool.
+  explicit PassManagerCLOptions(const std::string &passesHelp);
+  ~PassManagerCLOptions();
+
+  /// True if --passes was given (even as the empty pipeline).
+  bool hasPipeline() const;
+  /// The --passes text.
+  std::string getPipeline() const;
+  /// True if --print-pipeline was given.
+  bool shouldPrintPipeline() const;
+  /// True if --list-passes was given.
+  bool shouldListPasses() const;
+
+  /// Applies the instrumentation and debug flags to \p passManager. Fails if
+  /// --print-ir-before/after names a pass that does not exist.
+  llvm::Error configure(PassManager &passManager) const;
+
+private:
+  struct Storage;
+  std::unique_ptr<Storage> storage;
+};
+
+} // namespace gmopt
+
+#endif // GMOPT_TOOLS_DRIVER_PASSMANAGERCLOPTIONS_H

@@ -1,0 +1,108 @@
+//===- ToolSupport.h - Shared plumbing of gmopt's tools ---------*- C++ -*-===//
+//
+// What gmopt-opt and gmopt-compile have in common: strict command-line
+// parsing that reports errors as one `TOOL: error: MESSAGE` line, the
+// version string, `--dim NAME=N` parsing, loading a module from ONNX or
+// text (with dimension binding and verification), writing it back out, and
+// recording the pipeline that ran in the module's metadata.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_TOOLS_DRIVER_TOOLSUPPORT_H
+#define GMOPT_TOOLS_DRIVER_TOOLSUPPORT_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class MemoryBuffer;
+class raw_ostream;
+namespace cl {
+class OptionCategory;
+} // namespace cl
+} // namespace llvm
+
+namespace gmopt {
+
+class Module;
+
+/// The option category of every gmopt option; --help shows only it.
+llvm::cl::OptionCategory &getGmoptCategory();
+
+/// The version string printed by --version: `TOOL (gmopt) VERSION`.
+std::string getToolVersion(llvm::StringRef tool);
+
+/// Parses the command line with llvm::cl, hiding LLVM's own options from
+/// --help and installing the --version printer. Returns false after
+/// printing one `TOOL: error: ...` line if the command line is invalid.
+/// (--help and --version print and exit the process, as llvm::cl does.)
+bool parseToolCommandLine(int argc, char **argv, llvm::StringRef tool,
+                          llvm::StringRef overview);
+
+/// Prints \p err as one line `TOOL: error: MESSAGE` to stderr (embedded
+/// newlines become "; ") and returns the exit status 1.
+int reportToolError(llvm::StringRef tool, llvm::Error err);
+
+/// Parses `--dim` values (`NAME=N`, N a non-negative decimal integer).
+/// Errors name the offending text; a name bound twice to different values
+/// is an error.
+llvm::Expected<std::map<std::string, int64_t>>
+parseDimBindings(llvm::ArrayRef<std::string> values);
+
+/// Replaces every symbolic dimension of \p module bound in \p bindings with
+/// its extent (inputs, initializers and node results) and records the
+/// bindings in module.dimBindings. A binding that contradicts one already
+/// recorded in the module is an error.
+llvm::Error bindSymbolicDims(Module &module,
+                             const std::map<std::string, int64_t> &bindings);
+
+/// How an input file is read.
+enum class InputFormat { Auto, Text, Onnx };
+
+/// Loads \p path (`-` is stdin): ONNX when \p format says so or the name
+/// ends in `.onnx`, the text form otherwise. Binds \p dims and verifies.
+/// Every error starts with the file name.
+llvm::Expected<std::unique_ptr<Module>>
+loadModule(llvm::StringRef path, InputFormat format,
+           const std::map<std::string, int64_t> &dims);
+
+/// Reads \p path (`-` is stdin). Errors start with the file name.
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+readInputFile(llvm::StringRef path);
+
+/// Parses \p text in the text form (named \p bufferName in messages), binds
+/// \p dims and verifies.
+llvm::Expected<std::unique_ptr<Module>>
+loadTextModule(llvm::StringRef text, llvm::StringRef bufferName,
+               const std::map<std::string, int64_t> &dims);
+
+/// The separator of --split-input-file, as in mlir-opt.
+constexpr llvm::StringLiteral kSplitMarker = "// -----";
+/// Splits \p text at lines that start with `// -----`. Each chunk is
+/// prefixed with as many newlines as lines precede it, so that parse errors
+/// report the line numbers of the whole file.
+std::vector<std::string> splitInputChunks(llvm::StringRef text);
+
+/// Writes \p text to \p path (`-` is stdout).
+llvm::Error writeTextFile(llvm::StringRef text, llvm::StringRef path);
+/// Writes \p module in the text form to \p path (`-` is stdout).
+llvm::Error writeModuleText(const Module &module, llvm::StringRef path);
+/// Writes \p module as an ONNX model to \p path (`-` is stdout).
+llvm::Error writeModuleOnnx(const Module &module, llvm::StringRef path);
+
+/// The metadata key holding the pipelines run on a module, comma-joined in
+/// order, so the whole history can be replayed from the original input.
+constexpr llvm::StringLiteral kPipelineMetadataKey = "gmopt.pipeline";
+/// Appends \p pipeline to the module's `gmopt.pipeline` metadata.
+void recordPipeline(Module &module, llvm::StringRef pipeline);
+
+} // namespace gmopt
+
+#endif // GMOPT_TOOLS_DRIVER_TOOLSUPPORT_H
