@@ -11,6 +11,7 @@
 #define GMOPT_IR_MODULE_H
 
 #include "ir/IR.h"
+#include "ir/Plan.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
@@ -88,6 +89,9 @@ public:
   std::map<std::string, int64_t> dimBindings;
   /// Roles of values in a training step.
   TrainingSignature signature;
+  /// Buffer plan for the current schedule; empty until a planner runs.
+  /// Any pass that changes the graph must clear it.
+  ExecutionPlan plan;
 
   /// The opset version imported for \p domain, or 0 if none.
   int64_t getOpsetVersion(llvm::StringRef domain) const;

@@ -1,0 +1,182 @@
+//===- Plan.h - The execution plan: buffers, arena, memory figures -*- C++ -*-===//
+//
+// The plan is the contract between memory passes and backends. Passes write
+// it (plan-buffers), `.gm` stores it, backends execute from it; a backend
+// never plans and a pass never allocates. The schedule is the graph's node
+// order. Every value gets a BufferAssignment: a slice of one arena (with the
+// live interval that justifies sharing the slice), a persistent allocation,
+// an alias of another value's storage (views, in-place results) or constant
+// initializer bytes. One memory vocabulary is used everywhere:
+// MemoryCategory, with names the JSON reports use.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_IR_PLAN_H
+#define GMOPT_IR_PLAN_H
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace gmopt {
+
+class Module;
+class Node;
+class Value;
+
+/// What a byte of training memory is for.
+enum class MemoryCategory : uint8_t {
+  /// Trainable and frozen parameters (and other model constants).
+  Parameters,
+  /// Gradients, including gradient accumulation buffers.
+  Gradients,
+  /// Optimizer state (momenta, step counters...).
+  OptimizerState,
+  /// Forward values kept alive for the backward pass (and data inputs).
+  Activations,
+  /// Everything else that is short-lived.
+  Temporaries,
+  /// Library scratch (im2col buffers, cuDNN workspace...).
+  Workspace,
+};
+
+/// Number of MemoryCategory enumerators.
+constexpr unsigned kNumMemoryCategories = 6;
+/// Alignment of every planned buffer and of every backend allocation.
+constexpr uint64_t kBufferAlignment = 256;
+
+/// `parameters`, `gradients`, `optimizer_state`, `activations`,
+/// `temporaries`, `workspace`.
+llvm::StringRef memoryCategoryName(MemoryCategory category);
+/// Inverse of memoryCategoryName.
+std::optional<MemoryCategory> parseMemoryCategory(llvm::StringRef name);
+/// Rounds \p bytes up to kBufferAlignment.
+inline uint64_t alignBuffer(uint64_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+/// Bytes per category.
+using CategoryBytes = std::array<uint64_t, kNumMemoryCategories>;
+
+/// How a value's storage is provided at run time.
+enum class StorageKind : uint8_t {
+  /// A slice [offset, offset + size) of the arena, live over
+  /// [firstStep, lastStep] of the schedule.
+  Arena,
+  /// An allocation of its own for the whole step (parameters, gradient
+  /// buffers, graph outputs).
+  Persistent,
+  /// The storage of another value (views, in-place results).
+  Alias,
+  /// Read-only initializer bytes.
+  Constant,
+};
+llvm::StringRef storageKindName(StorageKind kind);
+
+/// Where one value lives.
+struct BufferAssignment {
+  StorageKind kind = StorageKind::Arena;
+  MemoryCategory category = MemoryCategory::Temporaries;
+  /// Arena offset (Arena only), a multiple of kBufferAlignment.
+  uint64_t offset = 0;
+  /// Bytes of the value (unaligned).
+  uint64_t size = 0;
+  /// The value whose storage this one shares (Alias only).
+  const Value *aliasOf = nullptr;
+  /// Schedule positions of the definition and the last use (node indices;
+  /// graph inputs and initializers are defined at step 0).
+  uint32_t firstStep = 0;
+  uint32_t lastStep = 0;
+};
+
+/// The static memory figures of a plan (see DESIGN.md's vocabulary).
+struct MemoryFigures {
+  /// Sum of all tensor bytes, no reuse.
+  uint64_t naiveBytes = 0;
+  /// Live-byte maximum over the schedule of non-persistent values (LOAD).
+  uint64_t lowerBoundBytes = 0;
+  /// The schedule step where lowerBoundBytes occurs.
+  uint32_t lowerBoundStep = 0;
+  /// Arena size.
+  uint64_t arenaBytes = 0;
+  /// Persistent bytes per category.
+  CategoryBytes persistentBytes{};
+  /// Bytes that in-place reuse saved.
+  uint64_t inPlaceSavedBytes = 0;
+
+  /// Sum of persistentBytes.
+  uint64_t totalPersistentBytes() const;
+  /// arena / lower bound - 1 (0 when the bound is 0).
+  double fragmentation() const;
+};
+
+/// A complete buffer plan for a module's graph in its current node order.
+class ExecutionPlan {
+public:
+  /// True when no plan has been made.
+  bool empty() const { return buffers.empty(); }
+  void clear();
+
+  /// The assignment of \p value; null if unplanned.
+  const BufferAssignment *lookup(const Value *value) const;
+  /// Follows Alias links to the value that owns the storage.
+  const Value *storageOwner(const Value *value) const;
+
+  /// Every planned value's assignment.
+  llvm::DenseMap<const Value *, BufferAssignment> buffers;
+  /// Size of the arena in bytes (a multiple of kBufferAlignment).
+  uint64_t arenaBytes = 0;
+  /// Static figures recorded by the planner.
+  MemoryFigures figures;
+
+  /// Checks the plan against \p module: every present value is planned;
+  /// arena slices are aligned, inside the arena, and no two slices overlap
+  /// in both address and live interval; aliases point at planned values of
+  /// the same or larger size. Returns the first violation.
+  llvm::Error validate(const Module &module) const;
+  /// Prints one line per value in schedule order, then the figures.
+  void print(const Module &module, llvm::raw_ostream &os) const;
+};
+
+/// Live interval of a value over the schedule (node order).
+struct LiveInterval {
+  /// Node index of the definition (0 for inputs and initializers).
+  uint32_t firstStep = 0;
+  /// Node index of the last use (firstStep if unused; the last step for
+  /// graph outputs).
+  uint32_t lastStep = 0;
+};
+
+/// Live intervals of every present value of \p module's graph, with views
+/// (TraitView ops) extending the interval of the value they alias.
+llvm::DenseMap<const Value *, LiveInterval> computeLiveIntervals(const Module &module);
+
+/// The category of \p value in \p module's training step, from the training
+/// signature and the forward/backward classification: parameters and
+/// constants → Parameters; gradients and accumulation buffers → Gradients;
+/// data inputs and forward values read by the backward pass → Activations;
+/// everything else → Temporaries.
+llvm::DenseMap<const Value *, MemoryCategory>
+categorizeValues(const Module &module);
+
+/// True if \p value must have storage for the whole step: graph inputs,
+/// graph outputs, and values the optimizer or the runtime reads after the
+/// step (gradient accumulation buffers).
+bool isPersistentValue(const Module &module, const Value *value);
+
+/// The plan a module gets before any planning pass runs: each transient
+/// value its own arena slice (no reuse), persistent values their own
+/// allocations, views aliased. Figures filled in. Requires static shapes.
+llvm::Expected<ExecutionPlan> makeTrivialPlan(const Module &module);
+
+} // namespace gmopt
+
+#endif // GMOPT_IR_PLAN_H

@@ -1,0 +1,127 @@
+//===- PlanTest.cpp - Unit tests of live intervals and the plan validator -===//
+//
+// The trivial plan of small graphs (no reuse, views aliased, persistent
+// inputs and outputs), its figures, and the validator's detection of
+// overlapping, misaligned and dangling assignments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Module.h"
+#include "ir/Plan.h"
+
+#include "gtest/gtest.h"
+
+using namespace gmopt;
+
+namespace {
+
+TensorType f32(llvm::ArrayRef<int64_t> shape) {
+  return TensorType::get(DType::F32, shape);
+}
+
+std::string errorText(llvm::Error err) {
+  return err ? llvm::toString(std::move(err)) : std::string("<success>");
+}
+
+/// x -> Relu -> Neg -> Reshape -> Abs -> output, 1 KiB per value.
+class PlanTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    module.opsetImports[""] = 17;
+    Graph &graph = module.getGraph();
+    x = graph.addInput(f32({256}), "x");
+    Value *shape = graph.addInitializer(
+        TensorData::fromValues<int64_t>(DType::I64, {2}, {16, 16}), "shape");
+    Builder b(graph);
+    relu = b.create({"", "Relu"}, {x}, {f32({256})}, {}, "relu")->getResult(0);
+    neg = b.create({"", "Neg"}, {relu}, {f32({256})}, {}, "neg")->getResult(0);
+    view = b.create({"", "Reshape"}, {neg, shape}, {f32({16, 16})}, {},
+                    "reshape")
+               ->getResult(0);
+    out = b.create({"", "Abs"}, {view}, {f32({16, 16})}, {}, "abs")->getResult(0);
+    graph.addOutput(out);
+  }
+
+  Module module;
+  Value *x, *relu, *neg, *view, *out;
+};
+
+TEST_F(PlanTest, LiveIntervalsFollowUsesAndViews) {
+  auto intervals = computeLiveIntervals(module);
+  EXPECT_EQ(intervals[relu].firstStep, 0u);
+  EXPECT_EQ(intervals[relu].lastStep, 1u);
+  // neg is read through the view by abs at step 3.
+  EXPECT_EQ(intervals[neg].lastStep, 3u);
+  EXPECT_EQ(intervals[x].firstStep, 0u);
+  EXPECT_EQ(intervals[out].lastStep, 3u);
+}
+
+TEST_F(PlanTest, TrivialPlanIsValidAndHasNoReuse) {
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+  EXPECT_EQ(plan->lookup(x)->kind, StorageKind::Persistent);
+  EXPECT_EQ(plan->lookup(out)->kind, StorageKind::Persistent);
+  EXPECT_EQ(plan->lookup(view)->kind, StorageKind::Alias);
+  EXPECT_EQ(plan->lookup(view)->aliasOf, neg);
+  EXPECT_EQ(plan->lookup(relu)->kind, StorageKind::Arena);
+  EXPECT_EQ(plan->arenaBytes, 2048u);
+  // relu (steps 0..1) and neg (1..3) are live together at step 1.
+  EXPECT_EQ(plan->figures.lowerBoundBytes, 2048u);
+  EXPECT_EQ(plan->figures.lowerBoundStep, 1u);
+  EXPECT_EQ(plan->figures.fragmentation(), 0.0);
+}
+
+TEST_F(PlanTest, ValidatorRejectsOverlapInTimeAndAddress) {
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan));
+  plan->buffers[neg].offset = plan->buffers[relu].offset;
+  std::string message = errorText(plan->validate(module));
+  EXPECT_NE(message.find("overlap"), std::string::npos) << message;
+}
+
+TEST_F(PlanTest, ValidatorAcceptsReuseOfDeadSlice) {
+  Graph &graph = module.getGraph();
+  Builder b(graph);
+  b.setInsertionPoint(out->getDefiningNode());
+  // A value defined after relu died may take relu's slice.
+  Value *late = b.create({"", "Sigmoid"}, {view}, {f32({16, 16})}, {}, "late")
+                    ->getResult(0);
+  out->getDefiningNode()->setOperand(0, late);
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan));
+  plan->buffers[late].offset = plan->buffers[relu].offset;
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+}
+
+TEST_F(PlanTest, ValidatorRejectsMisalignedAndMissing) {
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan));
+  plan->buffers[relu].offset += 8;
+  EXPECT_NE(errorText(plan->validate(module)).find("aligned"),
+            std::string::npos);
+  plan->buffers.erase(relu);
+  EXPECT_NE(errorText(plan->validate(module)).find("no buffer"),
+            std::string::npos);
+}
+
+TEST_F(PlanTest, TrivialPlanNeedsStaticShapes) {
+  module.getGraph().addInput(TensorType(DType::F32, {Dim::symbolic("batch")}),
+                             "dyn");
+  auto plan = makeTrivialPlan(module);
+  ASSERT_FALSE(bool(plan));
+  EXPECT_NE(llvm::toString(plan.takeError()).find("--dim"), std::string::npos);
+}
+
+TEST(MemoryCategoryTest, NamesRoundTrip) {
+  for (unsigned i = 0; i != kNumMemoryCategories; ++i) {
+    auto category = static_cast<MemoryCategory>(i);
+    EXPECT_EQ(parseMemoryCategory(memoryCategoryName(category)), category);
+  }
+  EXPECT_FALSE(parseMemoryCategory("weights").has_value());
+  EXPECT_EQ(alignBuffer(1), 256u);
+  EXPECT_EQ(alignBuffer(256), 256u);
+  EXPECT_EQ(alignBuffer(0), 0u);
+}
+
+} // namespace
