@@ -133,8 +133,8 @@ public:
     if (canTakeName &&
         (output->isGraphOutput() || isReferencedBySignature(signature, output)))
       input->setName(output->getName());
-    if (!output->useEmpty())
-      rewriter.replaceAllUsesWith(output, input);
+    // Also when unused: the training signature may still name the output.
+    rewriter.replaceAllUsesWith(output, input);
     rewriter.eraseNode(&node);
     return true;
   }

@@ -245,6 +245,23 @@ TEST_F(CanonicalizeTest, GradientNamedBySignatureKeepsItsName) {
   EXPECT_EQ(accumulate->getOperand(1), reduced->getResult(0));
 }
 
+TEST_F(CanonicalizeTest, UnusedIdentityNamedBySignatureIsReplacedThere) {
+  Value *w = input("w", f32({2}));
+  Node *grad = add("Neg", {w}, "raw");
+  Node *identity = add("Identity", {grad->getResult(0)}, "w_grad");
+  Node *relu = add("Relu", {w}, "y");
+  graph().addOutput(relu->getResult(0));
+  ParamInfo param;
+  param.param = w;
+  param.grad = identity->getResult(0);
+  module.signature.params.push_back(param);
+
+  EXPECT_TRUE(runPass());
+  EXPECT_EQ(opTypes(), (Ops{"Neg", "Relu"}));
+  EXPECT_EQ(module.signature.params[0].grad, grad->getResult(0));
+  EXPECT_EQ(grad->getResult(0)->getName(), "w_grad");
+}
+
 /// A broken pattern that claims a change every time it is asked.
 class NeverConverges : public RewritePattern {
 public:

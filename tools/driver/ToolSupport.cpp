@@ -140,8 +140,11 @@ bool gmopt::parseToolCommandLine(int argc, char **argv, llvm::StringRef tool,
         llvm::cl::ParseCommandLineOptions(argc, argv, overview, &errorStream);
     errors = capture.finish() + errors;
   }
-  if (parsed)
+  if (parsed) {
+    // Nothing to reword; pass on anything llvm::cl printed (warnings).
+    llvm::errs() << errors;
     return true;
+  }
   // llvm::cl words its errors `PROGRAM: message`, sometimes over several
   // lines (a "did you mean" hint); fold them into our one-line form.
   std::string program = llvm::sys::path::filename(argv[0]).str() + ": ";
@@ -344,11 +347,13 @@ llvm::Error gmopt::writeModuleOnnx(const Module &module, llvm::StringRef path) {
 }
 
 void gmopt::recordPipeline(Module &module, llvm::StringRef pipeline) {
+  // An empty pipeline changes nothing, so there is nothing to replay.
+  if (pipeline.empty())
+    return;
   for (auto &[key, value] : module.metadata) {
     if (key != kPipelineMetadataKey)
       continue;
-    if (!pipeline.empty())
-      value = value.empty() ? pipeline.str() : value + "," + pipeline.str();
+    value = value.empty() ? pipeline.str() : value + "," + pipeline.str();
     return;
   }
   module.metadata.emplace_back(kPipelineMetadataKey.str(), pipeline.str());

@@ -100,7 +100,8 @@ llvm::Error writeModuleOnnx(const Module &module, llvm::StringRef path);
 /// The metadata key holding the pipelines run on a module, comma-joined in
 /// order, so the whole history can be replayed from the original input.
 constexpr llvm::StringLiteral kPipelineMetadataKey = "gmopt.pipeline";
-/// Appends \p pipeline to the module's `gmopt.pipeline` metadata.
+/// Appends \p pipeline to the module's `gmopt.pipeline` metadata (an
+/// empty pipeline is not recorded).
 void recordPipeline(Module &module, llvm::StringRef pipeline);
 
 } // namespace gmopt
