@@ -19,25 +19,6 @@
 
 using namespace gmopt;
 
-namespace {
-constexpr llvm::StringLiteral kCategoryNames[kNumMemoryCategories] = {
-    "parameters",  "gradients",   "optimizer_state",
-    "activations", "temporaries", "workspace"};
-} // namespace
-
-llvm::StringRef gmopt::memoryCategoryName(MemoryCategory category) {
-  unsigned index = static_cast<unsigned>(category);
-  assert(index < kNumMemoryCategories && "unknown memory category");
-  return kCategoryNames[index];
-}
-
-std::optional<MemoryCategory> gmopt::parseMemoryCategory(llvm::StringRef name) {
-  for (MemoryCategory category : kAllMemoryCategories)
-    if (memoryCategoryName(category) == name)
-      return category;
-  return std::nullopt;
-}
-
 //===----------------------------------------------------------------------===//
 // MemoryReport
 //===----------------------------------------------------------------------===//
@@ -132,6 +113,21 @@ MemoryCategory CountingAllocator::getBlockCategory(const void *ptr) const {
   auto it = blocks.find(ptr);
   assert(it != blocks.end() && "category of a block that is not live");
   return it->second.category;
+}
+
+void CountingAllocator::transfer(MemoryCategory from, MemoryCategory to,
+                                 uint64_t bytes) {
+  unsigned source = static_cast<unsigned>(from);
+  unsigned target = static_cast<unsigned>(to);
+  assert(current[source] >= bytes && "moving more bytes than the category holds");
+  current[source] -= bytes;
+  current[target] += bytes;
+  // While the total sits at the peak, the most informative split is the one
+  // where the fewest bytes are unclassified (an idle arena counts as
+  // Temporaries), i.e. the moment the arena held the most live values.
+  unsigned temporaries = static_cast<unsigned>(MemoryCategory::Temporaries);
+  if (currentTotal == peakTotal && current[temporaries] < peakSplit[temporaries])
+    peakSplit = current;
 }
 
 void CountingAllocator::resetPeak() {

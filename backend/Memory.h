@@ -1,8 +1,8 @@
 //===- Memory.h - Memory categories, counting allocator, reports -*- C++ -*-===//
 //
-// The one memory vocabulary every gmopt backend reports in. Each byte a
-// backend allocates goes through a CountingAllocator under one of six
-// categories (parameters, gradients, optimizer state, activations,
+// How gmopt backends measure memory. Each byte a backend allocates goes
+// through a CountingAllocator under one of the six MemoryCategory values of
+// ir/Plan.h (parameters, gradients, optimizer state, activations,
 // temporaries, workspace); the allocator tracks the live bytes of each
 // category, the high-water mark of their total and the split by category at
 // the moment that mark was reached. A MemoryReport is a snapshot of those
@@ -12,6 +12,8 @@
 
 #ifndef GMOPT_BACKEND_MEMORY_H
 #define GMOPT_BACKEND_MEMORY_H
+
+#include "ir/Plan.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
@@ -28,40 +30,15 @@ class raw_ostream;
 
 namespace gmopt {
 
-/// What a block of memory holds. The order is the order of reports.
-enum class MemoryCategory : uint8_t {
-  /// Trainable and frozen parameters.
-  Parameters,
-  /// Gradients, including gradient accumulation buffers.
-  Gradients,
-  /// Optimizer state (momenta, step counters...).
-  OptimizerState,
-  /// Forward values kept alive for the backward pass.
-  Activations,
-  /// Short-lived values (and staging copies made by kernels).
-  Temporaries,
-  /// Library scratch space (im2col buffers, cuDNN workspace...).
-  Workspace,
-};
-
-/// Number of MemoryCategory enumerators.
-constexpr unsigned kNumMemoryCategories = 6;
+// MemoryCategory, kNumMemoryCategories, CategoryBytes, memoryCategoryName
+// and parseMemoryCategory are the IR's (ir/Plan.h): passes plan in the same
+// vocabulary backends measure in.
 
 /// Every category, in report order.
 constexpr std::array<MemoryCategory, kNumMemoryCategories> kAllMemoryCategories =
     {MemoryCategory::Parameters,     MemoryCategory::Gradients,
      MemoryCategory::OptimizerState, MemoryCategory::Activations,
      MemoryCategory::Temporaries,    MemoryCategory::Workspace};
-
-/// The name used in reports and JSON: "parameters", "gradients",
-/// "optimizer_state", "activations", "temporaries", "workspace".
-llvm::StringRef memoryCategoryName(MemoryCategory category);
-
-/// Inverse of memoryCategoryName.
-std::optional<MemoryCategory> parseMemoryCategory(llvm::StringRef name);
-
-/// Bytes per category, indexed by the category's numeric value.
-using CategoryBytes = std::array<uint64_t, kNumMemoryCategories>;
 
 /// A snapshot of a CountingAllocator's figures.
 struct MemoryReport {
@@ -97,8 +74,8 @@ struct MemoryReport {
 /// Not thread-safe.
 class CountingAllocator {
 public:
-  /// Alignment of every block, in bytes.
-  static constexpr uint64_t kAlignment = 256;
+  /// Alignment of every block, in bytes (the planner's alignment).
+  static constexpr uint64_t kAlignment = kBufferAlignment;
 
   CountingAllocator() = default;
   CountingAllocator(const CountingAllocator &) = delete;
@@ -107,9 +84,7 @@ public:
   ~CountingAllocator();
 
   /// \p bytes rounded up to a multiple of kAlignment.
-  static uint64_t roundUp(uint64_t bytes) {
-    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  }
+  static uint64_t roundUp(uint64_t bytes) { return alignBuffer(bytes); }
 
   /// Allocates \p bytes under \p category. A zero-size request gives a
   /// valid, distinct pointer that counts zero bytes. Returns null when the
@@ -140,6 +115,11 @@ public:
 
   /// Restarts the high-water mark from the current figures.
   void resetPeak();
+  /// Moves \p bytes of live memory from \p from to \p to without changing
+  /// the total: a planned arena is counted under Temporaries while a slice
+  /// is unoccupied and under its value's category while it is live. At an
+  /// unchanged total the peak split is refreshed when it is the peak.
+  void transfer(MemoryCategory from, MemoryCategory to, uint64_t bytes);
   /// A snapshot of the figures.
   MemoryReport getReport() const;
 

@@ -104,7 +104,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
-#include <limits>
 #include <map>
 #include <tuple>
 

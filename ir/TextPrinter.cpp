@@ -246,6 +246,12 @@ private:
     os << "dense<";
     if (numElements <= options.largeConstantElements &&
         hasReadableElements(data)) {
+      // A scalar reads best as itself: `f32[] dense<1.0>`.
+      if (type.getRank() == 0) {
+        printElement(data, 0);
+        os << '>';
+        return;
+      }
       os << '[';
       for (uint64_t i = 0; i != numElements; ++i) {
         if (i)

@@ -10,6 +10,8 @@
 #include "ir/Module.h"
 #include "ir/Onnx.h"
 
+#include "onnx/onnx_pb.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 

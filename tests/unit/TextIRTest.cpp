@@ -538,7 +538,12 @@ TEST(TextIRTest, FloatsPrintShortAndExact) {
   uint16_t halfTenth = 0x2e66; // nearest half to 0.1
   builder.createConstant(
       TensorData::fromValues<uint16_t>(DType::F16, {1}, {halfTenth}), "h");
+  builder.createConstant(TensorData::fromValues<float>(DType::F32, {}, {-2.5f}),
+                         "scalar");
   std::string text = print(module);
+  EXPECT_NE(text.find("%scalar = constant f32[] dense<-2.5>"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("dense<[0.1, 1.0, -0.0, 1e+20, inf, 0x7FC00000]>"),
             std::string::npos)
       << text;

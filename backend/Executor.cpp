@@ -1,0 +1,29 @@
+//===- Executor.cpp - The backend interface -------------------------------===//
+//
+// Backend-neutral parts of Executable: where a parameter's gradient is found
+// after a step (ONNX Runtime's accumulation buffer, or a gradient exposed as
+// a graph output).
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/Executor.h"
+
+using namespace gmopt;
+
+Executable::~Executable() = default;
+
+llvm::StringRef gmopt::allocationModeName(AllocationMode mode) {
+  return mode == AllocationMode::Eager ? "eager" : "planned";
+}
+
+llvm::Expected<TensorData>
+Executable::readGradient(const ParamInfo &param) const {
+  if (param.accumulator)
+    return readValue(param.accumulator);
+  if (param.grad && (param.grad->isGraphOutput() || !param.grad->isNodeResult()))
+    return readValue(param.grad);
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "the gradient of '" + param.param->getName() +
+          "' is neither accumulated into a buffer nor a graph output");
+}

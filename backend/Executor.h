@@ -1,0 +1,104 @@
+//===- Executor.h - The backend interface: prepare, step, report -*- C++ -*-===//
+//
+// What every backend offers the runtime: prepare a compiled Module into an
+// Executable (allocating persistent storage and, in planned mode, the one
+// arena the plan lays out), then run training steps on it and report the
+// memory it measured. Values cross the interface as host TensorData; a
+// backend keeps its own storage. The built-in optimizers (SGD, AdamW)
+// update parameters in place inside the backend so their state is counted
+// where it lives.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_EXECUTOR_H
+#define GMOPT_BACKEND_EXECUTOR_H
+
+#include "backend/Memory.h"
+#include "ir/Attribute.h"
+#include "ir/Module.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace gmopt {
+
+/// How a backend places the values of a step.
+enum class AllocationMode {
+  /// Each tensor allocated at its definition and freed after its last use
+  /// (views share storage): what a PyTorch-eager user gets.
+  Eager,
+  /// One arena laid out by module.plan (a trivial plan when none exists).
+  Planned,
+};
+llvm::StringRef allocationModeName(AllocationMode mode);
+
+/// Options for preparing an Executable.
+struct ExecutorOptions {
+  /// Allocation strategy.
+  AllocationMode mode = AllocationMode::Planned;
+  /// Seed of random ops (Dropout).
+  uint64_t seed = 0;
+  /// Worker threads (0 = all cores).
+  unsigned threads = 0;
+};
+
+/// The built-in optimizers.
+struct OptimizerConfig {
+  enum class Kind { SGD, AdamW };
+  Kind kind = Kind::SGD;
+  /// Learning rate.
+  float learningRate = 0.01f;
+  /// AdamW first-moment decay.
+  float beta1 = 0.9f;
+  /// AdamW second-moment decay.
+  float beta2 = 0.999f;
+  /// AdamW denominator epsilon.
+  float epsilon = 1e-8f;
+  /// Decoupled weight decay (AdamW only).
+  float weightDecay = 0.01f;
+};
+
+/// A prepared module that runs training steps.
+class Executable {
+public:
+  virtual ~Executable();
+
+  /// The module this executes.
+  virtual const Module &getModule() const = 0;
+  /// Copies \p data into the storage of graph input \p input. The type must
+  /// match the input's type exactly.
+  virtual llvm::Error setInput(const Value *input, const TensorData &data) = 0;
+  /// Reads the current contents of a persistent value (graph inputs, graph
+  /// outputs, initializers).
+  virtual llvm::Expected<TensorData> readValue(const Value *value) const = 0;
+  /// Runs one forward+backward step. \p step numbers random streams.
+  virtual llvm::Error runStep(uint64_t step) = 0;
+  /// The gradient of trainable parameter \p param after the last step(s):
+  /// its accumulation buffer, or its gradient graph output.
+  virtual llvm::Expected<TensorData> readGradient(const ParamInfo &param) const;
+  /// Applies one optimizer update to every trainable parameter, using the
+  /// gradients readGradient returns; optimizer state is allocated on first
+  /// use and counted as OptimizerState.
+  virtual llvm::Error applyOptimizer(const OptimizerConfig &config) = 0;
+  /// Memory measured since prepare (or the last resetPeak).
+  virtual MemoryReport getMemoryReport() const = 0;
+  /// Restarts the peak measurement from the current live bytes.
+  virtual void resetPeak() = 0;
+  /// Wall time of the last runStep in milliseconds.
+  virtual double getLastStepMilliseconds() const = 0;
+  /// Bytes of the planned arena (0 in eager mode).
+  virtual uint64_t getArenaBytes() const = 0;
+};
+
+/// Prepares \p module for the CPU backend. The module must outlive the
+/// Executable, have static shapes, and pass the verifier.
+llvm::Expected<std::unique_ptr<Executable>>
+prepareCpuExecutable(const Module &module, const ExecutorOptions &options);
+
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_EXECUTOR_H
