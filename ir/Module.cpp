@@ -80,13 +80,11 @@ bool isOptimizerOp(const Node &node) {
   if (node.getDomain() != kMsDomain)
     return false;
   return isAccumulatorOp(node) ||
-         llvm::is_contained({StringRef("ZeroGradient"),
-                             StringRef("AdamOptimizer"),
-                             StringRef("AdamWOptimizer"),
-                             StringRef("SGDOptimizer"),
-                             StringRef("SGDOptimizerV2"),
-                             StringRef("LambOptimizer")},
-                            node.getOpType());
+         llvm::is_contained(
+             {StringRef("ZeroGradient"), StringRef("AdamOptimizer"),
+              StringRef("AdamWOptimizer"), StringRef("SGDOptimizer"),
+              StringRef("SGDOptimizerV2"), StringRef("LambOptimizer")},
+             node.getOpType());
 }
 
 /// ONNX Runtime's gradient kernels: ReluGrad, SoftmaxGrad_13,
@@ -162,116 +160,134 @@ llvm::DenseMap<const Node *, Phase> computePhases(const Graph &graph,
 // inferTrainingSignature
 //===----------------------------------------------------------------------===//
 
-void gmopt::inferTrainingSignature(Module &module) {
-  TrainingSignature signature;
-  Graph &graph = module.getGraph();
+namespace {
 
-  // Every value by name; the first definition of a name wins.
-  llvm::StringMap<Value *> byName;
-  auto index = [&](Value *value) {
-    if (value && !value->getName().empty())
-      byName.try_emplace(value->getName(), value);
-  };
-  for (const std::unique_ptr<Value> &input : graph.getInputs())
-    index(input.get());
-  for (const std::unique_ptr<Value> &init : graph.getInitializers())
-    index(init.get());
-  for (Node &node : graph.getNodes())
-    for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
-      index(node.getResult(i));
+/// Applies the rules documented at inferTrainingSignature, one step per
+/// method, to one graph.
+class SignatureRecognizer {
+public:
+  explicit SignatureRecognizer(Graph &graph) : graph(graph) {}
 
-  // Accumulation nodes: InPlaceAccumulatorV2(buffer, grad, lazy_reset_grad).
+  TrainingSignature run() {
+    indexValuesByName();
+    findAccumulations();
+    findGradients();
+    findLoss();
+    classifyInputs();
+    classifyInitializers();
+    signature.lazyResetGrad = lazyResetGrad;
+    return std::move(signature);
+  }
+
+private:
+  /// An InPlaceAccumulator(V2) node and the buffer it accumulates into.
   struct Accumulation {
     Value *buffer;
     Node *node;
   };
-  llvm::DenseMap<Value *, Accumulation> accumulationOfGrad;
-  llvm::DenseSet<const Value *> buffers, accumulationOutputs;
-  Value *lazyResetGrad = byName.lookup(kLazyResetGradName);
-  if (lazyResetGrad && !lazyResetGrad->isGraphInput())
-    lazyResetGrad = nullptr;
-  for (Node &node : graph.getNodes()) {
-    if (!isAccumulatorOp(node) || node.getNumOperands() < 2 ||
-        !node.getOperand(0) || !node.getOperand(1))
-      continue;
-    accumulationOfGrad.try_emplace(node.getOperand(1),
-                                   Accumulation{node.getOperand(0), &node});
-    buffers.insert(node.getOperand(0));
-    for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
-      if (Value *result = node.getResult(i))
-        accumulationOutputs.insert(result);
-    if (!lazyResetGrad && node.getNumOperands() > 2 && node.getOperand(2) &&
-        node.getOperand(2)->isGraphInput())
-      lazyResetGrad = node.getOperand(2);
+
+  /// Every value by name; the first definition of a name wins.
+  void indexValuesByName() {
+    auto index = [&](Value *value) {
+      if (value && !value->getName().empty())
+        byName.try_emplace(value->getName(), value);
+    };
+    for (const std::unique_ptr<Value> &input : graph.getInputs())
+      index(input.get());
+    for (const std::unique_ptr<Value> &init : graph.getInitializers())
+      index(init.get());
+    for (Node &node : graph.getNodes())
+      for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
+        index(node.getResult(i));
   }
 
-  // The gradient of each parameter: the value named `P_grad`, or the value
-  // accumulated into `P_grad.accumulation.buffer`.
-  llvm::DenseMap<const Value *, Value *> gradOfParam;
-  llvm::DenseSet<const Value *> grads;
-  auto isParamCandidate = [&](const Value *value) {
-    return value && (value->isGraphInput() || value->isInitializer()) &&
-           !buffers.count(value) && value != lazyResetGrad;
-  };
-  for (auto &[grad, accumulation] : accumulationOfGrad) {
-    StringRef bufferName = accumulation.buffer->getName();
-    if (!bufferName.consume_back(kAccumulationBufferSuffix) ||
-        !bufferName.consume_back(kGradSuffix))
-      continue;
-    Value *param = byName.lookup(bufferName);
-    if (isParamCandidate(param) && param != grad) {
-      gradOfParam[param] = grad;
-      grads.insert(grad);
+  /// InPlaceAccumulatorV2(buffer, grad, lazy_reset_grad) nodes.
+  void findAccumulations() {
+    lazyResetGrad = byName.lookup(kLazyResetGradName);
+    if (lazyResetGrad && !lazyResetGrad->isGraphInput())
+      lazyResetGrad = nullptr;
+    for (Node &node : graph.getNodes()) {
+      if (!isAccumulatorOp(node) || node.getNumOperands() < 2 ||
+          !node.getOperand(0) || !node.getOperand(1))
+        continue;
+      accumulationOfGrad.try_emplace(node.getOperand(1),
+                                     Accumulation{node.getOperand(0), &node});
+      buffers.insert(node.getOperand(0));
+      for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
+        if (Value *result = node.getResult(i))
+          accumulationOutputs.insert(result);
+      if (!lazyResetGrad && node.getNumOperands() > 2 && node.getOperand(2) &&
+          node.getOperand(2)->isGraphInput())
+        lazyResetGrad = node.getOperand(2);
     }
   }
-  auto considerByName = [&](Value *param) {
-    if (!isParamCandidate(param) || gradOfParam.count(param) ||
-        param->getName().empty())
-      return;
-    Value *grad = byName.lookup((param->getName() + kGradSuffix).str());
-    if (!grad || grad == param || grad->isGraphInput())
-      return;
-    gradOfParam[param] = grad;
-    grads.insert(grad);
-  };
-  for (const std::unique_ptr<Value> &input : graph.getInputs())
-    considerByName(input.get());
-  for (const std::unique_ptr<Value> &init : graph.getInitializers())
-    considerByName(init.get());
-  bool hasGrads = !gradOfParam.empty();
 
-  // The loss: the first output whose `_grad` seed exists; else the first
-  // scalar float output; else (in a training graph) the first float output.
-  // Accumulation outputs and gradients are never the loss.
-  llvm::SmallVector<Value *, 4> lossCandidates;
-  for (Value *output : graph.getOutputs())
-    if (output && !accumulationOutputs.count(output) && !grads.count(output) &&
-        isFloatingPoint(output->getType().getDType()))
-      lossCandidates.push_back(output);
-  auto seedOf = [&](const Value *loss) -> Value * {
+  bool isParamCandidate(const Value *value) const {
+    return value && (value->isGraphInput() || value->isInitializer()) &&
+           !buffers.count(value) && value != lazyResetGrad;
+  }
+
+  /// The gradient of each parameter: the value accumulated into
+  /// `P_grad.accumulation.buffer`, or the value named `P_grad`.
+  void findGradients() {
+    for (auto &[grad, accumulation] : accumulationOfGrad) {
+      StringRef bufferName = accumulation.buffer->getName();
+      if (!bufferName.consume_back(kAccumulationBufferSuffix) ||
+          !bufferName.consume_back(kGradSuffix))
+        continue;
+      Value *param = byName.lookup(bufferName);
+      if (isParamCandidate(param) && param != grad) {
+        gradOfParam[param] = grad;
+        grads.insert(grad);
+      }
+    }
+    auto considerByName = [&](Value *param) {
+      if (!isParamCandidate(param) || gradOfParam.count(param) ||
+          param->getName().empty())
+        return;
+      Value *grad = byName.lookup((param->getName() + kGradSuffix).str());
+      if (!grad || grad == param || grad->isGraphInput())
+        return;
+      gradOfParam[param] = grad;
+      grads.insert(grad);
+    };
+    for (const std::unique_ptr<Value> &input : graph.getInputs())
+      considerByName(input.get());
+    for (const std::unique_ptr<Value> &init : graph.getInitializers())
+      considerByName(init.get());
+  }
+
+  /// The value named `<loss>_grad`, if it can be a seed.
+  Value *seedOf(const Value *loss) const {
     if (loss->getName().empty())
       return nullptr;
     Value *seed = byName.lookup((loss->getName() + kGradSuffix).str());
     return seed && !grads.count(seed) && seed != loss ? seed : nullptr;
-  };
-  for (Value *candidate : lossCandidates)
-    if (seedOf(candidate)) {
-      signature.loss = candidate;
-      break;
-    }
-  if (!signature.loss)
-    for (Value *candidate : lossCandidates)
-      if (isScalarLike(candidate->getType())) {
-        signature.loss = candidate;
-        break;
-      }
-  if (!signature.loss && hasGrads && !lossCandidates.empty())
-    signature.loss = lossCandidates.front();
-  if (signature.loss)
-    signature.lossGradSeed = seedOf(signature.loss);
-  signature.lazyResetGrad = lazyResetGrad;
+  }
 
-  auto makeParam = [&](Value *param, bool trainable) {
+  /// The first float output (not an accumulation output, not a gradient)
+  /// that has a seed; else the first scalar one; else, in a training graph,
+  /// the first one.
+  void findLoss() {
+    llvm::SmallVector<Value *, 4> candidates;
+    for (Value *output : graph.getOutputs())
+      if (output && !accumulationOutputs.count(output) &&
+          !grads.count(output) && isFloatingPoint(output->getType().getDType()))
+        candidates.push_back(output);
+    auto pick = [&](auto predicate) -> Value * {
+      auto it = llvm::find_if(candidates, predicate);
+      return it == candidates.end() ? nullptr : *it;
+    };
+    Value *loss = pick([&](Value *v) { return seedOf(v) != nullptr; });
+    if (!loss)
+      loss = pick([](Value *v) { return isScalarLike(v->getType()); });
+    if (!loss && !gradOfParam.empty() && !candidates.empty())
+      loss = candidates.front();
+    signature.loss = loss;
+    signature.lossGradSeed = loss ? seedOf(loss) : nullptr;
+  }
+
+  void addParam(Value *param, bool trainable) {
     ParamInfo info;
     info.param = param;
     info.trainable = trainable;
@@ -284,59 +300,78 @@ void gmopt::inferTrainingSignature(Module &module) {
       }
     }
     signature.params.push_back(info);
-  };
-
-  // Graph inputs: parameters (ONNX Runtime moves every parameter, frozen or
-  // not, behind the user inputs), then data.
-  bool seenTrainable = false;
-  for (const std::unique_ptr<Value> &inputPtr : graph.getInputs()) {
-    Value *input = inputPtr.get();
-    if (buffers.count(input) || input == lazyResetGrad ||
-        input == signature.lossGradSeed)
-      continue;
-    if (gradOfParam.count(input)) {
-      makeParam(input, /*trainable=*/true);
-      seenTrainable = true;
-      continue;
-    }
-    // Data inputs usually have a symbolic batch dimension; parameters
-    // never do, so only static inputs count as parameters by position.
-    bool frozen = isFloatingPoint(input->getType().getDType()) &&
-                  (input->hasData() ||
-                   (seenTrainable && input->getType().hasStaticShape()) ||
-                   looksLikeParameterName(input->getName()));
-    if (frozen)
-      makeParam(input, /*trainable=*/false);
-    else
-      signature.dataInputs.push_back(input);
   }
 
-  // Initializers: trainable when they have a gradient; frozen when they are
-  // float tensors (not scalars, not the seed) read by the forward pass.
-  llvm::DenseMap<const Node *, Phase> phases;
-  bool phasesComputed = false;
-  for (const std::unique_ptr<Value> &initPtr : graph.getInitializers()) {
-    Value *init = initPtr.get();
-    if (gradOfParam.count(init)) {
-      makeParam(init, /*trainable=*/true);
-      continue;
+  /// Graph inputs are parameters (ONNX Runtime moves every parameter, frozen
+  /// or not, behind the user inputs) or data.
+  void classifyInputs() {
+    bool seenTrainable = false;
+    for (const std::unique_ptr<Value> &inputPtr : graph.getInputs()) {
+      Value *input = inputPtr.get();
+      if (buffers.count(input) || input == lazyResetGrad ||
+          input == signature.lossGradSeed)
+        continue;
+      if (gradOfParam.count(input)) {
+        addParam(input, /*trainable=*/true);
+        seenTrainable = true;
+        continue;
+      }
+      // Data inputs usually have a symbolic batch dimension; parameters
+      // never do, so only static inputs count as parameters by position.
+      const TensorType &type = input->getType();
+      bool frozen =
+          isFloatingPoint(type.getDType()) &&
+          (input->hasData() || (seenTrainable && type.hasStaticShape()) ||
+           looksLikeParameterName(input->getName()));
+      if (frozen)
+        addParam(input, /*trainable=*/false);
+      else
+        signature.dataInputs.push_back(input);
     }
-    const TensorType &type = init->getType();
-    if (init == signature.lossGradSeed || !isFloatingPoint(type.getDType()) ||
-        !type.hasRank() || type.getRank() == 0 || isScalarLike(type))
-      continue;
-    if (!phasesComputed) {
-      phases = computePhases(graph, signature.lossGradSeed);
-      phasesComputed = true;
-    }
-    bool readByForward = llvm::any_of(init->getUsers(), [&](Node *user) {
-      return phases.lookup(user) == Phase::Forward;
-    });
-    if (readByForward)
-      makeParam(init, /*trainable=*/false);
   }
 
-  module.signature = std::move(signature);
+  /// Initializers are trainable when they have a gradient, frozen when they
+  /// are float tensors (not scalars, not the seed) read by the forward pass,
+  /// and otherwise constants outside the signature.
+  void classifyInitializers() {
+    llvm::DenseMap<const Node *, Phase> phases;
+    bool phasesComputed = false;
+    for (const std::unique_ptr<Value> &initPtr : graph.getInitializers()) {
+      Value *init = initPtr.get();
+      if (gradOfParam.count(init)) {
+        addParam(init, /*trainable=*/true);
+        continue;
+      }
+      const TensorType &type = init->getType();
+      if (init == signature.lossGradSeed || !isFloatingPoint(type.getDType()) ||
+          !type.hasRank() || type.getRank() == 0 || isScalarLike(type))
+        continue;
+      if (!phasesComputed) {
+        phases = computePhases(graph, signature.lossGradSeed);
+        phasesComputed = true;
+      }
+      bool readByForward = llvm::any_of(init->getUsers(), [&](Node *user) {
+        return phases.lookup(user) == Phase::Forward;
+      });
+      if (readByForward)
+        addParam(init, /*trainable=*/false);
+    }
+  }
+
+  Graph &graph;
+  TrainingSignature signature;
+  llvm::StringMap<Value *> byName;
+  llvm::DenseMap<Value *, Accumulation> accumulationOfGrad;
+  llvm::DenseSet<const Value *> buffers, accumulationOutputs;
+  Value *lazyResetGrad = nullptr;
+  llvm::DenseMap<const Value *, Value *> gradOfParam;
+  llvm::DenseSet<const Value *> grads;
+};
+
+} // namespace
+
+void gmopt::inferTrainingSignature(Module &module) {
+  module.signature = SignatureRecognizer(module.getGraph()).run();
 }
 
 llvm::DenseMap<const Node *, Phase> gmopt::classifyNodes(const Module &module) {

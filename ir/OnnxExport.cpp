@@ -5,16 +5,18 @@
 // initializers as raw_data (or, when writing a file, large ones as external
 // data), every node with its attributes, value_info for each typed
 // intermediate value, and the graph outputs. ONNX identifies values by
-// name, so the exporter gives every value a unique one: its own name when
-// no earlier value has it, else an invented `gmopt_N`. Absent optional
-// operands and results are written as "". Files are written atomically: a
-// temporary file in the destination directory, renamed over the target.
+// name, so the exporter gives every value a unique one (ir/Naming.h): its
+// own name when no earlier value has it, else an invented `gmopt_N`.
+// Absent optional operands and results are written as "". Files are
+// written atomically: a temporary file in the destination directory,
+// renamed over the target.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/Onnx.h"
 
 #include "ir/Module.h"
+#include "ir/Naming.h"
 #include "ir/OnnxTensor.h"
 
 #include "onnx/onnx_pb.h"
@@ -22,7 +24,6 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
@@ -97,40 +98,9 @@ private:
 };
 
 void OnnxExporter::assignNames() {
-  const Graph &graph = module.getGraph();
-  llvm::SmallVector<const Value *, 0> order;
-  for (const std::unique_ptr<Value> &input : graph.getInputs())
-    order.push_back(input.get());
-  for (const std::unique_ptr<Value> &init : graph.getInitializers())
-    order.push_back(init.get());
-  for (const Node &node : graph.getNodes())
-    for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
-      if (const Value *result = node.getResult(i))
-        order.push_back(result);
-
-  // Invented names must not collide with any name in the module, even one
-  // met later.
-  llvm::StringSet<> existing;
-  for (const Value *value : order)
-    if (!value->getName().empty())
-      existing.insert(value->getName());
-
-  llvm::StringSet<> used;
-  unsigned counter = 0;
-  names.reserve(order.size());
-  for (const Value *value : order) {
-    StringRef name = value->getName();
-    if (!name.empty() && used.insert(name).second) {
-      names[value] = name.str();
-      continue;
-    }
-    std::string invented;
-    do
-      invented = "gmopt_" + std::to_string(counter++);
-    while (existing.count(invented) || used.count(invented));
-    used.insert(invented);
-    names[value] = std::move(invented);
-  }
+  // The same names uniquifyValueNames gives, so a module whose names were
+  // made unique exports every value under its own name.
+  names = computeUniqueValueNames(module.getGraph());
 }
 
 Error OnnxExporter::exportOpsets(onnx::ModelProto &model) const {
@@ -174,8 +144,7 @@ void OnnxExporter::exportInitializer(const Value &value,
 }
 
 /// Writes \p attr into \p proto.
-void exportAttribute(const NamedAttribute &attr,
-                     onnx::AttributeProto &proto) {
+void exportAttribute(const NamedAttribute &attr, onnx::AttributeProto &proto) {
   using AP = onnx::AttributeProto;
   proto.set_name(attr.name);
   const Attribute &value = attr.value;
@@ -259,7 +228,8 @@ Expected<onnx::ModelProto> OnnxExporter::run() {
   const Graph &graph = module.getGraph();
   onnx::GraphProto *graphProto = model.mutable_graph();
   // ONNX requires a graph name.
-  graphProto->set_name(graph.getName().empty() ? "gmopt" : graph.getName().str());
+  graphProto->set_name(graph.getName().empty() ? "gmopt"
+                                               : graph.getName().str());
 
   for (const std::unique_ptr<Value> &input : graph.getInputs())
     exportValueInfo(*input, *graphProto->add_input());
@@ -302,10 +272,11 @@ Error writeFileAtomically(StringRef path,
   int fd = -1;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueFile(path + ".tmp%%%%%%", fd, tempPath))
-    return makeError(path + ": cannot create a temporary file: " +
-                     ec.message());
+    return makeError(path +
+                     ": cannot create a temporary file: " + ec.message());
   Error err = write(fd);
-  std::error_code closeError = llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  std::error_code closeError =
+      llvm::sys::Process::SafelyCloseFileDescriptor(fd);
   if (!err && closeError)
     err = makeError(path + ": cannot write: " + closeError.message());
   if (!err)
@@ -372,10 +343,10 @@ Error gmopt::exportOnnxFile(const Module &module, StringRef path,
     bool ok = model->SerializeToZeroCopyStream(&stream);
     ok &= stream.Flush();
     if (!ok)
-      return makeError(path + ": cannot write: " +
-                       std::error_code(stream.GetErrno(),
-                                       std::generic_category())
-                           .message());
+      return makeError(
+          path + ": cannot write: " +
+          std::error_code(stream.GetErrno(), std::generic_category())
+              .message());
     return Error::success();
   });
 }

@@ -166,8 +166,7 @@ Error OnnxImporter::importModelFacts(const onnx::ModelProto &model) {
   for (const onnx::OperatorSetIdProto &opset : model.opset_import()) {
     std::string domain = normalizeDomain(opset.domain()).str();
     int64_t version = opset.version();
-    if (domain.empty() &&
-        (version < kMinOnnxOpset || version > kMaxOnnxOpset))
+    if (domain.empty() && (version < kMinOnnxOpset || version > kMaxOnnxOpset))
       return error(llvm::formatv("unsupported opset {0} for domain '' (gmopt "
                                  "supports opsets {1} to {2})",
                                  version, kMinOnnxOpset, kMaxOnnxOpset));
@@ -233,20 +232,18 @@ Error OnnxImporter::importInputsAndInitializers(
   }
 
   if (graph.sparse_initializer_size() != 0)
-    return error("sparse initializer '" + graph.sparse_initializer(0)
-                                              .values()
-                                              .name() +
+    return error("sparse initializer '" +
+                 graph.sparse_initializer(0).values().name() +
                  "' is not supported");
   for (int i = 0, e = graph.initializer_size(); i != e; ++i) {
     const onnx::TensorProto &tensor = graph.initializer(i);
-    const std::string name = tensor.name();
+    const std::string &name = tensor.name();
     if (name.empty())
       return error(llvm::formatv("initializer #{0} has no name", i));
     Expected<TensorData> data =
-        mutableGraph
-            ? importTensorStealing(*mutableGraph->mutable_initializer(i),
-                                   &resolver)
-            : importTensor(tensor, &resolver);
+        mutableGraph ? importTensorStealing(
+                           *mutableGraph->mutable_initializer(i), &resolver)
+                     : importTensor(tensor, &resolver);
     if (!data)
       return wrap(data.takeError());
 
@@ -403,13 +400,13 @@ OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
     return Attribute::getString(proto.s());
   case AP::TENSOR: {
     Expected<TensorData> data =
-        mutableProto ? importTensorStealing(*mutableProto->mutable_t(),
-                                            &resolver)
-                     : importTensor(proto.t(), &resolver);
+        mutableProto
+            ? importTensorStealing(*mutableProto->mutable_t(), &resolver)
+            : importTensor(proto.t(), &resolver);
     if (!data)
-      return error("attribute '" + name + "': " +
-                   llvm::toString(data.takeError()) + " (node " + nodeName +
-                   ")");
+      return error("attribute '" + name +
+                   "': " + llvm::toString(data.takeError()) + " (node " +
+                   nodeName + ")");
     return Attribute::getTensor(std::move(*data));
   }
   case AP::FLOATS:
@@ -419,8 +416,8 @@ OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
     return Attribute::getInts(
         std::vector<int64_t>(proto.ints().begin(), proto.ints().end()));
   case AP::STRINGS:
-    return Attribute::getStrings(
-        std::vector<std::string>(proto.strings().begin(), proto.strings().end()));
+    return Attribute::getStrings(std::vector<std::string>(
+        proto.strings().begin(), proto.strings().end()));
   case AP::GRAPH:
   case AP::GRAPHS:
     return unsupported("subgraph");
@@ -550,10 +547,9 @@ OnnxImporter::run(const onnx::ModelProto &model,
   if (!order)
     return order.takeError();
   for (unsigned index : *order)
-    if (Error err = importNode(graph.node(index),
-                               mutableGraph ? mutableGraph->mutable_node(index)
-                                            : nullptr,
-                               index))
+    if (Error err = importNode(
+            graph.node(index),
+            mutableGraph ? mutableGraph->mutable_node(index) : nullptr, index))
       return err;
   if (Error err = importOutputs(graph))
     return err;
@@ -630,8 +626,7 @@ Error gmopt::checkDimsBound(const Module &module) {
     if (!type.hasRank())
       return Error::success();
     for (const Dim &dim : type.getDims()) {
-      if (!dim.isSymbolic() ||
-          module.dimBindings.count(dim.getSymbol().str()))
+      if (!dim.isSymbolic() || module.dimBindings.count(dim.getSymbol().str()))
         continue;
       StringRef name = value.getName();
       return llvm::createStringError(

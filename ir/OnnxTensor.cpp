@@ -59,8 +59,8 @@ Expected<TensorLayout> getLayout(const onnx::TensorProto &tensor) {
     return tensorError(tensor, "segmented tensors are not supported");
   std::optional<DType> dtype = dtypeFromOnnx(tensor.data_type());
   if (!dtype || *dtype == DType::Undefined)
-    return tensorError(tensor, llvm::formatv("unknown element type {0}",
-                                             tensor.data_type()));
+    return tensorError(
+        tensor, llvm::formatv("unknown element type {0}", tensor.data_type()));
   if (*dtype == DType::String)
     return tensorError(tensor, "string tensors are not supported");
 
@@ -256,7 +256,8 @@ Expected<TensorData> importExternal(const onnx::TensorProto &tensor,
                     llvm::ArrayRef<uint8_t>(start, layout.numBytes));
 }
 
-Error checkRawSize(const onnx::TensorProto &tensor, const TensorLayout &layout) {
+Error checkRawSize(const onnx::TensorProto &tensor,
+                   const TensorLayout &layout) {
   if (tensor.raw_data().size() != layout.numBytes)
     return tensorError(tensor, llvm::formatv("raw_data has {0} bytes, "
                                              "expected {1}",
@@ -296,10 +297,9 @@ ExternalDataResolver::getFile(StringRef location) {
                                   /*RequiresNullTerminator=*/false,
                                   /*IsVolatile=*/false);
   if (!buffer)
-    return llvm::createStringError(buffer.getError(),
-                                   "cannot open external data file '%s': %s",
-                                   fullPath.c_str(),
-                                   buffer.getError().message().c_str());
+    return llvm::createStringError(
+        buffer.getError(), "cannot open external data file '%s': %s",
+        fullPath.c_str(), buffer.getError().message().c_str());
   std::shared_ptr<llvm::MemoryBuffer> shared = std::move(*buffer);
   files[location] = shared;
   return shared;
@@ -316,13 +316,15 @@ Expected<TensorData> gmopt::importTensor(const onnx::TensorProto &tensor,
     if (Error err = checkRawSize(tensor, *layout))
       return err;
     const std::string &raw = tensor.raw_data();
-    return TensorData(layout->type, std::vector<uint8_t>(raw.begin(), raw.end()));
+    return TensorData(layout->type,
+                      std::vector<uint8_t>(raw.begin(), raw.end()));
   }
   return importTypedFields(tensor, *layout);
 }
 
-Expected<TensorData> gmopt::importTensorStealing(onnx::TensorProto &tensor,
-                                                 ExternalDataResolver *resolver) {
+Expected<TensorData>
+gmopt::importTensorStealing(onnx::TensorProto &tensor,
+                            ExternalDataResolver *resolver) {
   Expected<TensorLayout> layout = getLayout(tensor);
   if (!layout)
     return layout.takeError();
@@ -384,10 +386,9 @@ Expected<TensorType> gmopt::importType(const onnx::TypeProto &type,
   if (tensorType.elem_type() != 0) {
     std::optional<DType> parsed = dtypeFromOnnx(tensorType.elem_type());
     if (!parsed)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "%s has unknown element type %d",
-                                     what.str().c_str(),
-                                     tensorType.elem_type());
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(), "%s has unknown element type %d",
+          what.str().c_str(), tensorType.elem_type());
     dtype = *parsed;
   }
   if (!tensorType.has_shape())

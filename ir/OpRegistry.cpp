@@ -16,6 +16,7 @@
 #include "ir/ops/ShapeValue.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -35,8 +36,13 @@ llvm::StringRef canonicalDomain(llvm::StringRef domain) {
   return domain == "ai.onnx" ? llvm::StringRef() : domain;
 }
 
-std::string registryKey(llvm::StringRef domain, llvm::StringRef opType) {
-  return (canonicalDomain(domain) + "::" + opType).str();
+/// The registry key "domain::type", built in \p storage (no heap allocation
+/// for ordinary names: lookups happen once per node per pass).
+llvm::StringRef registryKey(llvm::StringRef domain, llvm::StringRef opType,
+                            llvm::SmallVectorImpl<char> &storage) {
+  storage.clear();
+  (canonicalDomain(domain) + "::" + opType).toVector(storage);
+  return llvm::StringRef(storage.data(), storage.size());
 }
 
 std::string opLabel(const Node &node) {
@@ -48,7 +54,8 @@ std::string opLabel(const Node &node) {
 
 /// `node NAME (OpType): ` — the prefix of every per-node message.
 std::string nodePrefix(const Node &node) {
-  std::string name = node.getName().empty() ? "<unnamed>" : node.getName().str();
+  std::string name =
+      node.getName().empty() ? "<unnamed>" : node.getName().str();
   return "node " + name + " (" + opLabel(node) + "): ";
 }
 
@@ -99,8 +106,7 @@ llvm::Error checkArity(const Node &node, const OpSchema &schema) {
   unsigned numOutputs = node.getNumResults();
   if (numOutputs < schema.minOutputs || numOutputs > schema.maxOutputs)
     return makeError(nodePrefix(node) + "expected " +
-                     arityText(schema.minOutputs, schema.maxOutputs,
-                               "output") +
+                     arityText(schema.minOutputs, schema.maxOutputs, "output") +
                      llvm::formatv(", got {0}", numOutputs));
   return llvm::Error::success();
 }
@@ -268,7 +274,8 @@ const OpRegistry &OpRegistry::instance() {
 const OpSchema *OpRegistry::lookup(llvm::StringRef domain,
                                    llvm::StringRef opType,
                                    int64_t opsetVersion) const {
-  auto it = schemas.find(registryKey(domain, opType));
+  llvm::SmallString<64> storage;
+  auto it = schemas.find(registryKey(domain, opType, storage));
   if (it == schemas.end())
     return nullptr;
   const OpSchema *best = nullptr;
@@ -289,12 +296,14 @@ const OpSchema *OpRegistry::lookup(const Node &node) const {
 }
 
 bool OpRegistry::knows(llvm::StringRef domain, llvm::StringRef opType) const {
-  return schemas.count(registryKey(domain, opType)) != 0;
+  llvm::SmallString<64> storage;
+  return schemas.count(registryKey(domain, opType, storage)) != 0;
 }
 
 void OpRegistry::add(OpSchema schema) {
+  llvm::SmallString<64> storage;
   std::vector<OpSchema> &versions =
-      schemas[registryKey(schema.domain, schema.name)];
+      schemas[registryKey(schema.domain, schema.name, storage)];
   auto pos = llvm::lower_bound(versions, schema.sinceVersion,
                                [](const OpSchema &s, int64_t version) {
                                  return s.sinceVersion < version;
@@ -326,8 +335,7 @@ gmopt::inferNodeTypes(const Node &node) {
   const OpSchema *schema = registry.lookup(node);
   if (!schema) {
     if (!registry.knows(node.getDomain(), node.getOpType()))
-      return makeError(nodePrefix(node) + "unknown op '" + opLabel(node) +
-                       "'");
+      return makeError(nodePrefix(node) + "unknown op '" + opLabel(node) + "'");
     return makeError(nodePrefix(node) +
                      llvm::formatv("op '{0}' is not supported at opset {1}",
                                    opLabel(node),

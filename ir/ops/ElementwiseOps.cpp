@@ -153,13 +153,13 @@ void registerUnaryMath(OpRegistry &registry) {
   // Deny: torch.autocast runs these in fp32 (range or precision loss).
   for (const char *name : {"Sqrt", "Exp", "Log", "Reciprocal"})
     unaryOp(name, 6, AmpClass::Deny).add(registry);
-  for (const char *name : {"Neg", "Abs", "Floor", "Ceil", "Relu", "Sigmoid",
-                           "Tanh"})
+  for (const char *name :
+       {"Neg", "Abs", "Floor", "Ceil", "Relu", "Sigmoid", "Tanh"})
     unaryOp(name, 6, AmpClass::Follow).add(registry);
   for (const char *name : {"Cos", "Sin", "Tan", "Acos", "Asin", "Atan"})
     unaryOp(name, 7, AmpClass::Follow).add(registry);
-  for (const char *name : {"Erf", "Sign", "Sinh", "Cosh", "Asinh", "Acosh",
-                           "Atanh"})
+  for (const char *name :
+       {"Erf", "Sign", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
     unaryOp(name, 9, AmpClass::Follow).add(registry);
   unaryOp("Round", 11, AmpClass::Follow).add(registry);
   unaryOp("Softplus", 1, AmpClass::Deny).add(registry);

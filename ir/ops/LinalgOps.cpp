@@ -74,12 +74,12 @@ llvm::Error inferFusedMatMul(InferenceContext &ctx) {
   }
   if (a.getRank() == 0 || b.getRank() == 0)
     return ctx.error("matrix multiplication operands must have rank >= 1");
-  DimVector lhs = fusedOperandShape(a.getDims(),
-                                    ctx.getIntAttr("transA", 0) != 0,
-                                    ctx.getIntAttr("transBatchA", 0) != 0);
-  DimVector rhs = fusedOperandShape(b.getDims(),
-                                    ctx.getIntAttr("transB", 0) != 0,
-                                    ctx.getIntAttr("transBatchB", 0) != 0);
+  DimVector lhs =
+      fusedOperandShape(a.getDims(), ctx.getIntAttr("transA", 0) != 0,
+                        ctx.getIntAttr("transBatchA", 0) != 0);
+  DimVector rhs =
+      fusedOperandShape(b.getDims(), ctx.getIntAttr("transB", 0) != 0,
+                        ctx.getIntAttr("transBatchB", 0) != 0);
   auto shape = matmulShape(ctx, lhs, rhs);
   if (!shape)
     return shape.takeError();
@@ -109,9 +109,9 @@ OpCost fusedMatMulCost(const Node &node) {
   const TensorType &a = node.getOperand(0)->getType();
   if (!a.hasRank() || a.getRank() == 0)
     return memoryTraffic(node);
-  DimVector lhs = fusedOperandShape(a.getDims(),
-                                    node.getIntAttr("transA", 0) != 0,
-                                    node.getIntAttr("transBatchA", 0) != 0);
+  DimVector lhs =
+      fusedOperandShape(a.getDims(), node.getIntAttr("transA", 0) != 0,
+                        node.getIntAttr("transBatchA", 0) != 0);
   return productCost(node, lhs.back());
 }
 
@@ -127,8 +127,8 @@ llvm::Error inferGemm(InferenceContext &ctx) {
   for (unsigned i : {0u, 1u}) {
     const TensorType &type = ctx.getInputType(i);
     if (type.hasRank() && type.getRank() != 2)
-      return ctx.error(llvm::formatv("input {0} must have rank 2, got {1}", i,
-                                     type.str()));
+      return ctx.error(
+          llvm::formatv("input {0} must have rank 2, got {1}", i, type.str()));
   }
   bool transA = ctx.getIntAttr("transA", 0) != 0;
   bool transB = ctx.getIntAttr("transB", 0) != 0;
@@ -354,10 +354,10 @@ OpCost einsumCost(const Node &node) {
       return cost;
     llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
     for (size_t l = 0; l != term.letters.size(); ++l) {
-      size_t dimIndex = (term.ellipsisAt >= 0 &&
-                         static_cast<int>(l) >= term.ellipsisAt)
-                            ? l + ellipsisRank
-                            : l;
+      size_t dimIndex =
+          (term.ellipsisAt >= 0 && static_cast<int>(l) >= term.ellipsisAt)
+              ? l + ellipsisRank
+              : l;
       extents[term.letters[l]] = shape[dimIndex];
     }
     if (term.ellipsisAt >= 0) {

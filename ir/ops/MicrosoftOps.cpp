@@ -74,8 +74,10 @@ llvm::Error checkBias(const InferenceContext &ctx, unsigned xIndex,
   if (!x.hasRank() || !bias.hasRank() || x.getRank() == 0)
     return llvm::Error::success();
   if (bias.getRank() != 1 || !unifyDims(bias.getDim(0), x.getDims().back()))
-    return ctx.error("bias " + bias.str() + " must be a vector over the last "
-                     "axis of " + x.str());
+    return ctx.error("bias " + bias.str() +
+                     " must be a vector over the last "
+                     "axis of " +
+                     x.str());
   return llvm::Error::success();
 }
 
@@ -104,8 +106,8 @@ void registerActivations(OpRegistry &registry) {
       .attrFloat("alpha", 1.702f)
       .add(registry);
 
-  for (const char *name : {"ReluGrad", "GeluGrad", "FastGeluGrad",
-                           "SigmoidGrad", "TanhGrad"})
+  for (const char *name :
+       {"ReluGrad", "GeluGrad", "FastGeluGrad", "SigmoidGrad", "TanhGrad"})
     msElementwise(name, 2, 2, AmpClass::Follow)
         .infer(inferElementwiseGrad(2))
         .add(registry);
@@ -193,13 +195,13 @@ InferenceFn inferNormGrad(unsigned xIndex) {
   return [xIndex](InferenceContext &ctx) -> llvm::Error {
     const TensorType &dy = ctx.getInputType(0);
     const TensorType &x = ctx.getInputType(xIndex);
-    if (dy.hasRank() && x.hasRank() && !broadcastShapes(dy.getDims(),
-                                                         x.getDims()))
+    if (dy.hasRank() && x.hasRank() &&
+        !broadcastShapes(dy.getDims(), x.getDims()))
       return ctx.error("gradient " + dy.str() + " does not match input " +
                        x.str());
     if (x.hasRank() && x.getRank() > 0)
-      if (auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", -1),
-                                    x.getRank());
+      if (auto axis =
+              normalizeAxis(ctx, ctx.getIntAttr("axis", -1), x.getRank());
           !axis)
         return axis.takeError();
     setOutput(ctx, 0, x);
@@ -220,9 +222,9 @@ llvm::Error inferBatchNormInternal(InferenceContext &ctx) {
     const TensorType &param = ctx.getInputType(i);
     if (!param.hasRank())
       continue;
-    std::optional<Dim> merged =
-        param.getRank() == 1 ? unifyDims(channels, param.getDim(0))
-                             : std::nullopt;
+    std::optional<Dim> merged = param.getRank() == 1
+                                    ? unifyDims(channels, param.getDim(0))
+                                    : std::nullopt;
     if (!merged)
       return ctx.error(llvm::formatv("input {0} {1} does not match the {2} "
                                      "channels of X",
@@ -240,30 +242,19 @@ llvm::Error inferBatchNormInternal(InferenceContext &ctx) {
 }
 
 void registerNormalization(OpRegistry &registry) {
-  SchemaBuilder simplified(kMsDomain, "SimplifiedLayerNormalization", 1);
-  simplified.inputs(2)
-      .outputs(1, 2)
-      .attrInt("axis", -1)
-      .attrFloat("epsilon", 1e-5f)
-      .attrInt("stash_type", 1)
-      .allowUnknownAttributes()
-      .amp(AmpClass::Deny)
-      .infer(inferSimplifiedLayerNorm)
-      .cost(costPerInputElement(6));
-  simplified.add(registry);
-  // ONNX Runtime defines it in the standard domain.
-  SchemaBuilder standardSimplified(kOnnxDomain,
-                                   "SimplifiedLayerNormalization", 1);
-  standardSimplified.inputs(2)
-      .outputs(1, 2)
-      .attrInt("axis", -1)
-      .attrFloat("epsilon", 1e-5f)
-      .attrInt("stash_type", 1)
-      .allowUnknownAttributes()
-      .amp(AmpClass::Deny)
-      .infer(inferSimplifiedLayerNorm)
-      .cost(costPerInputElement(6))
-      .add(registry);
+  // ONNX Runtime defines it in the standard domain; graphs use either.
+  for (llvm::StringRef domain : {kMsDomain, kOnnxDomain})
+    SchemaBuilder(domain, "SimplifiedLayerNormalization", 1)
+        .inputs(2)
+        .outputs(1, 2)
+        .attrInt("axis", -1)
+        .attrFloat("epsilon", 1e-5f)
+        .attrInt("stash_type", 1)
+        .allowUnknownAttributes()
+        .amp(AmpClass::Deny)
+        .infer(inferSimplifiedLayerNorm)
+        .cost(costPerInputElement(6))
+        .add(registry);
 
   SchemaBuilder(kMsDomain, "LayerNormalizationGrad", 1)
       .inputs(5)
@@ -398,7 +389,6 @@ llvm::Error inferAveragePoolGrad(InferenceContext &ctx) {
   DimVector dims = {dy.getDim(0), dy.getDim(1)};
   for (unsigned i = 0; i != numSpatial; ++i) {
     const Dim &out = dy.getDim(i + 2);
-    int64_t effectiveKernel = (params->kernel[i] - 1) * params->dilations[i] + 1;
     if (!out.isStatic() || params->strides[i] != 1 || params->ceilMode) {
       dims.push_back(Dim::unknown());
       continue;
@@ -407,11 +397,19 @@ llvm::Error inferAveragePoolGrad(InferenceContext &ctx) {
       dims.push_back(out);
       continue;
     }
-    int64_t pads = params->autoPad == "VALID"
-                       ? 0
-                       : params->pads[i] + params->pads[i + numSpatial];
-    int64_t extent = out.getExtent() + effectiveKernel - 1 - pads;
-    dims.push_back(extent > 0 ? Dim::fixed(extent) : Dim::unknown());
+    // Stride 1: out = in + pads - (kernel - 1) * dilation.
+    std::optional<int64_t> pads =
+        params->autoPad == "VALID"
+            ? std::optional<int64_t>(0)
+            : checkedAdd(params->pads[i], params->pads[i + numSpatial]);
+    std::optional<int64_t> spread =
+        checkedMul(params->kernel[i] - 1, params->dilations[i]);
+    std::optional<int64_t> extent =
+        spread ? checkedAdd(out.getExtent(), *spread) : std::nullopt;
+    if (extent && pads)
+      extent = *extent - *pads;
+    dims.push_back(extent && pads && *extent > 0 ? Dim::fixed(*extent)
+                                                 : Dim::unknown());
   }
   setOutput(ctx, 0, TensorType(dy.getDType(), dims));
   return llvm::Error::success();
@@ -492,8 +490,9 @@ llvm::Error inferDropoutGrad(InferenceContext &ctx) {
   bool bitmask = ctx.getNode().getOpType() == "BitmaskDropoutGrad";
   static const DType boolOnly[] = {DType::Bool};
   static const DType u32Only[] = {DType::U32};
-  if (auto err = checkDTypeIn(ctx, 1, bitmask ? llvm::ArrayRef<DType>(u32Only)
-                                              : llvm::ArrayRef<DType>(boolOnly),
+  if (auto err = checkDTypeIn(ctx, 1,
+                              bitmask ? llvm::ArrayRef<DType>(u32Only)
+                                      : llvm::ArrayRef<DType>(boolOnly),
                               "mask"))
     return err;
   if (!bitmask && dy.hasRank() && mask.hasRank() &&
@@ -667,8 +666,7 @@ void registerLosses(OpRegistry &registry) {
                            " must have the shape of logits " + logits.str());
         if (ctx.getStringAttr("reduction") == "none") {
           if (label.hasRank() && label.getRank() > 0)
-            setOutput(ctx, 0,
-                      TensorType(*dtype, label.getDims().drop_back()));
+            setOutput(ctx, 0, TensorType(*dtype, label.getDims().drop_back()));
           else
             setOutput(ctx, 0, TensorType::unranked(*dtype));
         } else {

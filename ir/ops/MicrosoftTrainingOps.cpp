@@ -41,8 +41,8 @@ llvm::Expected<TensorType> typeFromShapeInput(const InferenceContext &ctx,
   DimVector dims;
   for (const SymInt &element : *shape) {
     if (element.isConstant() && element.getValue() < 0)
-      return ctx.error(llvm::formatv("shape element {0} is negative",
-                                     element.getValue()));
+      return ctx.error(
+          llvm::formatv("shape element {0} is negative", element.getValue()));
     dims.push_back(element.toDim());
   }
   return TensorType(dtype, dims);
@@ -72,8 +72,7 @@ llvm::Error inferGatherGrad(InferenceContext &ctx) {
   const TensorType &indices = ctx.getInputType(1);
   if (type->hasRank() && type->getRank() > 0 && indices.hasRank() &&
       dy.hasRank()) {
-    auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", 0),
-                              type->getRank());
+    auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", 0), type->getRank());
     if (!axis)
       return axis.takeError();
     llvm::ArrayRef<Dim> dims = type->getDims();
@@ -81,8 +80,10 @@ llvm::Error inferGatherGrad(InferenceContext &ctx) {
     expected.append(indices.getDims().begin(), indices.getDims().end());
     expected.append(dims.begin() + *axis + 1, dims.end());
     if (shapesConflict(expected, dy.getDims()))
-      return ctx.error("gradient " + dy.str() + " does not match the gather "
-                       "output " + shapeString(expected));
+      return ctx.error("gradient " + dy.str() +
+                       " does not match the gather "
+                       "output " +
+                       shapeString(expected));
   }
   setOutput(ctx, 0, *type);
   return llvm::Error::success();
@@ -95,8 +96,10 @@ llvm::Error inferGatherElementsGrad(InferenceContext &ctx) {
   const TensorType &indices = ctx.getInputType(2);
   if (dy.hasRank() && indices.hasRank() &&
       shapesConflict(dy.getDims(), indices.getDims()))
-    return ctx.error("gradient " + dy.str() + " must have the shape of the "
-                     "indices " + indices.str());
+    return ctx.error("gradient " + dy.str() +
+                     " must have the shape of the "
+                     "indices " +
+                     indices.str());
   auto type = typeFromShapeInput(ctx, 1, dy.getDType());
   if (!type)
     return type.takeError();
@@ -240,7 +243,10 @@ llvm::Error inferSplitTraining(InferenceContext &ctx) {
     for (unsigned i = 0; i != numOutputs; ++i) {
       if ((*split)[i] < 0)
         return ctx.error("split sizes must not be negative");
-      total += (*split)[i];
+      std::optional<int64_t> sum = checkedAdd(total, (*split)[i]);
+      if (!sum)
+        return ctx.error("split sizes overflow");
+      total = *sum;
       sizes[i] = Dim::fixed((*split)[i]);
     }
     if (dim.isStatic() && dim.getExtent() != total)
@@ -325,8 +331,7 @@ llvm::Error checkAccumulation(const InferenceContext &ctx) {
   if (buffer.hasRank() && value.hasRank() &&
       shapesConflict(buffer.getDims(), value.getDims()))
     return ctx.error("value " + value.str() +
-                     " does not match the accumulation buffer " +
-                     buffer.str());
+                     " does not match the accumulation buffer " + buffer.str());
   return checkDTypeIn(ctx, 2, kBoolOnly, "flag");
 }
 
@@ -362,6 +367,7 @@ llvm::Error inferMixedPrecisionScale(InferenceContext &ctx) {
       if (known)
         total += type.getNumElements();
     }
+    known &= total <= static_cast<uint64_t>(INT64_MAX);
     setOutput(ctx, 0,
               TensorType(*dtype, {known ? Dim::fixed(total) : Dim::unknown()}));
     return llvm::Error::success();
@@ -399,9 +405,9 @@ llvm::Error inferYieldOp(InferenceContext &ctx) {
       continue;
     const TensorType &type = ctx.getInputType(i);
     // Only full-shape outputs promise their gradient has the output's shape.
-    setOutput(ctx, out++, fullShape.count(i)
-                              ? type
-                              : TensorType::unranked(type.getDType()));
+    setOutput(ctx, out++,
+              fullShape.count(i) ? type
+                                 : TensorType::unranked(type.getDType()));
   }
   return llvm::Error::success();
 }

@@ -57,12 +57,15 @@ llvm::Error inferConv(InferenceContext &ctx) {
   unsigned numSpatial = x.getRank() - 2;
   if (w.hasRank()) {
     const Dim &inChannels = x.getDim(1), &perGroup = w.getDim(1);
+    std::optional<int64_t> expected =
+        perGroup.isStatic() ? checkedMul(perGroup.getExtent(), group)
+                            : std::nullopt;
     if (inChannels.isStatic() && perGroup.isStatic() &&
-        inChannels.getExtent() != perGroup.getExtent() * group)
+        (!expected || inChannels.getExtent() != *expected))
       return ctx.error(llvm::formatv(
           "input has {0} channels but weights {1} with group {2} expect {3}",
           inChannels.getExtent(), w.str(), group,
-          perGroup.getExtent() * group));
+          expected ? std::to_string(*expected) : std::string("more")));
     if (outChannels.isStatic() && outChannels.getExtent() % group != 0)
       return ctx.error(llvm::formatv("{0} output channels are not divisible "
                                      "by group {1}",
@@ -100,8 +103,8 @@ llvm::Error inferConv(InferenceContext &ctx) {
 OpCost convCost(const Node &node) {
   OpCost cost = memoryTraffic(node);
   if (node.getResult(0))
-    cost.flops = convFlops(node.getResult(0)->getType(),
-                           node.getOperand(1)->getType());
+    cost.flops =
+        convFlops(node.getResult(0)->getType(), node.getOperand(1)->getType());
   return cost;
 }
 
@@ -235,8 +238,8 @@ llvm::Expected<Dim> unifyChannels(const InferenceContext &ctx,
     if (!type.hasRank())
       continue;
     if (type.getRank() != 1)
-      return ctx.error(llvm::formatv("input {0} must have rank 1, got {1}", i,
-                                     type.str()));
+      return ctx.error(
+          llvm::formatv("input {0} must have rank 1, got {1}", i, type.str()));
     std::optional<Dim> merged = unifyDims(channels, type.getDim(0));
     if (!merged)
       return ctx.error(llvm::formatv("input {0} {1} does not match the {2} "
@@ -397,8 +400,10 @@ llvm::Error ops::inferClassificationLoss(InferenceContext &ctx, DType dtype) {
     lossDims.assign(labels.getDims().begin(), labels.getDims().end());
   if (scores.hasRank() && labels.hasRank()) {
     if (labels.getRank() + 1 != scores.getRank())
-      return ctx.error("labels " + labels.str() + " must have the shape of "
-                       "scores " + scores.str() + " without the class axis");
+      return ctx.error("labels " + labels.str() +
+                       " must have the shape of "
+                       "scores " +
+                       scores.str() + " without the class axis");
     for (unsigned i = 0, e = labels.getRank(); i != e; ++i) {
       const Dim &scoreDim = scores.getDim(i == 0 ? 0 : i + 1);
       std::optional<Dim> merged = unifyDims(labels.getDim(i), scoreDim);
@@ -414,11 +419,10 @@ llvm::Error ops::inferClassificationLoss(InferenceContext &ctx, DType dtype) {
   }
   if (ctx.hasInput(2) && ctx.getInputType(2).hasRank() && scores.hasRank()) {
     const TensorType &weights = ctx.getInputType(2);
-    if (weights.getRank() != 1 || !unifyDims(weights.getDim(0),
-                                             scores.getDim(1)))
+    if (weights.getRank() != 1 ||
+        !unifyDims(weights.getDim(0), scores.getDim(1)))
       return ctx.error("weights " + weights.str() +
-                       " must be a vector over the classes of " +
-                       scores.str());
+                       " must be a vector over the classes of " + scores.str());
   }
   if (reduction == "none")
     setOutput(ctx, 0,

@@ -160,7 +160,13 @@ std::optional<int64_t> ops::staticLength(const InferenceContext &ctx,
   const TensorType &type = ctx.getInputType(index);
   if (!type.hasRank() || type.getRank() != 1 || !type.getDim(0).isStatic())
     return std::nullopt;
-  return type.getDim(0).getExtent();
+  // The length becomes a rank; anything larger is not a real shape tensor
+  // and must not make inference allocate without bound.
+  constexpr int64_t kMaxRank = 4096;
+  int64_t length = type.getDim(0).getExtent();
+  if (length > kMaxRank)
+    return std::nullopt;
+  return length;
 }
 
 //===----------------------------------------------------------------------===//

@@ -34,6 +34,8 @@ llvm::ArrayRef<DType> floatDTypes();
 /// times under different since-versions when the semantics did not change.
 class SchemaBuilder {
 public:
+  /// Starts a schema for (\p domain, \p name, \p sinceVersion) with one
+  /// output, no inputs, no traits and AmpClass::None.
   SchemaBuilder(llvm::StringRef domain, llvm::StringRef name,
                 int64_t sinceVersion);
 
@@ -48,12 +50,15 @@ public:
 
   /// An optional attribute with a default value (its kind is the default's).
   SchemaBuilder &attr(llvm::StringRef name, Attribute defaultValue);
+  /// An optional int attribute defaulting to \p defaultValue.
   SchemaBuilder &attrInt(llvm::StringRef name, int64_t defaultValue) {
     return attr(name, Attribute::getInt(defaultValue));
   }
+  /// An optional float attribute defaulting to \p defaultValue.
   SchemaBuilder &attrFloat(llvm::StringRef name, float defaultValue) {
     return attr(name, Attribute::getFloat(defaultValue));
   }
+  /// An optional string attribute defaulting to \p defaultValue.
   SchemaBuilder &attrString(llvm::StringRef name,
                             llvm::StringRef defaultValue) {
     return attr(name, Attribute::getString(defaultValue.str()));
@@ -66,10 +71,15 @@ public:
   /// AllowUncheckedAttributes).
   SchemaBuilder &allowUnknownAttributes();
 
+  /// Sets the OpTrait bitmask.
   SchemaBuilder &traits(uint32_t traits);
+  /// Result 0 may reuse the buffer of operand \p operand (-1: never).
   SchemaBuilder &inPlace(int operand);
+  /// Sets the mixed-precision class.
   SchemaBuilder &amp(AmpClass amp);
+  /// Sets the type inference function (required before registration).
   SchemaBuilder &infer(InferenceFn fn);
+  /// Sets the cost model (default: one flop per result element).
   SchemaBuilder &cost(CostFn fn);
 
   /// Registers a copy of the schema under its current since-version.
@@ -93,8 +103,7 @@ InferenceFn inferSameAs(unsigned input);
 InferenceFn inferBroadcast(std::optional<DType> resultType = std::nullopt);
 
 /// Sets result \p output (if the node has it) to \p type.
-inline void setOutput(InferenceContext &ctx, unsigned output,
-                      TensorType type) {
+inline void setOutput(InferenceContext &ctx, unsigned output, TensorType type) {
   if (output < ctx.getNumOutputs())
     ctx.setOutputType(output, std::move(type));
 }
@@ -124,7 +133,8 @@ llvm::Error inferConcatResult(InferenceContext &ctx);
 /// (input 2); labels' shape for reduction "none", a scalar otherwise.
 llvm::Error inferClassificationLoss(InferenceContext &ctx, DType dtype);
 
-/// Element count of a 1-D input whose length is static, or nullopt.
+/// Element count of a 1-D input whose length is static (and small enough
+/// to be a rank), or nullopt.
 std::optional<int64_t> staticLength(const InferenceContext &ctx,
                                     unsigned index);
 

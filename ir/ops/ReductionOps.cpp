@@ -44,8 +44,7 @@ InferenceFn ops::inferReduce(bool axesFromInput) {
       // otherwise a static axes length still gives it.
       std::optional<int64_t> length = staticLength(ctx, 1);
       if (keepDims || (length && *length == 0 && noop))
-        setOutput(ctx, 0,
-                  TensorType(dtype, DimVector(rank, Dim::unknown())));
+        setOutput(ctx, 0, TensorType(dtype, DimVector(rank, Dim::unknown())));
       else if (length && *length > 0 && *length <= rank)
         setOutput(ctx, 0,
                   TensorType(dtype, DimVector(rank - *length, Dim::unknown())));
@@ -76,8 +75,9 @@ llvm::Error inferArgReduce(InferenceContext &ctx) {
     return axis.takeError();
   bool keepDims = ctx.getIntAttr("keepdims", 1) != 0;
   unsigned axes[] = {*axis};
-  setOutput(ctx, 0,
-            TensorType(DType::I64, reduceShape(data.getDims(), axes, keepDims)));
+  setOutput(
+      ctx, 0,
+      TensorType(DType::I64, reduceShape(data.getDims(), axes, keepDims)));
   return llvm::Error::success();
 }
 

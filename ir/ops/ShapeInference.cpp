@@ -12,12 +12,28 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cassert>
 
 using namespace gmopt;
 using namespace gmopt::ops;
+
+std::optional<int64_t> ops::checkedAdd(int64_t a, int64_t b) {
+  int64_t result;
+  if (llvm::AddOverflow(a, b, result))
+    return std::nullopt;
+  return result;
+}
+
+std::optional<int64_t> ops::checkedMul(int64_t a, int64_t b) {
+  int64_t result;
+  if (llvm::MulOverflow(a, b, result))
+    return std::nullopt;
+  return result;
+}
 
 Dim ops::multiplyDims(llvm::ArrayRef<Dim> dims) {
   int64_t product = 1;
@@ -25,7 +41,10 @@ Dim ops::multiplyDims(llvm::ArrayRef<Dim> dims) {
   unsigned numNonStatic = 0;
   for (const Dim &dim : dims) {
     if (dim.isStatic()) {
-      product *= dim.getExtent();
+      std::optional<int64_t> next = checkedMul(product, dim.getExtent());
+      if (!next)
+        return Dim::unknown();
+      product = *next;
       continue;
     }
     ++numNonStatic;
@@ -48,7 +67,10 @@ Dim ops::addDims(llvm::ArrayRef<Dim> dims) {
   unsigned numNonStatic = 0;
   for (const Dim &dim : dims) {
     if (dim.isStatic()) {
-      sum += dim.getExtent();
+      std::optional<int64_t> next = checkedAdd(sum, dim.getExtent());
+      if (!next)
+        return Dim::unknown();
+      sum = *next;
       continue;
     }
     ++numNonStatic;
@@ -130,13 +152,6 @@ std::string ops::shapeString(llvm::ArrayRef<Dim> dims) {
   return os.str();
 }
 
-DimVector ops::staticDims(llvm::ArrayRef<int64_t> extents) {
-  DimVector dims;
-  for (int64_t extent : extents)
-    dims.push_back(extent >= 0 ? Dim::fixed(extent) : Dim::unknown());
-  return dims;
-}
-
 TensorType ops::makeType(DType dtype, const std::optional<DimVector> &dims) {
   if (!dims)
     return TensorType::unranked(dtype);
@@ -147,8 +162,8 @@ llvm::Expected<unsigned> ops::normalizeAxis(const InferenceContext &ctx,
                                             int64_t axis, int64_t rank,
                                             llvm::StringRef what) {
   if (axis < -rank || axis >= rank)
-    return ctx.error(llvm::formatv("{0} {1} is out of range for rank {2}",
-                                   what, axis, rank));
+    return ctx.error(llvm::formatv("{0} {1} is out of range for rank {2}", what,
+                                   axis, rank));
   return static_cast<unsigned>(axis < 0 ? axis + rank : axis);
 }
 
@@ -271,16 +286,16 @@ llvm::Expected<DimVector> ops::matmulShape(const InferenceContext &ctx,
   const Dim &k1 = lhs.back();
   const Dim &k2 = rhs[rhs.size() - 2];
   if (!unifyDims(k1, k2))
-    return ctx.error(llvm::formatv(
-        "contraction dimensions do not match: {0} x {1}", shapeString(a),
-        shapeString(b)));
+    return ctx.error(
+        llvm::formatv("contraction dimensions do not match: {0} x {1}",
+                      shapeString(a), shapeString(b)));
   llvm::ArrayRef<Dim> lhsBatch = llvm::ArrayRef<Dim>(lhs).drop_back(2);
   llvm::ArrayRef<Dim> rhsBatch = llvm::ArrayRef<Dim>(rhs).drop_back(2);
   std::optional<DimVector> batch = broadcastShapes(lhsBatch, rhsBatch);
   if (!batch)
-    return ctx.error(llvm::formatv(
-        "incompatible broadcast of batch dimensions: {0} x {1}",
-        shapeString(a), shapeString(b)));
+    return ctx.error(
+        llvm::formatv("incompatible broadcast of batch dimensions: {0} x {1}",
+                      shapeString(a), shapeString(b)));
   DimVector result = std::move(*batch);
   if (a.size() != 1)
     result.push_back(lhs[lhs.size() - 2]);
@@ -310,9 +325,8 @@ ops::readWindowParams(const InferenceContext &ctx, unsigned numSpatial,
                                    kernel.size(), numSpatial));
   params.kernel.assign(kernel.begin(), kernel.end());
 
-  auto readPerAxis = [&](llvm::StringRef name, unsigned count,
-                         int64_t fallback, int64_t minimum,
-                         auto &out) -> llvm::Error {
+  auto readPerAxis = [&](llvm::StringRef name, unsigned count, int64_t fallback,
+                         int64_t minimum, auto &out) -> llvm::Error {
     std::vector<int64_t> values = ctx.getIntsAttr(name);
     if (values.empty())
       values.assign(count, fallback);
@@ -352,29 +366,39 @@ std::optional<int64_t> ops::windowOutputSize(int64_t input, int64_t kernel,
                                              int64_t padBegin, int64_t padEnd,
                                              llvm::StringRef autoPad,
                                              bool ceilMode) {
-  int64_t effectiveKernel = (kernel - 1) * dilation + 1;
+  // All operands are non-negative (readWindowParams checks); only the sums
+  // and products of huge attribute values can overflow.
+  std::optional<int64_t> spread = checkedMul(kernel - 1, dilation);
+  if (!spread)
+    return std::nullopt;
+  int64_t effectiveKernel = *spread + 1;
   if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
-    return (input + stride - 1) / stride;
+    return input / stride + (input % stride != 0);
   if (autoPad == "VALID") {
     if (input < effectiveKernel)
       return std::nullopt;
     return (input - effectiveKernel) / stride + 1;
   }
-  int64_t span = input + padBegin + padEnd - effectiveKernel;
-  if (span < 0)
+  std::optional<int64_t> padded = checkedAdd(input, padBegin);
+  if (padded)
+    padded = checkedAdd(*padded, padEnd);
+  if (!padded || *padded < effectiveKernel)
     return std::nullopt;
+  int64_t span = *padded - effectiveKernel;
   if (!ceilMode)
     return span / stride + 1;
-  int64_t output = (span + stride - 1) / stride + 1;
+  int64_t output = span / stride + (span % stride != 0) + 1;
   // The last window must start inside the input or its begin padding.
-  if ((output - 1) * stride >= input + padBegin)
+  std::optional<int64_t> lastStart = checkedMul(output - 1, stride);
+  if (!lastStart || *lastStart >= input + padBegin)
     --output;
   return output;
 }
 
-llvm::Expected<DimVector> ops::windowOutputDims(const InferenceContext &ctx,
-                                                llvm::ArrayRef<Dim> inputSpatial,
-                                                const WindowParams &params) {
+llvm::Expected<DimVector>
+ops::windowOutputDims(const InferenceContext &ctx,
+                      llvm::ArrayRef<Dim> inputSpatial,
+                      const WindowParams &params) {
   unsigned numSpatial = inputSpatial.size();
   DimVector result;
   for (unsigned i = 0; i != numSpatial; ++i) {
@@ -396,6 +420,32 @@ llvm::Expected<DimVector> ops::windowOutputDims(const InferenceContext &ctx,
     result.push_back(Dim::fixed(*size));
   }
   return result;
+}
+
+std::pair<int64_t, int64_t> ops::sliceRange(int64_t dim, int64_t start,
+                                            int64_t end, int64_t step) {
+  assert(step != 0 && dim >= 0 && "slice of a negative extent or step 0");
+  if (dim == 0)
+    return {0, 0};
+  // Adding a non-negative extent to a negative index cannot overflow.
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    return {start, end > start ? (end - start - 1) / step + 1 : 0};
+  }
+  start = std::clamp<int64_t>(start, 0, dim - 1);
+  end = std::clamp<int64_t>(end, -1, dim - 1);
+  uint64_t magnitude = static_cast<uint64_t>(-(step + 1)) + 1;
+  int64_t count =
+      start > end ? static_cast<int64_t>(
+                        static_cast<uint64_t>(start - end - 1) / magnitude) +
+                        1
+                  : 0;
+  return {start, count};
 }
 
 uint64_t ops::staticElements(const TensorType &type) {

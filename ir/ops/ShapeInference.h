@@ -21,16 +21,17 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace gmopt {
 namespace ops {
 
 using DimVector = llvm::SmallVector<Dim, 4>;
 
-/// True if \p dim is the static extent 1.
-inline bool isStaticOne(const Dim &dim) {
-  return dim.isStatic() && dim.getExtent() == 1;
-}
+/// \p a + \p b, or nullopt on int64 overflow (extents come from user input).
+std::optional<int64_t> checkedAdd(int64_t a, int64_t b);
+/// \p a * \p b, or nullopt on int64 overflow.
+std::optional<int64_t> checkedMul(int64_t a, int64_t b);
 
 /// Product of \p dims: static when every dim is static; the symbol itself
 /// when exactly one dim is symbolic and the others multiply to 1; unknown
@@ -57,9 +58,6 @@ std::optional<DimVector> broadcastShapes(llvm::ArrayRef<Dim> a,
 
 /// The shape part of a type printed like `[2,batch,?]` for messages.
 std::string shapeString(llvm::ArrayRef<Dim> dims);
-
-/// Converts static extents to dims.
-DimVector staticDims(llvm::ArrayRef<int64_t> extents);
 
 /// A ranked type with \p dims, or an unranked one when \p dims is nullopt.
 TensorType makeType(DType dtype, const std::optional<DimVector> &dims);
@@ -96,9 +94,8 @@ broadcastInputs(const InferenceContext &ctx, llvm::ArrayRef<unsigned> indices);
 
 /// Shape of a reduction of \p input over \p axes (already normalized; an
 /// empty list means all axes unless \p noopWithEmptyAxes).
-DimVector reduceShape(llvm::ArrayRef<Dim> input,
-                      llvm::ArrayRef<unsigned> axes, bool keepDims,
-                      bool noopWithEmptyAxes = false);
+DimVector reduceShape(llvm::ArrayRef<Dim> input, llvm::ArrayRef<unsigned> axes,
+                      bool keepDims, bool noopWithEmptyAxes = false);
 
 /// numpy matmul shape of \p a x \p b (rank-1 operands promoted and the
 /// promoted dimension removed again). Reports rank-0 operands, mismatched
@@ -138,6 +135,12 @@ std::optional<int64_t> windowOutputSize(int64_t input, int64_t kernel,
 llvm::Expected<DimVector> windowOutputDims(const InferenceContext &ctx,
                                            llvm::ArrayRef<Dim> inputSpatial,
                                            const WindowParams &params);
+
+/// ONNX Slice semantics on one axis of extent \p dim (>= 0) with a non-zero
+/// \p step: the first index taken after clamping, and how many elements
+/// are taken. Safe for any int64 start/end/step.
+std::pair<int64_t, int64_t> sliceRange(int64_t dim, int64_t start, int64_t end,
+                                       int64_t step);
 
 /// Number of elements of a static type, or 0 when not static.
 uint64_t staticElements(const TensorType &type);

@@ -4,15 +4,18 @@
 // split sizes, keeping symbolic dimensions symbolic. Only ops whose result
 // is exactly determined by the tracked elements are evaluated; anything
 // else stops the trace (the caller then falls back to a less precise type).
-// The walk follows producers upward and is bounded in depth, so it costs at
-// most a few dozen node visits per query.
+// The walk follows producers upward, memoized and bounded in depth and in
+// visits, so a query stays cheap even on adversarial graphs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/ShapeValue.h"
 #include "ir/IR.h"
+#include "ir/ops/ShapeInference.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <limits>
@@ -26,6 +29,8 @@ namespace {
 constexpr uint64_t kMaxTrackedElements = 4096;
 /// Bound on the producer chain followed by one query.
 constexpr unsigned kMaxDepth = 48;
+/// Bound on the values one query visits.
+constexpr unsigned kMaxVisits = 1024;
 
 bool isStandardOp(const Node &node, llvm::StringRef type) {
   return (node.getDomain().empty() || node.getDomain() == "ai.onnx") &&
@@ -36,13 +41,21 @@ bool isIntegerLike(DType dtype) {
   return isInteger(dtype) || dtype == DType::Bool;
 }
 
-std::optional<SymIntVector> traceValue(const Value *value, unsigned depth);
+/// The state of one getShapeValue query: a memo (graphs share values, so an
+/// unmemoized walk could be exponential in the depth) and a visit budget.
+struct TraceState {
+  unsigned budget = kMaxVisits;
+  llvm::DenseMap<const Value *, std::optional<SymIntVector>> memo;
+};
+
+std::optional<SymIntVector> traceValue(const Value *value, TraceState &state,
+                                       unsigned depth);
 
 std::optional<SymIntVector> traceOperand(const Node &node, unsigned index,
-                                         unsigned depth) {
+                                         TraceState &state, unsigned depth) {
   if (index >= node.getNumOperands() || !node.getOperand(index))
     return std::nullopt;
-  return traceValue(node.getOperand(index), depth + 1);
+  return traceValue(node.getOperand(index), state, depth + 1);
 }
 
 std::optional<std::vector<int64_t>> constantsOf(const SymIntVector &values) {
@@ -57,8 +70,9 @@ std::optional<std::vector<int64_t>> constantsOf(const SymIntVector &values) {
 
 std::optional<std::vector<int64_t>> operandConstants(const Node &node,
                                                      unsigned index,
+                                                     TraceState &state,
                                                      unsigned depth) {
-  std::optional<SymIntVector> values = traceOperand(node, index, depth);
+  std::optional<SymIntVector> values = traceOperand(node, index, state, depth);
   if (!values)
     return std::nullopt;
   return constantsOf(*values);
@@ -67,15 +81,19 @@ std::optional<std::vector<int64_t>> operandConstants(const Node &node,
 /// Elementwise integer arithmetic with the identities that keep symbols.
 SymInt applyArith(llvm::StringRef op, const SymInt &a, const SymInt &b) {
   if (a.isConstant() && b.isConstant()) {
-    int64_t x = a.getValue(), y = b.getValue();
+    int64_t x = a.getValue(), y = b.getValue(), result = 0;
+    bool overflow = false;
     if (op == "Add")
-      return SymInt::constant(x + y);
-    if (op == "Sub")
-      return SymInt::constant(x - y);
-    if (op == "Mul")
-      return SymInt::constant(x * y);
-    if (op == "Div")
-      return y == 0 ? SymInt::unknown() : SymInt::constant(x / y);
+      overflow = llvm::AddOverflow(x, y, result);
+    else if (op == "Sub")
+      overflow = llvm::SubOverflow(x, y, result);
+    else if (op == "Mul")
+      overflow = llvm::MulOverflow(x, y, result);
+    else if (y == 0 || (x == std::numeric_limits<int64_t>::min() && y == -1))
+      overflow = true;
+    else
+      result = x / y;
+    return overflow ? SymInt::unknown() : SymInt::constant(result);
   }
   auto isConst = [](const SymInt &v, int64_t c) {
     return v.isConstant() && v.getValue() == c;
@@ -130,12 +148,13 @@ std::optional<SymIntVector> traceShape(const Node &node) {
   return result;
 }
 
-std::optional<SymIntVector> traceGather(const Node &node, unsigned depth) {
+std::optional<SymIntVector> traceGather(const Node &node, TraceState &state,
+                                        unsigned depth) {
   if (node.getIntAttr("axis", 0) != 0)
     return std::nullopt;
-  std::optional<SymIntVector> data = traceOperand(node, 0, depth);
+  std::optional<SymIntVector> data = traceOperand(node, 0, state, depth);
   std::optional<std::vector<int64_t>> indices =
-      operandConstants(node, 1, depth);
+      operandConstants(node, 1, state, depth);
   if (!data || !indices)
     return std::nullopt;
   SymIntVector result;
@@ -148,52 +167,42 @@ std::optional<SymIntVector> traceGather(const Node &node, unsigned depth) {
   return result;
 }
 
-std::optional<SymIntVector> traceSlice(const Node &node, unsigned depth) {
-  std::optional<SymIntVector> data = traceOperand(node, 0, depth);
-  auto starts = operandConstants(node, 1, depth);
-  auto ends = operandConstants(node, 2, depth);
+std::optional<SymIntVector> traceSlice(const Node &node, TraceState &state,
+                                       unsigned depth) {
+  std::optional<SymIntVector> data = traceOperand(node, 0, state, depth);
+  auto starts = operandConstants(node, 1, state, depth);
+  auto ends = operandConstants(node, 2, state, depth);
   if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1)
     return std::nullopt;
   if (node.getNumOperands() > 3 && node.getOperand(3)) {
-    auto axes = operandConstants(node, 3, depth);
+    auto axes = operandConstants(node, 3, state, depth);
     if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -1))
       return std::nullopt;
   }
   int64_t step = 1;
   if (node.getNumOperands() > 4 && node.getOperand(4)) {
-    auto steps = operandConstants(node, 4, depth);
+    auto steps = operandConstants(node, 4, state, depth);
     if (!steps || steps->size() != 1 || (*steps)[0] == 0)
       return std::nullopt;
     step = (*steps)[0];
   }
-  int64_t size = data->size();
-  int64_t start = (*starts)[0], end = (*ends)[0];
-  if (start < 0)
-    start += size;
-  if (end < 0)
-    end += size;
+  auto [first, count] =
+      sliceRange(data->size(), (*starts)[0], (*ends)[0], step);
   SymIntVector result;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, 0, size);
-    for (int64_t i = start; i < end; i += step)
-      result.push_back((*data)[i]);
-  } else {
-    start = std::clamp<int64_t>(start, -1, size - 1);
-    end = std::clamp<int64_t>(end, -1, size - 1);
-    for (int64_t i = start; i > end; i += step)
-      result.push_back((*data)[i]);
-  }
+  // Every index taken lies in [0, size), so first + k * step cannot overflow.
+  for (int64_t k = 0; k != count; ++k)
+    result.push_back((*data)[first + k * step]);
   return result;
 }
 
-std::optional<SymIntVector> traceConcat(const Node &node, unsigned depth) {
+std::optional<SymIntVector> traceConcat(const Node &node, TraceState &state,
+                                        unsigned depth) {
   int64_t axis = node.getIntAttr("axis", 0);
   if (axis != 0 && axis != -1)
     return std::nullopt;
   SymIntVector result;
   for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
-    std::optional<SymIntVector> part = traceOperand(node, i, depth);
+    std::optional<SymIntVector> part = traceOperand(node, i, state, depth);
     if (!part)
       return std::nullopt;
     result.append(part->begin(), part->end());
@@ -203,9 +212,10 @@ std::optional<SymIntVector> traceConcat(const Node &node, unsigned depth) {
 
 std::optional<SymIntVector> traceBroadcastGradientArgs(const Node &node,
                                                        unsigned resultIndex,
+                                                       TraceState &state,
                                                        unsigned depth) {
-  std::optional<SymIntVector> a = traceOperand(node, 0, depth);
-  std::optional<SymIntVector> b = traceOperand(node, 1, depth);
+  std::optional<SymIntVector> a = traceOperand(node, 0, state, depth);
+  std::optional<SymIntVector> b = traceOperand(node, 1, state, depth);
   if (!a || !b)
     return std::nullopt;
   SymIntVector aAxes, bAxes;
@@ -235,12 +245,12 @@ std::optional<SymIntVector> traceBroadcastGradientArgs(const Node &node,
 }
 
 std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
-                                      unsigned depth) {
+                                      TraceState &state, unsigned depth) {
   if (node.getDomain() == "com.microsoft") {
     if (node.getOpType() == "ConcatTraining" && resultIndex == 0)
-      return traceConcat(node, depth);
+      return traceConcat(node, state, depth);
     if (node.getOpType() == "BroadcastGradientArgs")
-      return traceBroadcastGradientArgs(node, resultIndex, depth);
+      return traceBroadcastGradientArgs(node, resultIndex, state, depth);
     return std::nullopt;
   }
   if (resultIndex != 0 || node.getNumOperands() == 0)
@@ -251,46 +261,31 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
     const Value *input = node.getOperand(0);
     if (!input || !input->getType().hasRank())
       return std::nullopt;
-    llvm::SmallVector<Dim, 4> dims(input->getType().getDims().begin(),
-                                   input->getType().getDims().end());
-    int64_t product = 1;
-    const Dim *symbol = nullptr;
-    for (const Dim &dim : dims) {
-      if (dim.isStatic())
-        product *= dim.getExtent();
-      else if (dim.isSymbolic() && !symbol)
-        symbol = &dim;
-      else
-        return SymIntVector{SymInt::unknown()};
-    }
-    if (!symbol)
-      return SymIntVector{SymInt::constant(product)};
-    if (product == 1)
-      return SymIntVector{SymInt::fromDim(*symbol)};
-    return SymIntVector{SymInt::unknown()};
+    return SymIntVector{
+        SymInt::fromDim(multiplyDims(input->getType().getDims()))};
   }
   // Ops that keep the elements (and their order) of their first operand.
   if (isStandardOp(node, "Identity") || isStandardOp(node, "Unsqueeze") ||
       isStandardOp(node, "Squeeze") || isStandardOp(node, "Reshape") ||
       isStandardOp(node, "Flatten"))
-    return traceOperand(node, 0, depth);
+    return traceOperand(node, 0, state, depth);
   if (isStandardOp(node, "Cast")) {
     std::optional<DType> to = dtypeFromOnnx(node.getIntAttr("to", 0));
     if (!to || !isIntegerLike(*to))
       return std::nullopt;
-    return traceOperand(node, 0, depth);
+    return traceOperand(node, 0, state, depth);
   }
   if (isStandardOp(node, "Concat"))
-    return traceConcat(node, depth);
+    return traceConcat(node, state, depth);
   if (isStandardOp(node, "Gather"))
-    return traceGather(node, depth);
+    return traceGather(node, state, depth);
   if (isStandardOp(node, "Slice"))
-    return traceSlice(node, depth);
+    return traceSlice(node, state, depth);
   for (llvm::StringRef op : {"Add", "Sub", "Mul", "Div"}) {
     if (!isStandardOp(node, op))
       continue;
-    auto a = traceOperand(node, 0, depth);
-    auto b = traceOperand(node, 1, depth);
+    auto a = traceOperand(node, 0, state, depth);
+    auto b = traceOperand(node, 1, state, depth);
     if (!a || !b)
       return std::nullopt;
     return zipBroadcast(*a, *b, [&](const SymInt &x, const SymInt &y) {
@@ -298,8 +293,8 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
     });
   }
   if (isStandardOp(node, "Equal")) {
-    auto a = traceOperand(node, 0, depth);
-    auto b = traceOperand(node, 1, depth);
+    auto a = traceOperand(node, 0, state, depth);
+    auto b = traceOperand(node, 1, state, depth);
     if (!a || !b)
       return std::nullopt;
     return zipBroadcast(*a, *b, [](const SymInt &x, const SymInt &y) {
@@ -315,9 +310,9 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
     });
   }
   if (isStandardOp(node, "Where")) {
-    auto cond = traceOperand(node, 0, depth);
-    auto x = traceOperand(node, 1, depth);
-    auto y = traceOperand(node, 2, depth);
+    auto cond = traceOperand(node, 0, state, depth);
+    auto x = traceOperand(node, 1, state, depth);
+    auto y = traceOperand(node, 2, state, depth);
     if (!cond || !x || !y)
       return std::nullopt;
     size_t n = std::max({cond->size(), x->size(), y->size()});
@@ -337,7 +332,7 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
     return result;
   }
   if (isStandardOp(node, "ReduceProd")) {
-    auto data = traceOperand(node, 0, depth);
+    auto data = traceOperand(node, 0, state, depth);
     if (!data || node.getNumOperands() > 1)
       return std::nullopt;
     SymInt product = SymInt::constant(1);
@@ -346,7 +341,7 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
     return SymIntVector{product};
   }
   if (isStandardOp(node, "ConstantOfShape")) {
-    auto shape = operandConstants(node, 0, depth);
+    auto shape = operandConstants(node, 0, state, depth);
     if (!shape || shape->size() > 1)
       return std::nullopt;
     int64_t count = shape->empty() ? 1 : (*shape)[0];
@@ -369,9 +364,8 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
   return std::nullopt;
 }
 
-std::optional<SymIntVector> traceValue(const Value *value, unsigned depth) {
-  if (!value || depth > kMaxDepth)
-    return std::nullopt;
+std::optional<SymIntVector> computeValue(const Value *value, TraceState &state,
+                                         unsigned depth) {
   const TensorType &type = value->getType();
   if (type.hasRank() && type.getRank() > 1)
     return std::nullopt;
@@ -391,8 +385,23 @@ std::optional<SymIntVector> traceValue(const Value *value, unsigned depth) {
     return result;
   }
   if (const Node *producer = value->getDefiningNode())
-    return traceNode(*producer, value->getResultIndex(), depth);
+    return traceNode(*producer, value->getResultIndex(), state, depth);
   return std::nullopt;
+}
+
+std::optional<SymIntVector> traceValue(const Value *value, TraceState &state,
+                                       unsigned depth) {
+  if (!value || depth > kMaxDepth)
+    return std::nullopt;
+  auto known = state.memo.find(value);
+  if (known != state.memo.end())
+    return known->second;
+  if (state.budget == 0)
+    return std::nullopt;
+  --state.budget;
+  std::optional<SymIntVector> result = computeValue(value, state, depth);
+  state.memo[value] = result;
+  return result;
 }
 
 } // namespace
@@ -436,8 +445,8 @@ std::optional<TensorData> ops::getConstantData(const Value &value) {
     }
     if (attr.name == "value_floats" && a.getKind() == Attribute::Kind::Floats) {
       const std::vector<float> &v = a.getFloats();
-      return TensorData::fromValues<float>(
-          DType::F32, {static_cast<int64_t>(v.size())}, v);
+      return TensorData::fromValues<float>(DType::F32,
+                                           {static_cast<int64_t>(v.size())}, v);
     }
     if (attr.name == "value_int" && a.getKind() == Attribute::Kind::Int) {
       int64_t v = a.getInt();
@@ -454,7 +463,8 @@ std::optional<TensorData> ops::getConstantData(const Value &value) {
 }
 
 std::optional<SymIntVector> ops::getShapeValue(const Value &value) {
-  return traceValue(&value, 0);
+  TraceState state;
+  return traceValue(&value, state, 0);
 }
 
 std::optional<std::vector<int64_t>> ops::getIntValues(const Value &value) {

@@ -1,4 +1,4 @@
-//===- ShapeValue.h - Values of small integer tensors at compile time -*- C++ -*-===//
+//===- ShapeValue.h - Small integer tensors at compile time ----*- C++ -*-===//
 //
 // Shape inference often needs the *contents* of a tensor, not only its type:
 // the target shape of a Reshape, the axes of a ReduceSum, the repeats of a
@@ -33,7 +33,9 @@ namespace ops {
 /// (a non-negative extent named by a symbol) or unknown.
 class SymInt {
 public:
-  static SymInt constant(int64_t value) { return SymInt(Kind::Constant, value, {}); }
+  static SymInt constant(int64_t value) {
+    return SymInt(Kind::Constant, value, {});
+  }
   static SymInt symbol(llvm::StringRef name) {
     return SymInt(Kind::Symbol, 0, name.str());
   }

@@ -42,8 +42,13 @@ struct Factors {
   unsigned numUnknown = 0;
 
   void add(const Dim &dim) {
-    if (dim.isStatic())
-      staticProduct *= dim.getExtent();
+    std::optional<int64_t> product =
+        dim.isStatic() ? checkedMul(staticProduct, dim.getExtent())
+                       : std::nullopt;
+    if (product)
+      staticProduct = *product;
+    else if (dim.isStatic())
+      ++numUnknown; // Overflow: too large to reason about.
     else if (dim.isSymbolic())
       symbols.insert(dim.getSymbol().str());
     else
@@ -68,8 +73,8 @@ llvm::Error inferReshape(InferenceContext &ctx) {
 
   DimVector out;
   int inferIndex = -1;
-  llvm::SmallVector<bool, 4> copiedFromInput(data.hasRank() ? data.getRank() : 0,
-                                             false);
+  llvm::SmallVector<bool, 4> copiedFromInput(
+      data.hasRank() ? data.getRank() : 0, false);
   llvm::SmallVector<bool, 4> copiedToOutput;
   bool hasZero = false;
   for (unsigned i = 0, e = target->size(); i != e; ++i) {
@@ -150,9 +155,9 @@ llvm::Error inferReshape(InferenceContext &ctx) {
         }
       } else if (inferIndex < 0 && staticRest &&
                  in.staticProduct != outFactors.staticProduct) {
-        return ctx.error(llvm::formatv(
-            "cannot reshape {0} to {1}: element counts differ", data.str(),
-            shapeString(out)));
+        return ctx.error(
+            llvm::formatv("cannot reshape {0} to {1}: element counts differ",
+                          data.str(), shapeString(out)));
       }
     }
   }
@@ -170,8 +175,8 @@ llvm::Error inferFlatten(InferenceContext &ctx) {
   int64_t axis = ctx.getIntAttr("axis", 1);
   // Flatten accepts axis == rank.
   if (axis < -rank || axis > rank)
-    return ctx.error(llvm::formatv("axis {0} is out of range for rank {1}",
-                                   axis, rank));
+    return ctx.error(
+        llvm::formatv("axis {0} is out of range for rank {1}", axis, rank));
   if (axis < 0)
     axis += rank;
   llvm::ArrayRef<Dim> dims = data.getDims();
@@ -253,8 +258,8 @@ InferenceFn inferUnsqueeze(bool axesFromInput) {
       if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "axes"))
         return err;
       axes = intValuesInput(ctx, 1);
-      numAxes = axes ? std::optional<int64_t>(axes->size())
-                     : staticLength(ctx, 1);
+      numAxes =
+          axes ? std::optional<int64_t>(axes->size()) : staticLength(ctx, 1);
     } else {
       axes = ctx.getIntsAttr("axes");
       numAxes = axes->size();
@@ -423,8 +428,8 @@ llvm::Error ops::inferConcatResult(InferenceContext &ctx) {
       std::optional<Dim> merged = unifyDims(out[d], type.getDim(d));
       if (!merged)
         return ctx.error(llvm::formatv(
-            "dimension {0} of input {1} is {2} but another input has {3}", d,
-            i, shapeString(type.getDim(d)), shapeString(out[d])));
+            "dimension {0} of input {1} is {2} but another input has {3}", d, i,
+            shapeString(type.getDim(d)), shapeString(out[d])));
       out[d] = *merged;
     }
   }
@@ -440,21 +445,6 @@ namespace {
 bool coversWholeDim(int64_t start, int64_t end, int64_t step) {
   constexpr int64_t kToEnd = (int64_t(1) << 31) - 1;
   return step == 1 && start == 0 && end >= kToEnd;
-}
-
-int64_t sliceLength(int64_t dim, int64_t start, int64_t end, int64_t step) {
-  if (start < 0)
-    start += dim;
-  if (end < 0)
-    end += dim;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    return end > start ? (end - start + step - 1) / step : 0;
-  }
-  start = std::clamp<int64_t>(start, 0, dim - 1);
-  end = std::clamp<int64_t>(end, -1, dim - 1);
-  return start > end ? (start - end - step - 1) / -step : 0;
 }
 
 llvm::Error inferSlice(InferenceContext &ctx) {
@@ -520,7 +510,7 @@ llvm::Error inferSlice(InferenceContext &ctx) {
     const Dim &dim = data.getDim(axis);
     if (dim.isStatic())
       out[axis] = Dim::fixed(
-          sliceLength(dim.getExtent(), (*starts)[i], (*ends)[i], step));
+          sliceRange(dim.getExtent(), (*starts)[i], (*ends)[i], step).second);
     else if (!coversWholeDim((*starts)[i], (*ends)[i], step))
       out[axis] = Dim::unknown();
   }
@@ -568,7 +558,10 @@ InferenceFn inferSplit(SplitForm form) {
       for (int64_t size : *split) {
         if (size < 0)
           return ctx.error(llvm::formatv("split size {0} is negative", size));
-        total += size;
+        std::optional<int64_t> sum = checkedAdd(total, size);
+        if (!sum)
+          return ctx.error("split sizes overflow");
+        total = *sum;
         sizes.push_back(Dim::fixed(size));
       }
       if (dim.isStatic() && total != dim.getExtent())
@@ -690,8 +683,8 @@ llvm::Error inferExpand(InferenceContext &ctx) {
   DimVector shape;
   for (const SymInt &element : *target) {
     if (element.isConstant() && element.getValue() < 0)
-      return ctx.error(llvm::formatv("invalid shape element {0}",
-                                     element.getValue()));
+      return ctx.error(
+          llvm::formatv("invalid shape element {0}", element.getValue()));
     shape.push_back(element.toDim());
   }
   std::optional<DimVector> out = broadcastShapes(data.getDims(), shape);
@@ -724,8 +717,8 @@ llvm::Error inferTile(InferenceContext &ctx) {
   for (unsigned i = 0, e = data.getRank(); i != e; ++i) {
     const SymInt &repeat = (*repeats)[i];
     if (repeat.isConstant() && repeat.getValue() < 0)
-      return ctx.error(llvm::formatv("repeats value {0} is negative",
-                                     repeat.getValue()));
+      return ctx.error(
+          llvm::formatv("repeats value {0} is negative", repeat.getValue()));
     out.push_back(multiplyDims({data.getDim(i), repeat.toDim()}));
   }
   setOutput(ctx, 0, TensorType(dtype, out));
@@ -771,10 +764,13 @@ InferenceFn inferPad(bool axesInput) {
       int64_t before = (*pads)[i], after = (*pads)[i + e];
       const Dim &dim = out[axes[i]];
       if (dim.isStatic()) {
-        int64_t extent = dim.getExtent() + before + after;
-        if (extent < 0)
-          return ctx.error(llvm::formatv("pads make axis {0} negative", axes[i]));
-        out[axes[i]] = Dim::fixed(extent);
+        std::optional<int64_t> extent = checkedAdd(dim.getExtent(), before);
+        if (extent)
+          extent = checkedAdd(*extent, after);
+        if (!extent || *extent < 0)
+          return ctx.error(
+              llvm::formatv("pads make axis {0} negative", axes[i]));
+        out[axes[i]] = Dim::fixed(*extent);
       } else if (before != 0 || after != 0) {
         out[axes[i]] = Dim::unknown();
       }
@@ -888,7 +884,8 @@ llvm::Error inferGatherND(InferenceContext &ctx) {
     return llvm::Error::success();
   }
   int64_t last = indices.getDims().back().getExtent();
-  if (batchDims < 0 || batchDims + last > data.getRank())
+  int64_t rank = data.getRank();
+  if (batchDims < 0 || batchDims > rank || last > rank - batchDims)
     return ctx.error(llvm::formatv("indices address {0} dimensions after {1} "
                                    "batch dimensions but data has rank {2}",
                                    last, batchDims, data.getRank()));
@@ -948,8 +945,11 @@ void registerGathers(OpRegistry &registry) {
   scatterElements.attrString("reduction", "none").addAt(registry, 16);
 
   SchemaBuilder scatterND(kOnnxDomain, "ScatterND", 11);
-  scatterND.inputs(3).outputs(1).inPlace(0).amp(AmpClass::Follow).infer(
-      inferScatter);
+  scatterND.inputs(3)
+      .outputs(1)
+      .inPlace(0)
+      .amp(AmpClass::Follow)
+      .infer(inferScatter);
   scatterND.add(registry);
   scatterND.attrString("reduction", "none").addAt(registry, 16);
 }
@@ -1036,8 +1036,8 @@ llvm::Error inferConstantOfShape(InferenceContext &ctx) {
   DimVector dims;
   for (const SymInt &element : *shape) {
     if (element.isConstant() && element.getValue() < 0)
-      return ctx.error(llvm::formatv("invalid shape element {0}",
-                                     element.getValue()));
+      return ctx.error(
+          llvm::formatv("invalid shape element {0}", element.getValue()));
     dims.push_back(element.toDim());
   }
   setOutput(ctx, 0, TensorType(dtype, dims));
@@ -1048,8 +1048,7 @@ llvm::Error inferConstantOfShape(InferenceContext &ctx) {
 std::optional<double> scalarConstant(const InferenceContext &ctx,
                                      unsigned index) {
   const TensorData *data = ctx.getConstantInput(index);
-  if (!data || !data->getType().hasStaticShape() ||
-      data->getNumElements() != 1)
+  if (!data || !data->getType().hasStaticShape() || data->getNumElements() != 1)
     return std::nullopt;
   DType dtype = data->getType().getDType();
   if (data->getBytes().size() < dtypeStorageBytes(dtype, 1))
@@ -1068,8 +1067,8 @@ llvm::Error inferRange(InferenceContext &ctx) {
   for (unsigned i = 0; i != 3; ++i) {
     const TensorType &type = ctx.getInputType(i);
     if (type.hasStaticShape() && type.getNumElements() != 1)
-      return ctx.error(llvm::formatv("input {0} must be a scalar, got {1}", i,
-                                     type.str()));
+      return ctx.error(
+          llvm::formatv("input {0} must be a scalar, got {1}", i, type.str()));
   }
   std::optional<double> start = scalarConstant(ctx, 0);
   std::optional<double> limit = scalarConstant(ctx, 1);
@@ -1081,16 +1080,21 @@ llvm::Error inferRange(InferenceContext &ctx) {
   if (*delta == 0)
     return ctx.error("delta must not be 0");
   double count = std::ceil((*limit - *start) / *delta);
+  // NaN or absurd counts are not a shape we can state.
+  if (!(count < 9.0e18)) {
+    setOutput(ctx, 0, TensorType(*dtype, {Dim::unknown()}));
+    return llvm::Error::success();
+  }
   setOutput(ctx, 0,
             TensorType::get(*dtype, {std::max<int64_t>(0, (int64_t)count)}));
   return llvm::Error::success();
 }
 
 llvm::Error inferOneHot(InferenceContext &ctx) {
-  if (auto err = checkDTypeIn(ctx, 1, {DType::I32, DType::I64, DType::F32,
-                                       DType::F64, DType::F16, DType::I8,
-                                       DType::U8, DType::U32, DType::U64,
-                                       DType::I16, DType::U16},
+  if (auto err = checkDTypeIn(ctx, 1,
+                              {DType::I32, DType::I64, DType::F32, DType::F64,
+                               DType::F16, DType::I8, DType::U8, DType::U32,
+                               DType::U64, DType::I16, DType::U16},
                               "depth"))
     return err;
   const TensorType &indices = ctx.getInputType(0);
@@ -1109,8 +1113,8 @@ llvm::Error inferOneHot(InferenceContext &ctx) {
     return axis.takeError();
   Dim depthDim = Dim::unknown();
   if (std::optional<double> depth = scalarConstant(ctx, 1)) {
-    if (*depth < 1)
-      return ctx.error("depth must be positive");
+    if (!(*depth >= 1 && *depth < 9.0e18))
+      return ctx.error("depth must be a positive count");
     depthDim = Dim::fixed(static_cast<int64_t>(*depth));
   }
   DimVector out(indices.getDims().begin(), indices.getDims().end());

@@ -26,8 +26,9 @@ TEST_F(MicrosoftOpsTest, ActivationGradients) {
     EXPECT_EQ(infer(msOp(op), {dy, x}), "f32[batch,64,256]") << op;
   EXPECT_TRUE(contains(infer(msOp("ReluGrad"), {dy, input("f32[batch,64,3]")}),
                        "does not match input"));
-  EXPECT_TRUE(contains(infer(msOp("ReluGrad"), {dy, input("f16[batch,64,256]")}),
-                       "input 1 has dtype f16 but input 0 has f32"));
+  EXPECT_TRUE(
+      contains(infer(msOp("ReluGrad"), {dy, input("f16[batch,64,256]")}),
+               "input 1 has dtype f16 but input 0 has f32"));
   Value *bias = input("f32[256]");
   EXPECT_EQ(infer(msOp("BiasGelu"), {x, bias}), "f32[batch,64,256]");
   EXPECT_EQ(infer(msOp("BiasGeluGrad_dX"), {dy, x, bias}), "f32[batch,64,256]");
@@ -43,13 +44,13 @@ TEST_F(MicrosoftOpsTest, SoftmaxGradients) {
   EXPECT_EQ(infer(msOp("SoftmaxGrad_13"), {dy, y}), "f32[b,4,s,s]");
   EXPECT_EQ(infer(msOp("LogSoftmaxGrad_13"), {dy, y}, 1, {intAttr("axis", 1)}),
             "f32[b,4,s,s]");
-  EXPECT_TRUE(contains(infer(msOp("SoftmaxGrad"), {dy, y}, 1,
-                             {intAttr("axis", 4)}),
-                       "axis 4 is out of range for rank 4"));
-  const OpSchema *v1 = OpRegistry::instance().lookup("com.microsoft",
-                                                     "SoftmaxGrad", 1);
-  const OpSchema *v13 = OpRegistry::instance().lookup("com.microsoft",
-                                                      "SoftmaxGrad_13", 1);
+  EXPECT_TRUE(
+      contains(infer(msOp("SoftmaxGrad"), {dy, y}, 1, {intAttr("axis", 4)}),
+               "axis 4 is out of range for rank 4"));
+  const OpSchema *v1 =
+      OpRegistry::instance().lookup("com.microsoft", "SoftmaxGrad", 1);
+  const OpSchema *v13 =
+      OpRegistry::instance().lookup("com.microsoft", "SoftmaxGrad_13", 1);
   ASSERT_TRUE(v1 && v13);
   EXPECT_EQ(v1->lookupAttr("axis")->defaultValue->getInt(), 1);
   EXPECT_EQ(v13->lookupAttr("axis")->defaultValue->getInt(), -1);
@@ -73,11 +74,10 @@ TEST_F(MicrosoftOpsTest, NormalizationGradients) {
   EXPECT_EQ(infer(onnxOp("SimplifiedLayerNormalization"), {x, scale}, 2,
                   {intAttr("axis", 1)}),
             "f16[batch,seq,128] f32[batch,1,1]");
-  EXPECT_TRUE(contains(infer(msOp("LayerNormalizationGrad"),
-                             {input("f16[batch,seq,64]"), x, scale, stats,
-                              stats},
-                             3),
-                       "does not match input"));
+  EXPECT_TRUE(
+      contains(infer(msOp("LayerNormalizationGrad"),
+                     {input("f16[batch,seq,64]"), x, scale, stats, stats}, 3),
+               "does not match input"));
 
   Value *conv = input("f32[batch,16,8,8]");
   Value *c = input("f32[16]");
@@ -85,16 +85,16 @@ TEST_F(MicrosoftOpsTest, NormalizationGradients) {
                   {floatAttr("epsilon", 1e-5f), floatAttr("momentum", 0.9f),
                    intAttr("training_mode", 1)}),
             "f32[batch,16,8,8] f32[16] f32[16] f32[16] f32[16]");
-  EXPECT_TRUE(contains(infer(msOp("BatchNormInternal"),
-                             {conv, input("f32[8]"), c, c, c}, 5),
-                       "input 1 f32[8] does not match the [16] channels"));
+  EXPECT_TRUE(contains(
+      infer(msOp("BatchNormInternal"), {conv, input("f32[8]"), c, c, c}, 5),
+      "input 1 f32[8] does not match the [16] channels"));
   EXPECT_EQ(infer(msOp("BatchNormalizationGrad"),
                   {input("f32[batch,16,8,8]"), conv, c, c, c}, 3,
                   {floatAttr("epsilon", 1e-5f)}),
             "f32[batch,16,8,8] f32[16] f32[16]");
-  EXPECT_TRUE(contains(infer(msOp("BatchNormalizationGrad"),
-                             {conv, conv, c, c, c}, 3),
-                       "missing required attribute 'epsilon'"));
+  EXPECT_TRUE(
+      contains(infer(msOp("BatchNormalizationGrad"), {conv, conv, c, c, c}, 3),
+               "missing required attribute 'epsilon'"));
 }
 
 TEST_F(MicrosoftOpsTest, ConvAndPoolGradients) {
@@ -112,49 +112,49 @@ TEST_F(MicrosoftOpsTest, ConvAndPoolGradients) {
   ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*grad)));
   EXPECT_EQ(grad->getResult(1)->getType().str(), "f32[8,3,3,3]");
   EXPECT_EQ(grad->getResult(2)->getType().str(), "f32[8]");
-  EXPECT_TRUE(contains(infer(msOp("ConvGrad"),
-                             {input("f32[batch,4,32,32]"), x, w}, 3),
-                       "does not match weights"));
+  EXPECT_TRUE(
+      contains(infer(msOp("ConvGrad"), {input("f32[batch,4,32,32]"), x, w}, 3),
+               "does not match weights"));
   EXPECT_EQ(infer(onnxOp("ConvGrad"), {dy, x, w}, 2, attrs),
             "f32[batch,3,32,32] f32[8,3,3,3]");
 
   // MaxPoolGrad finds dX's shape on the MaxPool that made the indices.
   Value *relu = input("f32[batch,6,28,28]");
-  auto pool = build(onnxOp("MaxPool"), {relu}, 2,
-                    {intsAttr("kernel_shape", {2, 2}),
-                     intsAttr("strides", {2, 2})});
+  auto pool =
+      build(onnxOp("MaxPool"), {relu}, 2,
+            {intsAttr("kernel_shape", {2, 2}), intsAttr("strides", {2, 2})});
   Value *pooledGrad = input("f32[batch,6,14,14]");
-  EXPECT_EQ(infer(onnxOp("MaxPoolGrad"), {pooledGrad, pool[1]}, 1,
-                  {intsAttr("kernel_shape", {2, 2}),
-                   intsAttr("strides", {2, 2})}),
-            "f32[batch,6,28,28]");
-  EXPECT_EQ(infer(onnxOp("MaxPoolGrad"), {pooledGrad, input("i64[batch,6,14,14]")}),
-            "f32[batch,6,?,?]");
-  EXPECT_EQ(infer(onnxOp("AveragePoolGrad"), {input("f32[2,6,28,28]")}, 1,
-                  {intsAttr("kernel_shape", {3, 3}),
-                   intsAttr("pads", {1, 1, 1, 1})}),
-            "f32[2,6,28,28]");
-  EXPECT_EQ(infer(onnxOp("AveragePoolGrad"), {input("f32[2,6,14,14]")}, 1,
-                  {intsAttr("kernel_shape", {2, 2}),
-                   intsAttr("strides", {2, 2})}),
-            "f32[2,6,?,?]");
+  EXPECT_EQ(
+      infer(onnxOp("MaxPoolGrad"), {pooledGrad, pool[1]}, 1,
+            {intsAttr("kernel_shape", {2, 2}), intsAttr("strides", {2, 2})}),
+      "f32[batch,6,28,28]");
+  EXPECT_EQ(
+      infer(onnxOp("MaxPoolGrad"), {pooledGrad, input("i64[batch,6,14,14]")}),
+      "f32[batch,6,?,?]");
+  EXPECT_EQ(
+      infer(onnxOp("AveragePoolGrad"), {input("f32[2,6,28,28]")}, 1,
+            {intsAttr("kernel_shape", {3, 3}), intsAttr("pads", {1, 1, 1, 1})}),
+      "f32[2,6,28,28]");
+  EXPECT_EQ(
+      infer(onnxOp("AveragePoolGrad"), {input("f32[2,6,14,14]")}, 1,
+            {intsAttr("kernel_shape", {2, 2}), intsAttr("strides", {2, 2})}),
+      "f32[2,6,?,?]");
 }
 
 TEST_F(MicrosoftOpsTest, DropoutVariants) {
   Value *x = input("f32[4,100]");
   Value *ratio = f32s({0.1f}, {});
-  EXPECT_EQ(infer(msOp("BitmaskDropout"), {x, ratio}, 2),
-            "f32[4,100] u32[13]");
+  EXPECT_EQ(infer(msOp("BitmaskDropout"), {x, ratio}, 2), "f32[4,100] u32[13]");
   EXPECT_EQ(infer(msOp("BitmaskDropout"), {input("f32[b,100]")}, 2),
             "f32[b,100] u32[?]");
   EXPECT_EQ(infer(msOp("BitmaskDropoutGrad"), {x, input("u32[13]"), ratio}),
             "f32[4,100]");
-  EXPECT_TRUE(contains(infer(msOp("BitmaskDropoutGrad"),
-                             {x, input("bool[4,100]")}),
-                       "(mask) has dtype bool, expected one of u32"));
+  EXPECT_TRUE(
+      contains(infer(msOp("BitmaskDropoutGrad"), {x, input("bool[4,100]")}),
+               "(mask) has dtype bool, expected one of u32"));
   Value *mask = input("bool[4,100]");
-  EXPECT_EQ(infer(msOp("DropoutGrad"), {x, mask, ratio,
-                                        graph().addInput(ty("bool[]"), "t")}),
+  EXPECT_EQ(infer(msOp("DropoutGrad"),
+                  {x, mask, ratio, graph().addInput(ty("bool[]"), "t")}),
             "f32[4,100]");
   EXPECT_TRUE(contains(infer(msOp("DropoutGrad"), {x, input("bool[3,100]")}),
                        "does not match gradient"));
@@ -165,15 +165,16 @@ TEST_F(MicrosoftOpsTest, CrossEntropyLosses) {
   Value *labels = input("i64[batch]");
   EXPECT_EQ(infer(msOp("SoftmaxCrossEntropyLossInternal"), {logits, labels}, 2),
             "f32[] f32[batch,10]");
-  EXPECT_EQ(infer(msOp("SoftmaxCrossEntropyLossInternal"),
-                  {logits, labels, nullptr, i64s({-100}, true)}, 2,
-                  {stringAttr("reduction", "none"), intAttr("output_type", 10)}),
-            "f16[batch] f16[batch,10]");
+  EXPECT_EQ(
+      infer(msOp("SoftmaxCrossEntropyLossInternal"),
+            {logits, labels, nullptr, i64s({-100}, true)}, 2,
+            {stringAttr("reduction", "none"), intAttr("output_type", 10)}),
+      "f16[batch] f16[batch,10]");
   Value *dy = input("f32[]");
   Value *logProb = input("f32[batch,10]");
-  EXPECT_EQ(infer(msOp("SoftmaxCrossEntropyLossInternalGrad"),
-                  {dy, logProb, labels}),
-            "f32[batch,10]");
+  EXPECT_EQ(
+      infer(msOp("SoftmaxCrossEntropyLossInternalGrad"), {dy, logProb, labels}),
+      "f32[batch,10]");
   EXPECT_EQ(infer(msOp("SoftmaxCrossEntropyLossInternalGrad"),
                   {dy, logProb, labels, nullptr, i64s({-1}, true)}, 1,
                   {intAttr("output_type", 16)}),
@@ -202,13 +203,11 @@ TEST_F(MicrosoftOpsTest, GradientsShapedByAShapeOperand) {
   EXPECT_EQ(infer(msOp("GatherGrad"),
                   {shape, input("i64[batch,64]"), input("f32[batch,64,128]")}),
             "f32[512,128]");
-  EXPECT_EQ(infer(msOp("GatherGrad"),
-                  {input("i64[2]"), input("i64[batch,64]"),
-                   input("f32[batch,64,128]")}),
+  EXPECT_EQ(infer(msOp("GatherGrad"), {input("i64[2]"), input("i64[batch,64]"),
+                                       input("f32[batch,64,128]")}),
             "f32[?,?]");
-  EXPECT_TRUE(contains(infer(msOp("GatherGrad"),
-                             {shape, input("i64[batch,64]"),
-                              input("f32[batch,64,100]")}),
+  EXPECT_TRUE(contains(infer(msOp("GatherGrad"), {shape, input("i64[batch,64]"),
+                                                  input("f32[batch,64,100]")}),
                        "does not match the gather output [batch,64,128]"));
   Value *positions = input("f32[64,128]");
   EXPECT_EQ(infer(msOp("SliceGrad"),
@@ -219,10 +218,10 @@ TEST_F(MicrosoftOpsTest, GradientsShapedByAShapeOperand) {
                   {input("f32[n,1]"), i64s({7, 10}), input("i64[n,1]")}, 1,
                   {intAttr("axis", 1)}),
             "f32[7,10]");
-  EXPECT_TRUE(contains(infer(msOp("GatherGrad"),
-                             {i64s({4, -2}), input("i64[3]"),
-                              input("f32[3,5]")}),
-                       "shape element -2 is negative"));
+  EXPECT_TRUE(
+      contains(infer(msOp("GatherGrad"),
+                     {i64s({4, -2}), input("i64[3]"), input("f32[3,5]")}),
+               "shape element -2 is negative"));
 }
 
 TEST_F(MicrosoftOpsTest, BroadcastGradientHelpersEvaluateAtCompileTime) {
@@ -257,27 +256,27 @@ TEST_F(MicrosoftOpsTest, BroadcastGradientHelpersEvaluateAtCompileTime) {
             "f32[batch,64,128]");
   EXPECT_TRUE(contains(infer(msOp("Scale"), {dy, f32s({1, 2}, {2})}),
                        "scale must hold one element"));
-  EXPECT_EQ(infer(msOp("FusedMatMul"), {input("f32[b,s,64]"),
-                                        input("f32[128,64]")},
-                  1, {intAttr("transB", 1), floatAttr("alpha", 0.5f)}),
+  EXPECT_EQ(infer(msOp("FusedMatMul"),
+                  {input("f32[b,s,64]"), input("f32[128,64]")}, 1,
+                  {intAttr("transB", 1), floatAttr("alpha", 0.5f)}),
             "f32[b,s,128]");
-  EXPECT_EQ(infer(msOp("FusedMatMul"), {input("f32[b,h,s,d]"),
-                                        input("f32[b,h,s,t]")},
-                  1, {intAttr("transA", 1)}),
+  EXPECT_EQ(infer(msOp("FusedMatMul"),
+                  {input("f32[b,h,s,d]"), input("f32[b,h,s,t]")}, 1,
+                  {intAttr("transA", 1)}),
             "f32[b,h,d,t]");
-  EXPECT_EQ(infer(msOp("FusedMatMul"), {input("f32[4,2,3]"),
-                                        input("f32[2,3,5]")},
-                  1, {intAttr("transBatchA", 1)}),
+  EXPECT_EQ(infer(msOp("FusedMatMul"),
+                  {input("f32[4,2,3]"), input("f32[2,3,5]")}, 1,
+                  {intAttr("transBatchA", 1)}),
             "f32[2,4,5]");
-  EXPECT_TRUE(contains(infer(msOp("FusedMatMul"), {input("f32[4,3]"),
-                                                   input("f32[4,5]")}),
-                       "contraction dimensions do not match"));
+  EXPECT_TRUE(contains(
+      infer(msOp("FusedMatMul"), {input("f32[4,3]"), input("f32[4,5]")}),
+      "contraction dimensions do not match"));
 }
 
 TEST_F(MicrosoftOpsTest, ConcatAndSplitTraining) {
-  EXPECT_EQ(infer(msOp("ConcatTraining"), {input("f32[b,3]"), input("f32[b,5]"),
-                                           input("f32[b,1]")},
-                  2, {intAttr("axis", 1)}),
+  EXPECT_EQ(infer(msOp("ConcatTraining"),
+                  {input("f32[b,3]"), input("f32[b,5]"), input("f32[b,1]")}, 2,
+                  {intAttr("axis", 1)}),
             "f32[b,9] i64[3]");
   EXPECT_TRUE(contains(infer(msOp("ConcatTraining"), {input("f32[2]")}, 1),
                        "missing required attribute 'axis'"));
@@ -301,12 +300,12 @@ TEST_F(MicrosoftOpsTest, AccumulationAndMixedPrecision) {
             "bool[1]");
   EXPECT_EQ(infer(msOp("InPlaceAccumulatorV2"), {buffer, grad}, 2),
             "bool[1] f32[384,128]");
-  EXPECT_TRUE(contains(infer(msOp("InPlaceAccumulatorV2"),
-                             {buffer, input("f32[128,384]")}),
-                       "does not match the accumulation buffer"));
-  EXPECT_TRUE(contains(infer(msOp("InPlaceAccumulatorV2"),
-                             {buffer, grad, input("f32[1]")}),
-                       "(flag) has dtype f32"));
+  EXPECT_TRUE(contains(
+      infer(msOp("InPlaceAccumulatorV2"), {buffer, input("f32[128,384]")}),
+      "does not match the accumulation buffer"));
+  EXPECT_TRUE(contains(
+      infer(msOp("InPlaceAccumulatorV2"), {buffer, grad, input("f32[1]")}),
+      "(flag) has dtype f32"));
   EXPECT_EQ(infer(msOp("InPlaceAccumulator"), {buffer, input("f16[384,128]")}),
             "f32[384,128]");
   EXPECT_EQ(infer(msOp("ZeroGradient"), {buffer, reset}), "f32[384,128]");
@@ -328,18 +327,17 @@ TEST_F(MicrosoftOpsTest, AccumulationAndMixedPrecision) {
                   {lossScale, input("f16[4,4]"), input("f16[8]")}, 1,
                   {intAttr("to", 1), intAttr("fuse_outputs", 1)}),
             "f32[24]");
-  EXPECT_TRUE(contains(infer(msOp("MixedPrecisionScale"),
-                             {lossScale, input("f16[4,4]")}, 2,
-                             {intAttr("to", 1)}),
-                       "expected one output per scaled input (1), got 2"));
-  EXPECT_TRUE(contains(infer(msOp("MixedPrecisionScale"),
-                             {lossScale, input("f16[4,4]")}, 1,
-                             {intAttr("to", 7)}),
-                       "is not a floating-point element type"));
+  EXPECT_TRUE(
+      contains(infer(msOp("MixedPrecisionScale"),
+                     {lossScale, input("f16[4,4]")}, 2, {intAttr("to", 1)}),
+               "expected one output per scaled input (1), got 2"));
+  EXPECT_TRUE(
+      contains(infer(msOp("MixedPrecisionScale"),
+                     {lossScale, input("f16[4,4]")}, 1, {intAttr("to", 7)}),
+               "is not a floating-point element type"));
 
-  EXPECT_EQ(infer(msOp("YieldOp"), {input("f32[]"), input("i64[3]"),
-                                    input("f32[b,4]")},
-                  2,
+  EXPECT_EQ(infer(msOp("YieldOp"),
+                  {input("f32[]"), input("i64[3]"), input("f32[b,4]")}, 2,
                   {intsAttr("non_differentiable_outputs", {1}),
                    intsAttr("full_shape_outputs", {0, 2})}),
             "f32[] f32[b,4]");

@@ -10,9 +10,9 @@
 
 #include "ir/Onnx.h"
 
+#include "OnnxTestModels.h"
 #include "ir/Module.h"
 #include "ir/OnnxTensor.h"
-#include "OnnxTestModels.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -230,9 +230,9 @@ TEST(OnnxImport, EmptyNamesAreAbsentOperandsAndResults) {
   b.floatInitializer("scale", {4});
   b.floatInitializer("bias", {4});
   b.node("Clip", {"x", "", "hi"}, {"clipped"}, "clip0");
-  onnx::NodeProto &ln = b.node("LayerNormalization",
-                               {"clipped", "scale", "bias"},
-                               {"y", "", "inv_std"}, "ln0");
+  onnx::NodeProto &ln =
+      b.node("LayerNormalization", {"clipped", "scale", "bias"},
+             {"y", "", "inv_std"}, "ln0");
   ModelBuilder::attrInt(ln, "axis", -1);
   b.output("y", TP::FLOAT, {2, 4});
   b.output("inv_std");
@@ -350,8 +350,9 @@ TEST(OnnxImport, ImportModelCopiesWithoutTouchingTheProto) {
   auto module = importOnnxModel(b.model, "m.onnx");
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
   EXPECT_EQ(b.model.graph().initializer(0).raw_data().size(), 12u);
-  EXPECT_EQ((*module)->getGraph().lookupValue("c")->getData().getFloatElement(1),
-            5.0);
+  EXPECT_EQ(
+      (*module)->getGraph().lookupValue("c")->getData().getFloatElement(1),
+      5.0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -579,8 +580,11 @@ TEST(OnnxImportErrors, NonTensorInput) {
   ModelBuilder b;
   onnx::ValueInfoProto *in = b.graph().add_input();
   in->set_name("seq");
-  in->mutable_type()->mutable_sequence_type()->mutable_elem_type()
-      ->mutable_tensor_type()->set_elem_type(TP::FLOAT);
+  in->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(TP::FLOAT);
   b.output("seq");
   EXPECT_EQ(errorOf(importBytes(b.model)),
             "m.onnx: graph input 'seq' has a non-tensor type (sequence, map, "
@@ -631,9 +635,9 @@ TEST(OnnxTensor, TypedFieldsForEveryDType) {
     llvm::Expected<TensorData> data = importTensor(tensor, nullptr);
     ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
     EXPECT_EQ(data->getType().getDType(), dtype);
-    EXPECT_EQ(std::vector<uint8_t>(data->getBytes().begin(),
-                                   data->getBytes().end()),
-              expected)
+    EXPECT_EQ(
+        std::vector<uint8_t>(data->getBytes().begin(), data->getBytes().end()),
+        expected)
         << dtypeName(dtype).str();
   };
   auto make = [](int32_t dtype, std::vector<int64_t> dims) {
@@ -741,9 +745,7 @@ TEST(OnnxTensor, TypedFieldsForEveryDType) {
 }
 
 TEST(OnnxTensor, RejectsMalformedTensors) {
-  auto message = [](const TP &t) {
-    return errorOf(importTensor(t, nullptr));
-  };
+  auto message = [](const TP &t) { return errorOf(importTensor(t, nullptr)); };
   TP count;
   count.set_name("w");
   count.set_data_type(TP::FLOAT);
@@ -914,8 +916,9 @@ TEST(OnnxImportExternal, Errors) {
             model + ": tensor 'w': external data location '../x.bin' leaves "
                     "the model directory");
   std::string missing = importWith("missing.bin", 0);
-  EXPECT_EQ(missing.rfind(model + ": tensor 'w': cannot open external data "
-                                  "file '" +
+  EXPECT_EQ(missing.rfind(model +
+                              ": tensor 'w': cannot open external data "
+                              "file '" +
                               dir.file("missing.bin") + "': ",
                           0),
             0u)
@@ -945,14 +948,15 @@ TEST(OnnxImportScale, HundredThousandNodes) {
     onnx::ModelProto model = makeChain(kNodes, reversed);
     auto start = std::chrono::steady_clock::now();
     auto module = importBytes(model);
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
     const Graph &g = (*module)->getGraph();
     ASSERT_EQ(g.getNumNodes(), size_t(kNodes));
     EXPECT_EQ(g.getNodes().front().getName(), "relu0");
-    EXPECT_EQ(g.getNodes().back().getName(), "relu" + std::to_string(kNodes - 1));
+    EXPECT_EQ(g.getNodes().back().getName(),
+              "relu" + std::to_string(kNodes - 1));
     EXPECT_EQ(g.getOutput(0)->getType().str(), "f32[batch,16]");
     // Linear import takes about a second even in a debug build on a busy
     // machine; a quadratic name lookup or ordering would take hours.

@@ -12,8 +12,8 @@
 
 #include "ir/Onnx.h"
 
-#include "ir/Module.h"
 #include "OnnxTestModels.h"
+#include "ir/Module.h"
 
 #include "onnx/checker.h"
 
@@ -178,8 +178,8 @@ TEST(OnnxRoundTrip, ExportWritesModelFacts) {
   std::map<std::string, int64_t> opsets;
   for (const auto &opset : exported.opset_import())
     opsets[opset.domain()] = opset.version();
-  EXPECT_EQ(opsets, (std::map<std::string, int64_t>{{"", 17},
-                                                    {"com.microsoft", 1}}));
+  EXPECT_EQ(opsets,
+            (std::map<std::string, int64_t>{{"", 17}, {"com.microsoft", 1}}));
   const onnx::GraphProto &g = exported.graph();
   EXPECT_EQ(g.name(), "test_graph");
   // Symbolic dimensions are written as dim_param.
@@ -371,7 +371,7 @@ TEST(OnnxRoundTrip, TestdataTrainingModels) {
     ASSERT_TRUE(bool(buffer));
     onnx::ModelProto original;
     ASSERT_TRUE(original.ParseFromArray((*buffer)->getBufferStart(),
-                                       (*buffer)->getBufferSize()));
+                                        (*buffer)->getBufferSize()));
     bool originalValid = true;
     try {
       onnx::checker::check_model(original);

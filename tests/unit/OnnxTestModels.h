@@ -110,8 +110,9 @@ public:
     tensor->set_data_type(dtype);
     for (int64_t d : dims)
       tensor->add_dims(d);
-    tensor->set_raw_data(std::string(
-        reinterpret_cast<const char *>(values.data()), values.size() * sizeof(T)));
+    tensor->set_raw_data(
+        std::string(reinterpret_cast<const char *>(values.data()),
+                    values.size() * sizeof(T)));
     return *tensor;
   }
   /// Adds an f32 initializer of \p dims filled with 0.01 * i - 0.1.
@@ -308,9 +309,8 @@ inline onnx::ModelProto makeConvModel() {
   b.floatInitializer("conv.bias", {4});
   b.floatInitializer("fc.weight", {10, 64});
   b.floatInitializer("fc.bias", {10});
-  onnx::NodeProto *n =
-      &b.node("Conv", {"image", "conv.weight", "conv.bias"}, {"conv_out"},
-              "Conv_0");
+  onnx::NodeProto *n = &b.node("Conv", {"image", "conv.weight", "conv.bias"},
+                               {"conv_out"}, "Conv_0");
   ModelBuilder::attrInts(*n, "kernel_shape", {3, 3});
   ModelBuilder::attrInts(*n, "pads", {1, 1, 1, 1});
   ModelBuilder::attrInts(*n, "strides", {1, 1});
@@ -367,8 +367,7 @@ inline void expectIsomorphic(const Module &a, const Module &b) {
     ASSERT_EQ(na.getNumOperands(), nb.getNumOperands()) << where;
     for (unsigned i = 0; i < na.getNumOperands(); ++i) {
       const Value *oa = na.getOperand(i), *ob = nb.getOperand(i);
-      EXPECT_EQ(oa ? map.lookup(oa) : nullptr, ob)
-          << where << " operand " << i;
+      EXPECT_EQ(oa ? map.lookup(oa) : nullptr, ob) << where << " operand " << i;
     }
     ASSERT_EQ(na.getNumResults(), nb.getNumResults()) << where;
     for (unsigned i = 0; i < na.getNumResults(); ++i)

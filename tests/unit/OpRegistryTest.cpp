@@ -13,6 +13,10 @@
 
 #include "ir/ops/ShapeValue.h"
 
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <limits>
+
 using namespace gmopt;
 using namespace gmopt::test;
 
@@ -47,10 +51,12 @@ TEST(OpRegistryLookupTest, PicksNewestSchemaNotAfterOpset) {
   EXPECT_EQ(schemaOf("", "BatchNormalization", 13).sinceVersion, 9);
   EXPECT_EQ(schemaOf("", "BatchNormalization", 14).sinceVersion, 14);
   EXPECT_EQ(schemaOf("", "BatchNormalization", 21).sinceVersion, 15);
-  EXPECT_EQ(schemaOf("", "Softmax", 12).lookupAttr("axis")->defaultValue->getInt(),
-            1);
-  EXPECT_EQ(schemaOf("", "Softmax", 13).lookupAttr("axis")->defaultValue->getInt(),
-            -1);
+  EXPECT_EQ(
+      schemaOf("", "Softmax", 12).lookupAttr("axis")->defaultValue->getInt(),
+      1);
+  EXPECT_EQ(
+      schemaOf("", "Softmax", 13).lookupAttr("axis")->defaultValue->getInt(),
+      -1);
   EXPECT_EQ(registry().lookup("", "LayerNormalization", 16), nullptr);
   EXPECT_NE(registry().lookup("", "LayerNormalization", 17), nullptr);
   EXPECT_EQ(registry().lookup("", "Gelu", 19), nullptr);
@@ -92,40 +98,158 @@ TEST(OpRegistryLookupTest, AllIsSortedAndSchemasAreWellFormed) {
 }
 
 TEST(OpRegistryLookupTest, CoversEveryOpTheProjectNeeds) {
-  const char *onnxOps[] = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs",
-      "Reciprocal", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Softmax",
-      "LogSoftmax", "MatMul", "Gemm", "Conv", "MaxPool", "AveragePool",
-      "GlobalAveragePool", "BatchNormalization", "LayerNormalization",
-      "Dropout", "Gather", "GatherElements", "SoftmaxCrossEntropyLoss",
-      "NegativeLogLikelihoodLoss", "Reshape", "Transpose", "Concat", "Slice",
-      "Split", "Expand", "Where", "Equal", "Less", "Greater", "Not", "And",
-      "Or", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceSumSquare", "Cast",
-      "CastLike", "Shape", "Size", "Constant", "ConstantOfShape", "Identity",
-      "Sum", "Squeeze", "Unsqueeze", "Flatten", "Range", "Tile", "Trilu",
-      "Min", "Max", "Clip", "Sign", "Mean", "Cos", "Sin", "IsNaN", "IsInf",
-      "Floor", "Ceil", "ArgMax", "OneHot", "Einsum", "MaxPoolGrad",
-      "AveragePoolGrad"};
+  const char *onnxOps[] = {"Add",
+                           "Sub",
+                           "Mul",
+                           "Div",
+                           "Pow",
+                           "Sqrt",
+                           "Exp",
+                           "Log",
+                           "Neg",
+                           "Abs",
+                           "Reciprocal",
+                           "Relu",
+                           "LeakyRelu",
+                           "Sigmoid",
+                           "Tanh",
+                           "Erf",
+                           "Softmax",
+                           "LogSoftmax",
+                           "MatMul",
+                           "Gemm",
+                           "Conv",
+                           "MaxPool",
+                           "AveragePool",
+                           "GlobalAveragePool",
+                           "BatchNormalization",
+                           "LayerNormalization",
+                           "Dropout",
+                           "Gather",
+                           "GatherElements",
+                           "SoftmaxCrossEntropyLoss",
+                           "NegativeLogLikelihoodLoss",
+                           "Reshape",
+                           "Transpose",
+                           "Concat",
+                           "Slice",
+                           "Split",
+                           "Expand",
+                           "Where",
+                           "Equal",
+                           "Less",
+                           "Greater",
+                           "Not",
+                           "And",
+                           "Or",
+                           "ReduceSum",
+                           "ReduceMean",
+                           "ReduceMax",
+                           "ReduceSumSquare",
+                           "Cast",
+                           "CastLike",
+                           "Shape",
+                           "Size",
+                           "Constant",
+                           "ConstantOfShape",
+                           "Identity",
+                           "Sum",
+                           "Squeeze",
+                           "Unsqueeze",
+                           "Flatten",
+                           "Range",
+                           "Tile",
+                           "Trilu",
+                           "Min",
+                           "Max",
+                           "Clip",
+                           "Sign",
+                           "Mean",
+                           "Cos",
+                           "Sin",
+                           "IsNaN",
+                           "IsInf",
+                           "Floor",
+                           "Ceil",
+                           "ArgMax",
+                           "OneHot",
+                           "Einsum",
+                           "MaxPoolGrad",
+                           "AveragePoolGrad"};
   for (const char *op : onnxOps)
     EXPECT_NE(registry().lookup("", op, 17), nullptr) << op;
   EXPECT_NE(registry().lookup("", "Gelu", 20), nullptr);
-  const char *msOps[] = {
-      "ReluGrad", "GeluGrad", "FastGeluGrad", "BiasGelu", "BiasGeluGrad_dX",
-      "FastGelu", "Gelu", "SigmoidGrad", "TanhGrad", "SoftmaxGrad",
-      "SoftmaxGrad_13", "LogSoftmaxGrad", "LogSoftmaxGrad_13",
-      "LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
-      "SimplifiedLayerNormalization", "InvertibleLayerNormalizationGrad",
-      "ConvGrad", "BatchNormalizationGrad", "BatchNormInternal", "DropoutGrad",
-      "BitmaskDropout", "BitmaskDropoutGrad", "GatherGrad",
-      "GatherElementsGrad", "SoftmaxCrossEntropyLossGrad",
-      "SoftmaxCrossEntropyLossInternal", "SoftmaxCrossEntropyLossInternalGrad",
-      "FusedMatMul", "BroadcastGradientArgs", "DivGrad", "Scale",
-      "ConcatTraining", "SplitTraining", "ReduceSumTraining",
-      "InPlaceAccumulatorV2", "InPlaceAccumulator", "IsAllFinite",
-      "MixedPrecisionScale", "ZeroGradient", "YieldOp", "SoftmaxCrossEntropy",
-      "SoftmaxCrossEntropyGrad", "SliceGrad"};
+  const char *msOps[] = {"ReluGrad",
+                         "GeluGrad",
+                         "FastGeluGrad",
+                         "BiasGelu",
+                         "BiasGeluGrad_dX",
+                         "FastGelu",
+                         "Gelu",
+                         "SigmoidGrad",
+                         "TanhGrad",
+                         "SoftmaxGrad",
+                         "SoftmaxGrad_13",
+                         "LogSoftmaxGrad",
+                         "LogSoftmaxGrad_13",
+                         "LayerNormalizationGrad",
+                         "SimplifiedLayerNormalizationGrad",
+                         "SimplifiedLayerNormalization",
+                         "InvertibleLayerNormalizationGrad",
+                         "ConvGrad",
+                         "BatchNormalizationGrad",
+                         "BatchNormInternal",
+                         "DropoutGrad",
+                         "BitmaskDropout",
+                         "BitmaskDropoutGrad",
+                         "GatherGrad",
+                         "GatherElementsGrad",
+                         "SoftmaxCrossEntropyLossGrad",
+                         "SoftmaxCrossEntropyLossInternal",
+                         "SoftmaxCrossEntropyLossInternalGrad",
+                         "FusedMatMul",
+                         "BroadcastGradientArgs",
+                         "DivGrad",
+                         "Scale",
+                         "ConcatTraining",
+                         "SplitTraining",
+                         "ReduceSumTraining",
+                         "InPlaceAccumulatorV2",
+                         "InPlaceAccumulator",
+                         "IsAllFinite",
+                         "MixedPrecisionScale",
+                         "ZeroGradient",
+                         "YieldOp",
+                         "SoftmaxCrossEntropy",
+                         "SoftmaxCrossEntropyGrad",
+                         "SliceGrad"};
   for (const char *op : msOps)
     EXPECT_NE(registry().lookup("com.microsoft", op, 1), nullptr) << op;
+}
+
+TEST(OpRegistryLookupTest, CoversEveryOpOfTheTestdataGraphs) {
+  // testdata/ops.txt lists (domain, op, opset) of every ONNX Runtime
+  // training graph in testdata/.
+  std::string path = std::string(GMOPT_TESTDATA_DIR) + "/ops.txt";
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    GTEST_SKIP() << "missing " << path;
+  llvm::SmallVector<llvm::StringRef, 64> lines;
+  (*buffer)->getBuffer().split(lines, '\n', -1, false);
+  unsigned numOps = 0;
+  for (llvm::StringRef line : lines) {
+    if (line.starts_with("#"))
+      continue;
+    llvm::SmallVector<llvm::StringRef, 4> columns;
+    line.split(columns, '\t');
+    ASSERT_GE(columns.size(), 3u) << line.str();
+    int64_t version;
+    ASSERT_FALSE(columns[2].getAsInteger(10, version)) << line.str();
+    EXPECT_NE(registry().lookup(columns[0], columns[1], version), nullptr)
+        << line.str();
+    ++numOps;
+  }
+  EXPECT_GT(numOps, 20u);
 }
 
 //===----------------------------------------------------------------------===//
@@ -156,14 +280,13 @@ TEST_F(OpTest, ArityIsChecked) {
                        "expected 1 output, got 2"));
   EXPECT_TRUE(contains(errorOf(*make(onnxOp("Clip"), {x, x, x, x})),
                        "expected 1 to 3 inputs, got 4"));
-  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Concat"), {}, 1,
-                                     {intAttr("axis", 0)})),
-                       "expected at least 1 input, got 0"));
+  EXPECT_TRUE(
+      contains(errorOf(*make(onnxOp("Concat"), {}, 1, {intAttr("axis", 0)})),
+               "expected at least 1 input, got 0"));
   EXPECT_TRUE(contains(errorOf(*make(onnxOp("Add"), {x, nullptr})),
                        "input 1 is required but absent"));
-  EXPECT_TRUE(contains(
-      errorOf(*make(onnxOp("Sum"), {x, nullptr, x})),
-      "input 1 is required but absent"));
+  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Sum"), {x, nullptr, x})),
+                       "input 1 is required but absent"));
   // Absent optional inputs are fine, even before a present one.
   Value *bound = f32s({6.0f}, {});
   EXPECT_EQ(infer(onnxOp("Clip"), {x, nullptr, bound}), "f32[2,3]");
@@ -176,12 +299,12 @@ TEST_F(OpTest, ArityIsChecked) {
 
 TEST_F(OpTest, AttributesAreChecked) {
   Value *x = input("f32[2,3]");
-  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Relu"), {x}, 1,
-                                     {intAttr("foo", 1)})),
-                       "unknown attribute 'foo'"));
-  EXPECT_TRUE(contains(errorOf(*make(onnxOp("Softmax"), {x}, 1,
-                                     {floatAttr("axis", 1.0f)})),
-                       "attribute 'axis' has kind float, expected int"));
+  EXPECT_TRUE(
+      contains(errorOf(*make(onnxOp("Relu"), {x}, 1, {intAttr("foo", 1)})),
+               "unknown attribute 'foo'"));
+  EXPECT_TRUE(contains(
+      errorOf(*make(onnxOp("Softmax"), {x}, 1, {floatAttr("axis", 1.0f)})),
+      "attribute 'axis' has kind float, expected int"));
   EXPECT_TRUE(contains(errorOf(*make(onnxOp("Cast"), {x})),
                        "missing required attribute 'to'"));
   // ONNX Runtime's AllowUncheckedAttributes ops accept extra attributes.
@@ -204,19 +327,19 @@ TEST_F(OpTest, ContextReadsAttributeDefaultsAndConstants) {
   EXPECT_FLOAT_EQ(ctx.getFloatAttr("alpha"), 0.2f);
 
   Value *initializer = i64s({2, -1});
-  Node *constant = make(onnxOp("Constant"), {}, 1,
-                        {intsAttr("value_ints", {5, 6, 7})});
-  Node *floatConstant = make(onnxOp("Constant"), {}, 1,
-                             {floatAttr("value_float", 2.5f)});
+  Node *constant =
+      make(onnxOp("Constant"), {}, 1, {intsAttr("value_ints", {5, 6, 7})});
+  Node *floatConstant =
+      make(onnxOp("Constant"), {}, 1, {floatAttr("value_float", 2.5f)});
   TensorData tensor = TensorData::fromValues<int64_t>(DType::I64, {1}, {9});
-  Node *tensorConstant =
-      make(onnxOp("Constant"), {}, 1, {{"value", Attribute::getTensor(tensor)}});
+  Node *tensorConstant = make(onnxOp("Constant"), {}, 1,
+                              {{"value", Attribute::getTensor(tensor)}});
   Value *withDefault = graph().addInput(ty("i64[1]"), "with_default");
   withDefault->setData(TensorData::fromValues<int64_t>(DType::I64, {1}, {3}));
-  Node *user = make(onnxOp("Sum"),
-                    {initializer, constant->getResult(0),
-                     floatConstant->getResult(0),
-                     tensorConstant->getResult(0), withDefault, x});
+  Node *user =
+      make(onnxOp("Sum"),
+           {initializer, constant->getResult(0), floatConstant->getResult(0),
+            tensorConstant->getResult(0), withDefault, x});
   InferenceContext userCtx(*user, *registry().lookup(*user));
   ASSERT_NE(userCtx.getConstantInput(0), nullptr);
   EXPECT_EQ(userCtx.getConstantInput(0)->getIntValues(),
@@ -248,10 +371,113 @@ TEST_F(OpTest, ConstantNodesTypeThemselves) {
             "i64[]");
   EXPECT_TRUE(contains(infer(onnxOp("Constant"), {}),
                        "exactly one value attribute must be set, found 0"));
-  EXPECT_TRUE(contains(infer(onnxOp("Constant"), {}, 1,
-                             {intAttr("value_int", 4),
-                              floatAttr("value_float", 1.0f)}),
-                       "found 2"));
+  EXPECT_TRUE(
+      contains(infer(onnxOp("Constant"), {}, 1,
+                     {intAttr("value_int", 4), floatAttr("value_float", 1.0f)}),
+               "found 2"));
+}
+
+/// A value of \p kind for a required attribute: ordinary, or (when
+/// \p extreme) the most hostile value of that kind.
+Attribute attributeOfKind(Attribute::Kind kind, bool extreme) {
+  int64_t big = std::numeric_limits<int64_t>::max();
+  int64_t small = std::numeric_limits<int64_t>::min();
+  switch (kind) {
+  case Attribute::Kind::Int:
+    return Attribute::getInt(extreme ? small : 1);
+  case Attribute::Kind::Float:
+    return Attribute::getFloat(extreme ? -1e30f : 1.0f);
+  case Attribute::Kind::String:
+    return Attribute::getString(extreme ? "...,..->.." : "none");
+  case Attribute::Kind::Tensor:
+    return Attribute::getTensor(
+        TensorData::fromValues<float>(DType::F32, {2}, {1.0f, 2.0f}));
+  case Attribute::Kind::Floats:
+    return Attribute::getFloats({1.0f});
+  case Attribute::Kind::Ints:
+    return Attribute::getInts(extreme ? std::vector<int64_t>{big, small}
+                                      : std::vector<int64_t>{0});
+  case Attribute::Kind::Strings:
+    return Attribute::getStrings({"a"});
+  }
+  return Attribute();
+}
+
+TEST_F(OpTest, EverySchemaSurvivesHostileOperandsAndAttributes) {
+  // Errors are fine; crashes, hangs and sanitizer reports are not. Operand
+  // types include unknown, unranked, scalar, huge and symbolic shapes.
+  std::vector<TensorType> operandTypes = {
+      TensorType(),       ty("f32[*]"),
+      ty("f32[]"),        ty("f32[2,3,4,5]"),
+      ty("i64[3]"),       ty("bool[1]"),
+      ty("f16[batch,?]"), ty("i64[9223372036854775807]"),
+      ty("f32[0,0,0,0]")};
+  std::vector<Value *> constants = {i64s({1, 2}), i64s({-1}, true),
+                                    i64s({std::numeric_limits<int64_t>::min(),
+                                          std::numeric_limits<int64_t>::max()}),
+                                    i64s({})};
+  unsigned numNodes = 0;
+  for (const OpSchema *schema : OpRegistry::instance().all()) {
+    SCOPED_TRACE(schema->domain + "::" + schema->name);
+    module.opsetImports[schema->domain] = schema->sinceVersion;
+    unsigned maxInputs = std::min(schema->maxInputs, schema->minInputs + 3);
+    unsigned numOutputs = std::min(schema->maxOutputs, schema->minOutputs + 2);
+    for (bool extreme : {false, true}) {
+      std::vector<NamedAttribute> attrs;
+      for (const AttrSpec &spec : schema->attributes)
+        if (spec.required || extreme)
+          attrs.push_back({spec.name, attributeOfKind(spec.kind, extreme)});
+      for (unsigned numInputs = schema->minInputs; numInputs <= maxInputs;
+           ++numInputs) {
+        for (const TensorType &type : operandTypes) {
+          std::vector<Value *> operands;
+          for (unsigned i = 0; i != numInputs; ++i)
+            operands.push_back(graph().addInput(type, "x"));
+          Node *node =
+              make({schema->domain, schema->name}, operands, numOutputs, attrs);
+          (void)inferred(*node);
+          (void)estimateCost(*node);
+          ++numNodes;
+        }
+        // Shape-like operands from constants after the first input.
+        for (Value *constant : constants) {
+          std::vector<Value *> operands = {input("f32[2,3,4,5]")};
+          for (unsigned i = 1; i < numInputs; ++i)
+            operands.push_back(constant);
+          if (numInputs == 0)
+            operands.clear();
+          Node *node =
+              make({schema->domain, schema->name}, operands, numOutputs, attrs);
+          (void)inferred(*node);
+          (void)estimateCost(*node);
+          ++numNodes;
+        }
+      }
+    }
+  }
+  EXPECT_GT(numNodes, 1000u);
+}
+
+TEST_F(OpTest, ShapeValueTracingIsLinearOnSharedSubgraphs) {
+  // Add(v, v) chains double the number of paths at every step: without
+  // memoization this query would take 2^45 steps.
+  Value *value = i64s({1});
+  for (int i = 0; i != 45; ++i)
+    value = build1(onnxOp("Add"), {value, value});
+  EXPECT_EQ(ops::getIntValues(*value),
+            (std::vector<int64_t>{int64_t(1) << 45}));
+  // Beyond the depth bound the trace gives up instead of recursing.
+  for (int i = 0; i != 20; ++i)
+    value = build1(onnxOp("Add"), {value, value});
+  EXPECT_FALSE(ops::getShapeValue(*value).has_value());
+  // Overflowing arithmetic yields an unknown element, not undefined
+  // behaviour.
+  Value *big = i64s({int64_t(1) << 32});
+  Value *square = build1(onnxOp("Mul"), {big, big});
+  std::optional<ops::SymIntVector> traced = ops::getShapeValue(*square);
+  ASSERT_TRUE(traced.has_value());
+  ASSERT_EQ(traced->size(), 1u);
+  EXPECT_TRUE((*traced)[0].isUnknown());
 }
 
 //===----------------------------------------------------------------------===//
@@ -282,8 +508,7 @@ TEST_F(OpTest, InferAndSetTypesRefinesWithoutContradicting) {
   EXPECT_TRUE(contains(llvm::toString(inferAndSetTypes(*relu)),
                        "contradicts inferred f32[8,4]"));
   relu->getResult(0)->setType(ty("f32[8,4,1]"));
-  EXPECT_TRUE(contains(llvm::toString(inferAndSetTypes(*relu)),
-                       "contradicts"));
+  EXPECT_TRUE(contains(llvm::toString(inferAndSetTypes(*relu)), "contradicts"));
 
   // A known recorded dim stays when inference cannot compute it; a
   // symbolic one is replaced by a static inferred extent.
@@ -300,8 +525,8 @@ TEST_F(OpTest, InferAndSetTypesRefinesWithoutContradicting) {
 
 TEST_F(OpTest, ContradictionLeavesEveryResultUntouched) {
   Value *x = input("f32[2,6]");
-  Node *split = make(onnxOp("Split"), {x, i64s({2, 4})}, 2,
-                     {intAttr("axis", 1)});
+  Node *split =
+      make(onnxOp("Split"), {x, i64s({2, 4})}, 2, {intAttr("axis", 1)});
   split->getResult(1)->setType(ty("f32[2,5]"));
   llvm::Error err = inferAndSetTypes(*split);
   EXPECT_TRUE(contains(llvm::toString(std::move(err)), "result 1 type"));
@@ -322,15 +547,15 @@ TEST(OpRegistryTraitsTest, TraitsMatchOpSemantics) {
   EXPECT_TRUE(schemaOf("", "Relu").hasTrait(TraitElementwise));
   EXPECT_FALSE(schemaOf("", "MatMul").hasTrait(TraitElementwise));
   EXPECT_FALSE(schemaOf("", "Softmax").hasTrait(TraitElementwise));
-  for (const char *view : {"Reshape", "Identity", "Squeeze", "Unsqueeze",
-                           "Flatten"})
+  for (const char *view :
+       {"Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten"})
     EXPECT_TRUE(schemaOf("", view).hasTrait(TraitView)) << view;
   EXPECT_FALSE(schemaOf("", "Transpose").hasTrait(TraitView));
   EXPECT_TRUE(schemaOf("", "Dropout").hasTrait(TraitRandom));
-  EXPECT_TRUE(schemaOf("com.microsoft", "BitmaskDropout", 1)
-                  .hasTrait(TraitRandom));
-  EXPECT_FALSE(schemaOf("com.microsoft", "DropoutGrad", 1)
-                   .hasTrait(TraitRandom));
+  EXPECT_TRUE(
+      schemaOf("com.microsoft", "BitmaskDropout", 1).hasTrait(TraitRandom));
+  EXPECT_FALSE(
+      schemaOf("com.microsoft", "DropoutGrad", 1).hasTrait(TraitRandom));
   EXPECT_TRUE(schemaOf("com.microsoft", "InPlaceAccumulatorV2", 1)
                   .hasTrait(TraitSideEffect));
   EXPECT_FALSE(schemaOf("", "Add").hasTrait(TraitSideEffect));
@@ -345,12 +570,12 @@ TEST(OpRegistryTraitsTest, InPlaceOperands) {
   for (const char *op : {"Relu", "Sigmoid", "Tanh", "Add", "Mul", "Sub", "Div",
                          "Neg", "Exp", "Dropout"})
     EXPECT_EQ(schemaOf("", op).inPlaceOperand, 0) << op;
-  for (const char *op : {"ReluGrad", "GeluGrad", "SigmoidGrad", "TanhGrad",
-                         "DropoutGrad", "BiasGeluGrad_dX",
-                         "InPlaceAccumulator"})
+  for (const char *op :
+       {"ReluGrad", "GeluGrad", "SigmoidGrad", "TanhGrad", "DropoutGrad",
+        "BiasGeluGrad_dX", "InPlaceAccumulator"})
     EXPECT_EQ(schemaOf("com.microsoft", op, 1).inPlaceOperand, 0) << op;
-  for (const char *op : {"MatMul", "Conv", "Softmax", "Transpose", "Shape",
-                         "Equal", "Reshape"})
+  for (const char *op :
+       {"MatMul", "Conv", "Softmax", "Transpose", "Shape", "Equal", "Reshape"})
     EXPECT_EQ(schemaOf("", op).inPlaceOperand, -1) << op;
 }
 
@@ -376,8 +601,8 @@ TEST(OpRegistryTraitsTest, AmpClasses) {
     EXPECT_EQ(schemaOf("", op).amp, AmpClass::Follow) << op;
   for (const char *op : {"ReluGrad", "BiasGelu", "DropoutGrad"})
     EXPECT_EQ(schemaOf("com.microsoft", op, 1).amp, AmpClass::Follow) << op;
-  for (const char *op : {"Shape", "Size", "Equal", "Not", "ArgMax", "Range",
-                         "Cast"})
+  for (const char *op :
+       {"Shape", "Size", "Equal", "Not", "ArgMax", "Range", "Cast"})
     EXPECT_EQ(schemaOf("", op).amp, AmpClass::None) << op;
 }
 
@@ -401,9 +626,9 @@ TEST_F(OpTest, MatMulAndGemmCostTwoMNK) {
   EXPECT_EQ(gemm->getResult(0)->getType().str(), "f32[6,9]");
   EXPECT_EQ(estimateCost(*gemm).flops, 2u * 6 * 9 * 7);
 
-  Node *fused = make(msOp("FusedMatMul"), {input("f32[8,16]"),
-                                           input("f32[32,16]")},
-                     1, {intAttr("transB", 1)});
+  Node *fused =
+      make(msOp("FusedMatMul"), {input("f32[8,16]"), input("f32[32,16]")}, 1,
+           {intAttr("transB", 1)});
   ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*fused)));
   EXPECT_EQ(estimateCost(*fused).flops, 2u * 8 * 32 * 16);
 
@@ -417,15 +642,16 @@ TEST_F(OpTest, MatMulAndGemmCostTwoMNK) {
 TEST_F(OpTest, ConvCostCountsEveryMultiplyAdd) {
   Value *x = input("f32[2,3,10,10]");
   Value *w = input("f32[8,3,3,3]");
-  Node *conv = make(onnxOp("Conv"), {x, w}, 1, {intsAttr("pads", {1, 1, 1, 1})});
+  Node *conv =
+      make(onnxOp("Conv"), {x, w}, 1, {intsAttr("pads", {1, 1, 1, 1})});
   ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*conv)));
   EXPECT_EQ(conv->getResult(0)->getType().str(), "f32[2,8,10,10]");
   // 2 * N * Cout * Hout * Wout * Cin/group * kh * kw
   EXPECT_EQ(estimateCost(*conv).flops, 2u * 2 * 8 * 10 * 10 * 3 * 3 * 3);
 
-  Node *grouped = make(onnxOp("Conv"), {input("f32[1,4,5,5]"),
-                                        input("f32[6,2,3,3]")},
-                       1, {intAttr("group", 2)});
+  Node *grouped =
+      make(onnxOp("Conv"), {input("f32[1,4,5,5]"), input("f32[6,2,3,3]")}, 1,
+           {intAttr("group", 2)});
   ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*grouped)));
   EXPECT_EQ(grouped->getResult(0)->getType().str(), "f32[1,6,3,3]");
   EXPECT_EQ(estimateCost(*grouped).flops, 2u * 1 * 6 * 3 * 3 * 2 * 3 * 3);
@@ -433,8 +659,8 @@ TEST_F(OpTest, ConvCostCountsEveryMultiplyAdd) {
   // ConvGrad: one convolution each for dX and dW, one add per dY element
   // for dB.
   Value *dy = conv->getResult(0);
-  Node *grad = make(msOp("ConvGrad"), {dy, x, w}, 3,
-                    {intsAttr("pads", {1, 1, 1, 1})});
+  Node *grad =
+      make(msOp("ConvGrad"), {dy, x, w}, 3, {intsAttr("pads", {1, 1, 1, 1})});
   ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*grad)));
   uint64_t convFlops = 2u * 2 * 8 * 10 * 10 * 3 * 3 * 3;
   EXPECT_EQ(estimateCost(*grad).flops, 2 * convFlops + 2 * 8 * 10 * 10);
@@ -462,8 +688,8 @@ TEST_F(OpTest, DefaultAndViewCosts) {
   ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*shape)));
   EXPECT_EQ(estimateCost(*shape).flops, 0u);
 
-  Node *sum = make(onnxOp("ReduceSum"), {x, i64s({1})}, 1,
-                   {intAttr("keepdims", 0)});
+  Node *sum =
+      make(onnxOp("ReduceSum"), {x, i64s({1})}, 1, {intAttr("keepdims", 0)});
   ASSERT_FALSE(static_cast<bool>(inferAndSetTypes(*sum)));
   EXPECT_EQ(estimateCost(*sum).flops, 20u);
 

@@ -118,10 +118,9 @@ protected:
 
   /// Builds a node and sets its result types from inference; returns its
   /// results (failing the test if inference fails).
-  llvm::SmallVector<Value *, 2> build(OpName op,
-                                      llvm::ArrayRef<Value *> operands,
-                                      unsigned numResults = 1,
-                                      llvm::ArrayRef<NamedAttribute> attrs = {}) {
+  llvm::SmallVector<Value *, 2>
+  build(OpName op, llvm::ArrayRef<Value *> operands, unsigned numResults = 1,
+        llvm::ArrayRef<NamedAttribute> attrs = {}) {
     Node *node = make(std::move(op), operands, numResults, attrs);
     if (llvm::Error err = inferAndSetTypes(*node))
       ADD_FAILURE() << llvm::toString(std::move(err));

@@ -9,8 +9,8 @@
 
 #include "ir/Module.h"
 
-#include "ir/Onnx.h"
 #include "OnnxTestModels.h"
+#include "ir/Onnx.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -215,8 +215,8 @@ TEST(ClassifyNodes, OrtTrainingModelPhases) {
   ASSERT_TRUE(module);
   auto phases = classifyNodes(*module);
   EXPECT_EQ(phases.size(), module->getGraph().getNumNodes());
-  for (const char *name : {"Gemm_0", "Relu_1", "Gemm_2",
-                           "SoftmaxCrossEntropyLoss_3"})
+  for (const char *name :
+       {"Gemm_0", "Relu_1", "Gemm_2", "SoftmaxCrossEntropyLoss_3"})
     EXPECT_EQ(phaseOf(*module, phases, name), "forward") << name;
   for (const char *name :
        {"SoftmaxCrossEntropyLoss_3_Grad/SoftmaxCrossEntropyLossInternalGrad_0",
@@ -224,8 +224,8 @@ TEST(ClassifyNodes, OrtTrainingModelPhases) {
         "Relu_1_Grad/ReluGrad_0", "Gemm_0_Grad/Gemm_0",
         "Gemm_0_Grad/ReduceSum_1"})
     EXPECT_EQ(phaseOf(*module, phases, name), "backward") << name;
-  for (const char *name : {"GradientAccumulator0", "GradientAccumulator3",
-                           "after_accumulation"})
+  for (const char *name :
+       {"GradientAccumulator0", "GradientAccumulator3", "after_accumulation"})
     EXPECT_EQ(phaseOf(*module, phases, name), "optimizer") << name;
 }
 
@@ -343,9 +343,8 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
     const Graph &g = (*module)->getGraph();
     const TrainingSignature &sig = (*module)->signature;
     auto isAccumulator = [&](const Value *v) {
-      return llvm::any_of(sig.params, [&](const ParamInfo &p) {
-        return p.accumulator == v;
-      });
+      return llvm::any_of(
+          sig.params, [&](const ParamInfo &p) { return p.accumulator == v; });
     };
     const llvm::json::Object *root = manifest->getAsObject();
     ASSERT_TRUE(root);
@@ -389,9 +388,8 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
                             value->getDefiningNode()->getName()),
                     "optimizer");
         } else if (role == "gradient") {
-          EXPECT_TRUE(llvm::any_of(sig.params, [&](const ParamInfo &p) {
-            return p.grad == value;
-          }));
+          EXPECT_TRUE(llvm::any_of(
+              sig.params, [&](const ParamInfo &p) { return p.grad == value; }));
         } else {
           ADD_FAILURE() << "unknown role";
         }
