@@ -5,7 +5,11 @@
 // insists every symbolic dimension is bound and that the graph really has
 // gradients, runs the default pipeline (passes/DefaultPipeline.h) or the
 // one given with --passes, prints the pipeline it ran so the run can be
-// replayed, and writes the rewritten model.
+// replayed, and writes the rewritten model: a `.gm` container (ir/GmFile.h)
+// holding the rewritten and the original model, or plain ONNX when -o
+// names an `.onnx` file. --report and --report-json give the static memory
+// figures of the plan; when no planning pass ran they come from the trivial
+// (no-reuse) plan, and the report says so.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,14 +17,19 @@
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "ir/GmFile.h"
 #include "ir/Module.h"
 #include "ir/Onnx.h"
+#include "ir/Plan.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
+#include "passes/PlanReport.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace gmopt;
@@ -35,6 +44,17 @@ llvm::Error fileError(llvm::StringRef file, const llvm::Twine &message) {
                                  file + ": " + message);
 }
 
+/// The trivial (no-reuse) plan of \p module, made for the memory report
+/// when no planning pass ran. Errors name \p inputName.
+llvm::Expected<ExecutionPlan> makeReportPlan(const Module &module,
+                                             llvm::StringRef inputName) {
+  llvm::Expected<ExecutionPlan> trivial = makeTrivialPlan(module);
+  if (!trivial)
+    return fileError(inputName, "cannot make the memory report: " +
+                                    llvm::toString(trivial.takeError()));
+  return trivial;
+}
+
 } // namespace
 
 int gmopt::gmoptCompileMain(int argc, char **argv) {
@@ -43,10 +63,19 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
   cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<input.onnx>"),
                                      cl::cat(category));
   cl::opt<std::string> outputFilename(
-      "o", cl::desc("Output model (an .onnx file; required)"),
+      "o",
+      cl::desc("Output file (required): a .gm container, or the rewritten "
+               "graph alone as ONNX when the name ends in .onnx"),
       cl::value_desc("file"), cl::cat(category));
   cl::opt<std::string> emitOnnx(
       "emit-onnx", cl::desc("Also write the rewritten graph as ONNX here"),
+      cl::value_desc("file"), cl::cat(category));
+  cl::opt<bool> report("report",
+                       cl::desc("Print the static memory figures of the plan"),
+                       cl::cat(category));
+  cl::opt<std::string> reportJson(
+      "report-json",
+      cl::desc("Write the static memory figures as JSON here (- for stdout)"),
       cl::value_desc("file"), cl::cat(category));
   cl::list<std::string> dims(
       "dim", cl::desc("Bind symbolic dimension NAME to N"),
@@ -71,13 +100,14 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
   if (outputFilename.empty())
     return reportToolError(
         kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "no output file: -o FILE.onnx is "
-                                       "required"));
-  if (!llvm::StringRef(outputFilename).ends_with_insensitive(".onnx"))
+                                       "no output file: -o FILE.gm (or "
+                                       "FILE.onnx) is required"));
+  if (outputFilename == "-")
     return reportToolError(
-        kTool, fileError(outputFilename,
-                         "unsupported output file type: -o must name an "
-                         ".onnx file"));
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "-o must name a file, not stdout"));
+  bool writeGm =
+      !llvm::StringRef(outputFilename).ends_with_insensitive(".onnx");
   auto dimBindings = parseDimBindings(dims);
   if (!dimBindings)
     return reportToolError(kTool, dimBindings.takeError());
@@ -101,6 +131,15 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
                          "no gradients found: this is not a training graph "
                          "(expected ONNX Runtime's training_model.onnx or "
                          "gradients exposed as outputs named X_grad)"));
+  // The container keeps the model as imported (for gmopt-run --baseline):
+  // a second import is the simplest faithful copy.
+  std::unique_ptr<Module> original;
+  if (writeGm) {
+    auto imported = loadModule(inputFilename, InputFormat::Onnx, *dimBindings);
+    if (!imported)
+      return reportToolError(kTool, imported.takeError());
+    original = std::move(*imported);
+  }
 
   if (llvm::Error err = passManager.run(**module))
     return reportToolError(
@@ -111,10 +150,50 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
   if (passOptions.shouldPrintPipeline())
     llvm::errs() << "// pipeline: " << pipeline << '\n';
 
-  if (llvm::Error err = writeModuleOnnx(**module, outputFilename))
-    return reportToolError(kTool, std::move(err));
+  // With no planning pass in the pipeline the report shows the trivial
+  // plan; it is made before anything is written (so a failure leaves no
+  // output) and given to the module only after (so no output stores it).
+  bool wantReport = report || !reportJson.empty();
+  bool trivialReport = wantReport && (*module)->plan.empty();
+  ExecutionPlan reportPlan;
+  if (trivialReport) {
+    llvm::Expected<ExecutionPlan> trivial =
+        makeReportPlan(**module, inputFilename);
+    if (!trivial)
+      return reportToolError(kTool, trivial.takeError());
+    reportPlan = std::move(*trivial);
+  }
+
+  // The container makes names unique; the ONNX copy written after it
+  // carries the same names.
+  llvm::Error written =
+      writeGm ? writeGmFile(outputFilename, **module, *original, pipeline)
+              : writeModuleOnnx(**module, outputFilename);
+  if (written)
+    return reportToolError(kTool, std::move(written));
   if (!emitOnnx.empty())
     if (llvm::Error err = writeModuleOnnx(**module, emitOnnx))
       return reportToolError(kTool, std::move(err));
+
+  if (!wantReport)
+    return 0;
+  if (trivialReport)
+    (*module)->plan = std::move(reportPlan);
+  if (report) {
+    if (trivialReport)
+      llvm::outs() << kTool
+                   << ": no planning pass ran; reporting the trivial plan "
+                      "(no reuse)\n";
+    printPlanReport(**module, llvm::outs());
+  }
+  if (!reportJson.empty()) {
+    llvm::json::Object json = planReportJson(**module);
+    json["plan"] = trivialReport ? "trivial" : "planned";
+    json["pipeline"] = pipeline;
+    std::string text =
+        llvm::formatv("{0:2}\n", llvm::json::Value(std::move(json)));
+    if (llvm::Error err = writeTextFile(text, reportJson))
+      return reportToolError(kTool, std::move(err));
+  }
   return 0;
 }

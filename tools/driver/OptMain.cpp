@@ -1,11 +1,12 @@
 //===- OptMain.cpp - The gmopt-opt driver ---------------------------------===//
 //
-// gmopt-opt is the developer's tool: read a module as text or ONNX, run an
-// arbitrary pipeline with full instrumentation, and print the result as
-// text (for FileCheck) or write ONNX. With --split-input-file a text input
-// holds several modules separated by `// -----` lines, each processed on
-// its own, as mlir-opt does for golden tests. Every failure - bad option,
-// bad pipeline, unreadable input, a pass or verifier error - ends in one
+// gmopt-opt is the developer's tool: read a module as text, ONNX or the
+// rewritten model of a `.gm` container, run an arbitrary pipeline with full
+// instrumentation, and print the result as text (for FileCheck) or write
+// ONNX. With --split-input-file a text input holds several modules
+// separated by `// -----` lines, each processed on its own, as mlir-opt
+// does for golden tests. Every failure - bad option, bad pipeline,
+// unreadable input, a pass or verifier error - ends in one
 // `gmopt-opt: error: ...` line and exit status 1.
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +15,7 @@
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "ir/GmFile.h"
 #include "ir/Module.h"
 #include "ir/TextIR.h"
 #include "passes/PassManager.h"
@@ -32,6 +34,29 @@ namespace {
 constexpr llvm::StringLiteral kTool = "gmopt-opt";
 
 enum class EmitFormat { Text, Onnx };
+
+/// True for a `.gm` container, recognised by its extension.
+bool isGmFile(llvm::StringRef path) {
+  return path.ends_with_insensitive(".gm");
+}
+
+/// Loads the rewritten model of the `.gm` file at \p path and binds \p dims
+/// (which must agree with the bindings the file records).
+llvm::Expected<std::unique_ptr<Module>>
+loadGmModule(llvm::StringRef path, const std::map<std::string, int64_t> &dims) {
+  auto buffer = readInputFile(path);
+  if (!buffer)
+    return buffer.takeError();
+  auto compiled = readGmBytes((*buffer)->getBuffer(), path);
+  if (!compiled)
+    return compiled.takeError();
+  std::unique_ptr<Module> module = std::move(compiled->module);
+  if (llvm::Error err = bindSymbolicDims(*module, dims))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": " +
+                                       llvm::toString(std::move(err)));
+  return module;
+}
 
 /// Runs the pipeline on \p module and records it; errors name \p inputName.
 llvm::Error runPipeline(Module &module, PassManager &passManager,
@@ -96,7 +121,8 @@ int gmopt::gmoptOptMain(int argc, char **argv) {
       cl::value_desc("file"), cl::init("-"), cl::cat(category));
   cl::opt<InputFormat> inputFormat(
       "input-format",
-      cl::desc("Input format (default: ONNX for *.onnx, text otherwise)"),
+      cl::desc("Input format (default: ONNX for *.onnx, the rewritten model "
+               "for *.gm, text otherwise)"),
       cl::init(InputFormat::Auto),
       cl::values(clEnumValN(InputFormat::Text, "text", "gmopt text IR"),
                  clEnumValN(InputFormat::Onnx, "onnx", "ONNX ModelProto")),
@@ -144,7 +170,8 @@ int gmopt::gmoptOptMain(int argc, char **argv) {
     bool onnxInput =
         inputFormat == InputFormat::Onnx ||
         (inputFormat == InputFormat::Auto &&
-         llvm::StringRef(inputFilename).ends_with_insensitive(".onnx"));
+         (llvm::StringRef(inputFilename).ends_with_insensitive(".onnx") ||
+          isGmFile(inputFilename)));
     if (onnxInput || emitOnnx)
       return reportToolError(
           kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -154,7 +181,9 @@ int gmopt::gmoptOptMain(int argc, char **argv) {
                              passOptions, outputFilename);
   }
 
-  auto module = loadModule(inputFilename, inputFormat, *dimBindings);
+  auto module = inputFormat == InputFormat::Auto && isGmFile(inputFilename)
+                    ? loadGmModule(inputFilename, *dimBindings)
+                    : loadModule(inputFilename, inputFormat, *dimBindings);
   if (!module)
     return reportToolError(kTool, module.takeError());
   std::string inputName =

@@ -1,0 +1,103 @@
+//===- GmFile.h - The `.gm` compiled-model container ------------*- C++ -*-===//
+//
+// A `.gm` file is what gmopt-compile writes and gmopt-run executes: the
+// rewritten model and the original one (for --baseline), each as a
+// serialized ONNX ModelProto with its training signature and, when planned,
+// its buffer plan; the pipeline that was run; the dimension bindings; and
+// the producer's version. Layout:
+//
+//   offset  size  field
+//        0     8  magic `GMOPT\0GM`
+//        8     4  format version, little-endian u32 (kGmFormatVersion)
+//       12     8  payload length, little-endian u64
+//       20     4  CRC-32 of the payload (llvm::crc32), little-endian u32
+//       24     -  payload: a serialized gmopt.gm.GmFile message (gm.proto)
+//
+// Signature and plan refer to values and nodes by ONNX name; the writer
+// first makes every name unique (ir/Naming.h), so every Value maps to
+// exactly one name of the stored model. Loading checks everything - header,
+// length, CRC, protobuf, the embedded ONNX models, every name reference,
+// the schedule and the plan's validity - and reports the first problem as
+// an llvm::Error that starts with the file name. Files are written
+// atomically (a temporary file in the target directory, then a rename).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_IR_GMFILE_H
+#define GMOPT_IR_GMFILE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gmopt {
+
+class Module;
+
+/// The first eight bytes of every `.gm` file (with an embedded NUL, so not a
+/// StringLiteral).
+inline constexpr char kGmMagic[8] = {'G', 'M', 'O', 'P', 'T', '\0', 'G', 'M'};
+/// The format version this gmopt writes and the newest it reads.
+constexpr uint32_t kGmFormatVersion = 1;
+/// Bytes before the payload: magic, version, payload length, CRC-32.
+constexpr size_t kGmHeaderSize = 24;
+/// The metadata key that holds the pipelines run on a module (the same key
+/// the tools record with recordPipeline).
+constexpr llvm::StringLiteral kGmPipelineMetadataKey = "gmopt.pipeline";
+
+/// gmopt's version (the project version, e.g. "0.1.0"), written into every
+/// `.gm` file as its producer version.
+llvm::StringRef getGmoptVersion();
+
+/// A loaded `.gm` file.
+struct CompiledModule {
+  /// The rewritten model, with its signature, plan (empty if none was
+  /// stored), dimension bindings and a `gmopt.pipeline` metadata entry.
+  std::unique_ptr<Module> module;
+  /// The model as it was imported, before any pass ran.
+  std::unique_ptr<Module> original;
+  /// The pass pipeline that turned the original into the rewritten model.
+  std::string pipeline;
+  /// The gmopt version that wrote the file.
+  std::string producerVersion;
+};
+
+/// Serializes \p rewritten and \p original (each with its signature and,
+/// when non-empty, its plan) and \p pipeline into the bytes of a `.gm`
+/// file, header included.
+///
+/// Both modules are modified in one harmless way: duplicate and unnamed
+/// values and nodes are renamed (uniquifyValueNames, uniquifyNodeNames) so
+/// that the stored names identify them. Fails if a signature refers to a
+/// value or node outside its graph, if a non-empty plan does not validate,
+/// or if a model cannot be exported.
+llvm::Expected<std::string> writeGmBytes(Module &rewritten, Module &original,
+                                         llvm::StringRef pipeline);
+
+/// writeGmBytes, then writes the bytes to \p path atomically: into a unique
+/// temporary file in the same directory, renamed over \p path; the
+/// temporary file is removed on failure. Errors start with \p path.
+llvm::Error writeGmFile(llvm::StringRef path, Module &rewritten,
+                        Module &original, llvm::StringRef pipeline);
+
+/// Prepends a `.gm` header (magic, \p formatVersion, length, CRC-32) to
+/// \p payload, a serialized gmopt.gm.GmFile message.
+std::string wrapGmPayload(llvm::StringRef payload,
+                          uint32_t formatVersion = kGmFormatVersion);
+
+/// Loads the `.gm` file held in \p bytes; \p name (the file name) starts
+/// every error message and locates external data, which an embedded model
+/// written by gmopt never has.
+llvm::Expected<CompiledModule> readGmBytes(llvm::StringRef bytes,
+                                           llvm::StringRef name);
+
+/// Reads and loads the `.gm` file at \p path.
+llvm::Expected<CompiledModule> readGmFile(llvm::StringRef path);
+
+} // namespace gmopt
+
+#endif // GMOPT_IR_GMFILE_H
