@@ -236,13 +236,13 @@ llvm::Expected<ExecutionPlan> gmopt::makeTrivialPlan(const Module &module) {
   for (const auto &[value, assignment] : plan.buffers) {
     if (assignment.kind == StorageKind::Alias)
       continue;
-    figures.naiveBytes += assignment.size;
+    figures.naiveBytes += alignBuffer(assignment.size);
     if (assignment.kind == StorageKind::Arena) {
       events.push_back({assignment.firstStep, int64_t(alignBuffer(assignment.size))});
       events.push_back({assignment.lastStep + 1, -int64_t(alignBuffer(assignment.size))});
     } else {
       figures.persistentBytes[static_cast<unsigned>(assignment.category)] +=
-          assignment.size;
+          alignBuffer(assignment.size);
     }
   }
   llvm::sort(events, [](const auto &a, const auto &b) {
@@ -259,6 +259,9 @@ llvm::Expected<ExecutionPlan> gmopt::makeTrivialPlan(const Module &module) {
     }
   }
   figures.arenaBytes = plan.arenaBytes;
+  // With no reuse and no in-place, the live bytes are what eager mode holds.
+  figures.eagerEstimateBytes =
+      figures.lowerBoundBytes + figures.totalPersistentBytes();
   return plan;
 }
 
@@ -289,7 +292,8 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
     case StorageKind::Arena:
       if (assignment.offset % kBufferAlignment)
         return fail(label(value) + " is not aligned");
-      if (assignment.offset + assignment.size > arenaBytes)
+      if (assignment.size > arenaBytes ||
+          assignment.offset > arenaBytes - assignment.size)
         return fail(label(value) + " ends past the arena");
       if (assignment.firstStep > assignment.lastStep)
         return fail(label(value) + " has an empty live interval");
@@ -370,10 +374,12 @@ void ExecutionPlan::print(const Module &module, llvm::raw_ostream &os) const {
        << "\n";
   });
   os << "  naive_bytes " << figures.naiveBytes << "\n"
+     << "  eager_estimate_bytes " << figures.eagerEstimateBytes << "\n"
      << "  lower_bound_bytes " << figures.lowerBoundBytes << " at step "
      << figures.lowerBoundStep << "\n"
      << "  arena_bytes " << arenaBytes << "\n"
      << "  persistent_bytes " << figures.totalPersistentBytes() << "\n"
+     << "  in_place_saved_bytes " << figures.inPlaceSavedBytes << "\n"
      << "  fragmentation " << llvm::format("%.4f", figures.fragmentation())
      << "\n"
      << "}\n";
