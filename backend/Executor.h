@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace gmopt {
 
@@ -44,6 +46,18 @@ struct ExecutorOptions {
   uint64_t seed = 0;
   /// Worker threads (0 = all cores).
   unsigned threads = 0;
+  /// Time every kernel and keep per-op totals (getProfile).
+  bool profile = false;
+};
+
+/// Time spent in one op type over the steps run so far.
+struct OpProfile {
+  /// The op, as OpName::str() spells it.
+  std::string op;
+  /// Kernel invocations.
+  uint64_t calls = 0;
+  /// Total wall time in milliseconds.
+  double milliseconds = 0;
 };
 
 /// The built-in optimizers.
@@ -92,6 +106,9 @@ public:
   virtual double getLastStepMilliseconds() const = 0;
   /// Bytes of the planned arena (0 in eager mode).
   virtual uint64_t getArenaBytes() const = 0;
+  /// Per-op kernel times, most expensive first; empty unless prepared with
+  /// ExecutorOptions::profile.
+  virtual std::vector<OpProfile> getProfile() const { return {}; }
 };
 
 /// Prepares \p module for the CPU backend. The module must outlive the

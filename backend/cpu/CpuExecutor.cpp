@@ -13,7 +13,8 @@
 // All memory goes through one CountingAllocator. In planned mode the arena
 // is counted as Temporaries while unoccupied and each slice is moved to its
 // value's category while that value is live, so the per-category split at the
-// peak says what the arena held at that moment.
+// peak says what the arena held at that moment. With ExecutorOptions::profile
+// every kernel is timed and the totals are kept per op type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +23,9 @@
 #include "ir/OpRegistry.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
@@ -78,6 +81,7 @@ public:
   void resetPeak() override { allocator.resetPeak(); }
   double getLastStepMilliseconds() const override { return lastStepMs; }
   uint64_t getArenaBytes() const override { return arenaBytes; }
+  std::vector<OpProfile> getProfile() const override;
 
 private:
   llvm::Error allocatePersistent(const Value *value);
@@ -112,6 +116,9 @@ private:
       adamState;
   uint64_t optimizerSteps = 0;
   double lastStepMs = 0;
+  /// Profiling: per-op totals, indexed like `profileIndex`.
+  std::vector<OpProfile> profile;
+  llvm::StringMap<size_t> profileIndex;
 };
 
 bool CpuExecutable::isViewInstruction(const Node &node) const {
@@ -366,9 +373,23 @@ llvm::Error CpuExecutable::runStep(uint64_t step) {
                            alignBuffer(born->getType().getSizeInBytes()));
     }
 
-    if (!inst.skipKernel)
+    if (!inst.skipKernel) {
+      auto kernelStart = options.profile ? std::chrono::steady_clock::now()
+                                         : std::chrono::steady_clock::time_point();
       if (auto err = runInstruction(inst))
         return err;
+      if (options.profile) {
+        std::string op = inst.node->getOp().str();
+        auto [it, inserted] = profileIndex.try_emplace(op, profile.size());
+        if (inserted)
+          profile.push_back(OpProfile{op, 0, 0});
+        OpProfile &entry = profile[it->second];
+        ++entry.calls;
+        entry.milliseconds += std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - kernelStart)
+                                  .count();
+      }
+    }
 
     if (eager) {
       for (const Value *dead : inst.freeAfter)
@@ -383,6 +404,14 @@ llvm::Error CpuExecutable::runStep(uint64_t step) {
                    std::chrono::steady_clock::now() - start)
                    .count();
   return llvm::Error::success();
+}
+
+std::vector<OpProfile> CpuExecutable::getProfile() const {
+  std::vector<OpProfile> sorted = profile;
+  llvm::sort(sorted, [](const OpProfile &a, const OpProfile &b) {
+    return a.milliseconds > b.milliseconds;
+  });
+  return sorted;
 }
 
 llvm::Error CpuExecutable::applyOptimizer(const OptimizerConfig &config) {

@@ -19,6 +19,11 @@ int gmoptOptMain(int argc, char **argv);
 /// given) pipeline and writes the rewritten model. Returns the exit status.
 int gmoptCompileMain(int argc, char **argv);
 
+/// gmopt-run: trains a `.gm` file or an ONNX training graph on a backend,
+/// checks it against references and reports its memory. Returns the exit
+/// status: 0, 1 for usage/input errors, 2 for numerical failures.
+int gmoptRunMain(int argc, char **argv);
+
 } // namespace gmopt
 
 #endif // GMOPT_TOOLS_DRIVER_DRIVER_H

@@ -1,0 +1,537 @@
+//===- CpuExecutorTest.cpp - Unit tests of the CPU Executable -------------===//
+//
+// The CPU executor's contract: eager and planned placement compute the same
+// bits (also under a plan that reuses arena slices, which a test-local
+// first-fit planner makes), planned mode with a reusing plan peaks no higher
+// than eager mode, the arena is exactly the plan's, the built-in SGD and
+// AdamW match hand-computed updates, and gradient accumulation over two
+// micro-steps of one batch gives twice the one-step gradient. Runs on a
+// small text-IR training graph (two Gemm layers, a Reshape view pair and
+// ONNX Runtime's accumulation pattern) and on testdata/mlp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/Executor.h"
+#include "ir/Module.h"
+#include "ir/Onnx.h"
+#include "ir/Plan.h"
+#include "ir/TextIR.h"
+#include "passes/DefaultPipeline.h"
+#include "passes/PassManager.h"
+#include "tools/driver/Runtime.h"
+#include "tools/driver/TestDataSet.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace gmopt;
+
+namespace {
+
+/// A two-layer classifier in ONNX Runtime's training-graph shape, with a
+/// Reshape pair (views) between the layers.
+constexpr const char *kSmallGraph = R"(
+module attributes {ir_version = 8, opsets = {"" = 17, "com.microsoft" = 1}} {
+  graph @two_layer(%input: f32[4,6], %labels: i64[4], %w1: f32[5,6], %b1: f32[5], %w2: f32[3,5], %b2: f32[3], %w1_grad.accumulation.buffer: f32[5,6], %b1_grad.accumulation.buffer: f32[5], %w2_grad.accumulation.buffer: f32[3,5], %b2_grad.accumulation.buffer: f32[3], %lazy_reset_grad: bool[1]) {
+    %loss_grad = constant f32[] dense<1.0>
+    %axes = constant i64[1] dense<[0]>
+    %flat_shape = constant i64[1] dense<[20]>
+    %back_shape = constant i64[2] dense<[4, 5]>
+    %h = Gemm(%input, %w1, %b1) {transB = 1} : f32[4,5]
+    %flat = Reshape(%h, %flat_shape) : f32[20]
+    %h2 = Reshape(%flat, %back_shape) : f32[4,5]
+    %r = Relu(%h2) : f32[4,5]
+    %logits = Gemm(%r, %w2, %b2) {transB = 1} : f32[4,3]
+    %loss, %log_prob = com.microsoft.SoftmaxCrossEntropyLossInternal(%logits, %labels, _, _) {reduction = "mean"} : (f32[], f32[4,3])
+    %logits_grad = com.microsoft.SoftmaxCrossEntropyLossInternalGrad(%loss_grad, %log_prob, %labels, _, _) {reduction = "mean"} : f32[4,3]
+    %w2_grad = Gemm(%logits_grad, %r) {transA = 1} : f32[3,5]
+    %b2_grad = ReduceSum(%logits_grad, %axes) {keepdims = 0} : f32[3]
+    %r_grad = Gemm(%logits_grad, %w2) : f32[4,5]
+    %h_grad = com.microsoft.ReluGrad(%r_grad, %r) : f32[4,5]
+    %w1_grad = Gemm(%h_grad, %input) {transA = 1} : f32[5,6]
+    %b1_grad = ReduceSum(%h_grad, %axes) {keepdims = 0} : f32[5]
+    %w1_grad.accumulation.out, _ = com.microsoft.InPlaceAccumulatorV2(%w1_grad.accumulation.buffer, %w1_grad, %lazy_reset_grad) : bool[1]
+    %b1_grad.accumulation.out, _ = com.microsoft.InPlaceAccumulatorV2(%b1_grad.accumulation.buffer, %b1_grad, %lazy_reset_grad) : bool[1]
+    %w2_grad.accumulation.out, _ = com.microsoft.InPlaceAccumulatorV2(%w2_grad.accumulation.buffer, %w2_grad, %lazy_reset_grad) : bool[1]
+    %b2_grad.accumulation.out, _ = com.microsoft.InPlaceAccumulatorV2(%b2_grad.accumulation.buffer, %b2_grad, %lazy_reset_grad) : bool[1]
+    return %loss, %w1_grad.accumulation.out, %b1_grad.accumulation.out, %w2_grad.accumulation.out, %b2_grad.accumulation.out
+  }
+}
+)";
+
+std::unique_ptr<Module> parseSmallGraph() {
+  auto parsed = parseModule(kSmallGraph, "two_layer.gmir");
+  EXPECT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  if (!parsed)
+    return nullptr;
+  inferTrainingSignature(**parsed);
+  return std::move(*parsed);
+}
+
+/// testdata/mlp imported with batch=8 and canonicalized, plus its test data.
+struct MlpFixture {
+  std::unique_ptr<Module> module;
+  TestDataSet data;
+};
+
+std::optional<MlpFixture> loadMlp() {
+  std::string dir = GMOPT_TESTDATA_DIR "/mlp";
+  auto data = readTestDataSet(dir + "/test_data_set_0");
+  EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
+  if (!data)
+    return std::nullopt;
+  auto model = loadRunnableModel(dir + "/training_model.onnx", {{"batch", 8}},
+                                 &*data, /*wantOriginal=*/false);
+  EXPECT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  if (!model)
+    return std::nullopt;
+  return MlpFixture{std::move(model->module), std::move(*data)};
+}
+
+/// testdata/mlp and cnn compiled with the default pipeline (plan-buffers'
+/// plan, in-place aliases included).
+std::optional<MlpFixture> loadCompiled(llvm::StringRef name) {
+  std::string dir = (llvm::Twine(GMOPT_TESTDATA_DIR) + "/" + name).str();
+  auto data = readTestDataSet(dir + "/test_data_set_0");
+  EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
+  if (!data)
+    return std::nullopt;
+  auto model = loadRunnableModel(dir + "/training_model.onnx", {}, &*data,
+                                 /*wantOriginal=*/false, kDefaultPipeline);
+  EXPECT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  if (!model)
+    return std::nullopt;
+  return MlpFixture{std::move(model->module), std::move(*data)};
+}
+
+/// Every graph input of \p module bound from \p data (or seeded values).
+std::vector<BoundInput> inputsFor(const Module &module,
+                                  const TestDataSet *data) {
+  InputSources sources;
+  sources.testData = data;
+  sources.seed = 7;
+  auto bound = bindInputs(module, sources);
+  EXPECT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
+  return bound ? std::move(*bound) : std::vector<BoundInput>();
+}
+
+/// A plan that reuses arena bytes: the trivial plan's assignments, with
+/// arena slices re-placed largest first at the lowest offset free over
+/// their live interval (a test-local stand-in for the plan-buffers pass).
+ExecutionPlan makeReusingPlan(const Module &module) {
+  auto trivial = makeTrivialPlan(module);
+  EXPECT_TRUE(bool(trivial)) << llvm::toString(trivial.takeError());
+  ExecutionPlan plan = std::move(*trivial);
+  std::vector<std::pair<const Value *, BufferAssignment *>> slices;
+  for (auto &[value, assignment] : plan.buffers)
+    if (assignment.kind == StorageKind::Arena)
+      slices.push_back({value, &assignment});
+  llvm::sort(slices, [](const auto &a, const auto &b) {
+    uint64_t sizeA = alignBuffer(a.second->size),
+             sizeB = alignBuffer(b.second->size);
+    if (sizeA != sizeB)
+      return sizeA > sizeB;
+    return a.second->firstStep < b.second->firstStep;
+  });
+  std::vector<const BufferAssignment *> placed;
+  uint64_t arena = 0;
+  for (auto &[value, assignment] : slices) {
+    uint64_t size = alignBuffer(assignment->size);
+    uint64_t offset = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const BufferAssignment *other : placed) {
+        bool overlapInTime = other->firstStep <= assignment->lastStep &&
+                             assignment->firstStep <= other->lastStep;
+        bool overlapInSpace = other->offset < offset + size &&
+                              offset < other->offset + alignBuffer(other->size);
+        if (overlapInTime && overlapInSpace) {
+          offset = other->offset + alignBuffer(other->size);
+          moved = true;
+        }
+      }
+    }
+    assignment->offset = offset;
+    arena = std::max(arena, offset + size);
+    placed.push_back(assignment);
+  }
+  plan.arenaBytes = arena;
+  plan.figures.arenaBytes = arena;
+  EXPECT_FALSE(bool(plan.validate(module)));
+  return plan;
+}
+
+struct StepOutcome {
+  TensorData loss;
+  std::map<std::string, TensorData> gradients;
+  MemoryReport memory;
+  uint64_t arenaBytes = 0;
+};
+
+/// Prepares \p module in \p mode, runs one step on \p inputs and reads the
+/// loss and every gradient.
+StepOutcome runOneStep(const Module &module, llvm::ArrayRef<BoundInput> inputs,
+                       AllocationMode mode, unsigned threads = 1) {
+  ExecutorOptions options;
+  options.mode = mode;
+  options.threads = threads;
+  StepOutcome outcome;
+  auto exe = prepareCpuExecutable(module, options);
+  EXPECT_TRUE(bool(exe)) << llvm::toString(exe.takeError());
+  if (!exe)
+    return outcome;
+  for (const BoundInput &binding : inputs)
+    EXPECT_FALSE(bool((*exe)->setInput(binding.input, binding.data)));
+  llvm::Error err = (*exe)->runStep(0);
+  EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  auto loss = (*exe)->readValue(module.signature.loss);
+  EXPECT_TRUE(bool(loss));
+  if (loss)
+    outcome.loss = *loss;
+  for (const ParamInfo &param : module.signature.params) {
+    if (!param.trainable)
+      continue;
+    auto gradient = (*exe)->readGradient(param);
+    EXPECT_TRUE(bool(gradient)) << llvm::toString(gradient.takeError());
+    if (gradient)
+      outcome.gradients[param.param->getName().str()] = *gradient;
+  }
+  outcome.memory = (*exe)->getMemoryReport();
+  outcome.arenaBytes = (*exe)->getArenaBytes();
+  return outcome;
+}
+
+void expectBitwiseEqual(const StepOutcome &a, const StepOutcome &b) {
+  EXPECT_TRUE(a.loss == b.loss);
+  ASSERT_EQ(a.gradients.size(), b.gradients.size());
+  for (const auto &[name, gradient] : a.gradients) {
+    auto it = b.gradients.find(name);
+    ASSERT_NE(it, b.gradients.end()) << name;
+    EXPECT_TRUE(gradient == it->second) << "gradient of " << name << " differs";
+  }
+}
+
+std::vector<float> floats(const TensorData &data) {
+  std::vector<float> values(data.getNumElements());
+  std::memcpy(values.data(), data.getBytes().data(),
+              values.size() * sizeof(float));
+  return values;
+}
+
+uint64_t persistentBytes(const Module &module) {
+  uint64_t total = 0;
+  const Graph &graph = module.getGraph();
+  for (const auto &input : graph.getInputs())
+    total += alignBuffer(input->getType().getSizeInBytes());
+  for (const auto &init : graph.getInitializers())
+    total += alignBuffer(init->getType().getSizeInBytes());
+  for (Value *output : graph.getOutputs())
+    if (output->isNodeResult())
+      total += alignBuffer(output->getType().getSizeInBytes());
+  return total;
+}
+
+//===----------------------------------------------------------------------===//
+// Eager vs planned
+//===----------------------------------------------------------------------===//
+
+TEST(CpuExecutorTest, EagerAndPlannedAgreeBitwiseOnSmallGraph) {
+  std::unique_ptr<Module> module = parseSmallGraph();
+  ASSERT_TRUE(module);
+  ASSERT_EQ(module->signature.numTrainable(), 4u);
+  std::vector<BoundInput> inputs = inputsFor(*module, nullptr);
+  StepOutcome eager = runOneStep(*module, inputs, AllocationMode::Eager);
+  StepOutcome planned = runOneStep(*module, inputs, AllocationMode::Planned);
+  EXPECT_GT(floats(eager.loss)[0], 0.0f);
+  expectBitwiseEqual(eager, planned);
+
+  module->plan = makeReusingPlan(*module);
+  StepOutcome reused = runOneStep(*module, inputs, AllocationMode::Planned);
+  expectBitwiseEqual(eager, reused);
+}
+
+TEST(CpuExecutorTest, EagerAndPlannedAgreeBitwiseOnMlp) {
+  std::optional<MlpFixture> mlp = loadMlp();
+  ASSERT_TRUE(mlp);
+  std::vector<BoundInput> inputs = inputsFor(*mlp->module, &mlp->data);
+  StepOutcome eager = runOneStep(*mlp->module, inputs, AllocationMode::Eager);
+  StepOutcome planned =
+      runOneStep(*mlp->module, inputs, AllocationMode::Planned);
+  expectBitwiseEqual(eager, planned);
+  mlp->module->plan = makeReusingPlan(*mlp->module);
+  StepOutcome reused =
+      runOneStep(*mlp->module, inputs, AllocationMode::Planned);
+  expectBitwiseEqual(eager, reused);
+}
+
+TEST(CpuExecutorTest, DefaultPipelinePlansRunExactly) {
+  for (const char *name : {"mlp", "cnn"}) {
+    std::optional<MlpFixture> compiled = loadCompiled(name);
+    ASSERT_TRUE(compiled);
+    const Module &module = *compiled->module;
+    ASSERT_FALSE(module.plan.empty()) << name << ": plan-buffers made no plan";
+    std::vector<BoundInput> inputs = inputsFor(module, &compiled->data);
+    StepOutcome eager = runOneStep(module, inputs, AllocationMode::Eager);
+    StepOutcome planned = runOneStep(module, inputs, AllocationMode::Planned);
+    expectBitwiseEqual(eager, planned);
+    EXPECT_EQ(planned.arenaBytes, module.plan.arenaBytes) << name;
+    // Planned and measured agree, up to the kernels' scratch, which the plan
+    // does not cover.
+    EXPECT_EQ(planned.memory.peakBytes -
+                  planned.memory.atPeak(MemoryCategory::Workspace),
+              module.plan.figures.plannedBytes())
+        << name;
+  }
+}
+
+TEST(CpuExecutorTest, ResultsDoNotDependOnTheThreadCount) {
+  // CpuKernel.h promises it; OpenBLAS's GEMM must keep it too.
+  std::optional<MlpFixture> mlp = loadMlp();
+  ASSERT_TRUE(mlp);
+  std::vector<BoundInput> inputs = inputsFor(*mlp->module, &mlp->data);
+  StepOutcome one =
+      runOneStep(*mlp->module, inputs, AllocationMode::Planned, 1);
+  StepOutcome two =
+      runOneStep(*mlp->module, inputs, AllocationMode::Planned, 2);
+  expectBitwiseEqual(one, two);
+}
+
+TEST(CpuExecutorTest, PlannedPeakWithReuseIsNotAboveEager) {
+  std::unique_ptr<Module> small = parseSmallGraph();
+  ASSERT_TRUE(small);
+  std::optional<MlpFixture> mlp = loadMlp();
+  ASSERT_TRUE(mlp);
+  for (Module *module : {small.get(), mlp->module.get()}) {
+    std::vector<BoundInput> inputs =
+        inputsFor(*module, module == small.get() ? nullptr : &mlp->data);
+    StepOutcome eager = runOneStep(*module, inputs, AllocationMode::Eager);
+    module->plan = makeReusingPlan(*module);
+    StepOutcome planned = runOneStep(*module, inputs, AllocationMode::Planned);
+    // Kernel scratch (Workspace) is not part of the plan: it comes on top of
+    // the whole arena in planned mode but only of the values live at that
+    // moment in eager mode. Everything the plan places peaks no higher.
+    EXPECT_LE(planned.memory.peakBytes -
+                  planned.memory.atPeak(MemoryCategory::Workspace),
+              eager.memory.peakBytes)
+        << module->getGraph().getName().str();
+    // The reusing plan reaches the live-byte bound on these graphs.
+    EXPECT_EQ(module->plan.arenaBytes,
+              makeTrivialPlan(*module)->figures.lowerBoundBytes);
+    // The trivial plan (no reuse) holds every transient value at once.
+    module->plan.clear();
+    StepOutcome trivial = runOneStep(*module, inputs, AllocationMode::Planned);
+    EXPECT_GE(trivial.memory.peakBytes, planned.memory.peakBytes);
+  }
+}
+
+TEST(CpuExecutorTest, ArenaIsExactlyThePlans) {
+  std::optional<MlpFixture> mlp = loadMlp();
+  ASSERT_TRUE(mlp);
+  Module &module = *mlp->module;
+  std::vector<BoundInput> inputs = inputsFor(module, &mlp->data);
+  for (bool reuse : {false, true}) {
+    module.plan.clear();
+    if (reuse)
+      module.plan = makeReusingPlan(module);
+    auto trivial = makeTrivialPlan(module);
+    ASSERT_TRUE(bool(trivial));
+    uint64_t planArena = reuse ? module.plan.arenaBytes : trivial->arenaBytes;
+    StepOutcome planned = runOneStep(module, inputs, AllocationMode::Planned);
+    EXPECT_EQ(planned.arenaBytes, planArena);
+    // Measured = planned persistent + arena + kernel scratch (workspace and
+    // staging temporaries outside the arena).
+    uint64_t planned_total = persistentBytes(module) + planArena;
+    EXPECT_GE(planned.memory.peakBytes, planned_total);
+    EXPECT_LE(planned.memory.peakBytes,
+              planned_total + planned.memory.atPeak(MemoryCategory::Workspace) +
+                  planned.memory.atPeak(MemoryCategory::Temporaries));
+    // After the step only the arena and persistent blocks remain.
+    EXPECT_EQ(planned.memory.currentBytes, planned_total);
+  }
+}
+
+TEST(CpuExecutorTest, EagerModeFreesEveryTransientValue) {
+  std::unique_ptr<Module> module = parseSmallGraph();
+  ASSERT_TRUE(module);
+  StepOutcome eager =
+      runOneStep(*module, inputsFor(*module, nullptr), AllocationMode::Eager);
+  EXPECT_EQ(eager.arenaBytes, 0u);
+  EXPECT_EQ(eager.memory.currentBytes, persistentBytes(*module));
+  EXPECT_GT(eager.memory.peakBytes, eager.memory.currentBytes);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers and accumulation
+//===----------------------------------------------------------------------===//
+
+class OptimizerTest : public ::testing::TestWithParam<AllocationMode> {
+protected:
+  void SetUp() override {
+    module = parseSmallGraph();
+    ASSERT_TRUE(module);
+    ExecutorOptions options;
+    options.mode = GetParam();
+    options.threads = 1;
+    auto prepared = prepareCpuExecutable(*module, options);
+    ASSERT_TRUE(bool(prepared)) << llvm::toString(prepared.takeError());
+    exe = std::move(*prepared);
+    for (const BoundInput &binding : inputsFor(*module, nullptr))
+      ASSERT_FALSE(bool(exe->setInput(binding.input, binding.data)));
+  }
+
+  std::vector<float> read(const Value *value) {
+    auto data = exe->readValue(value);
+    EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
+    return data ? floats(*data) : std::vector<float>();
+  }
+  std::vector<float> gradient(const ParamInfo &param) {
+    auto data = exe->readGradient(param);
+    EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
+    return data ? floats(*data) : std::vector<float>();
+  }
+  void setLazyReset(bool reset) {
+    const Value *lazy = module->signature.lazyResetGrad;
+    ASSERT_TRUE(lazy);
+    std::vector<uint8_t> bytes(lazy->getType().getSizeInBytes(), reset ? 1 : 0);
+    ASSERT_FALSE(bool(exe->setInput(lazy, TensorData(lazy->getType(), bytes))));
+  }
+  void step(uint64_t index) {
+    llvm::Error err = exe->runStep(index);
+    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  }
+
+  std::unique_ptr<Module> module;
+  std::unique_ptr<Executable> exe;
+};
+
+TEST_P(OptimizerTest, SgdSubtractsLearningRateTimesGradient) {
+  step(0);
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerConfig::Kind::SGD;
+  sgd.learningRate = 0.125f;
+  std::vector<std::vector<float>> before, gradients;
+  for (const ParamInfo &param : module->signature.params) {
+    before.push_back(read(param.param));
+    gradients.push_back(gradient(param));
+  }
+  ASSERT_FALSE(bool(exe->applyOptimizer(sgd)));
+  for (size_t p = 0; p != module->signature.params.size(); ++p) {
+    std::vector<float> after = read(module->signature.params[p].param);
+    ASSERT_EQ(after.size(), before[p].size());
+    for (size_t i = 0; i != after.size(); ++i)
+      EXPECT_FLOAT_EQ(after[i], before[p][i] - 0.125f * gradients[p][i]);
+  }
+  EXPECT_EQ(exe->getMemoryReport().current(MemoryCategory::OptimizerState), 0u);
+}
+
+TEST_P(OptimizerTest, AdamWMatchesHandComputedUpdates) {
+  OptimizerConfig adamw;
+  adamw.kind = OptimizerConfig::Kind::AdamW;
+  adamw.learningRate = 0.01f;
+  adamw.weightDecay = 0.1f;
+  const auto &params = module->signature.params;
+  std::vector<std::vector<double>> weights, m, v;
+  for (const ParamInfo &param : params) {
+    std::vector<float> w = read(param.param);
+    weights.emplace_back(w.begin(), w.end());
+    m.emplace_back(w.size(), 0.0);
+    v.emplace_back(w.size(), 0.0);
+  }
+  for (int t = 1; t <= 3; ++t) {
+    step(t);
+    for (size_t p = 0; p != params.size(); ++p) {
+      std::vector<float> g = gradient(params[p]);
+      for (size_t i = 0; i != g.size(); ++i) {
+        weights[p][i] *= 1.0 - adamw.learningRate * adamw.weightDecay;
+        m[p][i] = adamw.beta1 * m[p][i] + (1 - adamw.beta1) * g[i];
+        v[p][i] =
+            adamw.beta2 * v[p][i] + (1 - adamw.beta2) * double(g[i]) * g[i];
+        double mHat = m[p][i] / (1 - std::pow(double(adamw.beta1), t));
+        double vHat = v[p][i] / (1 - std::pow(double(adamw.beta2), t));
+        weights[p][i] -=
+            adamw.learningRate * mHat / (std::sqrt(vHat) + adamw.epsilon);
+      }
+    }
+    ASSERT_FALSE(bool(exe->applyOptimizer(adamw)));
+    for (size_t p = 0; p != params.size(); ++p) {
+      std::vector<float> w = read(params[p].param);
+      for (size_t i = 0; i != w.size(); ++i)
+        EXPECT_NEAR(w[i], weights[p][i], 1e-6 * (1 + std::abs(weights[p][i])))
+            << params[p].param->getName().str() << "[" << i << "] at step "
+            << t;
+    }
+  }
+  // Two fp32 moments per trainable parameter, counted as optimizer state.
+  uint64_t expected = 0;
+  for (const ParamInfo &param : params)
+    expected += 2 * alignBuffer(param.param->getType().getSizeInBytes());
+  EXPECT_EQ(exe->getMemoryReport().current(MemoryCategory::OptimizerState),
+            expected);
+}
+
+TEST_P(OptimizerTest, AccumulatingTwoMicroStepsDoublesTheGradient) {
+  setLazyReset(true);
+  step(0);
+  std::vector<std::vector<float>> once;
+  for (const ParamInfo &param : module->signature.params)
+    once.push_back(gradient(param));
+  setLazyReset(false);
+  step(1);
+  for (size_t p = 0; p != once.size(); ++p) {
+    std::vector<float> twice = gradient(module->signature.params[p]);
+    ASSERT_EQ(twice.size(), once[p].size());
+    for (size_t i = 0; i != twice.size(); ++i)
+      EXPECT_EQ(twice[i], 2 * once[p][i]);
+  }
+  // A new reset overwrites the sum with one step's gradient again.
+  setLazyReset(true);
+  step(2);
+  for (size_t p = 0; p != once.size(); ++p)
+    EXPECT_EQ(gradient(module->signature.params[p]), once[p]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, OptimizerTest,
+                         ::testing::Values(AllocationMode::Eager,
+                                           AllocationMode::Planned),
+                         [](const auto &info) {
+                           return allocationModeName(info.param).str();
+                         });
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+TEST(CpuExecutorTest, SetInputRejectsWrongTypes) {
+  std::unique_ptr<Module> module = parseSmallGraph();
+  ASSERT_TRUE(module);
+  auto exe = prepareCpuExecutable(*module, ExecutorOptions());
+  ASSERT_TRUE(bool(exe));
+  const Value *input = module->getGraph().getInputs()[0].get();
+  TensorData wrong =
+      TensorData::fromValues<float>(DType::F32, {2}, {1.0f, 2.0f});
+  llvm::Error err = (*exe)->setInput(input, wrong);
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("expects f32[4,6]"),
+            std::string::npos);
+}
+
+TEST(CpuExecutorTest, UnboundDimensionsAreAnError) {
+  auto parsed = parseModule(R"(
+module attributes {opsets = {"" = 17}} {
+  graph @g(%x: f32[batch,4]) {
+    %y = Relu(%x) : f32[batch,4]
+    return %y
+  }
+}
+)",
+                            "g.gmir");
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  auto exe = prepareCpuExecutable(**parsed, ExecutorOptions());
+  ASSERT_FALSE(bool(exe));
+  EXPECT_NE(llvm::toString(exe.takeError()).find("--dim"), std::string::npos);
+}
+
+} // namespace

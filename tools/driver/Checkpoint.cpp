@@ -1,0 +1,447 @@
+//===- Checkpoint.cpp - Reading parameter values from weight files --------===//
+//
+// The three weight-file readers of Checkpoint.h. The FlatBuffers checkpoint
+// is decoded with a small bounds-checked table reader (FlatBufferTable):
+// a table starts with a signed offset back to its vtable; the vtable lists
+// the table's byte size and, per field id, the field's offset in the table
+// (0 = absent, the default applies); reference fields (tables, vectors,
+// strings) hold an unsigned offset from the field itself to the target,
+// and a vector or string starts with its element count. Field ids follow
+// the declaration order of ort_training_checkpoint.fbs and ort.fbs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/driver/Checkpoint.h"
+
+#include "ir/OnnxTensor.h"
+#include "ir/Types.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <optional>
+
+using namespace gmopt;
+
+namespace {
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+//===----------------------------------------------------------------------===//
+// FlatBuffers
+//===----------------------------------------------------------------------===//
+
+/// Field ids of the checkpoint schema (declaration order).
+namespace checkpoint_fields {
+constexpr unsigned kVersion = 0, kModuleState = 1;
+} // namespace checkpoint_fields
+namespace module_state_fields {
+constexpr unsigned kRequiresGradParams = 0, kFrozenParams = 1,
+                   kIsNominalState = 2, kHasExternalData = 3;
+} // namespace module_state_fields
+namespace tensor_fields {
+constexpr unsigned kName = 0, kDims = 2, kDataType = 3, kRawData = 4,
+                   kStringData = 5, kExternalDataOffset = 6;
+} // namespace tensor_fields
+
+/// A bounds-checked view of one FlatBuffers table inside a buffer. Every
+/// accessor returns nullopt (or an empty result) when the buffer is too short
+/// for what the offsets claim; callers turn that into "corrupt file".
+class FlatBufferTable {
+public:
+  /// The table at byte \p position of \p buffer, or nullopt if its header
+  /// or vtable lies outside the buffer.
+  static std::optional<FlatBufferTable> at(llvm::StringRef buffer,
+                                           uint64_t position) {
+    FlatBufferTable table(buffer, position);
+    auto vtableDistance = table.read<int32_t>(position);
+    if (!vtableDistance)
+      return std::nullopt;
+    int64_t vtable = static_cast<int64_t>(position) - *vtableDistance;
+    if (vtable < 0)
+      return std::nullopt;
+    table.vtable = static_cast<uint64_t>(vtable);
+    auto vtableSize = table.read<uint16_t>(table.vtable);
+    if (!vtableSize || *vtableSize < 4 ||
+        table.vtable + *vtableSize > buffer.size())
+      return std::nullopt;
+    table.vtableSize = *vtableSize;
+    return table;
+  }
+
+  /// The root table of a buffer (its first four bytes hold the offset).
+  static std::optional<FlatBufferTable> root(llvm::StringRef buffer) {
+    FlatBufferTable header(buffer, 0);
+    auto offset = header.read<uint32_t>(0);
+    if (!offset)
+      return std::nullopt;
+    return at(buffer, *offset);
+  }
+
+  /// Absolute position of field \p id, or nullopt when it is absent.
+  std::optional<uint64_t> fieldPosition(unsigned id) const {
+    uint64_t entry = 4 + 2 * uint64_t(id);
+    if (entry + 2 > vtableSize)
+      return std::nullopt;
+    auto offset = read<uint16_t>(vtable + entry);
+    if (!offset || *offset == 0)
+      return std::nullopt;
+    return position + *offset;
+  }
+
+  /// Scalar field \p id, \p fallback when absent. Sets \p corrupt if the
+  /// field lies outside the buffer.
+  template <typename T> T scalar(unsigned id, T fallback, bool &corrupt) const {
+    std::optional<uint64_t> at = fieldPosition(id);
+    if (!at)
+      return fallback;
+    std::optional<T> value = read<T>(*at);
+    if (!value) {
+      corrupt = true;
+      return fallback;
+    }
+    return *value;
+  }
+
+  /// The target of reference field \p id (a table, vector or string), or
+  /// nullopt when absent. Sets \p corrupt if the offset leaves the buffer.
+  std::optional<uint64_t> reference(unsigned id, bool &corrupt) const {
+    std::optional<uint64_t> at = fieldPosition(id);
+    if (!at)
+      return std::nullopt;
+    auto offset = read<uint32_t>(*at);
+    if (!offset || *at + *offset >= buffer.size()) {
+      corrupt = true;
+      return std::nullopt;
+    }
+    return *at + *offset;
+  }
+
+  /// The sub-table in field \p id.
+  std::optional<FlatBufferTable> table(unsigned id, bool &corrupt) const {
+    std::optional<uint64_t> target = reference(id, corrupt);
+    if (!target)
+      return std::nullopt;
+    std::optional<FlatBufferTable> sub = at(buffer, *target);
+    if (!sub)
+      corrupt = true;
+    return sub;
+  }
+
+  /// The bytes of vector field \p id whose elements are \p elementSize bytes
+  /// wide, with its element count; empty when absent.
+  std::pair<llvm::StringRef, uint32_t> vector(unsigned id, unsigned elementSize,
+                                              bool &corrupt) const {
+    std::optional<uint64_t> target = reference(id, corrupt);
+    if (!target)
+      return {};
+    auto count = read<uint32_t>(*target);
+    uint64_t begin = *target + 4;
+    if (!count || begin + uint64_t(*count) * elementSize > buffer.size()) {
+      corrupt = true;
+      return {};
+    }
+    return {buffer.substr(begin, uint64_t(*count) * elementSize), *count};
+  }
+
+  /// The tables of vector-of-tables field \p id.
+  std::vector<FlatBufferTable> tables(unsigned id, bool &corrupt) const {
+    auto [bytes, count] = vector(id, 4, corrupt);
+    std::vector<FlatBufferTable> result;
+    uint64_t begin = bytes.data() ? bytes.data() - buffer.data() : 0;
+    for (uint32_t i = 0; i != count && !corrupt; ++i) {
+      uint64_t slot = begin + 4 * uint64_t(i);
+      auto offset = read<uint32_t>(slot);
+      std::optional<FlatBufferTable> element =
+          offset ? at(buffer, slot + *offset) : std::nullopt;
+      if (!element) {
+        corrupt = true;
+        break;
+      }
+      result.push_back(*element);
+    }
+    return result;
+  }
+
+  /// String field \p id; empty when absent.
+  llvm::StringRef string(unsigned id, bool &corrupt) const {
+    return vector(id, 1, corrupt).first;
+  }
+
+private:
+  FlatBufferTable(llvm::StringRef buffer, uint64_t position)
+      : buffer(buffer), position(position) {}
+
+  template <typename T> std::optional<T> read(uint64_t at) const {
+    if (at + sizeof(T) > buffer.size() || at + sizeof(T) < at)
+      return std::nullopt;
+    return llvm::support::endian::read<T, llvm::endianness::little>(
+        buffer.data() + at);
+  }
+
+  llvm::StringRef buffer;
+  uint64_t position;
+  uint64_t vtable = 0;
+  uint16_t vtableSize = 0;
+};
+
+/// Converts one ort.fbs Tensor table.
+llvm::Expected<NamedTensor> readFlatTensor(const FlatBufferTable &table,
+                                           llvm::StringRef fileName,
+                                           bool &corrupt) {
+  NamedTensor tensor;
+  tensor.name = table.string(tensor_fields::kName, corrupt).str();
+  tensor.source = (fileName + ": tensor '" + tensor.name + "'").str();
+  auto [dimBytes, rank] = table.vector(tensor_fields::kDims, 8, corrupt);
+  int32_t dataType =
+      table.scalar<int32_t>(tensor_fields::kDataType, 0, corrupt);
+  auto [raw, rawSize] = table.vector(tensor_fields::kRawData, 1, corrupt);
+  auto [strings, numStrings] =
+      table.vector(tensor_fields::kStringData, 4, corrupt);
+  int64_t externalOffset =
+      table.scalar<int64_t>(tensor_fields::kExternalDataOffset, -1, corrupt);
+  if (corrupt)
+    return tensor;
+  if (externalOffset >= 0)
+    return makeError(tensor.source +
+                     ": the value is in an external data file, which gmopt "
+                     "does not read");
+  std::optional<DType> dtype = dtypeFromOnnx(dataType);
+  if (!dtype || *dtype == DType::Undefined || *dtype == DType::String ||
+      numStrings)
+    return makeError(tensor.source +
+                     llvm::formatv(": unsupported element type {0}", dataType));
+  llvm::SmallVector<int64_t, 4> shape;
+  for (uint32_t i = 0; i != rank; ++i) {
+    int64_t extent =
+        llvm::support::endian::read<int64_t, llvm::endianness::little>(
+            dimBytes.data() + 8 * i);
+    if (extent < 0 || extent > (int64_t(1) << 40))
+      return makeError(tensor.source +
+                       llvm::formatv(": invalid dimension {0}", extent));
+    shape.push_back(extent);
+  }
+  TensorType type = TensorType::get(*dtype, shape);
+  if (type.getSizeInBytes() != rawSize)
+    return makeError(tensor.source +
+                     llvm::formatv(": holds {0} bytes but {1} needs {2}",
+                                   rawSize, type.str(), type.getSizeInBytes()));
+  std::vector<uint8_t> bytes(raw.bytes_begin(), raw.bytes_end());
+  tensor.data = TensorData(type, std::move(bytes));
+  return tensor;
+}
+
+/// Reads a protobuf varint32 at \p position, advancing it.
+std::optional<uint32_t> readVarint32(llvm::StringRef bytes, size_t &position) {
+  uint64_t value = 0;
+  for (unsigned shift = 0; shift < 35; shift += 7) {
+    if (position >= bytes.size())
+      return std::nullopt;
+    uint8_t byte = static_cast<uint8_t>(bytes[position++]);
+    value |= uint64_t(byte & 0x7f) << shift;
+    if (!(byte & 0x80))
+      return value > UINT32_MAX ? std::nullopt
+                                : std::optional<uint32_t>(uint32_t(value));
+  }
+  return std::nullopt;
+}
+
+void writeVarint32(std::string &out, uint32_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+} // namespace
+
+llvm::StringRef gmopt::weightFileKindName(WeightFileKind kind) {
+  switch (kind) {
+  case WeightFileKind::OnnxModel:
+    return "ONNX model";
+  case WeightFileKind::OrtCheckpoint:
+    return "ONNX Runtime checkpoint";
+  case WeightFileKind::TensorSequence:
+    return "TensorProto sequence";
+  }
+  llvm_unreachable("unknown weight file kind");
+}
+
+const NamedTensor *WeightSet::lookup(llvm::StringRef name) const {
+  for (const NamedTensor &tensor : tensors)
+    if (tensor.name == name)
+      return &tensor;
+  return nullptr;
+}
+
+llvm::Expected<std::vector<NamedTensor>>
+gmopt::parseOrtCheckpoint(llvm::StringRef bytes, llvm::StringRef name) {
+  auto corruptError = [&] {
+    return makeError(name + ": corrupt ONNX Runtime checkpoint (an offset "
+                            "points outside the file)");
+  };
+  if (bytes.size() < 8 || bytes.substr(4, 4) != "ODTC")
+    return makeError(name + ": not an ONNX Runtime checkpoint (no \"ODTC\" "
+                            "identifier)");
+  std::optional<FlatBufferTable> root = FlatBufferTable::root(bytes);
+  if (!root)
+    return corruptError();
+  bool corrupt = false;
+  int32_t version =
+      root->scalar<int32_t>(checkpoint_fields::kVersion, 0, corrupt);
+  std::optional<FlatBufferTable> moduleState =
+      root->table(checkpoint_fields::kModuleState, corrupt);
+  if (corrupt)
+    return corruptError();
+  if (version < 1)
+    return makeError(
+        name + llvm::formatv(": unsupported checkpoint version {0}", version));
+  if (!moduleState)
+    return makeError(name + ": the checkpoint has no module state (no "
+                            "parameter values)");
+  if (moduleState->scalar<uint8_t>(module_state_fields::kIsNominalState, 0,
+                                   corrupt))
+    return makeError(name + ": nominal checkpoint: it names the parameters "
+                            "but holds no values");
+  if (moduleState->scalar<uint8_t>(module_state_fields::kHasExternalData, 0,
+                                   corrupt))
+    return makeError(name + ": the checkpoint keeps its tensors in an "
+                            "external data file, which gmopt does not read");
+  std::vector<NamedTensor> tensors;
+  for (unsigned field : {module_state_fields::kRequiresGradParams,
+                         module_state_fields::kFrozenParams}) {
+    for (const FlatBufferTable &table : moduleState->tables(field, corrupt)) {
+      auto tensor = readFlatTensor(table, name, corrupt);
+      if (!tensor)
+        return tensor.takeError();
+      if (corrupt)
+        break;
+      tensors.push_back(std::move(*tensor));
+    }
+    if (corrupt)
+      return corruptError();
+  }
+  return tensors;
+}
+
+llvm::Expected<std::vector<NamedTensor>>
+gmopt::parseTensorSequence(llvm::StringRef bytes, llvm::StringRef name,
+                           llvm::StringRef externalDataDir) {
+  size_t position = 0;
+  std::optional<uint32_t> count = readVarint32(bytes, position);
+  if (!count)
+    return makeError(name + ": not a TensorProto sequence (bad count)");
+  ExternalDataResolver resolver(externalDataDir.str());
+  std::vector<NamedTensor> tensors;
+  for (uint32_t i = 0; i != *count; ++i) {
+    std::optional<uint32_t> size = readVarint32(bytes, position);
+    if (!size || position + *size > bytes.size())
+      return makeError(name + llvm::formatv(": truncated TensorProto sequence "
+                                            "(entry {0} of {1})",
+                                            i, *count));
+    onnx::TensorProto proto;
+    if (!proto.ParseFromArray(bytes.data() + position, static_cast<int>(*size)))
+      return makeError(name + llvm::formatv(": entry {0} is not a valid "
+                                            "TensorProto",
+                                            i));
+    position += *size;
+    auto data = importTensorStealing(proto, &resolver);
+    if (!data)
+      return makeError(name + ": " + llvm::toString(data.takeError()));
+    NamedTensor tensor;
+    tensor.name = proto.name();
+    tensor.source = (name + ": tensor '" + proto.name() + "'").str();
+    tensor.index = i;
+    tensor.data = std::move(*data);
+    tensors.push_back(std::move(tensor));
+  }
+  if (position != bytes.size())
+    return makeError(name + ": trailing bytes after the TensorProto sequence");
+  return tensors;
+}
+
+std::string
+gmopt::writeTensorSequence(const std::vector<NamedTensor> &tensors) {
+  std::string out;
+  writeVarint32(out, static_cast<uint32_t>(tensors.size()));
+  for (const NamedTensor &tensor : tensors) {
+    onnx::TensorProto proto;
+    exportTensor(tensor.data, proto);
+    proto.set_name(tensor.name);
+    std::string bytes = proto.SerializeAsString();
+    writeVarint32(out, static_cast<uint32_t>(bytes.size()));
+    out += bytes;
+  }
+  return out;
+}
+
+llvm::Expected<WeightSet> gmopt::readWeightFile(llvm::StringRef path) {
+  WeightSet set;
+  set.path = path.str();
+  std::string file = path.str();
+  if (llvm::sys::fs::is_directory(path)) {
+    llvm::SmallString<256> sequence(path);
+    llvm::sys::path::append(sequence, "tensors.pbseq");
+    if (!llvm::sys::fs::exists(sequence))
+      return makeError(path + ": a directory without tensors.pbseq (expected "
+                              "an ONNX model, an ONNX Runtime checkpoint or a "
+                              ".pbseq file)");
+    file = sequence.str().str();
+  } else if (!llvm::sys::fs::exists(path)) {
+    return makeError(
+        path + ": " +
+        std::make_error_code(std::errc::no_such_file_or_directory).message());
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError(file + ": cannot read: " + buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  std::string directory = llvm::sys::path::parent_path(file).str();
+
+  if (bytes.size() >= 8 && bytes.substr(4, 4) == "ODTC") {
+    set.kind = WeightFileKind::OrtCheckpoint;
+    auto tensors = parseOrtCheckpoint(bytes, file);
+    if (!tensors)
+      return tensors.takeError();
+    set.tensors = std::move(*tensors);
+    return set;
+  }
+  if (llvm::StringRef(file).ends_with(".pbseq")) {
+    set.kind = WeightFileKind::TensorSequence;
+    auto tensors = parseTensorSequence(bytes, file, directory);
+    if (!tensors)
+      return tensors.takeError();
+    set.tensors = std::move(*tensors);
+    return set;
+  }
+  set.kind = WeightFileKind::OnnxModel;
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
+      !model.has_graph())
+    return makeError(file + ": not an ONNX model, an ONNX Runtime checkpoint "
+                            "or a TensorProto sequence");
+  ExternalDataResolver resolver(directory);
+  for (onnx::TensorProto &proto :
+       *model.mutable_graph()->mutable_initializer()) {
+    auto data = importTensorStealing(proto, &resolver);
+    if (!data)
+      return makeError(file + ": " + llvm::toString(data.takeError()));
+    NamedTensor tensor;
+    tensor.name = proto.name();
+    tensor.source = (file + ": initializer '" + proto.name() + "'");
+    tensor.data = std::move(*data);
+    set.tensors.push_back(std::move(tensor));
+  }
+  return set;
+}

@@ -1,0 +1,185 @@
+//===- RunMain.cpp - The gmopt-run driver ---------------------------------===//
+//
+// gmopt-run trains a compiled model: a `.gm` file from gmopt-compile, or an
+// ONNX training graph directly (imported, dimensions bound from --dim or
+// from the --inputs shapes, canonicalized). It picks the backend, gives
+// every graph input a value, runs --steps optimizer steps of --accumulate
+// micro-steps each, and optionally checks the first step against reference
+// outputs (--check), a loss curve against an SGD reference
+// (--sgd-reference), and the memory and gradients against the original
+// graph run eagerly (--baseline). This file only maps the command line onto
+// a RunConfig; the work is runSession (RunSession.h) over Runtime.h.
+//
+// Exit status: 0 success; 1 usage or input error (one line
+// `gmopt-run: error: FILE: what`); 2 numerical failure (a NaN/inf loss, or a
+// --check / --sgd-reference comparison beyond tolerance).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/driver/Driver.h"
+#include "tools/driver/RunSession.h"
+#include "tools/driver/ToolSupport.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace gmopt;
+namespace cl = llvm::cl;
+
+namespace {
+
+constexpr llvm::StringLiteral kTool = "gmopt-run";
+
+/// Prints \p err once and returns its exit status.
+int report(llvm::Error err) {
+  // What was printed so far comes first, also when both streams are piped.
+  llvm::outs().flush();
+  int code = exitCodeFor(err);
+  reportToolError(kTool, std::move(err));
+  return code;
+}
+
+} // namespace
+
+int gmopt::gmoptRunMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::OptionCategory &category = getGmoptCategory();
+  cl::opt<std::string> inputFilename(
+      cl::Positional, cl::desc("<model.gm | training_model.onnx>"),
+      cl::cat(category));
+  cl::opt<BackendKind> backendOption(
+      "backend", cl::desc("Backend to run on"), cl::init(BackendKind::Auto),
+      cl::values(clEnumValN(BackendKind::Auto, "auto",
+                            "CUDA where a device works, else the CPU"),
+                 clEnumValN(BackendKind::Cpu, "cpu", "The CPU backend"),
+                 clEnumValN(BackendKind::Cuda, "cuda", "The CUDA backend")),
+      cl::cat(category));
+  cl::opt<AllocationMode> modeOption(
+      "mode", cl::desc("How values are placed"),
+      cl::init(AllocationMode::Planned),
+      cl::values(clEnumValN(AllocationMode::Planned, "planned",
+                            "One arena laid out by the plan"),
+                 clEnumValN(AllocationMode::Eager, "eager",
+                            "Allocate at definition, free after last use")),
+      cl::cat(category));
+  cl::opt<unsigned> stepsOption("steps", cl::desc("Optimizer steps to run"),
+                                cl::init(1), cl::cat(category));
+  cl::opt<unsigned> accumulateOption(
+      "accumulate",
+      cl::desc("Micro-steps per optimizer step (gradient accumulation)"),
+      cl::init(1), cl::cat(category));
+  cl::opt<OptimizerChoice> optimizerOption(
+      "optimizer", cl::desc("Update applied after each step"),
+      cl::init(OptimizerChoice::SGD),
+      cl::values(clEnumValN(OptimizerChoice::SGD, "sgd", "p -= lr * grad"),
+                 clEnumValN(OptimizerChoice::AdamW, "adamw",
+                            "AdamW (beta1 0.9, beta2 0.999, eps 1e-8, "
+                            "weight decay 0.01)"),
+                 clEnumValN(OptimizerChoice::None, "none", "No update")),
+      cl::cat(category));
+  cl::opt<float> lrOption("lr", cl::desc("Learning rate"), cl::init(0.01f),
+                          cl::cat(category));
+  cl::opt<std::string> inputsOption(
+      "inputs",
+      cl::desc("Graph input values: a test_data_set directory of input_K.pb "
+               "files, matched by tensor name"),
+      cl::value_desc("dir"), cl::cat(category));
+  cl::opt<std::string> weightsOption(
+      "weights",
+      cl::desc("Parameter values: an ONNX model's initializers, an ONNX "
+               "Runtime checkpoint, or a .pbseq TensorProto sequence"),
+      cl::value_desc("file"), cl::cat(category));
+  cl::opt<bool> allowMissingWeightsOption(
+      "allow-missing-weights",
+      cl::desc("Initialize parameters --weights does not hold"),
+      cl::cat(category));
+  cl::opt<uint64_t> seedOption(
+      "seed", cl::desc("Seed of synthetic inputs, initial weights, dropout"),
+      cl::init(0), cl::cat(category));
+  cl::opt<unsigned> threadsOption("threads",
+                                  cl::desc("Worker threads (0 = all cores)"),
+                                  cl::init(0), cl::cat(category));
+  cl::list<std::string> dims(
+      "dim", cl::desc("Bind symbolic dimension NAME to N"),
+      cl::value_desc("NAME=N"), cl::CommaSeparated, cl::cat(category));
+  // cl::desc keeps a StringRef: the text must outlive the option.
+  static const std::string passesHelp =
+      "Pipeline to run on ONNX input (default or empty: " +
+      kOnnxRunPipeline.str() + "; a .gm file is already compiled)";
+  cl::opt<std::string> passesOption("passes", cl::desc(passesHelp),
+                                    cl::value_desc("pipeline"),
+                                    cl::cat(category));
+  cl::opt<std::string> checkOption(
+      "check",
+      cl::desc("Compare the first step's loss and gradients with the "
+               "output_K.pb references in this directory"),
+      cl::value_desc("dir"), cl::cat(category));
+  cl::opt<std::string> sgdReferenceOption(
+      "sgd-reference",
+      cl::desc("Run plain SGD and compare the per-step losses with this "
+               "sgd_losses.json"),
+      cl::value_desc("file"), cl::cat(category));
+  cl::opt<double> rtolOption(
+      "rtol",
+      cl::desc("Relative tolerance of --check/--sgd-reference: ok when "
+               "max|got-ref| <= max(rtol*max|ref|, atol)"),
+      cl::init(1e-4), cl::cat(category));
+  cl::opt<double> atolOption("atol",
+                             cl::desc("Absolute floor of the tolerance"),
+                             cl::init(1e-6), cl::cat(category));
+  cl::opt<bool> baselineOption(
+      "baseline",
+      cl::desc("Also run the original graph eagerly and compare memory, time "
+               "and gradients"),
+      cl::cat(category));
+  cl::opt<bool> profileOption(
+      "profile", cl::desc("Time every kernel and print the time per op"),
+      cl::cat(category));
+  cl::opt<std::string> reportJsonOption(
+      "report-json", cl::desc("Write the measurements as JSON here"),
+      cl::value_desc("file"), cl::cat(category));
+
+  if (!parseToolCommandLine(argc, argv, kTool,
+                            "gmopt-run: train a compiled model and measure "
+                            "its memory\n\n"
+                            "  --check/--sgd-reference pass when, per tensor, "
+                            "max|got - ref| <= max(rtol * max|ref|, atol).\n"
+                            "  Exit status: 0 success; 1 usage or input error; "
+                            "2 numerical failure (NaN/inf loss, a check beyond "
+                            "tolerance).\n"))
+    return kInputErrorExitCode;
+
+  auto dimBindings = parseDimBindings(dims);
+  if (!dimBindings)
+    return report(dimBindings.takeError());
+
+  RunConfig config;
+  config.modelPath = inputFilename;
+  config.backend = backendOption;
+  config.executor.mode = modeOption;
+  config.executor.seed = seedOption;
+  config.executor.threads = threadsOption;
+  config.executor.profile = profileOption;
+  config.steps = stepsOption;
+  config.stepsGiven = stepsOption.getNumOccurrences() != 0;
+  config.accumulate = accumulateOption;
+  config.optimizer = optimizerOption;
+  config.optimizerGiven = optimizerOption.getNumOccurrences() != 0;
+  config.learningRate = lrOption;
+  config.dims = std::move(*dimBindings);
+  config.passes = passesOption;
+  config.inputsDir = inputsOption;
+  config.weightsPath = weightsOption;
+  config.allowMissingWeights = allowMissingWeightsOption;
+  config.seed = seedOption;
+  config.checkDir = checkOption;
+  config.sgdReferencePath = sgdReferenceOption;
+  config.tolerance.rtol = rtolOption;
+  config.tolerance.atol = atolOption;
+  config.baseline = baselineOption;
+  config.reportJsonPath = reportJsonOption;
+  if (llvm::Error err = runSession(config, llvm::outs(), llvm::errs()))
+    return report(std::move(err));
+  return 0;
+}

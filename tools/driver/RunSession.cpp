@@ -1,0 +1,269 @@
+//===- RunSession.cpp - One gmopt-run invocation, as a library call -------===//
+//
+// The order of a gmopt-run invocation: validate the options, pick the
+// backend, read every input file (so a bad file is reported before any
+// work), load the model, make sure it has a plan, bind the inputs, train,
+// compare, run the baseline, write the JSON report, and only then return a
+// numerical failure so the report is there to look at.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/driver/RunSession.h"
+
+#include "tools/driver/RunReport.h"
+#include "tools/driver/ToolSupport.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace gmopt;
+
+namespace {
+
+constexpr llvm::StringLiteral kTool = "gmopt-run";
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The --check or --sgd-reference verdict as an error (success if all
+/// passed).
+llvm::Error verdict(llvm::StringRef what, llvm::StringRef file,
+                    llvm::ArrayRef<TensorComparison> comparisons) {
+  const TensorComparison *worst = nullptr;
+  unsigned failures = 0;
+  for (const TensorComparison &comparison : comparisons) {
+    if (comparison.ok)
+      continue;
+    ++failures;
+    if (!worst || !(comparison.maxRelError <= worst->maxRelError))
+      worst = &comparison;
+  }
+  if (!failures)
+    return llvm::Error::success();
+  std::string detail =
+      worst->problem.empty()
+          ? llvm::formatv("max relative error {0:e2}", worst->maxRelError).str()
+          : worst->problem;
+  return llvm::make_error<NumericalError>(
+      llvm::formatv("{0}: {1} failed: {2} of {3} beyond tolerance (worst "
+                    "'{4}': {5})",
+                    file, what, failures, comparisons.size(), worst->name,
+                    detail)
+          .str());
+}
+
+/// Reads the optional --inputs/--check directory \p dir.
+llvm::Error readOptionalSet(const std::string &dir,
+                            std::optional<TestDataSet> &set) {
+  if (dir.empty())
+    return llvm::Error::success();
+  auto read = readTestDataSet(dir);
+  if (!read)
+    return read.takeError();
+  set = std::move(*read);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::StringRef gmopt::optimizerChoiceName(OptimizerChoice choice) {
+  switch (choice) {
+  case OptimizerChoice::SGD:
+    return "sgd";
+  case OptimizerChoice::AdamW:
+    return "adamw";
+  case OptimizerChoice::None:
+    return "none";
+  }
+  llvm_unreachable("unknown optimizer");
+}
+
+llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
+                              llvm::raw_ostream &notices) {
+  if (config.modelPath.empty())
+    return makeError("no input file (expected a .gm file or an ONNX training "
+                     "graph)");
+  if (config.tolerance.rtol < 0 || config.tolerance.atol < 0)
+    return makeError("--rtol and --atol must not be negative");
+  if (config.steps == 0 || config.accumulate == 0)
+    return makeError("--steps and --accumulate must be at least 1");
+
+  std::string notice;
+  auto backend = selectBackend(config.backend, notice);
+  if (!backend)
+    return backend.takeError();
+  if (!notice.empty())
+    notices << kTool << ": " << notice << "\n";
+
+  TrainingOptions training;
+  training.backend = *backend;
+  training.executor = config.executor;
+  training.steps = config.steps;
+  training.accumulate = config.accumulate;
+  OptimizerChoice optimizer = config.optimizer;
+  float learningRate = config.learningRate;
+
+  std::optional<SgdReference> sgdReference;
+  if (!config.sgdReferencePath.empty()) {
+    auto reference = readSgdReference(config.sgdReferencePath);
+    if (!reference)
+      return reference.takeError();
+    if (config.optimizerGiven && optimizer != OptimizerChoice::SGD)
+      return makeError("--sgd-reference runs plain SGD; it cannot be combined "
+                       "with --optimizer=" +
+                       optimizerChoiceName(optimizer));
+    if (config.accumulate != 1)
+      return makeError("--sgd-reference needs --accumulate=1");
+    optimizer = OptimizerChoice::SGD;
+    learningRate = static_cast<float>(reference->learningRate);
+    if (!config.stepsGiven)
+      training.steps = reference->losses.size();
+    sgdReference = std::move(*reference);
+  }
+  if (optimizer != OptimizerChoice::None) {
+    OptimizerConfig optimizerConfig;
+    optimizerConfig.kind = optimizer == OptimizerChoice::SGD
+                               ? OptimizerConfig::Kind::SGD
+                               : OptimizerConfig::Kind::AdamW;
+    optimizerConfig.learningRate = learningRate;
+    training.optimizer = optimizerConfig;
+  }
+
+  std::optional<TestDataSet> inputs, references;
+  if (llvm::Error err = readOptionalSet(config.inputsDir, inputs))
+    return err;
+  std::optional<WeightSet> weights;
+  if (!config.weightsPath.empty()) {
+    auto read = readWeightFile(config.weightsPath);
+    if (!read)
+      return read.takeError();
+    weights = std::move(*read);
+  }
+  if (llvm::Error err = readOptionalSet(config.checkDir, references))
+    return err;
+
+  auto model = loadRunnableModel(config.modelPath, config.dims,
+                                 inputs ? &*inputs : nullptr, config.baseline,
+                                 config.passes);
+  if (!model)
+    return model.takeError();
+
+  // Prefixes errors with the model file, keeping their kind (numerical or
+  // not); messages about a tensor or weights file already start with it.
+  auto prefixModel = [&](llvm::Error err) -> llvm::Error {
+    bool numerical = err.isA<NumericalError>();
+    std::string message = llvm::toString(std::move(err));
+    if (!llvm::StringRef(message).contains(".pb: ") &&
+        !(weights && llvm::StringRef(message).starts_with(weights->path)))
+      message = config.modelPath + ": " + message;
+    if (numerical)
+      return llvm::make_error<NumericalError>(message);
+    return makeError(message);
+  };
+  // The executor would fall back to the trivial plan anyway; making it here
+  // lets the report show the figures of the plan that really runs.
+  auto planSource = ensurePlan(*model->module);
+  if (!planSource)
+    return prefixModel(planSource.takeError());
+
+  InputSources sources;
+  sources.testData = inputs ? &*inputs : nullptr;
+  sources.weights = weights ? &*weights : nullptr;
+  sources.allowMissingWeights = config.allowMissingWeights;
+  sources.seed = config.seed;
+  auto bound = bindInputs(*model->module, sources);
+  if (!bound)
+    return prefixModel(bound.takeError());
+
+  out << llvm::formatv("{0}: training {1} on {2} ({3}, {4} step{5} x {6} "
+                       "micro-step{7}, pipeline '{8}')\n",
+                       kTool, config.modelPath, backendName(*backend),
+                       allocationModeName(training.executor.mode),
+                       training.steps, training.steps == 1 ? "" : "s",
+                       training.accumulate, training.accumulate == 1 ? "" : "s",
+                       model->pipeline);
+  auto result = trainModule(*model->module, *bound, training, &out);
+  if (!result)
+    return prefixModel(result.takeError());
+
+  RunSummary summary;
+  summary.backend = backendName(*backend).str();
+  summary.mode = allocationModeName(training.executor.mode).str();
+  summary.steps = training.steps;
+  summary.accumulate = training.accumulate;
+  summary.optimizer = optimizerChoiceName(optimizer).str();
+  summary.pipeline = model->pipeline;
+  summary.tolerance = config.tolerance;
+
+  out << "memory (" << summary.mode << "):\n";
+  result->memory.print(out);
+  if (config.executor.profile)
+    printProfile(out, *result);
+
+  llvm::Error failure = llvm::Error::success();
+  auto noteFailure = [&](llvm::Error err) {
+    if (!failure)
+      failure = std::move(err);
+    else
+      llvm::consumeError(std::move(err));
+  };
+  if (references) {
+    auto comparisons =
+        compareWithReference(*result, *references, summary.tolerance);
+    if (!comparisons) {
+      llvm::consumeError(std::move(failure));
+      return comparisons.takeError();
+    }
+    printComparisons(out, "check against " + config.checkDir, *comparisons,
+                     summary.tolerance);
+    noteFailure(verdict("check", config.checkDir, *comparisons));
+    summary.check = std::move(*comparisons);
+  }
+  if (sgdReference) {
+    std::vector<TensorComparison> comparisons =
+        compareLossCurve(result->losses, *sgdReference, summary.tolerance);
+    printComparisons(out, "SGD losses against " + config.sgdReferencePath,
+                     comparisons, summary.tolerance);
+    noteFailure(
+        verdict("SGD loss curve check", config.sgdReferencePath, comparisons));
+    summary.sgdReference = std::move(comparisons);
+  }
+  summary.optimized = std::move(*result);
+
+  if (config.baseline) {
+    // The original graph, eager, on the same inputs and for the same steps.
+    auto baselineInputs = bindInputs(*model->original, sources);
+    TrainingOptions baselineTraining = training;
+    baselineTraining.executor.mode = AllocationMode::Eager;
+    auto baseline =
+        baselineInputs
+            ? trainModule(*model->original, *baselineInputs, baselineTraining)
+            : llvm::Expected<TrainingResult>(baselineInputs.takeError());
+    if (!baseline) {
+      llvm::consumeError(std::move(failure));
+      return prefixModel(baseline.takeError());
+    }
+    out << "baseline (original graph, eager, fp32) vs optimized ("
+        << summary.mode << "):\n";
+    printBaselineTable(out, summary.optimized, *baseline);
+    summary.baseline = std::move(*baseline);
+  }
+
+  summary.plan = summarizePlan(
+      *model->module, *planSource,
+      summary.baseline
+          ? std::optional<uint64_t>(summary.baseline->memory.peakBytes)
+          : std::nullopt);
+  if (!config.reportJsonPath.empty()) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::formatv("{0:2}", llvm::json::Value(runReportJson(summary)))
+       << "\n";
+    if (llvm::Error err = writeTextFile(text, config.reportJsonPath)) {
+      llvm::consumeError(std::move(failure));
+      return err;
+    }
+  }
+  return failure;
+}

@@ -1,0 +1,923 @@
+//===- Runtime.cpp - Training a compiled module: gmopt-run's library ------===//
+//
+// Implements Runtime.h: model loading (`.gm` or ONNX with dimension
+// inference from the inputs), input binding with the documented order of
+// sources, synthetic data from a splitmix64/Box-Muller stream keyed by the
+// seed and each input's name (so it does not depend on the input order or
+// the C++ library), label/index range derivation, the training loop, and
+// the comparisons with references.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/driver/Runtime.h"
+
+#include "tools/driver/ToolSupport.h"
+
+#include "backend/cuda/CudaDevice.h"
+#include "ir/GmFile.h"
+#include "ir/Onnx.h"
+#include "ir/OnnxTensor.h"
+#include "ir/OpRegistry.h"
+#include "passes/PassManager.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace gmopt;
+
+char NumericalError::ID = 0;
+
+void NumericalError::log(llvm::raw_ostream &os) const { os << message; }
+
+std::error_code NumericalError::convertToErrorCode() const {
+  return llvm::inconvertibleErrorCode();
+}
+
+int gmopt::exitCodeFor(const llvm::Error &err) {
+  return err.isA<NumericalError>() ? kNumericalFailureExitCode
+                                   : kInputErrorExitCode;
+}
+
+namespace {
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Prefixes \p err with `PATH: ` unless it already starts so.
+llvm::Error withFile(llvm::StringRef path, llvm::Error err) {
+  std::string message = llvm::toString(std::move(err));
+  if (llvm::StringRef(message).starts_with((path + ":").str()))
+    return makeError(message);
+  return makeError(path + ": " + message);
+}
+
+std::string quoted(const Value *value) {
+  return "'" + value->getName().str() + "'";
+}
+
+/// 64-bit FNV-1a: a hash that is the same in every process and build.
+uint64_t stableHash(llvm::StringRef text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+/// A small deterministic random stream (splitmix64), independent of the
+/// standard library's distributions so that values are the same everywhere.
+class RandomStream {
+public:
+  explicit RandomStream(uint64_t seed) : state(seed) {}
+
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0, 1).
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  /// Standard normal (Box-Muller).
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2 * kPi * u2);
+  }
+  /// Uniform integer in [lo, hi).
+  int64_t integer(int64_t lo, int64_t hi) {
+    uint64_t span = static_cast<uint64_t>(hi - lo);
+    return lo + static_cast<int64_t>(next() % span);
+  }
+
+private:
+  uint64_t state;
+};
+
+/// Writes \p values (converted) into a new tensor of \p type.
+template <typename Fn>
+llvm::Expected<TensorData> fillTensor(const TensorType &type, Fn element) {
+  uint64_t n = type.getNumElements();
+  std::vector<uint8_t> bytes(type.getSizeInBytes());
+  auto store = [&](auto typed) {
+    using T = decltype(typed);
+    for (uint64_t i = 0; i != n; ++i) {
+      T value = static_cast<T>(element(i));
+      std::memcpy(bytes.data() + i * sizeof(T), &value, sizeof(T));
+    }
+  };
+  switch (type.getDType()) {
+  case DType::F32:
+    store(float());
+    break;
+  case DType::F64:
+    store(double());
+    break;
+  case DType::I64:
+    store(int64_t());
+    break;
+  case DType::I32:
+    store(int32_t());
+    break;
+  case DType::Bool:
+  case DType::U8:
+    store(uint8_t());
+    break;
+  default:
+    return makeError("cannot make synthetic values of element type " +
+                     dtypeName(type.getDType()));
+  }
+  return TensorData(type, std::move(bytes));
+}
+
+bool isViewNode(const Node &node) {
+  const OpSchema *schema = OpRegistry::instance().lookup(node);
+  return schema && schema->hasTrait(TraitView);
+}
+
+/// Static extent of dimension \p axis of \p value, or -1.
+int64_t staticExtent(const Value *value, int64_t axis) {
+  if (!value)
+    return -1;
+  const TensorType &type = value->getType();
+  if (!type.hasRank() || axis < 0 || axis >= int64_t(type.getRank()) ||
+      !type.getDim(axis).isStatic())
+    return -1;
+  return type.getDim(axis).getExtent();
+}
+
+/// The constraint one use (operand \p index of \p node) puts on an integer.
+std::optional<IndexRange> rangeOfUse(const Node &node, unsigned index) {
+  auto classLabels = [&](const Value *scores) -> std::optional<IndexRange> {
+    int64_t classes = staticExtent(scores, 1);
+    if (classes <= 0)
+      return std::nullopt;
+    IndexRange range;
+    range.lowest = 0;
+    range.end = classes;
+    range.role = "labels";
+    if (const Attribute *ignore = node.getAttr("ignore_index"))
+      if (ignore->getKind() == Attribute::Kind::Int)
+        range.ignoreIndex = ignore->getInt();
+    return range;
+  };
+  llvm::StringRef op = node.getOpType();
+  bool standard = node.getDomain() == kOnnxDomain;
+  bool microsoft = node.getDomain() == kMsDomain;
+  if (index == 1 && ((standard && (op == "SoftmaxCrossEntropyLoss" ||
+                                   op == "NegativeLogLikelihoodLoss")) ||
+                     (microsoft && op == "SoftmaxCrossEntropyLossInternal")))
+    return classLabels(node.getOperand(0));
+  if (index == 2 && microsoft &&
+      (op == "SoftmaxCrossEntropyLossGrad" ||
+       op == "SoftmaxCrossEntropyLossInternalGrad"))
+    return classLabels(node.getOperand(1));
+  if (index == 1 && standard && (op == "Gather" || op == "GatherElements")) {
+    const Value *data = node.getOperand(0);
+    if (!data || !data->getType().hasRank())
+      return std::nullopt;
+    int64_t rank = data->getType().getRank();
+    int64_t axis = node.getIntAttr("axis", 0);
+    if (axis < 0)
+      axis += rank;
+    int64_t extent = staticExtent(data, axis);
+    if (extent <= 0)
+      return std::nullopt;
+    IndexRange range;
+    range.lowest = -extent;
+    range.end = extent;
+    range.syntheticLowest = 0;
+    range.role = "index";
+    return range;
+  }
+  return std::nullopt;
+}
+
+void collectRanges(const Value *value, std::optional<IndexRange> &result,
+                   unsigned depth) {
+  if (depth > 16)
+    return;
+  for (const OpOperand &use : value->getUses()) {
+    const Node *user = use.getOwner();
+    if (!user)
+      continue;
+    // Views and casts keep the values: follow them to the real consumer.
+    if (use.getIndex() == 0 && user->getNumResults() && user->getResult(0) &&
+        (isViewNode(*user) || user->isa(kOnnxDomain, "Cast"))) {
+      collectRanges(user->getResult(0), result, depth + 1);
+      continue;
+    }
+    std::optional<IndexRange> range = rangeOfUse(*user, use.getIndex());
+    if (!range)
+      continue;
+    if (!result) {
+      result = range;
+      continue;
+    }
+    result->lowest = std::max(result->lowest, range->lowest);
+    result->end = std::min(result->end, range->end);
+    result->syntheticLowest = std::max(
+        {result->syntheticLowest, range->syntheticLowest, result->lowest});
+    if (!result->ignoreIndex)
+      result->ignoreIndex = range->ignoreIndex;
+    if (range->role == "labels")
+      result->role = "labels";
+  }
+}
+
+/// Checks every element of integer tensor \p data against \p range.
+llvm::Error checkIndexValues(const TensorData &data, const IndexRange &range,
+                             const Value *input) {
+  uint64_t n = data.getNumElements();
+  for (uint64_t i = 0; i != n; ++i) {
+    int64_t v = data.getIntElement(i);
+    if ((v >= range.lowest && v < range.end) ||
+        (range.ignoreIndex && v == *range.ignoreIndex))
+      continue;
+    return makeError(llvm::formatv("{0} value {1} out of range [{2}, {3}) in "
+                                   "input {4}",
+                                   range.role, v, range.lowest, range.end,
+                                   quoted(input)));
+  }
+  return llvm::Error::success();
+}
+
+/// True for rank-1 parameter names that are normalization gains.
+bool looksLikeGain(llvm::StringRef name) {
+  return name.ends_with("weight") || name.ends_with("gamma") ||
+         name.ends_with("scale");
+}
+
+/// Seeded initial value of parameter \p param.
+llvm::Expected<TensorData> initialParameter(const Value *param, uint64_t seed) {
+  const TensorType &type = param->getType();
+  RandomStream random(seed ^ stableHash(param->getName()) ^ 0x5eedull);
+  if (type.hasRank() && type.getRank() >= 2) {
+    llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
+    int64_t receptive = 1;
+    for (size_t i = 2; i < shape.size(); ++i)
+      receptive *= shape[i];
+    double fanOut = double(shape[0]) * receptive;
+    double fanIn = double(shape[1]) * receptive;
+    double limit = fanIn + fanOut > 0 ? std::sqrt(6.0 / (fanIn + fanOut)) : 0;
+    return fillTensor(
+        type, [&](uint64_t) { return (2 * random.uniform() - 1) * limit; });
+  }
+  double fill =
+      type.hasRank() && type.getRank() == 1 && looksLikeGain(param->getName())
+          ? 1.0
+          : 0.0;
+  return fillTensor(type, [&](uint64_t) { return fill; });
+}
+
+/// Seeded synthetic value of data input \p input.
+llvm::Expected<TensorData> syntheticData(const Value *input, uint64_t seed) {
+  const TensorType &type = input->getType();
+  RandomStream random(seed ^ stableHash(input->getName()));
+  DType dtype = type.getDType();
+  if (isFloatingPoint(dtype))
+    return fillTensor(type, [&](uint64_t) { return random.normal(); });
+  if (dtype == DType::Bool)
+    return fillTensor(type, [&](uint64_t) { return random.next() & 1; });
+  std::optional<IndexRange> range = deriveIndexRange(input);
+  if (!range)
+    return makeError("cannot derive the valid range of integer input " +
+                     quoted(input) +
+                     " from the graph (it is not a loss's labels or a Gather's "
+                     "indices); supply it with --inputs");
+  if (range->end <= range->syntheticLowest)
+    return makeError("integer input " + quoted(input) +
+                     " has an empty valid range");
+  return fillTensor(type, [&](uint64_t) {
+    return random.integer(range->syntheticLowest, range->end);
+  });
+}
+
+TensorData filledTensor(const TensorType &type, uint8_t byte) {
+  return TensorData(type, std::vector<uint8_t>(type.getSizeInBytes(), byte));
+}
+
+/// Symbolic dimensions of the ONNX model at \p path bound from the shapes
+/// of the tensors \p inputs supplies (explicit bindings in \p dims win and
+/// are only checked later, against the input types).
+llvm::Error inferDims(llvm::StringRef path, const TestDataSet &inputs,
+                      std::map<std::string, int64_t> &dims) {
+  auto buffer = readInputFile(path);
+  if (!buffer)
+    return buffer.takeError();
+  onnx::ModelProto model;
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return makeError(path + ": not a valid ONNX model");
+  std::map<std::string, int64_t> inferred;
+  std::map<std::string, std::string> inferredFrom;
+  for (int i = 0; i < model.graph().input_size(); ++i) {
+    const onnx::ValueInfoProto &info = model.graph().input(i);
+    const NamedTensor *tensor = inputs.findInput(info.name());
+    if (!tensor) {
+      tensor = inputs.findInputByIndex(i);
+      if (tensor && !tensor->name.empty())
+        tensor = nullptr;
+    }
+    if (!tensor)
+      continue;
+    auto type = importType(info.type(), info.name());
+    if (!type) {
+      llvm::consumeError(type.takeError());
+      continue;
+    }
+    const TensorType &dataType = tensor->data.getType();
+    if (!type->hasRank() || type->getRank() != dataType.getRank())
+      continue;
+    for (unsigned d = 0; d != type->getRank(); ++d) {
+      const Dim &dim = type->getDim(d);
+      if (!dim.isSymbolic() || dims.count(dim.getSymbol().str()))
+        continue;
+      std::string symbol = dim.getSymbol().str();
+      int64_t extent = dataType.getDim(d).getExtent();
+      auto [it, inserted] = inferred.emplace(symbol, extent);
+      if (inserted) {
+        inferredFrom[symbol] = tensor->source;
+      } else if (it->second != extent) {
+        return makeError(tensor->source +
+                         llvm::formatv(": dimension '{0}' is {1} here but {2} "
+                                       "in {3}",
+                                       symbol, extent, it->second,
+                                       inferredFrom[symbol]));
+      }
+    }
+  }
+  dims.insert(inferred.begin(), inferred.end());
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<Module>>
+importForRun(llvm::StringRef path, const std::map<std::string, int64_t> &dims) {
+  OnnxImportOptions options;
+  options.dimBindings = dims;
+  auto module = importOnnxFile(path, options);
+  if (!module)
+    return withFile(path, module.takeError());
+  if (llvm::Error err = checkDimsBound(**module))
+    return withFile(path, std::move(err));
+  return module;
+}
+
+bool hasGmMagic(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFileSlice(path, sizeof(kGmMagic), 0);
+  return buffer &&
+         (*buffer)->getBuffer() == llvm::StringRef(kGmMagic, sizeof(kGmMagic));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Backends
+//===----------------------------------------------------------------------===//
+
+llvm::StringRef gmopt::backendName(BackendKind kind) {
+  switch (kind) {
+  case BackendKind::Auto:
+    return "auto";
+  case BackendKind::Cpu:
+    return "cpu";
+  case BackendKind::Cuda:
+    return "cuda";
+  }
+  llvm_unreachable("unknown backend");
+}
+
+llvm::Expected<BackendKind> gmopt::selectBackend(BackendKind requested,
+                                                 std::string &notice) {
+  notice.clear();
+  switch (requested) {
+  case BackendKind::Cpu:
+    return BackendKind::Cpu;
+  case BackendKind::Cuda: {
+    // The probe says why there is no device ("no CUDA device (...)", or
+    // that the toolkit was absent at build time). With a device present the
+    // CUDA executor is still missing, which is also an error here.
+    auto device = probeCudaDevice();
+    if (!device)
+      return device.takeError();
+    return makeError("CUDA device '" + device->name +
+                     "' found, but this build has no CUDA executor yet");
+  }
+  case BackendKind::Auto: {
+    auto device = probeCudaDevice();
+    if (!device) {
+      llvm::consumeError(device.takeError());
+      notice = "no CUDA device; using the CPU backend";
+    } else {
+      notice = "CUDA device '" + device->name +
+               "' found, but this build has no CUDA executor yet; using the "
+               "CPU backend";
+    }
+    return BackendKind::Cpu;
+  }
+  }
+  llvm_unreachable("unknown backend");
+}
+
+llvm::Expected<std::unique_ptr<Executable>>
+gmopt::prepareExecutable(const Module &module, BackendKind backend,
+                         const ExecutorOptions &options) {
+  if (backend != BackendKind::Cpu)
+    return makeError("the CUDA backend is not available in this build");
+  return prepareCpuExecutable(module, options);
+}
+
+//===----------------------------------------------------------------------===//
+// Models
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<RunnableModel>
+gmopt::loadRunnableModel(llvm::StringRef path,
+                         const std::map<std::string, int64_t> &dims,
+                         const TestDataSet *inputs, bool wantOriginal,
+                         llvm::StringRef onnxPipeline) {
+  if (!llvm::sys::fs::exists(path))
+    return makeError(
+        path + ": " +
+        std::make_error_code(std::errc::no_such_file_or_directory).message());
+  RunnableModel model;
+  model.dims = dims;
+  if (hasGmMagic(path) || path.ends_with_insensitive(".gm")) {
+    if (!onnxPipeline.empty())
+      return makeError(path + ": --passes applies to ONNX input only; a .gm "
+                              "file is already compiled");
+    auto compiled = readGmFile(path);
+    if (!compiled)
+      return withFile(path, compiled.takeError());
+    model.fromGmFile = true;
+    model.module = std::move(compiled->module);
+    model.original = std::move(compiled->original);
+    model.pipeline = compiled->pipeline;
+    if (llvm::Error err = bindSymbolicDims(*model.module, dims))
+      return withFile(path, std::move(err));
+    if (llvm::Error err = checkDimsBound(*model.module))
+      return withFile(path, std::move(err));
+    model.dims = model.module->dimBindings;
+    if (!wantOriginal) {
+      model.original.reset();
+    } else if (model.original) {
+      std::map<std::string, int64_t> originalDims = model.module->dimBindings;
+      for (const auto &[name, extent] : model.original->dimBindings)
+        originalDims.erase(name);
+      if (llvm::Error err = bindSymbolicDims(*model.original, originalDims))
+        return withFile(path, std::move(err));
+      if (llvm::Error err = checkDimsBound(*model.original))
+        return withFile(path, std::move(err));
+    } else {
+      return makeError(path + ": the .gm file holds no original model, which "
+                              "--baseline needs");
+    }
+  } else {
+    if (inputs)
+      if (llvm::Error err = inferDims(path, *inputs, model.dims))
+        return err;
+    auto module = importForRun(path, model.dims);
+    if (!module)
+      return module.takeError();
+    model.module = std::move(*module);
+    if (wantOriginal) {
+      auto original = importForRun(path, model.dims);
+      if (!original)
+        return original.takeError();
+      model.original = std::move(*original);
+    }
+    PassManager passManager;
+    if (llvm::Error err = passManager.addPipeline(
+            onnxPipeline.empty() ? llvm::StringRef(kOnnxRunPipeline)
+                                 : onnxPipeline))
+      return err;
+    if (llvm::Error err = passManager.run(*model.module))
+      return withFile(path, std::move(err));
+    model.pipeline = passManager.getPipelineString();
+  }
+  if (!model.module->signature.hasGradients())
+    return makeError(path + ": no gradients found: this is not a training "
+                            "graph (expected ONNX Runtime's "
+                            "training_model.onnx or gradients exposed as "
+                            "outputs named X_grad)");
+  return model;
+}
+
+//===----------------------------------------------------------------------===//
+// Inputs
+//===----------------------------------------------------------------------===//
+
+std::optional<IndexRange> gmopt::deriveIndexRange(const Value *input) {
+  std::optional<IndexRange> range;
+  collectRanges(input, range, 0);
+  return range;
+}
+
+llvm::StringRef gmopt::inputOriginName(InputOrigin origin) {
+  switch (origin) {
+  case InputOrigin::TestData:
+    return "test data";
+  case InputOrigin::Weights:
+    return "weights";
+  case InputOrigin::GraphDefault:
+    return "graph default";
+  case InputOrigin::Zeros:
+    return "zeros";
+  case InputOrigin::DefaultTrue:
+    return "true";
+  case InputOrigin::Synthetic:
+    return "synthetic";
+  }
+  llvm_unreachable("unknown input origin");
+}
+
+llvm::Expected<std::vector<BoundInput>>
+gmopt::bindInputs(const Module &module, const InputSources &sources) {
+  const TrainingSignature &signature = module.signature;
+  llvm::SmallPtrSet<const Value *, 16> params, accumulators;
+  for (const ParamInfo &param : signature.params) {
+    params.insert(param.param);
+    if (param.accumulator)
+      accumulators.insert(param.accumulator);
+  }
+  const Graph &graph = module.getGraph();
+  std::vector<BoundInput> bound;
+  for (size_t position = 0; position != graph.getInputs().size(); ++position) {
+    const Value *input = graph.getInputs()[position].get();
+    const TensorType &type = input->getType();
+    if (!type.hasStaticShape())
+      return makeError("input " + quoted(input) + " has type " + type.str() +
+                       ", which is not static; bind its dimensions with --dim");
+    const NamedTensor *fromTestData = nullptr;
+    if (sources.testData) {
+      fromTestData = sources.testData->findInput(input->getName());
+      if (!fromTestData) {
+        const NamedTensor *byIndex =
+            sources.testData->findInputByIndex(int64_t(position));
+        if (byIndex && byIndex->name.empty())
+          fromTestData = byIndex;
+      }
+    }
+    BoundInput binding;
+    binding.input = input;
+    auto useTensor = [&](const NamedTensor &tensor,
+                         InputOrigin origin) -> llvm::Error {
+      if (tensor.data.getType() != type)
+        return makeError(
+            tensor.source + ": input " + quoted(input) + " expects " +
+            type.str() + " but the " +
+            (origin == InputOrigin::Weights ? "weights file" : "file") +
+            " holds " + tensor.data.getType().str());
+      binding.data = tensor.data;
+      binding.origin = origin;
+      return llvm::Error::success();
+    };
+
+    if (params.count(input)) {
+      const NamedTensor *fromWeights =
+          sources.weights ? sources.weights->lookup(input->getName()) : nullptr;
+      if (fromWeights) {
+        if (llvm::Error err = useTensor(*fromWeights, InputOrigin::Weights))
+          return err;
+      } else if (sources.weights && !sources.allowMissingWeights) {
+        return makeError(sources.weights->path + ": no value for parameter " +
+                         quoted(input) +
+                         " (pass --allow-missing-weights to initialize it)");
+      } else if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else if (input->hasData()) {
+        binding.data = input->getData();
+        binding.origin = InputOrigin::GraphDefault;
+      } else {
+        auto data = initialParameter(input, sources.seed);
+        if (!data)
+          return makeError("parameter " + quoted(input) + ": " +
+                           llvm::toString(data.takeError()));
+        binding.data = std::move(*data);
+        binding.origin = InputOrigin::Synthetic;
+      }
+    } else if (accumulators.count(input)) {
+      if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else {
+        binding.data = filledTensor(type, 0);
+        binding.origin = InputOrigin::Zeros;
+      }
+    } else if (input == signature.lazyResetGrad) {
+      if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else {
+        binding.data = filledTensor(type, 1);
+        binding.origin = InputOrigin::DefaultTrue;
+      }
+    } else {
+      if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else if (input->hasData()) {
+        binding.data = input->getData();
+        binding.origin = InputOrigin::GraphDefault;
+      } else {
+        auto data = syntheticData(input, sources.seed);
+        if (!data)
+          return data.takeError();
+        binding.data = std::move(*data);
+        binding.origin = InputOrigin::Synthetic;
+      }
+      // Labels and indices are checked before anything runs: a kernel would
+      // only report the first bad one, deep inside the step.
+      DType dtype = type.getDType();
+      if (isInteger(dtype) && binding.origin != InputOrigin::Synthetic)
+        if (std::optional<IndexRange> range = deriveIndexRange(input))
+          if (llvm::Error err = checkIndexValues(binding.data, *range, input))
+            return fromTestData ? withFile(fromTestData->source, std::move(err))
+                                : std::move(err);
+    }
+    bound.push_back(std::move(binding));
+  }
+  return bound;
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+double TrainingResult::medianStepMilliseconds() const {
+  if (microStepMilliseconds.empty())
+    return 0;
+  std::vector<double> sorted = microStepMilliseconds;
+  llvm::sort(sorted);
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+llvm::Expected<TrainingResult>
+gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
+                   const TrainingOptions &options, llvm::raw_ostream *log) {
+  const TrainingSignature &signature = module.signature;
+  const Value *loss = signature.loss;
+  if (!loss || !loss->isGraphOutput())
+    return makeError("the training graph's loss is not a graph output");
+  if (!isFloatingPoint(loss->getType().getDType()) ||
+      !loss->getType().hasStaticShape() ||
+      loss->getType().getNumElements() != 1)
+    return makeError("the loss " + quoted(loss) + " is " +
+                     loss->getType().str() + ", not a float scalar");
+  if (options.steps == 0 || options.accumulate == 0)
+    return makeError("--steps and --accumulate must be at least 1");
+  const Value *lazyReset = signature.lazyResetGrad;
+  if (options.accumulate > 1) {
+    if (!lazyReset)
+      return makeError("--accumulate needs a lazy_reset_grad input");
+    for (const ParamInfo &param : signature.params)
+      if (param.trainable && !param.accumulator)
+        return makeError("--accumulate needs gradient accumulation buffers; "
+                         "parameter " +
+                         quoted(param.param) + " has none");
+  }
+
+  auto executable =
+      prepareExecutable(module, options.backend, options.executor);
+  if (!executable)
+    return executable.takeError();
+  Executable &exe = **executable;
+  for (const BoundInput &binding : inputs)
+    if (llvm::Error err = exe.setInput(binding.input, binding.data))
+      return err;
+  TensorData resetTrue, resetFalse;
+  if (lazyReset) {
+    resetTrue = filledTensor(lazyReset->getType(), 1);
+    resetFalse = filledTensor(lazyReset->getType(), 0);
+  }
+
+  TrainingResult result;
+  result.lossName = loss->getName().str();
+  uint64_t microStep = 0;
+  for (unsigned step = 1; step <= options.steps; ++step) {
+    double lossSum = 0;
+    for (unsigned micro = 0; micro != options.accumulate; ++micro) {
+      if (lazyReset)
+        if (llvm::Error err =
+                exe.setInput(lazyReset, micro == 0 ? resetTrue : resetFalse))
+          return err;
+      if (llvm::Error err = exe.runStep(microStep++))
+        return err;
+      result.microStepMilliseconds.push_back(exe.getLastStepMilliseconds());
+      auto lossValue = exe.readValue(loss);
+      if (!lossValue)
+        return lossValue.takeError();
+      double value = lossValue->getFloatElement(0);
+      if (!std::isfinite(value)) {
+        std::string where = llvm::formatv("step {0}", step);
+        if (options.accumulate > 1)
+          where += llvm::formatv(" (micro-step {0} of {1})", micro + 1,
+                                 options.accumulate);
+        return llvm::make_error<NumericalError>(
+            "loss is " +
+            std::string(std::isnan(value) ? "NaN"
+                        : value > 0       ? "+inf"
+                                          : "-inf") +
+            " at " + where);
+      }
+      lossSum += value;
+      if (microStep == 1) {
+        result.firstLoss = *lossValue;
+        for (const ParamInfo &param : signature.params) {
+          if (!param.trainable)
+            continue;
+          auto gradient = exe.readGradient(param);
+          if (!gradient)
+            return gradient.takeError();
+          result.firstGradients.emplace_back(param.param->getName().str(),
+                                             std::move(*gradient));
+        }
+      }
+    }
+    result.losses.push_back(lossSum / options.accumulate);
+    if (log) {
+      *log << llvm::formatv("step {0}: loss {1:f6} ({2:f3} ms", step,
+                            result.losses.back(),
+                            result.microStepMilliseconds.back());
+      if (options.accumulate > 1)
+        *log << llvm::formatv(" per micro-step, {0} micro-steps",
+                              options.accumulate);
+      *log << ")\n";
+    }
+    if (options.optimizer) {
+      auto start = std::chrono::steady_clock::now();
+      if (llvm::Error err = exe.applyOptimizer(*options.optimizer))
+        return err;
+      result.optimizerMilliseconds.push_back(
+          std::chrono::duration<double, std::milli>(
+              std::chrono::steady_clock::now() - start)
+              .count());
+    }
+  }
+  result.memory = exe.getMemoryReport();
+  result.arenaBytes = exe.getArenaBytes();
+  result.profile = exe.getProfile();
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Comparisons
+//===----------------------------------------------------------------------===//
+
+TensorComparison gmopt::compareTensors(llvm::StringRef name,
+                                       const TensorData &got,
+                                       const TensorData &reference,
+                                       const Tolerance &tolerance) {
+  TensorComparison comparison;
+  comparison.name = name.str();
+  const TensorType &gotType = got.getType(), &refType = reference.getType();
+  if (!isFloatingPoint(gotType.getDType()) ||
+      !isFloatingPoint(refType.getDType()) || !gotType.hasStaticShape() ||
+      !refType.hasStaticShape() ||
+      gotType.getStaticShape() != refType.getStaticShape()) {
+    comparison.problem =
+        "got " + gotType.str() + " but the reference is " + refType.str();
+    comparison.maxAbsError = comparison.maxRelError =
+        std::numeric_limits<double>::infinity();
+    return comparison;
+  }
+  uint64_t n = got.getNumElements();
+  bool finite = true;
+  for (uint64_t i = 0; i != n; ++i) {
+    double g = got.getFloatElement(i), r = reference.getFloatElement(i);
+    if (!std::isfinite(g) || !std::isfinite(r)) {
+      finite = false;
+      continue;
+    }
+    comparison.maxAbsError = std::max(comparison.maxAbsError, std::abs(g - r));
+    comparison.referenceMagnitude =
+        std::max(comparison.referenceMagnitude, std::abs(r));
+  }
+  if (comparison.referenceMagnitude > 0)
+    comparison.maxRelError =
+        comparison.maxAbsError / comparison.referenceMagnitude;
+  else
+    comparison.maxRelError = comparison.maxAbsError > 0
+                                 ? std::numeric_limits<double>::infinity()
+                                 : 0;
+  if (!finite) {
+    comparison.problem = "non-finite values";
+    comparison.maxAbsError = comparison.maxRelError =
+        std::numeric_limits<double>::quiet_NaN();
+    return comparison;
+  }
+  comparison.ok =
+      comparison.maxAbsError <=
+      std::max(tolerance.rtol * comparison.referenceMagnitude, tolerance.atol);
+  return comparison;
+}
+
+llvm::Expected<std::vector<TensorComparison>>
+gmopt::compareWithReference(const TrainingResult &result,
+                            const TestDataSet &expected,
+                            const Tolerance &tolerance) {
+  std::vector<TensorComparison> comparisons;
+  const NamedTensor *lossReference = expected.findOutput(result.lossName);
+  if (!lossReference)
+    lossReference = expected.findOutputByIndex(0);
+  if (!lossReference)
+    return makeError(expected.directory +
+                     ": no reference loss (expected an "
+                     "output named '" +
+                     result.lossName + "' or output_0.pb)");
+  comparisons.push_back(
+      compareTensors("loss", result.firstLoss, lossReference->data, tolerance));
+  for (const auto &[param, gradient] : result.firstGradients) {
+    std::string name = param + "_grad";
+    const NamedTensor *reference = expected.findOutput(name);
+    if (!reference)
+      return makeError(expected.directory +
+                       ": no reference for the gradient of '" + param +
+                       "' (expected an output named '" + name + "')");
+    comparisons.push_back(
+        compareTensors(name, gradient, reference->data, tolerance));
+  }
+  return comparisons;
+}
+
+llvm::Expected<SgdReference> gmopt::readSgdReference(llvm::StringRef path) {
+  auto buffer = readInputFile(path);
+  if (!buffer)
+    return buffer.takeError();
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return makeError(path +
+                     ": invalid JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *object = json->getAsObject();
+  if (!object)
+    return makeError(path + ": expected a JSON object");
+  SgdReference reference;
+  std::optional<double> rate = object->getNumber("learning_rate");
+  if (!rate || !(*rate > 0))
+    return makeError(path + ": missing or invalid \"learning_rate\"");
+  reference.learningRate = *rate;
+  const llvm::json::Array *losses = object->getArray("losses");
+  if (!losses || losses->empty())
+    return makeError(path + ": missing or empty \"losses\" array");
+  for (const llvm::json::Value &loss : *losses) {
+    std::optional<double> value = loss.getAsNumber();
+    if (!value)
+      return makeError(path + ": \"losses\" must hold numbers");
+    reference.losses.push_back(*value);
+  }
+  return reference;
+}
+
+std::vector<TensorComparison>
+gmopt::compareLossCurve(llvm::ArrayRef<double> losses,
+                        const SgdReference &reference,
+                        const Tolerance &tolerance) {
+  std::vector<TensorComparison> comparisons;
+  size_t n = std::min(losses.size(), reference.losses.size());
+  for (size_t k = 0; k != n; ++k) {
+    float got = static_cast<float>(losses[k]);
+    float expected = static_cast<float>(reference.losses[k]);
+    comparisons.push_back(compareTensors(
+        llvm::formatv("loss[{0}]", k).str(),
+        TensorData::fromValues<float>(DType::F32, {}, {got}),
+        TensorData::fromValues<float>(DType::F32, {}, {expected}), tolerance));
+  }
+  return comparisons;
+}
+
+double gmopt::maxGradientRelativeDifference(const TrainingResult &a,
+                                            const TrainingResult &b) {
+  double worst = 0;
+  for (const auto &[name, gradient] : a.firstGradients) {
+    for (const auto &[otherName, other] : b.firstGradients) {
+      if (name != otherName)
+        continue;
+      TensorComparison comparison =
+          compareTensors(name, gradient, other, Tolerance());
+      double difference = comparison.maxRelError;
+      if (std::isnan(difference))
+        difference = std::numeric_limits<double>::infinity();
+      worst = std::max(worst, difference);
+    }
+  }
+  return worst;
+}

@@ -1,0 +1,343 @@
+//===- Runtime.h - Training a compiled module (gmopt-run) -------*- C++ -*-===//
+//
+// Everything gmopt-run does, as a library a test can call without a
+// process: load a `.gm` file or an ONNX training graph (binding symbolic
+// dimensions from --dim or from the shapes of the given inputs, then
+// canonicalizing), give every graph input a value (test data, weights,
+// graph defaults, zeros, or seeded synthetic data and initial weights, with
+// integer labels and indices checked against the range the graph implies),
+// run training steps with gradient accumulation and the built-in optimizers
+// on a backend, and compare the loss, the gradients and a loss curve with
+// references under one documented tolerance. Errors on bad input are
+// llvm::Errors; a numerical failure (a non-finite loss, a mismatch with a
+// reference) is a NumericalError so a tool can give it its own exit status.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_TOOLS_DRIVER_RUNTIME_H
+#define GMOPT_TOOLS_DRIVER_RUNTIME_H
+
+#include "backend/Executor.h"
+#include "tools/driver/Checkpoint.h"
+#include "tools/driver/TestDataSet.h"
+
+#include "ir/Module.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace gmopt {
+
+/// Exit status for usage and input errors.
+constexpr int kInputErrorExitCode = 1;
+/// Exit status for numerical failures: a NaN/inf loss, or results outside
+/// the tolerance of a reference (--check, --sgd-reference).
+constexpr int kNumericalFailureExitCode = 2;
+
+/// A numerical failure: the run was well-formed but its numbers are wrong.
+class NumericalError : public llvm::ErrorInfo<NumericalError> {
+public:
+  /// LLVM-style RTTI anchor.
+  static char ID;
+  /// An error that reads \p message.
+  explicit NumericalError(std::string message) : message(std::move(message)) {}
+  /// Prints the message.
+  void log(llvm::raw_ostream &os) const override;
+  /// Numerical errors have no std::error_code.
+  std::error_code convertToErrorCode() const override;
+
+private:
+  std::string message;
+};
+
+/// The exit status \p err deserves: kNumericalFailureExitCode for a
+/// NumericalError, kInputErrorExitCode otherwise. Does not consume \p err.
+int exitCodeFor(const llvm::Error &err);
+
+//===----------------------------------------------------------------------===//
+// Backends
+//===----------------------------------------------------------------------===//
+
+/// The --backend choices.
+enum class BackendKind { Auto, Cpu, Cuda };
+
+/// Resolves \p requested to the backend that will run: Auto becomes Cpu
+/// (with \p notice set to a one-line explanation) while gmopt has no CUDA
+/// backend; Cuda is an error saying so.
+llvm::Expected<BackendKind> selectBackend(BackendKind requested,
+                                          std::string &notice);
+
+/// `cpu` or `cuda` (`auto` for Auto).
+llvm::StringRef backendName(BackendKind kind);
+
+/// Prepares \p module on \p backend (which selectBackend returned).
+llvm::Expected<std::unique_ptr<Executable>>
+prepareExecutable(const Module &module, BackendKind backend,
+                  const ExecutorOptions &options);
+
+//===----------------------------------------------------------------------===//
+// Models
+//===----------------------------------------------------------------------===//
+
+/// A model ready to run.
+struct RunnableModel {
+  /// The module the run trains (the rewritten one of a `.gm`; the
+  /// canonicalized import of an ONNX graph).
+  std::unique_ptr<Module> module;
+  /// The un-rewritten module for --baseline, if requested.
+  std::unique_ptr<Module> original;
+  /// The pipeline that made `module` from `original`.
+  std::string pipeline;
+  /// True when the model came from a `.gm` file.
+  bool fromGmFile = false;
+  /// The dimension bindings in effect.
+  std::map<std::string, int64_t> dims;
+};
+
+/// The pipeline gmopt-run runs on an ONNX training graph.
+constexpr llvm::StringLiteral kOnnxRunPipeline = "canonicalize";
+
+/// Loads \p path: a `.gm` file (recognised by its magic bytes or its
+/// extension) or an ONNX training graph. \p dims binds symbolic dimensions;
+/// for ONNX input every symbolic dimension of a graph input that \p inputs
+/// supplies a tensor for is bound from that tensor's shape (a contradiction
+/// is an error). The ONNX import is rewritten by \p onnxPipeline
+/// (kOnnxRunPipeline when empty; a `.gm` file is used as compiled, and a
+/// pipeline for one is an error); with \p wantOriginal the
+/// un-rewritten import (or the `.gm` file's original) is kept as well.
+/// Fails if the model has no gradients or a dimension stays unbound.
+llvm::Expected<RunnableModel>
+loadRunnableModel(llvm::StringRef path,
+                  const std::map<std::string, int64_t> &dims,
+                  const TestDataSet *inputs, bool wantOriginal,
+                  llvm::StringRef onnxPipeline = "");
+
+//===----------------------------------------------------------------------===//
+// Inputs
+//===----------------------------------------------------------------------===//
+
+/// The range an integer input must lie in, derived from how the graph uses
+/// it.
+struct IndexRange {
+  /// Smallest valid value.
+  int64_t lowest = 0;
+  /// One past the largest valid value.
+  int64_t end = 0;
+  /// Smallest value synthetic data draws (0 also for Gather indices, whose
+  /// valid range includes negative ones).
+  int64_t syntheticLowest = 0;
+  /// A value allowed outside the range (a loss's ignore_index).
+  std::optional<int64_t> ignoreIndex;
+  /// `labels` or `index`: how the value is used, for messages.
+  std::string role;
+};
+
+/// Derives the valid range of integer graph input \p input from its uses
+/// (through view ops): class labels of SoftmaxCrossEntropyLoss and
+/// NegativeLogLikelihoodLoss (and their ONNX Runtime internal/gradient
+/// forms) lie in [0, C) with C the scores' dimension 1; Gather and
+/// GatherElements indices lie in [-n, n) with n the data's extent on the
+/// gather axis. Several uses intersect. nullopt when no use constrains it.
+std::optional<IndexRange> deriveIndexRange(const Value *input);
+
+/// Where a graph input's value came from.
+enum class InputOrigin {
+  /// A tensor of the --inputs directory.
+  TestData,
+  /// The --weights file.
+  Weights,
+  /// The graph's own default (an ONNX initializer with the input's name).
+  GraphDefault,
+  /// Zeros (accumulation buffers).
+  Zeros,
+  /// lazy_reset_grad's default, true.
+  DefaultTrue,
+  /// Seeded synthetic data or initial weights.
+  Synthetic,
+};
+/// `test data`, `weights`, `graph default`, `zeros`, `true`, `synthetic`.
+llvm::StringRef inputOriginName(InputOrigin origin);
+
+/// The value given to one graph input.
+struct BoundInput {
+  /// The graph input.
+  const Value *input = nullptr;
+  /// Its value, of exactly the input's type.
+  TensorData data;
+  /// Where it came from.
+  InputOrigin origin = InputOrigin::Synthetic;
+};
+
+/// Where graph-input values come from.
+struct InputSources {
+  /// The --inputs directory, or null.
+  const TestDataSet *testData = nullptr;
+  /// The --weights file, or null.
+  const WeightSet *weights = nullptr;
+  /// With --weights, a parameter the file does not hold takes its value from
+  /// the next source (test data, graph default, seeded init) instead of
+  /// being an error.
+  bool allowMissingWeights = false;
+  /// Seed of synthetic data and initial weights.
+  uint64_t seed = 0;
+};
+
+/// Gives every graph input of \p module a value, in this order of
+/// preference: for parameters the weights file (with a weights file, a
+/// parameter it does not hold is an error unless allowMissingWeights), then
+/// the test data, then the graph default, then seeded initialization
+/// (Xavier-uniform for
+/// tensors of rank >= 2; ones for rank-1 tensors named like a
+/// normalization gain (`weight`, `gamma`, `scale`); zeros otherwise); for
+/// accumulation buffers the test data, else zeros; for lazy_reset_grad the
+/// test data, else true; for data inputs the test data, the graph default,
+/// or seeded synthetic data (floats N(0,1), integers uniform in the range
+/// deriveIndexRange gives, booleans uniform; an integer input without a
+/// derivable range is an error). Tensors are matched by name (an unnamed
+/// input_K.pb by its number K). Every supplied tensor's type must equal
+/// the input's, and integer inputs must lie in their derived range.
+/// Synthetic values depend only on the seed and the input's name and type,
+/// so two modules with the same inputs get the same values.
+llvm::Expected<std::vector<BoundInput>> bindInputs(const Module &module,
+                                                   const InputSources &sources);
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+/// How to train. Every micro-step sees the same inputs (one fixed batch),
+/// as testdata's reference SGD runs do.
+struct TrainingOptions {
+  /// Backend settings (mode, seed of random ops, threads).
+  ExecutorOptions executor;
+  /// The backend (already resolved by selectBackend).
+  BackendKind backend = BackendKind::Cpu;
+  /// Optimizer steps.
+  unsigned steps = 1;
+  /// Micro-steps per optimizer step; gradients are summed over them
+  /// (lazy_reset_grad true on the first, false after).
+  unsigned accumulate = 1;
+  /// The update applied after each step's micro-steps; none = no update.
+  std::optional<OptimizerConfig> optimizer;
+};
+
+/// What a training run produced.
+struct TrainingResult {
+  /// Loss of each optimizer step (the mean over its micro-steps).
+  std::vector<double> losses;
+  /// Wall time of every micro-step's forward+backward, in milliseconds.
+  std::vector<double> microStepMilliseconds;
+  /// Wall time of every optimizer update, in milliseconds.
+  std::vector<double> optimizerMilliseconds;
+  /// The loss tensor after the first micro-step.
+  TensorData firstLoss;
+  /// The name of the loss value.
+  std::string lossName;
+  /// Every trainable parameter's gradient after the first micro-step (before
+  /// any update), keyed by parameter name, in signature order.
+  std::vector<std::pair<std::string, TensorData>> firstGradients;
+  /// The memory measured over the whole run.
+  MemoryReport memory;
+  /// The planned arena (0 in eager mode).
+  uint64_t arenaBytes = 0;
+  /// Per-op kernel times (with ExecutorOptions::profile), most expensive
+  /// first.
+  std::vector<OpProfile> profile;
+
+  /// The median micro-step time (0 without steps).
+  double medianStepMilliseconds() const;
+};
+
+/// Prepares \p module, sets \p inputs and runs the steps of \p options.
+/// \p log (if given) receives one line per step. A non-finite loss is a
+/// NumericalError `loss is NaN at step S` (steps count from 1).
+llvm::Expected<TrainingResult> trainModule(const Module &module,
+                                           llvm::ArrayRef<BoundInput> inputs,
+                                           const TrainingOptions &options,
+                                           llvm::raw_ostream *log = nullptr);
+
+//===----------------------------------------------------------------------===//
+// Comparing with references
+//===----------------------------------------------------------------------===//
+
+/// The tolerance of every comparison: a tensor matches its reference when
+/// both have the same type, every element is finite, and
+///   max_i |got_i - ref_i| <= max(rtol * max_i |ref_i|, atol),
+/// i.e. the error relative to the reference's largest magnitude (the
+/// measure testdata/README.md states) with an absolute floor for
+/// references that are (nearly) zero.
+struct Tolerance {
+  /// Relative tolerance.
+  double rtol = 1e-4;
+  /// Absolute floor.
+  double atol = 1e-6;
+};
+
+/// One tensor compared with its reference.
+struct TensorComparison {
+  /// What was compared (`loss`, or the gradient's reference name).
+  std::string name;
+  /// max |got - ref|.
+  double maxAbsError = 0;
+  /// maxAbsError / max |ref| (0 when both are 0, inf when only the
+  /// reference is 0).
+  double maxRelError = 0;
+  /// max |ref|.
+  double referenceMagnitude = 0;
+  /// Within tolerance.
+  bool ok = false;
+  /// Why it failed when the numbers cannot be compared (type mismatch,
+  /// non-finite values); empty otherwise.
+  std::string problem;
+};
+
+/// Compares \p got with \p reference (float tensors of any float type).
+TensorComparison compareTensors(llvm::StringRef name, const TensorData &got,
+                                const TensorData &reference,
+                                const Tolerance &tolerance);
+
+/// Compares the first-step loss and every gradient of \p result with the
+/// references of \p expected: the loss with the output named like the loss
+/// value (else output 0); the gradient of parameter P with the output named
+/// `P_grad`. A missing reference is an input error.
+llvm::Expected<std::vector<TensorComparison>>
+compareWithReference(const TrainingResult &result, const TestDataSet &expected,
+                     const Tolerance &tolerance);
+
+/// The reference loss curve of an SGD run (testdata's sgd_losses.json).
+struct SgdReference {
+  /// The learning rate the curve was made with.
+  double learningRate = 0;
+  /// losses[k]: the loss after k updates.
+  std::vector<double> losses;
+};
+
+/// Reads an sgd_losses.json file (keys `learning_rate` and `losses`).
+llvm::Expected<SgdReference> readSgdReference(llvm::StringRef path);
+
+/// Compares \p losses step by step with \p reference (scalar comparisons
+/// with the same criterion as compareTensors).
+std::vector<TensorComparison> compareLossCurve(llvm::ArrayRef<double> losses,
+                                               const SgdReference &reference,
+                                               const Tolerance &tolerance);
+
+/// The largest relative difference (as compareTensors measures it) between
+/// the gradients of two runs, over the parameters both have; 0 if none.
+double maxGradientRelativeDifference(const TrainingResult &a,
+                                     const TrainingResult &b);
+
+} // namespace gmopt
+
+#endif // GMOPT_TOOLS_DRIVER_RUNTIME_H

@@ -1,0 +1,128 @@
+//===- TestDataSet.cpp - ONNX test-data directories and tensor files ------===//
+//
+// Lists a test-data directory, picks out `input_K.pb`/`output_K.pb`, parses
+// each as an onnx.TensorProto and converts it with ir/OnnxTensor.h, keeping
+// the name for matching and the number for ordering.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/driver/TestDataSet.h"
+
+#include "ir/OnnxTensor.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include "onnx/onnx_pb.h"
+
+using namespace gmopt;
+
+namespace {
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Parses `PREFIX_K.pb` into K; -1 if \p fileName does not have that form.
+int64_t fileNumber(llvm::StringRef fileName, llvm::StringRef prefix) {
+  if (!fileName.consume_front(prefix) || !fileName.consume_back(".pb") ||
+      fileName.empty() || !llvm::all_of(fileName, llvm::isDigit))
+    return -1;
+  int64_t number;
+  if (fileName.getAsInteger(10, number))
+    return -1;
+  return number;
+}
+
+const NamedTensor *findByName(const std::vector<NamedTensor> &tensors,
+                              llvm::StringRef name) {
+  for (const NamedTensor &tensor : tensors)
+    if (!tensor.name.empty() && tensor.name == name)
+      return &tensor;
+  return nullptr;
+}
+
+const NamedTensor *findByIndex(const std::vector<NamedTensor> &tensors,
+                               int64_t index) {
+  for (const NamedTensor &tensor : tensors)
+    if (tensor.index == index)
+      return &tensor;
+  return nullptr;
+}
+
+} // namespace
+
+const NamedTensor *TestDataSet::findInput(llvm::StringRef name) const {
+  return findByName(inputs, name);
+}
+const NamedTensor *TestDataSet::findOutput(llvm::StringRef name) const {
+  return findByName(outputs, name);
+}
+const NamedTensor *TestDataSet::findInputByIndex(int64_t index) const {
+  return findByIndex(inputs, index);
+}
+const NamedTensor *TestDataSet::findOutputByIndex(int64_t index) const {
+  return findByIndex(outputs, index);
+}
+
+llvm::Expected<NamedTensor> gmopt::readTensorFile(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError(path + ": cannot read: " + buffer.getError().message());
+  onnx::TensorProto proto;
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return makeError(path + ": not a valid ONNX TensorProto");
+  ExternalDataResolver resolver(llvm::sys::path::parent_path(path).str());
+  auto data = importTensorStealing(proto, &resolver);
+  if (!data)
+    return makeError(path + ": " + llvm::toString(data.takeError()));
+  NamedTensor tensor;
+  tensor.name = proto.name();
+  tensor.source = path.str();
+  tensor.data = std::move(*data);
+  return tensor;
+}
+
+llvm::Expected<TestDataSet> gmopt::readTestDataSet(llvm::StringRef directory) {
+  if (!llvm::sys::fs::is_directory(directory))
+    return makeError(
+        directory + ": " +
+        (llvm::sys::fs::exists(directory)
+             ? "not a directory"
+             : std::make_error_code(std::errc::no_such_file_or_directory)
+                   .message()));
+  TestDataSet set;
+  set.directory = directory.str();
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(directory, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    llvm::StringRef fileName = llvm::sys::path::filename(it->path());
+    int64_t inputNumber = fileNumber(fileName, "input_");
+    int64_t outputNumber = fileNumber(fileName, "output_");
+    if (inputNumber < 0 && outputNumber < 0)
+      continue;
+    auto tensor = readTensorFile(it->path());
+    if (!tensor)
+      return tensor.takeError();
+    tensor->index = inputNumber >= 0 ? inputNumber : outputNumber;
+    (inputNumber >= 0 ? set.inputs : set.outputs).push_back(std::move(*tensor));
+  }
+  if (ec)
+    return makeError(directory + ": cannot list: " + ec.message());
+  if (set.inputs.empty() && set.outputs.empty())
+    return makeError(directory +
+                     ": no input_K.pb or output_K.pb files (expected an ONNX "
+                     "test_data_set directory)");
+  auto byIndex = [](const NamedTensor &a, const NamedTensor &b) {
+    return a.index < b.index;
+  };
+  llvm::sort(set.inputs, byIndex);
+  llvm::sort(set.outputs, byIndex);
+  return set;
+}
