@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The main job, end to end, on a fresh Debian 12 / Ubuntu machine: install the
-# dependencies, build gmopt, and compile the bundled gpt_tiny training graph
-# (made by ONNX Runtime's artifact generator) with the default pipeline.
+# dependencies, build gmopt, compile the bundled gpt_tiny training graph (made
+# by ONNX Runtime's artifact generator) with the default pipeline into a .gm
+# container, then train it on the CPU backend (CUDA where a device works) with
+# ONNX Runtime's reference batch, check the gradients against ONNX Runtime's,
+# and print the memory report side by side with the original graph run eagerly.
 # Usage: scripts/demo.sh [MODEL]   (MODEL: a folder of testdata/, default gpt_tiny)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +24,12 @@ dims=(--dim "batch=$BATCH")
 [[ "$MODEL" == gpt_tiny* ]] && dims+=(--dim "batch_x_seq=$((BATCH * SEQ))")
 
 echo "== gmopt-compile $input ${dims[*]}"
-build/tools/gmopt-compile "$input" "${dims[@]}" -o "build/demo/$MODEL.out.onnx" \
-  --pass-statistics --time-passes
-echo "== wrote build/demo/$MODEL.out.onnx"
+build/tools/gmopt-compile "$input" "${dims[@]}" -o "build/demo/$MODEL.gm" --report
+
+echo "== gmopt-run build/demo/$MODEL.gm --baseline"
+run_args=(--baseline --steps 3 --report-json "build/demo/$MODEL.report.json")
+if [ -d "testdata/$MODEL/test_data_set_0" ] && [ -n "$(ls testdata/$MODEL/test_data_set_0/output_*.pb 2>/dev/null)" ]; then
+  run_args+=(--inputs "testdata/$MODEL/test_data_set_0" --check "testdata/$MODEL/test_data_set_0")
+fi
+build/tools/gmopt-run "build/demo/$MODEL.gm" "${run_args[@]}"
+echo "== wrote build/demo/$MODEL.gm and build/demo/$MODEL.report.json"
