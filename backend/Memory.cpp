@@ -46,7 +46,8 @@ void MemoryReport::print(llvm::raw_ostream &os) const {
 llvm::json::Object MemoryReport::toJSON() const {
   llvm::json::Object byCategory;
   for (MemoryCategory category : kAllMemoryCategories)
-    byCategory[memoryCategoryName(category)] = static_cast<int64_t>(atPeak(category));
+    byCategory[memoryCategoryName(category)] =
+        static_cast<int64_t>(atPeak(category));
   llvm::json::Object object;
   object["peak_bytes"] = static_cast<int64_t>(peakBytes);
   object["by_category"] = std::move(byCategory);
@@ -69,7 +70,8 @@ void *CountingAllocator::allocate(uint64_t bytes, MemoryCategory category) {
     return nullptr;
   // aligned_alloc needs a size that is a multiple of the alignment; a
   // zero-size block still gets real storage so the pointer is distinct.
-  void *ptr = std::aligned_alloc(kAlignment, counted == 0 ? kAlignment : counted);
+  void *ptr =
+      std::aligned_alloc(kAlignment, counted == 0 ? kAlignment : counted);
   if (!ptr)
     return nullptr;
   blocks[ptr] = Block{counted, category};
@@ -86,10 +88,10 @@ llvm::Expected<void *> CountingAllocator::tryAllocate(uint64_t bytes,
                                                       MemoryCategory category) {
   if (void *ptr = allocate(bytes, category))
     return ptr;
-  return llvm::createStringError(
-      std::errc::not_enough_memory, "out of memory allocating %llu bytes of %s",
-      static_cast<unsigned long long>(bytes),
-      memoryCategoryName(category).str().c_str());
+  return llvm::createStringError(std::errc::not_enough_memory,
+                                 "out of memory allocating %llu bytes of %s",
+                                 static_cast<unsigned long long>(bytes),
+                                 memoryCategoryName(category).str().c_str());
 }
 
 void CountingAllocator::free(void *ptr) {
@@ -119,14 +121,16 @@ void CountingAllocator::transfer(MemoryCategory from, MemoryCategory to,
                                  uint64_t bytes) {
   unsigned source = static_cast<unsigned>(from);
   unsigned target = static_cast<unsigned>(to);
-  assert(current[source] >= bytes && "moving more bytes than the category holds");
+  assert(current[source] >= bytes &&
+         "moving more bytes than the category holds");
   current[source] -= bytes;
   current[target] += bytes;
   // While the total sits at the peak, the most informative split is the one
   // where the fewest bytes are unclassified (an idle arena counts as
   // Temporaries), i.e. the moment the arena held the most live values.
   unsigned temporaries = static_cast<unsigned>(MemoryCategory::Temporaries);
-  if (currentTotal == peakTotal && current[temporaries] < peakSplit[temporaries])
+  if (currentTotal == peakTotal &&
+      current[temporaries] < peakSplit[temporaries])
     peakSplit = current;
 }
 
@@ -148,7 +152,8 @@ MemoryReport CountingAllocator::getReport() const {
 // ScopedAllocation
 //===----------------------------------------------------------------------===//
 
-ScopedAllocation &ScopedAllocation::operator=(ScopedAllocation &&other) noexcept {
+ScopedAllocation &
+ScopedAllocation::operator=(ScopedAllocation &&other) noexcept {
   if (this != &other) {
     reset();
     allocator = other.allocator;

@@ -1,4 +1,4 @@
-//===- Memory.h - Memory categories, counting allocator, reports -*- C++ -*-===//
+//===- Memory.h - Memory categories, counting allocator ---------*- C++ -*-===//
 //
 // How gmopt backends measure memory. Each byte a backend allocates goes
 // through a CountingAllocator under one of the six MemoryCategory values of
@@ -35,10 +35,11 @@ namespace gmopt {
 // vocabulary backends measure in.
 
 /// Every category, in report order.
-constexpr std::array<MemoryCategory, kNumMemoryCategories> kAllMemoryCategories =
-    {MemoryCategory::Parameters,     MemoryCategory::Gradients,
-     MemoryCategory::OptimizerState, MemoryCategory::Activations,
-     MemoryCategory::Temporaries,    MemoryCategory::Workspace};
+constexpr std::array<MemoryCategory, kNumMemoryCategories>
+    kAllMemoryCategories = {
+        MemoryCategory::Parameters,     MemoryCategory::Gradients,
+        MemoryCategory::OptimizerState, MemoryCategory::Activations,
+        MemoryCategory::Temporaries,    MemoryCategory::Workspace};
 
 /// A snapshot of a CountingAllocator's figures.
 struct MemoryReport {
@@ -142,7 +143,9 @@ public:
   /// Takes ownership of \p ptr, a block of \p allocator.
   ScopedAllocation(CountingAllocator &allocator, void *ptr, uint64_t bytes)
       : allocator(&allocator), ptr(ptr), bytes(bytes) {}
-  ScopedAllocation(ScopedAllocation &&other) noexcept { *this = std::move(other); }
+  ScopedAllocation(ScopedAllocation &&other) noexcept {
+    *this = std::move(other);
+  }
   ScopedAllocation &operator=(ScopedAllocation &&other) noexcept;
   ScopedAllocation(const ScopedAllocation &) = delete;
   ScopedAllocation &operator=(const ScopedAllocation &) = delete;

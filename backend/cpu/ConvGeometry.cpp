@@ -51,7 +51,8 @@ cpu::resolveWindow(const KernelCall &call, llvm::ArrayRef<int64_t> inputShape,
       pads[d] = pads[d + spatial] = 0;
     } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       int64_t out = (in + strides[d] - 1) / strides[d];
-      int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + window - in);
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * strides[d] + window - in);
       int64_t small = total / 2;
       pads[d] = autoPad == "SAME_UPPER" ? small : total - small;
       pads[d + spatial] = total - pads[d];
@@ -64,10 +65,12 @@ cpu::resolveWindow(const KernelCall &call, llvm::ArrayRef<int64_t> inputShape,
     int64_t floorOut = span / strides[d] + 1;
     int64_t ceilOut = (span + strides[d] - 1) / strides[d] + 1;
     int64_t actual = outputShape[2 + d];
-    bool ok = ceilMode ? (actual == floorOut || actual == ceilOut) : actual == floorOut;
+    bool ok = ceilMode ? (actual == floorOut || actual == ceilOut)
+                       : actual == floorOut;
     if (!ok)
-      return call.error("output extent " + llvm::Twine(actual) + " of spatial dim " +
-                        llvm::Twine(d) + " disagrees with the computed " +
+      return call.error("output extent " + llvm::Twine(actual) +
+                        " of spatial dim " + llvm::Twine(d) +
+                        " disagrees with the computed " +
                         llvm::Twine(ceilMode ? ceilOut : floorOut));
     outExtents.push_back(actual);
   }

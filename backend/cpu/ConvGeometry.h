@@ -1,4 +1,4 @@
-//===- ConvGeometry.h - Window geometry of convolution and pooling -*- C++ -*-===//
+//===- ConvGeometry.h - Convolution and pooling windows ---------*- C++ -*-===//
 //
 // Internal to the CPU backend. Resolves the attributes convolutions and
 // pools share (kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
@@ -35,8 +35,8 @@ struct WindowGeometry {
 /// the rounded-up size.
 llvm::Expected<WindowGeometry>
 resolveWindow(const KernelCall &call, llvm::ArrayRef<int64_t> inputShape,
-              llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> outputShape,
-              bool ceilMode);
+              llvm::ArrayRef<int64_t> kernel,
+              llvm::ArrayRef<int64_t> outputShape, bool ceilMode);
 
 } // namespace cpu
 } // namespace gmopt

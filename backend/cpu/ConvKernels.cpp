@@ -32,8 +32,8 @@ struct ConvShape {
   bool direct = false;
 };
 
-llvm::Expected<ConvShape> resolveConv(const KernelCall &call, const TensorView &x,
-                                      const TensorView &w,
+llvm::Expected<ConvShape> resolveConv(const KernelCall &call,
+                                      const TensorView &x, const TensorView &w,
                                       llvm::ArrayRef<int64_t> yShape) {
   if (x.getRank() < 3)
     return call.error("X must have rank >= 3");
@@ -57,13 +57,15 @@ llvm::Expected<ConvShape> resolveConv(const KernelCall &call, const TensorView &
   s.groupOut = s.outChannels / s.groups;
   if (w.getDim(1) != s.groupIn)
     return call.error("W has " + llvm::Twine(w.getDim(1)) +
-                      " input channels per group, X has " + llvm::Twine(s.groupIn));
+                      " input channels per group, X has " +
+                      llvm::Twine(s.groupIn));
   if (yShape[1] != s.outChannels)
     return call.error("output channels differ from W's filter count");
   const WindowGeometry &g = s.window;
   s.colRows = s.groupIn * g.kernelSize();
   s.direct = g.kernelSize() == 1 && g.strideH == 1 && g.strideW == 1 &&
-             g.padTop == 0 && g.padLeft == 0 && g.padBottom == 0 && g.padRight == 0;
+             g.padTop == 0 && g.padLeft == 0 && g.padBottom == 0 &&
+             g.padRight == 0;
   if (!fitsBlasInt(s.groupOut, g.outSize(), s.colRows))
     return call.error("convolution extents exceed 32-bit BLAS limits");
   return s;
@@ -102,7 +104,8 @@ void im2col(const float *image, const WindowGeometry &g, int64_t channels,
           continue;
         }
         // Index arithmetic stays non-negative: colOffset may be negative.
-        const float *src = plane + ih * g.inW + (owBegin * g.strideW + colOffset);
+        const float *src =
+            plane + ih * g.inW + (owBegin * g.strideW + colOffset);
         std::fill(dst, dst + owBegin, 0.0f);
         if (g.strideW == 1) {
           std::memcpy(dst + owBegin, src, (owEnd - owBegin) * sizeof(float));
@@ -121,27 +124,30 @@ void im2col(const float *image, const WindowGeometry &g, int64_t channels,
 void col2im(const float *cols, const WindowGeometry &g, int64_t channels,
             float *image, unsigned threads) {
   int64_t outSize = g.outSize();
-  parallelFor(threads, channels, grainFor(g.kernelSize() * outSize), [&](int64_t lo, int64_t hi) {
-    for (int64_t c = lo; c < hi; ++c) {
-      float *plane = image + c * g.inSize();
-      for (int64_t k = 0; k < g.kernelSize(); ++k) {
-        int64_t ki = k / g.kernelW, kj = k % g.kernelW;
-        const float *src = cols + (c * g.kernelSize() + k) * outSize;
-        int64_t colOffset = kj * g.dilationW - g.padLeft;
-        int64_t owBegin, owEnd;
-        validRange(colOffset, g.strideW, g.inW, g.outW, owBegin, owEnd);
-        for (int64_t oh = 0; oh < g.outH; ++oh) {
-          int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-          if (ih < 0 || ih >= g.inH)
-            continue;
-          float *dst = plane + ih * g.inW + (owBegin * g.strideW + colOffset);
-          const float *row = src + oh * g.outW;
-          for (int64_t ow = owBegin; ow < owEnd; ++ow)
-            dst[(ow - owBegin) * g.strideW] += row[ow];
+  parallelFor(
+      threads, channels, grainFor(g.kernelSize() * outSize),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t c = lo; c < hi; ++c) {
+          float *plane = image + c * g.inSize();
+          for (int64_t k = 0; k < g.kernelSize(); ++k) {
+            int64_t ki = k / g.kernelW, kj = k % g.kernelW;
+            const float *src = cols + (c * g.kernelSize() + k) * outSize;
+            int64_t colOffset = kj * g.dilationW - g.padLeft;
+            int64_t owBegin, owEnd;
+            validRange(colOffset, g.strideW, g.inW, g.outW, owBegin, owEnd);
+            for (int64_t oh = 0; oh < g.outH; ++oh) {
+              int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+              if (ih < 0 || ih >= g.inH)
+                continue;
+              float *dst =
+                  plane + ih * g.inW + (owBegin * g.strideW + colOffset);
+              const float *row = src + oh * g.outW;
+              for (int64_t ow = owBegin; ow < owEnd; ++ow)
+                dst[(ow - owBegin) * g.strideW] += row[ow];
+            }
+          }
         }
-      }
-    }
-  });
+      });
 }
 
 llvm::Error checkF32(const KernelCall &call,
@@ -165,10 +171,12 @@ llvm::Error convKernel(KernelCall &call) {
     return shape.takeError();
   if (b && b->getNumElements() != shape->outChannels)
     return call.error("B must have one element per output channel");
+  unsigned threads = call.getNumThreads();
   const WindowGeometry &g = shape->window;
   std::optional<TensorBuffer> cols;
   if (!shape->direct) {
-    auto buffer = call.getContext().allocateScratch(DType::F32, {shape->colRows, g.outSize()});
+    auto buffer = call.getContext().allocateScratch(
+        DType::F32, {shape->colRows, g.outSize()});
     if (!buffer)
       return buffer.takeError();
     cols.emplace(std::move(*buffer));
@@ -178,16 +186,20 @@ llvm::Error convKernel(KernelCall &call) {
   int64_t inChannels = x.getDim(1);
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t group = 0; group < shape->groups; ++group) {
-      const float *image = px + (n * inChannels + group * shape->groupIn) * g.inSize();
+      const float *image =
+          px + (n * inChannels + group * shape->groupIn) * g.inSize();
       const float *matrix = image;
       if (cols) {
-        im2col(image, g, shape->groupIn, cols->getView().getDataAs<float>(), call.getNumThreads());
+        im2col(image, g, shape->groupIn, cols->getView().getDataAs<float>(),
+               call.getNumThreads());
         matrix = cols->getView().getDataAs<float>();
       }
-      float *out = py + (n * shape->outChannels + group * shape->groupOut) * g.outSize();
-      gemm<float>(false, false, shape->groupOut, g.outSize(), shape->colRows, 1.0f,
-                  pw + group * shape->groupOut * shape->colRows, shape->colRows, matrix,
-                  g.outSize(), 0.0f, out, g.outSize());
+      float *out =
+          py + (n * shape->outChannels + group * shape->groupOut) * g.outSize();
+      gemm<float>(threads, false, false, shape->groupOut, g.outSize(),
+                  shape->colRows, 1.0f,
+                  pw + group * shape->groupOut * shape->colRows, shape->colRows,
+                  matrix, g.outSize(), 0.0f, out, g.outSize());
     }
     if (b) {
       const float *pb = b->getDataAs<float>();
@@ -224,35 +236,40 @@ llvm::Error convGradKernel(KernelCall &call) {
   unsigned threads = call.getNumThreads();
   if (dB) {
     float *pdb = dB->getDataAs<float>();
-    parallelFor(threads, shape->outChannels, grainFor(g.batch * outSize), [&](int64_t lo, int64_t hi) {
-      for (int64_t m = lo; m < hi; ++m) {
-        double sum = 0;
-        for (int64_t n = 0; n < g.batch; ++n) {
-          const float *plane = pdy + (n * shape->outChannels + m) * outSize;
-          for (int64_t i = 0; i < outSize; ++i)
-            sum += plane[i];
-        }
-        pdb[m] = static_cast<float>(sum);
-      }
-    });
+    parallelFor(threads, shape->outChannels, grainFor(g.batch * outSize),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t m = lo; m < hi; ++m) {
+                    double sum = 0;
+                    for (int64_t n = 0; n < g.batch; ++n) {
+                      const float *plane =
+                          pdy + (n * shape->outChannels + m) * outSize;
+                      for (int64_t i = 0; i < outSize; ++i)
+                        sum += plane[i];
+                    }
+                    pdb[m] = static_cast<float>(sum);
+                  }
+                });
   }
   if (!dX && !dW)
     return llvm::Error::success();
   std::optional<TensorBuffer> cols;
   if (!shape->direct) {
-    auto buffer = call.getContext().allocateScratch(DType::F32, {shape->colRows, outSize});
+    auto buffer = call.getContext().allocateScratch(DType::F32,
+                                                    {shape->colRows, outSize});
     if (!buffer)
       return buffer.takeError();
     cols.emplace(std::move(*buffer));
   }
   float *colData = cols ? cols->getView().getDataAs<float>() : nullptr;
   if (dX)
-    std::memset(dX->getData(), 0, dX->getSizeInBytes());
+    zeroFill(*dX, threads);
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t group = 0; group < shape->groups; ++group) {
-      const float *grad = pdy + (n * shape->outChannels + group * shape->groupOut) * outSize;
+      const float *grad =
+          pdy + (n * shape->outChannels + group * shape->groupOut) * outSize;
       const float *filters = pw + group * shape->groupOut * shape->colRows;
-      int64_t imageOffset = (n * inChannels + group * shape->groupIn) * g.inSize();
+      int64_t imageOffset =
+          (n * inChannels + group * shape->groupIn) * g.inSize();
       if (dW) {
         const float *matrix = px + imageOffset;
         if (!shape->direct) {
@@ -260,20 +277,23 @@ llvm::Error convGradKernel(KernelCall &call) {
           matrix = colData;
         }
         // dW_g (+)= dY_g [Mg, out] x cols^T [out, K].
-        gemm<float>(false, true, shape->groupOut, shape->colRows, outSize, 1.0f, grad,
-                    outSize, matrix, outSize, n == 0 ? 0.0f : 1.0f,
-                    dW->getDataAs<float>() + group * shape->groupOut * shape->colRows,
-                    shape->colRows);
+        gemm<float>(
+            threads, false, true, shape->groupOut, shape->colRows, outSize,
+            1.0f, grad, outSize, matrix, outSize, n == 0 ? 0.0f : 1.0f,
+            dW->getDataAs<float>() + group * shape->groupOut * shape->colRows,
+            shape->colRows);
       }
       if (dX) {
         float *image = dX->getDataAs<float>() + imageOffset;
         if (shape->direct) {
           // dX_g += W_g^T [K, Mg] x dY_g [Mg, out] straight into the image.
-          gemm<float>(true, false, shape->colRows, outSize, shape->groupOut, 1.0f,
-                      filters, shape->colRows, grad, outSize, 1.0f, image, outSize);
+          gemm<float>(threads, true, false, shape->colRows, outSize,
+                      shape->groupOut, 1.0f, filters, shape->colRows, grad,
+                      outSize, 1.0f, image, outSize);
         } else {
-          gemm<float>(true, false, shape->colRows, outSize, shape->groupOut, 1.0f,
-                      filters, shape->colRows, grad, outSize, 0.0f, colData, outSize);
+          gemm<float>(threads, true, false, shape->colRows, outSize,
+                      shape->groupOut, 1.0f, filters, shape->colRows, grad,
+                      outSize, 0.0f, colData, outSize);
           col2im(colData, g, shape->groupIn, image, threads);
         }
       }
@@ -289,4 +309,6 @@ llvm::Error convGradKernel(KernelCall &call) {
 void cpu::registerConvKernels(KernelTable &table) {
   table.add("", "Conv", convKernel, 2);
   table.add(kMsDomain, "ConvGrad", convGradKernel, 3, 0);
+  // Older ONNX Runtime releases registered ConvGrad in the ONNX domain.
+  table.add("", "ConvGrad", convGradKernel, 3, 0);
 }

@@ -3,11 +3,12 @@
 // Dropout (ratio as input from opset 12, as attribute before; training_mode
 // input, false when absent: then the op is the identity with an all-true
 // mask), com.microsoft BitmaskDropout (the mask packed 32 elements per
-// uint32 word, element i in bit i % 32 of word i / 32), DropoutGrad and
+// uint32 word, element i in bit i % 32 of word i / 32), BiasDropout
+// (dropout of data + bias, plus a residual), DropoutGrad and
 // BitmaskDropoutGrad. Element i is kept when the i-th uniform number of the
 // node's Philox stream is >= ratio; kept elements are scaled by
-// 1 / (1 - ratio). Both dropout ops draw the same decisions for the same
-// (seed, step, stream id).
+// 1 / (1 - ratio). All three dropout ops draw the same decisions for the
+// same (seed, step, stream id).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +51,8 @@ llvm::Expected<DropoutMode> getDropoutMode(const KernelCall &call,
     mode.training = *value != 0;
   }
   if (!(mode.ratio >= 0 && mode.ratio < 1))
-    return call.error("ratio " + std::to_string(mode.ratio) + " is outside [0, 1)");
+    return call.error("ratio " + std::to_string(mode.ratio) +
+                      " is outside [0, 1)");
   return mode;
 }
 
@@ -59,16 +61,20 @@ constexpr int64_t kDropoutGrain = 8192;
 
 /// Calls keepFn(i, keep) for every element i of an n-element random tensor.
 template <typename KeepFn>
-void drawKeepMask(const KernelCall &call, int64_t n, float ratio, const KeepFn &keepFn) {
-  PhiloxStream stream(call.getContext().getSeed(), getRandomStreamId(call.getNode()),
+void drawKeepMask(const KernelCall &call, int64_t n, float ratio,
+                  const KeepFn &keepFn) {
+  PhiloxStream stream(call.getContext().getSeed(),
+                      getRandomStreamId(call.getNode()),
                       call.getContext().getStep());
-  parallelFor(call.getNumThreads(), n, kDropoutGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t base = lo; base < hi; base += 4) {
-      PhiloxBlock block = stream.block(static_cast<uint64_t>(base / 4));
-      for (int64_t lane = 0; lane < 4 && base + lane < hi; ++lane)
-        keepFn(base + lane, PhiloxStream::toUnitFloat(block[lane]) >= ratio);
-    }
-  });
+  parallelFor(
+      call.getNumThreads(), n, kDropoutGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t base = lo; base < hi; base += 4) {
+          PhiloxBlock block = stream.block(static_cast<uint64_t>(base / 4));
+          for (int64_t lane = 0; lane < 4 && base + lane < hi; ++lane)
+            keepFn(base + lane,
+                   PhiloxStream::toUnitFloat(block[lane]) >= ratio);
+        }
+      });
 }
 
 /// Dropout(data, ratio?, training_mode?) -> (output, mask?).
@@ -152,6 +158,62 @@ llvm::Error bitmaskDropoutKernel(KernelCall &call) {
   });
 }
 
+/// BiasDropout(data, bias, residual?, ratio?, training_mode?) ->
+/// (Dropout(data + bias) + residual, mask?), the bias broadcast along the
+/// last dimension.
+llvm::Error biasDropoutKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &bias = *call.in(1), &y = *call.out(0);
+  const TensorView *residual = call.in(2);
+  TensorView *mask = call.out(1);
+  if (llvm::Error err = checkSameShape(call, x, y, "data and output"))
+    return err;
+  if (residual)
+    if (llvm::Error err =
+            checkSameShape(call, x, *residual, "data and residual"))
+      return err;
+  if (mask) {
+    if (llvm::Error err = checkSameShape(call, x, *mask, "data and mask"))
+      return err;
+    if (llvm::Error err = checkDType(call, *mask, DType::Bool, "mask"))
+      return err;
+  }
+  int64_t width = x.getRank() ? x.getShape().back() : 1;
+  if (bias.getNumElements() != width)
+    return call.error("bias must have one element per last-dimension entry");
+  auto mode = getDropoutMode(call, 3, 4);
+  if (!mode)
+    return mode.takeError();
+  return dispatchFloat(call, x.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    if (bias.getDType() != x.getDType() ||
+        (residual && residual->getDType() != x.getDType()))
+      return call.error("data, bias and residual must have one element type");
+    const T *px = x.getDataAs<T>(), *pb = bias.getDataAs<T>();
+    const T *pr = residual ? residual->getDataAs<T>() : nullptr;
+    T *py = y.getDataAs<T>();
+    uint8_t *pm = mask ? mask->getDataAs<uint8_t>() : nullptr;
+    auto emit = [&](int64_t i, bool keep, T scale) {
+      T v = keep ? (px[i] + pb[width ? i % width : 0]) * scale : T(0);
+      py[i] = pr ? v + pr[i] : v;
+      if (pm)
+        pm[i] = keep;
+    };
+    int64_t n = x.getNumElements();
+    if (!mode->active()) {
+      parallelFor(call.getNumThreads(), n, grainFor(2),
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t i = lo; i < hi; ++i)
+                      emit(i, true, T(1));
+                  });
+      return llvm::Error::success();
+    }
+    T scale = static_cast<T>(mode->scale());
+    drawKeepMask(call, n, mode->ratio,
+                 [&](int64_t i, bool keep) { emit(i, keep, scale); });
+    return llvm::Error::success();
+  });
+}
+
 /// DropoutGrad(dy, mask, ratio?, training_mode?) and BitmaskDropoutGrad.
 template <bool Bitmask> llvm::Error dropoutGradKernel(KernelCall &call) {
   const TensorView &dy = *call.in(0), &mask = *call.in(1), &dx = *call.out(0);
@@ -184,12 +246,14 @@ template <bool Bitmask> llvm::Error dropoutGradKernel(KernelCall &call) {
     T scale = static_cast<T>(mode->scale());
     const uint8_t *bytes = mask.getDataAs<uint8_t>();
     const uint32_t *bits = mask.getDataAs<uint32_t>();
-    parallelFor(call.getNumThreads(), n, grainFor(1), [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        bool keep = Bitmask ? (bits[i / 32] >> (i % 32)) & 1u : bytes[i] != 0;
-        out[i] = keep ? g[i] * scale : T(0);
-      }
-    });
+    parallelFor(call.getNumThreads(), n, grainFor(1),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t i = lo; i < hi; ++i) {
+                    bool keep = Bitmask ? (bits[i / 32] >> (i % 32)) & 1u
+                                        : bytes[i] != 0;
+                    out[i] = keep ? g[i] * scale : T(0);
+                  }
+                });
     return llvm::Error::success();
   });
 }
@@ -199,6 +263,7 @@ template <bool Bitmask> llvm::Error dropoutGradKernel(KernelCall &call) {
 void cpu::registerDropoutKernels(KernelTable &table) {
   table.add("", "Dropout", dropoutKernel, 1);
   table.add(kMsDomain, "BitmaskDropout", bitmaskDropoutKernel, 1);
+  table.add(kMsDomain, "BiasDropout", biasDropoutKernel, 2);
   table.add(kMsDomain, "DropoutGrad", dropoutGradKernel<false>, 2);
   table.add(kMsDomain, "BitmaskDropoutGrad", dropoutGradKernel<true>, 2);
 }

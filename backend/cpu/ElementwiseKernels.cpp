@@ -1,12 +1,12 @@
 //===- ElementwiseKernels.cpp - Broadcasting binary and n-ary ops ---------===//
 //
-// Add, Sub, Mul, Div, Pow, Min, Max, Sum, Mean, the comparisons (Equal,
-// Less, Greater, LessOrEqual, GreaterOrEqual), the logical ops (And, Or,
-// Xor) and Where, with numpy broadcasting. Same-shape and scalar operands
-// take contiguous fast paths; other shapes are collapsed by a BroadcastPlan
-// so the inner loop always runs over a contiguous or a repeated operand.
-// Integer arithmetic wraps (two's complement) instead of overflowing, and
-// integer division by zero is an error.
+// Add, Sub, Mul, Div, Pow, Mod, PRelu, Min, Max, Sum, Mean, the
+// comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), the
+// logical ops (And, Or, Xor) and Where, with numpy broadcasting. Same-shape and
+// scalar operands take contiguous fast paths; other shapes are collapsed by a
+// BroadcastPlan so the inner loop always runs over a contiguous or a repeated
+// operand. Integer arithmetic wraps (two's complement) instead of overflowing,
+// and integer division by zero is an error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +28,8 @@ template <typename T> using Unsigned = std::make_unsigned_t<T>;
 struct AddOp {
   template <typename T> T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b));
+      return static_cast<T>(static_cast<Unsigned<T>>(a) +
+                            static_cast<Unsigned<T>>(b));
     else
       return a + b;
   }
@@ -36,7 +37,8 @@ struct AddOp {
 struct SubOp {
   template <typename T> T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b));
+      return static_cast<T>(static_cast<Unsigned<T>>(a) -
+                            static_cast<Unsigned<T>>(b));
     else
       return a - b;
   }
@@ -44,7 +46,8 @@ struct SubOp {
 struct MulOp {
   template <typename T> T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b));
+      return static_cast<T>(static_cast<Unsigned<T>>(a) *
+                            static_cast<Unsigned<T>>(b));
     else
       return a * b;
   }
@@ -102,6 +105,33 @@ struct MinOp {
       if (std::isnan(a) || std::isnan(b))
         return std::numeric_limits<T>::quiet_NaN();
     return b < a ? b : a;
+  }
+};
+/// PRelu: the slope applies to negative inputs.
+struct PReluOp {
+  template <typename T> T operator()(T x, T slope) const {
+    return x < T(0) ? static_cast<T>(x * slope) : x;
+  }
+};
+/// Mod with fmod = 1: the result has the dividend's sign (C fmod / %).
+struct FmodOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::fmod(a, b);
+    else if constexpr (std::is_signed_v<T>)
+      return b == T(-1) ? T(0) : static_cast<T>(a % b);
+    else
+      return static_cast<T>(a % b);
+  }
+};
+/// Mod with fmod = 0 (integers): the result has the divisor's sign.
+struct FloorModOp {
+  template <typename T> T operator()(T a, T b) const {
+    T r = FmodOp()(a, b);
+    if constexpr (std::is_signed_v<T>)
+      if (r != T(0) && ((r < T(0)) != (b < T(0))))
+        r = static_cast<T>(r + b);
+    return r;
   }
 };
 struct EqualOp {
@@ -171,27 +201,29 @@ void binaryLoop(const TensorView &a, const TensorView &b, const TensorView &out,
   auto plan = makeBroadcastPlan<2>(shape, {a.getShape(), b.getShape()});
   int64_t inner = plan.innerSize;
   int64_t sa = plan.innerStride[0], sb = plan.innerStride[1];
-  forEachBroadcastRow(plan, threads, [&](int64_t outOffset, const std::array<int64_t, 2> &offsets) {
-    const TIn *ra = pa + offsets[0];
-    const TIn *rb = pb + offsets[1];
-    TOut *ro = po + outOffset;
-    if (sa == 1 && sb == 1) {
-      for (int64_t i = 0; i < inner; ++i)
-        ro[i] = op(ra[i], rb[i]);
-    } else if (sa == 1) {
-      TIn scalar = rb[0];
-      for (int64_t i = 0; i < inner; ++i)
-        ro[i] = op(ra[i], scalar);
-    } else if (sb == 1) {
-      TIn scalar = ra[0];
-      for (int64_t i = 0; i < inner; ++i)
-        ro[i] = op(scalar, rb[i]);
-    } else {
-      TOut value = op(ra[0], rb[0]);
-      for (int64_t i = 0; i < inner; ++i)
-        ro[i] = value;
-    }
-  });
+  forEachBroadcastRow(
+      plan, threads,
+      [&](int64_t outOffset, const std::array<int64_t, 2> &offsets) {
+        const TIn *ra = pa + offsets[0];
+        const TIn *rb = pb + offsets[1];
+        TOut *ro = po + outOffset;
+        if (sa == 1 && sb == 1) {
+          for (int64_t i = 0; i < inner; ++i)
+            ro[i] = op(ra[i], rb[i]);
+        } else if (sa == 1) {
+          TIn scalar = rb[0];
+          for (int64_t i = 0; i < inner; ++i)
+            ro[i] = op(ra[i], scalar);
+        } else if (sb == 1) {
+          TIn scalar = ra[0];
+          for (int64_t i = 0; i < inner; ++i)
+            ro[i] = op(scalar, rb[i]);
+        } else {
+          TOut value = op(ra[0], rb[0]);
+          for (int64_t i = 0; i < inner; ++i)
+            ro[i] = value;
+        }
+      });
 }
 
 /// Checks that a and b broadcast to out's shape.
@@ -228,9 +260,9 @@ template <typename Op> llvm::Error arithmeticKernel(KernelCall &call) {
   const TensorView &a = *call.in(0), &b = *call.in(1);
   const TensorView &out = *call.out(0);
   if (a.getDType() != b.getDType() || out.getDType() != a.getDType())
-    return call.error("operand element types differ: " + dtypeName(a.getDType()) +
-                      ", " + dtypeName(b.getDType()) + " -> " +
-                      dtypeName(out.getDType()));
+    return call.error(
+        "operand element types differ: " + dtypeName(a.getDType()) + ", " +
+        dtypeName(b.getDType()) + " -> " + dtypeName(out.getDType()));
   if (llvm::Error err = checkBroadcast(call, a, b, out))
     return err;
   return dispatchArithmetic(call, a.getDType(), [&](auto tag) -> llvm::Error {
@@ -239,6 +271,33 @@ template <typename Op> llvm::Error arithmeticKernel(KernelCall &call) {
       if (llvm::Error err = checkNonzeroDivisor<T>(call, b))
         return err;
     binaryLoop<T, T>(a, b, out, Op(), call.getNumThreads());
+    return llvm::Error::success();
+  });
+}
+
+/// Mod(A, B): fmod = 1 follows C, fmod = 0 (integers only) takes the
+/// divisor's sign.
+llvm::Error modKernel(KernelCall &call) {
+  const TensorView &a = *call.in(0), &b = *call.in(1);
+  const TensorView &out = *call.out(0);
+  if (a.getDType() != b.getDType() || out.getDType() != a.getDType())
+    return call.error("operand element types differ");
+  if (llvm::Error err = checkBroadcast(call, a, b, out))
+    return err;
+  bool cStyle = call.getInt("fmod", 0) != 0;
+  return dispatchArithmetic(call, a.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    if (llvm::Error err = checkNonzeroDivisor<T>(call, b))
+      return err;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!cStyle)
+        return call.error("floating-point Mod requires fmod = 1");
+      binaryLoop<T, T>(a, b, out, FmodOp(), call.getNumThreads());
+    } else if (cStyle) {
+      binaryLoop<T, T>(a, b, out, FmodOp(), call.getNumThreads());
+    } else {
+      binaryLoop<T, T>(a, b, out, FloorModOp(), call.getNumThreads());
+    }
     return llvm::Error::success();
   });
 }
@@ -254,8 +313,8 @@ llvm::Error powKernel(KernelCall &call) {
     return err;
   std::optional<TensorBuffer> converted;
   if (exponent->getDType() != base.getDType()) {
-    auto buffer = call.getContext().allocateScratch(base.getDType(), exponent->getShape(),
-                                                    MemoryCategory::Temporaries);
+    auto buffer = call.getContext().allocateScratch(
+        base.getDType(), exponent->getShape(), MemoryCategory::Temporaries);
     if (!buffer)
       return buffer.takeError();
     if (llvm::Error err = castElements(call, *exponent, buffer->getView()))
@@ -263,43 +322,44 @@ llvm::Error powKernel(KernelCall &call) {
     converted.emplace(std::move(*buffer));
     exponent = &converted->getView();
   }
-  return dispatchArithmetic(call, base.getDType(), [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    const TensorView &e = *exponent;
-    // Common constant exponents avoid the cost of pow.
-    if constexpr (std::is_floating_point_v<T>) {
-      if (e.getNumElements() == 1 && base.getShape() == out.getShape()) {
-        T p = e.getDataAs<T>()[0];
-        const T *x = base.getDataAs<T>();
-        T *y = out.getDataAs<T>();
-        auto apply = [&](auto fn) {
-          parallelFor(call.getNumThreads(), out.getNumElements(), grainFor(1),
-                      [&](int64_t lo, int64_t hi) {
-                        for (int64_t i = lo; i < hi; ++i)
-                          y[i] = fn(x[i]);
-                      });
-        };
-        if (p == T(2)) {
-          apply([](T v) { return v * v; });
-          return llvm::Error::success();
+  return dispatchArithmetic(
+      call, base.getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        const TensorView &e = *exponent;
+        // Common constant exponents avoid the cost of pow.
+        if constexpr (std::is_floating_point_v<T>) {
+          if (e.getNumElements() == 1 && base.getShape() == out.getShape()) {
+            T p = e.getDataAs<T>()[0];
+            const T *x = base.getDataAs<T>();
+            T *y = out.getDataAs<T>();
+            auto apply = [&](auto fn) {
+              parallelFor(call.getNumThreads(), out.getNumElements(),
+                          grainFor(1), [&](int64_t lo, int64_t hi) {
+                            for (int64_t i = lo; i < hi; ++i)
+                              y[i] = fn(x[i]);
+                          });
+            };
+            if (p == T(2)) {
+              apply([](T v) { return v * v; });
+              return llvm::Error::success();
+            }
+            if (p == T(3)) {
+              apply([](T v) { return v * v * v; });
+              return llvm::Error::success();
+            }
+            if (p == T(0.5)) {
+              apply([](T v) { return std::sqrt(v); });
+              return llvm::Error::success();
+            }
+            if (p == T(1)) {
+              apply([](T v) { return v; });
+              return llvm::Error::success();
+            }
+          }
         }
-        if (p == T(3)) {
-          apply([](T v) { return v * v * v; });
-          return llvm::Error::success();
-        }
-        if (p == T(0.5)) {
-          apply([](T v) { return std::sqrt(v); });
-          return llvm::Error::success();
-        }
-        if (p == T(1)) {
-          apply([](T v) { return v; });
-          return llvm::Error::success();
-        }
-      }
-    }
-    binaryLoop<T, T>(base, e, out, PowOp(), call.getNumThreads());
-    return llvm::Error::success();
-  });
+        binaryLoop<T, T>(base, e, out, PowOp(), call.getNumThreads());
+        return llvm::Error::success();
+      });
 }
 
 /// Comparison producing bool.
@@ -365,8 +425,8 @@ llvm::Error whereKernel(KernelCall &call) {
     const U *px = x.getDataAs<U>();
     const U *py = y.getDataAs<U>();
     U *po = out.getDataAs<U>();
-    auto plan = makeBroadcastPlan<3>(out.getShape(),
-                                     {cond.getShape(), x.getShape(), y.getShape()});
+    auto plan = makeBroadcastPlan<3>(
+        out.getShape(), {cond.getShape(), x.getShape(), y.getShape()});
     int64_t inner = plan.innerSize;
     auto [sc, sx, sy] = plan.innerStride;
     forEachBroadcastRow(plan, call.getNumThreads(),
@@ -416,8 +476,9 @@ llvm::Error variadicKernel(KernelCall &call) {
   for (unsigned i = 2; i < operands.size(); ++i) {
     if (!operands[i]->aliases(out))
       continue;
-    auto copy = call.getContext().allocateScratch(
-        operands[i]->getDType(), operands[i]->getShape(), MemoryCategory::Temporaries);
+    auto copy = call.getContext().allocateScratch(operands[i]->getDType(),
+                                                  operands[i]->getShape(),
+                                                  MemoryCategory::Temporaries);
     if (!copy)
       return copy.takeError();
     copyElements(*operands[i], copy->getView());
@@ -451,7 +512,10 @@ void cpu::registerElementwiseKernels(KernelTable &table) {
   table.add("", "Mul", arithmeticKernel<MulOp>, 2);
   table.add("", "Div", arithmeticKernel<DivOp>, 2);
   table.add("", "Pow", powKernel, 2);
-  table.add("", "Equal", compareKernel<EqualOp>, 2, 1, KernelMode::StageHalfAsFloat);
+  table.add("", "PRelu", arithmeticKernel<PReluOp>, 2);
+  table.add("", "Mod", modKernel, 2);
+  table.add("", "Equal", compareKernel<EqualOp>, 2, 1,
+            KernelMode::StageHalfAsFloat);
   table.add("", "Less", compareKernel<LessOp>, 2);
   table.add("", "Greater", compareKernel<GreaterOp>, 2);
   table.add("", "LessOrEqual", compareKernel<LessOrEqualOp>, 2);

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/Blas.h"
 #include "backend/cpu/KernelSupport.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -77,11 +78,12 @@ std::vector<std::string> cpu::listCpuKernels() {
 
 uint32_t cpu::getRandomStreamId(const Node &node) {
   if (const Attribute *seed = node.getAttr("seed")) {
-    int64_t value = seed->getKind() == Attribute::Kind::Int
-                        ? seed->getInt()
-                        : static_cast<int64_t>(seed->getKind() == Attribute::Kind::Float
-                                                   ? seed->getFloat()
-                                                   : 0);
+    int64_t value =
+        seed->getKind() == Attribute::Kind::Int
+            ? seed->getInt()
+            : static_cast<int64_t>(seed->getKind() == Attribute::Kind::Float
+                                       ? seed->getFloat()
+                                       : 0);
     return static_cast<uint32_t>(llvm::hash_value(value));
   }
   llvm::StringRef name = node.getName();
@@ -96,13 +98,13 @@ uint32_t cpu::getRandomStreamId(const Node &node) {
   return hash;
 }
 
-/// Keeps OpenBLAS's thread pool in step with the context.
-static void syncBlasThreads(unsigned numThreads) {
-  static unsigned current = 0;
-  if (current != numThreads) {
-    openblas_set_num_threads(static_cast<int>(numThreads));
-    current = numThreads;
-  }
+void cpu::useSingleThreadedBlas() {
+  // Kernels parallelize GEMM themselves (Blas.h), reproducibly.
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
 }
 
 /// Runs a StageHalfAsFloat kernel whose tensors include f16/bf16 ones.
@@ -173,7 +175,7 @@ llvm::Error cpu::runCpuKernel(const Node &node,
   for (unsigned i = 0; i < info->minOutputs; ++i)
     if (!call.out(i))
       return call.error("required output " + llvm::Twine(i) + " is missing");
-  syncBlasThreads(ctx.getNumThreads());
+  useSingleThreadedBlas();
   if (info->mode == KernelMode::StageHalfAsFloat) {
     bool anyHalf = false;
     for (const TensorView *input : inputs)

@@ -119,7 +119,8 @@ public:
     add(domain, opType, KernelInfo{fn, minInputs, minOutputs, mode});
   }
   /// The entry of (\p domain, \p opType), or null.
-  const KernelInfo *lookup(llvm::StringRef domain, llvm::StringRef opType) const;
+  const KernelInfo *lookup(llvm::StringRef domain,
+                           llvm::StringRef opType) const;
   /// Every key as OpName::str() spells it.
   std::vector<std::string> keys() const;
 
@@ -153,26 +154,38 @@ struct Bool8 {
 };
 
 /// Carries a C++ element type through a generic lambda.
-template <typename T> struct TypeTag {
-  using type = T;
-};
+template <typename T> struct TypeTag { using type = T; };
 
 /// The DType stored as the C++ type T.
 template <typename T> constexpr DType dtypeOf() {
-  if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, double>) return DType::F64;
-  else if constexpr (std::is_same_v<T, Float16>) return DType::F16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BF16;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
-  else if constexpr (std::is_same_v<T, int16_t>) return DType::I16;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::I8;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::U8;
-  else if constexpr (std::is_same_v<T, uint16_t>) return DType::U16;
-  else if constexpr (std::is_same_v<T, uint32_t>) return DType::U32;
-  else if constexpr (std::is_same_v<T, uint64_t>) return DType::U64;
-  else if constexpr (std::is_same_v<T, Bool8>) return DType::Bool;
-  else return DType::Undefined;
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else if constexpr (std::is_same_v<T, Float16>)
+    return DType::F16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::BF16;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::I64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::I32;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return DType::I16;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return DType::I8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::U8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return DType::U16;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return DType::U32;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return DType::U64;
+  else if constexpr (std::is_same_v<T, Bool8>)
+    return DType::Bool;
+  else
+    return DType::Undefined;
 }
 
 /// An error for an element type a kernel does not support.
@@ -215,7 +228,8 @@ llvm::Error dispatchArithmetic(const KernelCall &call, DType type, Fn &&fn,
 template <typename Fn>
 llvm::Error dispatchIndex(const KernelCall &call, DType type, Fn &&fn,
                           llvm::StringRef what = "indices") {
-  return dispatchTypes<int64_t, int32_t>(call, type, std::forward<Fn>(fn), what);
+  return dispatchTypes<int64_t, int32_t>(call, type, std::forward<Fn>(fn),
+                                         what);
 }
 
 /// Unsigned integer of each storage size, for byte-moving kernels.
@@ -233,11 +247,16 @@ llvm::Error dispatchStorage(const KernelCall &call, DType type, Fn &&fn) {
   if (type == DType::U4 || type == DType::I4)
     return unsupportedType(call, type);
   switch (dtypeSize(type)) {
-  case 1: return fn(TypeTag<uint8_t>{});
-  case 2: return fn(TypeTag<uint16_t>{});
-  case 4: return fn(TypeTag<uint32_t>{});
-  case 8: return fn(TypeTag<uint64_t>{});
-  default: return unsupportedType(call, type);
+  case 1:
+    return fn(TypeTag<uint8_t>{});
+  case 2:
+    return fn(TypeTag<uint16_t>{});
+  case 4:
+    return fn(TypeTag<uint32_t>{});
+  case 8:
+    return fn(TypeTag<uint64_t>{});
+  default:
+    return unsupportedType(call, type);
   }
 }
 
@@ -259,7 +278,8 @@ template <typename Dst, typename Src> inline Dst convertElement(Src value) {
   } else if constexpr (std::is_same_v<Dst, Float16> ||
                        std::is_same_v<Dst, BFloat16>) {
     return Dst(static_cast<float>(value));
-  } else if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst>) {
+  } else if constexpr (std::is_floating_point_v<Src> &&
+                       std::is_integral_v<Dst>) {
     if (std::isnan(value))
       return Dst(0);
     if (value >= static_cast<Src>(std::numeric_limits<Dst>::max()))
@@ -275,10 +295,14 @@ template <typename Dst, typename Src> inline Dst convertElement(Src value) {
 /// Loads element \p i of \p view as fp32 (f32, f16, bf16, f64 only).
 inline float loadFloat(const TensorView &view, int64_t i) {
   switch (view.getDType()) {
-  case DType::F16: return halfToFloat(view.getDataAs<uint16_t>()[i]);
-  case DType::BF16: return bfloat16ToFloat(view.getDataAs<uint16_t>()[i]);
-  case DType::F64: return static_cast<float>(view.getDataAs<double>()[i]);
-  default: return view.getDataAs<float>()[i];
+  case DType::F16:
+    return halfToFloat(view.getDataAs<uint16_t>()[i]);
+  case DType::BF16:
+    return bfloat16ToFloat(view.getDataAs<uint16_t>()[i]);
+  case DType::F64:
+    return static_cast<float>(view.getDataAs<double>()[i]);
+  default:
+    return view.getDataAs<float>()[i];
   }
 }
 
@@ -287,6 +311,9 @@ void convertToFloat(const TensorView &src, float *dst, unsigned numThreads);
 /// Rounds \p src into the f16/bf16/f32 tensor \p dst (same element count).
 void convertFromFloat(const float *src, const TensorView &dst,
                       unsigned numThreads);
+
+/// Sets every byte of \p view to zero, in parallel for large tensors.
+void zeroFill(const TensorView &view, unsigned numThreads);
 
 /// Converts every element of \p src into \p dst (same element count) with
 /// convertElement's rules; errors for element types Cast does not support.

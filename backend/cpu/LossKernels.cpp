@@ -1,9 +1,11 @@
 //===- LossKernels.cpp - Cross-entropy losses and their gradients ---------===//
 //
 // ONNX SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss, and ONNX
-// Runtime's com.microsoft SoftmaxCrossEntropyLossInternal (ignore_index as an
-// input), SoftmaxCrossEntropyLossGrad and SoftmaxCrossEntropyLossInternalGrad
-// (with an optional bias added to the result). Scores are [N, C, D1..Dk] and
+// Runtime's com.microsoft SoftmaxCrossEntropyLossInternal and
+// NegativeLogLikelihoodLossInternal(2) (ignore_index as an input),
+// SoftmaxCrossEntropyLossGrad and SoftmaxCrossEntropyLossInternalGrad (with an
+// optional bias added to the result), and the older dense-label
+// SoftmaxCrossEntropy / SoftmaxCrossEntropyGrad. Scores are [N, C, D1..Dk] and
 // labels [N, D1..Dk]; each sample's C scores sit `inner` = prod(D) apart.
 // Reductions: none, sum, and mean, which divides by the summed weights of the
 // samples not ignored (or their count without weights) and leaves the sum
@@ -56,7 +58,9 @@ struct LossShape {
   int64_t inner = 1;
   int64_t samples() const { return batch * inner; }
   /// Offset of class 0 of sample s.
-  int64_t base(int64_t s) const { return (s / inner) * classes * inner + s % inner; }
+  int64_t base(int64_t s) const {
+    return (s / inner) * classes * inner + s % inner;
+  }
 };
 
 llvm::Expected<LossShape> getLossShape(const KernelCall &call,
@@ -66,46 +70,56 @@ llvm::Expected<LossShape> getLossShape(const KernelCall &call,
   llvm::ArrayRef<int64_t> s = scores.getShape(), l = labels.getShape();
   if (s.size() < 2 || l.size() != s.size() - 1 || l[0] != s[0] ||
       l.drop_front() != s.drop_front(2))
-    return call.error("scores " + shapeString(s) + " and labels " + shapeString(l) +
+    return call.error("scores " + shapeString(s) + " and labels " +
+                      shapeString(l) +
                       " do not match ([N,C,D...] against [N,D...])");
   LossShape shape;
   shape.batch = s[0];
   shape.classes = s[1];
   shape.inner = product(s.drop_front(2));
-  if (weights && (weights->getRank() != 1 || weights->getDim(0) != shape.classes))
-    return call.error("weights must be a vector of C = " + llvm::Twine(shape.classes) +
-                      " elements");
+  if (weights &&
+      (weights->getRank() != 1 || weights->getDim(0) != shape.classes))
+    return call.error("weights must be a vector of C = " +
+                      llvm::Twine(shape.classes) + " elements");
   return shape;
 }
 
 /// Reads every label as int64 into a scratch tensor, checking it is a class
 /// or the ignored label.
 llvm::Expected<TensorBuffer> readLabels(const KernelCall &call,
-                                        const TensorView &labels, int64_t classes,
+                                        const TensorView &labels,
+                                        int64_t classes,
                                         std::optional<int64_t> ignoreIndex) {
-  auto buffer = call.getContext().allocateScratch(DType::I64, labels.getShape());
+  auto buffer =
+      call.getContext().allocateScratch(DType::I64, labels.getShape());
   if (!buffer)
     return buffer.takeError();
   int64_t *values = buffer->getView().getDataAs<int64_t>();
-  llvm::Error err = dispatchIndex(call, labels.getDType(), [&](auto tag) -> llvm::Error {
-    using I = typename decltype(tag)::type;
-    const I *data = labels.getDataAs<I>();
-    for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
-      int64_t label = static_cast<int64_t>(data[i]);
-      if ((!ignoreIndex || label != *ignoreIndex) && (label < 0 || label >= classes))
-        return call.error("label " + llvm::Twine(label) + " is out of range [0, " +
-                          llvm::Twine(classes) + ")");
-      values[i] = label;
-    }
-    return llvm::Error::success();
-  }, "labels");
+  llvm::Error err = dispatchIndex(
+      call, labels.getDType(),
+      [&](auto tag) -> llvm::Error {
+        using I = typename decltype(tag)::type;
+        const I *data = labels.getDataAs<I>();
+        for (int64_t i = 0, e = labels.getNumElements(); i < e; ++i) {
+          int64_t label = static_cast<int64_t>(data[i]);
+          if ((!ignoreIndex || label != *ignoreIndex) &&
+              (label < 0 || label >= classes))
+            return call.error("label " + llvm::Twine(label) +
+                              " is out of range [0, " + llvm::Twine(classes) +
+                              ")");
+          values[i] = label;
+        }
+        return llvm::Error::success();
+      },
+      "labels");
   if (err)
     return err;
   return buffer;
 }
 
 /// Scratch for per-sample losses, accumulated in double.
-llvm::Expected<TensorBuffer> allocatePerSample(const KernelCall &call, int64_t samples) {
+llvm::Expected<TensorBuffer> allocatePerSample(const KernelCall &call,
+                                               int64_t samples) {
   return call.getContext().allocateScratch(DType::F64, {samples});
 }
 
@@ -152,16 +166,19 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
   auto reduction = getReduction(call);
   if (!reduction)
     return reduction.takeError();
-  auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(3) : std::nullopt);
+  auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(3)
+                                                   : std::nullopt);
   if (!ignoreIndex)
     return ignoreIndex.takeError();
   auto shape = getLossShape(call, scores, labels, weights);
   if (!shape)
     return shape.takeError();
-  for (const TensorView *t : {&scores, weights, static_cast<const TensorView *>(&out),
-                              static_cast<const TensorView *>(logProb)})
+  for (const TensorView *t :
+       {&scores, weights, static_cast<const TensorView *>(&out),
+        static_cast<const TensorView *>(logProb)})
     if (t)
-      if (llvm::Error err = checkDType(call, *t, DType::F32, "scores, weights and outputs"))
+      if (llvm::Error err =
+              checkDType(call, *t, DType::F32, "scores, weights and outputs"))
         return err;
   if (logProb)
     if (llvm::Error err = checkOutputShape(call, 1, scores.getShape()))
@@ -196,8 +213,11 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
                   }
                   int64_t label = labelData[s];
                   double weight = sampleWeight(label, *ignoreIndex, w);
-                  perSample[s] = weight == 0 ? 0.0
-                                             : -static_cast<double>(row[label * inner] - shift) * weight;
+                  perSample[s] =
+                      weight == 0
+                          ? 0.0
+                          : -static_cast<double>(row[label * inner] - shift) *
+                                weight;
                 }
               });
   double weightSum = 0;
@@ -207,23 +227,27 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
                    labels.getShape());
 }
 
-/// NegativeLogLikelihoodLoss(input, target, weight?) -> loss.
-llvm::Error nllLossKernel(KernelCall &call) {
+/// NegativeLogLikelihoodLoss(input, target, weight?) -> loss, and ONNX
+/// Runtime's Internal variants (ignore_index as input 3).
+template <bool Internal> llvm::Error nllLossKernel(KernelCall &call) {
   const TensorView &input = *call.in(0), &target = *call.in(1);
   const TensorView *weights = call.in(2);
   TensorView &out = *call.out(0);
   auto reduction = getReduction(call);
   if (!reduction)
     return reduction.takeError();
-  auto ignoreIndex = getIgnoreIndex(call, std::nullopt);
+  auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(3)
+                                                   : std::nullopt);
   if (!ignoreIndex)
     return ignoreIndex.takeError();
   auto shape = getLossShape(call, input, target, weights);
   if (!shape)
     return shape.takeError();
-  for (const TensorView *t : {&input, weights, static_cast<const TensorView *>(&out)})
+  for (const TensorView *t :
+       {&input, weights, static_cast<const TensorView *>(&out)})
     if (t)
-      if (llvm::Error err = checkDType(call, *t, DType::F32, "input, weight and loss"))
+      if (llvm::Error err =
+              checkDType(call, *t, DType::F32, "input, weight and loss"))
         return err;
   auto labelValues = readLabels(call, target, shape->classes, *ignoreIndex);
   if (!labelValues)
@@ -239,7 +263,8 @@ llvm::Error nllLossKernel(KernelCall &call) {
   for (int64_t s = 0; s < shape->samples(); ++s) {
     int64_t label = labelData[s];
     double weight = sampleWeight(label, *ignoreIndex, w);
-    perSample[s] = weight == 0 ? 0.0 : -x[shape->base(s) + label * shape->inner] * weight;
+    perSample[s] =
+        weight == 0 ? 0.0 : -x[shape->base(s) + label * shape->inner] * weight;
     weightSum += weight;
   }
   return storeLoss(call, out, perSampleBuffer->getView(), weightSum, *reduction,
@@ -250,22 +275,26 @@ llvm::Error nllLossKernel(KernelCall &call) {
 /// Internal variant (ignore_index input 4, bias input 5) -> d_logits =
 /// (softmax - onehot(label)) * weight * dY (scaled by 1/weightSum for mean).
 template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
-  const TensorView &dY = *call.in(0), &logProb = *call.in(1), &labels = *call.in(2);
+  const TensorView &dY = *call.in(0), &logProb = *call.in(1),
+                   &labels = *call.in(2);
   const TensorView *weights = call.in(3);
   const TensorView *bias = Internal ? call.in(5) : nullptr;
   TensorView &dX = *call.out(0);
   auto reduction = getReduction(call);
   if (!reduction)
     return reduction.takeError();
-  auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(4) : std::nullopt);
+  auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(4)
+                                                   : std::nullopt);
   if (!ignoreIndex)
     return ignoreIndex.takeError();
   auto shape = getLossShape(call, logProb, labels, weights);
   if (!shape)
     return shape.takeError();
-  for (const TensorView *t : {&dY, &logProb, weights, bias, static_cast<const TensorView *>(&dX)})
+  for (const TensorView *t :
+       {&dY, &logProb, weights, bias, static_cast<const TensorView *>(&dX)})
     if (t)
-      if (llvm::Error err = checkDType(call, *t, DType::F32, "dY, log_prob, weight, bias and dX"))
+      if (llvm::Error err = checkDType(call, *t, DType::F32,
+                                       "dY, log_prob, weight, bias and dX"))
         return err;
   if (llvm::Error err = checkOutputShape(call, 0, logProb.getShape()))
     return err;
@@ -293,19 +322,129 @@ template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
       scale = 1 / weightSum;
   }
   int64_t classes = shape->classes, inner = shape->inner;
-  parallelFor(call.getNumThreads(), shape->samples(), grainFor(4 * classes),
+  parallelFor(
+      call.getNumThreads(), shape->samples(), grainFor(4 * classes),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t s = lo; s < hi; ++s) {
+          int64_t base = shape->base(s);
+          int64_t label = labelData[s];
+          double weight = sampleWeight(label, *ignoreIndex, w);
+          float factor = static_cast<float>(
+              weight * (*reduction == Reduction::None ? g[s] : g[0] * scale));
+          for (int64_t c = 0; c < classes; ++c) {
+            int64_t i = base + c * inner;
+            float value =
+                weight == 0
+                    ? 0.0f
+                    : (std::exp(lp[i]) - (c == label ? 1.0f : 0.0f)) * factor;
+            out[i] = b ? value + b[i] : value;
+          }
+        }
+      });
+  return llvm::Error::success();
+}
+
+/// com.microsoft SoftmaxCrossEntropy(logits, label) -> (loss, log_prob?):
+/// dense labels (one probability row per sample) over the last dimension;
+/// mean divides by the number of samples.
+llvm::Error denseSceKernel(KernelCall &call) {
+  const TensorView &logits = *call.in(0), &labels = *call.in(1);
+  TensorView &out = *call.out(0);
+  TensorView *logProb = call.out(1);
+  auto reduction = getReduction(call);
+  if (!reduction)
+    return reduction.takeError();
+  if (llvm::Error err =
+          checkSameShape(call, logits, labels, "logits and label"))
+    return err;
+  for (const TensorView *t :
+       {&logits, &labels, static_cast<const TensorView *>(&out),
+        static_cast<const TensorView *>(logProb)})
+    if (t)
+      if (llvm::Error err =
+              checkDType(call, *t, DType::F32, "logits, label and outputs"))
+        return err;
+  if (logits.getRank() == 0)
+    return call.error("logits must have rank >= 1");
+  if (logProb)
+    if (llvm::Error err = checkOutputShape(call, 1, logits.getShape()))
+      return err;
+  int64_t classes = logits.getShape().back();
+  int64_t samples = classes ? logits.getNumElements() / classes : 0;
+  auto perSampleBuffer = allocatePerSample(call, samples);
+  if (!perSampleBuffer)
+    return perSampleBuffer.takeError();
+  double *perSample = perSampleBuffer->getView().getDataAs<double>();
+  const float *x = logits.getDataAs<float>(), *l = labels.getDataAs<float>();
+  float *lp = logProb ? logProb->getDataAs<float>() : nullptr;
+  parallelFor(call.getNumThreads(), samples, grainFor(8 * classes),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t s = lo; s < hi; ++s) {
-                  int64_t base = shape->base(s);
-                  int64_t label = labelData[s];
-                  double weight = sampleWeight(label, *ignoreIndex, w);
-                  float factor = static_cast<float>(
-                      weight * (*reduction == Reduction::None ? g[s] : g[0] * scale));
+                  const float *row = x + s * classes;
+                  float maxValue = row[0];
+                  for (int64_t c = 1; c < classes; ++c)
+                    maxValue = std::max(maxValue, row[c]);
+                  float sum = 0;
+                  for (int64_t c = 0; c < classes; ++c)
+                    sum += std::exp(row[c] - maxValue);
+                  float shift = maxValue + std::log(sum);
+                  double loss = 0;
                   for (int64_t c = 0; c < classes; ++c) {
-                    int64_t i = base + c * inner;
-                    float value = weight == 0 ? 0.0f
-                                              : (std::exp(lp[i]) - (c == label ? 1.0f : 0.0f)) * factor;
-                    out[i] = b ? value + b[i] : value;
+                    float value = row[c] - shift;
+                    if (lp)
+                      lp[s * classes + c] = value;
+                    loss -= static_cast<double>(l[s * classes + c]) * value;
+                  }
+                  perSample[s] = loss;
+                }
+              });
+  llvm::SmallVector<int64_t, 6> sampleShape(logits.getShape().drop_back());
+  return storeLoss(call, out, perSampleBuffer->getView(),
+                   static_cast<double>(samples), *reduction, sampleShape);
+}
+
+/// com.microsoft SoftmaxCrossEntropyGrad(dY, log_prob, label) -> d_logits =
+/// (softmax * sum(label) - label) * dY (divided by the sample count for
+/// mean).
+llvm::Error denseSceGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &logProb = *call.in(1),
+                   &labels = *call.in(2);
+  TensorView &dX = *call.out(0);
+  auto reduction = getReduction(call);
+  if (!reduction)
+    return reduction.takeError();
+  if (llvm::Error err =
+          checkSameShape(call, logProb, labels, "log_prob and label"))
+    return err;
+  if (llvm::Error err = checkOutputShape(call, 0, logProb.getShape()))
+    return err;
+  for (const TensorView *t :
+       {&dY, &logProb, &labels, static_cast<const TensorView *>(&dX)})
+    if (llvm::Error err = checkDType(call, *t, DType::F32, "operands"))
+      return err;
+  if (logProb.getRank() == 0)
+    return call.error("log_prob must have rank >= 1");
+  int64_t classes = logProb.getShape().back();
+  int64_t samples = classes ? logProb.getNumElements() / classes : 0;
+  bool perSample = *reduction == Reduction::None;
+  if (perSample ? dY.getNumElements() != samples : dY.getNumElements() != 1)
+    return call.error("dY has shape " + shapeString(dY.getShape()) +
+                      ", which does not fit the reduction");
+  const float *g = dY.getDataAs<float>(), *lp = logProb.getDataAs<float>();
+  const float *l = labels.getDataAs<float>();
+  float *out = dX.getDataAs<float>();
+  double scale = *reduction == Reduction::Mean && samples ? 1.0 / samples : 1.0;
+  parallelFor(call.getNumThreads(), samples, grainFor(4 * classes),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t s = lo; s < hi; ++s) {
+                  float labelSum = 0;
+                  for (int64_t c = 0; c < classes; ++c)
+                    labelSum += l[s * classes + c];
+                  float factor =
+                      static_cast<float>((perSample ? g[s] : g[0]) * scale);
+                  for (int64_t c = 0; c < classes; ++c) {
+                    int64_t i = s * classes + c;
+                    out[i] = (std::exp(lp[i]) * labelSum - l[i]) * factor;
                   }
                 }
               });
@@ -316,8 +455,17 @@ template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
 
 void cpu::registerLossKernels(KernelTable &table) {
   table.add("", "SoftmaxCrossEntropyLoss", sceLossKernel<false>, 2);
-  table.add("", "NegativeLogLikelihoodLoss", nllLossKernel, 2);
-  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternal", sceLossKernel<true>, 2);
-  table.add(kMsDomain, "SoftmaxCrossEntropyLossGrad", sceLossGradKernel<false>, 3);
-  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad", sceLossGradKernel<true>, 3);
+  table.add("", "NegativeLogLikelihoodLoss", nllLossKernel<false>, 2);
+  table.add(kMsDomain, "NegativeLogLikelihoodLossInternal", nllLossKernel<true>,
+            2);
+  table.add(kMsDomain, "NegativeLogLikelihoodLossInternal2",
+            nllLossKernel<true>, 2);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternal", sceLossKernel<true>,
+            2);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossGrad", sceLossGradKernel<false>,
+            3);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad",
+            sceLossGradKernel<true>, 3);
+  table.add(kMsDomain, "SoftmaxCrossEntropy", denseSceKernel, 2);
+  table.add(kMsDomain, "SoftmaxCrossEntropyGrad", denseSceGradKernel, 3);
 }

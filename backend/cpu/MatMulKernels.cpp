@@ -43,37 +43,40 @@ struct BatchedProduct {
 
 /// Runs \p product on contiguous A, B and C; C is [batch..., M, N].
 template <typename T>
-void runBatched(const BatchedProduct &product, T alpha, const T *a, const T *b,
-                T *c) {
+void runBatched(unsigned numThreads, const BatchedProduct &product, T alpha,
+                const T *a, const T *b, T *c) {
   int64_t m = product.m, n = product.n, k = product.k;
   int64_t lda = product.transA ? m : k;
   int64_t ldb = product.transB ? k : n;
   int64_t batch = cpu::product(product.batchShape);
-  bool bShared = llvm::all_of(product.bStrides, [](int64_t s) { return s == 0; });
+  bool bShared =
+      llvm::all_of(product.bStrides, [](int64_t s) { return s == 0; });
   bool aDense = true;
   for (unsigned d = 0; d < product.aStrides.size(); ++d)
-    aDense &= product.aStrides[d] ==
-              cpu::product(llvm::ArrayRef<int64_t>(product.batchShape).drop_front(d + 1));
+    aDense &=
+        product.aStrides[d] ==
+        cpu::product(
+            llvm::ArrayRef<int64_t>(product.batchShape).drop_front(d + 1));
   if (bShared && aDense && !product.transA) {
     // [batch*M, K] x [K, N]: one GEMM.
-    gemm<T>(false, product.transB, batch * m, n, k, alpha, a, k, b, ldb, T(0), c, n);
+    gemm<T>(numThreads, false, product.transB, batch * m, n, k, alpha, a, k, b,
+            ldb, T(0), c, n);
     return;
   }
-  llvm::SmallVector<int64_t, 4> index(product.batchShape.size(), 0);
-  int64_t aOffset = 0, bOffset = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    gemm<T>(product.transA, product.transB, m, n, k, alpha, a + aOffset * m * k, lda,
-            b + bOffset * k * n, ldb, T(0), c + i * m * n, n);
-    for (int d = static_cast<int>(index.size()) - 1; d >= 0; --d) {
-      aOffset += product.aStrides[d];
-      bOffset += product.bStrides[d];
-      if (++index[d] < product.batchShape[d])
-        break;
-      aOffset -= product.aStrides[d] * product.batchShape[d];
-      bOffset -= product.bStrides[d] * product.batchShape[d];
-      index[d] = 0;
+  GemmShape shape{product.transA, product.transB, m, n, k, lda, ldb, n};
+  unsigned rank = product.batchShape.size();
+  batchedGemm<T>(numThreads, shape, batch, alpha, T(0), [&](int64_t i) {
+    // Matrix offsets of A and B for output matrix i (broadcast dims skip).
+    int64_t aOffset = 0, bOffset = 0, rest = i;
+    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+      int64_t coord = rest % product.batchShape[d];
+      rest /= product.batchShape[d];
+      aOffset += coord * product.aStrides[d];
+      bOffset += coord * product.bStrides[d];
     }
-  }
+    return std::make_tuple(a + aOffset * m * k, b + bOffset * k * n,
+                           c + i * m * n);
+  });
 }
 
 /// Plans MatMul-style broadcasting of A [..., M, K] and B [..., K, N] (with
@@ -192,7 +195,8 @@ template <bool Fused> llvm::Error matMulKernel(KernelCall &call) {
     }
   }
   llvm::SmallVector<int64_t, 6> outShape;
-  auto product = planMatMul(call, a->getShape(), b->getShape(), transA, transB, outShape);
+  auto product =
+      planMatMul(call, a->getShape(), b->getShape(), transA, transB, outShape);
   if (!product)
     return product.takeError();
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
@@ -200,8 +204,8 @@ template <bool Fused> llvm::Error matMulKernel(KernelCall &call) {
   return dispatchTypes<float, double, int64_t, int32_t>(
       call, a->getDType(), [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
-        runBatched<T>(*product, static_cast<T>(alpha), a->getDataAs<T>(),
-                      b->getDataAs<T>(), out.getDataAs<T>());
+        runBatched<T>(call.getNumThreads(), *product, static_cast<T>(alpha),
+                      a->getDataAs<T>(), b->getDataAs<T>(), out.getDataAs<T>());
         return llvm::Error::success();
       });
 }
@@ -213,8 +217,10 @@ llvm::Error gemmKernel(KernelCall &call) {
   const TensorView &y = *call.out(0);
   if (a.getRank() != 2 || b.getRank() != 2)
     return call.error("A and B must be matrices");
-  bool transA = call.getInt("transA", 0) != 0, transB = call.getInt("transB", 0) != 0;
-  double alpha = call.getFloat("alpha", 1.0f), beta = call.getFloat("beta", 1.0f);
+  bool transA = call.getInt("transA", 0) != 0,
+       transB = call.getInt("transB", 0) != 0;
+  double alpha = call.getFloat("alpha", 1.0f),
+         beta = call.getFloat("beta", 1.0f);
   int64_t m = transA ? a.getDim(1) : a.getDim(0);
   int64_t k = transA ? a.getDim(0) : a.getDim(1);
   int64_t kB = transB ? b.getDim(1) : b.getDim(0);
@@ -240,8 +246,9 @@ llvm::Error gemmKernel(KernelCall &call) {
   return dispatchTypes<float, double, int64_t, int32_t>(
       call, a.getDType(), [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
-        gemm<T>(transA, transB, m, n, k, static_cast<T>(alpha), a.getDataAs<T>(),
-                a.getDim(1), b.getDataAs<T>(), b.getDim(1),
+        gemm<T>(call.getNumThreads(), transA, transB, m, n, k,
+                static_cast<T>(alpha), a.getDataAs<T>(), a.getDim(1),
+                b.getDataAs<T>(), b.getDim(1),
                 useC ? static_cast<T>(beta) : T(0), y.getDataAs<T>(), n);
         return llvm::Error::success();
       });
@@ -278,9 +285,10 @@ llvm::Expected<int> letterLabel(const KernelCall &call, char c) {
 /// Parses one term ("ab...c"). For an operand, \p rank is its rank and
 /// \p ellipsisCount receives the dimensions "..." stands for; for the output
 /// (rank < 0) \p ellipsisCount gives them.
-llvm::Expected<llvm::SmallVector<int, 8>>
-parseTerm(const KernelCall &call, llvm::StringRef term, int rank,
-          unsigned &ellipsisCount) {
+llvm::Expected<llvm::SmallVector<int, 8>> parseTerm(const KernelCall &call,
+                                                    llvm::StringRef term,
+                                                    int rank,
+                                                    unsigned &ellipsisCount) {
   llvm::SmallVector<int, 8> letters;
   int ellipsisAt = -1;
   for (size_t i = 0; i < term.size(); ++i) {
@@ -299,7 +307,8 @@ parseTerm(const KernelCall &call, llvm::StringRef term, int rank,
   if (rank >= 0) {
     int lettersCount = letters.size();
     if (ellipsisAt < 0 ? lettersCount != rank : lettersCount > rank)
-      return call.error("term '" + term + "' does not match rank " + llvm::Twine(rank));
+      return call.error("term '" + term + "' does not match rank " +
+                        llvm::Twine(rank));
     ellipsisCount = ellipsisAt >= 0 ? rank - lettersCount : 0;
   } else if (ellipsisAt < 0) {
     ellipsisCount = 0;
@@ -373,14 +382,15 @@ llvm::Expected<LabeledTensor> sumOutLabels(const KernelCall &call,
     width *= sizes.lookup(label);
   const float *in = permuted->view.getDataAs<float>();
   float *out = result->view.getDataAs<float>();
-  parallelFor(call.getNumThreads(), rows, grainFor(width), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      float sum = 0;
-      for (int64_t j = 0; j < width; ++j)
-        sum += in[r * width + j];
-      out[r] = sum;
-    }
-  });
+  parallelFor(call.getNumThreads(), rows, grainFor(width),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t r = lo; r < hi; ++r) {
+                  float sum = 0;
+                  for (int64_t j = 0; j < width; ++j)
+                    sum += in[r * width + j];
+                  out[r] = sum;
+                }
+              });
   return result;
 }
 
@@ -445,8 +455,9 @@ llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
   product.batchShape = {extent(batch)};
   product.aStrides = {1};
   product.bStrides = {1};
-  runBatched<float>(product, 1.0f, pa->view.getDataAs<float>(),
-                    pb->view.getDataAs<float>(), result->view.getDataAs<float>());
+  runBatched<float>(call.getNumThreads(), product, 1.0f,
+                    pa->view.getDataAs<float>(), pb->view.getDataAs<float>(),
+                    result->view.getDataAs<float>());
   return result;
 }
 
@@ -575,7 +586,8 @@ llvm::Error einsumKernel(KernelCall &call) {
     return reduced.takeError();
   llvm::SmallVector<unsigned, 8> perm;
   for (int label : outLabels)
-    perm.push_back(llvm::find(reduced->labels, label) - reduced->labels.begin());
+    perm.push_back(llvm::find(reduced->labels, label) -
+                   reduced->labels.begin());
   transposeInto(reduced->view, *call.out(0), perm, call.getNumThreads());
   return llvm::Error::success();
 }

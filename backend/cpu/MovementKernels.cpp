@@ -3,8 +3,8 @@
 // Kernels that move elements without computing on them, for every element
 // type: Transpose, Concat and com.microsoft ConcatTraining, Split and
 // SplitTraining, Slice (attribute form of opset 1 and input form of opset
-// 10+, negative steps included), Expand, Tile, Trilu and OneHot. Contiguous
-// runs are copied with memcpy.
+// 10+, negative steps included) and com.microsoft SliceGrad, Pad, Expand,
+// Tile, Trilu and OneHot. Contiguous runs are copied with memcpy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,7 +48,8 @@ llvm::Error transposeKernel(KernelCall &call) {
     return err;
   if (in.getDType() != out.getDType())
     return call.error("output element type differs from the input's");
-  if (dtypeSize(in.getDType()) == 0 || in.getDType() == DType::U4 || in.getDType() == DType::I4)
+  if (dtypeSize(in.getDType()) == 0 || in.getDType() == DType::U4 ||
+      in.getDType() == DType::I4)
     return unsupportedType(call, in.getDType());
   transposeInto(in, out, perm, call.getNumThreads());
   return llvm::Error::success();
@@ -57,29 +58,32 @@ llvm::Error transposeKernel(KernelCall &call) {
 /// Copies blocks between a tensor cut along `axis` and its pieces: with
 /// \p gather the pieces are read into \p whole (Concat), else written from
 /// it (Split).
-void copyAlongAxis(const TensorView &whole, llvm::ArrayRef<const TensorView *> pieces,
-                   unsigned axis, bool gather, unsigned threads) {
+void copyAlongAxis(const TensorView &whole,
+                   llvm::ArrayRef<const TensorView *> pieces, unsigned axis,
+                   bool gather, unsigned threads) {
   size_t elementSize = whole.getElementSize();
   int64_t outer = product(whole.getShape().take_front(axis));
   int64_t wholeRow = product(whole.getShape().drop_front(axis)) * elementSize;
   char *base = static_cast<char *>(whole.getData());
-  parallelFor(threads, outer, grainFor(wholeRow / 4 + 1), [&](int64_t lo, int64_t hi) {
-    for (int64_t o = lo; o < hi; ++o) {
-      int64_t offset = 0;
-      for (const TensorView *piece : pieces) {
-        int64_t row = product(piece->getShape().drop_front(axis)) * elementSize;
-        char *wholePtr = base + o * wholeRow + offset;
-        char *piecePtr = static_cast<char *>(piece->getData()) + o * row;
-        if (row) {
-          if (gather)
-            std::memcpy(wholePtr, piecePtr, row);
-          else
-            std::memcpy(piecePtr, wholePtr, row);
+  parallelFor(
+      threads, outer, grainFor(wholeRow / 4 + 1), [&](int64_t lo, int64_t hi) {
+        for (int64_t o = lo; o < hi; ++o) {
+          int64_t offset = 0;
+          for (const TensorView *piece : pieces) {
+            int64_t row =
+                product(piece->getShape().drop_front(axis)) * elementSize;
+            char *wholePtr = base + o * wholeRow + offset;
+            char *piecePtr = static_cast<char *>(piece->getData()) + o * row;
+            if (row) {
+              if (gather)
+                std::memcpy(wholePtr, piecePtr, row);
+              else
+                std::memcpy(piecePtr, wholePtr, row);
+            }
+            offset += row;
+          }
         }
-        offset += row;
-      }
-    }
-  });
+      });
 }
 
 /// Concat(inputs...) and ConcatTraining (with per_input_length output).
@@ -102,22 +106,26 @@ template <bool Training> llvm::Error concatKernel(KernelCall &call) {
     for (unsigned d = 0; d < rank; ++d)
       if (d != *axis && input->getDim(d) != out.getDim(d))
         return call.error("input " + shapeString(input->getShape()) +
-                          " does not fit output " + shapeString(out.getShape()));
+                          " does not fit output " +
+                          shapeString(out.getShape()));
     total += input->getDim(*axis);
     lengths.push_back(input->getDim(*axis));
     pieces.push_back(input);
   }
   if (total != out.getDim(*axis))
     return call.error("inputs add up to " + llvm::Twine(total) +
-                      " along the axis, the output has " + llvm::Twine(out.getDim(*axis)));
+                      " along the axis, the output has " +
+                      llvm::Twine(out.getDim(*axis)));
   copyAlongAxis(out, pieces, *axis, /*gather=*/true, call.getNumThreads());
   if (Training && call.out(1)) {
     TensorView &lengthOut = *call.out(1);
-    if (llvm::Error err = checkDType(call, lengthOut, DType::I64, "per_input_length"))
+    if (llvm::Error err =
+            checkDType(call, lengthOut, DType::I64, "per_input_length"))
       return err;
     if (lengthOut.getNumElements() != static_cast<int64_t>(lengths.size()))
       return call.error("per_input_length must have one element per input");
-    std::memcpy(lengthOut.getData(), lengths.data(), lengths.size() * sizeof(int64_t));
+    std::memcpy(lengthOut.getData(), lengths.data(),
+                lengths.size() * sizeof(int64_t));
   }
   return llvm::Error::success();
 }
@@ -152,32 +160,45 @@ llvm::Error splitKernel(KernelCall &call) {
       if (d != *axis && piece->getDim(d) != in.getDim(d))
         return call.error("output " + shapeString(piece->getShape()) +
                           " does not fit input " + shapeString(in.getShape()));
-    if (!split.empty() && (i >= split.size() || split[i] != piece->getDim(*axis)))
+    if (!split.empty() &&
+        (i >= split.size() || split[i] != piece->getDim(*axis)))
       return call.error("output " + llvm::Twine(i) + " disagrees with 'split'");
     total += piece->getDim(*axis);
     pieces.push_back(piece);
   }
   if (!split.empty() && split.size() != pieces.size())
-    return call.error("'split' has " + llvm::Twine(split.size()) + " entries for " +
-                      llvm::Twine(pieces.size()) + " outputs");
+    return call.error("'split' has " + llvm::Twine(split.size()) +
+                      " entries for " + llvm::Twine(pieces.size()) +
+                      " outputs");
   if (total != in.getDim(*axis))
     return call.error("outputs add up to " + llvm::Twine(total) +
-                      " along the axis, the input has " + llvm::Twine(in.getDim(*axis)));
+                      " along the axis, the input has " +
+                      llvm::Twine(in.getDim(*axis)));
   copyAlongAxis(in, pieces, *axis, /*gather=*/false, call.getNumThreads());
   return llvm::Error::success();
 }
 
-/// Slice: per-dimension start and step of the output in the input.
-llvm::Error sliceKernel(KernelCall &call) {
-  const TensorView &in = *call.in(0), &out = *call.out(0);
-  unsigned rank = in.getRank();
+/// Where a slice sits in its source: per-dimension start and step, and the
+/// slice's shape.
+struct SliceGeometry {
+  llvm::SmallVector<int64_t, 6> begin, step, shape;
+};
+
+/// Resolves Slice's starts/ends/axes/steps (operands \p firstOperand.. when
+/// present, the opset-1 attributes otherwise) against \p inShape.
+llvm::Expected<SliceGeometry> resolveSlice(const KernelCall &call,
+                                           llvm::ArrayRef<int64_t> inShape,
+                                           unsigned firstOperand) {
+  unsigned rank = inShape.size();
   llvm::SmallVector<int64_t, 6> starts, ends, axes, steps;
-  if (call.in(1)) {
-    if (!call.in(2))
+  if (call.in(firstOperand)) {
+    if (!call.in(firstOperand + 1))
       return call.error("missing ends");
     for (auto [index, values, what] :
-         {std::tuple{1u, &starts, "starts"}, std::tuple{2u, &ends, "ends"},
-          std::tuple{3u, &axes, "axes"}, std::tuple{4u, &steps, "steps"}}) {
+         {std::tuple{firstOperand, &starts, "starts"},
+          std::tuple{firstOperand + 1, &ends, "ends"},
+          std::tuple{firstOperand + 2, &axes, "axes"},
+          std::tuple{firstOperand + 3, &steps, "steps"}}) {
       if (!call.in(index))
         continue;
       auto read = readInts(call, *call.in(index), what);
@@ -186,8 +207,9 @@ llvm::Error sliceKernel(KernelCall &call) {
       *values = std::move(*read);
     }
   } else {
-    for (auto [values, name] : {std::pair{&starts, "starts"}, std::pair{&ends, "ends"},
-                                std::pair{&axes, "axes"}}) {
+    for (auto [values, name] :
+         {std::pair{&starts, "starts"}, std::pair{&ends, "ends"},
+          std::pair{&axes, "axes"}}) {
       std::vector<int64_t> attr = call.getInts(name);
       values->assign(attr.begin(), attr.end());
     }
@@ -200,8 +222,10 @@ llvm::Error sliceKernel(KernelCall &call) {
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size())
     return call.error("starts, ends, axes and steps differ in length");
-  llvm::SmallVector<int64_t, 6> begin(rank, 0), step(rank, 1);
-  llvm::SmallVector<int64_t, 6> outShape(in.getShape().begin(), in.getShape().end());
+  SliceGeometry g;
+  g.begin.assign(rank, 0);
+  g.step.assign(rank, 1);
+  g.shape.assign(inShape.begin(), inShape.end());
   llvm::SmallVector<bool, 6> seen(rank, false);
   for (unsigned i = 0; i < starts.size(); ++i) {
     auto axis = normalizeAxis(call, axes[i], rank, "axes entry");
@@ -210,7 +234,7 @@ llvm::Error sliceKernel(KernelCall &call) {
     if (seen[*axis])
       return call.error("repeated axis");
     seen[*axis] = true;
-    int64_t dim = in.getDim(*axis), s = starts[i], e = ends[i], st = steps[i];
+    int64_t dim = inShape[*axis], s = starts[i], e = ends[i], st = steps[i];
     if (st == 0)
       return call.error("steps must not be zero");
     if (s < 0)
@@ -227,13 +251,173 @@ llvm::Error sliceKernel(KernelCall &call) {
       e = std::clamp<int64_t>(e, -1, dim - 1);
       count = s > e ? (s - e + (-st) - 1) / (-st) : 0;
     }
-    begin[*axis] = s;
-    step[*axis] = st;
-    outShape[*axis] = count;
+    g.begin[*axis] = s;
+    g.step[*axis] = st;
+    g.shape[*axis] = count;
+  }
+  return g;
+}
+
+/// Copies between the contiguous tensor \p slice and its place in \p whole:
+/// slice = whole[geometry] when \p gather, else whole[geometry] = slice.
+void copySlice(const TensorView &whole, const TensorView &slice,
+               const SliceGeometry &g, bool gather, unsigned threads) {
+  unsigned rank = whole.getRank();
+  if (slice.getNumElements() == 0)
+    return;
+  if (rank == 0) {
+    if (gather)
+      copyElements(whole, slice);
+    else
+      copyElements(slice, whole);
+    return;
+  }
+  size_t elementSize = whole.getElementSize();
+  llvm::SmallVector<int64_t, 6> strides = contiguousStrides(whole.getShape());
+  int64_t inner = g.shape.back();
+  int64_t innerStep = g.step.back();
+  int64_t rows = slice.getNumElements() / inner;
+  char *wholeBytes = static_cast<char *>(whole.getData());
+  char *sliceBytes = static_cast<char *>(slice.getData());
+  parallelFor(threads, rows, grainFor(inner), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t offset = g.begin[rank - 1], remaining = row;
+      for (int d = rank - 2; d >= 0; --d) {
+        int64_t index = remaining % g.shape[d];
+        remaining /= g.shape[d];
+        offset += (g.begin[d] + index * g.step[d]) * strides[d];
+      }
+      char *part = sliceBytes + row * inner * elementSize;
+      for (int64_t j = 0; j < inner; ++j) {
+        char *element = wholeBytes + (offset + j * innerStep) * elementSize;
+        if (innerStep == 1) {
+          // A contiguous row: one copy.
+          if (gather)
+            std::memcpy(part, element, inner * elementSize);
+          else
+            std::memcpy(element, part, inner * elementSize);
+          break;
+        }
+        if (gather)
+          std::memcpy(part + j * elementSize, element, elementSize);
+        else
+          std::memcpy(element, part + j * elementSize, elementSize);
+      }
+    }
+  });
+}
+
+/// Slice(data, starts, ends, axes?, steps?) or Slice(data) with attributes.
+llvm::Error sliceKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  auto geometry = resolveSlice(call, in.getShape(), 1);
+  if (!geometry)
+    return geometry.takeError();
+  if (llvm::Error err = checkOutputShape(call, 0, geometry->shape))
+    return err;
+  if (in.getDType() != out.getDType())
+    return call.error("output element type differs from the input's");
+  copySlice(in, out, *geometry, /*gather=*/true, call.getNumThreads());
+  return llvm::Error::success();
+}
+
+/// SliceGrad(dY, shape, starts, ends, axes?, steps?) -> dX: zeros with dY
+/// at the sliced positions.
+llvm::Error sliceGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0);
+  TensorView &dX = *call.out(0);
+  auto dims = readInts(call, *call.in(1), "shape");
+  if (!dims)
+    return dims.takeError();
+  if (llvm::ArrayRef<int64_t>(*dims) != dX.getShape())
+    return call.error("dX has shape " + shapeString(dX.getShape()) +
+                      " but the shape operand says " + shapeString(*dims));
+  auto geometry = resolveSlice(call, dX.getShape(), 2);
+  if (!geometry)
+    return geometry.takeError();
+  if (dY.getShape() != llvm::ArrayRef<int64_t>(geometry->shape))
+    return call.error("dY has shape " + shapeString(dY.getShape()) +
+                      " but the slice has shape " +
+                      shapeString(geometry->shape));
+  if (dY.getDType() != dX.getDType())
+    return call.error("dY and dX must have one element type");
+  zeroFill(dX, call.getNumThreads());
+  copySlice(dX, dY, *geometry, /*gather=*/false, call.getNumThreads());
+  return llvm::Error::success();
+}
+
+/// Maps an output coordinate of Pad to its source coordinate in [0, n), or
+/// -1 for a constant-padded position.
+inline int64_t padSource(int64_t coord, int64_t n, int mode) {
+  if (coord >= 0 && coord < n)
+    return coord;
+  switch (mode) {
+  case 1: { // reflect (the edge element is not repeated)
+    if (n == 1)
+      return 0;
+    int64_t period = 2 * (n - 1);
+    int64_t r = coord % period;
+    if (r < 0)
+      r += period;
+    return r < n ? r : period - r;
+  }
+  case 2: // edge
+    return coord < 0 ? 0 : n - 1;
+  case 3: { // wrap
+    int64_t r = coord % n;
+    return r < 0 ? r + n : r;
+  }
+  default: // constant
+    return -1;
+  }
+}
+
+/// Pad(data, pads, constant_value?, axes?): constant, reflect, edge or wrap.
+llvm::Error padKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  unsigned rank = in.getRank();
+  std::string modeName = call.getString("mode", "constant");
+  int mode = modeName == "constant"  ? 0
+             : modeName == "reflect" ? 1
+             : modeName == "edge"    ? 2
+             : modeName == "wrap"    ? 3
+                                     : -1;
+  if (mode < 0)
+    return call.error("unknown mode '" + modeName + "'");
+  auto padValues = readInts(call, *call.in(1), "pads");
+  if (!padValues)
+    return padValues.takeError();
+  llvm::SmallVector<unsigned, 6> axes;
+  if (const TensorView *axesInput = call.in(3)) {
+    auto values = readInts(call, *axesInput, "axes");
+    if (!values)
+      return values.takeError();
+    for (int64_t axis : *values) {
+      auto normalized = normalizeAxis(call, axis, rank, "axes entry");
+      if (!normalized)
+        return normalized.takeError();
+      axes.push_back(*normalized);
+    }
+  } else {
+    for (unsigned d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (padValues->size() != 2 * axes.size())
+    return call.error("pads must have two entries per padded axis");
+  llvm::SmallVector<int64_t, 6> begin(rank, 0),
+      outShape(in.getShape().begin(), in.getShape().end());
+  for (unsigned i = 0; i < axes.size(); ++i) {
+    int64_t before = (*padValues)[i], after = (*padValues)[i + axes.size()];
+    begin[axes[i]] = before;
+    outShape[axes[i]] += before + after;
+    if (outShape[axes[i]] < 0)
+      return call.error("pads remove more than the whole dimension");
+    if (mode != 0 && in.getDim(axes[i]) == 0 && outShape[axes[i]] > 0)
+      return call.error("cannot reflect, extend or wrap an empty dimension");
   }
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
     return err;
-  if (in.getDType() != out.getDType())
+  if (out.getDType() != in.getDType())
     return call.error("output element type differs from the input's");
   if (out.getNumElements() == 0)
     return llvm::Error::success();
@@ -241,32 +425,52 @@ llvm::Error sliceKernel(KernelCall &call) {
     copyElements(in, out);
     return llvm::Error::success();
   }
-  size_t elementSize = in.getElementSize();
-  llvm::SmallVector<int64_t, 6> inStrides = contiguousStrides(in.getShape());
-  int64_t inner = outShape.back();
-  int64_t innerStep = step.back();
-  int64_t rows = out.getNumElements() / inner;
-  const char *src = static_cast<const char *>(in.getData());
-  char *dst = static_cast<char *>(out.getData());
-  parallelFor(call.getNumThreads(), rows, grainFor(inner), [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
-      int64_t offset = begin[rank - 1], remaining = row;
-      for (int d = rank - 2; d >= 0; --d) {
-        int64_t index = remaining % outShape[d];
-        remaining /= outShape[d];
-        offset += (begin[d] + index * step[d]) * inStrides[d];
-      }
-      char *to = dst + row * inner * elementSize;
-      if (innerStep == 1) {
-        std::memcpy(to, src + offset * elementSize, inner * elementSize);
-      } else {
-        for (int64_t j = 0; j < inner; ++j)
-          std::memcpy(to + j * elementSize, src + (offset + j * innerStep) * elementSize,
-                      elementSize);
-      }
-    }
+  llvm::SmallVector<uint8_t, 8> fill(in.getElementSize(), 0);
+  if (const TensorView *value = call.in(2)) {
+    if (value->getDType() != in.getDType() || value->getNumElements() != 1)
+      return call.error("constant_value must be a scalar of the data type");
+    std::memcpy(fill.data(), value->getData(), fill.size());
+  }
+  return dispatchStorage(call, in.getDType(), [&](auto tag) -> llvm::Error {
+    using U = typename decltype(tag)::type;
+    U constant;
+    std::memcpy(&constant, fill.data(), sizeof(U));
+    const U *src = in.getDataAs<U>();
+    U *dst = out.getDataAs<U>();
+    llvm::SmallVector<int64_t, 6> inStrides = contiguousStrides(in.getShape());
+    int64_t inner = outShape.back(), innerIn = in.getShape().back();
+    int64_t rows = out.getNumElements() / inner;
+    parallelFor(call.getNumThreads(), rows, grainFor(inner),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t row = lo; row < hi; ++row) {
+                    U *to = dst + row * inner;
+                    // The source row of this output row, or none (constant
+                    // padding).
+                    int64_t remaining = row, offset = 0;
+                    bool inside = true;
+                    for (int d = rank - 2; d >= 0; --d) {
+                      int64_t coord = remaining % outShape[d];
+                      remaining /= outShape[d];
+                      int64_t source =
+                          padSource(coord - begin[d], in.getDim(d), mode);
+                      if (source < 0)
+                        inside = false;
+                      else
+                        offset += source * inStrides[d];
+                    }
+                    if (!inside) {
+                      std::fill(to, to + inner, constant);
+                      continue;
+                    }
+                    for (int64_t j = 0; j < inner; ++j) {
+                      int64_t source =
+                          padSource(j - begin[rank - 1], innerIn, mode);
+                      to[j] = source < 0 ? constant : src[offset + source];
+                    }
+                  }
+                });
+    return llvm::Error::success();
   });
-  return llvm::Error::success();
 }
 
 /// Expand(input, shape): numpy broadcast to the output.
@@ -318,22 +522,24 @@ llvm::Error tileKernel(KernelCall &call) {
   int64_t rows = out.getNumElements() / outRow;
   const char *src = static_cast<const char *>(in.getData());
   char *dst = static_cast<char *>(out.getData());
-  parallelFor(call.getNumThreads(), rows, grainFor(outRow), [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
-      // Source row: each output index modulo the input extent.
-      int64_t remaining = row, srcRow = 0, stride = 1;
-      for (int d = rank - 2; d >= 0; --d) {
-        int64_t index = remaining % outShape[d];
-        remaining /= outShape[d];
-        srcRow += (index % in.getDim(d)) * stride;
-        stride *= in.getDim(d);
-      }
-      const char *from = src + srcRow * inRow * elementSize;
-      char *to = dst + row * outRow * elementSize;
-      for (int64_t r = 0; r < (*repeats)[rank - 1]; ++r)
-        std::memcpy(to + r * inRow * elementSize, from, inRow * elementSize);
-    }
-  });
+  parallelFor(call.getNumThreads(), rows, grainFor(outRow),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t row = lo; row < hi; ++row) {
+                  // Source row: each output index modulo the input extent.
+                  int64_t remaining = row, srcRow = 0, stride = 1;
+                  for (int d = rank - 2; d >= 0; --d) {
+                    int64_t index = remaining % outShape[d];
+                    remaining /= outShape[d];
+                    srcRow += (index % in.getDim(d)) * stride;
+                    stride *= in.getDim(d);
+                  }
+                  const char *from = src + srcRow * inRow * elementSize;
+                  char *to = dst + row * outRow * elementSize;
+                  for (int64_t r = 0; r < (*repeats)[rank - 1]; ++r)
+                    std::memcpy(to + r * inRow * elementSize, from,
+                                inRow * elementSize);
+                }
+              });
   return llvm::Error::success();
 }
 
@@ -355,21 +561,23 @@ llvm::Error triluKernel(KernelCall &call) {
     k = static_cast<int64_t>(*value);
   }
   bool upper = call.getInt("upper", 1) != 0;
-  int64_t rows = in.getDim(in.getRank() - 2), cols = in.getDim(in.getRank() - 1);
+  int64_t rows = in.getDim(in.getRank() - 2),
+          cols = in.getDim(in.getRank() - 1);
   int64_t matrices = rows * cols != 0 ? in.getNumElements() / (rows * cols) : 0;
   return dispatchStorage(call, in.getDType(), [&](auto tag) -> llvm::Error {
     using U = typename decltype(tag)::type;
     const U *x = in.getDataAs<U>();
     U *y = out.getDataAs<U>();
-    parallelFor(call.getNumThreads(), matrices * rows, grainFor(cols), [&](int64_t lo, int64_t hi) {
-      for (int64_t line = lo; line < hi; ++line) {
-        int64_t i = line % rows;
-        for (int64_t j = 0; j < cols; ++j) {
-          bool keep = upper ? j - i >= k : j - i <= k;
-          y[line * cols + j] = keep ? x[line * cols + j] : U(0);
-        }
-      }
-    });
+    parallelFor(call.getNumThreads(), matrices * rows, grainFor(cols),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t line = lo; line < hi; ++line) {
+                    int64_t i = line % rows;
+                    for (int64_t j = 0; j < cols; ++j) {
+                      bool keep = upper ? j - i >= k : j - i <= k;
+                      y[line * cols + j] = keep ? x[line * cols + j] : U(0);
+                    }
+                  }
+                });
     return llvm::Error::success();
   });
 }
@@ -390,7 +598,8 @@ llvm::Error oneHotKernel(KernelCall &call) {
   auto axis = normalizeAxis(call, call.getInt("axis", -1), outRank);
   if (!axis)
     return axis.takeError();
-  llvm::SmallVector<int64_t, 6> outShape(indices.getShape().begin(), indices.getShape().end());
+  llvm::SmallVector<int64_t, 6> outShape(indices.getShape().begin(),
+                                         indices.getShape().end());
   outShape.insert(outShape.begin() + *axis, depth);
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
     return err;
@@ -402,9 +611,10 @@ llvm::Error oneHotKernel(KernelCall &call) {
     U *y = out.getDataAs<U>();
     std::fill(y, y + out.getNumElements(), off);
     // Indices may have any numeric type; floats truncate.
-    return dispatchTypes<int64_t, int32_t, int16_t, int8_t, uint8_t, uint16_t, uint32_t,
-                         uint64_t, float, double>(
-        call, indices.getDType(), [&](auto indexTag) -> llvm::Error {
+    return dispatchTypes<int64_t, int32_t, int16_t, int8_t, uint8_t, uint16_t,
+                         uint32_t, uint64_t, float, double>(
+        call, indices.getDType(),
+        [&](auto indexTag) -> llvm::Error {
           using I = typename decltype(indexTag)::type;
           const I *idx = indices.getDataAs<I>();
           for (int64_t o = 0; o < outer; ++o)
@@ -416,7 +626,8 @@ llvm::Error oneHotKernel(KernelCall &call) {
                 y[(o * depth + index) * inner + j] = on;
             }
           return llvm::Error::success();
-        }, "indices");
+        },
+        "indices");
   });
 }
 
@@ -430,7 +641,9 @@ void cpu::registerMovementKernels(KernelTable &table) {
   table.add("", "Split", splitKernel, 1, 1, native);
   table.add(kMsDomain, "SplitTraining", splitKernel, 1, 1, native);
   table.add("", "Slice", sliceKernel, 1, 1, native);
+  table.add(kMsDomain, "SliceGrad", sliceGradKernel, 4, 1, native);
   table.add("", "Expand", expandKernel, 2, 1, native);
+  table.add("", "Pad", padKernel, 2, 1, native);
   table.add("", "Tile", tileKernel, 2, 1, native);
   table.add("", "Trilu", triluKernel, 1, 1, native);
   table.add("", "OneHot", oneHotKernel, 3, 1, native);

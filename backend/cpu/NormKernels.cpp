@@ -2,14 +2,15 @@
 //
 // BatchNormalization (inference, and training with running statistics
 // updated by momentum plus the saved mean / inverse std outputs ONNX Runtime
-// uses), com.microsoft BatchNormInternal, BatchNormalizationGrad;
+// uses), com.microsoft BatchNormInternal, BatchNormalizationGrad,
+// InstanceNormalization;
 // LayerNormalization with its Mean and InvStdDev outputs, com.microsoft
-// SimplifiedLayerNormalization (RMS norm), LayerNormalizationGrad and
-// SimplifiedLayerNormalizationGrad. Statistics accumulate in double.
-// Batch-norm work is split by channel and layer-norm work by row; the
-// scale/bias gradients of layer norm sum over rows in fixed blocks of rows
-// whose partial sums are combined in block order, so no result depends on
-// the thread count.
+// SimplifiedLayerNormalization (RMS norm), LayerNormalizationGrad,
+// SimplifiedLayerNormalizationGrad and InvertibleLayerNormalizationGrad.
+// Statistics accumulate in double. Batch-norm work is split by channel and
+// layer-norm work by row; the scale/bias gradients of layer norm sum over
+// rows in fixed blocks of rows whose partial sums are combined in block
+// order, so no result depends on the thread count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,20 +55,22 @@ template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
   TensorView &y = *call.out(0);
   if (x.getRank() < 2)
     return call.error("X must have rank >= 2");
-  if (llvm::Error err = checkAllF32(call, {&x, &scale, &bias, &inMean, &inVar, &y,
-                                          call.out(1), call.out(2), call.out(3),
-                                          call.out(4)}))
+  if (llvm::Error err = checkAllF32(call, {&x, &scale, &bias, &inMean, &inVar,
+                                           &y, call.out(1), call.out(2),
+                                           call.out(3), call.out(4)}))
     return err;
   if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
     return err;
   int64_t n = x.getDim(0), channels = x.getDim(1);
   int64_t spatial = product(x.getShape().drop_front(2));
-  for (auto [view, what] : {std::pair{&scale, "scale"}, std::pair{&bias, "B"},
-                            std::pair{&inMean, "input_mean"}, std::pair{&inVar, "input_var"}})
+  for (auto [view, what] :
+       {std::pair{&scale, "scale"}, std::pair{&bias, "B"},
+        std::pair{&inMean, "input_mean"}, std::pair{&inVar, "input_var"}})
     if (llvm::Error err = checkChannelVector(call, view, channels, what))
       return err;
   for (unsigned i = 1; i < 5; ++i)
-    if (llvm::Error err = checkChannelVector(call, call.out(i), channels, "statistics output"))
+    if (llvm::Error err = checkChannelVector(call, call.out(i), channels,
+                                             "statistics output"))
       return err;
   bool training = call.hasAttr("training_mode")
                       ? call.getInt("training_mode", 0) != 0
@@ -78,53 +81,59 @@ template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
   const float *ps = scale.getDataAs<float>(), *pb = bias.getDataAs<float>();
   const float *pm = inMean.getDataAs<float>(), *pv = inVar.getDataAs<float>();
   float *py = y.getDataAs<float>();
-  auto outData = [&](unsigned i) { return call.out(i) ? call.out(i)->getDataAs<float>() : nullptr; };
+  auto outData = [&](unsigned i) {
+    return call.out(i) ? call.out(i)->getDataAs<float>() : nullptr;
+  };
   float *runningMean = outData(1), *runningVar = outData(2);
   float *savedMean = outData(3), *savedInvStd = outData(4);
   int64_t count = n * spatial;
-  parallelFor(call.getNumThreads(), channels, grainFor(4 * count), [&](int64_t lo, int64_t hi) {
-    for (int64_t c = lo; c < hi; ++c) {
-      double mean, var;
-      if (training) {
-        double sum = 0;
-        for (int64_t b = 0; b < n; ++b) {
-          const float *plane = px + (b * channels + c) * spatial;
-          for (int64_t i = 0; i < spatial; ++i)
-            sum += plane[i];
-        }
-        mean = count ? sum / count : 0;
-        double squares = 0;
-        for (int64_t b = 0; b < n; ++b) {
-          const float *plane = px + (b * channels + c) * spatial;
-          for (int64_t i = 0; i < spatial; ++i) {
-            double d = plane[i] - mean;
-            squares += d * d;
+  parallelFor(
+      call.getNumThreads(), channels, grainFor(4 * count),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t c = lo; c < hi; ++c) {
+          double mean, var;
+          if (training) {
+            double sum = 0;
+            for (int64_t b = 0; b < n; ++b) {
+              const float *plane = px + (b * channels + c) * spatial;
+              for (int64_t i = 0; i < spatial; ++i)
+                sum += plane[i];
+            }
+            mean = count ? sum / count : 0;
+            double squares = 0;
+            for (int64_t b = 0; b < n; ++b) {
+              const float *plane = px + (b * channels + c) * spatial;
+              for (int64_t i = 0; i < spatial; ++i) {
+                double d = plane[i] - mean;
+                squares += d * d;
+              }
+            }
+            var = count ? squares / count : 0;
+          } else {
+            mean = pm[c];
+            var = pv[c];
           }
+          double invStd = 1.0 / std::sqrt(var + epsilon);
+          float a = static_cast<float>(ps[c] * invStd);
+          float shift = static_cast<float>(pb[c] - mean * ps[c] * invStd);
+          for (int64_t b = 0; b < n; ++b) {
+            const float *plane = px + (b * channels + c) * spatial;
+            float *out = py + (b * channels + c) * spatial;
+            for (int64_t i = 0; i < spatial; ++i)
+              out[i] = plane[i] * a + shift;
+          }
+          if (runningMean)
+            runningMean[c] = static_cast<float>(
+                training ? pm[c] * momentum + mean * (1 - momentum) : pm[c]);
+          if (runningVar)
+            runningVar[c] = static_cast<float>(
+                training ? pv[c] * momentum + var * (1 - momentum) : pv[c]);
+          if (savedMean)
+            savedMean[c] = static_cast<float>(mean);
+          if (savedInvStd)
+            savedInvStd[c] = static_cast<float>(invStd);
         }
-        var = count ? squares / count : 0;
-      } else {
-        mean = pm[c];
-        var = pv[c];
-      }
-      double invStd = 1.0 / std::sqrt(var + epsilon);
-      float a = static_cast<float>(ps[c] * invStd);
-      float shift = static_cast<float>(pb[c] - mean * ps[c] * invStd);
-      for (int64_t b = 0; b < n; ++b) {
-        const float *plane = px + (b * channels + c) * spatial;
-        float *out = py + (b * channels + c) * spatial;
-        for (int64_t i = 0; i < spatial; ++i)
-          out[i] = plane[i] * a + shift;
-      }
-      if (runningMean)
-        runningMean[c] = static_cast<float>(training ? pm[c] * momentum + mean * (1 - momentum) : pm[c]);
-      if (runningVar)
-        runningVar[c] = static_cast<float>(training ? pv[c] * momentum + var * (1 - momentum) : pv[c]);
-      if (savedMean)
-        savedMean[c] = static_cast<float>(mean);
-      if (savedInvStd)
-        savedInvStd[c] = static_cast<float>(invStd);
-    }
-  });
+      });
   return llvm::Error::success();
 }
 
@@ -137,7 +146,8 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
   TensorView *dScale = call.out(1), *dBias = call.out(2);
   if (x.getRank() < 2)
     return call.error("X must have rank >= 2");
-  if (llvm::Error err = checkAllF32(call, {&dY, &x, &scale, &mean, &invStd, &dX, dScale, dBias}))
+  if (llvm::Error err = checkAllF32(
+          call, {&dY, &x, &scale, &mean, &invStd, &dX, dScale, dBias}))
     return err;
   if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
     return err;
@@ -145,8 +155,9 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
     return err;
   int64_t n = x.getDim(0), channels = x.getDim(1);
   int64_t spatial = product(x.getShape().drop_front(2));
-  for (auto [view, what] : {std::pair{&scale, "scale"}, std::pair{&mean, "saved_mean"},
-                            std::pair{&invStd, "saved_inv_std"}})
+  for (auto [view, what] :
+       {std::pair{&scale, "scale"}, std::pair{&mean, "saved_mean"},
+        std::pair{&invStd, "saved_inv_std"}})
     if (llvm::Error err = checkChannelVector(call, view, channels, what))
       return err;
   if (llvm::Error err = checkChannelVector(call, dScale, channels, "dScale"))
@@ -158,34 +169,80 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
   const float *pi = invStd.getDataAs<float>();
   float *out = dX.getDataAs<float>();
   double count = static_cast<double>(n * spatial);
-  parallelFor(call.getNumThreads(), channels, grainFor(6 * n * spatial), [&](int64_t lo, int64_t hi) {
-    for (int64_t c = lo; c < hi; ++c) {
-      double sumDy = 0, sumDyXhat = 0;
-      double mu = pm[c], inv = pi[c];
-      for (int64_t b = 0; b < n; ++b) {
-        const float *gp = g + (b * channels + c) * spatial;
-        const float *xp = px + (b * channels + c) * spatial;
-        for (int64_t i = 0; i < spatial; ++i) {
-          sumDy += gp[i];
-          sumDyXhat += gp[i] * (xp[i] - mu) * inv;
-        }
-      }
-      if (dBias)
-        dBias->getDataAs<float>()[c] = static_cast<float>(sumDy);
-      if (dScale)
-        dScale->getDataAs<float>()[c] = static_cast<float>(sumDyXhat);
-      double factor = count ? ps[c] * inv / count : 0;
-      for (int64_t b = 0; b < n; ++b) {
-        const float *gp = g + (b * channels + c) * spatial;
-        const float *xp = px + (b * channels + c) * spatial;
-        float *op = out + (b * channels + c) * spatial;
-        for (int64_t i = 0; i < spatial; ++i) {
-          double xhat = (xp[i] - mu) * inv;
-          op[i] = static_cast<float>(factor * (gp[i] * count - sumDy - xhat * sumDyXhat));
-        }
-      }
-    }
-  });
+  parallelFor(call.getNumThreads(), channels, grainFor(6 * n * spatial),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t c = lo; c < hi; ++c) {
+                  double sumDy = 0, sumDyXhat = 0;
+                  double mu = pm[c], inv = pi[c];
+                  for (int64_t b = 0; b < n; ++b) {
+                    const float *gp = g + (b * channels + c) * spatial;
+                    const float *xp = px + (b * channels + c) * spatial;
+                    for (int64_t i = 0; i < spatial; ++i) {
+                      sumDy += gp[i];
+                      sumDyXhat += gp[i] * (xp[i] - mu) * inv;
+                    }
+                  }
+                  if (dBias)
+                    dBias->getDataAs<float>()[c] = static_cast<float>(sumDy);
+                  if (dScale)
+                    dScale->getDataAs<float>()[c] =
+                        static_cast<float>(sumDyXhat);
+                  double factor = count ? ps[c] * inv / count : 0;
+                  for (int64_t b = 0; b < n; ++b) {
+                    const float *gp = g + (b * channels + c) * spatial;
+                    const float *xp = px + (b * channels + c) * spatial;
+                    float *op = out + (b * channels + c) * spatial;
+                    for (int64_t i = 0; i < spatial; ++i) {
+                      double xhat = (xp[i] - mu) * inv;
+                      op[i] = static_cast<float>(
+                          factor * (gp[i] * count - sumDy - xhat * sumDyXhat));
+                    }
+                  }
+                }
+              });
+  return llvm::Error::success();
+}
+
+/// InstanceNormalization(input, scale, B): each (image, channel) plane
+/// normalized by its own mean and variance.
+llvm::Error instanceNormKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &scale = *call.in(1), &bias = *call.in(2);
+  TensorView &y = *call.out(0);
+  if (x.getRank() < 3)
+    return call.error("input must have rank >= 3");
+  if (llvm::Error err = checkAllF32(call, {&x, &scale, &bias, &y}))
+    return err;
+  if (llvm::Error err = checkSameShape(call, x, y, "input and output"))
+    return err;
+  int64_t channels = x.getDim(1);
+  for (auto [view, what] : {std::pair{&scale, "scale"}, std::pair{&bias, "B"}})
+    if (llvm::Error err = checkChannelVector(call, view, channels, what))
+      return err;
+  double epsilon = call.getFloat("epsilon", 1e-5f);
+  int64_t planes = x.getDim(0) * channels;
+  int64_t size = product(x.getShape().drop_front(2));
+  const float *px = x.getDataAs<float>(), *ps = scale.getDataAs<float>(),
+              *pb = bias.getDataAs<float>();
+  float *py = y.getDataAs<float>();
+  parallelFor(call.getNumThreads(), planes, grainFor(4 * size),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t p = lo; p < hi; ++p) {
+                  const float *plane = px + p * size;
+                  double sum = 0, squares = 0;
+                  for (int64_t i = 0; i < size; ++i)
+                    sum += plane[i];
+                  double mean = size ? sum / size : 0;
+                  for (int64_t i = 0; i < size; ++i)
+                    squares += (plane[i] - mean) * (plane[i] - mean);
+                  double inv =
+                      1.0 / std::sqrt((size ? squares / size : 0) + epsilon);
+                  int64_t c = p % channels;
+                  float a = static_cast<float>(ps[c] * inv);
+                  float shift = static_cast<float>(pb[c] - mean * ps[c] * inv);
+                  for (int64_t i = 0; i < size; ++i)
+                    py[p * size + i] = plane[i] * a + shift;
+                }
+              });
   return llvm::Error::success();
 }
 
@@ -246,7 +303,8 @@ template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
   TensorView &y = *call.out(0);
   TensorView *meanOut = Rms ? nullptr : call.out(1);
   TensorView *invOut = call.out(Rms ? 1 : 2);
-  if (llvm::Error err = checkAllF32(call, {&x, call.in(1), call.in(2), &y, meanOut, invOut}))
+  if (llvm::Error err =
+          checkAllF32(call, {&x, call.in(1), call.in(2), &y, meanOut, invOut}))
     return err;
   if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
     return err;
@@ -259,10 +317,12 @@ template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
   // The normalized dimensions are [axis, rank).
   llvm::ArrayRef<int64_t> normalized = x.getShape().drop_front(shape->axis);
   std::optional<TensorBuffer> scaleStorage, biasStorage;
-  auto scale = getColumnParameter(call, call.in(1), normalized, scaleStorage, "scale");
+  auto scale =
+      getColumnParameter(call, call.in(1), normalized, scaleStorage, "scale");
   if (!scale)
     return scale.takeError();
-  auto bias = getColumnParameter(call, Rms ? nullptr : call.in(2), normalized, biasStorage, "bias");
+  auto bias = getColumnParameter(call, Rms ? nullptr : call.in(2), normalized,
+                                 biasStorage, "bias");
   if (!bias)
     return bias.takeError();
   double epsilon = call.getFloat("epsilon", 1e-5f);
@@ -272,52 +332,71 @@ template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
   const float *ps = *scale, *pb = *bias;
   float *pMean = meanOut ? meanOut->getDataAs<float>() : nullptr;
   float *pInv = invOut ? invOut->getDataAs<float>() : nullptr;
-  parallelFor(call.getNumThreads(), shape->rows, grainFor(6 * cols), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const float *row = px + r * cols;
-      float *out = py + r * cols;
-      double mean = 0;
-      if (!Rms) {
-        double sum = 0;
-        for (int64_t j = 0; j < cols; ++j)
-          sum += row[j];
-        mean = cols ? sum / cols : 0;
-      }
-      double squares = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        double d = row[j] - mean;
-        squares += d * d;
-      }
-      double inv = 1.0 / std::sqrt((cols ? squares / cols : 0) + epsilon);
-      float m = static_cast<float>(mean), s = static_cast<float>(inv);
-      for (int64_t j = 0; j < cols; ++j) {
-        float v = (row[j] - m) * s * ps[j];
-        out[j] = pb ? v + pb[j] : v;
-      }
-      if (pMean)
-        pMean[r] = m;
-      if (pInv)
-        pInv[r] = s;
-    }
-  });
+  parallelFor(call.getNumThreads(), shape->rows, grainFor(6 * cols),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t r = lo; r < hi; ++r) {
+                  const float *row = px + r * cols;
+                  float *out = py + r * cols;
+                  double mean = 0;
+                  if (!Rms) {
+                    double sum = 0;
+                    for (int64_t j = 0; j < cols; ++j)
+                      sum += row[j];
+                    mean = cols ? sum / cols : 0;
+                  }
+                  double squares = 0;
+                  for (int64_t j = 0; j < cols; ++j) {
+                    double d = row[j] - mean;
+                    squares += d * d;
+                  }
+                  double inv =
+                      1.0 / std::sqrt((cols ? squares / cols : 0) + epsilon);
+                  float m = static_cast<float>(mean),
+                        s = static_cast<float>(inv);
+                  for (int64_t j = 0; j < cols; ++j) {
+                    float v = (row[j] - m) * s * ps[j];
+                    out[j] = pb ? v + pb[j] : v;
+                  }
+                  if (pMean)
+                    pMean[r] = m;
+                  if (pInv)
+                    pInv[r] = s;
+                }
+              });
   return llvm::Error::success();
 }
 
 /// Rows per block of the fixed-order column reductions.
 constexpr int64_t kRowBlock = 64;
 
-/// LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev) and, when Rms,
-/// SimplifiedLayerNormalizationGrad(dY, X, scale, inv_std_var) ->
-/// (dX, dScale?, dBias?).
-template <bool Rms> llvm::Error layerNormGradKernel(KernelCall &call) {
+/// The three layer-norm gradient ops ONNX Runtime emits.
+enum class NormGrad {
+  /// LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev).
+  Standard,
+  /// SimplifiedLayerNormalizationGrad(dY, X, scale, inv_std_var) (no mean).
+  Simplified,
+  /// InvertibleLayerNormalizationGrad(dY, Y, scale, bias, inv_std_var):
+  /// the normalized input is recovered from the output as (Y - bias) / scale.
+  Invertible,
+};
+
+/// Layer-norm gradients -> (dX, dScale?, dBias?). With xhat the normalized
+/// input and b = dY * scale * inv_std: dX = b - mean(b) - xhat * mean(b *
+/// xhat) (no mean(b) term for the simplified norm), dScale = sum(dY * xhat),
+/// dBias = sum(dY).
+template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
+  constexpr bool Rms = Mode == NormGrad::Simplified;
   const TensorView &dY = *call.in(0), &x = *call.in(1), &scale = *call.in(2);
-  const TensorView *mean = Rms ? nullptr : call.in(3);
+  const TensorView *mean = Mode == NormGrad::Standard ? call.in(3) : nullptr;
+  const TensorView *bias = Mode == NormGrad::Invertible ? call.in(3) : nullptr;
   const TensorView *invStd = call.in(Rms ? 3 : 4);
-  if (!invStd || (!Rms && !mean))
+  if (!invStd || (Mode == NormGrad::Standard && !mean) ||
+      (Mode == NormGrad::Invertible && !bias))
     return call.error("missing saved statistics");
   TensorView &dX = *call.out(0);
   TensorView *dScale = call.out(1), *dBias = Rms ? nullptr : call.out(2);
-  if (llvm::Error err = checkAllF32(call, {&dY, &x, &scale, mean, invStd, &dX, dScale, dBias}))
+  if (llvm::Error err = checkAllF32(
+          call, {&dY, &x, &scale, mean, bias, invStd, &dX, dScale, dBias}))
     return err;
   if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
     return err;
@@ -327,9 +406,12 @@ template <bool Rms> llvm::Error layerNormGradKernel(KernelCall &call) {
   if (!shape)
     return shape.takeError();
   int64_t rows = shape->rows, cols = shape->cols;
-  if (scale.getNumElements() != cols)
-    return call.error("scale must have one element per normalized column");
-  if (invStd->getNumElements() != rows || (mean && mean->getNumElements() != rows))
+  if (scale.getNumElements() != cols ||
+      (bias && bias->getNumElements() != cols))
+    return call.error(
+        "scale and bias must have one element per normalized column");
+  if (invStd->getNumElements() != rows ||
+      (mean && mean->getNumElements() != rows))
     return call.error("saved statistics must have one element per row");
   for (TensorView *grad : {dScale, dBias})
     if (grad && grad->getNumElements() != cols)
@@ -337,14 +419,28 @@ template <bool Rms> llvm::Error layerNormGradKernel(KernelCall &call) {
   const float *g = dY.getDataAs<float>(), *px = x.getDataAs<float>();
   const float *ps = scale.getDataAs<float>();
   const float *pm = mean ? mean->getDataAs<float>() : nullptr;
+  const float *pb = bias ? bias->getDataAs<float>() : nullptr;
   const float *pi = invStd->getDataAs<float>();
+  if (Mode == NormGrad::Invertible)
+    for (int64_t j = 0; j < cols; ++j)
+      if (ps[j] == 0)
+        return call.error("a zero scale makes the norm not invertible");
   float *out = dX.getDataAs<float>();
+  // The normalized input of element j of a row.
+  auto normalized = [&](const float *row, int64_t j, float mu,
+                        float inv) -> double {
+    if constexpr (Mode == NormGrad::Invertible)
+      return (static_cast<double>(row[j]) - pb[j]) / ps[j];
+    else
+      return (row[j] - mu) * static_cast<double>(inv);
+  };
   // Partial column sums per fixed block of rows: [blocks][2][cols].
   int64_t blocks = numChunks(rows, kRowBlock);
   bool wantColumns = dScale || dBias;
   std::optional<TensorBuffer> partials;
   if (wantColumns && blocks) {
-    auto buffer = call.getContext().allocateScratch(DType::F32, {blocks, 2, cols});
+    auto buffer =
+        call.getContext().allocateScratch(DType::F32, {blocks, 2, cols});
     if (!buffer)
       return buffer.takeError();
     partials.emplace(std::move(*buffer));
@@ -355,27 +451,29 @@ template <bool Rms> llvm::Error layerNormGradKernel(KernelCall &call) {
     for (int64_t block = lo; block < hi; ++block) {
       float *scaleSums = partial ? partial + block * 2 * cols : nullptr;
       float *biasSums = partial ? scaleSums + cols : nullptr;
-      for (int64_t r = block * kRowBlock, e = std::min(rows, r + kRowBlock); r < e; ++r) {
+      for (int64_t r = block * kRowBlock, e = std::min(rows, r + kRowBlock);
+           r < e; ++r) {
         const float *gr = g + r * cols, *xr = px + r * cols;
         float *dr = out + r * cols;
         float mu = pm ? pm[r] : 0.0f, inv = pi[r];
         // Row reductions of the input gradient.
         double sumB = 0, sumBX = 0;
         for (int64_t j = 0; j < cols; ++j) {
-          double xhat = (xr[j] - mu) * inv;
+          double xhat = normalized(xr, j, mu, inv);
           double b = static_cast<double>(gr[j]) * ps[j] * inv;
           sumB += b;
           sumBX += b * xhat;
         }
         double meanB = Rms ? 0.0 : sumB / cols, meanBX = sumBX / cols;
         for (int64_t j = 0; j < cols; ++j) {
-          double xhat = (xr[j] - mu) * inv;
+          double xhat = normalized(xr, j, mu, inv);
           double b = static_cast<double>(gr[j]) * ps[j] * inv;
           dr[j] = static_cast<float>(b - meanB - xhat * meanBX);
         }
         if (scaleSums)
           for (int64_t j = 0; j < cols; ++j) {
-            scaleSums[j] += gr[j] * (xr[j] - mu) * inv;
+            scaleSums[j] +=
+                static_cast<float>(gr[j] * normalized(xr, j, mu, inv));
             biasSums[j] += gr[j];
           }
       }
@@ -384,23 +482,25 @@ template <bool Rms> llvm::Error layerNormGradKernel(KernelCall &call) {
   if (partial) {
     float *pScale = dScale ? dScale->getDataAs<float>() : nullptr;
     float *pBias = dBias ? dBias->getDataAs<float>() : nullptr;
-    parallelFor(call.getNumThreads(), cols, grainFor(2 * blocks), [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j) {
-        double sumScale = 0, sumBias = 0;
-        for (int64_t block = 0; block < blocks; ++block) {
-          sumScale += partial[block * 2 * cols + j];
-          sumBias += partial[block * 2 * cols + cols + j];
-        }
-        if (pScale)
-          pScale[j] = static_cast<float>(sumScale);
-        if (pBias)
-          pBias[j] = static_cast<float>(sumBias);
-      }
-    });
+    parallelFor(call.getNumThreads(), cols, grainFor(2 * blocks),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t j = lo; j < hi; ++j) {
+                    double sumScale = 0, sumBias = 0;
+                    for (int64_t block = 0; block < blocks; ++block) {
+                      sumScale += partial[block * 2 * cols + j];
+                      sumBias += partial[block * 2 * cols + cols + j];
+                    }
+                    if (pScale)
+                      pScale[j] = static_cast<float>(sumScale);
+                    if (pBias)
+                      pBias[j] = static_cast<float>(sumBias);
+                  }
+                });
   } else {
     for (TensorView *grad : {dScale, dBias})
       if (grad)
-        std::fill(grad->getDataAs<float>(), grad->getDataAs<float>() + cols, 0.0f);
+        std::fill(grad->getDataAs<float>(), grad->getDataAs<float>() + cols,
+                  0.0f);
   }
   return llvm::Error::success();
 }
@@ -411,8 +511,17 @@ void cpu::registerNormKernels(KernelTable &table) {
   table.add("", "BatchNormalization", batchNormKernel<false>, 5);
   table.add(kMsDomain, "BatchNormInternal", batchNormKernel<true>, 5);
   table.add(kMsDomain, "BatchNormalizationGrad", batchNormGradKernel, 5);
+  table.add("", "InstanceNormalization", instanceNormKernel, 3);
   table.add("", "LayerNormalization", layerNormKernel<false>, 2);
-  table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormKernel<true>, 2);
-  table.add(kMsDomain, "LayerNormalizationGrad", layerNormGradKernel<false>, 5);
-  table.add(kMsDomain, "SimplifiedLayerNormalizationGrad", layerNormGradKernel<true>, 4);
+  // ONNX Runtime registers SimplifiedLayerNormalization in the ONNX domain;
+  // accept both spellings.
+  table.add("", "SimplifiedLayerNormalization", layerNormKernel<true>, 2);
+  table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormKernel<true>,
+            2);
+  table.add(kMsDomain, "LayerNormalizationGrad",
+            layerNormGradKernel<NormGrad::Standard>, 5);
+  table.add(kMsDomain, "SimplifiedLayerNormalizationGrad",
+            layerNormGradKernel<NormGrad::Simplified>, 4);
+  table.add(kMsDomain, "InvertibleLayerNormalizationGrad",
+            layerNormGradKernel<NormGrad::Invertible>, 5);
 }

@@ -1,15 +1,18 @@
 //===- Parallel.h - Fixed-chunk parallel loops for CPU kernels --*- C++ -*-===//
 //
-// A tiny parallel-for over OpenMP. Work is cut into chunks whose boundaries
-// depend only on the problem size and a grain, never on the thread count, so
-// a kernel that reduces within chunks and then combines the chunk results in
-// chunk order produces the same bits with 1 or N threads. Small problems run
-// inline on the calling thread.
+// A tiny parallel-for over the backend's ThreadPool. Work is cut into chunks
+// whose boundaries depend only on the problem size and a grain, never on the
+// thread count, so a kernel that reduces within chunks and then combines the
+// chunk results in chunk order produces the same bits with 1 or N threads.
+// Small problems run inline on the calling thread. The body is called once
+// per chunk (through a function_ref), never per element.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef GMOPT_BACKEND_CPU_PARALLEL_H
 #define GMOPT_BACKEND_CPU_PARALLEL_H
+
+#include "backend/cpu/ThreadPool.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -38,10 +41,9 @@ void parallelFor(unsigned numThreads, int64_t total, int64_t grain,
       body(c * grain, std::min(total, (c + 1) * grain));
     return;
   }
-  int threads = static_cast<int>(std::min<int64_t>(numThreads, chunks));
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c)
+  ThreadPool::instance().run(numThreads, chunks, [&](int64_t c) {
     body(c * grain, std::min(total, (c + 1) * grain));
+  });
 }
 
 /// Grain for loops over \p total items each costing about \p costPerItem

@@ -28,7 +28,8 @@ llvm::Expected<WindowGeometry> resolvePool(const KernelCall &call,
   if (outShape.size() == inShape.size() && outShape.size() >= 2 &&
       outShape[1] != inShape[1])
     return call.error("output channels differ from the input's");
-  return resolveWindow(call, inShape, kernel, outShape, call.getInt("ceil_mode", 0) != 0);
+  return resolveWindow(call, inShape, kernel, outShape,
+                       call.getInt("ceil_mode", 0) != 0);
 }
 
 /// MaxPool(X) -> (Y, Indices?).
@@ -52,52 +53,55 @@ llvm::Error maxPoolKernel(KernelCall &call) {
   float *py = y.getDataAs<float>();
   int64_t *pi = indices ? indices->getDataAs<int64_t>() : nullptr;
   int64_t planes = g.batch * g.channels;
-  parallelFor(call.getNumThreads(), planes, grainFor(g.outSize() * g.kernelSize()),
-              [&](int64_t lo, int64_t hi) {
-                for (int64_t p = lo; p < hi; ++p) {
-                  const float *plane = px + p * g.inSize();
-                  for (int64_t oh = 0; oh < g.outH; ++oh)
-                    for (int64_t ow = 0; ow < g.outW; ++ow) {
-                      float best = -std::numeric_limits<float>::infinity();
-                      int64_t bestH = -1, bestW = -1;
-                      for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-                        int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-                        if (ih < 0 || ih >= g.inH)
-                          continue;
-                        for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-                          int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-                          if (iw < 0 || iw >= g.inW)
-                            continue;
-                          float v = plane[ih * g.inW + iw];
-                          // The first NaN wins, as in max().
-                          bool take = bestH < 0 ||
-                                      (!std::isnan(best) && (std::isnan(v) || v > best));
-                          if (take) {
-                            best = v;
-                            bestH = ih;
-                            bestW = iw;
-                          }
-                        }
-                      }
-                      int64_t o = p * g.outSize() + oh * g.outW + ow;
-                      py[o] = best;
-                      if (pi) {
-                        int64_t within = bestH < 0 ? 0
-                                         : columnMajor ? bestW * g.inH + bestH
-                                                       : bestH * g.inW + bestW;
-                        pi[o] = p * g.inSize() + within;
-                      }
-                    }
+  parallelFor(
+      call.getNumThreads(), planes, grainFor(g.outSize() * g.kernelSize()),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t p = lo; p < hi; ++p) {
+          const float *plane = px + p * g.inSize();
+          for (int64_t oh = 0; oh < g.outH; ++oh)
+            for (int64_t ow = 0; ow < g.outW; ++ow) {
+              float best = -std::numeric_limits<float>::infinity();
+              int64_t bestH = -1, bestW = -1;
+              for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+                int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+                if (ih < 0 || ih >= g.inH)
+                  continue;
+                for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+                  int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+                  if (iw < 0 || iw >= g.inW)
+                    continue;
+                  float v = plane[ih * g.inW + iw];
+                  // The first NaN wins, as in max().
+                  bool take = bestH < 0 || (!std::isnan(best) &&
+                                            (std::isnan(v) || v > best));
+                  if (take) {
+                    best = v;
+                    bestH = ih;
+                    bestW = iw;
+                  }
                 }
-              });
+              }
+              int64_t o = p * g.outSize() + oh * g.outW + ow;
+              py[o] = best;
+              if (pi) {
+                int64_t within = bestH < 0     ? 0
+                                 : columnMajor ? bestW * g.inH + bestH
+                                               : bestH * g.inW + bestW;
+                pi[o] = p * g.inSize() + within;
+              }
+            }
+        }
+      });
   return llvm::Error::success();
 }
 
 /// The number of window positions AveragePool divides by.
 inline int64_t windowCount(const WindowGeometry &g, int64_t oh, int64_t ow,
                            bool includePad) {
-  int64_t lowH = includePad ? -g.padTop : 0, highH = includePad ? g.inH + g.padBottom : g.inH;
-  int64_t lowW = includePad ? -g.padLeft : 0, highW = includePad ? g.inW + g.padRight : g.inW;
+  int64_t lowH = includePad ? -g.padTop : 0,
+          highH = includePad ? g.inH + g.padBottom : g.inH;
+  int64_t lowW = includePad ? -g.padLeft : 0,
+          highW = includePad ? g.inW + g.padRight : g.inW;
   int64_t count = 0;
   for (int64_t ki = 0; ki < g.kernelH; ++ki) {
     int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
@@ -123,29 +127,30 @@ llvm::Error averagePoolKernel(KernelCall &call) {
   bool includePad = call.getInt("count_include_pad", 0) != 0;
   const float *px = x.getDataAs<float>();
   float *py = y.getDataAs<float>();
-  parallelFor(call.getNumThreads(), g.batch * g.channels,
-              grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
-                for (int64_t p = lo; p < hi; ++p) {
-                  const float *plane = px + p * g.inSize();
-                  for (int64_t oh = 0; oh < g.outH; ++oh)
-                    for (int64_t ow = 0; ow < g.outW; ++ow) {
-                      float sum = 0;
-                      for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-                        int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-                        if (ih < 0 || ih >= g.inH)
-                          continue;
-                        for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-                          int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-                          if (iw >= 0 && iw < g.inW)
-                            sum += plane[ih * g.inW + iw];
-                        }
-                      }
-                      int64_t count = windowCount(g, oh, ow, includePad);
-                      py[p * g.outSize() + oh * g.outW + ow] =
-                          count ? sum / static_cast<float>(count) : 0.0f;
-                    }
+  parallelFor(
+      call.getNumThreads(), g.batch * g.channels,
+      grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
+        for (int64_t p = lo; p < hi; ++p) {
+          const float *plane = px + p * g.inSize();
+          for (int64_t oh = 0; oh < g.outH; ++oh)
+            for (int64_t ow = 0; ow < g.outW; ++ow) {
+              float sum = 0;
+              for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+                int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+                if (ih < 0 || ih >= g.inH)
+                  continue;
+                for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+                  int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+                  if (iw >= 0 && iw < g.inW)
+                    sum += plane[ih * g.inW + iw];
                 }
-              });
+              }
+              int64_t count = windowCount(g, oh, ow, includePad);
+              py[p * g.outSize() + oh * g.outW + ow] =
+                  count ? sum / static_cast<float>(count) : 0.0f;
+            }
+        }
+      });
   return llvm::Error::success();
 }
 
@@ -164,23 +169,25 @@ template <bool Max> llvm::Error globalPoolKernel(KernelCall &call) {
   int64_t size = product(x.getShape().drop_front(2));
   const float *px = x.getDataAs<float>();
   float *py = y.getDataAs<float>();
-  parallelFor(call.getNumThreads(), planes, grainFor(size), [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) {
-      const float *plane = px + p * size;
-      if constexpr (Max) {
-        float best = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < size; ++i)
-          if (!std::isnan(best) && (std::isnan(plane[i]) || plane[i] > best))
-            best = plane[i];
-        py[p] = best;
-      } else {
-        double sum = 0;
-        for (int64_t i = 0; i < size; ++i)
-          sum += plane[i];
-        py[p] = size ? static_cast<float>(sum / size) : 0.0f;
-      }
-    }
-  });
+  parallelFor(call.getNumThreads(), planes, grainFor(size),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t p = lo; p < hi; ++p) {
+                  const float *plane = px + p * size;
+                  if constexpr (Max) {
+                    float best = -std::numeric_limits<float>::infinity();
+                    for (int64_t i = 0; i < size; ++i)
+                      if (!std::isnan(best) &&
+                          (std::isnan(plane[i]) || plane[i] > best))
+                        best = plane[i];
+                    py[p] = best;
+                  } else {
+                    double sum = 0;
+                    for (int64_t i = 0; i < size; ++i)
+                      sum += plane[i];
+                    py[p] = size ? static_cast<float>(sum / size) : 0.0f;
+                  }
+                }
+              });
   return llvm::Error::success();
 }
 
@@ -198,7 +205,7 @@ llvm::Error maxPoolGradKernel(KernelCall &call) {
   const int64_t *pi = indices.getDataAs<int64_t>();
   float *out = dX.getDataAs<float>();
   int64_t size = dX.getNumElements();
-  std::fill(out, out + size, 0.0f);
+  zeroFill(dX, call.getNumThreads());
   for (int64_t i = 0, e = dY.getNumElements(); i < e; ++i) {
     if (pi[i] < 0 || pi[i] >= size)
       return call.error("index " + llvm::Twine(pi[i]) + " is outside dX");
@@ -220,30 +227,31 @@ llvm::Error averagePoolGradKernel(KernelCall &call) {
   bool includePad = call.getInt("count_include_pad", 0) != 0;
   const float *pg = dY.getDataAs<float>();
   float *px = dX.getDataAs<float>();
-  std::fill(px, px + dX.getNumElements(), 0.0f);
-  parallelFor(call.getNumThreads(), g.batch * g.channels,
-              grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
-                for (int64_t p = lo; p < hi; ++p) {
-                  float *plane = px + p * g.inSize();
-                  for (int64_t oh = 0; oh < g.outH; ++oh)
-                    for (int64_t ow = 0; ow < g.outW; ++ow) {
-                      int64_t count = windowCount(g, oh, ow, includePad);
-                      if (!count)
-                        continue;
-                      float share = pg[p * g.outSize() + oh * g.outW + ow] / count;
-                      for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-                        int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-                        if (ih < 0 || ih >= g.inH)
-                          continue;
-                        for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-                          int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-                          if (iw >= 0 && iw < g.inW)
-                            plane[ih * g.inW + iw] += share;
-                        }
-                      }
-                    }
+  zeroFill(dX, call.getNumThreads());
+  parallelFor(
+      call.getNumThreads(), g.batch * g.channels,
+      grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
+        for (int64_t p = lo; p < hi; ++p) {
+          float *plane = px + p * g.inSize();
+          for (int64_t oh = 0; oh < g.outH; ++oh)
+            for (int64_t ow = 0; ow < g.outW; ++ow) {
+              int64_t count = windowCount(g, oh, ow, includePad);
+              if (!count)
+                continue;
+              float share = pg[p * g.outSize() + oh * g.outW + ow] / count;
+              for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+                int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+                if (ih < 0 || ih >= g.inH)
+                  continue;
+                for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+                  int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+                  if (iw >= 0 && iw < g.inW)
+                    plane[ih * g.inW + iw] += share;
                 }
-              });
+              }
+            }
+        }
+      });
   return llvm::Error::success();
 }
 

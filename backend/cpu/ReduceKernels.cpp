@@ -1,7 +1,8 @@
 //===- ReduceKernels.cpp - Reductions and arg-reductions ------------------===//
 //
 // ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare,
-// ReduceL1, ReduceL2, com.microsoft ReduceSumTraining, ArgMax and ArgMin.
+// ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, com.microsoft
+// ReduceSumTraining, ArgMax and ArgMin.
 // Axes come from the second operand when present (ReduceSum >= 13, opset 18
 // for the others, ReduceSumTraining) and from the `axes` attribute
 // otherwise; keepdims and noop_with_empty_axes follow ONNX.
@@ -59,7 +60,9 @@ struct SumSquareReduce : SumReduce {
   template <typename T> static T pre(T x) { return wrappingMul(x, x); }
 };
 struct L1Reduce : SumReduce {
-  template <typename T> static T pre(T x) { return x < T(0) ? static_cast<T>(T(0) - x) : x; }
+  template <typename T> static T pre(T x) {
+    return x < T(0) ? static_cast<T>(T(0) - x) : x;
+  }
 };
 struct L2Reduce : SumSquareReduce {
   template <typename T> static T finalize(T acc, int64_t) {
@@ -103,6 +106,37 @@ struct MinReduce : MaxReduce {
   }
 };
 
+struct LogSumReduce : SumReduce {
+  template <typename T> static T finalize(T acc, int64_t) {
+    return static_cast<T>(std::log(static_cast<double>(acc)));
+  }
+};
+/// log(sum(exp(x))) accumulated as a running log-sum-exp, which never
+/// overflows: combine(a, b) = max + log1p(exp(min - max)).
+struct LogSumExpReduce {
+  template <typename T> static T init() {
+    if constexpr (std::is_floating_point_v<T>)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
+  }
+  template <typename T> static T pre(T x) { return x; }
+  template <typename T> static T combine(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b))
+        return std::numeric_limits<T>::quiet_NaN();
+      T hi = a < b ? b : a, lo = a < b ? a : b;
+      if (std::isinf(lo) && lo < T(0))
+        return hi;
+      return hi + std::log1p(std::exp(lo - hi));
+    } else {
+      double hi = std::max<double>(a, b), lo = std::min<double>(a, b);
+      return static_cast<T>(hi + std::log1p(std::exp(lo - hi)));
+    }
+  }
+  template <typename T> static T finalize(T acc, int64_t) { return acc; }
+};
+
 /// Reduces one contiguous row with eight interleaved accumulators.
 template <typename Op, typename T> T reduceRow(const T *x, int64_t n) {
   constexpr int kLanes = 8;
@@ -128,7 +162,8 @@ struct ReduceGroups {
   llvm::SmallVector<bool, 6> reduced;
 };
 
-ReduceGroups collapse(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<bool> isReduced) {
+ReduceGroups collapse(llvm::ArrayRef<int64_t> shape,
+                      llvm::ArrayRef<bool> isReduced) {
   ReduceGroups groups;
   for (unsigned d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1)
@@ -167,44 +202,48 @@ llvm::Error reduceInto(const KernelCall &call, const TensorView &in,
     // Nothing with extent > 1 is reduced: map each element.
     parallelFor(threads, outCount, grainFor(2), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)
-        y[i] = Op::finalize(Op::combine(Op::template init<T>(), Op::pre(x[i])), 1);
+        y[i] =
+            Op::finalize(Op::combine(Op::template init<T>(), Op::pre(x[i])), 1);
     });
     return llvm::Error::success();
   }
   if (groups.reduced.back() && (numGroups == 1 || numGroups == 2)) {
     // [K, R] or [R]: contiguous rows.
     int64_t width = groups.extents.back();
-    parallelFor(threads, outCount, grainFor(width), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r)
-        y[r] = reduceRow<Op>(x + r * width, width);
-    });
+    parallelFor(threads, outCount, grainFor(width),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r)
+                    y[r] = reduceRow<Op>(x + r * width, width);
+                });
     return llvm::Error::success();
   }
-  if (!groups.reduced.back() && (numGroups == 2 || (numGroups == 3 && !groups.reduced[0]))) {
+  if (!groups.reduced.back() &&
+      (numGroups == 2 || (numGroups == 3 && !groups.reduced[0]))) {
     // [R, K] or [K1, R, K2]: accumulate rows of K2 into the output.
     int64_t outer = numGroups == 3 ? groups.extents[0] : 1;
     int64_t rows = groups.extents[numGroups - 2];
     int64_t width = groups.extents.back();
     int64_t grain = std::max<int64_t>(64, grainFor(rows));
     int64_t chunksPerOuter = numChunks(width, grain);
-    parallelFor(threads, outer * chunksPerOuter, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t task = lo; task < hi; ++task) {
-        int64_t o = task / chunksPerOuter;
-        int64_t begin = (task % chunksPerOuter) * grain;
-        int64_t end = std::min(width, begin + grain);
-        const T *block = x + o * rows * width;
-        T *acc = y + o * width;
-        for (int64_t j = begin; j < end; ++j)
-          acc[j] = Op::combine(Op::template init<T>(), Op::pre(block[j]));
-        for (int64_t r = 1; r < rows; ++r) {
-          const T *row = block + r * width;
-          for (int64_t j = begin; j < end; ++j)
-            acc[j] = Op::combine(acc[j], Op::pre(row[j]));
-        }
-        for (int64_t j = begin; j < end; ++j)
-          acc[j] = Op::finalize(acc[j], rows);
-      }
-    });
+    parallelFor(
+        threads, outer * chunksPerOuter, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t task = lo; task < hi; ++task) {
+            int64_t o = task / chunksPerOuter;
+            int64_t begin = (task % chunksPerOuter) * grain;
+            int64_t end = std::min(width, begin + grain);
+            const T *block = x + o * rows * width;
+            T *acc = y + o * width;
+            for (int64_t j = begin; j < end; ++j)
+              acc[j] = Op::combine(Op::template init<T>(), Op::pre(block[j]));
+            for (int64_t r = 1; r < rows; ++r) {
+              const T *row = block + r * width;
+              for (int64_t j = begin; j < end; ++j)
+                acc[j] = Op::combine(acc[j], Op::pre(row[j]));
+            }
+            for (int64_t j = begin; j < end; ++j)
+              acc[j] = Op::finalize(acc[j], rows);
+          }
+        });
     return llvm::Error::success();
   }
   // General: move the reduced dimensions last, then reduce rows.
@@ -269,7 +308,8 @@ template <bool IsMax> llvm::Error argReduceKernel(KernelCall &call) {
     return axis.takeError();
   bool keepDims = call.getInt("keepdims", 1) != 0;
   bool selectLast = call.getInt("select_last_index", 0) != 0;
-  llvm::SmallVector<int64_t, 6> outShape(in.getShape().begin(), in.getShape().end());
+  llvm::SmallVector<int64_t, 6> outShape(in.getShape().begin(),
+                                         in.getShape().end());
   if (rank) {
     if (keepDims)
       outShape[*axis] = 1;
@@ -287,21 +327,22 @@ template <bool IsMax> llvm::Error argReduceKernel(KernelCall &call) {
     using T = typename decltype(tag)::type;
     const T *x = in.getDataAs<T>();
     int64_t *y = out.getDataAs<int64_t>();
-    parallelFor(call.getNumThreads(), outer * inner, grainFor(n), [&](int64_t lo, int64_t hi) {
-      for (int64_t line = lo; line < hi; ++line) {
-        int64_t o = line / inner, j = line % inner;
-        const T *base = x + o * n * inner + j;
-        int64_t best = 0;
-        for (int64_t i = 1; i < n; ++i) {
-          T v = base[i * inner], b = base[best * inner];
-          bool better = IsMax ? (v > b || (selectLast && v == b))
-                              : (v < b || (selectLast && v == b));
-          if (better)
-            best = i;
-        }
-        y[line] = best;
-      }
-    });
+    parallelFor(call.getNumThreads(), outer * inner, grainFor(n),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t line = lo; line < hi; ++line) {
+                    int64_t o = line / inner, j = line % inner;
+                    const T *base = x + o * n * inner + j;
+                    int64_t best = 0;
+                    for (int64_t i = 1; i < n; ++i) {
+                      T v = base[i * inner], b = base[best * inner];
+                      bool better = IsMax ? (v > b || (selectLast && v == b))
+                                          : (v < b || (selectLast && v == b));
+                      if (better)
+                        best = i;
+                    }
+                    y[line] = best;
+                  }
+                });
     return llvm::Error::success();
   });
 }
@@ -317,6 +358,8 @@ void cpu::registerReduceKernels(KernelTable &table) {
   table.add("", "ReduceSumSquare", reduceKernel<SumSquareReduce>, 1);
   table.add("", "ReduceL1", reduceKernel<L1Reduce>, 1);
   table.add("", "ReduceL2", reduceKernel<L2Reduce>, 1);
+  table.add("", "ReduceLogSum", reduceKernel<LogSumReduce>, 1);
+  table.add("", "ReduceLogSumExp", reduceKernel<LogSumExpReduce>, 1);
   table.add(kMsDomain, "ReduceSumTraining", reduceKernel<SumReduce>, 1);
   table.add("", "ArgMax", argReduceKernel<true>, 1);
   table.add("", "ArgMin", argReduceKernel<false>, 1);

@@ -1,11 +1,12 @@
 //===- ShapeKernels.cpp - Shapes, constants and view-like ops -------------===//
 //
 // Ops that compute shapes or constants (Shape, Size, Constant,
-// ConstantOfShape, Range, com.microsoft BroadcastGradientArgs) and the view
-// ops that only relabel a buffer (Identity, Reshape, Squeeze, Unsqueeze,
-// Flatten): when the executor gives them distinct input and output buffers
-// they copy the bytes; when it aliases them there is nothing to do. Every
-// kernel checks the preallocated output against what it computes.
+// ConstantOfShape, Range, NonZero, com.microsoft BroadcastGradientArgs) and
+// the view ops that only relabel a buffer (Identity, Reshape, Squeeze,
+// Unsqueeze, Flatten): when the executor gives them distinct input and
+// output buffers they copy the bytes; when it aliases them there is nothing
+// to do. Every kernel checks the preallocated output against what it
+// computes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +30,8 @@ llvm::Error writeInt64s(const KernelCall &call, unsigned index,
     return err;
   if (out->getNumElements() != static_cast<int64_t>(values.size()))
     return call.error("output " + llvm::Twine(index) + " has " +
-                      llvm::Twine(out->getNumElements()) + " elements but the kernel computes " +
+                      llvm::Twine(out->getNumElements()) +
+                      " elements but the kernel computes " +
                       llvm::Twine(values.size()));
   if (!values.empty())
     std::memcpy(out->getData(), values.data(), values.size() * sizeof(int64_t));
@@ -46,7 +48,8 @@ llvm::Error shapeKernel(KernelCall &call) {
     return std::clamp<int64_t>(i, 0, rank);
   };
   int64_t start = clampIndex(call.getInt("start", 0));
-  int64_t end = call.hasAttr("end") ? clampIndex(call.getInt("end", rank)) : rank;
+  int64_t end =
+      call.hasAttr("end") ? clampIndex(call.getInt("end", rank)) : rank;
   llvm::SmallVector<int64_t, 6> values;
   for (int64_t i = start; i < end; ++i)
     values.push_back(dims[i]);
@@ -65,11 +68,13 @@ llvm::Error sizeKernel(KernelCall &call) {
 llvm::Error copyConstant(const KernelCall &call, const TensorData &data,
                          const TensorView &out) {
   if (data.getType().getDType() != out.getDType())
-    return call.error("constant of type " + dtypeName(data.getType().getDType()) +
+    return call.error("constant of type " +
+                      dtypeName(data.getType().getDType()) +
                       " for an output of type " + dtypeName(out.getDType()));
   if (data.getBytes().size() != out.getSizeInBytes())
     return call.error("constant has " + llvm::Twine(data.getBytes().size()) +
-                      " bytes, the output " + llvm::Twine(out.getSizeInBytes()));
+                      " bytes, the output " +
+                      llvm::Twine(out.getSizeInBytes()));
   if (!data.getBytes().empty())
     std::memcpy(out.getData(), data.getBytes().data(), data.getBytes().size());
   return llvm::Error::success();
@@ -86,7 +91,8 @@ llvm::Error constantKernel(KernelCall &call) {
   }
   auto fill = [&](auto values, DType type) -> llvm::Error {
     using T = typename decltype(values)::value_type;
-    if (out.getDType() != type || out.getNumElements() != static_cast<int64_t>(values.size()))
+    if (out.getDType() != type ||
+        out.getNumElements() != static_cast<int64_t>(values.size()))
       return call.error("output type disagrees with the constant attribute");
     std::memcpy(out.getData(), values.data(), values.size() * sizeof(T));
     return llvm::Error::success();
@@ -119,7 +125,8 @@ llvm::Error constantOfShapeKernel(KernelCall &call) {
       return call.error("attribute 'value' must be a one-element tensor");
     const TensorData &data = value->getTensor();
     if (data.getType().getDType() != out.getDType())
-      return call.error("attribute 'value' has another element type than the output");
+      return call.error(
+          "attribute 'value' has another element type than the output");
     element.assign(data.getBytes().begin(), data.getBytes().end());
   } else if (out.getDType() != DType::F32) {
     return call.error("without 'value' the output must be f32");
@@ -150,7 +157,8 @@ llvm::Error reshapeKernel(KernelCall &call) {
   auto dims = readInts(call, *call.in(1), "shape");
   if (!dims)
     return dims.takeError();
-  llvm::ArrayRef<int64_t> in = call.in(0)->getShape(), out = call.out(0)->getShape();
+  llvm::ArrayRef<int64_t> in = call.in(0)->getShape(),
+                          out = call.out(0)->getShape();
   bool allowZero = call.getInt("allowzero", 0) != 0;
   bool matches = dims->size() == out.size();
   for (size_t i = 0; matches && i < dims->size(); ++i) {
@@ -164,7 +172,8 @@ llvm::Error reshapeKernel(KernelCall &call) {
   }
   if (!matches)
     return call.error("output shape " + shapeString(out) +
-                      " does not satisfy the requested shape " + shapeString(*dims));
+                      " does not satisfy the requested shape " +
+                      shapeString(*dims));
   return llvm::Error::success();
 }
 
@@ -172,8 +181,10 @@ llvm::Error reshapeKernel(KernelCall &call) {
 llvm::Error rangeKernel(KernelCall &call) {
   const TensorView &out = *call.out(0);
   for (unsigned i = 0; i < 3; ++i)
-    if (call.in(i)->getDType() != out.getDType() || call.in(i)->getNumElements() != 1)
-      return call.error("start, limit and delta must be scalars of the output type");
+    if (call.in(i)->getDType() != out.getDType() ||
+        call.in(i)->getNumElements() != 1)
+      return call.error(
+          "start, limit and delta must be scalars of the output type");
   return dispatchTypes<float, double, int64_t, int32_t, int16_t>(
       call, out.getDType(), [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -182,8 +193,9 @@ llvm::Error rangeKernel(KernelCall &call) {
         T delta = call.in(2)->getDataAs<T>()[0];
         if (delta == T(0))
           return call.error("delta must not be zero");
-        double steps = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-                                 static_cast<double>(delta));
+        double steps = std::ceil(
+            (static_cast<double>(limit) - static_cast<double>(start)) /
+            static_cast<double>(delta));
         int64_t count = steps > 0 ? static_cast<int64_t>(steps) : 0;
         if (out.getNumElements() != count)
           return call.error("output has " + llvm::Twine(out.getNumElements()) +
@@ -216,14 +228,67 @@ llvm::Error broadcastGradientArgsKernel(KernelCall &call) {
     else if (db == 1)
       bAxes.push_back(k);
     else
-      return call.error("shapes " + shapeString(*a) + " and " + shapeString(*b) +
-                        " do not broadcast");
+      return call.error("shapes " + shapeString(*a) + " and " +
+                        shapeString(*b) + " do not broadcast");
   }
   for (; k >= 0; --k)
     (i < 0 ? aAxes : bAxes).push_back(k);
   if (llvm::Error err = writeInt64s(call, 0, aAxes))
     return err;
   return writeInt64s(call, 1, bAxes);
+}
+
+/// NonZero(X) -> [rank, count] coordinates of the nonzero elements in
+/// row-major order. The count depends on the data: the preallocated output
+/// must already have it.
+llvm::Error nonZeroKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0);
+  TensorView &out = *call.out(0);
+  if (llvm::Error err = checkDType(call, out, DType::I64, "output"))
+    return err;
+  unsigned rank = in.getRank();
+  int64_t n = in.getNumElements();
+  // Nonzero-ness from the bits: any bit set, ignoring the sign bit of
+  // floats (-0.0 is zero; NaN is not).
+  unsigned size = in.getElementSize();
+  uint64_t mask = size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * size)) - 1;
+  if (isFloatingPoint(in.getDType()))
+    mask &= ~(uint64_t(1) << (8 * size - 1));
+  auto isNonZero = [&](int64_t i) -> bool {
+    uint64_t bits = 0;
+    std::memcpy(&bits, static_cast<const uint8_t *>(in.getData()) + i * size,
+                size);
+    return (bits & mask) != 0;
+  };
+  if (in.getDType() != DType::F32 && in.getDType() != DType::F64 &&
+      in.getDType() != DType::F16 && in.getDType() != DType::BF16 &&
+      !isInteger(in.getDType()) && in.getDType() != DType::Bool)
+    return unsupportedType(call, in.getDType());
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i)
+    count += isNonZero(i);
+  llvm::SmallVector<int64_t, 2> expected = {
+      static_cast<int64_t>(std::max(rank, 1u)), count};
+  if (out.getShape() != llvm::ArrayRef<int64_t>(expected))
+    return call.error("the data has " + llvm::Twine(count) +
+                      " nonzero elements; the output " +
+                      shapeString(out.getShape()) + " should be " +
+                      shapeString(expected));
+  int64_t *coords = out.getDataAs<int64_t>();
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!isNonZero(i))
+      continue;
+    int64_t rest = i;
+    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+      coords[d * count + k] = rest % in.getDim(d);
+      rest /= in.getDim(d);
+    }
+    if (rank == 0)
+      coords[k] = 0;
+    ++k;
+  }
+  return llvm::Error::success();
 }
 
 } // namespace
@@ -240,5 +305,7 @@ void cpu::registerShapeKernels(KernelTable &table) {
   table.add("", "Flatten", viewKernel, 1, 1, native);
   table.add("", "Reshape", reshapeKernel, 2, 1, native);
   table.add("", "Range", rangeKernel, 3, 1, native);
-  table.add(kMsDomain, "BroadcastGradientArgs", broadcastGradientArgsKernel, 2, 0, native);
+  table.add("", "NonZero", nonZeroKernel, 1, 1, native);
+  table.add(kMsDomain, "BroadcastGradientArgs", broadcastGradientArgsKernel, 2,
+            0, native);
 }

@@ -56,8 +56,7 @@ bool usesCoercedSoftmax(const Node &node) {
 }
 
 /// Softmax (or LogSoftmax) of one contiguous row.
-template <typename T, bool Log>
-void softmaxRow(const T *x, T *y, int64_t n) {
+template <typename T, bool Log> void softmaxRow(const T *x, T *y, int64_t n) {
   T maxValue = x[0];
   for (int64_t i = 1; i < n; ++i)
     maxValue = x[i] > maxValue ? x[i] : maxValue;
@@ -103,7 +102,8 @@ template <bool Log> llvm::Error softmaxKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
     return err;
-  auto shape = getSoftmaxShape(call, in.getShape(), usesCoercedSoftmax(call.getNode()));
+  auto shape =
+      getSoftmaxShape(call, in.getShape(), usesCoercedSoftmax(call.getNode()));
   if (!shape)
     return shape.takeError();
   if (in.getNumElements() == 0)
@@ -114,17 +114,18 @@ template <bool Log> llvm::Error softmaxKernel(KernelCall &call) {
     T *y = out.getDataAs<T>();
     int64_t n = shape->axisDim, inner = shape->inner;
     int64_t lines = shape->outer * inner;
-    parallelFor(call.getNumThreads(), lines, grainFor(8 * n), [&](int64_t lo, int64_t hi) {
-      for (int64_t line = lo; line < hi; ++line) {
-        if (inner == 1) {
-          softmaxRow<T, Log>(x + line * n, y + line * n, n);
-        } else {
-          int64_t o = line / inner, j = line % inner;
-          int64_t base = o * n * inner + j;
-          softmaxColumn<T, Log>(x + base, y + base, n, inner);
-        }
-      }
-    });
+    parallelFor(call.getNumThreads(), lines, grainFor(8 * n),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t line = lo; line < hi; ++line) {
+                    if (inner == 1) {
+                      softmaxRow<T, Log>(x + line * n, y + line * n, n);
+                    } else {
+                      int64_t o = line / inner, j = line % inner;
+                      int64_t base = o * n * inner + j;
+                      softmaxColumn<T, Log>(x + base, y + base, n, inner);
+                    }
+                  }
+                });
     return llvm::Error::success();
   });
 }
@@ -167,12 +168,15 @@ llvm::Error softmaxGradKernel(KernelCall &call) {
   int64_t lines = shape->outer * inner;
   if (dY.getNumElements() == 0)
     return llvm::Error::success();
-  parallelFor(call.getNumThreads(), lines, grainFor(4 * n), [&](int64_t lo, int64_t hi) {
-    for (int64_t line = lo; line < hi; ++line) {
-      int64_t base = inner == 1 ? line * n : (line / inner) * n * inner + line % inner;
-      softmaxGradLine<Log>(g + base, yv + base, out + base, n, inner);
-    }
-  });
+  parallelFor(
+      call.getNumThreads(), lines, grainFor(4 * n),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t line = lo; line < hi; ++line) {
+          int64_t base =
+              inner == 1 ? line * n : (line / inner) * n * inner + line % inner;
+          softmaxGradLine<Log>(g + base, yv + base, out + base, n, inner);
+        }
+      });
   return llvm::Error::success();
 }
 

@@ -27,7 +27,8 @@ llvm::Expected<TensorView> TensorView::get(void *data, const TensorType &type) {
                                    "tensor type %s has no static shape",
                                    type.str().c_str());
   // Refuse element counts whose byte size would not fit in 63 bits.
-  uint64_t limit = (uint64_t(1) << 62) / std::max(1u, dtypeSize(type.getDType()));
+  uint64_t limit =
+      (uint64_t(1) << 62) / std::max(1u, dtypeSize(type.getDType()));
   uint64_t count = 1;
   for (int64_t extent : type.getStaticShape()) {
     if (extent != 0 && count > limit / static_cast<uint64_t>(extent))
@@ -49,9 +50,10 @@ TensorView TensorView::reshaped(llvm::ArrayRef<int64_t> newShape) const {
   return result;
 }
 
-llvm::Expected<TensorBuffer>
-TensorBuffer::create(CountingAllocator &allocator, DType dtype,
-                     llvm::ArrayRef<int64_t> shape, MemoryCategory category) {
+llvm::Expected<TensorBuffer> TensorBuffer::create(CountingAllocator &allocator,
+                                                  DType dtype,
+                                                  llvm::ArrayRef<int64_t> shape,
+                                                  MemoryCategory category) {
   TensorView view(nullptr, dtype, shape);
   auto storage =
       ScopedAllocation::create(allocator, view.getSizeInBytes(), category);

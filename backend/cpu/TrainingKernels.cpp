@@ -3,9 +3,10 @@
 // com.microsoft ops that ONNX Runtime's gradient builder and training
 // artifacts emit and that work element by element: the activation
 // gradients (ReluGrad, GeluGrad, FastGeluGrad, QuickGeluGrad, SigmoidGrad,
-// TanhGrad), DivGrad with broadcast reduction, Scale, MixedPrecisionScale,
-// IsAllFinite, and the gradient accumulators InPlaceAccumulator(V2), which
-// write their buffer input in place.
+// TanhGrad, BiasGeluGrad_dX, BiasFastGeluGrad_dX), DivGrad with broadcast
+// reduction, Scale, MixedPrecisionScale, IsFinite, IsAllFinite,
+// ZeroGradient, PassThrough, and the gradient accumulators
+// InPlaceAccumulator(V2), which write their buffer input in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,24 +54,8 @@ llvm::Error reluGradKernel(KernelCall &call) {
   });
 }
 
-llvm::Error geluGradKernel(KernelCall &call) {
-  return binaryGradKernel(call, 16, [](auto g, auto x) {
-    using T = decltype(x);
-    T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrtHalf)));
-    T pdf = T(kInvSqrtTwoPi) * std::exp(T(-0.5) * x * x);
-    return g * (cdf + x * pdf);
-  });
-}
-
-llvm::Error fastGeluGradKernel(KernelCall &call) {
-  return binaryGradKernel(call, 16, [](auto g, auto x) {
-    using T = decltype(x);
-    T x2 = x * x;
-    T t = std::tanh(T(kSqrtTwoOverPi) * x * (T(1) + T(kGeluCubic) * x2));
-    T dInner = T(kSqrtTwoOverPi) * (T(1) + T(3 * kGeluCubic) * x2);
-    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dInner);
-  });
-}
+llvm::Error geluGradKernel(KernelCall &call);
+llvm::Error fastGeluGradKernel(KernelCall &call);
 
 llvm::Error quickGeluGradKernel(KernelCall &call) {
   double alpha = call.getFloat("alpha", 1.702f);
@@ -83,14 +68,72 @@ llvm::Error quickGeluGradKernel(KernelCall &call) {
 }
 
 llvm::Error sigmoidGradKernel(KernelCall &call) {
-  return binaryGradKernel(call, 2, [](auto g, auto y) {
-    return g * y * (decltype(y)(1) - y);
-  });
+  return binaryGradKernel(
+      call, 2, [](auto g, auto y) { return g * y * (decltype(y)(1) - y); });
 }
 
 llvm::Error tanhGradKernel(KernelCall &call) {
-  return binaryGradKernel(call, 2, [](auto g, auto y) {
-    return g * (decltype(y)(1) - y * y);
+  return binaryGradKernel(
+      call, 2, [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });
+}
+
+/// d/dx of exact GELU.
+template <typename T> T geluDerivative(T x) {
+  T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrtHalf)));
+  T pdf = T(kInvSqrtTwoPi) * std::exp(T(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+
+/// d/dx of GELU's tanh approximation.
+template <typename T> T fastGeluDerivative(T x) {
+  T x2 = x * x;
+  T t = std::tanh(T(kSqrtTwoOverPi) * x * (T(1) + T(kGeluCubic) * x2));
+  T dInner = T(kSqrtTwoOverPi) * (T(1) + T(3 * kGeluCubic) * x2);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dInner;
+}
+
+llvm::Error geluGradKernel(KernelCall &call) {
+  return binaryGradKernel(call, 16,
+                          [](auto g, auto x) { return g * geluDerivative(x); });
+}
+
+llvm::Error fastGeluGradKernel(KernelCall &call) {
+  return binaryGradKernel(
+      call, 16, [](auto g, auto x) { return g * fastGeluDerivative(x); });
+}
+
+/// BiasGeluGrad_dX(dY, X, B) and BiasFastGeluGrad_dX: dX = dY * gelu'(X + B)
+/// with B broadcast along the last dimension.
+template <bool Fast> llvm::Error biasGeluGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &x = *call.in(1), &bias = *call.in(2);
+  const TensorView &dX = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
+    return err;
+  if (llvm::Error err = checkSameShape(call, dY, dX, "dY and dX"))
+    return err;
+  int64_t width = x.getRank() ? x.getShape().back() : 1;
+  if (bias.getNumElements() != width)
+    return call.error("B must have one element per last-dimension entry");
+  if (x.getDType() != dY.getDType() || bias.getDType() != dY.getDType() ||
+      dX.getDType() != dY.getDType())
+    return call.error("dY, X, B and dX must have one element type");
+  return dispatchFloat(call, dY.getDType(), [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *g = dY.getDataAs<T>(), *px = x.getDataAs<T>(),
+            *pb = bias.getDataAs<T>();
+    T *out = dX.getDataAs<T>();
+    int64_t rows = width ? x.getNumElements() / width : 0;
+    parallelFor(call.getNumThreads(), rows, grainFor(16 * width),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r)
+                    for (int64_t j = 0; j < width; ++j) {
+                      int64_t i = r * width + j;
+                      T v = px[i] + pb[j];
+                      out[i] = g[i] * (Fast ? fastGeluDerivative(v)
+                                            : geluDerivative(v));
+                    }
+                });
+    return llvm::Error::success();
   });
 }
 
@@ -144,10 +187,12 @@ llvm::Error divGradKernel(KernelCall &call) {
     const T *g = dY.getDataAs<T>();
     unsigned threads = call.getNumThreads();
     // Materialize A and B at the full shape once, then combine.
-    auto fullA = call.getContext().allocateScratch(dY.getDType(), dY.getShape());
+    auto fullA =
+        call.getContext().allocateScratch(dY.getDType(), dY.getShape());
     if (!fullA)
       return fullA.takeError();
-    auto fullB = call.getContext().allocateScratch(dY.getDType(), dY.getShape());
+    auto fullB =
+        call.getContext().allocateScratch(dY.getDType(), dY.getShape());
     if (!fullB)
       return fullB.takeError();
     broadcastCopy(a, fullA->getView(), threads);
@@ -261,12 +306,14 @@ llvm::Error mixedPrecisionScaleKernel(KernelCall &call) {
     int64_t n = x->getNumElements();
     int64_t base = fuse ? fusedOffset : 0;
     if (base + n > y->getNumElements() || (!fuse && n != y->getNumElements()))
-      return call.error("output " + llvm::Twine(fuse ? 0 : i) + " has the wrong size");
+      return call.error("output " + llvm::Twine(fuse ? 0 : i) +
+                        " has the wrong size");
     double s = *scale;
-    parallelFor(call.getNumThreads(), n, grainFor(4), [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j)
-        storeFloat(*y, base + j, loadDouble(*x, j) * s);
-    });
+    parallelFor(call.getNumThreads(), n, grainFor(4),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t j = lo; j < hi; ++j)
+                    storeFloat(*y, base + j, loadDouble(*x, j) * s);
+                });
     fusedOffset += n;
   }
   if (fuse && fusedOffset != call.out(0)->getNumElements())
@@ -294,7 +341,9 @@ llvm::Error isAllFiniteKernel(KernelCall &call) {
       return unsupportedType(call, x->getDType());
     for (int64_t i = 0, e = x->getNumElements(); i < e && finite; ++i) {
       double v = loadDouble(*x, i);
-      bool bad = infOnly ? std::isinf(v) : nanOnly ? std::isnan(v) : !std::isfinite(v);
+      bool bad = infOnly   ? std::isinf(v)
+                 : nanOnly ? std::isnan(v)
+                           : !std::isfinite(v);
       finite = !bad;
     }
   }
@@ -338,23 +387,28 @@ llvm::Error inPlaceAccumulatorV2Kernel(KernelCall &call) {
   } else if (buffer.getDType() == DType::F32 && sameType) {
     float *acc = buffer.getDataAs<float>();
     const float *add = value.getDataAs<float>();
-    parallelFor(call.getNumThreads(), n, grainFor(1), [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        acc[i] += add[i];
-    });
+    parallelFor(call.getNumThreads(), n, grainFor(1),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t i = lo; i < hi; ++i)
+                    acc[i] += add[i];
+                });
   } else {
     bool replace = *overwrite;
-    parallelFor(call.getNumThreads(), n, grainFor(4), [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        storeFloat(buffer, i, replace ? loadDouble(value, i)
-                                      : loadDouble(buffer, i) + loadDouble(value, i));
-    });
+    parallelFor(
+        call.getNumThreads(), n, grainFor(4), [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i)
+            storeFloat(buffer, i,
+                       replace ? loadDouble(value, i)
+                               : loadDouble(buffer, i) + loadDouble(value, i));
+        });
   }
   updated.getDataAs<uint8_t>()[0] = 1;
   if (TensorView *out = call.out(1)) {
-    if (llvm::Error err = checkSameShape(call, buffer, *out, "buffer and buffer_out"))
+    if (llvm::Error err =
+            checkSameShape(call, buffer, *out, "buffer and buffer_out"))
       return err;
-    if (llvm::Error err = checkDType(call, *out, buffer.getDType(), "buffer_out"))
+    if (llvm::Error err =
+            checkDType(call, *out, buffer.getDType(), "buffer_out"))
       return err;
     copyElements(buffer, *out);
   }
@@ -366,9 +420,11 @@ llvm::Error inPlaceAccumulatorV2Kernel(KernelCall &call) {
 llvm::Error inPlaceAccumulatorKernel(KernelCall &call) {
   const TensorView &oldSum = *call.in(0), &value = *call.in(1);
   TensorView &newSum = *call.out(0);
-  if (llvm::Error err = checkSameShape(call, oldSum, value, "old_sum and value"))
+  if (llvm::Error err =
+          checkSameShape(call, oldSum, value, "old_sum and value"))
     return err;
-  if (llvm::Error err = checkSameShape(call, oldSum, newSum, "old_sum and new_sum"))
+  if (llvm::Error err =
+          checkSameShape(call, oldSum, newSum, "old_sum and new_sum"))
     return err;
   if (!isFloatStorage(oldSum.getDType()) || !isFloatStorage(value.getDType()) ||
       newSum.getDType() != oldSum.getDType())
@@ -383,8 +439,54 @@ llvm::Error inPlaceAccumulatorKernel(KernelCall &call) {
   parallelFor(call.getNumThreads(), newSum.getNumElements(), grainFor(4),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t i = lo; i < hi; ++i)
-                  storeFloat(newSum, i, loadDouble(oldSum, i) + loadDouble(value, i));
+                  storeFloat(newSum, i,
+                             loadDouble(oldSum, i) + loadDouble(value, i));
               });
+  return llvm::Error::success();
+}
+
+/// IsFinite(X) -> bool per element.
+llvm::Error isFiniteKernel(KernelCall &call) {
+  const TensorView &x = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, x, out, "input and output"))
+    return err;
+  if (llvm::Error err = checkDType(call, out, DType::Bool, "output"))
+    return err;
+  if (!isFloatStorage(x.getDType()))
+    return unsupportedType(call, x.getDType());
+  uint8_t *y = out.getDataAs<uint8_t>();
+  parallelFor(call.getNumThreads(), x.getNumElements(), grainFor(2),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t i = lo; i < hi; ++i)
+                  y[i] = std::isfinite(loadDouble(x, i));
+              });
+  return llvm::Error::success();
+}
+
+/// ZeroGradient(old_gradient, reset_signal) -> zeros of old_gradient's shape.
+llvm::Error zeroGradientKernel(KernelCall &call) {
+  const TensorView &old = *call.in(0), &out = *call.out(0);
+  if (llvm::Error err = checkSameShape(call, old, out, "gradient and output"))
+    return err;
+  zeroFill(out, call.getNumThreads());
+  return llvm::Error::success();
+}
+
+/// PassThrough(inputs...) -> the same tensors.
+llvm::Error passThroughKernel(KernelCall &call) {
+  if (call.getNumOutputs() > call.getNumInputs())
+    return call.error("more outputs than inputs");
+  for (unsigned i = 0; i < call.getNumOutputs(); ++i) {
+    const TensorView *in = call.in(i);
+    TensorView *out = call.out(i);
+    if (!out)
+      continue;
+    if (!in || in->getDType() != out->getDType() ||
+        in->getSizeInBytes() != out->getSizeInBytes())
+      return call.error("output " + llvm::Twine(i) +
+                        " does not match its input");
+    copyElements(*in, *out);
+  }
   return llvm::Error::success();
 }
 
@@ -395,13 +497,21 @@ void cpu::registerTrainingKernels(KernelTable &table) {
   table.add(kMsDomain, "GeluGrad", geluGradKernel, 2);
   table.add(kMsDomain, "FastGeluGrad", fastGeluGradKernel, 2);
   table.add(kMsDomain, "QuickGeluGrad", quickGeluGradKernel, 2);
+  table.add(kMsDomain, "BiasGeluGrad_dX", biasGeluGradKernel<false>, 3);
+  table.add(kMsDomain, "BiasFastGeluGrad_dX", biasGeluGradKernel<true>, 3);
+  table.add(kMsDomain, "IsFinite", isFiniteKernel, 1, 1, KernelMode::Native);
+  table.add(kMsDomain, "ZeroGradient", zeroGradientKernel, 1, 1,
+            KernelMode::Native);
+  table.add(kMsDomain, "PassThrough", passThroughKernel, 0, 0,
+            KernelMode::Native);
   table.add(kMsDomain, "SigmoidGrad", sigmoidGradKernel, 2);
   table.add(kMsDomain, "TanhGrad", tanhGradKernel, 2);
   table.add(kMsDomain, "DivGrad", divGradKernel, 3, 0);
   table.add(kMsDomain, "Scale", scaleKernel, 2);
   table.add(kMsDomain, "MixedPrecisionScale", mixedPrecisionScaleKernel, 2, 1,
             KernelMode::Native);
-  table.add(kMsDomain, "IsAllFinite", isAllFiniteKernel, 0, 1, KernelMode::Native);
+  table.add(kMsDomain, "IsAllFinite", isAllFiniteKernel, 0, 1,
+            KernelMode::Native);
   table.add(kMsDomain, "InPlaceAccumulatorV2", inPlaceAccumulatorV2Kernel, 2, 1,
             KernelMode::Native);
   table.add(kMsDomain, "InPlaceAccumulator", inPlaceAccumulatorKernel, 2, 1,

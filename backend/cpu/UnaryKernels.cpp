@@ -1,11 +1,13 @@
 //===- UnaryKernels.cpp - Element-wise unary math, activations, casts -----===//
 //
 // One-input element-wise kernels: the math functions (Sqrt, Exp, Log, Erf,
-// Reciprocal, Floor, Ceil), sign-type ops that also run on integers (Neg,
-// Abs, Sign, Relu, Clip), the activations (LeakyRelu, Sigmoid, Tanh, Gelu
-// with and without the tanh approximation, com.microsoft Gelu, FastGelu and
-// BiasGelu), the predicates (IsNaN, IsInf, Not), and Cast/CastLike between
-// every supported element type.
+// Reciprocal, Floor, Ceil, Round, the trigonometric and hyperbolic
+// functions), sign-type ops that also run on integers (Neg, Abs, Sign, Relu,
+// Clip), the activations (LeakyRelu, Sigmoid, Tanh, Elu, Celu, Selu,
+// HardSigmoid, HardSwish, Softplus, Softsign, Mish, ThresholdedRelu, Gelu
+// with and without the tanh approximation, com.microsoft Gelu, FastGelu,
+// BiasGelu and QuickGelu), the predicates (IsNaN, IsInf, Not), and
+// Cast/CastLike between every supported element type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,33 +71,195 @@ template <template <typename> class Fn, int Cost = 4>
 llvm::Error floatUnaryKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
-  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+  return dispatchFloat(call, call.in(0)->getDType(),
+                       [&](auto tag) -> llvm::Error {
+                         using T = typename decltype(tag)::type;
+                         mapElements<T, T>(*call.in(0), *call.out(0),
+                                           call.getNumThreads(), Cost, Fn<T>());
+                         return llvm::Error::success();
+                       });
+}
+
+template <typename T> struct SqrtFn {
+  T operator()(T x) const { return std::sqrt(x); }
+};
+template <typename T> struct ExpFn {
+  T operator()(T x) const { return std::exp(x); }
+};
+template <typename T> struct LogFn {
+  T operator()(T x) const { return std::log(x); }
+};
+template <typename T> struct ErfFn {
+  T operator()(T x) const { return std::erf(x); }
+};
+template <typename T> struct TanhFn {
+  T operator()(T x) const { return std::tanh(x); }
+};
+template <typename T> struct SigmoidFn {
+  T operator()(T x) const { return sigmoid(x); }
+};
+template <typename T> struct ReciprocalFn {
+  T operator()(T x) const { return T(1) / x; }
+};
+template <typename T> struct FloorFn {
+  T operator()(T x) const { return std::floor(x); }
+};
+template <typename T> struct CeilFn {
+  T operator()(T x) const { return std::ceil(x); }
+};
+template <typename T> struct GeluExactFn {
+  T operator()(T x) const { return geluExact(x); }
+};
+template <typename T> struct GeluTanhFn {
+  T operator()(T x) const { return geluTanh(x); }
+};
+
+template <typename T> struct SinFn {
+  T operator()(T x) const { return std::sin(x); }
+};
+template <typename T> struct CosFn {
+  T operator()(T x) const { return std::cos(x); }
+};
+template <typename T> struct TanFn {
+  T operator()(T x) const { return std::tan(x); }
+};
+template <typename T> struct AsinFn {
+  T operator()(T x) const { return std::asin(x); }
+};
+template <typename T> struct AcosFn {
+  T operator()(T x) const { return std::acos(x); }
+};
+template <typename T> struct AtanFn {
+  T operator()(T x) const { return std::atan(x); }
+};
+template <typename T> struct SinhFn {
+  T operator()(T x) const { return std::sinh(x); }
+};
+template <typename T> struct CoshFn {
+  T operator()(T x) const { return std::cosh(x); }
+};
+template <typename T> struct AsinhFn {
+  T operator()(T x) const { return std::asinh(x); }
+};
+template <typename T> struct AcoshFn {
+  T operator()(T x) const { return std::acosh(x); }
+};
+template <typename T> struct AtanhFn {
+  T operator()(T x) const { return std::atanh(x); }
+};
+/// Round half to even (the default floating-point rounding mode).
+template <typename T> struct RoundFn {
+  T operator()(T x) const { return std::nearbyint(x); }
+};
+template <typename T> struct SoftsignFn {
+  T operator()(T x) const { return x / (T(1) + std::fabs(x)); }
+};
+/// log(1 + exp(x)) without overflow for large x.
+template <typename T> T softplus(T x) {
+  return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+template <typename T> struct SoftplusFn {
+  T operator()(T x) const { return softplus(x); }
+};
+template <typename T> struct MishFn {
+  T operator()(T x) const { return x * std::tanh(softplus(x)); }
+};
+template <typename T> struct HardSwishFn {
+  T operator()(T x) const {
+    T gate = x / T(6) + T(0.5);
+    return x * (gate < T(0) ? T(0) : (gate > T(1) ? T(1) : gate));
+  }
+};
+
+/// A float unary op whose function depends on attributes: \p makeFn maps a
+/// TypeTag<T> to the element function for T.
+template <typename MakeFn>
+llvm::Error floatUnaryWith(KernelCall &call, int64_t cost,
+                           const MakeFn &makeFn) {
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  return dispatchFloat(
+      call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), cost,
+                          makeFn(tag));
+        return llvm::Error::success();
+      });
+}
+
+llvm::Error eluKernel(KernelCall &call) {
+  double alpha = call.getFloat("alpha", 1.0f);
+  return floatUnaryWith(call, 8, [alpha](auto tag) {
     using T = typename decltype(tag)::type;
-    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), Cost, Fn<T>());
-    return llvm::Error::success();
+    T a = static_cast<T>(alpha);
+    return [a](T x) { return x >= T(0) ? x : a * std::expm1(x); };
   });
 }
 
-template <typename T> struct SqrtFn { T operator()(T x) const { return std::sqrt(x); } };
-template <typename T> struct ExpFn { T operator()(T x) const { return std::exp(x); } };
-template <typename T> struct LogFn { T operator()(T x) const { return std::log(x); } };
-template <typename T> struct ErfFn { T operator()(T x) const { return std::erf(x); } };
-template <typename T> struct TanhFn { T operator()(T x) const { return std::tanh(x); } };
-template <typename T> struct SigmoidFn { T operator()(T x) const { return sigmoid(x); } };
-template <typename T> struct ReciprocalFn { T operator()(T x) const { return T(1) / x; } };
-template <typename T> struct FloorFn { T operator()(T x) const { return std::floor(x); } };
-template <typename T> struct CeilFn { T operator()(T x) const { return std::ceil(x); } };
-template <typename T> struct GeluExactFn { T operator()(T x) const { return geluExact(x); } };
-template <typename T> struct GeluTanhFn { T operator()(T x) const { return geluTanh(x); } };
+llvm::Error celuKernel(KernelCall &call) {
+  double alpha = call.getFloat("alpha", 1.0f);
+  if (alpha == 0)
+    return call.error("alpha must not be 0");
+  return floatUnaryWith(call, 8, [alpha](auto tag) {
+    using T = typename decltype(tag)::type;
+    T a = static_cast<T>(alpha);
+    return [a](T x) { return x >= T(0) ? x : a * std::expm1(x / a); };
+  });
+}
+
+llvm::Error seluKernel(KernelCall &call) {
+  double alpha = call.getFloat("alpha", 1.67326319217681884765625f);
+  double gamma = call.getFloat("gamma", 1.05070102214813232421875f);
+  return floatUnaryWith(call, 8, [alpha, gamma](auto tag) {
+    using T = typename decltype(tag)::type;
+    T a = static_cast<T>(alpha), g = static_cast<T>(gamma);
+    return [a, g](T x) { return g * (x > T(0) ? x : a * std::expm1(x)); };
+  });
+}
+
+llvm::Error hardSigmoidKernel(KernelCall &call) {
+  double alpha = call.getFloat("alpha", 0.2f),
+         beta = call.getFloat("beta", 0.5f);
+  return floatUnaryWith(call, 2, [alpha, beta](auto tag) {
+    using T = typename decltype(tag)::type;
+    T a = static_cast<T>(alpha), b = static_cast<T>(beta);
+    return [a, b](T x) {
+      T v = a * x + b;
+      return v < T(0) ? T(0) : (v > T(1) ? T(1) : v);
+    };
+  });
+}
+
+llvm::Error thresholdedReluKernel(KernelCall &call) {
+  double alpha = call.getFloat("alpha", 1.0f);
+  return floatUnaryWith(call, 1, [alpha](auto tag) {
+    using T = typename decltype(tag)::type;
+    T a = static_cast<T>(alpha);
+    return [a](T x) { return x > a ? x : T(0); };
+  });
+}
+
+/// com.microsoft QuickGelu: x * sigmoid(alpha * x).
+llvm::Error quickGeluKernel(KernelCall &call) {
+  double alpha = call.getFloat("alpha", 1.702f);
+  return floatUnaryWith(call, 8, [alpha](auto tag) {
+    using T = typename decltype(tag)::type;
+    T a = static_cast<T>(alpha);
+    return [a](T x) { return x * sigmoid(a * x); };
+  });
+}
 
 /// A unary op that also runs on integers (wrapping where it could overflow).
 template <typename T> T wrapNegate(T x) {
   if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(x));
+    return static_cast<T>(std::make_unsigned_t<T>(0) -
+                          static_cast<std::make_unsigned_t<T>>(x));
   else
     return -x;
 }
-template <typename T> struct NegFn { T operator()(T x) const { return wrapNegate(x); } };
+template <typename T> struct NegFn {
+  T operator()(T x) const { return wrapNegate(x); }
+};
 template <typename T> struct AbsFn {
   T operator()(T x) const {
     if constexpr (std::is_unsigned_v<T>)
@@ -120,24 +284,27 @@ template <template <typename> class Fn>
 llvm::Error numericUnaryKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
-  return dispatchArithmetic(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1, Fn<T>());
-    return llvm::Error::success();
-  });
+  return dispatchArithmetic(
+      call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
+                          Fn<T>());
+        return llvm::Error::success();
+      });
 }
 
 llvm::Error leakyReluKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
   double alpha = call.getFloat("alpha", 0.01f);
-  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    T a = static_cast<T>(alpha);
-    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
-                      [a](T x) { return x < T(0) ? a * x : x; });
-    return llvm::Error::success();
-  });
+  return dispatchFloat(
+      call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        T a = static_cast<T>(alpha);
+        mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
+                          [a](T x) { return x < T(0) ? a * x : x; });
+        return llvm::Error::success();
+      });
 }
 
 /// ONNX Gelu (opset 20): approximate = "none" | "tanh".
@@ -152,8 +319,7 @@ llvm::Error onnxGeluKernel(KernelCall &call) {
 
 /// com.microsoft FastGelu(X, bias?) and BiasGelu(X, bias): the bias is
 /// broadcast along the last dimension and added before the activation.
-template <bool TanhApproximation>
-llvm::Error biasGeluKernel(KernelCall &call) {
+template <bool TanhApproximation> llvm::Error biasGeluKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
   const TensorView &in = *call.in(0), &out = *call.out(0);
@@ -169,13 +335,15 @@ llvm::Error biasGeluKernel(KernelCall &call) {
     const T *x = in.getDataAs<T>(), *b = bias->getDataAs<T>();
     T *y = out.getDataAs<T>();
     int64_t rows = width ? in.getNumElements() / width : 0;
-    parallelFor(call.getNumThreads(), rows, grainFor(16 * width), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r)
-        for (int64_t j = 0; j < width; ++j) {
-          T v = x[r * width + j] + b[j];
-          y[r * width + j] = TanhApproximation ? geluTanh(v) : geluExact(v);
-        }
-    });
+    parallelFor(call.getNumThreads(), rows, grainFor(16 * width),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r)
+                    for (int64_t j = 0; j < width; ++j) {
+                      T v = x[r * width + j] + b[j];
+                      y[r * width + j] =
+                          TanhApproximation ? geluTanh(v) : geluExact(v);
+                    }
+                });
     return llvm::Error::success();
   });
 }
@@ -201,29 +369,33 @@ llvm::Error clipKernel(KernelCall &call) {
       return value.takeError();
     high = *value;
   }
-  return dispatchArithmetic(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    T lo = low ? convertElement<T>(*low) : std::numeric_limits<T>::lowest();
-    T hi = high ? convertElement<T>(*high) : std::numeric_limits<T>::max();
-    mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1, [lo, hi](T x) {
-      if constexpr (std::is_floating_point_v<T>)
-        if (std::isnan(x))
-          return x;
-      return x < lo ? lo : (hi < x ? hi : x);
-    });
-    return llvm::Error::success();
-  });
+  return dispatchArithmetic(
+      call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        T lo = low ? convertElement<T>(*low) : std::numeric_limits<T>::lowest();
+        T hi = high ? convertElement<T>(*high) : std::numeric_limits<T>::max();
+        mapElements<T, T>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
+                          [lo, hi](T x) {
+                            if constexpr (std::is_floating_point_v<T>)
+                              if (std::isnan(x))
+                                return x;
+                            return x < lo ? lo : (hi < x ? hi : x);
+                          });
+        return llvm::Error::success();
+      });
 }
 
 llvm::Error isNaNKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call, DType::Bool))
     return err;
-  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    mapElements<T, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
-                            [](T x) -> uint8_t { return std::isnan(x); });
-    return llvm::Error::success();
-  });
+  return dispatchFloat(
+      call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        mapElements<T, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(),
+                                1,
+                                [](T x) -> uint8_t { return std::isnan(x); });
+        return llvm::Error::success();
+      });
 }
 
 llvm::Error isInfKernel(KernelCall &call) {
@@ -231,15 +403,17 @@ llvm::Error isInfKernel(KernelCall &call) {
     return err;
   bool negative = call.getInt("detect_negative", 1) != 0;
   bool positive = call.getInt("detect_positive", 1) != 0;
-  return dispatchFloat(call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
-    using T = typename decltype(tag)::type;
-    mapElements<T, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
-                            [=](T x) -> uint8_t {
-                              return std::isinf(x) && ((x > 0 && positive) ||
-                                                       (x < 0 && negative));
-                            });
-    return llvm::Error::success();
-  });
+  return dispatchFloat(
+      call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
+        using T = typename decltype(tag)::type;
+        mapElements<T, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(),
+                                1, [=](T x) -> uint8_t {
+                                  return std::isinf(x) &&
+                                         ((x > 0 && positive) ||
+                                          (x < 0 && negative));
+                                });
+        return llvm::Error::success();
+      });
 }
 
 llvm::Error notKernel(KernelCall &call) {
@@ -247,8 +421,8 @@ llvm::Error notKernel(KernelCall &call) {
     return err;
   if (llvm::Error err = checkDType(call, *call.in(0), DType::Bool, "input"))
     return err;
-  mapElements<uint8_t, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(), 1,
-                                [](uint8_t x) -> uint8_t { return x == 0; });
+  mapElements<uint8_t, uint8_t>(*call.in(0), *call.out(0), call.getNumThreads(),
+                                1, [](uint8_t x) -> uint8_t { return x == 0; });
   return llvm::Error::success();
 }
 
@@ -298,15 +472,22 @@ llvm::Error cpu::castElements(const KernelCall &call, const TensorView &src,
     copyElements(src, dst);
     return llvm::Error::success();
   }
-  return dispatchCastType(call, src.getDType(), [&](auto srcTag) -> llvm::Error {
-    using Src = typename decltype(srcTag)::type;
-    return dispatchCastType(call, dst.getDType(), [&](auto dstTag) -> llvm::Error {
-      using Dst = typename decltype(dstTag)::type;
-      mapElements<Src, Dst>(src, dst, call.getNumThreads(), 2,
-                            [](Src x) { return convertElement<Dst>(x); });
-      return llvm::Error::success();
-    }, "output");
-  }, "input");
+  return dispatchCastType(
+      call, src.getDType(),
+      [&](auto srcTag) -> llvm::Error {
+        using Src = typename decltype(srcTag)::type;
+        return dispatchCastType(
+            call, dst.getDType(),
+            [&](auto dstTag) -> llvm::Error {
+              using Dst = typename decltype(dstTag)::type;
+              mapElements<Src, Dst>(
+                  src, dst, call.getNumThreads(), 2,
+                  [](Src x) { return convertElement<Dst>(x); });
+              return llvm::Error::success();
+            },
+            "output");
+      },
+      "input");
 }
 
 void cpu::registerUnaryKernels(KernelTable &table) {
@@ -328,6 +509,28 @@ void cpu::registerUnaryKernels(KernelTable &table) {
   table.add(kMsDomain, "Gelu", floatUnaryKernel<GeluExactFn, 16>, 1);
   table.add(kMsDomain, "FastGelu", biasGeluKernel<true>, 1);
   table.add(kMsDomain, "BiasGelu", biasGeluKernel<false>, 2);
+  table.add("", "Sin", floatUnaryKernel<SinFn, 8>, 1);
+  table.add("", "Cos", floatUnaryKernel<CosFn, 8>, 1);
+  table.add("", "Tan", floatUnaryKernel<TanFn, 8>, 1);
+  table.add("", "Asin", floatUnaryKernel<AsinFn, 8>, 1);
+  table.add("", "Acos", floatUnaryKernel<AcosFn, 8>, 1);
+  table.add("", "Atan", floatUnaryKernel<AtanFn, 8>, 1);
+  table.add("", "Sinh", floatUnaryKernel<SinhFn, 8>, 1);
+  table.add("", "Cosh", floatUnaryKernel<CoshFn, 8>, 1);
+  table.add("", "Asinh", floatUnaryKernel<AsinhFn, 8>, 1);
+  table.add("", "Acosh", floatUnaryKernel<AcoshFn, 8>, 1);
+  table.add("", "Atanh", floatUnaryKernel<AtanhFn, 8>, 1);
+  table.add("", "Round", floatUnaryKernel<RoundFn, 1>, 1);
+  table.add("", "Softsign", floatUnaryKernel<SoftsignFn, 2>, 1);
+  table.add("", "Softplus", floatUnaryKernel<SoftplusFn, 8>, 1);
+  table.add("", "Mish", floatUnaryKernel<MishFn, 16>, 1);
+  table.add("", "HardSwish", floatUnaryKernel<HardSwishFn, 2>, 1);
+  table.add("", "Elu", eluKernel, 1);
+  table.add("", "Celu", celuKernel, 1);
+  table.add("", "Selu", seluKernel, 1);
+  table.add("", "HardSigmoid", hardSigmoidKernel, 1);
+  table.add("", "ThresholdedRelu", thresholdedReluKernel, 1);
+  table.add(kMsDomain, "QuickGelu", quickGeluKernel, 1);
   table.add("", "Clip", clipKernel, 1);
   table.add("", "IsNaN", isNaNKernel, 1);
   table.add("", "IsInf", isInfKernel, 1);

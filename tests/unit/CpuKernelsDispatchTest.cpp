@@ -1,0 +1,443 @@
+//===- CpuKernelsDispatchTest.cpp - CPU kernel dispatch and storage -------===//
+//
+// The kernel table (every required op has a kernel; a missing one is a clear
+// error naming the node), required-operand checks, the f16/bf16 conversions
+// of Half.h (exhaustive f16 round trip, round-to-nearest-even including
+// subnormals, infinities and NaNs), f16/bf16 tensors staged through fp32
+// kernels with the staging copies counted as temporaries, the Philox
+// known-answer vectors, and results that do not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/Half.h"
+#include "backend/cpu/Philox.h"
+#include "backend/cpu/testing/KernelTestHarness.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+using namespace gmopt::cpu::testing;
+
+namespace {
+
+TEST(CpuKernelTableTest, EveryRequiredOpHasAKernel) {
+  const char *onnxOps[] = {"Add",
+                           "Sub",
+                           "Mul",
+                           "Div",
+                           "Pow",
+                           "Sqrt",
+                           "Exp",
+                           "Log",
+                           "Neg",
+                           "Abs",
+                           "Reciprocal",
+                           "Relu",
+                           "LeakyRelu",
+                           "Sigmoid",
+                           "Tanh",
+                           "Erf",
+                           "Gelu",
+                           "Softmax",
+                           "LogSoftmax",
+                           "MatMul",
+                           "Gemm",
+                           "Conv",
+                           "MaxPool",
+                           "AveragePool",
+                           "GlobalAveragePool",
+                           "BatchNormalization",
+                           "LayerNormalization",
+                           "Dropout",
+                           "Gather",
+                           "GatherElements",
+                           "SoftmaxCrossEntropyLoss",
+                           "NegativeLogLikelihoodLoss",
+                           "Reshape",
+                           "Transpose",
+                           "Concat",
+                           "Slice",
+                           "Split",
+                           "Expand",
+                           "Where",
+                           "Equal",
+                           "Less",
+                           "Greater",
+                           "Not",
+                           "And",
+                           "Or",
+                           "ReduceSum",
+                           "ReduceMean",
+                           "ReduceMax",
+                           "ReduceSumSquare",
+                           "Cast",
+                           "CastLike",
+                           "Shape",
+                           "Size",
+                           "Constant",
+                           "ConstantOfShape",
+                           "Identity",
+                           "Sum",
+                           "Squeeze",
+                           "Unsqueeze",
+                           "Flatten",
+                           "Range",
+                           "Tile",
+                           "Trilu",
+                           "Min",
+                           "Max",
+                           "Clip",
+                           "Sign",
+                           "Mean",
+                           "Floor",
+                           "Ceil",
+                           "IsNaN",
+                           "IsInf",
+                           "ArgMax",
+                           "OneHot",
+                           "Einsum",
+                           "MaxPoolGrad"};
+  for (const char *op : onnxOps)
+    EXPECT_TRUE(hasCpuKernel("", op)) << op;
+  const char *msOps[] = {"ReluGrad",
+                         "GeluGrad",
+                         "FastGeluGrad",
+                         "SigmoidGrad",
+                         "TanhGrad",
+                         "SoftmaxGrad",
+                         "SoftmaxGrad_13",
+                         "LogSoftmaxGrad",
+                         "LogSoftmaxGrad_13",
+                         "LayerNormalizationGrad",
+                         "SimplifiedLayerNormalizationGrad",
+                         "ConvGrad",
+                         "BatchNormalizationGrad",
+                         "DropoutGrad",
+                         "BitmaskDropout",
+                         "BitmaskDropoutGrad",
+                         "GatherGrad",
+                         "GatherElementsGrad",
+                         "SoftmaxCrossEntropyLossGrad",
+                         "SoftmaxCrossEntropyLossInternal",
+                         "SoftmaxCrossEntropyLossInternalGrad",
+                         "FusedMatMul",
+                         "BroadcastGradientArgs",
+                         "DivGrad",
+                         "Scale",
+                         "ConcatTraining",
+                         "SplitTraining",
+                         "ReduceSumTraining",
+                         "InPlaceAccumulatorV2",
+                         "IsAllFinite",
+                         "MixedPrecisionScale",
+                         "SliceGrad",
+                         "BiasGelu",
+                         "BiasGeluGrad_dX",
+                         "BatchNormInternal",
+                         "InvertibleLayerNormalizationGrad",
+                         "GatherNDGrad",
+                         "SoftmaxCrossEntropy",
+                         "SoftmaxCrossEntropyGrad",
+                         "BiasDropout",
+                         "QuickGelu"};
+  for (const char *op : msOps)
+    EXPECT_TRUE(hasCpuKernel(kMsDomain, op)) << op;
+  EXPECT_FALSE(hasCpuKernel("", "ReluGrad"));
+  std::vector<std::string> listed = listCpuKernels();
+  EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end()));
+  EXPECT_NE(
+      std::find(listed.begin(), listed.end(), "com.microsoft.FusedMatMul"),
+      listed.end());
+  EXPECT_NE(std::find(listed.begin(), listed.end(), "MatMul"), listed.end());
+}
+
+TEST(CpuKernelTableTest, MissingKernelIsAnErrorNamingTheNode) {
+  KernelRunner runner;
+  HostTensor x = HostTensor::f32({2}, {1, 2});
+  auto result =
+      runner.run("com.foo", "Bar", {&x}, {f32Type({2})}, {}, "my_node");
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_EQ(llvm::toString(result.takeError()),
+            "no CPU kernel for 'com.foo.Bar' (node my_node)");
+}
+
+TEST(CpuKernelTableTest, MissingRequiredInputIsAnError) {
+  KernelRunner runner;
+  HostTensor x = HostTensor::f32({2}, {1, 2});
+  auto result =
+      runner.run("", "Add", {&x, nullptr}, {f32Type({2})}, {}, "add0");
+  ASSERT_FALSE(static_cast<bool>(result));
+  std::string message = llvm::toString(result.takeError());
+  EXPECT_NE(message.find("required input 1 is missing"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(node add0)"), std::string::npos) << message;
+}
+
+TEST(CpuKernelTableTest, WrongOutputShapeIsAnError) {
+  KernelRunner runner;
+  HostTensor a = HostTensor::f32({2, 3}, std::vector<float>(6, 1));
+  HostTensor b = HostTensor::f32({3}, {1, 2, 3});
+  auto result = runner.run("", "Add", {&a, &b}, {f32Type({3, 2})});
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("broadcast to [2,3]"),
+            std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Half.h
+//===----------------------------------------------------------------------===//
+
+TEST(HalfTest, EveryHalfRoundTripsThroughFloat) {
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    uint16_t half = static_cast<uint16_t>(bits);
+    float value = halfToFloat(half);
+    uint16_t back = floatToHalf(value);
+    bool isNaN = (half & 0x7c00) == 0x7c00 && (half & 0x3ff);
+    if (isNaN) {
+      EXPECT_TRUE(std::isnan(value));
+      EXPECT_EQ(back & 0x7e00, 0x7e00) << bits; // Still a (quiet) NaN.
+      EXPECT_EQ(back & 0x8000, half & 0x8000);
+    } else {
+      EXPECT_EQ(back, half) << bits;
+    }
+  }
+}
+
+TEST(HalfTest, KnownValues) {
+  EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(0.0f), 0x0000);
+  EXPECT_EQ(floatToHalf(-0.0f), 0x8000);
+  EXPECT_EQ(floatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(floatToHalf(-std::numeric_limits<float>::infinity()), 0xfc00);
+  EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.0f, -24)); // Smallest subnormal.
+  EXPECT_EQ(halfToFloat(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(halfToFloat(0x0400), std::ldexp(1.0f, -14)); // Smallest normal.
+  EXPECT_EQ(halfToFloat(0x7bff), 65504.0f);
+}
+
+TEST(HalfTest, RoundsToNearestEven) {
+  // 1 + 2^-11 is halfway between 1 and the next half (1 + 2^-10): even is 1.
+  EXPECT_EQ(floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  // 1 + 3 * 2^-11 is halfway between 1 + 2^-10 (odd) and 1 + 2^-9: rounds up.
+  EXPECT_EQ(floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  // Just above halfway rounds up.
+  EXPECT_EQ(floatToHalf(std::nextafter(1.0f + std::ldexp(1.0f, -11), 2.0f)),
+            0x3c01);
+  // Overflow: 65519 rounds to 65504, 65520 (halfway to 2^16) rounds to inf.
+  EXPECT_EQ(floatToHalf(65519.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);
+  // Subnormals: 2^-25 is halfway between 0 and 2^-24 -> 0 (even);
+  // 3 * 2^-25 is halfway between 2^-24 (odd) and 2^-23 -> 2^-23.
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);
+  EXPECT_EQ(floatToHalf(std::ldexp(3.0f, -25)), 0x0002);
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -26)), 0x0000);
+  EXPECT_EQ(floatToHalf(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
+  // The largest subnormal plus half an ulp rounds (to even) into the normals.
+  EXPECT_EQ(floatToHalf(std::ldexp(1023.5f, -24)), 0x0400);
+  EXPECT_EQ(floatToHalf(-std::ldexp(5.0f, -24)), 0x8005);
+}
+
+TEST(HalfTest, BFloat16RoundsToNearestEven) {
+  EXPECT_EQ(floatToBFloat16(1.0f), 0x3f80);
+  EXPECT_EQ(bfloat16ToFloat(0x3f80), 1.0f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: even is 1.
+  EXPECT_EQ(floatToBFloat16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up.
+  EXPECT_EQ(floatToBFloat16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(floatToBFloat16(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(floatToBFloat16(std::numeric_limits<float>::max()),
+            0x7f80); // Rounds up.
+  uint16_t nan = floatToBFloat16(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_TRUE(std::isnan(bfloat16ToFloat(nan)));
+  // A NaN whose payload sits only in the low bits must stay a NaN.
+  EXPECT_TRUE(
+      std::isnan(bfloat16ToFloat(floatToBFloat16(floatFromBits(0x7f800001u)))));
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    float value = bfloat16ToFloat(static_cast<uint16_t>(bits));
+    if (!std::isnan(value)) {
+      EXPECT_EQ(floatToBFloat16(value), bits);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// f16/bf16 staging
+//===----------------------------------------------------------------------===//
+
+TEST(HalfStorageTest, F16TensorsComputeInFloatAndRoundOnStore) {
+  KernelRunner runner;
+  std::vector<float> a = randomFloats(64, 1, -4, 4),
+                     b = randomFloats(64, 2, -4, 4);
+  HostTensor ha = HostTensor::f16({8, 8}, a), hb = HostTensor::f16({8, 8}, b);
+  auto result =
+      runner.run("", "Mul", {&ha, &hb}, {TensorType::get(DType::F16, {8, 8})});
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  std::vector<uint16_t> got = (*result)[0].values<uint16_t>();
+  std::vector<float> wa = ha.floats(), wb = hb.floats();
+  for (size_t i = 0; i < 64; ++i)
+    EXPECT_EQ(got[i], floatToHalf(wa[i] * wb[i])) << i;
+  // The fp32 staging copies were counted as temporaries and released.
+  MemoryReport report = runner.getAllocator().getReport();
+  EXPECT_EQ(report.atPeak(MemoryCategory::Temporaries), 3 * 256u);
+  EXPECT_EQ(report.currentBytes, 0u);
+}
+
+TEST(HalfStorageTest, BulkStagingConversionsMatchTheScalarOnes) {
+  // Every f16 bit pattern widened and narrowed by the staging path (Clip
+  // without bounds is the identity on the staged fp32 values).
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i)
+    all[i] = static_cast<uint16_t>(i);
+  HostTensor halves = HostTensor::of(DType::F16, {256, 256}, all);
+  KernelRunner runner;
+  auto roundTrip = runner.run("", "Clip", {&halves},
+                              {TensorType::get(DType::F16, {256, 256})});
+  ASSERT_TRUE(static_cast<bool>(roundTrip));
+  std::vector<uint16_t> got = (*roundTrip)[0].values<uint16_t>();
+  for (uint32_t i = 0; i < 65536; ++i)
+    EXPECT_EQ(got[i], floatToHalf(halfToFloat(static_cast<uint16_t>(i)))) << i;
+  // fp32 values narrowed on store: halfway cases, subnormals, overflow.
+  std::vector<float> values = randomFloats(4096, 9, -70000.0f, 70000.0f);
+  for (int e = -27; e < 17; ++e)
+    for (float m : {1.0f, 1.5f, 1.0009765625f, 1.00048828125f, 1.99951171875f})
+      for (float sign : {1.0f, -1.0f})
+        values.push_back(sign * std::ldexp(m, e));
+  values.push_back(std::numeric_limits<float>::infinity());
+  values.push_back(std::nanf(""));
+  int64_t n = values.size();
+  HostTensor x = HostTensor::f32({n}, values);
+  HostTensor zero = HostTensor::f16({1}, {0.0f});
+  auto narrowed =
+      runner.run("", "Add", {&x, &zero}, {TensorType::get(DType::F16, {n})});
+  ASSERT_TRUE(static_cast<bool>(narrowed));
+  std::vector<uint16_t> bits = (*narrowed)[0].values<uint16_t>();
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(bits[i], floatToHalf(values[i] + 0.0f)) << values[i];
+  auto narrowedBF16 =
+      runner.run("", "Add", {&x, &zero}, {TensorType::get(DType::BF16, {n})});
+  ASSERT_TRUE(static_cast<bool>(narrowedBF16));
+  bits = (*narrowedBF16)[0].values<uint16_t>();
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(bits[i], floatToBFloat16(values[i] + 0.0f)) << values[i];
+}
+
+TEST(HalfStorageTest, BF16SoftmaxMatchesRoundedFloatSoftmax) {
+  KernelRunner runner;
+  std::vector<float> x = randomFloats(2 * 16, 3, -3, 3);
+  HostTensor hx = HostTensor::bf16({2, 16}, x);
+  HostTensor fx = HostTensor::f32({2, 16}, hx.floats());
+  auto half =
+      runner.run("", "Softmax", {&hx}, {TensorType::get(DType::BF16, {2, 16})});
+  auto full = runner.run("", "Softmax", {&fx}, {f32Type({2, 16})});
+  ASSERT_TRUE(half && full);
+  std::vector<uint16_t> got = (*half)[0].values<uint16_t>();
+  std::vector<float> want = (*full)[0].floats();
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], floatToBFloat16(want[i])) << i;
+}
+
+TEST(HalfStorageTest, MixedHalfAndIntegerOperands) {
+  // Gather is a byte mover: f16 data stays bit-exact, indices stay int64.
+  KernelRunner runner;
+  HostTensor table =
+      HostTensor::f16({3, 2}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f});
+  HostTensor idx = HostTensor::i64({2}, {2, 0});
+  auto result = runner.run("", "Gather", {&table, &idx},
+                           {TensorType::get(DType::F16, {2, 2})});
+  ASSERT_TRUE(static_cast<bool>(result));
+  std::vector<uint16_t> bits = table.values<uint16_t>(),
+                        got = (*result)[0].values<uint16_t>();
+  EXPECT_EQ(got, (std::vector<uint16_t>{bits[4], bits[5], bits[0], bits[1]}));
+  // A float kernel with an integer operand: GatherGrad on f16 dY.
+  HostTensor shape = HostTensor::i64({2}, {3, 2});
+  HostTensor dY = HostTensor::f16({2, 2}, {1, 2, 3, 4});
+  auto grad = runner.run(kMsDomain, "GatherGrad", {&shape, &idx, &dY},
+                         {TensorType::get(DType::F16, {3, 2})});
+  ASSERT_TRUE(static_cast<bool>(grad)) << llvm::toString(grad.takeError());
+  EXPECT_EQ((*grad)[0].floats(), (std::vector<float>{3, 4, 0, 0, 1, 2}));
+}
+
+//===----------------------------------------------------------------------===//
+// Philox and thread independence
+//===----------------------------------------------------------------------===//
+
+TEST(PhiloxTest, KnownAnswerVectors) {
+  // Random123's kat_vectors for philox4x32-10.
+  EXPECT_EQ(philox4x32({0, 0, 0, 0}, {0, 0}),
+            (PhiloxBlock{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                       {0xffffffffu, 0xffffffffu}),
+            (PhiloxBlock{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                       {0xa4093822u, 0x299f31d0u}),
+            (PhiloxBlock{0xd16cfe09u, 0x94fdcceb, 0x5001e420u, 0x24126ea1u}));
+}
+
+/// Runs a node with 1 and with 2 threads and expects identical bytes.
+void expectThreadIndependent(llvm::StringRef domain, llvm::StringRef op,
+                             std::vector<HostTensor *> inputs,
+                             std::vector<TensorType> types,
+                             std::vector<NamedAttribute> attrs = {}) {
+  KernelRunner one, two;
+  one.getContext().setNumThreads(1);
+  two.getContext().setNumThreads(2);
+  auto a = one.run(domain, op, inputs, types, attrs);
+  auto b = two.run(domain, op, inputs, types, attrs);
+  ASSERT_TRUE(a && b);
+  for (size_t i = 0; i < a->size(); ++i)
+    EXPECT_EQ((*a)[i].bytes, (*b)[i].bytes) << op.str() << " output " << i;
+}
+
+TEST(DeterminismTest, ResultsDoNotDependOnThreadCount) {
+  HostTensor big = HostTensor::f32({256, 1024}, randomFloats(256 * 1024, 7));
+  HostTensor axes0 = HostTensor::i64({1}, {0});
+  HostTensor axes1 = HostTensor::i64({1}, {1});
+  expectThreadIndependent("", "ReduceSum", {&big, &axes0},
+                          {f32Type({1, 1024})});
+  expectThreadIndependent("", "ReduceSum", {&big, &axes1}, {f32Type({256, 1})});
+  expectThreadIndependent("", "ReduceSum", {&big}, {f32Type({1, 1})});
+  expectThreadIndependent("", "Softmax", {&big}, {f32Type({256, 1024})});
+  HostTensor scale = HostTensor::f32({1024}, randomFloats(1024, 8));
+  HostTensor mean = HostTensor::f32({256, 1}, randomFloats(256, 9));
+  HostTensor inv = HostTensor::f32({256, 1}, randomFloats(256, 10, 0.5f, 2.0f));
+  HostTensor dY = HostTensor::f32({256, 1024}, randomFloats(256 * 1024, 11));
+  expectThreadIndependent(
+      kMsDomain, "LayerNormalizationGrad", {&dY, &big, &scale, &mean, &inv},
+      {f32Type({256, 1024}), f32Type({1024}), f32Type({1024})});
+  HostTensor idx = HostTensor::i64({512}, std::vector<int64_t>(512, 3));
+  HostTensor table = HostTensor::i64({2}, {16, 1024});
+  HostTensor rows = HostTensor::f32({512, 1024}, randomFloats(512 * 1024, 12));
+  expectThreadIndependent(kMsDomain, "GatherGrad", {&table, &idx, &rows},
+                          {f32Type({16, 1024})});
+  // GEMM: OpenBLAS's own threading can split K for tall-skinny products;
+  // the backend's blocking must not.
+  HostTensor a = HostTensor::f32({784, 64}, randomFloats(784 * 64, 13));
+  HostTensor b = HostTensor::f32({784, 128}, randomFloats(784 * 128, 14));
+  expectThreadIndependent("", "Gemm", {&a, &b}, {f32Type({64, 128})},
+                          {intAttr("transA", 1)});
+  HostTensor tall = HostTensor::f32({32, 3000}, randomFloats(32 * 3000, 15));
+  HostTensor wide = HostTensor::f32({3000, 100}, randomFloats(3000 * 100, 16));
+  expectThreadIndependent("", "MatMul", {&tall, &wide}, {f32Type({32, 100})});
+  HostTensor image =
+      HostTensor::f32({4, 8, 20, 20}, randomFloats(4 * 8 * 400, 17));
+  HostTensor filters =
+      HostTensor::f32({16, 8, 3, 3}, randomFloats(16 * 72, 18));
+  HostTensor dYConv =
+      HostTensor::f32({4, 16, 18, 18}, randomFloats(4 * 16 * 324, 19));
+  expectThreadIndependent(
+      kMsDomain, "ConvGrad", {&dYConv, &image, &filters},
+      {f32Type({4, 8, 20, 20}), f32Type({16, 8, 3, 3}), f32Type({16})});
+  HostTensor ratio = HostTensor::f32({}, {0.3f});
+  HostTensor training = HostTensor::boolean({}, {1});
+  expectThreadIndependent(
+      "", "Dropout", {&big, &ratio, &training},
+      {f32Type({256, 1024}), TensorType::get(DType::Bool, {256, 1024})});
+}
+
+} // namespace
