@@ -309,6 +309,11 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
         return fail(label(value) + " aliases an unplanned value");
       if (target->size < assignment.size)
         return fail(label(value) + " is larger than the storage it aliases");
+      // Arena storage must be live for as long as anything aliases it.
+      if (target->kind == StorageKind::Arena &&
+          (assignment.firstStep < target->firstStep ||
+           assignment.lastStep > target->lastStep))
+        return fail(label(value) + " outlives the arena slice it aliases");
       break;
     }
     case StorageKind::Constant:

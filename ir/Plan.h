@@ -97,10 +97,18 @@ struct BufferAssignment {
   uint32_t lastStep = 0;
 };
 
-/// The static memory figures of a plan (see DESIGN.md's vocabulary).
+/// The static memory figures of a plan (see DESIGN.md's vocabulary). Every
+/// byte count is at allocation size (each tensor rounded up to
+/// kBufferAlignment), as the backends' counting allocators measure it.
 struct MemoryFigures {
-  /// Sum of all tensor bytes, no reuse.
+  /// Sum of all tensor bytes, no reuse (views excluded: they never own
+  /// bytes).
   uint64_t naiveBytes = 0;
+  /// Estimated peak of eager execution: every transient tensor allocated at
+  /// its definition and freed after its last use, views sharing their
+  /// source, no in-place reuse, plus all persistent bytes. The real eager
+  /// baseline is measured by a backend.
+  uint64_t eagerEstimateBytes = 0;
   /// Live-byte maximum over the schedule of non-persistent values (LOAD).
   uint64_t lowerBoundBytes = 0;
   /// The schedule step where lowerBoundBytes occurs.
@@ -114,6 +122,8 @@ struct MemoryFigures {
 
   /// Sum of persistentBytes.
   uint64_t totalPersistentBytes() const;
+  /// The planned peak: arenaBytes + totalPersistentBytes().
+  uint64_t plannedBytes() const { return arenaBytes + totalPersistentBytes(); }
   /// arena / lower bound - 1 (0 when the bound is 0).
   double fragmentation() const;
 };
@@ -140,7 +150,8 @@ public:
   /// Checks the plan against \p module: every present value is planned;
   /// arena slices are aligned, inside the arena, and no two slices overlap
   /// in both address and live interval; aliases point at planned values of
-  /// the same or larger size. Returns the first violation.
+  /// the same or larger size, and an alias of an arena slice lives within
+  /// the slice's interval. Returns the first violation.
   llvm::Error validate(const Module &module) const;
   /// Prints one line per value in schedule order, then the figures.
   void print(const Module &module, llvm::raw_ostream &os) const;

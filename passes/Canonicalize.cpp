@@ -260,5 +260,8 @@ llvm::Expected<bool> CanonicalizePass::run(Module &module,
   GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] erased "
                      << rewrites.nodesErased + deadNodes << " nodes, removed "
                      << deadInitializers << " initializers\n");
-  return rewrites.changed || deadNodes != 0 || deadInitializers != 0;
+  bool changed = rewrites.changed || deadNodes != 0 || deadInitializers != 0;
+  if (changed)
+    module.plan.clear();
+  return changed;
 }

@@ -2,8 +2,11 @@
 //
 // The one place that defines what `gmopt-compile` does when --passes is not
 // given. It grows with the passes as they land, towards the design's
-// `canonicalize,tie-weights,amp,recompute,schedule,plan-buffers`; only
-// registered passes may appear here (PassManagerTest checks that it parses).
+// `canonicalize,tie-weights,amp,recompute,schedule,plan-buffers`: the graph
+// rewrites (tie-weights, amp, recompute) slot in after canonicalize and
+// before schedule, because schedule orders the final graph and plan-buffers
+// plans that order; both must stay last. Only registered passes may appear
+// here (PassManagerTest checks that it parses).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +18,8 @@
 namespace gmopt {
 
 /// The default compilation pipeline, as pipeline text.
-constexpr llvm::StringLiteral kDefaultPipeline = "canonicalize";
+constexpr llvm::StringLiteral kDefaultPipeline =
+    "canonicalize,schedule,plan-buffers";
 
 } // namespace gmopt
 

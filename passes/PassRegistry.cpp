@@ -9,6 +9,9 @@
 #include "passes/PassRegistry.h"
 #include "passes/Canonicalize.h"
 #include "passes/PipelineParser.h"
+#include "passes/PlanBuffers.h"
+#include "passes/PrintPlan.h"
+#include "passes/Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"

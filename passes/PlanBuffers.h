@@ -1,0 +1,105 @@
+//===- PlanBuffers.h - Liveness, in-place reuse, arena offsets --*- C++ -*-===//
+//
+// The pass where every other pass's savings become real bytes. For the
+// graph's current schedule it computes liveness (Liveness.h), lets
+// elementwise results overwrite operands that die at their node
+// (InPlace.h), gives every remaining transient storage group an offset in
+// one arena (ArenaAllocator.h: greedy by lifetime and greedy by size with
+// best fit, the smallest wins), and writes the result to module.plan:
+// initializers Constant; graph inputs and outputs Persistent; views and
+// in-place results Alias; everything else an Arena slice. Results of
+// side-effecting ops keep slices of their own. The plan carries the static
+// figures (naive, eager estimate, LOAD and its step, arena, fragmentation,
+// in-place savings, persistent bytes by category) and is checked by
+// ExecutionPlan::validate after every planning in debug builds, and in any
+// build with `validate`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_PASSES_PLANBUFFERS_H
+#define GMOPT_PASSES_PLANBUFFERS_H
+
+#include "passes/ArenaAllocator.h"
+#include "passes/Pass.h"
+
+#include "ir/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+
+namespace gmopt {
+
+class Module;
+
+/// The `plan-buffers` pass.
+class PlanBuffersPass : public Pass {
+public:
+  /// Tunables; each is a pipeline option (`plan-buffers{in-place=false}`).
+  struct Options {
+    /// Let an elementwise result overwrite an operand whose storage dies at
+    /// its node (see InPlace.h for the exact rules).
+    bool inPlace = true;
+    /// Try best-fit offset assignment (greedy by size, breadth, area and
+    /// duration, then the local search).
+    bool greedyBySize = true;
+    /// Try greedy-by-lifetime offset assignment (four sweeps: forward and
+    /// reversed, with and without the LOAD as capacity hint).
+    bool greedyByLifetime = true;
+    /// Skip best-fit assignment when more buffer pairs than this are live
+    /// at the same time, since its cost grows with that count (0: never
+    /// skip). Greedy by lifetime is O(n log n) and always runs.
+    uint64_t maxOverlapPairs = uint64_t(1) << 24;
+    /// Most rounds of the best-fit local search when no greedy layout
+    /// reaches LOAD (bounded by maxOverlapPairs as well; 0: no search).
+    uint64_t searchRounds = 2000;
+    /// Validate the plan after planning in every build type (debug builds
+    /// always validate).
+    bool validate = false;
+  };
+
+  /// A pass with the default options.
+  PlanBuffersPass();
+  /// A pass with \p options.
+  explicit PlanBuffersPass(Options options);
+
+  llvm::StringRef getName() const override { return "plan-buffers"; }
+  llvm::Expected<bool> run(Module &module, PassContext &context) override;
+
+  /// The current option values.
+  const Options &getPassOptions() const { return options; }
+
+private:
+  Options options;
+};
+
+/// What computeBufferPlan found besides the plan itself.
+struct BufferPlanSummary {
+  /// Results that overwrite an operand.
+  uint64_t inPlaceReuses = 0;
+  /// Views that share their source's bytes.
+  uint64_t viewsAliased = 0;
+  /// Storage groups placed in the arena.
+  uint64_t arenaBuffers = 0;
+  /// The arena layout's strategy and every strategy's size.
+  ArenaLayout layout;
+};
+
+/// The eager estimate of \p module in its current node order: the live-byte
+/// peak when every transient tensor is allocated at its definition and
+/// freed after its last use (views sharing their source, no in-place
+/// reuse), plus all persistent and constant bytes, everything at aligned
+/// size. plan-buffers records it for the graph it plans; tools call it on
+/// the original module to get the eager baseline a user would compare
+/// against. Fails on values without static shapes.
+llvm::Expected<uint64_t> estimateEagerPeakBytes(const Module &module);
+
+/// Plans \p module's buffers for its current node order, as the pass does,
+/// without touching the module. Fails on values without static shapes.
+llvm::Expected<ExecutionPlan>
+computeBufferPlan(const Module &module, const PlanBuffersPass::Options &options,
+                  BufferPlanSummary *summary = nullptr);
+
+} // namespace gmopt
+
+#endif // GMOPT_PASSES_PLANBUFFERS_H
