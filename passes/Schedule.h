@@ -106,13 +106,13 @@ public:
     /// Judge orders with in-place reuse, as plan-buffers{in-place=true}
     /// will plan them; set false when plan-buffers runs without it.
     bool inPlace = true;
-    /// Keep all side-effecting ops in their relative order. When false,
-    /// only side effects on the same storage keep their order, so
+    /// Keep all side-effecting ops in their relative order. When false (the
+    /// default), only side effects on the same storage keep their order, so
     /// accumulators into different buffers commute and each gradient can be
     /// accumulated (and freed) as soon as it exists: on the testdata MLP
     /// that lowers LOAD by 25%, with bitwise the same gradients
     /// (PlanBuffersTest runs both settings on the CPU backend).
-    bool keepSideEffectOrder = true;
+    bool keepSideEffectOrder = false;
   };
 
   /// A pass with the default options.

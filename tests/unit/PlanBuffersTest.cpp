@@ -494,7 +494,7 @@ std::unique_ptr<Module> optimize(const TestGraph &graph,
 }
 
 constexpr llvm::StringLiteral kStrictPipeline =
-    "canonicalize,schedule,plan-buffers{validate=true}";
+    "canonicalize,schedule{keep-side-effect-order=true},plan-buffers{validate=true}";
 constexpr llvm::StringLiteral kRelaxedPipeline =
     "canonicalize,schedule{keep-side-effect-order=false},"
     "plan-buffers{validate=true}";
