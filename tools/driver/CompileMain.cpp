@@ -24,6 +24,7 @@
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
+#include "passes/PlanBuffers.h"
 #include "passes/PlanReport.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -134,7 +135,7 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
   // The container keeps the model as imported (for gmopt-run --baseline):
   // a second import is the simplest faithful copy.
   std::unique_ptr<Module> original;
-  if (writeGm) {
+  if (writeGm || report || !reportJson.empty()) {
     auto imported = loadModule(inputFilename, InputFormat::Onnx, *dimBindings);
     if (!imported)
       return reportToolError(kTool, imported.takeError());
@@ -179,15 +180,21 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
     return 0;
   if (trivialReport)
     (*module)->plan = std::move(reportPlan);
+  // The reference a user compares against: the graph as imported, run
+  // eagerly (allocate at definition, free after last use).
+  auto eagerBaseline = estimateEagerPeakBytes(*original);
+  if (!eagerBaseline)
+    return reportToolError(
+        kTool, fileError(inputFilename, llvm::toString(eagerBaseline.takeError())));
   if (report) {
     if (trivialReport)
       llvm::outs() << kTool
                    << ": no planning pass ran; reporting the trivial plan "
                       "(no reuse)\n";
-    printPlanReport(**module, llvm::outs());
+    printPlanReport(**module, llvm::outs(), *eagerBaseline);
   }
   if (!reportJson.empty()) {
-    llvm::json::Object json = planReportJson(**module);
+    llvm::json::Object json = planReportJson(**module, *eagerBaseline);
     json["plan"] = trivialReport ? "trivial" : "planned";
     json["pipeline"] = pipeline;
     std::string text =
