@@ -428,7 +428,9 @@ llvm::Error whereKernel(KernelCall &call) {
     auto plan = makeBroadcastPlan<3>(
         out.getShape(), {cond.getShape(), x.getShape(), y.getShape()});
     int64_t inner = plan.innerSize;
-    auto [sc, sx, sy] = plan.innerStride;
+    // Plain variables: C++17 lambdas cannot capture structured bindings.
+    const int64_t sc = plan.innerStride[0], sx = plan.innerStride[1],
+                  sy = plan.innerStride[2];
     forEachBroadcastRow(plan, call.getNumThreads(),
                         [&](int64_t o, const std::array<int64_t, 3> &offsets) {
                           const uint8_t *rc = pc + offsets[0];

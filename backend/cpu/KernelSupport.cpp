@@ -74,6 +74,7 @@ llvm::Error cpu::unsupportedType(const KernelCall &call, DType type,
 // the scalar functions of Half.h.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GMOPT_HAVE_F16C_DISPATCH 1
+#include <cpuid.h>
 __attribute__((target("avx,f16c"))) static void
 halfToFloatF16C(const uint16_t *src, float *dst, int64_t n) {
   int64_t i = 0;
@@ -98,8 +99,14 @@ floatToHalfF16C(const float *src, uint16_t *dst, int64_t n) {
 }
 
 static bool hasF16C() {
-  static const bool supported =
-      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // CPUID leaf 1: ECX bit 29 is F16C, bit 28 AVX (clang 14's
+  // __builtin_cpu_supports does not know "f16c").
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+      return false;
+    return (ecx & (1u << 29)) != 0 && (ecx & (1u << 28)) != 0;
+  }();
   return supported;
 }
 #endif
