@@ -40,6 +40,13 @@ enum OpTrait : uint32_t {
   TraitCommutative = 1u << 4,
   /// Computes shapes/indices only; never touches float payloads.
   TraitShapeOnly = 1u << 5,
+  /// Works one slice along an axis at a time (softmax rows, a loss's class
+  /// row): each result slice depends only on the same slice of the
+  /// elementwise-sized operands, and the kernel reads a slice's elements
+  /// before it writes the result elements at the same positions. With an
+  /// in-place operand this makes writing into that operand's buffer safe,
+  /// although the op is not elementwise.
+  TraitRowwise = 1u << 6,
 };
 
 /// How mixed precision treats an op (torch.autocast's lists).
@@ -132,9 +139,12 @@ public:
   /// model exhaustively); the verifier then checks only listed ones.
   bool allowUnknownAttributes = false;
   uint32_t traits = TraitNone;
-  /// Result 0 may be written into the buffer of this operand when the
-  /// operand dies here and sizes match; -1 if never.
+  /// Result inPlaceResult may be written into the buffer of this operand
+  /// when the operand dies here and the types match; -1 if never. Needs
+  /// TraitElementwise or TraitRowwise.
   int inPlaceOperand = -1;
+  /// The result that may take over inPlaceOperand's buffer.
+  unsigned inPlaceResult = 0;
   AmpClass amp = AmpClass::None;
   InferenceFn infer;
   /// Cost model; null means the default (one flop per output element,

@@ -1,7 +1,8 @@
 //===- InPlace.cpp - Which results may overwrite an operand ---------------===//
 //
-// The semantic test reads the op registry (TraitElementwise, the schema's
-// inPlaceOperand, TraitCommutative) and compares types; the schedule test
+// The semantic test reads the op registry (TraitElementwise or
+// TraitRowwise, the schema's inPlaceOperand and inPlaceResult,
+// TraitCommutative) and compares types; the schedule test
 // reads the storage groups of a Liveness. Only operands 0 and 1 are ever
 // offered: the CPU kernels of variadic ops (Sum, Mean...) read operands
 // beyond the second after writing the output, and copy such an operand to
@@ -31,13 +32,15 @@ llvm::SmallVector<unsigned, 2>
 gmopt::getInPlaceOperandCandidates(const Node &node, const OpSchema *schema) {
   llvm::SmallVector<unsigned, 2> candidates;
   if (!schema || schema->inPlaceOperand < 0 ||
-      !schema->hasTrait(TraitElementwise) ||
+      !(schema->hasTrait(TraitElementwise) ||
+        schema->hasTrait(TraitRowwise)) ||
       schema->hasTrait(TraitSideEffect) || schema->hasTrait(TraitRandom) ||
       schema->hasTrait(TraitView))
     return candidates;
-  if (node.getNumResults() == 0 || !node.getResult(0))
+  const Value *result = getInPlaceResult(node, schema);
+  if (!result)
     return candidates;
-  const TensorType &resultType = node.getResult(0)->getType();
+  const TensorType &resultType = result->getType();
   if (!resultType.hasStaticShape())
     return candidates;
 
@@ -56,6 +59,14 @@ gmopt::getInPlaceOperandCandidates(const Node &node, const OpSchema *schema) {
   return candidates;
 }
 
+const Value *gmopt::getInPlaceResult(const Node &node,
+                                     const OpSchema *schema) {
+  if (!schema || schema->inPlaceOperand < 0 ||
+      schema->inPlaceResult >= node.getNumResults())
+    return nullptr;
+  return node.getResult(schema->inPlaceResult);
+}
+
 std::vector<InPlaceReuse> gmopt::applyInPlaceReuse(Liveness &liveness) {
   using ValueId = Liveness::ValueId;
   std::vector<InPlaceReuse> decisions;
@@ -63,14 +74,15 @@ std::vector<InPlaceReuse> gmopt::applyInPlaceReuse(Liveness &liveness) {
     const OpSchema *schema = liveness.getSchema(step);
     // Cheap trait test first: most nodes are not in-place candidates.
     if (!schema || schema->inPlaceOperand < 0 ||
-        !schema->hasTrait(TraitElementwise))
+        !(schema->hasTrait(TraitElementwise) ||
+          schema->hasTrait(TraitRowwise)))
       continue;
     const Node &node = *liveness.getNode(step);
     llvm::SmallVector<unsigned, 2> candidates =
         getInPlaceOperandCandidates(node, schema);
     if (candidates.empty())
       continue;
-    ValueId result = *liveness.lookup(node.getResult(0));
+    ValueId result = *liveness.lookup(getInPlaceResult(node, schema));
     if (!liveness.isArenaOwner(result) || liveness.isPinned(result) ||
         liveness.isView(result) || !liveness.getBytes(result))
       continue;
@@ -94,10 +106,11 @@ std::vector<InPlaceReuse> gmopt::applyInPlaceReuse(Liveness &liveness) {
       if (readElsewhere)
         continue;
       liveness.shareStorage(result, operands[index]);
-      decisions.push_back(
-          {&node, index, alignBuffer(liveness.getBytes(result))});
+      decisions.push_back({&node, schema->inPlaceResult, index,
+                           alignBuffer(liveness.getBytes(result))});
       GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] step " << step << ": "
-                         << node.describe() << " writes into operand " << index
+                         << node.describe() << " writes result "
+                         << schema->inPlaceResult << " into operand " << index
                          << "\n");
       break;
     }

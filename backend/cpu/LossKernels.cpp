@@ -206,11 +206,9 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
                   for (int64_t c = 0; c < classes; ++c)
                     sum += std::exp(row[c * inner] - maxValue);
                   float shift = maxValue + std::log(sum);
-                  if (lp) {
-                    float *lpRow = lp + shape->base(s);
-                    for (int64_t c = 0; c < classes; ++c)
-                      lpRow[c * inner] = row[c * inner] - shift;
-                  }
+                  // The loss reads the row before log_prob is written: the
+                  // planner may give log_prob the scores' buffer
+                  // (TraitRowwise).
                   int64_t label = labelData[s];
                   double weight = sampleWeight(label, *ignoreIndex, w);
                   perSample[s] =
@@ -218,6 +216,11 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
                           ? 0.0
                           : -static_cast<double>(row[label * inner] - shift) *
                                 weight;
+                  if (lp) {
+                    float *lpRow = lp + shape->base(s);
+                    for (int64_t c = 0; c < classes; ++c)
+                      lpRow[c * inner] = row[c * inner] - shift;
+                  }
                 }
               });
   double weightSum = 0;

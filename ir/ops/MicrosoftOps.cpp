@@ -127,12 +127,15 @@ void registerActivations(OpRegistry &registry) {
         })
         .add(registry);
 
-  // Softmax gradients read whole rows: not elementwise, not in place.
+  // Softmax gradients read whole rows: not elementwise, but row by row, so
+  // dX may overwrite dY.
   auto softmaxGrad = [&](llvm::StringRef name, int64_t defaultAxis) {
     SchemaBuilder(kMsDomain, name, 1)
         .inputs(2)
         .outputs(1)
         .attrInt("axis", defaultAxis)
+        .traits(TraitRowwise)
+        .inPlace(0)
         .amp(AmpClass::Deny)
         .infer([](InferenceContext &ctx) -> llvm::Error {
           if (auto err = inferElementwiseGrad(2)(ctx))
@@ -610,6 +613,8 @@ void registerLosses(OpRegistry &registry) {
       .outputs(1, 2)
       .attrString("reduction", "mean")
       .optionalAttr("output_type", Attribute::Kind::Int)
+      .traits(TraitRowwise)
+      .inPlace(0, /*result=*/1)
       .amp(AmpClass::Deny)
       .infer(inferSceLossInternal)
       .cost(costPerInputElement(5))
@@ -619,6 +624,8 @@ void registerLosses(OpRegistry &registry) {
       .outputs(1)
       .attrString("reduction", "mean")
       .optionalAttr("output_type", Attribute::Kind::Int)
+      .traits(TraitRowwise)
+      .inPlace(1)
       .amp(AmpClass::Deny)
       .infer(inferSceLossGrad)
       .cost(costPerOutputElement(3))
@@ -628,6 +635,8 @@ void registerLosses(OpRegistry &registry) {
       .outputs(1)
       .attrString("reduction", "mean")
       .optionalAttr("ignore_index", Attribute::Kind::Int)
+      .traits(TraitRowwise)
+      .inPlace(1)
       .amp(AmpClass::Deny)
       .infer(inferSceLossGrad)
       .cost(costPerOutputElement(3))

@@ -73,8 +73,9 @@ SchemaBuilder &SchemaBuilder::traits(uint32_t traits) {
   return *this;
 }
 
-SchemaBuilder &SchemaBuilder::inPlace(int operand) {
+SchemaBuilder &SchemaBuilder::inPlace(int operand, unsigned result) {
   schema.inPlaceOperand = operand;
+  schema.inPlaceResult = result;
   return *this;
 }
 

@@ -73,8 +73,9 @@ public:
 
   /// Sets the OpTrait bitmask.
   SchemaBuilder &traits(uint32_t traits);
-  /// Result 0 may reuse the buffer of operand \p operand (-1: never).
-  SchemaBuilder &inPlace(int operand);
+  /// Result \p result may reuse the buffer of operand \p operand (-1:
+  /// never).
+  SchemaBuilder &inPlace(int operand, unsigned result = 0);
   /// Sets the mixed-precision class.
   SchemaBuilder &amp(AmpClass amp);
   /// Sets the type inference function (required before registration).

@@ -345,6 +345,71 @@ TEST(CpuLossTest, GradientsMatchFiniteDifferencesOfTheLoss) {
       }
 }
 
+/// Runs a node twice, into fresh memory and with result \p result written
+/// over operand \p operand (as the planner's row-wise in-place reuse does),
+/// and expects bitwise-equal results.
+void expectSameInPlace(llvm::StringRef domain, llvm::StringRef op,
+                       std::vector<HostTensor *> inputs,
+                       std::vector<TensorType> resultTypes,
+                       std::vector<NamedAttribute> attrs, unsigned result,
+                       unsigned operand) {
+  SCOPED_TRACE(op.str());
+  KernelRunner fresh;
+  auto want = fresh.run(domain, op, inputs, resultTypes, attrs);
+  ASSERT_TRUE(static_cast<bool>(want)) << llvm::toString(want.takeError());
+  KernelRunner inPlace;
+  inPlace.setInPlace(result, operand);
+  auto got = inPlace.run(domain, op, inputs, resultTypes, attrs);
+  ASSERT_TRUE(static_cast<bool>(got)) << llvm::toString(got.takeError());
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t i = 0; i < want->size(); ++i)
+    EXPECT_EQ((*got)[i].bytes, (*want)[i].bytes) << "result " << i;
+}
+
+TEST(CpuRowwiseInPlaceTest, RowwiseKernelsMayOverwriteTheirOperand) {
+  // Softmax rows (last axis) and strided columns (axis 0).
+  for (int64_t axis : {-1, 0}) {
+    HostTensor x = HostTensor::f32({6, 5}, randomFloats(30, 90, -3, 3));
+    for (const char *op : {"Softmax", "LogSoftmax"})
+      expectSameInPlace("", op, {&x}, {f32Type({6, 5})},
+                        {intAttr("axis", axis)}, 0, 0);
+    HostTensor dY = HostTensor::f32({6, 5}, randomFloats(30, 91, -1, 1));
+    HostTensor y = HostTensor::f32({6, 5}, randomFloats(30, 92, 0, 1));
+    for (const char *op : {"SoftmaxGrad_13", "LogSoftmaxGrad_13"})
+      expectSameInPlace(kMsDomain, op, {&dY, &y}, {f32Type({6, 5})},
+                        {intAttr("axis", axis)}, 0, 0);
+  }
+  // The loss: log_prob (result 1) over the scores, 2-D and N-D, then the
+  // gradient over log_prob.
+  for (const LossCase &c : kLossCases)
+    for (const char *reduction : {"none", "mean"}) {
+      int64_t count = 1;
+      for (int64_t d : c.scoreShape)
+        count *= d;
+      HostTensor scores =
+          HostTensor::f32(c.scoreShape, randomFloats(count, 93, -3, 3));
+      std::vector<int64_t> lShape = labelShape(c.scoreShape);
+      HostTensor labels = HostTensor::i64(lShape, c.labels);
+      HostTensor weights = HostTensor::f32({c.scoreShape[1]}, c.weights);
+      std::vector<int64_t> lossShape =
+          std::string(reduction) == "none" ? lShape : std::vector<int64_t>{};
+      HostTensor *w = c.weights.empty() ? nullptr : &weights;
+      expectSameInPlace("", "SoftmaxCrossEntropyLoss", {&scores, &labels, w},
+                        {f32Type(lossShape), f32Type(c.scoreShape)},
+                        lossAttrs(c, reduction, true), 1, 0);
+      int64_t lossCount = 1;
+      for (int64_t d : lossShape)
+        lossCount *= d;
+      HostTensor dY =
+          HostTensor::f32(lossShape, randomFloats(lossCount, 94, 0.5f, 1.5f));
+      HostTensor logProb =
+          HostTensor::f32(c.scoreShape, randomFloats(count, 95, -4, 0));
+      expectSameInPlace(kMsDomain, "SoftmaxCrossEntropyLossGrad",
+                        {&dY, &logProb, &labels, w}, {f32Type(c.scoreShape)},
+                        lossAttrs(c, reduction, true), 0, 1);
+    }
+}
+
 TEST(CpuLossTest, DenseLabelSoftmaxCrossEntropy) {
   std::vector<int64_t> shape = {2, 3, 4};
   std::vector<float> logits = randomFloats(24, 90, -2, 2);

@@ -575,8 +575,44 @@ TEST(OpRegistryTraitsTest, InPlaceOperands) {
         "BiasGeluGrad_dX", "InPlaceAccumulator"})
     EXPECT_EQ(schemaOf("com.microsoft", op, 1).inPlaceOperand, 0) << op;
   for (const char *op :
-       {"MatMul", "Conv", "Softmax", "Transpose", "Shape", "Equal", "Reshape"})
+       {"MatMul", "Conv", "Transpose", "Shape", "Equal", "Reshape"})
     EXPECT_EQ(schemaOf("", op).inPlaceOperand, -1) << op;
+}
+
+TEST(OpRegistryTraitsTest, RowwiseInPlace) {
+  // Not elementwise, but each row is read before it is overwritten.
+  for (const char *op : {"Softmax", "LogSoftmax"}) {
+    const OpSchema &schema = schemaOf("", op);
+    EXPECT_FALSE(schema.hasTrait(TraitElementwise)) << op;
+    EXPECT_TRUE(schema.hasTrait(TraitRowwise)) << op;
+    EXPECT_EQ(schema.inPlaceOperand, 0) << op;
+    EXPECT_EQ(schema.inPlaceResult, 0u) << op;
+  }
+  // The log-probabilities (result 1) may overwrite the scores.
+  const OpSchema &sce = schemaOf("", "SoftmaxCrossEntropyLoss");
+  EXPECT_TRUE(sce.hasTrait(TraitRowwise));
+  EXPECT_EQ(sce.inPlaceOperand, 0);
+  EXPECT_EQ(sce.inPlaceResult, 1u);
+  EXPECT_EQ(schemaOf("com.microsoft", "SoftmaxCrossEntropyLossInternal", 1)
+                .inPlaceResult,
+            1u);
+  // The loss gradient may overwrite the log-probabilities (operand 1).
+  for (const char *op : {"SoftmaxCrossEntropyLossGrad",
+                         "SoftmaxCrossEntropyLossInternalGrad"})
+    EXPECT_EQ(schemaOf("com.microsoft", op, 1).inPlaceOperand, 1) << op;
+  EXPECT_EQ(schemaOf("com.microsoft", "SoftmaxGrad_13", 1).inPlaceOperand, 0);
+  // The reductions are neither.
+  EXPECT_FALSE(schemaOf("", "ReduceSum").hasTrait(TraitRowwise));
+  EXPECT_EQ(schemaOf("", "ReduceSum").inPlaceOperand, -1);
+}
+
+TEST(OpRegistryTraitsTest, InPlaceResultExists) {
+  for (const OpSchema *schema : OpRegistry::instance().all()) {
+    if (schema->inPlaceOperand >= 0) {
+      EXPECT_LT(schema->inPlaceResult, schema->maxOutputs)
+          << schema->domain << "::" << schema->name;
+    }
+  }
 }
 
 TEST(OpRegistryTraitsTest, AmpClasses) {

@@ -20,8 +20,10 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gmopt {
@@ -136,6 +138,13 @@ public:
     opsets[domain] = version;
   }
 
+  /// Makes the following runs write result \p result into a copy of
+  /// operand \p operand's bytes that the kernel also reads that operand
+  /// from, as the planner's in-place reuse does.
+  void setInPlace(unsigned result, unsigned operand) {
+    inPlace = std::make_pair(result, operand);
+  }
+
   /// Runs (\p domain, \p opType) on \p inputs (null entries are absent
   /// operands) with results of \p resultTypes (absentResult() entries are
   /// absent results, returned as empty tensors).
@@ -168,6 +177,9 @@ public:
       result.shape.assign(shape.begin(), shape.end());
       // A poison pattern: an element the kernel forgets to write shows up.
       result.bytes.assign(result.type().getSizeInBytes(), 0xA5);
+      if (inPlace && inPlace->first == i && inPlace->second < inputs.size() &&
+          inputs[inPlace->second])
+        result.bytes = inputs[inPlace->second]->bytes;
       outViews[i] = result.view();
       outputs[i] = &outViews[i];
     }
@@ -176,6 +188,9 @@ public:
     for (unsigned i = 0; i < inputs.size(); ++i)
       if (inputs[i]) {
         inViews[i] = inputs[i]->view();
+        if (inPlace && inPlace->second == i && inPlace->first < outputs.size() &&
+            outputs[inPlace->first])
+          inViews[i] = *outputs[inPlace->first];
         inPtrs[i] = &inViews[i];
       }
     if (llvm::Error err = runCpuKernel(*node, inPtrs, outputs, ctx))
@@ -187,6 +202,8 @@ private:
   CountingAllocator allocator;
   CpuKernelContext ctx;
   std::map<std::string, int64_t> opsets;
+  /// (result, operand) sharing bytes, when set.
+  std::optional<std::pair<unsigned, unsigned>> inPlace;
 };
 
 /// A named attribute.
