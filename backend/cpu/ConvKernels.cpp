@@ -12,6 +12,7 @@
 
 #include "backend/cpu/Blas.h"
 #include "backend/cpu/ConvGeometry.h"
+#include "backend/cpu/Simd.h"
 
 #include <cstring>
 
@@ -142,6 +143,10 @@ void col2im(const float *cols, const WindowGeometry &g, int64_t channels,
               float *dst =
                   plane + ih * g.inW + (owBegin * g.strideW + colOffset);
               const float *row = src + oh * g.outW;
+              if (g.strideW == 1) {
+                addToF32(row + owBegin, dst, owEnd - owBegin);
+                continue;
+              }
               for (int64_t ow = owBegin; ow < owEnd; ++ow)
                 dst[(ow - owBegin) * g.strideW] += row[ow];
             }

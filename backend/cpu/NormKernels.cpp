@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 
 #include <cmath>
 
@@ -94,20 +95,13 @@ template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
           double mean, var;
           if (training) {
             double sum = 0;
-            for (int64_t b = 0; b < n; ++b) {
-              const float *plane = px + (b * channels + c) * spatial;
-              for (int64_t i = 0; i < spatial; ++i)
-                sum += plane[i];
-            }
+            for (int64_t b = 0; b < n; ++b)
+              sum += sumF32(px + (b * channels + c) * spatial, spatial);
             mean = count ? sum / count : 0;
             double squares = 0;
-            for (int64_t b = 0; b < n; ++b) {
-              const float *plane = px + (b * channels + c) * spatial;
-              for (int64_t i = 0; i < spatial; ++i) {
-                double d = plane[i] - mean;
-                squares += d * d;
-              }
-            }
+            for (int64_t b = 0; b < n; ++b)
+              squares += sumSquaredDeviationF32(
+                  px + (b * channels + c) * spatial, spatial, mean);
             var = count ? squares / count : 0;
           } else {
             mean = pm[c];
@@ -116,12 +110,9 @@ template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
           double invStd = 1.0 / std::sqrt(var + epsilon);
           float a = static_cast<float>(ps[c] * invStd);
           float shift = static_cast<float>(pb[c] - mean * ps[c] * invStd);
-          for (int64_t b = 0; b < n; ++b) {
-            const float *plane = px + (b * channels + c) * spatial;
-            float *out = py + (b * channels + c) * spatial;
-            for (int64_t i = 0; i < spatial; ++i)
-              out[i] = plane[i] * a + shift;
-          }
+          for (int64_t b = 0; b < n; ++b)
+            scaleShiftF32(px + (b * channels + c) * spatial,
+                          py + (b * channels + c) * spatial, spatial, a, shift);
           if (runningMean)
             runningMean[c] = static_cast<float>(
                 training ? pm[c] * momentum + mean * (1 - momentum) : pm[c]);
@@ -172,16 +163,16 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
   parallelFor(call.getNumThreads(), channels, grainFor(6 * n * spatial),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t c = lo; c < hi; ++c) {
-                  double sumDy = 0, sumDyXhat = 0;
+                  double sumDy = 0, sumDyCentered = 0;
                   double mu = pm[c], inv = pi[c];
                   for (int64_t b = 0; b < n; ++b) {
-                    const float *gp = g + (b * channels + c) * spatial;
-                    const float *xp = px + (b * channels + c) * spatial;
-                    for (int64_t i = 0; i < spatial; ++i) {
-                      sumDy += gp[i];
-                      sumDyXhat += gp[i] * (xp[i] - mu) * inv;
-                    }
+                    SumAndDot sums = sumWithCenteredProductF32(
+                        g + (b * channels + c) * spatial,
+                        px + (b * channels + c) * spatial, spatial, mu);
+                    sumDy += sums.sum;
+                    sumDyCentered += sums.dot;
                   }
+                  double sumDyXhat = sumDyCentered * inv;
                   if (dBias)
                     dBias->getDataAs<float>()[c] = static_cast<float>(sumDy);
                   if (dScale)
@@ -192,7 +183,21 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
                     const float *gp = g + (b * channels + c) * spatial;
                     const float *xp = px + (b * channels + c) * spatial;
                     float *op = out + (b * channels + c) * spatial;
-                    for (int64_t i = 0; i < spatial; ++i) {
+                    int64_t i = 0;
+                    // Two lanes of the scalar loop's double arithmetic.
+                    const F64x2 muV = {mu, mu}, invV = {inv, inv};
+                    const F64x2 factorV = {factor, factor};
+                    const F64x2 countV = {count, count};
+                    const F64x2 sumDyV = {sumDy, sumDy};
+                    const F64x2 sumDyXhatV = {sumDyXhat, sumDyXhat};
+                    for (; i + 2 <= spatial; i += 2) {
+                      F64x2 xhat = (loadF32x2AsF64(xp + i) - muV) * invV;
+                      storeF64x2AsF32(
+                          op + i,
+                          factorV * (loadF32x2AsF64(gp + i) * countV - sumDyV -
+                                     xhat * sumDyXhatV));
+                    }
+                    for (; i < spatial; ++i) {
                       double xhat = (xp[i] - mu) * inv;
                       op[i] = static_cast<float>(
                           factor * (gp[i] * count - sumDy - xhat * sumDyXhat));

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 
 #include <cmath>
 #include <cstring>
@@ -49,6 +50,19 @@ llvm::Error binaryGradKernel(KernelCall &call, int64_t cost, const Fn &fn) {
 }
 
 llvm::Error reluGradKernel(KernelCall &call) {
+  const TensorView &dY = *call.in(0), &x = *call.in(1), &dX = *call.out(0);
+  if (dY.getDType() == DType::F32 && x.getDType() == DType::F32 &&
+      dX.getDType() == DType::F32 && dY.getShape() == x.getShape() &&
+      dX.getShape() == x.getShape()) {
+    // Branch-free: the sign of x is data-dependent, a branch mispredicts.
+    const float *g = dY.getDataAs<float>(), *px = x.getDataAs<float>();
+    float *out = dX.getDataAs<float>();
+    parallelFor(call.getNumThreads(), dX.getNumElements(), grainFor(1),
+                [&](int64_t lo, int64_t hi) {
+                  reluGradF32(g + lo, px + lo, out + lo, hi - lo);
+                });
+    return llvm::Error::success();
+  }
   return binaryGradKernel(call, 1, [](auto g, auto x) {
     return x > decltype(x)(0) ? g : decltype(g)(0);
   });

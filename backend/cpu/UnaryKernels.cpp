@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 
 #include <cmath>
 
@@ -293,6 +294,21 @@ llvm::Error numericUnaryKernel(KernelCall &call) {
       });
 }
 
+/// Relu: fp32 takes the branch-free vector loop (a mix of signs would
+/// mispredict a branch on every other element); other types the functor.
+llvm::Error reluKernel(KernelCall &call) {
+  const TensorView &in = *call.in(0), &out = *call.out(0);
+  if (in.getDType() != DType::F32)
+    return numericUnaryKernel<ReluFn>(call);
+  if (llvm::Error err = checkUnary(call))
+    return err;
+  const float *x = in.getDataAs<float>();
+  float *y = out.getDataAs<float>();
+  parallelFor(call.getNumThreads(), out.getNumElements(), grainFor(1),
+              [&](int64_t lo, int64_t hi) { reluF32(x + lo, y + lo, hi - lo); });
+  return llvm::Error::success();
+}
+
 llvm::Error leakyReluKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
@@ -503,7 +519,7 @@ void cpu::registerUnaryKernels(KernelTable &table) {
   table.add("", "Neg", numericUnaryKernel<NegFn>, 1);
   table.add("", "Abs", numericUnaryKernel<AbsFn>, 1);
   table.add("", "Sign", numericUnaryKernel<SignFn>, 1);
-  table.add("", "Relu", numericUnaryKernel<ReluFn>, 1);
+  table.add("", "Relu", reluKernel, 1);
   table.add("", "LeakyRelu", leakyReluKernel, 1);
   table.add("", "Gelu", onnxGeluKernel, 1);
   table.add(kMsDomain, "Gelu", floatUnaryKernel<GeluExactFn, 16>, 1);
