@@ -100,21 +100,25 @@ struct GemmBlocking {
 };
 
 inline GemmBlocking planGemmBlocks(int64_t m, int64_t n, int64_t k) {
-  // Blocks of at least 64 rows or columns, at most 16 of them: enough work
-  // per call to amortize packing; small products stay whole.
+  // Each call packs its slice of A or B again and pays a task hand-off, so
+  // a block must carry enough work to amortize that: at least 64 rows or
+  // columns and about kMinBlockWork multiply-adds, and at most 16 blocks.
+  // Small products stay whole.
   constexpr int64_t kMinBlock = 64, kMaxBlocks = 16;
+  constexpr int64_t kMinBlockWork = int64_t(1) << 19;
   GemmBlocking blocking;
   blocking.splitRows = m >= n;
   int64_t extent = blocking.splitRows ? m : n;
-  int64_t size = std::max(kMinBlock, (extent + kMaxBlocks - 1) / kMaxBlocks);
-  size = (size + 15) / 16 * 16;
-  if (m * n * k < (int64_t(1) << 18) || extent <= size) {
+  int64_t work = m * n * std::max<int64_t>(k, 1);
+  int64_t count = std::min({kMaxBlocks, extent / kMinBlock, work / kMinBlockWork});
+  if (count <= 1) {
     blocking.size = std::max<int64_t>(extent, 1);
     blocking.count = 1;
     return blocking;
   }
-  blocking.size = size;
-  blocking.count = numChunks(extent, size);
+  int64_t size = (extent + count - 1) / count;
+  blocking.size = (size + 15) / 16 * 16;
+  blocking.count = numChunks(extent, blocking.size);
   return blocking;
 }
 
