@@ -1,21 +1,52 @@
 //===- ThreadPool.cpp - The CPU backend's worker threads ------------------===//
 //
 // Job protocol: the caller publishes a job (body, chunk count, a number of
-// open helper slots) under the state mutex and wakes the workers. A worker
+// open helper slots) under the state mutex, bumps the generation and wakes
+// the workers that sleep (spinning ones see the new generation). A worker
 // takes a slot under the mutex, then pulls chunks from the atomic counter.
 // When the caller runs out of chunks it closes the remaining slots, so a
-// worker that wakes late never touches a finished job, and waits until the
-// helpers that did join have finished.
+// worker that arrives late never touches a finished job (it only notes the
+// generation it missed), and waits until the helpers that did join have
+// finished. A worker sleeps only while the generation is the one it last
+// saw, and the caller reads the number of sleepers under the same mutex
+// it publishes under, so no wake-up is lost.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/ThreadPool.h"
+
+#include <chrono>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
 
 /// True on pool worker threads: a parallel loop inside a chunk runs inline.
 static thread_local bool insidePoolWork = false;
+
+/// Tells the core this is a spin-wait loop (saves power, frees the sibling
+/// hyperthread).
+static inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Spins until \p done() or kSpinMicros have passed; returns done().
+template <typename Predicate> static bool spinUntil(const Predicate &done) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::microseconds(ThreadPool::kSpinMicros);
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (done())
+        return true;
+      cpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return done();
+  }
+}
 
 ThreadPool &ThreadPool::instance() {
   static ThreadPool pool;
@@ -38,24 +69,44 @@ void ThreadPool::drainChunks() {
     body(chunk);
 }
 
+bool ThreadPool::spinForJob(uint64_t seen) const {
+  return spinUntil([&] {
+    return generation.load(std::memory_order_acquire) != seen ||
+           stopping.load(std::memory_order_relaxed);
+  });
+}
+
 void ThreadPool::workerLoop() {
   insidePoolWork = true;
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(stateMutex);
   while (true) {
-    wakeWorkers.wait(lock, [&] {
-      return stopping || (generation != seen && openSlots > 0);
-    });
     if (stopping)
       return;
-    seen = generation;
-    --openSlots;
-    ++activeHelpers;
+    uint64_t current = generation.load(std::memory_order_relaxed);
+    if (current != seen) {
+      seen = current;
+      if (openSlots > 0) {
+        --openSlots;
+        activeHelpers.fetch_add(1);
+        lock.unlock();
+        drainChunks();
+        lock.lock();
+        if (activeHelpers.fetch_sub(1) == 1)
+          jobDone.notify_all();
+        continue;
+      }
+      // The job closed before this worker came: wait for the next one.
+    }
     lock.unlock();
-    drainChunks();
+    bool woken = spinForJob(seen);
     lock.lock();
-    if (--activeHelpers == 0)
-      jobDone.notify_all();
+    if (woken)
+      continue;
+    ++sleepingWorkers;
+    wakeWorkers.wait(lock,
+                     [&] { return stopping || generation.load() != seen; });
+    --sleepingWorkers;
   }
 }
 
@@ -76,6 +127,7 @@ void ThreadPool::run(unsigned numThreads, int64_t numChunks,
     runInline();
     return;
   }
+  bool wakeSleepers;
   {
     std::lock_guard<std::mutex> lock(stateMutex);
     while (workers.size() < helpers)
@@ -84,13 +136,21 @@ void ThreadPool::run(unsigned numThreads, int64_t numChunks,
     totalChunks = numChunks;
     nextChunk.store(0);
     openSlots = helpers;
-    ++generation;
+    generation.fetch_add(1, std::memory_order_release);
+    wakeSleepers = sleepingWorkers > 0;
   }
-  wakeWorkers.notify_all();
+  if (wakeSleepers)
+    wakeWorkers.notify_all();
   insidePoolWork = true;
   drainChunks();
   insidePoolWork = false;
   std::unique_lock<std::mutex> lock(stateMutex);
   openSlots = 0;
-  jobDone.wait(lock, [&] { return activeHelpers == 0; });
+  lock.unlock();
+  // Helpers that joined are finishing their last chunks: usually a short
+  // wait, spun; a long one sleeps.
+  if (spinUntil([&] { return activeHelpers.load() == 0; }))
+    return;
+  lock.lock();
+  jobDone.wait(lock, [&] { return activeHelpers.load() == 0; });
 }

@@ -1,12 +1,16 @@
 //===- ThreadPool.h - The CPU backend's worker threads ----------*- C++ -*-===//
 //
-// A small persistent pool for parallelFor. Idle workers block on a
-// condition variable instead of spinning: the backend alternates its own
-// parallel loops with OpenBLAS calls that run on OpenBLAS's threads, and a
-// spinning pool (OpenMP's default) would steal the cores GEMM needs. A job
-// is a number of chunks handed out through an atomic counter; the caller
-// works on chunks too and returns when all of them are done. One job runs
-// at a time; a second caller (or a nested loop) runs its chunks inline.
+// A small persistent pool for parallelFor. A training step is hundreds of
+// short parallel loops, so waking a sleeping worker (a futex round trip of
+// tens of microseconds) for each would cost more than many loops take.
+// Idle workers therefore spin for a short, bounded time (kSpinMicros)
+// watching for the next job, then block on a condition variable; the
+// caller likewise spins briefly before sleeping on the helpers' finish. A
+// job is a number of chunks handed out through an atomic counter; the
+// caller works on chunks too and returns when all of them are done. One
+// job runs at a time; a second caller (or a nested loop) runs its chunks
+// inline. (GEMM runs single-threaded inside chunks, so no other pool
+// competes for the cores while workers spin.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,10 +47,17 @@ public:
   void run(unsigned numThreads, int64_t numChunks,
            llvm::function_ref<void(int64_t)> body);
 
+  /// How long an idle worker (or a caller waiting for helpers) spins before
+  /// it blocks.
+  static constexpr int64_t kSpinMicros = 50;
+
 private:
   void workerLoop();
   /// Runs chunks of the current job until none are left.
   void drainChunks();
+  /// Spins until generation differs from \p seen or stopping is set, for at
+  /// most kSpinMicros; returns whether it did.
+  bool spinForJob(uint64_t seen) const;
 
   /// Serializes jobs.
   std::mutex jobMutex;
@@ -55,15 +66,20 @@ private:
   std::condition_variable wakeWorkers;
   std::condition_variable jobDone;
   std::vector<std::thread> workers;
-  bool stopping = false;
   /// The current job.
   llvm::function_ref<void(int64_t)> body;
   int64_t totalChunks = 0;
   std::atomic<int64_t> nextChunk{0};
-  uint64_t generation = 0;
-  /// Helpers the job still accepts, helpers that joined, helpers working.
+  /// Bumped when a job is published (written under stateMutex; spinning
+  /// workers read it without the lock).
+  std::atomic<uint64_t> generation{0};
+  std::atomic<bool> stopping{false};
+  /// Helpers the job still accepts; helpers that joined and are working
+  /// (read without the lock by a spinning caller); workers blocked on
+  /// wakeWorkers.
   unsigned openSlots = 0;
-  unsigned activeHelpers = 0;
+  std::atomic<unsigned> activeHelpers{0};
+  unsigned sleepingWorkers = 0;
 };
 
 } // namespace cpu
