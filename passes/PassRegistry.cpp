@@ -8,6 +8,7 @@
 
 #include "passes/PassRegistry.h"
 #include "passes/Canonicalize.h"
+#include "passes/FoldTranspose.h"
 #include "passes/PipelineParser.h"
 #include "passes/PlanBuffers.h"
 #include "passes/PrintPlan.h"

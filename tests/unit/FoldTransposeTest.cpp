@@ -1,0 +1,333 @@
+//===- FoldTransposeTest.cpp - Tests of the fold-transpose pass -----------===//
+//
+// Numerical equivalence on the CPU backend (the shape of Glow's
+// checkNumericalEquivalence): every testdata training graph trained for one
+// step before and after fold-transpose gives the same loss and gradients up
+// to the rounding of a transposed BLAS call. Also: what the pass removes
+// from the GPT graphs, that a second run changes nothing, and the rewrites
+// on small graphs with operands of every fold position.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FoldTranspose.h"
+#include "passes/PassManager.h"
+
+#include "backend/Executor.h"
+#include "ir/Module.h"
+#include "ir/Onnx.h"
+#include "ir/OnnxTensor.h"
+#include "ir/Verifier.h"
+
+#include "onnx/onnx_pb.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <random>
+
+using namespace gmopt;
+
+namespace {
+
+std::string errorText(llvm::Error err) {
+  return err ? llvm::toString(std::move(err)) : std::string("<success>");
+}
+
+/// Runs \p pipeline on \p module; returns what the pass manager reported.
+std::string runPipeline(Module &module, llvm::StringRef pipeline) {
+  PassManager manager;
+  if (llvm::Error err = manager.addPipeline(pipeline))
+    return errorText(std::move(err));
+  return errorText(manager.run(module));
+}
+
+unsigned countOps(const Module &module, llvm::StringRef domain,
+                  llvm::StringRef type) {
+  unsigned count = 0;
+  for (const Node &node : module.getGraph().getNodes())
+    count += node.isa(domain, type);
+  return count;
+}
+
+/// Largest |a - b| over the elements, relative to the largest |b| (at
+/// least 1e-30): how far \p a is from the reference \p b.
+double relativeError(const TensorData &a, const TensorData &b) {
+  EXPECT_EQ(a.getType(), b.getType());
+  if (a.getType() != b.getType())
+    return INFINITY;
+  double maxDiff = 0, maxRef = 1e-30;
+  for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
+    maxDiff = std::max(
+        maxDiff, std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
+    maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
+  }
+  return maxDiff / maxRef;
+}
+
+//===----------------------------------------------------------------------===//
+// Testdata graphs
+//===----------------------------------------------------------------------===//
+
+struct TestGraph {
+  const char *name;
+  int64_t batch;
+};
+
+const TestGraph kTestGraphs[] = {
+    {"mlp", 8},      {"cnn", 8},
+    {"resnet_tiny", 4}, {"gpt_tiny", 4},
+    {"gpt_tiny_untied", 4}, {"regression_frozen", 8},
+};
+
+std::unique_ptr<Module> importTestGraph(const TestGraph &graph) {
+  OnnxImportOptions options;
+  options.dimBindings = {{"batch", graph.batch},
+                         {"batch_x_seq", graph.batch * 64}};
+  auto module = importOnnxFile(std::string(GMOPT_TESTDATA_DIR) + "/" +
+                                   graph.name + "/training_model.onnx",
+                               options);
+  EXPECT_TRUE(bool(module)) << errorText(module.takeError());
+  return module ? std::move(*module) : nullptr;
+}
+
+llvm::StringMap<TensorData> readInputs(const TestGraph &graph) {
+  llvm::StringMap<TensorData> inputs;
+  std::string directory = std::string(GMOPT_TESTDATA_DIR) + "/" + graph.name +
+                          "/test_data_set_0";
+  for (unsigned index = 0; index != 256; ++index) {
+    std::string path = directory + "/input_" + std::to_string(index) + ".pb";
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    if (!buffer)
+      continue;
+    onnx::TensorProto proto;
+    EXPECT_TRUE(proto.ParseFromArray((*buffer)->getBufferStart(),
+                                     (*buffer)->getBufferSize()))
+        << path;
+    auto data = importTensor(proto, nullptr);
+    EXPECT_TRUE(bool(data)) << errorText(data.takeError());
+    if (data)
+      inputs[proto.name()] = std::move(*data);
+  }
+  return inputs;
+}
+
+/// One eager training step of \p module on \p threads threads: the loss,
+/// then every trainable parameter's gradient in signature order.
+std::vector<TensorData> trainStep(const Module &module,
+                                  const llvm::StringMap<TensorData> &inputs,
+                                  unsigned threads) {
+  ExecutorOptions options;
+  options.mode = AllocationMode::Eager;
+  options.seed = 7;
+  options.threads = threads;
+  auto executable = prepareCpuExecutable(module, options);
+  EXPECT_TRUE(bool(executable)) << errorText(executable.takeError());
+  if (!executable)
+    return {};
+  for (const auto &input : module.getGraph().getInputs()) {
+    auto it = inputs.find(input->getName());
+    TensorData data = it != inputs.end()
+                          ? it->second
+                          : TensorData(input->getType(),
+                                       std::vector<uint8_t>(
+                                           input->getType().getSizeInBytes()));
+    EXPECT_EQ(errorText((*executable)->setInput(input.get(), data)),
+              "<success>")
+        << input->getName().str();
+  }
+  EXPECT_EQ(errorText((*executable)->runStep(0)), "<success>");
+  std::vector<TensorData> results;
+  auto loss = (*executable)->readValue(module.signature.loss);
+  EXPECT_TRUE(bool(loss)) << errorText(loss.takeError());
+  results.push_back(loss ? std::move(*loss) : TensorData());
+  for (const ParamInfo &param : module.signature.params) {
+    if (!param.trainable)
+      continue;
+    auto gradient = (*executable)->readGradient(param);
+    EXPECT_TRUE(bool(gradient)) << errorText(gradient.takeError());
+    results.push_back(gradient ? std::move(*gradient) : TensorData());
+  }
+  return results;
+}
+
+TEST(FoldTransposeTestdataTest, GradientsMatchTheUnfoldedGraph) {
+  for (const TestGraph &graph : kTestGraphs) {
+    std::unique_ptr<Module> original = importTestGraph(graph);
+    std::unique_ptr<Module> folded = importTestGraph(graph);
+    ASSERT_TRUE(original && folded);
+    ASSERT_EQ(runPipeline(*original, "canonicalize"), "<success>");
+    ASSERT_EQ(runPipeline(*folded, "canonicalize,fold-transpose"),
+              "<success>")
+        << graph.name;
+    EXPECT_EQ(errorText(verifyModule(*folded)), "<success>") << graph.name;
+    llvm::StringMap<TensorData> inputs = readInputs(graph);
+    ASSERT_FALSE(inputs.empty()) << graph.name;
+    std::vector<TensorData> expected = trainStep(*original, inputs, 1);
+    for (unsigned threads : {1u, 2u}) {
+      std::vector<TensorData> actual = trainStep(*folded, inputs, threads);
+      ASSERT_EQ(actual.size(), expected.size()) << graph.name;
+      ASSERT_GT(actual.size(), 1u) << graph.name;
+      for (size_t i = 0; i != expected.size(); ++i)
+        EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
+            << graph.name << ": result " << i << " with " << threads
+            << " threads";
+    }
+  }
+}
+
+TEST(FoldTransposeTestdataTest, GptTransposesFoldIntoProducts) {
+  for (const TestGraph &graph : kTestGraphs) {
+    if (!llvm::StringRef(graph.name).starts_with("gpt"))
+      continue;
+    std::unique_ptr<Module> module = importTestGraph(graph);
+    ASSERT_TRUE(module);
+    ASSERT_EQ(runPipeline(*module, "canonicalize"), "<success>");
+    unsigned before = countOps(*module, kOnnxDomain, "Transpose");
+    FoldTransposePass pass;
+    PassContext context;
+    auto changed = pass.run(*module, context);
+    ASSERT_TRUE(bool(changed)) << errorText(changed.takeError());
+    EXPECT_TRUE(*changed);
+    EXPECT_EQ(errorText(verifyModule(*module)), "<success>") << graph.name;
+    unsigned after = countOps(*module, kOnnxDomain, "Transpose");
+    // gpt_tiny spells its tied weights as Transpose(W) (forward) and
+    // Transpose(Gemm(...)) (weight gradients): those go. The untied export
+    // stores the weights transposed already. The attention head splits and
+    // merges stay in both, as row copies.
+    if (llvm::StringRef(graph.name) == "gpt_tiny") {
+      EXPECT_EQ(after, before - 18) << graph.name;
+    } else {
+      EXPECT_EQ(after, before) << graph.name;
+    }
+    EXPECT_GT(context.getStatistic("fold-transpose", "folded-into-products"),
+              0u)
+        << graph.name;
+    for (const Node &node : module->getGraph().getNodes()) {
+      if (!node.isa(kOnnxDomain, "Transpose"))
+        continue;
+      std::vector<int64_t> perm = node.getIntsAttr("perm", {});
+      ASSERT_FALSE(perm.empty());
+      EXPECT_EQ(perm.back(), int64_t(perm.size()) - 1)
+          << graph.name << ": " << node.describe()
+          << " still moves the last axis";
+    }
+    // A second run finds nothing left to fold.
+    auto again = pass.run(*module, context);
+    ASSERT_TRUE(bool(again)) << errorText(again.takeError());
+    EXPECT_FALSE(*again) << graph.name;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Small graphs
+//===----------------------------------------------------------------------===//
+
+TensorData randomTensor(llvm::ArrayRef<int64_t> shape, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> distribution(-1.0f, 1.0f);
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  std::vector<float> values(count);
+  for (float &value : values)
+    value = distribution(generator);
+  return TensorData::fromValues<float>(DType::F32, shape, values);
+}
+
+/// The graph outputs of one forward run of \p module on \p inputs.
+std::vector<TensorData> runForward(const Module &module,
+                                   llvm::ArrayRef<TensorData> inputs) {
+  ExecutorOptions options;
+  options.mode = AllocationMode::Eager;
+  options.threads = 1;
+  auto executable = prepareCpuExecutable(module, options);
+  EXPECT_TRUE(bool(executable)) << errorText(executable.takeError());
+  if (!executable)
+    return {};
+  const Graph &graph = module.getGraph();
+  for (unsigned i = 0; i < graph.getInputs().size(); ++i)
+    EXPECT_EQ(errorText((*executable)->setInput(graph.getInputs()[i].get(),
+                                                inputs[i])),
+              "<success>");
+  EXPECT_EQ(errorText((*executable)->runStep(0)), "<success>");
+  std::vector<TensorData> outputs;
+  for (Value *output : graph.getOutputs()) {
+    auto data = (*executable)->readValue(output);
+    EXPECT_TRUE(bool(data)) << errorText(data.takeError());
+    outputs.push_back(data ? std::move(*data) : TensorData());
+  }
+  return outputs;
+}
+
+/// Builds x [2,3,5,4] and four products over transposes of it: a MatMul
+/// reading a weight transpose, a FusedMatMul reading it with transB, a
+/// Gemm's transpose, and an attention-style [0,2,3,1] transpose.
+std::unique_ptr<Module> makeProducts() {
+  auto module = std::make_unique<Module>();
+  module->opsetImports[""] = 17;
+  module->opsetImports["com.microsoft"] = 1;
+  Graph &graph = module->getGraph();
+  Value *x = graph.addInput(TensorType::get(DType::F32, {2, 3, 5, 4}), "x");
+  Value *w = graph.addInput(TensorType::get(DType::F32, {6, 4}), "w");
+  Value *a = graph.addInput(TensorType::get(DType::F32, {7, 5}), "a");
+  Value *b = graph.addInput(TensorType::get(DType::F32, {7, 6}), "b");
+  Value *k = graph.addInput(TensorType::get(DType::F32, {2, 5, 3, 4}), "k");
+  Builder builder(graph);
+  auto make = [&](OpName op, llvm::ArrayRef<Value *> operands,
+                  llvm::ArrayRef<int64_t> shape,
+                  llvm::ArrayRef<NamedAttribute> attrs, std::string name) {
+    Value *result = builder
+                        .create(std::move(op), operands,
+                                {TensorType::get(DType::F32, shape)}, attrs)
+                        ->getResult(0);
+    result->setName(name);
+    return result;
+  };
+  auto perm = [](std::vector<int64_t> p) {
+    return NamedAttribute{"perm", Attribute::getInts(std::move(p))};
+  };
+  Value *wt = make({"", "Transpose"}, {w}, {4, 6}, {perm({1, 0})}, "wt");
+  Value *y1 = make({"", "MatMul"}, {x, wt}, {2, 3, 5, 6}, {}, "y1");
+  Value *y2 = make({"com.microsoft", "FusedMatMul"}, {y1, wt}, {2, 3, 5, 4},
+                   {{"transB", Attribute::getInt(1)}}, "y2");
+  Value *g = make({"", "Gemm"}, {a, b}, {5, 6},
+                  {{"transA", Attribute::getInt(1)}}, "g");
+  Value *y3 = make({"", "Transpose"}, {g}, {6, 5}, {perm({1, 0})}, "y3");
+  Value *kt = make({"", "Transpose"}, {k}, {2, 3, 4, 5}, {perm({0, 2, 3, 1})},
+                   "kt");
+  Value *y4 = make({"", "MatMul"}, {x, kt}, {2, 3, 5, 5}, {}, "y4");
+  for (Value *output : {y2, y3, y4})
+    graph.addOutput(output);
+  return module;
+}
+
+TEST(FoldTransposeTest, SmallProductsMatchTheUnfoldedGraph) {
+  std::unique_ptr<Module> original = makeProducts();
+  std::unique_ptr<Module> folded = makeProducts();
+  ASSERT_EQ(errorText(verifyModule(*original)), "<success>");
+  FoldTransposePass pass;
+  PassContext context;
+  auto changed = pass.run(*folded, context);
+  ASSERT_TRUE(bool(changed)) << errorText(changed.takeError());
+  EXPECT_TRUE(*changed);
+  EXPECT_EQ(errorText(verifyModule(*folded)), "<success>");
+  // wt and y3's transpose go; kt stays as a [0,2,1,3] row copy.
+  EXPECT_EQ(countOps(*folded, kOnnxDomain, "Transpose"), 1u);
+  EXPECT_EQ(countOps(*folded, kOnnxDomain, "MatMul"), 0u);
+  EXPECT_EQ(context.getStatistic("fold-transpose", "folded-into-products"),
+            2u);
+  EXPECT_EQ(context.getStatistic("fold-transpose", "folded-of-products"), 1u);
+  std::vector<TensorData> inputs = {
+      randomTensor({2, 3, 5, 4}, 1), randomTensor({6, 4}, 2),
+      randomTensor({7, 5}, 3), randomTensor({7, 6}, 4),
+      randomTensor({2, 5, 3, 4}, 5)};
+  std::vector<TensorData> expected = runForward(*original, inputs);
+  std::vector<TensorData> actual = runForward(*folded, inputs);
+  ASSERT_EQ(actual.size(), 3u);
+  ASSERT_EQ(expected.size(), 3u);
+  for (size_t i = 0; i != expected.size(); ++i)
+    EXPECT_LE(relativeError(actual[i], expected[i]), 1e-6) << "output " << i;
+}
+
+} // namespace
