@@ -3,9 +3,11 @@
 // The one place that defines what `gmopt-compile` does when --passes is not
 // given. It grows with the passes as they land, towards the design's
 // `canonicalize,tie-weights,amp,recompute,schedule,plan-buffers`: the graph
-// rewrites (tie-weights, amp, recompute) slot in after canonicalize and
-// before schedule, because schedule orders the final graph and plan-buffers
-// plans that order; both must stay last. Only registered passes may appear
+// rewrites (fold-transpose, tie-weights, amp, recompute) slot in after
+// canonicalize and before schedule, because schedule orders the final graph
+// and plan-buffers plans that order; both must stay last. fold-transpose
+// comes first among the rewrites: a transposed weight it removes is one
+// activation fewer for recompute and the planner to keep. Only registered passes may appear
 // here (PassManagerTest checks that it parses).
 //
 //===----------------------------------------------------------------------===//
@@ -19,7 +21,7 @@ namespace gmopt {
 
 /// The default compilation pipeline, as pipeline text.
 constexpr llvm::StringLiteral kDefaultPipeline =
-    "canonicalize,schedule,plan-buffers";
+    "canonicalize,fold-transpose,schedule,plan-buffers";
 
 } // namespace gmopt
 
