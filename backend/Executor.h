@@ -106,6 +106,10 @@ public:
   virtual double getLastStepMilliseconds() const = 0;
   /// Bytes of the planned arena (0 in eager mode).
   virtual uint64_t getArenaBytes() const = 0;
+  /// Planned mode: kernel scratch bytes (aligned, summed over all steps
+  /// run) that did not fit the plan's workspace slices and were allocated
+  /// on top of it. Nonzero means the measured peak can exceed the plan.
+  virtual uint64_t getUnplannedScratchBytes() const { return 0; }
   /// Per-op kernel times, most expensive first; empty unless prepared with
   /// ExecutorOptions::profile.
   virtual std::vector<OpProfile> getProfile() const { return {}; }

@@ -263,6 +263,15 @@ private:
       buffer->set_last_step(assignment->lastStep);
     });
     proto.set_arena_bytes(plan.arenaBytes);
+    for (const Node &node : module.getGraph().getNodes()) {
+      const WorkspaceAssignment *workspace = plan.lookupWorkspace(&node);
+      if (!workspace)
+        continue;
+      gm::Workspace *stored = proto.add_workspaces();
+      stored->set_step(workspace->step);
+      stored->set_offset(workspace->offset);
+      stored->set_size(workspace->size);
+    }
 
     const MemoryFigures &figures = plan.figures;
     gm::MemoryFigures &stored = *proto.mutable_figures();
@@ -279,6 +288,7 @@ private:
     }
     stored.set_in_place_saved_bytes(figures.inPlaceSavedBytes);
     stored.set_eager_estimate_bytes(figures.eagerEstimateBytes);
+    stored.set_workspace_bytes(figures.workspaceBytes);
     return Error::success();
   }
 
@@ -595,6 +605,30 @@ Error GmReader::loadPlan(const gm::Plan &proto, Module &module,
                   quoted(valueName));
   }
 
+  std::vector<const Node *> nodeAt;
+  nodeAt.reserve(numNodes);
+  for (const Node &node : graph.getNodes())
+    nodeAt.push_back(&node);
+  for (const gm::Workspace &workspace : proto.workspaces()) {
+    if (workspace.step() >= numNodes)
+      return fail(llvm::formatv("{0}plan: a workspace is at step {1}, out of "
+                                "range for a schedule of {2} steps",
+                                prefix, workspace.step(), numNodes));
+    const Node *node = nodeAt[workspace.step()];
+    if (workspace.offset() > plan.arenaBytes ||
+        workspace.size() > plan.arenaBytes - workspace.offset())
+      return fail(llvm::formatv("{0}plan: the workspace of {1} ([{2}, +{3})) "
+                                "does not fit in the {4}-byte arena",
+                                prefix, node->describe(), workspace.offset(),
+                                workspace.size(), plan.arenaBytes));
+    WorkspaceAssignment assignment;
+    assignment.offset = workspace.offset();
+    assignment.size = workspace.size();
+    assignment.step = workspace.step();
+    if (!plan.workspaces.try_emplace(node, assignment).second)
+      return fail(prefix + "plan has two workspaces for " + node->describe());
+  }
+
   const gm::MemoryFigures &stored = proto.figures();
   MemoryFigures &figures = plan.figures;
   figures.naiveBytes = stored.naive_bytes();
@@ -603,6 +637,7 @@ Error GmReader::loadPlan(const gm::Plan &proto, Module &module,
   figures.arenaBytes = stored.arena_bytes();
   figures.inPlaceSavedBytes = stored.in_place_saved_bytes();
   figures.eagerEstimateBytes = stored.eager_estimate_bytes();
+  figures.workspaceBytes = stored.workspace_bytes();
   std::array<bool, kNumMemoryCategories> seen{};
   for (const gm::CategoryBytes &entry : stored.persistent_bytes()) {
     std::optional<MemoryCategory> category =

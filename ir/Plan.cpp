@@ -102,8 +102,15 @@ double MemoryFigures::fragmentation() const {
 
 void ExecutionPlan::clear() {
   buffers.clear();
+  workspaces.clear();
   arenaBytes = 0;
   figures = MemoryFigures();
+}
+
+const WorkspaceAssignment *
+ExecutionPlan::lookupWorkspace(const Node *node) const {
+  auto it = workspaces.find(node);
+  return it == workspaces.end() ? nullptr : &it->second;
 }
 
 const BufferAssignment *ExecutionPlan::lookup(const Value *value) const {
@@ -282,9 +289,15 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
   if (arenaBytes % kBufferAlignment)
     return fail("arena size is not a multiple of the alignment");
 
+  // A slice of the arena over a step range: a value's or a workspace.
   struct Slice {
     const Value *value;
-    const BufferAssignment *assignment;
+    const Node *node;
+    uint64_t offset, size;
+    uint32_t firstStep, lastStep;
+    std::string describe() const {
+      return value ? label(value) : "the workspace of " + node->describe();
+    }
   };
   std::vector<Slice> slices;
   for (const auto &[value, assignment] : buffers) {
@@ -298,7 +311,8 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
       if (assignment.firstStep > assignment.lastStep)
         return fail(label(value) + " has an empty live interval");
       if (assignment.size)
-        slices.push_back({value, &assignment});
+        slices.push_back({value, nullptr, assignment.offset, assignment.size,
+                          assignment.firstStep, assignment.lastStep});
       break;
     case StorageKind::Alias: {
       const Value *owner = storageOwner(value);
@@ -325,36 +339,61 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
     }
   }
 
+  if (!workspaces.empty()) {
+    llvm::DenseMap<const Node *, uint32_t> position;
+    uint32_t index = 0;
+    for (const Node &node : graph.getNodes())
+      position[&node] = index++;
+    for (const auto &[node, workspace] : workspaces) {
+      auto it = position.find(node);
+      if (it == position.end())
+        return fail("a workspace belongs to a node that is not in the graph");
+      std::string what = "the workspace of " + node->describe();
+      if (it->second != workspace.step)
+        return fail(llvm::formatv("{0} is at step {1}, but the node is at "
+                                  "step {2}",
+                                  what, workspace.step, it->second));
+      if (!workspace.size || workspace.size % kBufferAlignment ||
+          workspace.offset % kBufferAlignment)
+        return fail(what + " is empty or not aligned");
+      if (workspace.size > arenaBytes ||
+          workspace.offset > arenaBytes - workspace.size)
+        return fail(what + " ends past the arena");
+      slices.push_back({nullptr, node, workspace.offset, workspace.size,
+                        workspace.step, workspace.step});
+    }
+  }
+
   // Sweep definitions in time order; `active` holds the live slices keyed
   // by offset, which must be pairwise disjoint in address.
   llvm::sort(slices, [](const Slice &a, const Slice &b) {
-    return a.assignment->firstStep < b.assignment->firstStep;
+    return a.firstStep < b.firstStep;
   });
   std::multimap<uint32_t, const Slice *> byEnd;
   std::map<uint64_t, const Slice *> active;
   for (const Slice &slice : slices) {
-    uint32_t now = slice.assignment->firstStep;
+    uint32_t now = slice.firstStep;
     while (!byEnd.empty() && byEnd.begin()->first < now) {
       const Slice *dead = byEnd.begin()->second;
-      active.erase(dead->assignment->offset);
+      active.erase(dead->offset);
       byEnd.erase(byEnd.begin());
     }
-    uint64_t begin = slice.assignment->offset;
-    uint64_t end = begin + slice.assignment->size;
+    uint64_t begin = slice.offset;
+    uint64_t end = begin + slice.size;
     auto next = active.lower_bound(begin);
     auto conflict = [&](const Slice *other) {
-      return fail(label(slice.value) + " and " + label(other->value) +
+      return fail(slice.describe() + " and " + other->describe() +
                   " overlap in both address and live range");
     };
     if (next != active.end() && next->first < end)
       return conflict(next->second);
     if (next != active.begin()) {
       const Slice *prev = std::prev(next)->second;
-      if (prev->assignment->offset + prev->assignment->size > begin)
+      if (prev->offset + prev->size > begin)
         return conflict(prev);
     }
     active[begin] = &slice;
-    byEnd.insert({slice.assignment->lastStep, &slice});
+    byEnd.insert({slice.lastStep, &slice});
   }
   return llvm::Error::success();
 }
@@ -378,6 +417,18 @@ void ExecutionPlan::print(const Module &module, llvm::raw_ostream &os) const {
     os << " steps " << assignment->firstStep << ".." << assignment->lastStep
        << "\n";
   });
+  if (!workspaces.empty()) {
+    std::vector<std::pair<const Node *, const WorkspaceAssignment *>> sorted;
+    for (const auto &[node, workspace] : workspaces)
+      sorted.push_back({node, &workspace});
+    llvm::sort(sorted, [](const auto &a, const auto &b) {
+      return a.second->step < b.second->step;
+    });
+    for (const auto &[node, workspace] : sorted)
+      os << "  workspace " << node->describe() << " size " << workspace->size
+         << " offset " << workspace->offset << " step " << workspace->step
+         << "\n";
+  }
   os << "  naive_bytes " << figures.naiveBytes << "\n"
      << "  eager_estimate_bytes " << figures.eagerEstimateBytes << "\n"
      << "  lower_bound_bytes " << figures.lowerBoundBytes << " at step "
@@ -385,6 +436,7 @@ void ExecutionPlan::print(const Module &module, llvm::raw_ostream &os) const {
      << "  arena_bytes " << arenaBytes << "\n"
      << "  persistent_bytes " << figures.totalPersistentBytes() << "\n"
      << "  in_place_saved_bytes " << figures.inPlaceSavedBytes << "\n"
+     << "  workspace_bytes " << figures.workspaceBytes << "\n"
      << "  fragmentation " << llvm::format("%.4f", figures.fragmentation())
      << "\n"
      << "}\n";

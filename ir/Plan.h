@@ -20,6 +20,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 namespace llvm {
@@ -97,6 +98,18 @@ struct BufferAssignment {
   uint32_t lastStep = 0;
 };
 
+/// Kernel scratch of one node (im2col columns, staging copies...): a slice
+/// of the arena live during that node's step only. Backends hand it to the
+/// node's kernel instead of allocating.
+struct WorkspaceAssignment {
+  /// Arena offset, a multiple of kBufferAlignment.
+  uint64_t offset = 0;
+  /// Bytes reserved, a nonzero multiple of kBufferAlignment.
+  uint64_t size = 0;
+  /// Schedule position of the node.
+  uint32_t step = 0;
+};
+
 /// The static memory figures of a plan (see DESIGN.md's vocabulary). Every
 /// byte count is at allocation size (each tensor rounded up to
 /// kBufferAlignment), as the backends' counting allocators measure it.
@@ -119,6 +132,9 @@ struct MemoryFigures {
   CategoryBytes persistentBytes{};
   /// Bytes that in-place reuse saved.
   uint64_t inPlaceSavedBytes = 0;
+  /// The largest kernel workspace reserved for one step (included in the
+  /// lower bound and the arena).
+  uint64_t workspaceBytes = 0;
 
   /// Sum of persistentBytes.
   uint64_t totalPersistentBytes() const;
@@ -140,22 +156,34 @@ public:
   /// Follows Alias links to the value that owns the storage.
   const Value *storageOwner(const Value *value) const;
 
+  /// The workspace slice of \p node; null if it has none.
+  const WorkspaceAssignment *lookupWorkspace(const Node *node) const;
+
   /// Every planned value's assignment.
   llvm::DenseMap<const Value *, BufferAssignment> buffers;
+  /// Kernel workspace slices, by node (nodes that need none are absent).
+  llvm::DenseMap<const Node *, WorkspaceAssignment> workspaces;
   /// Size of the arena in bytes (a multiple of kBufferAlignment).
   uint64_t arenaBytes = 0;
   /// Static figures recorded by the planner.
   MemoryFigures figures;
 
   /// Checks the plan against \p module: every present value is planned;
-  /// arena slices are aligned, inside the arena, and no two slices overlap
-  /// in both address and live interval; aliases point at planned values of
+  /// arena slices (values' and workspaces') are aligned, inside the arena,
+  /// and no two slices overlap in both address and live interval; each
+  /// workspace belongs to a node of the graph at its step; aliases point at planned values of
   /// the same or larger size, and an alias of an arena slice lives within
   /// the slice's interval. Returns the first violation.
   llvm::Error validate(const Module &module) const;
   /// Prints one line per value in schedule order, then the figures.
   void print(const Module &module, llvm::raw_ostream &os) const;
 };
+
+/// Scratch bytes a backend's kernel may use while it runs \p node, beyond
+/// the node's operands and results (0: none). The target backend provides
+/// it; the planner reserves an arena slice of that size for the node's step
+/// (WorkspaceAssignment).
+using WorkspaceModel = std::function<uint64_t(const Node &node)>;
 
 /// Live interval of a value over the schedule (node order).
 struct LiveInterval {

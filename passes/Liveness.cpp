@@ -196,6 +196,7 @@ Liveness Liveness::reschedule(llvm::ArrayRef<uint32_t> order) const {
          "a schedule must list every node once");
   Liveness other;
   other.graph = graph;
+  other.workspace = workspace;
   other.indexOfStep.assign(order.begin(), order.end());
   other.analyseOrder();
   return other;
@@ -300,9 +301,20 @@ std::vector<uint64_t> Liveness::computeLiveBytes() const {
   int64_t running = 0;
   for (uint32_t step = 0; step != numSteps; ++step) {
     running += delta[step];
-    live[step] = running;
+    live[step] = running + getWorkspaceBytes(step);
   }
   return live;
+}
+
+void Liveness::setWorkspace(const WorkspaceModel &model) {
+  if (!model) {
+    workspace.reset();
+    return;
+  }
+  auto bytes = std::make_shared<std::vector<uint64_t>>(graph->nodes.size());
+  for (size_t i = 0, e = graph->nodes.size(); i != e; ++i)
+    (*bytes)[i] = alignBuffer(model(*graph->nodes[i]));
+  workspace = std::move(bytes);
 }
 
 LivePeak Liveness::computePeak() const {

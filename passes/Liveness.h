@@ -10,8 +10,9 @@
 // group of the operand it overwrites (InPlace.h decides which). A group's
 // storage is live from the owner's definition to the last use of any member,
 // so a view keeps its source alive. The live-byte profile over the schedule
-// (aligned bytes of transient group owners live at each step) gives the
-// lower bound on the arena (LOAD) and the step where it occurs.
+// (aligned bytes of transient group owners live at each step, plus the
+// kernel workspace of the step's node when a WorkspaceModel is set) gives
+// the lower bound on the arena (LOAD) and the step where it occurs.
 //
 // Everything that does not depend on the order (value numbering, classes,
 // sizes, operand and user lists, op schemas, views) is computed once and
@@ -157,7 +158,16 @@ public:
   /// \p source's group. Both groups must be transient.
   void shareStorage(ValueId value, ValueId source);
 
-  /// Aligned bytes of arena storage live at each step. O(values + steps).
+  /// Reserves kernel workspace: \p model's bytes for each node (aligned),
+  /// live at the node's step only. Kept by reschedule().
+  void setWorkspace(const WorkspaceModel &model);
+  /// Aligned workspace bytes of the node at \p step (0 without a model).
+  uint64_t getWorkspaceBytes(uint32_t step) const {
+    return workspace ? (*workspace)[indexOfStep[step]] : 0;
+  }
+
+  /// Aligned bytes of arena storage live at each step, workspace included.
+  /// O(values + steps).
   std::vector<uint64_t> computeLiveBytes() const;
   /// The maximum of computeLiveBytes and its first step.
   LivePeak computePeak() const;
@@ -209,6 +219,8 @@ private:
   void analyseOrder();
 
   std::shared_ptr<const GraphInfo> graph;
+  /// Aligned workspace bytes by node index, or null.
+  std::shared_ptr<const std::vector<uint64_t>> workspace;
   std::vector<uint32_t> indexOfStep;
   std::vector<uint32_t> stepOfIndex;
   std::vector<ValueState> state;

@@ -13,6 +13,8 @@
 #ifndef GMOPT_PASSES_PASS_H
 #define GMOPT_PASSES_PASS_H
 
+#include "ir/Plan.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -61,8 +63,17 @@ public:
   /// Forgets every statistic.
   void clearStatistics() { statistics.clear(); }
 
+  /// The target backend's kernel workspace model: planning passes reserve
+  /// an arena slice of its size at each node's step. Unset: no workspace is
+  /// planned (a backend's kernels then allocate scratch outside the plan).
+  void setWorkspaceModel(WorkspaceModel model) {
+    workspaceModel = std::move(model);
+  }
+  const WorkspaceModel &getWorkspaceModel() const { return workspaceModel; }
+
 private:
   std::vector<PassStatistic> statistics;
+  WorkspaceModel workspaceModel;
 };
 
 /// A pass option bound to a field of a pass's Options struct.

@@ -40,22 +40,27 @@ uint64_t nonTransientBytes(const Liveness &liveness) {
 
 } // namespace
 
-llvm::Expected<uint64_t> gmopt::estimateEagerPeakBytes(const Module &module) {
+llvm::Expected<uint64_t>
+gmopt::estimateEagerPeakBytes(const Module &module,
+                              const WorkspaceModel &workspace) {
   auto liveness = Liveness::compute(module);
   if (!liveness)
     return liveness.takeError();
+  liveness->setWorkspace(workspace);
   return liveness->computePeak().bytes + nonTransientBytes(*liveness);
 }
 
 llvm::Expected<ExecutionPlan>
 gmopt::computeBufferPlan(const Module &module,
                          const PlanBuffersPass::Options &options,
-                         BufferPlanSummary *summary) {
+                         BufferPlanSummary *summary,
+                         const WorkspaceModel &workspace) {
   using ValueId = Liveness::ValueId;
   auto analysed = Liveness::compute(module);
   if (!analysed)
     return analysed.takeError();
   Liveness &liveness = *analysed;
+  liveness.setWorkspace(workspace);
   llvm::DenseMap<const Value *, MemoryCategory> categories =
       categorizeValues(module);
 
@@ -80,6 +85,16 @@ gmopt::computeBufferPlan(const Module &module,
         {liveness.getBytes(id), interval.firstStep, interval.lastStep});
     owners.push_back(id);
   }
+  // One request per node with kernel workspace, live at its step only.
+  std::vector<uint32_t> workspaceSteps;
+  for (uint32_t step = 0, e = liveness.getNumSteps(); step != e; ++step) {
+    uint64_t bytes = liveness.getWorkspaceBytes(step);
+    if (!bytes)
+      continue;
+    requests.push_back({bytes, step, step});
+    workspaceSteps.push_back(step);
+    figures.workspaceBytes = std::max(figures.workspaceBytes, bytes);
+  }
   ArenaAllocator::Options arenaOptions;
   arenaOptions.greedyBySize = options.greedyBySize;
   arenaOptions.greedyByLifetime = options.greedyByLifetime;
@@ -91,6 +106,13 @@ gmopt::computeBufferPlan(const Module &module,
   for (size_t i = 0; i != owners.size(); ++i)
     offsetOf[owners[i]] = layout.offsets[i];
   plan.arenaBytes = layout.arenaBytes;
+  for (size_t i = 0; i != workspaceSteps.size(); ++i) {
+    uint32_t step = workspaceSteps[i];
+    WorkspaceAssignment &slot = plan.workspaces[liveness.getNode(step)];
+    slot.offset = layout.offsets[owners.size() + i];
+    slot.size = liveness.getWorkspaceBytes(step);
+    slot.step = step;
+  }
 
   uint64_t viewsAliased = 0;
   plan.buffers.reserve(liveness.getNumValues());
@@ -185,7 +207,8 @@ PlanBuffersPass::PlanBuffersPass(Options initial) : options(initial) {
 llvm::Expected<bool> PlanBuffersPass::run(Module &module,
                                           PassContext &context) {
   BufferPlanSummary summary;
-  auto plan = computeBufferPlan(module, options, &summary);
+  auto plan = computeBufferPlan(module, options, &summary,
+                                context.getWorkspaceModel());
   if (!plan)
     return plan.takeError();
   bool validate = options.validate;
@@ -211,6 +234,8 @@ llvm::Expected<bool> PlanBuffersPass::run(Module &module,
                "Views sharing their source's bytes");
   addStatistic(context, "arena-buffers", summary.arenaBuffers,
                "Storage groups placed in the arena");
+  addStatistic(context, "workspace-slices", plan->workspaces.size(),
+               "Nodes given an arena slice for kernel scratch");
   bool skipped = false;
   for (const ArenaAttempt &attempt : summary.layout.attempts)
     skipped |= attempt.strategy != ArenaStrategy::BestFitSearch &&

@@ -8,7 +8,10 @@
 // best fit, the smallest wins), and writes the result to module.plan:
 // initializers Constant; graph inputs and outputs Persistent; views and
 // in-place results Alias; everything else an Arena slice. Results of
-// side-effecting ops keep slices of their own. The plan carries the static
+// side-effecting ops keep slices of their own. With the PassContext's
+// WorkspaceModel, each node that needs kernel scratch also gets an arena
+// slice live during its step (ExecutionPlan::workspaces), so the backend's
+// measured peak is the planned one. The plan carries the static
 // figures (naive, eager estimate, LOAD and its step, arena, fragmentation,
 // in-place savings, persistent bytes by category) and is checked by
 // ExecutionPlan::validate after every planning in debug builds, and in any
@@ -91,14 +94,20 @@ struct BufferPlanSummary {
 /// reuse), plus all persistent and constant bytes, everything at aligned
 /// size. plan-buffers records it for the graph it plans; tools call it on
 /// the original module to get the eager baseline a user would compare
-/// against. Fails on values without static shapes.
-llvm::Expected<uint64_t> estimateEagerPeakBytes(const Module &module);
+/// against. With \p workspace, each node's kernel scratch counts as live
+/// at its step (an eager backend allocates it there too). Fails on values
+/// without static shapes.
+llvm::Expected<uint64_t>
+estimateEagerPeakBytes(const Module &module,
+                       const WorkspaceModel &workspace = nullptr);
 
 /// Plans \p module's buffers for its current node order, as the pass does,
-/// without touching the module. Fails on values without static shapes.
+/// without touching the module; \p workspace reserves kernel scratch.
+/// Fails on values without static shapes.
 llvm::Expected<ExecutionPlan>
 computeBufferPlan(const Module &module, const PlanBuffersPass::Options &options,
-                  BufferPlanSummary *summary = nullptr);
+                  BufferPlanSummary *summary = nullptr,
+                  const WorkspaceModel &workspace = nullptr);
 
 } // namespace gmopt
 

@@ -73,6 +73,8 @@ void gmopt::printPlanReport(const Module &module, llvm::raw_ostream &os,
       << llvm::format("  fragmentation %.2f%%", 100.0 * figures.fragmentation())
       << "\n";
   row("in-place saved", figures.inPlaceSavedBytes) << "\n";
+  row("kernel workspace (largest step)", figures.workspaceBytes)
+      << "  in the arena, " << module.plan.workspaces.size() << " nodes\n";
   row("persistent", figures.totalPersistentBytes()) << "\n";
   for (unsigned i = 0; i != kNumMemoryCategories; ++i)
     row(("  " + memoryCategoryName(static_cast<MemoryCategory>(i))).str(),
@@ -110,6 +112,7 @@ gmopt::planReportJson(const Module &module,
       {"planned_bytes", bytes(figures.plannedBytes())},
       {"fragmentation", figures.fragmentation()},
       {"in_place_saved_bytes", bytes(figures.inPlaceSavedBytes)},
+      {"workspace_bytes", bytes(figures.workspaceBytes)},
   };
   if (eagerBaselineBytes)
     report["eager_baseline_bytes"] = bytes(*eagerBaselineBytes);

@@ -337,6 +337,8 @@ llvm::Expected<bool> SchedulePass::run(Module &module, PassContext &context) {
   auto liveness = Liveness::compute(module);
   if (!liveness)
     return liveness.takeError();
+  // Judge orders by the LOAD plan-buffers will see, kernel scratch included.
+  liveness->setWorkspace(context.getWorkspaceModel());
   DependenceGraph graph =
       DependenceGraph::build(*liveness, options.keepSideEffectOrder);
   const uint32_t numNodes = graph.size();

@@ -13,7 +13,9 @@
 // All memory goes through one CountingAllocator. In planned mode the arena
 // is counted as Temporaries while unoccupied and each slice is moved to its
 // value's category while that value is live, so the per-category split at the
-// peak says what the arena held at that moment. With ExecutorOptions::profile
+// peak says what the arena held at that moment; a node's planned kernel
+// workspace slice is handed to its kernel and counts as Workspace while it
+// runs. With ExecutorOptions::profile
 // every kernel is timed and the totals are kept per op type.
 //
 //===----------------------------------------------------------------------===//
@@ -60,6 +62,9 @@ struct Instruction {
   /// Planned mode: arena slices that become live / dead here.
   llvm::SmallVector<const Value *, 2> slicesBorn;
   llvm::SmallVector<const Value *, 4> slicesDead;
+  /// Planned mode: the node's kernel workspace slice (null: none).
+  uint8_t *workspace = nullptr;
+  uint64_t workspaceBytes = 0;
 };
 
 class CpuExecutable final : public Executable {
@@ -81,6 +86,9 @@ public:
   void resetPeak() override { allocator.resetPeak(); }
   double getLastStepMilliseconds() const override { return lastStepMs; }
   uint64_t getArenaBytes() const override { return arenaBytes; }
+  uint64_t getUnplannedScratchBytes() const override {
+    return kernelContext.getUnplannedScratchBytes();
+  }
   std::vector<OpProfile> getProfile() const override;
 
 private:
@@ -244,6 +252,12 @@ llvm::Error CpuExecutable::placePlanned() {
       }
     }
   }
+  for (Instruction &inst : instructions)
+    if (const WorkspaceAssignment *workspace =
+            plan->lookupWorkspace(inst.node)) {
+      inst.workspace = base + workspace->offset;
+      inst.workspaceBytes = workspace->size;
+    }
   // Occupancy events, for per-category accounting of the arena.
   llvm::DenseMap<uint32_t, Instruction *> byStep;
   for (size_t i = 0; i != instructions.size(); ++i)
@@ -373,6 +387,14 @@ llvm::Error CpuExecutable::runStep(uint64_t step) {
                            alignBuffer(born->getType().getSizeInBytes()));
     }
 
+    if (!eager) {
+      // Kernel scratch comes from the node's slice (none: every request is
+      // unplanned); the slice counts as workspace while the kernel runs.
+      kernelContext.setWorkspaceSlice(inst.workspace, inst.workspaceBytes);
+      if (inst.workspaceBytes)
+        allocator.transfer(MemoryCategory::Temporaries,
+                           MemoryCategory::Workspace, inst.workspaceBytes);
+    }
     if (!inst.skipKernel) {
       auto kernelStart = options.profile ? std::chrono::steady_clock::now()
                                          : std::chrono::steady_clock::time_point();
@@ -395,6 +417,10 @@ llvm::Error CpuExecutable::runStep(uint64_t step) {
       for (const Value *dead : inst.freeAfter)
         eagerBlocks.erase(dead);
     } else {
+      if (inst.workspaceBytes)
+        allocator.transfer(MemoryCategory::Workspace,
+                           MemoryCategory::Temporaries, inst.workspaceBytes);
+      kernelContext.clearWorkspaceSlice();
       for (const Value *dead : inst.slicesDead)
         allocator.transfer(categories.lookup(dead), MemoryCategory::Temporaries,
                            alignBuffer(dead->getType().getSizeInBytes()));

@@ -50,10 +50,23 @@ public:
 
   /// Allocates an uninitialized scratch tensor under \p category (library
   /// scratch is Workspace; fp32 staging copies are Temporaries). It is freed
-  /// when the returned buffer is destroyed.
+  /// when the returned buffer is destroyed. While a workspace slice is set,
+  /// scratch is carved from it (at aligned sizes, in request order) and
+  /// only what does not fit comes from the allocator, counted as unplanned.
+  /// Call it from the kernel's calling thread, not from parallel workers.
   llvm::Expected<TensorBuffer>
   allocateScratch(DType dtype, llvm::ArrayRef<int64_t> shape,
                   MemoryCategory category = MemoryCategory::Workspace);
+
+  /// Planned execution: scratch for the next kernel comes from [\p base,
+  /// base + \p bytes), the node's planned workspace (\p bytes may be 0).
+  void setWorkspaceSlice(void *base, uint64_t bytes);
+  /// Back to allocating all scratch (eager execution).
+  void clearWorkspaceSlice();
+  /// Scratch bytes (aligned) allocated outside a set workspace slice, since
+  /// construction: nonzero means the plan under-reserved a kernel's scratch
+  /// (getCpuKernelWorkspaceBytes disagrees with the kernel).
+  uint64_t getUnplannedScratchBytes() const { return unplannedScratchBytes; }
 
   /// Threads kernels may use (>= 1). Results never depend on it.
   unsigned getNumThreads() const { return numThreads; }
@@ -71,6 +84,12 @@ public:
 private:
   CountingAllocator &allocator;
   unsigned numThreads;
+  /// The planned workspace slice, when one is set.
+  bool sliceActive = false;
+  uint8_t *sliceBase = nullptr;
+  uint64_t sliceBytes = 0;
+  uint64_t sliceUsed = 0;
+  uint64_t unplannedScratchBytes = 0;
   uint64_t seed = 0;
   uint64_t step = 0;
 };
@@ -85,6 +104,19 @@ llvm::Error runCpuKernel(const Node &node,
                          llvm::ArrayRef<const TensorView *> inputs,
                          llvm::ArrayRef<TensorView *> outputs,
                          CpuKernelContext &ctx);
+
+/// The scratch bytes runCpuKernel may request for \p node (each request
+/// rounded up to kBufferAlignment): the kernel's own scratch plus fp32
+/// staging copies of f16/bf16 tensors. 0 for ops without a kernel or with
+/// non-static shapes. This is the CPU backend's WorkspaceModel: the planner
+/// reserves it as an arena slice and planned execution hands it to the
+/// kernel.
+uint64_t getCpuKernelWorkspaceBytes(const Node &node);
+
+/// False for the few kernels whose scratch getCpuKernelWorkspaceBytes does
+/// not model (Einsum's intermediates): planned execution allocates it
+/// outside the arena and counts it as unplanned.
+bool isCpuKernelWorkspaceModelled(const Node &node);
 
 /// True if a CPU kernel is registered for (\p domain, \p opType).
 bool hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType);

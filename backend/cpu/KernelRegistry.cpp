@@ -11,6 +11,8 @@
 #include "backend/cpu/KernelSupport.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/Hashing.h"
 
 #include <thread>
@@ -37,6 +39,7 @@ static const KernelTable &getKernelTable() {
     registerMovementKernels(t);
     registerGatherKernels(t);
     registerDropoutKernels(t);
+    registerKernelWorkspaces(t);
     return t;
   }();
   return table;
@@ -61,12 +64,73 @@ void CpuKernelContext::setNumThreads(unsigned threads) {
 llvm::Expected<TensorBuffer>
 CpuKernelContext::allocateScratch(DType dtype, llvm::ArrayRef<int64_t> shape,
                                   MemoryCategory category) {
+  if (sliceActive) {
+    int64_t elements = 1;
+    for (int64_t d : shape)
+      elements *= d;
+    uint64_t bytes = scratchBytes(dtype, elements);
+    if (bytes <= sliceBytes - sliceUsed) {
+      TensorBuffer buffer =
+          TensorBuffer::borrow(sliceBase + sliceUsed, dtype, shape);
+      sliceUsed += bytes;
+      return buffer;
+    }
+    unplannedScratchBytes += bytes;
+  }
   return TensorBuffer::create(allocator, dtype, shape, category);
+}
+
+void CpuKernelContext::setWorkspaceSlice(void *base, uint64_t bytes) {
+  sliceActive = true;
+  sliceBase = static_cast<uint8_t *>(base);
+  sliceBytes = base ? bytes : 0;
+  sliceUsed = 0;
+}
+
+void CpuKernelContext::clearWorkspaceSlice() {
+  sliceActive = false;
+  sliceBase = nullptr;
+  sliceBytes = sliceUsed = 0;
 }
 
 //===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
+
+uint64_t cpu::getCpuKernelWorkspaceBytes(const Node &node) {
+  const KernelInfo *info =
+      getKernelTable().lookup(node.getDomain(), node.getOpType());
+  if (!info)
+    return 0;
+  auto isStatic = [](const Value *value) {
+    return !value || value->getType().hasStaticShape();
+  };
+  if (!llvm::all_of(node.getOperands(), isStatic) ||
+      !llvm::all_of(node.getResults(), isStatic))
+    return 0;
+  uint64_t bytes = info->workspace ? info->workspace(node) : 0;
+  if (info->mode != KernelMode::StageHalfAsFloat)
+    return bytes;
+  // runStaged: one fp32 copy per distinct half input, one per half output.
+  auto staged = [](const Value *value) {
+    return scratchBytes(DType::F32, value->getType().getNumElements());
+  };
+  llvm::SmallPtrSet<const Value *, 4> widened;
+  for (const Value *operand : node.getOperands())
+    if (operand && isHalfType(operand->getType().getDType()) &&
+        widened.insert(operand).second)
+      bytes += staged(operand);
+  for (const Value *result : node.getResults())
+    if (result && isHalfType(result->getType().getDType()))
+      bytes += staged(result);
+  return bytes;
+}
+
+bool cpu::isCpuKernelWorkspaceModelled(const Node &node) {
+  const KernelInfo *info =
+      getKernelTable().lookup(node.getDomain(), node.getOpType());
+  return !info || info->workspaceModelled;
+}
 
 bool cpu::hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType) {
   return getKernelTable().lookup(domain, opType) != nullptr;

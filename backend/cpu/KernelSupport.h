@@ -97,6 +97,15 @@ enum class KernelMode {
   Native,
 };
 
+/// The scratch bytes a kernel requests for a node with static shapes, each
+/// request rounded up to kBufferAlignment (see scratchBytes).
+using WorkspaceFn = uint64_t (*)(const Node &node);
+
+/// Aligned bytes of one scratch request of \p elements elements of \p dtype.
+inline uint64_t scratchBytes(DType dtype, int64_t elements) {
+  return alignBuffer(static_cast<uint64_t>(elements) * dtypeSize(dtype));
+}
+
 /// A registered kernel.
 struct KernelInfo {
   KernelFn fn = nullptr;
@@ -105,6 +114,11 @@ struct KernelInfo {
   /// The first minOutputs results must be present.
   unsigned minOutputs = 1;
   KernelMode mode = KernelMode::StageHalfAsFloat;
+  /// The kernel's own scratch (null: none).
+  WorkspaceFn workspace = nullptr;
+  /// False for a kernel whose scratch has no model yet: its requests are
+  /// allocated outside the plan in planned execution too.
+  bool workspaceModelled = true;
 };
 
 /// The (domain, op type) -> kernel table.
@@ -118,6 +132,12 @@ public:
            KernelMode mode = KernelMode::StageHalfAsFloat) {
     add(domain, opType, KernelInfo{fn, minInputs, minOutputs, mode});
   }
+  /// Declares the scratch of the kernel of (\p domain, \p opType), which
+  /// must be registered.
+  void setWorkspace(llvm::StringRef domain, llvm::StringRef opType,
+                    WorkspaceFn fn);
+  /// Marks the scratch of (\p domain, \p opType) as not modelled.
+  void setWorkspaceUnmodelled(llvm::StringRef domain, llvm::StringRef opType);
   /// The entry of (\p domain, \p opType), or null.
   const KernelInfo *lookup(llvm::StringRef domain,
                            llvm::StringRef opType) const;
@@ -143,6 +163,9 @@ void registerShapeKernels(KernelTable &table);
 void registerMovementKernels(KernelTable &table);
 void registerGatherKernels(KernelTable &table);
 void registerDropoutKernels(KernelTable &table);
+/// Declares the scratch of the kernels that request any (after the families
+/// registered them).
+void registerKernelWorkspaces(KernelTable &table);
 
 //===----------------------------------------------------------------------===//
 // Element types

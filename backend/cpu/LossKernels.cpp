@@ -454,6 +454,36 @@ llvm::Error denseSceGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+
+
+/// Elements of operand \p index (0 when absent).
+int64_t operandElements(const Node &node, unsigned index) {
+  const Value *value =
+      index < node.getNumOperands() ? node.getOperand(index) : nullptr;
+  return value ? value->getType().getNumElements() : 0;
+}
+
+/// Scratch of the label-indexed losses: the labels widened to i64
+/// (readLabels) and, for the forward losses, the per-sample losses in f64
+/// (allocatePerSample); one sample per label.
+template <unsigned LabelsOperand, bool PerSample>
+uint64_t labelLossWorkspace(const Node &node) {
+  int64_t samples = operandElements(node, LabelsOperand);
+  return scratchBytes(DType::I64, samples) +
+         (PerSample ? scratchBytes(DType::F64, samples) : 0);
+}
+
+/// Scratch of the dense-label cross entropy: per-sample losses, one per row
+/// of the last dimension.
+uint64_t denseSceWorkspace(const Node &node) {
+  const Value *logits = node.getOperand(0);
+  if (!logits || logits->getType().getRank() == 0)
+    return 0;
+  int64_t classes = logits->getType().getStaticShape().back();
+  return scratchBytes(DType::F64, classes ? operandElements(node, 0) / classes
+                                          : 0);
+}
+
 } // namespace
 
 void cpu::registerLossKernels(KernelTable &table) {
@@ -471,4 +501,16 @@ void cpu::registerLossKernels(KernelTable &table) {
             sceLossGradKernel<true>, 3);
   table.add(kMsDomain, "SoftmaxCrossEntropy", denseSceKernel, 2);
   table.add(kMsDomain, "SoftmaxCrossEntropyGrad", denseSceGradKernel, 3);
+  table.setWorkspace("", "SoftmaxCrossEntropyLoss",
+                     labelLossWorkspace<1, true>);
+  table.setWorkspace("", "NegativeLogLikelihoodLoss",
+                     labelLossWorkspace<1, true>);
+  for (const char *op :
+       {"NegativeLogLikelihoodLossInternal",
+        "NegativeLogLikelihoodLossInternal2", "SoftmaxCrossEntropyLossInternal"})
+    table.setWorkspace(kMsDomain, op, labelLossWorkspace<1, true>);
+  for (const char *op :
+       {"SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternalGrad"})
+    table.setWorkspace(kMsDomain, op, labelLossWorkspace<2, false>);
+  table.setWorkspace(kMsDomain, "SoftmaxCrossEntropy", denseSceWorkspace);
 }

@@ -178,6 +178,28 @@ ReduceGroups collapse(llvm::ArrayRef<int64_t> shape,
   return groups;
 }
 
+/// True when reduceInto takes its general path: a transposed copy of the
+/// input with the reduced dimensions last.
+bool needsTransposedCopy(llvm::ArrayRef<int64_t> shape,
+                         llvm::ArrayRef<bool> isReduced) {
+  int64_t total = product(shape), outCount = 1;
+  for (unsigned d = 0; d < shape.size(); ++d)
+    if (!isReduced[d])
+      outCount *= shape[d];
+  if (total == 0 || outCount == 0)
+    return false;
+  ReduceGroups groups = collapse(shape, isReduced);
+  unsigned numGroups = groups.extents.size();
+  if (numGroups == 0 || (numGroups == 1 && !groups.reduced[0]))
+    return false;
+  if (groups.reduced.back() && numGroups <= 2)
+    return false;
+  if (!groups.reduced.back() &&
+      (numGroups == 2 || (numGroups == 3 && !groups.reduced[0])))
+    return false;
+  return true;
+}
+
 /// Reduces \p in over the dimensions flagged in \p isReduced into \p out
 /// (which holds the kept elements in order).
 template <typename Op, typename T>
@@ -255,6 +277,8 @@ llvm::Error reduceInto(const KernelCall &call, const TensorView &in,
         perm.push_back(d);
         permutedShape.push_back(in.getDim(d));
       }
+  assert(needsTransposedCopy(in.getShape(), isReduced) &&
+         "reduceWorkspace must reserve the transposed copy");
   auto buffer = call.getContext().allocateScratch(in.getDType(), permutedShape);
   if (!buffer)
     return buffer.takeError();
@@ -265,6 +289,53 @@ llvm::Error reduceInto(const KernelCall &call, const TensorView &in,
       y[r] = reduceRow<Op>(px + r * count, count);
   });
   return llvm::Error::success();
+}
+
+/// The scratch of reduceKernel: the transposed copy, when the reduced
+/// dimensions (from keepdims shapes, the axes attribute or a constant axes
+/// operand) need it; the input's size when they are not known statically.
+uint64_t reduceWorkspace(const Node &node) {
+  const Value *input = node.getOperand(0);
+  const Value *output = node.getResult(0);
+  if (!input || !output)
+    return 0;
+  const TensorType &in = input->getType();
+  auto shape = in.getStaticShape();
+  unsigned rank = shape.size();
+  uint64_t copy = scratchBytes(in.getDType(), product(shape));
+  llvm::SmallVector<bool, 6> isReduced(rank, false);
+  bool keepDims = node.getIntAttr("keepdims", 1) != 0;
+  auto outShape = output->getType().getStaticShape();
+  if (keepDims && outShape.size() == rank) {
+    // Unit dimensions never matter (collapse drops them).
+    for (unsigned d = 0; d < rank; ++d)
+      isReduced[d] = shape[d] != outShape[d];
+    return needsTransposedCopy(shape, isReduced) ? copy : 0;
+  }
+  llvm::SmallVector<int64_t, 6> axes;
+  const Value *axesInput =
+      node.getNumOperands() > 1 ? node.getOperand(1) : nullptr;
+  if (axesInput) {
+    if (!axesInput->hasData() ||
+        axesInput->getType().getDType() != DType::I64)
+      return copy;
+    const TensorData &data = axesInput->getData();
+    const auto *values =
+        reinterpret_cast<const int64_t *>(data.getBytes().data());
+    axes.assign(values, values + data.getBytes().size() / sizeof(int64_t));
+  } else {
+    std::vector<int64_t> attr = node.getIntsAttr("axes", {});
+    axes.assign(attr.begin(), attr.end());
+  }
+  bool noopWhenEmpty = node.getIntAttr("noop_with_empty_axes", 0) != 0;
+  isReduced.assign(rank, axes.empty() && !noopWhenEmpty);
+  for (int64_t axis : axes) {
+    int64_t d = axis < 0 ? axis + rank : axis;
+    if (d < 0 || d >= int64_t(rank))
+      return copy;
+    isReduced[d] = true;
+  }
+  return needsTransposedCopy(shape, isReduced) ? copy : 0;
 }
 
 /// Any reduction; \p axesInput is the operand that may carry the axes.
@@ -361,6 +432,12 @@ void cpu::registerReduceKernels(KernelTable &table) {
   table.add("", "ReduceLogSum", reduceKernel<LogSumReduce>, 1);
   table.add("", "ReduceLogSumExp", reduceKernel<LogSumExpReduce>, 1);
   table.add(kMsDomain, "ReduceSumTraining", reduceKernel<SumReduce>, 1);
+  for (const char *op :
+       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+        "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum",
+        "ReduceLogSumExp"})
+    table.setWorkspace("", op, reduceWorkspace);
+  table.setWorkspace(kMsDomain, "ReduceSumTraining", reduceWorkspace);
   table.add("", "ArgMax", argReduceKernel<true>, 1);
   table.add("", "ArgMin", argReduceKernel<false>, 1);
 }

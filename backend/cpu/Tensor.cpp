@@ -66,6 +66,13 @@ llvm::Expected<TensorBuffer> TensorBuffer::create(CountingAllocator &allocator,
   return buffer;
 }
 
+TensorBuffer TensorBuffer::borrow(void *data, DType dtype,
+                                  llvm::ArrayRef<int64_t> shape) {
+  TensorBuffer buffer;
+  buffer.view = TensorView(data, dtype, shape);
+  return buffer;
+}
+
 void TensorBuffer::zero() {
   if (view.getData())
     std::memset(view.getData(), 0, view.getSizeInBytes());

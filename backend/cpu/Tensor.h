@@ -78,6 +78,10 @@ public:
                                              DType dtype,
                                              llvm::ArrayRef<int64_t> shape,
                                              MemoryCategory category);
+  /// A tensor over \p data, which the caller keeps alive and accounts for
+  /// (a planned workspace slice); nothing is allocated or freed.
+  static TensorBuffer borrow(void *data, DType dtype,
+                             llvm::ArrayRef<int64_t> shape);
   TensorBuffer(TensorBuffer &&) = default;
   TensorBuffer &operator=(TensorBuffer &&) = default;
 

@@ -131,7 +131,25 @@ void expectSamePlan(const Module &expected, const Module &loaded) {
         << where;
   }
   EXPECT_EQ(a.arenaBytes, b.arenaBytes);
+  // Workspaces, matched by schedule position.
+  EXPECT_EQ(a.workspaces.size(), b.workspaces.size());
+  std::vector<const Node *> nodesB;
+  for (const Node &node : loaded.getGraph().getNodes())
+    nodesB.push_back(&node);
+  size_t position = 0;
+  for (const Node &nodeA : expected.getGraph().getNodes()) {
+    ASSERT_LT(position, nodesB.size());
+    const WorkspaceAssignment *x = a.lookupWorkspace(&nodeA),
+                              *y = b.lookupWorkspace(nodesB[position++]);
+    ASSERT_EQ(x == nullptr, y == nullptr) << nodeA.describe();
+    if (!x)
+      continue;
+    EXPECT_EQ(x->offset, y->offset);
+    EXPECT_EQ(x->size, y->size);
+    EXPECT_EQ(x->step, y->step);
+  }
   const MemoryFigures &fa = a.figures, &fb = b.figures;
+  EXPECT_EQ(fa.workspaceBytes, fb.workspaceBytes);
   EXPECT_EQ(fa.naiveBytes, fb.naiveBytes);
   EXPECT_EQ(fa.eagerEstimateBytes, fb.eagerEstimateBytes);
   EXPECT_EQ(fa.lowerBoundBytes, fb.lowerBoundBytes);
@@ -175,6 +193,14 @@ protected:
 
     auto plan = makeTrivialPlan(*rewritten);
     ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    // Kernel scratch for the second node, above the values' slices.
+    WorkspaceAssignment &workspace =
+        plan->workspaces[&*std::next(graph.begin())];
+    workspace.offset = plan->arenaBytes;
+    workspace.size = 512;
+    workspace.step = 1;
+    plan->arenaBytes += 512;
+    plan->figures.workspaceBytes = 512;
     rewritten->plan = std::move(*plan);
     auto originalPlan = makeTrivialPlan(*original);
     ASSERT_TRUE(bool(originalPlan)) << llvm::toString(originalPlan.takeError());
@@ -430,6 +456,34 @@ TEST_F(GmFileTest, PlanReferencesOutOfRange) {
     plan->mutable_buffers(0)->set_last_step(plan->schedule_size());
   });
   EXPECT_NE(message.find("out of range for a schedule of"), std::string::npos)
+      << message;
+}
+
+TEST_F(GmFileTest, WorkspaceReferences) {
+  auto edit = [&](const std::function<void(gm::Workspace &)> &change) {
+    return loadEdited([&](gm::GmFile &f) {
+      change(*f.mutable_rewritten()->mutable_plan()->mutable_workspaces(0));
+    });
+  };
+  std::string message = edit([](gm::Workspace &w) { w.set_step(1000); });
+  EXPECT_NE(message.find("a workspace is at step 1000, out of range"),
+            std::string::npos)
+      << message;
+  message = edit([](gm::Workspace &w) { w.set_offset(~uint64_t(0) - 8); });
+  EXPECT_NE(message.find("does not fit in the"), std::string::npos) << message;
+  message = edit([](gm::Workspace &w) { w.set_size(100); });
+  EXPECT_NE(message.find("is empty or not aligned"), std::string::npos)
+      << message;
+  // Over a value's slice that is live at the same step.
+  message = edit([](gm::Workspace &w) { w.set_offset(0); });
+  EXPECT_NE(message.find("overlap in both address and live range"),
+            std::string::npos)
+      << message;
+  message = loadEdited([](gm::GmFile &f) {
+    gm::Plan *plan = f.mutable_rewritten()->mutable_plan();
+    *plan->add_workspaces() = plan->workspaces(0);
+  });
+  EXPECT_NE(message.find("plan has two workspaces for"), std::string::npos)
       << message;
 }
 

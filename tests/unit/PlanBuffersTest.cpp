@@ -488,6 +488,8 @@ std::unique_ptr<Module> optimize(const TestGraph &graph,
   if (!module)
     return nullptr;
   PassManager manager;
+  // Plan the CPU kernels' scratch, as gmopt-compile does by default.
+  manager.getContext().setWorkspaceModel(cpu::getCpuKernelWorkspaceBytes);
   EXPECT_EQ(errorText(manager.addPipeline(pipeline)), "<success>");
   EXPECT_EQ(errorText(manager.run(*module)), "<success>") << graph.name;
   return module;
@@ -503,11 +505,13 @@ TEST(PlanBuffersTestdataTest, ArenaSitsAtTheBoundAndBelowEager) {
   for (const TestGraph &graph : kTestGraphs) {
     std::unique_ptr<Module> original = importTestGraph(graph);
     ASSERT_TRUE(original);
-    auto eagerBaseline = estimateEagerPeakBytes(*original);
+    auto eagerBaseline =
+        estimateEagerPeakBytes(*original, cpu::getCpuKernelWorkspaceBytes);
     ASSERT_TRUE(bool(eagerBaseline)) << errorText(eagerBaseline.takeError());
     std::unique_ptr<Module> canonical = optimize(graph, "canonicalize");
     ASSERT_TRUE(canonical);
-    auto canonicalEager = estimateEagerPeakBytes(*canonical);
+    auto canonicalEager =
+        estimateEagerPeakBytes(*canonical, cpu::getCpuKernelWorkspaceBytes);
     ASSERT_TRUE(bool(canonicalEager));
     for (llvm::StringRef pipeline : {kStrictPipeline, kRelaxedPipeline}) {
       bool strict = pipeline == kStrictPipeline;
@@ -574,7 +578,8 @@ std::vector<TensorData> trainStep(const Module &module,
                                   const llvm::StringMap<TensorData> &inputs,
                                   AllocationMode mode,
                                   uint64_t *arenaBytes = nullptr,
-                                  MemoryReport *report = nullptr) {
+                                  MemoryReport *report = nullptr,
+                                  uint64_t *unplannedScratch = nullptr) {
   ExecutorOptions options;
   options.mode = mode;
   options.seed = 7;
@@ -610,6 +615,8 @@ std::vector<TensorData> trainStep(const Module &module,
     *arenaBytes = (*executable)->getArenaBytes();
   if (report)
     *report = (*executable)->getMemoryReport();
+  if (unplannedScratch)
+    *unplannedScratch = (*executable)->getUnplannedScratchBytes();
   return results;
 }
 
@@ -644,22 +651,36 @@ TEST(PlanBuffersTestdataTest, PlannedTrainingMatchesEagerBitwise) {
     std::vector<TensorData> eager = trainStep(
         *original, inputs, AllocationMode::Eager, nullptr, &eagerReport);
     ASSERT_GT(eager.size(), 1u) << graph.name;
+    // The eager estimate (kernel scratch included) is what eager execution
+    // measures.
+    auto eagerEstimate =
+        estimateEagerPeakBytes(*original, cpu::getCpuKernelWorkspaceBytes);
+    ASSERT_TRUE(bool(eagerEstimate));
+    EXPECT_EQ(eagerReport.peakBytes, *eagerEstimate) << graph.name;
     for (llvm::StringRef pipeline : {kStrictPipeline, kRelaxedPipeline}) {
       bool strict = pipeline == kStrictPipeline;
       std::unique_ptr<Module> module = optimize(graph, pipeline);
       ASSERT_TRUE(module);
-      uint64_t arenaBytes = 0;
+      uint64_t arenaBytes = 0, unplannedScratch = 0;
       MemoryReport plannedReport;
       std::vector<TensorData> planned =
           trainStep(*module, inputs, AllocationMode::Planned, &arenaBytes,
-                    &plannedReport);
+                    &plannedReport, &unplannedScratch);
       ASSERT_EQ(planned.size(), eager.size()) << graph.name;
       for (size_t i = 0; i != eager.size(); ++i)
         EXPECT_TRUE(planned[i] == eager[i])
             << graph.name << " " << pipeline.str() << ": result " << i
             << " differs from eager execution";
-      // The backend's arena is exactly the planned one.
+      // The backend's arena is exactly the planned one, every kernel's
+      // scratch came from its planned workspace slice, and so the measured
+      // peak is the planned peak, below eager execution's.
       EXPECT_EQ(arenaBytes, module->plan.arenaBytes) << graph.name;
+      EXPECT_EQ(unplannedScratch, 0u) << graph.name;
+      EXPECT_EQ(plannedReport.peakBytes, module->plan.figures.plannedBytes())
+          << graph.name;
+      if (strict ? graph.belowEagerStrict : graph.belowEagerRelaxed) {
+        EXPECT_LT(plannedReport.peakBytes, eagerReport.peakBytes) << graph.name;
+      }
       llvm::outs() << llvm::format(
           "%-18s %-8s measured peak: planned %9llu eager %9llu (%.1f%%)\n",
           graph.name, strict ? "strict" : "relaxed",

@@ -105,6 +105,35 @@ TEST_F(PlanTest, ValidatorRejectsMisalignedAndMissing) {
             std::string::npos);
 }
 
+TEST_F(PlanTest, ValidatorChecksWorkspaces) {
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan));
+  const Node *negNode = neg->getDefiningNode();
+  // Above every value: fine. neg is step 1.
+  plan->workspaces[negNode] = {plan->arenaBytes, 512, 1};
+  plan->arenaBytes += 512;
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+  // On relu's slice, which is live at step 1: an overlap.
+  plan->workspaces[negNode].offset = plan->buffers[relu].offset;
+  EXPECT_NE(errorText(plan->validate(module)).find("the workspace of"),
+            std::string::npos);
+  // relu is dead at step 2 (abs reads neg through the view), but neg's
+  // slice is not: a workspace at step 2 may not sit on it.
+  plan->workspaces.clear();
+  const Node *absNode = out->getDefiningNode();
+  plan->workspaces[absNode] = {plan->buffers[relu].offset, 1024, 3};
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+  plan->workspaces[absNode].step = 2;
+  EXPECT_NE(errorText(plan->validate(module)).find("but the node is at step 3"),
+            std::string::npos);
+  plan->workspaces[absNode] = {plan->arenaBytes - 256, 512, 3};
+  EXPECT_NE(errorText(plan->validate(module)).find("ends past the arena"),
+            std::string::npos);
+  plan->workspaces[absNode] = {0, 100, 3};
+  EXPECT_NE(errorText(plan->validate(module)).find("not aligned"),
+            std::string::npos);
+}
+
 TEST_F(PlanTest, TrivialPlanNeedsStaticShapes) {
   module.getGraph().addInput(TensorType(DType::F32, {Dim::symbolic("batch")}),
                              "dyn");

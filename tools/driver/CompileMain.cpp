@@ -182,7 +182,8 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
     (*module)->plan = std::move(reportPlan);
   // The reference a user compares against: the graph as imported, run
   // eagerly (allocate at definition, free after last use).
-  auto eagerBaseline = estimateEagerPeakBytes(*original);
+  auto eagerBaseline =
+      estimateEagerPeakBytes(*original, passOptions.getWorkspaceModel());
   if (!eagerBaseline)
     return reportToolError(
         kTool, fileError(inputFilename, llvm::toString(eagerBaseline.takeError())));

@@ -8,6 +8,7 @@
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "backend/cpu/CpuKernel.h"
 #include "passes/DebugOutput.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
@@ -58,6 +59,15 @@ struct PassManagerCLOptions::Storage {
                   cl::desc("Print the debug traces of these DEBUG_TYPEs, e.g. "
                            "gmopt-canonicalize"),
                   cl::value_desc("type"), cl::CommaSeparated,
+                  cl::cat(getGmoptCategory())),
+        workspace("workspace",
+                  cl::desc("Kernel scratch the plan reserves per node"),
+                  cl::values(clEnumValN(WorkspaceTarget::Cpu, "cpu",
+                                        "the CPU kernels' scratch (default)"),
+                             clEnumValN(WorkspaceTarget::None, "none",
+                                        "none: kernels allocate scratch "
+                                        "outside the plan")),
+                  cl::init(WorkspaceTarget::Cpu),
                   cl::cat(getGmoptCategory())) {}
 
   /// cl::desc keeps a StringRef, so the text must outlive the option.
@@ -74,6 +84,7 @@ struct PassManagerCLOptions::Storage {
   cl::opt<bool> listPasses;
   cl::opt<bool> debug;
   cl::list<std::string> debugOnly;
+  cl::opt<WorkspaceTarget> workspace;
 };
 
 PassManagerCLOptions::PassManagerCLOptions(const std::string &passesHelp)
@@ -91,6 +102,20 @@ std::string PassManagerCLOptions::getPipeline() const {
 
 bool PassManagerCLOptions::shouldPrintPipeline() const {
   return storage->printPipeline;
+}
+
+WorkspaceModel gmopt::getWorkspaceModel(WorkspaceTarget target) {
+  switch (target) {
+  case WorkspaceTarget::Cpu:
+    return cpu::getCpuKernelWorkspaceBytes;
+  case WorkspaceTarget::None:
+    return nullptr;
+  }
+  return nullptr;
+}
+
+WorkspaceModel PassManagerCLOptions::getWorkspaceModel() const {
+  return gmopt::getWorkspaceModel(storage->workspace);
 }
 
 bool PassManagerCLOptions::shouldListPasses() const {
@@ -115,6 +140,7 @@ llvm::Error PassManagerCLOptions::configure(PassManager &passManager) const {
                              storage->printIRBefore.end());
   options.printAfter.assign(storage->printIRAfter.begin(),
                             storage->printIRAfter.end());
+  passManager.getContext().setWorkspaceModel(getWorkspaceModel());
   options.timePasses = storage->timePasses;
   options.passStatistics = storage->passStatistics;
   setDebugAll(storage->debug);

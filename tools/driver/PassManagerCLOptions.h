@@ -3,8 +3,9 @@
 // The command-line face of PassManagerOptions, shared by gmopt-opt and
 // gmopt-compile (after mlir/lib/Pass/PassManagerOptions.cpp): --passes,
 // --print-ir-before/after[-all], --verify-each, --time-passes,
-// --pass-statistics, --print-pipeline, --list-passes, and gmopt's own
-// --debug / --debug-only (see passes/DebugOutput.h). Constructing an
+// --pass-statistics, --print-pipeline, --list-passes, gmopt's own
+// --debug / --debug-only (see passes/DebugOutput.h), and --workspace (whose
+// kernel scratch plan-buffers reserves). Constructing an
 // instance registers the options, so a tool creates one before parsing its
 // command line.
 //
@@ -12,6 +13,8 @@
 
 #ifndef GMOPT_TOOLS_DRIVER_PASSMANAGERCLOPTIONS_H
 #define GMOPT_TOOLS_DRIVER_PASSMANAGERCLOPTIONS_H
+
+#include "ir/Plan.h"
 
 #include "llvm/Support/Error.h"
 
@@ -21,6 +24,12 @@
 namespace gmopt {
 
 class PassManager;
+
+/// Whose kernel scratch the planner reserves (--workspace).
+enum class WorkspaceTarget { Cpu, None };
+
+/// The WorkspaceModel of \p target (null for None).
+WorkspaceModel getWorkspaceModel(WorkspaceTarget target);
 
 /// The pass-manager options of a tool's command line.
 class PassManagerCLOptions {
@@ -38,7 +47,10 @@ public:
   /// True if --list-passes was given.
   bool shouldListPasses() const;
 
-  /// Applies the instrumentation and debug flags to \p passManager. Fails if
+  /// The --workspace model (the CPU kernels' unless --workspace=none).
+  WorkspaceModel getWorkspaceModel() const;
+  /// Applies the instrumentation and debug flags and the workspace model to
+  /// \p passManager. Fails if
   /// --print-ir-before/after names a pass that does not exist.
   llvm::Error configure(PassManager &passManager) const;
 

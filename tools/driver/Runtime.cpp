@@ -19,6 +19,7 @@
 #include "ir/OnnxTensor.h"
 #include "ir/OpRegistry.h"
 #include "passes/PassManager.h"
+#include "tools/driver/PassManagerCLOptions.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -504,6 +505,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
       model.original = std::move(*original);
     }
     PassManager passManager;
+    passManager.getContext().setWorkspaceModel(
+        getWorkspaceModel(WorkspaceTarget::Cpu));
     if (llvm::Error err = passManager.addPipeline(
             onnxPipeline.empty() ? llvm::StringRef(kOnnxRunPipeline)
                                  : onnxPipeline))

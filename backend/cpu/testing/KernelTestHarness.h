@@ -138,6 +138,12 @@ public:
     opsets[domain] = version;
   }
 
+  /// With \p planned (the default) kernels take scratch from a slice of
+  /// exactly their declared workspace (getCpuKernelWorkspaceBytes), as in
+  /// planned execution, and a request beyond it fails the run; without,
+  /// scratch is allocated and counted, as in eager execution.
+  void setPlannedWorkspace(bool planned) { plannedWorkspace = planned; }
+
   /// Makes the following runs write result \p result into a copy of
   /// operand \p operand's bytes that the kernel also reads that operand
   /// from, as the planner's in-place reuse does.
@@ -193,8 +199,30 @@ public:
           inViews[i] = *outputs[inPlace->first];
         inPtrs[i] = &inViews[i];
       }
-    if (llvm::Error err = runCpuKernel(*node, inPtrs, outputs, ctx))
+    // Scratch comes from a slice of exactly the declared workspace, as in
+    // planned execution: a kernel that asks for more fails the test.
+    std::vector<uint8_t> workspace(getCpuKernelWorkspaceBytes(*node) +
+                                   kBufferAlignment);
+    uintptr_t raw = reinterpret_cast<uintptr_t>(workspace.data());
+    auto *aligned = reinterpret_cast<uint8_t *>(
+        (raw + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
+    uint64_t unplannedBefore = ctx.getUnplannedScratchBytes();
+    if (plannedWorkspace)
+      ctx.setWorkspaceSlice(aligned, workspace.size() - kBufferAlignment);
+    llvm::Error err = runCpuKernel(*node, inPtrs, outputs, ctx);
+    ctx.clearWorkspaceSlice();
+    if (err)
       return err;
+    if (ctx.getUnplannedScratchBytes() != unplannedBefore &&
+        isCpuKernelWorkspaceModelled(*node))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "%s requested %llu scratch bytes beyond its declared workspace of "
+          "%llu (getCpuKernelWorkspaceBytes)",
+          node->getOp().str().c_str(),
+          (unsigned long long)(ctx.getUnplannedScratchBytes() -
+                               unplannedBefore),
+          (unsigned long long)(workspace.size() - kBufferAlignment));
     return results;
   }
 
@@ -204,6 +232,7 @@ private:
   std::map<std::string, int64_t> opsets;
   /// (result, operand) sharing bytes, when set.
   std::optional<std::pair<unsigned, unsigned>> inPlace;
+  bool plannedWorkspace = true;
 };
 
 /// A named attribute.

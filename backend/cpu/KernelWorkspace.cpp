@@ -1,0 +1,162 @@
+//===- KernelWorkspace.cpp - Scratch sizes of the CPU kernels --------------===//
+//
+// The CPU backend's WorkspaceModel for the kernel families that request
+// scratch through CpuKernelContext::allocateScratch: convolution columns,
+// batch-transposed FusedMatMul operands, broadcast norm parameters and
+// LayerNorm-gradient partial sums, DivGrad's broadcast copies and Pow's
+// exponent conversion. Each function mirrors its kernel's requests exactly
+// (aligned, in request order), from the node's static types and attributes;
+// where the kernel's choice cannot be decided statically it reserves the
+// largest request. Einsum is the one kernel without a model (its scratch
+// stays outside the plan). Reductions and losses declare theirs next to their
+// kernels. A kernel that asks for more than declared still runs (the excess
+// is allocated and counted as unplanned), and the testdata tests fail on it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include "ir/IR.h"
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+llvm::SmallVector<int64_t, 6> shapeOf(const Value *value) {
+  llvm::SmallVector<int64_t, 6> shape;
+  if (value) {
+    auto dims = value->getType().getStaticShape();
+    shape.assign(dims.begin(), dims.end());
+  }
+  return shape;
+}
+
+int64_t elementsOf(const Value *value) {
+  return value ? value->getType().getNumElements() : 0;
+}
+
+const Value *operandOrNull(const Node &node, unsigned index) {
+  return index < node.getNumOperands() ? node.getOperand(index) : nullptr;
+}
+
+/// Conv(X, W, B?) -> Y and ConvGrad(dY, X, W) -> (dX?, dW?, dB?): one
+/// im2col matrix of (C/group * kernel) rows by output pixels, except for a
+/// 1x1, stride-1, unpadded convolution, which multiplies the image directly.
+/// ConvGrad needs it only when it computes dX or dW.
+template <bool Grad> uint64_t convWorkspace(const Node &node) {
+  const Value *w = operandOrNull(node, Grad ? 2 : 1);
+  const Value *spatialSource = Grad ? operandOrNull(node, 0) : node.getResult(0);
+  llvm::SmallVector<int64_t, 6> wShape = shapeOf(w),
+                                outShape = shapeOf(spatialSource);
+  if (wShape.size() < 3 || outShape.size() != wShape.size())
+    return 0;
+  if (Grad && !node.getResult(0) &&
+      !(node.getNumResults() > 1 && node.getResult(1)))
+    return 0;
+  int64_t kernelSize = product(llvm::ArrayRef<int64_t>(wShape).drop_front(2));
+  bool unitStrides = llvm::all_of(node.getIntsAttr("strides", {}),
+                                  [](int64_t s) { return s == 1; });
+  bool unpadded = llvm::all_of(node.getIntsAttr("pads", {}),
+                               [](int64_t p) { return p == 0; });
+  llvm::StringRef autoPad = node.getStringAttr("auto_pad", "NOTSET");
+  bool direct = kernelSize == 1 && unitStrides && unpadded &&
+                (autoPad == "NOTSET" || autoPad == "VALID");
+  if (direct)
+    return 0;
+  int64_t colRows = wShape[1] * kernelSize;
+  return scratchBytes(DType::F32,
+                      colRows *
+                          product(llvm::ArrayRef<int64_t>(outShape).drop_front(2)));
+}
+
+/// FusedMatMul / TransposeMatMul: a batch-transposed copy of A and of B
+/// when transBatchA / transBatchB is set and the operand has rank >= 3.
+uint64_t fusedMatMulWorkspace(const Node &node) {
+  uint64_t bytes = 0;
+  for (auto [index, attr] : {std::pair<unsigned, const char *>{0, "transBatchA"},
+                             std::pair<unsigned, const char *>{1, "transBatchB"}}) {
+    const Value *operand = operandOrNull(node, index);
+    if (operand && node.getIntAttr(attr, 0) && shapeOf(operand).size() >= 3)
+      bytes += scratchBytes(operand->getType().getDType(), elementsOf(operand));
+  }
+  return bytes;
+}
+
+/// Rows and columns of a layer norm over \p shape from `axis`.
+std::pair<int64_t, int64_t> normRowsCols(const Node &node,
+                                         llvm::ArrayRef<int64_t> shape) {
+  int64_t rank = shape.size();
+  int64_t axis = node.getIntAttr("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return {0, 0};
+  return {product(shape.take_front(axis)), product(shape.drop_front(axis))};
+}
+
+/// LayerNormalization / SimplifiedLayerNormalization: a [cols] copy of each
+/// of scale and bias that must be broadcast to the normalized shape.
+uint64_t layerNormWorkspace(const Node &node) {
+  auto [rows, cols] = normRowsCols(node, shapeOf(node.getOperand(0)));
+  (void)rows;
+  uint64_t bytes = 0;
+  for (unsigned index : {1u, 2u})
+    if (const Value *param = operandOrNull(node, index))
+      if (elementsOf(param) != cols)
+        bytes += scratchBytes(DType::F32, cols);
+  return bytes;
+}
+
+/// The LayerNorm gradients: partial column sums [blocks][2][cols] per
+/// block of 64 rows when dScale or dBias is wanted.
+uint64_t layerNormGradWorkspace(const Node &node) {
+  constexpr int64_t kRowBlock = 64; // NormKernels.cpp's row block.
+  auto [rows, cols] = normRowsCols(node, shapeOf(node.getOperand(1)));
+  bool wantColumns = false;
+  for (unsigned i = 1; i < node.getNumResults(); ++i)
+    wantColumns |= node.getResult(i) != nullptr;
+  int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  if (!wantColumns || !blocks)
+    return 0;
+  return scratchBytes(DType::F32, blocks * 2 * cols);
+}
+
+/// DivGrad(dY, A, B): dY-shaped temporaries for the quotient and for A and
+/// B broadcast to dY's shape.
+uint64_t divGradWorkspace(const Node &node) {
+  const Value *dY = node.getOperand(0);
+  return 3 * scratchBytes(dY->getType().getDType(), elementsOf(dY));
+}
+
+/// Pow(X, Y): Y converted to X's element type when they differ.
+uint64_t powWorkspace(const Node &node) {
+  const Value *base = node.getOperand(0), *exponent = node.getOperand(1);
+  if (!base || !exponent ||
+      base->getType().getDType() == exponent->getType().getDType())
+    return 0;
+  return scratchBytes(base->getType().getDType(), elementsOf(exponent));
+}
+
+} // namespace
+
+void cpu::registerKernelWorkspaces(KernelTable &table) {
+  table.setWorkspace("", "Conv", convWorkspace<false>);
+  table.setWorkspace("", "ConvGrad", convWorkspace<true>);
+  table.setWorkspace(kMsDomain, "ConvGrad", convWorkspace<true>);
+  table.setWorkspace(kMsDomain, "FusedMatMul", fusedMatMulWorkspace);
+  table.setWorkspace(kMsDomain, "TransposeMatMul", fusedMatMulWorkspace);
+  table.setWorkspace("", "LayerNormalization", layerNormWorkspace);
+  table.setWorkspace("", "SimplifiedLayerNormalization", layerNormWorkspace);
+  table.setWorkspace(kMsDomain, "SimplifiedLayerNormalization",
+                     layerNormWorkspace);
+  for (const char *op :
+       {"LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
+        "InvertibleLayerNormalizationGrad"})
+    table.setWorkspace(kMsDomain, op, layerNormGradWorkspace);
+  table.setWorkspace(kMsDomain, "DivGrad", divGradWorkspace);
+  table.setWorkspace("", "Pow", powWorkspace);
+  // Einsum's pairwise-contraction intermediates depend on the whole label
+  // algebra of its equation; not modelled yet.
+  table.setWorkspaceUnmodelled("", "Einsum");
+}
