@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 
 #include <cmath>
 
@@ -163,6 +164,29 @@ struct XorOp {
 // Broadcast loops
 //===----------------------------------------------------------------------===//
 
+/// Ops whose fp32 form is one vector instruction rounding like the scalar
+/// one (the functors are generic, so they apply to F32x4 as they are).
+template <typename Op>
+constexpr bool kHasF32Vector =
+    std::is_same_v<Op, AddOp> || std::is_same_v<Op, SubOp> ||
+    std::is_same_v<Op, MulOp> || std::is_same_v<Op, DivOp>;
+
+/// o[i] = op(a[i * strideA], b[i * strideB]) for i in [0, n), strides 0
+/// (a repeated scalar) or 1, four lanes at a time.
+template <typename Op>
+void vectorRowF32(const float *a, int64_t strideA, const float *b,
+                  int64_t strideB, float *o, int64_t n, Op op) {
+  const F32x4 scalarA = splatF32x4(a[0]), scalarB = splatF32x4(b[0]);
+  int64_t i = 0;
+  for (; i + kF32Lanes <= n; i += kF32Lanes) {
+    F32x4 va = strideA ? loadF32x4(a + i) : scalarA;
+    F32x4 vb = strideB ? loadF32x4(b + i) : scalarB;
+    storeF32x4(o + i, op(va, vb));
+  }
+  for (; i < n; ++i)
+    o[i] = op(a[i * strideA], b[i * strideB]);
+}
+
 /// out = op(a, b) with numpy broadcasting of a and b to out's shape.
 template <typename TIn, typename TOut, typename Op>
 void binaryLoop(const TensorView &a, const TensorView &b, const TensorView &out,
@@ -175,6 +199,30 @@ void binaryLoop(const TensorView &a, const TensorView &b, const TensorView &out,
     return;
   int64_t grain = grainFor(1);
   llvm::ArrayRef<int64_t> shape = out.getShape();
+  if constexpr (std::is_same_v<TIn, float> && std::is_same_v<TOut, float> &&
+                kHasF32Vector<Op>) {
+    int64_t strideA = a.getShape() == shape ? 1 : 0;
+    int64_t strideB = b.getShape() == shape ? 1 : 0;
+    bool flat = (strideA || a.getNumElements() == 1) &&
+                (strideB || b.getNumElements() == 1);
+    if (flat) {
+      parallelFor(threads, n, grain, [&](int64_t lo, int64_t hi) {
+        vectorRowF32(pa + lo * strideA, strideA, pb + lo * strideB, strideB,
+                     po + lo, hi - lo, op);
+      });
+      return;
+    }
+    auto plan = makeBroadcastPlan<2>(shape, {a.getShape(), b.getShape()});
+    int64_t inner = plan.innerSize;
+    int64_t sa = plan.innerStride[0], sb = plan.innerStride[1];
+    forEachBroadcastRow(
+        plan, threads,
+        [&](int64_t outOffset, const std::array<int64_t, 2> &offsets) {
+          vectorRowF32(pa + offsets[0], sa, pb + offsets[1], sb,
+                       po + outOffset, inner, op);
+        });
+    return;
+  }
   if (a.getShape() == shape && b.getShape() == shape) {
     parallelFor(threads, n, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)

@@ -18,6 +18,7 @@
 #include "backend/cpu/Simd.h"
 
 #include <cmath>
+#include <cstring>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
@@ -343,22 +344,20 @@ template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
                   const float *row = px + r * cols;
                   float *out = py + r * cols;
                   double mean = 0;
-                  if (!Rms) {
-                    double sum = 0;
-                    for (int64_t j = 0; j < cols; ++j)
-                      sum += row[j];
-                    mean = cols ? sum / cols : 0;
-                  }
-                  double squares = 0;
-                  for (int64_t j = 0; j < cols; ++j) {
-                    double d = row[j] - mean;
-                    squares += d * d;
-                  }
+                  if (!Rms)
+                    mean = cols ? sumF32(row, cols) / cols : 0;
+                  double squares = sumSquaredDeviationF32(row, cols, mean);
                   double inv =
                       1.0 / std::sqrt((cols ? squares / cols : 0) + epsilon);
                   float m = static_cast<float>(mean),
                         s = static_cast<float>(inv);
-                  for (int64_t j = 0; j < cols; ++j) {
+                  int64_t j = 0;
+                  const F32x4 mV = splatF32x4(m), sV = splatF32x4(s);
+                  for (; j + kF32Lanes <= cols; j += kF32Lanes) {
+                    F32x4 v = (loadF32x4(row + j) - mV) * sV * loadF32x4(ps + j);
+                    storeF32x4(out + j, pb ? v + loadF32x4(pb + j) : v);
+                  }
+                  for (; j < cols; ++j) {
                     float v = (row[j] - m) * s * ps[j];
                     out[j] = pb ? v + pb[j] : v;
                   }
@@ -373,6 +372,71 @@ template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
 
 /// Rows per block of the fixed-order column reductions.
 constexpr int64_t kRowBlock = 64;
+
+/// One row of the standard (\p Rms false) or simplified layer-norm
+/// gradient, two columns at a time: per element the scalar loop's
+/// arithmetic (xhat = float(x - mu) * inv and b = dY * scale * inv in
+/// double), with the row sums of b and b * xhat accumulated over fixed
+/// lanes. Adds dY * xhat and dY to the column sums when they are given.
+template <bool Rms>
+void gradRow(const float *gr, const float *xr, const float *ps, float *dr,
+             int64_t cols, float mu, float inv, float *scaleSums,
+             float *biasSums) {
+  const double invD = inv;
+  const F64x2 invV = {invD, invD};
+  const F32x2 muV = {mu, mu};
+  auto load2 = [](const float *p) {
+    F32x2 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  auto xhatAt = [&](int64_t j) {
+    return __builtin_convertvector(load2(xr + j) - muV, F64x2) * invV;
+  };
+  auto bAt = [&](int64_t j) {
+    return loadF32x2AsF64(gr + j) * loadF32x2AsF64(ps + j) * invV;
+  };
+  F64x2 sumB0 = {0, 0}, sumB1 = sumB0, sumBX0 = sumB0, sumBX1 = sumB0;
+  int64_t j = 0;
+  for (; j + 4 <= cols; j += 4) {
+    F64x2 b0 = bAt(j), b1 = bAt(j + 2);
+    sumB0 += b0;
+    sumB1 += b1;
+    sumBX0 += b0 * xhatAt(j);
+    sumBX1 += b1 * xhatAt(j + 2);
+  }
+  F64x2 sumBV = sumB0 + sumB1, sumBXV = sumBX0 + sumBX1;
+  double sumB = sumBV[0] + sumBV[1], sumBX = sumBXV[0] + sumBXV[1];
+  for (; j < cols; ++j) {
+    double xhat = (xr[j] - mu) * invD;
+    double b = static_cast<double>(gr[j]) * ps[j] * inv;
+    sumB += b;
+    sumBX += b * xhat;
+  }
+  double meanB = Rms ? 0.0 : sumB / cols, meanBX = sumBX / cols;
+  const F64x2 meanBV = {meanB, meanB}, meanBXV = {meanBX, meanBX};
+  for (j = 0; j + 2 <= cols; j += 2) {
+    F64x2 xhat = xhatAt(j);
+    storeF64x2AsF32(dr + j, bAt(j) - meanBV - xhat * meanBXV);
+    if (scaleSums) {
+      F32x2 scaleTerm =
+          __builtin_convertvector(loadF32x2AsF64(gr + j) * xhat, F32x2);
+      F32x2 scaleAcc = load2(scaleSums + j) + scaleTerm;
+      F32x2 biasAcc = load2(biasSums + j) + load2(gr + j);
+      std::memcpy(scaleSums + j, &scaleAcc, sizeof(scaleAcc));
+      std::memcpy(biasSums + j, &biasAcc, sizeof(biasAcc));
+    }
+  }
+  for (; j < cols; ++j) {
+    double xhat = (xr[j] - mu) * invD;
+    double b = static_cast<double>(gr[j]) * ps[j] * inv;
+    dr[j] = static_cast<float>(b - meanB - xhat * meanBX);
+    if (scaleSums) {
+      scaleSums[j] += static_cast<float>(gr[j] * xhat);
+      biasSums[j] += gr[j];
+    }
+  }
+}
 
 /// The three layer-norm gradient ops ONNX Runtime emits.
 enum class NormGrad {
@@ -461,6 +525,10 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
         const float *gr = g + r * cols, *xr = px + r * cols;
         float *dr = out + r * cols;
         float mu = pm ? pm[r] : 0.0f, inv = pi[r];
+        if constexpr (Mode != NormGrad::Invertible) {
+          gradRow<Rms>(gr, xr, ps, dr, cols, mu, inv, scaleSums, biasSums);
+          continue;
+        }
         // Row reductions of the input gradient.
         double sumB = 0, sumBX = 0;
         for (int64_t j = 0; j < cols; ++j) {
