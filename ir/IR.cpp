@@ -293,6 +293,26 @@ void Graph::removeValue(Value *value) {
   list.erase(it);
 }
 
+void Graph::removeValues(llvm::ArrayRef<Value *> values) {
+  llvm::SmallPtrSet<const Value *, 16> doomed;
+  for (Value *value : values) {
+    assert(value->useEmpty() && "removing a value that still has uses");
+    assert(!value->isNodeResult() && "results die with their node");
+    doomed.insert(value);
+  }
+  size_t removed = 0;
+  for (auto *list : {&inputs, &initializers}) {
+    auto end = std::remove_if(list->begin(), list->end(),
+                              [&](const std::unique_ptr<Value> &owned) {
+                                return doomed.count(owned.get()) != 0;
+                              });
+    removed += list->end() - end;
+    list->erase(end, list->end());
+  }
+  (void)removed;
+  assert(removed == doomed.size() && "value not owned by this graph");
+}
+
 llvm::SmallVector<Value *, 4> Graph::getOutputs() const {
   llvm::SmallVector<Value *, 4> values;
   for (const auto &output : outputs)

@@ -296,8 +296,12 @@ public:
   }
   Value *addInput(TensorType type, std::string name);
   Value *addInitializer(TensorData data, std::string name);
-  /// Removes an unused input or initializer.
+  /// Removes an unused input or initializer. Linear in the number of
+  /// inputs and initializers: use removeValues for many.
   void removeValue(Value *value);
+  /// Removes every value of \p values (unused inputs or initializers) in
+  /// one pass over the input and initializer lists.
+  void removeValues(llvm::ArrayRef<Value *> values);
 
   // Graph outputs (uses owned by the graph).
   unsigned getNumOutputs() const { return outputs.size(); }

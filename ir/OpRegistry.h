@@ -145,6 +145,10 @@ public:
   int inPlaceOperand = -1;
   /// The result that may take over inPlaceOperand's buffer.
   unsigned inPlaceResult = 0;
+  /// For a TraitSideEffect op: the one operand whose storage it writes in
+  /// place (InPlaceAccumulatorV2's buffer); -1 means unknown, and every
+  /// operand is assumed written.
+  int writesOperand = -1;
   AmpClass amp = AmpClass::None;
   InferenceFn infer;
   /// Cost model; null means the default (one flop per output element,

@@ -75,10 +75,9 @@ uint64_t gmopt::eraseDeadInitializers(Module &module) {
     if (initializer->useEmpty() &&
         !isReferencedBySignature(module.signature, initializer.get()))
       unused.push_back(initializer.get());
-  for (Value *value : unused) {
-    GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] removing unused initializer '"
-                       << value->getName() << "'\n");
-    graph.removeValue(value);
-  }
+  GMOPT_DEBUG(for (Value *value : unused) dbgs()
+              << "[" DEBUG_TYPE "] removing unused initializer '"
+              << value->getName() << "'\n");
+  graph.removeValues(unused);
   return unused.size();
 }

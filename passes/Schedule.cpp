@@ -29,19 +29,15 @@ using namespace gmopt;
 
 namespace {
 
-/// Operands whose storage \p node, a side-effecting op, may write. The
-/// registry records no written-operand field for side effects, so the
-/// accumulators ONNX Runtime emits (which write operand 0, their buffer)
-/// are known here by name, and any other side-effecting op is assumed to
-/// write every operand.
-llvm::SmallVector<unsigned, 4> writtenOperands(const Node &node) {
+/// Operands whose storage \p node, a side-effecting op, may write: the
+/// registry's writesOperand (InPlaceAccumulatorV2's buffer), else every
+/// operand.
+llvm::SmallVector<unsigned, 4> writtenOperands(const Node &node,
+                                               const OpSchema *schema) {
   llvm::SmallVector<unsigned, 4> written;
-  if (node.getDomain() == kMsDomain &&
-      (node.getOpType() == "InPlaceAccumulatorV2" ||
-       node.getOpType() == "InPlaceAccumulator" ||
-       node.getOpType() == "ZeroGradient")) {
-    if (node.getNumOperands() > 0)
-      written.push_back(0);
+  if (schema && schema->writesOperand >= 0) {
+    if (unsigned(schema->writesOperand) < node.getNumOperands())
+      written.push_back(schema->writesOperand);
     return written;
   }
   for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i)
@@ -110,7 +106,7 @@ DependenceGraph DependenceGraph::build(const Liveness &liveness,
     if (!sideEffect[i])
       continue;
     llvm::ArrayRef<ValueId> operands = liveness.getOperands(i);
-    for (unsigned k : writtenOperands(*graph.nodes[i]))
+    for (unsigned k : writtenOperands(*graph.nodes[i], liveness.getSchema(i)))
       if (operands[k] != Liveness::kNoValue) {
         writes[i].push_back(root[operands[k]]);
         written[root[operands[k]]] = true;

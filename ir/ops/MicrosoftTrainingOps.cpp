@@ -414,11 +414,12 @@ llvm::Error inferYieldOp(InferenceContext &ctx) {
 
 void registerAccumulationAndAmp(OpRegistry &registry) {
   // Writes operand 0 in place; result 0 is only a completion flag, so the
-  // in-place relation is a side effect, not inPlaceOperand.
+  // in-place relation is a side effect (writes), not inPlaceOperand.
   SchemaBuilder(kMsDomain, "InPlaceAccumulatorV2", 1)
       .inputs(2, 3)
       .outputs(1, 2)
       .traits(TraitSideEffect)
+      .writes(0)
       .amp(AmpClass::None)
       .infer([](InferenceContext &ctx) -> llvm::Error {
         if (auto err = checkAccumulation(ctx))

@@ -79,6 +79,11 @@ SchemaBuilder &SchemaBuilder::inPlace(int operand, unsigned result) {
   return *this;
 }
 
+SchemaBuilder &SchemaBuilder::writes(int operand) {
+  schema.writesOperand = operand;
+  return *this;
+}
+
 SchemaBuilder &SchemaBuilder::amp(AmpClass amp) {
   schema.amp = amp;
   return *this;

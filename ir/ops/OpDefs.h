@@ -76,6 +76,8 @@ public:
   /// Result \p result may reuse the buffer of operand \p operand (-1:
   /// never).
   SchemaBuilder &inPlace(int operand, unsigned result = 0);
+  /// A side-effecting op writes operand \p operand's storage in place.
+  SchemaBuilder &writes(int operand);
   /// Sets the mixed-precision class.
   SchemaBuilder &amp(AmpClass amp);
   /// Sets the type inference function (required before registration).

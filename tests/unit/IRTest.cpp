@@ -134,6 +134,29 @@ TEST_F(GraphTest, EraseUnlinksOperands) {
   EXPECT_EQ(graph().getInputs().size(), 1u);
 }
 
+TEST_F(GraphTest, RemoveValuesTakesInputsAndInitializersInOnePass) {
+  std::vector<Value *> doomed;
+  std::vector<std::string> kept;
+  for (int i = 0; i < 100; ++i) {
+    Value *init = graph().addInitializer(
+        TensorData::fromValues<float>(DType::F32, {1}, {float(i)}),
+        "w" + std::to_string(i));
+    if (i % 3)
+      doomed.push_back(init);
+    else
+      kept.push_back(init->getName().str());
+  }
+  doomed.push_back(y);
+  graph().removeValues(doomed);
+  ASSERT_EQ(graph().getInputs().size(), 1u);
+  EXPECT_EQ(graph().getInputs()[0].get(), x);
+  std::vector<std::string> left;
+  for (const auto &init : graph().getInitializers())
+    left.push_back(init->getName().str());
+  EXPECT_EQ(left, kept); // Order kept.
+  EXPECT_EQ(graph().lookupValue("w1"), nullptr);
+}
+
 TEST_F(GraphTest, BuilderRespectsInsertionPoint) {
   Builder b(graph());
   Node *last = b.create(onnx("Relu"), {x}, {f32({4})}, {}, "last");

@@ -559,6 +559,16 @@ TEST(OpRegistryTraitsTest, TraitsMatchOpSemantics) {
   EXPECT_TRUE(schemaOf("com.microsoft", "InPlaceAccumulatorV2", 1)
                   .hasTrait(TraitSideEffect));
   EXPECT_FALSE(schemaOf("", "Add").hasTrait(TraitSideEffect));
+  // The accumulator writes its buffer (operand 0) and nothing else; an op
+  // without a recorded operand is assumed to write all of them.
+  EXPECT_EQ(schemaOf("com.microsoft", "InPlaceAccumulatorV2", 1).writesOperand,
+            0);
+  EXPECT_EQ(schemaOf("com.microsoft", "YieldOp", 1).writesOperand, -1);
+  for (const OpSchema *schema : OpRegistry::instance().all()) {
+    if (schema->writesOperand >= 0) {
+      EXPECT_TRUE(schema->hasTrait(TraitSideEffect)) << schema->name;
+    }
+  }
   for (const char *op : {"Shape", "Size"})
     EXPECT_TRUE(schemaOf("", op).hasTrait(TraitShapeOnly)) << op;
   EXPECT_TRUE(schemaOf("com.microsoft", "BroadcastGradientArgs", 1)
