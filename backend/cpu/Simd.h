@@ -97,7 +97,7 @@ inline void reluGradF32(const float *dy, const float *x, float *dx,
     dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-/// dst[i] += src[i] for i in [0, n); the ranges do not overlap.
+/// dst[i] += src[i] for i in [0, n); the ranges are the same or disjoint.
 inline void addToF32(const float *src, float *dst, int64_t n) {
   int64_t i = 0;
   for (; i + 2 * kF32Lanes <= n; i += 2 * kF32Lanes) {

@@ -403,8 +403,7 @@ llvm::Error inPlaceAccumulatorV2Kernel(KernelCall &call) {
     const float *add = value.getDataAs<float>();
     parallelFor(call.getNumThreads(), n, grainFor(1),
                 [&](int64_t lo, int64_t hi) {
-                  for (int64_t i = lo; i < hi; ++i)
-                    acc[i] += add[i];
+                  addToF32(add + lo, acc + lo, hi - lo);
                 });
   } else {
     bool replace = *overwrite;
