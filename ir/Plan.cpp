@@ -198,7 +198,8 @@ gmopt::categorizeValues(const Module &module) {
   return categories;
 }
 
-llvm::Expected<ExecutionPlan> gmopt::makeTrivialPlan(const Module &module) {
+llvm::Expected<ExecutionPlan>
+gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace) {
   const Graph &graph = module.getGraph();
   llvm::DenseMap<const Value *, LiveInterval> intervals =
       computeLiveIntervals(module);
@@ -237,6 +238,23 @@ llvm::Expected<ExecutionPlan> gmopt::makeTrivialPlan(const Module &module) {
   if (error)
     return llvm::Error(std::move(error));
 
+  // Kernel workspace: one region above the values, shared by every node
+  // (each slice is live at its own step only).
+  std::vector<uint64_t> workspaceAt;
+  if (workspace) {
+    uint32_t step = 0;
+    for (const Node &node : graph.getNodes()) {
+      uint64_t bytes = alignBuffer(workspace(node));
+      workspaceAt.push_back(bytes);
+      if (bytes)
+        plan.workspaces[&node] = {plan.arenaBytes, bytes, step};
+      plan.figures.workspaceBytes =
+          std::max(plan.figures.workspaceBytes, bytes);
+      ++step;
+    }
+    plan.arenaBytes += plan.figures.workspaceBytes;
+  }
+
   // Figures: naive bytes, persistent split, and the live-byte bound.
   MemoryFigures &figures = plan.figures;
   std::vector<std::pair<uint32_t, int64_t>> events;
@@ -252,6 +270,11 @@ llvm::Expected<ExecutionPlan> gmopt::makeTrivialPlan(const Module &module) {
           alignBuffer(assignment.size);
     }
   }
+  for (uint32_t step = 0; step != workspaceAt.size(); ++step)
+    if (workspaceAt[step]) {
+      events.push_back({step, int64_t(workspaceAt[step])});
+      events.push_back({step + 1, -int64_t(workspaceAt[step])});
+    }
   llvm::sort(events, [](const auto &a, const auto &b) {
     return a.first != b.first ? a.first < b.first : a.second < b.second;
   });

@@ -213,8 +213,12 @@ bool isPersistentValue(const Module &module, const Value *value);
 
 /// The plan a module gets before any planning pass runs: each transient
 /// value its own arena slice (no reuse), persistent values their own
-/// allocations, views aliased. Figures filled in. Requires static shapes.
-llvm::Expected<ExecutionPlan> makeTrivialPlan(const Module &module);
+/// allocations, views aliased; with \p workspace, each node's kernel
+/// scratch in one region above them that all nodes share (a slice lives at
+/// its node's step only). Figures filled in. Requires static shapes.
+llvm::Expected<ExecutionPlan>
+makeTrivialPlan(const Module &module,
+                const WorkspaceModel &workspace = nullptr);
 
 } // namespace gmopt
 

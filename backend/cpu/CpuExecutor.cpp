@@ -205,7 +205,7 @@ llvm::Error CpuExecutable::prepare() {
 
 llvm::Error CpuExecutable::placePlanned() {
   if (module.plan.empty()) {
-    auto made = makeTrivialPlan(module);
+    auto made = makeTrivialPlan(module, getCpuKernelWorkspaceBytes);
     if (!made)
       return made.takeError();
     trivialPlan = std::move(*made);

@@ -48,8 +48,9 @@ llvm::Error fileError(llvm::StringRef file, const llvm::Twine &message) {
 /// The trivial (no-reuse) plan of \p module, made for the memory report
 /// when no planning pass ran. Errors name \p inputName.
 llvm::Expected<ExecutionPlan> makeReportPlan(const Module &module,
-                                             llvm::StringRef inputName) {
-  llvm::Expected<ExecutionPlan> trivial = makeTrivialPlan(module);
+                                             llvm::StringRef inputName,
+                                             const WorkspaceModel &workspace) {
+  llvm::Expected<ExecutionPlan> trivial = makeTrivialPlan(module, workspace);
   if (!trivial)
     return fileError(inputName, "cannot make the memory report: " +
                                     llvm::toString(trivial.takeError()));
@@ -159,7 +160,7 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
   ExecutionPlan reportPlan;
   if (trivialReport) {
     llvm::Expected<ExecutionPlan> trivial =
-        makeReportPlan(**module, inputFilename);
+        makeReportPlan(**module, inputFilename, passOptions.getWorkspaceModel());
     if (!trivial)
       return reportToolError(kTool, trivial.takeError());
     reportPlan = std::move(*trivial);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/RunReport.h"
+#include "tools/driver/PassManagerCLOptions.h"
 
 #include "ir/Module.h"
 #include "passes/PlanReport.h"
@@ -42,6 +43,8 @@ llvm::json::Object runJson(const TrainingResult &result) {
   object["step_ms"] = result.medianStepMilliseconds();
   object["first_step_ms"] = firstStepMilliseconds(result);
   object["arena_bytes"] = static_cast<int64_t>(result.arenaBytes);
+  object["unplanned_scratch_bytes"] =
+      static_cast<int64_t>(result.unplannedScratchBytes);
   llvm::json::Array microSteps;
   for (double ms : result.microStepMilliseconds)
     microSteps.push_back(ms);
@@ -75,7 +78,8 @@ llvm::json::Value comparisonsJson(llvm::ArrayRef<TensorComparison> comparisons,
 llvm::Expected<std::string> gmopt::ensurePlan(Module &module) {
   if (!module.plan.empty())
     return std::string("module");
-  auto plan = makeTrivialPlan(module);
+  // The CPU backend runs it: reserve its kernels' scratch too.
+  auto plan = makeTrivialPlan(module, getWorkspaceModel(WorkspaceTarget::Cpu));
   if (!plan)
     return plan.takeError();
   module.plan = std::move(*plan);

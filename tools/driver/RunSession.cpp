@@ -198,6 +198,12 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
 
   out << "memory (" << summary.mode << "):\n";
   result->memory.print(out);
+  if (result->unplannedScratchBytes)
+    out << "note: " << result->unplannedScratchBytes
+        << " bytes of kernel scratch were allocated outside the plan's "
+           "workspace slices (the plan was made without the CPU workspace "
+           "model, or a kernel has none); the measured peak can exceed the "
+           "planned one\n";
   if (config.executor.profile)
     printProfile(out, *result);
 

@@ -778,6 +778,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   }
   result.memory = exe.getMemoryReport();
   result.arenaBytes = exe.getArenaBytes();
+  result.unplannedScratchBytes = exe.getUnplannedScratchBytes();
   result.profile = exe.getProfile();
   return result;
 }

@@ -22,6 +22,7 @@
 #include "tools/driver/TestDataSet.h"
 
 #include "ir/Module.h"
+#include "passes/DefaultPipeline.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
@@ -106,8 +107,9 @@ struct RunnableModel {
   std::map<std::string, int64_t> dims;
 };
 
-/// The pipeline gmopt-run runs on an ONNX training graph.
-constexpr llvm::StringLiteral kOnnxRunPipeline = "canonicalize";
+/// The pipeline gmopt-run runs on an ONNX training graph: gmopt-compile's
+/// default, so running an ONNX file trains what compiling it would give.
+constexpr llvm::StringLiteral kOnnxRunPipeline = kDefaultPipeline;
 
 /// Loads \p path: a `.gm` file (recognised by its magic bytes or its
 /// extension) or an ONNX training graph. \p dims binds symbolic dimensions;
@@ -252,6 +254,10 @@ struct TrainingResult {
   MemoryReport memory;
   /// The planned arena (0 in eager mode).
   uint64_t arenaBytes = 0;
+  /// Planned mode: kernel scratch (aligned bytes, summed over the run) the
+  /// plan's workspace slices did not cover; 0 when the plan was made with
+  /// the CPU workspace model.
+  uint64_t unplannedScratchBytes = 0;
   /// Per-op kernel times (with ExecutorOptions::profile), most expensive
   /// first.
   std::vector<OpProfile> profile;
