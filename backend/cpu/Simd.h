@@ -17,6 +17,7 @@
 #ifndef GMOPT_BACKEND_CPU_SIMD_H
 #define GMOPT_BACKEND_CPU_SIMD_H
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 
@@ -118,6 +119,68 @@ inline void scaleShiftF32(const float *x, float *y, int64_t n, float scale,
     storeF32x4(y + i, loadF32x4(x + i) * vs + vt);
   for (; i < n; ++i)
     y[i] = x[i] * scale + shift;
+}
+
+/// Lane-wise \p mask ? \p a : \p b.
+inline F32x4 selectF32x4(I32x4 mask, F32x4 a, F32x4 b) {
+  return reinterpret_cast<F32x4>((reinterpret_cast<I32x4>(a) & mask) |
+                                 (reinterpret_cast<I32x4>(b) & ~mask));
+}
+
+/// e^x over four lanes: Cephes' expf (range reduction by ln 2 in two parts,
+/// a degree-5 polynomial; about 1 ulp). 0 below -87, +inf above 88, NaN
+/// stays NaN.
+inline F32x4 expF32x4(F32x4 x) {
+  const F32x4 high = splatF32x4(88.0f), low = splatF32x4(-87.0f);
+  I32x4 overflow = x > high, underflow = x < low;
+  F32x4 clamped = selectF32x4(overflow, high, selectF32x4(underflow, low, x));
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest even).
+  const F32x4 roundMagic = splatF32x4(12582912.0f);
+  F32x4 n = (clamped * splatF32x4(1.44269504088896341f) + roundMagic) -
+            roundMagic;
+  F32x4 r = clamped - n * splatF32x4(0.693359375f);
+  r = r - n * splatF32x4(-2.12194440e-4f);
+  F32x4 p = splatF32x4(1.9875691500e-4f);
+  p = p * r + splatF32x4(1.3981999507e-3f);
+  p = p * r + splatF32x4(8.3334519073e-3f);
+  p = p * r + splatF32x4(4.1665795894e-2f);
+  p = p * r + splatF32x4(1.6666665459e-1f);
+  p = p * r + splatF32x4(5.0000001201e-1f);
+  F32x4 y = p * (r * r) + r + splatF32x4(1.0f);
+  I32x4 exponent = (__builtin_convertvector(n, I32x4) + 127) << 23;
+  F32x4 result = y * reinterpret_cast<F32x4>(exponent);
+  result = selectF32x4(underflow, splatF32x4(0.0f), result);
+  return selectF32x4(overflow, splatF32x4(__builtin_inff()), result);
+}
+
+/// erf(x) over four lanes: below |x| = 0.5 its Taylor series to x^11
+/// (relative error about 1e-7), above Abramowitz & Stegun 7.1.26 (absolute
+/// error below 1.5e-7 plus float rounding); odd, +-1 at +-inf, NaN stays
+/// NaN.
+inline F32x4 erfF32x4(F32x4 x) {
+  const I32x4 signBit = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN};
+  I32x4 bits = reinterpret_cast<I32x4>(x);
+  F32x4 ax = reinterpret_cast<F32x4>(bits & ~signBit);
+  const F32x4 one = splatF32x4(1.0f);
+  F32x4 t = one / (one + splatF32x4(0.3275911f) * ax);
+  F32x4 p = splatF32x4(1.061405429f);
+  p = p * t + splatF32x4(-1.453152027f);
+  p = p * t + splatF32x4(1.421413741f);
+  p = p * t + splatF32x4(-0.284496736f);
+  p = p * t + splatF32x4(0.254829592f);
+  F32x4 y = one - p * t * expF32x4(-(ax * ax));
+  F32x4 large = reinterpret_cast<F32x4>(reinterpret_cast<I32x4>(y) |
+                                        (bits & signBit));
+  // 2/sqrt(pi) * (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320).
+  F32x4 x2 = x * x;
+  F32x4 q = splatF32x4(-1.0f / 1320.0f);
+  q = q * x2 + splatF32x4(1.0f / 216.0f);
+  q = q * x2 + splatF32x4(-1.0f / 42.0f);
+  q = q * x2 + splatF32x4(1.0f / 10.0f);
+  q = q * x2 + splatF32x4(-1.0f / 3.0f);
+  q = q * x2 + one;
+  F32x4 small = splatF32x4(1.12837916709551257f) * x * q;
+  return selectF32x4(ax < splatF32x4(0.5f), small, large);
 }
 
 /// The two sums of sumWithCenteredProductF32.

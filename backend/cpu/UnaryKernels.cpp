@@ -335,6 +335,21 @@ llvm::Error onnxGeluKernel(KernelCall &call) {
 
 /// com.microsoft FastGelu(X, bias?) and BiasGelu(X, bias): the bias is
 /// broadcast along the last dimension and added before the activation.
+/// y[j] = gelu(x[j] + b[j]) (exact GELU) over the whole groups of four
+/// columns of a row, with Simd.h's erf (within 4e-7 of erf); returns the
+/// number of columns done.
+int64_t biasGeluRowF32(const float *x, const float *b, float *y,
+                       int64_t width) {
+  const F32x4 half = splatF32x4(0.5f), one = splatF32x4(1.0f);
+  const F32x4 sqrtHalf = splatF32x4(static_cast<float>(kSqrtHalf));
+  int64_t j = 0;
+  for (; j + kF32Lanes <= width; j += kF32Lanes) {
+    F32x4 v = loadF32x4(x + j) + loadF32x4(b + j);
+    storeF32x4(y + j, half * v * (one + erfF32x4(v * sqrtHalf)));
+  }
+  return j;
+}
+
 template <bool TanhApproximation> llvm::Error biasGeluKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
@@ -353,12 +368,18 @@ template <bool TanhApproximation> llvm::Error biasGeluKernel(KernelCall &call) {
     int64_t rows = width ? in.getNumElements() / width : 0;
     parallelFor(call.getNumThreads(), rows, grainFor(16 * width),
                 [&](int64_t lo, int64_t hi) {
-                  for (int64_t r = lo; r < hi; ++r)
-                    for (int64_t j = 0; j < width; ++j) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    int64_t j = 0;
+                    if constexpr (std::is_same_v<T, float> &&
+                                  !TanhApproximation)
+                      j = biasGeluRowF32(x + r * width, b, y + r * width,
+                                         width);
+                    for (; j < width; ++j) {
                       T v = x[r * width + j] + b[j];
                       y[r * width + j] =
                           TanhApproximation ? geluTanh(v) : geluExact(v);
                     }
+                  }
                 });
     return llvm::Error::success();
   });
