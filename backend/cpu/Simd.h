@@ -153,11 +153,12 @@ inline F32x4 expF32x4(F32x4 x) {
   return selectF32x4(overflow, splatF32x4(__builtin_inff()), result);
 }
 
-/// erf(x) over four lanes: below |x| = 0.5 its Taylor series to x^11
-/// (relative error about 1e-7), above Abramowitz & Stegun 7.1.26 (absolute
-/// error below 1.5e-7 plus float rounding); odd, +-1 at +-inf, NaN stays
-/// NaN.
-inline F32x4 erfF32x4(F32x4 x) {
+/// erf(x) over four lanes given \p expMinusSquare = expF32x4(-(x * x))
+/// (callers that need that exponential anyway compute it once): below
+/// |x| = 0.5 its Taylor series to x^11 (relative error about 1e-7), above
+/// Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7 plus float
+/// rounding); odd, +-1 at +-inf, NaN stays NaN.
+inline F32x4 erfF32x4(F32x4 x, F32x4 expMinusSquare) {
   const I32x4 signBit = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN};
   I32x4 bits = reinterpret_cast<I32x4>(x);
   F32x4 ax = reinterpret_cast<F32x4>(bits & ~signBit);
@@ -168,7 +169,7 @@ inline F32x4 erfF32x4(F32x4 x) {
   p = p * t + splatF32x4(1.421413741f);
   p = p * t + splatF32x4(-0.284496736f);
   p = p * t + splatF32x4(0.254829592f);
-  F32x4 y = one - p * t * expF32x4(-(ax * ax));
+  F32x4 y = one - p * t * expMinusSquare;
   F32x4 large = reinterpret_cast<F32x4>(reinterpret_cast<I32x4>(y) |
                                         (bits & signBit));
   // 2/sqrt(pi) * (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320).
@@ -182,6 +183,9 @@ inline F32x4 erfF32x4(F32x4 x) {
   F32x4 small = splatF32x4(1.12837916709551257f) * x * q;
   return selectF32x4(ax < splatF32x4(0.5f), small, large);
 }
+
+/// erf(x) over four lanes (see the two-argument form).
+inline F32x4 erfF32x4(F32x4 x) { return erfF32x4(x, expF32x4(-(x * x))); }
 
 /// The two sums of sumWithCenteredProductF32.
 struct SumAndDot {

@@ -127,8 +127,11 @@ int64_t biasGeluGradRowF32(const float *dy, const float *x, const float *b,
   int64_t j = 0;
   for (; j + kF32Lanes <= width; j += kF32Lanes) {
     F32x4 v = loadF32x4(x + j) + loadF32x4(b + j);
-    F32x4 cdf = half * (one + erfF32x4(v * sqrtHalf));
-    F32x4 pdf = invSqrtTwoPi * expF32x4(-half * v * v);
+    // exp(-v^2 / 2) serves both erf(v / sqrt 2) and the density.
+    F32x4 u = v * sqrtHalf;
+    F32x4 gauss = expF32x4(-(u * u));
+    F32x4 cdf = half * (one + erfF32x4(u, gauss));
+    F32x4 pdf = invSqrtTwoPi * gauss;
     storeF32x4(dx + j, loadF32x4(dy + j) * (cdf + v * pdf));
   }
   return j;
