@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 
 #include <cmath>
 
@@ -199,13 +200,20 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
               [&](int64_t lo, int64_t hi) {
                 for (int64_t s = lo; s < hi; ++s) {
                   const float *row = x + shape->base(s);
-                  float maxValue = row[0];
-                  for (int64_t c = 1; c < classes; ++c)
-                    maxValue = std::max(maxValue, row[c * inner]);
-                  float sum = 0;
-                  for (int64_t c = 0; c < classes; ++c)
-                    sum += std::exp(row[c * inner] - maxValue);
-                  float shift = maxValue + std::log(sum);
+                  float shift;
+                  if (inner == 1) {
+                    float maxValue = maxF32(row, classes);
+                    shift = maxValue + std::log(expShiftedF32(
+                                           row, nullptr, classes, maxValue));
+                  } else {
+                    float maxValue = row[0];
+                    for (int64_t c = 1; c < classes; ++c)
+                      maxValue = std::max(maxValue, row[c * inner]);
+                    float sum = 0;
+                    for (int64_t c = 0; c < classes; ++c)
+                      sum += std::exp(row[c * inner] - maxValue);
+                    shift = maxValue + std::log(sum);
+                  }
                   // The loss reads the row before log_prob is written: the
                   // planner may give log_prob the scores' buffer
                   // (TraitRowwise).
@@ -218,8 +226,11 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
                                 weight;
                   if (lp) {
                     float *lpRow = lp + shape->base(s);
-                    for (int64_t c = 0; c < classes; ++c)
-                      lpRow[c * inner] = row[c * inner] - shift;
+                    if (inner == 1)
+                      scaleShiftF32(row, lpRow, classes, 1.0f, -shift);
+                    else
+                      for (int64_t c = 0; c < classes; ++c)
+                        lpRow[c * inner] = row[c * inner] - shift;
                   }
                 }
               });
@@ -334,6 +345,27 @@ template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
           double weight = sampleWeight(label, *ignoreIndex, w);
           float factor = static_cast<float>(
               weight * (*reduction == Reduction::None ? g[s] : g[0] * scale));
+          if (inner == 1 && weight != 0) {
+            // (e^lp - onehot) * factor (+ bias), four classes at a time.
+            const F32x4 f = splatF32x4(factor), one = splatF32x4(1.0f),
+                        zero = splatF32x4(0.0f);
+            int64_t c = 0;
+            for (; c + kF32Lanes <= classes; c += kF32Lanes) {
+              I32x4 lane = I32x4{0, 1, 2, 3} + static_cast<int32_t>(c);
+              F32x4 onehot =
+                  selectF32x4(lane == static_cast<int32_t>(label), one, zero);
+              F32x4 value = (expF32x4(loadF32x4(lp + base + c)) - onehot) * f;
+              if (b)
+                value += loadF32x4(b + base + c);
+              storeF32x4(out + base + c, value);
+            }
+            for (; c < classes; ++c) {
+              float e = expF32x4(splatF32x4(lp[base + c]))[0];
+              float value = (e - (c == label ? 1.0f : 0.0f)) * factor;
+              out[base + c] = b ? value + b[base + c] : value;
+            }
+            continue;
+          }
           for (int64_t c = 0; c < classes; ++c) {
             int64_t i = base + c * inner;
             float value =

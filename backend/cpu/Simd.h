@@ -258,6 +258,58 @@ inline SumAndDot sumWithCenteredProductF32(const float *g, const float *x,
   return result;
 }
 
+/// Four floats from [p, p + count) (count < 4), the other lanes \p fill.
+inline F32x4 loadPartialF32x4(const float *p, int64_t count, float fill) {
+  F32x4 v = splatF32x4(fill);
+  for (int64_t j = 0; j < count; ++j)
+    v[j] = p[j];
+  return v;
+}
+
+/// The largest of x[0, n), n >= 1 (NaNs are skipped unless all are NaN, as
+/// the scalar `x > max ? x : max` loop does from a NaN-free start).
+inline float maxF32(const float *x, int64_t n) {
+  float best = x[0];
+  int64_t i = 0;
+  if (n >= kF32Lanes) {
+    F32x4 acc = loadF32x4(x);
+    for (i = kF32Lanes; i + kF32Lanes <= n; i += kF32Lanes) {
+      F32x4 v = loadF32x4(x + i);
+      acc = selectF32x4(v > acc, v, acc);
+    }
+    for (int j = 0; j < kF32Lanes; ++j)
+      best = acc[j] > best ? acc[j] : best;
+  }
+  for (; i < n; ++i)
+    best = x[i] > best ? x[i] : best;
+  return best;
+}
+
+/// y[i] = e^(x[i] - shift) over [0, n) with expF32x4 (the tail too, so
+/// every element takes the same path), and returns their sum: four fp32
+/// lanes, then lanes 0..3 in order. \p y may be \p x (each group is read
+/// before it is written) or null (only the sum).
+inline float expShiftedF32(const float *x, float *y, int64_t n, float shift) {
+  const F32x4 s = splatF32x4(shift);
+  F32x4 acc = splatF32x4(0.0f);
+  int64_t i = 0;
+  for (; i + kF32Lanes <= n; i += kF32Lanes) {
+    F32x4 e = expF32x4(loadF32x4(x + i) - s);
+    acc += e;
+    if (y)
+      storeF32x4(y + i, e);
+  }
+  if (i < n) {
+    // Missing lanes are -inf: e^-inf = 0 adds nothing.
+    F32x4 e = expF32x4(loadPartialF32x4(x + i, n - i, -__builtin_inff()) - s);
+    acc += e;
+    if (y)
+      for (int64_t j = 0; j < n - i; ++j)
+        y[i + j] = e[j];
+  }
+  return ((acc[0] + acc[1]) + acc[2]) + acc[3];
+}
+
 } // namespace cpu
 } // namespace gmopt
 

@@ -12,8 +12,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 
 #include <cmath>
+#include <type_traits>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
@@ -55,26 +57,38 @@ bool usesCoercedSoftmax(const Node &node) {
   return version > 0 && version < 13;
 }
 
-/// Softmax (or LogSoftmax) of one contiguous row.
+/// Softmax (or LogSoftmax) of one contiguous row. \p y may be \p x
+/// (TraitRowwise): every element is read before it is written.
 template <typename T, bool Log> void softmaxRow(const T *x, T *y, int64_t n) {
-  T maxValue = x[0];
-  for (int64_t i = 1; i < n; ++i)
-    maxValue = x[i] > maxValue ? x[i] : maxValue;
-  T sum = 0;
-  if constexpr (Log) {
-    for (int64_t i = 0; i < n; ++i)
-      sum += std::exp(x[i] - maxValue);
-    T shift = maxValue + std::log(sum);
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = x[i] - shift;
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = std::exp(x[i] - maxValue);
-      sum += y[i];
+  if constexpr (std::is_same_v<T, float>) {
+    float maxValue = maxF32(x, n);
+    if constexpr (Log) {
+      float shift = maxValue + std::log(expShiftedF32(x, nullptr, n, maxValue));
+      scaleShiftF32(x, y, n, 1.0f, -shift);
+    } else {
+      float sum = expShiftedF32(x, y, n, maxValue);
+      scaleShiftF32(y, y, n, 1.0f / sum, 0.0f);
     }
-    T scale = T(1) / sum;
-    for (int64_t i = 0; i < n; ++i)
-      y[i] *= scale;
+  } else {
+    T maxValue = x[0];
+    for (int64_t i = 1; i < n; ++i)
+      maxValue = x[i] > maxValue ? x[i] : maxValue;
+    T sum = 0;
+    if constexpr (Log) {
+      for (int64_t i = 0; i < n; ++i)
+        sum += std::exp(x[i] - maxValue);
+      T shift = maxValue + std::log(sum);
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = x[i] - shift;
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        y[i] = std::exp(x[i] - maxValue);
+        sum += y[i];
+      }
+      T scale = T(1) / sum;
+      for (int64_t i = 0; i < n; ++i)
+        y[i] *= scale;
+    }
   }
 }
 
@@ -135,6 +149,26 @@ template <bool Log> llvm::Error softmaxKernel(KernelCall &call) {
 template <bool Log>
 void softmaxGradLine(const float *dY, const float *y, float *dX, int64_t n,
                      int64_t stride) {
+  if (stride == 1) {
+    // Four lanes; dX may be dY or Y (TraitRowwise): the sum reads the whole
+    // row first, then each group is read before it is written.
+    F32x4 acc = splatF32x4(0.0f);
+    int64_t i = 0;
+    for (; i + kF32Lanes <= n; i += kF32Lanes)
+      acc += Log ? loadF32x4(dY + i) : loadF32x4(dY + i) * loadF32x4(y + i);
+    float sum = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+    for (; i < n; ++i)
+      sum += Log ? dY[i] : dY[i] * y[i];
+    const F32x4 s = splatF32x4(sum);
+    for (i = 0; i + kF32Lanes <= n; i += kF32Lanes) {
+      F32x4 g = loadF32x4(dY + i), v = loadF32x4(y + i);
+      storeF32x4(dX + i, Log ? g - expF32x4(v) * s : v * (g - s));
+    }
+    for (; i < n; ++i)
+      dX[i] = Log ? dY[i] - expF32x4(splatF32x4(y[i]))[0] * sum
+                  : y[i] * (dY[i] - sum);
+    return;
+  }
   float sum = 0;
   if constexpr (Log) {
     for (int64_t i = 0; i < n; ++i)
