@@ -114,8 +114,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", nargs="*", default=MODELS)
     parser.add_argument("--passes", default="",
-                        help="gmopt-run --passes (default: canonicalize only; "
-                             "e.g. canonicalize,schedule,plan-buffers)")
+                        help="gmopt-run --passes (default: gmopt-run's, "
+                             "which is gmopt-compile's default pipeline; e.g. "
+                             "canonicalize for the graph as imported)")
     parser.add_argument("--no-spinning", action="store_true",
                         help="ORT: session.intra_op.allow_spinning=0; gmopt: "
                              "OMP_WAIT_POLICY=passive (fairer on a loaded machine)")
@@ -128,7 +129,7 @@ def main():
     print(f"onnxruntime {ort.__version__}, threads {args.threads}, "
           f"{args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up), "
           f"spinning {'off' if args.no_spinning else 'on (defaults)'}, "
-          f"gmopt passes {args.passes or 'canonicalize'}, "
+          f"gmopt passes {args.passes or 'default'}, "
           f"load average {os.getloadavg()[0]:.1f}")
     header = f"{'model':<20}{'ORT ms':>10}{'gmopt ms':>10}{'gmopt/ORT':>11}"
     print(header)
