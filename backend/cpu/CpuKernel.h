@@ -113,11 +113,6 @@ llvm::Error runCpuKernel(const Node &node,
 /// kernel.
 uint64_t getCpuKernelWorkspaceBytes(const Node &node);
 
-/// False for the few kernels whose scratch getCpuKernelWorkspaceBytes does
-/// not model (Einsum's intermediates): planned execution allocates it
-/// outside the arena and counts it as unplanned.
-bool isCpuKernelWorkspaceModelled(const Node &node);
-
 /// True if a CPU kernel is registered for (\p domain, \p opType).
 bool hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType);
 

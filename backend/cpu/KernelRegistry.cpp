@@ -126,12 +126,6 @@ uint64_t cpu::getCpuKernelWorkspaceBytes(const Node &node) {
   return bytes;
 }
 
-bool cpu::isCpuKernelWorkspaceModelled(const Node &node) {
-  const KernelInfo *info =
-      getKernelTable().lookup(node.getDomain(), node.getOpType());
-  return !info || info->workspaceModelled;
-}
-
 bool cpu::hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType) {
   return getKernelTable().lookup(domain, opType) != nullptr;
 }

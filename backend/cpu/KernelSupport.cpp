@@ -51,14 +51,6 @@ void KernelTable::setWorkspace(llvm::StringRef domain, llvm::StringRef opType,
     it->second.workspace = fn;
 }
 
-void KernelTable::setWorkspaceUnmodelled(llvm::StringRef domain,
-                                         llvm::StringRef opType) {
-  auto it = entries.find(tableKey(domain, opType));
-  assert(it != entries.end() && "workspace of an unregistered kernel");
-  if (it != entries.end())
-    it->second.workspaceModelled = false;
-}
-
 const KernelInfo *KernelTable::lookup(llvm::StringRef domain,
                                       llvm::StringRef opType) const {
   auto it = entries.find(tableKey(domain, opType));

@@ -116,9 +116,6 @@ struct KernelInfo {
   KernelMode mode = KernelMode::StageHalfAsFloat;
   /// The kernel's own scratch (null: none).
   WorkspaceFn workspace = nullptr;
-  /// False for a kernel whose scratch has no model yet: its requests are
-  /// allocated outside the plan in planned execution too.
-  bool workspaceModelled = true;
 };
 
 /// The (domain, op type) -> kernel table.
@@ -136,8 +133,6 @@ public:
   /// must be registered.
   void setWorkspace(llvm::StringRef domain, llvm::StringRef opType,
                     WorkspaceFn fn);
-  /// Marks the scratch of (\p domain, \p opType) as not modelled.
-  void setWorkspaceUnmodelled(llvm::StringRef domain, llvm::StringRef opType);
   /// The entry of (\p domain, \p opType), or null.
   const KernelInfo *lookup(llvm::StringRef domain,
                            llvm::StringRef opType) const;

@@ -7,10 +7,10 @@
 // exponent conversion. Each function mirrors its kernel's requests exactly
 // (aligned, in request order), from the node's static types and attributes;
 // where the kernel's choice cannot be decided statically it reserves the
-// largest request. Einsum is the one kernel without a model (its scratch
-// stays outside the plan). Reductions and losses declare theirs next to their
-// kernels. A kernel that asks for more than declared still runs (the excess
-// is allocated and counted as unplanned), and the testdata tests fail on it.
+// largest request. Reductions, losses and Einsum (a dry run of its own
+// contraction sequence) declare theirs next to their kernels. A kernel that
+// asks for more than declared still runs (the excess is allocated and
+// counted as unplanned), and the kernel and testdata tests fail on it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -156,7 +156,4 @@ void cpu::registerKernelWorkspaces(KernelTable &table) {
     table.setWorkspace(kMsDomain, op, layerNormGradWorkspace);
   table.setWorkspace(kMsDomain, "DivGrad", divGradWorkspace);
   table.setWorkspace("", "Pow", powWorkspace);
-  // Einsum's pairwise-contraction intermediates depend on the whole label
-  // algebra of its equation; not modelled yet.
-  table.setWorkspaceUnmodelled("", "Einsum");
 }

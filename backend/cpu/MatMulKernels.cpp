@@ -324,13 +324,30 @@ llvm::Expected<llvm::SmallVector<int, 8>> parseTerm(const KernelCall &call,
   return labels;
 }
 
+/// Where an einsum's intermediates come from. A dry run (for the workspace
+/// model) only adds up the scratch requests the real run makes, in the same
+/// order and sizes: intermediates get no data and nothing is computed.
+struct EinsumScratch {
+  bool dryRun = false;
+  /// Aligned bytes requested (dry run).
+  uint64_t bytes = 0;
+};
+
 /// Allocates an fp32 intermediate with \p labels.
 llvm::Expected<LabeledTensor> makeLabeled(const KernelCall &call,
+                                          EinsumScratch &scratch,
                                           llvm::ArrayRef<int> labels,
                                           const LabelSizes &sizes) {
   llvm::SmallVector<int64_t, 8> shape;
   for (int label : labels)
     shape.push_back(sizes.lookup(label));
+  if (scratch.dryRun) {
+    LabeledTensor result;
+    result.view = TensorView(nullptr, DType::F32, shape);
+    scratch.bytes += scratchBytes(DType::F32, result.view.getNumElements());
+    result.labels.assign(labels.begin(), labels.end());
+    return result;
+  }
   auto buffer = call.getContext().allocateScratch(DType::F32, shape);
   if (!buffer)
     return buffer.takeError();
@@ -343,6 +360,7 @@ llvm::Expected<LabeledTensor> makeLabeled(const KernelCall &call,
 
 /// Permutes \p t so its labels come in \p order (a permutation of them).
 llvm::Expected<LabeledTensor> permuteLabels(const KernelCall &call,
+                                            EinsumScratch &scratch,
                                             const LabeledTensor &t,
                                             llvm::ArrayRef<int> order,
                                             const LabelSizes &sizes) {
@@ -351,15 +369,16 @@ llvm::Expected<LabeledTensor> permuteLabels(const KernelCall &call,
   llvm::SmallVector<unsigned, 8> perm;
   for (int label : order)
     perm.push_back(llvm::find(t.labels, label) - t.labels.begin());
-  auto result = makeLabeled(call, order, sizes);
-  if (!result)
-    return result.takeError();
+  auto result = makeLabeled(call, scratch, order, sizes);
+  if (!result || scratch.dryRun)
+    return result;
   transposeInto(t.view, result->view, perm, call.getNumThreads());
   return result;
 }
 
 /// Sums \p t over every label not in \p keep.
 llvm::Expected<LabeledTensor> sumOutLabels(const KernelCall &call,
+                                           EinsumScratch &scratch,
                                            const LabeledTensor &t,
                                            const LabelSet &keep,
                                            const LabelSizes &sizes) {
@@ -370,12 +389,12 @@ llvm::Expected<LabeledTensor> sumOutLabels(const KernelCall &call,
     return t;
   llvm::SmallVector<int, 8> order(kept);
   order.append(summed.begin(), summed.end());
-  auto permuted = permuteLabels(call, t, order, sizes);
+  auto permuted = permuteLabels(call, scratch, t, order, sizes);
   if (!permuted)
     return permuted.takeError();
-  auto result = makeLabeled(call, kept, sizes);
-  if (!result)
-    return result.takeError();
+  auto result = makeLabeled(call, scratch, kept, sizes);
+  if (!result || scratch.dryRun)
+    return result;
   int64_t rows = result->view.getNumElements();
   int64_t width = 1;
   for (int label : summed)
@@ -396,6 +415,7 @@ llvm::Expected<LabeledTensor> sumOutLabels(const KernelCall &call,
 
 /// Contracts \p a and \p b, keeping the labels in \p keep.
 llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
+                                           EinsumScratch &scratch,
                                            const LabeledTensor &a,
                                            const LabeledTensor &b,
                                            const LabelSet &keep,
@@ -404,10 +424,10 @@ llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
   LabelSet keepA(keep.begin(), keep.end()), keepB(keep.begin(), keep.end());
   keepA.insert(b.labels.begin(), b.labels.end());
   keepB.insert(a.labels.begin(), a.labels.end());
-  auto reducedA = sumOutLabels(call, a, keepA, sizes);
+  auto reducedA = sumOutLabels(call, scratch, a, keepA, sizes);
   if (!reducedA)
     return reducedA.takeError();
-  auto reducedB = sumOutLabels(call, b, keepB, sizes);
+  auto reducedB = sumOutLabels(call, scratch, b, keepB, sizes);
   if (!reducedB)
     return reducedB.takeError();
   llvm::SmallVector<int, 8> batch, freeA, freeB, contracted;
@@ -428,18 +448,18 @@ llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
   orderA.append(contracted.begin(), contracted.end());
   orderB.append(contracted.begin(), contracted.end());
   orderB.append(freeB.begin(), freeB.end());
-  auto pa = permuteLabels(call, *reducedA, orderA, sizes);
+  auto pa = permuteLabels(call, scratch, *reducedA, orderA, sizes);
   if (!pa)
     return pa.takeError();
-  auto pb = permuteLabels(call, *reducedB, orderB, sizes);
+  auto pb = permuteLabels(call, scratch, *reducedB, orderB, sizes);
   if (!pb)
     return pb.takeError();
   llvm::SmallVector<int, 8> resultLabels(batch);
   resultLabels.append(freeA.begin(), freeA.end());
   resultLabels.append(freeB.begin(), freeB.end());
-  auto result = makeLabeled(call, resultLabels, sizes);
-  if (!result)
-    return result.takeError();
+  auto result = makeLabeled(call, scratch, resultLabels, sizes);
+  if (!result || scratch.dryRun)
+    return result;
   auto extent = [&](llvm::ArrayRef<int> labels) {
     int64_t size = 1;
     for (int label : labels)
@@ -461,7 +481,9 @@ llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
   return result;
 }
 
-llvm::Error einsumKernel(KernelCall &call) {
+/// Einsum, or with \p scratch.dryRun only its scratch requests (the
+/// operands' and output's views need shapes, not data).
+llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
   std::string equation;
   for (char c : call.getString("equation", ""))
     if (c != ' ')
@@ -576,20 +598,68 @@ llvm::Error einsumKernel(KernelCall &call) {
     LabelSet keep(outSet.begin(), outSet.end());
     for (unsigned j = i + 1; j < numInputs; ++j)
       keep.insert(operands[j].labels.begin(), operands[j].labels.end());
-    auto next = contractPair(call, current, operands[i], keep, sizes);
+    auto next = contractPair(call, scratch, current, operands[i], keep, sizes);
     if (!next)
       return next.takeError();
     current = std::move(*next);
   }
-  auto reduced = sumOutLabels(call, current, outSet, sizes);
+  auto reduced = sumOutLabels(call, scratch, current, outSet, sizes);
   if (!reduced)
     return reduced.takeError();
+  if (scratch.dryRun)
+    return llvm::Error::success();
   llvm::SmallVector<unsigned, 8> perm;
   for (int label : outLabels)
     perm.push_back(llvm::find(reduced->labels, label) -
                    reduced->labels.begin());
   transposeInto(reduced->view, *call.out(0), perm, call.getNumThreads());
   return llvm::Error::success();
+}
+
+llvm::Error einsumKernel(KernelCall &call) {
+  EinsumScratch scratch;
+  return runEinsum(call, scratch);
+}
+
+/// Einsum's scratch: the kernel's own contraction sequence, dry-run on the
+/// node's static shapes. 0 when the kernel would reject the node.
+uint64_t einsumWorkspace(const Node &node) {
+  // Shapes only: views without data (reserved up front: pointers stay).
+  std::vector<TensorView> views;
+  views.reserve(node.getNumOperands() + 1);
+  auto addView = [&](const Value *value) -> TensorView * {
+    if (!value)
+      return nullptr;
+    auto view = TensorView::get(nullptr, value->getType());
+    if (!view) {
+      llvm::consumeError(view.takeError());
+      return nullptr;
+    }
+    views.push_back(std::move(*view));
+    return &views.back();
+  };
+  llvm::SmallVector<const TensorView *, 4> inputs;
+  for (const Value *operand : node.getOperands()) {
+    const TensorView *view = addView(operand);
+    if (!view)
+      return 0;
+    inputs.push_back(view);
+  }
+  TensorView *output =
+      node.getNumResults() == 1 ? addView(node.getResult(0)) : nullptr;
+  if (!output)
+    return 0;
+  llvm::SmallVector<TensorView *, 1> outputs = {output};
+  CountingAllocator allocator;
+  CpuKernelContext context(allocator);
+  KernelCall call(node, inputs, outputs, context);
+  EinsumScratch scratch;
+  scratch.dryRun = true;
+  if (llvm::Error err = runEinsum(call, scratch)) {
+    llvm::consumeError(std::move(err));
+    return 0;
+  }
+  return scratch.bytes;
 }
 
 } // namespace
@@ -600,4 +670,5 @@ void cpu::registerMatMulKernels(KernelTable &table) {
   table.add(kMsDomain, "FusedMatMul", matMulKernel<true>, 2);
   table.add(kMsDomain, "TransposeMatMul", matMulKernel<true>, 2);
   table.add("", "Einsum", einsumKernel, 1);
+  table.setWorkspace("", "Einsum", einsumWorkspace);
 }

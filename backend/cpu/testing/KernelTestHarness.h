@@ -213,8 +213,7 @@ public:
     ctx.clearWorkspaceSlice();
     if (err)
       return err;
-    if (ctx.getUnplannedScratchBytes() != unplannedBefore &&
-        isCpuKernelWorkspaceModelled(*node))
+    if (ctx.getUnplannedScratchBytes() != unplannedBefore)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           "%s requested %llu scratch bytes beyond its declared workspace of "
