@@ -2,13 +2,12 @@
 //
 // The CPU backend's WorkspaceModel for the kernel families that request
 // scratch through CpuKernelContext::allocateScratch: convolution columns,
-// batch-transposed FusedMatMul operands, broadcast norm parameters and
-// LayerNorm-gradient partial sums, DivGrad's broadcast copies and Pow's
-// exponent conversion. Each function mirrors its kernel's requests exactly
+// batch-transposed FusedMatMul operands, DivGrad's broadcast copies and
+// Pow's exponent conversion. Each function mirrors its kernel's requests exactly
 // (aligned, in request order), from the node's static types and attributes;
 // where the kernel's choice cannot be decided statically it reserves the
-// largest request. Reductions, losses and Einsum (a dry run of its own
-// contraction sequence) declare theirs next to their kernels. A kernel that
+// largest request. Layer norms, reductions, losses and Einsum (a dry run of
+// its own contraction sequence) declare theirs next to their kernels. A kernel that
 // asks for more than declared still runs (the excess is allocated and
 // counted as unplanned), and the kernel and testdata tests fail on it.
 //
@@ -83,45 +82,6 @@ uint64_t fusedMatMulWorkspace(const Node &node) {
   return bytes;
 }
 
-/// Rows and columns of a layer norm over \p shape from `axis`.
-std::pair<int64_t, int64_t> normRowsCols(const Node &node,
-                                         llvm::ArrayRef<int64_t> shape) {
-  int64_t rank = shape.size();
-  int64_t axis = node.getIntAttr("axis", -1);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis > rank)
-    return {0, 0};
-  return {product(shape.take_front(axis)), product(shape.drop_front(axis))};
-}
-
-/// LayerNormalization / SimplifiedLayerNormalization: a [cols] copy of each
-/// of scale and bias that must be broadcast to the normalized shape.
-uint64_t layerNormWorkspace(const Node &node) {
-  auto [rows, cols] = normRowsCols(node, shapeOf(node.getOperand(0)));
-  (void)rows;
-  uint64_t bytes = 0;
-  for (unsigned index : {1u, 2u})
-    if (const Value *param = operandOrNull(node, index))
-      if (elementsOf(param) != cols)
-        bytes += scratchBytes(DType::F32, cols);
-  return bytes;
-}
-
-/// The LayerNorm gradients: partial column sums [blocks][2][cols] per
-/// block of 64 rows when dScale or dBias is wanted.
-uint64_t layerNormGradWorkspace(const Node &node) {
-  constexpr int64_t kRowBlock = 64; // NormKernels.cpp's row block.
-  auto [rows, cols] = normRowsCols(node, shapeOf(node.getOperand(1)));
-  bool wantColumns = false;
-  for (unsigned i = 1; i < node.getNumResults(); ++i)
-    wantColumns |= node.getResult(i) != nullptr;
-  int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  if (!wantColumns || !blocks)
-    return 0;
-  return scratchBytes(DType::F32, blocks * 2 * cols);
-}
-
 /// DivGrad(dY, A, B): dY-shaped temporaries for the quotient and for A and
 /// B broadcast to dY's shape.
 uint64_t divGradWorkspace(const Node &node) {
@@ -146,14 +106,6 @@ void cpu::registerKernelWorkspaces(KernelTable &table) {
   table.setWorkspace(kMsDomain, "ConvGrad", convWorkspace<true>);
   table.setWorkspace(kMsDomain, "FusedMatMul", fusedMatMulWorkspace);
   table.setWorkspace(kMsDomain, "TransposeMatMul", fusedMatMulWorkspace);
-  table.setWorkspace("", "LayerNormalization", layerNormWorkspace);
-  table.setWorkspace("", "SimplifiedLayerNormalization", layerNormWorkspace);
-  table.setWorkspace(kMsDomain, "SimplifiedLayerNormalization",
-                     layerNormWorkspace);
-  for (const char *op :
-       {"LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
-        "InvertibleLayerNormalizationGrad"})
-    table.setWorkspace(kMsDomain, op, layerNormGradWorkspace);
   table.setWorkspace(kMsDomain, "DivGrad", divGradWorkspace);
   table.setWorkspace("", "Pow", powWorkspace);
 }

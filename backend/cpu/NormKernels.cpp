@@ -578,6 +578,48 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Rows and columns of a layer norm over \p value's static shape, split at
+/// the node's `axis` ({0, 0} when it is out of range).
+std::pair<int64_t, int64_t> normRowsCols(const Node &node,
+                                         const Value *value) {
+  llvm::SmallVector<int64_t, 4> shape = value->getType().getStaticShape();
+  int64_t rank = shape.size();
+  int64_t axis = node.getIntAttr("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return {0, 0};
+  llvm::ArrayRef<int64_t> dims(shape);
+  return {product(dims.take_front(axis)), product(dims.drop_front(axis))};
+}
+
+/// Scratch of layerNormKernel: getColumnParameter's [cols] copy of each of
+/// scale and bias that must be broadcast to the normalized shape.
+uint64_t layerNormWorkspace(const Node &node) {
+  int64_t cols = normRowsCols(node, node.getOperand(0)).second;
+  uint64_t bytes = 0;
+  for (unsigned index : {1u, 2u})
+    if (index < node.getNumOperands())
+      if (const Value *param = node.getOperand(index))
+        if (int64_t(param->getType().getNumElements()) != cols)
+          bytes += scratchBytes(DType::F32, cols);
+  return bytes;
+}
+
+/// Scratch of layerNormGradKernel: the partial column sums
+/// [blocks][2][cols], one block per kRowBlock rows, when dScale or dBias is
+/// wanted.
+uint64_t layerNormGradWorkspace(const Node &node) {
+  auto [rows, cols] = normRowsCols(node, node.getOperand(1));
+  bool wantColumns = false;
+  for (unsigned i = 1; i < node.getNumResults(); ++i)
+    wantColumns |= node.getResult(i) != nullptr;
+  int64_t blocks = numChunks(rows, kRowBlock);
+  if (!wantColumns || !blocks)
+    return 0;
+  return scratchBytes(DType::F32, blocks * 2 * cols);
+}
+
 } // namespace
 
 void cpu::registerNormKernels(KernelTable &table) {
@@ -597,4 +639,12 @@ void cpu::registerNormKernels(KernelTable &table) {
             layerNormGradKernel<NormGrad::Simplified>, 4);
   table.add(kMsDomain, "InvertibleLayerNormalizationGrad",
             layerNormGradKernel<NormGrad::Invertible>, 5);
+  table.setWorkspace("", "LayerNormalization", layerNormWorkspace);
+  table.setWorkspace("", "SimplifiedLayerNormalization", layerNormWorkspace);
+  table.setWorkspace(kMsDomain, "SimplifiedLayerNormalization",
+                     layerNormWorkspace);
+  for (const char *op :
+       {"LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
+        "InvertibleLayerNormalizationGrad"})
+    table.setWorkspace(kMsDomain, op, layerNormGradWorkspace);
 }

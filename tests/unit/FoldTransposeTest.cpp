@@ -9,17 +9,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/TestdataTraining.h"
+
 #include "passes/FoldTranspose.h"
 #include "passes/PassManager.h"
 
 #include "backend/Executor.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
-#include "ir/OnnxTensor.h"
 #include "ir/Verifier.h"
-
-#include "onnx/onnx_pb.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include "gtest/gtest.h"
 
@@ -27,11 +24,12 @@
 #include <random>
 
 using namespace gmopt;
+using namespace gmopt::testing;
 
 namespace {
 
 std::string errorText(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string("<success>");
+  return testdataErrorText(std::move(err));
 }
 
 /// Runs \p pipeline on \p module; returns what the pass manager reported.
@@ -69,103 +67,26 @@ double relativeError(const TensorData &a, const TensorData &b) {
 // Testdata graphs
 //===----------------------------------------------------------------------===//
 
-struct TestGraph {
-  const char *name;
-  int64_t batch;
-};
-
-const TestGraph kTestGraphs[] = {
-    {"mlp", 8},      {"cnn", 8},
-    {"resnet_tiny", 4}, {"gpt_tiny", 4},
-    {"gpt_tiny_untied", 4}, {"regression_frozen", 8},
-};
-
-std::unique_ptr<Module> importTestGraph(const TestGraph &graph) {
-  OnnxImportOptions options;
-  options.dimBindings = {{"batch", graph.batch},
-                         {"batch_x_seq", graph.batch * 64}};
-  auto module = importOnnxFile(std::string(GMOPT_TESTDATA_DIR) + "/" +
-                                   graph.name + "/training_model.onnx",
-                               options);
-  EXPECT_TRUE(bool(module)) << errorText(module.takeError());
-  return module ? std::move(*module) : nullptr;
-}
-
-llvm::StringMap<TensorData> readInputs(const TestGraph &graph) {
-  llvm::StringMap<TensorData> inputs;
-  std::string directory = std::string(GMOPT_TESTDATA_DIR) + "/" + graph.name +
-                          "/test_data_set_0";
-  for (unsigned index = 0; index != 256; ++index) {
-    std::string path = directory + "/input_" + std::to_string(index) + ".pb";
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    if (!buffer)
-      continue;
-    onnx::TensorProto proto;
-    EXPECT_TRUE(proto.ParseFromArray((*buffer)->getBufferStart(),
-                                     (*buffer)->getBufferSize()))
-        << path;
-    auto data = importTensor(proto, nullptr);
-    EXPECT_TRUE(bool(data)) << errorText(data.takeError());
-    if (data)
-      inputs[proto.name()] = std::move(*data);
-  }
-  return inputs;
-}
-
-/// One eager training step of \p module on \p threads threads: the loss,
-/// then every trainable parameter's gradient in signature order.
-std::vector<TensorData> trainStep(const Module &module,
-                                  const llvm::StringMap<TensorData> &inputs,
-                                  unsigned threads) {
-  ExecutorOptions options;
-  options.mode = AllocationMode::Eager;
-  options.seed = 7;
-  options.threads = threads;
-  auto executable = prepareCpuExecutable(module, options);
-  EXPECT_TRUE(bool(executable)) << errorText(executable.takeError());
-  if (!executable)
-    return {};
-  for (const auto &input : module.getGraph().getInputs()) {
-    auto it = inputs.find(input->getName());
-    TensorData data = it != inputs.end()
-                          ? it->second
-                          : TensorData(input->getType(),
-                                       std::vector<uint8_t>(
-                                           input->getType().getSizeInBytes()));
-    EXPECT_EQ(errorText((*executable)->setInput(input.get(), data)),
-              "<success>")
-        << input->getName().str();
-  }
-  EXPECT_EQ(errorText((*executable)->runStep(0)), "<success>");
-  std::vector<TensorData> results;
-  auto loss = (*executable)->readValue(module.signature.loss);
-  EXPECT_TRUE(bool(loss)) << errorText(loss.takeError());
-  results.push_back(loss ? std::move(*loss) : TensorData());
-  for (const ParamInfo &param : module.signature.params) {
-    if (!param.trainable)
-      continue;
-    auto gradient = (*executable)->readGradient(param);
-    EXPECT_TRUE(bool(gradient)) << errorText(gradient.takeError());
-    results.push_back(gradient ? std::move(*gradient) : TensorData());
-  }
-  return results;
-}
-
 TEST(FoldTransposeTestdataTest, GradientsMatchTheUnfoldedGraph) {
-  for (const TestGraph &graph : kTestGraphs) {
-    std::unique_ptr<Module> original = importTestGraph(graph);
-    std::unique_ptr<Module> folded = importTestGraph(graph);
+  for (const TestdataGraph &graph : kTestdataGraphs) {
+    std::unique_ptr<Module> original =
+        importTestdataGraph(graph.name, graph.batch);
+    std::unique_ptr<Module> folded =
+        importTestdataGraph(graph.name, graph.batch);
     ASSERT_TRUE(original && folded);
     ASSERT_EQ(runPipeline(*original, "canonicalize"), "<success>");
     ASSERT_EQ(runPipeline(*folded, "canonicalize,fold-transpose"),
               "<success>")
         << graph.name;
     EXPECT_EQ(errorText(verifyModule(*folded)), "<success>") << graph.name;
-    llvm::StringMap<TensorData> inputs = readInputs(graph);
+    llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.name);
     ASSERT_FALSE(inputs.empty()) << graph.name;
-    std::vector<TensorData> expected = trainStep(*original, inputs, 1);
+    std::vector<TensorData> expected =
+        trainTestdataStep(*original, inputs, AllocationMode::Eager).results;
     for (unsigned threads : {1u, 2u}) {
-      std::vector<TensorData> actual = trainStep(*folded, inputs, threads);
+      std::vector<TensorData> actual =
+          trainTestdataStep(*folded, inputs, AllocationMode::Eager, threads)
+              .results;
       ASSERT_EQ(actual.size(), expected.size()) << graph.name;
       ASSERT_GT(actual.size(), 1u) << graph.name;
       for (size_t i = 0; i != expected.size(); ++i)
@@ -177,10 +98,11 @@ TEST(FoldTransposeTestdataTest, GradientsMatchTheUnfoldedGraph) {
 }
 
 TEST(FoldTransposeTestdataTest, GptTransposesFoldIntoProducts) {
-  for (const TestGraph &graph : kTestGraphs) {
+  for (const TestdataGraph &graph : kTestdataGraphs) {
     if (!llvm::StringRef(graph.name).starts_with("gpt"))
       continue;
-    std::unique_ptr<Module> module = importTestGraph(graph);
+    std::unique_ptr<Module> module =
+        importTestdataGraph(graph.name, graph.batch);
     ASSERT_TRUE(module);
     ASSERT_EQ(runPipeline(*module, "canonicalize"), "<success>");
     unsigned before = countOps(*module, kOnnxDomain, "Transpose");
