@@ -380,6 +380,28 @@ llvm::Error gmopt::inferAndSetTypes(Node &node) {
   return llvm::Error::success();
 }
 
+llvm::SmallVector<unsigned, 8>
+gmopt::getWrittenOperands(const Node &node, const OpSchema *schema) {
+  llvm::SmallVector<unsigned, 8> written;
+  unsigned numOperands = node.getNumOperands();
+  if (schema && !schema->hasTrait(TraitSideEffect))
+    return written;
+  if (schema && schema->writtenOperands) {
+    for (unsigned index : schema->writtenOperands(node))
+      if (index < numOperands)
+        written.push_back(index);
+    return written;
+  }
+  if (schema && schema->writesOperand >= 0) {
+    if (unsigned(schema->writesOperand) < numOperands)
+      written.push_back(schema->writesOperand);
+    return written;
+  }
+  for (unsigned i = 0; i != numOperands; ++i)
+    written.push_back(i);
+  return written;
+}
+
 OpCost gmopt::estimateCost(const Node &node) {
   const OpSchema *schema = OpRegistry::instance().lookup(node);
   if (schema && schema->cost)

@@ -122,6 +122,11 @@ private:
 
 using InferenceFn = std::function<llvm::Error(InferenceContext &)>;
 using CostFn = std::function<OpCost(const Node &)>;
+/// The operands a side-effecting node writes in place, in operand order
+/// (for ops whose written operands depend on the node, e.g. the variadic
+/// operand groups of AdamWOptimizer).
+using WrittenOperandsFn =
+    std::function<llvm::SmallVector<unsigned, 8>(const Node &)>;
 
 /// Everything gmopt knows about one (domain, op, since-version).
 class OpSchema {
@@ -147,8 +152,12 @@ public:
   unsigned inPlaceResult = 0;
   /// For a TraitSideEffect op: the one operand whose storage it writes in
   /// place (InPlaceAccumulatorV2's buffer); -1 means unknown, and every
-  /// operand is assumed written.
+  /// operand is assumed written (unless writtenOperands is set).
   int writesOperand = -1;
+  /// For a TraitSideEffect op that writes several operands (the optimizers
+  /// write every parameter and moment): computes them per node. Takes
+  /// precedence over writesOperand; see getWrittenOperands.
+  WrittenOperandsFn writtenOperands;
   AmpClass amp = AmpClass::None;
   InferenceFn infer;
   /// Cost model; null means the default (one flop per output element,
@@ -191,6 +200,14 @@ llvm::Expected<llvm::SmallVector<TensorType, 2>> inferNodeTypes(const Node &node
 /// Sets the types of \p node's results from inference, refining (never
 /// contradicting) types already present.
 llvm::Error inferAndSetTypes(Node &node);
+
+/// The operands whose storage \p node writes in place, ascending: none
+/// unless \p schema (the node's schema, or null when unknown) has
+/// TraitSideEffect; then the schema's writtenOperands function, else its
+/// writesOperand, else (unknown) every operand. An unknown op (null
+/// schema) is assumed to write every operand.
+llvm::SmallVector<unsigned, 8> getWrittenOperands(const Node &node,
+                                                  const OpSchema *schema);
 
 /// Cost of \p node (schema cost function, or the default model).
 OpCost estimateCost(const Node &node);

@@ -27,25 +27,6 @@
 
 using namespace gmopt;
 
-namespace {
-
-/// Operands whose storage \p node, a side-effecting op, may write: the
-/// registry's writesOperand (InPlaceAccumulatorV2's buffer), else every
-/// operand.
-llvm::SmallVector<unsigned, 4> writtenOperands(const Node &node,
-                                               const OpSchema *schema) {
-  llvm::SmallVector<unsigned, 4> written;
-  if (schema && schema->writesOperand >= 0) {
-    if (unsigned(schema->writesOperand) < node.getNumOperands())
-      written.push_back(schema->writesOperand);
-    return written;
-  }
-  for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i)
-    written.push_back(i);
-  return written;
-}
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // DependenceGraph
@@ -106,7 +87,8 @@ DependenceGraph DependenceGraph::build(const Liveness &liveness,
     if (!sideEffect[i])
       continue;
     llvm::ArrayRef<ValueId> operands = liveness.getOperands(i);
-    for (unsigned k : writtenOperands(*graph.nodes[i], liveness.getSchema(i)))
+    for (unsigned k :
+         getWrittenOperands(*graph.nodes[i], liveness.getSchema(i)))
       if (operands[k] != Liveness::kNoValue) {
         writes[i].push_back(root[operands[k]]);
         written[root[operands[k]]] = true;

@@ -39,9 +39,9 @@ public:
   /// Builds the constraints of the graph \p liveness analysed in its
   /// current node order: data edges; with \p keepSideEffectOrder, a chain
   /// through all side-effecting ops in their current order; and, for every
-  /// storage a side-effecting op writes in place (the registry's
-  /// writesOperand, e.g. InPlaceAccumulatorV2's buffer; every operand of a
-  /// side-effecting op without one), traced
+  /// storage a side-effecting op writes in place (getWrittenOperands:
+  /// InPlaceAccumulatorV2's buffer, an optimizer's parameters and moments;
+  /// every operand of a side-effecting op that declares none), traced
   /// through views to the viewed value, the current order of each write
   /// against every other read and write of that storage.
   static DependenceGraph build(const Liveness &liveness,

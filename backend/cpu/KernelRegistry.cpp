@@ -39,6 +39,7 @@ static const KernelTable &getKernelTable() {
     registerMovementKernels(t);
     registerGatherKernels(t);
     registerDropoutKernels(t);
+    registerOptimizerKernels(t);
     registerKernelWorkspaces(t);
     return t;
   }();

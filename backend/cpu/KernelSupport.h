@@ -158,6 +158,7 @@ void registerShapeKernels(KernelTable &table);
 void registerMovementKernels(KernelTable &table);
 void registerGatherKernels(KernelTable &table);
 void registerDropoutKernels(KernelTable &table);
+void registerOptimizerKernels(KernelTable &table);
 /// Declares the scratch of the kernels that request any (after the families
 /// registered them).
 void registerKernelWorkspaces(KernelTable &table);

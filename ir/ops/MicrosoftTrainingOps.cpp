@@ -6,12 +6,16 @@
 // helpers (BroadcastGradientArgs, ReduceSumTraining, DivGrad, Scale); the
 // training variants of Concat/Split; gradient accumulation
 // (InPlaceAccumulatorV2 writes its buffer operand in place, a side effect);
-// and the mixed-precision helpers (IsAllFinite, MixedPrecisionScale) and
-// YieldOp. Semantics follow ONNX Runtime's training_op_defs.cc.
+// the optimizers AdamWOptimizer and SGDOptimizerV2, whose tensor-sequence
+// inputs are groups of operands (ir/OptimizerOps.h) and whose weights and
+// moments are written in place; and the mixed-precision helpers
+// (IsAllFinite, MixedPrecisionScale) and YieldOp. Semantics follow ONNX
+// Runtime's training_op_defs.cc.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/OpDefs.h"
+#include "ir/OptimizerOps.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -517,10 +521,145 @@ void registerAccumulationAndAmp(OpRegistry &registry) {
       .add(registry);
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+/// Errors unless input \p index is a one-element tensor of \p allowed.
+llvm::Error checkScalarInput(const InferenceContext &ctx, unsigned index,
+                             llvm::ArrayRef<DType> allowed,
+                             llvm::StringRef role) {
+  if (auto err = checkDTypeIn(ctx, index, allowed, role))
+    return err;
+  if (!ctx.hasInput(index))
+    return llvm::Error::success();
+  const TensorType &type = ctx.getInputType(index);
+  if (type.hasStaticShape() && type.getNumElements() != 1)
+    return ctx.error(role + " must hold one element, got " + type.str());
+  return llvm::Error::success();
+}
+
+/// AdamWOptimizer / SGDOptimizerV2: the operand groups must fit the layout,
+/// every group entry must be present, and parameter i's gradient and
+/// moments must have its shape. Result 0 is the flag: AdamW's int64 with
+/// the step's shape, SGD's bool with the learning rate's shape (ONNX
+/// Runtime's kernels allocate it so).
+llvm::Error inferOptimizer(InferenceContext &ctx) {
+  OptimizerOperands layout(ctx.getNode());
+  OptimizerKind kind = layout.getKind();
+  if (!layout.isWellFormed())
+    return ctx.error(llvm::formatv(
+        "needs {0} leading operands and {1} groups of N >= 1 operands "
+        "(weights, gradients{2}), got {3} operands",
+        OptimizerOperands::numLeading(kind),
+        OptimizerOperands::numGroups(kind),
+        kind == OptimizerKind::AdamW ? ", first and second moments" : "",
+        ctx.getNumInputs()));
+  if (!ctx.hasInput(0))
+    return ctx.error("the learning rate is required");
+  if (auto err = checkScalarInput(ctx, 0, {DType::F32}, "learning rate"))
+    return err;
+  if (kind == OptimizerKind::AdamW) {
+    if (!ctx.hasInput(1))
+      return ctx.error("the step count is required");
+    if (auto err = checkScalarInput(ctx, 1, kInt64Only, "step"))
+      return err;
+  }
+  if (auto err =
+          checkScalarInput(ctx, OptimizerOperands::updateSignalIndex(kind),
+                           kBoolOnly, "update signal"))
+    return err;
+  for (unsigned i = 0, n = layout.size(); i != n; ++i) {
+    llvm::SmallVector<unsigned, 4> group = {layout.paramIndex(i),
+                                            layout.gradIndex(i)};
+    for (unsigned k = 0, e = OptimizerOperands::numStates(kind); k != e; ++k)
+      group.push_back(layout.stateIndex(k, i));
+    for (unsigned index : group) {
+      if (!ctx.hasInput(index))
+        return ctx.error(llvm::formatv("operand {0} (of parameter {1}) is "
+                                       "missing",
+                                       index, i));
+      if (auto err = checkDTypeIn(ctx, index, floatDTypes(), "tensor"))
+        return err;
+    }
+    const TensorType &param = ctx.getInputType(group[0]);
+    for (unsigned index : llvm::drop_begin(group)) {
+      const TensorType &other = ctx.getInputType(index);
+      if (param.hasRank() && other.hasRank() &&
+          shapesConflict(param.getDims(), other.getDims()))
+        return ctx.error(llvm::formatv("parameter {0} is {1} but operand {2} "
+                                       "is {3}",
+                                       i, param.str(), index, other.str()));
+    }
+  }
+  if (kind == OptimizerKind::AdamW) {
+    TensorType flag = ctx.getInputType(1);
+    flag.setDType(DType::I64);
+    setOutput(ctx, 0, std::move(flag));
+  } else {
+    TensorType flag = ctx.getInputType(0);
+    flag.setDType(DType::Bool);
+    setOutput(ctx, 0, std::move(flag));
+  }
+  return llvm::Error::success();
+}
+
+/// Reads every operand once and writes every weight and moment: AdamW does
+/// about 12 flops per weight element, SGD 2.
+OpCost optimizerCost(const Node &node) {
+  OptimizerOperands layout(node);
+  OpCost cost;
+  if (!layout.isWellFormed())
+    return memoryTraffic(node);
+  cost = memoryTraffic(node);
+  uint64_t perElement = layout.getKind() == OptimizerKind::AdamW ? 12 : 2;
+  for (unsigned index : layout.writtenOperands())
+    cost.bytesWritten += staticBytes(node.getOperand(index)->getType());
+  for (unsigned i = 0, n = layout.size(); i != n; ++i)
+    cost.flops += perElement * staticElements(layout.getParam(i)->getType());
+  return cost;
+}
+
+void registerOptimizers(OpRegistry &registry) {
+  auto written = [](const Node &node) {
+    OptimizerOperands layout(node);
+    return layout.isWellFormed() ? layout.writtenOperands()
+                                 : llvm::SmallVector<unsigned, 8>();
+  };
+  // ONNX Runtime's defaults (training_op_defs.cc).
+  // Only lr (and AdamW's step) must be present: update_signal's slot may
+  // be empty; inferOptimizer checks the groups.
+  SchemaBuilder(kMsDomain, "AdamWOptimizer", 1)
+      .inputs(2, kVariadic)
+      .outputs(1)
+      .attrFloat("alpha", 0.9f)
+      .attrFloat("beta", 0.999f)
+      .attrFloat("epsilon", 1e-8f)
+      .attrFloat("weight_decay", 1e-2f)
+      .attrInt("correct_bias", 1)
+      .attrInt("adam_mode", 0)
+      .traits(TraitSideEffect)
+      .writesOperands(written)
+      .amp(AmpClass::None)
+      .infer(inferOptimizer)
+      .cost(optimizerCost)
+      .add(registry);
+  SchemaBuilder(kMsDomain, "SGDOptimizerV2", 1)
+      .inputs(1, kVariadic)
+      .outputs(1)
+      .traits(TraitSideEffect)
+      .writesOperands(written)
+      .amp(AmpClass::None)
+      .infer(inferOptimizer)
+      .cost(optimizerCost)
+      .add(registry);
+}
+
 } // namespace
 
 void ops::registerMicrosoftTrainingOps(OpRegistry &registry) {
   registerMovementGrads(registry);
   registerBroadcastAndShapeHelpers(registry);
   registerAccumulationAndAmp(registry);
+  registerOptimizers(registry);
 }

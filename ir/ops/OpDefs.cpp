@@ -84,6 +84,11 @@ SchemaBuilder &SchemaBuilder::writes(int operand) {
   return *this;
 }
 
+SchemaBuilder &SchemaBuilder::writesOperands(WrittenOperandsFn fn) {
+  schema.writtenOperands = std::move(fn);
+  return *this;
+}
+
 SchemaBuilder &SchemaBuilder::amp(AmpClass amp) {
   schema.amp = amp;
   return *this;

@@ -78,6 +78,8 @@ public:
   SchemaBuilder &inPlace(int operand, unsigned result = 0);
   /// A side-effecting op writes operand \p operand's storage in place.
   SchemaBuilder &writes(int operand);
+  /// A side-effecting op writes the operands \p fn computes per node.
+  SchemaBuilder &writesOperands(WrittenOperandsFn fn);
   /// Sets the mixed-precision class.
   SchemaBuilder &amp(AmpClass amp);
   /// Sets the type inference function (required before registration).

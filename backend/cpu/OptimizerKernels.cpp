@@ -1,0 +1,247 @@
+//===- OptimizerKernels.cpp - In-graph AdamW and SGD updates --------------===//
+//
+// The CPU kernels of com.microsoft AdamWOptimizer and SGDOptimizerV2 over
+// gmopt's operand-group layout (ir/OptimizerOps.h). They update the fp32
+// weights and moments in place, as ONNX Runtime's kernels do through their
+// input/output aliases, and follow its arithmetic step by step in fp32 so
+// that a run matches ONNX Runtime's training API to rounding:
+//
+//   bias corrections (correct_bias = 1), from the 1-based step t:
+//     ca = 1 - alpha^t, cb = 1 - beta^t (powers in double, then fp32),
+//     lr' = lr * (sqrt(cb) / ca)
+//   m1 = alpha * m1 + (1 - alpha) * g;  m2 = beta * m2 + (1 - beta) * g * g
+//   adam_mode 0 (PyTorch AdamW): decay first, corrections on the moments
+//     w -= w * lr * wd;  w -= lr * m1 / (ca * (sqrt(m2 / cb) + eps))
+//   adam_mode 1 (Hugging Face AdamW): corrections in lr', decay last
+//     w -= lr' * m1 / (sqrt(m2) + eps);  w -= lr * wd * w
+//   SGD: w += -lr * g
+//
+// A false update_signal skips the update and writes 0 into the flag.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cpu/KernelSupport.h"
+
+#include "ir/OptimizerOps.h"
+
+#include <cmath>
+
+using namespace gmopt;
+using namespace gmopt::cpu;
+
+namespace {
+
+/// Element operations per weight element (the parallel grain).
+constexpr int64_t kAdamWCost = 16;
+constexpr int64_t kSgdCost = 2;
+
+/// Hyper-parameters of one AdamW update, already bias-corrected.
+struct AdamWStep {
+  float alpha, beta, epsilon, weightDecay;
+  float lr, lrCorrected, alphaCorrection, betaCorrection;
+  int64_t mode;
+};
+
+/// Checks that operand \p index is present, fp32, and shaped like
+/// \p param.
+llvm::Error checkGroupOperand(const KernelCall &call, unsigned index,
+                              const TensorView *param, unsigned paramIndex,
+                              llvm::StringRef role) {
+  const TensorView *view = call.in(index);
+  if (!view)
+    return call.error(llvm::Twine(role) + " of parameter " +
+                      llvm::Twine(paramIndex) + " is missing");
+  if (view->getDType() != DType::F32)
+    return call.error(llvm::Twine(role) + " of parameter " +
+                      llvm::Twine(paramIndex) +
+                      " must be float32 (the CPU optimizers update fp32 "
+                      "weights and moments with fp32 gradients)");
+  if (param && view->getShape() != param->getShape())
+    return call.error(llvm::Twine(role) + " of parameter " +
+                      llvm::Twine(paramIndex) + " has shape " +
+                      shapeString(view->getShape()) + ", the parameter " +
+                      shapeString(param->getShape()));
+  return llvm::Error::success();
+}
+
+/// Checks every group of \p layout: present, fp32, same shape per
+/// parameter.
+llvm::Error checkGroups(const KernelCall &call,
+                        const OptimizerOperands &layout) {
+  if (!layout.isWellFormed())
+    return call.error("operands do not form the optimizer's groups");
+  static const char *const kStateRoles[] = {"first moment", "second moment"};
+  for (unsigned i = 0, n = layout.size(); i != n; ++i) {
+    if (auto err = checkGroupOperand(call, layout.paramIndex(i), nullptr, i,
+                                     "weight"))
+      return err;
+    const TensorView *param = call.in(layout.paramIndex(i));
+    if (auto err =
+            checkGroupOperand(call, layout.gradIndex(i), param, i, "gradient"))
+      return err;
+    for (unsigned k = 0, e = OptimizerOperands::numStates(layout.getKind());
+         k != e; ++k)
+      if (auto err = checkGroupOperand(call, layout.stateIndex(k, i), param, i,
+                                       kStateRoles[k]))
+        return err;
+  }
+  return llvm::Error::success();
+}
+
+/// Reads the optional update signal: true when absent.
+llvm::Expected<bool> readUpdateSignal(const KernelCall &call,
+                                      const OptimizerOperands &layout) {
+  const TensorView *signal =
+      call.in(OptimizerOperands::updateSignalIndex(layout.getKind()));
+  if (!signal)
+    return true;
+  if (signal->getDType() != DType::Bool)
+    return call.error("update_signal must be a bool tensor");
+  auto value = readScalar(call, *signal, "update_signal");
+  if (!value)
+    return value.takeError();
+  return *value != 0;
+}
+
+/// Fills every element of the flag output with \p value.
+template <typename T>
+llvm::Error writeFlag(const KernelCall &call, DType dtype, T value) {
+  TensorView *flag = call.out(0);
+  if (!flag)
+    return llvm::Error::success();
+  if (auto err = checkDType(call, *flag, dtype, "flag"))
+    return err;
+  T *data = flag->getDataAs<T>();
+  for (int64_t i = 0, e = flag->getNumElements(); i != e; ++i)
+    data[i] = value;
+  return llvm::Error::success();
+}
+
+/// One AdamW update of \p n elements.
+void adamWUpdate(const AdamWStep &s, float *weight, const float *grad,
+                 float *m1, float *m2, int64_t n) {
+  const float oneMinusAlpha = 1.f - s.alpha, oneMinusBeta = 1.f - s.beta;
+  if (s.mode == 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      float w = weight[i];
+      w = w - w * s.lr * s.weightDecay;
+      float g = grad[i];
+      float first = s.alpha * m1[i] + oneMinusAlpha * g;
+      float second = s.beta * m2[i] + oneMinusBeta * g * g;
+      m1[i] = first;
+      m2[i] = second;
+      float denom = std::sqrt(second / s.betaCorrection) + s.epsilon;
+      weight[i] = w - (s.lr * first) / (s.alphaCorrection * denom);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    float first = s.alpha * m1[i] + oneMinusAlpha * g;
+    float second = s.beta * m2[i] + oneMinusBeta * g * g;
+    m1[i] = first;
+    m2[i] = second;
+    float denom = std::sqrt(second) + s.epsilon;
+    float w = weight[i] - s.lrCorrected * first / denom;
+    weight[i] = w - s.lr * s.weightDecay * w;
+  }
+}
+
+/// AdamWOptimizer(lr, step, update_signal?, W.., G.., M1.., M2..) ->
+/// updated_flag (int64).
+llvm::Error adamWKernel(KernelCall &call) {
+  OptimizerOperands layout(call.getNode());
+  if (auto err = checkGroups(call, layout))
+    return err;
+  auto update = readUpdateSignal(call, layout);
+  if (!update)
+    return update.takeError();
+  if (!*update)
+    return writeFlag<int64_t>(call, DType::I64, 0);
+
+  const TensorView &lrView = *call.in(0), &stepView = *call.in(1);
+  if (lrView.getDType() != DType::F32 || stepView.getDType() != DType::I64)
+    return call.error("lr must be float32 and step int64");
+  auto lr = readScalar(call, lrView, "lr");
+  if (!lr)
+    return lr.takeError();
+  auto stepValue = readScalar(call, stepView, "step");
+  if (!stepValue)
+    return stepValue.takeError();
+
+  AdamWStep s;
+  s.alpha = call.getFloat("alpha", 0.9f);
+  s.beta = call.getFloat("beta", 0.999f);
+  s.epsilon = call.getFloat("epsilon", 1e-8f);
+  s.weightDecay = call.getFloat("weight_decay", 1e-2f);
+  s.mode = call.getInt("adam_mode", 0);
+  if (s.mode != 0 && s.mode != 1)
+    return call.error("adam_mode must be 0 (PyTorch) or 1 (Hugging Face), "
+                      "got " +
+                      llvm::Twine(s.mode));
+  s.lr = static_cast<float>(*lr);
+  s.lrCorrected = s.lr;
+  s.alphaCorrection = s.betaCorrection = 1.f;
+  if (call.getInt("correct_bias", 1) == 1) {
+    double step = *stepValue;
+    s.alphaCorrection =
+        1.f - static_cast<float>(std::pow(static_cast<double>(s.alpha), step));
+    s.betaCorrection =
+        1.f - static_cast<float>(std::pow(static_cast<double>(s.beta), step));
+    s.lrCorrected *= std::sqrt(s.betaCorrection) / s.alphaCorrection;
+  }
+
+  for (unsigned i = 0, n = layout.size(); i != n; ++i) {
+    float *weight = call.in(layout.paramIndex(i))->getDataAs<float>();
+    const float *grad = call.in(layout.gradIndex(i))->getDataAs<float>();
+    float *m1 = call.in(layout.stateIndex(0, i))->getDataAs<float>();
+    float *m2 = call.in(layout.stateIndex(1, i))->getDataAs<float>();
+    int64_t elements = call.in(layout.paramIndex(i))->getNumElements();
+    parallelFor(call.getNumThreads(), elements, grainFor(kAdamWCost),
+                [&](int64_t lo, int64_t hi) {
+                  adamWUpdate(s, weight + lo, grad + lo, m1 + lo, m2 + lo,
+                              hi - lo);
+                });
+  }
+  return writeFlag<int64_t>(call, DType::I64, 1);
+}
+
+/// SGDOptimizerV2(lr, update_signal?, W.., G..) -> update_completed (bool).
+llvm::Error sgdKernel(KernelCall &call) {
+  OptimizerOperands layout(call.getNode());
+  if (auto err = checkGroups(call, layout))
+    return err;
+  auto update = readUpdateSignal(call, layout);
+  if (!update)
+    return update.takeError();
+  if (!*update)
+    return writeFlag<uint8_t>(call, DType::Bool, 0);
+  const TensorView &lrView = *call.in(0);
+  if (lrView.getDType() != DType::F32)
+    return call.error("lr must be float32");
+  auto lr = readScalar(call, lrView, "lr");
+  if (!lr)
+    return lr.takeError();
+  const float negativeLr = -static_cast<float>(*lr);
+  for (unsigned i = 0, n = layout.size(); i != n; ++i) {
+    float *weight = call.in(layout.paramIndex(i))->getDataAs<float>();
+    const float *grad = call.in(layout.gradIndex(i))->getDataAs<float>();
+    int64_t elements = call.in(layout.paramIndex(i))->getNumElements();
+    parallelFor(call.getNumThreads(), elements, grainFor(kSgdCost),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t k = lo; k < hi; ++k)
+                    weight[k] = weight[k] + negativeLr * grad[k];
+                });
+  }
+  return writeFlag<uint8_t>(call, DType::Bool, 1);
+}
+
+} // namespace
+
+void cpu::registerOptimizerKernels(KernelTable &table) {
+  // Only lr (and AdamW's step) are required up front; update_signal's slot
+  // may be empty and the groups are checked by the kernels.
+  table.add(kMsDomain, "AdamWOptimizer", adamWKernel, 2, 1,
+            KernelMode::Native);
+  table.add(kMsDomain, "SGDOptimizerV2", sgdKernel, 1, 1, KernelMode::Native);
+}
