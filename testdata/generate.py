@@ -19,7 +19,13 @@ For every model below this script
      through a plain InferenceSession as a second ORT path,
   7. runs 20 plain-SGD steps with ORT gradients and writes sgd_losses.json (also replayed in
      torch as a check),
+  8. trains 20 steps with ONNX Runtime's own training API (CheckpointState + Module + Optimizer
+     over the artifacts, the optimizer_model.onnx's AdamW) and writes adamw_losses.json and
+     adamw_final_params/ (replayed in numpy from ORT's gradients as a check),
 and finally writes testdata/ops.txt and testdata/README.md.
+
+`--only adamw-reference` does step 8 alone, over the committed artifacts, so the rest of the
+committed test data is not rewritten.
 
 Everything is seeded; running the script twice gives byte-identical files.
 """
@@ -49,6 +55,13 @@ OPSET = 17
 MAX_IR_VERSION = 8
 SGD_LR = 0.05
 SGD_STEPS = 20
+ADAMW_LR = 0.001  # per model `adamw_lr` overrides (mlp: at 1e-3 its loss reaches 3e-8, below fp32 resolution)
+ADAMW_STEPS = 20
+# adamw_final_params/ keeps every element of a parameter with at most this many elements and an
+# evenly strided sample of larger ones (testdata/ stays within its 20 MB budget).
+ADAMW_FINAL_SAMPLE = 4096
+# ONNX Runtime's AdamWOptimizer attribute defaults (training_op_defs.cc), for absent attributes.
+ADAMW_DEFAULTS = dict(alpha=0.9, beta=0.999, epsilon=1e-8, weight_decay=1e-2, correct_bias=1, adam_mode=0)
 GRAD_RTOL = 1e-4  # tolerance a consumer should use for fp32 gradients (relative to max |ref|)
 LOSS_RTOL = 1e-5
 # The zero gradient-accumulation-buffer inputs are not written by default: they are as large as the
@@ -279,7 +292,7 @@ LOSS_MSE = artifacts.LossType.MSELoss
 
 SPECS = [
     dict(
-        name="mlp", seed=1, make=MLP, loss=LOSS_CE, input_names=["input"], output_names=["logits"],
+        name="mlp", seed=1, make=MLP, loss=LOSS_CE, adamw_lr=1e-4, input_names=["input"], output_names=["logits"],
         dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
         batch=lambda rng: mnist_like_batch(rng, 8, (784,), 10), batch_desc="input float32[8,784] ~ N(0,1), labels int64[8] in [0,10)",
     ),
@@ -585,6 +598,7 @@ def build_model(spec):
     if spec.get("reference", True):
         info.update(reference_data(spec, outdir, tm, module, state, data, init_values, trainable, frozen,
                                    mapping, check_model))
+        adamw_reference(spec)
     with open(os.path.join(outdir, "info.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -750,6 +764,137 @@ def reference_data(spec, outdir, tm, module, state, data, init_values, trainable
     return dict(reference=dict(loss=float(loss), torch_loss=tl.item() if False else tlosses[0],
                                max_grad_rel_diff_vs_torch=worst[0], loss_rel_diff_vs_torch=loss_diff,
                                sgd_max_rel_diff_vs_torch=sgd_diff, sgd_first=losses[0], sgd_last=losses[-1]))
+
+
+# ----------------------------------------------------------------------------- AdamW reference
+
+
+def optimizer_hyperparameters(path):
+    """The optimizer op of an optimizer_model.onnx and its attributes (defaults filled in)."""
+    m = onnx.load(path)
+    nodes = [n for n in m.graph.node if n.op_type in ("AdamWOptimizer", "SGDOptimizerV2")]
+    if len(nodes) != 1:
+        raise RuntimeError(f"{path}: expected one optimizer node, found {[n.op_type for n in m.graph.node]}")
+    node = nodes[0]
+    if node.op_type != "AdamWOptimizer":
+        raise RuntimeError(f"{path}: {node.op_type} (only AdamW artifacts are generated)")
+    attrs = dict(ADAMW_DEFAULTS)
+    for a in node.attribute:
+        attrs[a.name] = int(a.i) if a.type == onnx.AttributeProto.INT else float(np.float32(a.f))
+    return node.op_type, attrs
+
+
+def numpy_adamw(attrs, lr, step, w, g, m1, m2):
+    """ONNX Runtime's AdamWOptimizer update (adamw.cc) in float32, for the cross-check."""
+    f = np.float32
+    alpha, beta, eps, wd = f(attrs["alpha"]), f(attrs["beta"]), f(attrs["epsilon"]), f(attrs["weight_decay"])
+    lr = f(lr)
+    ca = cb = f(1)
+    lrc = lr
+    if attrs["correct_bias"] == 1:
+        ca = f(1) - f(math.pow(float(alpha), step))
+        cb = f(1) - f(math.pow(float(beta), step))
+        lrc = lr * (np.sqrt(cb) / ca)
+    if attrs["adam_mode"] == 0:
+        w = w - w * lr * wd
+    m1 = alpha * m1 + (f(1) - alpha) * g
+    m2 = beta * m2 + (f(1) - beta) * g * g
+    if attrs["adam_mode"] == 0:
+        w = w - (lr * m1) / (ca * (np.sqrt(m2 / cb) + eps))
+    else:
+        w = w - lrc * m1 / (np.sqrt(m2) + eps)
+        w = w - lr * wd * w
+    return w.astype(np.float32), m1.astype(np.float32), m2.astype(np.float32)
+
+
+def adamw_reference(spec):
+    """Trains ADAMW_STEPS steps with ONNX Runtime's training API on test_data_set_0 and writes
+    adamw_losses.json and adamw_final_params/."""
+    name = spec["name"]
+    outdir = os.path.join(HERE, name)
+    tdir = os.path.join(outdir, "test_data_set_0")
+    with open(os.path.join(tdir, "manifest.json")) as f:
+        manifest = json.load(f)
+
+    def read_pb(fn):
+        t = onnx.TensorProto()
+        with open(os.path.join(tdir, fn), "rb") as f:
+            t.ParseFromString(f.read())
+        return numpy_helper.to_array(t)
+
+    user = [read_pb(e["file"]) for e in manifest["inputs"] if e["role"] == "data"]
+    trainable = [e["name"] for e in manifest["inputs"] if e["role"] == "parameter"]
+    initial = {e["name"]: read_pb(e["file"]) for e in manifest["inputs"]
+               if e["role"] in ("parameter", "frozen_parameter")}
+    op_type, attrs = optimizer_hyperparameters(os.path.join(outdir, "optimizer_model.onnx"))
+    lr = spec.get("adamw_lr", ADAMW_LR)
+
+    state = CheckpointState.load_checkpoint(os.path.join(outdir, "checkpoint"))
+    for n, v in initial.items():
+        if not np.array_equal(state.parameters[n].data, v):
+            raise RuntimeError(f"{name}: checkpoint value of {n} differs from test_data_set_0")
+    module = Module(os.path.join(outdir, "training_model.onnx"), state, os.path.join(outdir, "eval_model.onnx"),
+                    device="cpu", session_options=session_options())
+    from onnxruntime.training.api import Optimizer
+    optimizer = Optimizer(os.path.join(outdir, "optimizer_model.onnx"), module)
+    optimizer.set_learning_rate(lr)
+    module.train()
+
+    replay = {n: (initial[n].astype(np.float32), np.zeros_like(initial[n]), np.zeros_like(initial[n]))
+              for n in trainable}
+    losses = []
+    for step in range(1, ADAMW_STEPS + 1):
+        module.lazy_reset_grad()
+        losses.append(float(module(*user)))
+        for n in trainable:
+            w, m1, m2 = replay[n]
+            replay[n] = numpy_adamw(attrs, lr, step, w, state.parameters[n].grad.copy(), m1, m2)
+        optimizer.step()
+        # numpy replays each step from ORT's own parameters so the check does not drift.
+        worst = max(rel_diff(state.parameters[n].data, replay[n][0]) for n in trainable)
+        if worst > 1e-5:
+            raise RuntimeError(f"{name}: step {step}: ORT AdamW and the numpy replay differ by {worst:.2e}")
+        replay = {n: (state.parameters[n].data.copy(), replay[n][1], replay[n][2]) for n in trainable}
+    final = {n: state.parameters[n].data.copy() for n in trainable}
+    log(f"{name}: AdamW x{ADAMW_STEPS} lr {lr}: loss {losses[0]:.5f} -> {losses[-1]:.5f}")
+
+    pdir = os.path.join(outdir, "adamw_final_params")
+    if os.path.isdir(pdir):
+        shutil.rmtree(pdir)
+    os.makedirs(pdir)
+    params = []
+    for n in trainable:
+        flat = final[n].reshape(-1)
+        stride = max(1, -(-flat.size // ADAMW_FINAL_SAMPLE))
+        sample = np.ascontiguousarray(flat[::stride])
+        fn = f"{n}.pb"
+        with open(os.path.join(pdir, fn), "wb") as f:
+            f.write(tensor_pb(sample, n).SerializeToString())
+        params.append(dict(name=n, file=fn, shape=list(final[n].shape), stride=stride, count=int(sample.size)))
+    with open(os.path.join(outdir, "adamw_losses.json"), "w") as f:
+        json.dump(dict(
+            optimizer="AdamW",
+            op=f"com.microsoft.{op_type}",
+            hyperparameters=attrs,
+            hyperparameters_source="the AdamWOptimizer node of optimizer_model.onnx (ONNX Runtime's defaults for "
+                                   "absent attributes)",
+            learning_rate=lr,
+            steps=ADAMW_STEPS,
+            step_count="ONNX Runtime feeds step = (updates done so far) + 1 to each update (bias correction)",
+            trainer="onnxruntime.training.api CheckpointState + Module + Optimizer (onnxruntime-training "
+                    f"{ort.__version__}), set_learning_rate({lr}); per step: lazy_reset_grad, train step, "
+                    "optimizer step",
+            batch="test_data_set_0 data inputs (the same fixed batch every step)",
+            initial_parameters="test_data_set_0 parameter inputs (== checkpoint)",
+            losses_note="losses[k] is the loss computed with the parameters after k updates",
+            losses=losses,
+            final_parameters=dict(
+                directory="adamw_final_params",
+                note=f"trainable parameters after all {ADAMW_STEPS} updates; file K holds flat elements "
+                     "0, stride, 2*stride, ... of the parameter (every element when stride is 1)",
+                params=params),
+        ), f, indent=1)
+        f.write("\n")
 
 
 # ----------------------------------------------------------------------------- summary
@@ -939,6 +1084,22 @@ trainable parameter `p = p - {lr} * grad(p)` in float32 (frozen parameters, incl
 `dropout_ratio`, never change). `losses[k]` is the loss computed with the parameters after k
 updates, so `losses[0]` equals `output_0.pb`. `torch_losses_for_comparison` is the same run in torch.
 
+`<model>/adamw_losses.json` and `<model>/adamw_final_params/`: 20 steps of ONNX Runtime's own
+training API (`CheckpointState` + `Module` + `Optimizer` over the model's artifacts) on the same
+batch: per step `lazy_reset_grad`, one train step (the loss is recorded), one `optimizer.step()`
+running `optimizer_model.onnx`'s `AdamWOptimizer` (the file names the op and every attribute:
+alpha 0.9, beta 0.999, epsilon 1e-6, weight_decay 0, correct_bias 1, adam_mode 1, the values
+ONNX Runtime's `generate_artifacts` writes) with the learning rate it names (**{adamw_lr}**; mlp
+**{mlp_lr}**, whose loss would otherwise fall below fp32 resolution) and ONNX Runtime's step
+count (`step` = updates so far + 1). `losses[k]` is the loss after k updates;
+`adamw_final_params/<param>.pb` holds each trainable parameter after the 20th update (flat
+elements `0, stride, 2*stride, ...`, every element when the json's `stride` is 1; larger tensors
+are sampled so the folder stays within its budget). The run is replayed in numpy float32 from ONNX
+Runtime's gradients as a check (agreement within 1e-5 at every step). `testdata/generate.py --only
+adamw-reference` rewrites only these files. Tolerance for a consumer: 1e-5 relative (losses and
+final parameters, as `max|got - ref| / max|ref|` per tensor). gpt_tiny_dropout has none: its
+masks come from ONNX Runtime's random generator, which no other runtime reproduces.
+
 `<model>/info.json`: export settings, loss, and for every ONNX parameter name the torch parameter it
 came from (`transposed` when the exporter folded a Transpose into it), the IR version the generator
 wrote, and the numbers of the checks.
@@ -993,7 +1154,8 @@ def write_readme(infos):
               if m["torch"] == "wte.weight" and m["transposed"]]
     parts = [README_HEAD.format(
         runtime="a few minutes", versions=versions, ir_written="/".join(map(str, ir_written)),
-        lr=SGD_LR, ff=GPT_FF, untied_name=untied[0] if untied else "?",
+        lr=SGD_LR, adamw_lr=ADAMW_LR, mlp_lr=next(s["adamw_lr"] for s in SPECS if s["name"] == "mlp"),
+        ff=GPT_FF, untied_name=untied[0] if untied else "?",
         ce_loss=onnx.load(os.path.join(HERE, "mlp", "training_model.onnx")).graph.output[0].name,
         mse_loss=onnx.load(os.path.join(HERE, "regression_frozen", "training_model.onnx")).graph.output[0].name,
         same_graph=" (byte-identical)" if open(os.path.join(HERE, "gpt_tiny", "training_model.onnx"), "rb").read()
@@ -1059,9 +1221,16 @@ if __name__ == "__main__":
     ap.add_argument("models", nargs="*", help="only these models (debugging; README/ops.txt not rewritten)")
     ap.add_argument("--with-grad-buffers", action="store_true",
                     help="also write the zero *_grad.accumulation.buffer inputs (adds ~5.4 MB)")
+    ap.add_argument("--only", choices=["adamw-reference"],
+                    help="adamw-reference: only (re)write adamw_losses.json and adamw_final_params/ from the "
+                         "committed artifacts and test_data_set_0")
     args = ap.parse_args()
     WRITE_GRAD_BUFFERS = args.with_grad_buffers
-    if args.models:
+    if args.only == "adamw-reference":
+        for s in SPECS:
+            if s.get("reference", True) and (not args.models or s["name"] in args.models):
+                adamw_reference(s)
+    elif args.models:
         unknown = set(args.models) - {s["name"] for s in SPECS}
         if unknown:
             sys.exit(f"unknown models {sorted(unknown)}")
