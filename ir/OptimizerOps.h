@@ -3,8 +3,10 @@
 // ONNX Runtime's com.microsoft AdamWOptimizer and SGDOptimizerV2 take their
 // parameters, gradients and moments as tensor sequences. gmopt's IR has no
 // sequences, so each sequence becomes a group of N consecutive operands, and
-// the optional update_signal keeps a fixed slot (a null operand when
-// absent):
+// ONNX Runtime's optional update_signal keeps a fixed slot ahead of them.
+// A variadic op has no absent operands in the IR, so the slot always holds
+// a bool value (buildOptimizer makes it a graph input the runtime feeds);
+// the kernels still treat a missing one as true, as ONNX Runtime does:
 //
 //   AdamWOptimizer(lr, step, update_signal?, W_1..W_N, G_1..G_N,
 //                  M1_1..M1_N, M2_1..M2_N) -> updated_flag
@@ -127,7 +129,7 @@ public:
   Value *getStep() const {
     return kind == OptimizerKind::AdamW ? node.getOperand(1) : nullptr;
   }
-  /// The update signal, or null when absent.
+  /// The update signal (null only outside a verified module).
   Value *getUpdateSignal() const {
     return node.getOperand(updateSignalIndex(kind));
   }

@@ -627,8 +627,8 @@ void registerOptimizers(OpRegistry &registry) {
                                  : llvm::SmallVector<unsigned, 8>();
   };
   // ONNX Runtime's defaults (training_op_defs.cc).
-  // Only lr (and AdamW's step) must be present: update_signal's slot may
-  // be empty; inferOptimizer checks the groups.
+  // Variadic: every operand is present, update_signal included (see
+  // ir/OptimizerOps.h); inferOptimizer checks the groups.
   SchemaBuilder(kMsDomain, "AdamWOptimizer", 1)
       .inputs(2, kVariadic)
       .outputs(1)

@@ -275,6 +275,8 @@ struct OptimizerModule {
     Graph &graph = module.getGraph();
     Value *lr = graph.addInput(TensorType::get(DType::F32, {1}), "lr");
     Value *step = graph.addInput(TensorType::get(DType::I64, {1}), "step");
+    Value *signal =
+        graph.addInput(TensorType::get(DType::Bool, {1}), "update_signal");
     std::vector<Value *> params, grads;
     llvm::SmallVector<Value *, 8> first, second;
     for (unsigned i = 0; i < numParams; ++i) {
@@ -287,7 +289,7 @@ struct OptimizerModule {
           graph.addInput(TensorType::get(DType::F32, {4}), "v" + n));
     }
     std::vector<Value *> operands = OptimizerOperands::layout(
-        OptimizerKind::AdamW, lr, step, nullptr, params, grads,
+        OptimizerKind::AdamW, lr, step, signal, params, grads,
         {first, second});
     for (unsigned i = 0; i < extra; ++i)
       operands.push_back(graph.addInput(TensorType::get(DType::F32, {4}),
