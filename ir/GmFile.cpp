@@ -2,7 +2,7 @@
 //
 // Writing turns each module into a gm.Model (the ONNX export plus its
 // signature and plan by name) after making names unique, frames the
-// payload with the header and renames a temporary file into place. Reading
+// payload with the header and writes it with writeFileSafely. Reading
 // trusts nothing: the header, the length and the CRC are checked before
 // protobuf sees a byte, each embedded model goes through the full ONNX
 // importer (so the verifier runs), and every name the signature and the
@@ -15,6 +15,7 @@
 
 #include "ir/GmFile.h"
 
+#include "ir/FileIO.h"
 #include "ir/Module.h"
 #include "ir/Naming.h"
 #include "ir/Onnx.h"
@@ -35,11 +36,9 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/Endian.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -297,39 +296,6 @@ private:
   llvm::DenseSet<const Value *> present;
   llvm::DenseSet<const Node *> presentNodes;
 };
-
-/// Writes \p bytes to \p path through a unique temporary file in the same
-/// directory and a rename; removes the temporary file on failure.
-Error writeFileAtomically(StringRef path, StringRef bytes) {
-  llvm::SmallString<256> tempPath;
-  int fd = -1;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".tmp%%%%%%", fd, tempPath))
-    return makeError(path +
-                     ": cannot create a temporary file: " + ec.message());
-  std::error_code writeError;
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/false);
-    os << bytes;
-    os.flush();
-    if (os.has_error()) {
-      writeError = os.error();
-      os.clear_error();
-    }
-  }
-  std::error_code closeError =
-      llvm::sys::Process::SafelyCloseFileDescriptor(fd);
-  Error err = Error::success();
-  if (writeError || closeError)
-    err = makeError(path + ": cannot write: " +
-                    (writeError ? writeError : closeError).message());
-  else if (std::error_code ec = llvm::sys::fs::rename(tempPath, path))
-    err = makeError(path + ": cannot rename the temporary file into place: " +
-                    ec.message());
-  if (err)
-    (void)llvm::sys::fs::remove(tempPath);
-  return err;
-}
 
 //===----------------------------------------------------------------------===//
 // Reading
@@ -763,6 +729,7 @@ std::string gmopt::wrapGmPayload(StringRef payload, uint32_t formatVersion) {
 
 Expected<std::string> gmopt::writeGmBytes(Module &rewritten, Module &original,
                                           StringRef pipeline) {
+  silenceProtobufLogging();
   for (Module *module : {&rewritten, &original}) {
     uniquifyValueNames(*module);
     uniquifyNodeNames(*module);
@@ -795,22 +762,17 @@ Error gmopt::writeGmFile(StringRef path, Module &rewritten, Module &original,
   Expected<std::string> bytes = writeGmBytes(rewritten, original, pipeline);
   if (!bytes)
     return makeError(path + ": " + llvm::toString(bytes.takeError()));
-  return writeFileAtomically(path, *bytes);
+  return writeFileSafely(path, *bytes);
 }
 
 Expected<CompiledModule> gmopt::readGmBytes(StringRef bytes, StringRef name) {
+  silenceProtobufLogging();
   return GmReader(name).read(bytes);
 }
 
 Expected<CompiledModule> gmopt::readGmFile(StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!buffer) {
-    std::error_code ec = buffer.getError();
-    if (ec == std::errc::no_such_file_or_directory)
-      return makeError(path + ": " + ec.message());
-    return makeError(path + ": cannot read: " + ec.message());
-  }
+  Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer = readFileBounded(path);
+  if (!buffer)
+    return buffer.takeError();
   return readGmBytes((*buffer)->getBuffer(), path);
 }

@@ -18,8 +18,14 @@
 // exactly one name of the stored model. Loading checks everything - header,
 // length, CRC, protobuf, the embedded ONNX models, every name reference,
 // the schedule and the plan's validity - and reports the first problem as
-// an llvm::Error that starts with the file name. Files are written
-// atomically (a temporary file in the target directory, then a rename).
+// an llvm::Error that starts with the file name. Files are written through
+// ir/FileIO.h: atomically, through symbolic links, never over a device.
+//
+// Names are protobuf `bytes`, not `string`: ONNX allows any bytes in a
+// name, and proto3 `string` fields would refuse a name that is not UTF-8.
+// Format version 2 made that change; it is wire-compatible, so version 1
+// files still load, while a gmopt that knows only version 1 refuses a
+// version-2 file by its version rather than failing on a name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,8 +47,9 @@ class Module;
 /// The first eight bytes of every `.gm` file (with an embedded NUL, so not a
 /// StringLiteral).
 inline constexpr char kGmMagic[8] = {'G', 'M', 'O', 'P', 'T', '\0', 'G', 'M'};
-/// The format version this gmopt writes and the newest it reads.
-constexpr uint32_t kGmFormatVersion = 1;
+/// The format version this gmopt writes and the newest it reads. Version 2
+/// stores names as `bytes` (version 1: `string`, which must be UTF-8).
+constexpr uint32_t kGmFormatVersion = 2;
 /// Bytes before the payload: magic, version, payload length, CRC-32.
 constexpr size_t kGmHeaderSize = 24;
 /// The metadata key that holds the pipelines run on a module (the same key
@@ -78,9 +85,10 @@ struct CompiledModule {
 llvm::Expected<std::string> writeGmBytes(Module &rewritten, Module &original,
                                          llvm::StringRef pipeline);
 
-/// writeGmBytes, then writes the bytes to \p path atomically: into a unique
-/// temporary file in the same directory, renamed over \p path; the
-/// temporary file is removed on failure. Errors start with \p path.
+/// writeGmBytes, then writes the bytes to \p path with writeFileSafely
+/// (ir/FileIO.h): a temporary file renamed over the target, removed on
+/// failure. Errors start with \p path. A tool writing several outputs
+/// stages writeGmBytes' result in its own OutputFileSet instead.
 llvm::Error writeGmFile(llvm::StringRef path, Module &rewritten,
                         Module &original, llvm::StringRef pipeline);
 

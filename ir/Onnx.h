@@ -26,6 +26,7 @@ class ModelProto;
 namespace gmopt {
 
 class Module;
+class OutputFileSet;
 
 /// Options for ONNX import.
 struct OnnxImportOptions {
@@ -63,8 +64,16 @@ struct OnnxExportOptions {
 /// Exports \p module as a ModelProto.
 llvm::Expected<onnx::ModelProto> exportOnnxModel(const Module &module,
                                                  const OnnxExportOptions &options = {});
-/// Exports and serializes \p module to \p path (atomically: temp + rename).
+/// Exports and serializes \p module to \p path (`-` is stdout) with its
+/// external-data file, if any, both committed together or not at all
+/// (ir/FileIO.h: atomic, through symbolic links, never over a device).
 llvm::Error exportOnnxFile(const Module &module, llvm::StringRef path,
+                           const OnnxExportOptions &options = {});
+/// Exports \p module and writes it to \p path, and its external-data file
+/// if any, as outputs of \p outputs; the caller commits them with its other
+/// outputs.
+llvm::Error exportOnnxFile(const Module &module, llvm::StringRef path,
+                           OutputFileSet &outputs,
                            const OnnxExportOptions &options = {});
 
 /// Checks that every symbolic dimension of every value (inputs,

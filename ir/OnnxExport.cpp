@@ -8,27 +8,27 @@
 // name, so the exporter gives every value a unique one (ir/Naming.h): its
 // own name when no earlier value has it, else an invented `gmopt_N`.
 // Absent optional operands and results are written as "". Files are
-// written atomically: a temporary file in the destination directory,
-// renamed over the target.
+// written through ir/FileIO.h: the model and its external-data file are
+// committed together, atomically, or not at all.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/Onnx.h"
 
+#include "ir/FileIO.h"
 #include "ir/Module.h"
 #include "ir/Naming.h"
 #include "ir/OnnxTensor.h"
 
 #include "onnx/onnx_pb.h"
 
-#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <climits>
@@ -264,60 +264,54 @@ Expected<onnx::ModelProto> OnnxExporter::run() {
   return model;
 }
 
-/// Writes a file through \p write, atomically: into a unique temporary file
-/// in the same directory, then renamed over \p path.
-Error writeFileAtomically(StringRef path,
-                          llvm::function_ref<Error(int fd)> write) {
-  llvm::SmallString<256> tempPath;
-  int fd = -1;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".tmp%%%%%%", fd, tempPath))
-    return makeError(path +
-                     ": cannot create a temporary file: " + ec.message());
-  Error err = write(fd);
-  std::error_code closeError =
-      llvm::sys::Process::SafelyCloseFileDescriptor(fd);
-  if (!err && closeError)
-    err = makeError(path + ": cannot write: " + closeError.message());
-  if (!err)
-    if (std::error_code ec = llvm::sys::fs::rename(tempPath, path))
-      err = makeError(path + ": cannot rename the temporary file into place: " +
-                      ec.message());
-  if (err)
-    (void)llvm::sys::fs::remove(tempPath);
-  return err;
-}
+/// protobuf's output stream over a raw_ostream. A failed write is the
+/// stream's to report (OutputFileSet checks its fd stream at the end).
+class RawOstreamOutput : public google::protobuf::io::CopyingOutputStream {
+public:
+  explicit RawOstreamOutput(llvm::raw_ostream &os) : os(os) {}
+  bool Write(const void *buffer, int size) override {
+    os.write(static_cast<const char *>(buffer), static_cast<size_t>(size));
+    return true;
+  }
 
-Error writeExternalData(StringRef path, const ExternalDataPlan &plan) {
-  return writeFileAtomically(path, [&](int fd) -> Error {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/false);
-    uint64_t position = 0;
-    for (const auto &[data, offset] : plan.tensors) {
-      os.write_zeros(offset - position);
-      llvm::ArrayRef<uint8_t> bytes = data.getBytes();
-      os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-      position = offset + bytes.size();
-    }
-    os.flush();
-    if (os.has_error()) {
-      std::error_code ec = os.error();
-      os.clear_error();
-      return makeError(path + ": cannot write: " + ec.message());
-    }
-    return Error::success();
-  });
+private:
+  llvm::raw_ostream &os;
+};
+
+/// Streams the external-data file of \p plan into \p os: each tensor at
+/// its offset, zeros between.
+void writeExternalData(llvm::raw_ostream &os, const ExternalDataPlan &plan) {
+  uint64_t position = 0;
+  for (const auto &[data, offset] : plan.tensors) {
+    os.write_zeros(offset - position);
+    llvm::ArrayRef<uint8_t> bytes = data.getBytes();
+    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    position = offset + bytes.size();
+  }
 }
 
 } // namespace
 
 Expected<onnx::ModelProto>
 gmopt::exportOnnxModel(const Module &module, const OnnxExportOptions &options) {
+  silenceProtobufLogging();
   // Without a file there is nowhere to put external data: all inline.
   return OnnxExporter(module, /*external=*/nullptr).run();
 }
 
 Error gmopt::exportOnnxFile(const Module &module, StringRef path,
                             const OnnxExportOptions &options) {
+  // The model and its data file are committed together or not at all.
+  OutputFileSet outputs;
+  if (Error err = exportOnnxFile(module, path, outputs, options))
+    return err;
+  return outputs.commit();
+}
+
+Error gmopt::exportOnnxFile(const Module &module, StringRef path,
+                            OutputFileSet &outputs,
+                            const OnnxExportOptions &options) {
+  silenceProtobufLogging();
   ExternalDataPlan plan;
   bool useExternal = options.externalDataThreshold > 0;
   if (useExternal) {
@@ -335,18 +329,19 @@ Error gmopt::exportOnnxFile(const Module &module, StringRef path,
   if (!plan.tensors.empty()) {
     llvm::SmallString<256> dataPath(llvm::sys::path::parent_path(path));
     llvm::sys::path::append(dataPath, plan.location);
-    if (Error err = writeExternalData(dataPath, plan))
+    if (Error err = outputs.reserve(dataPath, "the external-data file"))
+      return err;
+    if (Error err = outputs.write(dataPath, [&](llvm::raw_ostream &os) {
+          writeExternalData(os, plan);
+        }))
       return err;
   }
-  return writeFileAtomically(path, [&](int fd) -> Error {
-    google::protobuf::io::FileOutputStream stream(fd);
-    bool ok = model->SerializeToZeroCopyStream(&stream);
-    ok &= stream.Flush();
-    if (!ok)
-      return makeError(
-          path + ": cannot write: " +
-          std::error_code(stream.GetErrno(), std::generic_category())
-              .message());
-    return Error::success();
+  return outputs.write(path, [&](llvm::raw_ostream &os) {
+    // Streamed: a large model is not held twice. A write error is the
+    // stream's, which OutputFileSet reports.
+    RawOstreamOutput output(os);
+    google::protobuf::io::CopyingOutputStreamAdaptor stream(&output);
+    (void)model->SerializeToZeroCopyStream(&stream);
+    (void)stream.Flush();
   });
 }

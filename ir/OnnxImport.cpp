@@ -16,6 +16,7 @@
 
 #include "ir/Onnx.h"
 
+#include "ir/FileIO.h"
 #include "ir/Module.h"
 #include "ir/OnnxTensor.h"
 #include "ir/OpRegistry.h"
@@ -575,6 +576,7 @@ std::string defaultExternalDataDir(StringRef fileName,
 Expected<std::unique_ptr<Module>>
 gmopt::importOnnxBytes(StringRef bytes, StringRef fileName,
                        const OnnxImportOptions &options) {
+  silenceProtobufLogging();
   auto parseError = [&] {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -602,13 +604,9 @@ gmopt::importOnnxBytes(StringRef bytes, StringRef fileName,
 
 Expected<std::unique_ptr<Module>>
 gmopt::importOnnxFile(StringRef path, OnnxImportOptions options) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
+  Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer = readFileBounded(path);
   if (!buffer)
-    return llvm::createStringError(buffer.getError(), "%s: cannot read: %s",
-                                   path.str().c_str(),
-                                   buffer.getError().message().c_str());
+    return buffer.takeError();
   return importOnnxBytes((*buffer)->getBuffer(), path, options);
 }
 

@@ -6,19 +6,22 @@
 // int32_data, int64_data, double_data, uint64_data, widened or packed as
 // ONNX's rules say), or from an external-data file that is memory-mapped
 // once and viewed in place. Everything read from the file is validated:
-// sizes against the shape, offsets against the file, paths against the
-// model directory.
+// sizes against the shape, offsets against the file, paths - with every
+// symbolic link resolved - against the model directory, and the file must
+// be a regular one (ir/FileIO.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/OnnxTensor.h"
 
+#include "ir/FileIO.h"
 #include "ir/Types.h"
 
 #include "onnx/onnx_pb.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SwapByteOrder.h"
@@ -292,14 +295,35 @@ ExternalDataResolver::getFile(StringRef location) {
                                      location.str().c_str());
   llvm::SmallString<256> fullPath(baseDir);
   path::append(fullPath, location);
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(fullPath, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false,
-                                  /*IsVolatile=*/false);
+  // The string is inside the directory; its symbolic links must be too, or
+  // a link could expose any file the user can read (and its bytes, shown
+  // as tensor values in messages).
+  llvm::SmallString<256> realBase, realFile;
+  if (std::error_code ec = llvm::sys::fs::real_path(
+          baseDir.empty() ? StringRef(".") : StringRef(baseDir), realBase))
+    return llvm::createStringError(ec,
+                                   "cannot resolve the model directory '%s': "
+                                   "%s",
+                                   baseDir.c_str(), ec.message().c_str());
+  if (std::error_code ec = llvm::sys::fs::real_path(fullPath, realFile))
+    return llvm::createStringError(ec,
+                                   "cannot open external data file '%s': %s",
+                                   fullPath.c_str(), ec.message().c_str());
+  StringRef inside = realFile;
+  if (!inside.consume_front(realBase) ||
+      !(realBase.ends_with("/") || inside.starts_with("/")))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "external data location '%s' resolves to "
+                                   "a file outside the model directory",
+                                   location.str().c_str());
+  // Only a regular file, and never more than its size (so a link to
+  // /dev/zero cannot grow memory without bound).
+  Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      readFileBounded(realFile);
   if (!buffer)
     return llvm::createStringError(
-        buffer.getError(), "cannot open external data file '%s': %s",
-        fullPath.c_str(), buffer.getError().message().c_str());
+        llvm::inconvertibleErrorCode(), "external data location '%s': %s",
+        location.str().c_str(), llvm::toString(buffer.takeError()).c_str());
   std::shared_ptr<llvm::MemoryBuffer> shared = std::move(*buffer);
   files[location] = shared;
   return shared;

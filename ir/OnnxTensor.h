@@ -39,7 +39,9 @@ public:
       : baseDir(std::move(baseDir)) {}
 
   /// The whole mapped file at \p location (relative to the base directory).
-  /// Rejects absolute locations and ones that leave the base directory.
+  /// Rejects absolute locations, ones that leave the base directory (also
+  /// through a symbolic link: the real path must lie inside the base
+  /// directory's real path) and anything but a regular file.
   llvm::Expected<std::shared_ptr<llvm::MemoryBuffer>>
   getFile(llvm::StringRef location);
 

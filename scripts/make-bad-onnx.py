@@ -96,6 +96,31 @@ def cases():
     yield "opset22.onnx", relu_model(opset=22)
     yield "ir_version11.onnx", relu_model(ir_version=11)
 
+    # An initializer in external data, at `external_data.bin` next to the
+    # model; tests/lit/bad-input/files-external-data.test makes that name a
+    # symbolic link (to /etc/passwd, /dev/zero, ...) or a FIFO.
+    weight = TensorProto(name="w", data_type=F32, dims=[4])
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "external_data.bin"), ("offset", "0"),
+                       ("length", "16")):
+        entry = weight.external_data.add()
+        entry.key, entry.value = key, value
+    yield "external_data.onnx", model(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add0")],
+        [tensor("x", F32, [4])], [tensor("y", F32, [4])],
+        initializers=[weight])
+
+    # testdata/mlp's training graph with one node name that is not UTF-8
+    # (ONNX allows any bytes; the .gm container must store it). Patched in
+    # the serialized bytes: Python's protobuf refuses such a str.
+    mlp = os.path.join(os.path.dirname(OUT_DIR), "..", "..", "..", "testdata",
+                       "mlp", "training_model.onnx")
+    with open(mlp, "rb") as f:
+        data = f.read()
+    name = b"/Relu_1_Grad/ReluGrad_0"
+    assert data.count(name) == 1, "the node name must occur once"
+    yield "mlp_non_utf8_name.onnx", data.replace(name, b"/Relu_1_Grad/Relu\xffrad_0")
+
 
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)

@@ -233,7 +233,7 @@ protected:
 TEST_F(GmFileTest, HeaderLayout) {
   ASSERT_GT(image.size(), kGmHeaderSize);
   EXPECT_EQ(image.substr(0, 8), std::string("GMOPT\0GM", 8));
-  EXPECT_EQ(image.substr(8, 4), std::string("\x01\0\0\0", 4));
+  EXPECT_EQ(image.substr(8, 4), std::string("\x02\0\0\0", 4));
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i)
     length = length << 8 | static_cast<uint8_t>(image[12 + i]);
@@ -340,11 +340,53 @@ TEST_F(GmFileTest, WrongMagic) {
 TEST_F(GmFileTest, NewerAndInvalidFormatVersions) {
   std::string payloadBytes = image.substr(kGmHeaderSize);
   EXPECT_EQ(loadError(wrapGmPayload(payloadBytes, 7)),
-            "model.gm: .gm format version 7 is newer than this gmopt (1)");
+            "model.gm: .gm format version 7 is newer than this gmopt (2)");
   EXPECT_EQ(loadError(wrapGmPayload(payloadBytes, 0)),
             "model.gm: invalid .gm format version 0");
   EXPECT_EQ(loadError(wrapGmPayload(payloadBytes, kGmFormatVersion)),
             "<success>");
+  // Version 2 only widened names from `string` to `bytes` (the same wire
+  // format): a version-1 file with UTF-8 names loads as it always did.
+  EXPECT_EQ(loadError(wrapGmPayload(payloadBytes, 1)), "<success>");
+}
+
+TEST_F(GmFileTest, NamesNeedNotBeUtf8) {
+  // ONNX allows any bytes in a name; what the writer writes, the reader
+  // must load, and libprotobuf must not complain on stderr either way.
+  Graph &graph = rewritten->getGraph();
+  Node &node = *std::next(graph.begin(), 3);
+  node.setName("node\xff");
+  Value *value = graph.lookupValue("fc1_out");
+  ASSERT_TRUE(value);
+  value->setName("value\xfe\xff");
+  testing::internal::CaptureStderr();
+  auto bytes = writeGmBytes(*rewritten, *original, "pipeline\xff");
+  std::string writeLog = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(bool(bytes)) << llvm::toString(bytes.takeError());
+  EXPECT_EQ(writeLog, "");
+  testing::internal::CaptureStderr();
+  llvm::Expected<CompiledModule> loaded = readGmBytes(*bytes, kFileName);
+  std::string readLog = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  EXPECT_EQ(readLog, "");
+  EXPECT_EQ(loaded->pipeline, "pipeline\xff");
+  Graph &loadedGraph = loaded->module->getGraph();
+  EXPECT_NE(loadedGraph.lookupValue("value\xfe\xff"), nullptr);
+  EXPECT_EQ(std::next(loadedGraph.begin(), 3)->getName(), "node\xff");
+  expectIsomorphic(*rewritten, *loaded->module);
+  expectSamePlan(*rewritten, *loaded->module);
+}
+
+TEST_F(GmFileTest, InvalidUtf8InAStoredNameIsOneError) {
+  // A crafted, CRC-valid file whose plan names a value that is not UTF-8:
+  // one error of ours, no libprotobuf log line before it.
+  testing::internal::CaptureStderr();
+  std::string message = loadEdited([](gm::GmFile &file) {
+    file.mutable_rewritten()->mutable_plan()->mutable_buffers(0)->set_value(
+        "\xff\xfe");
+  });
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(message, "model.gm: plan refers to unknown value '\xff\xfe'");
 }
 
 TEST_F(GmFileTest, TruncatedAnywhere) {

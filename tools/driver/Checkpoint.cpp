@@ -13,6 +13,7 @@
 
 #include "tools/driver/Checkpoint.h"
 
+#include "ir/FileIO.h"
 #include "ir/OnnxTensor.h"
 #include "ir/Types.h"
 
@@ -396,15 +397,11 @@ llvm::Expected<WeightSet> gmopt::readWeightFile(llvm::StringRef path) {
                               "an ONNX model, an ONNX Runtime checkpoint or a "
                               ".pbseq file)");
     file = sequence.str().str();
-  } else if (!llvm::sys::fs::exists(path)) {
-    return makeError(
-        path + ": " +
-        std::make_error_code(std::errc::no_such_file_or_directory).message());
   }
-  auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
+  // A regular file only, read no further than its size.
+  auto buffer = readFileBounded(file);
   if (!buffer)
-    return makeError(file + ": cannot read: " + buffer.getError().message());
+    return buffer.takeError();
   llvm::StringRef bytes = (*buffer)->getBuffer();
   std::string directory = llvm::sys::path::parent_path(file).str();
 

@@ -17,6 +17,7 @@
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "ir/FileIO.h"
 #include "ir/GmFile.h"
 #include "ir/Module.h"
 #include "ir/Onnx.h"
@@ -59,7 +60,7 @@ llvm::Expected<ExecutionPlan> makeReportPlan(const Module &module,
 
 } // namespace
 
-int gmopt::gmoptCompileMain(int argc, char **argv) {
+static int runGmoptCompile(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::OptionCategory &category = getGmoptCategory();
   cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<input.onnx>"),
@@ -121,7 +122,27 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
                                     : llvm::StringRef(kDefaultPipeline)))
     return reportToolError(kTool, std::move(err));
 
-  auto module = loadModule(inputFilename, InputFormat::Onnx, *dimBindings);
+  // Every output is checked (against the input and each other) and
+  // reserved before any work, and all are committed together at the end:
+  // a failure anywhere leaves no output and every old file as it was.
+  OutputFileSet outputs;
+  outputs.addInput(inputFilename, "the input model");
+  if (llvm::Error err = outputs.reserve(outputFilename, "-o"))
+    return reportToolError(kTool, std::move(err));
+  if (!emitOnnx.empty())
+    if (llvm::Error err = outputs.reserve(emitOnnx, "--emit-onnx"))
+      return reportToolError(kTool, std::move(err));
+  if (!reportJson.empty())
+    if (llvm::Error err = outputs.reserve(reportJson, "--report-json"))
+      return reportToolError(kTool, std::move(err));
+
+  // Read once: the input may be stdin, which cannot be read twice.
+  auto input = readInputFile(inputFilename);
+  if (!input)
+    return reportToolError(kTool, input.takeError());
+  llvm::StringRef inputBytes = (*input)->getBuffer();
+  auto module = loadModuleBytes(inputBytes, inputFilename, InputFormat::Onnx,
+                                *dimBindings);
   if (!module)
     return reportToolError(kTool, module.takeError());
   if (llvm::Error err = checkDimsBound(**module))
@@ -134,10 +155,11 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
                          "(expected ONNX Runtime's training_model.onnx or "
                          "gradients exposed as outputs named X_grad)"));
   // The container keeps the model as imported (for gmopt-run --baseline):
-  // a second import is the simplest faithful copy.
+  // a second import of the same bytes is the simplest faithful copy.
   std::unique_ptr<Module> original;
   if (writeGm || report || !reportJson.empty()) {
-    auto imported = loadModule(inputFilename, InputFormat::Onnx, *dimBindings);
+    auto imported = loadModuleBytes(inputBytes, inputFilename,
+                                    InputFormat::Onnx, *dimBindings);
     if (!imported)
       return reportToolError(kTool, imported.takeError());
     original = std::move(*imported);
@@ -168,41 +190,55 @@ int gmopt::gmoptCompileMain(int argc, char **argv) {
 
   // The container makes names unique; the ONNX copy written after it
   // carries the same names.
-  llvm::Error written =
-      writeGm ? writeGmFile(outputFilename, **module, *original, pipeline)
-              : writeModuleOnnx(**module, outputFilename);
-  if (written)
-    return reportToolError(kTool, std::move(written));
+  if (writeGm) {
+    llvm::Expected<std::string> bytes =
+        writeGmBytes(**module, *original, pipeline);
+    if (!bytes)
+      return reportToolError(
+          kTool, fileError(outputFilename, llvm::toString(bytes.takeError())));
+    if (llvm::Error err = outputs.write(outputFilename, *bytes))
+      return reportToolError(kTool, std::move(err));
+  } else if (llvm::Error err =
+                 exportOnnxFile(**module, outputFilename, outputs)) {
+    return reportToolError(kTool, std::move(err));
+  }
   if (!emitOnnx.empty())
-    if (llvm::Error err = writeModuleOnnx(**module, emitOnnx))
+    if (llvm::Error err = exportOnnxFile(**module, emitOnnx, outputs))
       return reportToolError(kTool, std::move(err));
 
-  if (!wantReport)
-    return 0;
-  if (trivialReport)
-    (*module)->plan = std::move(reportPlan);
-  // The reference a user compares against: the graph as imported, run
-  // eagerly (allocate at definition, free after last use).
-  auto eagerBaseline =
-      estimateEagerPeakBytes(*original, passOptions.getWorkspaceModel());
-  if (!eagerBaseline)
-    return reportToolError(
-        kTool, fileError(inputFilename, llvm::toString(eagerBaseline.takeError())));
-  if (report) {
+  if (wantReport) {
     if (trivialReport)
-      llvm::outs() << kTool
-                   << ": no planning pass ran; reporting the trivial plan "
-                      "(no reuse)\n";
-    printPlanReport(**module, llvm::outs(), *eagerBaseline);
+      (*module)->plan = std::move(reportPlan);
+    // The reference a user compares against: the graph as imported, run
+    // eagerly (allocate at definition, free after last use).
+    auto eagerBaseline =
+        estimateEagerPeakBytes(*original, passOptions.getWorkspaceModel());
+    if (!eagerBaseline)
+      return reportToolError(
+          kTool,
+          fileError(inputFilename, llvm::toString(eagerBaseline.takeError())));
+    if (report) {
+      if (trivialReport)
+        llvm::outs() << kTool
+                     << ": no planning pass ran; reporting the trivial plan "
+                        "(no reuse)\n";
+      printPlanReport(**module, llvm::outs(), *eagerBaseline);
+    }
+    if (!reportJson.empty()) {
+      llvm::json::Object json = planReportJson(**module, *eagerBaseline);
+      json["plan"] = trivialReport ? "trivial" : "planned";
+      json["pipeline"] = pipeline;
+      std::string text =
+          llvm::formatv("{0:2}\n", llvm::json::Value(std::move(json)));
+      if (llvm::Error err = outputs.write(reportJson, text))
+        return reportToolError(kTool, std::move(err));
+    }
   }
-  if (!reportJson.empty()) {
-    llvm::json::Object json = planReportJson(**module, *eagerBaseline);
-    json["plan"] = trivialReport ? "trivial" : "planned";
-    json["pipeline"] = pipeline;
-    std::string text =
-        llvm::formatv("{0:2}\n", llvm::json::Value(std::move(json)));
-    if (llvm::Error err = writeTextFile(text, reportJson))
-      return reportToolError(kTool, std::move(err));
-  }
+  if (llvm::Error err = outputs.commit())
+    return reportToolError(kTool, std::move(err));
   return 0;
+}
+
+int gmopt::gmoptCompileMain(int argc, char **argv) {
+  return finishToolOutput(kTool, runGmoptCompile(argc, argv));
 }

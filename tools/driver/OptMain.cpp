@@ -15,8 +15,10 @@
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "ir/FileIO.h"
 #include "ir/GmFile.h"
 #include "ir/Module.h"
+#include "ir/Onnx.h"
 #include "ir/TextIR.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
@@ -80,7 +82,7 @@ int processSplitInput(llvm::StringRef path,
                       const std::map<std::string, int64_t> &dims,
                       PassManager &passManager,
                       const PassManagerCLOptions &passOptions,
-                      llvm::StringRef outputPath) {
+                      OutputFileSet &outputs, llvm::StringRef outputPath) {
   auto buffer = readInputFile(path);
   if (!buffer)
     return reportToolError(kTool, buffer.takeError());
@@ -103,14 +105,16 @@ int processSplitInput(llvm::StringRef path,
     first = false;
     printModule(**module, os);
   }
-  if (llvm::Error err = writeTextFile(output, outputPath))
+  if (llvm::Error err = outputs.write(outputPath, output))
+    return reportToolError(kTool, std::move(err));
+  if (llvm::Error err = outputs.commit())
     return reportToolError(kTool, std::move(err));
   return failed ? 1 : 0;
 }
 
 } // namespace
 
-int gmopt::gmoptOptMain(int argc, char **argv) {
+static int runGmoptOpt(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::OptionCategory &category = getGmoptCategory();
   cl::opt<std::string> inputFilename(cl::Positional,
@@ -162,6 +166,13 @@ int gmopt::gmoptOptMain(int argc, char **argv) {
     if (llvm::Error err = passManager.addPipeline(passOptions.getPipeline()))
       return reportToolError(kTool, std::move(err));
 
+  // The output is checked against the input and reserved before any work;
+  // it replaces its target only once it has been written in full.
+  OutputFileSet outputs;
+  outputs.addInput(inputFilename, "the input");
+  if (llvm::Error err = outputs.reserve(outputFilename, "-o"))
+    return reportToolError(kTool, std::move(err));
+
   bool emitOnnx =
       emit.getNumOccurrences()
           ? emit == EmitFormat::Onnx
@@ -178,7 +189,7 @@ int gmopt::gmoptOptMain(int argc, char **argv) {
                                          "--split-input-file needs text input "
                                          "and text output"));
     return processSplitInput(inputFilename, *dimBindings, passManager,
-                             passOptions, outputFilename);
+                             passOptions, outputs, outputFilename);
   }
 
   auto module = inputFormat == InputFormat::Auto && isGmFile(inputFilename)
@@ -192,9 +203,16 @@ int gmopt::gmoptOptMain(int argc, char **argv) {
           runPipeline(**module, passManager, passOptions, inputName))
     return reportToolError(kTool, std::move(err));
 
-  llvm::Error written = emitOnnx ? writeModuleOnnx(**module, outputFilename)
-                                 : writeModuleText(**module, outputFilename);
+  llvm::Error written =
+      emitOnnx ? exportOnnxFile(**module, outputFilename, outputs)
+               : outputs.write(outputFilename, printModuleText(**module));
   if (written)
     return reportToolError(kTool, std::move(written));
+  if (llvm::Error err = outputs.commit())
+    return reportToolError(kTool, std::move(err));
   return 0;
+}
+
+int gmopt::gmoptOptMain(int argc, char **argv) {
+  return finishToolOutput(kTool, runGmoptOpt(argc, argv));
 }

@@ -42,7 +42,7 @@ int report(llvm::Error err) {
 
 } // namespace
 
-int gmopt::gmoptRunMain(int argc, char **argv) {
+static int runGmoptRun(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::OptionCategory &category = getGmoptCategory();
   cl::opt<std::string> inputFilename(
@@ -182,4 +182,8 @@ int gmopt::gmoptRunMain(int argc, char **argv) {
   if (llvm::Error err = runSession(config, llvm::outs(), llvm::errs()))
     return report(std::move(err));
   return 0;
+}
+
+int gmopt::gmoptRunMain(int argc, char **argv) {
+  return finishToolOutput(kTool, runGmoptRun(argc, argv));
 }

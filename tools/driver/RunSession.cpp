@@ -13,7 +13,11 @@
 #include "tools/driver/RunReport.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "ir/FileIO.h"
+
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace gmopt;
@@ -143,6 +147,31 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   if (llvm::Error err = readOptionalSet(config.checkDir, references))
     return err;
 
+  // The report may overwrite none of the files the run reads; it is
+  // reserved now so that a bad path fails before the run, and it replaces
+  // its target only once written in full.
+  OutputFileSet outputs;
+  if (!config.reportJsonPath.empty()) {
+    outputs.addInput(config.modelPath, "the model");
+    outputs.addInput(config.sgdReferencePath, "the --sgd-reference file");
+    if (weights) {
+      outputs.addInput(weights->path, "the --weights file");
+      llvm::SmallString<256> sequence(weights->path);
+      llvm::sys::path::append(sequence, "tensors.pbseq");
+      outputs.addInput(sequence, "the --weights file");
+    }
+    for (const std::optional<TestDataSet> *set : {&inputs, &references})
+      if (*set)
+        for (const auto *tensors : {&(*set)->inputs, &(*set)->outputs})
+          for (const NamedTensor &tensor : *tensors)
+            outputs.addInput(tensor.source, set == &inputs
+                                                ? "an --inputs file"
+                                                : "a --check file");
+    if (llvm::Error err =
+            outputs.reserve(config.reportJsonPath, "--report-json"))
+      return err;
+  }
+
   auto model = loadRunnableModel(config.modelPath, config.dims,
                                  inputs ? &*inputs : nullptr, config.baseline,
                                  config.passes);
@@ -266,9 +295,12 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
     llvm::raw_string_ostream os(text);
     os << llvm::formatv("{0:2}", llvm::json::Value(runReportJson(summary)))
        << "\n";
-    if (llvm::Error err = writeTextFile(text, config.reportJsonPath)) {
+    llvm::Error written = outputs.write(config.reportJsonPath, text);
+    if (!written)
+      written = outputs.commit();
+    if (written) {
       llvm::consumeError(std::move(failure));
-      return err;
+      return written;
     }
   }
   return failure;

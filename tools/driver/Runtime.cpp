@@ -14,6 +14,7 @@
 #include "tools/driver/ToolSupport.h"
 
 #include "backend/cuda/CudaDevice.h"
+#include "ir/FileIO.h"
 #include "ir/GmFile.h"
 #include "ir/Onnx.h"
 #include "ir/OnnxTensor.h"
@@ -382,6 +383,12 @@ importForRun(llvm::StringRef path, const std::map<std::string, int64_t> &dims) {
 }
 
 bool hasGmMagic(llvm::StringRef path) {
+  // Never open anything but a regular file (a FIFO would block); the
+  // loaders report what else it is.
+  if (llvm::Error err = checkRegularFile(path)) {
+    llvm::consumeError(std::move(err));
+    return false;
+  }
   auto buffer = llvm::MemoryBuffer::getFileSlice(path, sizeof(kGmMagic), 0);
   return buffer &&
          (*buffer)->getBuffer() == llvm::StringRef(kGmMagic, sizeof(kGmMagic));

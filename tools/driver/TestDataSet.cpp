@@ -8,6 +8,7 @@
 
 #include "tools/driver/TestDataSet.h"
 
+#include "ir/FileIO.h"
 #include "ir/OnnxTensor.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -69,10 +70,10 @@ const NamedTensor *TestDataSet::findOutputByIndex(int64_t index) const {
 }
 
 llvm::Expected<NamedTensor> gmopt::readTensorFile(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
+  // A regular file only, read no further than its size.
+  auto buffer = readFileBounded(path);
   if (!buffer)
-    return makeError(path + ": cannot read: " + buffer.getError().message());
+    return buffer.takeError();
   onnx::TensorProto proto;
   llvm::StringRef bytes = (*buffer)->getBuffer();
   if (bytes.size() > static_cast<size_t>(INT32_MAX) ||

@@ -2,12 +2,15 @@
 //
 // Loading and writing modules, --dim parsing and binding, and the
 // one-line error convention. Messages about a file start with its name;
-// the tool adds `TOOL: error: ` in front and nothing else.
+// the tool adds `TOOL: error: ` in front and nothing else. Every read and
+// write goes through ir/FileIO.h (regular files only, bounded by their
+// size; outputs committed together, never over a device or an input).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/ToolSupport.h"
 
+#include "ir/FileIO.h"
 #include "ir/Module.h"
 #include "ir/Onnx.h"
 #include "ir/TextIR.h"
@@ -16,13 +19,9 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include "onnx/onnx_pb.h"
 
 #include <cstdio>
 #include <unistd.h>
@@ -123,6 +122,8 @@ std::string gmopt::getToolVersion(llvm::StringRef tool) {
 
 bool gmopt::parseToolCommandLine(int argc, char **argv, llvm::StringRef tool,
                                  llvm::StringRef overview) {
+  // Every problem is reported as one line of ours, never a library's log.
+  silenceProtobufLogging();
   std::string toolName = tool.str();
   llvm::cl::SetVersionPrinter([toolName](llvm::raw_ostream &os) {
     os << getToolVersion(toolName) << '\n';
@@ -175,6 +176,21 @@ int gmopt::reportToolError(llvm::StringRef tool, llvm::Error err) {
       oneLine += c;
   }
   llvm::errs() << tool << ": error: " << oneLine << '\n';
+  return 1;
+}
+
+int gmopt::finishToolOutput(llvm::StringRef tool, int status) {
+  llvm::raw_fd_ostream &out = llvm::outs();
+  out.flush();
+  if (!out.has_error())
+    return status;
+  std::error_code ec = out.error();
+  out.clear_error();
+  // A failed run has reported its error line already; one is enough.
+  if (status != 0)
+    return status;
+  llvm::errs() << tool << ": error: <stdout>: cannot write: " << ec.message()
+               << '\n';
   return 1;
 }
 
@@ -232,16 +248,11 @@ gmopt::bindSymbolicDims(Module &module,
 
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 gmopt::readInputFile(llvm::StringRef path) {
-  std::string displayName = path == "-" ? "<stdin>" : path.str();
-  if (path != "-" && !llvm::sys::fs::exists(path))
-    return makeError(
-        path + ": " +
-        std::make_error_code(std::errc::no_such_file_or_directory).message());
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/false);
-  if (!buffer)
-    return makeError(displayName +
-                     ": cannot read: " + buffer.getError().message());
-  return std::move(*buffer);
+  ReadFileOptions options;
+  options.allowStdin = true;
+  // The text lexer may look one character past the end.
+  options.requiresNullTerminator = true;
+  return readFileBounded(path, options);
 }
 
 llvm::Expected<std::unique_ptr<Module>>
@@ -277,73 +288,51 @@ std::vector<std::string> gmopt::splitInputChunks(llvm::StringRef text) {
 }
 
 llvm::Expected<std::unique_ptr<Module>>
-gmopt::loadModule(llvm::StringRef path, InputFormat format,
-                  const std::map<std::string, int64_t> &dims) {
-  bool fromStdin = path == "-";
-  std::string displayName = fromStdin ? "<stdin>" : path.str();
+gmopt::loadModuleBytes(llvm::StringRef bytes, llvm::StringRef path,
+                       InputFormat format,
+                       const std::map<std::string, int64_t> &dims) {
+  std::string displayName = inputDisplayName(path);
   if (format == InputFormat::Auto)
     format = path.ends_with_insensitive(".onnx") ? InputFormat::Onnx
                                                  : InputFormat::Text;
-  if (format == InputFormat::Text || fromStdin) {
-    auto buffer = readInputFile(path);
-    if (!buffer)
-      return buffer.takeError();
-    if (format == InputFormat::Text)
-      return loadTextModule((*buffer)->getBuffer(), displayName, dims);
-    OnnxImportOptions options;
-    options.dimBindings = dims;
-    auto imported =
-        importOnnxBytes((*buffer)->getBuffer(), displayName, options);
-    if (!imported)
-      return prefixWithFile(displayName, imported.takeError());
-    return std::move(*imported);
-  }
-
-  if (!llvm::sys::fs::exists(path))
-    return makeError(
-        path + ": " +
-        std::make_error_code(std::errc::no_such_file_or_directory).message());
+  if (format == InputFormat::Text)
+    return loadTextModule(bytes, displayName, dims);
   OnnxImportOptions options;
   options.dimBindings = dims;
-  // The importer runs the verifier itself (options.verify).
-  auto imported = importOnnxFile(path, options);
+  // External data is found next to the file (stdin: the current
+  // directory). The importer runs the verifier itself (options.verify).
+  auto imported = importOnnxBytes(bytes, displayName, options);
   if (!imported)
     return prefixWithFile(displayName, imported.takeError());
   return std::move(*imported);
 }
 
+llvm::Expected<std::unique_ptr<Module>>
+gmopt::loadModule(llvm::StringRef path, InputFormat format,
+                  const std::map<std::string, int64_t> &dims) {
+  auto buffer = readInputFile(path);
+  if (!buffer)
+    return buffer.takeError();
+  return loadModuleBytes((*buffer)->getBuffer(), path, format, dims);
+}
+
 llvm::Error gmopt::writeTextFile(llvm::StringRef text, llvm::StringRef path) {
-  std::error_code ec;
-  llvm::ToolOutputFile output(path, ec, llvm::sys::fs::OF_Text);
-  if (ec)
-    return makeError(path + ": cannot open for writing: " + ec.message());
-  output.os() << text;
-  output.os().flush();
-  if (output.os().has_error())
-    return makeError(path + ": write failed: " + output.os().error().message());
-  output.keep();
-  return llvm::Error::success();
+  return writeFileSafely(path, text);
 }
 
 llvm::Error gmopt::writeModuleText(const Module &module, llvm::StringRef path) {
+  return writeTextFile(printModuleText(module), path);
+}
+
+std::string gmopt::printModuleText(const Module &module) {
   std::string text;
   llvm::raw_string_ostream os(text);
   printModule(module, os);
-  return writeTextFile(text, path);
+  return text;
 }
 
 llvm::Error gmopt::writeModuleOnnx(const Module &module, llvm::StringRef path) {
-  if (path != "-")
-    return exportOnnxFile(module, path);
-  auto model = exportOnnxModel(module);
-  if (!model)
-    return model.takeError();
-  std::string bytes;
-  if (!model->SerializeToString(&bytes))
-    return makeError("<stdout>: cannot serialize the ONNX model");
-  llvm::outs() << bytes;
-  llvm::outs().flush();
-  return llvm::Error::success();
+  return exportOnnxFile(module, path);
 }
 
 void gmopt::recordPipeline(Module &module, llvm::StringRef pipeline) {

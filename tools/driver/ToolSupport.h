@@ -50,6 +50,13 @@ bool parseToolCommandLine(int argc, char **argv, llvm::StringRef tool,
 /// newlines become "; ") and returns the exit status 1.
 int reportToolError(llvm::StringRef tool, llvm::Error err);
 
+/// Flushes stdout; if writing to it failed (a full disk), returns 1 after
+/// printing one line `TOOL: error: <stdout>: cannot write: ...` (unless
+/// \p status already says the run failed, and so printed its line) -
+/// instead of LLVM's fatal "IO failure" at exit. Otherwise returns
+/// \p status.
+int finishToolOutput(llvm::StringRef tool, int status);
+
 /// Parses `--dim` values (`NAME=N`, N a non-negative decimal integer).
 /// Errors name the offending text; a name bound twice to different values
 /// is an error.
@@ -73,7 +80,17 @@ llvm::Expected<std::unique_ptr<Module>>
 loadModule(llvm::StringRef path, InputFormat format,
            const std::map<std::string, int64_t> &dims);
 
-/// Reads \p path (`-` is stdin). Errors start with the file name.
+/// Loads a module from \p bytes, the content of \p path (`-` for stdin),
+/// as loadModule does; for a tool that needs the input twice but may read
+/// it only once (stdin).
+llvm::Expected<std::unique_ptr<Module>>
+loadModuleBytes(llvm::StringRef bytes, llvm::StringRef path,
+                InputFormat format,
+                const std::map<std::string, int64_t> &dims);
+
+/// Reads \p path (`-` is stdin, at most kMaxStreamBytes); only a regular
+/// file, bounded by its size (ir/FileIO.h). Errors start with the file
+/// name.
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 readInputFile(llvm::StringRef path);
 
@@ -90,8 +107,10 @@ constexpr llvm::StringLiteral kSplitMarker = "// -----";
 /// report the line numbers of the whole file.
 std::vector<std::string> splitInputChunks(llvm::StringRef text);
 
-/// Writes \p text to \p path (`-` is stdout).
+/// Writes \p text to \p path (`-` is stdout) with writeFileSafely.
 llvm::Error writeTextFile(llvm::StringRef text, llvm::StringRef path);
+/// \p module in the text form.
+std::string printModuleText(const Module &module);
 /// Writes \p module in the text form to \p path (`-` is stdout).
 llvm::Error writeModuleText(const Module &module, llvm::StringRef path);
 /// Writes \p module as an ONNX model to \p path (`-` is stdout).
