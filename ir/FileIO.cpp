@@ -127,8 +127,9 @@ std::string realPathOf(StringRef path) {
   return resolved.str().str();
 }
 
-/// The path that writing \p path writes: every symbolic link along the
-/// final component followed (a dangling link gives the path it points to).
+/// The path that writing \p path creates when it does not exist yet:
+/// every symbolic link of the final component followed (a dangling link
+/// gives the path it points to).
 Expected<std::string> resolveOutputLinks(StringRef path) {
   std::string current = path.str();
   // The kernel's own limit on links followed in one lookup.
@@ -308,15 +309,26 @@ Error OutputFileSet::reserve(StringRef path, StringRef role) {
     return Error::success();
   }
 
-  Expected<std::string> target = resolveOutputLinks(path);
-  if (!target)
-    return target.takeError();
-  output->target = std::move(*target);
-
+  // stat follows every link, also the kernel's magic ones (/dev/stdout
+  // onto a pipe), which only open() can write through.
   struct stat status;
-  bool exists = ::lstat(output->target.c_str(), &status) == 0;
+  bool exists = ::stat(output->path.c_str(), &status) == 0;
   if (!exists && errno != ENOENT)
     return makeError(path + ": cannot write: " + errnoMessage(errno));
+  if (exists && !S_ISREG(status.st_mode)) {
+    output->target = output->path;
+  } else {
+    // A regular file is replaced where it really is; a new file (or a
+    // dangling link's target) is created where the links lead.
+    std::string resolved = exists ? realPathOf(path) : std::string();
+    if (resolved.empty()) {
+      Expected<std::string> target = resolveOutputLinks(path);
+      if (!target)
+        return target.takeError();
+      resolved = std::move(*target);
+    }
+    output->target = std::move(resolved);
+  }
   if (exists && (S_ISDIR(status.st_mode) || S_ISSOCK(status.st_mode)))
     return makeError(path + ": is " + describeFileType(status.st_mode) +
                      "; cannot write to it");

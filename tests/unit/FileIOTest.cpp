@@ -205,6 +205,20 @@ TEST(FileIO, WritesThroughDevicesAndFifos) {
   EXPECT_EQ(dir.list(), std::set<std::string>{"fifo"});
 }
 
+TEST(FileIO, WritesThroughMagicLinksToPipes) {
+  // /dev/stdout onto a pipe is /proc/self/fd/1, a link to "pipe:[N]" that
+  // only open() can follow.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string path = "/proc/self/fd/" + std::to_string(fds[1]);
+  EXPECT_EQ(errorText(writeFileSafely(path, "piped")), "<success>");
+  ::close(fds[1]);
+  char buffer[16] = {};
+  EXPECT_EQ(::read(fds[0], buffer, sizeof(buffer)), 5);
+  ::close(fds[0]);
+  EXPECT_EQ(std::string(buffer), "piped");
+}
+
 TEST(FileIO, RefusesSocketsAndDirectories) {
   TempDir dir;
   std::string socketPath = dir.file("sock");
