@@ -11,6 +11,7 @@
 #include "ir/Plan.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
+#include "ir/Optimizer.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -195,6 +196,14 @@ gmopt::categorizeValues(const Module &module) {
     if (param.accumulator)
       categories[param.accumulator] = MemoryCategory::Gradients;
   }
+  // The in-graph optimizer's persistent state (moments, step count),
+  // identified by the optimizer node's operands. Its per-step inputs
+  // (learning rate, update signal) are inputs like the data.
+  OptimizerStateValues optimizer = getOptimizerStateValues(module);
+  for (const Value *state : optimizer.moments)
+    categories[state] = MemoryCategory::OptimizerState;
+  if (optimizer.step && optimizer.step->isGraphInput())
+    categories[optimizer.step] = MemoryCategory::OptimizerState;
   return categories;
 }
 

@@ -6,9 +6,9 @@
 // mode, and require (a) the two modes to agree bitwise and (b) the loss and
 // every parameter gradient to match ONNX Runtime's within 1e-4 relative
 // (max|got-ref| <= 1e-4 * max|ref|, floor 1e-6: the tolerance
-// testdata/README.md states for gradients); then 20 steps of plain SGD must
-// follow sgd_losses.json within 1e-4 relative per step (the README's SGD
-// tolerance). The same graphs compiled with the default pipeline (schedule,
+// testdata/README.md states for gradients); then 20 steps of plain SGD (the
+// in-graph SGDOptimizerV2) must follow sgd_losses.json within 1e-4 relative
+// per step (the README's SGD tolerance). The same graphs compiled with the default pipeline (schedule,
 // plan-buffers) must match ONNX Runtime too. gpt_tiny_dropout, which has no
 // reference data, must train with its checkpoint's dropout ratio 0.1 and differ
 // from gpt_tiny's ratio-0 loss.
@@ -66,7 +66,8 @@ struct LoadedTestdata {
 /// Loads \p model (rewritten by \p pipeline), failing the test (and
 /// returning nullopt) on any error.
 std::optional<LoadedTestdata> load(const TestdataModel &model,
-                                   llvm::StringRef pipeline = "") {
+                                   llvm::StringRef pipeline = "",
+                                   const OptimizerSpec *optimizer = nullptr) {
   std::string dir = modelDir(model.name);
   auto data = readTestDataSet(dir + "/test_data_set_0");
   EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
@@ -74,7 +75,8 @@ std::optional<LoadedTestdata> load(const TestdataModel &model,
     return std::nullopt;
   // No inputs for dimension inference: the explicit bindings must fit.
   auto runnable = loadRunnableModel(dir + "/training_model.onnx", model.dims,
-                                    nullptr, /*wantOriginal=*/false, pipeline);
+                                    nullptr, /*wantOriginal=*/false, pipeline,
+                                    optimizer);
   EXPECT_TRUE(bool(runnable)) << llvm::toString(runnable.takeError());
   if (!runnable)
     return std::nullopt;
@@ -85,10 +87,12 @@ std::optional<LoadedTestdata> load(const TestdataModel &model,
   if (!inputs)
     return std::nullopt;
   // Every parameter and data input comes from the reference data; only the
-  // accumulation buffers (not stored) are zeros.
+  // accumulation buffers (not stored) and optimizer state are zeros, and
+  // the optimizer's learning rate and update signal are fed each step.
   for (const BoundInput &input : *inputs)
     EXPECT_TRUE(input.origin == InputOrigin::TestData ||
-                input.origin == InputOrigin::Zeros)
+                input.origin == InputOrigin::Zeros ||
+                input.origin == InputOrigin::FedEachStep)
         << input.input->getName().str() << " came from "
         << inputOriginName(input.origin).str();
   return LoadedTestdata{std::move(*runnable), std::move(*data),
@@ -152,18 +156,18 @@ TEST_P(TrainTestdataTest, CompiledWithDefaultPipelineMatchesOnnxRuntime) {
 }
 
 TEST_P(TrainTestdataTest, SgdLossCurveMatchesOnnxRuntime) {
-  std::optional<LoadedTestdata> loaded = load(GetParam());
-  ASSERT_TRUE(loaded);
   auto reference =
       readSgdReference(modelDir(GetParam().name) + "/sgd_losses.json");
   ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
   ASSERT_EQ(reference->losses.size(), 20u);
+  ASSERT_EQ(reference->optimizer.kind, OptimizerKind::SGD);
+  // The in-graph SGDOptimizerV2, built at load.
+  std::optional<LoadedTestdata> loaded =
+      load(GetParam(), "", &reference->optimizer);
+  ASSERT_TRUE(loaded);
   TrainingOptions options = oneStep(AllocationMode::Planned);
   options.steps = reference->losses.size();
-  OptimizerConfig sgd;
-  sgd.kind = OptimizerConfig::Kind::SGD;
-  sgd.learningRate = static_cast<float>(reference->learningRate);
-  options.optimizer = sgd;
+  options.learningRate = static_cast<float>(reference->learningRate);
   auto result = trainModule(*loaded->model.module, loaded->inputs, options);
   ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
   ASSERT_EQ(result->losses.size(), reference->losses.size());

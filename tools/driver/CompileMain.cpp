@@ -5,7 +5,8 @@
 // insists every symbolic dimension is bound and that the graph really has
 // gradients, runs the default pipeline (passes/DefaultPipeline.h) or the
 // one given with --passes, prints the pipeline it ran so the run can be
-// replayed, and writes the rewritten model: a `.gm` container (ir/GmFile.h)
+// replayed, and writes the rewritten model (with the optimizer merged in
+// first when --optimizer-model or --optimizer=adamw|sgd asks for one): a `.gm` container (ir/GmFile.h)
 // holding the rewritten and the original model, or plain ONNX when -o
 // names an `.onnx` file. --report and --report-json give the static memory
 // figures of the plan; when no planning pass ran they come from the trivial
@@ -14,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/Driver.h"
+#include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
@@ -85,6 +87,7 @@ static int runGmoptCompile(int argc, char **argv) {
       cl::value_desc("NAME=N"), cl::CommaSeparated, cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run (default: " + kDefaultPipeline.str() + ")");
+  OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
 
   if (!parseToolCommandLine(
           argc, argv, kTool,
@@ -114,6 +117,9 @@ static int runGmoptCompile(int argc, char **argv) {
   auto dimBindings = parseDimBindings(dims);
   if (!dimBindings)
     return reportToolError(kTool, dimBindings.takeError());
+  auto optimizer = optimizerOptions.getSpec();
+  if (!optimizer)
+    return reportToolError(kTool, optimizer.takeError());
   PassManager passManager;
   if (llvm::Error err = passOptions.configure(passManager))
     return reportToolError(kTool, std::move(err));
@@ -154,6 +160,18 @@ static int runGmoptCompile(int argc, char **argv) {
                          "no gradients found: this is not a training graph "
                          "(expected ONNX Runtime's training_model.onnx or "
                          "gradients exposed as outputs named X_grad)"));
+  // The whole step is one module: the optimizer is merged in before any
+  // pass runs, so every rewrite and the plan see it.
+  auto addOptimizer = [&](Module &target) -> llvm::Error {
+    if (!*optimizer)
+      return llvm::Error::success();
+    auto node = buildOptimizer(target, **optimizer);
+    if (!node)
+      return fileError(inputFilename, llvm::toString(node.takeError()));
+    return llvm::Error::success();
+  };
+  if (llvm::Error err = addOptimizer(**module))
+    return reportToolError(kTool, std::move(err));
   // The container keeps the model as imported (for gmopt-run --baseline):
   // a second import of the same bytes is the simplest faithful copy.
   std::unique_ptr<Module> original;
@@ -163,6 +181,8 @@ static int runGmoptCompile(int argc, char **argv) {
     if (!imported)
       return reportToolError(kTool, imported.takeError());
     original = std::move(*imported);
+    if (llvm::Error err = addOptimizer(*original))
+      return reportToolError(kTool, std::move(err));
   }
 
   if (llvm::Error err = passManager.run(**module))

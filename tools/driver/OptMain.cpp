@@ -3,7 +3,8 @@
 // gmopt-opt is the developer's tool: read a module as text, ONNX or the
 // rewritten model of a `.gm` container, run an arbitrary pipeline with full
 // instrumentation, and print the result as text (for FileCheck) or write
-// ONNX. With --split-input-file a text input holds several modules
+// ONNX (--optimizer-model / --optimizer build the in-graph optimizer into
+// the module first, as gmopt-compile does). With --split-input-file a text input holds several modules
 // separated by `// -----` lines, each processed on its own, as mlir-opt
 // does for golden tests. Every failure - bad option, bad pipeline,
 // unreadable input, a pass or verifier error - ends in one
@@ -12,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/Driver.h"
+#include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
@@ -147,6 +149,7 @@ static int runGmoptOpt(int argc, char **argv) {
       cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run, e.g. canonicalize{dce=false} (default: none)");
+  OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
 
   if (!parseToolCommandLine(argc, argv, kTool,
                             "gmopt-opt: run gmopt passes on a module\n"))
@@ -199,6 +202,18 @@ static int runGmoptOpt(int argc, char **argv) {
     return reportToolError(kTool, module.takeError());
   std::string inputName =
       inputFilename == "-" ? std::string("<stdin>") : inputFilename.getValue();
+  auto optimizer = optimizerOptions.getSpec();
+  if (!optimizer)
+    return reportToolError(kTool, optimizer.takeError());
+  if (*optimizer) {
+    auto node = buildOptimizer(**module, **optimizer);
+    if (!node)
+      return reportToolError(
+          kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                         "%s: %s", inputName.c_str(),
+                                         llvm::toString(node.takeError())
+                                             .c_str()));
+  }
   if (llvm::Error err =
           runPipeline(**module, passManager, passOptions, inputName))
     return reportToolError(kTool, std::move(err));

@@ -5,14 +5,14 @@
 // from the --inputs shapes, canonicalized). It picks the backend, gives
 // every graph input a value, runs --steps optimizer steps of --accumulate
 // micro-steps each, and optionally checks the first step against reference
-// outputs (--check), a loss curve against an SGD reference
-// (--sgd-reference), and the memory and gradients against the original
+// outputs (--check), a loss curve and the final parameters against a
+// reference run (--loss-reference, alias --sgd-reference), and the memory and gradients against the original
 // graph run eagerly (--baseline). This file only maps the command line onto
 // a RunConfig; the work is runSession (RunSession.h) over Runtime.h.
 //
 // Exit status: 0 success; 1 usage or input error (one line
 // `gmopt-run: error: FILE: what`); 2 numerical failure (a NaN/inf loss, or a
-// --check / --sgd-reference comparison beyond tolerance).
+// --check / --loss-reference comparison beyond tolerance).
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,17 +69,12 @@ static int runGmoptRun(int argc, char **argv) {
       "accumulate",
       cl::desc("Micro-steps per optimizer step (gradient accumulation)"),
       cl::init(1), cl::cat(category));
-  cl::opt<OptimizerChoice> optimizerOption(
-      "optimizer", cl::desc("Update applied after each step"),
-      cl::init(OptimizerChoice::SGD),
-      cl::values(clEnumValN(OptimizerChoice::SGD, "sgd", "p -= lr * grad"),
-                 clEnumValN(OptimizerChoice::AdamW, "adamw",
-                            "AdamW (beta1 0.9, beta2 0.999, eps 1e-8, "
-                            "weight decay 0.01)"),
-                 clEnumValN(OptimizerChoice::None, "none", "No update")),
-      cl::cat(category));
-  cl::opt<float> lrOption("lr", cl::desc("Learning rate"), cl::init(0.01f),
-                          cl::cat(category));
+  OptimizerCLOptions optimizerOptions(OptimizerChoice::SGD);
+  cl::opt<float> lrOption(
+      "lr",
+      cl::desc("Learning rate fed to the optimizer's learning_rate input "
+               "every step (default 0.01)"),
+      cl::init(0.01f), cl::cat(category));
   cl::opt<std::string> inputsOption(
       "inputs",
       cl::desc("Graph input values: a test_data_set directory of input_K.pb "
@@ -115,14 +110,25 @@ static int runGmoptRun(int argc, char **argv) {
       cl::desc("Compare the first step's loss and gradients with the "
                "output_K.pb references in this directory"),
       cl::value_desc("dir"), cl::cat(category));
-  cl::opt<std::string> sgdReferenceOption(
-      "sgd-reference",
-      cl::desc("Run plain SGD and compare the per-step losses with this "
-               "sgd_losses.json"),
+  cl::opt<std::string> lossReferenceOption(
+      "loss-reference",
+      cl::desc("Train with the optimizer, hyper-parameters and learning rate "
+               "this reference names (adamw_losses.json, sgd_losses.json), "
+               "for as many steps as it lists losses, and compare every "
+               "step's loss and the final parameters"),
+      cl::value_desc("file"), cl::cat(category));
+  cl::alias sgdReferenceAlias("sgd-reference",
+                              cl::desc("Alias for --loss-reference"),
+                              cl::aliasopt(lossReferenceOption),
+                              cl::cat(category));
+  cl::opt<std::string> saveWeightsOption(
+      "save-weights",
+      cl::desc("Write the parameters, optimizer state and step count after "
+               "the run as a .pbseq that --weights restores"),
       cl::value_desc("file"), cl::cat(category));
   cl::opt<double> rtolOption(
       "rtol",
-      cl::desc("Relative tolerance of --check/--sgd-reference: ok when "
+      cl::desc("Relative tolerance of --check/--loss-reference: ok when "
                "max|got-ref| <= max(rtol*max|ref|, atol)"),
       cl::init(1e-4), cl::cat(category));
   cl::opt<double> atolOption("atol",
@@ -143,7 +149,7 @@ static int runGmoptRun(int argc, char **argv) {
   if (!parseToolCommandLine(argc, argv, kTool,
                             "gmopt-run: train a compiled model and measure "
                             "its memory\n\n"
-                            "  --check/--sgd-reference pass when, per tensor, "
+                            "  --check/--loss-reference pass when, per tensor, "
                             "max|got - ref| <= max(rtol * max|ref|, atol).\n"
                             "  Exit status: 0 success; 1 usage or input error; "
                             "2 numerical failure (NaN/inf loss, a check beyond "
@@ -164,9 +170,17 @@ static int runGmoptRun(int argc, char **argv) {
   config.steps = stepsOption;
   config.stepsGiven = stepsOption.getNumOccurrences() != 0;
   config.accumulate = accumulateOption;
-  config.optimizer = optimizerOption;
-  config.optimizerGiven = optimizerOption.getNumOccurrences() != 0;
+  auto optimizerSpec = optimizerOptions.getSpec();
+  if (!optimizerSpec)
+    return report(optimizerSpec.takeError());
+  config.optimizer = optimizerOptions.getChoice();
+  config.optimizerGiven = optimizerOptions.choiceGiven();
+  config.optimizerSpec = *optimizerSpec;
+  config.optimizerSpecExplicit =
+      !optimizerOptions.getOptimizerModel().empty() ||
+      optimizerOptions.hyperparametersGiven();
   config.learningRate = lrOption;
+  config.learningRateGiven = lrOption.getNumOccurrences() != 0;
   config.dims = std::move(*dimBindings);
   config.passes = passesOption;
   config.inputsDir = inputsOption;
@@ -174,7 +188,8 @@ static int runGmoptRun(int argc, char **argv) {
   config.allowMissingWeights = allowMissingWeightsOption;
   config.seed = seedOption;
   config.checkDir = checkOption;
-  config.sgdReferencePath = sgdReferenceOption;
+  config.lossReferencePath = lossReferenceOption;
+  config.saveWeightsPath = saveWeightsOption;
   config.tolerance.rtol = rtolOption;
   config.tolerance.atol = atolOption;
   config.baseline = baselineOption;

@@ -16,6 +16,7 @@
 #include "ir/FileIO.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -71,17 +72,21 @@ llvm::Error readOptionalSet(const std::string &dir,
 
 } // namespace
 
-llvm::StringRef gmopt::optimizerChoiceName(OptimizerChoice choice) {
-  switch (choice) {
-  case OptimizerChoice::SGD:
-    return "sgd";
-  case OptimizerChoice::AdamW:
-    return "adamw";
-  case OptimizerChoice::None:
-    return "none";
-  }
-  llvm_unreachable("unknown optimizer");
+namespace {
+
+/// True when \p a and \p b describe the same update (bitwise equal
+/// attributes).
+bool sameOptimizer(const OptimizerSpec &a, const OptimizerSpec &b) {
+  if (a.kind != b.kind)
+    return false;
+  if (a.kind == OptimizerKind::SGD)
+    return true;
+  return a.alpha == b.alpha && a.beta == b.beta && a.epsilon == b.epsilon &&
+         a.weightDecay == b.weightDecay && a.correctBias == b.correctBias &&
+         a.adamMode == b.adamMode;
 }
+
+} // namespace
 
 llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                               llvm::raw_ostream &notices) {
@@ -105,34 +110,38 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   training.executor = config.executor;
   training.steps = config.steps;
   training.accumulate = config.accumulate;
-  OptimizerChoice optimizer = config.optimizer;
-  float learningRate = config.learningRate;
+  training.learningRate = config.learningRate;
+  std::optional<OptimizerSpec> optimizer = config.optimizerSpec;
+  bool wantUpdates = config.optimizer != OptimizerChoice::None ||
+                     config.optimizerSpecExplicit;
 
-  std::optional<SgdReference> sgdReference;
-  if (!config.sgdReferencePath.empty()) {
-    auto reference = readSgdReference(config.sgdReferencePath);
+  std::optional<LossReference> lossReference;
+  if (!config.lossReferencePath.empty()) {
+    auto reference = readLossReference(config.lossReferencePath);
     if (!reference)
       return reference.takeError();
-    if (config.optimizerGiven && optimizer != OptimizerChoice::SGD)
-      return makeError("--sgd-reference runs plain SGD; it cannot be combined "
-                       "with --optimizer=" +
-                       optimizerChoiceName(optimizer));
+    if ((config.optimizerGiven || config.optimizerSpecExplicit) &&
+        !(optimizer && sameOptimizer(*optimizer, reference->optimizer)))
+      return makeError("--loss-reference " + config.lossReferencePath +
+                       " was made with " + reference->optimizer.str() +
+                       "; it cannot be combined with --optimizer" +
+                       (optimizer ? "=" + optimizer->str() : "=none"));
     if (config.accumulate != 1)
-      return makeError("--sgd-reference needs --accumulate=1");
-    optimizer = OptimizerChoice::SGD;
-    learningRate = static_cast<float>(reference->learningRate);
+      return makeError("--loss-reference needs --accumulate=1");
+    if (config.learningRateGiven &&
+        config.learningRate != static_cast<float>(reference->learningRate))
+      return makeError("--loss-reference " + config.lossReferencePath +
+                       " was made with learning rate " +
+                       llvm::formatv("{0}", reference->learningRate).str() +
+                       "; do not pass another --lr");
+    optimizer = reference->optimizer;
+    wantUpdates = true;
+    training.learningRate = static_cast<float>(reference->learningRate);
     if (!config.stepsGiven)
       training.steps = reference->losses.size();
-    sgdReference = std::move(*reference);
+    lossReference = std::move(*reference);
   }
-  if (optimizer != OptimizerChoice::None) {
-    OptimizerConfig optimizerConfig;
-    optimizerConfig.kind = optimizer == OptimizerChoice::SGD
-                               ? OptimizerConfig::Kind::SGD
-                               : OptimizerConfig::Kind::AdamW;
-    optimizerConfig.learningRate = learningRate;
-    training.optimizer = optimizerConfig;
-  }
+  training.update = wantUpdates;
 
   std::optional<TestDataSet> inputs, references;
   if (llvm::Error err = readOptionalSet(config.inputsDir, inputs))
@@ -151,9 +160,11 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   // reserved now so that a bad path fails before the run, and it replaces
   // its target only once written in full.
   OutputFileSet outputs;
-  if (!config.reportJsonPath.empty()) {
+  bool writesFiles =
+      !config.reportJsonPath.empty() || !config.saveWeightsPath.empty();
+  if (writesFiles) {
     outputs.addInput(config.modelPath, "the model");
-    outputs.addInput(config.sgdReferencePath, "the --sgd-reference file");
+    outputs.addInput(config.lossReferencePath, "the --loss-reference file");
     if (weights) {
       outputs.addInput(weights->path, "the --weights file");
       llvm::SmallString<256> sequence(weights->path);
@@ -167,16 +178,36 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
             outputs.addInput(tensor.source, set == &inputs
                                                 ? "an --inputs file"
                                                 : "a --check file");
-    if (llvm::Error err =
-            outputs.reserve(config.reportJsonPath, "--report-json"))
-      return err;
+    if (!config.reportJsonPath.empty())
+      if (llvm::Error err =
+              outputs.reserve(config.reportJsonPath, "--report-json"))
+        return err;
+    if (!config.saveWeightsPath.empty())
+      if (llvm::Error err =
+              outputs.reserve(config.saveWeightsPath, "--save-weights"))
+        return err;
   }
 
   auto model = loadRunnableModel(config.modelPath, config.dims,
                                  inputs ? &*inputs : nullptr, config.baseline,
-                                 config.passes);
+                                 config.passes,
+                                 optimizer ? &*optimizer : nullptr);
   if (!model)
     return model.takeError();
+  // A compiled-in optimizer is what runs: it must be the one asked for.
+  const Node *optimizerNode = findOptimizerNode(*model->module);
+  std::string optimizerName = "none";
+  if (optimizerNode) {
+    OptimizerSpec compiled = readOptimizerSpec(*optimizerNode);
+    bool asked = lossReference || config.optimizerGiven ||
+                 config.optimizerSpecExplicit;
+    if (asked && optimizer && !sameOptimizer(compiled, *optimizer))
+      return makeError(config.modelPath + ": the module's optimizer is " +
+                       compiled.str() + ", not the " + optimizer->str() +
+                       (lossReference ? " of " + config.lossReferencePath
+                                      : std::string(" asked for")));
+    optimizerName = wantUpdates ? compiled.str() : "none";
+  }
 
   // Prefixes errors with the model file, keeping their kind (numerical or
   // not); messages about a tensor or weights file already start with it.
@@ -212,6 +243,11 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                        training.steps, training.steps == 1 ? "" : "s",
                        training.accumulate, training.accumulate == 1 ? "" : "s",
                        model->pipeline);
+  if (optimizerNode)
+    out << "optimizer: " << optimizerName << " in the graph, learning rate "
+        << llvm::format("%g", training.learningRate) << "\n";
+  else
+    out << "optimizer: none (the module has no optimizer node)\n";
   auto result = trainModule(*model->module, *bound, training, &out);
   if (!result)
     return prefixModel(result.takeError());
@@ -221,7 +257,7 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   summary.mode = allocationModeName(training.executor.mode).str();
   summary.steps = training.steps;
   summary.accumulate = training.accumulate;
-  summary.optimizer = optimizerChoiceName(optimizer).str();
+  summary.optimizer = optimizerName;
   summary.pipeline = model->pipeline;
   summary.tolerance = config.tolerance;
 
@@ -255,14 +291,38 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
     noteFailure(verdict("check", config.checkDir, *comparisons));
     summary.check = std::move(*comparisons);
   }
-  if (sgdReference) {
+  if (lossReference) {
     std::vector<TensorComparison> comparisons =
-        compareLossCurve(result->losses, *sgdReference, summary.tolerance);
-    printComparisons(out, "SGD losses against " + config.sgdReferencePath,
+        compareLossCurve(result->losses, *lossReference, summary.tolerance);
+    auto finals =
+        compareFinalParameters(*result, *lossReference, summary.tolerance);
+    if (!finals) {
+      llvm::consumeError(std::move(failure));
+      return prefixModel(finals.takeError());
+    }
+    comparisons.insert(comparisons.end(), finals->begin(), finals->end());
+    printComparisons(out,
+                     (lossReference->optimizer.kind == OptimizerKind::AdamW
+                          ? "AdamW"
+                          : "SGD") +
+                         std::string(" losses") +
+                         (finals->empty() ? "" : " and final parameters") +
+                         " against " + config.lossReferencePath,
                      comparisons, summary.tolerance);
     noteFailure(
-        verdict("SGD loss curve check", config.sgdReferencePath, comparisons));
+        verdict("loss curve check", config.lossReferencePath, comparisons));
     summary.sgdReference = std::move(comparisons);
+  }
+  if (!config.saveWeightsPath.empty()) {
+    if (llvm::Error err =
+            outputs.write(config.saveWeightsPath,
+                          writeTensorSequence(result->finalState))) {
+      llvm::consumeError(std::move(failure));
+      return err;
+    }
+    out << "saved " << result->finalState.size() << " tensors (parameters, "
+        << "optimizer state, step count) to " << config.saveWeightsPath
+        << "\n";
   }
   summary.optimized = std::move(*result);
 
@@ -295,13 +355,15 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
     llvm::raw_string_ostream os(text);
     os << llvm::formatv("{0:2}", llvm::json::Value(runReportJson(summary)))
        << "\n";
-    llvm::Error written = outputs.write(config.reportJsonPath, text);
-    if (!written)
-      written = outputs.commit();
-    if (written) {
+    if (llvm::Error written = outputs.write(config.reportJsonPath, text)) {
       llvm::consumeError(std::move(failure));
       return written;
     }
   }
+  if (writesFiles)
+    if (llvm::Error written = outputs.commit()) {
+      llvm::consumeError(std::move(failure));
+      return written;
+    }
   return failure;
 }

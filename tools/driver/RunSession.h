@@ -11,6 +11,7 @@
 #ifndef GMOPT_TOOLS_DRIVER_RUNSESSION_H
 #define GMOPT_TOOLS_DRIVER_RUNSESSION_H
 
+#include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/Runtime.h"
 
 #include "llvm/Support/Error.h"
@@ -25,11 +26,6 @@ class raw_ostream;
 
 namespace gmopt {
 
-/// The --optimizer choices.
-enum class OptimizerChoice { SGD, AdamW, None };
-
-/// `sgd`, `adamw` or `none`.
-llvm::StringRef optimizerChoiceName(OptimizerChoice choice);
 
 /// Everything one gmopt-run invocation asks for. Empty paths mean "not
 /// given".
@@ -49,8 +45,17 @@ struct RunConfig {
   /// --optimizer, and whether it was given.
   OptimizerChoice optimizer = OptimizerChoice::SGD;
   bool optimizerGiven = false;
-  /// --lr.
+  /// The optimizer the command line describes (--optimizer-model, or
+  /// --optimizer with its hyper-parameter flags); nullopt for none. It is
+  /// built into a module that has no optimizer; a loss reference's
+  /// optimizer takes its place.
+  std::optional<OptimizerSpec> optimizerSpec;
+  /// True if --optimizer-model or a hyper-parameter flag was given (the
+  /// spec was asked for, not a default).
+  bool optimizerSpecExplicit = false;
+  /// --lr, and whether it was given.
   float learningRate = 0.01f;
+  bool learningRateGiven = false;
   /// --dim bindings.
   std::map<std::string, int64_t> dims;
   /// --passes (ONNX input only; empty = kOnnxRunPipeline).
@@ -64,8 +69,11 @@ struct RunConfig {
   uint64_t seed = 0;
   /// --check directory.
   std::string checkDir;
-  /// --sgd-reference file.
-  std::string sgdReferencePath;
+  /// --loss-reference (or its alias --sgd-reference) file.
+  std::string lossReferencePath;
+  /// --save-weights file: parameters, optimizer state and step count after
+  /// the run, as a TensorProto sequence --weights reads back.
+  std::string saveWeightsPath;
   /// --rtol / --atol.
   Tolerance tolerance;
   /// --baseline.

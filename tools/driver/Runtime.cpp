@@ -19,6 +19,8 @@
 #include "ir/Onnx.h"
 #include "ir/OnnxTensor.h"
 #include "ir/OpRegistry.h"
+#include "ir/Optimizer.h"
+#include "ir/OptimizerOps.h"
 #include "passes/PassManager.h"
 #include "tools/driver/PassManagerCLOptions.h"
 
@@ -28,6 +30,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "onnx/onnx_pb.h"
@@ -315,6 +318,20 @@ TensorData filledTensor(const TensorType &type, uint8_t byte) {
   return TensorData(type, std::vector<uint8_t>(type.getSizeInBytes(), byte));
 }
 
+/// A tensor of \p type (f32 or i64, as the optimizer's learning rate and
+/// step are) with every element \p value.
+TensorData valueTensor(const TensorType &type, double value) {
+  llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
+  size_t n = type.getNumElements();
+  if (type.getDType() == DType::I64)
+    return TensorData::fromValues<int64_t>(
+        DType::I64, shape,
+        std::vector<int64_t>(n, static_cast<int64_t>(value)));
+  assert(type.getDType() == DType::F32 && "learning rates are f32");
+  return TensorData::fromValues<float>(
+      DType::F32, shape, std::vector<float>(n, static_cast<float>(value)));
+}
+
 /// Symbolic dimensions of the ONNX model at \p path bound from the shapes
 /// of the tensors \p inputs supplies (explicit bindings in \p dims win and
 /// are only checked later, against the input types).
@@ -460,7 +477,18 @@ llvm::Expected<RunnableModel>
 gmopt::loadRunnableModel(llvm::StringRef path,
                          const std::map<std::string, int64_t> &dims,
                          const TestDataSet *inputs, bool wantOriginal,
-                         llvm::StringRef onnxPipeline) {
+                         llvm::StringRef onnxPipeline,
+                         const OptimizerSpec *optimizer) {
+  // Builds the optimizer into a module that has none.
+  auto addOptimizer = [&](Module &module) -> llvm::Error {
+    if (!optimizer || findOptimizerNode(module) ||
+        !module.signature.hasGradients())
+      return llvm::Error::success();
+    auto node = buildOptimizer(module, *optimizer);
+    if (!node)
+      return withFile(path, node.takeError());
+    return llvm::Error::success();
+  };
   if (!llvm::sys::fs::exists(path))
     return makeError(
         path + ": " +
@@ -483,6 +511,22 @@ gmopt::loadRunnableModel(llvm::StringRef path,
     if (llvm::Error err = checkDimsBound(*model.module))
       return withFile(path, std::move(err));
     model.dims = model.module->dimBindings;
+    if (optimizer && !findOptimizerNode(*model.module) &&
+        model.module->signature.hasGradients()) {
+      // Compiled without an optimizer: build it and plan the module again,
+      // as plan-buffers would have with the optimizer in place.
+      if (llvm::Error err = addOptimizer(*model.module))
+        return err;
+      PassManager passManager;
+      passManager.getContext().setWorkspaceModel(
+          getWorkspaceModel(WorkspaceTarget::Cpu));
+      if (llvm::Error err = passManager.addPipeline("plan-buffers"))
+        return err;
+      if (llvm::Error err = passManager.run(*model.module))
+        return withFile(path, std::move(err));
+      model.pipeline += model.pipeline.empty() ? "" : ",";
+      model.pipeline += "(+" + optimizer->str() + " at load),plan-buffers";
+    }
     if (!wantOriginal) {
       model.original.reset();
     } else if (model.original) {
@@ -493,6 +537,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
         return withFile(path, std::move(err));
       if (llvm::Error err = checkDimsBound(*model.original))
         return withFile(path, std::move(err));
+      if (llvm::Error err = addOptimizer(*model.original))
+        return err;
     } else {
       return makeError(path + ": the .gm file holds no original model, which "
                               "--baseline needs");
@@ -505,11 +551,15 @@ gmopt::loadRunnableModel(llvm::StringRef path,
     if (!module)
       return module.takeError();
     model.module = std::move(*module);
+    if (llvm::Error err = addOptimizer(*model.module))
+      return err;
     if (wantOriginal) {
       auto original = importForRun(path, model.dims);
       if (!original)
         return original.takeError();
       model.original = std::move(*original);
+      if (llvm::Error err = addOptimizer(*model.original))
+        return err;
     }
     PassManager passManager;
     passManager.getContext().setWorkspaceModel(
@@ -554,6 +604,8 @@ llvm::StringRef gmopt::inputOriginName(InputOrigin origin) {
     return "true";
   case InputOrigin::Synthetic:
     return "synthetic";
+  case InputOrigin::FedEachStep:
+    return "fed each step";
   }
   llvm_unreachable("unknown input origin");
 }
@@ -561,12 +613,23 @@ llvm::StringRef gmopt::inputOriginName(InputOrigin origin) {
 llvm::Expected<std::vector<BoundInput>>
 gmopt::bindInputs(const Module &module, const InputSources &sources) {
   const TrainingSignature &signature = module.signature;
-  llvm::SmallPtrSet<const Value *, 16> params, accumulators;
+  llvm::SmallPtrSet<const Value *, 16> params, accumulators, optimizerState;
   for (const ParamInfo &param : signature.params) {
     params.insert(param.param);
     if (param.accumulator)
       accumulators.insert(param.accumulator);
   }
+  // The moments and the step count are state (restored from a checkpoint);
+  // the learning rate and the update signal are fed by trainModule every
+  // step.
+  OptimizerStateValues optimizer = getOptimizerStateValues(module);
+  optimizerState.insert(optimizer.moments.begin(), optimizer.moments.end());
+  if (optimizer.step)
+    optimizerState.insert(optimizer.step);
+  llvm::SmallPtrSet<const Value *, 4> fedEachStep;
+  for (const Value *value : {optimizer.learningRate, optimizer.updateSignal})
+    if (value)
+      fedEachStep.insert(value);
   const Graph &graph = module.getGraph();
   std::vector<BoundInput> bound;
   for (size_t position = 0; position != graph.getInputs().size(); ++position) {
@@ -632,6 +695,22 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         binding.data = filledTensor(type, 0);
         binding.origin = InputOrigin::Zeros;
       }
+    } else if (optimizerState.count(input)) {
+      const NamedTensor *fromWeights =
+          sources.weights ? sources.weights->lookup(input->getName()) : nullptr;
+      if (fromWeights) {
+        if (llvm::Error err = useTensor(*fromWeights, InputOrigin::Weights))
+          return err;
+      } else if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else {
+        binding.data = filledTensor(type, 0);
+        binding.origin = InputOrigin::Zeros;
+      }
+    } else if (fedEachStep.count(input)) {
+      binding.data = filledTensor(type, 0);
+      binding.origin = InputOrigin::FedEachStep;
     } else if (input == signature.lazyResetGrad) {
       if (fromTestData) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
@@ -706,29 +785,82 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
                          quoted(param.param) + " has none");
   }
 
+  // The in-graph optimizer's step inputs and flag.
+  const Node *optimizer = findOptimizerNode(module);
+  const Value *rateInput = nullptr, *stepInput = nullptr,
+              *signalInput = nullptr, *flag = nullptr;
+  if (optimizer) {
+    OptimizerOperands layout(*optimizer);
+    rateInput = layout.getLearningRate();
+    stepInput = layout.getStep();
+    signalInput = layout.getUpdateSignal();
+    flag = optimizer->getResult(0);
+    for (const Value *input : {rateInput, stepInput, signalInput})
+      if (input && !input->isGraphInput())
+        return makeError("the optimizer " + optimizer->describe() +
+                         " reads " + quoted(input) +
+                         ", which is not a graph input the runtime can feed");
+    if (!signalInput && options.accumulate > 1)
+      return makeError("--accumulate needs the optimizer's update signal "
+                       "input (" +
+                       optimizer->describe() + " has none)");
+    if (!signalInput && !options.update)
+      return makeError("the optimizer " + optimizer->describe() +
+                       " has no update signal input, so its update cannot "
+                       "be skipped");
+    if (!flag || !flag->isGraphOutput())
+      return makeError("the optimizer's flag is not a graph output");
+  }
+
   auto executable =
       prepareExecutable(module, options.backend, options.executor);
   if (!executable)
     return executable.takeError();
   Executable &exe = **executable;
-  for (const BoundInput &binding : inputs)
+  int64_t updatesBefore = 0;
+  for (const BoundInput &binding : inputs) {
     if (llvm::Error err = exe.setInput(binding.input, binding.data))
       return err;
-  TensorData resetTrue, resetFalse;
+    if (binding.input == stepInput)
+      updatesBefore =
+          static_cast<int64_t>(binding.data.getFloatElement(0));
+  }
+  TensorData resetTrue, resetFalse, signalTrue, signalFalse, rate;
   if (lazyReset) {
     resetTrue = filledTensor(lazyReset->getType(), 1);
     resetFalse = filledTensor(lazyReset->getType(), 0);
   }
+  if (signalInput) {
+    signalTrue = filledTensor(signalInput->getType(), 1);
+    signalFalse = filledTensor(signalInput->getType(), 0);
+  }
+  if (rateInput)
+    rate = valueTensor(rateInput->getType(), options.learningRate);
+  auto stepTensor = [&](int64_t value) {
+    return valueTensor(stepInput->getType(), static_cast<double>(value));
+  };
 
   TrainingResult result;
   result.lossName = loss->getName().str();
   uint64_t microStep = 0;
+  int64_t updates = updatesBefore;
   for (unsigned step = 1; step <= options.steps; ++step) {
+    if (rateInput)
+      if (llvm::Error err = exe.setInput(rateInput, rate))
+        return err;
+    if (stepInput)
+      if (llvm::Error err = exe.setInput(stepInput, stepTensor(updates + 1)))
+        return err;
     double lossSum = 0;
     for (unsigned micro = 0; micro != options.accumulate; ++micro) {
       if (lazyReset)
         if (llvm::Error err =
                 exe.setInput(lazyReset, micro == 0 ? resetTrue : resetFalse))
+          return err;
+      bool last = micro + 1 == options.accumulate;
+      if (signalInput)
+        if (llvm::Error err = exe.setInput(
+                signalInput, last && options.update ? signalTrue : signalFalse))
           return err;
       if (llvm::Error err = exe.runStep(microStep++))
         return err;
@@ -763,6 +895,18 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
         }
       }
     }
+    if (flag) {
+      auto updated = exe.readValue(flag);
+      if (!updated)
+        return updated.takeError();
+      if (updated->getFloatElement(0) != 0)
+        ++updates;
+    }
+    // Between steps the step count holds the updates done, as a
+    // checkpoint saves it.
+    if (stepInput)
+      if (llvm::Error err = exe.setInput(stepInput, stepTensor(updates)))
+        return err;
     result.losses.push_back(lossSum / options.accumulate);
     if (log) {
       *log << llvm::formatv("step {0}: loss {1:f6} ({2:f3} ms", step,
@@ -773,16 +917,31 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
                               options.accumulate);
       *log << ")\n";
     }
-    if (options.optimizer) {
-      auto start = std::chrono::steady_clock::now();
-      if (llvm::Error err = exe.applyOptimizer(*options.optimizer))
-        return err;
-      result.optimizerMilliseconds.push_back(
-          std::chrono::duration<double, std::milli>(
-              std::chrono::steady_clock::now() - start)
-              .count());
-    }
   }
+  result.updates = static_cast<uint64_t>(updates - updatesBefore);
+
+  // The persistent state: parameters, then optimizer state and the step.
+  auto keep = [&](const Value *value) -> llvm::Error {
+    auto data = exe.readValue(value);
+    if (!data)
+      return data.takeError();
+    NamedTensor tensor;
+    tensor.name = value->getName().str();
+    tensor.source = "final state";
+    tensor.data = std::move(*data);
+    result.finalState.push_back(std::move(tensor));
+    return llvm::Error::success();
+  };
+  for (const ParamInfo &param : signature.params)
+    if (llvm::Error err = keep(param.param))
+      return err;
+  for (const Value *state : getOptimizerStateValues(module).moments)
+    if (llvm::Error err = keep(state))
+      return err;
+  if (stepInput)
+    if (llvm::Error err = keep(stepInput))
+      return err;
+
   result.memory = exe.getMemoryReport();
   result.arenaBytes = exe.getArenaBytes();
   result.unplannedScratchBytes = exe.getUnplannedScratchBytes();
@@ -870,7 +1029,97 @@ gmopt::compareWithReference(const TrainingResult &result,
   return comparisons;
 }
 
-llvm::Expected<SgdReference> gmopt::readSgdReference(llvm::StringRef path) {
+namespace {
+
+/// Reads the AdamW `hyperparameters` object of a loss-reference file.
+llvm::Error readAdamWHyperparameters(llvm::StringRef path,
+                                     const llvm::json::Object *object,
+                                     OptimizerSpec &spec) {
+  if (!object)
+    return makeError(path + ": an AdamW reference needs \"hyperparameters\"");
+  auto number = [&](llvm::StringRef key) -> llvm::Expected<double> {
+    std::optional<double> value = object->getNumber(key);
+    if (!value)
+      return makeError(path + ": missing or invalid hyperparameters." + key);
+    return *value;
+  };
+  struct FloatField {
+    const char *key;
+    float *field;
+  } floats[] = {{"alpha", &spec.alpha},
+                {"beta", &spec.beta},
+                {"epsilon", &spec.epsilon},
+                {"weight_decay", &spec.weightDecay}};
+  for (const FloatField &f : floats) {
+    auto value = number(f.key);
+    if (!value)
+      return value.takeError();
+    *f.field = static_cast<float>(*value);
+  }
+  struct IntField {
+    const char *key;
+    int64_t *field;
+  } ints[] = {{"correct_bias", &spec.correctBias},
+              {"adam_mode", &spec.adamMode}};
+  for (const IntField &f : ints) {
+    auto value = number(f.key);
+    if (!value)
+      return value.takeError();
+    *f.field = static_cast<int64_t>(*value);
+  }
+  if (llvm::Error err = spec.validate())
+    return makeError(path + ": " + llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
+/// Reads `final_parameters` (directory relative to \p path).
+llvm::Error readFinalParameters(llvm::StringRef path,
+                                const llvm::json::Object &object,
+                                LossReference &reference) {
+  std::optional<llvm::StringRef> directory = object.getString("directory");
+  const llvm::json::Array *params = object.getArray("params");
+  if (!directory || !params)
+    return makeError(path + ": final_parameters needs \"directory\" and "
+                            "\"params\"");
+  llvm::SmallString<256> base = llvm::sys::path::parent_path(path);
+  llvm::sys::path::append(base, *directory);
+  for (const llvm::json::Value &entry : *params) {
+    const llvm::json::Object *param = entry.getAsObject();
+    std::optional<llvm::StringRef> name =
+        param ? param->getString("name") : std::nullopt;
+    std::optional<llvm::StringRef> file =
+        param ? param->getString("file") : std::nullopt;
+    const llvm::json::Array *shape = param ? param->getArray("shape") : nullptr;
+    std::optional<int64_t> stride =
+        param ? param->getInteger("stride") : std::nullopt;
+    if (!name || !file || !shape || !stride || *stride < 1)
+      return makeError(path + ": every final_parameters.params entry needs "
+                              "name, file, shape and a stride >= 1");
+    LossReference::FinalParameter final;
+    final.name = name->str();
+    final.stride = *stride;
+    for (const llvm::json::Value &dim : *shape) {
+      std::optional<int64_t> extent = dim.getAsInteger();
+      if (!extent || *extent < 0)
+        return makeError(path + ": invalid shape of final parameter " +
+                         final.name);
+      final.shape.push_back(*extent);
+    }
+    llvm::SmallString<256> tensorPath = base;
+    llvm::sys::path::append(tensorPath, *file);
+    auto tensor = readTensorFile(tensorPath);
+    if (!tensor)
+      return tensor.takeError();
+    final.values = std::move(tensor->data);
+    reference.finalParameters.push_back(std::move(final));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<LossReference>
+gmopt::readLossReference(llvm::StringRef path) {
   auto buffer = readInputFile(path);
   if (!buffer)
     return buffer.takeError();
@@ -881,7 +1130,7 @@ llvm::Expected<SgdReference> gmopt::readSgdReference(llvm::StringRef path) {
   const llvm::json::Object *object = json->getAsObject();
   if (!object)
     return makeError(path + ": expected a JSON object");
-  SgdReference reference;
+  LossReference reference;
   std::optional<double> rate = object->getNumber("learning_rate");
   if (!rate || !(*rate > 0))
     return makeError(path + ": missing or invalid \"learning_rate\"");
@@ -895,12 +1144,74 @@ llvm::Expected<SgdReference> gmopt::readSgdReference(llvm::StringRef path) {
       return makeError(path + ": \"losses\" must hold numbers");
     reference.losses.push_back(*value);
   }
+  // sgd_losses.json predates the key: no optimizer means plain SGD.
+  std::optional<llvm::StringRef> optimizer = object->getString("optimizer");
+  if (!optimizer || optimizer->equals_insensitive("sgd")) {
+    reference.optimizer.kind = OptimizerKind::SGD;
+  } else if (optimizer->equals_insensitive("adamw")) {
+    reference.optimizer.kind = OptimizerKind::AdamW;
+    if (llvm::Error err = readAdamWHyperparameters(
+            path, object->getObject("hyperparameters"), reference.optimizer))
+      return err;
+  } else {
+    return makeError(path + ": unknown optimizer '" + *optimizer +
+                     "' (expected AdamW or SGD)");
+  }
+  if (const llvm::json::Object *final = object->getObject("final_parameters"))
+    if (llvm::Error err = readFinalParameters(path, *final, reference))
+      return err;
   return reference;
+}
+
+llvm::Expected<std::vector<TensorComparison>>
+gmopt::compareFinalParameters(const TrainingResult &result,
+                              const LossReference &reference,
+                              const Tolerance &tolerance) {
+  std::vector<TensorComparison> comparisons;
+  for (const LossReference::FinalParameter &param : reference.finalParameters) {
+    const NamedTensor *got = nullptr;
+    for (const NamedTensor &tensor : result.finalState)
+      if (tensor.name == param.name)
+        got = &tensor;
+    if (!got)
+      return makeError("the reference's final parameter '" + param.name +
+                       "' is not a parameter of the module");
+    llvm::SmallVector<int64_t, 4> shape = got->data.getType().getStaticShape();
+    if (llvm::ArrayRef<int64_t>(shape) != llvm::ArrayRef<int64_t>(param.shape))
+      return makeError("final parameter '" + param.name + "' has shape " +
+                       got->data.getType().str() +
+                       ", not the reference's");
+    uint64_t count = param.values.getType().getNumElements();
+    uint64_t total = got->data.getType().getNumElements();
+    std::vector<float> sampled;
+    for (uint64_t k = 0; k != count; ++k) {
+      uint64_t index = k * static_cast<uint64_t>(param.stride);
+      if (index >= total)
+        return makeError("final parameter '" + param.name +
+                         "': the reference holds more elements than the "
+                         "stride allows");
+      sampled.push_back(static_cast<float>(got->data.getFloatElement(index)));
+    }
+    TensorData gotSample = TensorData::fromValues<float>(
+        DType::F32, {static_cast<int64_t>(count)}, sampled);
+    TensorData refSample = TensorData::fromValues<float>(
+        DType::F32, {static_cast<int64_t>(count)},
+        [&] {
+          std::vector<float> values;
+          for (uint64_t k = 0; k != count; ++k)
+            values.push_back(
+                static_cast<float>(param.values.getFloatElement(k)));
+          return values;
+        }());
+    comparisons.push_back(
+        compareTensors("final " + param.name, gotSample, refSample, tolerance));
+  }
+  return comparisons;
 }
 
 std::vector<TensorComparison>
 gmopt::compareLossCurve(llvm::ArrayRef<double> losses,
-                        const SgdReference &reference,
+                        const LossReference &reference,
                         const Tolerance &tolerance) {
   std::vector<TensorComparison> comparisons;
   size_t n = std::min(losses.size(), reference.losses.size());

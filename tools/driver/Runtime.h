@@ -6,7 +6,7 @@
 // canonicalizing), give every graph input a value (test data, weights,
 // graph defaults, zeros, or seeded synthetic data and initial weights, with
 // integer labels and indices checked against the range the graph implies),
-// run training steps with gradient accumulation and the built-in optimizers
+// run training steps with gradient accumulation, driving the in-graph optimizer
 // on a backend, and compare the loss, the gradients and a loss curve with
 // references under one documented tolerance. Errors on bad input are
 // llvm::Errors; a numerical failure (a non-finite loss, a mismatch with a
@@ -22,6 +22,7 @@
 #include "tools/driver/TestDataSet.h"
 
 #include "ir/Module.h"
+#include "ir/Optimizer.h"
 #include "passes/DefaultPipeline.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -120,11 +121,17 @@ constexpr llvm::StringLiteral kOnnxRunPipeline = kDefaultPipeline;
 /// pipeline for one is an error); with \p wantOriginal the
 /// un-rewritten import (or the `.gm` file's original) is kept as well.
 /// Fails if the model has no gradients or a dimension stays unbound.
+///
+/// With \p optimizer, a module without an optimizer node gets the one it
+/// describes (buildOptimizer): an ONNX import before its pipeline runs, a
+/// `.gm` module (and its original) after loading, re-planned with
+/// plan-buffers. A module that has an optimizer keeps it.
 llvm::Expected<RunnableModel>
 loadRunnableModel(llvm::StringRef path,
                   const std::map<std::string, int64_t> &dims,
                   const TestDataSet *inputs, bool wantOriginal,
-                  llvm::StringRef onnxPipeline = "");
+                  llvm::StringRef onnxPipeline = "",
+                  const OptimizerSpec *optimizer = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Inputs
@@ -168,8 +175,12 @@ enum class InputOrigin {
   DefaultTrue,
   /// Seeded synthetic data or initial weights.
   Synthetic,
+  /// The optimizer's learning rate and update signal, which trainModule
+  /// sets before every step (bound to zeros until then).
+  FedEachStep,
 };
-/// `test data`, `weights`, `graph default`, `zeros`, `true`, `synthetic`.
+/// `test data`, `weights`, `graph default`, `zeros`, `true`, `synthetic`,
+/// `fed each step`.
 llvm::StringRef inputOriginName(InputOrigin origin);
 
 /// The value given to one graph input.
@@ -203,7 +214,10 @@ struct InputSources {
 /// (Xavier-uniform for
 /// tensors of rank >= 2; ones for rank-1 tensors named like a
 /// normalization gain (`weight`, `gamma`, `scale`); zeros otherwise); for
-/// accumulation buffers the test data, else zeros; for lazy_reset_grad the
+/// accumulation buffers the test data, else zeros; for optimizer state
+/// (AdamW's moments, the step count) the weights file, the test data, else
+/// zeros; the learning rate and the update signal are FedEachStep; for
+/// lazy_reset_grad the
 /// test data, else true; for data inputs the test data, the graph default,
 /// or seeded synthetic data (floats N(0,1), integers uniform in the range
 /// deriveIndexRange gives, booleans uniform; an integer input without a
@@ -220,7 +234,17 @@ llvm::Expected<std::vector<BoundInput>> bindInputs(const Module &module,
 //===----------------------------------------------------------------------===//
 
 /// How to train. Every micro-step sees the same inputs (one fixed batch),
-/// as testdata's reference SGD runs do.
+/// as testdata's reference runs do.
+///
+/// The update is the module's own in-graph optimizer (an AdamWOptimizer or
+/// SGDOptimizerV2 node, see ir/Optimizer.h); a module without one trains
+/// without updates. Before each optimizer step trainModule feeds the
+/// learning rate and the step count ((updates done so far) + 1, ONNX
+/// Runtime's rule) and, in each micro-step, the update signal: true on the
+/// last micro-step only, so the optimizer fires once per optimizer step,
+/// after the last accumulation. After the step it reads the optimizer's
+/// flag and counts the update when it is set, leaving the step-count input
+/// at the number of updates done (what a checkpoint saves).
 struct TrainingOptions {
   /// Backend settings (mode, seed of random ops, threads).
   ExecutorOptions executor;
@@ -231,8 +255,11 @@ struct TrainingOptions {
   /// Micro-steps per optimizer step; gradients are summed over them
   /// (lazy_reset_grad true on the first, false after).
   unsigned accumulate = 1;
-  /// The update applied after each step's micro-steps; none = no update.
-  std::optional<OptimizerConfig> optimizer;
+  /// The learning rate fed to the optimizer's learning_rate input.
+  float learningRate = 0.01f;
+  /// False keeps the update signal false: no update (--optimizer=none on a
+  /// module that has an optimizer).
+  bool update = true;
 };
 
 /// What a training run produced.
@@ -241,8 +268,13 @@ struct TrainingResult {
   std::vector<double> losses;
   /// Wall time of every micro-step's forward+backward, in milliseconds.
   std::vector<double> microStepMilliseconds;
-  /// Wall time of every optimizer update, in milliseconds.
-  std::vector<double> optimizerMilliseconds;
+  /// Optimizer updates applied (the optimizer's flag was set), on top of
+  /// the step count the run started from.
+  uint64_t updates = 0;
+  /// The persistent state after the last step: every parameter (trainable
+  /// and frozen), then every optimizer state input and the step count, by
+  /// graph input name (what --save-weights writes).
+  std::vector<NamedTensor> finalState;
   /// The loss tensor after the first micro-step.
   TensorData firstLoss;
   /// The name of the loss value.
@@ -322,22 +354,55 @@ llvm::Expected<std::vector<TensorComparison>>
 compareWithReference(const TrainingResult &result, const TestDataSet &expected,
                      const Tolerance &tolerance);
 
-/// The reference loss curve of an SGD run (testdata's sgd_losses.json).
-struct SgdReference {
+/// A reference training run: testdata's adamw_losses.json (ONNX Runtime's
+/// training API with the artifacts' AdamW) or sgd_losses.json (plain SGD).
+struct LossReference {
+  /// The optimizer the run used: the file's `optimizer` (`AdamW` with its
+  /// `hyperparameters`, or `SGD`; a file without the key is plain SGD).
+  OptimizerSpec optimizer;
   /// The learning rate the curve was made with.
   double learningRate = 0;
   /// losses[k]: the loss after k updates.
   std::vector<double> losses;
+  /// One trainable parameter after the last update: flat elements 0,
+  /// stride, 2*stride, ... of a tensor of `shape`.
+  struct FinalParameter {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t stride = 1;
+    TensorData values;
+  };
+  /// The final parameters (empty when the file lists none).
+  std::vector<FinalParameter> finalParameters;
 };
+/// The name --sgd-reference files were read as before LossReference.
+using SgdReference = LossReference;
 
-/// Reads an sgd_losses.json file (keys `learning_rate` and `losses`).
-llvm::Expected<SgdReference> readSgdReference(llvm::StringRef path);
+/// Reads a loss-reference file: `learning_rate` and `losses`, optionally
+/// `optimizer` (`AdamW` needs `hyperparameters` alpha, beta, epsilon,
+/// weight_decay, correct_bias, adam_mode) and `final_parameters`
+/// (`directory` relative to the file, `params` of name, file, shape,
+/// stride).
+llvm::Expected<LossReference> readLossReference(llvm::StringRef path);
+/// readLossReference, for callers of the SGD-only reader.
+inline llvm::Expected<LossReference> readSgdReference(llvm::StringRef path) {
+  return readLossReference(path);
+}
 
 /// Compares \p losses step by step with \p reference (scalar comparisons
 /// with the same criterion as compareTensors).
 std::vector<TensorComparison> compareLossCurve(llvm::ArrayRef<double> losses,
-                                               const SgdReference &reference,
+                                               const LossReference &reference,
                                                const Tolerance &tolerance);
+
+/// Compares the final parameters of \p result with those of \p reference
+/// (the sampled elements, with compareTensors' criterion). A reference
+/// parameter the run does not have, or of another shape, is an input
+/// error.
+llvm::Expected<std::vector<TensorComparison>>
+compareFinalParameters(const TrainingResult &result,
+                       const LossReference &reference,
+                       const Tolerance &tolerance);
 
 /// The largest relative difference (as compareTensors measures it) between
 /// the gradients of two runs, over the parameters both have; 0 if none.
