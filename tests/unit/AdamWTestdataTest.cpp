@@ -215,6 +215,56 @@ TEST_P(AdamWTestdataTest, SgdCurveMatchesWithTheInGraphSgd) {
   EXPECT_EQ(run->result.memory.peakBytes, run->plannedBytes);
 }
 
+/// A checkpoint (--save-weights, read back by --weights) holds the
+/// parameters, the moments and the step count: 2 + 2 steps resumed from it
+/// are bitwise the 4 steps of one run.
+TEST(AdamWCheckpointTest, SavedStateResumesTheRunBitwise) {
+  const TestdataModel &model = kModels[0]; // mlp
+  std::string dir = modelDir(model.name);
+  auto data = readTestDataSet(dir + "/test_data_set_0");
+  ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
+  OptimizerSpec spec;
+  auto runnable = loadRunnableModel(dir + "/training_model.onnx", model.dims,
+                                    nullptr, false, "", &spec);
+  ASSERT_TRUE(bool(runnable)) << llvm::toString(runnable.takeError());
+  const Module &module = *runnable->module;
+  TrainingOptions options;
+  options.executor.threads = 1;
+  options.learningRate = 1e-4f;
+  auto train = [&](unsigned steps, const WeightSet *weights) {
+    InputSources sources;
+    sources.testData = &*data;
+    sources.weights = weights;
+    auto inputs = bindInputs(module, sources);
+    EXPECT_TRUE(bool(inputs)) << llvm::toString(inputs.takeError());
+    options.steps = steps;
+    auto result = trainModule(module, *inputs, options);
+    EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    return std::move(*result);
+  };
+  TrainingResult straight = train(4, nullptr);
+  TrainingResult first = train(2, nullptr);
+  // Through the file format --save-weights writes.
+  auto tensors = parseTensorSequence(writeTensorSequence(first.finalState),
+                                     "checkpoint", "");
+  ASSERT_TRUE(bool(tensors)) << llvm::toString(tensors.takeError());
+  WeightSet checkpoint;
+  checkpoint.path = "checkpoint";
+  checkpoint.kind = WeightFileKind::TensorSequence;
+  checkpoint.tensors = std::move(*tensors);
+  const NamedTensor *step = checkpoint.lookup("step");
+  ASSERT_TRUE(step);
+  EXPECT_EQ(step->data.getIntElement(0), 2);
+  ASSERT_TRUE(checkpoint.lookup("fc1.weight.momentum1"));
+  TrainingResult resumed = train(2, &checkpoint);
+  EXPECT_EQ(resumed.losses[0], straight.losses[2]);
+  EXPECT_EQ(resumed.losses[1], straight.losses[3]);
+  ASSERT_EQ(resumed.finalState.size(), straight.finalState.size());
+  for (size_t i = 0; i != straight.finalState.size(); ++i)
+    EXPECT_TRUE(resumed.finalState[i].data == straight.finalState[i].data)
+        << straight.finalState[i].name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, AdamWTestdataTest,
                          ::testing::ValuesIn(kModels), [](const auto &info) {
                            return std::string(info.param.name);
