@@ -15,6 +15,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,15 @@ class ModelProto;
 namespace gmopt {
 
 class Module;
+
+/// The ai.onnx opsets gmopt's registry covers; import refuses others, and
+/// so does the text parser, so that every module exports to a model that
+/// imports again.
+constexpr int64_t kMinOnnxOpset = 13;
+constexpr int64_t kMaxOnnxOpset = 21;
+/// The ONNX IR versions gmopt reads (3 introduced opset imports).
+constexpr int64_t kMinIrVersion = 3;
+constexpr int64_t kMaxIrVersion = 10;
 class OutputFileSet;
 
 /// Options for ONNX import.

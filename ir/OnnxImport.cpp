@@ -43,13 +43,6 @@ using llvm::Twine;
 
 namespace {
 
-/// The ai.onnx opsets gmopt's registry covers.
-constexpr int64_t kMinOnnxOpset = 13;
-constexpr int64_t kMaxOnnxOpset = 21;
-/// The ONNX IR versions gmopt reads (3 introduced opset imports).
-constexpr int64_t kMinIrVersion = 3;
-constexpr int64_t kMaxIrVersion = 10;
-
 /// ONNX allows the standard domain to be spelled "ai.onnx"; gmopt stores "".
 StringRef normalizeDomain(StringRef domain) {
   return domain == "ai.onnx" ? StringRef(kOnnxDomain) : domain;

@@ -74,6 +74,8 @@
 //   string        ::= '"' ... '"' with escapes \" \\ \n \t \r \xHH \ooo
 //
 // Semantics:
+//   - ir_version and the opsets follow ONNX import's rules (ir/Onnx.h), so
+//     every module that parses exports to a model that imports again.
 //   - `%17` (all digits) is an unnamed value; `%x` and `%"x"` are the value
 //     with ONNX name "x"; `%x#1` is a second value that is also named "x".
 //     Inputs, initializers and results share one namespace; a value must be
@@ -96,11 +98,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Module.h"
+#include "ir/Onnx.h"
 #include "ir/TextIR.h"
 #include "ir/TextLexer.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
@@ -809,8 +813,20 @@ private:
       consume();
       if (expect(TokenKind::Equal, "after module attribute name"))
         return true;
-      if (key == "ir_version")
-        return parseInteger(module->irVersion, "ir_version");
+      if (key == "ir_version") {
+        const char *valueLoc = tok.getLoc();
+        if (parseInteger(module->irVersion, "ir_version"))
+          return true;
+        if (module->irVersion < kMinIrVersion ||
+            module->irVersion > kMaxIrVersion)
+          return error(valueLoc,
+                       llvm::formatv("unsupported ONNX ir_version {0} (gmopt "
+                                     "reads ir_version {1} to {2})",
+                                     module->irVersion, kMinIrVersion,
+                                     kMaxIrVersion)
+                           .str());
+        return false;
+      }
       if (key == "model_version")
         return parseInteger(module->modelVersion, "model_version");
       if (key == "producer")
@@ -822,7 +838,7 @@ private:
       if (key == "doc")
         return parseString(module->docString, "doc string");
       if (key == "opsets")
-        return parseIntMap(module->opsetImports, "opset domain");
+        return parseOpsets();
       if (key == "dims")
         return parseIntMap(module->dimBindings, "dimension symbol");
       if (key == "metadata")
@@ -848,6 +864,41 @@ private:
           parseInteger(value, "integer"))
         return true;
       out[key] = value;
+      return false;
+    });
+  }
+
+  /// '{' [domain '=' int (',' ...)*] '}' under ONNX import's rules: the
+  /// standard domain (also spelled "ai.onnx", stored as "") at an opset
+  /// gmopt supports, every version at least 1, each domain once.
+  [[nodiscard]] bool parseOpsets() {
+    if (expect(TokenKind::LBrace, "to open the map"))
+      return true;
+    return parseCommaList(TokenKind::RBrace, "in map", [&] {
+      const char *loc = tok.getLoc();
+      std::string domain;
+      if (parseKey(domain, "opset domain"))
+        return true;
+      if (domain == "ai.onnx")
+        domain = kOnnxDomain.str();
+      if (module->opsetImports.count(domain))
+        return error(loc, "duplicate opset domain '" + domain + "'");
+      int64_t version;
+      if (expect(TokenKind::Equal, "after key") ||
+          parseInteger(version, "integer"))
+        return true;
+      if (version < 1)
+        return error(loc, llvm::formatv("invalid opset version {0} for "
+                                        "domain '{1}'",
+                                        version, domain)
+                              .str());
+      if (domain.empty() &&
+          (version < kMinOnnxOpset || version > kMaxOnnxOpset))
+        return error(loc, llvm::formatv("unsupported opset {0} for domain '' "
+                                        "(gmopt supports opsets {1} to {2})",
+                                        version, kMinOnnxOpset, kMaxOnnxOpset)
+                              .str());
+      module->opsetImports[domain] = version;
       return false;
     });
   }

@@ -42,9 +42,9 @@ using namespace gmopt;
 namespace {
 
 /// Largest element count of one value.
-constexpr uint64_t kMaxTensorElements = uint64_t(1) << 16;
+constexpr uint64_t kMaxTensorElements = uint64_t(1) << 14;
 /// Largest element count of all values together.
-constexpr uint64_t kMaxTotalElements = uint64_t(1) << 19;
+constexpr uint64_t kMaxTotalElements = uint64_t(1) << 17;
 /// Most nodes a graph may have.
 constexpr size_t kMaxNodes = 512;
 /// Selector flag: run the default pipeline before the step.

@@ -684,8 +684,18 @@ TEST(TextIRTest, ErrorsPointAtLineAndColumn) {
       {"", "t.gmir:1:1: expected 'module' at the start of the module"},
       {"module attributes {ir_version = 8, ir_version = 9} {\n",
        "t.gmir:1:36: duplicate module attribute 'ir_version'"},
-      {"module attributes {opsets = {\"\" = 1, \"\" = 2}} {\n",
-       "t.gmir:1:38: duplicate opset domain ''"},
+      {"module attributes {opsets = {\"\" = 17, \"\" = 18}} {\n",
+       "t.gmir:1:39: duplicate opset domain ''"},
+      {"module attributes {opsets = {\"\" = 17, \"ai.onnx\" = 17}} {\n",
+       "t.gmir:1:39: duplicate opset domain ''"},
+      {"module attributes {opsets = {\"\" = 8}} {\n",
+       "t.gmir:1:30: unsupported opset 8 for domain '' (gmopt supports "
+       "opsets 13 to 21)"},
+      {"module attributes {opsets = {\"com.microsoft\" = 0}} {\n",
+       "t.gmir:1:30: invalid opset version 0 for domain 'com.microsoft'"},
+      {"module attributes {ir_version = 11} {\n",
+       "t.gmir:1:33: unsupported ONNX ir_version 11 (gmopt reads "
+       "ir_version 3 to 10)"},
       {"module attributes {colour = 1} {\n",
        "t.gmir:1:20: unknown module attribute 'colour'"},
       {"module {\n  graph @g(%x: f32[2]) {\n    return %x\n  }\n"
