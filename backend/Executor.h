@@ -4,9 +4,10 @@
 // Executable (allocating persistent storage and, in planned mode, the one
 // arena the plan lays out), then run training steps on it and report the
 // memory it measured. Values cross the interface as host TensorData; a
-// backend keeps its own storage. The built-in optimizers (SGD, AdamW)
-// update parameters in place inside the backend so their state is counted
-// where it lives.
+// backend keeps its own storage. The optimizer is part of the module (an
+// AdamWOptimizer or SGDOptimizerV2 node, ir/Optimizer.h), so a step runs
+// it like any other node and its state is planned and counted as
+// optimizer_state.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,22 +61,6 @@ struct OpProfile {
   double milliseconds = 0;
 };
 
-/// The built-in optimizers.
-struct OptimizerConfig {
-  enum class Kind { SGD, AdamW };
-  Kind kind = Kind::SGD;
-  /// Learning rate.
-  float learningRate = 0.01f;
-  /// AdamW first-moment decay.
-  float beta1 = 0.9f;
-  /// AdamW second-moment decay.
-  float beta2 = 0.999f;
-  /// AdamW denominator epsilon.
-  float epsilon = 1e-8f;
-  /// Decoupled weight decay (AdamW only).
-  float weightDecay = 0.01f;
-};
-
 /// A prepared module that runs training steps.
 class Executable {
 public:
@@ -94,10 +79,6 @@ public:
   /// The gradient of trainable parameter \p param after the last step(s):
   /// its accumulation buffer, or its gradient graph output.
   virtual llvm::Expected<TensorData> readGradient(const ParamInfo &param) const;
-  /// Applies one optimizer update to every trainable parameter, using the
-  /// gradients readGradient returns; optimizer state is allocated on first
-  /// use and counted as OptimizerState.
-  virtual llvm::Error applyOptimizer(const OptimizerConfig &config) = 0;
   /// Memory measured since prepare (or the last resetPeak).
   virtual MemoryReport getMemoryReport() const = 0;
   /// Restarts the peak measurement from the current live bytes.

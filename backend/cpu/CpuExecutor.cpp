@@ -81,7 +81,6 @@ public:
   llvm::Error setInput(const Value *input, const TensorData &data) override;
   llvm::Expected<TensorData> readValue(const Value *value) const override;
   llvm::Error runStep(uint64_t step) override;
-  llvm::Error applyOptimizer(const OptimizerConfig &config) override;
   MemoryReport getMemoryReport() const override { return allocator.getReport(); }
   void resetPeak() override { allocator.resetPeak(); }
   double getLastStepMilliseconds() const override { return lastStepMs; }
@@ -119,10 +118,6 @@ private:
   const ExecutionPlan *plan = nullptr;
   ScopedAllocation arena;
   uint64_t arenaBytes = 0;
-  /// AdamW state per parameter: first and second moments.
-  llvm::DenseMap<const Value *, std::pair<ScopedAllocation, ScopedAllocation>>
-      adamState;
-  uint64_t optimizerSteps = 0;
   double lastStepMs = 0;
   /// Profiling: per-op totals, indexed like `profileIndex`.
   std::vector<OpProfile> profile;
@@ -438,61 +433,6 @@ std::vector<OpProfile> CpuExecutable::getProfile() const {
     return a.milliseconds > b.milliseconds;
   });
   return sorted;
-}
-
-llvm::Error CpuExecutable::applyOptimizer(const OptimizerConfig &config) {
-  ++optimizerSteps;
-  for (const ParamInfo &param : module.signature.params) {
-    if (!param.trainable)
-      continue;
-    const Value *gradientValue = param.accumulator ? param.accumulator : param.grad;
-    if (!gradientValue || !persistentBlocks.count(gradientValue))
-      return fail("the gradient of " + valueLabel(param.param) +
-                  " is neither accumulated into a buffer nor a graph output");
-    if (param.param->getType().getDType() != DType::F32 ||
-        gradientValue->getType().getDType() != DType::F32)
-      return fail("the built-in optimizers update f32 parameters only; " +
-                  valueLabel(param.param) + " is " +
-                  param.param->getType().str());
-    if (param.param->getType() != gradientValue->getType())
-      return fail("parameter " + valueLabel(param.param) + " has type " +
-                  param.param->getType().str() + " but its gradient is " +
-                  gradientValue->getType().str());
-    auto *weights = static_cast<float *>(addressOf(param.param));
-    const auto *grads = static_cast<const float *>(addressOf(gradientValue));
-    const uint64_t n = param.param->getType().getNumElements();
-    const float lr = config.learningRate;
-    if (config.kind == OptimizerConfig::Kind::SGD) {
-      for (uint64_t i = 0; i != n; ++i)
-        weights[i] -= lr * grads[i];
-      continue;
-    }
-    auto &state = adamState[param.param];
-    if (!state.first.get() && n) {
-      for (ScopedAllocation *moment : {&state.first, &state.second}) {
-        auto block = ScopedAllocation::create(allocator, n * sizeof(float),
-                                              MemoryCategory::OptimizerState);
-        if (!block)
-          return block.takeError();
-        std::memset(block->get(), 0, n * sizeof(float));
-        *moment = std::move(*block);
-      }
-    }
-    float *m = state.first.getAs<float>();
-    float *v = state.second.getAs<float>();
-    const double t = static_cast<double>(optimizerSteps);
-    const float correction1 = 1.0f - static_cast<float>(std::pow(config.beta1, t));
-    const float correction2 = 1.0f - static_cast<float>(std::pow(config.beta2, t));
-    for (uint64_t i = 0; i != n; ++i) {
-      weights[i] *= 1.0f - lr * config.weightDecay;
-      m[i] = config.beta1 * m[i] + (1.0f - config.beta1) * grads[i];
-      v[i] = config.beta2 * v[i] + (1.0f - config.beta2) * grads[i] * grads[i];
-      float mHat = m[i] / correction1;
-      float vHat = v[i] / correction2;
-      weights[i] -= lr * mHat / (std::sqrt(vHat) + config.epsilon);
-    }
-  }
-  return llvm::Error::success();
 }
 
 } // namespace

@@ -3,8 +3,8 @@
 // The CPU executor's contract: eager and planned placement compute the same
 // bits (also under a plan that reuses arena slices, which a test-local
 // first-fit planner makes), planned mode with a reusing plan peaks no higher
-// than eager mode, the arena is exactly the plan's, the built-in SGD and
-// AdamW match hand-computed updates, and gradient accumulation over two
+// than eager mode, the arena is exactly the plan's, and gradient
+// accumulation over two
 // micro-steps of one batch gives twice the one-step gradient. Runs on a
 // small text-IR training graph (two Gemm layers, a Reshape view pair and
 // ONNX Runtime's accumulation pattern) and on testdata/mlp.
@@ -370,7 +370,7 @@ TEST(CpuExecutorTest, EagerModeFreesEveryTransientValue) {
 }
 
 //===----------------------------------------------------------------------===//
-// Optimizers and accumulation
+// Gradient accumulation (the optimizers are graph ops: OptimizerKernelsTest)
 //===----------------------------------------------------------------------===//
 
 class OptimizerTest : public ::testing::TestWithParam<AllocationMode> {
@@ -412,71 +412,6 @@ protected:
   std::unique_ptr<Module> module;
   std::unique_ptr<Executable> exe;
 };
-
-TEST_P(OptimizerTest, SgdSubtractsLearningRateTimesGradient) {
-  step(0);
-  OptimizerConfig sgd;
-  sgd.kind = OptimizerConfig::Kind::SGD;
-  sgd.learningRate = 0.125f;
-  std::vector<std::vector<float>> before, gradients;
-  for (const ParamInfo &param : module->signature.params) {
-    before.push_back(read(param.param));
-    gradients.push_back(gradient(param));
-  }
-  ASSERT_FALSE(bool(exe->applyOptimizer(sgd)));
-  for (size_t p = 0; p != module->signature.params.size(); ++p) {
-    std::vector<float> after = read(module->signature.params[p].param);
-    ASSERT_EQ(after.size(), before[p].size());
-    for (size_t i = 0; i != after.size(); ++i)
-      EXPECT_FLOAT_EQ(after[i], before[p][i] - 0.125f * gradients[p][i]);
-  }
-  EXPECT_EQ(exe->getMemoryReport().current(MemoryCategory::OptimizerState), 0u);
-}
-
-TEST_P(OptimizerTest, AdamWMatchesHandComputedUpdates) {
-  OptimizerConfig adamw;
-  adamw.kind = OptimizerConfig::Kind::AdamW;
-  adamw.learningRate = 0.01f;
-  adamw.weightDecay = 0.1f;
-  const auto &params = module->signature.params;
-  std::vector<std::vector<double>> weights, m, v;
-  for (const ParamInfo &param : params) {
-    std::vector<float> w = read(param.param);
-    weights.emplace_back(w.begin(), w.end());
-    m.emplace_back(w.size(), 0.0);
-    v.emplace_back(w.size(), 0.0);
-  }
-  for (int t = 1; t <= 3; ++t) {
-    step(t);
-    for (size_t p = 0; p != params.size(); ++p) {
-      std::vector<float> g = gradient(params[p]);
-      for (size_t i = 0; i != g.size(); ++i) {
-        weights[p][i] *= 1.0 - adamw.learningRate * adamw.weightDecay;
-        m[p][i] = adamw.beta1 * m[p][i] + (1 - adamw.beta1) * g[i];
-        v[p][i] =
-            adamw.beta2 * v[p][i] + (1 - adamw.beta2) * double(g[i]) * g[i];
-        double mHat = m[p][i] / (1 - std::pow(double(adamw.beta1), t));
-        double vHat = v[p][i] / (1 - std::pow(double(adamw.beta2), t));
-        weights[p][i] -=
-            adamw.learningRate * mHat / (std::sqrt(vHat) + adamw.epsilon);
-      }
-    }
-    ASSERT_FALSE(bool(exe->applyOptimizer(adamw)));
-    for (size_t p = 0; p != params.size(); ++p) {
-      std::vector<float> w = read(params[p].param);
-      for (size_t i = 0; i != w.size(); ++i)
-        EXPECT_NEAR(w[i], weights[p][i], 1e-6 * (1 + std::abs(weights[p][i])))
-            << params[p].param->getName().str() << "[" << i << "] at step "
-            << t;
-    }
-  }
-  // Two fp32 moments per trainable parameter, counted as optimizer state.
-  uint64_t expected = 0;
-  for (const ParamInfo &param : params)
-    expected += 2 * alignBuffer(param.param->getType().getSizeInBytes());
-  EXPECT_EQ(exe->getMemoryReport().current(MemoryCategory::OptimizerState),
-            expected);
-}
 
 TEST_P(OptimizerTest, AccumulatingTwoMicroStepsDoublesTheGradient) {
   setLazyReset(true);
