@@ -20,6 +20,7 @@
 #include "ir/Module.h"
 #include "ir/OnnxTensor.h"
 #include "ir/OpRegistry.h"
+#include "ir/SizeLimits.h"
 #include "ir/Verifier.h"
 
 #include "onnx/onnx_pb.h"
@@ -193,6 +194,8 @@ Error OnnxImporter::importTypeHints(const onnx::GraphProto &graph) {
         importType(info.type(), (what + " '" + info.name() + "'").str());
     if (!type)
       return wrap(type.takeError());
+    // A hint beyond the size limit is refused where it is used: at the
+    // graph input, or at the node whose result it types.
     TensorType bound = bindDims(*type, options.dimBindings);
     auto [it, inserted] = typeHints.try_emplace(info.name(), bound);
     if (!inserted)
@@ -222,7 +225,10 @@ Error OnnxImporter::importInputsAndInitializers(
         importType(input.type(), "graph input '" + name + "'");
     if (!type)
       return wrap(type.takeError());
-    values[name] = g.addInput(bindDims(*type, options.dimBindings), name);
+    TensorType bound = bindDims(*type, options.dimBindings);
+    if (Error err = checkTensorSize(bound, "graph input '" + name + "'"))
+      return wrap(std::move(err));
+    values[name] = g.addInput(bound, name);
   }
 
   if (graph.sparse_initializer_size() != 0)
@@ -495,6 +501,13 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
   if (options.verify)
     if (Error err = inferAndSetTypes(*node))
       return wrapForNode(std::move(err), nodeName);
+  // Inference may multiply extents (MatMul, Expand): refuse an oversized
+  // result before later nodes build on it.
+  for (Value *result : node->getResults())
+    if (result)
+      if (Error err = checkTensorSize(result->getType(),
+                                      "result '" + result->getName() + "'"))
+        return wrapForNode(std::move(err), nodeName);
   return Error::success();
 }
 
@@ -520,10 +533,15 @@ OnnxImporter::run(const onnx::ModelProto &model,
   module = std::make_unique<Module>();
   if (!model.has_graph())
     return error("not a valid ONNX model (no graph)");
-  for (const auto &[symbol, extent] : options.dimBindings)
+  for (const auto &[symbol, extent] : options.dimBindings) {
     if (extent < 0)
       return error(llvm::formatv("dimension binding {0}={1} is negative",
                                  symbol, extent));
+    if (static_cast<uint64_t>(extent) > kMaxTensorBytes)
+      return error(llvm::formatv("dimension binding {0}={1} is larger than "
+                                 "any tensor gmopt accepts (at most {2})",
+                                 symbol, extent, kMaxTensorBytesText));
+  }
   module->dimBindings = options.dimBindings;
   if (Error err = importModelFacts(model))
     return err;

@@ -15,6 +15,7 @@
 #include "ir/OnnxTensor.h"
 
 #include "ir/FileIO.h"
+#include "ir/SizeLimits.h"
 #include "ir/Types.h"
 
 #include "onnx/onnx_pb.h"
@@ -39,9 +40,6 @@ static_assert(llvm::sys::IsLittleEndianHost,
               "gmopt's ONNX tensor conversion assumes a little-endian host");
 
 namespace {
-
-/// Largest tensor gmopt accepts, in bytes; keeps size arithmetic in range.
-constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 50;
 
 Error tensorError(const onnx::TensorProto &tensor, const llvm::Twine &what) {
   StringRef name = tensor.name();
@@ -69,20 +67,17 @@ Expected<TensorLayout> getLayout(const onnx::TensorProto &tensor) {
 
   TensorLayout layout;
   llvm::SmallVector<int64_t, 4> shape;
-  uint64_t numElements = 1;
   for (int64_t dim : tensor.dims()) {
     if (dim < 0)
       return tensorError(tensor, llvm::formatv("negative dimension {0}", dim));
-    uint64_t extent = static_cast<uint64_t>(dim);
-    if (extent != 0 && numElements > kMaxTensorBytes / extent)
-      return tensorError(tensor, "tensor is too large");
-    numElements *= extent;
     shape.push_back(dim);
   }
-  uint64_t elementBytes = std::max(1u, dtypeSize(*dtype));
-  if (numElements > kMaxTensorBytes / elementBytes)
-    return tensorError(tensor, "tensor is too large");
   layout.type = TensorType::get(*dtype, shape);
+  if (!fitsSizeLimit(layout.type))
+    return tensorError(tensor, "type " + layout.type.str() +
+                                   " is larger than gmopt's limit of " +
+                                   kMaxTensorBytesText + " per tensor");
+  uint64_t numElements = layout.type.getNumElements();
   layout.numElements = numElements;
   layout.numBytes = dtypeStorageBytes(*dtype, numElements);
   return layout;
@@ -432,7 +427,10 @@ Expected<TensorType> gmopt::importType(const onnx::TypeProto &type,
       dims.push_back(Dim::unknown());
     }
   }
-  return TensorType(dtype, dims);
+  TensorType result(dtype, dims);
+  if (Error err = checkTensorSize(result, what))
+    return err;
+  return result;
 }
 
 void gmopt::exportType(const TensorType &type, onnx::TypeProto &proto) {

@@ -12,6 +12,7 @@
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
+#include "ir/SizeLimits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -216,6 +217,7 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace) {
       categorizeValues(module);
   ExecutionPlan plan;
   llvm::Error error = llvm::Error::success();
+  uint64_t totalBytes = 0;
   forEachValue(graph, [&](const Value *value) {
     if (error)
       return;
@@ -224,9 +226,22 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace) {
                    ", which is not static; bind its dimensions with --dim");
       return;
     }
+    // Bounded sizes keep the offsets and figures below from overflowing.
+    if (llvm::Error err = checkTensorSize(value->getType(), label(value))) {
+      error = std::move(err);
+      return;
+    }
     BufferAssignment assignment;
     assignment.category = categories.lookup(value);
     assignment.size = value->getType().getSizeInBytes();
+    totalBytes += alignBuffer(assignment.size);
+    if (totalBytes > kMaxTotalBytes) {
+      error = llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "cannot plan memory: the graph's values add up to more than " +
+              kMaxTotalBytesText);
+      return;
+    }
     assignment.firstStep = intervals[value].firstStep;
     assignment.lastStep = intervals[value].lastStep;
     const Node *def = value->getDefiningNode();
@@ -252,6 +267,8 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace) {
   std::vector<uint64_t> workspaceAt;
   if (workspace) {
     uint32_t step = 0;
+    if (llvm::Error err = checkWorkspaceSizes(module, workspace))
+      return err;
     for (const Node &node : graph.getNodes()) {
       uint64_t bytes = alignBuffer(workspace(node));
       workspaceAt.push_back(bytes);

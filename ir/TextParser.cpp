@@ -99,6 +99,7 @@
 
 #include "ir/Module.h"
 #include "ir/Onnx.h"
+#include "ir/SizeLimits.h"
 #include "ir/TextIR.h"
 #include "ir/TextLexer.h"
 
@@ -381,6 +382,7 @@ private:
   [[nodiscard]] bool parseType(TensorType &out) {
     if (!tok.is(TokenKind::Identifier))
       return errorHere("expected type");
+    const char *typeLoc = tok.getLoc();
     std::optional<DType> dtype = parseDType(tok.spelling);
     if (!dtype)
       return errorHere("unknown element type '" + tok.spelling + "'");
@@ -396,17 +398,25 @@ private:
                        [&] { return parseDim(dims); }))
       return true;
     out = TensorType(*dtype, dims);
+    if (!fitsSizeLimit(out))
+      return error(typeLoc, "type " + out.str() +
+                                " is larger than gmopt's limit of " +
+                                kMaxTensorBytesText + " per tensor");
     return false;
   }
 
   [[nodiscard]] bool parseDim(llvm::SmallVectorImpl<Dim> &dims) {
-    if (tok.is(TokenKind::Integer)) {
+    // A '-' is read as part of the number so that it is reported as a
+    // negative dimension.
+    if (tok.is(TokenKind::Integer) || tok.is(TokenKind::Minus)) {
       NumberLiteral lit;
       if (parseNumber(lit, "dimension"))
         return true;
       int64_t extent;
       if (toSignedInt(lit, 64, extent))
         return true;
+      if (extent < 0)
+        return error(lit.loc, "negative dimension " + llvm::Twine(extent));
       dims.push_back(Dim::fixed(extent));
       return false;
     }

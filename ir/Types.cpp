@@ -8,6 +8,7 @@
 #include "ir/Types.h"
 
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cassert>
@@ -51,9 +52,11 @@ unsigned gmopt::dtypeSize(DType type) {
 }
 
 uint64_t gmopt::dtypeStorageBytes(DType type, uint64_t numElements) {
+  // Saturating, like getNumElements: a size computed from a shape that no
+  // loader would accept (ir/SizeLimits.h) must not wrap to a small one.
   if (type == DType::U4 || type == DType::I4)
-    return (numElements + 1) / 2;
-  return numElements * dtypeSize(type);
+    return numElements / 2 + numElements % 2;
+  return llvm::SaturatingMultiply(numElements, uint64_t(dtypeSize(type)));
 }
 
 namespace {
@@ -172,9 +175,11 @@ llvm::SmallVector<int64_t, 4> TensorType::getStaticShape() const {
 
 uint64_t TensorType::getNumElements() const {
   assert(hasStaticShape() && "element count of a dynamic type");
+  // Saturates at UINT64_MAX instead of wrapping (see ir/SizeLimits.h).
   uint64_t count = 1;
   for (const Dim &d : dims)
-    count *= static_cast<uint64_t>(d.getExtent());
+    count =
+        llvm::SaturatingMultiply(count, static_cast<uint64_t>(d.getExtent()));
   return count;
 }
 

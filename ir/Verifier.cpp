@@ -1,16 +1,18 @@
 //===- Verifier.cpp - Structural and type checks of a module --------------===//
 //
-// Checks, in order: graph ownership and use-list consistency of every value;
-// that node order is a topological order (distinguishing a true cycle from a
-// mere misordering); that every node is a registered op whose arity,
-// attributes and result types agree with the registry; graph outputs; and
-// that the training signature refers to live values of this graph.
+// Checks, in order: graph ownership, the size limit (kMaxTensorBytes) and
+// use-list consistency of every value; that node order is a topological
+// order (distinguishing a true cycle from a mere misordering); that every node
+// is a registered op whose arity, attributes and result types agree with the
+// registry; graph outputs; and that the training signature refers to live
+// values of this graph.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/Verifier.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
+#include "ir/SizeLimits.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -67,6 +69,9 @@ private:
       if (value->getGraph() != &graph)
         return fail("graph input " + valueLabel(value.get()) +
                     " belongs to another graph");
+      if (auto err = checkTensorSize(value->getType(),
+                                     "graph input " + valueLabel(value.get())))
+        return err;
       live.insert(value.get());
     }
     for (const auto &value : graph.getInitializers()) {
@@ -76,6 +81,9 @@ private:
         return fail("initializer " + valueLabel(value.get()) + " has type " +
                     value->getType().str() + " but its data is " +
                     value->getData().getType().str());
+      if (auto err = checkTensorSize(value->getType(),
+                                     "initializer " + valueLabel(value.get())))
+        return err;
       live.insert(value.get());
     }
     unsigned position = 0;
@@ -89,6 +97,11 @@ private:
           continue;
         if (result->getDefiningNode() != &node || result->getResultIndex() != i)
           return failAt(node, llvm::formatv("result {0} has a wrong back link", i));
+        std::string what = result->getName().empty()
+                               ? llvm::formatv("result {0}", i).str()
+                               : "result '" + result->getName().str() + "'";
+        if (auto err = checkTensorSize(result->getType(), what))
+          return failAt(node, llvm::toString(std::move(err)));
         live.insert(result);
       }
     }

@@ -14,6 +14,7 @@
 
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
+#include "ir/SizeLimits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -78,6 +79,7 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
   values.reserve(maxValues);
   info->idOf.reserve(maxValues);
   llvm::Error error = llvm::Error::success();
+  uint64_t totalBytes = 0;
   auto addValue = [&](const Value *value, StorageClass storage, bool pinned,
                       uint32_t defNode) {
     if (error)
@@ -90,11 +92,27 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
               ", which is not static; bind its dimensions with --dim");
       return;
     }
+    // Bounded sizes keep every sum below (live bytes, offsets, peaks) far
+    // from overflow: each value is at most kMaxTensorBytes, all of them
+    // together at most kMaxTotalBytes.
+    if (llvm::Error err = checkTensorSize(
+            value->getType(), "cannot plan memory: " + label(value))) {
+      error = std::move(err);
+      return;
+    }
     ValueInfo entry;
     entry.value = value;
     entry.storage = storage;
     entry.pinned = pinned;
     entry.bytes = value->getType().getSizeInBytes();
+    totalBytes += alignBuffer(entry.bytes);
+    if (totalBytes > kMaxTotalBytes) {
+      error = llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "cannot plan memory: the graph's values add up to more than " +
+              kMaxTotalBytesText);
+      return;
+    }
     entry.defNode = defNode;
     ValueId id = values.size();
     entry.viewSource = id;

@@ -19,6 +19,7 @@
 #include "passes/Liveness.h"
 
 #include "ir/Module.h"
+#include "ir/SizeLimits.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -46,6 +47,9 @@ gmopt::estimateEagerPeakBytes(const Module &module,
   auto liveness = Liveness::compute(module);
   if (!liveness)
     return liveness.takeError();
+  // Bounded workspaces keep the live-byte sums from overflowing.
+  if (llvm::Error err = checkWorkspaceSizes(module, workspace))
+    return err;
   liveness->setWorkspace(workspace);
   return liveness->computePeak().bytes + nonTransientBytes(*liveness);
 }
@@ -60,6 +64,9 @@ gmopt::computeBufferPlan(const Module &module,
   if (!analysed)
     return analysed.takeError();
   Liveness &liveness = *analysed;
+  // Bounded workspaces keep the live-byte sums from overflowing.
+  if (llvm::Error err = checkWorkspaceSizes(module, workspace))
+    return err;
   liveness.setWorkspace(workspace);
   llvm::DenseMap<const Value *, MemoryCategory> categories =
       categorizeValues(module);

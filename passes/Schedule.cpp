@@ -17,6 +17,7 @@
 
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
+#include "ir/SizeLimits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -316,6 +317,9 @@ llvm::Expected<bool> SchedulePass::run(Module &module, PassContext &context) {
   if (!liveness)
     return liveness.takeError();
   // Judge orders by the LOAD plan-buffers will see, kernel scratch included.
+  if (llvm::Error err =
+          checkWorkspaceSizes(module, context.getWorkspaceModel()))
+    return err;
   liveness->setWorkspace(context.getWorkspaceModel());
   DependenceGraph graph =
       DependenceGraph::build(*liveness, options.keepSideEffectOrder);

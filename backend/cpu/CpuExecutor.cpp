@@ -23,6 +23,7 @@
 #include "backend/Executor.h"
 #include "backend/cpu/CpuKernel.h"
 #include "ir/OpRegistry.h"
+#include "ir/SizeLimits.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -318,9 +319,18 @@ llvm::Expected<TensorData> CpuExecutable::readValue(const Value *value) const {
     return fail("value " + valueLabel(value) +
                 " is transient: only graph inputs, outputs and initializers "
                 "can be read after a step");
-  uint64_t bytes = value->getType().getSizeInBytes();
   const auto *begin = static_cast<const uint8_t *>(it->second.get());
-  return TensorData(value->getType(), std::vector<uint8_t>(begin, begin + bytes));
+  // A copy as large as the value: allocated without throwing, so running out
+  // of memory here is an error like a failed arena allocation.
+  auto copy = allocateTensorData(
+      value->getType(), [&](llvm::MutableArrayRef<uint8_t> bytes) {
+        if (!bytes.empty())
+          std::memcpy(bytes.data(), begin, bytes.size());
+      });
+  if (!copy)
+    return fail("reading " + valueLabel(value) + ": " +
+                llvm::toString(copy.takeError()));
+  return copy;
 }
 
 llvm::Error CpuExecutable::runInstruction(const Instruction &inst) {

@@ -20,8 +20,10 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -102,8 +104,20 @@ enum class KernelMode {
 using WorkspaceFn = uint64_t (*)(const Node &node);
 
 /// Aligned bytes of one scratch request of \p elements elements of \p dtype.
+/// Saturates at UINT64_MAX rather than wrapping, so an estimate over
+/// oversized shapes reads as too large (the planner refuses workspaces
+/// beyond kMaxTensorBytes) instead of as a small bogus size.
 inline uint64_t scratchBytes(DType dtype, int64_t elements) {
-  return alignBuffer(static_cast<uint64_t>(elements) * dtypeSize(dtype));
+  assert(elements >= 0 && "negative scratch request");
+  uint64_t bytes = llvm::SaturatingMultiply(static_cast<uint64_t>(elements),
+                                            uint64_t(dtypeSize(dtype)));
+  return bytes > UINT64_MAX - kBufferAlignment ? UINT64_MAX
+                                               : alignBuffer(bytes);
+}
+
+/// \p a + \p b for scratch byte counts, saturating like scratchBytes.
+inline uint64_t addScratch(uint64_t a, uint64_t b) {
+  return llvm::SaturatingAdd(a, b);
 }
 
 /// A registered kernel.
@@ -365,13 +379,25 @@ readAxes(const KernelCall &call, unsigned axesInput, unsigned rank);
 // Shapes
 //===----------------------------------------------------------------------===//
 
-/// Product of \p dims (1 for none).
+/// Product of \p dims (1 for none), which must be non-negative. Saturates at
+/// INT64_MAX instead of overflowing: the shapes kernels see are verified
+/// to fit kMaxTensorBytes, so only workspace estimates that multiply the
+/// sizes of several tensors (im2col) can reach it, and a saturated estimate
+/// is refused by the planner.
 inline int64_t product(llvm::ArrayRef<int64_t> dims) {
   int64_t result = 1;
-  for (int64_t d : dims)
-    result *= d;
+  for (int64_t d : dims) {
+    assert(d >= 0 && "negative extent");
+    if (d == 0)
+      return 0;
+    if (__builtin_mul_overflow(result, d, &result))
+      result = std::numeric_limits<int64_t>::max();
+  }
   return result;
 }
+
+/// \p a * \p b for non-negative element counts, saturating like product().
+inline int64_t mulCount(int64_t a, int64_t b) { return product({a, b}); }
 
 /// Row-major strides of \p shape, in elements.
 llvm::SmallVector<int64_t, 6> contiguousStrides(llvm::ArrayRef<int64_t> shape);

@@ -3,13 +3,16 @@
 // The CPU backend's WorkspaceModel for the kernel families that request
 // scratch through CpuKernelContext::allocateScratch: convolution columns,
 // batch-transposed FusedMatMul operands, DivGrad's broadcast copies and
-// Pow's exponent conversion. Each function mirrors its kernel's requests exactly
-// (aligned, in request order), from the node's static types and attributes;
-// where the kernel's choice cannot be decided statically it reserves the
-// largest request. Layer norms, reductions, losses and Einsum (a dry run of
-// its own contraction sequence) declare theirs next to their kernels. A kernel that
-// asks for more than declared still runs (the excess is allocated and
-// counted as unplanned), and the kernel and testdata tests fail on it.
+// Pow's exponent conversion. Each function mirrors its kernel's requests
+// exactly (aligned, in request order), from the node's static types and
+// attributes; where the kernel's choice cannot be decided statically it
+// reserves the largest request. Sizes saturate rather than wrap
+// (scratchBytes, mulCount, addScratch), so an estimate beyond any tensor is
+// refused by the planner instead of planned small. Layer norms, reductions,
+// losses and Einsum (a dry run of its own contraction sequence) declare
+// theirs next to their kernels. A kernel that asks for more than declared
+// still runs (the excess is allocated and counted as unplanned), and the
+// kernel and testdata tests fail on it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,10 +66,13 @@ template <bool Grad> uint64_t convWorkspace(const Node &node) {
                 (autoPad == "NOTSET" || autoPad == "VALID");
   if (direct)
     return 0;
-  int64_t colRows = wShape[1] * kernelSize;
-  return scratchBytes(DType::F32,
-                      colRows *
-                          product(llvm::ArrayRef<int64_t>(outShape).drop_front(2)));
+  // Rows and columns each come from one verified tensor; their product
+  // may exceed any tensor, so it saturates (and the planner refuses it).
+  int64_t colRows = mulCount(wShape[1], kernelSize);
+  return scratchBytes(
+      DType::F32,
+      mulCount(colRows,
+               product(llvm::ArrayRef<int64_t>(outShape).drop_front(2))));
 }
 
 /// FusedMatMul / TransposeMatMul: a batch-transposed copy of A and of B
@@ -77,7 +83,8 @@ uint64_t fusedMatMulWorkspace(const Node &node) {
                              std::pair<unsigned, const char *>{1, "transBatchB"}}) {
     const Value *operand = operandOrNull(node, index);
     if (operand && node.getIntAttr(attr, 0) && shapeOf(operand).size() >= 3)
-      bytes += scratchBytes(operand->getType().getDType(), elementsOf(operand));
+      bytes = addScratch(bytes, scratchBytes(operand->getType().getDType(),
+                                             elementsOf(operand)));
   }
   return bytes;
 }
@@ -86,7 +93,8 @@ uint64_t fusedMatMulWorkspace(const Node &node) {
 /// B broadcast to dY's shape.
 uint64_t divGradWorkspace(const Node &node) {
   const Value *dY = node.getOperand(0);
-  return 3 * scratchBytes(dY->getType().getDType(), elementsOf(dY));
+  uint64_t one = scratchBytes(dY->getType().getDType(), elementsOf(dY));
+  return addScratch(addScratch(one, one), one);
 }
 
 /// Pow(X, Y): Y converted to X's element type when they differ.

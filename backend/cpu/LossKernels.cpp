@@ -8,9 +8,12 @@
 // SoftmaxCrossEntropy / SoftmaxCrossEntropyGrad. Scores are [N, C, D1..Dk] and
 // labels [N, D1..Dk]; each sample's C scores sit `inner` = prod(D) apart.
 // Reductions: none, sum, and mean, which divides by the summed weights of the
-// samples not ignored (or their count without weights) and leaves the sum
-// unscaled when that is zero, as ONNX Runtime does. Sums run sequentially in
-// double so the loss does not depend on the thread count.
+// samples not ignored (or their count without weights). A mean over zero
+// counted samples (all labels ignored, or no samples) is NaN, as PyTorch
+// gives, where ONNX Runtime reports 0; the gradient follows ONNX Runtime and
+// PyTorch alike: it is zero (every sample's share is zero or absent), since
+// the scale 1/weightSum is then not applied. Sums run sequentially in double
+// so the loss does not depend on the thread count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,7 +154,9 @@ llvm::Error storeLoss(const KernelCall &call, TensorView &out,
   double sum = 0;
   for (double value : perSample)
     sum += value;
-  if (reduction == Reduction::Mean && weightSum != 0)
+  // A mean over nothing (every label ignored, an empty batch) is 0/0 = NaN,
+  // as in PyTorch: a silent 0 would look like a perfect fit.
+  if (reduction == Reduction::Mean)
     sum /= weightSum;
   loss[0] = static_cast<float>(sum);
   return llvm::Error::success();
@@ -501,8 +506,8 @@ int64_t operandElements(const Node &node, unsigned index) {
 template <unsigned LabelsOperand, bool PerSample>
 uint64_t labelLossWorkspace(const Node &node) {
   int64_t samples = operandElements(node, LabelsOperand);
-  return scratchBytes(DType::I64, samples) +
-         (PerSample ? scratchBytes(DType::F64, samples) : 0);
+  return addScratch(scratchBytes(DType::I64, samples),
+                    PerSample ? scratchBytes(DType::F64, samples) : 0);
 }
 
 /// Scratch of the dense-label cross entropy: per-sample losses, one per row

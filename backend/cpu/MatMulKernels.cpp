@@ -344,7 +344,8 @@ llvm::Expected<LabeledTensor> makeLabeled(const KernelCall &call,
   if (scratch.dryRun) {
     LabeledTensor result;
     result.view = TensorView(nullptr, DType::F32, shape);
-    scratch.bytes += scratchBytes(DType::F32, result.view.getNumElements());
+    scratch.bytes = addScratch(
+        scratch.bytes, scratchBytes(DType::F32, result.view.getNumElements()));
     result.labels.assign(labels.begin(), labels.end());
     return result;
   }

@@ -602,7 +602,7 @@ uint64_t layerNormWorkspace(const Node &node) {
     if (index < node.getNumOperands())
       if (const Value *param = node.getOperand(index))
         if (int64_t(param->getType().getNumElements()) != cols)
-          bytes += scratchBytes(DType::F32, cols);
+          bytes = addScratch(bytes, scratchBytes(DType::F32, cols));
   return bytes;
 }
 
@@ -617,7 +617,7 @@ uint64_t layerNormGradWorkspace(const Node &node) {
   int64_t blocks = numChunks(rows, kRowBlock);
   if (!wantColumns || !blocks)
     return 0;
-  return scratchBytes(DType::F32, blocks * 2 * cols);
+  return scratchBytes(DType::F32, mulCount(blocks * 2, cols));
 }
 
 } // namespace

@@ -51,9 +51,16 @@ struct SumReduce {
   template <typename T> static T combine(T a, T b) { return wrappingAdd(a, b); }
   template <typename T> static T finalize(T acc, int64_t) { return acc; }
 };
+/// The mean of no elements is NaN for floats (as numpy and PyTorch give:
+/// a mean-reduced loss over an empty batch must not read as 0) and 0 for
+/// integers, which have no NaN.
 struct MeanReduce : SumReduce {
   template <typename T> static T finalize(T acc, int64_t count) {
-    return count ? static_cast<T>(acc / static_cast<T>(count)) : acc;
+    if (count)
+      return static_cast<T>(acc / static_cast<T>(count));
+    if constexpr (std::numeric_limits<T>::has_quiet_NaN)
+      return std::numeric_limits<T>::quiet_NaN();
+    return acc;
   }
 };
 struct SumSquareReduce : SumReduce {

@@ -9,15 +9,20 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <limits>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
 
 TensorView::TensorView(void *data, DType dtype, llvm::ArrayRef<int64_t> shape)
     : data(data), dtype(dtype), shape(shape.begin(), shape.end()) {
+  // Saturates instead of overflowing: a workspace dry run (Einsum) may
+  // describe intermediates larger than any tensor; their scratch request
+  // then reads as too large and is refused.
   for (int64_t extent : shape) {
     assert(extent >= 0 && "negative extent in a tensor view");
-    numElements *= extent;
+    if (__builtin_mul_overflow(numElements, extent, &numElements))
+      numElements = std::numeric_limits<int64_t>::max();
   }
 }
 

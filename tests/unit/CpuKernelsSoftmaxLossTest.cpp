@@ -179,8 +179,8 @@ std::vector<double> referenceLoss(const LossCase &c,
     }
   if (reduction == "none")
     return perSample;
-  if (reduction == "mean" && weightSum != 0)
-    sum /= weightSum;
+  if (reduction == "mean")
+    sum /= weightSum; // NaN over zero counted samples, as in PyTorch.
   return {sum};
 }
 
@@ -473,6 +473,64 @@ TEST(CpuLossTest, DenseLabelSoftmaxCrossEntropy) {
     expectGradient((*grad)[0].floats(), numeric,
                    std::string("dense ") + reduction);
   }
+}
+
+TEST(CpuLossTest, MeanOverNoCountedSamplesIsNaN) {
+  // Every label ignored: a mean over nothing is NaN (PyTorch's answer; a
+  // silent 0 would look like a perfect fit), a sum is 0, and the gradient
+  // is zero everywhere, as ONNX Runtime and PyTorch give.
+  HostTensor scores = HostTensor::f32({3, 4}, randomFloats(12, 7, -2, 2));
+  HostTensor labels = HostTensor::i64({3}, {-100, -100, -100});
+  HostTensor ignore = HostTensor::i64({}, {-100});
+  HostTensor weights = HostTensor::f32({4}, {1, 2, 3, 4});
+  std::vector<NamedAttribute> mean = {stringAttr("reduction", "mean"),
+                                      intAttr("ignore_index", -100)};
+  std::vector<NamedAttribute> sum = {stringAttr("reduction", "sum"),
+                                     intAttr("ignore_index", -100)};
+  for (HostTensor *w : {static_cast<HostTensor *>(nullptr), &weights}) {
+    KernelRunner runner;
+    auto loss = runner.run("", "SoftmaxCrossEntropyLoss", {&scores, &labels, w},
+                           {f32Type({}), f32Type({3, 4})}, mean);
+    ASSERT_TRUE(static_cast<bool>(loss)) << llvm::toString(loss.takeError());
+    EXPECT_TRUE(std::isnan((*loss)[0].floats()[0]));
+    auto summed = runner.run("", "SoftmaxCrossEntropyLoss",
+                             {&scores, &labels, w}, {f32Type({})}, sum);
+    ASSERT_TRUE(static_cast<bool>(summed));
+    EXPECT_EQ((*summed)[0].floats()[0], 0.0f);
+    auto nll = runner.run("", "NegativeLogLikelihoodLoss",
+                          {&(*loss)[1], &labels, w}, {f32Type({})}, mean);
+    ASSERT_TRUE(static_cast<bool>(nll)) << llvm::toString(nll.takeError());
+    EXPECT_TRUE(std::isnan((*nll)[0].floats()[0]));
+    // ONNX Runtime's form takes ignore_index as input 3.
+    auto internal = runner.run(kMsDomain, "SoftmaxCrossEntropyLossInternal",
+                               {&scores, &labels, w, &ignore}, {f32Type({})},
+                               {stringAttr("reduction", "mean")});
+    ASSERT_TRUE(static_cast<bool>(internal))
+        << llvm::toString(internal.takeError());
+    EXPECT_TRUE(std::isnan((*internal)[0].floats()[0]));
+
+    HostTensor dY = HostTensor::f32({}, {1});
+    auto grad =
+        runner.run(kMsDomain, "SoftmaxCrossEntropyLossGrad",
+                   {&dY, &(*loss)[1], &labels, w}, {f32Type({3, 4})}, mean);
+    ASSERT_TRUE(static_cast<bool>(grad)) << llvm::toString(grad.takeError());
+    for (float g : (*grad)[0].floats())
+      EXPECT_EQ(g, 0.0f);
+  }
+
+  // An empty batch: no samples at all.
+  KernelRunner runner;
+  HostTensor noScores = HostTensor::f32({0, 4}, {});
+  HostTensor noLabels = HostTensor::i64({0}, {});
+  auto empty = runner.run("", "SoftmaxCrossEntropyLoss", {&noScores, &noLabels},
+                          {f32Type({})}, {stringAttr("reduction", "mean")});
+  ASSERT_TRUE(static_cast<bool>(empty)) << llvm::toString(empty.takeError());
+  EXPECT_TRUE(std::isnan((*empty)[0].floats()[0]));
+  auto dense =
+      runner.run(kMsDomain, "SoftmaxCrossEntropy", {&noScores, &noScores},
+                 {f32Type({})}, {stringAttr("reduction", "mean")});
+  ASSERT_TRUE(static_cast<bool>(dense)) << llvm::toString(dense.takeError());
+  EXPECT_TRUE(std::isnan((*dense)[0].floats()[0]));
 }
 
 TEST(CpuLossTest, LabelOutOfRangeIsAnError) {

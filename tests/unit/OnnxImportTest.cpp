@@ -783,7 +783,9 @@ TEST(OnnxTensor, RejectsMalformedTensors) {
   huge.set_data_type(TP::FLOAT);
   for (int i = 0; i < 4; ++i)
     huge.add_dims(1LL << 20);
-  EXPECT_EQ(message(huge), "tensor 'w': tensor is too large");
+  EXPECT_EQ(message(huge), "tensor 'w': type f32[1048576,1048576,1048576,"
+                           "1048576] is larger than gmopt's limit of 2^50 "
+                           "bytes per tensor");
 
   TP badType;
   badType.set_name("w");

@@ -427,6 +427,62 @@ TEST(BindInputsTest, WeightsComeFirstAndMissingOnesAreNamed) {
                               "f32[2]");
 }
 
+TEST(BindInputsTest, TestDataMustHoldEveryDataInput) {
+  // With test data, a data input it lacks is an error, not random values.
+  std::optional<Mlp> mlp = loadMlp();
+  ASSERT_TRUE(mlp);
+  const Module &module = *mlp->model.module;
+  TestDataSet noLabels = mlp->data;
+  llvm::erase_if(noLabels.inputs,
+                 [](const NamedTensor &t) { return t.name == "labels"; });
+  InputSources sources;
+  sources.testData = &noLabels;
+  auto bound = bindInputs(module, sources);
+  EXPECT_EQ(errorText(bound),
+            "data input 'labels' has no tensor in --inputs " +
+                noLabels.directory +
+                " (expected an input_K.pb holding a tensor named 'labels', or "
+                "an unnamed input_1.pb; synthetic data is only used without "
+                "--inputs)");
+  // Parameters, buffers and lazy_reset_grad still have their defaults.
+  TestDataSet dataOnly = mlp->data;
+  llvm::erase_if(dataOnly.inputs, [](const NamedTensor &t) {
+    return t.name != "input" && t.name != "labels";
+  });
+  sources.testData = &dataOnly;
+  bound = bindInputs(module, sources);
+  ASSERT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
+  EXPECT_EQ(boundNamed(*bound, "labels")->origin, InputOrigin::TestData);
+  EXPECT_EQ(boundNamed(*bound, "fc1.weight")->origin, InputOrigin::Synthetic);
+  EXPECT_EQ(boundNamed(*bound, "lazy_reset_grad")->origin,
+            InputOrigin::DefaultTrue);
+}
+
+TEST(TestDataSetTest, AmbiguousSetsAreRefused) {
+  TempDir dir;
+  std::string set = modelDir("mlp") + "/test_data_set_0";
+  auto copy = [&](const std::string &from, const std::string &to) {
+    ASSERT_FALSE(llvm::sys::fs::copy_file(set + "/" + from, dir.file(to)));
+  };
+  copy("input_0.pb", "input_0.pb");
+  copy("input_1.pb", "input_1.pb");
+  ASSERT_TRUE(bool(readTestDataSet(dir.path)));
+  // Two files holding `input`: which one a lookup found depended on the
+  // directory order.
+  copy("input_0.pb", "input_7.pb");
+  auto twice = readTestDataSet(dir.path);
+  EXPECT_EQ(errorText(twice), dir.file("input_0.pb") + " and " +
+                                  dir.file("input_7.pb") +
+                                  " both hold a tensor named 'input'");
+  llvm::sys::fs::remove(dir.file("input_7.pb"));
+  // Two files numbered 1.
+  copy("input_2.pb", "input_01.pb");
+  auto renumbered = readTestDataSet(dir.path);
+  std::string message = errorText(renumbered);
+  EXPECT_NE(message.find(" have the same number 1"), std::string::npos)
+      << message;
+}
+
 TEST(BindInputsTest, IntegerInputWithoutRangeNeedsData) {
   Module module;
   module.opsetImports[""] = 17;
@@ -690,6 +746,55 @@ TEST(RunSessionTest, FailedCheckStillWritesTheReport) {
   err = runSession(config, outStream, noticeStream);
   EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
   EXPECT_EQ(notices, "gmopt-run: no CUDA device; using the CPU backend\n");
+}
+
+TEST(RunSessionTest, NoticesOnlyWhenTheRunProceeds) {
+  RunConfig config;
+  config.modelPath = modelDir("mlp") + "/training_model.onnx";
+  config.backend = BackendKind::Auto;
+  config.executor.threads = 1;
+  config.dims = {{"batch", 2}};
+  std::string out, notices;
+  llvm::raw_string_ostream outStream(out), noticeStream(notices);
+
+  // An error before training: the error alone, no fallback notice.
+  config.inputsDir = modelDir("mlp") + "/no-such-set";
+  llvm::Error err = runSession(config, outStream, noticeStream);
+  EXPECT_TRUE(bool(err));
+  llvm::consumeError(std::move(err));
+  EXPECT_TRUE(notices.empty()) << notices;
+
+  // Without --inputs: the notice, then the synthetic-data note, once each.
+  config.inputsDir.clear();
+  err = runSession(config, outStream, noticeStream);
+  EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  std::string probeNotice;
+  ASSERT_TRUE(bool(selectBackend(BackendKind::Auto, probeNotice)));
+  EXPECT_EQ(notices, "gmopt-run: " + probeNotice +
+                         "\ngmopt-run: note: no --inputs given; data inputs "
+                         "'input', 'labels' get seeded synthetic values\n");
+}
+
+TEST(RunSessionTest, TolerancesMustBeFiniteAndNonNegative) {
+  RunConfig config;
+  config.modelPath = modelDir("mlp") + "/training_model.onnx";
+  config.backend = BackendKind::Cpu;
+  std::string out, notices;
+  llvm::raw_string_ostream outStream(out), noticeStream(notices);
+  auto messageFor = [&](double rtol, double atol) {
+    config.tolerance = Tolerance{rtol, atol};
+    return errorText(runSession(config, outStream, noticeStream));
+  };
+  EXPECT_EQ(messageFor(std::nan(""), 1e-6),
+            "--rtol must be a finite non-negative number, not nan");
+  EXPECT_EQ(messageFor(1e-4, std::nan("")),
+            "--atol must be a finite non-negative number, not nan");
+  EXPECT_EQ(messageFor(-1, 1e-6),
+            "--rtol must be a finite non-negative number, not -1");
+  EXPECT_EQ(messageFor(1e-4, INFINITY),
+            "--atol must be a finite non-negative number, not inf");
+  EXPECT_TRUE(out.empty()) << out;
+  EXPECT_TRUE(notices.empty()) << notices;
 }
 
 TEST(BackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {

@@ -633,7 +633,7 @@ TEST(TextIRTest, ErrorsPointAtLineAndColumn) {
       {inGraph("    %y = Relu(%x) : f32[2 3]\n    return %y\n"),
        "t.gmir:3:27: expected ',' or ']' in shape"},
       {inGraph("    %y = Relu(%x) : f32[-1]\n    return %y\n"),
-       "t.gmir:3:25: expected dimension (an integer, a symbol or '?')"},
+       "t.gmir:3:25: negative dimension -1"},
       {inGraph("    %y = Relu(%x) $\n"),
        "t.gmir:3:19: unexpected character '$'"},
       {inGraph("    %y = Relu(%x) name \"abc\n"),

@@ -2,9 +2,10 @@
 //
 // The order of a gmopt-run invocation: validate the options, pick the
 // backend, read every input file (so a bad file is reported before any
-// work), load the model, make sure it has a plan, bind the inputs, train,
-// compare, run the baseline, write the JSON report, and only then return a
-// numerical failure so the report is there to look at.
+// work), load the model, make sure it has a plan, bind the inputs, print
+// the notices (only now, so a run that fails before this prints one error
+// line), train, compare, run the baseline, write the JSON report, and only
+// then return a numerical failure so the report is there to look at.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
 
 using namespace gmopt;
 
@@ -93,17 +96,26 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   if (config.modelPath.empty())
     return makeError("no input file (expected a .gm file or an ONNX training "
                      "graph)");
-  if (config.tolerance.rtol < 0 || config.tolerance.atol < 0)
-    return makeError("--rtol and --atol must not be negative");
+  // `!(x >= 0)` also catches NaN, which would make every comparison fail
+  // (or, negated, pass).
+  for (auto [name, value] :
+       {std::pair<const char *, double>{"--rtol", config.tolerance.rtol},
+        {"--atol", config.tolerance.atol}})
+    if (!(value >= 0) || std::isinf(value)) {
+      std::string text;
+      llvm::raw_string_ostream(text) << llvm::format("%g", value);
+      return makeError(llvm::Twine(name) +
+                       " must be a finite non-negative number, not " + text);
+    }
   if (config.steps == 0 || config.accumulate == 0)
     return makeError("--steps and --accumulate must be at least 1");
 
+  // The fallback notice waits until the run proceeds: a run that fails
+  // before training prints its error line only.
   std::string notice;
   auto backend = selectBackend(config.backend, notice);
   if (!backend)
     return backend.takeError();
-  if (!notice.empty())
-    notices << kTool << ": " << notice << "\n";
 
   TrainingOptions training;
   training.backend = *backend;
@@ -235,6 +247,29 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   auto bound = bindInputs(*model->module, sources);
   if (!bound)
     return prefixModel(bound.takeError());
+
+  if (!notice.empty())
+    notices << kTool << ": " << notice << "\n";
+  // Synthetic data only ever stands in when no --inputs was given; say so
+  // once, naming what it replaced.
+  // (Parameters seeded the same way are initial weights, not data.)
+  const TrainingSignature &signature = model->module->signature;
+  std::string synthetic;
+  unsigned syntheticCount = 0;
+  for (const BoundInput &binding : *bound) {
+    bool isParam = llvm::any_of(signature.params, [&](const ParamInfo &p) {
+      return p.param == binding.input;
+    });
+    if (binding.origin != InputOrigin::Synthetic || isParam)
+      continue;
+    synthetic +=
+        (syntheticCount++ ? ", '" : "'") + binding.input->getName().str() + "'";
+  }
+  if (syntheticCount)
+    notices << kTool << ": note: no --inputs given; data input"
+            << (syntheticCount > 1 ? "s " : " ") << synthetic
+            << (syntheticCount > 1 ? " get" : " gets")
+            << " seeded synthetic values\n";
 
   out << llvm::formatv("{0}: training {1} on {2} ({3}, {4} step{5} x {6} "
                        "micro-step{7}, pipeline '{8}')\n",

@@ -82,9 +82,12 @@ struct RunConfig {
   std::string reportJsonPath;
 };
 
-/// Runs \p config: results (steps, memory, tables) go to \p out, the
-/// backend notice to \p notices as `gmopt-run: NOTICE`. Returns the first
-/// error as one message (starting with the file it is about); a
+/// Runs \p config: results (steps, memory, tables) go to \p out; the
+/// backend fallback notice (`gmopt-run: NOTICE`) and, without --inputs, the
+/// note naming the data inputs that get synthetic values go to \p notices,
+/// once the inputs are bound (a run that fails earlier prints only its
+/// error). --rtol and --atol must be finite and non-negative. Returns the
+/// first error as one message (starting with the file it is about); a
 /// NumericalError for a non-finite loss or a comparison beyond tolerance,
 /// in which case everything (tables, the JSON report) was still written.
 llvm::Error runSession(const RunConfig &config, llvm::raw_ostream &out,

@@ -21,6 +21,7 @@
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
+#include "ir/SizeLimits.h"
 #include "passes/PassManager.h"
 #include "tools/driver/PassManagerCLOptions.h"
 
@@ -115,40 +116,38 @@ private:
   uint64_t state;
 };
 
-/// Writes \p values (converted) into a new tensor of \p type.
+/// Writes \p values (converted) into a new tensor of \p type. The storage
+/// is allocated without throwing (allocateTensorData), so a size the
+/// system cannot provide is an error, as for the arena.
 template <typename Fn>
 llvm::Expected<TensorData> fillTensor(const TensorType &type, Fn element) {
   uint64_t n = type.getNumElements();
-  std::vector<uint8_t> bytes(type.getSizeInBytes());
-  auto store = [&](auto typed) {
+  auto fillAs = [&](auto typed) {
     using T = decltype(typed);
-    for (uint64_t i = 0; i != n; ++i) {
-      T value = static_cast<T>(element(i));
-      std::memcpy(bytes.data() + i * sizeof(T), &value, sizeof(T));
-    }
+    return allocateTensorData(type, [&](llvm::MutableArrayRef<uint8_t> bytes) {
+      assert(bytes.size() == n * sizeof(T) && "storage of the wrong size");
+      for (uint64_t i = 0; i != n; ++i) {
+        T value = static_cast<T>(element(i));
+        std::memcpy(bytes.data() + i * sizeof(T), &value, sizeof(T));
+      }
+    });
   };
   switch (type.getDType()) {
   case DType::F32:
-    store(float());
-    break;
+    return fillAs(float());
   case DType::F64:
-    store(double());
-    break;
+    return fillAs(double());
   case DType::I64:
-    store(int64_t());
-    break;
+    return fillAs(int64_t());
   case DType::I32:
-    store(int32_t());
-    break;
+    return fillAs(int32_t());
   case DType::Bool:
   case DType::U8:
-    store(uint8_t());
-    break;
+    return fillAs(uint8_t());
   default:
     return makeError("cannot make synthetic values of element type " +
                      dtypeName(type.getDType()));
   }
-  return TensorData(type, std::move(bytes));
 }
 
 bool isViewNode(const Node &node) {
@@ -295,11 +294,19 @@ llvm::Expected<TensorData> initialParameter(const Value *param, uint64_t seed) {
 llvm::Expected<TensorData> syntheticData(const Value *input, uint64_t seed) {
   const TensorType &type = input->getType();
   RandomStream random(seed ^ stableHash(input->getName()));
+  // Allocation failures name the input.
+  auto named =
+      [&](llvm::Expected<TensorData> data) -> llvm::Expected<TensorData> {
+    if (!data)
+      return makeError("input " + quoted(input) + ": " +
+                       llvm::toString(data.takeError()));
+    return data;
+  };
   DType dtype = type.getDType();
   if (isFloatingPoint(dtype))
-    return fillTensor(type, [&](uint64_t) { return random.normal(); });
+    return named(fillTensor(type, [&](uint64_t) { return random.normal(); }));
   if (dtype == DType::Bool)
-    return fillTensor(type, [&](uint64_t) { return random.next() & 1; });
+    return named(fillTensor(type, [&](uint64_t) { return random.next() & 1; }));
   std::optional<IndexRange> range = deriveIndexRange(input);
   if (!range)
     return makeError("cannot derive the valid range of integer input " +
@@ -309,13 +316,17 @@ llvm::Expected<TensorData> syntheticData(const Value *input, uint64_t seed) {
   if (range->end <= range->syntheticLowest)
     return makeError("integer input " + quoted(input) +
                      " has an empty valid range");
-  return fillTensor(type, [&](uint64_t) {
+  return named(fillTensor(type, [&](uint64_t) {
     return random.integer(range->syntheticLowest, range->end);
-  });
+  }));
 }
 
-TensorData filledTensor(const TensorType &type, uint8_t byte) {
-  return TensorData(type, std::vector<uint8_t>(type.getSizeInBytes(), byte));
+/// A new tensor of \p type with every byte \p byte (allocated without
+/// throwing, like fillTensor).
+llvm::Expected<TensorData> filledTensor(const TensorType &type, uint8_t byte) {
+  return allocateTensorData(type, [&](llvm::MutableArrayRef<uint8_t> bytes) {
+    std::memset(bytes.data(), byte, bytes.size());
+  });
 }
 
 /// A tensor of \p type (f32 or i64, as the optimizer's learning rate and
@@ -692,7 +703,11 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
       } else {
-        binding.data = filledTensor(type, 0);
+        auto zeros = filledTensor(type, 0);
+        if (!zeros)
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(zeros.takeError()));
+        binding.data = std::move(*zeros);
         binding.origin = InputOrigin::Zeros;
       }
     } else if (optimizerState.count(input)) {
@@ -705,18 +720,30 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
       } else {
-        binding.data = filledTensor(type, 0);
+        auto zeros = filledTensor(type, 0);
+        if (!zeros)
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(zeros.takeError()));
+        binding.data = std::move(*zeros);
         binding.origin = InputOrigin::Zeros;
       }
     } else if (fedEachStep.count(input)) {
-      binding.data = filledTensor(type, 0);
+      auto zeros = filledTensor(type, 0);
+      if (!zeros)
+        return makeError("input " + quoted(input) + ": " +
+                         llvm::toString(zeros.takeError()));
+      binding.data = std::move(*zeros);
       binding.origin = InputOrigin::FedEachStep;
     } else if (input == signature.lazyResetGrad) {
       if (fromTestData) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
       } else {
-        binding.data = filledTensor(type, 1);
+        auto ones = filledTensor(type, 1);
+        if (!ones)
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(ones.takeError()));
+        binding.data = std::move(*ones);
         binding.origin = InputOrigin::DefaultTrue;
       }
     } else {
@@ -726,6 +753,14 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
       } else if (input->hasData()) {
         binding.data = input->getData();
         binding.origin = InputOrigin::GraphDefault;
+      } else if (sources.testData) {
+        // Given test data, a missing tensor is a mistake (a misspelt name,
+        // a forgotten file), never a reason to train on noise.
+        return makeError(llvm::formatv(
+            "data input {0} has no tensor in --inputs {1} (expected an "
+            "input_K.pb holding a tensor named {0}, or an unnamed "
+            "input_{2}.pb; synthetic data is only used without --inputs)",
+            quoted(input), sources.testData->directory, position));
       } else {
         auto data = syntheticData(input, sources.seed);
         if (!data)
@@ -827,12 +862,24 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   }
   TensorData resetTrue, resetFalse, signalTrue, signalFalse, rate;
   if (lazyReset) {
-    resetTrue = filledTensor(lazyReset->getType(), 1);
-    resetFalse = filledTensor(lazyReset->getType(), 0);
+    auto trueValue = filledTensor(lazyReset->getType(), 1);
+    if (!trueValue)
+      return trueValue.takeError();
+    auto falseValue = filledTensor(lazyReset->getType(), 0);
+    if (!falseValue)
+      return falseValue.takeError();
+    resetTrue = std::move(*trueValue);
+    resetFalse = std::move(*falseValue);
   }
   if (signalInput) {
-    signalTrue = filledTensor(signalInput->getType(), 1);
-    signalFalse = filledTensor(signalInput->getType(), 0);
+    auto trueValue = filledTensor(signalInput->getType(), 1);
+    if (!trueValue)
+      return trueValue.takeError();
+    auto falseValue = filledTensor(signalInput->getType(), 0);
+    if (!falseValue)
+      return falseValue.takeError();
+    signalTrue = std::move(*trueValue);
+    signalFalse = std::move(*falseValue);
   }
   if (rateInput)
     rate = valueTensor(rateInput->getType(), options.learningRate);

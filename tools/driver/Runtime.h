@@ -219,13 +219,17 @@ struct InputSources {
 /// zeros; the learning rate and the update signal are FedEachStep; for
 /// lazy_reset_grad the
 /// test data, else true; for data inputs the test data, the graph default,
-/// or seeded synthetic data (floats N(0,1), integers uniform in the range
-/// deriveIndexRange gives, booleans uniform; an integer input without a
-/// derivable range is an error). Tensors are matched by name (an unnamed
+/// or, only when there is no test data at all, seeded synthetic data
+/// (floats N(0,1), integers uniform in the range deriveIndexRange gives,
+/// booleans uniform; an integer input without a derivable range is an
+/// error). With test data, a data input it does not hold (and that has no
+/// graph default) is an error. Tensors are matched by name (an unnamed
 /// input_K.pb by its number K). Every supplied tensor's type must equal
 /// the input's, and integer inputs must lie in their derived range.
 /// Synthetic values depend only on the seed and the input's name and type,
-/// so two modules with the same inputs get the same values.
+/// so two modules with the same inputs get the same values. Made values
+/// are allocated without throwing: a size the system cannot provide is an
+/// error naming the input.
 llvm::Expected<std::vector<BoundInput>> bindInputs(const Module &module,
                                                    const InputSources &sources);
 

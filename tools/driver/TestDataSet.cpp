@@ -2,7 +2,9 @@
 //
 // Lists a test-data directory, picks out `input_K.pb`/`output_K.pb`, parses
 // each as an onnx.TensorProto and converts it with ir/OnnxTensor.h, keeping
-// the name for matching and the number for ordering.
+// the name for matching and the number for ordering. A set in which two
+// files share a number or a tensor name is refused: which one a lookup
+// found would depend on the directory order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -52,6 +55,26 @@ const NamedTensor *findByIndex(const std::vector<NamedTensor> &tensors,
     if (tensor.index == index)
       return &tensor;
   return nullptr;
+}
+
+/// Two files of one kind (sorted by number) with the same number
+/// (`input_1.pb`, `input_01.pb`) or holding tensors of the same name would
+/// leave the choice between them to the directory order: an error.
+llvm::Error checkUnambiguous(const std::vector<NamedTensor> &tensors) {
+  llvm::StringMap<const NamedTensor *> byName;
+  for (size_t i = 0; i != tensors.size(); ++i) {
+    const NamedTensor &tensor = tensors[i];
+    if (i && tensors[i - 1].index == tensor.index)
+      return makeError(tensors[i - 1].source + " and " + tensor.source +
+                       " have the same number " + llvm::Twine(tensor.index));
+    if (tensor.name.empty())
+      continue;
+    auto [it, inserted] = byName.try_emplace(tensor.name, &tensor);
+    if (!inserted)
+      return makeError(it->second->source + " and " + tensor.source +
+                       " both hold a tensor named '" + tensor.name + "'");
+  }
+  return llvm::Error::success();
 }
 
 } // namespace
@@ -121,9 +144,12 @@ llvm::Expected<TestDataSet> gmopt::readTestDataSet(llvm::StringRef directory) {
                      ": no input_K.pb or output_K.pb files (expected an ONNX "
                      "test_data_set directory)");
   auto byIndex = [](const NamedTensor &a, const NamedTensor &b) {
-    return a.index < b.index;
+    return a.index < b.index || (a.index == b.index && a.source < b.source);
   };
   llvm::sort(set.inputs, byIndex);
   llvm::sort(set.outputs, byIndex);
+  for (const std::vector<NamedTensor> *tensors : {&set.inputs, &set.outputs})
+    if (llvm::Error err = checkUnambiguous(*tensors))
+      return err;
   return set;
 }

@@ -58,7 +58,9 @@ public:
 
 /// Reads every `input_K.pb` and `output_K.pb` of \p directory (other files
 /// are ignored). Fails if the directory does not exist, holds no such file,
-/// or a file is not a valid TensorProto; messages start with the path.
+/// a file is not a valid TensorProto, or two inputs (or two outputs) have
+/// the same number K or hold tensors of the same name; messages start with
+/// the path.
 llvm::Expected<TestDataSet> readTestDataSet(llvm::StringRef directory);
 
 /// Reads one serialized onnx.TensorProto from \p path. External data is

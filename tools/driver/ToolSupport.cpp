@@ -13,6 +13,7 @@
 #include "ir/FileIO.h"
 #include "ir/Module.h"
 #include "ir/Onnx.h"
+#include "ir/SizeLimits.h"
 #include "ir/TextIR.h"
 #include "ir/Verifier.h"
 
@@ -209,6 +210,10 @@ gmopt::parseDimBindings(llvm::ArrayRef<std::string> values) {
     int64_t extent;
     if (number.getAsInteger(10, extent))
       return invalid();
+    if (static_cast<uint64_t>(extent) > kMaxTensorBytes)
+      return makeError("--dim " + text + ": " + number +
+                       " is larger than any tensor gmopt accepts (at most " +
+                       kMaxTensorBytesText + ")");
     auto [it, inserted] = bindings.emplace(name.str(), extent);
     if (!inserted && it->second != extent)
       return makeError("--dim " + name +
@@ -232,15 +237,25 @@ gmopt::bindSymbolicDims(Module &module,
   }
   if (bindings.empty())
     return llvm::Error::success();
+  // A bound type must still fit the size limit; the first that does not is
+  // the error (the module is then discarded by the caller).
+  auto rebind = [&](Value *value) {
+    value->setType(bindType(value->getType(), bindings));
+    return checkTensorSize(value->getType(),
+                           "value '" + value->getName() + "'");
+  };
   Graph &graph = module.getGraph();
   for (const auto &input : graph.getInputs())
-    input->setType(bindType(input->getType(), bindings));
+    if (llvm::Error err = rebind(input.get()))
+      return err;
   for (const auto &initializer : graph.getInitializers())
-    initializer->setType(bindType(initializer->getType(), bindings));
+    if (llvm::Error err = rebind(initializer.get()))
+      return err;
   for (Node &node : graph)
     for (Value *result : node.getResults())
       if (result)
-        result->setType(bindType(result->getType(), bindings));
+        if (llvm::Error err = rebind(result))
+          return err;
   for (const auto &[name, extent] : bindings)
     module.dimBindings[name] = extent;
   return llvm::Error::success();

@@ -57,7 +57,8 @@ int reportToolError(llvm::StringRef tool, llvm::Error err);
 /// \p status.
 int finishToolOutput(llvm::StringRef tool, int status);
 
-/// Parses `--dim` values (`NAME=N`, N a non-negative decimal integer).
+/// Parses `--dim` values (`NAME=N`, N a non-negative decimal integer of at
+/// most kMaxTensorBytes).
 /// Errors name the offending text; a name bound twice to different values
 /// is an error.
 llvm::Expected<std::map<std::string, int64_t>>
@@ -66,7 +67,8 @@ parseDimBindings(llvm::ArrayRef<std::string> values);
 /// Replaces every symbolic dimension of \p module bound in \p bindings with
 /// its extent (inputs, initializers and node results) and records the
 /// bindings in module.dimBindings. A binding that contradicts one already
-/// recorded in the module is an error.
+/// recorded in the module is an error, and so is a bound type beyond the
+/// tensor size limit (checkTensorSize).
 llvm::Error bindSymbolicDims(Module &module,
                              const std::map<std::string, int64_t> &bindings);
 
