@@ -106,11 +106,17 @@ void compile(const fuzz::FuzzInput &input) {
   std::string pipeline = passManager.getPipelineString();
   recordPipeline(**module, pipeline);
 
-  // Export names gmopt the producer of a model that names none; naming it
-  // here first leaves the comparison below only real differences.
-  for (Module *written : {module->get(), original->get()})
+  // Export names gmopt the producer of a model that names none, and imports
+  // com.microsoft at version 1 for contrib ops when the module has no
+  // import for it; doing both here first leaves the comparison below only
+  // real differences.
+  for (Module *written : {module->get(), original->get()}) {
     if (written->producerName.empty())
       written->producerName = "gmopt";
+    for (const Node &node : written->getGraph().getNodes())
+      if (node.getDomain() == kMsDomain)
+        written->opsetImports.emplace(kMsDomain.str(), 1);
+  }
 
   llvm::Expected<std::string> bytes =
       writeGmBytes(**module, **original, pipeline);
