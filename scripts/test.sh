@@ -2,7 +2,8 @@
 # Runs every gmopt test: the regular build's ctest suite (GoogleTest units and
 # lit/FileCheck golden tests), the same suite under ASan+UBSan, and each
 # libFuzzer target briefly. Usage: scripts/test.sh [--quick]  (--quick: only the
-# regular build). Build trees: build/, build-asan/, build-fuzz/.
+# regular build). Build trees: build/, build-asan/ (clang: ASan+UBSan and the
+# libFuzzer targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,22 +23,20 @@ ctest --test-dir build --output-on-failure -j "$JOBS"
 
 [ "$QUICK" = 1 ] && exit 0
 
-echo "== ASan+UBSan build + tests"
+echo "== ASan+UBSan build (clang, with the libFuzzer targets) + tests"
+# One sanitized build serves both the ASan+UBSan suite and the fuzzers: the
+# libraries carry libFuzzer's coverage instrumentation (harmless to the unit
+# tests), so CI compiles the library twice, not three times.
 configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug -DGMOPT_SANITIZE=ON \
-  -DGMOPT_ENABLE_CUDA=OFF
+  -DGMOPT_FUZZ=ON -DGMOPT_ENABLE_CUDA=OFF \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 # gmopt reports a failed allocation as an error (tests ask for more memory
 # than any machine has), so ASan's allocator must return null, not abort.
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS"
 
-echo "== fuzz targets (libFuzzer, clang)"
-fuzzers=()
-for src in tests/fuzz/*.cpp; do fuzzers+=("$(basename "$src" .cpp)"); done
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGMOPT_FUZZ=ON \
-  -DGMOPT_SANITIZE=ON -DGMOPT_ENABLE_CUDA=OFF >/dev/null
-cmake --build build-fuzz -j "$JOBS" --target "${fuzzers[@]}"
+echo "== fuzz targets (libFuzzer, from the sanitized build)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 fuzz_pass=0
 for src in tests/fuzz/*.cpp; do
@@ -46,7 +45,7 @@ for src in tests/fuzz/*.cpp; do
   work=$(mktemp -d)
   [ -d "$corpus" ] && cp -r "$corpus/." "$work/"
   echo "-- $name (${FUZZ_SECONDS}s)"
-  "build-fuzz/tests/$name" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 \
+  "build-asan/tests/$name" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 \
     -print_final_stats=0 "$work" 2>&1 | tail -n 3
   rm -rf "$work"
   fuzz_pass=$((fuzz_pass + 1))
