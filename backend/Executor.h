@@ -4,10 +4,10 @@
 // Executable (allocating persistent storage and, in planned mode, the one
 // arena the plan lays out), then run training steps on it and report the
 // memory it measured. Values cross the interface as host TensorData; a
-// backend keeps its own storage. The optimizer is part of the module (an
-// AdamWOptimizer or SGDOptimizerV2 node, ir/Optimizer.h), so a step runs
-// it like any other node and its state is planned and counted as
-// optimizer_state.
+// backend keeps its own storage. The optimizer is part of the module (graph
+// ops whose state is persistent graph inputs), so an Executable only runs
+// steps. Every backend's Executable is the plan interpreter
+// (backend/PlanInterpreter.h) over the backend's Device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,13 +71,18 @@ public:
   /// Copies \p data into the storage of graph input \p input. The type must
   /// match the input's type exactly.
   virtual llvm::Error setInput(const Value *input, const TensorData &data) = 0;
+  /// Overwrites persistent value \p value (a graph input or an
+  /// initializer, e.g. the loss-gradient seed) with \p data of exactly its
+  /// type.
+  virtual llvm::Error writeValue(const Value *value, const TensorData &data) = 0;
   /// Reads the current contents of a persistent value (graph inputs, graph
   /// outputs, initializers).
   virtual llvm::Expected<TensorData> readValue(const Value *value) const = 0;
   /// Runs one forward+backward step. \p step numbers random streams.
   virtual llvm::Error runStep(uint64_t step) = 0;
   /// The gradient of trainable parameter \p param after the last step(s):
-  /// its accumulation buffer, or its gradient graph output.
+  /// the result of its InPlaceAccumulator (V1) node, else its accumulation
+  /// buffer, else its gradient graph output.
   virtual llvm::Expected<TensorData> readGradient(const ParamInfo &param) const;
   /// Memory measured since prepare (or the last resetPeak).
   virtual MemoryReport getMemoryReport() const = 0;

@@ -1,9 +1,10 @@
 //===- Memory.cpp - Counting allocator and memory reports -----------------===//
 //
-// CountingAllocator keeps a map from each live block to its counted size and
-// category, so frees need no size argument and a report can always be
-// reconciled with the blocks still alive. The high-water mark is updated on
-// every allocation; the split by category is copied only when the mark moves.
+// MemoryCounter updates the high-water mark on every addition and copies the
+// split by category only when the mark moves. CountingAllocator keeps a map
+// from each live block to its counted size and category, so frees need no
+// size argument and a report can always be reconciled with the blocks still
+// alive.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,12 +57,65 @@ llvm::json::Object MemoryReport::toJSON() const {
 }
 
 //===----------------------------------------------------------------------===//
+// MemoryCounter
+//===----------------------------------------------------------------------===//
+
+void MemoryCounter::add(uint64_t bytes, MemoryCategory category) {
+  current[static_cast<unsigned>(category)] += bytes;
+  currentTotal += bytes;
+  if (currentTotal > peakTotal) {
+    peakTotal = currentTotal;
+    peakSplit = current;
+  }
+}
+
+void MemoryCounter::remove(uint64_t bytes, MemoryCategory category) {
+  unsigned index = static_cast<unsigned>(category);
+  assert(current[index] >= bytes && "releasing more bytes than counted");
+  current[index] -= bytes;
+  currentTotal -= bytes;
+}
+
+void MemoryCounter::transfer(MemoryCategory from, MemoryCategory to,
+                             uint64_t bytes) {
+  unsigned source = static_cast<unsigned>(from);
+  unsigned target = static_cast<unsigned>(to);
+  assert(current[source] >= bytes &&
+         "moving more bytes than the category holds");
+  current[source] -= bytes;
+  current[target] += bytes;
+  // While the total sits at the peak, the most informative split is the one
+  // where the fewest bytes are unclassified (an idle arena counts as
+  // Temporaries), i.e. the moment the arena held the most live values.
+  unsigned temporaries = static_cast<unsigned>(MemoryCategory::Temporaries);
+  if (currentTotal == peakTotal &&
+      current[temporaries] < peakSplit[temporaries])
+    peakSplit = current;
+}
+
+void MemoryCounter::resetPeak() {
+  peakTotal = currentTotal;
+  peakSplit = current;
+}
+
+MemoryReport MemoryCounter::getReport() const {
+  MemoryReport report;
+  report.peakBytes = peakTotal;
+  report.peakByCategory = peakSplit;
+  report.currentBytes = currentTotal;
+  report.currentByCategory = current;
+  return report;
+}
+
+//===----------------------------------------------------------------------===//
 // CountingAllocator
 //===----------------------------------------------------------------------===//
 
 CountingAllocator::~CountingAllocator() {
-  for (auto &entry : blocks)
+  for (auto &entry : blocks) {
+    counter->remove(entry.second.bytes, entry.second.category);
     std::free(const_cast<void *>(entry.first));
+  }
 }
 
 void *CountingAllocator::allocate(uint64_t bytes, MemoryCategory category) {
@@ -75,12 +129,7 @@ void *CountingAllocator::allocate(uint64_t bytes, MemoryCategory category) {
   if (!ptr)
     return nullptr;
   blocks[ptr] = Block{counted, category};
-  current[static_cast<unsigned>(category)] += counted;
-  currentTotal += counted;
-  if (currentTotal > peakTotal) {
-    peakTotal = currentTotal;
-    peakSplit = current;
-  }
+  counter->add(counted, category);
   return ptr;
 }
 
@@ -101,8 +150,7 @@ void CountingAllocator::free(void *ptr) {
   assert(it != blocks.end() && "freeing a block this allocator does not own");
   Block block = it->second;
   blocks.erase(it);
-  current[static_cast<unsigned>(block.category)] -= block.bytes;
-  currentTotal -= block.bytes;
+  counter->remove(block.bytes, block.category);
   std::free(ptr);
 }
 
@@ -115,37 +163,6 @@ MemoryCategory CountingAllocator::getBlockCategory(const void *ptr) const {
   auto it = blocks.find(ptr);
   assert(it != blocks.end() && "category of a block that is not live");
   return it->second.category;
-}
-
-void CountingAllocator::transfer(MemoryCategory from, MemoryCategory to,
-                                 uint64_t bytes) {
-  unsigned source = static_cast<unsigned>(from);
-  unsigned target = static_cast<unsigned>(to);
-  assert(current[source] >= bytes &&
-         "moving more bytes than the category holds");
-  current[source] -= bytes;
-  current[target] += bytes;
-  // While the total sits at the peak, the most informative split is the one
-  // where the fewest bytes are unclassified (an idle arena counts as
-  // Temporaries), i.e. the moment the arena held the most live values.
-  unsigned temporaries = static_cast<unsigned>(MemoryCategory::Temporaries);
-  if (currentTotal == peakTotal &&
-      current[temporaries] < peakSplit[temporaries])
-    peakSplit = current;
-}
-
-void CountingAllocator::resetPeak() {
-  peakTotal = currentTotal;
-  peakSplit = current;
-}
-
-MemoryReport CountingAllocator::getReport() const {
-  MemoryReport report;
-  report.peakBytes = peakTotal;
-  report.peakByCategory = peakSplit;
-  report.currentBytes = currentTotal;
-  report.currentByCategory = current;
-  return report;
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,11 +1,13 @@
 //===- Memory.h - Memory categories, counting allocator ---------*- C++ -*-===//
 //
-// How gmopt backends measure memory. Each byte a backend allocates goes
-// through a CountingAllocator under one of the six MemoryCategory values of
+// How gmopt backends measure memory. Each byte a backend allocates is
+// reported to a MemoryCounter under one of the six MemoryCategory values of
 // ir/Plan.h (parameters, gradients, optimizer state, activations,
-// temporaries, workspace); the allocator tracks the live bytes of each
+// temporaries, workspace); the counter tracks the live bytes of each
 // category, the high-water mark of their total and the split by category at
-// the moment that mark was reached. A MemoryReport is a snapshot of those
+// the moment that mark was reached. Counting is separate from allocating:
+// the plan interpreter counts device memory it gets from a Device, and
+// CountingAllocator is counted host memory (CPU kernel scratch). A MemoryReport is a snapshot of those
 // figures, printable as a table and as JSON.
 //
 //===----------------------------------------------------------------------===//
@@ -69,16 +71,61 @@ struct MemoryReport {
   llvm::json::Object toJSON() const;
 };
 
-/// The allocator every backend allocation goes through. Blocks are aligned
-/// to kAlignment bytes and counted at their size rounded up to a multiple of
-/// kAlignment (what they really occupy, and what the buffer planner assumes).
-/// Not thread-safe.
+/// Counts live bytes by category and keeps the high-water mark of their
+/// total, with the split by category at the moment that mark was reached.
+/// It owns no memory: whoever allocates (a backend's device, a kernel's host
+/// scratch) reports each block's bytes here, so every backend measures in
+/// the same way whatever its memory is. Not thread-safe.
+class MemoryCounter {
+public:
+  /// Counts \p bytes (already rounded to kBufferAlignment) under
+  /// \p category.
+  void add(uint64_t bytes, MemoryCategory category);
+  /// Stops counting \p bytes of \p category; they must have been added.
+  void remove(uint64_t bytes, MemoryCategory category);
+  /// Moves \p bytes of live memory from \p from to \p to without changing
+  /// the total: a planned arena is counted under Temporaries while a slice
+  /// is unoccupied and under its value's category while it is live. At an
+  /// unchanged total the peak split is refreshed when it is the peak.
+  void transfer(MemoryCategory from, MemoryCategory to, uint64_t bytes);
+  /// Restarts the high-water mark from the current figures.
+  void resetPeak();
+
+  /// Live bytes of \p category.
+  uint64_t getCurrentBytes(MemoryCategory category) const {
+    return current[static_cast<unsigned>(category)];
+  }
+  /// Live bytes of all categories.
+  uint64_t getCurrentBytes() const { return currentTotal; }
+  /// High-water mark of the total since construction or resetPeak().
+  uint64_t getPeakBytes() const { return peakTotal; }
+  /// Per-category split at the moment of the high-water mark.
+  const CategoryBytes &getPeakByCategory() const { return peakSplit; }
+  /// A snapshot of the figures.
+  MemoryReport getReport() const;
+
+private:
+  CategoryBytes current{};
+  uint64_t currentTotal = 0;
+  uint64_t peakTotal = 0;
+  CategoryBytes peakSplit{};
+};
+
+/// Host memory that is counted: each block is allocated with aligned_alloc
+/// and reported to a MemoryCounter (its own, or one the caller shares, such
+/// as a plan interpreter's, so a CPU kernel's scratch is counted with the
+/// rest of the step). Blocks are aligned to kAlignment bytes and counted at
+/// their size rounded up to a multiple of kAlignment (what they really
+/// occupy, and what the buffer planner assumes). Not thread-safe.
 class CountingAllocator {
 public:
   /// Alignment of every block, in bytes (the planner's alignment).
   static constexpr uint64_t kAlignment = kBufferAlignment;
 
-  CountingAllocator() = default;
+  /// An allocator with its own counter.
+  CountingAllocator() : counter(&ownCounter) {}
+  /// An allocator that reports to \p counter, which must outlive it.
+  explicit CountingAllocator(MemoryCounter &counter) : counter(&counter) {}
   CountingAllocator(const CountingAllocator &) = delete;
   CountingAllocator &operator=(const CountingAllocator &) = delete;
   /// Frees every block still live.
@@ -103,26 +150,29 @@ public:
   /// Number of live blocks.
   size_t getNumLiveBlocks() const { return blocks.size(); }
 
-  /// Live bytes of \p category.
+  /// The counter blocks are reported to.
+  MemoryCounter &getCounter() const { return *counter; }
+  /// Live bytes of \p category (of the counter: shared counters include
+  /// other allocations).
   uint64_t getCurrentBytes(MemoryCategory category) const {
-    return current[static_cast<unsigned>(category)];
+    return counter->getCurrentBytes(category);
   }
   /// Live bytes of all categories.
-  uint64_t getCurrentBytes() const { return currentTotal; }
+  uint64_t getCurrentBytes() const { return counter->getCurrentBytes(); }
   /// High-water mark of the total since construction or resetPeak().
-  uint64_t getPeakBytes() const { return peakTotal; }
+  uint64_t getPeakBytes() const { return counter->getPeakBytes(); }
   /// Per-category split at the moment of the high-water mark.
-  const CategoryBytes &getPeakByCategory() const { return peakSplit; }
-
+  const CategoryBytes &getPeakByCategory() const {
+    return counter->getPeakByCategory();
+  }
   /// Restarts the high-water mark from the current figures.
-  void resetPeak();
-  /// Moves \p bytes of live memory from \p from to \p to without changing
-  /// the total: a planned arena is counted under Temporaries while a slice
-  /// is unoccupied and under its value's category while it is live. At an
-  /// unchanged total the peak split is refreshed when it is the peak.
-  void transfer(MemoryCategory from, MemoryCategory to, uint64_t bytes);
-  /// A snapshot of the figures.
-  MemoryReport getReport() const;
+  void resetPeak() { counter->resetPeak(); }
+  /// See MemoryCounter::transfer.
+  void transfer(MemoryCategory from, MemoryCategory to, uint64_t bytes) {
+    counter->transfer(from, to, bytes);
+  }
+  /// A snapshot of the counter's figures.
+  MemoryReport getReport() const { return counter->getReport(); }
 
 private:
   struct Block {
@@ -130,10 +180,8 @@ private:
     MemoryCategory category;
   };
   llvm::DenseMap<const void *, Block> blocks;
-  CategoryBytes current{};
-  uint64_t currentTotal = 0;
-  uint64_t peakTotal = 0;
-  CategoryBytes peakSplit{};
+  MemoryCounter ownCounter;
+  MemoryCounter *counter;
 };
 
 /// A block owned by a scope: freed through its allocator on destruction.

@@ -262,6 +262,7 @@ private:
       buffer->set_last_step(assignment->lastStep);
     });
     proto.set_arena_bytes(plan.arenaBytes);
+    proto.set_workspace_model(plan.workspaceModel);
     for (const Node &node : module.getGraph().getNodes()) {
       const WorkspaceAssignment *workspace = plan.lookupWorkspace(&node);
       if (!workspace)
@@ -505,6 +506,7 @@ Error GmReader::loadPlan(const gm::Plan &proto, Module &module,
 
   ExecutionPlan plan;
   plan.arenaBytes = proto.arena_bytes();
+  plan.workspaceModel = proto.workspace_model();
   for (const gm::Buffer &buffer : proto.buffers()) {
     const std::string &valueName = buffer.value();
     Value *value = names.values.lookup(valueName);

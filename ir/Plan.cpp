@@ -57,12 +57,25 @@ template <typename Fn> void forEachValue(const Graph &graph, Fn fn) {
         fn(result);
 }
 
-bool isViewNode(const Node &node) {
-  const OpSchema *schema = OpRegistry::instance().lookup(node);
-  return schema && schema->hasTrait(TraitView) && node.getNumOperands() > 0 &&
-         node.getOperand(0);
-}
 } // namespace
+
+const Value *gmopt::getViewSource(const Node &node) {
+  if (node.getNumOperands() == 0 || node.getNumResults() == 0)
+    return nullptr;
+  const Value *source = node.getOperand(0);
+  const Value *result = node.getResult(0);
+  if (!source || !result || result->isGraphOutput())
+    return nullptr;
+  const OpSchema *schema = OpRegistry::instance().lookup(node);
+  if (!schema || !schema->hasTrait(TraitView))
+    return nullptr;
+  const TensorType &sourceType = source->getType();
+  const TensorType &resultType = result->getType();
+  if (sourceType.hasStaticShape() && resultType.hasStaticShape() &&
+      sourceType.getSizeInBytes() != resultType.getSizeInBytes())
+    return nullptr;
+  return source;
+}
 
 llvm::StringRef gmopt::memoryCategoryName(MemoryCategory category) {
   return kCategoryNames[static_cast<unsigned>(category)];
@@ -106,6 +119,7 @@ void ExecutionPlan::clear() {
   buffers.clear();
   workspaces.clear();
   arenaBytes = 0;
+  workspaceModel.clear();
   figures = MemoryFigures();
 }
 
@@ -156,10 +170,11 @@ gmopt::computeLiveIntervals(const Module &module) {
   // A view keeps the storage it aliases alive; walking backwards lets chains
   // of views propagate to their root.
   for (const Node &node : llvm::reverse(graph.getNodes())) {
-    if (!isViewNode(node) || !node.getResult(0))
+    const Value *viewSource = getViewSource(node);
+    if (!viewSource)
       continue;
     uint32_t viewEnd = intervals[node.getResult(0)].lastStep;
-    LiveInterval &source = intervals[node.getOperand(0)];
+    LiveInterval &source = intervals[viewSource];
     source.lastStep = std::max(source.lastStep, viewEnd);
   }
   return intervals;
@@ -209,13 +224,16 @@ gmopt::categorizeValues(const Module &module) {
 }
 
 llvm::Expected<ExecutionPlan>
-gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace) {
+gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
+                       llvm::StringRef workspaceModelName) {
   const Graph &graph = module.getGraph();
   llvm::DenseMap<const Value *, LiveInterval> intervals =
       computeLiveIntervals(module);
   llvm::DenseMap<const Value *, MemoryCategory> categories =
       categorizeValues(module);
   ExecutionPlan plan;
+  plan.workspaceModel =
+      workspace ? workspaceModelName.str() : kNoWorkspaceModelName.str();
   llvm::Error error = llvm::Error::success();
   uint64_t totalBytes = 0;
   forEachValue(graph, [&](const Value *value) {
@@ -249,9 +267,9 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace) {
       assignment.kind = StorageKind::Constant;
     } else if (isPersistentValue(module, value)) {
       assignment.kind = StorageKind::Persistent;
-    } else if (def && value->getResultIndex() == 0 && isViewNode(*def)) {
+    } else if (def && value->getResultIndex() == 0 && getViewSource(*def)) {
       assignment.kind = StorageKind::Alias;
-      assignment.aliasOf = plan.storageOwner(def->getOperand(0));
+      assignment.aliasOf = plan.storageOwner(getViewSource(*def));
     } else {
       assignment.kind = StorageKind::Arena;
       assignment.offset = plan.arenaBytes;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 
 namespace llvm {
 class raw_ostream;
@@ -165,6 +166,11 @@ public:
   llvm::DenseMap<const Node *, WorkspaceAssignment> workspaces;
   /// Size of the arena in bytes (a multiple of kBufferAlignment).
   uint64_t arenaBytes = 0;
+  /// The kernel workspace model the plan reserved scratch for (`cpu`;
+  /// kNoWorkspaceModelName when it reserved none). A backend runs only plans
+  /// made for its own model or for none (its kernels' scratch is then
+  /// allocated outside the plan and reported as unplanned).
+  std::string workspaceModel;
   /// Static figures recorded by the planner.
   MemoryFigures figures;
 
@@ -184,6 +190,19 @@ public:
 /// it; the planner reserves an arena slice of that size for the node's step
 /// (WorkspaceAssignment).
 using WorkspaceModel = std::function<uint64_t(const Node &node)>;
+
+/// The name a plan records when it reserved no kernel workspace.
+constexpr llvm::StringLiteral kNoWorkspaceModelName = "none";
+
+/// The operand whose bytes \p node's result 0 shares, or null when \p node
+/// is not a view. This is the one view rule that liveness, every plan and
+/// every executor (planned and eager) follow: a node of a TraitView op
+/// (Reshape, Squeeze, Identity...) with operand 0 and result 0 present is a
+/// view of operand 0 unless result 0 is a graph output (persistent: it gets
+/// storage of its own and the node copies) or their byte sizes differ. A
+/// view keeps its source's storage alive until the view's last use, as in an
+/// eager runtime; a copy does not.
+const Value *getViewSource(const Node &node);
 
 /// Live interval of a value over the schedule (node order).
 struct LiveInterval {
@@ -215,10 +234,13 @@ bool isPersistentValue(const Module &module, const Value *value);
 /// value its own arena slice (no reuse), persistent values their own
 /// allocations, views aliased; with \p workspace, each node's kernel
 /// scratch in one region above them that all nodes share (a slice lives at
-/// its node's step only). Figures filled in. Requires static shapes.
+/// its node's step only), and the plan records \p workspaceModelName
+/// (kNoWorkspaceModelName without \p workspace). Figures filled in.
+/// Requires static shapes.
 llvm::Expected<ExecutionPlan>
 makeTrivialPlan(const Module &module,
-                const WorkspaceModel &workspace = nullptr);
+                const WorkspaceModel &workspace = nullptr,
+                llvm::StringRef workspaceModelName = "");
 
 } // namespace gmopt
 

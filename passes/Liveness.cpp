@@ -181,9 +181,7 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
   };
   for (uint32_t index = 0; index != numNodes; ++index) {
     const Node &node = *info->nodes[index];
-    const OpSchema *schema = info->schemas[index];
-    if (!schema || !schema->hasTrait(TraitView) || node.getNumOperands() == 0 ||
-        !node.getOperand(0) || node.getNumResults() == 0 || !node.getResult(0))
+    if (!getViewSource(node))
       continue;
     ValueId view = info->idOf.lookup(node.getResult(0));
     ValueId source = info->idOf.lookup(node.getOperand(0));

@@ -66,14 +66,21 @@ public:
   /// The target backend's kernel workspace model: planning passes reserve
   /// an arena slice of its size at each node's step. Unset: no workspace is
   /// planned (a backend's kernels then allocate scratch outside the plan).
-  void setWorkspaceModel(WorkspaceModel model) {
+  /// \p name is what plans record (ExecutionPlan::workspaceModel) so a
+  /// backend can refuse a plan made for other kernels.
+  void setWorkspaceModel(WorkspaceModel model, std::string name) {
     workspaceModel = std::move(model);
+    workspaceModelName = workspaceModel ? std::move(name)
+                                        : kNoWorkspaceModelName.str();
   }
   const WorkspaceModel &getWorkspaceModel() const { return workspaceModel; }
+  /// The workspace model's name; kNoWorkspaceModelName when unset.
+  llvm::StringRef getWorkspaceModelName() const { return workspaceModelName; }
 
 private:
   std::vector<PassStatistic> statistics;
   WorkspaceModel workspaceModel;
+  std::string workspaceModelName = kNoWorkspaceModelName.str();
 };
 
 /// A pass option bound to a field of a pass's Options struct.

@@ -218,6 +218,7 @@ llvm::Expected<bool> PlanBuffersPass::run(Module &module,
                                 context.getWorkspaceModel());
   if (!plan)
     return plan.takeError();
+  plan->workspaceModel = context.getWorkspaceModelName().str();
   bool validate = options.validate;
 #ifndef NDEBUG
   validate = true;

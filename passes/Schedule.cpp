@@ -64,9 +64,8 @@ DependenceGraph DependenceGraph::build(const Liveness &liveness,
         if (def != Liveness::kNoNode)
           addEdge(def, i);
       }
-    if (schema && schema->hasTrait(TraitView) && !operands.empty() &&
-        operands[0] != Liveness::kNoValue && node.getNumResults() > 0 &&
-        node.getResult(0))
+    if (getViewSource(node) && !operands.empty() &&
+        operands[0] != Liveness::kNoValue)
       root[*liveness.lookup(node.getResult(0))] = root[operands[0]];
   }
 

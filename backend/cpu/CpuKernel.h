@@ -31,10 +31,16 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace gmopt {
+class Device;
+
+/// The CPU backend's Device for the plan interpreter (backend/Device.h).
+std::unique_ptr<Device> createCpuDevice();
+
 namespace cpu {
 
 /// Per-run state kernels need: where scratch memory comes from, the random
@@ -112,6 +118,10 @@ llvm::Error runCpuKernel(const Node &node,
 /// reserves it as an arena slice and planned execution hands it to the
 /// kernel.
 uint64_t getCpuKernelWorkspaceBytes(const Node &node);
+
+/// The name of the CPU backend's workspace model (getCpuKernelWorkspaceBytes)
+/// as plans record it.
+constexpr llvm::StringLiteral kCpuWorkspaceModelName = "cpu";
 
 /// True if a CPU kernel is registered for (\p domain, \p opType).
 bool hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType);

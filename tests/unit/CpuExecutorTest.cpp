@@ -370,10 +370,10 @@ TEST(CpuExecutorTest, EagerModeFreesEveryTransientValue) {
 }
 
 //===----------------------------------------------------------------------===//
-// Gradient accumulation (the optimizers are graph ops: OptimizerKernelsTest)
+// Accumulation
 //===----------------------------------------------------------------------===//
 
-class OptimizerTest : public ::testing::TestWithParam<AllocationMode> {
+class AccumulatorTest : public ::testing::TestWithParam<AllocationMode> {
 protected:
   void SetUp() override {
     module = parseSmallGraph();
@@ -413,7 +413,7 @@ protected:
   std::unique_ptr<Executable> exe;
 };
 
-TEST_P(OptimizerTest, AccumulatingTwoMicroStepsDoublesTheGradient) {
+TEST_P(AccumulatorTest, AccumulatingTwoMicroStepsDoublesTheGradient) {
   setLazyReset(true);
   step(0);
   std::vector<std::vector<float>> once;
@@ -434,7 +434,7 @@ TEST_P(OptimizerTest, AccumulatingTwoMicroStepsDoublesTheGradient) {
     EXPECT_EQ(gradient(module->signature.params[p]), once[p]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, OptimizerTest,
+INSTANTIATE_TEST_SUITE_P(Modes, AccumulatorTest,
                          ::testing::Values(AllocationMode::Eager,
                                            AllocationMode::Planned),
                          [](const auto &info) {

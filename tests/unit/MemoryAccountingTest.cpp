@@ -184,3 +184,33 @@ TEST(MemoryReportTest, PrintsTableAndJSON) {
 }
 
 } // namespace
+
+TEST(MemoryCounterTest, CountsWithoutOwningMemory) {
+  MemoryCounter counter;
+  counter.add(512, MemoryCategory::Parameters);
+  counter.add(256, MemoryCategory::Activations);
+  counter.transfer(MemoryCategory::Activations, MemoryCategory::Workspace, 256);
+  EXPECT_EQ(counter.getCurrentBytes(), 768u);
+  EXPECT_EQ(counter.getCurrentBytes(MemoryCategory::Workspace), 256u);
+  counter.remove(256, MemoryCategory::Workspace);
+  MemoryReport report = counter.getReport();
+  EXPECT_EQ(report.peakBytes, 768u);
+  EXPECT_EQ(report.currentBytes, 512u);
+  EXPECT_EQ(report.atPeak(MemoryCategory::Parameters), 512u);
+}
+
+TEST(MemoryCounterTest, AllocatorsCanShareOneCounter) {
+  // A kernel's host scratch and a device's blocks land in one report.
+  MemoryCounter counter;
+  counter.add(1024, MemoryCategory::Temporaries);
+  {
+    CountingAllocator scratch(counter);
+    void *block = scratch.allocate(100, MemoryCategory::Workspace);
+    ASSERT_NE(block, nullptr);
+    EXPECT_EQ(counter.getCurrentBytes(MemoryCategory::Workspace),
+              CountingAllocator::kAlignment);
+    EXPECT_EQ(counter.getPeakBytes(), 1024 + CountingAllocator::kAlignment);
+  } // The allocator's destructor frees and uncounts its live blocks.
+  EXPECT_EQ(counter.getCurrentBytes(), 1024u);
+  EXPECT_EQ(counter.getCurrentBytes(MemoryCategory::Workspace), 0u);
+}

@@ -480,7 +480,8 @@ std::unique_ptr<Module> optimize(const TestGraph &graph,
     return nullptr;
   PassManager manager;
   // Plan the CPU kernels' scratch, as gmopt-compile does by default.
-  manager.getContext().setWorkspaceModel(cpu::getCpuKernelWorkspaceBytes);
+  manager.getContext().setWorkspaceModel(cpu::getCpuKernelWorkspaceBytes,
+                                         cpu::kCpuWorkspaceModelName.str());
   EXPECT_EQ(errorText(manager.addPipeline(pipeline)), "<success>");
   EXPECT_EQ(errorText(manager.run(*module)), "<success>") << graph.name;
   return module;

@@ -56,6 +56,40 @@ TEST_F(PlanTest, LiveIntervalsFollowUsesAndViews) {
   EXPECT_EQ(intervals[out].lastStep, 3u);
 }
 
+TEST_F(PlanTest, AViewThatIsAGraphOutputIsACopy) {
+  // The one view rule (getViewSource): a Reshape whose result is a graph
+  // output gets storage of its own, so it does not keep its source alive -
+  // in liveness, in the trivial plan, and so in the eager baseline.
+  Graph &graph = module.getGraph();
+  Value *shape = graph.lookupValue("shape");
+  Builder b(graph);
+  Value *viewOut = b.create({"", "Reshape"}, {relu, shape}, {f32({16, 16})},
+                            {}, "reshape_out")
+                       ->getResult(0);
+  graph.moveNode(viewOut->getDefiningNode(), neg->getDefiningNode()->getIterator());
+  graph.addOutput(viewOut);
+  EXPECT_EQ(getViewSource(*view->getDefiningNode()), neg);
+  EXPECT_EQ(getViewSource(*viewOut->getDefiningNode()), nullptr);
+  auto intervals = computeLiveIntervals(module);
+  // relu is last read by reshape_out (step 1) and neg (step 2).
+  EXPECT_EQ(intervals[relu].lastStep, 2u);
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  EXPECT_EQ(plan->lookup(viewOut)->kind, StorageKind::Persistent);
+  EXPECT_EQ(plan->lookup(view)->kind, StorageKind::Alias);
+}
+
+TEST_F(PlanTest, ViewsOfAnotherSizeAreNotViews) {
+  // Same byte size is part of the rule: a "view" that changes the size
+  // (a malformed type) cannot share its source's bytes.
+  Graph &graph = module.getGraph();
+  Builder b(graph);
+  Value *shape = graph.lookupValue("shape");
+  Node *odd = b.create({"", "Reshape"}, {neg, shape}, {f32({8, 8})}, {}, "odd");
+  EXPECT_EQ(getViewSource(*odd), nullptr);
+  graph.eraseNode(odd);
+}
+
 TEST_F(PlanTest, TrivialPlanIsValidAndHasNoReuse) {
   auto plan = makeTrivialPlan(module);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());

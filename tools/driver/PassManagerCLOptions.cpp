@@ -114,6 +114,11 @@ WorkspaceModel gmopt::getWorkspaceModel(WorkspaceTarget target) {
   return nullptr;
 }
 
+llvm::StringRef gmopt::workspaceModelName(WorkspaceTarget target) {
+  return target == WorkspaceTarget::Cpu ? cpu::kCpuWorkspaceModelName
+                                        : kNoWorkspaceModelName;
+}
+
 WorkspaceModel PassManagerCLOptions::getWorkspaceModel() const {
   return gmopt::getWorkspaceModel(storage->workspace);
 }
@@ -140,7 +145,8 @@ llvm::Error PassManagerCLOptions::configure(PassManager &passManager) const {
                              storage->printIRBefore.end());
   options.printAfter.assign(storage->printIRAfter.begin(),
                             storage->printIRAfter.end());
-  passManager.getContext().setWorkspaceModel(getWorkspaceModel());
+  passManager.getContext().setWorkspaceModel(
+      getWorkspaceModel(), workspaceModelName(storage->workspace).str());
   options.timePasses = storage->timePasses;
   options.passStatistics = storage->passStatistics;
   setDebugAll(storage->debug);

@@ -30,6 +30,8 @@ enum class WorkspaceTarget { Cpu, None };
 
 /// The WorkspaceModel of \p target (null for None).
 WorkspaceModel getWorkspaceModel(WorkspaceTarget target);
+/// The name plans record for \p target's model (`cpu`, `none`).
+llvm::StringRef workspaceModelName(WorkspaceTarget target);
 
 /// The pass-manager options of a tool's command line.
 class PassManagerCLOptions {

@@ -78,7 +78,9 @@ static int runGmoptRun(int argc, char **argv) {
   cl::opt<std::string> inputsOption(
       "inputs",
       cl::desc("Graph input values: a test_data_set directory of input_K.pb "
-               "files, matched by tensor name"),
+               "files, matched by tensor name, or a directory of "
+               "test_data_set_N directories fed round-robin, one per "
+               "micro-step"),
       cl::value_desc("dir"), cl::cat(category));
   cl::opt<std::string> weightsOption(
       "weights",

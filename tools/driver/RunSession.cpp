@@ -155,9 +155,17 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   }
   training.update = wantUpdates;
 
+  // --inputs: one test-data set, or a folder of test_data_set_N folders
+  // fed round-robin (the first also binds dimensions and the other inputs).
   std::optional<TestDataSet> inputs, references;
-  if (llvm::Error err = readOptionalSet(config.inputsDir, inputs))
-    return err;
+  std::vector<TestDataSet> inputBatches;
+  if (!config.inputsDir.empty()) {
+    auto sets = readTestDataSets(config.inputsDir);
+    if (!sets)
+      return sets.takeError();
+    inputBatches = std::move(*sets);
+    inputs = inputBatches.front();
+  }
   std::optional<WeightSet> weights;
   if (!config.weightsPath.empty()) {
     auto read = readWeightFile(config.weightsPath);
@@ -247,6 +255,25 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   auto bound = bindInputs(*model->module, sources);
   if (!bound)
     return prefixModel(bound.takeError());
+  if (inputBatches.size() > 1) {
+    const std::vector<Value *> &dataInputs =
+        model->module->signature.dataInputs;
+    for (const TestDataSet &batch : inputBatches) {
+      InputSources batchSources = sources;
+      batchSources.testData = &batch;
+      auto batchBound = bindInputs(*model->module, batchSources);
+      if (!batchBound)
+        return prefixModel(batchBound.takeError());
+      std::vector<BoundInput> dataBindings;
+      for (BoundInput &binding : *batchBound)
+        if (llvm::is_contained(dataInputs, binding.input))
+          dataBindings.push_back(std::move(binding));
+      training.batches.push_back(std::move(dataBindings));
+    }
+    notices << llvm::formatv("{0}: {1} input batches from {2}, one per "
+                             "micro-step, round-robin\n",
+                             kTool, inputBatches.size(), config.inputsDir);
+  }
 
   if (!notice.empty())
     notices << kTool << ": " << notice << "\n";

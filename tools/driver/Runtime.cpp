@@ -530,7 +530,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
         return err;
       PassManager passManager;
       passManager.getContext().setWorkspaceModel(
-          getWorkspaceModel(WorkspaceTarget::Cpu));
+          getWorkspaceModel(WorkspaceTarget::Cpu),
+          workspaceModelName(WorkspaceTarget::Cpu).str());
       if (llvm::Error err = passManager.addPipeline("plan-buffers"))
         return err;
       if (llvm::Error err = passManager.run(*model.module))
@@ -574,7 +575,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
     }
     PassManager passManager;
     passManager.getContext().setWorkspaceModel(
-        getWorkspaceModel(WorkspaceTarget::Cpu));
+        getWorkspaceModel(WorkspaceTarget::Cpu),
+        workspaceModelName(WorkspaceTarget::Cpu).str());
     if (llvm::Error err = passManager.addPipeline(
             onnxPipeline.empty() ? llvm::StringRef(kOnnxRunPipeline)
                                  : onnxPipeline))
@@ -795,6 +797,75 @@ double TrainingResult::medianStepMilliseconds() const {
   return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
+namespace {
+
+/// Multiplies every element of \p data (f32 or f64) by \p factor; false,
+/// leaving it unchanged, for other element types.
+template <typename T> void scaleElements(std::vector<uint8_t> &bytes,
+                                         double factor) {
+  for (size_t offset = 0; offset + sizeof(T) <= bytes.size();
+       offset += sizeof(T)) {
+    T element;
+    std::memcpy(&element, bytes.data() + offset, sizeof(T));
+    element = static_cast<T>(element * factor);
+    std::memcpy(bytes.data() + offset, &element, sizeof(T));
+  }
+}
+
+bool scaleFloats(TensorData &data, double factor) {
+  DType dtype = data.getType().getDType();
+  if (dtype != DType::F32 && dtype != DType::F64)
+    return false;
+  std::vector<uint8_t> bytes(data.getBytes().begin(), data.getBytes().end());
+  if (dtype == DType::F32)
+    scaleElements<float>(bytes, factor);
+  else
+    scaleElements<double>(bytes, factor);
+  data = TensorData(data.getType(), std::move(bytes));
+  return true;
+}
+
+} // namespace
+
+llvm::Expected<AccumulationPlan> gmopt::planAccumulation(const Module &module,
+                                                         unsigned microSteps) {
+  const TrainingSignature &signature = module.signature;
+  AccumulationPlan plan;
+  for (const ParamInfo &param : signature.params) {
+    if (!param.trainable || !param.accumulator)
+      continue;
+    if (!signature.lazyResetGrad)
+      plan.buffersToZero.push_back(param.accumulator);
+    const Node *node = param.accumulateNode;
+    if (node && node->isa(kMsDomain, "InPlaceAccumulator")) {
+      const Value *sum = node->getResult(0);
+      if (!sum || !sum->isGraphOutput())
+        return makeError("the accumulated gradient of " + quoted(param.param) +
+                         " (the result of InPlaceAccumulator " +
+                         node->describe() + ") is not a graph output");
+      plan.feedBack.emplace_back(sum, param.accumulator);
+    }
+  }
+  if (microSteps <= 1)
+    return plan;
+  // The mean over micro-batches: the loss-gradient seed is scaled by 1/K,
+  // so every gradient (linear in the seed) is the mean-reduced gradient of
+  // the concatenated batch.
+  const Value *seed = signature.lossGradSeed;
+  if (seed && (seed->isInitializer() || seed->isGraphInput()) &&
+      seed->hasData() && seed->getType().hasStaticShape()) {
+    TensorData scaled = seed->getData();
+    if (scaleFloats(scaled, 1.0 / microSteps)) {
+      plan.scaledSeed = std::move(scaled);
+      return plan;
+    }
+  }
+  return makeError(
+      "--accumulate " + llvm::Twine(microSteps) +
+      " averages gradients by scaling the loss-gradient seed, but this "
+      "graph has no constant f32/f64 seed (a value named `<loss>_grad`)");
+}
+
 llvm::Expected<TrainingResult>
 gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
                    const TrainingOptions &options, llvm::raw_ostream *log) {
@@ -811,8 +882,6 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     return makeError("--steps and --accumulate must be at least 1");
   const Value *lazyReset = signature.lazyResetGrad;
   if (options.accumulate > 1) {
-    if (!lazyReset)
-      return makeError("--accumulate needs a lazy_reset_grad input");
     for (const ParamInfo &param : signature.params)
       if (param.trainable && !param.accumulator)
         return makeError("--accumulate needs gradient accumulation buffers; "
@@ -886,6 +955,13 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   auto stepTensor = [&](int64_t value) {
     return valueTensor(stepInput->getType(), static_cast<double>(value));
   };
+  auto accumulation = planAccumulation(module, options.accumulate);
+  if (!accumulation)
+    return accumulation.takeError();
+  if (accumulation->scaledSeed)
+    if (llvm::Error err = exe.writeValue(signature.lossGradSeed,
+                                         *accumulation->scaledSeed))
+      return err;
 
   TrainingResult result;
   result.lossName = loss->getName().str();
@@ -909,8 +985,27 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
         if (llvm::Error err = exe.setInput(
                 signalInput, last && options.update ? signalTrue : signalFalse))
           return err;
+      // Without lazy_reset_grad the runtime starts each step from zero.
+      if (micro == 0)
+        for (const Value *buffer : accumulation->buffersToZero)
+          if (llvm::Error err = exe.setInput(
+                  buffer, filledTensor(buffer->getType(), 0)))
+            return err;
+      if (!options.batches.empty())
+        for (const BoundInput &binding :
+             options.batches[microStep % options.batches.size()])
+          if (llvm::Error err = exe.setInput(binding.input, binding.data))
+            return err;
       if (llvm::Error err = exe.runStep(microStep++))
         return err;
+      // InPlaceAccumulator (V1) returns the sum; it becomes the buffer.
+      for (const auto &[sum, buffer] : accumulation->feedBack) {
+        auto value = exe.readValue(sum);
+        if (!value)
+          return value.takeError();
+        if (llvm::Error err = exe.setInput(buffer, *value))
+          return err;
+      }
       result.microStepMilliseconds.push_back(exe.getLastStepMilliseconds());
       auto lossValue = exe.readValue(loss);
       if (!lossValue)
@@ -929,19 +1024,31 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
             " at " + where);
       }
       lossSum += value;
-      if (microStep == 1) {
+      if (microStep == 1)
         result.firstLoss = *lossValue;
-        for (const ParamInfo &param : signature.params) {
-          if (!param.trainable)
-            continue;
-          auto gradient = exe.readGradient(param);
-          if (!gradient)
-            return gradient.takeError();
-          result.firstGradients.emplace_back(param.param->getName().str(),
-                                             std::move(*gradient));
-        }
-      }
     }
+    // The gradients of the step: the accumulation buffers (the in-graph
+    // optimizer reads them and leaves them as they are).
+    auto readGradients =
+        [&](std::vector<std::pair<std::string, TensorData>> &into)
+        -> llvm::Error {
+      into.clear();
+      for (const ParamInfo &param : signature.params) {
+        if (!param.trainable)
+          continue;
+        auto gradient = exe.readGradient(param);
+        if (!gradient)
+          return gradient.takeError();
+        into.emplace_back(param.param->getName().str(), std::move(*gradient));
+      }
+      return llvm::Error::success();
+    };
+    if (step == 1)
+      if (llvm::Error err = readGradients(result.firstGradients))
+        return err;
+    if (step == options.steps)
+      if (llvm::Error err = readGradients(result.lastGradients))
+        return err;
     if (flag) {
       auto updated = exe.readValue(flag);
       if (!updated)

@@ -237,8 +237,8 @@ llvm::Expected<std::vector<BoundInput>> bindInputs(const Module &module,
 // Training
 //===----------------------------------------------------------------------===//
 
-/// How to train. Every micro-step sees the same inputs (one fixed batch),
-/// as testdata's reference runs do.
+/// How to train. Without `batches` every micro-step sees the same inputs
+/// (one fixed batch), as testdata's reference runs do.
 ///
 /// The update is the module's own in-graph optimizer (an AdamWOptimizer or
 /// SGDOptimizerV2 node, see ir/Optimizer.h); a module without one trains
@@ -249,6 +249,16 @@ llvm::Expected<std::vector<BoundInput>> bindInputs(const Module &module,
 /// after the last accumulation. After the step it reads the optimizer's
 /// flag and counts the update when it is set, leaving the step-count input
 /// at the number of updates done (what a checkpoint saves).
+///
+/// Gradient accumulation: the K = `accumulate` micro-steps of an optimizer
+/// step sum their gradients into the accumulation buffers (lazy_reset_grad
+/// is true on the first micro-step and false after; a graph without a
+/// lazy_reset_grad input has its buffers zeroed by the runtime before the
+/// first micro-step of every step, so nothing is summed across steps). With
+/// K > 1 the loss-gradient seed is scaled by 1/K, so the accumulated
+/// gradient of a mean-reduced loss is the gradient of one step over the K
+/// micro-batches concatenated (what users of accumulation expect); the
+/// reported loss is the mean over the micro-steps.
 struct TrainingOptions {
   /// Backend settings (mode, seed of random ops, threads).
   ExecutorOptions executor;
@@ -256,14 +266,17 @@ struct TrainingOptions {
   BackendKind backend = BackendKind::Cpu;
   /// Optimizer steps.
   unsigned steps = 1;
-  /// Micro-steps per optimizer step; gradients are summed over them
-  /// (lazy_reset_grad true on the first, false after).
+  /// Micro-steps per optimizer step (see above).
   unsigned accumulate = 1;
   /// The learning rate fed to the optimizer's learning_rate input.
   float learningRate = 0.01f;
   /// False keeps the update signal false: no update (--optimizer=none on a
   /// module that has an optimizer).
   bool update = true;
+  /// Data inputs per micro-step, used round-robin: micro-step i (counted
+  /// over the whole run) sets the bindings of batches[i % size] before it
+  /// runs. Empty: the inputs given to trainModule serve every micro-step.
+  std::vector<std::vector<BoundInput>> batches;
 };
 
 /// What a training run produced.
@@ -283,9 +296,12 @@ struct TrainingResult {
   TensorData firstLoss;
   /// The name of the loss value.
   std::string lossName;
-  /// Every trainable parameter's gradient after the first micro-step (before
-  /// any update), keyed by parameter name, in signature order.
+  /// Every trainable parameter's gradient after the first step's
+  /// micro-steps (the accumulated mean; before any update), keyed by
+  /// parameter name, in signature order.
   std::vector<std::pair<std::string, TensorData>> firstGradients;
+  /// The same after the last step's micro-steps (before its update).
+  std::vector<std::pair<std::string, TensorData>> lastGradients;
   /// The memory measured over the whole run.
   MemoryReport memory;
   /// The planned arena (0 in eager mode).
@@ -301,6 +317,25 @@ struct TrainingResult {
   /// The median micro-step time (0 without steps).
   double medianStepMilliseconds() const;
 };
+
+/// What the runtime does around the steps for gradient accumulation.
+struct AccumulationPlan {
+  /// Buffers the runtime zeroes before each step's first micro-step (all of
+  /// them when the graph has no lazy_reset_grad input).
+  std::vector<const Value *> buffersToZero;
+  /// (sum, buffer): an InPlaceAccumulator (V1) result copied into its
+  /// buffer after every micro-step, since V1 returns the sum instead of
+  /// writing the buffer.
+  std::vector<std::pair<const Value *, const Value *>> feedBack;
+  /// With K > 1 micro-steps: the loss-gradient seed scaled by 1/K.
+  std::optional<TensorData> scaledSeed;
+};
+
+/// The accumulation plan of \p module for \p microSteps micro-steps per
+/// optimizer step. Errors: a V1 accumulator whose sum is not a graph
+/// output; K > 1 on a graph without a constant float seed.
+llvm::Expected<AccumulationPlan> planAccumulation(const Module &module,
+                                                  unsigned microSteps);
 
 /// Prepares \p module, sets \p inputs and runs the steps of \p options.
 /// \p log (if given) receives one line per step. A non-finite loss is a

@@ -153,3 +153,43 @@ llvm::Expected<TestDataSet> gmopt::readTestDataSet(llvm::StringRef directory) {
       return err;
   return set;
 }
+
+llvm::Expected<std::vector<TestDataSet>>
+gmopt::readTestDataSets(llvm::StringRef directory) {
+  if (!llvm::sys::fs::is_directory(directory))
+    return readTestDataSet(directory).takeError();
+  std::vector<std::pair<int64_t, std::string>> subsets;
+  bool hasTensorFiles = false;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(directory, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    llvm::StringRef fileName = llvm::sys::path::filename(it->path());
+    if (fileNumber(fileName, "input_") >= 0 ||
+        fileNumber(fileName, "output_") >= 0)
+      hasTensorFiles = true;
+    int64_t setNumber = -1;
+    llvm::StringRef rest = fileName;
+    if (rest.consume_front("test_data_set_") && !rest.empty() &&
+        !rest.getAsInteger(10, setNumber) && setNumber >= 0 &&
+        llvm::sys::fs::is_directory(it->path()))
+      subsets.emplace_back(setNumber, it->path());
+  }
+  if (ec)
+    return makeError(directory + ": cannot list: " + ec.message());
+  std::vector<TestDataSet> sets;
+  if (hasTensorFiles || subsets.empty()) {
+    auto set = readTestDataSet(directory);
+    if (!set)
+      return set.takeError();
+    sets.push_back(std::move(*set));
+    return sets;
+  }
+  llvm::sort(subsets);
+  for (const auto &[number, path] : subsets) {
+    auto set = readTestDataSet(path);
+    if (!set)
+      return set.takeError();
+    sets.push_back(std::move(*set));
+  }
+  return sets;
+}

@@ -63,6 +63,13 @@ public:
 /// the path.
 llvm::Expected<TestDataSet> readTestDataSet(llvm::StringRef directory);
 
+/// Reads \p directory as one test-data set, or, when it holds no
+/// `input_K.pb`/`output_K.pb` files but `test_data_set_N` subdirectories, as
+/// every such set in order of N (gmopt-run feeds them round-robin, one per
+/// micro-step). Fails if it is neither, or any set fails to read.
+llvm::Expected<std::vector<TestDataSet>>
+readTestDataSets(llvm::StringRef directory);
+
 /// Reads one serialized onnx.TensorProto from \p path. External data is
 /// resolved next to the file.
 llvm::Expected<NamedTensor> readTensorFile(llvm::StringRef path);

@@ -1,0 +1,103 @@
+//===- Device.h - What a backend provides the plan interpreter --*- C++ -*-===//
+//
+// The small interface between gmopt's one plan interpreter
+// (backend/PlanInterpreter.cpp) and a backend. A Device owns no policy: it
+// allocates and frees raw device memory, copies bytes between host and
+// device, and runs one node's kernel on operands and results the
+// interpreter has placed, with the workspace slice the plan reserved for the
+// node. Everything else - placement of arena offsets, aliases and in-place
+// groups, accounting by category, eager mode, the step loop, profiling - is
+// the interpreter's, so every backend measures and executes a plan the same
+// way. A Device also names the workspace model its kernels follow, so a
+// plan made for other kernels is refused instead of silently overrunning
+// its slices.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_DEVICE_H
+#define GMOPT_BACKEND_DEVICE_H
+
+#include "backend/Memory.h"
+#include "ir/IR.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+
+namespace gmopt {
+
+struct ExecutorOptions;
+
+/// One kernel invocation, with every address already placed by the
+/// interpreter. Addresses are device addresses.
+struct NodeLaunch {
+  /// The node to run.
+  const Node *node = nullptr;
+  /// One address per operand (null for an absent optional operand).
+  llvm::ArrayRef<void *> operands;
+  /// One address per result (null for an absent optional result).
+  llvm::ArrayRef<void *> results;
+  /// The node's planned workspace slice; null in eager mode, or when the
+  /// plan reserved none. Scratch beyond it is the device's to allocate and
+  /// report as unplanned.
+  void *workspace = nullptr;
+  /// Bytes of the workspace slice.
+  uint64_t workspaceBytes = 0;
+  /// True when the node runs under a plan (workspace is authoritative, even
+  /// when empty); false in eager mode, where kernels allocate scratch.
+  bool planned = false;
+  /// The training step, for random streams.
+  uint64_t step = 0;
+};
+
+/// A backend's memory and kernels.
+class Device {
+public:
+  virtual ~Device();
+
+  /// `cpu`, `cuda`: the backend's name, for messages.
+  virtual llvm::StringRef getName() const = 0;
+  /// The workspace model the device's kernels follow (the name planning
+  /// records in ExecutionPlan::workspaceModel).
+  virtual llvm::StringRef getWorkspaceModelName() const = 0;
+
+  /// Called once before anything else: kernel scratch the device allocates
+  /// itself is reported to \p counter (Workspace/Temporaries), and the
+  /// device adopts the options it honours (threads, seed).
+  virtual llvm::Error initialize(MemoryCounter &counter,
+                                 const ExecutorOptions &options) = 0;
+  /// An error naming \p node when the device has no kernel for it.
+  virtual llvm::Error checkKernel(const Node &node) const = 0;
+
+  /// Allocates \p bytes of device memory aligned to kBufferAlignment; a
+  /// zero-size request gives a distinct valid address. The caller counts
+  /// the bytes. Out of memory is an error.
+  virtual llvm::Expected<void *> allocate(uint64_t bytes) = 0;
+  /// Frees a block returned by allocate; null is ignored.
+  virtual void deallocate(void *address) = 0;
+  /// Copies \p bytes from host \p source to device \p target.
+  virtual llvm::Error copyToDevice(void *target, const void *source,
+                                   uint64_t bytes) = 0;
+  /// Copies \p bytes from device \p source to host \p target.
+  virtual llvm::Error copyToHost(void *target, const void *source,
+                                 uint64_t bytes) const = 0;
+  /// Sets \p bytes of device memory at \p target to zero.
+  virtual llvm::Error fillZero(void *target, uint64_t bytes) = 0;
+
+  /// Runs one node's kernel.
+  virtual llvm::Error runNode(const NodeLaunch &launch) = 0;
+  /// Waits until every launched kernel has finished (a no-op on devices
+  /// that run synchronously). Timing and reads happen after it.
+  virtual llvm::Error synchronize() { return llvm::Error::success(); }
+
+  /// Scratch bytes (aligned, summed over every launch) that planned
+  /// launches needed beyond their workspace slices. Nonzero means the plan
+  /// under-reserved some kernel's scratch.
+  virtual uint64_t getUnplannedScratchBytes() const { return 0; }
+};
+
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_DEVICE_H

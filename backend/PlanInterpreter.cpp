@@ -1,0 +1,564 @@
+//===- PlanInterpreter.cpp - Running a planned training step ---------------===//
+//
+// The Executable every backend shares. Preparation turns the module into a
+// flat instruction list (node, operand values, result values, whether the
+// node is a pure view that needs no kernel) and places every value:
+//  - persistent values (graph inputs, outputs, initializers) get device
+//    blocks of their own for the Executable's lifetime;
+//  - planned mode: transient values are slices of one arena at the plan's
+//    offsets; aliases (views, in-place results) share their owner's bytes;
+//    a node's workspace slice is handed to its kernel;
+//  - eager mode: transient values are allocated right before their producer
+//    runs and freed right after their last reader, views sharing storage -
+//    the baseline a PyTorch-eager user gets.
+// The Device only allocates; the interpreter counts every block in one
+// MemoryCounter. In planned mode the arena is counted as Temporaries while
+// unoccupied and each slice is moved to its value's category while that
+// value is live, so the per-category split at the peak says what the arena
+// held at that moment; a workspace slice counts as Workspace while its
+// kernel runs. With ExecutorOptions::profile every kernel is timed (after a
+// device synchronization) and the totals are kept per op type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/PlanInterpreter.h"
+
+#include "ir/OpRegistry.h"
+#include "ir/Plan.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace gmopt;
+
+Device::~Device() = default;
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+std::string valueLabel(const Value *value) {
+  if (!value->getName().empty())
+    return "'" + value->getName().str() + "'";
+  return "<unnamed value>";
+}
+
+/// A counted block of device memory, freed on destruction.
+class DeviceBlock {
+public:
+  DeviceBlock() = default;
+  DeviceBlock(Device &device, MemoryCounter &counter, void *address,
+              uint64_t countedBytes, MemoryCategory category)
+      : device(&device), counter(&counter), address(address),
+        countedBytes(countedBytes), category(category) {}
+  DeviceBlock(DeviceBlock &&other) noexcept { *this = std::move(other); }
+  DeviceBlock &operator=(DeviceBlock &&other) noexcept {
+    if (this != &other) {
+      reset();
+      device = other.device;
+      counter = other.counter;
+      address = other.address;
+      countedBytes = other.countedBytes;
+      category = other.category;
+      other.device = nullptr;
+      other.address = nullptr;
+    }
+    return *this;
+  }
+  DeviceBlock(const DeviceBlock &) = delete;
+  DeviceBlock &operator=(const DeviceBlock &) = delete;
+  ~DeviceBlock() { reset(); }
+
+  /// Allocates \p bytes of \p category on \p device, counted in \p counter.
+  static llvm::Expected<DeviceBlock> create(Device &device,
+                                            MemoryCounter &counter,
+                                            uint64_t bytes,
+                                            MemoryCategory category) {
+    uint64_t counted = alignBuffer(bytes);
+    if (counted < bytes)
+      return fail("cannot allocate " + llvm::Twine(bytes) + " bytes of " +
+                  memoryCategoryName(category) + ": the size overflows");
+    auto address = device.allocate(bytes);
+    if (!address)
+      return address.takeError();
+    counter.add(counted, category);
+    return DeviceBlock(device, counter, *address, counted, category);
+  }
+
+  void *get() const { return address; }
+  void reset() {
+    if (device && address) {
+      device->deallocate(address);
+      counter->remove(countedBytes, category);
+    }
+    device = nullptr;
+    address = nullptr;
+  }
+
+private:
+  Device *device = nullptr;
+  MemoryCounter *counter = nullptr;
+  void *address = nullptr;
+  uint64_t countedBytes = 0;
+  MemoryCategory category = MemoryCategory::Temporaries;
+};
+
+/// One node, decoded once at prepare time.
+struct Instruction {
+  const Node *node;
+  llvm::SmallVector<const Value *, 4> operands;
+  llvm::SmallVector<const Value *, 2> results;
+  /// A view whose result shares operand 0's bytes: nothing to compute.
+  bool skipKernel = false;
+  /// Eager mode: storage owners to free after this instruction.
+  llvm::SmallVector<const Value *, 4> freeAfter;
+  /// Planned mode: arena slices that become live / dead here.
+  llvm::SmallVector<const Value *, 2> slicesBorn;
+  llvm::SmallVector<const Value *, 4> slicesDead;
+  /// Planned mode: the node's kernel workspace slice (null: none).
+  uint8_t *workspace = nullptr;
+  uint64_t workspaceBytes = 0;
+  /// Planned mode: operand and result addresses, fixed by the plan.
+  llvm::SmallVector<void *, 4> operandAddresses;
+  llvm::SmallVector<void *, 2> resultAddresses;
+};
+
+class PlanInterpreter final : public Executable {
+public:
+  PlanInterpreter(const Module &module, const ExecutorOptions &options,
+                  std::unique_ptr<Device> device)
+      : module(module), options(options), device(std::move(device)) {}
+
+  llvm::Error prepare(const WorkspaceModel &trivialWorkspace);
+
+  const Module &getModule() const override { return module; }
+  llvm::Error setInput(const Value *input, const TensorData &data) override;
+  llvm::Error writeValue(const Value *value, const TensorData &data) override;
+  llvm::Expected<TensorData> readValue(const Value *value) const override;
+  llvm::Error runStep(uint64_t step) override;
+  MemoryReport getMemoryReport() const override { return counter.getReport(); }
+  void resetPeak() override { counter.resetPeak(); }
+  double getLastStepMilliseconds() const override { return lastStepMs; }
+  uint64_t getArenaBytes() const override { return arenaBytes; }
+  uint64_t getUnplannedScratchBytes() const override {
+    return device->getUnplannedScratchBytes();
+  }
+  std::vector<OpProfile> getProfile() const override;
+
+private:
+  llvm::Error allocatePersistent(const Value *value);
+  llvm::Error placePlanned(const WorkspaceModel &trivialWorkspace);
+  llvm::Error placeEager();
+  llvm::Error addressesOf(llvm::ArrayRef<const Value *> values,
+                          llvm::SmallVectorImpl<void *> &out) const;
+  llvm::Error runInstruction(const Instruction &inst, uint64_t step);
+  bool isViewInstruction(const Node &node) const;
+
+  const Module &module;
+  ExecutorOptions options;
+  /// Declared before the device and the blocks: it outlives both.
+  MemoryCounter counter;
+  std::unique_ptr<Device> device;
+  std::vector<Instruction> instructions;
+  llvm::DenseMap<const Value *, MemoryCategory> categories;
+  /// Storage of persistent values.
+  llvm::DenseMap<const Value *, DeviceBlock> persistentBlocks;
+  /// Eager mode: blocks of live transient values.
+  llvm::DenseMap<const Value *, DeviceBlock> eagerBlocks;
+  /// Current address of every placed value (aliases included).
+  llvm::DenseMap<const Value *, void *> addresses;
+  /// Eager mode: the storage owner of each alias.
+  llvm::DenseMap<const Value *, const Value *> eagerOwner;
+  /// Planned mode: the plan in use, the arena.
+  ExecutionPlan trivialPlan;
+  const ExecutionPlan *plan = nullptr;
+  DeviceBlock arena;
+  uint64_t arenaBytes = 0;
+  double lastStepMs = 0;
+  /// Profiling: per-op totals, indexed like `profileIndex`.
+  std::vector<OpProfile> profile;
+  llvm::StringMap<size_t> profileIndex;
+};
+
+bool PlanInterpreter::isViewInstruction(const Node &node) const {
+  return getViewSource(node) != nullptr;
+}
+
+llvm::Error PlanInterpreter::allocatePersistent(const Value *value) {
+  if (persistentBlocks.count(value))
+    return llvm::Error::success();
+  uint64_t bytes = value->getType().getSizeInBytes();
+  auto block =
+      DeviceBlock::create(*device, counter, bytes, categories.lookup(value));
+  if (!block)
+    return block.takeError();
+  if (value->hasData()) {
+    llvm::ArrayRef<uint8_t> data = value->getData().getBytes();
+    if (data.size() != bytes)
+      return fail("initializer " + valueLabel(value) + " holds " +
+                  llvm::Twine(data.size()) + " bytes but its type needs " +
+                  llvm::Twine(bytes));
+    if (bytes)
+      if (auto err = device->copyToDevice(block->get(), data.data(), bytes))
+        return err;
+  } else if (bytes) {
+    if (auto err = device->fillZero(block->get(), bytes))
+      return err;
+  }
+  addresses[value] = block->get();
+  persistentBlocks[value] = std::move(*block);
+  return llvm::Error::success();
+}
+
+llvm::Error PlanInterpreter::prepare(const WorkspaceModel &trivialWorkspace) {
+  if (auto err = device->initialize(counter, options))
+    return err;
+  const Graph &graph = module.getGraph();
+  categories = categorizeValues(module);
+
+  auto checkStatic = [](const Value *value) -> llvm::Error {
+    if (!value->getType().hasStaticShape())
+      return fail("value " + valueLabel(value) + " has type " +
+                  value->getType().str() +
+                  ", which is not static; bind symbolic dimensions with --dim");
+    return llvm::Error::success();
+  };
+  for (const auto &input : graph.getInputs()) {
+    if (auto err = checkStatic(input.get()))
+      return err;
+    if (auto err = allocatePersistent(input.get()))
+      return err;
+  }
+  for (const auto &init : graph.getInitializers())
+    if (auto err = allocatePersistent(init.get()))
+      return err;
+
+  for (const Node &node : graph.getNodes()) {
+    if (!isViewInstruction(node))
+      if (auto err = device->checkKernel(node))
+        return err;
+    Instruction inst;
+    inst.node = &node;
+    for (Value *operand : node.getOperands())
+      inst.operands.push_back(operand);
+    for (Value *result : node.getResults()) {
+      inst.results.push_back(result);
+      if (!result)
+        continue;
+      if (auto err = checkStatic(result))
+        return err;
+      if (result->isGraphOutput())
+        if (auto err = allocatePersistent(result))
+          return err;
+    }
+    instructions.push_back(std::move(inst));
+  }
+  return options.mode == AllocationMode::Planned
+             ? placePlanned(trivialWorkspace)
+             : placeEager();
+}
+
+llvm::Error
+PlanInterpreter::placePlanned(const WorkspaceModel &trivialWorkspace) {
+  if (module.plan.empty()) {
+    auto made = makeTrivialPlan(module, trivialWorkspace,
+                                device->getWorkspaceModelName());
+    if (!made)
+      return made.takeError();
+    trivialPlan = std::move(*made);
+    plan = &trivialPlan;
+  } else {
+    plan = &module.plan;
+    if (plan->workspaceModel != device->getWorkspaceModelName() &&
+        plan->workspaceModel != kNoWorkspaceModelName)
+      return fail("the plan was made for the '" +
+                  (plan->workspaceModel.empty()
+                       ? llvm::StringRef("unknown")
+                       : llvm::StringRef(plan->workspaceModel)) +
+                  "' kernel workspace model, but the " + device->getName() +
+                  " backend's kernels need '" +
+                  device->getWorkspaceModelName() +
+                  "': compile again for this backend (--workspace=" +
+                  device->getWorkspaceModelName() + ")");
+  }
+  if (auto err = plan->validate(module))
+    return err;
+  arenaBytes = plan->arenaBytes;
+  auto block = DeviceBlock::create(*device, counter, arenaBytes,
+                                   MemoryCategory::Temporaries);
+  if (!block)
+    return block.takeError();
+  arena = std::move(*block);
+  auto *base = static_cast<uint8_t *>(arena.get());
+
+  for (Instruction &inst : instructions) {
+    for (const Value *result : inst.results) {
+      if (!result || persistentBlocks.count(result))
+        continue;
+      const BufferAssignment *assignment = plan->lookup(result);
+      if (!assignment)
+        return fail("the plan has no buffer for " + valueLabel(result));
+      switch (assignment->kind) {
+      case StorageKind::Arena:
+        addresses[result] = base + assignment->offset;
+        break;
+      case StorageKind::Alias: {
+        const Value *owner = plan->storageOwner(result);
+        if (!owner || !addresses.count(owner))
+          return fail("the plan aliases " + valueLabel(result) +
+                      " to storage that is not placed before it");
+        addresses[result] = addresses[owner];
+        inst.skipKernel = isViewInstruction(*inst.node) &&
+                          result == inst.node->getResult(0) &&
+                          addresses[result] == addresses[inst.operands[0]];
+        break;
+      }
+      case StorageKind::Persistent:
+      case StorageKind::Constant:
+        return fail("the plan makes " + valueLabel(result) +
+                    " persistent, but it is not a graph input or output");
+      }
+    }
+  }
+  for (Instruction &inst : instructions) {
+    if (const WorkspaceAssignment *workspace =
+            plan->lookupWorkspace(inst.node)) {
+      inst.workspace = base + workspace->offset;
+      inst.workspaceBytes = workspace->size;
+    }
+    if (auto err = addressesOf(inst.operands, inst.operandAddresses))
+      return err;
+    if (auto err = addressesOf(inst.results, inst.resultAddresses))
+      return err;
+  }
+  // Occupancy events, for per-category accounting of the arena.
+  llvm::DenseMap<uint32_t, Instruction *> byStep;
+  for (size_t i = 0; i != instructions.size(); ++i)
+    byStep[i] = &instructions[i];
+  for (const auto &[value, assignment] : plan->buffers) {
+    if (assignment.kind != StorageKind::Arena || !assignment.size)
+      continue;
+    if (Instruction *born = byStep.lookup(assignment.firstStep))
+      born->slicesBorn.push_back(value);
+    if (Instruction *dead = byStep.lookup(assignment.lastStep))
+      dead->slicesDead.push_back(value);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PlanInterpreter::placeEager() {
+  llvm::DenseMap<const Value *, LiveInterval> intervals =
+      computeLiveIntervals(module);
+  for (size_t step = 0; step != instructions.size(); ++step) {
+    Instruction &inst = instructions[step];
+    if (isViewInstruction(*inst.node)) {
+      const Value *source = inst.operands[0];
+      auto it = eagerOwner.find(source);
+      eagerOwner[inst.results[0]] =
+          it == eagerOwner.end() ? source : it->second;
+      inst.skipKernel = true;
+    }
+  }
+  // Free each storage owner after its (view-extended) last use.
+  for (size_t step = 0; step != instructions.size(); ++step) {
+    for (const Value *result : instructions[step].results) {
+      if (!result || persistentBlocks.count(result) || eagerOwner.count(result))
+        continue;
+      uint32_t last = intervals.lookup(result).lastStep;
+      instructions[std::max<size_t>(last, step)].freeAfter.push_back(result);
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error
+PlanInterpreter::addressesOf(llvm::ArrayRef<const Value *> values,
+                             llvm::SmallVectorImpl<void *> &out) const {
+  out.clear();
+  for (const Value *value : values) {
+    if (!value) {
+      out.push_back(nullptr);
+      continue;
+    }
+    void *address = addresses.lookup(value);
+    if (!address && value->getType().getSizeInBytes())
+      return fail("value " + valueLabel(value) + " has no storage when read");
+    out.push_back(address);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PlanInterpreter::setInput(const Value *input,
+                                      const TensorData &data) {
+  if (!input->isGraphInput())
+    return fail(valueLabel(input) + " is not a graph input");
+  if (data.getType() != input->getType())
+    return fail("input " + valueLabel(input) + " expects " +
+                input->getType().str() + " but was given " +
+                data.getType().str());
+  if (data.getBytes().empty())
+    return llvm::Error::success();
+  return device->copyToDevice(addresses.lookup(input), data.getBytes().data(),
+                              data.getBytes().size());
+}
+
+llvm::Error PlanInterpreter::writeValue(const Value *value,
+                                        const TensorData &data) {
+  if (!value->isGraphInput() && !value->isInitializer())
+    return fail(valueLabel(value) +
+                " is neither a graph input nor an initializer");
+  if (data.getType() != value->getType())
+    return fail(valueLabel(value) + " has type " + value->getType().str() +
+                " but was given " + data.getType().str());
+  auto it = persistentBlocks.find(value);
+  if (it == persistentBlocks.end())
+    return fail(valueLabel(value) + " has no storage");
+  if (data.getBytes().empty())
+    return llvm::Error::success();
+  return device->copyToDevice(it->second.get(), data.getBytes().data(),
+                              data.getBytes().size());
+}
+
+llvm::Expected<TensorData>
+PlanInterpreter::readValue(const Value *value) const {
+  auto it = persistentBlocks.find(value);
+  if (it == persistentBlocks.end())
+    return fail("value " + valueLabel(value) +
+                " is transient: only graph inputs, outputs and initializers "
+                "can be read after a step");
+  uint64_t bytes = value->getType().getSizeInBytes();
+  std::vector<uint8_t> host(bytes);
+  if (bytes)
+    if (auto err = device->copyToHost(host.data(), it->second.get(), bytes))
+      return err;
+  return TensorData(value->getType(), std::move(host));
+}
+
+llvm::Error PlanInterpreter::runInstruction(const Instruction &inst,
+                                            uint64_t step) {
+  NodeLaunch launch;
+  launch.node = inst.node;
+  launch.step = step;
+  llvm::SmallVector<void *, 4> operandAddresses;
+  llvm::SmallVector<void *, 2> resultAddresses;
+  if (options.mode == AllocationMode::Planned) {
+    launch.operands = inst.operandAddresses;
+    launch.results = inst.resultAddresses;
+    launch.workspace = inst.workspace;
+    launch.workspaceBytes = inst.workspaceBytes;
+    launch.planned = true;
+  } else {
+    if (auto err = addressesOf(inst.operands, operandAddresses))
+      return err;
+    if (auto err = addressesOf(inst.results, resultAddresses))
+      return err;
+    launch.operands = operandAddresses;
+    launch.results = resultAddresses;
+  }
+  return device->runNode(launch);
+}
+
+llvm::Error PlanInterpreter::runStep(uint64_t step) {
+  auto start = std::chrono::steady_clock::now();
+  const bool eager = options.mode == AllocationMode::Eager;
+  for (const Instruction &inst : instructions) {
+    if (eager) {
+      for (const Value *result : inst.results) {
+        if (!result || persistentBlocks.count(result))
+          continue;
+        auto owner = eagerOwner.find(result);
+        if (owner != eagerOwner.end()) {
+          addresses[result] = addresses.lookup(owner->second);
+          continue;
+        }
+        auto block =
+            DeviceBlock::create(*device, counter,
+                                result->getType().getSizeInBytes(),
+                                categories.lookup(result));
+        if (!block)
+          return block.takeError();
+        addresses[result] = block->get();
+        eagerBlocks[result] = std::move(*block);
+      }
+    } else {
+      for (const Value *born : inst.slicesBorn)
+        counter.transfer(MemoryCategory::Temporaries, categories.lookup(born),
+                         alignBuffer(born->getType().getSizeInBytes()));
+      // The slice counts as workspace while the kernel runs.
+      if (inst.workspaceBytes)
+        counter.transfer(MemoryCategory::Temporaries,
+                         MemoryCategory::Workspace, inst.workspaceBytes);
+    }
+
+    if (!inst.skipKernel) {
+      auto kernelStart = options.profile
+                             ? std::chrono::steady_clock::now()
+                             : std::chrono::steady_clock::time_point();
+      if (auto err = runInstruction(inst, step))
+        return err;
+      if (options.profile) {
+        if (auto err = device->synchronize())
+          return err;
+        std::string op = inst.node->getOp().str();
+        auto [it, inserted] = profileIndex.try_emplace(op, profile.size());
+        if (inserted)
+          profile.push_back(OpProfile{op, 0, 0});
+        OpProfile &entry = profile[it->second];
+        ++entry.calls;
+        entry.milliseconds +=
+            std::chrono::duration<double, std::milli>(
+                std::chrono::steady_clock::now() - kernelStart)
+                .count();
+      }
+    }
+
+    if (eager) {
+      for (const Value *dead : inst.freeAfter)
+        eagerBlocks.erase(dead);
+    } else {
+      if (inst.workspaceBytes)
+        counter.transfer(MemoryCategory::Workspace,
+                         MemoryCategory::Temporaries, inst.workspaceBytes);
+      for (const Value *dead : inst.slicesDead)
+        counter.transfer(categories.lookup(dead), MemoryCategory::Temporaries,
+                         alignBuffer(dead->getType().getSizeInBytes()));
+    }
+  }
+  if (auto err = device->synchronize())
+    return err;
+  lastStepMs = std::chrono::duration<double, std::milli>(
+                   std::chrono::steady_clock::now() - start)
+                   .count();
+  return llvm::Error::success();
+}
+
+std::vector<OpProfile> PlanInterpreter::getProfile() const {
+  std::vector<OpProfile> sorted = profile;
+  llvm::sort(sorted, [](const OpProfile &a, const OpProfile &b) {
+    return a.milliseconds > b.milliseconds;
+  });
+  return sorted;
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<Executable>>
+gmopt::createPlanInterpreter(const Module &module,
+                             const ExecutorOptions &options,
+                             std::unique_ptr<Device> device,
+                             const WorkspaceModel &trivialWorkspace) {
+  auto executable =
+      std::make_unique<PlanInterpreter>(module, options, std::move(device));
+  if (auto err = executable->prepare(trivialWorkspace))
+    return err;
+  return std::unique_ptr<Executable>(std::move(executable));
+}
