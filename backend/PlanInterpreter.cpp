@@ -25,6 +25,7 @@
 
 #include "ir/OpRegistry.h"
 #include "ir/Plan.h"
+#include "ir/SizeLimits.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -435,12 +436,23 @@ PlanInterpreter::readValue(const Value *value) const {
     return fail("value " + valueLabel(value) +
                 " is transient: only graph inputs, outputs and initializers "
                 "can be read after a step");
-  uint64_t bytes = value->getType().getSizeInBytes();
-  std::vector<uint8_t> host(bytes);
-  if (bytes)
-    if (auto err = device->copyToHost(host.data(), it->second.get(), bytes))
-      return err;
-  return TensorData(value->getType(), std::move(host));
+  // A host copy as large as the value: allocated without throwing, so
+  // running out of memory here is an error like a failed arena allocation.
+  llvm::Error copyError = llvm::Error::success();
+  auto copy = allocateTensorData(
+      value->getType(), [&](llvm::MutableArrayRef<uint8_t> bytes) {
+        if (!bytes.empty())
+          copyError =
+              device->copyToHost(bytes.data(), it->second.get(), bytes.size());
+      });
+  if (!copy) {
+    llvm::consumeError(std::move(copyError));
+    return fail("reading " + valueLabel(value) + ": " +
+                llvm::toString(copy.takeError()));
+  }
+  if (copyError)
+    return copyError;
+  return copy;
 }
 
 llvm::Error PlanInterpreter::runInstruction(const Instruction &inst,

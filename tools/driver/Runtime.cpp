@@ -962,6 +962,15 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     if (llvm::Error err = exe.writeValue(signature.lossGradSeed,
                                          *accumulation->scaledSeed))
       return err;
+  // Zeros for the accumulation buffers the runtime clears before each step
+  // (graphs without lazy_reset_grad), allocated once.
+  std::vector<TensorData> zeroBuffers;
+  for (const Value *buffer : accumulation->buffersToZero) {
+    auto zeros = filledTensor(buffer->getType(), 0);
+    if (!zeros)
+      return zeros.takeError();
+    zeroBuffers.push_back(std::move(*zeros));
+  }
 
   TrainingResult result;
   result.lossName = loss->getName().str();
@@ -987,9 +996,9 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
           return err;
       // Without lazy_reset_grad the runtime starts each step from zero.
       if (micro == 0)
-        for (const Value *buffer : accumulation->buffersToZero)
-          if (llvm::Error err = exe.setInput(
-                  buffer, filledTensor(buffer->getType(), 0)))
+        for (size_t i = 0; i != zeroBuffers.size(); ++i)
+          if (llvm::Error err = exe.setInput(accumulation->buffersToZero[i],
+                                             zeroBuffers[i]))
             return err;
       if (!options.batches.empty())
         for (const BoundInput &binding :
