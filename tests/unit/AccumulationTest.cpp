@@ -176,31 +176,44 @@ TensorData sliceRows(const TensorData &data, int64_t begin, int64_t count) {
   return TensorData(TensorType::get(type.getDType(), shape), std::move(bytes));
 }
 
-TEST(AccumulationTest, FourMicroBatchesEqualOneConcatenatedBatch) {
-  std::string dir = GMOPT_TESTDATA_DIR "/mlp";
+/// The testdata graphs without batch statistics (BatchNorm's mean over a
+/// micro-batch is not the whole batch's) and without random ops.
+class FourMicroBatches : public testing::TestWithParam<const char *> {};
+
+TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
+  std::string dir = std::string(GMOPT_TESTDATA_DIR) + "/" + GetParam();
   auto data = readTestDataSet(dir + "/test_data_set_0");
   ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
   std::string model = dir + "/training_model.onnx";
-  auto whole = loadRunnableModel(model, {{"batch", 8}}, nullptr, false);
-  auto quarter = loadRunnableModel(model, {{"batch", 2}}, nullptr, false);
+  auto whole = loadRunnableModel(model, {}, &*data, false);
   ASSERT_TRUE(bool(whole)) << llvm::toString(whole.takeError());
-  ASSERT_TRUE(bool(quarter)) << llvm::toString(quarter.takeError());
+  const std::vector<Value *> &dataInputs = whole->module->signature.dataInputs;
+  ASSERT_FALSE(dataInputs.empty());
 
-  // One step over the batch of 8.
+  // One step over ONNX Runtime's batch.
   auto reference = train(*whole->module, 1, 1, &*data);
   ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
 
-  // Four micro-steps over its quarters, parameters from the same set.
+  // Four micro-steps over its quarters (each data input split along its
+  // first dimension), parameters from the same set.
   std::vector<TestDataSet> quarters(4);
   for (int64_t k = 0; k != 4; ++k) {
     quarters[k].directory = "quarter";
     for (const NamedTensor &tensor : data->inputs) {
       NamedTensor part = tensor;
-      if (tensor.name == "input" || tensor.name == "labels")
-        part.data = sliceRows(tensor.data, 2 * k, 2);
+      bool isData = llvm::any_of(dataInputs, [&](const Value *input) {
+        return input->getName() == tensor.name;
+      });
+      if (isData) {
+        int64_t rows = tensor.data.getType().getStaticShape()[0];
+        ASSERT_EQ(rows % 4, 0) << tensor.name;
+        part.data = sliceRows(tensor.data, k * rows / 4, rows / 4);
+      }
       quarters[k].inputs.push_back(std::move(part));
     }
   }
+  auto quarter = loadRunnableModel(model, {}, &quarters[0], false);
+  ASSERT_TRUE(bool(quarter)) << llvm::toString(quarter.takeError());
   const Module &module = *quarter->module;
   InputSources sources;
   sources.testData = &quarters[0];
@@ -217,11 +230,13 @@ TEST(AccumulationTest, FourMicroBatchesEqualOneConcatenatedBatch) {
     for (BoundInput &binding : *bound)
       if (llvm::is_contained(module.signature.dataInputs, binding.input))
         batch.push_back(std::move(binding));
-    ASSERT_EQ(batch.size(), 2u);
+    ASSERT_EQ(batch.size(), dataInputs.size());
     options.batches.push_back(std::move(batch));
   }
   auto accumulated = trainModule(module, *inputs, options);
   ASSERT_TRUE(bool(accumulated)) << llvm::toString(accumulated.takeError());
+  ASSERT_EQ(accumulated->firstGradients.size(),
+            reference->firstGradients.size());
   EXPECT_LE(maxRelativeDifference(accumulated->firstGradients,
                                   reference->firstGradients),
             1e-5);
@@ -229,6 +244,14 @@ TEST(AccumulationTest, FourMicroBatchesEqualOneConcatenatedBatch) {
   EXPECT_NEAR(accumulated->losses[0], reference->losses[0],
               1e-5 * std::abs(reference->losses[0]));
 }
+
+INSTANTIATE_TEST_SUITE_P(Testdata, FourMicroBatches,
+                         testing::Values("mlp", "cnn", "gpt_tiny",
+                                         "gpt_tiny_untied",
+                                         "regression_frozen"),
+                         [](const testing::TestParamInfo<const char *> &info) {
+                           return std::string(info.param);
+                         });
 
 TEST(AccumulationTest, AccumulatingNeedsAConstantSeed) {
   std::unique_ptr<Module> module = parseSmallGraph(/*v1=*/false);
