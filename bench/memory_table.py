@@ -26,6 +26,8 @@ MODELS = [
     ("gpt_tiny", 4),
     ("gpt_tiny_untied", 4),
     ("gpt_tiny_dropout", 4),
+    ("gpt_opset14", 4),
+    ("gpt_opset20", 4),
     ("regression_frozen", 8),
 ]
 

@@ -41,7 +41,7 @@ import onnxruntime as ort
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata")
 MODELS = ["mlp", "cnn", "resnet_tiny", "gpt_tiny", "gpt_tiny_untied",
-          "regression_frozen"]
+          "gpt_opset14", "gpt_opset20", "regression_frozen"]
 
 
 def ort_feeds(model_dir):

@@ -170,6 +170,10 @@ class ResNetTiny(nn.Module):
 
 
 GPT_VOCAB, GPT_D, GPT_HEADS, GPT_SEQ, GPT_LAYERS, GPT_FF = 512, 128, 4, 64, 2, 128
+GPT_SIZE = dict(vocab=GPT_VOCAB, d=GPT_D, heads=GPT_HEADS, seq=GPT_SEQ, layers=GPT_LAYERS, ff=GPT_FF)
+# The opset-14 export (gpt_opset14): the same architecture at a quarter of the width, so the extra
+# model costs little of the tracked-size budget.
+GPT_SMALL = dict(vocab=64, d=32, heads=2, seq=16, layers=2, ff=64)
 
 
 class CausalSelfAttention(nn.Module):
@@ -220,13 +224,15 @@ class GPTTiny(nn.Module):
     separate parameter with the same data as wte.weight, mirroring the exported graph.
     """
 
-    def __init__(self, p):
+    def __init__(self, p, size=GPT_SIZE):
         super().__init__()
-        self.wte = nn.Embedding(GPT_VOCAB, GPT_D)
-        self.wpe = nn.Embedding(GPT_SEQ, GPT_D)
+        self.vocab = size["vocab"]
+        self.wte = nn.Embedding(size["vocab"], size["d"])
+        self.wpe = nn.Embedding(size["seq"], size["d"])
         self.drop = nn.Dropout(p)
-        self.h = nn.ModuleList([GPTBlock(GPT_D, GPT_HEADS, GPT_SEQ, GPT_FF, p) for _ in range(GPT_LAYERS)])
-        self.ln_f = nn.LayerNorm(GPT_D)
+        self.h = nn.ModuleList([GPTBlock(size["d"], size["heads"], size["seq"], size["ff"], p)
+                                for _ in range(size["layers"])])
+        self.ln_f = nn.LayerNorm(size["d"])
         self.untied_head = None
         # GPT-2 style init; LayerNorm gains/biases are perturbed so that no two parameters hold
         # identical data (keeps the reference gradients discriminative).
@@ -248,7 +254,7 @@ class GPTTiny(nn.Module):
         x = self.ln_f(x)
         head = self.wte.weight if self.untied_head is None else self.untied_head
         logits = F.linear(x, head)
-        return logits.view(-1, GPT_VOCAB)  # (B*T, vocab): SoftmaxCrossEntropyLoss wants classes on axis 1
+        return logits.view(-1, self.vocab)  # (B*T, vocab): SoftmaxCrossEntropyLoss wants classes on axis 1
 
 
 class Regressor(nn.Module):
@@ -273,9 +279,9 @@ def mnist_like_batch(rng, batch, shape, classes):
     return [x, y]
 
 
-def token_batch(rng, batch):
-    seq = rng.integers(0, GPT_VOCAB, size=(batch, GPT_SEQ + 1), dtype=np.int64)
-    return [seq[:, :GPT_SEQ].copy(), seq[:, 1:].reshape(-1).copy()]  # next-token labels, flattened
+def token_batch(rng, batch, size=GPT_SIZE):
+    seq = rng.integers(0, size["vocab"], size=(batch, size["seq"] + 1), dtype=np.int64)
+    return [seq[:, :size["seq"]].copy(), seq[:, 1:].reshape(-1).copy()]  # next-token labels, flattened
 
 
 def regression_batch(rng, batch):
@@ -323,6 +329,26 @@ SPECS = [
         reference=False, batch=None, batch_desc="(no reference data: dropout ratio 0.1 is random)",
     ),
     dict(
+        # The same GPT exported at opset 14 (GPT_SMALL width): torch decomposes nn.LayerNorm below
+        # opset 17 and ONNX Runtime's LayerNormFusion turns it back into a default-domain
+        # LayerNormalization (ORT's contrib op, registered there since version 1).
+        name="gpt_opset14", seed=6, opset=14, make=lambda: GPTTiny(0.0, GPT_SMALL), dropout=0.0, loss=LOSS_CE,
+        input_names=["input_ids"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch_x_seq"}},
+        batch=lambda rng: token_batch(rng, 4, GPT_SMALL),
+        batch_desc="input_ids int64[4,16] uniform in [0,64), labels int64[64] = next tokens",
+    ),
+    dict(
+        # The same small GPT at opset 20, the newest torch 2.4's exporter accepts, with the IR versions
+        # the generator wrote (9 for the training and eval graphs, 10 for the optimizer graph): gmopt
+        # must not need them lowered for libonnx 1.12.
+        name="gpt_opset20", seed=6, opset=20, keep_ir_version=True, make=lambda: GPTTiny(0.0, GPT_SMALL),
+        dropout=0.0, loss=LOSS_CE, input_names=["input_ids"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch_x_seq"}},
+        batch=lambda rng: token_batch(rng, 4, GPT_SMALL),
+        batch_desc="input_ids int64[4,16] uniform in [0,64), labels int64[64] = next tokens",
+    ),
+    dict(
         name="regression_frozen", seed=5, make=Regressor, loss=LOSS_MSE, input_names=["input"], output_names=["prediction"],
         dynamic_axes={"input": {0: "batch"}, "prediction": {0: "batch"}},
         frozen=["fc1.weight", "fc1.bias"],
@@ -352,7 +378,7 @@ def export_forward(model, example_inputs, spec):
         input_names=spec["input_names"],
         output_names=spec["output_names"],
         dynamic_axes=spec["dynamic_axes"],
-        opset_version=OPSET,
+        opset_version=spec.get("opset", OPSET),
         training=torch.onnx.TrainingMode.TRAINING,
         do_constant_folding=spec.get("constant_folding", False),
         export_params=True,
@@ -427,10 +453,10 @@ def dropout_ratio_as_initializer(forward, ratio):
     return len(replaced)
 
 
-def lower_ir_version(path):
+def lower_ir_version(path, keep=False):
     m = onnx.load(path)
     before = m.ir_version
-    if m.ir_version > MAX_IR_VERSION:
+    if not keep and m.ir_version > MAX_IR_VERSION:
         m.ir_version = MAX_IR_VERSION
         onnx.save(m, path)
     return before, m.ir_version
@@ -557,7 +583,7 @@ def build_model(spec):
 
     ir = {}
     for fn in ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx"):
-        ir[fn] = lower_ir_version(os.path.join(outdir, fn))
+        ir[fn] = lower_ir_version(os.path.join(outdir, fn), keep=spec.get("keep_ir_version", False))
         log(f"{fn}: ir_version {ir[fn][0]} -> {ir[fn][1]}")
 
     eval_fixed = fix_eval_batchnorm(os.path.join(outdir, "eval_model.onnx"))
@@ -568,8 +594,9 @@ def build_model(spec):
     train_path = os.path.join(outdir, "training_model.onnx")
     tm = onnx.load(train_path)
     for imp in tm.opset_import:
-        if imp.domain in ("", "ai.onnx") and imp.version > OPSET:
-            raise RuntimeError(f"{name}: training model uses ai.onnx opset {imp.version} > {OPSET}")
+        if imp.domain in ("", "ai.onnx") and imp.version > spec.get("opset", OPSET):
+            raise RuntimeError(f"{name}: training model uses ai.onnx opset {imp.version} > "
+                               f"{spec.get('opset', OPSET)}")
 
     # ORT must still load every (ir-lowered) artifact: Module loads training+eval, plus the optimizer.
     state = CheckpointState.load_checkpoint(os.path.join(outdir, "checkpoint"))
@@ -581,7 +608,7 @@ def build_model(spec):
     info = dict(
         model=name,
         torch_class=type(model).__name__,
-        export=dict(opset=OPSET, training_mode="TRAINING", do_constant_folding=spec.get("constant_folding", False),
+        export=dict(opset=spec.get("opset", OPSET), training_mode="TRAINING", do_constant_folding=spec.get("constant_folding", False),
                     dynamic_axes=spec["dynamic_axes"]),
         loss=spec["loss"].name,
         optimizer="AdamW",
@@ -917,6 +944,16 @@ def main():
     write_ops_and_readme(infos)
 
 
+def standard_at(onnx_defs, op, version):
+    """Whether `op` is a standard ONNX op at `version` (LayerNormalization below opset 17 is ONNX
+    Runtime's default-domain contrib op, not ONNX's)."""
+    try:
+        onnx_defs.get_schema(op, version, "")
+        return True
+    except onnx_defs.SchemaError:
+        return False
+
+
 def write_ops_and_readme(infos):
     from onnx import defs as onnx_defs
 
@@ -931,7 +968,7 @@ def write_ops_and_readme(infos):
         f.write("#   domain  op_type  opset_version(the model's opset_import for that domain)  "
                 "onnx_schema(yes: a standard ONNX op in onnx 1.16 at that opset; no: ONNX Runtime op)  models\n")
         for (dom, op, ver) in sorted(union):
-            std = "yes" if dom == "ai.onnx" and onnx_defs.has(op, "") else "no"
+            std = "yes" if dom == "ai.onnx" and standard_at(onnx_defs, op, ver) else "no"
             f.write(f"{dom}\t{op}\t{ver}\t{std}\t{','.join(union[(dom, op, ver)])}\n")
         extra = {}
         for info in infos:
@@ -953,7 +990,9 @@ model, and every reference value was computed by ONNX Runtime running the genera
 `training_model.onnx`. No training graph is hand-written. This README, `ops.txt`, every
 `info.json`, `manifest.json` and `sgd_losses.json` are written by `testdata/generate.py`.
 
-Regenerate (deterministic: a second run gives byte-identical files; ~10 s after the install):
+Regenerate (~1 min after the install; a second run writes the same graphs, checkpoints and batches
+byte for byte, while some ONNX Runtime reference values (gradients, SGD losses) were seen to differ
+in their last bits between runs, at most 2.6e-7 relative, far inside every tolerance):
 
     bash scripts/testdata-env.sh && testdata/.venv/bin/python testdata/generate.py
 
@@ -977,16 +1016,25 @@ onnxruntime-training 1.19.2 on PyPI also carries the CUDA provider. Only the CPU
    do_constant_folding=False)` (the settings of ONNX Runtime's on-device training tutorial),
    batch dimension symbolic (`batch`; `batch_x_seq` for the flattened GPT logits).
    `gpt_tiny_untied` is the one export with `do_constant_folding=True` (torch's default).
+   `gpt_opset14` is the GPT at a quarter of the width exported with `opset_version=14`: below
+   opset 17 torch decomposes `nn.LayerNorm` (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add), and the
+   generator's LayerNormFusion turns each back into a default-domain `LayerNormalization` (ONNX
+   Runtime's contrib op, registered in that domain since version 1), so its training graph holds
+   an op that ONNX itself only defines from opset 17. Its training and eval graphs are IR 7.
+   `gpt_opset20` is the same small GPT at opset 20, the newest opset torch 2.4's exporter accepts
+   (21 is refused), and keeps the IR versions the generator wrote (step 4).
 3. `generate_artifacts(forward_model, requires_grad=[all parameters except frozen],
    frozen_params=[...], loss=CrossEntropyLoss|MSELoss, optimizer=AdamW,
    artifact_directory=testdata/<model>)` writes `training_model.onnx`, `eval_model.onnx`,
    `optimizer_model.onnx` and `checkpoint` (ONNX Runtime's flatbuffer checkpoint holding the initial
    parameter values). The training and eval graphs take all weights as graph inputs, so they hold
    no weights themselves (no external data anywhere).
-4. The generator writes `ir_version` {ir_written} (training/eval keep the exporter's 8; the optimizer
-   model is made with onnx.helper and gets 10). The script sets 8 where it is higher (ai.onnx opset
-   17 is valid at IR 8) so libonnx 1.12 can read every file, and checks that ONNX Runtime still
-   loads the lowered files (training Module with eval model, and the Optimizer).
+4. The generator writes `ir_version` {ir_written} (training/eval keep the exporter's: 7 at opset 14,
+   8 at 17, 9 at 20; the optimizer model is made with onnx.helper and gets 10). The script sets 8
+   where it is higher (ai.onnx opset 17 is valid at IR 8) so that libonnx 1.12 can read those files
+   too, and checks that ONNX Runtime still loads the lowered files (training Module with eval model,
+   and the Optimizer). `gpt_opset20` keeps what the generator wrote: gmopt's importer does not need
+   the lowering.
 
 ### Where the generator needed help (all semantics-preserving, all in `generate.py`)
 

@@ -321,16 +321,22 @@ void registerNormalization(OpRegistry &registry) {
   // Opset 15 only widened the statistics' type constraint.
   batchNorm14.addAt(registry, 15);
 
-  SchemaBuilder(kOnnxDomain, "LayerNormalization", 17)
-      .inputs(2, 3)
+  // ONNX made LayerNormalization standard in opset 17; ONNX Runtime has
+  // registered the same op (same inputs, outputs and attributes) in the
+  // default domain since version 1, and its LayerNormFusion writes it into
+  // graphs of any opset (an opset-14 export's decomposed LayerNorm becomes
+  // one). Both are the same schema here.
+  SchemaBuilder layerNorm(kOnnxDomain, "LayerNormalization", 17);
+  layerNorm.inputs(2, 3)
       .outputs(1, 3)
       .attrInt("axis", -1)
       .attrFloat("epsilon", 1e-5f)
       .attrInt("stash_type", 1)
       .amp(AmpClass::Deny)
       .infer(inferLayerNorm)
-      .cost(costPerInputElement(8))
-      .add(registry);
+      .cost(costPerInputElement(8));
+  layerNorm.add(registry);
+  layerNorm.addAt(registry, 1);
 
   SchemaBuilder(kOnnxDomain, "InstanceNormalization", 6)
       .inputs(3)

@@ -247,7 +247,8 @@ TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Testdata, FourMicroBatches,
                          testing::Values("mlp", "cnn", "gpt_tiny",
-                                         "gpt_tiny_untied",
+                                         "gpt_tiny_untied", "gpt_opset14",
+                                         "gpt_opset20",
                                          "regression_frozen"),
                          [](const testing::TestParamInfo<const char *> &info) {
                            return std::string(info.param);

@@ -66,6 +66,8 @@ const TestdataModel kModels[] = {
     {"resnet_tiny", {{"batch", 4}}, 5e-5, 2e-2},
     {"gpt_tiny", {{"batch", 4}, {"batch_x_seq", 256}}},
     {"gpt_tiny_untied", {{"batch", 4}, {"batch_x_seq", 256}}},
+    {"gpt_opset14", {{"batch", 4}, {"batch_x_seq", 64}}},
+    {"gpt_opset20", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"regression_frozen", {{"batch", 8}}},
 };
 

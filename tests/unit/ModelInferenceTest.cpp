@@ -13,6 +13,7 @@
 #include "ir/Module.h"
 #include "ir/Onnx.h"
 #include "ir/OpRegistry.h"
+#include "tests/unit/TestdataTraining.h"
 
 #include "llvm/Support/FileSystem.h"
 
@@ -31,6 +32,8 @@ const char *const kModels[] = {"mlp",
                                "gpt_tiny",
                                "gpt_tiny_untied",
                                "gpt_tiny_dropout",
+                               "gpt_opset14",
+                               "gpt_opset20",
                                "regression_frozen"};
 
 std::string modelPath(llvm::StringRef model) {
@@ -61,7 +64,9 @@ TEST_P(ModelInferenceTest, EveryResultIsStaticOnceTheBatchIsBound) {
   if (!llvm::sys::fs::exists(path))
     GTEST_SKIP() << "missing " << path;
   OnnxImportOptions options;
-  options.dimBindings = {{"batch", 8}, {"batch_x_seq", 512}};
+  options.dimBindings = {
+      {"batch", 8},
+      {"batch_x_seq", 8 * gmopt::testing::testdataSequenceLength(GetParam())}};
   auto module = importOnnxFile(path, options);
   ASSERT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
   std::map<const Value *, TensorType> recorded = reinferAll(**module);

@@ -466,6 +466,8 @@ const TestGraph kTestGraphs[] = {
     {"gpt_tiny", "gpt_tiny", 4, true, true},
     {"gpt_tiny_untied", "gpt_tiny_untied", 4, true, true},
     {"gpt_tiny_dropout", "gpt_tiny", 4, true, true},
+    {"gpt_opset14", "gpt_opset14", 4, true, true},
+    {"gpt_opset20", "gpt_opset20", 4, true, true},
     {"regression_frozen", "regression_frozen", 8, false, true},
 };
 

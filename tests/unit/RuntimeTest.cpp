@@ -156,6 +156,7 @@ TEST_P(CheckpointTest, HoldsTheTestDataParametersBitwise) {
 INSTANTIATE_TEST_SUITE_P(Models, CheckpointTest,
                          ::testing::Values("mlp", "cnn", "resnet_tiny",
                                            "gpt_tiny", "gpt_tiny_untied",
+                                           "gpt_opset14", "gpt_opset20",
                                            "regression_frozen"));
 
 TEST(CheckpointFileTest, FrozenParametersAndDropoutRatioAreRead) {

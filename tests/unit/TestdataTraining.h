@@ -34,6 +34,8 @@ namespace testing {
 struct TestdataGraph {
   const char *name;
   int64_t batch;
+  /// The sequence length of the GPT graphs (`batch_x_seq` = batch * seq).
+  int64_t seq = 64;
 };
 
 /// The graphs with their own reference data (gpt_tiny_dropout shares
@@ -41,19 +43,30 @@ struct TestdataGraph {
 inline constexpr TestdataGraph kTestdataGraphs[] = {
     {"mlp", 8},         {"cnn", 8},
     {"resnet_tiny", 4}, {"gpt_tiny", 4},
-    {"gpt_tiny_untied", 4}, {"regression_frozen", 8},
+    {"gpt_tiny_untied", 4}, {"gpt_opset14", 4, 16},
+    {"gpt_opset20", 4, 16}, {"regression_frozen", 8},
 };
 
 inline std::string testdataErrorText(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : std::string("<success>");
 }
 
+/// The GPT sequence length of testdata graph \p name (kTestdataGraphs; 64
+/// for a graph not listed there, such as gpt_tiny_dropout).
+inline int64_t testdataSequenceLength(llvm::StringRef name) {
+  for (const TestdataGraph &graph : kTestdataGraphs)
+    if (name == graph.name)
+      return graph.seq;
+  return 64;
+}
+
 /// testdata/<\p name>/training_model.onnx with `batch` = \p batch and
-/// `batch_x_seq` = 64 * \p batch bound (null after a failed expectation).
+/// `batch_x_seq` = batch * seq bound (null after a failed expectation).
 inline std::unique_ptr<Module> importTestdataGraph(llvm::StringRef name,
                                                    int64_t batch) {
   OnnxImportOptions options;
-  options.dimBindings = {{"batch", batch}, {"batch_x_seq", batch * 64}};
+  options.dimBindings = {{"batch", batch},
+                         {"batch_x_seq", batch * testdataSequenceLength(name)}};
   auto module = importOnnxFile(std::string(GMOPT_TESTDATA_DIR) + "/" +
                                    name.str() + "/training_model.onnx",
                                options);

@@ -1,0 +1,1 @@
+	B'h.0.mlp_proj.bias_grad.accumulation.outJ

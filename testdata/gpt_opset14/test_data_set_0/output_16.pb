@@ -1,0 +1,1 @@
+	B#h.1.ln_1.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B*h.1.attn.c_attn.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B wpe.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B%h.1.ln_2.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B!ln_f.weight_grad.accumulation.outJ

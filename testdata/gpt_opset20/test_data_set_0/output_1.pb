@@ -1,0 +1,1 @@
+	B wte.weight_grad.accumulation.outJ

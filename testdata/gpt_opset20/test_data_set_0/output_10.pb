@@ -1,0 +1,1 @@
+	B#h.0.ln_2.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'h.0.mlp_fc.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B%h.1.ln_1.weight_grad.accumulation.outJ

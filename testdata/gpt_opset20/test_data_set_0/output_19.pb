@@ -1,0 +1,1 @@
+	B,h.1.attn.c_proj.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B)h.1.mlp_proj.weight_grad.accumulation.outJ

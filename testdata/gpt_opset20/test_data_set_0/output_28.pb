@@ -1,0 +1,1 @@
+	Bln_f.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B%h.0.ln_1.weight_grad.accumulation.outJ
