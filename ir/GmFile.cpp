@@ -198,7 +198,7 @@ private:
   }
 
   Error encodeSignature(gm::TrainingSignature &proto) const {
-    const TrainingSignature &sig = module.signature;
+    const TrainingSignature &sig = module.getSignature();
     auto set = [&](const Value *value, StringRef what,
                    std::string *field) -> Error {
       Expected<std::string> name = nameOf(value, what);
@@ -207,7 +207,7 @@ private:
       *field = std::move(*name);
       return Error::success();
     };
-    for (const ParamInfo &param : sig.params) {
+    for (const ParamInfo &param : sig.getParams()) {
       if (!param.param)
         return fail("the signature has a parameter entry without a value");
       gm::Param *entry = proto.add_params();
@@ -227,16 +227,29 @@ private:
                       " is not a node of the graph");
         entry->set_accumulate_node(param.accumulateNode->getName().str());
       }
+      for (const Value *state : param.optimizerState)
+        if (Error err = set(state, "optimizer state " + label,
+                            entry->add_optimizer_state()))
+          return err;
     }
-    for (const Value *data : sig.dataInputs)
+    for (const Value *data : sig.getDataInputs())
       if (Error err = set(data, "data input", proto.add_data_inputs()))
         return err;
-    if (Error err = set(sig.loss, "loss", proto.mutable_loss()))
+    if (Error err = set(sig.getLoss(), "loss", proto.mutable_loss()))
       return err;
-    if (Error err = set(sig.lossGradSeed, "loss-gradient seed",
+    if (Error err = set(sig.getLossGradSeed(), "loss-gradient seed",
                         proto.mutable_loss_grad_seed()))
       return err;
-    return set(sig.lazyResetGrad, "lazy_reset_grad",
+    if (Error err = set(sig.getStepSlot(StepSlot::LearningRate),
+                        "learning rate", proto.mutable_learning_rate()))
+      return err;
+    if (Error err = set(sig.getStepSlot(StepSlot::StepCount), "step count",
+                        proto.mutable_step_count()))
+      return err;
+    if (Error err = set(sig.getStepSlot(StepSlot::LossScale), "loss scale",
+                        proto.mutable_loss_scale()))
+      return err;
+    return set(sig.getLazyResetGrad(), "lazy_reset_grad",
                proto.mutable_lazy_reset_grad());
   }
 
@@ -453,7 +466,16 @@ Error GmReader::loadSignature(const gm::TrainingSignature &proto,
         return fail(prefix + "signature refers to unknown node " +
                     quoted(nodeName) + " (the accumulation node " + of + ")");
     }
-    sig.params.push_back(param);
+    for (const std::string &stateName : entry.optimizer_state()) {
+      if (stateName.empty())
+        return fail(prefix + "signature has an optimizer state with no value "
+                             "name (" + of + ")");
+      Expected<Value *> state = lookup(stateName, "optimizer state " + of);
+      if (!state)
+        return state.takeError();
+      param.optimizerState.push_back(*state);
+    }
+    sig.appendParam(std::move(param));
   }
   for (const std::string &data : proto.data_inputs()) {
     if (data.empty())
@@ -461,25 +483,40 @@ Error GmReader::loadSignature(const gm::TrainingSignature &proto,
     Expected<Value *> value = lookup(data, "a data input");
     if (!value)
       return value.takeError();
-    sig.dataInputs.push_back(*value);
+    sig.addDataInput(*value);
   }
   Expected<Value *> loss = lookup(proto.loss(), "the loss");
   if (!loss)
     return loss.takeError();
-  sig.loss = *loss;
+  sig.setLoss(*loss);
   Expected<Value *> seed =
       lookup(proto.loss_grad_seed(), "the loss-gradient seed");
   if (!seed)
     return seed.takeError();
-  sig.lossGradSeed = *seed;
+  sig.setLossGradSeed(*seed);
   Expected<Value *> lazyReset =
       lookup(proto.lazy_reset_grad(), "lazy_reset_grad");
   if (!lazyReset)
     return lazyReset.takeError();
-  sig.lazyResetGrad = *lazyReset;
+  sig.setLazyResetGrad(*lazyReset);
+  struct SlotField {
+    StepSlot slot;
+    const std::string &name;
+    const char *what;
+  };
+  for (const SlotField &field :
+       {SlotField{StepSlot::LearningRate, proto.learning_rate(),
+                  "the learning rate"},
+        SlotField{StepSlot::StepCount, proto.step_count(), "the step count"},
+        SlotField{StepSlot::LossScale, proto.loss_scale(), "the loss scale"}}) {
+    Expected<Value *> value = lookup(field.name, field.what);
+    if (!value)
+      return value.takeError();
+    sig.setStepSlot(field.slot, *value);
+  }
 
   // The stored signature replaces the one the importer inferred.
-  module.signature = std::move(sig);
+  module.setSignature(std::move(sig));
   return Error::success();
 }
 

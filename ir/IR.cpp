@@ -241,6 +241,8 @@ void Graph::dropResult(Node *node, unsigned i) {
   assert(i < node->results.size() && "result index out of range");
   assert((!node->results[i] || node->results[i]->useEmpty()) &&
          "dropping a result that still has uses");
+  assert(!isInSignature(*this, node->results[i].get()) &&
+         "dropping a result the training signature refers to");
   node->results[i].reset();
 }
 
@@ -255,9 +257,23 @@ Value *Graph::ensureResult(Node *node, unsigned i) {
   return node->results[i].get();
 }
 
+/// True if \p graph's module signature names \p value (checked by the
+/// debug assertions of erasure: a signature entry must never dangle).
+[[maybe_unused]] static bool isInSignature(const Graph &graph,
+                                           const Value *value) {
+  return graph.getModule() && graph.getModule()->getSignature().references(value);
+}
+
 void Graph::eraseNode(Node *node) {
   assert(node->getGraph() == this && "erasing a node of another graph");
   assert(node->resultsUnused() && "erasing a node whose results are used");
+  assert(!(module && module->getSignature().references(node)) &&
+         "erasing a node the training signature refers to");
+  assert(llvm::none_of(node->getResults(),
+                       [&](const Value *result) {
+                         return isInSignature(*this, result);
+                       }) &&
+         "erasing a node whose result the training signature refers to");
   nodes.erase(node->getIterator());
 }
 
@@ -284,6 +300,8 @@ Value *Graph::addInitializer(TensorData data, std::string valueName) {
 
 void Graph::removeValue(Value *value) {
   assert(value->useEmpty() && "removing a value that still has uses");
+  assert(!isInSignature(*this, value) &&
+         "removing a value the training signature refers to");
   auto &list = value->isGraphInput() ? inputs : initializers;
   assert(!value->isNodeResult() && "results die with their node");
   auto it = llvm::find_if(list, [&](const std::unique_ptr<Value> &owned) {
@@ -298,6 +316,8 @@ void Graph::removeValues(llvm::ArrayRef<Value *> values) {
   for (Value *value : values) {
     assert(value->useEmpty() && "removing a value that still has uses");
     assert(!value->isNodeResult() && "results die with their node");
+    assert(!isInSignature(*this, value) &&
+           "removing a value the training signature refers to");
     doomed.insert(value);
   }
   size_t removed = 0;

@@ -16,7 +16,9 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,20 +38,53 @@ struct ParamInfo {
   Value *accumulator = nullptr;
   /// The InPlaceAccumulatorV2 node that adds grad into the accumulator.
   Node *accumulateNode = nullptr;
+  /// The optimizer's persistent per-parameter state, as graph inputs, in
+  /// the optimizer's order (AdamW: first moment, second moment); empty
+  /// when the module has no in-graph optimizer. Plan category
+  /// optimizer_state.
+  llvm::SmallVector<Value *, 2> optimizerState;
 };
 
-/// Which values of a module play which role in a training step.
-struct TrainingSignature {
+/// Named values that belong to the whole training step rather than to one
+/// parameter. Each slot names a graph input or is empty.
+enum class StepSlot : unsigned {
+  /// The learning rate, a scalar fed each step (so a schedule can drive
+  /// it).
+  LearningRate,
+  /// The optimizer's step count (AdamW's bias correction), persistent.
+  StepCount,
+  /// The loss scale of mixed-precision training, persistent.
+  LossScale,
+};
+/// Number of StepSlot values.
+constexpr unsigned kNumStepSlots = 3;
+/// The slot's name in the text IR and messages: learning_rate, step_count,
+/// loss_scale.
+llvm::StringRef stepSlotName(StepSlot slot);
+/// The slot named \p name (see stepSlotName), if any.
+std::optional<StepSlot> parseStepSlotName(llvm::StringRef name);
+
+/// Which values of a module play which role in a training step. The
+/// signature only points at values and nodes of its module's graph; it is
+/// read through the accessors and edited through the methods below (the
+/// graph-aware edits that also erase values are Module methods). The
+/// verifier checks every entry after every pass.
+class TrainingSignature {
+public:
   /// Parameters, trainable and frozen, in graph-input order.
-  std::vector<ParamInfo> params;
+  llvm::ArrayRef<ParamInfo> getParams() const { return params; }
   /// Data inputs (features, labels...).
-  std::vector<Value *> dataInputs;
-  /// The scalar loss.
-  Value *loss = nullptr;
+  llvm::ArrayRef<Value *> getDataInputs() const { return dataInputs; }
+  /// The scalar loss, or null.
+  Value *getLoss() const { return loss; }
   /// The constant d(loss)/d(loss) that seeds the backward pass, or null.
-  Value *lossGradSeed = nullptr;
+  Value *getLossGradSeed() const { return lossGradSeed; }
   /// ONNX Runtime's `lazy_reset_grad` input, or null.
-  Value *lazyResetGrad = nullptr;
+  Value *getLazyResetGrad() const { return lazyResetGrad; }
+  /// The value of step-state slot \p slot, or null when absent.
+  Value *getStepSlot(StepSlot slot) const {
+    return stepSlots[static_cast<unsigned>(slot)];
+  }
 
   /// True when the module has no gradients at all (not a training graph).
   bool hasGradients() const;
@@ -57,6 +92,55 @@ struct TrainingSignature {
   const ParamInfo *lookup(const Value *param) const;
   /// Number of trainable parameters.
   size_t numTrainable() const;
+  /// True if no role is filled.
+  bool empty() const;
+  /// True if some entry names \p value (in any role).
+  bool references(const Value *value) const;
+  /// True if \p node is some parameter's accumulation node.
+  bool references(const Node *node) const;
+
+  /// Appends \p info as the last parameter. No checks: the verifier
+  /// checks the result; Module::addParameter checks first.
+  void appendParam(ParamInfo info) { params.push_back(std::move(info)); }
+  /// Appends a data input.
+  void addDataInput(Value *value) { dataInputs.push_back(value); }
+  /// Sets (or, with null, clears) the loss.
+  void setLoss(Value *value) { loss = value; }
+  /// Sets (or clears) the loss-gradient seed.
+  void setLossGradSeed(Value *value) { lossGradSeed = value; }
+  /// Sets (or clears) `lazy_reset_grad`.
+  void setLazyResetGrad(Value *value) { lazyResetGrad = value; }
+  /// Sets step-state slot \p slot to \p value (null clears it).
+  void setStepSlot(StepSlot slot, Value *value) {
+    stepSlots[static_cast<unsigned>(slot)] = value;
+  }
+  /// Clears step-state slot \p slot.
+  void clearStepSlot(StepSlot slot) { setStepSlot(slot, nullptr); }
+  /// Marks \p param's entry trainable or frozen. Returns false if \p param
+  /// is not a parameter.
+  bool setTrainable(const Value *param, bool trainable);
+  /// Sets the gradient of \p param's entry. Returns false if \p param is
+  /// not a parameter.
+  bool setGrad(const Value *param, Value *grad);
+  /// Sets the accumulation buffer and node of \p param's entry.
+  bool setAccumulation(const Value *param, Value *accumulator,
+                       Node *accumulateNode);
+  /// Sets the optimizer state of \p param's entry.
+  bool setOptimizerState(const Value *param, llvm::ArrayRef<Value *> state);
+  /// Points every entry naming \p from at \p to instead. Returns whether
+  /// any entry changed.
+  bool replaceValue(const Value *from, Value *to);
+  /// Points every accumulation node entry naming \p from at \p to.
+  bool replaceNode(const Node *from, Node *to);
+
+private:
+  friend class Module;
+  std::vector<ParamInfo> params;
+  std::vector<Value *> dataInputs;
+  Value *loss = nullptr;
+  Value *lossGradSeed = nullptr;
+  Value *lazyResetGrad = nullptr;
+  std::array<Value *, kNumStepSlots> stepSlots{};
 };
 
 /// The phase of a training step that a node belongs to.
@@ -87,18 +171,63 @@ public:
   std::vector<std::pair<std::string, std::string>> metadata;
   /// Symbolic dimension bindings (--dim NAME=N).
   std::map<std::string, int64_t> dimBindings;
-  /// Roles of values in a training step.
-  TrainingSignature signature;
   /// Buffer plan for the current schedule; empty until a planner runs.
-  /// Any pass that changes the graph must clear it.
+  /// The pass manager clears it after every pass that reports a change.
   ExecutionPlan plan;
 
   /// The opset version imported for \p domain, or 0 if none.
   int64_t getOpsetVersion(llvm::StringRef domain) const;
 
+  /// Roles of values in a training step.
+  const TrainingSignature &getSignature() const { return signature; }
+  /// The signature, for the edits that only re-point entries.
+  TrainingSignature &getSignature() { return signature; }
+  /// Replaces the whole signature (an importer or parser that built one).
+  void setSignature(TrainingSignature newSignature) {
+    signature = std::move(newSignature);
+  }
+
+  /// Adds parameter \p info to the signature after checking it: its values
+  /// and node belong to this graph, the parameter is a graph input or
+  /// initializer not yet in the signature, the gradient (if any) has the
+  /// parameter's type, the accumulator and the optimizer state are graph
+  /// inputs of the parameter's type (state of another type, such as a
+  /// per-parameter step count, is allowed when it is a graph input) and
+  /// none of them already plays a role. Nothing changes on error.
+  llvm::Error addParameter(ParamInfo info);
+
+  /// Removes parameter \p param with everything that exists only for it:
+  /// graph outputs exposing its gradient or its accumulation node's
+  /// results, the accumulation node, the nodes that read its optimizer
+  /// state (its update), the accumulator and optimizer-state inputs, the
+  /// parameter value itself, and every node and initializer that becomes
+  /// unused and has no side effects (the gradient's computation). Fails,
+  /// changing nothing, if \p param is not a parameter, if the parameter is
+  /// still read by a node other than its accumulation or update nodes, or
+  /// if an update node also updates another parameter.
+  llvm::Error removeParameter(Value *param);
+
+  /// Merges parameter \p from into parameter \p into (weight tying): every
+  /// use of \p from reads \p into instead; \p from's gradient is added
+  /// into \p into's through an Add node (created with a Builder after the
+  /// later of the two gradients; users of the old gradient that came
+  /// earlier move after it) so \p into's gradient, accumulation and update
+  /// see the sum; \p from's accumulation, update, accumulator and state are
+  /// removed as by removeParameter. Fails, changing nothing, unless both
+  /// are parameters of the same type and trainability, or if the sum
+  /// cannot be placed (\p from's gradient depends on \p into's).
+  llvm::Error mergeParameter(Value *into, Value *from);
+
 private:
   Graph graph;
+  TrainingSignature signature;
 };
+
+/// True if \p node must run even when its results are unused: the registry
+/// gives it TraitSideEffect (InPlaceAccumulatorV2 writes its buffer) or
+/// TraitRandom (a Dropout draws from its stream), or its op is unknown.
+/// Signature edits and dead-code elimination keep such nodes.
+bool hasSideEffects(const Node &node);
 
 /// Recognises the training signature of \p module: ONNX Runtime's pattern
 /// (parameters as graph inputs, `P_grad` values, InPlaceAccumulatorV2 into

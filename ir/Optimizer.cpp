@@ -108,7 +108,7 @@ llvm::Expected<Node *> gmopt::buildOptimizer(Module &module,
                      existing->describe() + ")");
   // Check everything before changing anything.
   std::vector<Value *> params, grads;
-  for (const ParamInfo &info : module.signature.params) {
+  for (const ParamInfo &info : module.getSignature().getParams()) {
     if (!info.trainable)
       continue;
     Value *grad = info.accumulator ? info.accumulator : info.grad;

@@ -187,7 +187,7 @@ bool gmopt::isPersistentValue(const Module &module, const Value *value) {
 llvm::DenseMap<const Value *, MemoryCategory>
 gmopt::categorizeValues(const Module &module) {
   const Graph &graph = module.getGraph();
-  const TrainingSignature &sig = module.signature;
+  const TrainingSignature &sig = module.getSignature();
   llvm::DenseMap<const Node *, Phase> phases = classifyNodes(module);
   llvm::DenseMap<const Value *, MemoryCategory> categories;
 
@@ -205,12 +205,14 @@ gmopt::categorizeValues(const Module &module) {
     }
     categories[value] = category;
   });
-  for (const ParamInfo &param : sig.params) {
+  for (const ParamInfo &param : sig.getParams()) {
     categories[param.param] = MemoryCategory::Parameters;
     if (param.grad)
       categories[param.grad] = MemoryCategory::Gradients;
     if (param.accumulator)
       categories[param.accumulator] = MemoryCategory::Gradients;
+    for (const Value *state : param.optimizerState)
+      categories[state] = MemoryCategory::OptimizerState;
   }
   // The in-graph optimizer's persistent state (moments, step count),
   // identified by the optimizer node's operands. Its per-step inputs
@@ -220,6 +222,8 @@ gmopt::categorizeValues(const Module &module) {
     categories[state] = MemoryCategory::OptimizerState;
   if (optimizer.step && optimizer.step->isGraphInput())
     categories[optimizer.step] = MemoryCategory::OptimizerState;
+  if (const Value *stepCount = sig.getStepSlot(StepSlot::StepCount))
+    categories[stepCount] = MemoryCategory::OptimizerState;
   return categories;
 }
 

@@ -59,10 +59,12 @@
 //   signature     ::= 'signature' '{' sig-entry* '}'
 //   sig-entry     ::= 'param' operand ('trainable' | 'frozen')
 //                     ['grad' operand] ['accumulator' operand]
-//                     ['via' node-ref]
+//                     ['via' node-ref] ['state' operand (',' operand)*]
 //                   | 'data' operand (',' operand)*
 //                   | 'loss' operand | 'loss_grad_seed' operand
 //                   | 'lazy_reset_grad' operand
+//                   | step-slot operand
+//   step-slot     ::= 'learning_rate' | 'step_count' | 'loss_scale'
 //   node-ref      ::= value-name   // the node defining that value
 //                   | string       // the node with that (unique) name
 //                   | int          // the node's position in the schedule
@@ -109,6 +111,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -1140,7 +1143,7 @@ private:
   [[nodiscard]] bool parseSignature() {
     if (expect(TokenKind::LBrace, "after 'signature'"))
       return true;
-    TrainingSignature &sig = module->signature;
+    TrainingSignature &sig = module->getSignature();
     llvm::StringSet<> seen;
     while (!consumeIf(TokenKind::RBrace)) {
       if (consumeKeywordIf("param")) {
@@ -1149,36 +1152,51 @@ private:
         continue;
       }
       if (consumeKeywordIf("data")) {
-        while (true) {
-          if (parseOperand(sig.dataInputs.emplace_back()))
-            return true;
-          if (!consumeIf(TokenKind::Comma))
-            break;
-        }
+        llvm::SmallVector<Value *, 4> dataInputs;
+        if (parseValueList(dataInputs))
+          return true;
+        for (Value *data : dataInputs)
+          sig.addDataInput(data);
         continue;
       }
-      Value **slot = nullptr;
+      std::function<void(Value *)> set;
       if (tok.isKeyword("loss"))
-        slot = &sig.loss;
+        set = [&](Value *v) { sig.setLoss(v); };
       else if (tok.isKeyword("loss_grad_seed"))
-        slot = &sig.lossGradSeed;
+        set = [&](Value *v) { sig.setLossGradSeed(v); };
       else if (tok.isKeyword("lazy_reset_grad"))
-        slot = &sig.lazyResetGrad;
-      else
+        set = [&](Value *v) { sig.setLazyResetGrad(v); };
+      else if (tok.is(TokenKind::Identifier))
+        if (std::optional<StepSlot> slot = parseStepSlotName(tok.spelling))
+          set = [&sig, slot = *slot](Value *v) { sig.setStepSlot(slot, v); };
+      if (!set)
         return errorHere("expected 'param', 'data', 'loss', "
-                         "'loss_grad_seed', 'lazy_reset_grad' or '}' in "
-                         "signature");
+                         "'loss_grad_seed', 'lazy_reset_grad', "
+                         "'learning_rate', 'step_count', 'loss_scale' or "
+                         "'}' in signature");
       if (!seen.insert(tok.spelling).second)
         return errorHere("duplicate '" + tok.spelling + "' in signature");
       consume();
-      if (parseOperand(*slot))
+      Value *value;
+      if (parseOperand(value))
         return true;
+      set(value);
     }
     return false;
   }
 
+  /// operand (',' operand)*
+  [[nodiscard]] bool parseValueList(llvm::SmallVectorImpl<Value *> &out) {
+    while (true) {
+      if (parseOperand(out.emplace_back()))
+        return true;
+      if (!consumeIf(TokenKind::Comma))
+        return false;
+    }
+  }
+
   /// 'param' operand ('trainable' | 'frozen') ['grad' operand]
-  /// ['accumulator' operand] ['via' node-ref]
+  /// ['accumulator' operand] ['via' node-ref] ['state' operand-list]
   [[nodiscard]] bool parseParam() {
     ParamInfo param;
     if (parseOperand(param.param))
@@ -1195,7 +1213,13 @@ private:
       return true;
     if (consumeKeywordIf("via") && parseNodeRef(param.accumulateNode))
       return true;
-    module->signature.params.push_back(param);
+    if (consumeKeywordIf("state")) {
+      llvm::SmallVector<Value *, 2> state;
+      if (parseValueList(state))
+        return true;
+      param.optimizerState.assign(state.begin(), state.end());
+    }
+    module->getSignature().appendParam(std::move(param));
     return false;
   }
 

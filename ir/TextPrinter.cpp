@@ -508,12 +508,11 @@ private:
   }
 
   void printSignature() {
-    const TrainingSignature &sig = module.signature;
-    if (sig.params.empty() && sig.dataInputs.empty() && !sig.loss &&
-        !sig.lossGradSeed && !sig.lazyResetGrad)
+    const TrainingSignature &sig = module.getSignature();
+    if (sig.empty())
       return;
     os << "  signature {\n";
-    for (const ParamInfo &param : sig.params) {
+    for (const ParamInfo &param : sig.getParams()) {
       os << "    param ";
       printValueRef(param.param);
       os << (param.trainable ? " trainable" : " frozen");
@@ -529,20 +528,32 @@ private:
         os << " via ";
         printNodeRef(param.accumulateNode);
       }
-      os << '\n';
-    }
-    if (!sig.dataInputs.empty()) {
-      os << "    data ";
-      for (size_t i = 0, e = sig.dataInputs.size(); i != e; ++i) {
-        os << (i ? ", " : "");
-        printValueRef(sig.dataInputs[i]);
+      if (!param.optimizerState.empty()) {
+        os << " state ";
+        printValueList(param.optimizerState);
       }
       os << '\n';
     }
-    printSignatureValue("loss", sig.loss);
-    printSignatureValue("loss_grad_seed", sig.lossGradSeed);
-    printSignatureValue("lazy_reset_grad", sig.lazyResetGrad);
+    if (!sig.getDataInputs().empty()) {
+      os << "    data ";
+      printValueList(sig.getDataInputs());
+      os << '\n';
+    }
+    printSignatureValue("loss", sig.getLoss());
+    printSignatureValue("loss_grad_seed", sig.getLossGradSeed());
+    printSignatureValue("lazy_reset_grad", sig.getLazyResetGrad());
+    for (unsigned i = 0; i != kNumStepSlots; ++i) {
+      StepSlot slot = static_cast<StepSlot>(i);
+      printSignatureValue(stepSlotName(slot), sig.getStepSlot(slot));
+    }
     os << "  }\n";
+  }
+
+  void printValueList(llvm::ArrayRef<Value *> values) {
+    for (size_t i = 0, e = values.size(); i != e; ++i) {
+      os << (i ? ", " : "");
+      printValueRef(values[i]);
+    }
   }
 
   void printSignatureValue(llvm::StringRef keyword, const Value *value) {

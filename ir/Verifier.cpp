@@ -5,7 +5,10 @@
 // order (distinguishing a true cycle from a mere misordering); that every node
 // is a registered op whose arity, attributes and result types agree with the
 // registry; graph outputs; and that the training signature refers to live
-// values of this graph.
+// values of this graph, each of the right kind (parameters are inputs or
+// initializers; accumulators, optimizer state, data inputs and step slots are
+// graph inputs), gradients and accumulators of their parameter's type, no
+// value in two roles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +21,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <optional>
 
 using namespace gmopt;
 
@@ -264,39 +269,104 @@ private:
     return llvm::Error::success();
   }
 
-  llvm::Error checkLiveRef(const Value *value, llvm::StringRef role) {
-    if (value && !live.count(value))
+  /// Checks that \p value (if any) is a live value of this graph, named by
+  /// no other signature entry, and of \p kind when that is given.
+  llvm::Error checkRef(const Value *value, const llvm::Twine &role,
+                       std::optional<Value::Kind> kind = std::nullopt) {
+    if (!value)
+      return llvm::Error::success();
+    if (!live.count(value))
       return fail("training signature: " + role +
                   " refers to a value that is not in the graph");
+    if (kind && value->getKind() != *kind)
+      return fail("training signature: " + role + " " + valueLabel(value) +
+                  " is " + kindName(value->getKind()) + ", not " +
+                  kindName(*kind));
+    auto [it, inserted] = signatureRoles.try_emplace(value, role.str());
+    if (!inserted)
+      return fail("training signature: " + valueLabel(value) + " is both " +
+                  it->second + " and " + role);
     return llvm::Error::success();
   }
 
+  static llvm::StringRef kindName(Value::Kind kind) {
+    switch (kind) {
+    case Value::Kind::Input:
+      return "a graph input";
+    case Value::Kind::Initializer:
+      return "an initializer";
+    case Value::Kind::Result:
+      return "a node result";
+    }
+    return "a value";
+  }
+
   llvm::Error checkSignature() {
-    const TrainingSignature &sig = module.signature;
-    for (const ParamInfo &param : sig.params) {
+    const TrainingSignature &sig = module.getSignature();
+    llvm::DenseSet<const Node *> accumulateNodes;
+    for (const ParamInfo &param : sig.getParams()) {
       if (!param.param)
         return fail("training signature: parameter entry without a value");
+      if (!live.count(param.param))
+        return fail("training signature: a parameter refers to a value that "
+                    "is not in the graph");
+      std::string of = "of parameter " + valueLabel(param.param);
       if (param.param->isNodeResult())
         return fail("training signature: parameter " + valueLabel(param.param) +
                     " is a node result, not an input or initializer");
-      if (auto err = checkLiveRef(param.param, "a parameter"))
+      if (auto err = checkRef(param.param, "parameter " +
+                                               valueLabel(param.param)))
         return err;
-      if (auto err = checkLiveRef(param.grad, "a gradient"))
+      const TensorType &type = param.param->getType();
+      if (param.grad) {
+        if (!param.trainable)
+          return fail("training signature: frozen parameter " +
+                      valueLabel(param.param) + " has a gradient");
+        if (auto err = checkRef(param.grad, "the gradient " + of))
+          return err;
+        if (param.grad->getType() != type)
+          return fail("training signature: the gradient " + of + " has type " +
+                      param.grad->getType().str() + ", not " + type.str());
+      }
+      if (auto err = checkRef(param.accumulator, "the accumulator " + of,
+                              Value::Kind::Input))
         return err;
-      if (auto err = checkLiveRef(param.accumulator, "an accumulator"))
-        return err;
-      if (param.accumulateNode && !nodePosition.count(param.accumulateNode))
-        return fail("training signature: the accumulation node of " +
-                    valueLabel(param.param) + " is not in the graph");
+      if (param.accumulator && param.accumulator->getType() != type)
+        return fail("training signature: the accumulator " + of +
+                    " has type " + param.accumulator->getType().str() +
+                    ", not " + type.str());
+      if (param.accumulateNode) {
+        if (!nodePosition.count(param.accumulateNode))
+          return fail("training signature: the accumulation node " + of +
+                      " is not in the graph");
+        if (!accumulateNodes.insert(param.accumulateNode).second)
+          return fail("training signature: node " +
+                      param.accumulateNode->describe() +
+                      " is the accumulation node of two parameters");
+      }
+      for (const Value *state : param.optimizerState)
+        if (auto err = checkRef(state, "optimizer state " + of,
+                                Value::Kind::Input))
+          return err;
     }
-    for (const Value *data : sig.dataInputs)
-      if (auto err = checkLiveRef(data, "a data input"))
+    for (const Value *data : sig.getDataInputs())
+      if (auto err = checkRef(data, "data input", Value::Kind::Input))
         return err;
-    if (auto err = checkLiveRef(sig.loss, "the loss"))
+    if (auto err = checkRef(sig.getLoss(), "the loss"))
       return err;
-    if (auto err = checkLiveRef(sig.lossGradSeed, "the loss-gradient seed"))
+    if (auto err = checkRef(sig.getLossGradSeed(), "the loss-gradient seed"))
       return err;
-    return checkLiveRef(sig.lazyResetGrad, "lazy_reset_grad");
+    if (auto err = checkRef(sig.getLazyResetGrad(), "lazy_reset_grad",
+                            Value::Kind::Input))
+      return err;
+    for (unsigned i = 0; i != kNumStepSlots; ++i) {
+      StepSlot slot = static_cast<StepSlot>(i);
+      if (auto err = checkRef(sig.getStepSlot(slot),
+                              "step slot " + stepSlotName(slot),
+                              Value::Kind::Input))
+        return err;
+    }
+    return llvm::Error::success();
   }
 
   const Module &module;
@@ -304,6 +374,8 @@ private:
   VerifyOptions options;
   llvm::DenseSet<const Value *> live;
   llvm::DenseMap<const Node *, unsigned> nodePosition;
+  /// The role of each value the signature names, for duplicate checks.
+  llvm::DenseMap<const Value *, std::string> signatureRoles;
 };
 
 } // namespace

@@ -125,7 +125,7 @@ public:
     Value *output = node.getResult(0);
     if (!input || !output)
       return false;
-    const TrainingSignature &signature = rewriter.getModule().signature;
+    const TrainingSignature &signature = rewriter.getModule().getSignature();
     bool canTakeName = input->isNodeResult() && !input->isGraphOutput() &&
                        !isReferencedBySignature(signature, input);
     if (output->isGraphOutput() && !canTakeName)

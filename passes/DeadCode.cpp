@@ -22,26 +22,14 @@
 
 using namespace gmopt;
 
-bool gmopt::hasSideEffects(const Node &node) {
-  // Named explicitly as well as by trait: losing an accumulation silently
-  // corrupts training, so this does not depend on the registry alone.
-  if (node.getDomain() == kMsDomain &&
-      (node.getOpType() == "InPlaceAccumulatorV2" ||
-       node.getOpType() == "InPlaceAccumulator"))
-    return true;
-  const OpSchema *schema = OpRegistry::instance().lookup(node);
-  if (!schema)
-    return true;
-  return schema->hasTrait(TraitSideEffect) || schema->hasTrait(TraitRandom);
-}
-
 bool gmopt::isTriviallyDead(const Node &node, const Module &module) {
   if (!node.resultsUnused() || hasSideEffects(node))
     return false;
-  if (isReferencedBySignature(module.signature, &node))
+  const TrainingSignature &signature = module.getSignature();
+  if (signature.references(&node))
     return false;
   for (Value *result : node.getResults())
-    if (isReferencedBySignature(module.signature, result))
+    if (signature.references(result))
       return false;
   return true;
 }
@@ -73,7 +61,7 @@ uint64_t gmopt::eraseDeadInitializers(Module &module) {
   std::vector<Value *> unused;
   for (const auto &initializer : graph.getInitializers())
     if (initializer->useEmpty() &&
-        !isReferencedBySignature(module.signature, initializer.get()))
+        !module.getSignature().references(initializer.get()))
       unused.push_back(initializer.get());
   GMOPT_DEBUG(for (Value *value : unused) dbgs()
               << "[" DEBUG_TYPE "] removing unused initializer '"

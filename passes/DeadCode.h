@@ -13,15 +13,14 @@
 #ifndef GMOPT_PASSES_DEADCODE_H
 #define GMOPT_PASSES_DEADCODE_H
 
+#include "ir/Module.h"
+
 #include <cstdint>
 
 namespace gmopt {
 
 class Module;
 class Node;
-
-/// True if \p node must run even when its results are unused.
-bool hasSideEffects(const Node &node);
 
 /// True if \p node can be erased: no present result is used, it has no side
 /// effects, and \p module's training signature does not refer to it.

@@ -217,7 +217,7 @@ std::optional<IntoProductsPlan> planIntoProducts(const Node &transpose,
     return std::nullopt;
   Value *result = transpose.getResult(0);
   if (result->useEmpty() || result->isGraphOutput() ||
-      isReferencedBySignature(module.signature, result))
+      isReferencedBySignature(module.getSignature(), result))
     return std::nullopt;
   IntoProductsPlan plan;
   plan.residual = residualPerm(*perm, /*swapAfter=*/true);
@@ -307,8 +307,8 @@ std::optional<OfProductPlan> planOfProduct(const Node &transpose,
   Value *input = transpose.getOperand(0);
   Node *product = input->getDefiningNode();
   if (!product || !input->hasOneUse() || input->isGraphOutput() ||
-      isReferencedBySignature(module.signature, input) ||
-      isReferencedBySignature(module.signature, product) ||
+      isReferencedBySignature(module.getSignature(), input) ||
+      isReferencedBySignature(module.getSignature(), product) ||
       !isFlippableProduct(*product, module))
     return std::nullopt;
   OfProductPlan plan;

@@ -44,7 +44,7 @@ void PatternRewriter::replaceAllUsesWith(Value *from, Value *to) {
 
 void PatternRewriter::eraseNode(Node *node) {
   assert(node->resultsUnused() && "erasing a node whose results are used");
-  assert(!isReferencedBySignature(module.signature, node) &&
+  assert(!isReferencedBySignature(module.getSignature(), node) &&
          "erasing a node the training signature refers to");
   if (!erased.insert(node).second)
     return;

@@ -16,7 +16,7 @@ namespace gmopt {
 class Module;
 class Node;
 class Value;
-struct TrainingSignature;
+class TrainingSignature;
 
 /// Points every reference of \p signature to \p from at \p to instead.
 /// Returns whether any reference changed.

@@ -117,7 +117,7 @@ llvm::Expected<TrainingResult> train(const Module &module, unsigned steps,
 TEST(AccumulationTest, WithoutLazyResetNothingIsSummedAcrossSteps) {
   std::unique_ptr<Module> module = parseSmallGraph(/*v1=*/false);
   ASSERT_TRUE(module);
-  ASSERT_EQ(module->signature.lazyResetGrad, nullptr);
+  ASSERT_EQ(module->getSignature().getLazyResetGrad(), nullptr);
   auto plan = planAccumulation(*module, 1);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   EXPECT_EQ(plan->buffersToZero.size(), 4u);
@@ -142,7 +142,7 @@ TEST(AccumulationTest, InPlaceAccumulatorV1ReturnsTheSum) {
   std::unique_ptr<Module> v1 = parseSmallGraph(/*v1=*/true);
   std::unique_ptr<Module> v2 = parseSmallGraph(/*v1=*/false);
   ASSERT_TRUE(v1 && v2);
-  for (const ParamInfo &param : v1->signature.params) {
+  for (const ParamInfo &param : v1->getSignature().getParams()) {
     if (param.trainable) {
       EXPECT_TRUE(param.accumulator && param.accumulateNode)
           << param.param->getName().str();
@@ -187,7 +187,8 @@ TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
   std::string model = dir + "/training_model.onnx";
   auto whole = loadRunnableModel(model, {}, &*data, false);
   ASSERT_TRUE(bool(whole)) << llvm::toString(whole.takeError());
-  const std::vector<Value *> &dataInputs = whole->module->signature.dataInputs;
+  llvm::ArrayRef<Value *> dataInputs =
+      whole->module->getSignature().getDataInputs();
   ASSERT_FALSE(dataInputs.empty());
 
   // One step over ONNX Runtime's batch.
@@ -228,7 +229,7 @@ TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
     ASSERT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
     std::vector<BoundInput> batch;
     for (BoundInput &binding : *bound)
-      if (llvm::is_contained(module.signature.dataInputs, binding.input))
+      if (llvm::is_contained(module.getSignature().getDataInputs(), binding.input))
         batch.push_back(std::move(binding));
     ASSERT_EQ(batch.size(), dataInputs.size());
     options.batches.push_back(std::move(batch));
@@ -257,7 +258,7 @@ INSTANTIATE_TEST_SUITE_P(Testdata, FourMicroBatches,
 TEST(AccumulationTest, AccumulatingNeedsAConstantSeed) {
   std::unique_ptr<Module> module = parseSmallGraph(/*v1=*/false);
   ASSERT_TRUE(module);
-  module->signature.lossGradSeed = nullptr;
+  module->getSignature().setLossGradSeed(nullptr);
   auto plan = planAccumulation(*module, 2);
   ASSERT_FALSE(bool(plan));
   EXPECT_NE(llvm::toString(plan.takeError()).find("loss-gradient seed"),

@@ -137,7 +137,7 @@ TEST_F(CanonicalizeTest, SignatureValuesAreLive) {
   ParamInfo param;
   param.param = w;
   param.grad = grad->getResult(0);
-  module.signature.params.push_back(param);
+  module.getSignature().appendParam(param);
 
   EXPECT_FALSE(runPass());
   EXPECT_EQ(opTypes(), (Ops{"Neg", "Add"}));
@@ -216,10 +216,10 @@ TEST_F(CanonicalizeTest, IdentityRemovalUpdatesTheSignature) {
   Node *identity = add("Identity", {relu->getResult(0)}, "loss");
   Node *neg = add("Neg", {identity->getResult(0)}, "y");
   graph().addOutput(neg->getResult(0));
-  module.signature.loss = identity->getResult(0);
+  module.getSignature().setLoss(identity->getResult(0));
 
   EXPECT_TRUE(runPass());
-  EXPECT_EQ(module.signature.loss, relu->getResult(0));
+  EXPECT_EQ(module.getSignature().getLoss(), relu->getResult(0));
 }
 
 TEST_F(CanonicalizeTest, GradientNamedBySignatureKeepsItsName) {
@@ -236,11 +236,11 @@ TEST_F(CanonicalizeTest, GradientNamedBySignatureKeepsItsName) {
   param.grad = identity->getResult(0);
   param.accumulator = buffer;
   param.accumulateNode = accumulate;
-  module.signature.params.push_back(param);
+  module.getSignature().appendParam(param);
 
   EXPECT_TRUE(runPass());
   EXPECT_EQ(opTypes(), (Ops{"Neg", "InPlaceAccumulatorV2"}));
-  EXPECT_EQ(module.signature.params[0].grad, reduced->getResult(0));
+  EXPECT_EQ(module.getSignature().getParams()[0].grad, reduced->getResult(0));
   EXPECT_EQ(reduced->getResult(0)->getName(), "b_grad");
   EXPECT_EQ(accumulate->getOperand(1), reduced->getResult(0));
 }
@@ -254,11 +254,11 @@ TEST_F(CanonicalizeTest, UnusedIdentityNamedBySignatureIsReplacedThere) {
   ParamInfo param;
   param.param = w;
   param.grad = identity->getResult(0);
-  module.signature.params.push_back(param);
+  module.getSignature().appendParam(param);
 
   EXPECT_TRUE(runPass());
   EXPECT_EQ(opTypes(), (Ops{"Neg", "Relu"}));
-  EXPECT_EQ(module.signature.params[0].grad, grad->getResult(0));
+  EXPECT_EQ(module.getSignature().getParams()[0].grad, grad->getResult(0));
   EXPECT_EQ(grad->getResult(0)->getName(), "w_grad");
 }
 

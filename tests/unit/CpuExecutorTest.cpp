@@ -188,11 +188,11 @@ StepOutcome runOneStep(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     EXPECT_FALSE(bool((*exe)->setInput(binding.input, binding.data)));
   llvm::Error err = (*exe)->runStep(0);
   EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
-  auto loss = (*exe)->readValue(module.signature.loss);
+  auto loss = (*exe)->readValue(module.getSignature().getLoss());
   EXPECT_TRUE(bool(loss));
   if (loss)
     outcome.loss = *loss;
-  for (const ParamInfo &param : module.signature.params) {
+  for (const ParamInfo &param : module.getSignature().getParams()) {
     if (!param.trainable)
       continue;
     auto gradient = (*exe)->readGradient(param);
@@ -242,7 +242,7 @@ uint64_t persistentBytes(const Module &module) {
 TEST(CpuExecutorTest, EagerAndPlannedAgreeBitwiseOnSmallGraph) {
   std::unique_ptr<Module> module = parseSmallGraph();
   ASSERT_TRUE(module);
-  ASSERT_EQ(module->signature.numTrainable(), 4u);
+  ASSERT_EQ(module->getSignature().numTrainable(), 4u);
   std::vector<BoundInput> inputs = inputsFor(*module, nullptr);
   StepOutcome eager = runOneStep(*module, inputs, AllocationMode::Eager);
   StepOutcome planned = runOneStep(*module, inputs, AllocationMode::Planned);
@@ -399,7 +399,7 @@ protected:
     return data ? floats(*data) : std::vector<float>();
   }
   void setLazyReset(bool reset) {
-    const Value *lazy = module->signature.lazyResetGrad;
+    const Value *lazy = module->getSignature().getLazyResetGrad();
     ASSERT_TRUE(lazy);
     std::vector<uint8_t> bytes(lazy->getType().getSizeInBytes(), reset ? 1 : 0);
     ASSERT_FALSE(bool(exe->setInput(lazy, TensorData(lazy->getType(), bytes))));
@@ -417,12 +417,12 @@ TEST_P(AccumulatorTest, AccumulatingTwoMicroStepsDoublesTheGradient) {
   setLazyReset(true);
   step(0);
   std::vector<std::vector<float>> once;
-  for (const ParamInfo &param : module->signature.params)
+  for (const ParamInfo &param : module->getSignature().getParams())
     once.push_back(gradient(param));
   setLazyReset(false);
   step(1);
   for (size_t p = 0; p != once.size(); ++p) {
-    std::vector<float> twice = gradient(module->signature.params[p]);
+    std::vector<float> twice = gradient(module->getSignature().getParams()[p]);
     ASSERT_EQ(twice.size(), once[p].size());
     for (size_t i = 0; i != twice.size(); ++i)
       EXPECT_EQ(twice[i], 2 * once[p][i]);
@@ -431,7 +431,7 @@ TEST_P(AccumulatorTest, AccumulatingTwoMicroStepsDoublesTheGradient) {
   setLazyReset(true);
   step(2);
   for (size_t p = 0; p != once.size(); ++p)
-    EXPECT_EQ(gradient(module->signature.params[p]), once[p]);
+    EXPECT_EQ(gradient(module->getSignature().getParams()[p]), once[p]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, AccumulatorTest,

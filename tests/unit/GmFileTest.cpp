@@ -82,7 +82,7 @@ std::string nameOf(const Value *value) {
 /// Expects \p loaded to carry the same signature as \p expected, value for
 /// value (compared by name, which the writer made unique).
 void expectSameSignature(const Module &expected, const Module &loaded) {
-  const TrainingSignature &a = expected.signature, &b = loaded.signature;
+  const TrainingSignature &a = expected.getSignature(), &b = loaded.getSignature();
   ASSERT_EQ(a.params.size(), b.params.size());
   for (size_t i = 0; i != a.params.size(); ++i) {
     const ParamInfo &pa = a.params[i], &pb = b.params[i];
@@ -186,10 +186,13 @@ protected:
     (it++)->setName("Twin");
 
     // A signature inference would not give: fc2.bias frozen, no seed.
-    TrainingSignature &sig = rewritten->signature;
-    ASSERT_EQ(sig.params.size(), 4u);
-    sig.params[3].trainable = false;
-    sig.lossGradSeed = nullptr;
+    TrainingSignature &sig = rewritten->getSignature();
+    ASSERT_EQ(sig.getParams().size(), 4u);
+    const Value *fc2Bias = sig.getParams()[3].param;
+    sig.setTrainable(fc2Bias, false);
+    sig.setGrad(fc2Bias, nullptr);
+    sig.setAccumulation(fc2Bias, nullptr, nullptr);
+    sig.setLossGradSeed(nullptr);
 
     auto plan = makeTrivialPlan(*rewritten);
     ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
@@ -278,10 +281,10 @@ TEST_F(GmFileTest, RoundTripKeepsEverything) {
   EXPECT_EQ(errorText(module.plan.validate(module)), "<success>");
 
   // The stored signature wins over the importer's inference.
-  EXPECT_FALSE(module.signature.params[3].trainable);
-  EXPECT_EQ(module.signature.lossGradSeed, nullptr);
-  EXPECT_TRUE(loaded->original->signature.params[3].trainable);
-  EXPECT_NE(loaded->original->signature.lossGradSeed, nullptr);
+  EXPECT_FALSE(module.getSignature().getParams()[3].trainable);
+  EXPECT_EQ(module.getSignature().getLossGradSeed(), nullptr);
+  EXPECT_TRUE(loaded->original->getSignature().getParams()[3].trainable);
+  EXPECT_NE(loaded->original->getSignature().getLossGradSeed(), nullptr);
 
   std::map<std::string, int64_t> dims = {{"batch", 2}};
   EXPECT_EQ(module.dimBindings, dims);
@@ -776,8 +779,8 @@ TEST(GmFile, CompiledMlpRoundTrip) {
   expectSameSignature(**original, *loaded->original);
   expectSamePlan(**module, *loaded->module);
   EXPECT_TRUE(loaded->original->plan.empty());
-  EXPECT_TRUE(loaded->module->signature.hasGradients());
-  EXPECT_EQ(loaded->module->signature.numTrainable(), 6u);
+  EXPECT_TRUE(loaded->module->getSignature().hasGradients());
+  EXPECT_EQ(loaded->module->getSignature().numTrainable(), 6u);
 
   // Loading and writing again gives the same bytes.
   auto again = writeGmBytes(*loaded->module, *loaded->original, pipeline);

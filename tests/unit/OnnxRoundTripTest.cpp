@@ -355,8 +355,8 @@ TEST(OnnxRoundTrip, TestdataTrainingModels) {
     SCOPED_TRACE(path);
     auto first = importOnnxFile(path);
     ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
-    EXPECT_TRUE((*first)->signature.hasGradients());
-    EXPECT_TRUE((*first)->signature.loss);
+    EXPECT_TRUE((*first)->getSignature().hasGradients());
+    EXPECT_TRUE((*first)->getSignature().getLoss());
     onnx::ModelProto exported = exportOk(**first);
     auto second = importOnnxModel(exported, path);
     ASSERT_TRUE(bool(second)) << llvm::toString(second.takeError());

@@ -99,8 +99,8 @@ protected:
     ParamInfo param;
     param.param = w;
     param.trainable = false;
-    module.signature.params.push_back(param);
-    module.signature.dataInputs.push_back(x);
+    module.getSignature().appendParam(param);
+    module.getSignature().addDataInput(x);
   }
 
   Module module;

@@ -192,7 +192,7 @@ TEST(PlanInterpreterTest, EveryByteComesFromTheDeviceAndIsCounted) {
     EXPECT_EQ(memory.peakBytes, module.plan.figures.plannedBytes());
     EXPECT_EQ((*exe)->getUnplannedScratchBytes(), 0u);
 
-    auto loss = (*exe)->readValue(module.signature.loss);
+    auto loss = (*exe)->readValue(module.getSignature().getLoss());
     ASSERT_TRUE(bool(loss)) << llvm::toString(loss.takeError());
     EXPECT_GT(log.copiesToHost, 0u);
     EXPECT_TRUE(std::isfinite(loss->getFloatElement(0)));

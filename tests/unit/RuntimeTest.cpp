@@ -146,7 +146,7 @@ TEST_P(CheckpointTest, HoldsTheTestDataParametersBitwise) {
   auto model = loadRunnableModel(dir + "/training_model.onnx", {}, &*data,
                                  /*wantOriginal=*/false);
   ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
-  for (const ParamInfo &param : model->module->signature.params)
+  for (const ParamInfo &param : model->module->getSignature().getParams())
     if (param.param->isGraphInput()) {
       EXPECT_TRUE(weights->lookup(param.param->getName()))
           << param.param->getName().str();

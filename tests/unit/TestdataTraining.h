@@ -124,10 +124,10 @@ inline TrainedStep trainTestdataStep(const Module &module,
         << input->getName().str();
   }
   EXPECT_EQ(testdataErrorText((*executable)->runStep(0)), "<success>");
-  auto loss = (*executable)->readValue(module.signature.loss);
+  auto loss = (*executable)->readValue(module.getSignature().getLoss());
   EXPECT_TRUE(bool(loss)) << testdataErrorText(loss.takeError());
   step.results.push_back(loss ? std::move(*loss) : TensorData());
-  for (const ParamInfo &param : module.signature.params) {
+  for (const ParamInfo &param : module.getSignature().getParams()) {
     if (!param.trainable)
       continue;
     auto gradient = (*executable)->readGradient(param);

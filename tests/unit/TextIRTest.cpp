@@ -92,7 +92,7 @@ public:
     for (unsigned i = 0, e = ga.getNumOutputs(); i != e; ++i)
       if (!corresponds(ga.getOutput(i), gb.getOutput(i)))
         return fail("output " + std::to_string(i) + " differs");
-    return sameSignature(a.signature, b.signature);
+    return sameSignature(a.getSignature(), b.getSignature());
   }
 
 private:
@@ -343,16 +343,17 @@ std::unique_ptr<Module> buildRichModule() {
   graph.addOutput(loss->getResult(0));
   graph.addOutput(nullptr);
 
-  TrainingSignature &sig = module->signature;
-  sig.params.push_back(
+  TrainingSignature &sig = module->getSignature();
+  sig.appendParam(
       {weight, true, accumulate->getResult(1), acc, accumulate});
-  sig.params.push_back({bias, false, nullptr, nullptr, nullptr});
-  sig.params.push_back({dupA, true, nullptr, nullptr, dupNamed1});
-  sig.params.push_back({dupB, true, nullptr, nullptr, dupNamed2});
-  sig.dataInputs = {input, labels};
-  sig.loss = loss->getResult(0);
-  sig.lossGradSeed = gemm->getResult(0);
-  sig.lazyResetGrad = lazy;
+  sig.appendParam({bias, false, nullptr, nullptr, nullptr});
+  sig.appendParam({dupA, true, nullptr, nullptr, dupNamed1});
+  sig.appendParam({dupB, true, nullptr, nullptr, dupNamed2});
+  sig.addDataInput(input);
+  sig.addDataInput(labels);
+  sig.setLoss(loss->getResult(0));
+  sig.setLossGradSeed(gemm->getResult(0));
+  sig.setLazyResetGrad(lazy);
   return module;
 }
 
@@ -405,9 +406,9 @@ TEST(TextIRTest, PrintsReadableText) {
   split->getResult(1)->setName("mid");
   graph.dropResult(split, 2);
   graph.addOutput(split->getResult(1));
-  module.signature.params.push_back({w, true, nullptr, nullptr, nullptr});
-  module.signature.dataInputs = {x};
-  module.signature.loss = split->getResult(0);
+  module.getSignature().appendParam({w, true, nullptr, nullptr, nullptr});
+  module.getSignature().addDataInput(x);
+  module.getSignature().setLoss(split->getResult(0));
 
   EXPECT_EQ(
       print(module),
@@ -477,10 +478,10 @@ module {
   EXPECT_TRUE(ret.isa("", "return"));
   EXPECT_EQ(ret.getNumResults(), 0u);
   EXPECT_EQ(graph.getNumOutputs(), 2u);
-  ASSERT_EQ(module->signature.params.size(), 1u);
-  EXPECT_EQ(module->signature.params[0].accumulateNode, &pair);
-  EXPECT_EQ(module->signature.params[0].grad, pair.getResult(0));
-  EXPECT_EQ(module->signature.dataInputs, std::vector<Value *>{b});
+  ASSERT_EQ(module->getSignature().getParams().size(), 1u);
+  EXPECT_EQ(module->getSignature().getParams()[0].accumulateNode, &pair);
+  EXPECT_EQ(module->getSignature().getParams()[0].grad, pair.getResult(0));
+  EXPECT_EQ(module->getSignature().getDataInputs(), std::vector<Value *>{b});
 }
 
 /// Parses a `TYPE dense<[...]>` of \p dtype holding every \p width-bit

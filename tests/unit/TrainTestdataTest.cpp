@@ -123,7 +123,7 @@ TEST_P(TrainTestdataTest, FirstStepMatchesOnnxRuntime) {
     auto comparisons =
         compareWithReference(*result, loaded->data, Tolerance{1e-4, 1e-6});
     ASSERT_TRUE(bool(comparisons)) << llvm::toString(comparisons.takeError());
-    EXPECT_EQ(comparisons->size(), 1 + module.signature.numTrainable());
+    EXPECT_EQ(comparisons->size(), 1 + module.getSignature().numTrainable());
     for (const TensorComparison &comparison : *comparisons)
       EXPECT_TRUE(comparison.ok)
           << allocationModeName(mode).str() << " " << comparison.name

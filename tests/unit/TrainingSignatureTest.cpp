@@ -46,7 +46,7 @@ std::vector<std::string> names(llvm::ArrayRef<Value *> values) {
 std::vector<std::string> paramNames(const TrainingSignature &sig,
                                     bool trainable) {
   std::vector<std::string> result;
-  for (const ParamInfo &p : sig.params)
+  for (const ParamInfo &p : sig.getParams())
     if (p.trainable == trainable)
       result.push_back(p.param->getName().str());
   return result;
@@ -65,22 +65,22 @@ TEST(TrainingSignature, OrtTrainingModelPattern) {
   auto module = importOk(makeOrtMlp());
   ASSERT_TRUE(module);
   const Graph &g = module->getGraph();
-  const TrainingSignature &sig = module->signature;
+  const TrainingSignature &sig = module->getSignature();
   EXPECT_TRUE(sig.hasGradients());
   EXPECT_EQ(sig.numTrainable(), 4u);
   EXPECT_EQ(paramNames(sig, true),
             (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight",
                                       "fc2.bias"}));
   EXPECT_TRUE(paramNames(sig, false).empty());
-  EXPECT_EQ(names(sig.dataInputs),
+  EXPECT_EQ(names(sig.getDataInputs()),
             (std::vector<std::string>{"input", "labels"}));
-  ASSERT_TRUE(sig.loss);
-  EXPECT_EQ(sig.loss->getName(), "loss");
-  ASSERT_TRUE(sig.lossGradSeed);
-  EXPECT_EQ(sig.lossGradSeed->getName(), "loss_grad");
-  EXPECT_TRUE(sig.lossGradSeed->isInitializer());
-  ASSERT_TRUE(sig.lazyResetGrad);
-  EXPECT_EQ(sig.lazyResetGrad->getName(), "lazy_reset_grad");
+  ASSERT_TRUE(sig.getLoss());
+  EXPECT_EQ(sig.getLoss()->getName(), "loss");
+  ASSERT_TRUE(sig.getLossGradSeed());
+  EXPECT_EQ(sig.getLossGradSeed()->getName(), "loss_grad");
+  EXPECT_TRUE(sig.getLossGradSeed()->isInitializer());
+  ASSERT_TRUE(sig.getLazyResetGrad());
+  EXPECT_EQ(sig.getLazyResetGrad()->getName(), "lazy_reset_grad");
 
   const ParamInfo *w1 = sig.lookup(g.lookupValue("fc1.weight"));
   ASSERT_TRUE(w1);
@@ -99,19 +99,19 @@ TEST(TrainingSignature, OrtFrozenParametersStayInputs) {
   opts.frozenFc1 = true;
   auto module = importOk(makeOrtMlp(opts));
   ASSERT_TRUE(module);
-  const TrainingSignature &sig = module->signature;
+  const TrainingSignature &sig = module->getSignature();
   EXPECT_EQ(paramNames(sig, true),
             (std::vector<std::string>{"fc2.weight", "fc2.bias"}));
   EXPECT_EQ(paramNames(sig, false),
             (std::vector<std::string>{"fc1.weight", "fc1.bias"}));
   EXPECT_EQ(sig.numTrainable(), 2u);
   // Parameters are listed in graph-input order, frozen ones included.
-  ASSERT_EQ(sig.params.size(), 4u);
-  EXPECT_EQ(sig.params[0].param->getName(), "fc1.weight");
-  EXPECT_FALSE(sig.params[0].trainable);
-  EXPECT_EQ(sig.params[0].grad, nullptr);
-  EXPECT_EQ(sig.params[0].accumulator, nullptr);
-  EXPECT_EQ(names(sig.dataInputs),
+  ASSERT_EQ(sig.getParams().size(), 4u);
+  EXPECT_EQ(sig.getParams()[0].param->getName(), "fc1.weight");
+  EXPECT_FALSE(sig.getParams()[0].trainable);
+  EXPECT_EQ(sig.getParams()[0].grad, nullptr);
+  EXPECT_EQ(sig.getParams()[0].accumulator, nullptr);
+  EXPECT_EQ(names(sig.getDataInputs()),
             (std::vector<std::string>{"input", "labels"}));
 }
 
@@ -131,9 +131,9 @@ TEST(TrainingSignature, FrozenInputAfterTrainableOnes) {
   n->add_output("scaled_logits");
   auto module = importOk(model);
   ASSERT_TRUE(module);
-  EXPECT_EQ(paramNames(module->signature, false),
+  EXPECT_EQ(paramNames(module->getSignature(), false),
             (std::vector<std::string>{"temperature"}));
-  EXPECT_EQ(names(module->signature.dataInputs),
+  EXPECT_EQ(names(module->getSignature().getDataInputs()),
             (std::vector<std::string>{"input", "labels"}));
 }
 
@@ -144,12 +144,12 @@ TEST(TrainingSignature, GradientsAsPlainOutputs) {
   auto module = importOk(makeOrtMlp(opts));
   ASSERT_TRUE(module);
   const Graph &g = module->getGraph();
-  const TrainingSignature &sig = module->signature;
+  const TrainingSignature &sig = module->getSignature();
   EXPECT_TRUE(sig.hasGradients());
   EXPECT_EQ(paramNames(sig, true),
             (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight",
                                       "fc2.bias"}));
-  for (const ParamInfo &p : sig.params) {
+  for (const ParamInfo &p : sig.getParams()) {
     EXPECT_TRUE(p.param->isInitializer());
     ASSERT_TRUE(p.grad);
     EXPECT_EQ(p.grad->getName(), p.param->getName().str() + "_grad");
@@ -157,27 +157,27 @@ TEST(TrainingSignature, GradientsAsPlainOutputs) {
     EXPECT_EQ(p.accumulator, nullptr);
     EXPECT_EQ(p.accumulateNode, nullptr);
   }
-  EXPECT_EQ(sig.loss, g.lookupValue("loss"));
-  EXPECT_EQ(sig.lossGradSeed, g.lookupValue("loss_grad"));
-  EXPECT_EQ(sig.lazyResetGrad, nullptr);
-  EXPECT_EQ(names(sig.dataInputs),
+  EXPECT_EQ(sig.getLoss(), g.lookupValue("loss"));
+  EXPECT_EQ(sig.getLossGradSeed(), g.lookupValue("loss_grad"));
+  EXPECT_EQ(sig.getLazyResetGrad(), nullptr);
+  EXPECT_EQ(names(sig.getDataInputs()),
             (std::vector<std::string>{"input", "labels"}));
 }
 
 TEST(TrainingSignature, ForwardOnlyGraph) {
   auto module = importOk(makeConvModel());
   ASSERT_TRUE(module);
-  const TrainingSignature &sig = module->signature;
+  const TrainingSignature &sig = module->getSignature();
   EXPECT_FALSE(sig.hasGradients());
   EXPECT_EQ(sig.numTrainable(), 0u);
   EXPECT_EQ(paramNames(sig, false),
             (std::vector<std::string>{"conv.weight", "conv.bias", "fc.weight",
                                       "fc.bias"}));
-  EXPECT_EQ(names(sig.dataInputs), (std::vector<std::string>{"image"}));
-  ASSERT_TRUE(sig.loss);
-  EXPECT_EQ(sig.loss->getName(), "score");
-  EXPECT_EQ(sig.lossGradSeed, nullptr);
-  EXPECT_EQ(sig.lazyResetGrad, nullptr);
+  EXPECT_EQ(names(sig.getDataInputs()), (std::vector<std::string>{"image"}));
+  ASSERT_TRUE(sig.getLoss());
+  EXPECT_EQ(sig.getLoss()->getName(), "score");
+  EXPECT_EQ(sig.getLossGradSeed(), nullptr);
+  EXPECT_EQ(sig.getLazyResetGrad(), nullptr);
   auto phases = classifyNodes(*module);
   for (const Node &node : module->getGraph().getNodes())
     EXPECT_EQ(phases.lookup(&node), Phase::Forward) << node.describe();
@@ -195,12 +195,12 @@ TEST(TrainingSignature, ScalarConstantsAreNotParameters) {
   b.output("y", TP::FLOAT, {4});
   auto module = importOk(b.model);
   ASSERT_TRUE(module);
-  EXPECT_EQ(paramNames(module->signature, false),
+  EXPECT_EQ(paramNames(module->getSignature(), false),
             (std::vector<std::string>{"table"}));
-  EXPECT_EQ(names(module->signature.dataInputs),
+  EXPECT_EQ(names(module->getSignature().getDataInputs()),
             (std::vector<std::string>{"x"}));
   // No scalar output: a forward graph has no loss.
-  EXPECT_EQ(module->signature.loss, nullptr);
+  EXPECT_EQ(module->getSignature().getLoss(), nullptr);
 }
 
 TEST(ClassifyNodes, OrtTrainingModelPhases) {
@@ -247,8 +247,8 @@ TEST(ClassifyNodes, BackwardByDependenceOnTheSeedAlone) {
   b.output("w_gradient", TP::FLOAT, {4});
   auto module = importOk(b.model);
   ASSERT_TRUE(module);
-  EXPECT_EQ(module->signature.loss, module->getGraph().lookupValue("loss"));
-  EXPECT_EQ(module->signature.lossGradSeed,
+  EXPECT_EQ(module->getSignature().getLoss(), module->getGraph().lookupValue("loss"));
+  EXPECT_EQ(module->getSignature().getLossGradSeed(),
             module->getGraph().lookupValue("loss_grad"));
   auto phases = classifyNodes(*module);
   EXPECT_EQ(phaseOf(*module, phases, "fwd_mul"), "forward");
@@ -256,7 +256,7 @@ TEST(ClassifyNodes, BackwardByDependenceOnTheSeedAlone) {
   EXPECT_EQ(phaseOf(*module, phases, "bwd_expand"), "backward");
   EXPECT_EQ(phaseOf(*module, phases, "bwd_mul"), "backward");
   // `w` is read by the forward pass: a frozen parameter (no `w_grad`).
-  EXPECT_EQ(paramNames(module->signature, false),
+  EXPECT_EQ(paramNames(module->getSignature(), false),
             (std::vector<std::string>{"w"}));
 }
 
@@ -296,17 +296,17 @@ TEST(ModuleQueries, SignatureOfGraphBuiltInMemory) {
   mul->getResult(0)->setName("w_grad");
   g.addOutput(mul->getResult(0));
   inferTrainingSignature(module);
-  const TrainingSignature &sig = module.signature;
-  ASSERT_EQ(sig.params.size(), 2u);
-  EXPECT_EQ(sig.params[0].param, w);
-  EXPECT_TRUE(sig.params[0].trainable);
-  EXPECT_EQ(sig.params[0].grad, mul->getResult(0));
-  EXPECT_EQ(sig.params[1].param, frozen);
-  EXPECT_FALSE(sig.params[1].trainable);
-  EXPECT_EQ(sig.dataInputs, (std::vector<Value *>{x, batch, ids}));
+  const TrainingSignature &sig = module.getSignature();
+  ASSERT_EQ(sig.getParams().size(), 2u);
+  EXPECT_EQ(sig.getParams()[0].param, w);
+  EXPECT_TRUE(sig.getParams()[0].trainable);
+  EXPECT_EQ(sig.getParams()[0].grad, mul->getResult(0));
+  EXPECT_EQ(sig.getParams()[1].param, frozen);
+  EXPECT_FALSE(sig.getParams()[1].trainable);
+  EXPECT_EQ(sig.getDataInputs(), (std::vector<Value *>{x, batch, ids}));
   // Re-running replaces, never appends.
   inferTrainingSignature(module);
-  EXPECT_EQ(module.signature.params.size(), 2u);
+  EXPECT_EQ(module.getSignature().getParams().size(), 2u);
 }
 
 /// Reads testdata/<model>/test_data_set_0/manifest.json.
@@ -341,10 +341,10 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
     auto module = importOnnxFile(modelPath);
     ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
     const Graph &g = (*module)->getGraph();
-    const TrainingSignature &sig = (*module)->signature;
+    const TrainingSignature &sig = (*module)->getSignature();
     auto isAccumulator = [&](const Value *v) {
       return llvm::any_of(
-          sig.params, [&](const ParamInfo &p) { return p.accumulator == v; });
+          sig.getParams(), [&](const ParamInfo &p) { return p.accumulator == v; });
     };
     const llvm::json::Object *root = manifest->getAsObject();
     ASSERT_TRUE(root);
@@ -361,7 +361,7 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
         ASSERT_TRUE(value);
         const ParamInfo *param = sig.lookup(value);
         if (role == "data") {
-          EXPECT_TRUE(llvm::is_contained(sig.dataInputs, value));
+          EXPECT_TRUE(llvm::is_contained(sig.getDataInputs(), value));
         } else if (role == "parameter") {
           ASSERT_TRUE(param);
           EXPECT_TRUE(param->trainable);
@@ -378,18 +378,18 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
         } else if (role == "gradient_buffer") {
           EXPECT_TRUE(isAccumulator(value));
         } else if (role == "lazy_reset_grad") {
-          EXPECT_EQ(sig.lazyResetGrad, value);
+          EXPECT_EQ(sig.getLazyResetGrad(), value);
         } else if (role == "loss") {
-          EXPECT_EQ(sig.loss, value);
-          ASSERT_TRUE(sig.lossGradSeed);
-          EXPECT_EQ(sig.lossGradSeed->getName(), name + "_grad");
+          EXPECT_EQ(sig.getLoss(), value);
+          ASSERT_TRUE(sig.getLossGradSeed());
+          EXPECT_EQ(sig.getLossGradSeed()->getName(), name + "_grad");
         } else if (role == "accumulation_flag") {
           EXPECT_EQ(phaseOf(**module, classifyNodes(**module),
                             value->getDefiningNode()->getName()),
                     "optimizer");
         } else if (role == "gradient") {
           EXPECT_TRUE(llvm::any_of(
-              sig.params, [&](const ParamInfo &p) { return p.grad == value; }));
+              sig.getParams(), [&](const ParamInfo &p) { return p.grad == value; }));
         } else {
           ADD_FAILURE() << "unknown role";
         }
@@ -399,8 +399,8 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
     // Phases: the loss is computed forward, every gradient backward, and
     // nothing forward reads a backward value.
     auto phases = classifyNodes(**module);
-    EXPECT_EQ(phases.lookup(sig.loss->getDefiningNode()), Phase::Forward);
-    for (const ParamInfo &p : sig.params) {
+    EXPECT_EQ(phases.lookup(sig.getLoss()->getDefiningNode()), Phase::Forward);
+    for (const ParamInfo &p : sig.getParams()) {
       if (p.grad) {
         EXPECT_EQ(phases.lookup(p.grad->getDefiningNode()), Phase::Backward)
             << p.grad->getName().str();

@@ -120,10 +120,10 @@ TEST_F(VerifierTest, RejectsSignatureReferringToDeadValue) {
   Builder b(graph());
   Node *relu = b.create(onnx("Relu"), {x}, {f32({2, 3})});
   graph().addOutput(relu->getResult(0));
-  module.signature.params.push_back({x, true, relu->getResult(0), nullptr,
+  module.getSignature().appendParam({x, true, relu->getResult(0), nullptr,
                                      nullptr});
   EXPECT_EQ(errorText(verifyModule(module)), "<success>");
-  module.signature.params[0].param = relu->getResult(0);
+  module.getSignature().getParams()[0].param = relu->getResult(0);
   std::string message = errorText(verifyModule(module));
   EXPECT_NE(message.find("node result"), std::string::npos) << message;
 }

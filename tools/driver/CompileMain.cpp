@@ -154,7 +154,7 @@ static int runGmoptCompile(int argc, char **argv) {
   if (llvm::Error err = checkDimsBound(**module))
     return reportToolError(
         kTool, fileError(inputFilename, llvm::toString(std::move(err))));
-  if (!(*module)->signature.hasGradients())
+  if (!(*module)->getSignature().hasGradients())
     return reportToolError(
         kTool, fileError(inputFilename,
                          "no gradients found: this is not a training graph "

@@ -256,8 +256,8 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   if (!bound)
     return prefixModel(bound.takeError());
   if (inputBatches.size() > 1) {
-    const std::vector<Value *> &dataInputs =
-        model->module->signature.dataInputs;
+    llvm::ArrayRef<Value *> dataInputs =
+        model->module->getSignature().getDataInputs();
     for (const TestDataSet &batch : inputBatches) {
       InputSources batchSources = sources;
       batchSources.testData = &batch;
@@ -280,11 +280,11 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   // Synthetic data only ever stands in when no --inputs was given; say so
   // once, naming what it replaced.
   // (Parameters seeded the same way are initial weights, not data.)
-  const TrainingSignature &signature = model->module->signature;
+  const TrainingSignature &signature = model->module->getSignature();
   std::string synthetic;
   unsigned syntheticCount = 0;
   for (const BoundInput &binding : *bound) {
-    bool isParam = llvm::any_of(signature.params, [&](const ParamInfo &p) {
+    bool isParam = llvm::any_of(signature.getParams(), [&](const ParamInfo &p) {
       return p.param == binding.input;
     });
     if (binding.origin != InputOrigin::Synthetic || isParam)

@@ -493,7 +493,7 @@ gmopt::loadRunnableModel(llvm::StringRef path,
   // Builds the optimizer into a module that has none.
   auto addOptimizer = [&](Module &module) -> llvm::Error {
     if (!optimizer || findOptimizerNode(module) ||
-        !module.signature.hasGradients())
+        !module.getSignature().hasGradients())
       return llvm::Error::success();
     auto node = buildOptimizer(module, *optimizer);
     if (!node)
@@ -523,7 +523,7 @@ gmopt::loadRunnableModel(llvm::StringRef path,
       return withFile(path, std::move(err));
     model.dims = model.module->dimBindings;
     if (optimizer && !findOptimizerNode(*model.module) &&
-        model.module->signature.hasGradients()) {
+        model.module->getSignature().hasGradients()) {
       // Compiled without an optimizer: build it and plan the module again,
       // as plan-buffers would have with the optimizer in place.
       if (llvm::Error err = addOptimizer(*model.module))
@@ -585,7 +585,7 @@ gmopt::loadRunnableModel(llvm::StringRef path,
       return withFile(path, std::move(err));
     model.pipeline = passManager.getPipelineString();
   }
-  if (!model.module->signature.hasGradients())
+  if (!model.module->getSignature().hasGradients())
     return makeError(path + ": no gradients found: this is not a training "
                             "graph (expected ONNX Runtime's "
                             "training_model.onnx or gradients exposed as "
@@ -625,9 +625,9 @@ llvm::StringRef gmopt::inputOriginName(InputOrigin origin) {
 
 llvm::Expected<std::vector<BoundInput>>
 gmopt::bindInputs(const Module &module, const InputSources &sources) {
-  const TrainingSignature &signature = module.signature;
+  const TrainingSignature &signature = module.getSignature();
   llvm::SmallPtrSet<const Value *, 16> params, accumulators, optimizerState;
-  for (const ParamInfo &param : signature.params) {
+  for (const ParamInfo &param : signature.getParams()) {
     params.insert(param.param);
     if (param.accumulator)
       accumulators.insert(param.accumulator);
@@ -736,7 +736,7 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
                          llvm::toString(zeros.takeError()));
       binding.data = std::move(*zeros);
       binding.origin = InputOrigin::FedEachStep;
-    } else if (input == signature.lazyResetGrad) {
+    } else if (input == signature.getLazyResetGrad()) {
       if (fromTestData) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
@@ -829,12 +829,12 @@ bool scaleFloats(TensorData &data, double factor) {
 
 llvm::Expected<AccumulationPlan> gmopt::planAccumulation(const Module &module,
                                                          unsigned microSteps) {
-  const TrainingSignature &signature = module.signature;
+  const TrainingSignature &signature = module.getSignature();
   AccumulationPlan plan;
-  for (const ParamInfo &param : signature.params) {
+  for (const ParamInfo &param : signature.getParams()) {
     if (!param.trainable || !param.accumulator)
       continue;
-    if (!signature.lazyResetGrad)
+    if (!signature.getLazyResetGrad())
       plan.buffersToZero.push_back(param.accumulator);
     const Node *node = param.accumulateNode;
     if (node && node->isa(kMsDomain, "InPlaceAccumulator")) {
@@ -851,7 +851,7 @@ llvm::Expected<AccumulationPlan> gmopt::planAccumulation(const Module &module,
   // The mean over micro-batches: the loss-gradient seed is scaled by 1/K,
   // so every gradient (linear in the seed) is the mean-reduced gradient of
   // the concatenated batch.
-  const Value *seed = signature.lossGradSeed;
+  const Value *seed = signature.getLossGradSeed();
   if (seed && (seed->isInitializer() || seed->isGraphInput()) &&
       seed->hasData() && seed->getType().hasStaticShape()) {
     TensorData scaled = seed->getData();
@@ -869,8 +869,8 @@ llvm::Expected<AccumulationPlan> gmopt::planAccumulation(const Module &module,
 llvm::Expected<TrainingResult>
 gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
                    const TrainingOptions &options, llvm::raw_ostream *log) {
-  const TrainingSignature &signature = module.signature;
-  const Value *loss = signature.loss;
+  const TrainingSignature &signature = module.getSignature();
+  const Value *loss = signature.getLoss();
   if (!loss || !loss->isGraphOutput())
     return makeError("the training graph's loss is not a graph output");
   if (!isFloatingPoint(loss->getType().getDType()) ||
@@ -880,9 +880,9 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
                      loss->getType().str() + ", not a float scalar");
   if (options.steps == 0 || options.accumulate == 0)
     return makeError("--steps and --accumulate must be at least 1");
-  const Value *lazyReset = signature.lazyResetGrad;
+  const Value *lazyReset = signature.getLazyResetGrad();
   if (options.accumulate > 1) {
-    for (const ParamInfo &param : signature.params)
+    for (const ParamInfo &param : signature.getParams())
       if (param.trainable && !param.accumulator)
         return makeError("--accumulate needs gradient accumulation buffers; "
                          "parameter " +
@@ -959,7 +959,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   if (!accumulation)
     return accumulation.takeError();
   if (accumulation->scaledSeed)
-    if (llvm::Error err = exe.writeValue(signature.lossGradSeed,
+    if (llvm::Error err = exe.writeValue(signature.getLossGradSeed(),
                                          *accumulation->scaledSeed))
       return err;
   // Zeros for the accumulation buffers the runtime clears before each step
@@ -1042,7 +1042,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
         [&](std::vector<std::pair<std::string, TensorData>> &into)
         -> llvm::Error {
       into.clear();
-      for (const ParamInfo &param : signature.params) {
+      for (const ParamInfo &param : signature.getParams()) {
         if (!param.trainable)
           continue;
         auto gradient = exe.readGradient(param);
@@ -1095,7 +1095,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     result.finalState.push_back(std::move(tensor));
     return llvm::Error::success();
   };
-  for (const ParamInfo &param : signature.params)
+  for (const ParamInfo &param : signature.getParams())
     if (llvm::Error err = keep(param.param))
       return err;
   for (const Value *state : getOptimizerStateValues(module).moments)

@@ -1,0 +1,437 @@
+//===- SignatureEditTest.cpp - Editing the training signature -------------===//
+//
+// Unit tests of the Module's signature edits (addParameter, removeParameter,
+// mergeParameter, step-state slots), of the verifier's signature checks
+// (kind, type, one role per value) and of the text IR and `.gm` round trips
+// of the optimizer state and step slots. Merging is checked numerically: on
+// gpt_tiny, two parameters fed the same values are merged and one training
+// step on the CPU backend must give the same loss and, for the merged
+// parameter, the sum of the two gradients.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestdataTraining.h"
+
+#include "ir/GmFile.h"
+#include "ir/Module.h"
+#include "ir/TextIR.h"
+#include "ir/Verifier.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace gmopt;
+using namespace gmopt::testing;
+
+namespace {
+
+std::string errorText(llvm::Error err) { return testdataErrorText(std::move(err)); }
+
+std::string verifyText(const Module &module) {
+  return errorText(verifyModule(module));
+}
+
+std::string printed(const Module &module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printModule(module, os);
+  return text;
+}
+
+/// y = x * w + x * u, loss = ReduceSum(y); w and u have hand-built
+/// "gradients" (Identity of x), accumulators and AdamW-like moments, and
+/// the step has a learning rate, a step count and a loss scale.
+struct SmallModule {
+  std::unique_ptr<Module> module = std::make_unique<Module>();
+  Value *x, *w, *u, *wAcc, *uAcc, *wM, *wV, *uM, *uV, *lr, *step, *scale;
+  Value *loss, *wGrad, *uGrad;
+  Node *wAccumulate, *uAccumulate;
+
+  SmallModule() {
+    module->opsetImports = {{"", 17}, {"com.microsoft", 1}};
+    Graph &graph = module->getGraph();
+    TensorType f4 = TensorType::get(DType::F32, {4});
+    TensorType scalar = TensorType::get(DType::F32, {});
+    x = graph.addInput(f4, "x");
+    w = graph.addInput(f4, "w");
+    u = graph.addInput(f4, "u");
+    wAcc = graph.addInput(f4, "w_grad.accumulation.buffer");
+    uAcc = graph.addInput(f4, "u_grad.accumulation.buffer");
+    wM = graph.addInput(f4, "w.m");
+    wV = graph.addInput(f4, "w.v");
+    uM = graph.addInput(f4, "u.m");
+    uV = graph.addInput(f4, "u.v");
+    lr = graph.addInput(scalar, "lr");
+    step = graph.addInput(TensorType::get(DType::I64, {}), "step");
+    scale = graph.addInput(scalar, "scale");
+    Builder b(graph);
+    Value *xw = b.create({"", "Mul"}, {x, w}, {f4})->getResult(0);
+    Value *xu = b.create({"", "Mul"}, {x, u}, {f4})->getResult(0);
+    Value *y = b.create({"", "Add"}, {xw, xu}, {f4})->getResult(0);
+    loss = b.create({"", "ReduceSum"}, {y}, {scalar},
+                    {{"keepdims", Attribute(int64_t(0))}})
+               ->getResult(0);
+    wGrad = b.create({"", "Identity"}, {x}, {f4}, {}, "w_grad_node")
+                ->getResult(0);
+    wGrad->setName("w_grad");
+    // u's gradient has a chain of its own, so removing u erases it.
+    Value *uGradPart = b.create({"", "Neg"}, {x}, {f4})->getResult(0);
+    uGrad = b.create({"", "Neg"}, {uGradPart}, {f4})->getResult(0);
+    uGrad->setName("u_grad");
+    TensorType flag = TensorType::get(DType::Bool, {1});
+    wAccumulate = b.create({"com.microsoft", "InPlaceAccumulatorV2"},
+                           {wAcc, wGrad}, {flag}, {}, "acc_w");
+    uAccumulate = b.create({"com.microsoft", "InPlaceAccumulatorV2"},
+                           {uAcc, uGrad}, {flag}, {}, "acc_u");
+    // Update nodes: each reads its parameter's moments.
+    b.create({"", "Add"}, {wM, wV}, {f4}, {}, "update_w");
+    b.create({"", "Add"}, {uM, uV}, {f4}, {}, "update_u");
+    graph.addOutput(loss);
+    graph.addOutput(wAccumulate->getResult(0));
+    graph.addOutput(uAccumulate->getResult(0));
+    for (Node &node : graph.getNodes())
+      if (node.getName().starts_with("update_"))
+        graph.addOutput(node.getResult(0));
+
+    TrainingSignature &sig = module->getSignature();
+    sig.addDataInput(x);
+    sig.setLoss(loss);
+    sig.setStepSlot(StepSlot::LearningRate, lr);
+    sig.setStepSlot(StepSlot::StepCount, step);
+    sig.setStepSlot(StepSlot::LossScale, scale);
+  }
+
+  ParamInfo entry(Value *param, Value *grad, Value *acc, Node *node,
+                  Value *m, Value *v) const {
+    ParamInfo info;
+    info.param = param;
+    info.grad = grad;
+    info.accumulator = acc;
+    info.accumulateNode = node;
+    info.optimizerState = {m, v};
+    return info;
+  }
+
+  void addBoth() {
+    ASSERT_EQ(errorText(module->addParameter(
+                  entry(w, wGrad, wAcc, wAccumulate, wM, wV))),
+              "<success>");
+    ASSERT_EQ(errorText(module->addParameter(
+                  entry(u, uGrad, uAcc, uAccumulate, uM, uV))),
+              "<success>");
+  }
+};
+
+TEST(SignatureEditTest, AddParameterChecksItsEntry) {
+  SmallModule m;
+  m.addBoth();
+  EXPECT_EQ(verifyText(*m.module), "<success>");
+  const TrainingSignature &sig = m.module->getSignature();
+  ASSERT_EQ(sig.getParams().size(), 2u);
+  EXPECT_EQ(sig.lookup(m.w)->optimizerState.size(), 2u);
+  EXPECT_EQ(sig.getStepSlot(StepSlot::LearningRate), m.lr);
+
+  // A second entry for w, a gradient of the wrong type, a node result as
+  // accumulator and a value already in a role are refused, changing
+  // nothing.
+  SmallModule n;
+  ASSERT_EQ(errorText(n.module->addParameter(
+                n.entry(n.w, n.wGrad, n.wAcc, n.wAccumulate, n.wM, n.wV))),
+            "<success>");
+  EXPECT_NE(errorText(n.module->addParameter(
+                n.entry(n.w, nullptr, nullptr, nullptr, n.uM, n.uV))),
+            "<success>");
+  ParamInfo mistyped = n.entry(n.u, n.loss, nullptr, nullptr, n.uM, n.uV);
+  EXPECT_NE(errorText(n.module->addParameter(mistyped)).find("has type f32[]"),
+            std::string::npos);
+  ParamInfo resultAccumulator =
+      n.entry(n.u, n.uGrad, n.uGrad, nullptr, n.uM, n.uV);
+  EXPECT_NE(errorText(n.module->addParameter(resultAccumulator)), "<success>");
+  ParamInfo taken = n.entry(n.u, n.uGrad, n.uAcc, nullptr, n.wM, n.uV);
+  EXPECT_NE(errorText(n.module->addParameter(taken)).find("already plays"),
+            std::string::npos);
+  ParamInfo frozen = n.entry(n.u, n.uGrad, nullptr, nullptr, n.uM, n.uV);
+  frozen.trainable = false;
+  EXPECT_NE(errorText(n.module->addParameter(frozen)), "<success>");
+  EXPECT_EQ(n.module->getSignature().getParams().size(), 1u);
+}
+
+TEST(SignatureEditTest, RemoveParameterErasesWhatLivedForIt) {
+  SmallModule m;
+  m.addBoth();
+  Graph &graph = m.module->getGraph();
+  size_t nodes = graph.getNumNodes(), inputs = graph.getInputs().size();
+  // u is still read by the forward pass: refused, nothing changes.
+  std::string refused = errorText(m.module->removeParameter(m.u));
+  EXPECT_NE(refused.find("still read by node"), std::string::npos) << refused;
+  EXPECT_EQ(graph.getNumNodes(), nodes);
+  EXPECT_NE(errorText(m.module->removeParameter(m.x)).find("not a parameter"),
+            std::string::npos);
+
+  // Once the forward pass reads a constant instead, u goes with its
+  // gradient chain (two Negs), accumulation node, update node, outputs,
+  // accumulator and moments.
+  Value *constant = graph.addInitializer(
+      TensorData::fromValues<float>(DType::F32, {4}, {1, 2, 3, 4}), "u_const");
+  m.u->replaceAllUsesWith(constant);
+  ASSERT_EQ(errorText(m.module->removeParameter(m.u)), "<success>");
+  EXPECT_EQ(graph.getNumNodes(), nodes - 4);
+  EXPECT_EQ(graph.getInputs().size(), inputs - 4);
+  EXPECT_EQ(graph.getNumOutputs(), 3u);
+  EXPECT_EQ(graph.lookupValue("u"), nullptr);
+  EXPECT_EQ(graph.lookupValue("u.m"), nullptr);
+  EXPECT_EQ(graph.lookupValue("u_grad.accumulation.buffer"), nullptr);
+  EXPECT_EQ(m.module->getSignature().getParams().size(), 1u);
+  EXPECT_EQ(verifyText(*m.module), "<success>");
+}
+
+TEST(SignatureEditTest, UpdateNodeOfTwoParametersIsNotRemovedHalfway) {
+  SmallModule m;
+  m.addBoth();
+  Graph &graph = m.module->getGraph();
+  // A fused update that reads the moments of both parameters.
+  Builder b(graph);
+  Node *fused = b.create({"", "Add"}, {m.uM, m.wV},
+                         {TensorType::get(DType::F32, {4})}, {}, "fused");
+  graph.addOutput(fused->getResult(0));
+  Value *constant = graph.addInitializer(
+      TensorData::fromValues<float>(DType::F32, {4}, {1, 2, 3, 4}), "u_const");
+  m.u->replaceAllUsesWith(constant);
+  std::string refused = errorText(m.module->removeParameter(m.u));
+  EXPECT_NE(refused.find("also updates parameter 'w'"), std::string::npos)
+      << refused;
+  EXPECT_EQ(m.module->getSignature().getParams().size(), 2u);
+}
+
+TEST(SignatureEditTest, MergeSumsGradientsAndDropsTheDuplicate) {
+  SmallModule m;
+  m.addBoth();
+  Graph &graph = m.module->getGraph();
+  EXPECT_NE(errorText(m.module->mergeParameter(m.w, m.w)), "<success>");
+  EXPECT_NE(errorText(m.module->mergeParameter(m.w, m.x)), "<success>");
+  ASSERT_EQ(errorText(m.module->mergeParameter(m.w, m.u)), "<success>");
+  EXPECT_EQ(verifyText(*m.module), "<success>");
+  const TrainingSignature &sig = m.module->getSignature();
+  ASSERT_EQ(sig.getParams().size(), 1u);
+  const ParamInfo &merged = sig.getParams()[0];
+  EXPECT_EQ(merged.param, m.w);
+  // The gradient is Add(w's own, u's), and the accumulation reads it.
+  Node *sum = merged.grad->getDefiningNode();
+  ASSERT_TRUE(sum);
+  EXPECT_TRUE(sum->isa("", "Add"));
+  EXPECT_EQ(sum->getOperand(0), m.wGrad);
+  EXPECT_EQ(sum->getOperand(1), m.uGrad);
+  EXPECT_EQ(merged.grad->getName(), "w_grad");
+  EXPECT_EQ(m.wAccumulate->getOperand(1), merged.grad);
+  EXPECT_EQ(graph.lookupValue("u"), nullptr);
+  EXPECT_EQ(graph.lookupValue("u.v"), nullptr);
+  EXPECT_EQ(graph.lookupValue("u_grad.accumulation.buffer"), nullptr);
+  // The forward pass now reads w twice.
+  EXPECT_EQ(m.w->getUsers().size(), 2u);
+}
+
+TEST(SignatureEditTest, MergeRefusesMismatchedParameters) {
+  SmallModule m;
+  m.addBoth();
+  Graph &graph = m.module->getGraph();
+  Value *other = graph.addInput(TensorType::get(DType::F32, {2}), "other");
+  ParamInfo info;
+  info.param = other;
+  info.trainable = false;
+  ASSERT_EQ(errorText(m.module->addParameter(info)), "<success>");
+  std::string text = errorText(m.module->mergeParameter(m.w, other));
+  EXPECT_NE(text.find("types differ"), std::string::npos) << text;
+  EXPECT_EQ(m.module->getSignature().getParams().size(), 3u);
+}
+
+TEST(SignatureEditTest, VerifierRejectsBadEntries) {
+  {
+    SmallModule m;
+    m.addBoth();
+    // A gradient of the wrong type.
+    m.module->getSignature().setGrad(m.w, m.loss);
+    EXPECT_NE(verifyText(*m.module).find("has type f32[], not f32[4]"),
+              std::string::npos);
+  }
+  {
+    SmallModule m;
+    m.addBoth();
+    // An accumulator that is a node result.
+    m.module->getSignature().setAccumulation(m.w, m.uGrad, m.wAccumulate);
+    EXPECT_NE(verifyText(*m.module).find("is a node result, not a graph input"),
+              std::string::npos);
+  }
+  {
+    SmallModule m;
+    m.addBoth();
+    // One value in two roles.
+    m.module->getSignature().setStepSlot(StepSlot::LossScale, m.wM);
+    EXPECT_NE(verifyText(*m.module).find("is both"), std::string::npos);
+  }
+  {
+    SmallModule m, other;
+    m.addBoth();
+    // A value of another graph.
+    m.module->getSignature().setStepSlot(StepSlot::LearningRate, other.lr);
+    EXPECT_NE(verifyText(*m.module).find("not in the graph"),
+              std::string::npos);
+  }
+}
+
+TEST(SignatureEditTest, ErasingASignatureValueAssertsInDebugBuilds) {
+#ifdef NDEBUG
+  GTEST_SKIP() << "assertions are compiled out (NDEBUG)";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        SmallModule m;
+        m.addBoth();
+        // The accumulator is unused once its node is gone, but the
+        // signature still names it.
+        Graph &graph = m.module->getGraph();
+        graph.removeOutput(1);
+        for (unsigned i = 0; i != 2; ++i)
+          m.wAccumulate->setOperand(i, nullptr);
+        graph.eraseNode(m.wAccumulate);
+      },
+      "training signature refers to");
+#endif
+}
+
+TEST(SignatureEditTest, TextRoundTripKeepsStateAndSlots) {
+  SmallModule m;
+  m.addBoth();
+  std::string text = printed(*m.module);
+  EXPECT_NE(text.find("param %w trainable grad %w_grad accumulator "
+                      "%w_grad.accumulation.buffer via \"acc_w\" state %w.m, "
+                      "%w.v"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("learning_rate %lr"), std::string::npos);
+  EXPECT_NE(text.find("step_count %step"), std::string::npos);
+  EXPECT_NE(text.find("loss_scale %scale"), std::string::npos);
+  auto parsed = parseModule(text, "round-trip");
+  ASSERT_TRUE(bool(parsed)) << errorText(parsed.takeError());
+  EXPECT_EQ(printed(**parsed), text);
+  const TrainingSignature &sig = (*parsed)->getSignature();
+  ASSERT_TRUE(sig.getStepSlot(StepSlot::StepCount));
+  EXPECT_EQ(sig.getStepSlot(StepSlot::StepCount)->getName(), "step");
+  ASSERT_EQ(sig.getParams().size(), 2u);
+  EXPECT_EQ(sig.getParams()[1].optimizerState[1]->getName(), "u.v");
+}
+
+TEST(SignatureEditTest, GmRoundTripKeepsStateAndSlots) {
+  SmallModule rewritten, original;
+  rewritten.addBoth();
+  for (unsigned i = 0; i != kNumStepSlots; ++i)
+    original.module->getSignature().clearStepSlot(static_cast<StepSlot>(i));
+  auto bytes = writeGmBytes(*rewritten.module, *original.module, "");
+  ASSERT_TRUE(bool(bytes)) << errorText(bytes.takeError());
+  auto loaded = readGmBytes(*bytes, "slots.gm");
+  ASSERT_TRUE(bool(loaded)) << errorText(loaded.takeError());
+  const TrainingSignature &sig = loaded->module->getSignature();
+  ASSERT_EQ(sig.getParams().size(), 2u);
+  const ParamInfo &u = sig.getParams()[1];
+  ASSERT_EQ(u.optimizerState.size(), 2u);
+  EXPECT_EQ(u.optimizerState[0]->getName(), "u.m");
+  EXPECT_EQ(u.optimizerState[1]->getName(), "u.v");
+  for (auto [slot, name] : {std::pair{StepSlot::LearningRate, "lr"},
+                            std::pair{StepSlot::StepCount, "step"},
+                            std::pair{StepSlot::LossScale, "scale"}}) {
+    ASSERT_TRUE(sig.getStepSlot(slot)) << stepSlotName(slot).str();
+    EXPECT_EQ(sig.getStepSlot(slot)->getName(), name);
+  }
+  // The original had no slots and still has none.
+  EXPECT_FALSE(loaded->original->getSignature().getStepSlot(
+      StepSlot::LearningRate));
+}
+
+/// Bitwise comparison as floats within a relative tolerance.
+void expectClose(const TensorData &actual, const std::vector<float> &expected,
+                 const std::string &what) {
+  ASSERT_EQ(actual.getNumElements(), expected.size()) << what;
+  for (size_t i = 0; i != expected.size(); ++i) {
+    float a = static_cast<float>(actual.getFloatElement(i));
+    float tolerance = 1e-5f * std::max(1.0f, std::fabs(expected[i]));
+    ASSERT_NEAR(a, expected[i], tolerance) << what << " element " << i;
+  }
+}
+
+std::vector<float> floats(const TensorData &data) {
+  std::vector<float> values(data.getNumElements());
+  for (size_t i = 0; i != values.size(); ++i)
+    values[i] = static_cast<float>(data.getFloatElement(i));
+  return values;
+}
+
+TEST(SignatureEditTest, MergedGptParametersTrainWithTheSummedGradient) {
+  auto module = importTestdataGraph("gpt_tiny", 4);
+  ASSERT_TRUE(module);
+  llvm::StringMap<TensorData> inputs = readTestdataInputs("gpt_tiny");
+  // Two trainable parameters of one type fed identical values (layer-norm
+  // weights start at one).
+  const TrainingSignature &sig = module->getSignature();
+  const ParamInfo *into = nullptr, *from = nullptr;
+  for (const ParamInfo &a : sig.getParams()) {
+    for (const ParamInfo &b : sig.getParams()) {
+      if (&a == &b || !a.trainable || !b.trainable || into ||
+          a.param->getType() != b.param->getType())
+        continue;
+      auto da = inputs.find(a.param->getName());
+      auto db = inputs.find(b.param->getName());
+      if (da != inputs.end() && db != inputs.end() && da->second == db->second) {
+        into = &a;
+        from = &b;
+      }
+    }
+  }
+  ASSERT_TRUE(into && from) << "no two equal parameters in gpt_tiny";
+  std::string intoName = into->param->getName().str();
+  std::string fromName = from->param->getName().str();
+  size_t intoIndex = 0, fromIndex = 0, index = 0;
+  for (const ParamInfo &p : sig.getParams()) {
+    if (!p.trainable)
+      continue;
+    ++index;
+    if (&p == into)
+      intoIndex = index;
+    if (&p == from)
+      fromIndex = index;
+  }
+  TrainedStep before =
+      trainTestdataStep(*module, inputs, AllocationMode::Eager);
+  ASSERT_GT(before.results.size(), std::max(intoIndex, fromIndex));
+  std::vector<float> expected = floats(before.results[intoIndex]);
+  std::vector<float> fromGrad = floats(before.results[fromIndex]);
+  for (size_t i = 0; i != expected.size(); ++i)
+    expected[i] += fromGrad[i];
+
+  size_t numParams = sig.getParams().size();
+  ASSERT_EQ(errorText(module->mergeParameter(into->param, from->param)),
+            "<success>");
+  ASSERT_EQ(verifyText(*module), "<success>");
+  EXPECT_EQ(module->getGraph().lookupValue(fromName), nullptr);
+  EXPECT_EQ(module->getSignature().getParams().size(), numParams - 1);
+  TrainedStep after = trainTestdataStep(*module, inputs, AllocationMode::Eager);
+  ASSERT_FALSE(after.results.empty());
+  EXPECT_EQ(floats(after.results[0]), floats(before.results[0])) << "loss";
+  size_t afterIndex = 0;
+  index = 0;
+  for (const ParamInfo &p : module->getSignature().getParams()) {
+    if (!p.trainable)
+      continue;
+    ++index;
+    if (p.param->getName() == intoName)
+      afterIndex = index;
+  }
+  ASSERT_NE(afterIndex, 0u);
+  ASSERT_LT(afterIndex, after.results.size());
+  expectClose(after.results[afterIndex], expected, intoName + " gradient");
+}
+
+} // namespace
