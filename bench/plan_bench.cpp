@@ -136,6 +136,7 @@ int main(int argc, char **argv) {
   auto start = std::chrono::steady_clock::now();
   buildTrainingGraph(module, layers);
   inferTrainingSignature(module);
+  inferNodePhases(module);
   llvm::outs() << "graph: " << module.getGraph().getNumNodes() << " nodes, "
                << module.getGraph().countValues() << " values, built in "
                << llvm::format("%.3f", secondsSince(start)) << " s\n";

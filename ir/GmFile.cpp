@@ -136,6 +136,35 @@ std::optional<MemoryCategory> categoryFromProto(int category) {
   }
 }
 
+gm::Phase encodePhase(Phase phase) {
+  switch (phase) {
+  case Phase::Forward:
+    return gm::PHASE_FORWARD;
+  case Phase::Backward:
+    return gm::PHASE_BACKWARD;
+  case Phase::Optimizer:
+    return gm::PHASE_OPTIMIZER;
+  case Phase::Recompute:
+    return gm::PHASE_RECOMPUTE;
+  }
+  llvm_unreachable("unknown phase");
+}
+
+std::optional<Phase> decodePhase(int phase) {
+  switch (phase) {
+  case gm::PHASE_FORWARD:
+    return Phase::Forward;
+  case gm::PHASE_BACKWARD:
+    return Phase::Backward;
+  case gm::PHASE_OPTIMIZER:
+    return Phase::Optimizer;
+  case gm::PHASE_RECOMPUTE:
+    return Phase::Recompute;
+  default:
+    return std::nullopt;
+  }
+}
+
 /// Calls \p fn on every present value of \p graph in export order: graph
 /// inputs, initializers, then node results in schedule order.
 template <typename Fn> void forEachValue(const Graph &graph, Fn fn) {
@@ -168,6 +197,14 @@ public:
   Error encode(gm::Model &proto) {
     if (Error err = encodeSignature(*proto.mutable_signature()))
       return err;
+    for (const Node &node : module.getGraph().getNodes()) {
+      gm::NodeIdentity *identity = proto.add_nodes();
+      identity->set_phase(encodePhase(node.getPhase()));
+      if (std::optional<uint64_t> stream = node.getStreamId()) {
+        identity->set_has_stream_id(true);
+        identity->set_stream_id(*stream);
+      }
+    }
     if (!module.plan.empty())
       if (Error err = encodePlan(*proto.mutable_plan()))
         return err;
@@ -356,6 +393,8 @@ private:
                       const NameTable &names, StringRef prefix) const;
   Error loadPlan(const gm::Plan &proto, Module &module, const NameTable &names,
                  StringRef prefix) const;
+  Error loadNodeIdentities(const gm::Model &proto, Module &module,
+                           StringRef prefix) const;
 
   std::string name;
   std::map<std::string, int64_t> dimBindings;
@@ -517,6 +556,31 @@ Error GmReader::loadSignature(const gm::TrainingSignature &proto,
 
   // The stored signature replaces the one the importer inferred.
   module.setSignature(std::move(sig));
+  return Error::success();
+}
+
+Error GmReader::loadNodeIdentities(const gm::Model &proto, Module &module,
+                                   StringRef prefix) const {
+  Graph &graph = module.getGraph();
+  if (proto.nodes_size() == 0)
+    return Error::success();
+  if (static_cast<size_t>(proto.nodes_size()) != graph.getNumNodes())
+    return fail(prefix + llvm::formatv("the model has {0} nodes but {1} node "
+                                       "identities",
+                                       graph.getNumNodes(), proto.nodes_size())
+                             .str());
+  int index = 0;
+  for (Node &node : graph.getNodes()) {
+    const gm::NodeIdentity &identity = proto.nodes(index++);
+    std::optional<Phase> phase = decodePhase(identity.phase());
+    if (!phase)
+      return fail(prefix + "node " + quoted(node.getName()) +
+                  " has an invalid phase");
+    node.setPhase(*phase);
+    node.setStreamId(identity.has_stream_id()
+                         ? std::optional<uint64_t>(identity.stream_id())
+                         : std::nullopt);
+  }
   return Error::success();
 }
 
@@ -683,6 +747,8 @@ Expected<std::unique_ptr<Module>> GmReader::loadModel(const gm::Model &proto,
 
   NameTable names(module.getGraph());
   if (Error err = loadSignature(proto.signature(), module, names, prefix))
+    return err;
+  if (Error err = loadNodeIdentities(proto, module, prefix))
     return err;
   // The signature's own rules (parameters are inputs or initializers...).
   VerifyOptions verifyOptions;

@@ -11,6 +11,7 @@
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -80,6 +81,61 @@ void Value::replaceAllUsesWith(Value *replacement) {
   assert(replacement != this && "replacing a value with itself");
   while (firstUse)
     firstUse->set(replacement);
+}
+
+llvm::StringRef gmopt::phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Forward:
+    return "forward";
+  case Phase::Backward:
+    return "backward";
+  case Phase::Optimizer:
+    return "optimizer";
+  case Phase::Recompute:
+    return "recompute";
+  }
+  llvm_unreachable("unknown phase");
+}
+
+std::optional<Phase> gmopt::parsePhaseName(llvm::StringRef name) {
+  for (Phase phase : {Phase::Forward, Phase::Backward, Phase::Optimizer,
+                      Phase::Recompute})
+    if (phaseName(phase) == name)
+      return phase;
+  return std::nullopt;
+}
+
+uint64_t gmopt::computeStreamId(llvm::StringRef nodeName, uint64_t position) {
+  uint64_t hash = 14695981039346656037ull;
+  auto mix = [&](uint8_t byte) {
+    hash ^= byte;
+    hash *= 1099511628211ull;
+  };
+  for (char c : nodeName)
+    mix(static_cast<uint8_t>(c));
+  for (unsigned i = 0; i != 8; ++i)
+    mix(static_cast<uint8_t>(position >> (8 * i)));
+  return hash;
+}
+
+void gmopt::assignMissingStreamIds(Graph &graph) {
+  llvm::DenseSet<uint64_t> used;
+  for (const Node &node : graph.getNodes())
+    if (std::optional<uint64_t> id = node.getStreamId())
+      used.insert(*id);
+  uint64_t position = 0;
+  for (Node &node : graph.getNodes()) {
+    uint64_t here = position++;
+    if (node.getStreamId())
+      continue;
+    const OpSchema *schema = OpRegistry::instance().lookup(node);
+    if (!schema || !schema->hasTrait(TraitRandom))
+      continue;
+    uint64_t id = computeStreamId(node.getName(), here);
+    while (!used.insert(id).second)
+      ++id;
+    node.setStreamId(id);
+  }
 }
 
 std::string OpName::str() const {
@@ -380,6 +436,8 @@ std::vector<Node *> Graph::cloneNodes(llvm::ArrayRef<Node *> toClone,
                              original->getName().str());
     for (const NamedAttribute &attr : original->getAttrs())
       clone->setAttr(attr.name, attr.value);
+    clone->setPhase(original->getPhase());
+    clone->setStreamId(original->getStreamId());
     clone->results.resize(original->getNumResults());
     for (unsigned i = 0, e = original->getNumResults(); i != e; ++i) {
       Value *result = original->getResult(i);
@@ -412,6 +470,7 @@ Node *Builder::create(OpName op, llvm::ArrayRef<Value *> operands,
                       llvm::ArrayRef<NamedAttribute> attrs, std::string name) {
   Node *node = graph.createNode(insertPoint, std::move(op), operands,
                                 resultTypes.size(), std::move(name));
+  node->setPhase(phase);
   for (const NamedAttribute &attr : attrs)
     node->setAttr(attr.name, attr.value);
   for (unsigned i = 0, e = resultTypes.size(); i != e; ++i)
@@ -424,6 +483,7 @@ llvm::Expected<Node *> Builder::createInferred(
     llvm::ArrayRef<NamedAttribute> attrs, std::string name) {
   Node *node = graph.createNode(insertPoint, std::move(op), operands,
                                 numResults, std::move(name));
+  node->setPhase(phase);
   for (const NamedAttribute &attr : attrs)
     node->setAttr(attr.name, attr.value);
   auto types = inferNodeTypes(*node);

@@ -9,7 +9,10 @@
 //
 // ONNX names are kept as attributes of values and nodes for import/export;
 // they are not identities: two values may share a name only transiently
-// during a rewrite, and the exporter uniquifies.
+// during a rewrite, and the exporter uniquifies. What a node *is* in the
+// training step is data on the node instead: its phase (forward, backward,
+// optimizer, recompute) and, for a random op, the id of its random stream.
+// Importers set both once; clones and builders carry them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +31,9 @@
 #include "llvm/ADT/iterator_range.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +48,23 @@ class Value;
 constexpr llvm::StringLiteral kOnnxDomain = "";
 /// ONNX Runtime's contrib and training operators.
 constexpr llvm::StringLiteral kMsDomain = "com.microsoft";
+
+/// The phase of a training step that a node belongs to.
+enum class Phase : uint8_t {
+  /// The forward pass (the loss and what it reads).
+  Forward,
+  /// The backward pass (gradients).
+  Backward,
+  /// Gradient accumulation and parameter updates.
+  Optimizer,
+  /// A forward node cloned into the backward region to recompute an
+  /// activation instead of keeping it.
+  Recompute,
+};
+/// Lower-case name of \p phase: forward, backward, optimizer, recompute.
+llvm::StringRef phaseName(Phase phase);
+/// The phase named \p name (see phaseName), if any.
+std::optional<Phase> parsePhaseName(llvm::StringRef name);
 
 /// One use of a Value: operand \p index of node \p owner, or graph output
 /// \p index when owner is null.
@@ -200,6 +222,15 @@ public:
   llvm::StringRef getName() const { return name; }
   void setName(llvm::StringRef newName) { name = newName.str(); }
 
+  /// The phase of the training step this node belongs to.
+  Phase getPhase() const { return phase; }
+  void setPhase(Phase newPhase) { phase = newPhase; }
+  /// The id of this node's random stream (random ops only; see
+  /// backend/cpu/Philox.h for how it keys the numbers). Clones of a random
+  /// node share its stream, so they draw the same numbers.
+  std::optional<uint64_t> getStreamId() const { return streamId; }
+  void setStreamId(std::optional<uint64_t> id) { streamId = id; }
+
   // Operands.
   unsigned getNumOperands() const { return numOperands; }
   Value *getOperand(unsigned i) const { return getOpOperand(i).get(); }
@@ -244,6 +275,8 @@ private:
   Graph *graph;
   OpName op;
   std::string name;
+  Phase phase = Phase::Forward;
+  std::optional<uint64_t> streamId;
   std::unique_ptr<OpOperand[]> operands;
   unsigned numOperands = 0;
   llvm::SmallVector<std::unique_ptr<Value>, 1> results;
@@ -316,7 +349,10 @@ public:
 
   /// Clones \p nodes (in the given order) before \p before. Operands found in
   /// \p mapping are remapped, others are used as they are; each clone's
-  /// results are recorded in \p mapping. Returns the clones in order.
+  /// results are recorded in \p mapping. A clone keeps its original's name,
+  /// attributes, phase and random stream id (so a cloned Dropout draws the
+  /// original's mask); a caller placing forward clones in the backward
+  /// region marks them Phase::Recompute. Returns the clones in order.
   std::vector<Node *> cloneNodes(llvm::ArrayRef<Node *> nodes, iterator before,
                                  ValueMapping &mapping);
 
@@ -333,11 +369,30 @@ private:
   std::vector<std::unique_ptr<OpOperand>> outputs;
 };
 
-/// Creates nodes at an insertion point, like mlir::OpBuilder.
+/// The stream id an importer gives a random node that has none: FNV-1a
+/// (64-bit) over the node's name bytes followed by the eight little-endian
+/// bytes of \p position (its place in the imported schedule), so two
+/// unnamed random nodes get different ids. Stable across processes and
+/// builds (never llvm::hash_value).
+uint64_t computeStreamId(llvm::StringRef nodeName, uint64_t position);
+
+/// Gives every random node (registry trait TraitRandom) of \p graph that has
+/// no stream id computeStreamId(name, position), bumped by one until it
+/// differs from every stream id already in the graph. Run once by the
+/// importers (ONNX, text) and test harnesses, never by passes.
+void assignMissingStreamIds(Graph &graph);
+
+/// Creates nodes at an insertion point, like mlir::OpBuilder. Created nodes
+/// get the builder's current phase (Forward unless set): a pass that
+/// replaces a node sets it to the replaced node's phase.
 class Builder {
 public:
   /// A builder that appends to \p graph.
   explicit Builder(Graph &graph) : graph(graph), insertPoint(graph.end()) {}
+
+  /// The phase given to created nodes.
+  Phase getPhase() const { return phase; }
+  void setPhase(Phase newPhase) { phase = newPhase; }
 
   Graph &getGraph() const { return graph; }
   void setInsertionPoint(Node *before) { insertPoint = before->getIterator(); }
@@ -365,6 +420,7 @@ public:
 private:
   Graph &graph;
   Graph::iterator insertPoint;
+  Phase phase = Phase::Forward;
 };
 
 } // namespace gmopt

@@ -6,8 +6,8 @@
 // buffer, which output is the loss and which constant seeds the backward
 // pass. The rules follow what ONNX Runtime's training artifact generator
 // writes (see inferTrainingSignature in Module.h); they also cover gradient
-// graphs that expose `P_grad` as plain outputs. classifyNodes then splits
-// the schedule into forward, backward and optimizer phases.
+// graphs that expose `P_grad` as plain outputs. inferNodePhases then gives
+// every node its forward, backward or optimizer phase, once, at import.
 //
 //===----------------------------------------------------------------------===//
 
@@ -172,18 +172,6 @@ std::optional<StepSlot> gmopt::parseStepSlotName(StringRef name) {
     if (stepSlotName(static_cast<StepSlot>(i)) == name)
       return static_cast<StepSlot>(i);
   return std::nullopt;
-}
-
-StringRef gmopt::phaseName(Phase phase) {
-  switch (phase) {
-  case Phase::Forward:
-    return "forward";
-  case Phase::Backward:
-    return "backward";
-  case Phase::Optimizer:
-    return "optimizer";
-  }
-  llvm_unreachable("unknown phase");
 }
 
 //===----------------------------------------------------------------------===//
@@ -563,6 +551,7 @@ llvm::Error Module::mergeParameter(Value *into, Value *from) {
     for (Node *node : toMove)
       graph.moveNode(node, before);
     Builder builder(graph);
+    builder.setPhase(Phase::Backward);
     if (sumAfter)
       builder.setInsertionPointAfter(sumAfter);
     else
@@ -656,7 +645,7 @@ bool isScalarLike(const TensorType &type) {
   return type.hasStaticShape() && type.getNumElements() == 1;
 }
 
-/// The phase rule shared by classifyNodes and the frozen-initializer test.
+/// The phase rule shared by inferNodePhases and the frozen-initializer test.
 llvm::DenseMap<const Node *, Phase> computePhases(const Graph &graph,
                                                   const Value *lossGradSeed) {
   llvm::DenseMap<const Node *, Phase> phases;
@@ -910,7 +899,9 @@ void gmopt::inferTrainingSignature(Module &module) {
   module.setSignature(SignatureRecognizer(module.getGraph()).run());
 }
 
-llvm::DenseMap<const Node *, Phase> gmopt::classifyNodes(const Module &module) {
-  return computePhases(module.getGraph(),
-                       module.getSignature().getLossGradSeed());
+void gmopt::inferNodePhases(Module &module) {
+  llvm::DenseMap<const Node *, Phase> phases = computePhases(
+      module.getGraph(), module.getSignature().getLossGradSeed());
+  for (Node &node : module.getGraph().getNodes())
+    node.setPhase(phases.lookup(&node));
 }

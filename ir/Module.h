@@ -143,11 +143,6 @@ private:
   std::array<Value *, kNumStepSlots> stepSlots{};
 };
 
-/// The phase of a training step that a node belongs to.
-enum class Phase { Forward, Backward, Optimizer };
-/// Lower-case name of \p phase: forward, backward, optimizer.
-llvm::StringRef phaseName(Phase phase);
-
 /// A compiled unit: graph + model facts + training signature.
 class Module {
 public:
@@ -263,9 +258,11 @@ bool hasSideEffects(const Node &node);
 ///    (not in the signature).
 void inferTrainingSignature(Module &module);
 
-/// Classifies every node: Backward if it depends on the loss-gradient seed
-/// (or any gradient), Optimizer if it is an accumulation/update node,
-/// Forward otherwise.
+/// Sets every node's phase from ONNX Runtime's conventions, once, at import
+/// (the ONNX importer calls it after inferTrainingSignature; nothing after
+/// import re-derives phases: passes read and carry Node::getPhase()).
+/// Backward if a node depends on the loss-gradient seed (or any gradient),
+/// Optimizer if it is an accumulation/update node, Forward otherwise.
 ///
 /// Precisely, visiting nodes in schedule order:
 ///  - Optimizer: a com.microsoft accumulation or update op
@@ -278,7 +275,7 @@ void inferTrainingSignature(Module &module);
 ///    named `..._Grad/...` (ONNX Runtime's gradient builder), or a node
 ///    defining a value whose name ends in `_grad`.
 ///  - Forward: every other node.
-llvm::DenseMap<const Node *, Phase> classifyNodes(const Module &module);
+void inferNodePhases(Module &module);
 
 } // namespace gmopt
 

@@ -44,6 +44,24 @@ using llvm::Twine;
 
 namespace {
 
+/// ONNX Runtime's random ops may carry a `seed` attribute (an int, or a
+/// float for RandomUniform); where present it is the node's stream id.
+void assignSeedStreamIds(Graph &graph) {
+  for (Node &node : graph.getNodes()) {
+    const Attribute *seed = node.getAttr("seed");
+    if (!seed)
+      continue;
+    const OpSchema *schema = OpRegistry::instance().lookup(node);
+    if (!schema || !schema->hasTrait(TraitRandom))
+      continue;
+    if (seed->getKind() == Attribute::Kind::Int)
+      node.setStreamId(static_cast<uint64_t>(seed->getInt()));
+    else if (seed->getKind() == Attribute::Kind::Float)
+      node.setStreamId(
+          static_cast<uint64_t>(static_cast<int64_t>(seed->getFloat())));
+  }
+}
+
 /// ONNX allows the standard domain to be spelled "ai.onnx"; gmopt stores "".
 StringRef normalizeDomain(StringRef domain) {
   return domain == "ai.onnx" ? StringRef(kOnnxDomain) : domain;
@@ -567,6 +585,11 @@ OnnxImporter::run(const onnx::ModelProto &model,
     return err;
 
   inferTrainingSignature(*module);
+  // Node identity, once: phases from ONNX Runtime's conventions, stream ids
+  // from `seed` attributes (else computed). Nothing re-derives them later.
+  inferNodePhases(*module);
+  assignSeedStreamIds(module->getGraph());
+  assignMissingStreamIds(module->getGraph());
   if (options.verify)
     if (Error err = verifyModule(*module))
       return wrap(std::move(err));

@@ -150,6 +150,7 @@ llvm::Expected<Node *> gmopt::buildOptimizer(Module &module,
       spec.kind, learningRate, step, updateSignal, params, grads, states);
   Builder builder(graph);
   builder.setInsertionPointToEnd();
+  builder.setPhase(Phase::Optimizer);
   TensorType flagType = spec.kind == OptimizerKind::AdamW
                             ? TensorType::get(DType::I64, {1})
                             : TensorType::get(DType::Bool, {1});

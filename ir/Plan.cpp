@@ -188,7 +188,6 @@ llvm::DenseMap<const Value *, MemoryCategory>
 gmopt::categorizeValues(const Module &module) {
   const Graph &graph = module.getGraph();
   const TrainingSignature &sig = module.getSignature();
-  llvm::DenseMap<const Node *, Phase> phases = classifyNodes(module);
   llvm::DenseMap<const Value *, MemoryCategory> categories;
 
   forEachValue(graph, [&](const Value *value) {
@@ -197,10 +196,12 @@ gmopt::categorizeValues(const Module &module) {
       category = MemoryCategory::Parameters;
     } else if (value->isGraphInput()) {
       category = MemoryCategory::Activations;
-    } else if (phases.lookup(value->getDefiningNode()) == Phase::Forward) {
+    } else if (value->getDefiningNode()->getPhase() == Phase::Forward) {
+      // A forward value read later (backward, recompute, optimizer) is an
+      // activation the step keeps alive.
       for (OpOperand &use : value->getUses())
         if (Node *user = use.getOwner())
-          if (phases.lookup(user) != Phase::Forward)
+          if (user->getPhase() != Phase::Forward)
             category = MemoryCategory::Activations;
     }
     categories[value] = category;

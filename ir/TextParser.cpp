@@ -31,6 +31,12 @@
 //   node          ::= [result (',' result)* '='] op-name
 //                     '(' [operand (',' operand)*] ')' [attr-dict]
 //                     [':' result-types] ['name' string]
+//                     ['phase' phase] ['stream' int]
+//   phase         ::= 'forward' | 'backward' | 'optimizer' | 'recompute'
+//                     // absent: forward
+//   // A random node without 'stream' gets a fresh id at parse
+//   // (computeStreamId of its name and position, distinct from every other
+//   // stream of the module); phases are never derived from names.
 //   result        ::= value-name | '_'
 //   operand       ::= value-name | '_'
 //   op-name       ::= identifier            // Gemm, com.microsoft.FooGrad
@@ -168,6 +174,7 @@ public:
     if (parseModule())
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      errorMessage);
+    assignMissingStreamIds(module->getGraph());
     return std::move(module);
   }
 
@@ -1119,6 +1126,25 @@ private:
       if (parseString(nodeName, "node name string"))
         return true;
       node->setName(nodeName);
+    }
+    if (consumeKeywordIf("phase")) {
+      std::optional<Phase> phase;
+      if (tok.is(TokenKind::Identifier))
+        phase = parsePhaseName(tok.spelling);
+      if (!phase)
+        return errorHere("expected 'forward', 'backward', 'optimizer' or "
+                         "'recompute' after 'phase'");
+      consume();
+      node->setPhase(*phase);
+    }
+    if (consumeKeywordIf("stream")) {
+      NumberLiteral lit;
+      uint64_t stream;
+      if (parseNumber(lit, "stream id") || magnitudeOf(lit, stream))
+        return true;
+      if (lit.negative)
+        return error(lit.loc, "a stream id is not negative");
+      node->setStreamId(stream);
     }
 
     unsigned typeIndex = 0;

@@ -465,6 +465,10 @@ private:
       os << " name ";
       printQuoted(os, node.getName());
     }
+    if (node.getPhase() != Phase::Forward)
+      os << " phase " << phaseName(node.getPhase());
+    if (std::optional<uint64_t> stream = node.getStreamId())
+      os << " stream " << *stream;
     os << '\n';
   }
 

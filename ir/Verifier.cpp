@@ -214,6 +214,14 @@ private:
                                           node.getOp().str(),
                                           node.getOpsetVersion()));
       }
+      bool random = registry.lookup(node)->hasTrait(TraitRandom);
+      if (random && !node.getStreamId())
+        return failAt(node, "random op '" + node.getOp().str() +
+                                "' has no stream id");
+      if (!random && node.getStreamId())
+        return failAt(node, "op '" + node.getOp().str() +
+                                "' draws no random numbers but has a stream "
+                                "id");
       auto inferred = inferNodeTypes(node);
       if (!inferred)
         return inferred.takeError();

@@ -99,6 +99,8 @@ public:
           return finish(std::move(err));
       for (const RewritePattern *pattern : patterns) {
         getBuilder().setInsertionPoint(node);
+        // What a pattern builds replaces (part of) this node: same phase.
+        getBuilder().setPhase(node->getPhase());
         llvm::Expected<bool> applied = pattern->matchAndRewrite(*node, *this);
         if (!applied)
           return finish(applied.takeError());

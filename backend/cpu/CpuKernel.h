@@ -15,7 +15,8 @@
 //
 // Random numbers (Dropout): a counter-based Philox4x32-10 stream keyed by
 // the context's seed, the context's step and the node's stream id (see
-// getRandomStreamId), indexed by element: a run is reproducible and does not
+// getRandomStreamId and the exact specification in Philox.h), indexed by
+// element: a run is reproducible and does not
 // depend on the thread count.
 //
 //===----------------------------------------------------------------------===//
@@ -130,12 +131,12 @@ bool hasCpuKernel(llvm::StringRef domain, llvm::StringRef opType);
 /// sorted.
 std::vector<std::string> listCpuKernels();
 
-/// The id that separates the random streams of different random nodes: the
-/// node's integer `seed` attribute when it has one, else a hash of its name
-/// (or of its first result's name when the node is unnamed). A pass that
-/// clones a random node (recompute) must keep the name or set `seed` so the
-/// clone draws the same numbers.
-uint32_t getRandomStreamId(const Node &node);
+/// The id that separates the random streams of different random nodes:
+/// Node::getStreamId(), set once at import (from ONNX Runtime's `seed`
+/// attribute, else computeStreamId) and carried by clones, so a clone
+/// draws its original's numbers whatever the names. Fails for a node
+/// without one.
+llvm::Expected<uint64_t> getRandomStreamId(const Node &node);
 
 } // namespace cpu
 } // namespace gmopt

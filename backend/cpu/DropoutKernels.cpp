@@ -60,11 +60,18 @@ llvm::Expected<DropoutMode> getDropoutMode(const KernelCall &call,
 constexpr int64_t kDropoutGrain = 8192;
 
 /// Calls keepFn(i, keep) for every element i of an n-element random tensor.
+/// Fails for a node without a stream id or a tensor too large for one
+/// stream.
 template <typename KeepFn>
-void drawKeepMask(const KernelCall &call, int64_t n, float ratio,
-                  const KeepFn &keepFn) {
-  PhiloxStream stream(call.getContext().getSeed(),
-                      getRandomStreamId(call.getNode()),
+llvm::Error drawKeepMask(const KernelCall &call, int64_t n, float ratio,
+                         const KeepFn &keepFn) {
+  llvm::Expected<uint64_t> streamId = getRandomStreamId(call.getNode());
+  if (!streamId)
+    return streamId.takeError();
+  if (static_cast<uint64_t>(n) > PhiloxStream::kMaxElements)
+    return call.error("a random tensor of " + llvm::Twine(n) +
+                      " elements is larger than one Philox stream (2^34)");
+  PhiloxStream stream(call.getContext().getSeed(), *streamId,
                       call.getContext().getStep());
   parallelFor(
       call.getNumThreads(), n, kDropoutGrain, [&](int64_t lo, int64_t hi) {
@@ -75,6 +82,7 @@ void drawKeepMask(const KernelCall &call, int64_t n, float ratio,
                    PhiloxStream::toUnitFloat(block[lane]) >= ratio);
         }
       });
+  return llvm::Error::success();
 }
 
 /// Dropout(data, ratio?, training_mode?) -> (output, mask?).
@@ -105,12 +113,11 @@ llvm::Error dropoutKernel(KernelCall &call) {
     T *py = y.getDataAs<T>();
     uint8_t *pm = mask ? mask->getDataAs<uint8_t>() : nullptr;
     T scale = static_cast<T>(mode->scale());
-    drawKeepMask(call, n, mode->ratio, [&](int64_t i, bool keep) {
+    return drawKeepMask(call, n, mode->ratio, [&](int64_t i, bool keep) {
       py[i] = keep ? px[i] * scale : T(0);
       if (pm)
         pm[i] = keep;
     });
-    return llvm::Error::success();
   });
 }
 
@@ -149,12 +156,11 @@ llvm::Error bitmaskDropoutKernel(KernelCall &call) {
     T scale = static_cast<T>(mode->scale());
     // Tasks cover whole words (the grain is a multiple of 32), so no two
     // threads write one word.
-    drawKeepMask(call, n, mode->ratio, [&](int64_t i, bool keep) {
+    return drawKeepMask(call, n, mode->ratio, [&](int64_t i, bool keep) {
       py[i] = keep ? px[i] * scale : T(0);
       if (pm && keep)
         pm[i / 32] |= 1u << (i % 32);
     });
-    return llvm::Error::success();
   });
 }
 
@@ -208,9 +214,8 @@ llvm::Error biasDropoutKernel(KernelCall &call) {
       return llvm::Error::success();
     }
     T scale = static_cast<T>(mode->scale());
-    drawKeepMask(call, n, mode->ratio,
-                 [&](int64_t i, bool keep) { emit(i, keep, scale); });
-    return llvm::Error::success();
+    return drawKeepMask(call, n, mode->ratio,
+                        [&](int64_t i, bool keep) { emit(i, keep, scale); });
   });
 }
 

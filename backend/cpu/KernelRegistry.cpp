@@ -13,7 +13,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
-#include "llvm/ADT/Hashing.h"
 
 #include <thread>
 
@@ -135,26 +134,12 @@ std::vector<std::string> cpu::listCpuKernels() {
   return getKernelTable().keys();
 }
 
-uint32_t cpu::getRandomStreamId(const Node &node) {
-  if (const Attribute *seed = node.getAttr("seed")) {
-    int64_t value =
-        seed->getKind() == Attribute::Kind::Int
-            ? seed->getInt()
-            : static_cast<int64_t>(seed->getKind() == Attribute::Kind::Float
-                                       ? seed->getFloat()
-                                       : 0);
-    return static_cast<uint32_t>(llvm::hash_value(value));
-  }
-  llvm::StringRef name = node.getName();
-  if (name.empty() && node.getNumResults() && node.getResult(0))
-    name = node.getResult(0)->getName();
-  // FNV-1a: stable across processes and builds (llvm::hash_value is not).
-  uint32_t hash = 2166136261u;
-  for (unsigned char c : name) {
-    hash ^= c;
-    hash *= 16777619u;
-  }
-  return hash;
+llvm::Expected<uint64_t> cpu::getRandomStreamId(const Node &node) {
+  if (std::optional<uint64_t> id = node.getStreamId())
+    return *id;
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "random node " + node.describe() +
+                                     " has no stream id");
 }
 
 void cpu::useSingleThreadedBlas() {

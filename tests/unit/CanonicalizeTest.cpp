@@ -120,7 +120,7 @@ TEST_F(CanonicalizeTest, SideEffectsAndRandomOpsSurvive) {
   Node *grad = add("Relu", {x}, "w_grad");
   add("InPlaceAccumulatorV2", {buffer, grad->getResult(0)}, "updated", {}, 1,
       kMsDomain);
-  add("Dropout", {x}, "dropped", {}, 2);
+  add("Dropout", {x}, "dropped", {}, 2)->setStreamId(1);
   Node *sum = add("Add", {x, x}, "y");
   graph().addOutput(sum->getResult(0));
 

@@ -73,7 +73,7 @@ struct SmallModule {
     Value *xu = b.create({"", "Mul"}, {x, u}, {f4})->getResult(0);
     Value *y = b.create({"", "Add"}, {xw, xu}, {f4})->getResult(0);
     loss = b.create({"", "ReduceSum"}, {y}, {scalar},
-                    {{"keepdims", Attribute(int64_t(0))}})
+                    {{"keepdims", Attribute::getInt(0)}})
                ->getResult(0);
     wGrad = b.create({"", "Identity"}, {x}, {f4}, {}, "w_grad_node")
                 ->getResult(0);
@@ -145,7 +145,9 @@ TEST(SignatureEditTest, AddParameterChecksItsEntry) {
   EXPECT_NE(errorText(n.module->addParameter(
                 n.entry(n.w, nullptr, nullptr, nullptr, n.uM, n.uV))),
             "<success>");
-  ParamInfo mistyped = n.entry(n.u, n.loss, nullptr, nullptr, n.uM, n.uV);
+  Value *scalar = n.module->getGraph().addInput(
+      TensorType::get(DType::F32, {}), "scalar");
+  ParamInfo mistyped = n.entry(n.u, scalar, nullptr, nullptr, n.uM, n.uV);
   EXPECT_NE(errorText(n.module->addParameter(mistyped)).find("has type f32[]"),
             std::string::npos);
   ParamInfo resultAccumulator =
@@ -374,7 +376,11 @@ TEST(SignatureEditTest, MergedGptParametersTrainWithTheSummedGradient) {
   ASSERT_TRUE(module);
   llvm::StringMap<TensorData> inputs = readTestdataInputs("gpt_tiny");
   // Two trainable parameters of one type fed identical values (layer-norm
-  // weights start at one).
+  // weights start at one), from the test data or their defaults.
+  auto valueOf = [&](const Value *param) {
+    auto it = inputs.find(param->getName());
+    return it != inputs.end() ? it->second : param->getData();
+  };
   const TrainingSignature &sig = module->getSignature();
   const ParamInfo *into = nullptr, *from = nullptr;
   for (const ParamInfo &a : sig.getParams()) {
@@ -382,9 +388,8 @@ TEST(SignatureEditTest, MergedGptParametersTrainWithTheSummedGradient) {
       if (&a == &b || !a.trainable || !b.trainable || into ||
           a.param->getType() != b.param->getType())
         continue;
-      auto da = inputs.find(a.param->getName());
-      auto db = inputs.find(b.param->getName());
-      if (da != inputs.end() && db != inputs.end() && da->second == db->second) {
+      TensorData da = valueOf(a.param), db = valueOf(b.param);
+      if (!da.isNull() && da == db) {
         into = &a;
         from = &b;
       }

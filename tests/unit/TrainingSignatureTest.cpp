@@ -1,6 +1,6 @@
 //===- TrainingSignatureTest.cpp - Tests of the training signature --------===//
 //
-// Unit tests of inferTrainingSignature and classifyNodes on synthetic models:
+// Unit tests of inferTrainingSignature and inferNodePhases on synthetic models:
 // ONNX Runtime's training_model.onnx pattern (with and without frozen
 // parameters), gradient graphs that expose `P_grad` as outputs, and a
 // forward-only graph; plus the small Module and TrainingSignature queries.
@@ -50,6 +50,15 @@ std::vector<std::string> paramNames(const TrainingSignature &sig,
     if (p.trainable == trainable)
       result.push_back(p.param->getName().str());
   return result;
+}
+
+/// The phases the importer gave the nodes (inferNodePhases, run once by
+/// importOnnx*).
+llvm::DenseMap<const Node *, Phase> importedPhases(const Module &module) {
+  llvm::DenseMap<const Node *, Phase> phases;
+  for (const Node &node : module.getGraph().getNodes())
+    phases[&node] = node.getPhase();
+  return phases;
 }
 
 std::string phaseOf(const Module &module,
@@ -178,7 +187,7 @@ TEST(TrainingSignature, ForwardOnlyGraph) {
   EXPECT_EQ(sig.getLoss()->getName(), "score");
   EXPECT_EQ(sig.getLossGradSeed(), nullptr);
   EXPECT_EQ(sig.getLazyResetGrad(), nullptr);
-  auto phases = classifyNodes(*module);
+  auto phases = importedPhases(*module);
   for (const Node &node : module->getGraph().getNodes())
     EXPECT_EQ(phases.lookup(&node), Phase::Forward) << node.describe();
 }
@@ -213,7 +222,7 @@ TEST(ClassifyNodes, OrtTrainingModelPhases) {
   n->add_output("not_flag");
   auto module = importOk(model);
   ASSERT_TRUE(module);
-  auto phases = classifyNodes(*module);
+  auto phases = importedPhases(*module);
   EXPECT_EQ(phases.size(), module->getGraph().getNumNodes());
   for (const char *name :
        {"Gemm_0", "Relu_1", "Gemm_2", "SoftmaxCrossEntropyLoss_3"})
@@ -250,7 +259,7 @@ TEST(ClassifyNodes, BackwardByDependenceOnTheSeedAlone) {
   EXPECT_EQ(module->getSignature().getLoss(), module->getGraph().lookupValue("loss"));
   EXPECT_EQ(module->getSignature().getLossGradSeed(),
             module->getGraph().lookupValue("loss_grad"));
-  auto phases = classifyNodes(*module);
+  auto phases = importedPhases(*module);
   EXPECT_EQ(phaseOf(*module, phases, "fwd_mul"), "forward");
   EXPECT_EQ(phaseOf(*module, phases, "fwd_sum"), "forward");
   EXPECT_EQ(phaseOf(*module, phases, "bwd_expand"), "backward");
@@ -271,6 +280,9 @@ TEST(ModuleQueries, OpsetVersionsAndPhaseNames) {
   EXPECT_EQ(phaseName(Phase::Forward), "forward");
   EXPECT_EQ(phaseName(Phase::Backward), "backward");
   EXPECT_EQ(phaseName(Phase::Optimizer), "optimizer");
+  EXPECT_EQ(phaseName(Phase::Recompute), "recompute");
+  EXPECT_EQ(parsePhaseName("recompute"), Phase::Recompute);
+  EXPECT_EQ(parsePhaseName("sideways"), std::nullopt);
 
   TrainingSignature empty;
   EXPECT_FALSE(empty.hasGradients());
@@ -303,7 +315,7 @@ TEST(ModuleQueries, SignatureOfGraphBuiltInMemory) {
   EXPECT_EQ(sig.getParams()[0].grad, mul->getResult(0));
   EXPECT_EQ(sig.getParams()[1].param, frozen);
   EXPECT_FALSE(sig.getParams()[1].trainable);
-  EXPECT_EQ(sig.getDataInputs(), (std::vector<Value *>{x, batch, ids}));
+  EXPECT_EQ(sig.getDataInputs().vec(), (std::vector<Value *>{x, batch, ids}));
   // Re-running replaces, never appends.
   inferTrainingSignature(module);
   EXPECT_EQ(module.getSignature().getParams().size(), 2u);
@@ -384,7 +396,7 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
           ASSERT_TRUE(sig.getLossGradSeed());
           EXPECT_EQ(sig.getLossGradSeed()->getName(), name + "_grad");
         } else if (role == "accumulation_flag") {
-          EXPECT_EQ(phaseOf(**module, classifyNodes(**module),
+          EXPECT_EQ(phaseOf(**module, importedPhases(**module),
                             value->getDefiningNode()->getName()),
                     "optimizer");
         } else if (role == "gradient") {
@@ -398,7 +410,7 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
 
     // Phases: the loss is computed forward, every gradient backward, and
     // nothing forward reads a backward value.
-    auto phases = classifyNodes(**module);
+    auto phases = importedPhases(**module);
     EXPECT_EQ(phases.lookup(sig.getLoss()->getDefiningNode()), Phase::Forward);
     for (const ParamInfo &p : sig.getParams()) {
       if (p.grad) {

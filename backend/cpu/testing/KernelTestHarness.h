@@ -169,6 +169,8 @@ public:
     Builder builder(graph);
     Node *node = builder.create(OpName{domain.str(), opType.str()}, operands,
                                 resultTypes, attrs, name);
+    // As an importer would: a random node's stream comes from its name.
+    assignMissingStreamIds(graph);
     std::vector<HostTensor> results(resultTypes.size());
     std::vector<TensorView> outViews(resultTypes.size());
     std::vector<TensorView *> outputs(resultTypes.size(), nullptr);
