@@ -260,8 +260,5 @@ llvm::Expected<bool> CanonicalizePass::run(Module &module,
   GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] erased "
                      << rewrites.nodesErased + deadNodes << " nodes, removed "
                      << deadInitializers << " initializers\n");
-  bool changed = rewrites.changed || deadNodes != 0 || deadInitializers != 0;
-  if (changed)
-    module.plan.clear();
-  return changed;
+  return rewrites.changed || deadNodes != 0 || deadInitializers != 0;
 }

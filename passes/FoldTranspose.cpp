@@ -399,7 +399,5 @@ llvm::Expected<bool> FoldTransposePass::run(Module &module,
                "Transposes folded into the products that read them");
   addStatistic(context, "folded-of-products", count(kOfProductPattern),
                "Transposes of a product folded into the product");
-  if (result->changed)
-    module.plan.clear();
   return result->changed;
 }

@@ -50,7 +50,26 @@ struct PassManagerOptions {
   bool passStatistics = false;
   /// How IR dumps print the module.
   PrintOptions dumpOptions;
+  /// Check every pass that reports "unchanged" against a structural
+  /// fingerprint of the module taken before it ran (computeFingerprint),
+  /// and abort with report_fatal_error if it lied: the plan would be kept
+  /// for a module it no longer describes. On by default in builds with
+  /// assertions, off in NDEBUG builds (it costs a walk of the module per
+  /// pass).
+#ifndef NDEBUG
+  bool checkUnchangedPasses = true;
+#else
+  bool checkUnchangedPasses = false;
+#endif
 };
+
+/// A 64-bit fingerprint of everything a pass may change in \p module
+/// except the plan: per node (in schedule order) its op, name, operands
+/// (by value position), attributes, result names and types, phase and
+/// random stream id; graph inputs, initializers (types, names and bytes),
+/// outputs, the training signature and the module facts. Equal modules
+/// give equal fingerprints; any edit changes it (up to hash collisions).
+uint64_t computeFingerprint(const Module &module);
 
 /// Wall time of one pass execution.
 struct PassTiming {

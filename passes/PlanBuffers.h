@@ -38,6 +38,8 @@ class Module;
 /// The `plan-buffers` pass.
 class PlanBuffersPass : public Pass {
 public:
+  /// The plan this pass writes is kept by the pass manager.
+  bool writesPlan() const override { return true; }
   /// Tunables; each is a pipeline option (`plan-buffers{in-place=false}`).
   struct Options {
     /// Let an elementwise result overwrite an operand whose storage dies at

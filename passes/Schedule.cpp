@@ -380,6 +380,5 @@ llvm::Expected<bool> SchedulePass::run(Module &module, PassContext &context) {
     nodes.push_back(&node);
   for (uint32_t index : candidates[best].order)
     ir.moveNode(nodes[index], ir.end());
-  module.plan.clear();
   return true;
 }

@@ -14,6 +14,8 @@
 #include "passes/PassRegistry.h"
 
 #include "ir/Module.h"
+#include "ir/Onnx.h"
+#include "ir/Plan.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -89,6 +91,27 @@ public:
   }
 };
 
+/// Renames the first node but claims it changed nothing: the fingerprint
+/// check must catch it.
+class LyingPass : public Pass {
+public:
+  llvm::StringRef getName() const override { return "test-lie"; }
+  llvm::Expected<bool> run(Module &module, PassContext &) override {
+    module.getGraph().begin()->setName("renamed");
+    return false;
+  }
+};
+
+/// Renames the first node and says so.
+class HonestPass : public Pass {
+public:
+  llvm::StringRef getName() const override { return "test-honest"; }
+  llvm::Expected<bool> run(Module &module, PassContext &) override {
+    module.getGraph().begin()->setName("renamed");
+    return true;
+  }
+};
+
 void registerTestPasses() {
   static bool registered = [] {
     llvm::cantFail(registerPass({"test-options", "test pass with options", [] {
@@ -102,6 +125,12 @@ void registerTestPasses() {
                                    return std::unique_ptr<Pass>(
                                        new FailingPass());
                                  }}));
+    llvm::cantFail(registerPass(
+        {"test-lie", "test pass that hides a change",
+         [] { return std::unique_ptr<Pass>(new LyingPass()); }}));
+    llvm::cantFail(registerPass(
+        {"test-honest", "test pass that reports its change",
+         [] { return std::unique_ptr<Pass>(new HonestPass()); }}));
     return true;
   }();
   (void)registered;
@@ -338,6 +367,88 @@ TEST_F(PassManagerTest, RegistryIsConsistent) {
   std::string message = errorText(registerPass(
       {"canonicalize", "again", [] { return createPass("canonicalize"); }}));
   EXPECT_EQ(message, "pass 'canonicalize' is already registered");
+}
+
+TEST_F(PassManagerTest, AChangingPassClearsThePlan) {
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan)) << errorText(plan.takeError());
+  module.plan = std::move(*plan);
+  ASSERT_FALSE(module.plan.empty());
+  // An unchanging pass keeps the plan...
+  auto keep = makeManager();
+  ASSERT_EQ(errorText(keep->addPipeline("test-options")), "<success>");
+  ASSERT_EQ(errorText(keep->run(module)), "<success>");
+  EXPECT_FALSE(module.plan.empty());
+  // ...a changing one drops it, though it never touched the plan itself...
+  auto change = makeManager();
+  ASSERT_EQ(errorText(change->addPipeline("test-honest")), "<success>");
+  ASSERT_EQ(errorText(change->run(module)), "<success>");
+  EXPECT_TRUE(module.plan.empty());
+  // ...and the planner's own plan survives its "changed".
+  auto planner = makeManager();
+  ASSERT_EQ(errorText(planner->addPipeline("test-honest,plan-buffers")),
+            "<success>");
+  ASSERT_EQ(errorText(planner->run(module)), "<success>");
+  EXPECT_FALSE(module.plan.empty());
+}
+
+TEST_F(PassManagerTest, FingerprintSeesEveryKindOfEdit) {
+  uint64_t base = computeFingerprint(module);
+  EXPECT_EQ(computeFingerprint(module), base);
+  Node &relu = *module.getGraph().begin();
+  relu.setAttr("alpha", Attribute::getFloat(0.5f));
+  uint64_t withAttr = computeFingerprint(module);
+  EXPECT_NE(withAttr, base);
+  relu.getResult(0)->setType(TensorType::get(DType::F16, {2, 3}));
+  uint64_t withType = computeFingerprint(module);
+  EXPECT_NE(withType, withAttr);
+  Node &add = *std::next(module.getGraph().begin());
+  add.setOperand(1, relu.getResult(0));
+  uint64_t withOperand = computeFingerprint(module);
+  EXPECT_NE(withOperand, withType);
+  module.getSignature().setLoss(add.getResult(0));
+  EXPECT_NE(computeFingerprint(module), withOperand);
+}
+
+TEST_F(PassManagerTest, APassThatHidesAChangeAborts) {
+  PassManagerOptions options;
+  options.checkUnchangedPasses = true;
+  auto manager = makeManager(options);
+  ASSERT_EQ(errorText(manager->addPipeline("test-options,test-lie")),
+            "<success>");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH((void)manager->run(module),
+               "pass 'test-lie' reported no change but changed the module");
+}
+
+TEST_F(PassManagerTest, ChecksUnchangedPassesWhenAssertionsAreOn) {
+#ifdef NDEBUG
+  GTEST_SKIP() << "NDEBUG build: the check is off by default";
+#else
+  auto manager = makeManager();
+  ASSERT_EQ(errorText(manager->addPipeline("test-lie")), "<success>");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH((void)manager->run(module), "reported no change");
+#endif
+}
+
+TEST_F(PassManagerTest, DefaultPipelinePassesAreHonest) {
+  // Every real pass of the default pipeline, fingerprint-checked on a
+  // training graph (a pass that lied would abort the test).
+  OnnxImportOptions importOptions;
+  importOptions.dimBindings = {{"batch", 8}};
+  auto imported = importOnnxFile(
+      std::string(GMOPT_TESTDATA_DIR) + "/mlp/training_model.onnx",
+      importOptions);
+  ASSERT_TRUE(bool(imported)) << errorText(imported.takeError());
+  PassManagerOptions options;
+  options.checkUnchangedPasses = true;
+  auto manager = makeManager(options);
+  ASSERT_EQ(errorText(manager->addPipeline(kDefaultPipeline)), "<success>");
+  EXPECT_EQ(errorText(manager->run(**imported)), "<success>");
+  EXPECT_FALSE((*imported)->plan.empty());
+  // Running it again on the rewritten graph mostly changes nothing.
+  EXPECT_EQ(errorText(manager->run(**imported)), "<success>");
 }
 
 TEST_F(PassManagerTest, DefaultPipelineParses) {
