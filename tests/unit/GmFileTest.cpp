@@ -83,9 +83,9 @@ std::string nameOf(const Value *value) {
 /// value (compared by name, which the writer made unique).
 void expectSameSignature(const Module &expected, const Module &loaded) {
   const TrainingSignature &a = expected.getSignature(), &b = loaded.getSignature();
-  ASSERT_EQ(a.params.size(), b.params.size());
-  for (size_t i = 0; i != a.params.size(); ++i) {
-    const ParamInfo &pa = a.params[i], &pb = b.params[i];
+  ASSERT_EQ(a.getParams().size(), b.getParams().size());
+  for (size_t i = 0; i != a.getParams().size(); ++i) {
+    const ParamInfo &pa = a.getParams()[i], &pb = b.getParams()[i];
     EXPECT_EQ(nameOf(pa.param), nameOf(pb.param)) << "param " << i;
     EXPECT_EQ(pa.trainable, pb.trainable) << "param " << i;
     EXPECT_EQ(nameOf(pa.grad), nameOf(pb.grad)) << "param " << i;
@@ -96,12 +96,12 @@ void expectSameSignature(const Module &expected, const Module &loaded) {
       EXPECT_EQ(pb.accumulateNode->getGraph(), &loaded.getGraph());
     }
   }
-  ASSERT_EQ(a.dataInputs.size(), b.dataInputs.size());
-  for (size_t i = 0; i != a.dataInputs.size(); ++i)
-    EXPECT_EQ(nameOf(a.dataInputs[i]), nameOf(b.dataInputs[i]));
-  EXPECT_EQ(nameOf(a.loss), nameOf(b.loss));
-  EXPECT_EQ(nameOf(a.lossGradSeed), nameOf(b.lossGradSeed));
-  EXPECT_EQ(nameOf(a.lazyResetGrad), nameOf(b.lazyResetGrad));
+  ASSERT_EQ(a.getDataInputs().size(), b.getDataInputs().size());
+  for (size_t i = 0; i != a.getDataInputs().size(); ++i)
+    EXPECT_EQ(nameOf(a.getDataInputs()[i]), nameOf(b.getDataInputs()[i]));
+  EXPECT_EQ(nameOf(a.getLoss()), nameOf(b.getLoss()));
+  EXPECT_EQ(nameOf(a.getLossGradSeed()), nameOf(b.getLossGradSeed()));
+  EXPECT_EQ(nameOf(a.getLazyResetGrad()), nameOf(b.getLazyResetGrad()));
 }
 
 /// Expects \p loaded's plan to equal \p expected's, value for value, with

@@ -93,13 +93,13 @@ TEST(ScheduleTest, ReorderingFinishesOneBranchBeforeTheNext) {
 
   uint64_t before = loadOf(module);
   EXPECT_EQ(before, 2 * 16384u + 256u);
-  module.plan.buffers[x] = BufferAssignment();
   SchedulePass pass;
   PassContext context;
   auto changed = pass.run(module, context);
   ASSERT_TRUE(bool(changed)) << errorText(changed.takeError());
+  // A reordering reports the change, so the pass manager drops the plan
+  // (PassManagerTest.AChangingPassClearsThePlan).
   EXPECT_TRUE(*changed);
-  EXPECT_TRUE(module.plan.empty()) << "a reordering pass must clear the plan";
   EXPECT_TRUE(isTopological(module));
   EXPECT_EQ(loadOf(module), 16384u + 2 * 256u);
   EXPECT_EQ(context.getStatistic("schedule", "load-before"), before);

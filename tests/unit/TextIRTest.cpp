@@ -146,6 +146,8 @@ private:
       if (a.getAttrs()[i].name != b.getAttrs()[i].name ||
           a.getAttrs()[i].value != b.getAttrs()[i].value)
         return fail("node " + label + " attribute " + a.getAttrs()[i].name);
+    if (a.getPhase() != b.getPhase() || a.getStreamId() != b.getStreamId())
+      return fail("node " + label + " differs in phase or stream id");
     if (a.getNumResults() != b.getNumResults())
       return fail("node " + label + " differs in result count");
     for (unsigned i = 0, e = a.getNumResults(); i != e; ++i)
@@ -156,24 +158,34 @@ private:
   }
 
   bool sameSignature(const TrainingSignature &a, const TrainingSignature &b) {
-    if (a.params.size() != b.params.size() ||
-        a.dataInputs.size() != b.dataInputs.size())
+    if (a.getParams().size() != b.getParams().size() ||
+        a.getDataInputs().size() != b.getDataInputs().size())
       return fail("signature sizes differ");
-    for (size_t i = 0; i != a.params.size(); ++i) {
-      const ParamInfo &pa = a.params[i], &pb = b.params[i];
+    for (size_t i = 0; i != a.getParams().size(); ++i) {
+      const ParamInfo &pa = a.getParams()[i], &pb = b.getParams()[i];
       if (!corresponds(pa.param, pb.param) || pa.trainable != pb.trainable ||
           !corresponds(pa.grad, pb.grad) ||
           !corresponds(pa.accumulator, pb.accumulator) ||
           (pa.accumulateNode ? nodeMap.lookup(pa.accumulateNode) : nullptr) !=
               pb.accumulateNode)
         return fail("param " + std::to_string(i) + " differs");
+      if (pa.optimizerState.size() != pb.optimizerState.size())
+        return fail("param " + std::to_string(i) + " optimizer state differs");
+      for (size_t j = 0; j != pa.optimizerState.size(); ++j)
+        if (!corresponds(pa.optimizerState[j], pb.optimizerState[j]))
+          return fail("param " + std::to_string(i) +
+                      " optimizer state differs");
     }
-    for (size_t i = 0; i != a.dataInputs.size(); ++i)
-      if (!corresponds(a.dataInputs[i], b.dataInputs[i]))
+    for (unsigned i = 0; i != kNumStepSlots; ++i)
+      if (!corresponds(a.getStepSlot(static_cast<StepSlot>(i)),
+                       b.getStepSlot(static_cast<StepSlot>(i))))
+        return fail("step slot differs");
+    for (size_t i = 0; i != a.getDataInputs().size(); ++i)
+      if (!corresponds(a.getDataInputs()[i], b.getDataInputs()[i]))
         return fail("data input differs");
-    if (!corresponds(a.loss, b.loss) ||
-        !corresponds(a.lossGradSeed, b.lossGradSeed) ||
-        !corresponds(a.lazyResetGrad, b.lazyResetGrad))
+    if (!corresponds(a.getLoss(), b.getLoss()) ||
+        !corresponds(a.getLossGradSeed(), b.getLossGradSeed()) ||
+        !corresponds(a.getLazyResetGrad(), b.getLazyResetGrad()))
       return fail("loss, seed or lazy_reset_grad differs");
     return true;
   }
@@ -323,6 +335,9 @@ std::unique_ptr<Module> buildRichModule() {
   Node *dropped =
       builder.create({"", "Dropout"}, {relu->getResult(0)}, {f32({1})});
   graph.dropResult(dropped, 0);
+  // A random node's stream id and a non-forward phase print and parse.
+  dropped->setStreamId(0xFEDCBA9876543210ull);
+  dropped->setPhase(Phase::Recompute);
   // Bare, `name` would read as the name of the Dropout above.
   builder.create({"", "name"}, {bias}, {});
   builder.create({"", "return"}, {unnamedInput}, {TensorType()});
@@ -345,10 +360,10 @@ std::unique_ptr<Module> buildRichModule() {
 
   TrainingSignature &sig = module->getSignature();
   sig.appendParam(
-      {weight, true, accumulate->getResult(1), acc, accumulate});
-  sig.appendParam({bias, false, nullptr, nullptr, nullptr});
-  sig.appendParam({dupA, true, nullptr, nullptr, dupNamed1});
-  sig.appendParam({dupB, true, nullptr, nullptr, dupNamed2});
+      {weight, true, accumulate->getResult(1), acc, accumulate, {}});
+  sig.appendParam({bias, false, nullptr, nullptr, nullptr, {}});
+  sig.appendParam({dupA, true, nullptr, nullptr, dupNamed1, {}});
+  sig.appendParam({dupB, true, nullptr, nullptr, dupNamed2, {}});
   sig.addDataInput(input);
   sig.addDataInput(labels);
   sig.setLoss(loss->getResult(0));
@@ -406,7 +421,7 @@ TEST(TextIRTest, PrintsReadableText) {
   split->getResult(1)->setName("mid");
   graph.dropResult(split, 2);
   graph.addOutput(split->getResult(1));
-  module.getSignature().appendParam({w, true, nullptr, nullptr, nullptr});
+  module.getSignature().appendParam({w, true, nullptr, nullptr, nullptr, {}});
   module.getSignature().addDataInput(x);
   module.getSignature().setLoss(split->getResult(0));
 
@@ -481,7 +496,7 @@ module {
   ASSERT_EQ(module->getSignature().getParams().size(), 1u);
   EXPECT_EQ(module->getSignature().getParams()[0].accumulateNode, &pair);
   EXPECT_EQ(module->getSignature().getParams()[0].grad, pair.getResult(0));
-  EXPECT_EQ(module->getSignature().getDataInputs(), std::vector<Value *>{b});
+  EXPECT_EQ(module->getSignature().getDataInputs().vec(), std::vector<Value *>{b});
 }
 
 /// Parses a `TYPE dense<[...]>` of \p dtype holding every \p width-bit

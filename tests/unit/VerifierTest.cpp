@@ -120,10 +120,16 @@ TEST_F(VerifierTest, RejectsSignatureReferringToDeadValue) {
   Builder b(graph());
   Node *relu = b.create(onnx("Relu"), {x}, {f32({2, 3})});
   graph().addOutput(relu->getResult(0));
-  module.getSignature().appendParam({x, true, relu->getResult(0), nullptr,
-                                     nullptr});
+  ParamInfo param;
+  param.param = x;
+  param.grad = relu->getResult(0);
+  module.getSignature().appendParam(param);
   EXPECT_EQ(errorText(verifyModule(module)), "<success>");
-  module.getSignature().getParams()[0].param = relu->getResult(0);
+  TrainingSignature broken;
+  param.param = relu->getResult(0);
+  param.grad = nullptr;
+  broken.appendParam(param);
+  module.setSignature(broken);
   std::string message = errorText(verifyModule(module));
   EXPECT_NE(message.find("node result"), std::string::npos) << message;
 }

@@ -169,7 +169,11 @@ public:
     Builder builder(graph);
     Node *node = builder.create(OpName{domain.str(), opType.str()}, operands,
                                 resultTypes, attrs, name);
-    // As an importer would: a random node's stream comes from its name.
+    // As the ONNX importer does: a random node's stream is its `seed`
+    // attribute where present, else computed from its name.
+    if (const Attribute *seed = node->getAttr("seed"))
+      if (seed->getKind() == Attribute::Kind::Int)
+        node->setStreamId(static_cast<uint64_t>(seed->getInt()));
     assignMissingStreamIds(graph);
     std::vector<HostTensor> results(resultTypes.size());
     std::vector<TensorView> outViews(resultTypes.size());
