@@ -14,6 +14,7 @@
 #include "ir/Module.h"
 
 #include "ir/OpRegistry.h"
+#include "ir/OptimizerOps.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -317,6 +318,11 @@ planParamRemoval(const Module &module, const Value *param,
   for (const Value *state : entry.optimizerState)
     for (Node *user : state->getUsers())
       doomed.insert(user);
+  // An in-graph optimizer updating the parameter is an update node even
+  // without state (SGD).
+  for (Node *user : entry.param->getUsers())
+    if (OptimizerOperands::kindOf(*user))
+      doomed.insert(user);
   for (Node *node : doomed) {
     for (const Value *operand : node->getOperands()) {
       if (!operand)
@@ -327,9 +333,14 @@ planParamRemoval(const Module &module, const Value *param,
         if (other.param == operand || other.grad == operand ||
             other.accumulator == operand ||
             llvm::is_contained(other.optimizerState, operand))
-          return editError("cannot remove parameter " + label(param) +
-                           ": node " + node->describe() +
-                           " also updates parameter " + label(other.param));
+          return editError(
+              "cannot remove parameter " + label(param) + ": node " +
+              node->describe() + " also updates parameter " +
+              label(other.param) +
+              (OptimizerOperands::kindOf(*node)
+                   ? " (a fused optimizer node is not split; edit the "
+                     "parameters before building the optimizer)"
+                   : ""));
       }
     }
     for (const Value *result : node->getResults()) {
@@ -698,8 +709,10 @@ public:
     findAccumulations();
     findGradients();
     findLoss();
+    findOptimizers();
     classifyInputs();
     classifyInitializers();
+    recordOptimizerState();
     signature.setLazyResetGrad(lazyResetGrad);
     return std::move(signature);
   }
@@ -812,6 +825,54 @@ private:
     signature.setLossGradSeed(loss ? seedOf(loss) : nullptr);
   }
 
+  /// The in-graph optimizer nodes (OptimizerOperands): each parameter
+  /// operand's state operands, when graph inputs, and the learning rate
+  /// and step count graph inputs; those and the update signal input are
+  /// neither parameters nor data.
+  void findOptimizers() {
+    for (Node &node : graph.getNodes()) {
+      if (!OptimizerOperands::kindOf(node))
+        continue;
+      OptimizerOperands layout(node);
+      if (!layout.isWellFormed())
+        continue;
+      unsigned numStates = OptimizerOperands::numStates(layout.getKind());
+      for (unsigned i = 0, n = layout.size(); i != n; ++i) {
+        Value *param = layout.getParam(i);
+        llvm::SmallVector<Value *, 2> state;
+        for (unsigned k = 0; k != numStates; ++k)
+          state.push_back(layout.getState(k, i));
+        if (!param || !llvm::all_of(state, [](const Value *value) {
+              return value && value->isGraphInput();
+            }))
+          continue;
+        if (stateOfParam.try_emplace(param, state).second)
+          optimizerInputs.insert(state.begin(), state.end());
+      }
+      auto fillSlot = [&](Value *value, StepSlot slot) {
+        Value *&filled = optimizerSlots[static_cast<unsigned>(slot)];
+        if (value && value->isGraphInput() && !filled) {
+          filled = value;
+          optimizerInputs.insert(value);
+        }
+      };
+      fillSlot(layout.getLearningRate(), StepSlot::LearningRate);
+      fillSlot(layout.getStep(), StepSlot::StepCount);
+      if (Value *signal = layout.getUpdateSignal())
+        if (signal->isGraphInput())
+          optimizerInputs.insert(signal);
+    }
+  }
+
+  /// Records what findOptimizers found for the parameters and slots.
+  void recordOptimizerState() {
+    for (const auto &[param, state] : stateOfParam)
+      signature.setOptimizerState(param, state);
+    for (unsigned i = 0; i != kNumStepSlots; ++i)
+      if (Value *value = optimizerSlots[i])
+        signature.setStepSlot(static_cast<StepSlot>(i), value);
+  }
+
   void addParam(Value *param, bool trainable) {
     ParamInfo info;
     info.param = param;
@@ -834,7 +895,7 @@ private:
     for (const std::unique_ptr<Value> &inputPtr : graph.getInputs()) {
       Value *input = inputPtr.get();
       if (buffers.count(input) || input == lazyResetGrad ||
-          input == signature.getLossGradSeed())
+          input == signature.getLossGradSeed() || optimizerInputs.count(input))
         continue;
       if (gradOfParam.count(input)) {
         addParam(input, /*trainable=*/true);
@@ -891,6 +952,9 @@ private:
   Value *lazyResetGrad = nullptr;
   llvm::DenseMap<const Value *, Value *> gradOfParam;
   llvm::DenseSet<const Value *> grads;
+  llvm::DenseMap<const Value *, llvm::SmallVector<Value *, 2>> stateOfParam;
+  std::array<Value *, kNumStepSlots> optimizerSlots{};
+  llvm::DenseSet<const Value *> optimizerInputs;
 };
 
 } // namespace

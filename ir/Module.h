@@ -194,12 +194,17 @@ public:
   /// Removes parameter \p param with everything that exists only for it:
   /// graph outputs exposing its gradient or its accumulation node's
   /// results, the accumulation node, the nodes that read its optimizer
-  /// state (its update), the accumulator and optimizer-state inputs, the
+  /// state or update it as an in-graph optimizer, the accumulator and optimizer-state inputs, the
   /// parameter value itself, and every node and initializer that becomes
   /// unused and has no side effects (the gradient's computation). Fails,
   /// changing nothing, if \p param is not a parameter, if the parameter is
   /// still read by a node other than its accumulation or update nodes, or
-  /// if an update node also updates another parameter.
+  /// if an update node also updates another parameter. An in-graph
+  /// optimizer node (AdamWOptimizer, SGDOptimizerV2) that updates several
+  /// parameters is such a node: it is never split, so removing (or merging
+  /// away) one of its parameters is refused; edit the parameters before
+  /// building the optimizer. The sole parameter of an optimizer node takes
+  /// the node with it (the step slots stay, naming unread inputs).
   llvm::Error removeParameter(Value *param);
 
   /// Merges parameter \p from into parameter \p into (weight tying): every
@@ -245,8 +250,14 @@ bool hasSideEffects(const Node &node);
 ///    else the first scalar (one element); else, if there are gradients, the
 ///    first one. lossGradSeed is the value named `<loss>_grad` (ONNX
 ///    Runtime's initializer holding 1), or null.
-///  - Graph inputs, in order, excluding buffers, lazy_reset_grad and the
-///    seed: trainable if they have a gradient; otherwise frozen if their
+///  - Optimizer: every well-formed com.microsoft AdamWOptimizer or
+///    SGDOptimizerV2 node (ir/OptimizerOps.h) gives each parameter operand
+///    its state operands (AdamW's two moments), when they are graph inputs,
+///    as optimizerState; its learning rate and step count graph inputs fill
+///    the learning_rate and step_count slots (the first node's win). These
+///    inputs and its update signal input are neither parameters nor data.
+///  - Graph inputs, in order, excluding buffers, lazy_reset_grad, the seed
+///    and the optimizer's inputs: trainable if they have a gradient; otherwise frozen if their
 ///    element type is floating point and they have a default initializer,
 ///    or have a static shape and come after the first trainable parameter
 ///    (ONNX Runtime appends all parameters after the user inputs), or have a

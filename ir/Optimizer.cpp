@@ -3,8 +3,9 @@
 // Implements Optimizer.h's builder and spec helpers: buildOptimizer checks
 // everything first and then adds the step-state and moment inputs, the one
 // optimizer node at the end of the graph (so the schedule keeps it after
-// every accumulation and every read of a parameter), its flag output, and
-// the signature entries.
+// every accumulation and every read of a parameter, Phase::Optimizer), its
+// flag output, and the signature entries (moments as each parameter's
+// optimizer state, the learning rate and step count in their step slots).
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,10 +108,23 @@ llvm::Expected<Node *> gmopt::buildOptimizer(Module &module,
     return makeError("the module already has an optimizer (" +
                      existing->describe() + ")");
   // Check everything before changing anything.
+  TrainingSignature &signature = module.getSignature();
+  llvm::SmallVector<StepSlot, 2> slots = {StepSlot::LearningRate};
+  if (spec.kind == OptimizerKind::AdamW)
+    slots.push_back(StepSlot::StepCount);
+  for (StepSlot slot : slots)
+    if (const Value *taken = signature.getStepSlot(slot))
+      return makeError("the training signature's " + stepSlotName(slot) +
+                       " slot is already '" + taken->getName() +
+                       "'; the optimizer's would be a second one");
   std::vector<Value *> params, grads;
-  for (const ParamInfo &info : module.getSignature().getParams()) {
+  for (const ParamInfo &info : signature.getParams()) {
     if (!info.trainable)
       continue;
+    if (!info.optimizerState.empty())
+      return makeError("trainable parameter '" + info.param->getName() +
+                       "' already has optimizer state ('" +
+                       info.optimizerState.front()->getName() + "')");
     Value *grad = info.accumulator ? info.accumulator : info.grad;
     if (!grad)
       return makeError("trainable parameter '" + info.param->getName() +
@@ -161,24 +175,17 @@ llvm::Expected<Node *> gmopt::buildOptimizer(Module &module,
   node->getResult(0)->setName("optimizer.updated_flag");
   graph.addOutput(node->getResult(0));
 
+  // The signature is where the state is found from now on.
+  signature.setStepSlot(StepSlot::LearningRate, learningRate);
+  if (step)
+    signature.setStepSlot(StepSlot::StepCount, step);
+  for (size_t i = 0; i != params.size(); ++i) {
+    llvm::SmallVector<Value *, 2> state;
+    for (const auto &group : states)
+      state.push_back(group[i]);
+    signature.setOptimizerState(params[i], state);
+  }
   module.plan.clear();
   return node;
 }
 
-OptimizerStateValues gmopt::getOptimizerStateValues(const Module &module) {
-  OptimizerStateValues values;
-  const Node *node = findOptimizerNode(module);
-  if (!node)
-    return values;
-  OptimizerOperands layout(*node);
-  if (!layout.isWellFormed())
-    return values;
-  values.learningRate = layout.getLearningRate();
-  values.step = layout.getStep();
-  values.updateSignal = layout.getUpdateSignal();
-  for (unsigned k = 0, e = OptimizerOperands::numStates(layout.getKind());
-       k != e; ++k)
-    for (unsigned i = 0, n = layout.size(); i != n; ++i)
-      values.moments.push_back(layout.getState(k, i));
-  return values;
-}

@@ -27,8 +27,12 @@
 //    when it has one (ONNX Runtime's optimizer reads the accumulated
 //    gradient buffers), else from its gradient value; its flag result is a
 //    graph output `optimizer.updated_flag`.
-// The node's operands are what identifies these values
-// (getOptimizerStateValues); names are labels only.
+// The training signature records these values and is what the planner, the
+// runtime and checkpoints read (names are labels only): each parameter's
+// ParamInfo::optimizerState holds its moments, StepSlot::StepCount the step
+// count and StepSlot::LearningRate the learning rate; the verifier checks
+// that an optimizer node updating a signature parameter agrees with them.
+// The update signal has no slot: it is read off the node (OptimizerOperands).
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,32 +85,18 @@ struct OptimizerSpec {
 };
 
 /// Appends the optimizer \p spec describes to \p module and records its
-/// inputs (see the file comment). Fails, changing
+/// inputs in the training signature (see the file comment). Fails, changing
 /// nothing, when the module already has an optimizer node, has no
 /// trainable parameter, or a trainable parameter has neither an
-/// accumulation buffer nor a gradient, or is not fp32. Clears the plan.
-/// Returns the optimizer node.
+/// accumulation buffer nor a gradient, is not fp32 or already has
+/// optimizer state, or the signature's learning_rate slot (or, for AdamW,
+/// step_count slot) is already taken. Clears the plan. The nodes it adds
+/// are Phase::Optimizer. Returns the optimizer node.
 llvm::Expected<Node *> buildOptimizer(Module &module, const OptimizerSpec &spec);
 
 /// The optimizer node of \p module (the first AdamWOptimizer or
 /// SGDOptimizerV2), or null.
 Node *findOptimizerNode(const Module &module);
-
-/// The persistent and per-step inputs of a module's optimizer node, read
-/// off its operands (all empty without one).
-struct OptimizerStateValues {
-  /// The learning rate, fed every step.
-  Value *learningRate = nullptr;
-  /// AdamW's step count (persistent; null for SGD).
-  Value *step = nullptr;
-  /// The update signal, fed every micro-step.
-  Value *updateSignal = nullptr;
-  /// Every per-parameter state input (AdamW: all first moments, then all
-  /// second moments), persistent.
-  llvm::SmallVector<Value *, 16> moments;
-};
-/// The optimizer values of \p module.
-OptimizerStateValues getOptimizerStateValues(const Module &module);
 
 /// The spec of optimizer node \p node (its attributes, with the op's
 /// defaults for absent ones).

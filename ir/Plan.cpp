@@ -11,7 +11,6 @@
 #include "ir/Plan.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
-#include "ir/Optimizer.h"
 #include "ir/SizeLimits.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -215,14 +214,8 @@ gmopt::categorizeValues(const Module &module) {
     for (const Value *state : param.optimizerState)
       categories[state] = MemoryCategory::OptimizerState;
   }
-  // The in-graph optimizer's persistent state (moments, step count),
-  // identified by the optimizer node's operands. Its per-step inputs
+  // The step count is persistent optimizer state too; the per-step inputs
   // (learning rate, update signal) are inputs like the data.
-  OptimizerStateValues optimizer = getOptimizerStateValues(module);
-  for (const Value *state : optimizer.moments)
-    categories[state] = MemoryCategory::OptimizerState;
-  if (optimizer.step && optimizer.step->isGraphInput())
-    categories[optimizer.step] = MemoryCategory::OptimizerState;
   if (const Value *stepCount = sig.getStepSlot(StepSlot::StepCount))
     categories[stepCount] = MemoryCategory::OptimizerState;
   return categories;

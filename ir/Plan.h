@@ -218,9 +218,10 @@ struct LiveInterval {
 llvm::DenseMap<const Value *, LiveInterval> computeLiveIntervals(const Module &module);
 
 /// The category of \p value in \p module's training step, from the training
-/// signature and the forward/backward classification: parameters and
-/// constants → Parameters; gradients and accumulation buffers → Gradients;
-/// data inputs and forward values read by the backward pass → Activations;
+/// signature and the nodes' phases: parameters and constants → Parameters;
+/// gradients and accumulation buffers → Gradients; each parameter's
+/// optimizer state and the step_count slot → OptimizerState; data inputs
+/// and forward values read outside the forward phase → Activations;
 /// everything else → Temporaries.
 llvm::DenseMap<const Value *, MemoryCategory>
 categorizeValues(const Module &module);

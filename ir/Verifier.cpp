@@ -8,13 +8,15 @@
 // values of this graph, each of the right kind (parameters are inputs or
 // initializers; accumulators, optimizer state, data inputs and step slots are
 // graph inputs), gradients and accumulators of their parameter's type, no
-// value in two roles.
+// value in two roles, and every in-graph optimizer node that updates a
+// signature parameter agreeing with its optimizer state and step slots.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/Verifier.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
+#include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -373,6 +375,65 @@ private:
                               "step slot " + stepSlotName(slot),
                               Value::Kind::Input))
         return err;
+    }
+    return checkOptimizerNodes(sig);
+  }
+
+  static std::string labels(llvm::ArrayRef<const Value *> values) {
+    if (values.empty())
+      return "none";
+    std::string text;
+    for (const Value *value : values)
+      text += (text.empty() ? "" : ", ") + valueLabel(value);
+    return text;
+  }
+
+  /// The signature is where the in-graph optimizer's state is found (the
+  /// planner, the runtime and checkpoints read it), so an optimizer node
+  /// that updates a signature parameter must agree with it: the parameter's
+  /// optimizerState is the node's state operands for it, in order, and the
+  /// node's learning rate and step count, when graph inputs, are the
+  /// learning_rate and step_count slots. Nodes over values outside the
+  /// signature (a kernel test's one-node module) are not checked.
+  llvm::Error checkOptimizerNodes(const TrainingSignature &sig) {
+    for (const Node &node : graph.getNodes()) {
+      if (!OptimizerOperands::kindOf(node))
+        continue;
+      OptimizerOperands layout(node);
+      if (!layout.isWellFormed())
+        continue;
+      unsigned numStates = OptimizerOperands::numStates(layout.getKind());
+      bool updatesSignature = false;
+      for (unsigned i = 0, n = layout.size(); i != n; ++i) {
+        const Value *param = layout.getParam(i);
+        const ParamInfo *info = param ? sig.lookup(param) : nullptr;
+        if (!info)
+          continue;
+        updatesSignature = true;
+        llvm::SmallVector<const Value *, 2> state, recorded(
+                                                   info->optimizerState.begin(),
+                                                   info->optimizerState.end());
+        for (unsigned k = 0; k != numStates; ++k)
+          state.push_back(layout.getState(k, i));
+        if (state != recorded)
+          return fail("training signature: optimizer node " + node.describe() +
+                      " updates parameter " + valueLabel(param) +
+                      " with state " + labels(state) +
+                      ", but the signature records " + labels(recorded));
+      }
+      if (!updatesSignature)
+        continue;
+      for (auto [read, slot] :
+           {std::pair{layout.getLearningRate(), StepSlot::LearningRate},
+            std::pair{layout.getStep(), StepSlot::StepCount}}) {
+        if (!read || !read->isGraphInput() || sig.getStepSlot(slot) == read)
+          continue;
+        const Value *filled = sig.getStepSlot(slot);
+        return fail("training signature: optimizer node " + node.describe() +
+                    " reads " + valueLabel(read) + " but the " +
+                    stepSlotName(slot).str() + " slot is " +
+                    (filled ? valueLabel(filled) : std::string("empty")));
+      }
     }
     return llvm::Error::success();
   }

@@ -23,6 +23,7 @@
 
 #include "tools/driver/Runtime.h"
 
+#include "ir/Module.h"
 #include "ir/Optimizer.h"
 #include "ir/Plan.h"
 
@@ -129,8 +130,9 @@ std::optional<ReferenceRun> trainAgainst(const TestdataModel &model,
   if (finals)
     run.finals = std::move(*finals);
   run.plannedBytes = module.plan.figures.plannedBytes();
-  for (const Value *state : getOptimizerStateValues(module).moments)
-    run.momentBytes += alignBuffer(state->getType().getSizeInBytes());
+  for (const ParamInfo &param : module.getSignature().getParams())
+    for (const Value *state : param.optimizerState)
+      run.momentBytes += alignBuffer(state->getType().getSizeInBytes());
   run.result = std::move(*result);
   return run;
 }

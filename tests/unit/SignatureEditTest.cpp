@@ -2,11 +2,16 @@
 //
 // Unit tests of the Module's signature edits (addParameter, removeParameter,
 // mergeParameter, step-state slots), of the verifier's signature checks
-// (kind, type, one role per value) and of the text IR and `.gm` round trips
-// of the optimizer state and step slots. Merging is checked numerically: on
-// gpt_tiny, two parameters fed the same values are merged and one training
-// step on the CPU backend must give the same loss and, for the merged
-// parameter, the sum of the two gradients.
+// (kind, type, one role per value, optimizer nodes agreeing with the
+// signature) and of the text IR and `.gm` round trips of the optimizer state
+// and step slots. The in-graph optimizer's state lives in the signature:
+// buildOptimizer records it (AdamW on mlp), the ONNX importer recovers it
+// from an exported module, print/parse and `.gm` keep it, the plan's
+// categories read it, and removing a parameter of the fused optimizer node
+// is refused. Merging is checked numerically: on gpt_tiny, two parameters
+// fed the same values are merged and one training step on the CPU backend
+// must give the same loss and, for the merged parameter, the sum of the two
+// gradients.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,10 +19,16 @@
 
 #include "ir/GmFile.h"
 #include "ir/Module.h"
+#include "ir/Onnx.h"
+#include "ir/Optimizer.h"
+#include "ir/OptimizerOps.h"
+#include "ir/Plan.h"
 #include "ir/TextIR.h"
 #include "ir/Verifier.h"
 
 #include "llvm/Support/raw_ostream.h"
+
+#include "onnx/onnx_pb.h"
 
 #include "gtest/gtest.h"
 
@@ -436,6 +447,256 @@ TEST(SignatureEditTest, MergedGptParametersTrainWithTheSummedGradient) {
   ASSERT_NE(afterIndex, 0u);
   ASSERT_LT(afterIndex, after.results.size());
   expectClose(after.results[afterIndex], expected, intoName + " gradient");
+}
+
+//===----------------------------------------------------------------------===//
+// The in-graph optimizer's state in the signature
+//===----------------------------------------------------------------------===//
+
+/// mlp with `--optimizer=adamw`'s optimizer built in (null after a failed
+/// expectation).
+std::unique_ptr<Module> mlpWithOptimizer(OptimizerKind kind) {
+  std::unique_ptr<Module> module = importTestdataGraph("mlp", 8);
+  if (!module)
+    return nullptr;
+  OptimizerSpec spec;
+  spec.kind = kind;
+  auto node = buildOptimizer(*module, spec);
+  EXPECT_TRUE(bool(node)) << errorText(node.takeError());
+  return node ? std::move(module) : nullptr;
+}
+
+/// Each parameter's state and each slot, by name:
+/// `param: state, state; ...; learning_rate=..., step_count=...`.
+std::string describeOptimizerState(const Module &module) {
+  std::string text;
+  for (const ParamInfo &param : module.getSignature().getParams()) {
+    text += param.param->getName().str() + ":";
+    for (const Value *state : param.optimizerState)
+      text += " " + state->getName().str();
+    text += "; ";
+  }
+  for (unsigned i = 0; i != kNumStepSlots; ++i) {
+    StepSlot slot = static_cast<StepSlot>(i);
+    if (const Value *value = module.getSignature().getStepSlot(slot))
+      text += stepSlotName(slot).str() + "=" + value->getName().str() + " ";
+  }
+  return text;
+}
+
+TEST(SignatureEditTest, BuiltAdamWRecordsItsStateInTheSignature) {
+  std::unique_ptr<Module> module = mlpWithOptimizer(OptimizerKind::AdamW);
+  ASSERT_TRUE(module);
+  const TrainingSignature &sig = module->getSignature();
+  Node *node = findOptimizerNode(*module);
+  ASSERT_TRUE(node);
+  EXPECT_EQ(node->getPhase(), Phase::Optimizer);
+  OptimizerOperands layout(*node);
+  ASSERT_TRUE(layout.isWellFormed());
+  ASSERT_EQ(layout.size(), sig.numTrainable());
+  for (unsigned i = 0; i != layout.size(); ++i) {
+    const ParamInfo *info = sig.lookup(layout.getParam(i));
+    ASSERT_TRUE(info) << i;
+    ASSERT_EQ(info->optimizerState.size(), 2u);
+    EXPECT_EQ(info->optimizerState[0], layout.getState(0, i));
+    EXPECT_EQ(info->optimizerState[1], layout.getState(1, i));
+    EXPECT_EQ(info->optimizerState[0]->getName(),
+              info->param->getName().str() + ".momentum0");
+  }
+  EXPECT_EQ(sig.getStepSlot(StepSlot::StepCount), layout.getStep());
+  EXPECT_EQ(sig.getStepSlot(StepSlot::LearningRate),
+            layout.getLearningRate());
+  EXPECT_EQ(sig.getStepSlot(StepSlot::LossScale), nullptr);
+  EXPECT_EQ(verifyText(*module), "<success>");
+
+  // The plan's categories read the signature: moments and the step count
+  // are optimizer state, the learning rate an input like the data.
+  auto categories = categorizeValues(*module);
+  for (const ParamInfo &param : sig.getParams())
+    for (const Value *state : param.optimizerState)
+      EXPECT_EQ(categories.lookup(state), MemoryCategory::OptimizerState)
+          << state->getName().str();
+  EXPECT_EQ(categories.lookup(layout.getStep()),
+            MemoryCategory::OptimizerState);
+  EXPECT_EQ(categories.lookup(layout.getLearningRate()),
+            MemoryCategory::Activations);
+
+  // A second optimizer is refused, and so is one whose slot is taken.
+  auto again = buildOptimizer(*module, OptimizerSpec());
+  EXPECT_NE(errorText(again.takeError()).find("already has an optimizer"),
+            std::string::npos);
+  SmallModule small;
+  small.addBoth();
+  auto taken = buildOptimizer(*small.module, OptimizerSpec());
+  EXPECT_NE(errorText(taken.takeError())
+                .find("learning_rate slot is already 'lr'"),
+            std::string::npos);
+}
+
+TEST(SignatureEditTest, BuiltSgdHasALearningRateAndNoState) {
+  std::unique_ptr<Module> module = mlpWithOptimizer(OptimizerKind::SGD);
+  ASSERT_TRUE(module);
+  const TrainingSignature &sig = module->getSignature();
+  for (const ParamInfo &param : sig.getParams())
+    EXPECT_TRUE(param.optimizerState.empty()) << param.param->getName().str();
+  Node *node = findOptimizerNode(*module);
+  ASSERT_TRUE(node);
+  EXPECT_EQ(node->getPhase(), Phase::Optimizer);
+  EXPECT_EQ(sig.getStepSlot(StepSlot::LearningRate),
+            OptimizerOperands(*node).getLearningRate());
+  EXPECT_EQ(sig.getStepSlot(StepSlot::StepCount), nullptr);
+  EXPECT_EQ(verifyText(*module), "<success>");
+}
+
+TEST(SignatureEditTest, AdamWStateSurvivesTextGmAndOnnx) {
+  std::unique_ptr<Module> module = mlpWithOptimizer(OptimizerKind::AdamW);
+  ASSERT_TRUE(module);
+  std::string expected = describeOptimizerState(*module);
+  ASSERT_NE(expected.find(".momentum1"), std::string::npos) << expected;
+  ASSERT_NE(expected.find("step_count=step"), std::string::npos) << expected;
+
+  // Print and parse.
+  std::string text = printed(*module);
+  auto parsed = parseModule(text, "adamw.gmir");
+  ASSERT_TRUE(bool(parsed)) << errorText(parsed.takeError());
+  EXPECT_EQ(describeOptimizerState(**parsed), expected);
+  EXPECT_EQ(printed(**parsed), text);
+  EXPECT_EQ(findOptimizerNode(**parsed)->getPhase(), Phase::Optimizer);
+
+  // .gm write and load (the original without an optimizer).
+  std::unique_ptr<Module> original = importTestdataGraph("mlp", 8);
+  ASSERT_TRUE(original);
+  auto bytes = writeGmBytes(*module, *original, "adamw");
+  ASSERT_TRUE(bool(bytes)) << errorText(bytes.takeError());
+  auto loaded = readGmBytes(*bytes, "adamw.gm");
+  ASSERT_TRUE(bool(loaded)) << errorText(loaded.takeError());
+  EXPECT_EQ(describeOptimizerState(*loaded->module), expected);
+  EXPECT_EQ(verifyText(*loaded->module), "<success>");
+  EXPECT_EQ(findOptimizerNode(*loaded->module)->getPhase(), Phase::Optimizer);
+  EXPECT_EQ(describeOptimizerState(*loaded->original),
+            describeOptimizerState(*original));
+
+  // ONNX export and import: no signature travels, the importer recovers
+  // it from the optimizer node; the update signal is no data input.
+  auto proto = exportOnnxModel(*module);
+  ASSERT_TRUE(bool(proto)) << errorText(proto.takeError());
+  OnnxImportOptions options;
+  options.dimBindings = {{"batch", 8}};
+  auto reimported = importOnnxModel(*proto, "adamw.onnx", options);
+  ASSERT_TRUE(bool(reimported)) << errorText(reimported.takeError());
+  EXPECT_EQ(describeOptimizerState(**reimported), expected);
+  for (const Value *data : (*reimported)->getSignature().getDataInputs())
+    EXPECT_NE(data->getName(), "optimizer.update_signal");
+  EXPECT_EQ(findOptimizerNode(**reimported)->getPhase(), Phase::Optimizer);
+}
+
+TEST(SignatureEditTest, VerifierRejectsAnOptimizerTheSignatureDoesNotKnow) {
+  std::unique_ptr<Module> module = mlpWithOptimizer(OptimizerKind::AdamW);
+  ASSERT_TRUE(module);
+  TrainingSignature &sig = module->getSignature();
+  const ParamInfo &first = sig.getParams().front();
+  ASSERT_TRUE(first.trainable);
+  Value *param = first.param;
+  llvm::SmallVector<Value *, 2> state(first.optimizerState.begin(),
+                                      first.optimizerState.end());
+  sig.setOptimizerState(param, {});
+  std::string lost = verifyText(*module);
+  EXPECT_NE(lost.find("optimizer node"), std::string::npos) << lost;
+  EXPECT_NE(lost.find("the signature records none"), std::string::npos)
+      << lost;
+  sig.setOptimizerState(param, {state[1], state[0]});
+  EXPECT_NE(verifyText(*module).find("with state '" +
+                                     state[0]->getName().str() + "', '" +
+                                     state[1]->getName().str() + "'"),
+            std::string::npos);
+  sig.setOptimizerState(param, state);
+  ASSERT_EQ(verifyText(*module), "<success>");
+  Value *step = sig.getStepSlot(StepSlot::StepCount);
+  sig.clearStepSlot(StepSlot::StepCount);
+  std::string noStep = verifyText(*module);
+  EXPECT_NE(noStep.find("step_count slot is empty"), std::string::npos)
+      << noStep;
+  sig.setStepSlot(StepSlot::StepCount, step);
+  EXPECT_EQ(verifyText(*module), "<success>");
+}
+
+TEST(SignatureEditTest, FusedOptimizerParametersAreNotRemovedOrMerged) {
+  std::unique_ptr<Module> module = mlpWithOptimizer(OptimizerKind::AdamW);
+  ASSERT_TRUE(module);
+  std::string before = printed(*module);
+  const TrainingSignature &sig = module->getSignature();
+  ASSERT_GE(sig.numTrainable(), 2u);
+  Value *param = sig.getParams().front().param;
+  std::string refused = errorText(module->removeParameter(param));
+  EXPECT_NE(refused.find("also updates parameter"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("fused optimizer node is not split"),
+            std::string::npos)
+      << refused;
+  // Two parameters of one type, so the merge gets as far as the removal.
+  const ParamInfo *into = nullptr, *from = nullptr;
+  for (const ParamInfo &a : sig.getParams())
+    for (const ParamInfo &b : sig.getParams())
+      if (!into && &a != &b && a.trainable && b.trainable &&
+          a.param->getType() == b.param->getType()) {
+        into = &a;
+        from = &b;
+      }
+  if (into) {
+    std::string merge =
+        errorText(module->mergeParameter(into->param, from->param));
+    EXPECT_NE(merge.find("fused optimizer node is not split"),
+              std::string::npos)
+        << merge;
+  }
+  EXPECT_EQ(printed(*module), before) << "a refused edit changes nothing";
+  EXPECT_EQ(verifyText(*module), "<success>");
+}
+
+TEST(SignatureEditTest, RemovingTheSoleOptimizedParameterRemovesItsState) {
+  // y = x * w, loss = ReduceSum(y), with a hand-made gradient of w.
+  auto module = std::make_unique<Module>();
+  module->opsetImports = {{"", 17}, {"com.microsoft", 1}};
+  Graph &graph = module->getGraph();
+  TensorType f4 = TensorType::get(DType::F32, {4});
+  Value *x = graph.addInput(f4, "x");
+  Value *w = graph.addInput(f4, "w");
+  Builder b(graph);
+  Node *mul = b.create({"", "Mul"}, {x, w}, {f4});
+  Value *loss = b.create({"", "ReduceSum"}, {mul->getResult(0)},
+                         {TensorType::get(DType::F32, {})},
+                         {{"keepdims", Attribute::getInt(0)}})
+                    ->getResult(0);
+  Value *grad = b.create({"", "Neg"}, {x}, {f4})->getResult(0);
+  grad->setName("w_grad");
+  graph.addOutput(loss);
+  graph.addOutput(grad);
+  module->getSignature().addDataInput(x);
+  module->getSignature().setLoss(loss);
+  ParamInfo info;
+  info.param = w;
+  info.grad = grad;
+  ASSERT_EQ(errorText(module->addParameter(info)), "<success>");
+  auto node = buildOptimizer(*module, OptimizerSpec());
+  ASSERT_TRUE(bool(node)) << errorText(node.takeError());
+  ASSERT_EQ(module->getSignature().getParams()[0].optimizerState.size(), 2u);
+  ASSERT_EQ(verifyText(*module), "<success>");
+
+  // Still read by the forward pass: refused.
+  EXPECT_NE(errorText(module->removeParameter(w)).find("still read by"),
+            std::string::npos);
+  Value *constant = graph.addInitializer(
+      TensorData::fromValues<float>(DType::F32, {4}, {1, 2, 3, 4}), "w_const");
+  mul->setOperand(1, constant);
+  ASSERT_EQ(errorText(module->removeParameter(w)), "<success>");
+  EXPECT_EQ(findOptimizerNode(*module), nullptr);
+  EXPECT_EQ(graph.lookupValue("w.momentum0"), nullptr);
+  EXPECT_EQ(graph.lookupValue("w.momentum1"), nullptr);
+  EXPECT_EQ(graph.lookupValue("w"), nullptr);
+  EXPECT_TRUE(module->getSignature().getParams().empty());
+  // The step slots stay; the verifier accepts the module.
+  EXPECT_TRUE(module->getSignature().getStepSlot(StepSlot::StepCount));
+  EXPECT_EQ(verifyText(*module), "<success>");
 }
 
 } // namespace

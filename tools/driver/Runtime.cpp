@@ -627,22 +627,26 @@ llvm::Expected<std::vector<BoundInput>>
 gmopt::bindInputs(const Module &module, const InputSources &sources) {
   const TrainingSignature &signature = module.getSignature();
   llvm::SmallPtrSet<const Value *, 16> params, accumulators, optimizerState;
+  // The moments and the step count are state (restored from a checkpoint);
+  // the learning rate and the update signal are fed by trainModule every
+  // step.
   for (const ParamInfo &param : signature.getParams()) {
     params.insert(param.param);
     if (param.accumulator)
       accumulators.insert(param.accumulator);
+    optimizerState.insert(param.optimizerState.begin(),
+                          param.optimizerState.end());
   }
-  // The moments and the step count are state (restored from a checkpoint);
-  // the learning rate and the update signal are fed by trainModule every
-  // step.
-  OptimizerStateValues optimizer = getOptimizerStateValues(module);
-  optimizerState.insert(optimizer.moments.begin(), optimizer.moments.end());
-  if (optimizer.step)
-    optimizerState.insert(optimizer.step);
+  if (const Value *step = signature.getStepSlot(StepSlot::StepCount))
+    optimizerState.insert(step);
   llvm::SmallPtrSet<const Value *, 4> fedEachStep;
-  for (const Value *value : {optimizer.learningRate, optimizer.updateSignal})
-    if (value)
-      fedEachStep.insert(value);
+  if (const Value *rate = signature.getStepSlot(StepSlot::LearningRate))
+    fedEachStep.insert(rate);
+  if (const Node *optimizer = findOptimizerNode(module)) {
+    OptimizerOperands layout(*optimizer);
+    if (layout.isWellFormed() && layout.getUpdateSignal())
+      fedEachStep.insert(layout.getUpdateSignal());
+  }
   const Graph &graph = module.getGraph();
   std::vector<BoundInput> bound;
   for (size_t position = 0; position != graph.getInputs().size(); ++position) {
@@ -894,16 +898,27 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   const Value *rateInput = nullptr, *stepInput = nullptr,
               *signalInput = nullptr, *flag = nullptr;
   if (optimizer) {
+    // The learning rate and step count the runtime feeds are the
+    // signature's; the optimizer must read those.
     OptimizerOperands layout(*optimizer);
-    rateInput = layout.getLearningRate();
-    stepInput = layout.getStep();
+    rateInput = signature.getStepSlot(StepSlot::LearningRate);
+    stepInput = layout.getStep()
+                    ? signature.getStepSlot(StepSlot::StepCount)
+                    : nullptr;
     signalInput = layout.getUpdateSignal();
     flag = optimizer->getResult(0);
-    for (const Value *input : {rateInput, stepInput, signalInput})
-      if (input && !input->isGraphInput())
+    for (auto [read, slot] :
+         {std::pair{layout.getLearningRate(), StepSlot::LearningRate},
+          std::pair{layout.getStep(), StepSlot::StepCount}})
+      if (read && read != signature.getStepSlot(slot))
         return makeError("the optimizer " + optimizer->describe() +
-                         " reads " + quoted(input) +
-                         ", which is not a graph input the runtime can feed");
+                         " reads " + quoted(read) +
+                         ", which is not the training signature's " +
+                         stepSlotName(slot).str() + " input the runtime feeds");
+    if (signalInput && !signalInput->isGraphInput())
+      return makeError("the optimizer " + optimizer->describe() +
+                       " reads " + quoted(signalInput) +
+                       ", which is not a graph input the runtime can feed");
     if (!signalInput && options.accumulate > 1)
       return makeError("--accumulate needs the optimizer's update signal "
                        "input (" +
@@ -1098,9 +1113,10 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   for (const ParamInfo &param : signature.getParams())
     if (llvm::Error err = keep(param.param))
       return err;
-  for (const Value *state : getOptimizerStateValues(module).moments)
-    if (llvm::Error err = keep(state))
-      return err;
+  for (const ParamInfo &param : signature.getParams())
+    for (const Value *state : param.optimizerState)
+      if (llvm::Error err = keep(state))
+        return err;
   if (stepInput)
     if (llvm::Error err = keep(stepInput))
       return err;
