@@ -133,7 +133,13 @@ inline F32x4 selectF32x4(I32x4 mask, F32x4 a, F32x4 b) {
 inline F32x4 expF32x4(F32x4 x) {
   const F32x4 high = splatF32x4(88.0f), low = splatF32x4(-87.0f);
   I32x4 overflow = x > high, underflow = x < low;
-  F32x4 clamped = selectF32x4(overflow, high, selectF32x4(underflow, low, x));
+  // NaN lanes compute with 0 and get their NaN back at the end: converting a
+  // NaN n to an integer below is undefined behaviour, which clang exploits
+  // (at -O1 it returned a number for exp(NaN)).
+  I32x4 nan = x != x;
+  F32x4 clamped = selectF32x4(
+      overflow, high,
+      selectF32x4(underflow, low, selectF32x4(nan, splatF32x4(0.0f), x)));
   // n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest even).
   const F32x4 roundMagic = splatF32x4(12582912.0f);
   F32x4 n = (clamped * splatF32x4(1.44269504088896341f) + roundMagic) -
@@ -150,6 +156,7 @@ inline F32x4 expF32x4(F32x4 x) {
   I32x4 exponent = (__builtin_convertvector(n, I32x4) + 127) << 23;
   F32x4 result = y * reinterpret_cast<F32x4>(exponent);
   result = selectF32x4(underflow, splatF32x4(0.0f), result);
+  result = selectF32x4(nan, x, result);
   return selectF32x4(overflow, splatF32x4(__builtin_inff()), result);
 }
 
