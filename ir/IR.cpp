@@ -293,6 +293,9 @@ Node *Graph::createNode(iterator before, OpName op,
   return node;
 }
 
+[[maybe_unused]] static bool isInSignature(const Graph &graph,
+                                           const Value *value);
+
 void Graph::dropResult(Node *node, unsigned i) {
   assert(i < node->results.size() && "result index out of range");
   assert((!node->results[i] || node->results[i]->useEmpty()) &&

@@ -435,6 +435,9 @@ static void applyParamRemoval(Graph &graph, TrainingSignature &signature,
                               std::vector<ParamInfo> &params,
                               const ParamRemoval &removal) {
   ParamInfo entry = params[removal.index];
+  // A gradient that is a node result is erased with its producers below;
+  // whether it is a graph input must be known before that.
+  bool gradIsInput = entry.grad && !entry.grad->isNodeResult();
   params.erase(params.begin() + removal.index);
   for (unsigned index : llvm::reverse(removal.outputs))
     graph.removeOutput(index);
@@ -458,7 +461,7 @@ static void applyParamRemoval(Graph &graph, TrainingSignature &signature,
   removeIfUnused(entry.accumulator);
   for (Value *state : entry.optimizerState)
     removeIfUnused(state);
-  if (entry.grad && !entry.grad->isNodeResult())
+  if (gradIsInput)
     removeIfUnused(entry.grad);
   graph.removeValues(inputs);
 }
