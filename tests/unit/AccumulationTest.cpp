@@ -15,11 +15,15 @@
 #include "tools/driver/TestDataSet.h"
 
 #include "ir/Module.h"
+#include "ir/OnnxTensor.h"
 #include "ir/TextIR.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "onnx/onnx_pb.h"
 
 #include "gtest/gtest.h"
 
@@ -196,7 +200,8 @@ TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
   ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
 
   // Four micro-steps over its quarters (each data input split along its
-  // first dimension), parameters from the same set.
+  // first dimension), parameters from the same set, each quarter a
+  // test-data folder.
   std::vector<TestDataSet> quarters(4);
   for (int64_t k = 0; k != 4; ++k) {
     quarters[k].directory = "quarter";
@@ -213,6 +218,33 @@ TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
       quarters[k].inputs.push_back(std::move(part));
     }
   }
+  // Through the files a user passes as `--inputs DIR`: the quarters are
+  // written as DIR/test_data_set_K/input_N.pb and read back as sets.
+  llvm::SmallString<128> root;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("gmopt-quarters", root));
+  for (int64_t k = 0; k != 4; ++k) {
+    llvm::SmallString<128> set(root);
+    llvm::sys::path::append(set, "test_data_set_" + std::to_string(k));
+    ASSERT_FALSE(llvm::sys::fs::create_directory(set));
+    for (size_t i = 0; i != quarters[k].inputs.size(); ++i) {
+      const NamedTensor &tensor = quarters[k].inputs[i];
+      onnx::TensorProto proto;
+      exportTensor(tensor.data, proto);
+      proto.set_name(tensor.name);
+      llvm::SmallString<128> file(set);
+      llvm::sys::path::append(file, "input_" + std::to_string(i) + ".pb");
+      std::error_code ec;
+      llvm::raw_fd_ostream out(file, ec);
+      ASSERT_FALSE(ec) << ec.message();
+      out << proto.SerializeAsString();
+    }
+  }
+  auto sets = readTestDataSets(root);
+  llvm::sys::fs::remove_directories(root);
+  ASSERT_TRUE(bool(sets)) << llvm::toString(sets.takeError());
+  ASSERT_EQ(sets->size(), 4u);
+  quarters = std::move(*sets);
+
   auto quarter = loadRunnableModel(model, {}, &quarters[0], false);
   ASSERT_TRUE(bool(quarter)) << llvm::toString(quarter.takeError());
   const Module &module = *quarter->module;
