@@ -29,6 +29,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -162,6 +163,11 @@ private:
   llvm::Error addressesOf(llvm::ArrayRef<const Value *> values,
                           llvm::SmallVectorImpl<void *> &out) const;
   llvm::Error runInstruction(const Instruction &inst, uint64_t step);
+  /// Planned mode, when instruction \p failed failed: gives the slices live
+  /// at that point (and its workspace slice) back to temporaries, so the
+  /// counter describes the arena again (the arena block is released as
+  /// temporaries).
+  void abandonPlannedStep(size_t failed);
   bool isViewInstruction(const Node &node) const;
 
   const Module &module;
@@ -515,11 +521,17 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
       auto kernelStart = options.profile
                              ? std::chrono::steady_clock::now()
                              : std::chrono::steady_clock::time_point();
-      if (auto err = runInstruction(inst, step))
+      if (auto err = runInstruction(inst, step)) {
+        if (!eager)
+          abandonPlannedStep(&inst - instructions.data());
         return err;
+      }
       if (options.profile) {
-        if (auto err = device->synchronize())
+        if (auto err = device->synchronize()) {
+          if (!eager)
+            abandonPlannedStep(&inst - instructions.data());
           return err;
+        }
         std::string op = inst.node->getOp().str();
         auto [it, inserted] = profileIndex.try_emplace(op, profile.size());
         if (inserted)
@@ -551,6 +563,24 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
                    std::chrono::steady_clock::now() - start)
                    .count();
   return llvm::Error::success();
+}
+
+void PlanInterpreter::abandonPlannedStep(size_t failed) {
+  llvm::SmallPtrSet<const Value *, 16> live;
+  for (size_t i = 0; i <= failed; ++i) {
+    for (const Value *born : instructions[i].slicesBorn)
+      live.insert(born);
+    // The failed instruction's dead slices were never handed back.
+    if (i != failed)
+      for (const Value *dead : instructions[i].slicesDead)
+        live.erase(dead);
+  }
+  for (const Value *value : live)
+    counter.transfer(categories.lookup(value), MemoryCategory::Temporaries,
+                     alignBuffer(value->getType().getSizeInBytes()));
+  if (uint64_t bytes = instructions[failed].workspaceBytes)
+    counter.transfer(MemoryCategory::Workspace, MemoryCategory::Temporaries,
+                     bytes);
 }
 
 std::vector<OpProfile> PlanInterpreter::getProfile() const {

@@ -106,13 +106,15 @@ void compile(const fuzz::FuzzInput &input) {
   std::string pipeline = passManager.getPipelineString();
   recordPipeline(**module, pipeline);
 
-  // Export names gmopt the producer of a model that names none, and imports
-  // com.microsoft at version 1 for contrib ops when the module has no
-  // import for it; doing both here first leaves the comparison below only
-  // real differences.
+  // Export names gmopt the producer of a model that names none and a graph
+  // without a name (ONNX requires one), and imports com.microsoft at
+  // version 1 for contrib ops when the module has no import for it; doing
+  // all three here first leaves the comparison below only real differences.
   for (Module *written : {module->get(), original->get()}) {
     if (written->producerName.empty())
       written->producerName = "gmopt";
+    if (written->getGraph().getName().empty())
+      written->getGraph().setName("gmopt");
     for (const Node &node : written->getGraph().getNodes())
       if (node.getDomain() == kMsDomain)
         written->opsetImports.emplace(kMsDomain.str(), 1);
