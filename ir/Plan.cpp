@@ -250,12 +250,8 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
     BufferAssignment assignment;
     assignment.category = categories.lookup(value);
     assignment.size = value->getType().getSizeInBytes();
-    totalBytes += alignBuffer(assignment.size);
-    if (totalBytes > kMaxTotalBytes) {
-      error = llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "cannot plan memory: the graph's values add up to more than " +
-              kMaxTotalBytesText);
+    if (llvm::Error err = addToPlanTotal(totalBytes, assignment.size)) {
+      error = std::move(err);
       return;
     }
     assignment.firstStep = intervals[value].firstStep;

@@ -10,6 +10,7 @@
 #include "ir/SizeLimits.h"
 
 #include "ir/Module.h"
+#include "ir/Plan.h"
 
 #include <algorithm>
 #include <cassert>
@@ -81,4 +82,14 @@ llvm::Expected<TensorData> gmopt::allocateTensorData(
   llvm::MutableArrayRef<uint8_t> bytes(static_cast<uint8_t *>(memory), size);
   fill(bytes);
   return TensorData(type, std::move(owner), bytes);
+}
+
+llvm::Error gmopt::addToPlanTotal(uint64_t &total, uint64_t bytes) {
+  total += alignBuffer(bytes);
+  if (total > kMaxTotalBytes)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "cannot plan memory: the graph's values add up to more than " +
+            kMaxTotalBytesText);
+  return llvm::Error::success();
 }

@@ -48,6 +48,11 @@ constexpr uint64_t kMaxTotalBytes = uint64_t(1) << 62;
 /// kMaxTotalBytes as text, for messages.
 constexpr llvm::StringLiteral kMaxTotalBytesText = "2^62 bytes";
 
+/// Adds \p bytes, aligned as the planners align buffers, to the running
+/// plan total \p total; an error once it passes kMaxTotalBytes (each
+/// \p bytes is a checked tensor size, so the sum cannot wrap first).
+llvm::Error addToPlanTotal(uint64_t &total, uint64_t bytes);
+
 /// True when the static part of \p type fits kMaxTensorBytes: the product
 /// of its non-zero static extents times the element size (at least one
 /// byte) is at most kMaxTensorBytes. Symbolic and unknown dimensions do not

@@ -105,12 +105,8 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
     entry.storage = storage;
     entry.pinned = pinned;
     entry.bytes = value->getType().getSizeInBytes();
-    totalBytes += alignBuffer(entry.bytes);
-    if (totalBytes > kMaxTotalBytes) {
-      error = llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "cannot plan memory: the graph's values add up to more than " +
-              kMaxTotalBytesText);
+    if (llvm::Error err = addToPlanTotal(totalBytes, entry.bytes)) {
+      error = std::move(err);
       return;
     }
     entry.defNode = defNode;
