@@ -25,6 +25,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <cstring>
@@ -185,7 +186,7 @@ TensorData sliceRows(const TensorData &data, int64_t begin, int64_t count) {
 class FourMicroBatches : public testing::TestWithParam<const char *> {};
 
 TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
-  std::string dir = std::string(GMOPT_TESTDATA_DIR) + "/" + GetParam();
+  std::string dir = gmopt::testdataDir() + "/" + GetParam();
   auto data = readTestDataSet(dir + "/test_data_set_0");
   ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
   std::string model = dir + "/training_model.onnx";
@@ -301,7 +302,7 @@ TEST(AccumulationTest, AccumulatingNeedsAConstantSeed) {
 TEST(AccumulationTest, ReadsTestDataSetFoldersInOrder) {
   llvm::SmallString<128> root;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("gmopt-sets", root));
-  std::string source = GMOPT_TESTDATA_DIR "/mlp/test_data_set_0/input_1.pb";
+  std::string source = gmopt::testdataDir() + "/mlp/test_data_set_0/input_1.pb";
   for (int n : {10, 2}) {
     llvm::SmallString<128> set(root);
     llvm::sys::path::append(set, "test_data_set_" + std::to_string(n));

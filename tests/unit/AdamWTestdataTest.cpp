@@ -30,6 +30,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <map>
@@ -78,7 +79,7 @@ constexpr double kAtol = 1e-7;
 constexpr Tolerance kSgdTolerance{1e-4, kAtol};
 
 std::string modelDir(llvm::StringRef name) {
-  return (llvm::Twine(GMOPT_TESTDATA_DIR) + "/" + name).str();
+  return (llvm::Twine(gmopt::testdataDir()) + "/" + name).str();
 }
 
 /// What one 20-step run gave, with its comparisons.

@@ -22,6 +22,7 @@
 #include "tools/driver/Runtime.h"
 #include "tools/driver/TestDataSet.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -79,7 +80,7 @@ struct MlpFixture {
 };
 
 std::optional<MlpFixture> loadMlp() {
-  std::string dir = GMOPT_TESTDATA_DIR "/mlp";
+  std::string dir = gmopt::testdataDir() + "/mlp";
   auto data = readTestDataSet(dir + "/test_data_set_0");
   EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
   if (!data)
@@ -95,7 +96,7 @@ std::optional<MlpFixture> loadMlp() {
 /// testdata/mlp and cnn compiled with the default pipeline (plan-buffers'
 /// plan, in-place aliases included).
 std::optional<MlpFixture> loadCompiled(llvm::StringRef name) {
-  std::string dir = (llvm::Twine(GMOPT_TESTDATA_DIR) + "/" + name).str();
+  std::string dir = (llvm::Twine(gmopt::testdataDir()) + "/" + name).str();
   auto data = readTestDataSet(dir + "/test_data_set_0");
   EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
   if (!data)

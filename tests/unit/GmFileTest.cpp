@@ -27,6 +27,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <functional>
@@ -747,8 +748,7 @@ TEST(GmFile, ReadingAMissingFile) {
 }
 
 TEST(GmFile, CompiledMlpRoundTrip) {
-  std::string path =
-      std::string(GMOPT_TESTDATA_DIR) + "/mlp/training_model.onnx";
+  std::string path = gmopt::testdataDir() + "/mlp/training_model.onnx";
   OnnxImportOptions options;
   options.dimBindings = {{"batch", 4}};
   auto module = importOnnxFile(path, options);

@@ -17,6 +17,7 @@
 
 #include "llvm/Support/FileSystem.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <map>
@@ -37,8 +38,7 @@ const char *const kModels[] = {"mlp",
                                "regression_frozen"};
 
 std::string modelPath(llvm::StringRef model) {
-  return std::string(GMOPT_TESTDATA_DIR) + "/" + model.str() +
-         "/training_model.onnx";
+  return gmopt::testdataDir() + "/" + model.str() + "/training_model.onnx";
 }
 
 /// Erases every node result type and re-infers them in schedule order.

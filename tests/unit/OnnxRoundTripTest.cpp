@@ -21,6 +21,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <set>
@@ -341,7 +342,7 @@ TEST(OnnxRoundTrip, FileWithExternalData) {
 TEST(OnnxRoundTrip, TestdataTrainingModels) {
   std::vector<std::string> models;
   std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(GMOPT_TESTDATA_DIR, ec), end;
+  for (llvm::sys::fs::directory_iterator it(gmopt::testdataDir(), ec), end;
        it != end && !ec; it.increment(ec)) {
     llvm::SmallString<256> candidate(it->path());
     llvm::sys::path::append(candidate, "training_model.onnx");
@@ -349,7 +350,8 @@ TEST(OnnxRoundTrip, TestdataTrainingModels) {
       models.push_back(std::string(candidate));
   }
   if (models.empty())
-    GTEST_SKIP() << "no " GMOPT_TESTDATA_DIR "/*/training_model.onnx yet";
+    GTEST_SKIP() << "no " << gmopt::testdataDir()
+                 << "/*/training_model.onnx yet";
   std::sort(models.begin(), models.end());
   for (const std::string &path : models) {
     SCOPED_TRACE(path);

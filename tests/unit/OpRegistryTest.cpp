@@ -13,6 +13,7 @@
 
 #include "ir/ops/ShapeValue.h"
 
+#include "tests/unit/TestPaths.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <limits>
@@ -234,7 +235,7 @@ TEST(OpRegistryLookupTest, CoversEveryOpTheProjectNeeds) {
 TEST(OpRegistryLookupTest, CoversEveryOpOfTheTestdataGraphs) {
   // testdata/ops.txt lists (domain, op, opset) of every ONNX Runtime
   // training graph in testdata/.
-  std::string path = std::string(GMOPT_TESTDATA_DIR) + "/ops.txt";
+  std::string path = gmopt::testdataDir() + "/ops.txt";
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     GTEST_SKIP() << "missing " << path;

@@ -19,6 +19,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 using namespace gmopt;
@@ -438,8 +439,7 @@ TEST_F(PassManagerTest, DefaultPipelinePassesAreHonest) {
   OnnxImportOptions importOptions;
   importOptions.dimBindings = {{"batch", 8}};
   auto imported = importOnnxFile(
-      std::string(GMOPT_TESTDATA_DIR) + "/mlp/training_model.onnx",
-      importOptions);
+      gmopt::testdataDir() + "/mlp/training_model.onnx", importOptions);
   ASSERT_TRUE(bool(imported)) << errorText(imported.takeError());
   PassManagerOptions options;
   options.checkUnchangedPasses = true;

@@ -23,6 +23,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -137,7 +138,7 @@ struct Compiled {
 };
 
 std::optional<Compiled> compileMlp() {
-  std::string dir = GMOPT_TESTDATA_DIR "/mlp";
+  std::string dir = gmopt::testdataDir() + "/mlp";
   auto data = readTestDataSet(dir + "/test_data_set_0");
   EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
   if (!data)

@@ -28,6 +28,7 @@
 
 #include "backend/cuda/CudaDevice.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -38,7 +39,7 @@ using namespace gmopt;
 namespace {
 
 std::string modelDir(llvm::StringRef name) {
-  return (llvm::Twine(GMOPT_TESTDATA_DIR) + "/" + name).str();
+  return (llvm::Twine(gmopt::testdataDir()) + "/" + name).str();
 }
 
 std::string errorText(llvm::Error err) {
@@ -546,7 +547,8 @@ TEST(LoadModelTest, UnboundDimensionsAndNonTrainingGraphsAreErrors) {
   EXPECT_NE(message.find(mlp + ": symbolic dimension 'batch'"),
             std::string::npos)
       << message;
-  std::string relu = GMOPT_SOURCE_DIR "/tests/lit/Inputs/onnx/valid_relu.onnx";
+  std::string relu =
+      gmopt::testSourceDir() + "/tests/lit/Inputs/onnx/valid_relu.onnx";
   auto inference = loadRunnableModel(relu, {}, nullptr, false);
   message = errorText(inference);
   EXPECT_NE(message.find("no gradients found"), std::string::npos) << message;

@@ -32,6 +32,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <fstream>
@@ -162,8 +163,7 @@ TEST(TensorSizeLimitTest, TheMlpTestdataWithAStaticHugeBatch) {
   // used to crash on it with no flags at all.
   onnx::ModelProto model;
   {
-    std::ifstream in(std::string(GMOPT_TESTDATA_DIR) +
-                         "/mlp/training_model.onnx",
+    std::ifstream in(gmopt::testdataDir() + "/mlp/training_model.onnx",
                      std::ios::binary);
     ASSERT_TRUE(model.ParseFromIstream(&in));
   }

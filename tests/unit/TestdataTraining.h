@@ -21,6 +21,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <memory>
@@ -67,8 +68,8 @@ inline std::unique_ptr<Module> importTestdataGraph(llvm::StringRef name,
   OnnxImportOptions options;
   options.dimBindings = {{"batch", batch},
                          {"batch_x_seq", batch * testdataSequenceLength(name)}};
-  auto module = importOnnxFile(std::string(GMOPT_TESTDATA_DIR) + "/" +
-                                   name.str() + "/training_model.onnx",
+  auto module = importOnnxFile(gmopt::testdataDir() + "/" + name.str() +
+                                   "/training_model.onnx",
                                options);
   EXPECT_TRUE(bool(module)) << name.str() << ": "
                             << testdataErrorText(module.takeError());
@@ -78,8 +79,8 @@ inline std::unique_ptr<Module> importTestdataGraph(llvm::StringRef name,
 /// The inputs of testdata/<\p name>/test_data_set_0, by graph input name.
 inline llvm::StringMap<TensorData> readTestdataInputs(llvm::StringRef name) {
   llvm::StringMap<TensorData> inputs;
-  auto set = readTestDataSet(std::string(GMOPT_TESTDATA_DIR) + "/" +
-                             name.str() + "/test_data_set_0");
+  auto set = readTestDataSet(gmopt::testdataDir() + "/" + name.str() +
+                             "/test_data_set_0");
   EXPECT_TRUE(bool(set)) << testdataErrorText(set.takeError());
   if (set)
     for (const NamedTensor &input : set->inputs)

@@ -23,6 +23,7 @@
 
 #include "passes/DefaultPipeline.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -55,7 +56,7 @@ const TestdataModel kModels[] = {
 };
 
 std::string modelDir(llvm::StringRef name) {
-  return (llvm::Twine(GMOPT_TESTDATA_DIR) + "/" + name).str();
+  return (llvm::Twine(gmopt::testdataDir()) + "/" + name).str();
 }
 
 /// A testdata model loaded with its reference inputs bound.

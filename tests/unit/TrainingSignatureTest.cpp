@@ -17,6 +17,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
 #include <optional>
@@ -342,7 +343,7 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
   // real ONNX Runtime training graph; the inferred signature must agree.
   unsigned checked = 0;
   std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(GMOPT_TESTDATA_DIR, ec), end;
+  for (llvm::sys::fs::directory_iterator it(gmopt::testdataDir(), ec), end;
        it != end && !ec; it.increment(ec)) {
     llvm::SmallString<256> modelPath(it->path());
     llvm::sys::path::append(modelPath, "training_model.onnx");
