@@ -292,6 +292,20 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
       return applyArith(op, x, y);
     });
   }
+  if (isStandardOp(node, "Neg")) {
+    // ONNX Runtime's Pad gradient pads by Neg(pads). A symbol's negation is
+    // not an extent, so only constants stay known.
+    auto a = traceOperand(node, 0, state, depth);
+    if (!a)
+      return std::nullopt;
+    SymIntVector result;
+    for (const SymInt &v : *a)
+      result.push_back(v.isConstant() &&
+                               v.getValue() != std::numeric_limits<int64_t>::min()
+                           ? SymInt::constant(-v.getValue())
+                           : SymInt::unknown());
+    return result;
+  }
   if (isStandardOp(node, "Equal")) {
     auto a = traceOperand(node, 0, state, depth);
     auto b = traceOperand(node, 1, state, depth);

@@ -725,6 +725,28 @@ llvm::Error inferTile(InferenceContext &ctx) {
   return llvm::Error::success();
 }
 
+/// \p infer after checking that string attribute \p name is one of
+/// \p choices, the values this version of the op defines: ONNX adds values
+/// in later opsets (Pad's "wrap" at 19, the scatters' "max" and "min" at 18)
+/// that a model at an older opset must not use. \p later names them.
+InferenceFn withStringChoices(llvm::StringRef name,
+                              std::vector<llvm::StringRef> choices,
+                              llvm::StringRef later, InferenceFn infer) {
+  return [name = name.str(), choices = std::move(choices), later = later.str(),
+          infer = std::move(infer)](InferenceContext &ctx) -> llvm::Error {
+    std::string value = ctx.getStringAttr(name);
+    if (!llvm::is_contained(choices, value)) {
+      std::string known;
+      for (llvm::StringRef choice : choices)
+        known += (known.empty() ? "'" : ", '") + choice.str() + "'";
+      return ctx.error(llvm::formatv(
+          "{0} '{1}' is not defined at this opset (it defines {2}{3}{4})",
+          name, value, known, later.empty() ? "" : "; ", later));
+    }
+    return infer(ctx);
+  };
+}
+
 InferenceFn inferPad(bool axesInput) {
   return [axesInput](InferenceContext &ctx) -> llvm::Error {
     if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "pads"))
@@ -793,20 +815,27 @@ void registerExpansion(OpRegistry &registry) {
       .amp(AmpClass::Follow)
       .infer(inferTile)
       .add(registry);
+  const char *padWrapLater = "'wrap' needs opset 19";
   SchemaBuilder(kOnnxDomain, "Pad", 11)
       .inputs(2, 3)
       .outputs(1)
       .attrString("mode", "constant")
       .amp(AmpClass::Follow)
-      .infer(inferPad(false))
+      .infer(withStringChoices("mode", {"constant", "reflect", "edge"},
+                               padWrapLater, inferPad(false)))
       .add(registry);
-  SchemaBuilder(kOnnxDomain, "Pad", 18)
-      .inputs(2, 4)
+  SchemaBuilder pad18(kOnnxDomain, "Pad", 18);
+  pad18.inputs(2, 4)
       .outputs(1)
       .attrString("mode", "constant")
       .amp(AmpClass::Follow)
-      .infer(inferPad(true))
+      .infer(withStringChoices("mode", {"constant", "reflect", "edge"},
+                               padWrapLater, inferPad(true)))
       .add(registry);
+  pad18
+      .infer(withStringChoices("mode", {"constant", "reflect", "edge", "wrap"},
+                               "", inferPad(true)))
+      .addAt(registry, 19);
   SchemaBuilder(kOnnxDomain, "Trilu", 14)
       .inputs(1, 2)
       .outputs(1)
@@ -942,7 +971,15 @@ void registerGathers(OpRegistry &registry) {
       .amp(AmpClass::Follow)
       .infer(inferScatter);
   scatterElements.add(registry);
-  scatterElements.attrString("reduction", "none").addAt(registry, 16);
+  const char *scatterMinMaxLater = "'max' and 'min' need opset 18";
+  scatterElements.attrString("reduction", "none")
+      .infer(withStringChoices("reduction", {"none", "add", "mul"},
+                               scatterMinMaxLater, inferScatter))
+      .addAt(registry, 16);
+  scatterElements
+      .infer(withStringChoices("reduction", {"none", "add", "mul", "max", "min"},
+                               "", inferScatter))
+      .addAt(registry, 18);
 
   SchemaBuilder scatterND(kOnnxDomain, "ScatterND", 11);
   scatterND.inputs(3)
@@ -951,7 +988,14 @@ void registerGathers(OpRegistry &registry) {
       .amp(AmpClass::Follow)
       .infer(inferScatter);
   scatterND.add(registry);
-  scatterND.attrString("reduction", "none").addAt(registry, 16);
+  scatterND.attrString("reduction", "none")
+      .infer(withStringChoices("reduction", {"none", "add", "mul"},
+                               scatterMinMaxLater, inferScatter))
+      .addAt(registry, 16);
+  scatterND
+      .infer(withStringChoices("reduction", {"none", "add", "mul", "max", "min"},
+                               "", inferScatter))
+      .addAt(registry, 18);
 }
 
 //===----------------------------------------------------------------------===//

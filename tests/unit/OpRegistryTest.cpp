@@ -17,6 +17,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <limits>
+#include <set>
 
 using namespace gmopt;
 using namespace gmopt::test;
@@ -75,6 +76,103 @@ TEST(OpRegistryLookupTest, PicksNewestSchemaNotAfterOpset) {
   EXPECT_NE(registry().lookup("", "AveragePoolGrad", 21), nullptr);
   EXPECT_TRUE(registry().knows("com.microsoft", "InPlaceAccumulatorV2"));
   EXPECT_FALSE(registry().knows("com.microsoft", "Relu"));
+}
+
+/// ONNX versions a registered op takes under its previous schema, because
+/// the change does not alter what the older schema accepts and computes.
+const std::pair<const char *, int64_t> kCompatibleVersions[] = {
+    // The pooling, Conv and Constant attributes these versions added or
+    // clarified (ceil_mode, dilations, pads with auto_pad, sparse_value and
+    // value_*) are in the older schema already.
+    {"AveragePool", 10}, {"AveragePool", 11}, {"Constant", 11},
+    {"Constant", 12}, {"Conv", 11}, {"MaxPool", 10}, {"MaxPool", 11},
+    // Negative axes allowed: the older schema normalizes them already.
+    {"Flatten", 11}, {"LogSoftmax", 11}, {"ReduceL1", 11}, {"ReduceL2", 11},
+    {"ReduceLogSum", 11}, {"ReduceLogSumExp", 11}, {"ReduceMax", 11},
+    {"ReduceMean", 11}, {"ReduceMin", 11}, {"ReduceProd", 11},
+    {"ReduceSum", 11}, {"ReduceSumSquare", 11}, {"Slice", 11}, {"Softmax", 11},
+    // New element types only (bfloat16 at 13, the 8-bit and 4-bit float and
+    // integer types at 19-21, optional and sequence types of Identity).
+    {"Abs", 13}, {"Add", 13}, {"Add", 14}, {"ArgMax", 13}, {"ArgMin", 13},
+    {"Cast", 9}, {"Cast", 13}, {"Cast", 21}, {"CastLike", 21}, {"Ceil", 13},
+    {"Clip", 12}, {"Clip", 13}, {"Concat", 13}, {"Constant", 9},
+    {"Constant", 13}, {"Constant", 19}, {"Constant", 21},
+    {"ConstantOfShape", 20}, {"ConstantOfShape", 21}, {"Div", 13}, {"Div", 14},
+    {"Equal", 11}, {"Equal", 13}, {"Equal", 19}, {"Erf", 13}, {"Exp", 13},
+    {"Expand", 13}, {"Flatten", 9}, {"Flatten", 13}, {"Flatten", 21},
+    {"Floor", 13}, {"Gather", 13}, {"GatherElements", 13}, {"GatherND", 13},
+    {"Gemm", 13}, {"Greater", 9}, {"Greater", 13}, {"GreaterOrEqual", 16},
+    {"Identity", 13}, {"Identity", 14}, {"Identity", 16}, {"Identity", 19},
+    {"Identity", 21}, {"IsInf", 20}, {"IsNaN", 13}, {"IsNaN", 20},
+    {"LeakyRelu", 16}, {"Less", 9}, {"Less", 13}, {"LessOrEqual", 16},
+    {"Log", 13}, {"MatMul", 9}, {"MatMul", 13}, {"Max", 12}, {"Max", 13},
+    {"MaxPool", 12}, {"Mean", 13}, {"Min", 12}, {"Min", 13}, {"Mod", 13},
+    {"Mul", 13}, {"Mul", 14}, {"Neg", 13}, {"NegativeLogLikelihoodLoss", 13},
+    {"NonZero", 13}, {"PRelu", 16}, {"Pad", 13}, {"Pad", 21}, {"Pow", 12},
+    {"Pow", 13}, {"Pow", 15}, {"Reciprocal", 13}, {"ReduceL1", 13},
+    {"ReduceL2", 13}, {"ReduceLogSum", 13}, {"ReduceLogSumExp", 13},
+    {"ReduceMax", 12}, {"ReduceMax", 13}, {"ReduceMax", 20}, {"ReduceMean", 13},
+    {"ReduceMin", 12}, {"ReduceMin", 13}, {"ReduceMin", 20}, {"ReduceProd", 13},
+    {"ReduceSumSquare", 13}, {"Relu", 13}, {"Relu", 14}, {"Reshape", 13},
+    {"Reshape", 19}, {"Reshape", 21}, {"ScatterElements", 13},
+    {"ScatterND", 13}, {"Shape", 13}, {"Shape", 19}, {"Shape", 21},
+    {"Sigmoid", 13}, {"Sign", 13}, {"Size", 13}, {"Size", 19}, {"Size", 21},
+    {"Slice", 13}, {"SoftmaxCrossEntropyLoss", 13}, {"Sqrt", 13},
+    {"Squeeze", 21}, {"Sub", 13}, {"Sub", 14}, {"Sum", 13}, {"Tanh", 13},
+    {"Tile", 13}, {"Transpose", 13}, {"Transpose", 21}, {"Unsqueeze", 21},
+    {"Where", 16},
+};
+
+TEST(OpRegistryLookupTest, EveryOnnxVersionOfAKnownOpIsRegistered) {
+  // tests/unit/Inputs/onnx-op-versions.txt lists every ai.onnx op with the
+  // opsets that changed its schema (scripts/onnx-op-versions.py). For each
+  // op gmopt knows, every such opset from its first registered version on
+  // must have its own schema, or be a compatible change: otherwise a model
+  // at the newer opset would silently get the older version's meaning.
+  auto table = llvm::MemoryBuffer::getFile(GMOPT_SOURCE_DIR
+                                           "/tests/unit/Inputs/"
+                                           "onnx-op-versions.txt");
+  ASSERT_TRUE(static_cast<bool>(table));
+  std::set<std::pair<std::string, int64_t>> compatible;
+  for (const auto &[op, version] : kCompatibleVersions)
+    compatible.emplace(op, version);
+  llvm::SmallVector<llvm::StringRef, 256> lines;
+  (*table)->getBuffer().split(lines, '\n', -1, false);
+  std::string missing;
+  unsigned checkedOps = 0;
+  for (llvm::StringRef line : lines) {
+    if (line.starts_with("#"))
+      continue;
+    llvm::SmallVector<llvm::StringRef, 8> fields;
+    line.split(fields, ' ', -1, false);
+    ASSERT_GE(fields.size(), 2u) << line.str();
+    llvm::StringRef op = fields[0];
+    if (!registry().knows("", op))
+      continue;
+    ++checkedOps;
+    for (llvm::StringRef field : llvm::ArrayRef(fields).drop_front()) {
+      int64_t version = 0;
+      ASSERT_FALSE(field.getAsInteger(10, version)) << line.str();
+      const OpSchema *schema = registry().lookup("", op, version);
+      // Versions before gmopt's first one are refused at import.
+      if (!schema || schema->sinceVersion == version)
+        continue;
+      if (compatible.count({op.str(), version}))
+        continue;
+      missing += " " + op.str() + "-" + std::to_string(version);
+    }
+  }
+  EXPECT_GT(checkedOps, 100u);
+  EXPECT_EQ(missing, "") << "ONNX versions with no schema of their own "
+                            "(register them, or list compatible changes in "
+                            "kCompatibleVersions)";
+  // Every compatible entry is a real ONNX version the registry resolves to an
+  // older schema (no stale entries).
+  for (const auto &[op, version] : kCompatibleVersions) {
+    const OpSchema *schema = registry().lookup("", op, version);
+    ASSERT_NE(schema, nullptr) << op;
+    EXPECT_LT(schema->sinceVersion, version) << op;
+  }
 }
 
 TEST(OpRegistryLookupTest, AllIsSortedAndSchemasAreWellFormed) {

@@ -628,6 +628,55 @@ TEST_F(ShapeInferenceTest, ExpandTileTriluPad) {
   EXPECT_EQ(
       inferOnnx("Pad", {input("f32[1,3,4,4]"), i64s({0, 0, 1, 2, 0, 0, 1, 2})}),
       "f32[1,3,6,8]");
+  // ONNX Runtime's Pad gradient crops by Pad(dY, Neg(pads)): the negated
+  // constants are known, so the batch symbol survives the crop.
+  Value *pads = i64s({0, 1, 0, 2});
+  Value *negPads = build1(onnxOp("Neg"), {pads});
+  EXPECT_EQ(ops::getIntValues(*negPads),
+            (std::vector<int64_t>{0, -1, 0, -2}));
+  EXPECT_EQ(inferOnnx("Pad", {input("f32[batch,11]"), negPads}),
+            "f32[batch,8]");
+  // A negated symbol is no extent: unknown, not the symbol.
+  Value *negShape =
+      build1(onnxOp("Neg"), {build1(onnxOp("Shape"), {input("f32[batch]")})});
+  std::optional<ops::SymIntVector> negValues = ops::getShapeValue(*negShape);
+  ASSERT_TRUE(negValues.has_value());
+  EXPECT_TRUE((*negValues)[0].isUnknown());
+}
+
+TEST_F(ShapeInferenceTest, AttributeValuesAddedInLaterOpsets) {
+  // Pad's "wrap" mode exists from opset 19, the scatters' "max" and "min"
+  // reductions from 18: an older opset refuses them and says which.
+  auto pad = [&](llvm::StringRef mode) {
+    return inferOnnx("Pad", {input("f32[2,3]"), i64s({0, 1, 0, 1})},
+                     {stringAttr("mode", mode)});
+  };
+  module.opsetImports[""] = 18;
+  EXPECT_EQ(pad("reflect"), "f32[2,5]");
+  EXPECT_TRUE(contains(pad("wrap"), "mode 'wrap' is not defined at this "
+                                    "opset (it defines 'constant', "
+                                    "'reflect', 'edge'; 'wrap' needs opset "
+                                    "19)"));
+  module.opsetImports[""] = 19;
+  EXPECT_EQ(pad("wrap"), "f32[2,5]");
+  EXPECT_TRUE(contains(pad("mirror"), "mode 'mirror' is not defined"));
+  auto scatter = [&](llvm::StringRef op, llvm::StringRef reduction) {
+    return inferOnnx(op,
+                     {input("f32[4,3]"), input("i64[2,3]"), input("f32[2,3]")},
+                     {stringAttr("reduction", reduction)});
+  };
+  module.opsetImports[""] = 16;
+  EXPECT_EQ(scatter("ScatterElements", "add"), "f32[4,3]");
+  EXPECT_TRUE(contains(scatter("ScatterElements", "max"),
+                       "'max' and 'min' need opset 18"));
+  EXPECT_TRUE(contains(scatter("ScatterND", "min"),
+                       "'max' and 'min' need opset 18"));
+  module.opsetImports[""] = 18;
+  EXPECT_EQ(scatter("ScatterElements", "max"), "f32[4,3]");
+  EXPECT_EQ(inferOnnx("ScatterND", {input("f32[4,3]"), input("i64[2,1]"),
+                                    input("f32[2,3]")},
+                      {stringAttr("reduction", "min")}),
+            "f32[4,3]");
 }
 
 TEST_F(ShapeInferenceTest, GathersShapesAndConstants) {

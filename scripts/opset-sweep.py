@@ -1,0 +1,339 @@
+"""Sweeps ONNX Runtime's training-artifact generator over opsets 13-20 and runs
+every graph it writes through gmopt, against ONNX Runtime's own numbers.
+
+For each architecture x opset this script
+  1. exports the model with torch.onnx.export at that opset and calls
+     onnxruntime.training.artifacts.generate_artifacts, through
+     testdata/generate.py's own machinery (imported as a module: the same
+     models, seeds, batches, exporter setup, ORT/torch cross-checks, reference
+     files), writing into a scratch folder (default /tmp/opset-sweep/<arch>_op<N>;
+     never into testdata/) and keeping the IR versions the generator wrote;
+  2. imports training_model.onnx with gmopt-opt;
+  3. runs one step with gmopt-run --inputs test_data_set_0 --check
+     test_data_set_0 (loss and every gradient against ONNX Runtime's);
+  4. runs ONNX Runtime's 20 AdamW steps with gmopt-run --optimizer-model
+     optimizer_model.onnx --loss-reference adamw_losses.json (losses and
+     final parameters against ONNX Runtime's training API);
+and prints one table row: architecture, opset, nodes of the training graph,
+whether the export/generator, import, first step and AdamW steps worked, and
+the worst relative differences (max|got-ref| / max|ref| per tensor) of the
+first step (loss, gradients) and of the AdamW run (losses, final params).
+
+Architectures are testdata/generate.py's SPECS (mlp, cnn, resnet_tiny,
+gpt_tiny, regression_frozen, and bert_tiny, llama_tiny, cnn_bn once
+generate.py has them) plus small probe models defined here for op forms the
+architectures do not produce (FastGelu from nn.GELU(approximate="tanh"), a
+bias-free GELU, reductions with axes as an input, Split into equal parts,
+Pad, boolean mask ops). A row's error column holds the first error line.
+
+    /work/main/testdata/.venv/bin/python scripts/opset-sweep.py            # everything
+    /work/main/testdata/.venv/bin/python scripts/opset-sweep.py --opsets 14,20 --archs mlp,probe_gelu_tanh
+    /work/main/testdata/.venv/bin/python scripts/opset-sweep.py --reuse     # rerun gmopt only
+
+Each (architecture, opset) is generated in its own Python process (the
+exporter and onnxblock keep global state); runs are sequential (the generator
+is CPU heavy). --reuse skips generation where the scratch folder already holds
+the artifacts; --generate PATH imports another generate.py (e.g. a newer one).
+"""
+
+import argparse
+import glob
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OPSETS = list(range(13, 21))
+TESTDATA_ARCHS = ["mlp", "cnn", "resnet_tiny", "gpt_tiny", "regression_frozen", "bert_tiny", "llama_tiny",
+                  "cnn_bn"]
+PROBE_ARCHS = ["probe_gelu_tanh", "probe_gelu_nobias", "probe_reduce", "probe_split_pad", "probe_mask"]
+
+
+def load_generate(path):
+    spec = importlib.util.spec_from_file_location("generate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- probe models
+
+
+def probe_specs(g):
+    """Small models for the op forms the testdata architectures do not bring, in
+    generate.py's spec format (classification over 4 classes, batch 4)."""
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class GeluTanh(nn.Module):
+        """Linear -> GELU(tanh) -> Linear: ORT fuses the tanh GELU into FastGelu."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(12, 16)
+            self.act = nn.GELU(approximate="tanh")
+            self.fc2 = nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    class GeluNoBias(nn.Module):
+        """A GELU with no bias add before it (MatMul without bias, then exact GELU):
+        Gelu, not BiasGelu; ai.onnx Gelu from opset 20."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(12, 16) * 0.3)
+            self.fc2 = nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.fc2(F.gelu(x @ self.w) + F.gelu(x @ self.w, approximate="tanh"))
+
+    class Reduce(nn.Module):
+        """Reductions over the last axis (axes become an input at opset 18). ONNX
+        Runtime 1.19 has no gradient for ReduceMax, ReduceMin (amax, amin) nor
+        ReduceProd, so its generator cannot train those."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(12, 4 * 8)
+
+        def forward(self, x):
+            h = self.fc1(x).view(-1, 4, 8)
+            return (h.mean(-1) + torch.linalg.vector_norm(h, dim=-1)
+                    + h.abs().sum(-1) * 0.1 + torch.logsumexp(h, -1) + (h * h).sum(-1) * 0.01
+                    + h.pow(2).mean(-1))
+
+    class SplitPad(nn.Module):
+        """chunk into equal parts (Split, num_outputs at opset 18), Pad, Concat, unequal split."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(12, 24)
+            self.fc2 = nn.Linear(30, 4)
+
+        def forward(self, x):
+            a, b, c = self.fc1(x).chunk(3, dim=-1)
+            d, e = torch.split(self.fc1(x), [10, 14], dim=-1)
+            p = F.pad(a * b - c, (1, 2))
+            return self.fc2(torch.cat([p, d[:, :5] * e[:, 3:8], e[:, :8] + c[:, :8], x[:, :6]], -1))
+
+    class Mask(nn.Module):
+        """Attention-mask style ops on masks derived from the input: Greater/Less,
+        Not/And/Or, Equal on booleans, Cast to and from bool, Where, Expand."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(12, 16)
+            self.fc2 = nn.Linear(16, 4)
+
+        def forward(self, x):
+            h = self.fc1(x)
+            xm = torch.cat([x, x[:, :4]], -1)
+            keep = (xm > 0) & ~(xm < -1) | (h > 1.5)
+            keep = keep & (xm > -2).long().bool()
+            h = torch.where(keep, h, torch.zeros_like(h)) + keep.float() * 0.1
+            h = h.masked_fill((xm > 0.5) == (h > 0), -1.0)
+            pad = (x[:, :1] > 0).expand(-1, 16)
+            return self.fc2(h * pad.to(h.dtype) + h)
+
+    def dense_batch(rng):
+        x = rng.standard_normal((4, 12)).astype(np.float32)
+        y = rng.integers(0, 4, size=(4,), dtype=np.int64)
+        return [x, y]
+
+    base = dict(loss=g.LOSS_CE, input_names=["input"], output_names=["logits"],
+                dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, batch=dense_batch,
+                batch_desc="input float32[4,12] ~ N(0,1), labels int64[4] in [0,4)")
+    return {
+        "probe_gelu_tanh": dict(base, seed=31, make=GeluTanh),
+        "probe_gelu_nobias": dict(base, seed=32, make=GeluNoBias),
+        "probe_reduce": dict(base, seed=33, make=Reduce),
+        "probe_split_pad": dict(base, seed=34, make=SplitPad),
+        "probe_mask": dict(base, seed=35, make=Mask),
+    }
+
+
+# ----------------------------------------------------------------------------- generation (worker)
+
+
+def worker(args):
+    """Generates one (architecture, opset) into args.out; exits non-zero on failure."""
+    g = load_generate(args.generate)
+    specs = {s["name"]: s for s in g.SPECS}
+    specs.update(probe_specs(g))
+    if args.arch not in specs:
+        sys.exit(f"architecture {args.arch} is not in {args.generate} (nor a probe)")
+    spec = dict(specs[args.arch])
+    spec.update(name=os.path.basename(args.out), opset=args.opset, keep_ir_version=True)
+    # Every spec with reference data gets it: the sweep compares with ORT.
+    if spec.get("batch") is None:
+        spec["reference"] = False
+    g.HERE = os.path.dirname(args.out)
+    # generate.py registers its LayerNormalization exporter symbolic at its
+    # OPSET (17); torch uses it for that opset and above, as in testdata.
+    g.build_model(spec)
+
+
+# ----------------------------------------------------------------------------- gmopt (driver)
+
+
+def run(cmd, timeout):
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout + p.stderr, time.time() - t0
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout} s", time.time() - t0
+
+
+def first_error(text):
+    for line in text.splitlines():
+        if "error:" in line or "Error" in line or "error" in line.lower().split(":")[0]:
+            return line.strip()
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+ROW = re.compile(r"^\s+(\S.*?)\s+([0-9.]+e[-+][0-9]+)\s+([0-9.]+e[-+][0-9]+)\s+(ok|FAIL)\s*$")
+
+
+def worst_rel(text, prefix=None):
+    """The largest max_rel_err of gmopt-run's comparison table (rows whose name
+    starts with prefix when given, else all rows)."""
+    worst = None
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        name = m.group(1)
+        if prefix is not None and not name.startswith(prefix):
+            continue
+        v = float(m.group(3))
+        worst = v if worst is None else max(worst, v)
+    return worst
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.1e}"
+
+
+def sweep_one(arch, opset, args, bins):
+    out = os.path.join(args.scratch, f"{arch}_op{opset}")
+    row = dict(arch=arch, opset=opset, nodes=None, gen="-", imp="-", step="-", adamw="-", loss=None, grad=None,
+               adamw_loss=None, adamw_param=None, error="")
+    train = os.path.join(out, "training_model.onnx")
+    if not (args.reuse and os.path.exists(train)):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--arch", arch, "--opset", str(opset),
+               "--out", out, "--generate", args.generate]
+        rc, text, _ = run(cmd, args.timeout)
+        with open(out + ".log", "w") as f:
+            f.write(text)
+        if rc != 0 or not os.path.exists(train):
+            row["gen"] = "FAIL"
+            tail = [l for l in text.splitlines() if l.strip()]
+            row["error"] = "generator: " + (tail[-1].strip() if tail else f"rc {rc}")
+            return row
+    row["gen"] = "ok"
+    import onnx
+
+    model = onnx.load(train, load_external_data=False)
+    row["nodes"] = len(model.graph.node)
+    rc, text, _ = run([bins["opt"], train, "-o", os.devnull], args.timeout)
+    if rc != 0:
+        row["imp"] = "FAIL"
+        row["error"] = first_error(text)
+        return row
+    row["imp"] = "ok"
+    tds = os.path.join(out, "test_data_set_0")
+    if not os.path.isdir(tds):
+        row["error"] = "no reference data"
+        return row
+    rc, text, _ = run([bins["run"], train, "--backend=cpu", "--threads", "1", "--inputs", tds, "--check", tds],
+                      args.timeout)
+    with open(out + ".step.txt", "w") as f:
+        f.write(text)
+    row["loss"] = worst_rel(text, "loss")
+    grads = [worst_rel(text, None)]
+    row["grad"] = grads[0]
+    row["step"] = "ok" if rc == 0 else "FAIL"
+    if rc != 0:
+        row["error"] = first_error(text)
+    adamw = os.path.join(out, "adamw_losses.json")
+    if os.path.exists(adamw):
+        rc, text, _ = run([bins["run"], train, "--backend=cpu", "--threads", "1", "--inputs", tds,
+                           "--optimizer-model", os.path.join(out, "optimizer_model.onnx"),
+                           "--loss-reference", adamw], args.timeout)
+        with open(out + ".adamw.txt", "w") as f:
+            f.write(text)
+        row["adamw_loss"] = worst_rel(text, "loss[")
+        row["adamw_param"] = worst_rel(text, "final ")
+        row["adamw"] = "ok" if rc == 0 else "FAIL"
+        if rc != 0 and not row["error"]:
+            row["error"] = first_error(text)
+    return row
+
+
+def print_table(rows, file=sys.stdout):
+    head = ("arch", "opset", "nodes", "gen", "import", "step", "adamw", "loss", "grads", "adamw_loss",
+            "adamw_param", "error")
+    print("%-18s %5s %6s %4s %6s %4s %5s %8s %8s %10s %11s  %s" % head, file=file)
+    for r in rows:
+        print("%-18s %5d %6s %4s %6s %4s %5s %8s %8s %10s %11s  %s" % (
+            r["arch"], r["opset"], "-" if r["nodes"] is None else r["nodes"], r["gen"], r["imp"], r["step"],
+            r["adamw"], fmt(r["loss"]), fmt(r["grad"]), fmt(r["adamw_loss"]), fmt(r["adamw_param"]),
+            r["error"][:160]), file=file)
+    file.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--archs", default=",".join(TESTDATA_ARCHS + PROBE_ARCHS),
+                    help="comma-separated architectures (generate.py SPECS names or probe_*)")
+    ap.add_argument("--opsets", default=",".join(map(str, OPSETS)), help="comma-separated opsets")
+    ap.add_argument("--scratch", default="/tmp/opset-sweep", help="where the artifacts are written")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="gmopt build folder")
+    ap.add_argument("--generate", default=os.path.join(ROOT, "testdata", "generate.py"),
+                    help="the generate.py whose machinery and SPECS are used")
+    ap.add_argument("--reuse", action="store_true", help="keep artifacts already in the scratch folder")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per generator or gmopt run")
+    ap.add_argument("--json", help="also write the rows as JSON here")
+    # Internal: generate one (arch, opset).
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--arch", help=argparse.SUPPRESS)
+    ap.add_argument("--opset", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    scratch = os.path.abspath(args.scratch)
+    testdata = os.path.realpath(os.path.join(ROOT, "testdata"))
+    if os.path.realpath(scratch).startswith(testdata + os.sep) or os.path.realpath(scratch) == testdata:
+        sys.exit("--scratch must not be inside testdata/")
+    args.scratch = scratch
+    os.makedirs(scratch, exist_ok=True)
+    bins = dict(opt=os.path.join(args.build, "tools", "gmopt-opt"), run=os.path.join(args.build, "tools", "gmopt-run"))
+    for b in bins.values():
+        if not os.path.exists(b):
+            sys.exit(f"{b} not found: build gmopt first (or pass --build)")
+    rows = []
+    for arch in args.archs.split(","):
+        for opset in map(int, args.opsets.split(",")):
+            row = sweep_one(arch, opset, args, bins)
+            rows.append(row)
+            print_table([row], file=sys.stderr)
+    print_table(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
