@@ -129,9 +129,8 @@ TEST(OpRegistryLookupTest, EveryOnnxVersionOfAKnownOpIsRegistered) {
   // op gmopt knows, every such opset from its first registered version on
   // must have its own schema, or be a compatible change: otherwise a model
   // at the newer opset would silently get the older version's meaning.
-  auto table = llvm::MemoryBuffer::getFile(GMOPT_SOURCE_DIR
-                                           "/tests/unit/Inputs/"
-                                           "onnx-op-versions.txt");
+  auto table = llvm::MemoryBuffer::getFile(
+      gmopt::testSourceDir() + "/tests/unit/Inputs/onnx-op-versions.txt");
   ASSERT_TRUE(static_cast<bool>(table));
   std::set<std::pair<std::string, int64_t>> compatible;
   for (const auto &[op, version] : kCompatibleVersions)
