@@ -103,14 +103,23 @@ inline GemmBlocking planGemmBlocks(int64_t m, int64_t n, int64_t k) {
   // Each call packs its slice of A or B again and pays a task hand-off, so
   // a block must carry enough work to amortize that: at least 64 rows or
   // columns and about kMinBlockWork multiply-adds, and at most 16 blocks.
-  // Small products stay whole.
+  // Small products stay whole. A long inner dimension also wants wide
+  // blocks: every block streams the whole unsplit operand (K x the other
+  // extent) through the cache again, so narrow blocks of a deep product
+  // are memory-bound (128x768x3072 in 12 blocks of 64 columns took 1.5x
+  // the time of one call, 128x768x50257 1.7x). Blocks are at least K/8
+  // wide, but a big product still gets two blocks for two threads (at
+  // most a few percent slower than one call).
   constexpr int64_t kMinBlock = 64, kMaxBlocks = 16;
   constexpr int64_t kMinBlockWork = int64_t(1) << 19;
+  constexpr int64_t kDepthPerWidth = 8;
   GemmBlocking blocking;
   blocking.splitRows = m >= n;
   int64_t extent = blocking.splitRows ? m : n;
   int64_t work = m * n * std::max<int64_t>(k, 1);
-  int64_t count = std::min({kMaxBlocks, extent / kMinBlock, work / kMinBlockWork});
+  int64_t count = std::min({kMaxBlocks, extent / kMinBlock, work / kMinBlockWork,
+                            std::max<int64_t>(2, extent * kDepthPerWidth /
+                                                     std::max<int64_t>(k, 1))});
   if (count <= 1) {
     blocking.size = std::max<int64_t>(extent, 1);
     blocking.count = 1;

@@ -5,10 +5,12 @@
 // Gemm with transposes, alpha, beta and a broadcast C, FusedMatMul with
 // transA/transB/alpha/transBatch, and Einsum equations (contractions,
 // batches, implicit output, ellipsis broadcasting, reductions, transposes,
-// three operands) against a generic reference.
+// three operands) against a generic reference; the GEMM block plan (small
+// products whole, deep products in few wide blocks).
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/Blas.h"
 #include "backend/cpu/testing/KernelTestHarness.h"
 
 #include "gtest/gtest.h"
@@ -286,6 +288,35 @@ std::vector<double> naiveEinsum(const std::string &equation,
     out[outIndex] += term;
   }
   return out;
+}
+
+TEST(CpuGemmBlockingTest, DeepProductsGetFewWideBlocks) {
+  // Small products stay one call.
+  GemmBlocking small = planGemmBlocks(16, 64, 32);
+  EXPECT_EQ(small.count, 1);
+  EXPECT_EQ(small.size, 64);
+  // A shallow product splits its longer extent into up to 16 blocks.
+  GemmBlocking shallow = planGemmBlocks(128, 3072, 768);
+  EXPECT_FALSE(shallow.splitRows);
+  EXPECT_EQ(shallow.count, 16);
+  GemmBlocking tall = planGemmBlocks(3072, 768, 128);
+  EXPECT_TRUE(tall.splitRows);
+  EXPECT_EQ(tall.count, 16);
+  // Deep products (K well above 8x the split extent): two blocks, however
+  // much work they carry (GPT-2's input gradients through the MLP and the
+  // 50257-token head).
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{128, 768, 3072},
+                         {128, 768, 50257},
+                         {64, 576, 3136}}) {
+    GemmBlocking deep = planGemmBlocks(m, n, k);
+    EXPECT_FALSE(deep.splitRows);
+    EXPECT_EQ(deep.count, 2) << m << "x" << n << "x" << k;
+    EXPECT_GE(deep.size * deep.count, n);
+  }
+  // In between: blocks at least K/8 wide.
+  GemmBlocking middle = planGemmBlocks(128, 768, 768);
+  EXPECT_EQ(middle.count, 8);
+  EXPECT_GE(middle.size * 8, 768);
 }
 
 TEST(CpuEinsumTest, EquationsMatchTheReference) {

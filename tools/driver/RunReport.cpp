@@ -49,6 +49,10 @@ llvm::json::Object runJson(const TrainingResult &result) {
   for (double ms : result.microStepMilliseconds)
     microSteps.push_back(ms);
   object["micro_step_ms"] = std::move(microSteps);
+  llvm::json::Array cpuMicroSteps;
+  for (double ms : result.microStepCpuMilliseconds)
+    cpuMicroSteps.push_back(ms);
+  object["micro_step_cpu_ms"] = std::move(cpuMicroSteps);
   return object;
 }
 

@@ -9,7 +9,8 @@
 //   optimized  {peak_bytes, by_category{parameters, gradients,
 //               optimizer_state, activations, temporaries, workspace},
 //               step_ms (median micro-step), first_step_ms, micro_step_ms
-//               [every micro-step], arena_bytes, unplanned_scratch_bytes
+//               [every micro-step], micro_step_cpu_ms [the process's
+//               processor time in each], arena_bytes, unplanned_scratch_bytes
 //               (kernel scratch outside the plan's workspace slices)},
 //   baseline   (same keys, or null without --baseline),
 //   peak_reduction (1 - optimized/baseline peak, or null),

@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -1020,8 +1021,11 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
              options.batches[microStep % options.batches.size()])
           if (llvm::Error err = exe.setInput(binding.input, binding.data))
             return err;
+      std::clock_t cpuStart = std::clock();
       if (llvm::Error err = exe.runStep(microStep++))
         return err;
+      result.microStepCpuMilliseconds.push_back(
+          1e3 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC);
       // InPlaceAccumulator (V1) returns the sum; it becomes the buffer.
       for (const auto &[sum, buffer] : accumulation->feedBack) {
         auto value = exe.readValue(sum);

@@ -285,6 +285,11 @@ struct TrainingResult {
   std::vector<double> losses;
   /// Wall time of every micro-step's forward+backward, in milliseconds.
   std::vector<double> microStepMilliseconds;
+  /// Processor time of the whole process (every thread) during each
+  /// micro-step's runStep, in milliseconds: on a machine whose cores are
+  /// shared, the cost of the step without the time spent waiting for a core
+  /// (spinning workers count as busy).
+  std::vector<double> microStepCpuMilliseconds;
   /// Optimizer updates applied (the optimizer's flag was set), on top of
   /// the step count the run started from.
   uint64_t updates = 0;
