@@ -481,16 +481,29 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
 
   OpName op{normalizeDomain(proto.domain()).str(), proto.op_type()};
   const OpRegistry &registry = OpRegistry::instance();
-  if (options.verify && !registry.knows(op.domain, op.type))
-    return error("unknown op '" + op.str() + "' (node " + nodeName + ")");
   auto opset = module->opsetImports.find(op.domain);
   if (opset == module->opsetImports.end())
     return error("domain '" + op.domain + "' of op '" + op.str() +
                  "' has no opset import (node " + nodeName + ")");
-  if (options.verify && !registry.lookup(op.domain, op.type, opset->second))
+  // Name the op, its domain, the model's opset for it and the node: what a
+  // user needs to tell an unsupported op from an unsupported version.
+  std::string domainLabel = op.domain.empty() ? "ai.onnx" : op.domain;
+  if (options.verify && !registry.knows(op.domain, op.type))
+    return error(llvm::formatv("unknown op '{0}' of domain '{1}' at opset {2} "
+                               "(node {3})",
+                               op.type, domainLabel, opset->second, nodeName));
+  if (options.verify && !registry.lookup(op.domain, op.type, opset->second)) {
+    int64_t first = 0;
+    for (const OpSchema *schema : registry.all())
+      if (schema->domain == op.domain && schema->name == op.type &&
+          (first == 0 || schema->sinceVersion < first))
+        first = schema->sinceVersion;
     return error(llvm::formatv("op '{0}' does not exist in opset {1} of "
-                               "domain '{2}' (node {3})",
-                               op.str(), opset->second, op.domain, nodeName));
+                               "domain '{2}' (gmopt knows it from opset {3}; "
+                               "node {4})",
+                               op.type, opset->second, domainLabel, first,
+                               nodeName));
+  }
 
   llvm::SmallVector<Value *, 4> operands;
   operands.reserve(proto.input_size());

@@ -50,6 +50,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPSETS = list(range(13, 21))
 TESTDATA_ARCHS = ["mlp", "cnn", "resnet_tiny", "gpt_tiny", "regression_frozen", "bert_tiny", "llama_tiny",
                   "cnn_bn"]
+# AdamW tolerance (gmopt-run --rtol) per architecture, as AdamWTestdataTest has
+# it: with batch statistics ONNX Runtime drifts from itself by ~3e-2 in the
+# parameters over 20 steps when only its thread count changes
+# (scripts/ort-self-drift.py resnet_tiny); the table still shows the numbers.
+ADAMW_RTOL = {"resnet_tiny": 2e-2, "cnn_bn": 2e-2}
 PROBE_ARCHS = ["probe_gelu_tanh", "probe_gelu_nobias", "probe_reduce", "probe_split_pad", "probe_mask"]
 
 
@@ -269,7 +274,8 @@ def sweep_one(arch, opset, args, bins):
     if os.path.exists(adamw):
         rc, text, _ = run([bins["run"], train, "--backend=cpu", "--threads", "1", "--inputs", tds,
                            "--optimizer-model", os.path.join(out, "optimizer_model.onnx"),
-                           "--loss-reference", adamw], args.timeout)
+                           "--loss-reference", adamw, "--rtol", str(ADAMW_RTOL.get(arch, 1e-5))],
+                          args.timeout)
         with open(out + ".adamw.txt", "w") as f:
             f.write(text)
         row["adamw_loss"] = worst_rel(text, "loss[")

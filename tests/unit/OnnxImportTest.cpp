@@ -393,7 +393,30 @@ TEST(OnnxImportErrors, UnknownOp) {
   b.node("Bar", {"x"}, {"y"}, "bar0", "com.foo");
   b.output("y");
   EXPECT_EQ(errorOf(importBytes(b.model)),
-            "m.onnx: unknown op 'com.foo.Bar' (node bar0)");
+            "m.onnx: unknown op 'Bar' of domain 'com.foo' at opset 1 (node "
+            "bar0)");
+}
+
+TEST(OnnxImportErrors, UnknownStandardOpNamesTheDefaultDomain) {
+  ModelBuilder b;
+  b.input("x", TP::FLOAT, {2});
+  b.node("Frobnicate", {"x"}, {"y"}, "f0");
+  b.output("y");
+  EXPECT_EQ(errorOf(importBytes(b.model)),
+            "m.onnx: unknown op 'Frobnicate' of domain 'ai.onnx' at opset 17 "
+            "(node f0)");
+}
+
+TEST(OnnxImportErrors, KnownOpAtAnOpsetBeforeItsFirstVersion) {
+  // ai.onnx Gelu exists from opset 20; at 17 the model must say
+  // com.microsoft.Gelu (what ONNX Runtime's fusions write).
+  ModelBuilder b;
+  b.input("x", TP::FLOAT, {2});
+  b.node("Gelu", {"x"}, {"y"}, "gelu0");
+  b.output("y");
+  EXPECT_EQ(errorOf(importBytes(b.model)),
+            "m.onnx: op 'Gelu' does not exist in opset 17 of domain 'ai.onnx' "
+            "(gmopt knows it from opset 20; node gelu0)");
 }
 
 TEST(OnnxImportErrors, WrongArity) {
