@@ -59,7 +59,8 @@ import onnxruntime as ort
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata")
 MODELS = ["mlp", "cnn", "resnet_tiny", "gpt_tiny", "gpt_tiny_untied",
-          "gpt_opset14", "gpt_opset20", "regression_frozen"]
+          "gpt_opset14", "gpt_opset20", "regression_frozen", "bert_tiny",
+          "llama_tiny", "cnn_bn"]
 # Production-shape graphs of bench/models/build.py: symbolic dims bound, and
 # the upper bound of each integer data input (token ids, labels, masks).
 BENCH = {

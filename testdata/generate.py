@@ -174,6 +174,9 @@ GPT_SIZE = dict(vocab=GPT_VOCAB, d=GPT_D, heads=GPT_HEADS, seq=GPT_SEQ, layers=G
 # The opset-14 export (gpt_opset14): the same architecture at a quarter of the width, so the extra
 # model costs little of the tracked-size budget.
 GPT_SMALL = dict(vocab=64, d=32, heads=2, seq=16, layers=2, ff=64)
+# bert_tiny and llama_tiny: GPT_SMALL's widths (Llama's SwiGLU MLP has three matrices, so ff 48).
+BERT_SMALL = dict(vocab=64, d=32, heads=2, seq=16, layers=2, ff=64, classes=3)
+LLAMA_SMALL = dict(vocab=64, d=32, heads=2, seq=16, layers=2, ff=48)
 
 
 class CausalSelfAttention(nn.Module):
@@ -270,6 +273,147 @@ class Regressor(nn.Module):
         return self.fc3(torch.tanh(self.fc2(F.relu(self.fc1(x)))))
 
 
+class BertTiny(nn.Module):
+    """BERT-style encoder: token + position + token-type embeddings, embedding LayerNorm, post-LN
+    encoder layers (self-attention with a key padding mask from `attention_mask`, GELU FFN), a
+    pooler (Linear + tanh on token 0) and a classification head."""
+
+    def __init__(self, vocab=64, d=32, heads=2, seq=16, layers=2, ff=64, classes=3):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.typ = nn.Embedding(2, d)
+        self.ln = nn.LayerNorm(d)
+        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, activation="gelu",
+                                                                batch_first=True) for _ in range(layers)])
+        self.pool = nn.Linear(d, d)
+        self.cls = nn.Linear(d, classes)
+        perturb_norm_parameters(self)
+
+    def forward(self, input_ids, attention_mask):
+        _, T = input_ids.shape
+        pos = torch.arange(T, device=input_ids.device)
+        x = self.ln(self.tok(input_ids) + self.pos(pos) + self.typ(torch.zeros_like(input_ids)))
+        padding = attention_mask == 0  # True where a key is padding: no query attends to it
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=padding)
+        return self.cls(torch.tanh(self.pool(x[:, 0])))
+
+
+class RMSNorm(nn.Module):
+    """Llama's RMSNorm: w * x / sqrt(mean(x^2) + eps) (no mean subtraction, no bias)."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half_rope(x, cos, sin):
+    """Rotary position embedding in Llama's rotate-half form: x*cos + cat(-x2, x1)*sin."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d, ff):
+        super().__init__()
+        self.attn_norm = RMSNorm(d)
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, d, bias=False)
+        self.v = nn.Linear(d, d, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.mlp_norm = RMSNorm(d)
+        self.gate = nn.Linear(d, ff, bias=False)
+        self.up = nn.Linear(d, ff, bias=False)
+        self.down = nn.Linear(ff, d, bias=False)
+
+
+class LlamaTiny(nn.Module):
+    """Llama-style decoder: RMSNorm, rotary embedding (cos/sin buffers, rotate-half), causal mask
+    through torch.where, SwiGLU MLP (down(silu(gate(x)) * up(x))), bias-free linears, LM head tied
+    to the token embedding."""
+
+    def __init__(self, vocab=64, d=32, heads=2, seq=16, layers=2, ff=48):
+        super().__init__()
+        self.heads = heads
+        self.vocab = vocab
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([LlamaBlock(d, ff) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+        hd = d // heads
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+        freqs = torch.outer(torch.arange(seq).float(), inv_freq)
+        angles = torch.cat([freqs, freqs], dim=-1)
+        self.register_buffer("cos", angles.cos()[None, None])
+        self.register_buffer("sin", angles.sin()[None, None])
+        self.register_buffer("causal", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+        # Llama's init: every matrix (and the tied embedding) ~ N(0, 0.02), so the first loss is
+        # near log(vocab) rather than the ~30 of nn.Embedding's N(0, 1) through the tied head.
+        with torch.no_grad():
+            for prm in self.parameters():
+                if prm.dim() >= 2:
+                    prm.normal_(0.0, 0.02)
+        perturb_norm_parameters(self)
+
+    def forward(self, input_ids):
+        B, T = input_ids.shape
+        H = self.heads
+        cos, sin = self.cos[:, :, :T], self.sin[:, :, :T]
+        x = self.emb(input_ids)
+        for b in self.blocks:
+            h = b.attn_norm(x)
+            q = rotate_half_rope(b.q(h).view(B, T, H, -1).transpose(1, 2), cos, sin)
+            k = rotate_half_rope(b.k(h).view(B, T, H, -1).transpose(1, 2), cos, sin)
+            v = b.v(h).view(B, T, H, -1).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+            att = torch.where(self.causal[:T, :T], att, torch.tensor(float("-inf")))
+            y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(B, T, -1)
+            x = x + b.o(y)
+            h = b.mlp_norm(x)
+            x = x + b.down(F.silu(b.gate(h)) * b.up(h))
+        logits = self.norm(x) @ self.emb.weight.t()
+        return logits.reshape(-1, self.vocab)  # (B*T, vocab) for SoftmaxCrossEntropyLoss
+
+
+class CnnBn(nn.Module):
+    """Conv3x3(3->8)+BN+ReLU, two conv branches (1x1 and 3x3, 8->8 each) concatenated on the channel
+    axis, BN(16)+ReLU, AvgPool(2), Linear(16*8*8 -> 10). Input 3x16x16. The convs have no bias: a
+    bias before a training-mode BatchNorm has a zero gradient (the batch mean cancels it), which
+    leaves nothing but rounding noise to compare."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.branch1x1 = nn.Conv2d(8, 8, 1, bias=False)
+        self.branch3x3 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.pool = nn.AvgPool2d(2)
+        self.fc = nn.Linear(16 * 8 * 8, 10)
+        perturb_norm_parameters(self)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = torch.cat([self.branch1x1(x), self.branch3x3(x)], dim=1)
+        x = self.pool(F.relu(self.bn2(x)))
+        return self.fc(torch.flatten(x, 1))
+
+
+def perturb_norm_parameters(model):
+    """Sets every LayerNorm / RMSNorm / BatchNorm gain to 1 + 0.1*N(0,1) and bias to 0.02*N(0,1), so
+    that no two parameters hold identical data (keeps the reference gradients discriminative)."""
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, (nn.LayerNorm, RMSNorm, nn.BatchNorm2d)):
+                mod.weight.copy_(1.0 + 0.1 * torch.randn_like(mod.weight))
+                if getattr(mod, "bias", None) is not None:
+                    mod.bias.copy_(0.02 * torch.randn_like(mod.bias))
+
+
 # ----------------------------------------------------------------------------- data
 
 
@@ -282,6 +426,18 @@ def mnist_like_batch(rng, batch, shape, classes):
 def token_batch(rng, batch, size=GPT_SIZE):
     seq = rng.integers(0, size["vocab"], size=(batch, size["seq"] + 1), dtype=np.int64)
     return [seq[:, :size["seq"]].copy(), seq[:, 1:].reshape(-1).copy()]  # next-token labels, flattened
+
+
+def padded_token_batch(rng, batch, size, classes):
+    """BERT batch: input_ids, attention_mask (1 = token, 0 = padding; rows 1 and 3 padded from
+    positions 11 and 6, their ids set to 0 there as a tokenizer's pad id) and class labels."""
+    ids = rng.integers(1, size["vocab"], size=(batch, size["seq"]), dtype=np.int64)
+    mask = np.ones((batch, size["seq"]), dtype=np.int64)
+    mask[1, 11:] = 0
+    mask[3, 6:] = 0
+    ids[mask == 0] = 0
+    labels = rng.integers(0, classes, size=(batch,), dtype=np.int64)
+    return [ids, mask, labels]
 
 
 def regression_batch(rng, batch):
@@ -353,6 +509,38 @@ SPECS = [
         dynamic_axes={"input": {0: "batch"}, "prediction": {0: "batch"}},
         frozen=["fc1.weight", "fc1.bias"],
         batch=lambda rng: regression_batch(rng, 8), batch_desc="input float32[8,16] ~ N(0,1), target float32[8,4] = sin(x@W)+noise",
+    ),
+    dict(
+        # BERT-style encoder with two data inputs: the padding mask (attention_mask == 0) reaches the
+        # attention scores through Equal/Where/Expand; nn.TransformerEncoderLayer's erf GELU becomes
+        # com.microsoft::BiasGelu, its post-LN LayerNormalization; the pooler slices token 0.
+        name="bert_tiny", seed=7, make=lambda: BertTiny(**BERT_SMALL), loss=LOSS_CE,
+        input_names=["input_ids", "attention_mask"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}, "logits": {0: "batch"}},
+        batch=lambda rng: padded_token_batch(rng, 4, BERT_SMALL, BERT_SMALL["classes"]),
+        batch_desc="input_ids int64[4,16] uniform in [1,64) (0 at padding), attention_mask int64[4,16] "
+                   "(row 1 padded from position 11, row 3 from 6, rows 0 and 2 unpadded), labels int64[4] in [0,3)",
+    ),
+    dict(
+        # Llama-style decoder: RMSNorm (fused by the generator into SimplifiedLayerNormalization),
+        # rotary embedding (rotate-half: Slice, Neg, Concat), SwiGLU (silu becomes
+        # com.microsoft::QuickGelu with alpha 1), causal mask through Where, tied head.
+        name="llama_tiny", seed=8, make=lambda: LlamaTiny(**LLAMA_SMALL), loss=LOSS_CE,
+        input_names=["input_ids"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch_x_seq"}},
+        batch=lambda rng: token_batch(rng, 4, LLAMA_SMALL),
+        batch_desc="input_ids int64[4,16] uniform in [0,64), labels int64[64] = next tokens",
+    ),
+    dict(
+        # CNN with training-mode BatchNorm (BatchNormInternal / BatchNormalizationGrad), a channel
+        # Concat of two conv branches (ConcatTraining, split again in the backward), AveragePool.
+        # The batch is static: ONNX Runtime's CPU AveragePoolGrad takes dX's shape from the graph's
+        # static shape of its output (InferOutputShapes in pool_gradient_op.cc), so with a symbolic
+        # batch it computes garbage (with BatchNorm before it) or dies of SIGFPE (without).
+        name="cnn_bn", seed=9, make=CnnBn, loss=LOSS_CE, input_names=["input"], output_names=["logits"],
+        dynamic_axes={},
+        batch=lambda rng: mnist_like_batch(rng, 4, (3, 16, 16), 10),
+        batch_desc="input float32[4,3,16,16] ~ N(0,1), labels int64[4] in [0,10)",
     ),
 ]
 
@@ -516,10 +704,13 @@ def rel_diff(a, b):
 
 
 def torch_loss(model, spec, data):
-    out = model(torch.from_numpy(data[0]))
+    """The loss of `data` (the model's inputs, then the target) in torch."""
+    n_data = len(spec["input_names"])
+    out = model(*[torch.from_numpy(a) for a in data[:n_data]])
+    target = torch.from_numpy(data[n_data])
     if spec["loss"] == LOSS_CE:
-        return F.cross_entropy(out, torch.from_numpy(data[1]))
-    return F.mse_loss(out, torch.from_numpy(data[1]))
+        return F.cross_entropy(out, target)
+    return F.mse_loss(out, target)
 
 
 def torch_check_model(model, spec):
@@ -549,7 +740,8 @@ def build_model(spec):
     model.train()
     rng = np.random.default_rng(1000 + spec["seed"])
     data = spec["batch"](rng) if spec["batch"] else None
-    example = data[:1] if data else token_batch(np.random.default_rng(0), 2)[:1]
+    n_data = len(spec["input_names"])
+    example = data[:n_data] if data else token_batch(np.random.default_rng(0), 2)[:1]
 
     forward = export_forward(model, example, spec)
     n_dropout = sum(n.op_type == "Dropout" for n in forward.graph.node)
@@ -1014,7 +1206,8 @@ onnxruntime-training 1.19.2 on PyPI also carries the CUDA provider. Only the CPU
    model below and in `info.json`; the values themselves are in the `input_K.pb` files).
 2. `torch.onnx.export(..., opset_version=17, training=TrainingMode.TRAINING,
    do_constant_folding=False)` (the settings of ONNX Runtime's on-device training tutorial),
-   batch dimension symbolic (`batch`; `batch_x_seq` for the flattened GPT logits).
+   batch dimension symbolic (`batch`; `batch_x_seq` for the flattened GPT and Llama logits),
+   except in `cnn_bn`, whose batch is static (see below).
    `gpt_tiny_untied` is the one export with `do_constant_folding=True` (torch's default).
    `gpt_opset14` is the GPT at a quarter of the width exported with `opset_version=14`: below
    opset 17 torch decomposes `nn.LayerNorm` (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add), and the
@@ -1023,6 +1216,8 @@ onnxruntime-training 1.19.2 on PyPI also carries the CUDA provider. Only the CPU
    an op that ONNX itself only defines from opset 17. Its training and eval graphs are IR 7.
    `gpt_opset20` is the same small GPT at opset 20, the newest opset torch 2.4's exporter accepts
    (21 is refused), and keeps the IR versions the generator wrote (step 4).
+   `bert_tiny` is the one model with two data inputs (`input_ids`, `attention_mask`): both go to
+   the exporter as the example input, and to torch and ONNX Runtime in graph-input order.
 3. `generate_artifacts(forward_model, requires_grad=[all parameters except frozen],
    frozen_params=[...], loss=CrossEntropyLoss|MSELoss, optimizer=AdamW,
    artifact_directory=testdata/<model>)` writes `training_model.onnx`, `eval_model.onnx`,
@@ -1038,7 +1233,7 @@ onnxruntime-training 1.19.2 on PyPI also carries the CUDA provider. Only the CPU
 
 ### Where the generator needed help (all semantics-preserving, all in `generate.py`)
 
-* **LayerNormalization (GPT models).** torch exports `nn.LayerNorm` at opset 17 as
+* **LayerNormalization (GPT models, bert_tiny).** torch exports `nn.LayerNorm` at opset 17 as
   `LayerNormalization` with only its `Y` output; ONNX Runtime 1.19.2's gradient builder reads the
   optional `Mean`/`InvStdDev` outputs and fails (`gradient_builder_base.h:123
   GradientBuilderBase::O(size_t, bool) const i < node_->OutputDefs().size() was false`;
@@ -1059,11 +1254,21 @@ onnxruntime-training 1.19.2 on PyPI also carries the CUDA provider. Only the CPU
   running-mean/var outputs, which ONNX shape inference and ONNX Runtime reject ("This number of op
   outputs should be 1 when Training_mode = False"). The script removes those unused outputs from
   `eval_model.onnx` only. The training graph is untouched.
+* **AveragePool gradient (cnn_bn).** ONNX Runtime's CPU `AveragePoolGrad` kernel takes the shape
+  of dX from the *static* shape the graph records for its output (`InferOutputShapes` in
+  `orttraining/training_ops/cpu/nn/pool_gradient_op.cc`), not from its input. With a symbolic
+  batch that shape is unknown: a CNN without BatchNorm died with SIGFPE in the first training
+  step, and with BatchNorm before the pool the gradients came out 10^3-10^4 times torch's.
+  `cnn_bn` is therefore exported with a static batch of 4 (no dynamic axes); ONNX Runtime and
+  torch then agree to 8e-7. Its convolutions are bias-free because a bias before a
+  training-mode BatchNorm has a true gradient of zero (the batch mean cancels it): comparing
+  rounding noise would say nothing.
 
 ## Training-graph structure (as the generator writes it)
 
 Graph inputs, in order:
-1. the data inputs of the forward model (`input`, or `input_ids` for GPT), then the loss target
+1. the data inputs of the forward model (`input`; `input_ids` for GPT and Llama; `input_ids`,
+   `attention_mask` for bert_tiny), then the loss target
    (`labels` int64 for cross-entropy, `target` float for MSE);
 2. every trainable and frozen parameter, in the exported graph's initializer order (frozen ones are
    not moved to the end: regression_frozen has `fc1.*` (frozen) before `fc2.*`; `dropout_ratio`
@@ -1090,8 +1295,10 @@ graph initializers.
 Besides `ai.onnx` 17 and `com.microsoft` 1, the training graphs' `opset_import` also lists domains
 ONNX Runtime adds but no node uses (`ai.onnx.ml` 5, `ai.onnx.training` 1,
 `ai.onnx.preview.training` 1, `com.microsoft.experimental` 1, `com.microsoft.nchwc` 1,
-`org.pytorch.aten` 1). One ONNX Runtime op lives in the **default domain**: `MaxPoolGrad` (cnn), so
-`onnx.checker.check_model` rejects `cnn/training_model.onnx` ("No Op registered for MaxPoolGrad with
+`org.pytorch.aten` 1). Some ONNX Runtime ops live in the **default domain**: `MaxPoolGrad` (cnn),
+`AveragePoolGrad` (cnn_bn), `SimplifiedLayerNormalization` (llama_tiny; the generator's
+SimplifiedLayerNormFusion writes it there), and `LayerNormalization` below opset 17 (gpt_opset14),
+so `onnx.checker.check_model` rejects those training graphs ("No Op registered for MaxPoolGrad with
 domain_version of 17"); every other file passes the checker and strict shape inference (onnx 1.16).
 The same was seen with Debian's libonnx 1.12 from C++ (ModelProto parse, `onnx::checker::check_model`,
 strict `InferShapes`), checked by hand when these files were made; libonnx 1.12 also prints
@@ -1186,6 +1393,32 @@ wrote, and the numbers of the checks.
 * **gpt_tiny_dropout**: gpt_tiny with dropout ratio 0.1 (random, so no reference data).
 * **regression_frozen**: Linear 16-64-64-4 with ReLU then Tanh, MSE loss against `target`;
   `fc1.weight` and `fc1.bias` are passed as `frozen_params`, the rest as `requires_grad`.
+* **bert_tiny**: BERT-style encoder at GPT_SMALL width (vocab 64, d_model 32, 2 heads, seq 16,
+  FFN 64, 2 layers, 3 classes): token + position + token-type embeddings (token types all 0,
+  built with `zeros_like`: ConstantOfShape), embedding LayerNorm, two post-LN
+  `nn.TransformerEncoderLayer`s (erf GELU, fused with its bias into `com.microsoft::BiasGelu`)
+  whose self-attention takes the key padding mask `attention_mask == 0` (Equal, then Where with
+  -inf, Reshape and Expand over the heads), a pooler (Linear + tanh on token 0: Slice/SliceGrad)
+  and a Linear classification head; cross-entropy over `labels` [batch]. The reference batch is
+  padded: rows 1 and 3 have mask zeros from positions 11 and 6 (ids 0 there). The attention's
+  key bias (`in_proj_bias[32:64]`) has a true gradient of zero (softmax is shift-invariant), so
+  its reference gradient is rounding noise (~1e-9) and AdamW walks it on that noise.
+* **llama_tiny**: Llama-style decoder (vocab 64, d_model 32, 2 heads, seq 16, SwiGLU width 48,
+  2 layers): RMSNorm (fused by the generator into `SimplifiedLayerNormalization`, epsilon 1e-6),
+  rotary embedding from cos/sin buffers in the rotate-half form (Slice, Neg, Concat, which the
+  generator turns into ConcatTraining; its gradient is a SplitTraining by the concat's
+  per-input lengths), causal mask through `torch.where` with a bool buffer, SwiGLU MLP
+  `down(silu(gate(x)) * up(x))` (silu becomes `com.microsoft::QuickGelu` with alpha 1),
+  bias-free linears, LM head tied to the embedding (`x @ emb.weight.t()`). Matrices and the
+  embedding ~ N(0, 0.02), so the first loss is near log(64). Logits (batch*seq, 64), labels the
+  next tokens.
+* **cnn_bn**: Conv3x3(3→8)+BN+ReLU, two conv branches (1x1 and 3x3, 8→8 each) concatenated on the
+  channel axis (ConcatTraining; SplitTraining in the backward), BN(16)+ReLU, AvgPool(2)
+  (`AveragePool`/`AveragePoolGrad`), Linear(16·8·8→10); input 3x16x16, static batch 4,
+  cross-entropy. Training-mode BatchNorm as in resnet_tiny (BatchNormInternal /
+  BatchNormalizationGrad, batch statistics).
+* LayerNorm, RMSNorm and BatchNorm gains of bert_tiny, llama_tiny and cnn_bn are initialised to
+  1 + 0.1·N(0,1) and their biases to 0.02·N(0,1), as in the GPT models.
 
 ## Per model
 """

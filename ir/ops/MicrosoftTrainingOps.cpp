@@ -238,7 +238,23 @@ llvm::Error inferSplitTraining(InferenceContext &ctx) {
   const Dim &dim = data.getDim(*axis);
   std::optional<std::vector<int64_t>> split = intValuesInput(ctx, 1);
   DimVector sizes(numOutputs, Dim::unknown());
-  if (split && !split->empty()) {
+  // Sizes that are symbolic dimensions (the per_input_length of a
+  // ConcatTraining whose inputs have symbolic extents) keep their symbols.
+  std::optional<SymIntVector> symbolicSplit;
+  if (!split)
+    symbolicSplit = shapeValueInput(ctx, 1);
+  if (symbolicSplit && !symbolicSplit->empty()) {
+    if (symbolicSplit->size() != numOutputs)
+      return ctx.error(llvm::formatv("split has {0} values but the node has "
+                                     "{1} outputs",
+                                     symbolicSplit->size(), numOutputs));
+    for (unsigned i = 0; i != numOutputs; ++i) {
+      const SymInt &size = (*symbolicSplit)[i];
+      if (size.isConstant() && size.getValue() < 0)
+        return ctx.error("split sizes must not be negative");
+      sizes[i] = size.toDim();
+    }
+  } else if (split && !split->empty()) {
     if (split->size() != numOutputs)
       return ctx.error(llvm::formatv("split has {0} values but the node has "
                                      "{1} outputs",

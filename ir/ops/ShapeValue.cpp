@@ -210,6 +210,24 @@ std::optional<SymIntVector> traceConcat(const Node &node, TraceState &state,
   return result;
 }
 
+/// ConcatTraining's per_input_length result: every input's extent along the
+/// concatenation axis (what SplitTraining in the backward graph splits by).
+std::optional<SymIntVector> traceConcatLengths(const Node &node) {
+  int64_t axis = node.getIntAttr("axis", 0);
+  SymIntVector result;
+  for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
+    const Value *input = node.getOperand(i);
+    if (!input || !input->getType().hasRank())
+      return std::nullopt;
+    int64_t rank = input->getType().getRank();
+    int64_t inputAxis = axis < 0 ? axis + rank : axis;
+    if (inputAxis < 0 || inputAxis >= rank)
+      return std::nullopt;
+    result.push_back(SymInt::fromDim(input->getType().getDim(inputAxis)));
+  }
+  return result;
+}
+
 std::optional<SymIntVector> traceBroadcastGradientArgs(const Node &node,
                                                        unsigned resultIndex,
                                                        TraceState &state,
@@ -249,6 +267,8 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
   if (node.getDomain() == "com.microsoft") {
     if (node.getOpType() == "ConcatTraining" && resultIndex == 0)
       return traceConcat(node, state, depth);
+    if (node.getOpType() == "ConcatTraining" && resultIndex == 1)
+      return traceConcatLengths(node);
     if (node.getOpType() == "BroadcastGradientArgs")
       return traceBroadcastGradientArgs(node, resultIndex, state, depth);
     return std::nullopt;

@@ -283,7 +283,8 @@ INSTANTIATE_TEST_SUITE_P(Testdata, FourMicroBatches,
                          testing::Values("mlp", "cnn", "gpt_tiny",
                                          "gpt_tiny_untied", "gpt_opset14",
                                          "gpt_opset20",
-                                         "regression_frozen"),
+                                         "regression_frozen", "bert_tiny",
+                                         "llama_tiny"),
                          [](const testing::TestParamInfo<const char *> &info) {
                            return std::string(info.param);
                          });

@@ -71,6 +71,17 @@ const TestdataModel kModels[] = {
     {"gpt_opset14", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"gpt_opset20", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"regression_frozen", {{"batch", 8}}},
+    // The attention's key bias has an identically zero gradient (adding q.b
+    // to every score of a row leaves its softmax unchanged), so ONNX
+    // Runtime's and gmopt's are rounding noise (|g| ~ 1e-9, both within the
+    // first-step tolerance) that AdamW's m/sqrt(v) turns into lr-scaled
+    // steps of noise: after 20 steps that element sits at ~5e-7 in ORT's
+    // final in_proj_bias, whose largest element is 2e-2, so the two runs
+    // differ there by 2.3e-5 of the tensor's magnitude. Every other
+    // parameter, and every loss, is within 1e-5.
+    {"bert_tiny", {{"batch", 4}}, 1e-5, 5e-5},
+    {"llama_tiny", {{"batch", 4}, {"batch_x_seq", 64}}},
+    {"cnn_bn", {}},
 };
 
 /// The absolute floor of every comparison.

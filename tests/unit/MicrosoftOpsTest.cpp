@@ -11,6 +11,8 @@
 
 #include "OpTestHelpers.h"
 
+#include "ir/ops/ShapeValue.h"
+
 using namespace gmopt;
 using namespace gmopt::test;
 
@@ -290,6 +292,33 @@ TEST_F(MicrosoftOpsTest, ConcatAndSplitTraining) {
             "f32[7,?] f32[7,?]");
   EXPECT_TRUE(contains(infer(msOp("SplitTraining"), {x, i64s({1, 5})}, 2),
                        "split sizes sum to 6 but axis 0 has extent 7"));
+}
+
+// The backward of a ConcatTraining splits its gradient by the forward's
+// per_input_length: those are the inputs' extents on the axis, known at
+// compile time (symbols kept), so the pieces get the inputs' shapes.
+TEST_F(MicrosoftOpsTest, SplitTrainingByConcatTrainingLengths) {
+  auto concat = build(msOp("ConcatTraining"),
+                      {input("f32[b,2,s,8]"), input("f32[b,2,s,8]")}, 2,
+                      {intAttr("axis", -1)});
+  std::optional<ops::SymIntVector> lengths = ops::getShapeValue(*concat[1]);
+  ASSERT_TRUE(lengths.has_value());
+  EXPECT_EQ(ops::getIntValues(*concat[1]), (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(infer(msOp("SplitTraining"), {input("f32[b,2,s,16]"), concat[1]},
+                  2, {intAttr("axis", -1)}),
+            "f32[b,2,s,8] f32[b,2,s,8]");
+  // Symbolic extents on the axis stay symbolic in the pieces.
+  auto symbolic = build(msOp("ConcatTraining"),
+                        {input("f32[b,3]"), input("f32[b,n]")}, 2,
+                        {intAttr("axis", 1)});
+  EXPECT_EQ(infer(msOp("SplitTraining"), {input("f32[b,m]"), symbolic[1]}, 2,
+                  {intAttr("axis", 1)}),
+            "f32[b,3] f32[b,n]");
+  // An unranked input leaves the lengths unknown.
+  auto unranked = build(msOp("ConcatTraining"),
+                        {input("f32[b,3]"), input("f32[*]")}, 2,
+                        {intAttr("axis", 1)});
+  EXPECT_FALSE(ops::getShapeValue(*unranked[1]).has_value());
 }
 
 TEST_F(MicrosoftOpsTest, AccumulationAndMixedPrecision) {

@@ -469,6 +469,9 @@ const TestGraph kTestGraphs[] = {
     {"gpt_opset14", "gpt_opset14", 4, true, true},
     {"gpt_opset20", "gpt_opset20", 4, true, true},
     {"regression_frozen", "regression_frozen", 8, false, true},
+    {"bert_tiny", "bert_tiny", 4, true, true},
+    {"llama_tiny", "llama_tiny", 4, true, true},
+    {"cnn_bn", "cnn_bn", 4, true, true},
 };
 
 std::unique_ptr<Module> importTestGraph(const TestGraph &graph) {

@@ -158,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CheckpointTest,
                          ::testing::Values("mlp", "cnn", "resnet_tiny",
                                            "gpt_tiny", "gpt_tiny_untied",
                                            "gpt_opset14", "gpt_opset20",
-                                           "regression_frozen"));
+                                           "regression_frozen", "bert_tiny",
+                                           "llama_tiny", "cnn_bn"));
 
 TEST(CheckpointFileTest, FrozenParametersAndDropoutRatioAreRead) {
   auto frozen = readWeightFile(modelDir("regression_frozen") + "/checkpoint");

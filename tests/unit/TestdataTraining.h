@@ -35,7 +35,7 @@ namespace testing {
 struct TestdataGraph {
   const char *name;
   int64_t batch;
-  /// The sequence length of the GPT graphs (`batch_x_seq` = batch * seq).
+  /// The sequence length of the token graphs (`batch_x_seq` = batch * seq).
   int64_t seq = 64;
 };
 
@@ -46,6 +46,8 @@ inline constexpr TestdataGraph kTestdataGraphs[] = {
     {"resnet_tiny", 4}, {"gpt_tiny", 4},
     {"gpt_tiny_untied", 4}, {"gpt_opset14", 4, 16},
     {"gpt_opset20", 4, 16}, {"regression_frozen", 8},
+    {"bert_tiny", 4, 16},   {"llama_tiny", 4, 16},
+    {"cnn_bn", 4},
 };
 
 inline std::string testdataErrorText(llvm::Error err) {

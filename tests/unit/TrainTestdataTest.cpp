@@ -53,6 +53,11 @@ const TestdataModel kModels[] = {
     {"gpt_opset14", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"gpt_opset20", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"regression_frozen", {{"batch", 8}}},
+    {"bert_tiny", {{"batch", 4}}},
+    {"llama_tiny", {{"batch", 4}, {"batch_x_seq", 64}}},
+    // Exported with a static batch of 4 (testdata/generate.py: ONNX Runtime's
+    // AveragePoolGrad needs it), so there is nothing to bind.
+    {"cnn_bn", {}},
 };
 
 std::string modelDir(llvm::StringRef name) {

@@ -1,0 +1,1 @@
+	B tok.weight_grad.accumulation.outJ

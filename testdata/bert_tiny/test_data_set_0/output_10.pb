@@ -1,0 +1,1 @@
+	B-layers.0.linear1.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B+layers.0.linear1.bias_grad.accumulation.outJ

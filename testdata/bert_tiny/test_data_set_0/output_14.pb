@@ -1,0 +1,1 @@
+	B+layers.0.norm1.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B)layers.0.norm1.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B+layers.0.norm2.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B)layers.0.norm2.bias_grad.accumulation.outJ

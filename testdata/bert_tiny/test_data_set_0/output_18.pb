@@ -1,0 +1,1 @@
+	B7layers.1.self_attn.in_proj_weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B5layers.1.self_attn.in_proj_bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B pos.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B8layers.1.self_attn.out_proj.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B-layers.1.linear2.weight_grad.accumulation.outJ

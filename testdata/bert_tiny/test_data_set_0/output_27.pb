@@ -1,0 +1,1 @@
+	B)layers.1.norm1.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B+layers.1.norm2.weight_grad.accumulation.outJ

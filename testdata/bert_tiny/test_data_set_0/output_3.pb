@@ -1,0 +1,1 @@
+	B typ.weight_grad.accumulation.outJ

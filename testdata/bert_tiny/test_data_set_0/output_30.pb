@@ -1,0 +1,1 @@
+	B!pool.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	Bpool.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B cls.weight_grad.accumulation.outJ

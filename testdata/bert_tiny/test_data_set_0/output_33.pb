@@ -1,0 +1,1 @@
+	Bcls.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	Bln.weight_grad.accumulation.outJ

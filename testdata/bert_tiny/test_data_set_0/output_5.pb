@@ -1,0 +1,1 @@
+	Bln.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B7layers.0.self_attn.in_proj_weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B5layers.0.self_attn.in_proj_bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B8layers.0.self_attn.out_proj.weight_grad.accumulation.outJ

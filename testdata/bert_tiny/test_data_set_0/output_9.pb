@@ -1,0 +1,1 @@
+	B6layers.0.self_attn.out_proj.bias_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B"conv1.weight_grad.accumulation.outJ

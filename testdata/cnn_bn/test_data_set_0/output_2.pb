@@ -1,0 +1,1 @@
+	B bn1.weight_grad.accumulation.outJ

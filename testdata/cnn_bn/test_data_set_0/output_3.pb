@@ -1,0 +1,1 @@
+	Bbn1.bias_grad.accumulation.outJ

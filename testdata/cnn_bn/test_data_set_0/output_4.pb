@@ -1,0 +1,1 @@
+	B&branch1x1.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B&branch3x3.weight_grad.accumulation.outJ

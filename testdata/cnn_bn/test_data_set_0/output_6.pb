@@ -1,0 +1,1 @@
+	B bn2.weight_grad.accumulation.outJ

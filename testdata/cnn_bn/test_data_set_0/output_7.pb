@@ -1,0 +1,1 @@
+	Bbn2.bias_grad.accumulation.outJ

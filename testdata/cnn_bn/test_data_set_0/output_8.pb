@@ -1,0 +1,1 @@
+	Bfc.weight_grad.accumulation.outJ

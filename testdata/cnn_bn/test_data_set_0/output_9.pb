@@ -1,0 +1,1 @@
+	Bfc.bias_grad.accumulation.outJ

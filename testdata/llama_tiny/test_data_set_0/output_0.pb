@@ -1,0 +1,1 @@
+Bonnx::loss::2Jbj…@

@@ -1,0 +1,1 @@
+	B'blocks.1.q.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'blocks.1.k.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'blocks.1.v.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'blocks.1.o.weight_grad.accumulation.outJ

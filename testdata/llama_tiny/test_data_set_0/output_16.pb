@@ -1,0 +1,1 @@
+	B.blocks.1.mlp_norm.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B*blocks.1.gate.weight_grad.accumulation.outJ

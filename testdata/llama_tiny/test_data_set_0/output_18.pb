@@ -1,0 +1,1 @@
+	B(blocks.1.up.weight_grad.accumulation.outJ

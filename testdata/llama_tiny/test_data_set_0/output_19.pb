@@ -1,0 +1,1 @@
+	B*blocks.1.down.weight_grad.accumulation.outJ
