@@ -65,9 +65,8 @@ import generate  # noqa: E402  (testdata/generate.py: the testdata models)
 CATEGORIES = ["parameters", "gradients", "inputs", "activations", "temporaries"]
 
 
-def load_build_script():
+def load_build_script(path):
     """bench/models/build.py as a module (its model classes), or None."""
-    path = os.path.join(ROOT, "bench", "models", "build.py")
     if not os.path.exists(path):
         return None
     spec = importlib.util.spec_from_file_location("bench_models_build", path)
@@ -273,6 +272,9 @@ def main():
                         help="build directory with tools/gmopt-run (default: build)")
     parser.add_argument("--models-dir", default=os.path.join(ROOT, "bench", "models"),
                         help="where bench/models/build.py wrote gpt2_small, bert_base, resnet50")
+    parser.add_argument("--build-script", default=os.path.join(ROOT, "bench", "models", "build.py"),
+                        help="the script whose PyTorch modules the production-shape graphs were "
+                             "exported from (default: bench/models/build.py)")
     parser.add_argument("--models", nargs="*", help="subset (default: every model whose graph exists)")
     parser.add_argument("--grads", choices=["buffers", "none"], default="buffers",
                         help="PyTorch's .grad before the step: kept and zeroed (buffers, like the "
@@ -285,7 +287,7 @@ def main():
     if not os.access(gmopt_run, os.X_OK):
         sys.exit(f"torch_peak.py: error: {gmopt_run}: not an executable (build gmopt-run or pass --build)")
     torch.set_num_threads(args.threads)
-    specs = model_specs(load_build_script())
+    specs = model_specs(load_build_script(args.build_script))
     names = args.models or list(specs)
     unknown = [n for n in names if n not in specs]
     if unknown:
