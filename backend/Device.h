@@ -85,6 +85,10 @@ public:
                                  uint64_t bytes) const = 0;
   /// Sets \p bytes of device memory at \p target to zero.
   virtual llvm::Error fillZero(void *target, uint64_t bytes) = 0;
+  /// Whether kernels can read host memory in place (the CPU device): then a
+  /// read-only initializer mapped from an external-data file is used where
+  /// it lies instead of being copied into an allocation.
+  virtual bool canReadHostMemory() const { return false; }
 
   /// Runs one node's kernel.
   virtual llvm::Error runNode(const NodeLaunch &launch) = 0;

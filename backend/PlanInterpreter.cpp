@@ -4,7 +4,10 @@
 // flat instruction list (node, operand values, result values, whether the
 // node is a pure view that needs no kernel) and places every value:
 //  - persistent values (graph inputs, outputs, initializers) get device
-//    blocks of their own for the Executable's lifetime;
+//    blocks of their own for the Executable's lifetime - except an
+//    initializer mapped from an external-data file on a device that reads
+//    host memory (the CPU), which is used where it lies (counted, not
+//    copied) until something writes it (then copied first);
 //  - planned mode: transient values are slices of one arena at the plan's
 //    offsets; aliases (views, in-place results) share their owner's bytes;
 //    a node's workspace slice is handed to its kernel;
@@ -48,6 +51,10 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The alignment a mapped external tensor needs to be used in place
+/// (kernels load any element type and vectors from it).
+constexpr uintptr_t kMappedAlignment = 64;
+
 std::string valueLabel(const Value *value) {
   if (!value->getName().empty())
     return "'" + value->getName().str() + "'";
@@ -71,6 +78,7 @@ public:
       address = other.address;
       countedBytes = other.countedBytes;
       category = other.category;
+      borrowed = other.borrowed;
       other.device = nullptr;
       other.address = nullptr;
     }
@@ -96,17 +104,37 @@ public:
     return DeviceBlock(device, counter, *address, counted, category);
   }
 
+  /// Counts \p bytes of host memory at \p address that the block does not
+  /// own (a mapped external-data file): never freed, counted like an
+  /// allocation so planned and measured bytes agree.
+  static DeviceBlock borrow(Device &device, MemoryCounter &counter,
+                            const void *address, uint64_t bytes,
+                            MemoryCategory category) {
+    uint64_t counted = alignBuffer(bytes);
+    counter.add(counted, category);
+    DeviceBlock block(device, counter, const_cast<void *>(address), counted,
+                      category);
+    block.borrowed = true;
+    return block;
+  }
+
   void *get() const { return address; }
+  /// Whether the memory is borrowed (read-only: replace before writing).
+  bool isBorrowed() const { return borrowed; }
+  MemoryCategory getCategory() const { return category; }
   void reset() {
     if (device && address) {
-      device->deallocate(address);
+      if (!borrowed)
+        device->deallocate(address);
       counter->remove(countedBytes, category);
     }
     device = nullptr;
     address = nullptr;
+    borrowed = false;
   }
 
 private:
+  bool borrowed = false;
   Device *device = nullptr;
   MemoryCounter *counter = nullptr;
   void *address = nullptr;
@@ -169,6 +197,10 @@ private:
   /// temporaries).
   void abandonPlannedStep(size_t failed);
   bool isViewInstruction(const Node &node) const;
+  /// Whether some kernel writes \p value in its operand storage (the
+  /// optimizer updating a parameter): then it cannot stay in a read-only
+  /// mapping.
+  bool isWrittenInPlace(const Value *value) const;
 
   const Module &module;
   ExecutorOptions options;
@@ -196,6 +228,19 @@ private:
   llvm::StringMap<size_t> profileIndex;
 };
 
+bool PlanInterpreter::isWrittenInPlace(const Value *value) const {
+  // The optimizer kernels update trainable parameters (and their state)
+  // in their operands' storage, as InPlaceAccumulator does its buffer.
+  for (const ParamInfo &param : module.getSignature().getParams())
+    if (param.param == value && param.trainable)
+      return true;
+  for (const Node *user : value->getUsers())
+    if (user->getPhase() == Phase::Optimizer ||
+        user->getOpType().starts_with("InPlaceAccumulator"))
+      return true;
+  return false;
+}
+
 bool PlanInterpreter::isViewInstruction(const Node &node) const {
   return getViewSource(node) != nullptr;
 }
@@ -204,6 +249,26 @@ llvm::Error PlanInterpreter::allocatePersistent(const Value *value) {
   if (persistentBlocks.count(value))
     return llvm::Error::success();
   uint64_t bytes = value->getType().getSizeInBytes();
+  if (value->hasData())
+    if (llvm::Error err = value->getData().load())
+      return fail("initializer " + valueLabel(value) + ": " +
+                  llvm::toString(std::move(err)));
+  // A read-only initializer mapped from its external-data file is used in
+  // place where kernels can read host memory: no copy, and its pages are
+  // read from the file as kernels touch them. (Planned buffers never write
+  // into constants; writeValue copies the tensor first.)
+  if (value->isInitializer() && value->hasData() &&
+      value->getData().isExternal() && device->canReadHostMemory() &&
+      !isWrittenInPlace(value)) {
+    llvm::ArrayRef<uint8_t> data = value->getData().getBytes();
+    if (data.size() == bytes && bytes &&
+        reinterpret_cast<uintptr_t>(data.data()) % kMappedAlignment == 0) {
+      addresses[value] = const_cast<uint8_t *>(data.data());
+      persistentBlocks[value] = DeviceBlock::borrow(
+          *device, counter, data.data(), bytes, categories.lookup(value));
+      return llvm::Error::success();
+    }
+  }
   auto block =
       DeviceBlock::create(*device, counter, bytes, categories.lookup(value));
   if (!block)
@@ -431,6 +496,30 @@ llvm::Error PlanInterpreter::writeValue(const Value *value,
     return fail(valueLabel(value) + " has no storage");
   if (data.getBytes().empty())
     return llvm::Error::success();
+  if (it->second.isBorrowed()) {
+    // Copy on write: a mapped initializer gets an allocation of its own,
+    // and every address that pointed at the mapping now points at it.
+    void *mapped = it->second.get();
+    MemoryCategory category = it->second.getCategory();
+    it->second.reset();
+    auto block = DeviceBlock::create(*device, counter,
+                                     value->getType().getSizeInBytes(),
+                                     category);
+    if (!block)
+      return block.takeError();
+    for (auto &entry : addresses)
+      if (entry.second == mapped)
+        entry.second = block->get();
+    for (Instruction &inst : instructions) {
+      for (void *&address : inst.operandAddresses)
+        if (address == mapped)
+          address = block->get();
+      for (void *&address : inst.resultAddresses)
+        if (address == mapped)
+          address = block->get();
+    }
+    it->second = std::move(*block);
+  }
   return device->copyToDevice(it->second.get(), data.getBytes().data(),
                               data.getBytes().size());
 }

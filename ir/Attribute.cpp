@@ -1,19 +1,75 @@
 //===- Attribute.cpp - Constant tensors and typed node attributes ---------===//
 //
-// Element access on shared constant tensors and equality of attributes.
-// Attribute equality is bitwise for floats so that NaN payloads and -0.0
-// survive round trips and comparisons.
+// Element access on shared constant tensors, the lazy loading of external
+// ones, and equality of attributes. An external tensor's copies share one
+// ExternalState, so the file is mapped once however often the TensorData
+// was copied, and a failure is remembered rather than retried. Attribute
+// equality is bitwise for floats so that NaN payloads and -0.0 survive
+// round trips and comparisons.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/Attribute.h"
 
 #include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <cassert>
 #include <cstring>
+#include <mutex>
 
 using namespace gmopt;
+
+ExternalDataSource::~ExternalDataSource() = default;
+
+struct TensorData::ExternalState {
+  ExternalDataRef ref;
+  uint64_t numBytes = 0;
+  std::shared_ptr<ExternalDataSource> source;
+
+  std::mutex mutex;
+  /// Set once a load was tried; then exactly one of the two below holds.
+  bool attempted = false;
+  std::shared_ptr<llvm::MemoryBuffer> file;
+  std::string failure;
+  llvm::ArrayRef<uint8_t> bytes;
+
+  /// Maps the file on the first call; the answer of every call.
+  llvm::Error load() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!attempted) {
+      attempted = true;
+      llvm::Expected<std::shared_ptr<llvm::MemoryBuffer>> mapped =
+          source ? source->getFile(ref.location)
+                 : llvm::createStringError(
+                       llvm::inconvertibleErrorCode(),
+                       "external data location '%s' has no directory to be "
+                       "read from",
+                       ref.location.c_str());
+      if (!mapped) {
+        failure = llvm::toString(mapped.takeError());
+      } else {
+        uint64_t fileSize = (*mapped)->getBufferSize();
+        if (ref.offset > fileSize || fileSize - ref.offset < numBytes) {
+          failure = llvm::formatv("external data (offset {0}, {1} bytes) lies "
+                                  "outside '{2}' ({3} bytes)",
+                                  ref.offset, numBytes, ref.location, fileSize)
+                        .str();
+        } else {
+          file = std::move(*mapped);
+          bytes = llvm::ArrayRef<uint8_t>(
+              reinterpret_cast<const uint8_t *>(file->getBufferStart()) +
+                  ref.offset,
+              numBytes);
+        }
+      }
+    }
+    if (!failure.empty())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), failure);
+    return llvm::Error::success();
+  }
+};
 
 TensorData::TensorData(TensorType type, std::vector<uint8_t> ownedBytes)
     : type(std::move(type)) {
@@ -26,13 +82,78 @@ TensorData::TensorData(TensorType type, std::shared_ptr<const void> owner,
                        llvm::ArrayRef<uint8_t> bytes)
     : type(std::move(type)), owner(std::move(owner)), bytes(bytes) {}
 
+TensorData::TensorData(TensorType type, ExternalDataRef ref,
+                       std::shared_ptr<ExternalDataSource> source)
+    : type(std::move(type)), external(std::make_shared<ExternalState>()) {
+  assert(this->type.hasStaticShape() && "external tensors have static shapes");
+  external->ref = std::move(ref);
+  external->numBytes = dtypeStorageBytes(this->type.getDType(),
+                                         this->type.getNumElements());
+  external->source = std::move(source);
+}
+
+uint64_t TensorData::getSizeInBytes() const {
+  return external ? external->numBytes : bytes.size();
+}
+
+const ExternalDataRef *TensorData::getExternalRef() const {
+  return external ? &external->ref : nullptr;
+}
+
+const std::shared_ptr<ExternalDataSource> &
+TensorData::getExternalSource() const {
+  static const std::shared_ptr<ExternalDataSource> none;
+  return external ? external->source : none;
+}
+
+bool TensorData::isLoaded() const {
+  if (!external)
+    return true;
+  std::lock_guard<std::mutex> lock(external->mutex);
+  return external->attempted && external->failure.empty();
+}
+
+bool TensorData::failedToLoad() const {
+  if (!external)
+    return false;
+  std::lock_guard<std::mutex> lock(external->mutex);
+  return external->attempted && !external->failure.empty();
+}
+
+llvm::Error TensorData::load() const {
+  return external ? external->load() : llvm::Error::success();
+}
+
+bool TensorData::hasFoldableBytes() const {
+  if (!external)
+    return true;
+  if (external->numBytes > kMaxFoldedExternalBytes)
+    return false;
+  if (llvm::Error err = external->load()) {
+    llvm::consumeError(std::move(err));
+    return false;
+  }
+  return true;
+}
+
+llvm::ArrayRef<uint8_t> TensorData::getExternalBytes() const {
+  if (llvm::Error err = external->load()) {
+    llvm::consumeError(std::move(err));
+    return {};
+  }
+  return external->bytes;
+}
+
 template <typename T> static T loadAt(llvm::ArrayRef<uint8_t> bytes, uint64_t i) {
+  assert((i + 1) * sizeof(T) <= bytes.size() &&
+         "element out of range (or external data not loaded)");
   T v;
   std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
   return v;
 }
 
 int64_t TensorData::getIntElement(uint64_t i) const {
+  llvm::ArrayRef<uint8_t> bytes = getBytes();
   switch (type.getDType()) {
   case DType::Bool:
   case DType::U8:
@@ -84,6 +205,7 @@ static float halfToFloat(uint16_t h) {
 }
 
 double TensorData::getFloatElement(uint64_t i) const {
+  llvm::ArrayRef<uint8_t> bytes = getBytes();
   switch (type.getDType()) {
   case DType::F32:
     return loadAt<float>(bytes, i);
@@ -114,9 +236,21 @@ std::vector<int64_t> TensorData::getIntValues() const {
 }
 
 bool TensorData::operator==(const TensorData &other) const {
-  return type == other.type && bytes.size() == other.bytes.size() &&
-         (bytes.empty() ||
-          std::memcmp(bytes.data(), other.bytes.data(), bytes.size()) == 0);
+  if (type != other.type)
+    return false;
+  // One reference into one source is one tensor, whether or not its file
+  // can be read; an unreadable tensor equals nothing else.
+  if (external && other.external && external->ref == other.external->ref &&
+      external->source == other.external->source)
+    return true;
+  if (failedToLoad() || other.failedToLoad())
+    return false;
+  llvm::ArrayRef<uint8_t> mine = getBytes(), theirs = other.getBytes();
+  if ((external && !isLoaded()) || (other.external && !other.isLoaded()))
+    return false;
+  return mine.size() == theirs.size() &&
+         (mine.empty() ||
+          std::memcmp(mine.data(), theirs.data(), mine.size()) == 0);
 }
 
 static bool sameBits(float a, float b) {

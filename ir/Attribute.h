@@ -2,9 +2,13 @@
 //
 // TensorData is a constant tensor: a TensorType plus its raw little-endian
 // bytes in ONNX layout. The bytes are shared, never copied needlessly: an
-// initializer imported from a 100 MB model or an external-data file points
-// into one reference-counted buffer. Attribute is the typed value of a node
-// attribute (the ONNX AttributeProto kinds gmopt supports).
+// initializer imported from a 100 MB model points into one
+// reference-counted buffer. A tensor whose bytes live in an external-data
+// file is lazy: its type and its reference (file, offset) are known at
+// import, and the file is mapped only when someone asks for the bytes
+// (load() or getBytes()), so a model compiles without reading - or even
+// having - its weights. Attribute is the typed value of a node attribute
+// (the ONNX AttributeProto kinds gmopt supports).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +19,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstring>
 #include <memory>
@@ -22,9 +27,53 @@
 #include <variant>
 #include <vector>
 
+namespace llvm {
+class MemoryBuffer;
+} // namespace llvm
+
 namespace gmopt {
 
+/// Where the bytes of a tensor stored outside its model live: ONNX's
+/// external-data reference. The length is the storage size of the tensor's
+/// type.
+struct ExternalDataRef {
+  /// The file, relative to the source's base directory.
+  std::string location;
+  /// Byte offset of the tensor in the file.
+  uint64_t offset = 0;
+
+  bool operator==(const ExternalDataRef &other) const {
+    return location == other.location && offset == other.offset;
+  }
+};
+
+/// Opens the files that external tensors live in (implemented by
+/// ir/OnnxTensor.h's ExternalDataResolver). One source is shared by every
+/// tensor of a model that refers to it and maps each file at most once.
+class ExternalDataSource {
+public:
+  virtual ~ExternalDataSource();
+  /// The directory locations are relative to ("" = the current one).
+  virtual llvm::StringRef getBaseDir() const = 0;
+  /// The whole mapped file at \p location, validated (inside the base
+  /// directory, a regular file). Errors name the location.
+  virtual llvm::Expected<std::shared_ptr<llvm::MemoryBuffer>>
+  getFile(llvm::StringRef location) = 0;
+};
+
+/// The most bytes of an external tensor that compile-time readers of values
+/// (constant and shape folding, type inference) load; larger external
+/// tensors are never read before run time.
+constexpr uint64_t kMaxFoldedExternalBytes = 64 * 1024;
+
 /// An immutable constant tensor whose bytes are shared between copies.
+///
+/// An external tensor (isExternal) starts unloaded: getType() and
+/// getSizeInBytes() are known, the bytes are not. load() maps them (once;
+/// every copy of the TensorData shares the result, success or failure).
+/// getBytes() loads implicitly and answers an empty array when that fails,
+/// so code that must tell "no bytes" from "unavailable" - constant folding,
+/// the backends - calls load() or checks isLoaded() first.
 class TensorData {
 public:
   TensorData() = default;
@@ -33,6 +82,10 @@ public:
   /// Views \p bytes, which stay alive as long as \p owner does.
   TensorData(TensorType type, std::shared_ptr<const void> owner,
              llvm::ArrayRef<uint8_t> bytes);
+  /// A lazy tensor of static \p type whose bytes are at \p ref in a file of
+  /// \p source, mapped on first access.
+  TensorData(TensorType type, ExternalDataRef ref,
+             std::shared_ptr<ExternalDataSource> source);
   /// A tensor of static \p shape filled from \p values (copied).
   template <typename T>
   static TensorData fromValues(DType dtype, llvm::ArrayRef<int64_t> shape,
@@ -44,8 +97,35 @@ public:
   }
 
   const TensorType &getType() const { return type; }
-  llvm::ArrayRef<uint8_t> getBytes() const { return bytes; }
+  /// The bytes. An external tensor is loaded first; when that fails the
+  /// answer is empty (load() says why).
+  llvm::ArrayRef<uint8_t> getBytes() const {
+    return external ? getExternalBytes() : bytes;
+  }
+  /// The size of the contents in bytes, known without loading anything.
+  uint64_t getSizeInBytes() const;
   bool isNull() const { return type.getDType() == DType::Undefined; }
+
+  /// Whether the bytes live in an external-data file (loaded or not).
+  bool isExternal() const { return external != nullptr; }
+  /// The external reference, or null for a tensor that is not external.
+  const ExternalDataRef *getExternalRef() const;
+  /// The source of an external tensor's file, or null.
+  const std::shared_ptr<ExternalDataSource> &getExternalSource() const;
+  /// Whether the bytes are in memory: always for a tensor that is not
+  /// external, after a successful load() for one that is.
+  bool isLoaded() const;
+  /// Whether a load of this external tensor was tried and failed.
+  bool failedToLoad() const;
+  /// Maps an external tensor's bytes on the first call (later calls and
+  /// copies answer the same); the error names the file. Success at once for
+  /// a tensor that is not external.
+  llvm::Error load() const;
+  /// Whether a compile-time pass may read the values: always for a tensor
+  /// that is not external; for an external one of at most
+  /// kMaxFoldedExternalBytes, when it loads (tried here). Readers that get
+  /// false leave the tensor's users alone.
+  bool hasFoldableBytes() const;
   uint64_t getNumElements() const { return type.getNumElements(); }
   /// Reads element \p i converted to int64 (integer and bool types only).
   int64_t getIntElement(uint64_t i) const;
@@ -56,10 +136,16 @@ public:
   /// Bitwise equality of type and bytes.
   bool operator==(const TensorData &other) const;
 
+  /// The state an external tensor's copies share; defined in Attribute.cpp.
+  struct ExternalState;
+
 private:
+  llvm::ArrayRef<uint8_t> getExternalBytes() const;
+
   TensorType type;
   std::shared_ptr<const void> owner;
   llvm::ArrayRef<uint8_t> bytes;
+  std::shared_ptr<ExternalState> external;
 };
 
 /// The value of a node attribute.

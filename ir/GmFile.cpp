@@ -8,8 +8,12 @@
 // importer (so the verifier runs), and every name the signature and the
 // plan mention must resolve in the imported graph before the plan is
 // rebuilt and validated. The stored schedule must equal the imported node
-// order, since the plan's steps are positions in it. The first problem is
-// the error, and its message starts with the file name.
+// order, since the plan's steps are positions in it. Initializers kept in
+// external-data files are stored as ONNX external-data references with the
+// directory they are relative to, never as bytes: writing reads none of
+// them, and reading leaves them unread (the importer's lazy TensorData)
+// until the run maps them. The first problem is the error, and its message
+// starts with the file name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +40,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -182,6 +187,26 @@ template <typename Fn> void forEachValue(const Graph &graph, Fn fn) {
 // Writing
 //===----------------------------------------------------------------------===//
 
+/// The source directory of the first external initializer of \p graph,
+/// if any: the one directory whose references a .gm model keeps (tensors
+/// from other directories, such as a merged optimizer model's, are stored
+/// inline).
+std::optional<std::string> externalDataDir(const Graph &graph) {
+  auto dirOf = [](const Value &value) -> std::optional<std::string> {
+    if (!value.hasData() || !value.getData().isExternal() ||
+        !value.getData().getExternalSource())
+      return std::nullopt;
+    return value.getData().getExternalSource()->getBaseDir().str();
+  };
+  for (const std::unique_ptr<Value> &init : graph.getInitializers())
+    if (std::optional<std::string> dir = dirOf(*init))
+      return dir;
+  for (const std::unique_ptr<Value> &input : graph.getInputs())
+    if (std::optional<std::string> dir = dirOf(*input))
+      return dir;
+  return std::nullopt;
+}
+
 /// Encodes one module, whose value and node names are already unique, as a
 /// gm.Model. \p role ("rewritten" or "original") names it in messages.
 class ModelEncoder {
@@ -208,7 +233,23 @@ public:
     if (!module.plan.empty())
       if (Error err = encodePlan(*proto.mutable_plan()))
         return err;
-    Expected<onnx::ModelProto> model = exportOnnxModel(module);
+    // External initializers stay where they are: the .gm records their
+    // references and the directory those are relative to, never their
+    // bytes (a model compiles without its weight files, and a 27 GB model
+    // gives a small .gm).
+    OnnxExportOptions exportOptions;
+    if (std::optional<std::string> dir = externalDataDir(module.getGraph())) {
+      exportOptions.keepExternalReferencesFrom = *dir;
+      llvm::SmallString<256> absolute(*dir);
+      if (llvm::sys::fs::real_path(dir->empty() ? StringRef(".")
+                                                : StringRef(*dir),
+                                   absolute))
+        if (std::error_code ec = llvm::sys::fs::make_absolute(absolute))
+          return fail("cannot make the external-data directory '" + *dir +
+                      "' absolute: " + ec.message());
+      proto.set_external_data_dir(absolute.str().str());
+    }
+    Expected<onnx::ModelProto> model = exportOnnxModel(module, exportOptions);
     if (!model)
       return fail(llvm::toString(model.takeError()));
     if (model->ByteSizeLong() > static_cast<size_t>(INT_MAX))
@@ -373,7 +414,8 @@ struct NameTable {
 /// Loads one `.gm` payload.
 class GmReader {
 public:
-  explicit GmReader(StringRef name) : name(name.str()) {}
+  GmReader(StringRef name, StringRef externalDataDir)
+      : name(name.str()), externalDataDir(externalDataDir.str()) {}
 
   Expected<CompiledModule> read(StringRef bytes);
 
@@ -397,6 +439,8 @@ private:
                            StringRef prefix) const;
 
   std::string name;
+  /// Overrides the stored external-data directory when not empty.
+  std::string externalDataDir;
   std::map<std::string, int64_t> dimBindings;
 };
 
@@ -733,10 +777,16 @@ Expected<std::unique_ptr<Module>> GmReader::loadModel(const gm::Model &proto,
                                                       StringRef prefix) const {
   OnnxImportOptions options;
   options.dimBindings = dimBindings;
-  // gmopt writes every tensor inline; a crafted file's external data may
-  // only come from next to the .gm file.
+  // External initializers are references into the directory the compiler
+  // recorded (or the caller names); without one, next to the .gm file.
+  // The importer leaves them unread and refuses locations that leave it.
   StringRef directory = llvm::sys::path::parent_path(name);
-  options.externalDataDir = directory.empty() ? "." : directory.str();
+  if (!externalDataDir.empty())
+    options.externalDataDir = externalDataDir;
+  else if (!proto.external_data_dir().empty())
+    options.externalDataDir = proto.external_data_dir();
+  else
+    options.externalDataDir = directory.empty() ? "." : directory.str();
   // The importer starts its messages with the name it is given.
   std::string modelName = (name + ": embedded " + role + " model").str();
   Expected<std::unique_ptr<Module>> imported =
@@ -870,14 +920,16 @@ Error gmopt::writeGmFile(StringRef path, Module &rewritten, Module &original,
   return writeFileSafely(path, *bytes);
 }
 
-Expected<CompiledModule> gmopt::readGmBytes(StringRef bytes, StringRef name) {
+Expected<CompiledModule> gmopt::readGmBytes(StringRef bytes, StringRef name,
+                                           StringRef externalDataDir) {
   silenceProtobufLogging();
-  return GmReader(name).read(bytes);
+  return GmReader(name, externalDataDir).read(bytes);
 }
 
-Expected<CompiledModule> gmopt::readGmFile(StringRef path) {
+Expected<CompiledModule> gmopt::readGmFile(StringRef path,
+                                          StringRef externalDataDir) {
   Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer = readFileBounded(path);
   if (!buffer)
     return buffer.takeError();
-  return readGmBytes((*buffer)->getBuffer(), path);
+  return readGmBytes((*buffer)->getBuffer(), path, externalDataDir);
 }

@@ -98,13 +98,18 @@ std::string wrapGmPayload(llvm::StringRef payload,
                           uint32_t formatVersion = kGmFormatVersion);
 
 /// Loads the `.gm` file held in \p bytes; \p name (the file name) starts
-/// every error message and locates external data, which an embedded model
-/// written by gmopt never has.
-llvm::Expected<CompiledModule> readGmBytes(llvm::StringRef bytes,
-                                           llvm::StringRef name);
+/// every error message. Initializers the compiled model kept in
+/// external-data files stay unread (lazy TensorData): their locations are
+/// resolved against \p externalDataDir when given, else the directory the
+/// file recorded, else the .gm file's own directory, and are checked as the
+/// ONNX importer checks them (relative, inside that directory).
+llvm::Expected<CompiledModule>
+readGmBytes(llvm::StringRef bytes, llvm::StringRef name,
+            llvm::StringRef externalDataDir = {});
 
-/// Reads and loads the `.gm` file at \p path.
-llvm::Expected<CompiledModule> readGmFile(llvm::StringRef path);
+/// Reads and loads the `.gm` file at \p path (see readGmBytes).
+llvm::Expected<CompiledModule>
+readGmFile(llvm::StringRef path, llvm::StringRef externalDataDir = {});
 
 } // namespace gmopt
 

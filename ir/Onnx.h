@@ -45,6 +45,10 @@ struct OnnxImportOptions {
   /// Directory that external-data locations are relative to (defaults to
   /// the model file's directory).
   std::string externalDataDir;
+  /// Leave initializers stored as external data unread until their bytes
+  /// are wanted (a missing file is then no import error); false maps and
+  /// checks every file at import.
+  bool lazyExternalData = true;
   /// Run type inference and the verifier after import.
   bool verify = true;
 };
@@ -69,6 +73,12 @@ struct OnnxExportOptions {
   /// (0 = always inline). Only exportOnnxFile has a file to write to;
   /// exportOnnxModel keeps every tensor inline.
   uint64_t externalDataThreshold = 0;
+  /// Write each external initializer whose source directory is this one
+  /// as a reference to where it already lives (its location and offset)
+  /// instead of its bytes, which are then not read; the caller records the
+  /// directory (the `.gm` writer). Empty: every external initializer is
+  /// loaded (an error when its file is missing) and written as bytes.
+  std::string keepExternalReferencesFrom;
 };
 
 /// Exports \p module as a ModelProto.

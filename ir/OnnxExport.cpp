@@ -7,7 +7,10 @@
 // intermediate value, and the graph outputs. ONNX identifies values by
 // name, so the exporter gives every value a unique one (ir/Naming.h): its
 // own name when no earlier value has it, else an invented `gmopt_N`.
-// Absent optional operands and results are written as "". Files are
+// Absent optional operands and results are written as "". A lazy external
+// initializer is loaded to be written, unless the caller asks to keep
+// references from its directory (the .gm writer): then it is written as
+// the reference it was read from and its bytes are never read. Files are
 // written through ir/FileIO.h: the model and its external-data file are
 // committed together, atomically, or not at all.
 //
@@ -67,7 +70,7 @@ struct ExternalDataPlan {
   uint64_t add(const TensorData &data) {
     uint64_t offset = llvm::alignTo(size, kExternalDataAlignment);
     tensors.emplace_back(data, offset);
-    size = offset + data.getBytes().size();
+    size = offset + data.getSizeInBytes();
     return offset;
   }
 };
@@ -75,8 +78,9 @@ struct ExternalDataPlan {
 /// Converts one Module into one ModelProto.
 class OnnxExporter {
 public:
-  OnnxExporter(const Module &module, ExternalDataPlan *external)
-      : module(module), external(external) {}
+  OnnxExporter(const Module &module, ExternalDataPlan *external,
+               const OnnxExportOptions &options)
+      : module(module), external(external), options(options) {}
 
   Expected<onnx::ModelProto> run();
 
@@ -89,11 +93,12 @@ private:
   }
   Error exportOpsets(onnx::ModelProto &model) const;
   void exportValueInfo(const Value &value, onnx::ValueInfoProto &info) const;
-  void exportInitializer(const Value &value, onnx::TensorProto &tensor);
+  Error exportInitializer(const Value &value, onnx::TensorProto &tensor);
   Error exportNode(const Node &node, onnx::NodeProto &proto) const;
 
   const Module &module;
   ExternalDataPlan *external;
+  const OnnxExportOptions &options;
   llvm::DenseMap<const Value *, std::string> names;
 };
 
@@ -131,16 +136,29 @@ void OnnxExporter::exportValueInfo(const Value &value,
   exportType(value.getType(), *info.mutable_type());
 }
 
-void OnnxExporter::exportInitializer(const Value &value,
-                                     onnx::TensorProto &tensor) {
+Error OnnxExporter::exportInitializer(const Value &value,
+                                      onnx::TensorProto &tensor) {
   const TensorData &data = value.getData();
-  if (external && data.getBytes().size() > external->threshold) {
+  tensor.set_name(nameOf(&value));
+  if (const ExternalDataRef *ref = data.getExternalRef()) {
+    const std::shared_ptr<ExternalDataSource> &source =
+        data.getExternalSource();
+    if (!options.keepExternalReferencesFrom.empty() && source &&
+        source->getBaseDir() == options.keepExternalReferencesFrom) {
+      exportTensorAsExternal(data, ref->location, ref->offset, tensor);
+      return Error::success();
+    }
+    if (Error err = data.load())
+      return makeError("initializer '" + nameOf(&value) +
+                       "': " + llvm::toString(std::move(err)));
+  }
+  if (external && data.getSizeInBytes() > external->threshold) {
     uint64_t offset = external->add(data);
     exportTensorAsExternal(data, external->location, offset, tensor);
   } else {
     exportTensor(data, tensor);
   }
-  tensor.set_name(nameOf(&value));
+  return Error::success();
 }
 
 /// Writes \p attr into \p proto.
@@ -234,10 +252,13 @@ Expected<onnx::ModelProto> OnnxExporter::run() {
   for (const std::unique_ptr<Value> &input : graph.getInputs())
     exportValueInfo(*input, *graphProto->add_input());
   for (const std::unique_ptr<Value> &init : graph.getInitializers())
-    exportInitializer(*init, *graphProto->add_initializer());
+    if (Error err = exportInitializer(*init, *graphProto->add_initializer()))
+      return err;
   for (const std::unique_ptr<Value> &input : graph.getInputs())
     if (input->hasData())
-      exportInitializer(*input, *graphProto->add_initializer());
+      if (Error err =
+              exportInitializer(*input, *graphProto->add_initializer()))
+        return err;
 
   for (const Node &node : graph.getNodes())
     if (Error err = exportNode(node, *graphProto->add_node()))
@@ -296,7 +317,7 @@ Expected<onnx::ModelProto>
 gmopt::exportOnnxModel(const Module &module, const OnnxExportOptions &options) {
   silenceProtobufLogging();
   // Without a file there is nowhere to put external data: all inline.
-  return OnnxExporter(module, /*external=*/nullptr).run();
+  return OnnxExporter(module, /*external=*/nullptr, options).run();
 }
 
 Error gmopt::exportOnnxFile(const Module &module, StringRef path,
@@ -319,7 +340,7 @@ Error gmopt::exportOnnxFile(const Module &module, StringRef path,
     plan.threshold = options.externalDataThreshold;
   }
   Expected<onnx::ModelProto> model =
-      OnnxExporter(module, useExternal ? &plan : nullptr).run();
+      OnnxExporter(module, useExternal ? &plan : nullptr, options).run();
   if (!model)
     return makeError(path + ": " + llvm::toString(model.takeError()));
   if (model->ByteSizeLong() > static_cast<size_t>(INT_MAX))

@@ -8,9 +8,13 @@
 // it), binds symbolic dimensions, takes result types from value_info and
 // graph outputs and refines them with gmopt's op registry, and finally
 // recognises the training signature. Initializer bytes are moved out of the
-// parsed protobuf (or viewed in a mapped external-data file) rather than
-// copied. Every message starts with the model's file name and names the
-// offending node, as `FILE: what (node NAME)`.
+// parsed protobuf rather than copied; external-data initializers are not
+// read at all (lazy TensorData whose file is mapped when a pass or a backend
+// wants the bytes), so a model compiles without its weight files and
+// import time does not grow with their size. Tensor attributes (Constant
+// nodes) are small values that folding reads: their external data, if any,
+// is mapped at import. Every message starts with the model's file name and
+// names the offending node, as `FILE: what (node NAME)`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -124,7 +128,8 @@ public:
   OnnxImporter(StringRef fileName, const OnnxImportOptions &options,
                std::string externalDataDir)
       : fileName(fileName.str()), options(options),
-        resolver(std::move(externalDataDir)) {}
+        resolver(externalDataDir),
+        lazyResolver(ExternalDataResolver::createLazy(externalDataDir)) {}
 
   /// Imports \p model. When \p mutableModel (the same proto) is given,
   /// initializer bytes are moved out of it instead of copied.
@@ -160,7 +165,11 @@ private:
 
   std::string fileName;
   const OnnxImportOptions &options;
+  /// Maps external data at once (tensor attributes).
   ExternalDataResolver resolver;
+  /// Leaves external data unread (initializers); shared with their
+  /// TensorData.
+  std::shared_ptr<ExternalDataResolver> lazyResolver;
   std::unique_ptr<Module> module;
   /// Every value defined so far, by ONNX name.
   llvm::StringMap<Value *> values;
@@ -258,10 +267,13 @@ Error OnnxImporter::importInputsAndInitializers(
     const std::string &name = tensor.name();
     if (name.empty())
       return error(llvm::formatv("initializer #{0} has no name", i));
+    ExternalDataResolver *initializerResolver =
+        options.lazyExternalData ? lazyResolver.get() : &resolver;
     Expected<TensorData> data =
-        mutableGraph ? importTensorStealing(
-                           *mutableGraph->mutable_initializer(i), &resolver)
-                     : importTensor(tensor, &resolver);
+        mutableGraph
+            ? importTensorStealing(*mutableGraph->mutable_initializer(i),
+                                   initializerResolver)
+            : importTensor(tensor, initializerResolver);
     if (!data)
       return wrap(data.takeError());
 
@@ -615,7 +627,9 @@ std::string defaultExternalDataDir(StringRef fileName,
                                    const OnnxImportOptions &options) {
   if (!options.externalDataDir.empty())
     return options.externalDataDir;
-  return llvm::sys::path::parent_path(fileName).str();
+  // Never empty: lazy tensors and the .gm writer name their directory.
+  StringRef parent = llvm::sys::path::parent_path(fileName);
+  return parent.empty() ? std::string(".") : parent.str();
 }
 
 } // namespace

@@ -28,6 +28,7 @@
 #include "llvm/Support/SwapByteOrder.h"
 
 #include <cstring>
+#include <limits>
 
 using namespace gmopt;
 using llvm::Error;
@@ -237,6 +238,23 @@ Expected<TensorData> importExternal(const onnx::TensorProto &tensor,
                        llvm::formatv("external data length {0} does not match "
                                      "the {1} bytes of its shape",
                                      *length, layout.numBytes));
+  if (offset > std::numeric_limits<uint64_t>::max() - layout.numBytes)
+    return tensorError(tensor, llvm::formatv("external data offset {0} is "
+                                             "out of range",
+                                             offset));
+  Expected<ExternalDataResolver::FileInfo> info = resolver->inspect(location);
+  if (!info)
+    return tensorError(tensor, llvm::toString(info.takeError()));
+  if (info->present &&
+      (offset > info->size || info->size - offset < layout.numBytes))
+    return tensorError(
+        tensor, llvm::formatv("external data (offset {0}, {1} bytes) lies "
+                              "outside '{2}' ({3} bytes)",
+                              offset, layout.numBytes, location, info->size));
+  if (resolver->isLazy())
+    return TensorData(layout.type, ExternalDataRef{location, offset},
+                      resolver->shared_from_this());
+
   Expected<std::shared_ptr<llvm::MemoryBuffer>> file =
       resolver->getFile(location);
   if (!file)
@@ -270,12 +288,20 @@ bool isExternal(const onnx::TensorProto &tensor) {
 
 } // namespace
 
-Expected<std::shared_ptr<llvm::MemoryBuffer>>
-ExternalDataResolver::getFile(StringRef location) {
-  auto it = files.find(location);
-  if (it != files.end())
+std::shared_ptr<ExternalDataResolver>
+ExternalDataResolver::createLazy(std::string baseDir) {
+  auto resolver = std::make_shared<ExternalDataResolver>(std::move(baseDir));
+  resolver->lazy = true;
+  return resolver;
+}
+
+Expected<ExternalDataResolver::FileInfo>
+ExternalDataResolver::inspect(StringRef location) {
+  auto it = inspected.find(location);
+  if (it != inspected.end())
     return it->second;
   namespace path = llvm::sys::path;
+  namespace fs = llvm::sys::fs;
   if (path::is_absolute(location) || path::is_absolute_gnu(location))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "external data location '%s' must be a "
@@ -290,17 +316,26 @@ ExternalDataResolver::getFile(StringRef location) {
                                      location.str().c_str());
   llvm::SmallString<256> fullPath(baseDir);
   path::append(fullPath, location);
+  FileInfo info;
+  // A location that names nothing (not even a dangling link) is a missing
+  // file, which only matters once its bytes are wanted.
+  fs::file_status linkStatus;
+  if (fs::status(fullPath, linkStatus, /*follow=*/false) ||
+      !fs::exists(linkStatus)) {
+    inspected[location] = info;
+    return info;
+  }
   // The string is inside the directory; its symbolic links must be too, or
   // a link could expose any file the user can read (and its bytes, shown
   // as tensor values in messages).
   llvm::SmallString<256> realBase, realFile;
-  if (std::error_code ec = llvm::sys::fs::real_path(
+  if (std::error_code ec = fs::real_path(
           baseDir.empty() ? StringRef(".") : StringRef(baseDir), realBase))
     return llvm::createStringError(ec,
                                    "cannot resolve the model directory '%s': "
                                    "%s",
                                    baseDir.c_str(), ec.message().c_str());
-  if (std::error_code ec = llvm::sys::fs::real_path(fullPath, realFile))
+  if (std::error_code ec = fs::real_path(fullPath, realFile))
     return llvm::createStringError(ec,
                                    "cannot open external data file '%s': %s",
                                    fullPath.c_str(), ec.message().c_str());
@@ -313,8 +348,44 @@ ExternalDataResolver::getFile(StringRef location) {
                                    location.str().c_str());
   // Only a regular file, and never more than its size (so a link to
   // /dev/zero cannot grow memory without bound).
+  if (Error err = checkRegularFile(realFile))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(), "external data location '%s': %s",
+        location.str().c_str(), llvm::toString(std::move(err)).c_str());
+  fs::file_status status;
+  if (std::error_code ec = fs::status(realFile, status))
+    return llvm::createStringError(ec,
+                                   "cannot open external data file '%s': %s",
+                                   fullPath.c_str(), ec.message().c_str());
+  info.present = true;
+  info.size = status.getSize();
+  info.realPath = realFile.str().str();
+  inspected[location] = info;
+  return info;
+}
+
+Expected<std::shared_ptr<llvm::MemoryBuffer>>
+ExternalDataResolver::getFile(StringRef location) {
+  auto it = files.find(location);
+  if (it != files.end())
+    return it->second;
+  // Inspected again: the file may have appeared (or changed) since import.
+  inspected.erase(location);
+  Expected<FileInfo> info = inspect(location);
+  if (!info)
+    return info.takeError();
+  if (!info->present) {
+    llvm::SmallString<256> fullPath(baseDir);
+    llvm::sys::path::append(fullPath, location);
+    return llvm::createStringError(
+        std::make_error_code(std::errc::no_such_file_or_directory),
+        "cannot open external data file '%s': %s", fullPath.c_str(),
+        std::make_error_code(std::errc::no_such_file_or_directory)
+            .message()
+            .c_str());
+  }
   Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      readFileBounded(realFile);
+      readFileBounded(info->realPath);
   if (!buffer)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(), "external data location '%s': %s",
@@ -387,7 +458,7 @@ void gmopt::exportTensorAsExternal(const TensorData &data, StringRef location,
   };
   addEntry("location", location.str());
   addEntry("offset", std::to_string(offset));
-  addEntry("length", std::to_string(data.getBytes().size()));
+  addEntry("length", std::to_string(data.getSizeInBytes()));
 }
 
 Expected<TensorType> gmopt::importType(const onnx::TypeProto &type,

@@ -4,7 +4,11 @@
 // data files) into gmopt's TensorData without copying bytes where the
 // source allows it, and back into TensorProtos (always raw_data, or an
 // external-data reference). External-data files are memory-mapped once per
-// file and shared by every tensor that points into them.
+// file and shared by every tensor that points into them. A lazy resolver
+// (the model importer's) maps nothing at import: each external tensor
+// becomes a lazy TensorData whose reference was checked (path inside the
+// model directory; when the file is there, a regular file long enough),
+// and whose file is mapped when its bytes are first wanted.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,31 +36,59 @@ class TensorType;
 
 /// Resolves the external-data references of TensorProtos against one
 /// directory, mapping every referenced file at most once.
-class ExternalDataResolver {
+class ExternalDataResolver
+    : public ExternalDataSource,
+      public std::enable_shared_from_this<ExternalDataResolver> {
 public:
-  /// Resolves locations relative to \p baseDir ("" = current directory).
+  /// Resolves locations relative to \p baseDir ("" = current directory);
+  /// importTensor maps external tensors at once.
   explicit ExternalDataResolver(std::string baseDir)
       : baseDir(std::move(baseDir)) {}
 
-  /// The whole mapped file at \p location (relative to the base directory).
-  /// Rejects absolute locations, ones that leave the base directory (also
+  /// A resolver with which importTensor maps nothing: external tensors
+  /// become lazy TensorData that share this resolver.
+  static std::shared_ptr<ExternalDataResolver> createLazy(std::string baseDir);
+
+  /// What is known of one location without reading it.
+  struct FileInfo {
+    /// Whether a file is there (a missing one is not an error at import).
+    bool present = false;
+    /// Its size, when present.
+    uint64_t size = 0;
+    /// Its real path (links resolved), when present.
+    std::string realPath;
+  };
+
+  /// Checks \p location without reading the file (once per location):
+  /// rejects absolute locations, ones that leave the base directory (also
   /// through a symbolic link: the real path must lie inside the base
-  /// directory's real path) and anything but a regular file.
+  /// directory's real path) and anything but a regular file. A file that
+  /// does not exist is reported as not present, not as an error.
+  llvm::Expected<FileInfo> inspect(llvm::StringRef location);
+
+  /// The whole mapped file at \p location (relative to the base directory),
+  /// checked as inspect() does; a missing file is an error here.
   llvm::Expected<std::shared_ptr<llvm::MemoryBuffer>>
-  getFile(llvm::StringRef location);
+  getFile(llvm::StringRef location) override;
 
   /// The directory locations are relative to.
-  llvm::StringRef getBaseDir() const { return baseDir; }
+  llvm::StringRef getBaseDir() const override { return baseDir; }
+
+  /// Whether importTensor leaves external tensors unread.
+  bool isLazy() const { return lazy; }
 
 private:
   std::string baseDir;
+  bool lazy = false;
+  llvm::StringMap<FileInfo> inspected;
   llvm::StringMap<std::shared_ptr<llvm::MemoryBuffer>> files;
 };
 
 /// Converts \p tensor into a TensorData. Bytes are copied from raw_data and
 /// typed fields; external data is viewed in place (through \p resolver,
-/// which may be null when the caller knows there is none). Messages name
-/// the tensor but not the model file.
+/// which may be null when the caller knows there is none), or left unread
+/// as a lazy TensorData when the resolver is lazy. Messages name the tensor
+/// but not the model file.
 llvm::Expected<TensorData> importTensor(const onnx::TensorProto &tensor,
                                         ExternalDataResolver *resolver);
 

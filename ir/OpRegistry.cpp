@@ -189,15 +189,17 @@ const TensorData *InferenceContext::getConstantInput(unsigned i) const {
   if (!hasInput(i))
     return nullptr;
   const Value *value = node.getOperand(i);
+  // Large or unavailable external data is not a known value here.
   if (value->hasData())
-    return &value->getData();
+    return value->getData().hasFoldableBytes() ? &value->getData() : nullptr;
   const Node *producer = value->getDefiningNode();
   if (!producer || canonicalDomain(producer->getDomain()) != "" ||
       producer->getOpType() != "Constant")
     return nullptr;
   if (const Attribute *attr = producer->getAttr("value"))
     if (attr->getKind() == Attribute::Kind::Tensor)
-      return &attr->getTensor();
+      return attr->getTensor().hasFoldableBytes() ? &attr->getTensor()
+                                                  : nullptr;
   std::optional<TensorData> data = ops::getConstantData(*value);
   if (!data)
     return nullptr;

@@ -18,6 +18,7 @@
 #include "ir/TextLexer.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -237,11 +238,24 @@ private:
   void printTensorContents(const TensorData &data) {
     const TensorType &type = data.getType();
     uint64_t numElements =
-        type.hasStaticShape() ? type.getNumElements() : data.getBytes().size();
+        type.hasStaticShape() ? type.getNumElements() : data.getSizeInBytes();
     if (numElements > options.largeConstantElements &&
         options.elideLargeConstants) {
-      os << "<elided " << data.getBytes().size() << " bytes>";
+      os << "<elided " << data.getSizeInBytes() << " bytes>";
       return;
+    }
+    // External data that cannot be read is shown as its reference (for
+    // humans, like an elided constant; the parser refuses it).
+    if (data.isExternal()) {
+      if (llvm::Error err = data.load()) {
+        llvm::consumeError(std::move(err));
+        const ExternalDataRef &ref = *data.getExternalRef();
+        os << "<external ";
+        llvm::printEscapedString(ref.location, os << '"');
+        os << "\" offset " << ref.offset << ", " << data.getSizeInBytes()
+           << " bytes not available>";
+        return;
+      }
     }
     os << "dense<";
     if (numElements <= options.largeConstantElements &&

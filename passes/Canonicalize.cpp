@@ -165,7 +165,9 @@ public:
       if (!operand)
         continue;
       if (operand->isInitializer() && operand->hasData()) {
-        constants[i] = &operand->getData();
+        // Large or unavailable external data is never read here.
+        if (operand->getData().hasFoldableBytes())
+          constants[i] = &operand->getData();
       } else if (Node *def = operand->getDefiningNode()) {
         nodeConstants[i] = constantNodeValue(*def);
         if (nodeConstants[i])

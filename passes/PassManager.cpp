@@ -54,8 +54,16 @@ public:
     number(graph.getInitializers().size());
     for (const auto &init : graph.getInitializers()) {
       defineValue(init.get());
-      llvm::ArrayRef<uint8_t> bytes = init->getData().getBytes();
-      number(llvm::xxh3_64bits(bytes));
+      const TensorData &data = init->getData();
+      // An external tensor is its reference: hashing its bytes would read
+      // every weight file on each fingerprint (or fail without them).
+      if (const ExternalDataRef *ref = data.getExternalRef()) {
+        text(ref->location);
+        number(ref->offset);
+        number(reinterpret_cast<uintptr_t>(data.getExternalSource().get()));
+        continue;
+      }
+      number(llvm::xxh3_64bits(data.getBytes()));
     }
     number(graph.getNumNodes());
     for (const Node &node : graph.getNodes()) {

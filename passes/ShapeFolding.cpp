@@ -34,7 +34,9 @@ bool gmopt::isFoldableDType(DType type) {
 std::optional<IntTensor> IntTensor::fromData(const TensorData &data) {
   const TensorType &type = data.getType();
   if (data.isNull() || !isFoldableDType(type.getDType()) ||
-      !type.hasStaticShape())
+      !type.hasStaticShape() || !data.hasFoldableBytes() ||
+      data.getBytes().size() <
+          dtypeStorageBytes(type.getDType(), type.getNumElements()))
     return std::nullopt;
   IntTensor tensor;
   tensor.dtype = type.getDType();

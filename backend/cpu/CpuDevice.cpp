@@ -34,6 +34,7 @@ llvm::Error fail(const llvm::Twine &message) {
 class CpuDevice final : public Device {
 public:
   llvm::StringRef getName() const override { return "cpu"; }
+  bool canReadHostMemory() const override { return true; }
   llvm::StringRef getWorkspaceModelName() const override {
     return kCpuWorkspaceModelName;
   }

@@ -463,15 +463,23 @@ bool SymInt::provablyEqual(const SymInt &other) const {
 }
 
 std::optional<TensorData> ops::getConstantData(const Value &value) {
-  if (value.hasData())
+  if (value.hasData()) {
+    // Large external weights are never read at compile time, and missing
+    // ones cannot be: the value is then simply not known.
+    if (!value.getData().hasFoldableBytes())
+      return std::nullopt;
     return value.getData();
+  }
   const Node *producer = value.getDefiningNode();
   if (!producer || !isStandardOp(*producer, "Constant"))
     return std::nullopt;
   for (const NamedAttribute &attr : producer->getAttrs()) {
     const Attribute &a = attr.value;
-    if (attr.name == "value" && a.getKind() == Attribute::Kind::Tensor)
+    if (attr.name == "value" && a.getKind() == Attribute::Kind::Tensor) {
+      if (!a.getTensor().hasFoldableBytes())
+        return std::nullopt;
       return a.getTensor();
+    }
     if (attr.name == "value_float" && a.getKind() == Attribute::Kind::Float) {
       float v = a.getFloat();
       return TensorData::fromValues<float>(DType::F32, {},

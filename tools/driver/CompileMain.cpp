@@ -10,11 +10,15 @@
 // holding the rewritten and the original model, or plain ONNX when -o
 // names an `.onnx` file. --report and --report-json give the static memory
 // figures of the plan; when no planning pass ran they come from the trivial
-// (no-reuse) plan, and the report says so.
+// (no-reuse) plan, and the report says so. External-data weights are not
+// read (the .gm refers to them): a note on stderr, and the report's
+// `external_data`, list the tensors left unread and whether their files
+// are there.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/Driver.h"
+#include "tools/driver/ExternalDataReport.h"
 #include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
@@ -225,6 +229,9 @@ static int runGmoptCompile(int argc, char **argv) {
   if (!emitOnnx.empty())
     if (llvm::Error err = exportOnnxFile(**module, emitOnnx, outputs))
       return reportToolError(kTool, std::move(err));
+  // Compiling needs shapes only: external weights stay unread (the .gm
+  // refers to them), and the user learns which and where.
+  std::vector<UnreadExternalTensor> unread = findUnreadExternalData(**module);
 
   if (wantReport) {
     if (trivialReport)
@@ -248,6 +255,8 @@ static int runGmoptCompile(int argc, char **argv) {
       llvm::json::Object json = planReportJson(**module, *eagerBaseline);
       json["plan"] = trivialReport ? "trivial" : "planned";
       json["pipeline"] = pipeline;
+      if (!unread.empty())
+        json["external_data"] = unreadExternalDataJson(unread);
       std::string text =
           llvm::formatv("{0:2}\n", llvm::json::Value(std::move(json)));
       if (llvm::Error err = outputs.write(reportJson, text))
@@ -256,6 +265,7 @@ static int runGmoptCompile(int argc, char **argv) {
   }
   if (llvm::Error err = outputs.commit())
     return reportToolError(kTool, std::move(err));
+  printUnreadExternalDataNote(llvm::errs(), kTool, unread);
   return 0;
 }
 

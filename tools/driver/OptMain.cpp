@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/Driver.h"
+#include "tools/driver/ExternalDataReport.h"
 #include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
@@ -225,6 +226,8 @@ static int runGmoptOpt(int argc, char **argv) {
     return reportToolError(kTool, std::move(written));
   if (llvm::Error err = outputs.commit())
     return reportToolError(kTool, std::move(err));
+  printUnreadExternalDataNote(llvm::errs(), kTool,
+                              findUnreadExternalData(**module));
   return 0;
 }
 

@@ -87,6 +87,13 @@ static int runGmoptRun(int argc, char **argv) {
       cl::desc("Parameter values: an ONNX model's initializers, an ONNX "
                "Runtime checkpoint, or a .pbseq TensorProto sequence"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<std::string> externalDataDirOption(
+      "external-data-dir",
+      cl::desc("Directory the model's external-data weight files are read "
+               "from (default: the one the .gm file recorded at compile "
+               "time, or the ONNX model's own). Files are mapped, not "
+               "copied; locations that leave the directory are refused"),
+      cl::value_desc("dir"), cl::cat(category));
   cl::opt<bool> allowMissingWeightsOption(
       "allow-missing-weights",
       cl::desc("Initialize parameters --weights does not hold"),
@@ -164,6 +171,7 @@ static int runGmoptRun(int argc, char **argv) {
 
   RunConfig config;
   config.modelPath = inputFilename;
+  config.externalDataDir = externalDataDirOption;
   config.backend = backendOption;
   config.executor.mode = modeOption;
   config.executor.seed = seedOption;

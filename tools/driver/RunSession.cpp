@@ -211,7 +211,8 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   auto model = loadRunnableModel(config.modelPath, config.dims,
                                  inputs ? &*inputs : nullptr, config.baseline,
                                  config.passes,
-                                 optimizer ? &*optimizer : nullptr);
+                                 optimizer ? &*optimizer : nullptr,
+                                 config.externalDataDir);
   if (!model)
     return model.takeError();
   // A compiled-in optimizer is what runs: it must be the one asked for.

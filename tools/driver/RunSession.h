@@ -32,6 +32,9 @@ namespace gmopt {
 struct RunConfig {
   /// The `.gm` file or ONNX training graph.
   std::string modelPath;
+  /// --external-data-dir: where the model's external-data files are (empty:
+  /// where the .gm file recorded them, or next to the ONNX model).
+  std::string externalDataDir;
   /// --backend.
   BackendKind backend = BackendKind::Auto;
   /// --mode, --seed (random ops), --threads, --profile.

@@ -400,9 +400,11 @@ llvm::Error inferDims(llvm::StringRef path, const TestDataSet &inputs,
 }
 
 llvm::Expected<std::unique_ptr<Module>>
-importForRun(llvm::StringRef path, const std::map<std::string, int64_t> &dims) {
+importForRun(llvm::StringRef path, const std::map<std::string, int64_t> &dims,
+             llvm::StringRef externalDataDir) {
   OnnxImportOptions options;
   options.dimBindings = dims;
+  options.externalDataDir = externalDataDir.str();
   auto module = importOnnxFile(path, options);
   if (!module)
     return withFile(path, module.takeError());
@@ -490,7 +492,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
                          const std::map<std::string, int64_t> &dims,
                          const TestDataSet *inputs, bool wantOriginal,
                          llvm::StringRef onnxPipeline,
-                         const OptimizerSpec *optimizer) {
+                         const OptimizerSpec *optimizer,
+                         llvm::StringRef externalDataDir) {
   // Builds the optimizer into a module that has none.
   auto addOptimizer = [&](Module &module) -> llvm::Error {
     if (!optimizer || findOptimizerNode(module) ||
@@ -511,7 +514,7 @@ gmopt::loadRunnableModel(llvm::StringRef path,
     if (!onnxPipeline.empty())
       return makeError(path + ": --passes applies to ONNX input only; a .gm "
                               "file is already compiled");
-    auto compiled = readGmFile(path);
+    auto compiled = readGmFile(path, externalDataDir);
     if (!compiled)
       return withFile(path, compiled.takeError());
     model.fromGmFile = true;
@@ -560,14 +563,14 @@ gmopt::loadRunnableModel(llvm::StringRef path,
     if (inputs)
       if (llvm::Error err = inferDims(path, *inputs, model.dims))
         return err;
-    auto module = importForRun(path, model.dims);
+    auto module = importForRun(path, model.dims, externalDataDir);
     if (!module)
       return module.takeError();
     model.module = std::move(*module);
     if (llvm::Error err = addOptimizer(*model.module))
       return err;
     if (wantOriginal) {
-      auto original = importForRun(path, model.dims);
+      auto original = importForRun(path, model.dims, externalDataDir);
       if (!original)
         return original.takeError();
       model.original = std::move(*original);
@@ -695,6 +698,11 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
       } else if (input->hasData()) {
+        // An external default is mapped now (not before: a --weights value
+        // makes it unneeded); a missing file is an error naming it.
+        if (llvm::Error err = input->getData().load())
+          return makeError("parameter " + quoted(input) + ": " +
+                           llvm::toString(std::move(err)));
         binding.data = input->getData();
         binding.origin = InputOrigin::GraphDefault;
       } else {
@@ -758,6 +766,9 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
       } else if (input->hasData()) {
+        if (llvm::Error err = input->getData().load())
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(std::move(err)));
         binding.data = input->getData();
         binding.origin = InputOrigin::GraphDefault;
       } else if (sources.testData) {

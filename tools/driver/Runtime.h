@@ -126,12 +126,18 @@ constexpr llvm::StringLiteral kOnnxRunPipeline = kDefaultPipeline;
 /// describes (buildOptimizer): an ONNX import before its pipeline runs, a
 /// `.gm` module (and its original) after loading, re-planned with
 /// plan-buffers. A module that has an optimizer keeps it.
+///
+/// External-data initializers are left unread (mapped when the run first
+/// needs them); their files are looked for in \p externalDataDir when
+/// given, else where the `.gm` file recorded them, else next to the ONNX
+/// model.
 llvm::Expected<RunnableModel>
 loadRunnableModel(llvm::StringRef path,
                   const std::map<std::string, int64_t> &dims,
                   const TestDataSet *inputs, bool wantOriginal,
                   llvm::StringRef onnxPipeline = "",
-                  const OptimizerSpec *optimizer = nullptr);
+                  const OptimizerSpec *optimizer = nullptr,
+                  llvm::StringRef externalDataDir = "");
 
 //===----------------------------------------------------------------------===//
 // Inputs
