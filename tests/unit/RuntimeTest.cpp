@@ -486,6 +486,77 @@ TEST(TestDataSetTest, AmbiguousSetsAreRefused) {
       << message;
 }
 
+// bert_tiny's attention_mask only meets `attention_mask == 0`: synthetic
+// data draws 0 or 1, so some keys are padding and some are not.
+TEST(BindInputsTest, MaskComparedWithConstantsGetsBothOutcomes) {
+  auto bert = loadRunnableModel(modelDir("bert_tiny") + "/training_model.onnx",
+                                {{"batch", 4}}, nullptr,
+                                /*wantOriginal=*/false);
+  ASSERT_TRUE(bool(bert)) << llvm::toString(bert.takeError());
+  EXPECT_FALSE(deriveIndexRange(inputNamed(*bert->module, "attention_mask")));
+  auto bound = bindInputs(*bert->module, InputSources());
+  ASSERT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
+  const BoundInput *mask = boundNamed(*bound, "attention_mask");
+  ASSERT_TRUE(mask);
+  EXPECT_EQ(mask->origin, InputOrigin::Synthetic);
+  std::vector<int64_t> values = mask->data.getIntValues();
+  EXPECT_EQ(values.size(), 64u);
+  for (int64_t v : values)
+    EXPECT_TRUE(v == 0 || v == 1) << v;
+  EXPECT_TRUE(llvm::is_contained(values, 0));
+  EXPECT_TRUE(llvm::is_contained(values, 1));
+  for (int64_t id : boundNamed(*bound, "input_ids")->data.getIntValues()) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 64);
+  }
+
+  // Compared with 2 (through a Cast) and with 5: [2, 7) holds both
+  // constants and a value equal to neither. One use that is not such a
+  // comparison (Neg) and nothing is derivable.
+  for (bool alsoNegated : {false, true}) {
+    Module module;
+    module.opsetImports[""] = 17;
+    Graph &graph = module.getGraph();
+    TensorType i64x = TensorType::get(DType::I64, {256});
+    TensorType boolx = TensorType::get(DType::Bool, {256});
+    Value *code = graph.addInput(i64x, "code");
+    Value *two = graph.addInitializer(
+        TensorData::fromValues<int32_t>(DType::I32, {}, {2}), "two");
+    Value *five = graph.addInitializer(
+        TensorData::fromValues<int64_t>(DType::I64, {}, {5}), "five");
+    Builder builder(graph);
+    Node *cast =
+        builder.create({"", "Cast"}, {code}, {TensorType::get(DType::I32, {256})},
+                       {NamedAttribute{"to", Attribute::getInt(6)}}, "cast");
+    Node *isTwo = builder.create({"", "Equal"}, {cast->getResult(0), two},
+                                 {boolx}, {}, "is_two");
+    Node *isFive =
+        builder.create({"", "Equal"}, {five, code}, {boolx}, {}, "is_five");
+    graph.addOutput(isTwo->getResult(0));
+    graph.addOutput(isFive->getResult(0));
+    if (alsoNegated)
+      graph.addOutput(
+          builder.create({"", "Neg"}, {code}, {i64x}, {}, "neg")->getResult(0));
+    auto synthetic = bindInputs(module, InputSources());
+    if (alsoNegated) {
+      EXPECT_NE(errorText(synthetic).find("cannot derive the valid range of "
+                                          "integer input 'code'"),
+                std::string::npos);
+      continue;
+    }
+    ASSERT_TRUE(bool(synthetic)) << llvm::toString(synthetic.takeError());
+    std::vector<int64_t> codes =
+        boundNamed(*synthetic, "code")->data.getIntValues();
+    for (int64_t v : codes) {
+      EXPECT_GE(v, 2);
+      EXPECT_LT(v, 7);
+    }
+    EXPECT_TRUE(llvm::is_contained(codes, 2));
+    EXPECT_TRUE(llvm::is_contained(codes, 5));
+    EXPECT_TRUE(llvm::is_contained(codes, 6));
+  }
+}
+
 TEST(BindInputsTest, IntegerInputWithoutRangeNeedsData) {
   Module module;
   module.opsetImports[""] = 17;

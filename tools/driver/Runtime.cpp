@@ -22,6 +22,7 @@
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
+#include "ir/ops/ShapeValue.h"
 #include "passes/PassManager.h"
 #include "tools/driver/PassManagerCLOptions.h"
 
@@ -246,6 +247,55 @@ void collectRanges(const Value *value, std::optional<IndexRange> &result,
   }
 }
 
+/// Collects into \p constants the constant each use of \p value (through
+/// views and casts) compares it with, when every use is an Equal against a
+/// constant scalar; false as soon as one use is anything else.
+bool collectComparedConstants(const Value *value,
+                              llvm::SmallVectorImpl<int64_t> &constants,
+                              unsigned depth) {
+  if (depth > 16)
+    return false;
+  for (const OpOperand &use : value->getUses()) {
+    const Node *user = use.getOwner();
+    if (!user)
+      return false;
+    if (use.getIndex() == 0 && user->getNumResults() && user->getResult(0) &&
+        (isViewNode(*user) || user->isa(kOnnxDomain, "Cast"))) {
+      if (!collectComparedConstants(user->getResult(0), constants, depth + 1))
+        return false;
+      continue;
+    }
+    if (!user->isa(kOnnxDomain, "Equal") || user->getNumOperands() != 2)
+      return false;
+    const Value *other = user->getOperand(1 - use.getIndex());
+    std::optional<std::vector<int64_t>> values =
+        other ? ops::getIntValues(*other) : std::nullopt;
+    if (!values || values->size() != 1)
+      return false;
+    constants.push_back(values->front());
+  }
+  return !constants.empty();
+}
+
+/// The values synthetic data for integer input \p input draws when the
+/// graph only ever asks whether it equals some constants (a padding mask
+/// compared with 0): [smallest constant, largest + 2), which holds every
+/// constant and one value equal to none, so both outcomes of each
+/// comparison occur. nullopt for any other use.
+std::optional<std::pair<int64_t, int64_t>>
+deriveComparedRange(const Value *input) {
+  llvm::SmallVector<int64_t, 4> constants;
+  if (!collectComparedConstants(input, constants, 0))
+    return std::nullopt;
+  int64_t lowest = *llvm::min_element(constants);
+  int64_t highest = *llvm::max_element(constants);
+  // The span highest + 2 - lowest must fit an int64_t (RandomStream::integer).
+  if (highest > std::numeric_limits<int64_t>::max() - 2 ||
+      (lowest < 0 && highest > std::numeric_limits<int64_t>::max() - 2 + lowest))
+    return std::nullopt;
+  return std::make_pair(lowest, highest + 2);
+}
+
 /// Checks every element of integer tensor \p data against \p range.
 llvm::Error checkIndexValues(const TensorData &data, const IndexRange &range,
                              const Value *input) {
@@ -309,11 +359,18 @@ llvm::Expected<TensorData> syntheticData(const Value *input, uint64_t seed) {
   if (dtype == DType::Bool)
     return named(fillTensor(type, [&](uint64_t) { return random.next() & 1; }));
   std::optional<IndexRange> range = deriveIndexRange(input);
-  if (!range)
+  if (!range) {
+    if (std::optional<std::pair<int64_t, int64_t>> compared =
+            deriveComparedRange(input))
+      return named(fillTensor(type, [&](uint64_t) {
+        return random.integer(compared->first, compared->second);
+      }));
     return makeError("cannot derive the valid range of integer input " +
                      quoted(input) +
-                     " from the graph (it is not a loss's labels or a Gather's "
-                     "indices); supply it with --inputs");
+                     " from the graph (it is not a loss's labels, a Gather's "
+                     "indices or only compared with constants); supply it "
+                     "with --inputs");
+  }
   if (range->end <= range->syntheticLowest)
     return makeError("integer input " + quoted(input) +
                      " has an empty valid range");

@@ -226,9 +226,12 @@ struct InputSources {
 /// lazy_reset_grad the
 /// test data, else true; for data inputs the test data, the graph default,
 /// or, only when there is no test data at all, seeded synthetic data
-/// (floats N(0,1), integers uniform in the range deriveIndexRange gives,
-/// booleans uniform; an integer input without a derivable range is an
-/// error). With test data, a data input it does not hold (and that has no
+/// (floats N(0,1), integers uniform in the range deriveIndexRange gives or,
+/// for an integer input the graph only compares for equality with
+/// constants (every use an Equal against a constant scalar, as a padding
+/// mask's `mask == 0`), uniform in [smallest constant, largest + 2), so each
+/// comparison sees both outcomes; booleans uniform; any other integer input
+/// is an error). With test data, a data input it does not hold (and that has no
 /// graph default) is an error. Tensors are matched by name (an unnamed
 /// input_K.pb by its number K). Every supplied tensor's type must equal
 /// the input's, and integer inputs must lie in their derived range.
