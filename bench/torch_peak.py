@@ -96,18 +96,27 @@ def model_specs(build):
     """name -> dict(make, data (numpy arrays: model inputs then target), loss, dims, onnx path, batch)."""
     rng = np.random.default_rng(7)
     specs = {}
-    testdata = [("mlp", generate.MLP, "ce", {"batch": 8}),
-                ("cnn", generate.LeNet, "ce", {"batch": 8}),
-                ("resnet_tiny", generate.ResNetTiny, "ce", {"batch": 4}),
-                ("gpt_tiny", lambda: generate.GPTTiny(0.0), "ce", {"batch": 4, "batch_x_seq": 256}),
-                ("regression_frozen", generate.Regressor, "mse", {"batch": 8})]
+    makers = {s["name"]: s["make"] for s in generate.SPECS}
+    # name, loss, symbolic dims of the graph, data inputs (the model's and the target)
+    testdata = [("mlp", "ce", {"batch": 8}, 2),
+                ("cnn", "ce", {"batch": 8}, 2),
+                ("resnet_tiny", "ce", {"batch": 4}, 2),
+                ("cnn_bn", "ce", {}, 2),
+                ("gpt_tiny", "ce", {"batch": 4, "batch_x_seq": 256}, 2),
+                ("bert_tiny", "ce", {"batch": 4}, 3),
+                ("llama_tiny", "ce", {"batch": 4, "batch_x_seq": 64}, 2),
+                ("regression_frozen", "mse", {"batch": 8}, 2)]
     frozen = {s["name"]: s.get("frozen", []) for s in generate.SPECS}
-    for name, make, loss, dims in testdata:
-        specs[name] = dict(make=make, loss=loss, dims=dims, data=lambda name=name: testdata_inputs(name, 2),
+    for name, loss, dims, count in testdata:
+        if name not in makers:
+            continue
+        make = makers[name]
+        specs[name] = dict(make=make, loss=loss, dims=dims,
+                           data=lambda name=name, count=count: testdata_inputs(name, count),
                            frozen=frozen.get(name, []),
                            onnx=os.path.join(ROOT, "testdata", name, "training_model.onnx"),
                            gmopt_inputs=os.path.join(ROOT, "testdata", name, "test_data_set_0"),
-                           shape=", ".join(f"{k}={v}" for k, v in dims.items()))
+                           shape=", ".join(f"{k}={v}" for k, v in dims.items()) or "fixed")
     if build is None:
         return specs
 
