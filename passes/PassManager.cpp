@@ -24,6 +24,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <optional>
 
@@ -34,6 +35,10 @@ namespace {
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+double cpuSecondsSince(std::clock_t start) {
+  return static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
 }
 
 llvm::Error prefixError(llvm::Error err, const llvm::Twine &prefix) {
@@ -274,7 +279,7 @@ llvm::Error PassManager::run(Module &module) {
   timings.clear();
   context.clearStatistics();
   lastRunChanged = false;
-  double verifierSeconds = 0;
+  double verifierSeconds = 0, verifierCpuSeconds = 0;
   for (const std::unique_ptr<Pass> &pass : passes) {
     if (shouldPrintBefore(*pass))
       dumpIR(module, "Before", *pass);
@@ -283,8 +288,10 @@ llvm::Error PassManager::run(Module &module) {
     if (options.checkUnchangedPasses)
       fingerprintBefore = computeFingerprint(module);
     auto start = std::chrono::steady_clock::now();
+    std::clock_t cpuStart = std::clock();
     llvm::Expected<bool> changed = pass->run(module, context);
-    timings.push_back({pass->getName().str(), secondsSince(start)});
+    timings.push_back({pass->getName().str(), secondsSince(start),
+                       cpuSecondsSince(cpuStart)});
     if (!changed)
       return prefixError(changed.takeError(),
                          "pass '" + pass->getName() + "' failed: ");
@@ -305,15 +312,17 @@ llvm::Error PassManager::run(Module &module) {
 
     if (options.verifyEach) {
       auto verifyStart = std::chrono::steady_clock::now();
+      std::clock_t verifyCpuStart = std::clock();
       llvm::Error err = verifyModule(module);
       verifierSeconds += secondsSince(verifyStart);
+      verifierCpuSeconds += cpuSecondsSince(verifyCpuStart);
       if (err)
         return prefixError(std::move(err), "verification failed after pass '" +
                                                pass->getName() + "': ");
     }
   }
   if (options.verifyEach && !passes.empty())
-    timings.push_back({"(verifier)", verifierSeconds});
+    timings.push_back({"(verifier)", verifierSeconds, verifierCpuSeconds});
 
   if (options.timePasses)
     printTimings(*reportStream);

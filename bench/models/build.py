@@ -55,10 +55,40 @@ ABSENT_WEIGHTS = "weights_not_stored.bin"
 # ----------------------------------------------------------------------------- models
 
 
+class BertLayer(nn.Module):
+    """A BERT encoder layer (post-LN): self-attention with the padding mask applied by masked_fill
+    (Where) and dropout on the attention probabilities, residual + LayerNorm, GELU FFN, residual +
+    LayerNorm. Written out rather than nn.TransformerEncoderLayer, whose training-mode attention
+    exports through scaled_dot_product_attention as a one-output Dropout that ONNX Runtime's
+    DropoutGrad builder cannot differentiate (it needs the mask output)."""
+
+    def __init__(self, d, heads, ff, p):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.attn_out = nn.Linear(d, d)
+        self.attn_drop = nn.Dropout(p)
+        self.attn_out_drop = nn.Dropout(p)
+        self.ln1 = nn.LayerNorm(d, eps=1e-12)
+        self.ff_in = nn.Linear(d, ff)
+        self.ff_out = nn.Linear(ff, d)
+        self.ff_drop = nn.Dropout(p)
+        self.ln2 = nn.LayerNorm(d, eps=1e-12)
+
+    def forward(self, x, padding):
+        batch, seq, d = x.shape
+        q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in self.qkv(x).split(d, dim=2))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        att = att.masked_fill(padding[:, None, None, :], float("-inf"))
+        y = (self.attn_drop(F.softmax(att, dim=-1)) @ v).transpose(1, 2).reshape(batch, seq, d)
+        x = self.ln1(x + self.attn_out_drop(self.attn_out(y)))
+        return self.ln2(x + self.ff_drop(self.ff_out(F.gelu(self.ff_in(x)))))
+
+
 class BertBase(nn.Module):
     """BERT-base style encoder: token + position + segment embeddings, LayerNorm, post-LN encoder
-    layers (GELU FFN), the padding mask as a key padding mask, tanh pooler over the first token
-    and a classification head."""
+    layers (GELU FFN), the padding mask (attention_mask == 0) masking keys, tanh pooler over the
+    first token and a classification head."""
 
     def __init__(self, vocab=30522, d=768, heads=12, seq=512, layers=12, ff=3072, classes=2, p=0.1):
         super().__init__()
@@ -67,9 +97,7 @@ class BertBase(nn.Module):
         self.typ = nn.Embedding(2, d)
         self.ln = nn.LayerNorm(d, eps=1e-12)
         self.drop = nn.Dropout(p)
-        self.layers = nn.ModuleList([
-            nn.TransformerEncoderLayer(d, heads, ff, dropout=p, activation="gelu", batch_first=True,
-                                       layer_norm_eps=1e-12) for _ in range(layers)])
+        self.layers = nn.ModuleList([BertLayer(d, heads, ff, p) for _ in range(layers)])
         self.pool = nn.Linear(d, d)
         self.cls = nn.Linear(d, classes)
 
@@ -79,7 +107,7 @@ class BertBase(nn.Module):
         x = self.drop(self.ln(self.tok(input_ids) + self.pos(pos) + self.typ(torch.zeros_like(input_ids))))
         padding = attention_mask == 0
         for layer in self.layers:
-            x = layer(x, src_key_padding_mask=padding)
+            x = layer(x, padding)
         return self.cls(torch.tanh(self.pool(x[:, 0])))
 
 

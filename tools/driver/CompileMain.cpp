@@ -13,7 +13,8 @@
 // (no-reuse) plan, and the report says so. External-data weights are not
 // read (the .gm refers to them): a note on stderr, and the report's
 // `external_data`, list the tensors left unread and whether their files
-// are there.
+// are there. --time-compile times every phase (import, each pass,
+// planning, verification, baseline, writing).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #include "tools/driver/ExternalDataReport.h"
 #include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
+#include "tools/driver/PhaseTimer.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "ir/FileIO.h"
@@ -86,6 +88,12 @@ static int runGmoptCompile(int argc, char **argv) {
       "report-json",
       cl::desc("Write the static memory figures as JSON here (- for stdout)"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<bool> timeCompile(
+      "time-compile",
+      cl::desc("Print the wall time of each compile phase (import, each "
+               "pass, plan, verifier, eager baseline, writing) to stderr; "
+               "with --report-json also write them there as compile_timing"),
+      cl::cat(category));
   cl::list<std::string> dims(
       "dim", cl::desc("Bind symbolic dimension NAME to N"),
       cl::value_desc("NAME=N"), cl::CommaSeparated, cl::cat(category));
@@ -146,6 +154,8 @@ static int runGmoptCompile(int argc, char **argv) {
     if (llvm::Error err = outputs.reserve(reportJson, "--report-json"))
       return reportToolError(kTool, std::move(err));
 
+  PhaseTimer timer;
+  timer.start("import", PhaseKind::Import);
   // Read once: the input may be stdin, which cannot be read twice.
   auto input = readInputFile(inputFilename);
   if (!input)
@@ -174,12 +184,15 @@ static int runGmoptCompile(int argc, char **argv) {
       return fileError(inputFilename, llvm::toString(node.takeError()));
     return llvm::Error::success();
   };
+  timer.start("merge optimizer", PhaseKind::Import);
   if (llvm::Error err = addOptimizer(**module))
     return reportToolError(kTool, std::move(err));
   // The container keeps the model as imported (for gmopt-run --baseline):
   // a second import of the same bytes is the simplest faithful copy.
   std::unique_ptr<Module> original;
   if (writeGm || report || !reportJson.empty()) {
+    timer.start("import original (for the container and baseline)",
+                PhaseKind::Import);
     auto imported = loadModuleBytes(inputBytes, inputFilename,
                                     InputFormat::Onnx, *dimBindings);
     if (!imported)
@@ -189,9 +202,11 @@ static int runGmoptCompile(int argc, char **argv) {
       return reportToolError(kTool, std::move(err));
   }
 
+  timer.stop();
   if (llvm::Error err = passManager.run(**module))
     return reportToolError(
         kTool, fileError(inputFilename, llvm::toString(std::move(err))));
+  timer.addPassTimings(passManager);
   std::string pipeline = passManager.getPipelineString();
   recordPipeline(**module, pipeline);
   llvm::outs() << kTool << ": pipeline: " << pipeline << '\n';
@@ -205,6 +220,7 @@ static int runGmoptCompile(int argc, char **argv) {
   bool trivialReport = wantReport && (*module)->plan.empty();
   ExecutionPlan reportPlan;
   if (trivialReport) {
+    timer.start("trivial plan for the report", PhaseKind::Report);
     llvm::Expected<ExecutionPlan> trivial =
         makeReportPlan(**module, inputFilename, passOptions.getWorkspaceModel());
     if (!trivial)
@@ -214,6 +230,7 @@ static int runGmoptCompile(int argc, char **argv) {
 
   // The container makes names unique; the ONNX copy written after it
   // carries the same names.
+  timer.start(writeGm ? "write .gm" : "write ONNX", PhaseKind::Write);
   if (writeGm) {
     llvm::Expected<std::string> bytes =
         writeGmBytes(**module, *original, pipeline);
@@ -226,14 +243,17 @@ static int runGmoptCompile(int argc, char **argv) {
                  exportOnnxFile(**module, outputFilename, outputs)) {
     return reportToolError(kTool, std::move(err));
   }
-  if (!emitOnnx.empty())
+  if (!emitOnnx.empty()) {
+    timer.start("write --emit-onnx", PhaseKind::Write);
     if (llvm::Error err = exportOnnxFile(**module, emitOnnx, outputs))
       return reportToolError(kTool, std::move(err));
+  }
   // Compiling needs shapes only: external weights stay unread (the .gm
   // refers to them), and the user learns which and where.
   std::vector<UnreadExternalTensor> unread = findUnreadExternalData(**module);
 
   if (wantReport) {
+    timer.start("eager baseline and report", PhaseKind::Report);
     if (trivialReport)
       (*module)->plan = std::move(reportPlan);
     // The reference a user compares against: the graph as imported, run
@@ -257,15 +277,27 @@ static int runGmoptCompile(int argc, char **argv) {
       json["pipeline"] = pipeline;
       if (!unread.empty())
         json["external_data"] = unreadExternalDataJson(unread);
+      json["imported_nodes"] =
+          static_cast<int64_t>(original->getGraph().getNumNodes());
+      json["nodes"] = static_cast<int64_t>((*module)->getGraph().getNumNodes());
+      // Everything up to here; committing the files comes after.
+      if (timeCompile) {
+        timer.stop();
+        json["compile_timing"] = timer.toJson();
+      }
       std::string text =
           llvm::formatv("{0:2}\n", llvm::json::Value(std::move(json)));
       if (llvm::Error err = outputs.write(reportJson, text))
         return reportToolError(kTool, std::move(err));
     }
   }
+  timer.start("commit outputs", PhaseKind::Write);
   if (llvm::Error err = outputs.commit())
     return reportToolError(kTool, std::move(err));
   printUnreadExternalDataNote(llvm::errs(), kTool, unread);
+  timer.stop();
+  if (timeCompile)
+    timer.print(llvm::errs());
   return 0;
 }
 
