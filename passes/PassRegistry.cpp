@@ -12,6 +12,7 @@
 #include "passes/PipelineParser.h"
 #include "passes/PlanBuffers.h"
 #include "passes/PrintPlan.h"
+#include "passes/Recompute.h"
 #include "passes/Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"

@@ -69,6 +69,21 @@ DependenceGraph DependenceGraph::build(const Liveness &liveness,
       root[*liveness.lookup(node.getResult(0))] = root[operands[0]];
   }
 
+  // Recompute clones stay where the recompute pass put them, in the
+  // backward region: each runs after the nearest node before it that is not
+  // a clone itself (an anchor edge). Data edges alone would let a scheduler
+  // hoist a clone up to its forward operands, bringing back the live range
+  // the clone was made to end.
+  {
+    std::optional<uint32_t> anchor;
+    for (uint32_t i = 0; i != numNodes; ++i) {
+      if (graph.nodes[i]->getPhase() != Phase::Recompute)
+        anchor = i;
+      else if (anchor)
+        addEdge(*anchor, i);
+    }
+  }
+
   if (keepSideEffectOrder) {
     std::optional<uint32_t> previous;
     for (uint32_t i = 0; i != numNodes; ++i) {

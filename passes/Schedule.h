@@ -10,7 +10,9 @@
 // pass never raises LOAD. It only reorders: data dependencies, the relative
 // order of side-effecting ops, and the order between an op that writes an
 // operand in place (InPlaceAccumulatorV2...) and every other access to that
-// storage (through views too) are all kept as edges of a DependenceGraph.
+// storage (through views too) are all kept as edges of a DependenceGraph,
+// and so is the place of each recompute clone: never before the nearest
+// node that preceded it and is not a clone (no hoisting into the forward).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +45,9 @@ public:
   /// InPlaceAccumulatorV2's buffer, an optimizer's parameters and moments;
   /// every operand of a side-effecting op that declares none), traced
   /// through views to the viewed value, the current order of each write
-  /// against every other read and write of that storage.
+  /// against every other read and write of that storage; and for each
+  /// Phase::Recompute node, an edge from the nearest earlier node that is
+  /// not one (its anchor), so no order hoists a clone above it.
   static DependenceGraph build(const Liveness &liveness,
                                bool keepSideEffectOrder);
 

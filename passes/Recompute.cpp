@@ -1,0 +1,380 @@
+//===- Recompute.cpp - Trade compute for activation memory ----------------===//
+//
+// The pass: analysis (SavedActivations), plan (RecomputeStrategies.cpp),
+// rewrite (applyRecomputePlan), statistics. Budget mode evaluates each
+// candidate plan the way the pipeline will: it applies it, runs schedule
+// and plan-buffers, reads the planned peak, and undoes all of it (clones
+// erased, readers rewired back, the node order and plan restored) before
+// the next candidate.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Recompute.h"
+#include "passes/Liveness.h"
+#include "passes/PlanBuffers.h"
+#include "passes/SavedActivations.h"
+#include "passes/Schedule.h"
+
+#include "ir/Module.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cctype>
+#include <cmath>
+
+using namespace gmopt;
+
+RecomputePass::RecomputePass() : RecomputePass(Options()) {}
+
+RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
+  declareEnumOption<RecomputeMode>(
+      "mode", options.mode,
+      {{"selective", RecomputeMode::Selective},
+       {"sqrt", RecomputeMode::Sqrt},
+       {"full", RecomputeMode::Full},
+       {"budget", RecomputeMode::Budget}},
+      "selective: recompute cheap ops, keep matmul/conv outputs; sqrt: "
+      "sqrt(N) segments; full: keep only segment boundaries; budget: least "
+      "recompute whose planned peak fits memory-limit");
+  declareOption("memory-limit", options.memoryLimit,
+                "budget mode: planned-peak limit, bytes (`512MiB`, `2GB`, "
+                "`1073741824`) or a percentage of the unrewritten planned "
+                "peak (`60%`)");
+  declareOption("print-plan", options.printPlan,
+                "print the recompute plan to stderr before rewriting");
+}
+
+namespace {
+
+/// A memory limit: bytes, or a fraction of a reference.
+struct MemoryLimit {
+  std::optional<uint64_t> bytes;
+  double fraction = 1;
+  uint64_t resolve(uint64_t reference) const {
+    return bytes ? *bytes : uint64_t(std::floor(fraction * reference));
+  }
+};
+
+llvm::Expected<MemoryLimit> parseMemoryLimit(llvm::StringRef text) {
+  auto bad = [&](const char *why) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "recompute: bad memory-limit '%s': %s (expected bytes such as "
+        "1073741824, 512MiB or 2GB, or a percentage such as 60%%)",
+        text.str().c_str(), why);
+  };
+  llvm::StringRef rest = text.trim();
+  MemoryLimit limit;
+  if (rest.consume_back("%")) {
+    double percent;
+    if (rest.trim().getAsDouble(percent) || !(percent > 0) || percent > 100)
+      return bad("a percentage must be in (0, 100]");
+    limit.fraction = percent / 100;
+    return limit;
+  }
+  size_t digits = 0;
+  while (digits < rest.size() && (std::isdigit(rest[digits]) || rest[digits] == '.'))
+    ++digits;
+  double number;
+  if (!digits || rest.take_front(digits).getAsDouble(number))
+    return bad("no number");
+  llvm::StringRef unit = rest.drop_front(digits).trim();
+  static const std::pair<const char *, double> units[] = {
+      {"", 1},          {"B", 1},          {"KB", 1e3},       {"MB", 1e6},
+      {"GB", 1e9},      {"TB", 1e12},      {"KiB", 1024.0},   {"MiB", 1048576.0},
+      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto &entry : units)
+    if (unit.equals_insensitive(entry.first)) {
+      double bytes = number * entry.second;
+      if (!(bytes >= 1) || bytes > 1.8e19)
+        return bad("out of range");
+      limit.bytes = uint64_t(bytes);
+      return limit;
+    }
+  return bad("unknown unit");
+}
+
+/// What applying a plan changed, so that it can be undone.
+struct AppliedPlan {
+  std::vector<Node *> clones;
+  std::vector<std::pair<OpOperand *, Value *>> rewired;
+  uint64_t clonedNodes = 0;
+};
+
+llvm::Error apply(Module &module, const SavedActivations &analysis,
+                  const RecomputePlan &plan, AppliedPlan *applied) {
+  Graph &graph = module.getGraph();
+  std::vector<Node *> order;
+  order.reserve(graph.getNumNodes());
+  for (Node &node : graph.getNodes())
+    order.push_back(&node);
+  llvm::ArrayRef<const Node *> forward = analysis.getForwardNodes();
+  for (const RecomputePlan::Group &group : plan.groups) {
+    if (group.placeBefore >= order.size())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "recompute: plan places a group after "
+                                     "the last node");
+    Node *before = order[group.placeBefore];
+    std::vector<Node *> originals;
+    for (uint32_t position : group.nodes)
+      originals.push_back(const_cast<Node *>(forward[position]));
+    ValueMapping mapping;
+    std::vector<Node *> clones =
+        graph.cloneNodes(originals, before->getIterator(), mapping);
+    llvm::DenseSet<const Node *> cloneSet(clones.begin(), clones.end());
+    for (Node *clone : clones) {
+      clone->setPhase(Phase::Recompute);
+      for (Value *result : clone->getResults())
+        if (result && !result->getName().empty())
+          result->setName(result->getName().str() + "_recompute");
+    }
+    for (const Value *provided : group.provides) {
+      Value *replacement = mapping.lookup(provided);
+      if (!replacement)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "recompute: group does not compute '%s'",
+            provided->getName().str().c_str());
+      std::vector<OpOperand *> uses;
+      for (OpOperand &use : provided->getUses())
+        if (Node *owner = use.getOwner();
+            owner && owner->getPhase() != Phase::Forward &&
+            !cloneSet.contains(owner))
+          uses.push_back(&use);
+      for (OpOperand *use : uses) {
+        if (applied)
+          applied->rewired.push_back({use, use->get()});
+        use->set(replacement);
+      }
+    }
+    if (applied) {
+      applied->clonedNodes += clones.size();
+      llvm::append_range(applied->clones, clones);
+    }
+  }
+  return llvm::Error::success();
+}
+
+void undo(Module &module, AppliedPlan &applied,
+          llvm::ArrayRef<Node *> order) {
+  Graph &graph = module.getGraph();
+  for (auto it = applied.rewired.rbegin(); it != applied.rewired.rend(); ++it)
+    it->first->set(it->second);
+  for (auto it = applied.clones.rbegin(); it != applied.clones.rend(); ++it)
+    graph.eraseNode(*it);
+  for (Node *node : order)
+    graph.moveNode(node, graph.end());
+  module.plan.clear();
+}
+
+/// The planned peak of \p module as the pipeline would plan it (schedule,
+/// then plan-buffers), leaving the module's order and plan changed.
+llvm::Expected<uint64_t> planPeak(Module &module, const PassContext &context) {
+  PassContext local;
+  local.setWorkspaceModel(context.getWorkspaceModel(),
+                          context.getWorkspaceModelName().str());
+  SchedulePass schedule;
+  if (llvm::Expected<bool> changed = schedule.run(module, local); !changed)
+    return changed.takeError();
+  PlanBuffersPass planner;
+  if (llvm::Expected<bool> changed = planner.run(module, local); !changed)
+    return changed.takeError();
+  return module.plan.figures.plannedBytes();
+}
+
+/// LOAD of the module in its current order.
+llvm::Expected<uint64_t> currentLoad(const Module &module,
+                                     const PassContext &context) {
+  llvm::Expected<Liveness> liveness = Liveness::compute(module);
+  if (!liveness)
+    return liveness.takeError();
+  if (context.getWorkspaceModel())
+    liveness->setWorkspace(context.getWorkspaceModel());
+  return liveness->computePeak().bytes;
+}
+
+std::string formatBytes(uint64_t bytes) {
+  char buffer[64];
+  snprintf(buffer, sizeof buffer, "%llu bytes (%.3f GiB)",
+           static_cast<unsigned long long>(bytes), bytes / 1073741824.0);
+  return buffer;
+}
+
+/// Budget mode: the cheapest candidate whose planned peak fits.
+llvm::Expected<RecomputePlan>
+planBudget(Module &module, const SavedActivations &analysis,
+           const PassContext &context, const MemoryLimit &limitSpec,
+           PassContext &statsContext) {
+  std::vector<Node *> order;
+  for (Node &node : module.getGraph().getNodes())
+    order.push_back(&node);
+  ExecutionPlan savedPlan = module.plan;
+
+  auto evaluate = [&](const RecomputePlan &plan) -> llvm::Expected<uint64_t> {
+    AppliedPlan applied;
+    if (llvm::Error err = apply(module, analysis, plan, &applied))
+      return err;
+    llvm::Expected<uint64_t> peak = planPeak(module, context);
+    undo(module, applied, order);
+    return peak;
+  };
+
+  RecomputePlan none;
+  none.savedBytesBefore = none.savedBytesAfter = analysis.getSavedBytes();
+  none.stepFlops = analysis.getStepFlops();
+  llvm::Expected<uint64_t> basePeak = evaluate(none);
+  if (!basePeak)
+    return basePeak.takeError();
+  const uint64_t limit = limitSpec.resolve(*basePeak);
+  statsContext.addStatistic("recompute", "planned-peak-before", *basePeak,
+                            "planned peak of the unrewritten step (bytes)");
+  statsContext.addStatistic("recompute", "memory-limit", limit,
+                            "budget: the planned-peak limit (bytes)");
+  module.plan = savedPlan;
+  if (*basePeak <= limit)
+    return none;
+
+  uint64_t smallest = *basePeak;
+  // Candidates in order of recompute FLOPs: selective (prefix 0), then
+  // whole-segment recompute of a growing prefix of the forward pass.
+  auto candidate = [&](uint32_t prefix) {
+    return planRecompute(module, analysis, RecomputeMode::Budget, prefix);
+  };
+  // The largest useful prefix: every segment but the last.
+  const uint32_t maxPrefix = countRecomputeSegments(analysis);
+  // Binary search for the smallest prefix that fits (peaks fall as the
+  // prefix grows, FLOPs rise).
+  std::optional<RecomputePlan> best;
+  auto tryPrefix = [&](uint32_t prefix) -> llvm::Expected<bool> {
+    llvm::Expected<RecomputePlan> plan = candidate(prefix);
+    if (!plan)
+      return plan.takeError();
+    llvm::Expected<uint64_t> peak = evaluate(*plan);
+    if (!peak)
+      return peak.takeError();
+    smallest = std::min(smallest, *peak);
+    if (*peak > limit)
+      return false;
+    if (!best || plan->recomputeFlops < best->recomputeFlops)
+      best = std::move(*plan);
+    return true;
+  };
+  llvm::Expected<bool> fitsAll = tryPrefix(maxPrefix);
+  if (!fitsAll)
+    return fitsAll.takeError();
+  if (!*fitsAll) {
+    // Try the sqrt and full plans too before giving up.
+    for (RecomputeMode mode : {RecomputeMode::Full, RecomputeMode::Sqrt}) {
+      llvm::Expected<RecomputePlan> plan =
+          planRecompute(module, analysis, mode);
+      if (!plan)
+        return plan.takeError();
+      llvm::Expected<uint64_t> peak = evaluate(*plan);
+      if (!peak)
+        return peak.takeError();
+      smallest = std::min(smallest, *peak);
+      if (*peak <= limit && (!best || plan->recomputeFlops < best->recomputeFlops))
+        best = std::move(*plan);
+    }
+    module.plan = savedPlan;
+    if (!best)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "recompute: memory-limit %s cannot be met: the smallest planned "
+          "peak recompute reaches is %s (unrewritten: %s)",
+          formatBytes(limit).c_str(), formatBytes(smallest).c_str(),
+          formatBytes(*basePeak).c_str());
+    return std::move(*best);
+  }
+  uint32_t lo = 0, hi = maxPrefix; // hi fits
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    llvm::Expected<bool> fits = tryPrefix(mid);
+    if (!fits)
+      return fits.takeError();
+    if (*fits)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  module.plan = savedPlan;
+  return std::move(*best);
+}
+
+} // namespace
+
+llvm::Error gmopt::applyRecomputePlan(Module &module,
+                                      const SavedActivations &analysis,
+                                      const RecomputePlan &plan) {
+  return apply(module, analysis, plan, nullptr);
+}
+
+llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
+  std::optional<MemoryLimit> limit;
+  if (options.mode == RecomputeMode::Budget) {
+    if (options.memoryLimit.empty())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "recompute: mode=budget needs memory-limit=BYTES or PERCENT%%");
+    llvm::Expected<MemoryLimit> parsed = parseMemoryLimit(options.memoryLimit);
+    if (!parsed)
+      return parsed.takeError();
+    limit = *parsed;
+  } else if (!options.memoryLimit.empty()) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "recompute: memory-limit is an option of mode=budget only");
+  }
+  for (const Node &node : module.getGraph().getNodes())
+    if (node.getPhase() == Phase::Recompute) {
+      context.addStatistic("recompute", "already-recomputed", 1,
+                           "runs skipped: the module has recompute clones");
+      return false;
+    }
+
+  llvm::Expected<SavedActivations> analysis = SavedActivations::compute(module);
+  if (!analysis)
+    return analysis.takeError();
+  llvm::Expected<uint64_t> loadBefore = currentLoad(module, context);
+  if (!loadBefore)
+    return loadBefore.takeError();
+
+  llvm::Expected<RecomputePlan> plan =
+      limit ? planBudget(module, *analysis, context, *limit, context)
+            : planRecompute(module, *analysis, options.mode);
+  if (!plan)
+    return plan.takeError();
+  if (options.printPlan)
+    plan->print(llvm::errs(), *analysis);
+
+  AppliedPlan applied;
+  if (llvm::Error err = apply(module, *analysis, *plan, &applied))
+    return err;
+  llvm::Expected<uint64_t> loadAfter = currentLoad(module, context);
+  if (!loadAfter)
+    return loadAfter.takeError();
+
+  auto stat = [&](llvm::StringRef name, uint64_t value,
+                  llvm::StringRef description) {
+    context.addStatistic("recompute", name, value, description);
+  };
+  stat("saved-bytes-before", plan->savedBytesBefore,
+       "bytes of forward values later phases read, before");
+  stat("saved-bytes-after", plan->savedBytesAfter,
+       "bytes of forward values later phases read, after");
+  stat("activations-dropped", plan->dropped,
+       "saved activations recomputed instead of kept");
+  stat("groups", plan->groups.size(), "places clones were inserted");
+  stat("cloned-nodes", applied.clonedNodes, "forward nodes cloned");
+  stat("recompute-flops", plan->recomputeFlops, "FLOPs recomputed per step");
+  stat("step-flops", plan->stepFlops, "FLOPs of the unrewritten step");
+  stat("recompute-flops-bp",
+       plan->stepFlops ? uint64_t(std::llround(1e4 * plan->recomputeFlops /
+                                               double(plan->stepFlops)))
+                       : 0,
+       "recomputed FLOPs in basis points (0.01%) of the step's FLOPs");
+  stat("load-before", *loadBefore, "LOAD (live-byte peak) before, this order");
+  stat("load-after", *loadAfter, "LOAD (live-byte peak) after, this order");
+  return !plan->empty();
+}

@@ -1,0 +1,130 @@
+//===- Recompute.h - Trade compute for activation memory --------*- C++ -*-===//
+//
+// Gradient checkpointing as a graph rewrite. The `recompute` pass picks saved
+// activations (passes/SavedActivations.h) to drop, clones the forward nodes
+// that compute them from the values it keeps into the backward region, just
+// before the first backward node that reads them (phase `recompute`), and
+// rewires every later-phase reader to the clones, so the original's live
+// range ends in the forward pass. The schedule pass never hoists a clone
+// back (passes/Schedule.h). Clones of random ops keep the original's stream
+// id and draw the same numbers; the rewritten step computes the same
+// losses and gradients.
+//
+// Strategies (`recompute{mode=...}`):
+//   * selective - recompute the cheap ops (elementwise, activations,
+//     normalisations, casts, views, softmax, dropout) and keep the outputs
+//     of matrix products and convolutions (Megatron-LM's selective
+//     recompute). Which values to keep is a minimum cut of the forward graph
+//     between what the forward pass must compute and what the backward pass
+//     reads, at the least kept bytes (PyTorch's min-cut partitioner).
+//   * full - keep only segment boundaries: the forward pass is cut where the
+//     values live across a point are fewest in bytes (between blocks), and
+//     each segment is recomputed whole when the backward pass reaches it.
+//   * sqrt - Chen et al.'s sqrt(N) segments: every ceil(sqrt(n))-th of the
+//     n boundaries full would keep.
+//   * budget - with memory-limit: the least recompute FLOPs whose planned
+//     peak (schedule and plan-buffers run on each candidate) fits. The
+//     candidates run from none over selective to full segment recompute of
+//     a growing prefix of the forward pass, the rest selective; the pass
+//     takes the cheapest that fits, or fails stating the smallest peak
+//     reachable.
+//
+// The pass plans first (a printable RecomputePlan) and rewrites after. A
+// module that already has recompute clones is left alone, so a second run
+// changes nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_PASSES_RECOMPUTE_H
+#define GMOPT_PASSES_RECOMPUTE_H
+
+#include "passes/Pass.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gmopt {
+
+class SavedActivations;
+class Value;
+
+/// A recompute strategy.
+enum class RecomputeMode { Selective, Sqrt, Full, Budget };
+
+/// Which saved activations to drop and how to recompute them.
+struct RecomputePlan {
+  /// One set of clones placed together.
+  struct Group {
+    /// Forward positions of the nodes to clone, ascending.
+    std::vector<uint32_t> nodes;
+    /// The dropped saved activations this group provides to later phases.
+    std::vector<const Value *> provides;
+    /// Position in the graph's node order the clones go before.
+    uint32_t placeBefore = 0;
+    uint64_t flops = 0;
+  };
+  std::vector<Group> groups;
+  /// Saved-activation bytes before and after (what later phases read from
+  /// the forward pass).
+  uint64_t savedBytesBefore = 0;
+  uint64_t savedBytesAfter = 0;
+  /// Recompute FLOPs, and the FLOPs of the unrewritten step.
+  uint64_t recomputeFlops = 0;
+  uint64_t stepFlops = 0;
+  /// Number of dropped saved activations.
+  uint64_t dropped = 0;
+
+  bool empty() const { return groups.empty(); }
+  /// Prints the groups (what they clone, where, for whom) and the totals.
+  void print(llvm::raw_ostream &os, const SavedActivations &analysis) const;
+};
+
+/// The `recompute` pass.
+class RecomputePass : public Pass {
+public:
+  /// Tunables; each is a pipeline option (`recompute{mode=full}`).
+  struct Options {
+    /// The strategy.
+    RecomputeMode mode = RecomputeMode::Selective;
+    /// budget mode: the limit on the planned peak (arena plus persistent
+    /// bytes), as bytes (`1073741824`, `512MiB`, `2GB`) or as a percentage
+    /// of the unrewritten graph's planned peak (`60%`).
+    std::string memoryLimit;
+    /// Print the plan to stderr before rewriting.
+    bool printPlan = false;
+  };
+
+  RecomputePass();
+  explicit RecomputePass(Options options);
+
+  llvm::StringRef getName() const override { return "recompute"; }
+  llvm::Expected<bool> run(Module &module, PassContext &context) override;
+
+  const Options &getPassOptions() const { return options; }
+
+private:
+  Options options;
+};
+
+/// Plans \p mode (not Budget) for the module \p analysis describes;
+/// \p fullPrefix is the number of leading segments recomputed whole, the
+/// rest selective (used by budget; ignored by the other modes).
+llvm::Expected<RecomputePlan> planRecompute(const Module &module,
+                                            const SavedActivations &analysis,
+                                            RecomputeMode mode,
+                                            uint32_t fullPrefix = 0);
+
+/// The number of boundaries full mode cuts the forward pass at (one less
+/// than its segments): the largest fullPrefix that changes a budget plan.
+uint32_t countRecomputeSegments(const SavedActivations &analysis);
+
+/// Applies \p plan to \p module (which \p analysis describes): clones each
+/// group before its place, marks the clones Phase::Recompute and rewires the
+/// later-phase readers of every value the group provides.
+llvm::Error applyRecomputePlan(Module &module, const SavedActivations &analysis,
+                               const RecomputePlan &plan);
+
+} // namespace gmopt
+
+#endif // GMOPT_PASSES_RECOMPUTE_H

@@ -1,0 +1,386 @@
+//===- RecomputeStrategies.cpp - Which activations recompute drops --------===//
+//
+// The planning half of the recompute pass: from the saved-activation
+// analysis to a RecomputePlan, for the selective, sqrt and full modes and
+// the hybrids budget searches over. Every strategy first decides the set of
+// forward values kept for the backward pass; every other saved activation is
+// dropped, and regions (SavedActivations::computeRegion) recompute it from
+// what is kept. Groups say where clones go: selective values are recomputed
+// just before their first later-phase reader, a recomputed segment as a
+// whole before the first reader of any of its values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/MinCut.h"
+#include "passes/Recompute.h"
+#include "passes/SavedActivations.h"
+
+#include "ir/Module.h"
+#include "ir/OpRegistry.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace gmopt;
+
+namespace {
+
+/// Ops selective recompute may recompute: cheap per element or per row
+/// (normalisations, softmax, activations, dropout, casts, views and data
+/// movement). Matrix products, convolutions, pooling, gathers, reductions
+/// and losses are kept.
+bool isCheapToRecompute(const Node &node) {
+  static const llvm::StringSet<> cheap = {
+      // Normalisations and their ONNX Runtime forms.
+      "LayerNormalization", "SimplifiedLayerNormalization",
+      "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
+      "BatchNormalization", "BatchNormInternal",
+      // Softmax and dropout.
+      "Softmax", "LogSoftmax", "Dropout", "BitmaskDropout", "BiasDropout",
+      // Activations.
+      "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "Relu", "LeakyRelu",
+      "Sigmoid", "Tanh", "Elu", "Selu", "Softplus", "HardSigmoid", "Erf",
+      // Casts, views and data movement.
+      "Cast", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten",
+      "Identity", "Expand", "Concat", "ConcatTraining", "Split",
+      "SplitTraining", "Slice", "Where", "Constant", "ConstantOfShape"};
+  if (cheap.contains(node.getOpType()))
+    return true;
+  const OpSchema *schema = OpRegistry::instance().lookup(node);
+  return schema && (schema->hasTrait(TraitElementwise) ||
+                    schema->hasTrait(TraitView) ||
+                    schema->hasTrait(TraitShapeOnly));
+}
+
+uint64_t saturatingMul(uint64_t a, uint64_t b) {
+  if (a && b > FlowNetwork::kInfinite / a)
+    return FlowNetwork::kInfinite;
+  return a * b;
+}
+
+/// The kept set of selective recompute: a minimum cut of the forward graph.
+/// Per forward node n a vertex A(n) (sink side: recomputed in the backward
+/// pass), per result r a vertex B(r) (sink side: available to the backward
+/// pass). Edges: A(n) -> B(r) with r's bytes (cut: r is kept); B(r) -> A(n)
+/// infinite (a recomputed node makes all its results); B(u) -> A(n)
+/// infinite for each forward operand u (a recomputed node needs its
+/// operands); source -> A(n) infinite for nodes that must not be
+/// recomputed; B(r) -> sink infinite for saved activations. Capacities are
+/// bytes scaled so that among equal-byte cuts the one keeping later values
+/// (less to recompute) wins.
+llvm::DenseSet<const Value *>
+selectiveKeptSet(const SavedActivations &analysis,
+                 llvm::function_ref<bool(uint32_t)> mayRecompute) {
+  llvm::ArrayRef<const Node *> forward = analysis.getForwardNodes();
+  const uint32_t numForward = forward.size();
+  llvm::DenseMap<const Value *, uint32_t> valueVertex;
+  std::vector<const Value *> vertexValue;
+  const uint32_t source = 0, sink = 1;
+  uint32_t nextVertex = 2 + numForward;
+  for (const Node *node : forward)
+    for (const Value *result : node->getResults())
+      if (result && analysis.isForwardValue(result)) {
+        valueVertex[result] = nextVertex++;
+        vertexValue.push_back(result);
+      }
+  FlowNetwork network(nextVertex);
+  const uint64_t tieScale = uint64_t(numForward) + 1;
+  for (uint32_t position = 0; position != numForward; ++position) {
+    const Node *node = forward[position];
+    uint32_t nodeVertex = 2 + position;
+    if (!mayRecompute(position))
+      network.addEdge(source, nodeVertex, FlowNetwork::kInfinite);
+    for (const Value *operand : node->getOperands()) {
+      auto it = operand ? valueVertex.find(operand) : valueVertex.end();
+      if (it != valueVertex.end())
+        network.addEdge(it->second, nodeVertex, FlowNetwork::kInfinite);
+    }
+    for (const Value *result : node->getResults()) {
+      auto it = result ? valueVertex.find(result) : valueVertex.end();
+      if (it == valueVertex.end())
+        continue;
+      uint64_t capacity =
+          saturatingMul(analysis.getBytes(result) + 1, tieScale) +
+          (numForward - position);
+      network.addEdge(nodeVertex, it->second, capacity);
+      network.addEdge(it->second, nodeVertex, FlowNetwork::kInfinite);
+    }
+  }
+  for (const SavedActivation &activation : analysis.getSaved())
+    network.addEdge(valueVertex.lookup(activation.value), sink,
+                    FlowNetwork::kInfinite);
+  network.maxFlow(source, sink);
+
+  llvm::DenseSet<const Value *> kept;
+  for (const Value *value : vertexValue) {
+    uint32_t producer = 2 + *analysis.getForwardPosition(
+                                value->getDefiningNode());
+    if (network.onSourceSide(producer) &&
+        !network.onSourceSide(valueVertex.lookup(value)))
+      kept.insert(value);
+  }
+  return kept;
+}
+
+/// Points between forward nodes where the forward pass may be cut into
+/// segments. Boundary i lies after forward node i; crossing[i] is the bytes
+/// of forward values defined at or before i and read by a forward node
+/// after it.
+struct SegmentBoundaries {
+  std::vector<uint32_t> points;
+  std::vector<uint64_t> crossing;
+};
+
+/// Candidate boundaries: local minima of the crossing bytes (over a window
+/// of forward nodes either side), accepted greedily along the forward pass
+/// when the saved bytes since the last accepted boundary are at least
+/// twice what keeping this one costs, so each kept boundary pays for
+/// itself (Chen et al.'s greedy, with the cut placed in a valley).
+SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
+  llvm::ArrayRef<const Node *> forward = analysis.getForwardNodes();
+  const uint32_t numForward = forward.size();
+  SegmentBoundaries result;
+  if (numForward < 2)
+    return result;
+  // Difference array: a value defined at p and last read by the forward
+  // pass at q > p crosses boundaries p..q-1.
+  std::vector<int64_t> delta(numForward + 1, 0);
+  std::vector<uint64_t> savedAt(numForward, 0);
+  for (const SavedActivation &activation : analysis.getSaved())
+    savedAt[activation.producer] += activation.bytes;
+  for (uint32_t p = 0; p != numForward; ++p)
+    for (const Value *result : forward[p]->getResults()) {
+      if (!result || !analysis.isForwardValue(result))
+        continue;
+      uint32_t last = p;
+      for (const OpOperand &use : result->getUses())
+        if (Node *user = use.getOwner())
+          if (std::optional<uint32_t> q = analysis.getForwardPosition(user))
+            last = std::max(last, *q);
+      if (last > p) {
+        delta[p] += analysis.getBytes(result);
+        delta[last] -= analysis.getBytes(result);
+      }
+    }
+  result.crossing.resize(numForward - 1);
+  int64_t running = 0;
+  for (uint32_t i = 0; i + 1 < numForward; ++i) {
+    running += delta[i];
+    result.crossing[i] = running;
+  }
+  const uint32_t window = 8;
+  uint64_t savedSince = 0;
+  for (uint32_t i = 0; i + 1 < numForward; ++i) {
+    savedSince += savedAt[i];
+    uint64_t here = result.crossing[i];
+    // A valley: strictly below the window on the left (the first point of
+    // a plateau), not above it on the right.
+    bool valley = true;
+    for (uint32_t j = i > window ? i - window : 0; valley && j < i; ++j)
+      valley = result.crossing[j] > here;
+    for (uint32_t j = i + 1; valley && j < std::min(numForward - 1, i + window + 1);
+         ++j)
+      valley = result.crossing[j] >= here;
+    // Never cut where nothing has been saved since the last cut.
+    if (valley && savedSince > 0 && savedSince >= 2 * here) {
+      result.points.push_back(i);
+      savedSince = 0;
+    }
+  }
+  return result;
+}
+
+/// Adds to \p plan one group per key of \p groupOf, recomputing the dropped
+/// values (saved activations not in \p kept). Values a region must keep
+/// (made by nodes that cannot be recomputed) join \p kept and the regions
+/// are found again, until nothing more must be kept.
+llvm::Error buildGroups(const SavedActivations &analysis,
+                        llvm::DenseSet<const Value *> &kept,
+                        llvm::function_ref<uint64_t(const SavedActivation &)>
+                            groupOf,
+                        RecomputePlan &plan) {
+  struct Pending {
+    std::vector<const Value *> provides;
+    llvm::DenseSet<uint32_t> nodes;
+    uint32_t placeBefore = UINT32_MAX;
+  };
+  std::map<uint64_t, Pending> groups;
+  for (bool again = true; again;) {
+    again = false;
+    groups.clear();
+    for (const SavedActivation &activation : analysis.getSaved()) {
+      if (kept.contains(activation.value))
+        continue;
+      if (!analysis.isRecomputable(activation.producer)) {
+        kept.insert(activation.value);
+        again = true;
+        continue;
+      }
+      llvm::Expected<RecomputeRegion> region =
+          analysis.computeRegion(activation.value, kept);
+      if (!region)
+        return region.takeError();
+      if (!region->mustKeep.empty()) {
+        for (const Value *value : region->mustKeep)
+          kept.insert(value);
+        again = true;
+        continue;
+      }
+      Pending &group = groups[groupOf(activation)];
+      group.provides.push_back(activation.value);
+      group.nodes.insert(region->nodes.begin(), region->nodes.end());
+      group.placeBefore = std::min(group.placeBefore, activation.firstLaterUse);
+    }
+  }
+  for (auto &entry : groups) {
+    RecomputePlan::Group group;
+    group.provides = std::move(entry.second.provides);
+    group.nodes.assign(entry.second.nodes.begin(), entry.second.nodes.end());
+    llvm::sort(group.nodes);
+    group.placeBefore = entry.second.placeBefore;
+    for (uint32_t position : group.nodes)
+      group.flops += analysis.getFlops(position);
+    plan.recomputeFlops += group.flops;
+    plan.dropped += group.provides.size();
+    plan.groups.push_back(std::move(group));
+  }
+  llvm::sort(plan.groups, [](const RecomputePlan::Group &a,
+                             const RecomputePlan::Group &b) {
+    return a.placeBefore < b.placeBefore;
+  });
+  plan.savedBytesAfter = 0;
+  for (const Value *value : kept)
+    plan.savedBytesAfter += analysis.getBytes(value);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+uint32_t gmopt::countRecomputeSegments(const SavedActivations &analysis) {
+  return findSegmentBoundaries(analysis).points.size();
+}
+
+llvm::Expected<RecomputePlan>
+gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
+                     RecomputeMode mode, uint32_t fullPrefix) {
+  (void)module;
+  RecomputePlan plan;
+  plan.savedBytesBefore = analysis.getSavedBytes();
+  plan.stepFlops = analysis.getStepFlops();
+  plan.savedBytesAfter = plan.savedBytesBefore;
+  if (analysis.getSaved().empty())
+    return plan;
+  llvm::ArrayRef<const Node *> forward = analysis.getForwardNodes();
+
+  // Segments: boundary points split the forward positions; segment s holds
+  // positions (points[s-1], points[s]].
+  SegmentBoundaries boundaries;
+  std::vector<uint32_t> points;
+  if (mode != RecomputeMode::Selective) {
+    boundaries = findSegmentBoundaries(analysis);
+    points = boundaries.points;
+    if (mode == RecomputeMode::Sqrt && !points.empty()) {
+      uint32_t step = std::ceil(std::sqrt(double(points.size() + 1)));
+      std::vector<uint32_t> every;
+      for (uint32_t i = 0; i != points.size(); ++i)
+        if (i % step == step - 1)
+          every.push_back(points[i]);
+      points = std::move(every);
+    }
+  }
+  auto segmentOf = [&](uint32_t position) -> uint32_t {
+    return std::lower_bound(points.begin(), points.end(), position) -
+           points.begin();
+  };
+  const uint32_t lastSegment = points.size();
+  // Which segments are recomputed whole: all but the last for sqrt and
+  // full (the backward pass starts in the last one, so recomputing it
+  // saves nothing); the first fullPrefix for budget's hybrids.
+  uint32_t wholeSegments = mode == RecomputeMode::Budget
+                               ? std::min(fullPrefix, lastSegment)
+                               : (mode == RecomputeMode::Selective ? 0
+                                                                    : lastSegment);
+  auto isWhole = [&](uint32_t position) {
+    return segmentOf(position) < wholeSegments;
+  };
+
+  llvm::DenseSet<const Value *> kept;
+  // Selective keeps what the minimum cut keeps, outside whole segments.
+  bool anySelective = mode == RecomputeMode::Selective ||
+                      (mode == RecomputeMode::Budget && wholeSegments <= lastSegment);
+  if (anySelective) {
+    llvm::DenseSet<const Value *> cut = selectiveKeptSet(
+        analysis, [&](uint32_t position) {
+          return analysis.isRecomputable(position) &&
+                 isCheapToRecompute(*forward[position]);
+        });
+    for (const Value *value : cut)
+      if (!isWhole(*analysis.getForwardPosition(value->getDefiningNode())))
+        kept.insert(value);
+  }
+  if (mode == RecomputeMode::Full || mode == RecomputeMode::Sqrt) {
+    // The last segment keeps what it saves.
+    for (const SavedActivation &activation : analysis.getSaved())
+      if (!isWhole(activation.producer))
+        kept.insert(activation.value);
+  }
+  // Whole segments keep the values crossing their boundaries.
+  if (wholeSegments > 0) {
+    for (uint32_t s = 0; s != wholeSegments && s != points.size(); ++s) {
+      uint32_t point = points[s];
+      for (uint32_t p = 0; p <= point; ++p)
+        for (const Value *result : forward[p]->getResults()) {
+          if (!result || !analysis.isForwardValue(result))
+            continue;
+          for (const OpOperand &use : result->getUses())
+            if (Node *user = use.getOwner())
+              if (std::optional<uint32_t> q =
+                      analysis.getForwardPosition(user);
+                  q && *q > point) {
+                kept.insert(result);
+                break;
+              }
+        }
+    }
+  }
+
+  if (llvm::Error err = buildGroups(
+          analysis, kept,
+          [&](const SavedActivation &activation) -> uint64_t {
+            // Whole segments group by segment; the rest by first reader
+            // (offset past every segment number).
+            if (isWhole(activation.producer))
+              return segmentOf(activation.producer);
+            return uint64_t(lastSegment) + 1 + activation.firstLaterUse;
+          },
+          plan))
+    return err;
+  return plan;
+}
+
+void RecomputePlan::print(llvm::raw_ostream &os,
+                          const SavedActivations &analysis) const {
+  os << "recompute plan: " << groups.size() << " groups, " << dropped
+     << " activations dropped\n";
+  os << "  saved activation bytes: " << savedBytesBefore << " -> "
+     << savedBytesAfter << "\n";
+  os << "  recompute flops: " << recomputeFlops << " of " << stepFlops
+     << " step flops\n";
+  for (const Group &group : groups) {
+    os << "  group before node " << group.placeBefore << ": "
+       << group.nodes.size() << " nodes, " << group.flops
+       << " flops, provides";
+    for (const Value *value : group.provides)
+      os << " " << value->getName();
+    os << "\n    clones:";
+    for (uint32_t position : group.nodes)
+      os << " " << analysis.getForwardNodes()[position]->describe();
+    os << "\n";
+  }
+}
