@@ -179,13 +179,12 @@ SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
   for (uint32_t i = 0; i + 1 < numForward; ++i) {
     savedSince += savedAt[i];
     uint64_t here = result.crossing[i];
-    // A valley: strictly below the window on the left (the first point of
-    // a plateau), not above it on the right.
-    bool valley = true;
-    for (uint32_t j = i > window ? i - window : 0; valley && j < i; ++j)
-      valley = result.crossing[j] > here;
-    for (uint32_t j = i + 1; valley && j < std::min(numForward - 1, i + window + 1);
-         ++j)
+    // A valley: the first point of a plateau (below its left neighbour)
+    // that no point within the window either side undercuts. Equal
+    // valleys close together (one per layer) all count.
+    bool valley = i == 0 || result.crossing[i - 1] > here;
+    for (uint32_t j = i > window ? i - window : 0;
+         valley && j < std::min(numForward - 1, i + window + 1); ++j)
       valley = result.crossing[j] >= here;
     // Never cut where nothing has been saved since the last cut.
     if (valley && savedSince > 0 && savedSince >= 2 * here) {
@@ -199,21 +198,23 @@ SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
 /// Adds to \p plan one group per key of \p groupOf, recomputing the dropped
 /// values (saved activations not in \p kept). Values a region must keep
 /// (made by nodes that cannot be recomputed) join \p kept and the regions
-/// are found again, until nothing more must be kept.
-llvm::Error buildGroups(const SavedActivations &analysis,
-                        llvm::DenseSet<const Value *> &kept,
-                        llvm::function_ref<uint64_t(const SavedActivation &)>
-                            groupOf,
-                        RecomputePlan &plan) {
+/// are found again, until nothing more must be kept. groupOf sees each
+/// dropped activation and the first later-phase read of any dropped result
+/// of the same node (so the results of one node, such as Dropout's output
+/// and mask, can share one clone).
+llvm::Error buildGroups(
+    const SavedActivations &analysis, llvm::DenseSet<const Value *> &kept,
+    llvm::function_ref<uint64_t(const SavedActivation &, uint32_t)> groupOf,
+    RecomputePlan &plan) {
   struct Pending {
     std::vector<const Value *> provides;
     llvm::DenseSet<uint32_t> nodes;
     uint32_t placeBefore = UINT32_MAX;
   };
-  std::map<uint64_t, Pending> groups;
+  std::vector<std::pair<const SavedActivation *, RecomputeRegion>> dropped;
   for (bool again = true; again;) {
     again = false;
-    groups.clear();
+    dropped.clear();
     for (const SavedActivation &activation : analysis.getSaved()) {
       if (kept.contains(activation.value))
         continue;
@@ -232,11 +233,23 @@ llvm::Error buildGroups(const SavedActivations &analysis,
         again = true;
         continue;
       }
-      Pending &group = groups[groupOf(activation)];
-      group.provides.push_back(activation.value);
-      group.nodes.insert(region->nodes.begin(), region->nodes.end());
-      group.placeBefore = std::min(group.placeBefore, activation.firstLaterUse);
+      dropped.push_back({&activation, std::move(*region)});
     }
+  }
+  llvm::DenseMap<uint32_t, uint32_t> producerFirstUse;
+  for (const auto &entry : dropped) {
+    auto [it, inserted] = producerFirstUse.try_emplace(
+        entry.first->producer, entry.first->firstLaterUse);
+    if (!inserted)
+      it->second = std::min(it->second, entry.first->firstLaterUse);
+  }
+  std::map<uint64_t, Pending> groups;
+  for (const auto &[activation, region] : dropped) {
+    Pending &group = groups[groupOf(
+        *activation, producerFirstUse.lookup(activation->producer))];
+    group.provides.push_back(activation->value);
+    group.nodes.insert(region.nodes.begin(), region.nodes.end());
+    group.placeBefore = std::min(group.placeBefore, activation->firstLaterUse);
   }
   for (auto &entry : groups) {
     RecomputePlan::Group group;
@@ -352,12 +365,14 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
 
   if (llvm::Error err = buildGroups(
           analysis, kept,
-          [&](const SavedActivation &activation) -> uint64_t {
-            // Whole segments group by segment; the rest by first reader
-            // (offset past every segment number).
+          [&](const SavedActivation &activation,
+              uint32_t producerFirstUse) -> uint64_t {
+            // Whole segments group by segment; the rest by the first
+            // reader of the node's dropped results (offset past every
+            // segment number).
             if (isWhole(activation.producer))
               return segmentOf(activation.producer);
-            return uint64_t(lastSegment) + 1 + activation.firstLaterUse;
+            return uint64_t(lastSegment) + 1 + producerFirstUse;
           },
           plan))
     return err;
