@@ -1,0 +1,500 @@
+//===- RecomputeTest.cpp - Tests of the recompute pass --------------------===//
+//
+// Numerical equivalence on the CPU backend: every testdata training graph
+// (the dropout graph included) trained for several AdamW steps with each
+// recompute mode gives the losses, final parameters and optimizer state of
+// the unrewritten graph - bit for bit, since a clone runs the same kernel
+// on the same operands and a cloned Dropout draws the same mask. Also: the
+// saved-activation analysis, what each mode drops on the GPT graphs, and
+// properties over random graphs with forward and backward phases (the
+// verifier passes, every output keeps its value, budget plans fit).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PassManager.h"
+#include "passes/Recompute.h"
+#include "passes/SavedActivations.h"
+
+#include "tools/driver/Runtime.h"
+
+#include "backend/Executor.h"
+#include "ir/Module.h"
+#include "ir/Onnx.h"
+#include "ir/OpRegistry.h"
+#include "ir/Optimizer.h"
+#include "ir/Verifier.h"
+
+#include "tests/unit/TestPaths.h"
+#include "gtest/gtest.h"
+
+#include <map>
+#include <random>
+
+using namespace gmopt;
+
+namespace {
+
+std::string errorText(llvm::Error err) {
+  return err ? llvm::toString(std::move(err)) : std::string("<success>");
+}
+
+struct Model {
+  const char *name;
+  std::map<std::string, int64_t> dims;
+};
+
+std::ostream &operator<<(std::ostream &os, const Model &model) {
+  return os << model.name;
+}
+
+const Model kModels[] = {
+    {"mlp", {{"batch", 8}}},
+    {"cnn", {{"batch", 8}}},
+    {"resnet_tiny", {{"batch", 4}}},
+    {"gpt_tiny", {{"batch", 4}, {"batch_x_seq", 256}}},
+    {"gpt_tiny_dropout", {{"batch", 4}, {"batch_x_seq", 256}}},
+    {"gpt_tiny_untied", {{"batch", 4}, {"batch_x_seq", 256}}},
+    {"gpt_opset14", {{"batch", 4}, {"batch_x_seq", 64}}},
+    {"gpt_opset20", {{"batch", 4}, {"batch_x_seq", 64}}},
+    {"regression_frozen", {{"batch", 8}}},
+    {"bert_tiny", {{"batch", 4}}},
+    {"llama_tiny", {{"batch", 4}, {"batch_x_seq", 64}}},
+    {"cnn_bn", {}},
+};
+
+const char *const kDefault =
+    "canonicalize,fold-transpose,schedule,plan-buffers";
+
+/// The default pipeline with \p recompute before the schedule.
+std::string pipelineWith(llvm::StringRef recompute) {
+  return ("canonicalize,fold-transpose," + recompute +
+          ",schedule,plan-buffers")
+      .str();
+}
+
+struct Trained {
+  TrainingResult result;
+  uint64_t plannedBytes = 0;
+  uint64_t clones = 0;
+};
+
+/// Five AdamW steps of testdata model \p model compiled with \p pipeline.
+std::optional<Trained> train(const Model &model, llvm::StringRef pipeline) {
+  std::string dir = gmopt::testdataDir() + "/" + model.name;
+  // gpt_tiny_dropout shares gpt_tiny's inputs.
+  std::string dataDir =
+      llvm::StringRef(model.name) == "gpt_tiny_dropout"
+          ? gmopt::testdataDir() + "/gpt_tiny/test_data_set_0"
+          : dir + "/test_data_set_0";
+  auto data = readTestDataSet(dataDir);
+  EXPECT_TRUE(bool(data)) << errorText(data.takeError());
+  if (!data)
+    return std::nullopt;
+  OptimizerSpec spec;
+  auto runnable = loadRunnableModel(dir + "/training_model.onnx", model.dims,
+                                    nullptr, /*wantOriginal=*/false, pipeline,
+                                    &spec);
+  EXPECT_TRUE(bool(runnable)) << model.name << " " << pipeline.str() << ": "
+                              << errorText(runnable.takeError());
+  if (!runnable)
+    return std::nullopt;
+  const Module &module = *runnable->module;
+  EXPECT_EQ(errorText(verifyModule(module)), "<success>") << pipeline.str();
+  InputSources sources;
+  sources.testData = &*data;
+  auto inputs = bindInputs(module, sources);
+  EXPECT_TRUE(bool(inputs)) << errorText(inputs.takeError());
+  if (!inputs)
+    return std::nullopt;
+  TrainingOptions options;
+  options.executor.mode = AllocationMode::Planned;
+  options.executor.threads = 1;
+  options.executor.seed = 7;
+  options.steps = 5;
+  options.learningRate = 0.01f;
+  auto result = trainModule(module, *inputs, options);
+  EXPECT_TRUE(bool(result)) << errorText(result.takeError());
+  if (!result)
+    return std::nullopt;
+  Trained trained;
+  trained.result = std::move(*result);
+  trained.plannedBytes = module.plan.figures.plannedBytes();
+  for (const Node &node : module.getGraph().getNodes())
+    trained.clones += node.getPhase() == Phase::Recompute;
+  return trained;
+}
+
+class RecomputeTestdataTest : public ::testing::TestWithParam<Model> {};
+
+TEST_P(RecomputeTestdataTest, EveryModeTrainsLikeTheOriginal) {
+  const Model &model = GetParam();
+  std::optional<Trained> original = train(model, kDefault);
+  ASSERT_TRUE(original);
+  ASSERT_EQ(original->result.losses.size(), 5u);
+  std::optional<uint64_t> fullPeak;
+  for (std::string recompute :
+       {"recompute{mode=selective}", "recompute{mode=sqrt}",
+        "recompute{mode=full}", "budget"}) {
+    // Budget gets the peak full mode planned: a feasible limit by
+    // construction, which budget must meet.
+    if (recompute == "budget")
+      recompute = "recompute{mode=budget,memory-limit=" +
+                  std::to_string(*fullPeak) + "}";
+    std::optional<Trained> rewritten = train(model, pipelineWith(recompute));
+    ASSERT_TRUE(rewritten) << recompute;
+    if (recompute.find("full") != std::string::npos)
+      fullPeak = rewritten->plannedBytes;
+    if (recompute.find("budget") != std::string::npos) {
+      EXPECT_LE(rewritten->plannedBytes, *fullPeak) << model.name;
+    }
+    EXPECT_EQ(rewritten->result.losses, original->result.losses)
+        << model.name << " " << recompute;
+    ASSERT_EQ(rewritten->result.finalState.size(),
+              original->result.finalState.size());
+    for (size_t i = 0; i != original->result.finalState.size(); ++i)
+      EXPECT_TRUE(rewritten->result.finalState[i].data ==
+                  original->result.finalState[i].data)
+          << model.name << " " << recompute << ": "
+          << original->result.finalState[i].name;
+    if (llvm::StringRef(recompute).contains("full") &&
+        llvm::StringRef(model.name).starts_with("gpt")) {
+      EXPECT_GT(rewritten->clones, 0u) << model.name;
+      EXPECT_LT(rewritten->plannedBytes, original->plannedBytes) << model.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, RecomputeTestdataTest,
+                         ::testing::ValuesIn(kModels),
+                         [](const ::testing::TestParamInfo<Model> &info) {
+                           return std::string(info.param.name);
+                         });
+
+//===----------------------------------------------------------------------===//
+// Analysis and modes on a GPT graph
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<Module> importGpt() {
+  OnnxImportOptions options;
+  options.dimBindings = {{"batch", 4}, {"batch_x_seq", 256}};
+  auto module = importOnnxFile(
+      gmopt::testdataDir() + "/gpt_tiny_dropout/training_model.onnx", options);
+  EXPECT_TRUE(bool(module)) << errorText(module.takeError());
+  if (!module)
+    return nullptr;
+  PassManager manager;
+  EXPECT_EQ(errorText(manager.addPipeline("canonicalize,fold-transpose")),
+            "<success>");
+  EXPECT_EQ(errorText(manager.run(**module)), "<success>");
+  return std::move(*module);
+}
+
+TEST(SavedActivationsTest, GptSavedActivationsAreForwardValuesReadLater) {
+  std::unique_ptr<Module> module = importGpt();
+  ASSERT_TRUE(module);
+  auto analysis = SavedActivations::compute(*module);
+  ASSERT_TRUE(bool(analysis)) << errorText(analysis.takeError());
+  EXPECT_FALSE(analysis->getSaved().empty());
+  uint64_t bytes = 0;
+  for (const SavedActivation &activation : analysis->getSaved()) {
+    const Node *producer = activation.value->getDefiningNode();
+    ASSERT_TRUE(producer);
+    EXPECT_EQ(producer->getPhase(), Phase::Forward);
+    EXPECT_EQ(analysis->getForwardNodes()[activation.producer], producer);
+    bool readLater = false;
+    for (const OpOperand &use : activation.value->getUses())
+      readLater |= use.getOwner() &&
+                   use.getOwner()->getPhase() != Phase::Forward;
+    EXPECT_TRUE(readLater) << activation.value->getName().str();
+    EXPECT_EQ(activation.bytes,
+              activation.value->getType().getSizeInBytes());
+    bytes += activation.bytes;
+  }
+  EXPECT_EQ(bytes, analysis->getSavedBytes());
+  // Dropout has a stream id, so it is recomputable; nothing in a forward
+  // pass of ONNX Runtime's has side effects.
+  unsigned dropouts = 0;
+  for (uint32_t p = 0; p != analysis->getForwardNodes().size(); ++p)
+    if (analysis->getForwardNodes()[p]->getOpType() == "Dropout") {
+      ++dropouts;
+      EXPECT_TRUE(analysis->isRecomputable(p));
+    }
+  EXPECT_GT(dropouts, 0u);
+  // Regions stop at kept values: with nothing kept a saved value's region
+  // reaches back to graph inputs and parameters only.
+  const SavedActivation *last = nullptr;
+  for (const SavedActivation &activation : analysis->getSaved())
+    if (analysis->isRecomputable(activation.producer))
+      last = &activation;
+  ASSERT_TRUE(last);
+  auto region = analysis->computeRegion(last->value, {});
+  ASSERT_TRUE(bool(region)) << errorText(region.takeError());
+  EXPECT_FALSE(region->nodes.empty());
+  EXPECT_TRUE(llvm::is_sorted(region->nodes));
+  for (const Value *source : region->sources)
+    EXPECT_TRUE(analysis->isAlwaysAvailable(source) ||
+                !analysis->isRecomputable(*analysis->getForwardPosition(
+                    source->getDefiningNode())))
+        << source->getName().str();
+}
+
+TEST(RecomputeTest, ModesOrderByMemoryAndFlops) {
+  std::unique_ptr<Module> module = importGpt();
+  ASSERT_TRUE(module);
+  auto analysis = SavedActivations::compute(*module);
+  ASSERT_TRUE(bool(analysis)) << errorText(analysis.takeError());
+  auto selective =
+      planRecompute(*module, *analysis, RecomputeMode::Selective);
+  auto full = planRecompute(*module, *analysis, RecomputeMode::Full);
+  ASSERT_TRUE(bool(selective)) << errorText(selective.takeError());
+  ASSERT_TRUE(bool(full)) << errorText(full.takeError());
+  // Selective drops saved bytes for a small share of the step's FLOPs;
+  // full keeps less and recomputes more.
+  EXPECT_LT(selective->savedBytesAfter, selective->savedBytesBefore);
+  EXPECT_LT(full->savedBytesAfter, selective->savedBytesAfter);
+  EXPECT_LT(selective->recomputeFlops, full->recomputeFlops);
+  EXPECT_LT(selective->recomputeFlops * 20, selective->stepFlops);
+  // Selective never clones a matrix product.
+  for (const RecomputePlan::Group &group : selective->groups)
+    for (uint32_t position : group.nodes) {
+      llvm::StringRef op = analysis->getForwardNodes()[position]->getOpType();
+      EXPECT_TRUE(op != "MatMul" && op != "Gemm" && op != "FusedMatMul")
+          << op.str();
+    }
+}
+
+TEST(RecomputeTest, SecondRunChangesNothing) {
+  std::unique_ptr<Module> module = importGpt();
+  ASSERT_TRUE(module);
+  RecomputePass pass;
+  PassContext context;
+  auto first = pass.run(*module, context);
+  ASSERT_TRUE(bool(first)) << errorText(first.takeError());
+  EXPECT_TRUE(*first);
+  EXPECT_EQ(errorText(verifyModule(*module)), "<success>");
+  size_t nodes = module->getGraph().getNumNodes();
+  auto second = pass.run(*module, context);
+  ASSERT_TRUE(bool(second)) << errorText(second.takeError());
+  EXPECT_FALSE(*second);
+  EXPECT_EQ(module->getGraph().getNumNodes(), nodes);
+}
+
+TEST(RecomputeTest, SymbolicShapesAreAnError) {
+  auto module = importOnnxFile(gmopt::testdataDir() +
+                               "/gpt_tiny/training_model.onnx");
+  ASSERT_TRUE(bool(module)) << errorText(module.takeError());
+  RecomputePass pass;
+  PassContext context;
+  auto changed = pass.run(**module, context);
+  ASSERT_FALSE(bool(changed));
+  EXPECT_NE(errorText(changed.takeError()).find("no static shape"),
+            std::string::npos);
+}
+
+TEST(RecomputeTest, OptionsParseAndPrint) {
+  RecomputePass pass;
+  EXPECT_EQ(pass.getPipelineElement(),
+            "recompute{mode=selective,memory-limit=\"\",print-plan=false}");
+  EXPECT_EQ(errorText(pass.setOption("mode", "budget")), "<success>");
+  EXPECT_EQ(errorText(pass.setOption("memory-limit", "60%")), "<success>");
+  EXPECT_EQ(pass.getPassOptions().mode, RecomputeMode::Budget);
+  EXPECT_NE(errorText(pass.setOption("mode", "sometimes")), "<success>");
+}
+
+//===----------------------------------------------------------------------===//
+// Random graphs
+//===----------------------------------------------------------------------===//
+
+TensorType f32(int64_t rows, int64_t cols) {
+  return TensorType::get(DType::F32, {rows, cols});
+}
+
+/// A random training-like graph: a forward chain of products, activations,
+/// sums and dropouts over square f32 tensors, then backward nodes that read
+/// random forward values (the saved activations) and combine them into one
+/// output, which is what the test compares.
+void buildRandomStep(Module &module, std::mt19937 &rng, unsigned numForward) {
+  module.opsetImports[""] = 17;
+  Graph &graph = module.getGraph();
+  const int64_t n = 8 + rng() % 3 * 8;
+  Value *x = graph.addInput(f32(n, n), "x");
+  Value *w = graph.addInput(f32(n, n), "w");
+  Value *dy = graph.addInput(f32(n, n), "dy");
+  Builder b(graph);
+  Value *ratio = b.createConstant(
+      TensorData::fromValues<float>(DType::F32, {}, {0.25f}),
+      "ratio");
+  Value *training = b.createConstant(
+      TensorData(TensorType::get(DType::Bool, {}), std::vector<uint8_t>{1}),
+      "training");
+  std::vector<Value *> values = {x};
+  auto pick = [&](unsigned window) {
+    unsigned size = values.size();
+    unsigned lo = size > window ? size - window : 0;
+    return values[std::uniform_int_distribution<unsigned>(lo, size - 1)(rng)];
+  };
+  auto make = [&](llvm::StringRef op, llvm::ArrayRef<Value *> operands,
+                  unsigned results = 1) {
+    Node *node = b.create({"", op.str()}, operands,
+                          std::vector<TensorType>(results, f32(n, n)));
+    return node;
+  };
+  for (unsigned i = 0; i != numForward; ++i) {
+    int kind = rng() % 8;
+    if (kind == 0 || kind == 1) {
+      values.push_back(make("MatMul", {pick(4), w})->getResult(0));
+    } else if (kind == 2) {
+      values.push_back(make("Relu", {pick(3)})->getResult(0));
+    } else if (kind == 3) {
+      values.push_back(make("Sigmoid", {pick(3)})->getResult(0));
+    } else if (kind == 4) {
+      values.push_back(make("Add", {pick(3), pick(12)})->getResult(0));
+    } else if (kind == 5) {
+      values.push_back(make("Mul", {pick(3), pick(6)})->getResult(0));
+    } else if (kind == 6) {
+      Node *dropout = b.create(
+          {"", "Dropout"}, {pick(3), ratio, training},
+          {f32(n, n), TensorType::get(DType::Bool, {n, n})});
+      dropout->setStreamId(1000 + i);
+      values.push_back(dropout->getResult(0));
+    } else {
+      values.push_back(make("Tanh", {pick(3)})->getResult(0));
+    }
+  }
+  b.setPhase(Phase::Backward);
+  Value *grad = dy;
+  unsigned reads = 2 + rng() % std::max(2u, numForward / 2);
+  for (unsigned i = 0; i != reads; ++i) {
+    Value *saved = values[rng() % values.size()];
+    grad = make(rng() % 2 ? "Mul" : "Add", {grad, saved})->getResult(0);
+    if (rng() % 3 == 0)
+      grad = make("Tanh", {grad})->getResult(0);
+  }
+  graph.addOutput(grad);
+}
+
+/// The value of every graph output after one step of \p module.
+std::vector<TensorData> runOutputs(const Module &module,
+                                   const std::vector<TensorData> &inputs) {
+  std::vector<TensorData> outputs;
+  ExecutorOptions options;
+  options.mode = AllocationMode::Planned;
+  options.seed = 3;
+  auto executable = prepareCpuExecutable(module, options);
+  EXPECT_TRUE(bool(executable)) << errorText(executable.takeError());
+  if (!executable)
+    return outputs;
+  for (size_t i = 0; i != inputs.size(); ++i)
+    EXPECT_EQ(errorText((*executable)->setInput(
+                  module.getGraph().getInputs()[i].get(), inputs[i])),
+              "<success>");
+  EXPECT_EQ(errorText((*executable)->runStep(0)), "<success>");
+  for (const Value *output : module.getGraph().getOutputs()) {
+    auto value = (*executable)->readValue(output);
+    EXPECT_TRUE(bool(value)) << errorText(value.takeError());
+    outputs.push_back(value ? std::move(*value) : TensorData());
+  }
+  return outputs;
+}
+
+TEST(RecomputeRandomTest, RewrittenStepsVerifyComputeTheSameAndFit) {
+  std::mt19937 rng(2026);
+  unsigned rewrote = 0, fitted = 0, refused = 0;
+  for (unsigned trial = 0; trial != 120; ++trial) {
+    Module original;
+    const uint32_t seed = rng();
+    std::mt19937 graphRng(seed);
+    buildRandomStep(original, graphRng, 6 + trial % 40);
+    ASSERT_EQ(errorText(verifyModule(original)), "<success>") << trial;
+    std::vector<TensorData> inputs;
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    for (const auto &input : original.getGraph().getInputs()) {
+      std::vector<float> elements(input->getType().getNumElements());
+      for (float &e : elements)
+        e = uniform(rng);
+      inputs.push_back(TensorData::fromValues<float>(
+          DType::F32, input->getType().getStaticShape(), elements));
+    }
+    PassManager plain;
+    ASSERT_EQ(errorText(plain.addPipeline("schedule,plan-buffers")),
+              "<success>");
+    ASSERT_EQ(errorText(plain.run(original)), "<success>");
+    std::vector<TensorData> expected = runOutputs(original, inputs);
+    uint64_t originalPeak = original.plan.figures.plannedBytes();
+
+    unsigned percent = 55 + rng() % 46;
+    for (std::string recompute :
+         {std::string("recompute{mode=selective}"),
+          std::string("recompute{mode=sqrt}"),
+          std::string("recompute{mode=full}"),
+          "recompute{mode=budget,memory-limit=" + std::to_string(percent) +
+              "%}"}) {
+      // The identical graph again, from the same seed.
+      Module module;
+      std::mt19937 sameRng(seed);
+      buildRandomStep(module, sameRng, 6 + trial % 40);
+      PassManager rewrite;
+      ASSERT_EQ(errorText(rewrite.addPipeline(recompute)), "<success>");
+      llvm::Error err = rewrite.run(module);
+      if (err) {
+        std::string text = errorText(std::move(err));
+        ASSERT_NE(recompute.find("budget"), std::string::npos) << text;
+        EXPECT_NE(text.find("cannot be met"), std::string::npos) << text;
+        ++refused;
+        continue;
+      }
+      // Each clone's anchor: the nearest node before it that is not a
+      // clone. The recompute pass placed every clone in the backward
+      // region, before the first later-phase reader of what it provides.
+      llvm::DenseMap<const Node *, const Node *> anchorOf;
+      const Node *anchor = nullptr;
+      for (const Node &node : module.getGraph().getNodes()) {
+        if (node.getPhase() != Phase::Recompute) {
+          anchor = &node;
+          continue;
+        }
+        ++rewrote;
+        anchorOf[&node] = anchor;
+        for (const Value *result : node.getResults()) {
+          if (!result)
+            continue;
+          for (const OpOperand &use : result->getUses())
+            EXPECT_TRUE(!use.getOwner() ||
+                        use.getOwner()->getPhase() != Phase::Forward)
+                << trial << " " << recompute << ": a forward node reads a clone";
+        }
+      }
+      PassManager plan;
+      ASSERT_EQ(errorText(plan.addPipeline("schedule,plan-buffers")),
+                "<success>");
+      ASSERT_EQ(errorText(plan.run(module)), "<success>");
+      ASSERT_EQ(errorText(verifyModule(module)), "<success>")
+          << trial << " " << recompute;
+      // The schedule never hoists a clone above its anchor.
+      llvm::DenseSet<const Node *> seen;
+      for (const Node &node : module.getGraph().getNodes()) {
+        if (const Node *a = anchorOf.lookup(&node)) {
+          EXPECT_TRUE(seen.contains(a))
+              << trial << " " << recompute << ": clone hoisted";
+        }
+        seen.insert(&node);
+      }
+      if (recompute.find("budget") != std::string::npos) {
+        EXPECT_LE(module.plan.figures.plannedBytes(),
+                  originalPeak * percent / 100)
+            << trial;
+        ++fitted;
+      }
+      std::vector<TensorData> actual = runOutputs(module, inputs);
+      ASSERT_EQ(actual.size(), expected.size());
+      for (size_t i = 0; i != expected.size(); ++i)
+        EXPECT_TRUE(actual[i] == expected[i]) << trial << " " << recompute;
+    }
+  }
+  // Not vacuous: clones were made, budgets were met and refused.
+  EXPECT_GT(rewrote, 100u);
+  EXPECT_GT(fitted, 10u);
+  EXPECT_GT(refused, 0u);
+}
+
+} // namespace
