@@ -193,8 +193,14 @@ Node *rebuildProduct(PatternRewriter &rewriter, Node &product, Value *a,
   }
   Builder &builder = rewriter.getBuilder();
   builder.setInsertionPoint(&product);
-  return builder.create(op, {a, b}, {resultType}, attrs,
-                        product.getName().str());
+  // The new product replaces the old one: it keeps the product's phase
+  // (the rewriter set the matched Transpose's, which may differ).
+  Phase matchedPhase = builder.getPhase();
+  builder.setPhase(product.getPhase());
+  Node *rebuilt = builder.create(op, {a, b}, {resultType}, attrs,
+                                 product.getName().str());
+  builder.setPhase(matchedPhase);
+  return rebuilt;
 }
 
 //===----------------------------------------------------------------------===//

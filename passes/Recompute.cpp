@@ -41,6 +41,10 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
                 "budget mode: planned-peak limit, bytes (`512MiB`, `2GB`, "
                 "`1073741824`) or a percentage of the unrewritten planned "
                 "peak (`60%`)");
+  declareOption("attention-core", options.attentionCore,
+                "selective: also recompute products of two activations "
+                "(attention scores and context); products with a weight are "
+                "kept");
   declareOption("print-plan", options.printPlan,
                 "print the recompute plan to stderr before rewriting");
 }
@@ -205,7 +209,7 @@ std::string formatBytes(uint64_t bytes) {
 llvm::Expected<RecomputePlan>
 planBudget(Module &module, const SavedActivations &analysis,
            const PassContext &context, const MemoryLimit &limitSpec,
-           PassContext &statsContext) {
+           bool attentionCore, PassContext &statsContext) {
   std::vector<Node *> order;
   for (Node &node : module.getGraph().getNodes())
     order.push_back(&node);
@@ -239,7 +243,8 @@ planBudget(Module &module, const SavedActivations &analysis,
   // Candidates in order of recompute FLOPs: selective (prefix 0), then
   // whole-segment recompute of a growing prefix of the forward pass.
   auto candidate = [&](uint32_t prefix) {
-    return planRecompute(module, analysis, RecomputeMode::Budget, prefix);
+    return planRecompute(module, analysis, RecomputeMode::Budget, prefix,
+                         attentionCore);
   };
   // The largest useful prefix: every segment but the last.
   const uint32_t maxPrefix = countRecomputeSegments(analysis);
@@ -267,7 +272,7 @@ planBudget(Module &module, const SavedActivations &analysis,
     // Try the sqrt and full plans too before giving up.
     for (RecomputeMode mode : {RecomputeMode::Full, RecomputeMode::Sqrt}) {
       llvm::Expected<RecomputePlan> plan =
-          planRecompute(module, analysis, mode);
+          planRecompute(module, analysis, mode, 0, attentionCore);
       if (!plan)
         return plan.takeError();
       llvm::Expected<uint64_t> peak = evaluate(*plan);
@@ -341,8 +346,10 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
     return loadBefore.takeError();
 
   llvm::Expected<RecomputePlan> plan =
-      limit ? planBudget(module, *analysis, context, *limit, context)
-            : planRecompute(module, *analysis, options.mode);
+      limit ? planBudget(module, *analysis, context, *limit,
+                         options.attentionCore, context)
+            : planRecompute(module, *analysis, options.mode, 0,
+                            options.attentionCore);
   if (!plan)
     return plan.takeError();
   if (options.printPlan)

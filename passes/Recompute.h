@@ -65,6 +65,11 @@ struct RecomputePlan {
     uint64_t flops = 0;
   };
   std::vector<Group> groups;
+  /// Segment modes: the forward positions the forward pass is cut after,
+  /// with the bytes live across each cut.
+  std::vector<std::pair<uint32_t, uint64_t>> boundaries;
+  /// The forward values kept for later phases, by producer order.
+  std::vector<const Value *> kept;
   /// Saved-activation bytes before and after (what later phases read from
   /// the forward pass).
   uint64_t savedBytesBefore = 0;
@@ -91,6 +96,11 @@ public:
     /// bytes), as bytes (`1073741824`, `512MiB`, `2GB`) or as a percentage
     /// of the unrewritten graph's planned peak (`60%`).
     std::string memoryLimit;
+    /// Selective (and the selective part of the other modes): also
+    /// recompute products of two activations - attention scores and
+    /// context, Megatron-LM's core attention - whose results grow with the
+    /// square of the sequence. Products with a weight are always kept.
+    bool attentionCore = true;
     /// Print the plan to stderr before rewriting.
     bool printPlan = false;
   };
@@ -107,13 +117,14 @@ private:
   Options options;
 };
 
-/// Plans \p mode (not Budget) for the module \p analysis describes;
+/// Plans \p mode for the module \p analysis describes. For Budget,
 /// \p fullPrefix is the number of leading segments recomputed whole, the
-/// rest selective (used by budget; ignored by the other modes).
-llvm::Expected<RecomputePlan> planRecompute(const Module &module,
-                                            const SavedActivations &analysis,
-                                            RecomputeMode mode,
-                                            uint32_t fullPrefix = 0);
+/// rest selective (the other modes ignore it). \p attentionCore lets
+/// selective recompute products of two activations (see Options).
+llvm::Expected<RecomputePlan>
+planRecompute(const Module &module, const SavedActivations &analysis,
+              RecomputeMode mode, uint32_t fullPrefix = 0,
+              bool attentionCore = true);
 
 /// The number of boundaries full mode cuts the forward pass at (one less
 /// than its segments): the largest fullPrefix that changes a budget plan.

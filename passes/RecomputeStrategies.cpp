@@ -58,6 +58,25 @@ bool isCheapToRecompute(const Node &node) {
                     schema->hasTrait(TraitShapeOnly));
 }
 
+/// A product of two activations - attention's scores (Q K^T) and context
+/// (P V) - rather than a layer's product with a weight. Megatron-LM's
+/// selective recompute recomputes this core attention: its results are
+/// quadratic in the sequence, its FLOPs a few percent of the step.
+bool isAttentionCoreProduct(const Node &node,
+                            const SavedActivations &analysis) {
+  bool product = node.isa(kOnnxDomain, "MatMul") ||
+                 node.isa("com.microsoft", "FusedMatMul");
+  if (!product || node.getNumOperands() < 2)
+    return false;
+  for (unsigned i = 0; i != 2; ++i) {
+    const Value *operand = node.getOperand(i);
+    if (!operand || !analysis.isForwardValue(operand) ||
+        analysis.isParameterDerived(operand))
+      return false;
+  }
+  return true;
+}
+
 uint64_t saturatingMul(uint64_t a, uint64_t b) {
   if (a && b > FlowNetwork::kInfinite / a)
     return FlowNetwork::kInfinite;
@@ -156,7 +175,10 @@ SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
     savedAt[activation.producer] += activation.bytes;
   for (uint32_t p = 0; p != numForward; ++p)
     for (const Value *result : forward[p]->getResults()) {
-      if (!result || !analysis.isForwardValue(result))
+      // Weights transposed or cast cross every cut but are made again
+      // cheaply wherever they are read: they do not make a cut dear.
+      if (!result || !analysis.isForwardValue(result) ||
+          analysis.isParameterDerived(result))
         continue;
       uint32_t last = p;
       for (const OpOperand &use : result->getUses())
@@ -268,6 +290,13 @@ llvm::Error buildGroups(
     return a.placeBefore < b.placeBefore;
   });
   plan.savedBytesAfter = 0;
+  plan.kept.assign(kept.begin(), kept.end());
+  llvm::sort(plan.kept, [&](const Value *a, const Value *b) {
+    return *analysis.getForwardPosition(a->getDefiningNode()) <
+               *analysis.getForwardPosition(b->getDefiningNode()) ||
+           (a->getDefiningNode() == b->getDefiningNode() &&
+            a->getResultIndex() < b->getResultIndex());
+  });
   for (const Value *value : kept)
     plan.savedBytesAfter += analysis.getBytes(value);
   return llvm::Error::success();
@@ -281,7 +310,8 @@ uint32_t gmopt::countRecomputeSegments(const SavedActivations &analysis) {
 
 llvm::Expected<RecomputePlan>
 gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
-                     RecomputeMode mode, uint32_t fullPrefix) {
+                     RecomputeMode mode, uint32_t fullPrefix,
+                     bool attentionCore) {
   (void)module;
   RecomputePlan plan;
   plan.savedBytesBefore = analysis.getSavedBytes();
@@ -307,6 +337,8 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
       points = std::move(every);
     }
   }
+  for (uint32_t point : points)
+    plan.boundaries.push_back({point, boundaries.crossing[point]});
   auto segmentOf = [&](uint32_t position) -> uint32_t {
     return std::lower_bound(points.begin(), points.end(), position) -
            points.begin();
@@ -314,7 +346,8 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
   const uint32_t lastSegment = points.size();
   // Which segments are recomputed whole: all but the last for sqrt and
   // full (the backward pass starts in the last one, so recomputing it
-  // saves nothing); the first fullPrefix for budget's hybrids.
+  // whole saves nothing: it is recomputed selectively); the first
+  // fullPrefix for budget's hybrids.
   uint32_t wholeSegments = mode == RecomputeMode::Budget
                                ? std::min(fullPrefix, lastSegment)
                                : (mode == RecomputeMode::Selective ? 0
@@ -324,24 +357,19 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
   };
 
   llvm::DenseSet<const Value *> kept;
-  // Selective keeps what the minimum cut keeps, outside whole segments.
-  bool anySelective = mode == RecomputeMode::Selective ||
-                      (mode == RecomputeMode::Budget && wholeSegments <= lastSegment);
-  if (anySelective) {
+  // Outside whole segments (always in the last one, where the backward
+  // pass starts), selective keeps what the minimum cut keeps.
+  {
     llvm::DenseSet<const Value *> cut = selectiveKeptSet(
         analysis, [&](uint32_t position) {
           return analysis.isRecomputable(position) &&
-                 isCheapToRecompute(*forward[position]);
+                 (isCheapToRecompute(*forward[position]) ||
+                  (attentionCore &&
+                   isAttentionCoreProduct(*forward[position], analysis)));
         });
     for (const Value *value : cut)
       if (!isWhole(*analysis.getForwardPosition(value->getDefiningNode())))
         kept.insert(value);
-  }
-  if (mode == RecomputeMode::Full || mode == RecomputeMode::Sqrt) {
-    // The last segment keeps what it saves.
-    for (const SavedActivation &activation : analysis.getSaved())
-      if (!isWhole(activation.producer))
-        kept.insert(activation.value);
   }
   // Whole segments keep the values crossing their boundaries.
   if (wholeSegments > 0) {
@@ -349,7 +377,8 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
       uint32_t point = points[s];
       for (uint32_t p = 0; p <= point; ++p)
         for (const Value *result : forward[p]->getResults()) {
-          if (!result || !analysis.isForwardValue(result))
+          if (!result || !analysis.isForwardValue(result) ||
+              analysis.isParameterDerived(result))
             continue;
           for (const OpOperand &use : result->getUses())
             if (Node *user = use.getOwner())
@@ -387,6 +416,23 @@ void RecomputePlan::print(llvm::raw_ostream &os,
      << savedBytesAfter << "\n";
   os << "  recompute flops: " << recomputeFlops << " of " << stepFlops
      << " step flops\n";
+  if (!boundaries.empty()) {
+    os << "  segment boundaries (after forward node: bytes across):";
+    for (const auto &[point, bytes] : boundaries)
+      os << " " << point << ":" << bytes;
+    os << "\n";
+  }
+  // What stays, by producing op: where the remaining bytes are.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> keptByOp;
+  for (const Value *value : kept) {
+    auto &entry = keptByOp[value->getDefiningNode()->getOp().str()];
+    ++entry.first;
+    entry.second += analysis.getBytes(value);
+  }
+  os << "  kept by producing op:";
+  for (const auto &[op, entry] : keptByOp)
+    os << " " << op << " " << entry.first << "x/" << entry.second;
+  os << "\n";
   for (const Group &group : groups) {
     os << "  group before node " << group.placeBefore << ": "
        << group.nodes.size() << " nodes, " << group.flops

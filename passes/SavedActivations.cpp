@@ -89,6 +89,24 @@ SavedActivations::compute(const Module &module) {
     result.blockers.push_back(blocker);
   }
 
+  // Values made from parameters and constants only, in forward order.
+  for (uint32_t position = 0, e = result.forward.size(); position != e;
+       ++position) {
+    const Node *node = result.forward[position];
+    if (!result.isRecomputable(position))
+      continue;
+    bool derived = true;
+    for (const Value *operand : node->getOperands())
+      derived &= !operand || operand->isInitializer() ||
+                 (operand->isGraphInput() &&
+                  module.getSignature().lookup(operand)) ||
+                 result.parameterDerived.contains(operand);
+    if (derived)
+      for (const Value *value : node->getResults())
+        if (value && !result.graphOutputs.contains(value))
+          result.parameterDerived.insert(value);
+  }
+
   // First later-phase reader of each forward value, in node order.
   llvm::DenseMap<const Value *, uint32_t> firstLaterUse;
   index = 0;

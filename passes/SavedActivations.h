@@ -124,6 +124,13 @@ public:
   /// True if the backward pass can read \p value without keeping anything:
   /// graph inputs, initializers and graph outputs.
   bool isAlwaysAvailable(const Value *value) const;
+  /// True if forward value \p value is computed from parameters (the
+  /// training signature's) and constants only, through recomputable nodes
+  /// (a transposed or cast weight): not an activation of the batch, and
+  /// cheap to make again wherever it is read.
+  bool isParameterDerived(const Value *value) const {
+    return parameterDerived.contains(value);
+  }
   /// Bytes of a forward value (0 for other values).
   uint64_t getBytes(const Value *value) const;
 
@@ -152,6 +159,7 @@ private:
   llvm::DenseMap<const Value *, uint32_t> savedIndex;
   llvm::DenseMap<const Value *, uint64_t> forwardBytes;
   llvm::DenseSet<const Value *> graphOutputs;
+  llvm::DenseSet<const Value *> parameterDerived;
   uint64_t savedBytes = 0;
 };
 
