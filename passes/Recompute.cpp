@@ -45,6 +45,12 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
                 "selective: also recompute products of two activations "
                 "(attention scores and context); products with a weight are "
                 "kept");
+  declareOption("flops-per-byte", options.flopsPerByte,
+                "selective: recompute prices a node's FLOPs at one kept byte "
+                "per this many (0: FLOPs are free)");
+  declareOption("written-bytes-per-byte", options.writtenBytesPerByte,
+                "selective: recompute prices the bytes a node writes at one "
+                "kept byte per this many (0: writes are free)");
   declareOption("print-plan", options.printPlan,
                 "print the recompute plan to stderr before rewriting");
 }
@@ -209,7 +215,7 @@ std::string formatBytes(uint64_t bytes) {
 llvm::Expected<RecomputePlan>
 planBudget(Module &module, const SavedActivations &analysis,
            const PassContext &context, const MemoryLimit &limitSpec,
-           bool attentionCore, PassContext &statsContext) {
+           const RecomputeTuning &tuning, PassContext &statsContext) {
   std::vector<Node *> order;
   for (Node &node : module.getGraph().getNodes())
     order.push_back(&node);
@@ -244,7 +250,7 @@ planBudget(Module &module, const SavedActivations &analysis,
   // whole-segment recompute of a growing prefix of the forward pass.
   auto candidate = [&](uint32_t prefix) {
     return planRecompute(module, analysis, RecomputeMode::Budget, prefix,
-                         attentionCore);
+                         tuning);
   };
   // The largest useful prefix: every segment but the last.
   const uint32_t maxPrefix = countRecomputeSegments(analysis);
@@ -272,7 +278,7 @@ planBudget(Module &module, const SavedActivations &analysis,
     // Try the sqrt and full plans too before giving up.
     for (RecomputeMode mode : {RecomputeMode::Full, RecomputeMode::Sqrt}) {
       llvm::Expected<RecomputePlan> plan =
-          planRecompute(module, analysis, mode, 0, attentionCore);
+          planRecompute(module, analysis, mode, 0, tuning);
       if (!plan)
         return plan.takeError();
       llvm::Expected<uint64_t> peak = evaluate(*plan);
@@ -345,11 +351,13 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
   if (!loadBefore)
     return loadBefore.takeError();
 
+  RecomputeTuning tuning;
+  tuning.attentionCore = options.attentionCore;
+  tuning.flopsPerByte = options.flopsPerByte;
+  tuning.writtenBytesPerByte = options.writtenBytesPerByte;
   llvm::Expected<RecomputePlan> plan =
-      limit ? planBudget(module, *analysis, context, *limit,
-                         options.attentionCore, context)
-            : planRecompute(module, *analysis, options.mode, 0,
-                            options.attentionCore);
+      limit ? planBudget(module, *analysis, context, *limit, tuning, context)
+            : planRecompute(module, *analysis, options.mode, 0, tuning);
   if (!plan)
     return plan.takeError();
   if (options.printPlan)

@@ -101,6 +101,17 @@ public:
     /// context, Megatron-LM's core attention - whose results grow with the
     /// square of the sequence. Products with a weight are always kept.
     bool attentionCore = true;
+    /// Selective: what recomputing costs against what keeping costs. A
+    /// node's recompute is priced at its FLOPs / flopsPerByte plus the
+    /// bytes it writes / writtenBytesPerByte, in kept bytes, and the cut
+    /// minimises kept bytes plus that price. With 64, the attention scores
+    /// (which free the sequence-squared probabilities) are recomputed and
+    /// the attention context (one hidden state for a whole product) is
+    /// not; the written-bytes term stops chains of memory-bound ops (the
+    /// residual stream through every layer) that free little. 0 leaves a
+    /// term out.
+    uint64_t flopsPerByte = 64;
+    uint64_t writtenBytesPerByte = 16;
     /// Print the plan to stderr before rewriting.
     bool printPlan = false;
   };
@@ -117,14 +128,20 @@ private:
   Options options;
 };
 
+/// How selective recompute weighs its choices (see RecomputePass::Options).
+struct RecomputeTuning {
+  bool attentionCore = true;
+  uint64_t flopsPerByte = 64;
+  uint64_t writtenBytesPerByte = 16;
+};
+
 /// Plans \p mode for the module \p analysis describes. For Budget,
 /// \p fullPrefix is the number of leading segments recomputed whole, the
-/// rest selective (the other modes ignore it). \p attentionCore lets
-/// selective recompute products of two activations (see Options).
+/// rest selective (the other modes ignore it).
 llvm::Expected<RecomputePlan>
 planRecompute(const Module &module, const SavedActivations &analysis,
               RecomputeMode mode, uint32_t fullPrefix = 0,
-              bool attentionCore = true);
+              const RecomputeTuning &tuning = {});
 
 /// The number of boundaries full mode cuts the forward pass at (one less
 /// than its segments): the largest fullPrefix that changes a budget plan.

@@ -83,6 +83,17 @@ uint64_t saturatingMul(uint64_t a, uint64_t b) {
   return a * b;
 }
 
+/// What recomputing forward node \p position costs, in kept bytes.
+uint64_t recomputePrice(const SavedActivations &analysis, uint32_t position,
+                        const RecomputeTuning &tuning) {
+  uint64_t price = 0;
+  if (tuning.flopsPerByte)
+    price += analysis.getFlops(position) / tuning.flopsPerByte;
+  if (tuning.writtenBytesPerByte)
+    price += analysis.getBytesWritten(position) / tuning.writtenBytesPerByte;
+  return std::min(price, FlowNetwork::kInfinite);
+}
+
 /// The kept set of selective recompute: a minimum cut of the forward graph.
 /// Per forward node n a vertex A(n) (sink side: recomputed in the backward
 /// pass), per result r a vertex B(r) (sink side: available to the backward
@@ -90,12 +101,15 @@ uint64_t saturatingMul(uint64_t a, uint64_t b) {
 /// infinite (a recomputed node makes all its results); B(u) -> A(n)
 /// infinite for each forward operand u (a recomputed node needs its
 /// operands); source -> A(n) infinite for nodes that must not be
-/// recomputed; B(r) -> sink infinite for saved activations. Capacities are
-/// bytes scaled so that among equal-byte cuts the one keeping later values
-/// (less to recompute) wins.
+/// recomputed, and otherwise source -> A(n) with the node's FLOPs divided
+/// by flopsPerByte (cut: n is recomputed, at that price in bytes); B(r) ->
+/// sink infinite for saved activations. The cut minimises kept bytes plus
+/// priced recompute. Capacities are scaled so that among equal cuts the
+/// one keeping later values (less to recompute) wins.
 llvm::DenseSet<const Value *>
 selectiveKeptSet(const SavedActivations &analysis,
-                 llvm::function_ref<bool(uint32_t)> mayRecompute) {
+                 llvm::function_ref<bool(uint32_t)> mayRecompute,
+                 const RecomputeTuning &tuning) {
   llvm::ArrayRef<const Node *> forward = analysis.getForwardNodes();
   const uint32_t numForward = forward.size();
   llvm::DenseMap<const Value *, uint32_t> valueVertex;
@@ -115,6 +129,9 @@ selectiveKeptSet(const SavedActivations &analysis,
     uint32_t nodeVertex = 2 + position;
     if (!mayRecompute(position))
       network.addEdge(source, nodeVertex, FlowNetwork::kInfinite);
+    else if (uint64_t price = recomputePrice(analysis, position, tuning))
+      // Recomputing (A(n) on the sink side) costs the node's price.
+      network.addEdge(source, nodeVertex, saturatingMul(price, tieScale));
     for (const Value *operand : node->getOperands()) {
       auto it = operand ? valueVertex.find(operand) : valueVertex.end();
       if (it != valueVertex.end())
@@ -227,6 +244,9 @@ SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
 llvm::Error buildGroups(
     const SavedActivations &analysis, llvm::DenseSet<const Value *> &kept,
     llvm::function_ref<uint64_t(const SavedActivation &, uint32_t)> groupOf,
+    llvm::function_ref<bool(const SavedActivation &,
+                            const RecomputeRegion &)>
+        worthRecomputing,
     RecomputePlan &plan) {
   struct Pending {
     std::vector<const Value *> provides;
@@ -253,6 +273,13 @@ llvm::Error buildGroups(
         for (const Value *value : region->mustKeep)
           kept.insert(value);
         again = true;
+        continue;
+      }
+      // Saved activations come in forward order and regions reach only
+      // backwards, so keeping this one here shortens the later regions
+      // that would have run through it.
+      if (!worthRecomputing(activation, *region)) {
+        kept.insert(activation.value);
         continue;
       }
       dropped.push_back({&activation, std::move(*region)});
@@ -311,7 +338,7 @@ uint32_t gmopt::countRecomputeSegments(const SavedActivations &analysis) {
 llvm::Expected<RecomputePlan>
 gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
                      RecomputeMode mode, uint32_t fullPrefix,
-                     bool attentionCore) {
+                     const RecomputeTuning &tuning) {
   (void)module;
   RecomputePlan plan;
   plan.savedBytesBefore = analysis.getSavedBytes();
@@ -364,9 +391,10 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
         analysis, [&](uint32_t position) {
           return analysis.isRecomputable(position) &&
                  (isCheapToRecompute(*forward[position]) ||
-                  (attentionCore &&
+                  (tuning.attentionCore &&
                    isAttentionCoreProduct(*forward[position], analysis)));
-        });
+        },
+        tuning);
     for (const Value *value : cut)
       if (!isWhole(*analysis.getForwardPosition(value->getDefiningNode())))
         kept.insert(value);
@@ -402,6 +430,20 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
             if (isWhole(activation.producer))
               return segmentOf(activation.producer);
             return uint64_t(lastSegment) + 1 + producerFirstUse;
+          },
+          [&](const SavedActivation &activation,
+              const RecomputeRegion &region) {
+            // A whole segment is recomputed regardless. Elsewhere a value
+            // whose region is priced above its own bytes is kept: the cut
+            // prices each node once, but every group that needs a long
+            // chain (the residual stream through all earlier layers)
+            // clones it again.
+            if (isWhole(activation.producer))
+              return true;
+            uint64_t price = 0;
+            for (uint32_t position : region.nodes)
+              price += recomputePrice(analysis, position, tuning);
+            return price <= activation.bytes;
           },
           plan))
     return err;

@@ -57,7 +57,9 @@ SavedActivations::compute(const Module &module) {
     uint32_t position = result.forward.size();
     result.forward.push_back(&node);
     result.positionOf[&node] = position;
-    result.flops.push_back(estimateCost(node).flops);
+    OpCost cost = estimateCost(node);
+    result.flops.push_back(cost.flops);
+    result.bytesWritten.push_back(cost.bytesWritten);
 
     RecomputeBlocker blocker = RecomputeBlocker::Recomputable;
     const OpSchema *schema = registry.lookup(node);

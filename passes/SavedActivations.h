@@ -108,6 +108,10 @@ public:
   }
   /// FLOPs of forward node \p position.
   uint64_t getFlops(uint32_t position) const { return flops[position]; }
+  /// Bytes forward node \p position writes (the registry's cost model).
+  uint64_t getBytesWritten(uint32_t position) const {
+    return bytesWritten[position];
+  }
   /// FLOPs of every node of the step (forward, backward, optimizer).
   uint64_t getStepFlops() const { return stepFlops; }
 
@@ -154,6 +158,7 @@ private:
   llvm::DenseMap<const Node *, uint32_t> positionOf;
   std::vector<RecomputeBlocker> blockers;
   std::vector<uint64_t> flops;
+  std::vector<uint64_t> bytesWritten;
   uint64_t stepFlops = 0;
   std::vector<SavedActivation> saved;
   llvm::DenseMap<const Value *, uint32_t> savedIndex;
