@@ -33,10 +33,12 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
       {{"selective", RecomputeMode::Selective},
        {"sqrt", RecomputeMode::Sqrt},
        {"full", RecomputeMode::Full},
-       {"budget", RecomputeMode::Budget}},
+       {"budget", RecomputeMode::Budget},
+       {"explicit", RecomputeMode::Explicit}},
       "selective: recompute cheap ops, keep matmul/conv outputs; sqrt: "
       "sqrt(N) segments; full: keep only segment boundaries; budget: least "
-      "recompute whose planned peak fits memory-limit");
+      "recompute whose planned peak fits memory-limit; explicit: drop the "
+      "values named in drop");
   declareOption("memory-limit", options.memoryLimit,
                 "budget mode: planned-peak limit, bytes (`512MiB`, `2GB`, "
                 "`1073741824`) or a percentage of the unrewritten planned "
@@ -51,6 +53,9 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
   declareOption("written-bytes-per-byte", options.writtenBytesPerByte,
                 "selective: recompute prices the bytes a node writes at one "
                 "kept byte per this many (0: writes are free)");
+  declareOption("drop", options.drop,
+                "explicit mode: the saved activations to drop, space-separated "
+                "value names");
   declareOption("print-plan", options.printPlan,
                 "print the recompute plan to stderr before rewriting");
 }
@@ -355,6 +360,15 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
   tuning.attentionCore = options.attentionCore;
   tuning.flopsPerByte = options.flopsPerByte;
   tuning.writtenBytesPerByte = options.writtenBytesPerByte;
+  if (!options.drop.empty() && options.mode != RecomputeMode::Explicit)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "recompute: drop is an option of mode=explicit only");
+  for (llvm::StringRef rest = options.drop; !rest.trim().empty();) {
+    auto [name, tail] = rest.trim().split(' ');
+    tuning.drop.push_back(name.str());
+    rest = tail;
+  }
   llvm::Expected<RecomputePlan> plan =
       limit ? planBudget(module, *analysis, context, *limit, tuning, context)
             : planRecompute(module, *analysis, options.mode, 0, tuning);

@@ -22,6 +22,10 @@
 //     each segment is recomputed whole when the backward pass reaches it.
 //   * sqrt - Chen et al.'s sqrt(N) segments: every ceil(sqrt(n))-th of the
 //     n boundaries full would keep.
+//   * explicit - drop exactly the saved activations named in `drop`
+//     (space-separated value names) and recompute them from the other
+//     saved activations and the inputs; for experiments and for comparing
+//     the strategies with an exhaustive search (bench/).
 //   * budget - with memory-limit: the least recompute FLOPs whose planned
 //     peak (schedule and plan-buffers run on each candidate) fits. The
 //     candidates run from none over selective to full segment recompute of
@@ -50,7 +54,7 @@ class SavedActivations;
 class Value;
 
 /// A recompute strategy.
-enum class RecomputeMode { Selective, Sqrt, Full, Budget };
+enum class RecomputeMode { Selective, Sqrt, Full, Budget, Explicit };
 
 /// Which saved activations to drop and how to recompute them.
 struct RecomputePlan {
@@ -112,6 +116,9 @@ public:
     /// term out.
     uint64_t flopsPerByte = 64;
     uint64_t writtenBytesPerByte = 16;
+    /// explicit mode: the saved activations to drop, space-separated value
+    /// names.
+    std::string drop;
     /// Print the plan to stderr before rewriting.
     bool printPlan = false;
   };
@@ -133,6 +140,8 @@ struct RecomputeTuning {
   bool attentionCore = true;
   uint64_t flopsPerByte = 64;
   uint64_t writtenBytesPerByte = 16;
+  /// Explicit mode: the saved activations to drop, by value name.
+  std::vector<std::string> drop;
 };
 
 /// Plans \p mode for the module \p analysis describes. For Budget,

@@ -352,7 +352,7 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
   // positions (points[s-1], points[s]].
   SegmentBoundaries boundaries;
   std::vector<uint32_t> points;
-  if (mode != RecomputeMode::Selective) {
+  if (mode != RecomputeMode::Selective && mode != RecomputeMode::Explicit) {
     boundaries = findSegmentBoundaries(analysis);
     points = boundaries.points;
     if (mode == RecomputeMode::Sqrt && !points.empty()) {
@@ -377,8 +377,10 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
   // fullPrefix for budget's hybrids.
   uint32_t wholeSegments = mode == RecomputeMode::Budget
                                ? std::min(fullPrefix, lastSegment)
-                               : (mode == RecomputeMode::Selective ? 0
-                                                                    : lastSegment);
+                           : (mode == RecomputeMode::Sqrt ||
+                              mode == RecomputeMode::Full)
+                               ? lastSegment
+                               : 0;
   auto isWhole = [&](uint32_t position) {
     return segmentOf(position) < wholeSegments;
   };
@@ -386,7 +388,7 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
   llvm::DenseSet<const Value *> kept;
   // Outside whole segments (always in the last one, where the backward
   // pass starts), selective keeps what the minimum cut keeps.
-  {
+  if (mode != RecomputeMode::Explicit) {
     llvm::DenseSet<const Value *> cut = selectiveKeptSet(
         analysis, [&](uint32_t position) {
           return analysis.isRecomputable(position) &&
@@ -399,25 +401,46 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
       if (!isWhole(*analysis.getForwardPosition(value->getDefiningNode())))
         kept.insert(value);
   }
-  // Whole segments keep the values crossing their boundaries.
+  // Whole segments keep the values crossing their boundaries: a value
+  // defined at p and last read by the forward pass at q crosses every
+  // boundary in [p, q).
   if (wholeSegments > 0) {
-    for (uint32_t s = 0; s != wholeSegments && s != points.size(); ++s) {
-      uint32_t point = points[s];
-      for (uint32_t p = 0; p <= point; ++p)
-        for (const Value *result : forward[p]->getResults()) {
-          if (!result || !analysis.isForwardValue(result) ||
-              analysis.isParameterDerived(result))
-            continue;
-          for (const OpOperand &use : result->getUses())
-            if (Node *user = use.getOwner())
-              if (std::optional<uint32_t> q =
-                      analysis.getForwardPosition(user);
-                  q && *q > point) {
-                kept.insert(result);
-                break;
-              }
-        }
+    auto firstWhole = points.begin();
+    auto endWhole = points.begin() + std::min<size_t>(wholeSegments, points.size());
+    for (uint32_t p = 0, e = forward.size(); p != e; ++p)
+      for (const Value *result : forward[p]->getResults()) {
+        if (!result || !analysis.isForwardValue(result) ||
+            analysis.isParameterDerived(result))
+          continue;
+        uint32_t last = p;
+        for (const OpOperand &use : result->getUses())
+          if (Node *user = use.getOwner())
+            if (std::optional<uint32_t> q = analysis.getForwardPosition(user))
+              last = std::max(last, *q);
+        auto it = std::lower_bound(firstWhole, endWhole, p);
+        if (it != endWhole && *it < last)
+          kept.insert(result);
+      }
+  }
+  if (mode == RecomputeMode::Explicit) {
+    // Everything saved stays but the named values.
+    llvm::StringSet<> drop;
+    for (const std::string &name : tuning.drop)
+      drop.insert(name);
+    kept.clear();
+    llvm::StringSet<> found;
+    for (const SavedActivation &activation : analysis.getSaved()) {
+      if (drop.contains(activation.value->getName()))
+        found.insert(activation.value->getName());
+      else
+        kept.insert(activation.value);
     }
+    for (const std::string &name : tuning.drop)
+      if (!found.contains(name))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "recompute: '%s' (in drop) is not a saved activation",
+            name.c_str());
   }
 
   if (llvm::Error err = buildGroups(
@@ -438,7 +461,8 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
             // prices each node once, but every group that needs a long
             // chain (the residual stream through all earlier layers)
             // clones it again.
-            if (isWhole(activation.producer))
+            if (isWhole(activation.producer) ||
+                mode == RecomputeMode::Explicit)
               return true;
             uint64_t price = 0;
             for (uint32_t position : region.nodes)

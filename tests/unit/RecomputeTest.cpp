@@ -317,7 +317,7 @@ TEST(RecomputeTest, OptionsParseAndPrint) {
   RecomputePass pass;
   EXPECT_EQ(pass.getPipelineElement(),
             "recompute{mode=selective,memory-limit=\"\",attention-core=true,"
-            "flops-per-byte=64,written-bytes-per-byte=16,print-plan=false}");
+            "flops-per-byte=64,written-bytes-per-byte=16,drop=\"\",print-plan=false}");
   EXPECT_EQ(errorText(pass.setOption("mode", "budget")), "<success>");
   EXPECT_EQ(errorText(pass.setOption("memory-limit", "60%")), "<success>");
   EXPECT_EQ(pass.getPassOptions().mode, RecomputeMode::Budget);
