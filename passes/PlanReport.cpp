@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/PlanReport.h"
+#include "passes/Pass.h"
 
 #include "ir/Module.h"
 #include "ir/Plan.h"
@@ -117,4 +118,16 @@ gmopt::planReportJson(const Module &module,
   if (eagerBaselineBytes)
     report["eager_baseline_bytes"] = bytes(*eagerBaselineBytes);
   return report;
+}
+
+llvm::json::Object gmopt::passStatisticsJson(const PassContext &context) {
+  llvm::json::Object result;
+  for (const PassStatistic &statistic : context.getStatistics()) {
+    llvm::json::Value &entry = result[statistic.pass];
+    if (!entry.getAsObject())
+      entry = llvm::json::Object();
+    (*entry.getAsObject())[statistic.name] =
+        static_cast<int64_t>(statistic.value);
+  }
+  return result;
 }

@@ -24,6 +24,7 @@ class raw_ostream;
 namespace gmopt {
 
 class Module;
+class PassContext;
 
 /// Prints a table of \p module's plan figures to \p os, or one line saying
 /// there is no plan. \p eagerBaselineBytes, when given, is the eager
@@ -44,6 +45,11 @@ void printPlanReport(const Module &module, llvm::raw_ostream &os,
 llvm::json::Object
 planReportJson(const Module &module,
                std::optional<uint64_t> eagerBaselineBytes = std::nullopt);
+
+/// The statistics every pass of a pipeline reported, as JSON: one object
+/// per pass (in the order they first reported), keyed by statistic name,
+/// integer values - e.g. {"recompute": {"saved-bytes-before": ..., ...}}.
+llvm::json::Object passStatisticsJson(const PassContext &context);
 
 } // namespace gmopt
 

@@ -1,5 +1,6 @@
 # lit configuration for gmopt's golden tests (after MLIR's standalone example).
 import os
+import sys
 import lit.formats
 
 config.name = "gmopt"
@@ -13,3 +14,5 @@ config.environment["PATH"] = os.pathsep.join(
     [config.gmopt_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%testdata", os.path.join(config.gmopt_src_root, "testdata")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# The interpreter lit runs under, for small JSON checks in RUN lines.
+config.substitutions.append(("%python", sys.executable))

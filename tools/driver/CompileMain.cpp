@@ -280,6 +280,9 @@ static int runGmoptCompile(int argc, char **argv) {
       json["imported_nodes"] =
           static_cast<int64_t>(original->getGraph().getNumNodes());
       json["nodes"] = static_cast<int64_t>((*module)->getGraph().getNumNodes());
+      // Per pass, what it did: recompute's saved bytes before and after and
+      // its FLOPs, plan-buffers' arena...
+      json["pass_statistics"] = passStatisticsJson(passManager.getContext());
       // Everything up to here; committing the files comes after.
       if (timeCompile) {
         timer.stop();
