@@ -2,7 +2,9 @@
 //
 // Does what gmopt-compile does, on arbitrary bytes: load an ONNX model or a
 // text-IR module (FuzzInput.h: the first byte picks the loader, the next
-// eight bind symbolic dimensions), run the default pipeline, write the
+// eight bind symbolic dimensions), run the default pipeline (with one of
+// the recompute modes before the schedule, picked by the input's length,
+// so every strategy meets arbitrary graphs), write the
 // `.gm` bytes and load them again. Every failure up to and including the
 // write must be an llvm::Error; crashes, sanitizer reports, hangs and leaks
 // are bugs. What was written must load (an error there aborts), and the
@@ -29,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 using namespace gmopt;
@@ -74,7 +77,23 @@ void expectSame(llvm::StringRef which, const Module &written,
          loadedPlan);
 }
 
-void compile(const fuzz::FuzzInput &input) {
+/// The default pipeline, with recompute in one of its modes (or none)
+/// before the schedule, chosen by \p size.
+std::string pipelineFor(size_t size) {
+  static const char *const kRecompute[] = {
+      "",
+      "recompute{mode=selective},",
+      "recompute{mode=sqrt},",
+      "recompute{mode=full},",
+      "recompute{mode=budget,memory-limit=80%},",
+  };
+  std::string pipeline = kDefaultPipeline.str();
+  size_t at = pipeline.find("schedule");
+  pipeline.insert(at, kRecompute[size % std::size(kRecompute)]);
+  return pipeline;
+}
+
+void compile(const fuzz::FuzzInput &input, size_t size) {
   llvm::Expected<std::unique_ptr<Module>> module = fuzz::loadFuzzModule(input);
   if (!module) {
     llvm::consumeError(module.takeError());
@@ -94,8 +113,8 @@ void compile(const fuzz::FuzzInput &input) {
   }
 
   PassManager passManager;
-  if (llvm::Error err = passManager.addPipeline(kDefaultPipeline)) {
-    llvm::errs() << "pipeline_fuzz: the default pipeline does not parse: "
+  if (llvm::Error err = passManager.addPipeline(pipelineFor(size))) {
+    llvm::errs() << "pipeline_fuzz: the pipeline does not parse: "
                  << llvm::toString(std::move(err)) << '\n';
     std::abort();
   }
@@ -144,6 +163,6 @@ void compile(const fuzz::FuzzInput &input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (std::optional<fuzz::FuzzInput> input = fuzz::decodeFuzzInput(data, size))
-    compile(*input);
+    compile(*input, size);
   return 0;
 }

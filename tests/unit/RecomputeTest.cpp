@@ -1,7 +1,7 @@
 //===- RecomputeTest.cpp - Tests of the recompute pass --------------------===//
 //
 // Numerical equivalence on the CPU backend: every testdata training graph
-// (the dropout graph included) trained for several AdamW steps with each
+// (the dropout graph included) trained for three AdamW steps with each
 // recompute mode gives the losses, final parameters and optimizer state of
 // the unrewritten graph - bit for bit, since a clone runs the same kernel
 // on the same operands and a cloned Dropout draws the same mask. Also: the
@@ -78,7 +78,7 @@ struct Trained {
   uint64_t clones = 0;
 };
 
-/// Five AdamW steps of testdata model \p model compiled with \p pipeline.
+/// Three AdamW steps of testdata model \p model compiled with \p pipeline.
 std::optional<Trained> train(const Model &model, llvm::StringRef pipeline) {
   std::string dir = gmopt::testdataDir() + "/" + model.name;
   // gpt_tiny_dropout shares gpt_tiny's inputs.
@@ -110,7 +110,7 @@ std::optional<Trained> train(const Model &model, llvm::StringRef pipeline) {
   options.executor.mode = AllocationMode::Planned;
   options.executor.threads = 1;
   options.executor.seed = 7;
-  options.steps = 5;
+  options.steps = 3;
   options.learningRate = 0.01f;
   auto result = trainModule(module, *inputs, options);
   EXPECT_TRUE(bool(result)) << errorText(result.takeError());
@@ -130,7 +130,7 @@ TEST_P(RecomputeTestdataTest, EveryModeTrainsLikeTheOriginal) {
   const Model &model = GetParam();
   std::optional<Trained> original = train(model, kDefault);
   ASSERT_TRUE(original);
-  ASSERT_EQ(original->result.losses.size(), 5u);
+  ASSERT_EQ(original->result.losses.size(), 3u);
   std::optional<uint64_t> fullPeak;
   for (std::string recompute :
        {"recompute{mode=selective}", "recompute{mode=sqrt}",
