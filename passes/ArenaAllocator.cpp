@@ -5,8 +5,9 @@
 // tree over (compressed) steps answers "who is live at the request's first
 // step" and an ordered map of first steps answers "who starts inside the
 // request's range"; the two sets are disjoint and together are exactly the
-// conflicts. Its total work is therefore the number of conflicting pairs,
-// which the allocator bounds before running it. The lifetime sweep keeps
+// conflicts. Its total work is therefore the number of conflicting pairs
+// (plus the requests); every placement counts that work, and the allocator
+// runs placements only while they fit in its n log n work budget. The lifetime sweep keeps
 // free blocks in two ordered sets (by offset, to coalesce; by size, for best
 // fit) and the live buffers by offset (to find the neighbours of a free
 // block), so each step is O(log n).
@@ -16,7 +17,9 @@
 #include "passes/ArenaAllocator.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <array>
@@ -363,10 +366,21 @@ public:
 
   /// Places the requests in \p order (every non-empty request once).
   /// Gives up, returning nullopt, as soon as the arena would exceed
-  /// \p limit.
+  /// \p limit. Adds the work done (one unit per request placed and per
+  /// conflict visited) to \p work when given. The first \p prefixLength
+  /// requests of \p order keep their offsets in \p prefix (a placement of
+  /// an order with the same prefix, which best-fit placement would
+  /// reproduce); they are only recorded, at one unit each.
   std::optional<ArenaLayout>
   place(llvm::ArrayRef<uint32_t> order, ArenaStrategy strategy,
-        uint64_t limit = std::numeric_limits<uint64_t>::max()) const {
+        uint64_t limit = std::numeric_limits<uint64_t>::max(),
+        uint64_t *work = nullptr, const ArenaLayout *prefix = nullptr,
+        size_t prefixLength = 0) const {
+    uint64_t units = 0;
+    auto account = llvm::make_scope_exit([&] {
+      if (work)
+        *work += units;
+    });
     ArenaLayout layout;
     layout.strategy = strategy;
     layout.offsets.assign(requests.size(), 0);
@@ -375,10 +389,22 @@ public:
     StabbingTree liveAt(points.size());
     std::multimap<uint32_t, uint32_t> byFirst;
     std::vector<std::pair<uint64_t, uint64_t>> conflicts;
-    for (uint32_t id : order) {
+    assert((prefix || !prefixLength) && prefixLength <= order.size() &&
+           "a prefix needs its layout");
+    for (size_t position = 0; position != order.size(); ++position) {
+      uint32_t id = order[position];
       const ArenaRequest &request = requests[id];
       uint64_t size = roundUp(request.size, alignment);
       uint32_t lo = compress(request.first), hi = compress(request.last);
+      if (position < prefixLength) {
+        ++units;
+        layout.offsets[id] = prefix->offsets[id];
+        layout.arenaBytes =
+            std::max(layout.arenaBytes, layout.offsets[id] + size);
+        liveAt.insert(lo, hi, id);
+        byFirst.insert({request.first, id});
+        continue;
+      }
 
       conflicts.clear();
       auto addConflict = [&](uint32_t other) {
@@ -391,6 +417,7 @@ public:
                 end = byFirst.upper_bound(request.last);
            it != end; ++it)
         addConflict(it->second);
+      units += 1 + conflicts.size();
       llvm::sort(conflicts);
 
       uint64_t bestOffset = 0, bestGap = std::numeric_limits<uint64_t>::max();
@@ -418,6 +445,9 @@ public:
     }
     return layout;
   }
+
+  /// Number of non-empty requests.
+  size_t getNumNonEmpty() const { return nonEmpty.size(); }
 
 private:
   uint32_t compress(uint32_t step) const {
@@ -499,6 +529,14 @@ uint64_t gmopt::countConflictingPairs(llvm::ArrayRef<ArenaRequest> requests) {
     liveEnds.push(last);
   }
   return pairs;
+}
+
+uint64_t gmopt::bestFitWorkBudget(uint64_t numRequests, uint64_t floor,
+                                  uint64_t perNLogN) {
+  uint64_t log2n = numRequests > 1 ? llvm::Log2_64_Ceil(numRequests) : 1;
+  uint64_t scaled = llvm::SaturatingMultiply(
+      llvm::SaturatingMultiply(perNLogN, log2n), numRequests);
+  return llvm::SaturatingAdd(scaled, floor);
 }
 
 std::optional<ArenaLayout>
@@ -611,59 +649,75 @@ ArenaAllocator::allocate(llvm::ArrayRef<ArenaRequest> requests) const {
   }
 
   if (options.greedyBySize && !atBound()) {
-    uint64_t pairs = countConflictingPairs(requests);
-    bool withinBudget =
-        !options.maxOverlapPairs || pairs <= options.maxOverlapPairs;
     BestFitPlacer placer(requests, alignment);
+    const uint64_t numRequests = placer.getNumNonEmpty();
+    const uint64_t budget = bestFitWorkBudget(
+        numRequests, options.bestFitWorkFloor, options.bestFitWork);
+    // What one placement costs at most; the pairs are counted in
+    // O(n log n), before any placement is paid for.
+    const uint64_t placementCost =
+        numRequests + countConflictingPairs(requests);
+    uint64_t spent = 0;
+    auto affordable = [&] { return spent + placementCost <= budget; };
     std::vector<uint32_t> bestOrder;
+    std::vector<uint64_t> bestOrderOffsets;
     uint64_t bestOrderBytes = std::numeric_limits<uint64_t>::max();
     for (ArenaStrategy strategy :
          {ArenaStrategy::GreedyBySize, ArenaStrategy::GreedyByBreadth,
           ArenaStrategy::GreedyByArea, ArenaStrategy::GreedyByDuration}) {
       if (atBound())
         break;
-      if (!withinBudget) {
+      if (!affordable()) {
         attempts.push_back({strategy, std::nullopt});
         continue;
       }
       std::vector<uint32_t> order = placer.orderFor(strategy);
-      std::optional<ArenaLayout> bestFit = placer.place(order, strategy);
+      std::optional<ArenaLayout> bestFit =
+          placer.place(order, strategy,
+                       std::numeric_limits<uint64_t>::max(), &spent);
       attempts.push_back({strategy, bestFit->arenaBytes});
       if (bestFit->arenaBytes < bestOrderBytes) {
         bestOrderBytes = bestFit->arenaBytes;
         bestOrder = std::move(order);
+        bestOrderOffsets = bestFit->offsets;
       }
       consider(std::move(*bestFit));
     }
 
     // Local search: swap nearby requests in the best best-fit order and
     // keep every order that does no worse, until the layout reaches LOAD,
-    // the rounds run out, or the work budget (conflict visits) is spent.
-    // Deterministic (fixed seed).
-    uint64_t rounds = options.searchRounds;
-    if (options.maxOverlapPairs)
-      rounds = std::min<uint64_t>(rounds, options.maxOverlapPairs /
-                                              std::max<uint64_t>(pairs, 1));
-    if (withinBudget && !atBound() && bestOrder.size() > 1 && rounds) {
+    // the rounds run out, or a whole round no longer fits in the work
+    // budget. A round that exceeds the current size stops there and pays
+    // only for what it placed. Deterministic (fixed seed).
+    if (!atBound() && bestOrder.size() > 1 && options.searchRounds &&
+        affordable()) {
       std::mt19937 random(0x9e3779b9u);
       std::optional<ArenaLayout> searched;
       std::vector<uint32_t> current = bestOrder;
+      ArenaLayout currentLayout;
+      currentLayout.offsets = std::move(bestOrderOffsets);
       uint64_t currentBytes = bestOrderBytes;
       const size_t span = std::min<size_t>(8, current.size() - 1);
-      for (uint64_t round = 0; round != rounds && currentBytes > load;
+      for (uint64_t round = 0; round != options.searchRounds &&
+                               currentBytes > load && affordable();
            ++round) {
         std::vector<uint32_t> candidate = current;
         unsigned swaps = 1 + random() % 3;
+        size_t unchanged = candidate.size();
         for (unsigned k = 0; k != swaps; ++k) {
           size_t i = random() % candidate.size();
           size_t j = (i + 1 + random() % span) % candidate.size();
           std::swap(candidate[i], candidate[j]);
+          unchanged = std::min({unchanged, i, j});
         }
+        // Best-fit placement of the unchanged prefix is the current one.
         auto layout =
-            placer.place(candidate, ArenaStrategy::BestFitSearch, currentBytes);
+            placer.place(candidate, ArenaStrategy::BestFitSearch, currentBytes,
+                         &spent, &currentLayout, unchanged);
         if (!layout)
           continue;
         current = std::move(candidate);
+        currentLayout.offsets = layout->offsets;
         if (!searched || layout->arenaBytes < currentBytes) {
           currentBytes = layout->arenaBytes;
           searched = std::move(*layout);

@@ -12,8 +12,13 @@
 //    greedy-by-size planner), in four orders (size, breadth, area,
 //    duration), then a deterministic local search over the best order.
 // The live-byte maximum (LOAD) is a lower bound for every layout, so the
-// allocator stops as soon as a layout reaches it. A validator proves a
-// layout has no two buffers that overlap in both time and address.
+// allocator stops as soon as a layout reaches it. Best-fit placement costs
+// one unit per request plus one per conflicting pair, and conflicting pairs
+// grow quadratically with the depth of a training graph (saved activations
+// live across the whole step), so the best-fit family shares one work
+// budget that grows as n log n; the lifetime sweeps are O(n log n) and
+// always run. A validator proves a layout has no two buffers that overlap
+// in both time and address.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,8 +84,9 @@ llvm::StringRef arenaStrategyName(ArenaStrategy strategy);
 struct ArenaAttempt {
   /// The strategy tried.
   ArenaStrategy strategy;
-  /// Its arena size, or nullopt when it was skipped (see
-  /// ArenaAllocator::Options::maxOverlapPairs) or, for the search, found
+  /// Its arena size, or nullopt when it was skipped (its placement did not
+  /// fit in what was left of the work budget, see
+  /// ArenaAllocator::Options::bestFitWork) or, for the search, found
   /// nothing better.
   std::optional<uint64_t> arenaBytes;
 };
@@ -112,6 +118,12 @@ ArenaLoad computeArenaLoad(llvm::ArrayRef<ArenaRequest> requests,
 /// Number of unordered pairs of non-empty requests that conflict in time:
 /// the work one best-fit placement does. O(n log n).
 uint64_t countConflictingPairs(llvm::ArrayRef<ArenaRequest> requests);
+
+/// The work budget of best-fit placement for \p numRequests non-empty
+/// requests: \p floor + \p perNLogN * n * ceil(log2 n) units, a unit being
+/// one request placed or one conflicting pair visited (saturating).
+uint64_t bestFitWorkBudget(uint64_t numRequests, uint64_t floor,
+                           uint64_t perNLogN);
 
 /// Best-fit placement in the order \p order (GreedyBySize, GreedyByArea or
 /// GreedyByDuration). Visits every conflicting pair once, so it costs
@@ -152,13 +164,23 @@ public:
     /// Try greedy by lifetime (forward and reversed, each with and without
     /// the LOAD as capacity hint).
     bool greedyByLifetime = true;
-    /// Best-fit placement is skipped when more request pairs than this
-    /// conflict in time (its cost grows with that count; the lifetime sweep
-    /// stays O(n log n)). 0 means no limit.
-    uint64_t maxOverlapPairs = uint64_t(1) << 24;
+    /// Work budget of best-fit placement, the four orders and the local
+    /// search together: bestFitWorkFloor + bestFitWork * n * ceil(log2 n)
+    /// units for n non-empty requests (see bestFitWorkBudget). A unit is
+    /// one request placed or one conflicting pair visited; a placement
+    /// costs at most n + countConflictingPairs units. An order whose
+    /// placement does not fit in what is left is skipped, and the search
+    /// stops when a whole round no longer fits. The floor lets small graphs
+    /// search for thousands of rounds; the n log n term keeps the
+    /// allocator's total work O(n log n) on large ones, where the pairs
+    /// (quadratic in the depth of a training graph) soon exceed it and
+    /// only the lifetime sweeps run. 0 and 0: no best-fit placement.
+    uint64_t bestFitWork = 32;
+    /// The constant part of the best-fit work budget (see bestFitWork).
+    uint64_t bestFitWorkFloor = uint64_t(1) << 22;
     /// Most rounds of the best-fit local search run when no greedy layout
-    /// reaches LOAD; each round costs one best-fit placement, and all of
-    /// them together stay within maxOverlapPairs conflict visits.
+    /// reaches LOAD; each round is one best-fit placement, paid from the
+    /// work budget (see bestFitWork).
     uint64_t searchRounds = 2000;
   };
 

@@ -105,7 +105,8 @@ gmopt::computeBufferPlan(const Module &module,
   ArenaAllocator::Options arenaOptions;
   arenaOptions.greedyBySize = options.greedyBySize;
   arenaOptions.greedyByLifetime = options.greedyByLifetime;
-  arenaOptions.maxOverlapPairs = options.maxOverlapPairs;
+  arenaOptions.bestFitWork = options.bestFitWork;
+  arenaOptions.bestFitWorkFloor = options.bestFitWorkFloor;
   arenaOptions.searchRounds = options.searchRounds;
   ArenaLayout layout = ArenaAllocator(arenaOptions).allocate(requests);
   llvm::DenseMap<ValueId, uint64_t> offsetOf;
@@ -201,11 +202,15 @@ PlanBuffersPass::PlanBuffersPass(Options initial) : options(initial) {
                 "duration orders and a local search)");
   declareOption("greedy-by-lifetime", options.greedyByLifetime,
                 "try greedy-by-lifetime (heap simulation) offset assignment");
-  declareOption("max-overlap-pairs", options.maxOverlapPairs,
-                "skip best-fit assignment above this many overlapping buffer "
-                "pairs (0: never)");
+  declareOption("best-fit-work", options.bestFitWork,
+                "best-fit work budget per n*ceil(log2 n), n arena requests; a "
+                "unit is one request placed or one pair of simultaneously "
+                "live buffers visited");
+  declareOption("best-fit-work-floor", options.bestFitWorkFloor,
+                "constant part of the best-fit work budget (units)");
   declareOption("search-rounds", options.searchRounds,
-                "most rounds of the best-fit local search (0: none)");
+                "most rounds of the best-fit local search, paid from the "
+                "best-fit work budget (0: none)");
   declareOption("validate", options.validate,
                 "validate the plan in every build type (debug builds always "
                 "do)");
@@ -249,7 +254,7 @@ llvm::Expected<bool> PlanBuffersPass::run(Module &module,
     skipped |= attempt.strategy != ArenaStrategy::BestFitSearch &&
                !attempt.arenaBytes;
   addStatistic(context, "greedy-by-size-skipped", skipped,
-               "1 if best-fit assignment was skipped (too many overlaps)");
+               "1 if a best-fit order was skipped (over the work budget)");
   module.plan = std::move(*plan);
   return true;
 }

@@ -51,12 +51,20 @@ public:
     /// Try greedy-by-lifetime offset assignment (four sweeps: forward and
     /// reversed, with and without the LOAD as capacity hint).
     bool greedyByLifetime = true;
-    /// Skip best-fit assignment when more buffer pairs than this are live
-    /// at the same time, since its cost grows with that count (0: never
-    /// skip). Greedy by lifetime is O(n log n) and always runs.
-    uint64_t maxOverlapPairs = uint64_t(1) << 24;
+    /// Work budget of best-fit assignment (its four orders and the local
+    /// search together): bestFitWorkFloor + bestFitWork * n * ceil(log2 n)
+    /// units for n arena requests, a unit being one request placed or one
+    /// pair of buffers live at the same time visited (see
+    /// ArenaAllocator::Options::bestFitWork). Small graphs search for up to
+    /// searchRounds rounds within the floor; on large ones, whose pairs grow
+    /// with the square of the depth, best-fit assignment is skipped once one
+    /// placement no longer fits, so planning stays O(n log n). Greedy by
+    /// lifetime is O(n log n) and always runs.
+    uint64_t bestFitWork = 32;
+    /// The constant part of the best-fit work budget.
+    uint64_t bestFitWorkFloor = uint64_t(1) << 22;
     /// Most rounds of the best-fit local search when no greedy layout
-    /// reaches LOAD (bounded by maxOverlapPairs as well; 0: no search).
+    /// reaches LOAD (each paid from the work budget; 0: no search).
     uint64_t searchRounds = 2000;
     /// Validate the plan after planning in every build type (debug builds
     /// always validate).

@@ -317,26 +317,50 @@ TEST(ArenaAllocatorTest, GreedyBySizeIsSkippedAboveItsBudget) {
   EXPECT_TRUE(layoutGreedyBySize(requests, kAlign, 4950).has_value());
 
   ArenaAllocator::Options options;
-  options.maxOverlapPairs = 10;
+  options.bestFitWork = 0;
+  options.bestFitWorkFloor = 10;
   ArenaLayout layout = ArenaAllocator(options).allocate(requests);
   // All 100 overlap: every sweep reaches LOAD, nothing else is tried.
   EXPECT_EQ(layout.arenaBytes, 100 * 256u);
   ASSERT_EQ(layout.attempts.size(), 1u);
   EXPECT_EQ(layout.attempts[0].strategy, ArenaStrategy::GreedyByLifetime);
 
-  // Above LOAD, greedy by size is reported as skipped.
+  // Above LOAD, an order whose placement (5 requests + 8 pairs = 13
+  // units) does not fit in what is left of the budget is reported as
+  // skipped.
   std::vector<ArenaRequest> uneven = {
       {512, 0, 1}, {256, 1, 2}, {512, 2, 3}, {256, 0, 3}, {768, 1, 1}};
-  options.maxOverlapPairs = 1;
-  ArenaLayout skipped = ArenaAllocator(options).allocate(uneven);
-  bool sawSkip = false;
-  for (const ArenaAttempt &attempt : skipped.attempts)
-    if (attempt.strategy == ArenaStrategy::GreedyBySize) {
-      EXPECT_FALSE(attempt.arenaBytes.has_value());
-      sawSkip = true;
+  ASSERT_EQ(countConflictingPairs(uneven), 8u);
+  for (uint64_t floor : {uint64_t(0), uint64_t(12), uint64_t(13),
+                         uint64_t(38), uint64_t(39), uint64_t(100)}) {
+    options.bestFitWorkFloor = floor;
+    ArenaLayout skipped = ArenaAllocator(options).allocate(uneven);
+    EXPECT_EQ(errorText(validateArenaLayout(uneven, skipped)), "<success>");
+    // Each best-fit order costs exactly 13 units: floor / 13 of them run
+    // (while the layout stays above LOAD), the rest are skipped.
+    unsigned ran = 0, skippedOrders = 0;
+    for (const ArenaAttempt &attempt : skipped.attempts) {
+      if (attempt.strategy == ArenaStrategy::GreedyByLifetime ||
+          attempt.strategy == ArenaStrategy::GreedyByLifetimeReversed ||
+          attempt.strategy == ArenaStrategy::BestFitSearch)
+        continue;
+      (attempt.arenaBytes ? ran : skippedOrders) += 1;
     }
-  EXPECT_EQ(sawSkip, skipped.arenaBytes > computeArenaLoad(uneven).bytes);
-  EXPECT_EQ(errorText(validateArenaLayout(uneven, skipped)), "<success>");
+    EXPECT_LE(ran, floor / 13) << "floor " << floor;
+    if (skipped.arenaBytes > computeArenaLoad(uneven).bytes) {
+      EXPECT_EQ(ran + skippedOrders, 4u) << "floor " << floor;
+      EXPECT_EQ(ran, std::min<uint64_t>(4, floor / 13)) << "floor " << floor;
+    }
+  }
+}
+
+TEST(ArenaAllocatorTest, BestFitBudgetGrowsAsNLogN) {
+  EXPECT_EQ(bestFitWorkBudget(0, 7, 32), 7u + 0u);
+  EXPECT_EQ(bestFitWorkBudget(1, 7, 32), 7u + 32u);
+  EXPECT_EQ(bestFitWorkBudget(1024, 0, 32), 32u * 1024u * 10u);
+  EXPECT_EQ(bestFitWorkBudget(1025, 5, 2), 5u + 2u * 1025u * 11u);
+  EXPECT_EQ(bestFitWorkBudget(uint64_t(1) << 40, 0, uint64_t(1) << 30),
+            UINT64_MAX);
 }
 
 TEST(ArenaAllocatorTest, NoStrategyMeansNoReuse) {
