@@ -27,7 +27,6 @@
 #include "passes/DebugOutput.h"
 #include "passes/PatternRewriter.h"
 #include "passes/ShapeFolding.h"
-#include "passes/SignatureUtils.h"
 
 #include "ir/Module.h"
 
@@ -125,13 +124,12 @@ public:
     Value *output = node.getResult(0);
     if (!input || !output)
       return false;
-    const TrainingSignature &signature = rewriter.getModule().getSignature();
     bool canTakeName = input->isNodeResult() && !input->isGraphOutput() &&
-                       !isReferencedBySignature(signature, input);
+                       !rewriter.isInSignature(input);
     if (output->isGraphOutput() && !canTakeName)
       return false;
     if (canTakeName &&
-        (output->isGraphOutput() || isReferencedBySignature(signature, output)))
+        (output->isGraphOutput() || rewriter.isInSignature(output)))
       input->setName(output->getName());
     // Also when unused: the training signature may still name the output.
     rewriter.replaceAllUsesWith(output, input);

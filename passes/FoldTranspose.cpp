@@ -20,7 +20,6 @@
 #include "passes/FoldTranspose.h"
 #include "passes/DebugOutput.h"
 #include "passes/PatternRewriter.h"
-#include "passes/SignatureUtils.h"
 
 #include "ir/Module.h"
 
@@ -217,13 +216,14 @@ struct IntoProductsPlan {
 };
 
 std::optional<IntoProductsPlan> planIntoProducts(const Node &transpose,
-                                                 const Module &module) {
+                                                 PatternRewriter &rewriter) {
+  const Module &module = rewriter.getModule();
   std::optional<Perm> perm = transposePerm(transpose);
   if (!perm)
     return std::nullopt;
   Value *result = transpose.getResult(0);
   if (result->useEmpty() || result->isGraphOutput() ||
-      isReferencedBySignature(module.getSignature(), result))
+      rewriter.isInSignature(result))
     return std::nullopt;
   IntoProductsPlan plan;
   plan.residual = residualPerm(*perm, /*swapAfter=*/true);
@@ -252,7 +252,7 @@ public:
   llvm::Expected<bool>
   matchAndRewrite(Node &node, PatternRewriter &rewriter) const override {
     std::optional<IntoProductsPlan> plan =
-        planIntoProducts(node, rewriter.getModule());
+        planIntoProducts(node, rewriter);
     if (!plan)
       return false;
     Value *input = node.getOperand(0);
@@ -306,15 +306,15 @@ struct OfProductPlan {
 };
 
 std::optional<OfProductPlan> planOfProduct(const Node &transpose,
-                                           const Module &module) {
+                                           PatternRewriter &rewriter) {
+  const Module &module = rewriter.getModule();
   std::optional<Perm> perm = transposePerm(transpose);
   if (!perm)
     return std::nullopt;
   Value *input = transpose.getOperand(0);
   Node *product = input->getDefiningNode();
   if (!product || !input->hasOneUse() || input->isGraphOutput() ||
-      isReferencedBySignature(module.getSignature(), input) ||
-      isReferencedBySignature(module.getSignature(), product) ||
+      rewriter.isInSignature(input) || rewriter.isInSignature(product) ||
       !isFlippableProduct(*product, module))
     return std::nullopt;
   OfProductPlan plan;
@@ -334,7 +334,7 @@ public:
   llvm::Expected<bool>
   matchAndRewrite(Node &node, PatternRewriter &rewriter) const override {
     std::optional<OfProductPlan> plan =
-        planOfProduct(node, rewriter.getModule());
+        planOfProduct(node, rewriter);
     if (!plan)
       return false;
     Node &product = *plan->product;

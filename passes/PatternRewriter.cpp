@@ -34,17 +34,66 @@ PatternRewriter::~PatternRewriter() = default;
 
 Graph &PatternRewriter::getGraph() const { return module.getGraph(); }
 
+void PatternRewriter::indexSignature() {
+  if (signatureIndexed)
+    return;
+  signatureIndexed = true;
+  const TrainingSignature &signature = module.getSignature();
+  auto add = [&](const Value *value) {
+    if (value)
+      signatureValues.insert(value);
+  };
+  for (const ParamInfo &param : signature.getParams()) {
+    add(param.param);
+    add(param.grad);
+    add(param.accumulator);
+    if (param.accumulateNode)
+      signatureNodes.insert(param.accumulateNode);
+    for (const Value *state : param.optimizerState)
+      add(state);
+  }
+  for (const Value *data : signature.getDataInputs())
+    add(data);
+  add(signature.getLoss());
+  add(signature.getLossGradSeed());
+  add(signature.getLazyResetGrad());
+  for (unsigned slot = 0; slot != kNumStepSlots; ++slot)
+    add(signature.getStepSlot(static_cast<StepSlot>(slot)));
+}
+
+bool PatternRewriter::isInSignature(const Value *value) {
+  indexSignature();
+  bool indexed = value && signatureValues.count(value);
+  assert(indexed == isReferencedBySignature(module.getSignature(), value) &&
+         "the signature index disagrees with the signature");
+  return indexed;
+}
+
+bool PatternRewriter::isInSignature(const Node *node) {
+  indexSignature();
+  bool indexed = node && signatureNodes.count(node);
+  assert(indexed == isReferencedBySignature(module.getSignature(), node) &&
+         "the signature index disagrees with the signature");
+  return indexed;
+}
+
 void PatternRewriter::replaceAllUsesWith(Value *from, Value *to) {
   assert(from && to && from != to && "bad replacement");
   llvm::SmallVector<Node *, 4> users = from->getUsers();
-  replaceAllUsesAndSignature(module, from, to);
+  from->replaceAllUsesWith(to);
+  // Only a value the signature names costs a walk over the signature.
+  if (isInSignature(from)) {
+    replaceValueInSignature(module.getSignature(), from, to);
+    signatureValues.erase(from);
+    signatureValues.insert(to);
+  }
   for (Node *user : users)
     notifyNodeModified(user);
 }
 
 void PatternRewriter::eraseNode(Node *node) {
   assert(node->resultsUnused() && "erasing a node whose results are used");
-  assert(!isReferencedBySignature(module.getSignature(), node) &&
+  assert(!isInSignature(node) &&
          "erasing a node the training signature refers to");
   if (!erased.insert(node).second)
     return;

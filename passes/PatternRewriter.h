@@ -8,7 +8,10 @@
 // re-inferred (a Reshape whose shape became a constant gets a static
 // result), and defers erasure: an erased node loses its operands at once,
 // so use counts stay exact, but leaves the node list only after the walk
-// (as mlir/lib/Transforms/CSE.cpp collects, then erases).
+// (as mlir/lib/Transforms/CSE.cpp collects, then erases). The rewriter
+// keeps an index of the values the signature names, so that replacing a
+// value and asking whether the signature names it cost O(1) rather than a
+// walk over the signature (whose entries grow with the graph).
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +48,14 @@ public:
   /// Redirects every use of \p from (graph outputs included) to \p to and
   /// updates the training signature. The users are revisited.
   void replaceAllUsesWith(Value *from, Value *to);
+  /// True if the training signature names \p value in any role, as
+  /// TrainingSignature::references answers it, in O(1): the index is built
+  /// on first use (one walk over the signature) and kept current by
+  /// replaceAllUsesWith, the only way patterns change the signature.
+  bool isInSignature(const Value *value);
+  /// True if \p node is some parameter's accumulation node, in O(1) (the
+  /// same index).
+  bool isInSignature(const Node *node);
   /// Marks \p node erased. Its results must be unused. Its operands are
   /// dropped now; the node leaves the graph in finalizeErasures().
   void eraseNode(Node *node);
@@ -64,8 +75,16 @@ protected:
   virtual void notifyNodeModified(Node *node) {}
 
 private:
+  /// Fills signatureValues on first use.
+  void indexSignature();
+
   Module &module;
   Builder builder;
+  /// Every value the training signature names (once indexSignature ran).
+  llvm::DenseSet<const Value *> signatureValues;
+  /// Every node the training signature names (accumulation nodes).
+  llvm::DenseSet<const Node *> signatureNodes;
+  bool signatureIndexed = false;
   llvm::DenseSet<const Node *> erased;
   std::vector<Node *> erasedOrder;
 };
