@@ -27,6 +27,7 @@ BASE = "canonicalize,fold-transpose,{recompute}schedule,plan-buffers"
 MODES = {
     "none": "",
     "selective": "recompute{mode=selective},",
+    "selective-no-core": "recompute{mode=selective,attention-core=false},",
     "sqrt": "recompute{mode=sqrt},",
     "full": "recompute{mode=full},",
 }

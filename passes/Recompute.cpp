@@ -251,8 +251,9 @@ planBudget(Module &module, const SavedActivations &analysis,
     return none;
 
   uint64_t smallest = *basePeak;
-  // Candidates in order of recompute FLOPs: selective (prefix 0), then
-  // whole-segment recompute of a growing prefix of the forward pass.
+  // Candidates in order of recompute FLOPs: the most efficient groups of
+  // selective, all of selective (prefix 0), then whole-segment recompute
+  // of a growing prefix of the forward pass.
   auto candidate = [&](uint32_t prefix) {
     return planRecompute(module, analysis, RecomputeMode::Budget, prefix,
                          tuning);
@@ -313,6 +314,30 @@ planBudget(Module &module, const SavedActivations &analysis,
       hi = mid;
     else
       lo = mid + 1;
+  }
+  if (hi == 0) {
+    // Selective fits: perhaps a part of it does. Its groups, most bytes
+    // freed per FLOP first; the fewest that fit.
+    llvm::Expected<RecomputePlan> selective = candidate(0);
+    if (!selective)
+      return selective.takeError();
+    size_t groupsLo = 1, groupsHi = selective->groups.size();
+    std::optional<RecomputePlan> part;
+    while (groupsLo < groupsHi) {
+      size_t mid = groupsLo + (groupsHi - groupsLo) / 2;
+      RecomputePlan plan = takeMostEfficientGroups(*selective, analysis, mid);
+      llvm::Expected<uint64_t> peak = evaluate(plan);
+      if (!peak)
+        return peak.takeError();
+      if (*peak <= limit) {
+        groupsHi = mid;
+        part = std::move(plan);
+      } else {
+        groupsLo = mid + 1;
+      }
+    }
+    if (part && part->recomputeFlops < best->recomputeFlops)
+      best = std::move(*part);
   }
   module.plan = savedPlan;
   return std::move(*best);

@@ -28,10 +28,11 @@
 //     the strategies with an exhaustive search (bench/).
 //   * budget - with memory-limit: the least recompute FLOPs whose planned
 //     peak (schedule and plan-buffers run on each candidate) fits. The
-//     candidates run from none over selective to full segment recompute of
-//     a growing prefix of the forward pass, the rest selective; the pass
-//     takes the cheapest that fits, or fails stating the smallest peak
-//     reachable.
+//     candidates run from none over part of selective (its groups that
+//     free the most bytes per FLOP) and all of it to full segment
+//     recompute of a growing prefix of the forward pass, the rest
+//     selective; the pass takes the cheapest that fits (binary searches),
+//     or fails stating the smallest peak reachable.
 //
 // The pass plans first (a printable RecomputePlan) and rewrites after. A
 // module that already has recompute clones is left alone, so a second run
@@ -151,6 +152,13 @@ llvm::Expected<RecomputePlan>
 planRecompute(const Module &module, const SavedActivations &analysis,
               RecomputeMode mode, uint32_t fullPrefix = 0,
               const RecomputeTuning &tuning = {});
+
+/// The \p count groups of \p plan that free the most saved bytes per
+/// recompute FLOP (a valid plan: each group recomputes from what the plan
+/// keeps), in placement order, with the totals recounted.
+RecomputePlan takeMostEfficientGroups(const RecomputePlan &plan,
+                                      const SavedActivations &analysis,
+                                      size_t count);
 
 /// The number of boundaries full mode cuts the forward pass at (one less
 /// than its segments): the largest fullPrefix that changes a budget plan.

@@ -511,3 +511,64 @@ void RecomputePlan::print(llvm::raw_ostream &os,
     os << "\n";
   }
 }
+
+RecomputePlan gmopt::takeMostEfficientGroups(const RecomputePlan &plan,
+                                             const SavedActivations &analysis,
+                                             size_t count) {
+  auto freed = [&](const RecomputePlan::Group &group) {
+    uint64_t bytes = 0;
+    for (const Value *value : group.provides)
+      bytes += analysis.getBytes(value);
+    return bytes;
+  };
+  std::vector<size_t> order(plan.groups.size());
+  for (size_t i = 0; i != order.size(); ++i)
+    order[i] = i;
+  // Most bytes per FLOP first: a.bytes / a.flops > b.bytes / b.flops,
+  // compared without division (FLOPs may be zero for views).
+  llvm::stable_sort(order, [&](size_t a, size_t b) {
+    const RecomputePlan::Group &ga = plan.groups[a], &gb = plan.groups[b];
+    return static_cast<long double>(freed(ga)) * (gb.flops + 1) >
+           static_cast<long double>(freed(gb)) * (ga.flops + 1);
+  });
+  order.resize(std::min(count, order.size()));
+  llvm::sort(order);
+
+  RecomputePlan part;
+  part.savedBytesBefore = plan.savedBytesBefore;
+  part.stepFlops = plan.stepFlops;
+  part.boundaries = plan.boundaries;
+  llvm::DenseSet<const Value *> dropped, kept;
+  for (size_t index : order) {
+    const RecomputePlan::Group &group = plan.groups[index];
+    part.groups.push_back(group);
+    part.recomputeFlops += group.flops;
+    part.dropped += group.provides.size();
+    dropped.insert(group.provides.begin(), group.provides.end());
+  }
+  // What stays saved: every saved activation not dropped, and the forward
+  // values the clones read (sources of their regions).
+  for (const SavedActivation &activation : analysis.getSaved())
+    if (!dropped.contains(activation.value))
+      kept.insert(activation.value);
+  for (const RecomputePlan::Group &group : part.groups) {
+    llvm::DenseSet<const Node *> inGroup;
+    for (uint32_t position : group.nodes)
+      inGroup.insert(analysis.getForwardNodes()[position]);
+    for (uint32_t position : group.nodes)
+      for (const Value *operand :
+           analysis.getForwardNodes()[position]->getOperands())
+        if (operand && analysis.isForwardValue(operand) &&
+            !inGroup.contains(operand->getDefiningNode()))
+          kept.insert(operand);
+  }
+  part.kept.assign(kept.begin(), kept.end());
+  llvm::sort(part.kept, [&](const Value *a, const Value *b) {
+    uint32_t pa = *analysis.getForwardPosition(a->getDefiningNode());
+    uint32_t pb = *analysis.getForwardPosition(b->getDefiningNode());
+    return pa < pb || (pa == pb && a->getResultIndex() < b->getResultIndex());
+  });
+  for (const Value *value : part.kept)
+    part.savedBytesAfter += analysis.getBytes(value);
+  return part;
+}

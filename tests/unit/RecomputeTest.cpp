@@ -285,6 +285,38 @@ TEST(RecomputeTest, ModesOrderByMemoryAndFlops) {
   EXPECT_GT(weightsOnly->savedBytesAfter, selective->savedBytesAfter);
 }
 
+TEST(RecomputeTest, PartsOfSelectiveTakeTheMostEfficientGroupsFirst) {
+  std::unique_ptr<Module> module = importGpt();
+  ASSERT_TRUE(module);
+  auto analysis = SavedActivations::compute(*module);
+  ASSERT_TRUE(bool(analysis)) << errorText(analysis.takeError());
+  auto selective = planRecompute(*module, *analysis, RecomputeMode::Selective);
+  ASSERT_TRUE(bool(selective)) << errorText(selective.takeError());
+  ASSERT_GT(selective->groups.size(), 2u);
+  uint64_t previousFlops = 0;
+  for (size_t k = 1; k <= selective->groups.size(); ++k) {
+    RecomputePlan part = takeMostEfficientGroups(*selective, *analysis, k);
+    ASSERT_EQ(part.groups.size(), k);
+    EXPECT_GE(part.recomputeFlops, previousFlops);
+    EXPECT_LE(part.savedBytesAfter, part.savedBytesBefore);
+    previousFlops = part.recomputeFlops;
+    for (size_t i = 1; i < part.groups.size(); ++i)
+      EXPECT_LE(part.groups[i - 1].placeBefore, part.groups[i].placeBefore);
+  }
+  RecomputePlan all = takeMostEfficientGroups(*selective, *analysis,
+                                              selective->groups.size());
+  EXPECT_EQ(all.recomputeFlops, selective->recomputeFlops);
+  EXPECT_EQ(all.dropped, selective->dropped);
+  EXPECT_EQ(all.savedBytesAfter, selective->savedBytesAfter);
+  // Applied, a part verifies and trains like the whole (RecomputeTestdata
+  // covers the numerics of budget plans).
+  RecomputePlan half = takeMostEfficientGroups(*selective, *analysis,
+                                               selective->groups.size() / 2);
+  ASSERT_EQ(errorText(applyRecomputePlan(*module, *analysis, half)),
+            "<success>");
+  EXPECT_EQ(errorText(verifyModule(*module)), "<success>");
+}
+
 TEST(RecomputeTest, SecondRunChangesNothing) {
   std::unique_ptr<Module> module = importGpt();
   ASSERT_TRUE(module);
