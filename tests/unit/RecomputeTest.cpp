@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/MinCut.h"
 #include "passes/PassManager.h"
 #include "passes/Recompute.h"
 #include "passes/SavedActivations.h"
@@ -354,6 +355,56 @@ TEST(RecomputeTest, OptionsParseAndPrint) {
   EXPECT_EQ(errorText(pass.setOption("memory-limit", "60%")), "<success>");
   EXPECT_EQ(pass.getPassOptions().mode, RecomputeMode::Budget);
   EXPECT_NE(errorText(pass.setOption("mode", "sometimes")), "<success>");
+}
+
+//===----------------------------------------------------------------------===//
+// Minimum cut
+//===----------------------------------------------------------------------===//
+
+TEST(MinCutTest, MatchesExhaustiveSearchOnRandomNetworks) {
+  std::mt19937 rng(7);
+  for (unsigned trial = 0; trial != 300; ++trial) {
+    const uint32_t n = 3 + rng() % 8;
+    struct Edge {
+      uint32_t from, to;
+      uint64_t capacity;
+    };
+    std::vector<Edge> edges;
+    for (unsigned e = 0, m = rng() % (3 * n); e != m; ++e) {
+      uint32_t from = rng() % n, to = rng() % n;
+      if (from == to)
+        continue;
+      uint64_t capacity =
+          rng() % 7 == 0 ? FlowNetwork::kInfinite : rng() % 50;
+      edges.push_back({from, to, capacity});
+    }
+    FlowNetwork network(n);
+    for (const Edge &edge : edges)
+      network.addEdge(edge.from, edge.to, edge.capacity);
+    uint64_t flow = network.maxFlow(0, n - 1);
+    // Every cut with the source on one side and the sink on the other.
+    uint64_t best = FlowNetwork::kInfinite;
+    for (uint32_t mask = 0; mask != (1u << n); ++mask) {
+      if (!(mask & 1) || (mask >> (n - 1) & 1))
+        continue;
+      uint64_t cut = 0;
+      for (const Edge &edge : edges)
+        if ((mask >> edge.from & 1) && !(mask >> edge.to & 1))
+          cut = std::min(FlowNetwork::kInfinite, cut + edge.capacity);
+      best = std::min(best, cut);
+    }
+    ASSERT_EQ(flow, best) << "trial " << trial;
+    // The reported source side is a cut of that capacity.
+    uint64_t cut = 0;
+    for (const Edge &edge : edges)
+      if (network.onSourceSide(edge.from) && !network.onSourceSide(edge.to))
+        cut = std::min(FlowNetwork::kInfinite, cut + edge.capacity);
+    EXPECT_TRUE(network.onSourceSide(0));
+    if (flow < FlowNetwork::kInfinite) {
+      EXPECT_FALSE(network.onSourceSide(n - 1));
+      EXPECT_EQ(cut, flow) << "trial " << trial;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
