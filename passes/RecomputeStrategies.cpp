@@ -234,6 +234,10 @@ SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
   return result;
 }
 
+/// Groups whose places are at most this many nodes apart and that clone
+/// common nodes are merged.
+constexpr uint32_t kMergeWindow = 32;
+
 /// Adds to \p plan one group per key of \p groupOf, recomputing the dropped
 /// values (saved activations not in \p kept). Values a region must keep
 /// (made by nodes that cannot be recomputed) join \p kept and the regions
@@ -300,12 +304,38 @@ llvm::Error buildGroups(
     group.nodes.insert(region.nodes.begin(), region.nodes.end());
     group.placeBefore = std::min(group.placeBefore, activation->firstLaterUse);
   }
-  for (auto &entry : groups) {
+  // Groups placed close together that clone the same nodes (the attention
+  // probabilities for the softmax gradient, and their dropout for the
+  // context product's, a few nodes later) become one: the shared nodes
+  // run once, and what the later group provides lives at most a few nodes
+  // longer.
+  std::vector<Pending> ordered;
+  for (auto &entry : groups)
+    ordered.push_back(std::move(entry.second));
+  llvm::sort(ordered, [](const Pending &a, const Pending &b) {
+    return a.placeBefore < b.placeBefore;
+  });
+  std::vector<Pending> merged;
+  for (Pending &group : ordered) {
+    if (!merged.empty()) {
+      Pending &last = merged.back();
+      bool shares = llvm::any_of(group.nodes, [&](uint32_t position) {
+        return last.nodes.contains(position);
+      });
+      if (shares && group.placeBefore - last.placeBefore <= kMergeWindow) {
+        llvm::append_range(last.provides, group.provides);
+        last.nodes.insert(group.nodes.begin(), group.nodes.end());
+        continue;
+      }
+    }
+    merged.push_back(std::move(group));
+  }
+  for (Pending &pending : merged) {
     RecomputePlan::Group group;
-    group.provides = std::move(entry.second.provides);
-    group.nodes.assign(entry.second.nodes.begin(), entry.second.nodes.end());
+    group.provides = std::move(pending.provides);
+    group.nodes.assign(pending.nodes.begin(), pending.nodes.end());
     llvm::sort(group.nodes);
-    group.placeBefore = entry.second.placeBefore;
+    group.placeBefore = pending.placeBefore;
     for (uint32_t position : group.nodes)
       group.flops += analysis.getFlops(position);
     plan.recomputeFlops += group.flops;
