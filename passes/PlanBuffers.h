@@ -60,7 +60,7 @@ public:
     /// with the square of the depth, best-fit assignment is skipped once one
     /// placement no longer fits, so planning stays O(n log n). Greedy by
     /// lifetime is O(n log n) and always runs.
-    uint64_t bestFitWork = 32;
+    uint64_t bestFitWork = 2;
     /// The constant part of the best-fit work budget.
     uint64_t bestFitWorkFloor = uint64_t(1) << 22;
     /// Most rounds of the best-fit local search when no greedy layout
