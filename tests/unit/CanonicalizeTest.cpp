@@ -12,6 +12,7 @@
 
 #include "passes/Canonicalize.h"
 #include "passes/PatternRewriter.h"
+#include "passes/SignatureUtils.h"
 #include "passes/ShapeFolding.h"
 
 #include "ir/Module.h"
@@ -260,6 +261,58 @@ TEST_F(CanonicalizeTest, UnusedIdentityNamedBySignatureIsReplacedThere) {
   EXPECT_EQ(opTypes(), (Ops{"Neg", "Relu"}));
   EXPECT_EQ(module.getSignature().getParams()[0].grad, grad->getResult(0));
   EXPECT_EQ(grad->getResult(0)->getName(), "w_grad");
+}
+
+TEST_F(CanonicalizeTest, RewriterSignatureIndexFollowsReplacements) {
+  Value *w = input("w", f32({2}));
+  Value *buffer = input("w_grad.accumulation.buffer", f32({2}));
+  Value *a = add("Neg", {w}, "a")->getResult(0);
+  Value *b = add("Relu", {w}, "b")->getResult(0);
+  Value *c = add("Abs", {w}, "c")->getResult(0);
+  Node *accumulate = add("InPlaceAccumulatorV2", {buffer, a}, "done", {}, 1,
+                         kMsDomain);
+  Node *sum = add("Add", {b, c}, "y");
+  graph().addOutput(sum->getResult(0));
+  ParamInfo param;
+  param.param = w;
+  param.grad = a;
+  param.accumulator = buffer;
+  param.accumulateNode = accumulate;
+  module.getSignature().appendParam(param);
+  module.getSignature().setLoss(c);
+
+  PatternRewriter rewriter(module);
+  EXPECT_TRUE(rewriter.isInSignature(w));
+  EXPECT_TRUE(rewriter.isInSignature(a));
+  EXPECT_TRUE(rewriter.isInSignature(buffer));
+  EXPECT_TRUE(rewriter.isInSignature(c));
+  EXPECT_FALSE(rewriter.isInSignature(b));
+  EXPECT_FALSE(rewriter.isInSignature(static_cast<const Value *>(nullptr)));
+  EXPECT_TRUE(rewriter.isInSignature(accumulate));
+  EXPECT_FALSE(rewriter.isInSignature(sum));
+
+  // A named value replaced: the signature and the index follow it.
+  rewriter.replaceAllUsesWith(a, b);
+  EXPECT_EQ(module.getSignature().getParams()[0].grad, b);
+  EXPECT_EQ(accumulate->getOperand(1), b);
+  EXPECT_FALSE(rewriter.isInSignature(a));
+  EXPECT_TRUE(rewriter.isInSignature(b));
+  // An unnamed value replaced by a formerly named one: nothing to update.
+  Value *d = add("Sqrt", {w}, "d")->getResult(0);
+  add("Neg", {d}, "e");
+  rewriter.replaceAllUsesWith(d, a);
+  EXPECT_EQ(module.getSignature().getParams()[0].grad, b);
+  EXPECT_FALSE(rewriter.isInSignature(a));
+  // A value named in two roles (gradient and loss) after replacement.
+  rewriter.replaceAllUsesWith(b, c);
+  EXPECT_EQ(module.getSignature().getParams()[0].grad, c);
+  EXPECT_EQ(module.getSignature().getLoss(), c);
+  EXPECT_TRUE(rewriter.isInSignature(c));
+  EXPECT_FALSE(rewriter.isInSignature(b));
+  for (const Value *value : {w, a, b, c, d, buffer})
+    EXPECT_EQ(rewriter.isInSignature(value),
+              isReferencedBySignature(module.getSignature(), value))
+        << value->getName().str();
 }
 
 /// A broken pattern that claims a change every time it is asked.
