@@ -197,11 +197,7 @@ SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
       if (!result || !analysis.isForwardValue(result) ||
           analysis.isParameterDerived(result))
         continue;
-      uint32_t last = p;
-      for (const OpOperand &use : result->getUses())
-        if (Node *user = use.getOwner())
-          if (std::optional<uint32_t> q = analysis.getForwardPosition(user))
-            last = std::max(last, *q);
+      uint32_t last = analysis.getLastForwardUse(result);
       if (last > p) {
         delta[p] += analysis.getBytes(result);
         delta[last] -= analysis.getBytes(result);
@@ -442,11 +438,7 @@ gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
         if (!result || !analysis.isForwardValue(result) ||
             analysis.isParameterDerived(result))
           continue;
-        uint32_t last = p;
-        for (const OpOperand &use : result->getUses())
-          if (Node *user = use.getOwner())
-            if (std::optional<uint32_t> q = analysis.getForwardPosition(user))
-              last = std::max(last, *q);
+        uint32_t last = analysis.getLastForwardUse(result);
         auto it = std::lower_bound(firstWhole, endWhole, p);
         if (it != endWhole && *it < last)
           kept.insert(result);

@@ -91,6 +91,13 @@ SavedActivations::compute(const Module &module) {
     result.blockers.push_back(blocker);
   }
 
+  // The last forward reader of each forward value (positions ascend).
+  for (uint32_t position = 0, e = result.forward.size(); position != e;
+       ++position)
+    for (const Value *operand : result.forward[position]->getOperands())
+      if (operand && result.forwardBytes.count(operand))
+        result.lastForwardUse[operand] = position;
+
   // Values made from parameters and constants only, in forward order.
   for (uint32_t position = 0, e = result.forward.size(); position != e;
        ++position) {
@@ -159,6 +166,13 @@ bool SavedActivations::isForwardValue(const Value *value) const {
 
 bool SavedActivations::isAlwaysAvailable(const Value *value) const {
   return !value->isNodeResult() || graphOutputs.contains(value);
+}
+
+uint32_t SavedActivations::getLastForwardUse(const Value *value) const {
+  auto it = lastForwardUse.find(value);
+  if (it != lastForwardUse.end())
+    return it->second;
+  return *getForwardPosition(value->getDefiningNode());
 }
 
 uint64_t SavedActivations::getBytes(const Value *value) const {

@@ -135,6 +135,9 @@ public:
   bool isParameterDerived(const Value *value) const {
     return parameterDerived.contains(value);
   }
+  /// Forward position of the last forward node reading forward value
+  /// \p value (its producer's position when no forward node reads it).
+  uint32_t getLastForwardUse(const Value *value) const;
   /// Bytes of a forward value (0 for other values).
   uint64_t getBytes(const Value *value) const;
 
@@ -165,6 +168,7 @@ private:
   llvm::DenseMap<const Value *, uint64_t> forwardBytes;
   llvm::DenseSet<const Value *> graphOutputs;
   llvm::DenseSet<const Value *> parameterDerived;
+  llvm::DenseMap<const Value *, uint32_t> lastForwardUse;
   uint64_t savedBytes = 0;
 };
 

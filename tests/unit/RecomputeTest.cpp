@@ -26,6 +26,7 @@
 #include "ir/Verifier.h"
 
 #include "tests/unit/TestPaths.h"
+#include "tests/unit/TestdataTraining.h"
 #include "gtest/gtest.h"
 
 #include <map>
@@ -39,29 +40,13 @@ std::string errorText(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : std::string("<success>");
 }
 
-struct Model {
-  const char *name;
-  std::map<std::string, int64_t> dims;
-};
-
-std::ostream &operator<<(std::ostream &os, const Model &model) {
-  return os << model.name;
+/// The testdata graphs, and the dropout graph with gpt_tiny's batch.
+std::vector<gmopt::testing::TestdataGraph> allGraphs() {
+  std::vector<gmopt::testing::TestdataGraph> graphs(std::begin(gmopt::testing::kTestdataGraphs),
+                                             std::end(gmopt::testing::kTestdataGraphs));
+  graphs.push_back({"gpt_tiny_dropout", 4});
+  return graphs;
 }
-
-const Model kModels[] = {
-    {"mlp", {{"batch", 8}}},
-    {"cnn", {{"batch", 8}}},
-    {"resnet_tiny", {{"batch", 4}}},
-    {"gpt_tiny", {{"batch", 4}, {"batch_x_seq", 256}}},
-    {"gpt_tiny_dropout", {{"batch", 4}, {"batch_x_seq", 256}}},
-    {"gpt_tiny_untied", {{"batch", 4}, {"batch_x_seq", 256}}},
-    {"gpt_opset14", {{"batch", 4}, {"batch_x_seq", 64}}},
-    {"gpt_opset20", {{"batch", 4}, {"batch_x_seq", 64}}},
-    {"regression_frozen", {{"batch", 8}}},
-    {"bert_tiny", {{"batch", 4}}},
-    {"llama_tiny", {{"batch", 4}, {"batch_x_seq", 64}}},
-    {"cnn_bn", {}},
-};
 
 const char *const kDefault =
     "canonicalize,fold-transpose,schedule,plan-buffers";
@@ -80,7 +65,8 @@ struct Trained {
 };
 
 /// Three AdamW steps of testdata model \p model compiled with \p pipeline.
-std::optional<Trained> train(const Model &model, llvm::StringRef pipeline) {
+std::optional<Trained> train(const gmopt::testing::TestdataGraph &model,
+                             llvm::StringRef pipeline) {
   std::string dir = gmopt::testdataDir() + "/" + model.name;
   // gpt_tiny_dropout shares gpt_tiny's inputs.
   std::string dataDir =
@@ -92,7 +78,8 @@ std::optional<Trained> train(const Model &model, llvm::StringRef pipeline) {
   if (!data)
     return std::nullopt;
   OptimizerSpec spec;
-  auto runnable = loadRunnableModel(dir + "/training_model.onnx", model.dims,
+  auto runnable = loadRunnableModel(dir + "/training_model.onnx",
+                                    gmopt::testing::testdataDims(model),
                                     nullptr, /*wantOriginal=*/false, pipeline,
                                     &spec);
   EXPECT_TRUE(bool(runnable)) << model.name << " " << pipeline.str() << ": "
@@ -125,10 +112,11 @@ std::optional<Trained> train(const Model &model, llvm::StringRef pipeline) {
   return trained;
 }
 
-class RecomputeTestdataTest : public ::testing::TestWithParam<Model> {};
+class RecomputeTestdataTest
+    : public ::testing::TestWithParam<gmopt::testing::TestdataGraph> {};
 
 TEST_P(RecomputeTestdataTest, EveryModeTrainsLikeTheOriginal) {
-  const Model &model = GetParam();
+  const gmopt::testing::TestdataGraph &model = GetParam();
   std::optional<Trained> original = train(model, kDefault);
   ASSERT_TRUE(original);
   ASSERT_EQ(original->result.losses.size(), 3u);
@@ -166,8 +154,9 @@ TEST_P(RecomputeTestdataTest, EveryModeTrainsLikeTheOriginal) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RecomputeTestdataTest,
-                         ::testing::ValuesIn(kModels),
-                         [](const ::testing::TestParamInfo<Model> &info) {
+                         ::testing::ValuesIn(allGraphs()),
+                         [](const ::testing::TestParamInfo<
+                             gmopt::testing::TestdataGraph> &info) {
                            return std::string(info.param.name);
                          });
 

@@ -24,6 +24,7 @@
 #include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,13 @@ inline constexpr TestdataGraph kTestdataGraphs[] = {
     {"bert_tiny", 4, 16},   {"llama_tiny", 4, 16},
     {"cnn_bn", 4},
 };
+
+/// The dimension bindings of \p graph's reference batch, as the driver's
+/// loadRunnableModel takes them (`batch`, and `batch_x_seq` for the token
+/// graphs; a binding the graph does not use is ignored).
+inline std::map<std::string, int64_t> testdataDims(const TestdataGraph &graph) {
+  return {{"batch", graph.batch}, {"batch_x_seq", graph.batch * graph.seq}};
+}
 
 inline std::string testdataErrorText(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : std::string("<success>");
