@@ -238,6 +238,8 @@ public:
     // bytes (a model compiles without its weight files, and a 27 GB model
     // gives a small .gm).
     OnnxExportOptions exportOptions;
+    // Node identities carry the stream ids (below).
+    exportOptions.seedSharedRandomStreams = false;
     if (std::optional<std::string> dir = externalDataDir(module.getGraph())) {
       exportOptions.keepExternalReferencesFrom = *dir;
       llvm::SmallString<256> absolute(*dir);

@@ -79,6 +79,14 @@ struct OnnxExportOptions {
   /// directory (the `.gm` writer). Empty: every external initializer is
   /// loaded (an error when its file is missing) and written as bytes.
   std::string keepExternalReferencesFrom;
+  /// Write the stream id of each random node whose stream another node
+  /// shares (a Dropout and its recompute clones) as the node's `seed`
+  /// attribute, which the importer reads back as the stream id: the nodes
+  /// then draw the same numbers in ONNX Runtime too (each of its kernels
+  /// with a seed owns a generator, advanced once per run), as they do in
+  /// gmopt. Random nodes with a stream of their own are written as they
+  /// are. The `.gm` writer, which stores stream ids itself, turns it off.
+  bool seedSharedRandomStreams = true;
 };
 
 /// Exports \p module as a ModelProto.

@@ -6,7 +6,14 @@
 // data), every node with its attributes, value_info for each typed
 // intermediate value, and the graph outputs. ONNX identifies values by
 // name, so the exporter gives every value a unique one (ir/Naming.h): its
-// own name when no earlier value has it, else an invented `gmopt_N`.
+// own name when no earlier value has it, else an invented `gmopt_N`. Node
+// names are made unique the same way (`gmopt_node_N`): ONNX Runtime rejects
+// a graph where two nodes share a name, which passes that clone nodes (the
+// recompute pass) would otherwise produce. Nodes that share a random
+// stream (a Dropout and its recompute clones) get the stream id as their
+// `seed` attribute, which the importer reads back as the stream id: they
+// then draw the same numbers in ONNX Runtime too, whose kernels with a
+// seed each own a generator advanced once per run.
 // Absent optional operands and results are written as "". A lazy external
 // initializer is loaded to be written, unless the caller asks to keep
 // references from its directory (the .gm writer): then it is written as
@@ -22,6 +29,7 @@
 #include "ir/Module.h"
 #include "ir/Naming.h"
 #include "ir/OnnxTensor.h"
+#include "ir/OpRegistry.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -100,12 +108,20 @@ private:
   ExternalDataPlan *external;
   const OnnxExportOptions &options;
   llvm::DenseMap<const Value *, std::string> names;
+  llvm::DenseMap<const Node *, std::string> nodeNames;
+  /// How many nodes draw from each random stream.
+  llvm::DenseMap<uint64_t, unsigned> streamUsers;
 };
 
 void OnnxExporter::assignNames() {
   // The same names uniquifyValueNames gives, so a module whose names were
   // made unique exports every value under its own name.
   names = computeUniqueValueNames(module.getGraph());
+  nodeNames = computeUniqueNodeNames(module.getGraph());
+  if (options.seedSharedRandomStreams)
+    for (const Node &node : module.getGraph().getNodes())
+      if (std::optional<uint64_t> stream = node.getStreamId())
+        ++streamUsers[*stream];
 }
 
 Error OnnxExporter::exportOpsets(onnx::ModelProto &model) const {
@@ -202,7 +218,9 @@ void exportAttribute(const NamedAttribute &attr, onnx::AttributeProto &proto) {
 }
 
 Error OnnxExporter::exportNode(const Node &node, onnx::NodeProto &proto) const {
-  proto.set_name(node.getName().str());
+  auto name = nodeNames.find(&node);
+  assert(name != nodeNames.end() && "node outside the exported graph");
+  proto.set_name(name->second);
   proto.set_op_type(node.getOpType().str());
   if (!node.getDomain().empty())
     proto.set_domain(node.getDomain().str());
@@ -217,8 +235,22 @@ Error OnnxExporter::exportNode(const Node &node, onnx::NodeProto &proto) const {
     const Value *result = node.getResult(i);
     proto.add_output(result ? nameOf(result) : std::string());
   }
+  std::optional<uint64_t> stream = node.getStreamId();
+  if (stream && streamUsers.lookup(*stream) < 2)
+    stream.reset();
   for (const NamedAttribute &attr : node.getAttrs())
-    exportAttribute(attr, *proto.add_attribute());
+    if (!stream || attr.name != "seed")
+      exportAttribute(attr, *proto.add_attribute());
+  if (stream) {
+    const OpSchema *schema = OpRegistry::instance().lookup(node);
+    if (!schema || !schema->hasTrait(TraitRandom))
+      return makeError("cannot export node " + node.describe() +
+                       ": it has a random stream id but is not a random op");
+    onnx::AttributeProto *seed = proto.add_attribute();
+    seed->set_name("seed");
+    seed->set_type(onnx::AttributeProto::INT);
+    seed->set_i(static_cast<int64_t>(*stream));
+  }
   return Error::success();
 }
 

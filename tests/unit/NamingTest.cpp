@@ -3,7 +3,8 @@
 // computeUniqueValueNames / uniquifyValueNames and their node counterparts:
 // first holders keep their names, duplicates and unnamed entities get
 // invented names that collide with nothing in the graph, the result is
-// deterministic, and the ONNX exporter writes exactly these names.
+// deterministic, and the ONNX exporter writes exactly these names (for
+// values and for nodes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +104,20 @@ TEST_F(NamingTest, NodeNames) {
   i = 0;
   for (const Node &node : graph.getNodes())
     EXPECT_EQ(node.getName(), expected[i++]);
+}
+
+TEST_F(NamingTest, ExporterWritesUniqueNodeNames) {
+  // ONNX Runtime rejects two nodes of one name; the exporter writes the
+  // computeUniqueNodeNames names, the module keeps its own.
+  auto model = exportOnnxModel(module);
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  std::vector<std::string> expected = {"n", "gmopt_node_0", "gmopt_node_1",
+                                       "m"};
+  ASSERT_EQ(model->graph().node_size(), 4);
+  for (int i = 0; i != 4; ++i)
+    EXPECT_EQ(model->graph().node(i).name(), expected[i]);
+  EXPECT_EQ(module.getGraph().getNodes().begin()->getName(), "n");
+  EXPECT_EQ(std::next(module.getGraph().getNodes().begin())->getName(), "n");
 }
 
 } // namespace
