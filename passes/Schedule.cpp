@@ -22,6 +22,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <set>
 
 #define DEBUG_TYPE "gmopt-schedule"
@@ -118,19 +119,29 @@ DependenceGraph DependenceGraph::build(const Liveness &liveness,
   };
   llvm::DenseMap<ValueId, AccessState> states;
   if (!writes.empty()) {
+    // Sorted, so that membership is a binary search: one node (the merged
+    // optimizer) can write every parameter and optimizer state.
+    for (auto &[node, storages] : writes)
+      llvm::sort(storages);
+    // The node that last listed each storage among its roots (each root
+    // once per node, in O(1), however many operands the node has).
+    std::vector<uint32_t> listedBy(liveness.getNumValues(), numNodes);
     for (uint32_t i = 0; i != numNodes; ++i) {
       llvm::SmallVector<ValueId, 4> roots;
       for (ValueId operand : liveness.getOperands(i))
         if (operand != Liveness::kNoValue && written[root[operand]] &&
-            !llvm::is_contained(roots, root[operand]))
+            listedBy[root[operand]] != i) {
+          listedBy[root[operand]] = i;
           roots.push_back(root[operand]);
+        }
       auto nodeWrites = writes.find(i);
       for (ValueId storage : roots) {
         AccessState &state = states[storage];
         if (state.lastWrite && *state.lastWrite != i)
           addEdge(*state.lastWrite, i);
         if (nodeWrites != writes.end() &&
-            llvm::is_contained(nodeWrites->second, storage)) {
+            std::binary_search(nodeWrites->second.begin(),
+                               nodeWrites->second.end(), storage)) {
           for (uint32_t reader : state.readsSinceWrite)
             addEdge(reader, i);
           state.readsSinceWrite.clear();
@@ -229,15 +240,18 @@ std::vector<uint32_t> gmopt::scheduleByFreedBytes(const Liveness &liveness,
   auto groupBytes = [&](ValueId owner) -> int64_t {
     return alignBuffer(liveness.getBytes(owner));
   };
+  // The node that last recorded each group (each group once per node, in
+  // O(1), however many operands the node has).
+  std::vector<uint32_t> recordedBy(liveness.getNumValues(), numNodes);
   for (uint32_t i = 0; i != numNodes; ++i) {
     assert(liveness.getNodeIndex(i) == i && "liveness of another order");
     for (ValueId operand : liveness.getOperands(i)) {
       if (operand == Liveness::kNoValue)
         continue;
       ValueId owner = liveness.getOwner(operand);
-      if (!liveness.isArenaOwner(owner) ||
-          llvm::is_contained(groupsRead[i], owner))
+      if (!liveness.isArenaOwner(owner) || recordedBy[owner] == i)
         continue;
+      recordedBy[owner] = i;
       groupsRead[i].push_back(owner);
       ++readers[owner].first;
       readers[owner].second += i;
