@@ -14,7 +14,11 @@ use). Every variant is trained by a fresh child process with ONNX Runtime 1.19.2
 unchanged: CheckpointState (the model's own checkpoint) + Module(variant, state,
 eval_model.onnx) + Optimizer(optimizer_model.onnx), --steps AdamW steps on the same seeded batches.
 The child reports its losses and its peak resident set (getrusage ru_maxrss, which also counts
-the loading of the model; the figure before the first step is reported too). --repeats rounds
+the loading of the model; the figure before the first step is reported too, and the table shows
+the growth over it). ORT's CPU memory arena is off by default (--arena off), so a freed tensor goes
+back to malloc and the resident set follows the live bytes; with the arena on, the BFC arena grows
+in power-of-two extensions and keeps what it took, and the resident set says more about the
+arena's growth pattern than about what is live (there the recomputed graphs measured higher). --repeats rounds
 alternate the variants so background load hits all alike; the table shows each figure's range.
 
 Rows: `original` (ORT's training_model.onnx as generated), `orig/ort-all` (the same under ORT's
@@ -104,6 +108,8 @@ def child(args):
         "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[args.ort_opt]
+    so.enable_cpu_mem_arena = args.arena
+    so.enable_mem_pattern = args.mem_pattern
     so.execution_order = {"default": ort.ExecutionOrder.DEFAULT,
                           "priority": ort.ExecutionOrder.PRIORITY_BASED}[args.ort_order]
     with open(os.path.join(args.models_dir, "size.json")) as f:
@@ -169,7 +175,8 @@ def compile_variants(args, seq):
 def run_child(args, path, ort_opt):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", path, "--models-dir", args.models_dir,
            "--batch", str(args.batch), "--steps", str(args.steps), "--seed", str(args.seed),
-           "--threads", str(args.threads), "--ort-opt", ort_opt, "--ort-order", args.ort_order]
+           "--threads", str(args.threads), "--ort-opt", ort_opt, "--ort-order", args.ort_order,
+           "--arena", "on" if args.arena else "off", "--mem-pattern", "on" if args.mem_pattern else "off"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"ONNX Runtime failed on {path}:\n{proc.stderr[-4000:]}")
@@ -177,8 +184,8 @@ def run_child(args, path, ort_opt):
 
 
 def fmt_range(values, spec="{:.0f}"):
-    lo, hi = min(values), max(values)
-    return spec.format(lo) if lo == hi else f"{spec.format(lo)}-{spec.format(hi)}"
+    lo, hi = spec.format(min(values)), spec.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def main():
@@ -199,6 +206,12 @@ def main():
     parser.add_argument("--modes", nargs="+", default=list(MODES))
     parser.add_argument("--ort-opt", choices=("disable", "basic", "all"), default="disable")
     parser.add_argument("--ort-order", choices=("default", "priority"), default="priority")
+    onoff = lambda v: v == "on"  # noqa: E731
+    parser.add_argument("--arena", type=onoff, default=False, metavar="on|off",
+                        help="ORT's CPU memory arena (default off: freed tensors go back to malloc)")
+    parser.add_argument("--mem-pattern", type=onoff, default=True, metavar="on|off",
+                        help="ORT's memory pattern (default on)")
+    parser.add_argument("--only", nargs="+", help="run only these variants")
     parser.add_argument("--no-ort-default-row", dest="ort_default_row", action="store_false",
                         help="leave out the row of the original graph under ORT's default optimizations")
     parser.add_argument("--work-dir", help="where the rewritten graphs go (default: a temporary directory)")
@@ -215,6 +228,8 @@ def main():
         with open(os.path.join(args.models_dir, "size.json")) as f:
             seq = json.load(f)["seq"]
         variants = compile_variants(args, seq)
+        if args.only:
+            variants = {v: p for v, p in variants.items() if v in args.only or v == "original"}
         results = {v: [] for v in variants}
         for r in range(args.repeats):
             for v, (path, ort_opt) in variants.items():
