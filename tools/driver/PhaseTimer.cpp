@@ -16,6 +16,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cassert>
+#include <optional>
 
 using namespace gmopt;
 
@@ -83,34 +84,34 @@ void PhaseTimer::addPassTimings(const PassManager &passManager) {
   }
 }
 
-double PhaseTimer::getSeconds(PhaseKind kind) const {
+namespace {
+
+/// The sum of \p field over \p phases, of kind \p kind only when given.
+double sumOf(llvm::ArrayRef<PhaseTiming> phases, double PhaseTiming::*field,
+             std::optional<PhaseKind> kind = std::nullopt) {
   double seconds = 0;
   for (const PhaseTiming &phase : phases)
-    if (phase.kind == kind)
-      seconds += phase.seconds;
+    if (!kind || phase.kind == *kind)
+      seconds += phase.*field;
   return seconds;
+}
+
+} // namespace
+
+double PhaseTimer::getSeconds(PhaseKind kind) const {
+  return sumOf(phases, &PhaseTiming::seconds, kind);
 }
 
 double PhaseTimer::getCpuSeconds(PhaseKind kind) const {
-  double seconds = 0;
-  for (const PhaseTiming &phase : phases)
-    if (phase.kind == kind)
-      seconds += phase.cpuSeconds;
-  return seconds;
+  return sumOf(phases, &PhaseTiming::cpuSeconds, kind);
 }
 
 double PhaseTimer::getTotalSeconds() const {
-  double seconds = 0;
-  for (const PhaseTiming &phase : phases)
-    seconds += phase.seconds;
-  return seconds;
+  return sumOf(phases, &PhaseTiming::seconds);
 }
 
 double PhaseTimer::getTotalCpuSeconds() const {
-  double seconds = 0;
-  for (const PhaseTiming &phase : phases)
-    seconds += phase.cpuSeconds;
-  return seconds;
+  return sumOf(phases, &PhaseTiming::cpuSeconds);
 }
 
 void PhaseTimer::print(llvm::raw_ostream &os) const {
