@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchSupport.h"
 #include "ir/Module.h"
 #include "ir/Onnx.h"
 
@@ -26,28 +27,16 @@
 #include <string>
 #include <vector>
 
-namespace {
+using namespace gmopt::bench;
 
-void setType(onnx::ValueInfoProto *info, const std::string &name,
-             int64_t extent) {
-  info->set_name(name);
-  auto *tensor = info->mutable_type()->mutable_tensor_type();
-  tensor->set_elem_type(onnx::TensorProto::FLOAT);
-  tensor->mutable_shape()->add_dim()->set_dim_value(extent);
-}
+namespace {
 
 /// The chain of \p n nodes over \p n external initializers of f32[64].
 onnx::ModelProto buildModel(int n) {
   constexpr int64_t kWidth = 64;
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.set_producer_name("gmopt-bench");
-  auto *opset = model.add_opset_import();
-  opset->set_domain("");
-  opset->set_version(17);
+  onnx::ModelProto model = makeBenchModel("extdata_bench", false);
   onnx::GraphProto *graph = model.mutable_graph();
-  graph->set_name("extdata_bench");
-  setType(graph->add_input(), "x", kWidth);
+  setF32Type(graph->add_input(), "x", {kWidth});
   std::string last = "x";
   for (int i = 0; i < n; ++i) {
     std::string weight = "w" + std::to_string(i);
@@ -72,7 +61,7 @@ onnx::ModelProto buildModel(int n) {
     last = "v" + std::to_string(i);
     node->add_output(last);
   }
-  setType(graph->add_output(), last, kWidth);
+  setF32Type(graph->add_output(), last, {kWidth});
   return model;
 }
 
@@ -99,9 +88,7 @@ int main(int argc, char **argv) {
     std::string bytes = buildModel(n).SerializeAsString();
     auto start = std::chrono::steady_clock::now();
     auto module = gmopt::importOnnxBytes(bytes, modelPath);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+    double seconds = secondsSince(start);
     if (!module) {
       llvm::errs() << "extdata_import_bench: "
                    << llvm::toString(module.takeError()) << '\n';

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/BenchSupport.h"
 #include "ir/Module.h"
 #include "ir/Onnx.h"
 #include "ir/Verifier.h"
@@ -22,16 +23,9 @@
 #include <cstring>
 #include <string>
 
-namespace {
+using namespace gmopt::bench;
 
-void setType(onnx::ValueInfoProto *info, const std::string &name,
-             std::initializer_list<int64_t> shape) {
-  info->set_name(name);
-  auto *tensor = info->mutable_type()->mutable_tensor_type();
-  tensor->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : shape)
-    tensor->mutable_shape()->add_dim()->set_dim_value(d);
-}
+namespace {
 
 void addNode(onnx::GraphProto *graph, const char *domain, const char *op,
              std::initializer_list<std::string> inputs,
@@ -50,30 +44,21 @@ void addNode(onnx::GraphProto *graph, const char *domain, const char *op,
 /// with ReluGrad and the two MatMuls of each linear layer. 8 nodes a layer.
 onnx::ModelProto buildModel(int layers) {
   const int64_t batch = 32, width = 64;
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.set_producer_name("gmopt-bench");
-  auto *opset = model.add_opset_import();
-  opset->set_domain("");
-  opset->set_version(17);
-  auto *ms = model.add_opset_import();
-  ms->set_domain("com.microsoft");
-  ms->set_version(1);
+  onnx::ModelProto model = makeBenchModel("bench", true);
   onnx::GraphProto *graph = model.mutable_graph();
-  graph->set_name("bench");
-  setType(graph->add_input(), "x", {batch, width});
+  setF32Type(graph->add_input(), "x", {batch, width});
   std::string h = "x";
   for (int l = 0; l < layers; ++l) {
     std::string p = "l" + std::to_string(l);
-    setType(graph->add_input(), p + ".w", {width, width});
-    setType(graph->add_input(), p + ".b", {width});
+    setF32Type(graph->add_input(), p + ".w", {width, width});
+    setF32Type(graph->add_input(), p + ".b", {width});
     addNode(graph, "", "MatMul", {h, p + ".w"}, {p + ".mm"});
     addNode(graph, "", "Add", {p + ".mm", p + ".b"}, {p + ".z"});
     addNode(graph, "", "Relu", {p + ".z"}, {p + ".h"});
     h = p + ".h";
   }
   std::string dh = "dy";
-  setType(graph->add_input(), "dy", {batch, width});
+  setF32Type(graph->add_input(), "dy", {batch, width});
   for (int l = layers - 1; l >= 0; --l) {
     std::string p = "l" + std::to_string(l);
     std::string in = l == 0 ? "x" : "l" + std::to_string(l - 1) + ".h";
@@ -82,16 +67,11 @@ onnx::ModelProto buildModel(int layers) {
     addNode(graph, "", "MatMul", {p + ".inT", p + ".dz"}, {p + ".w_grad"});
     addNode(graph, "", "Transpose", {p + ".w"}, {p + ".wT"});
     addNode(graph, "", "MatMul", {p + ".dz", p + ".wT"}, {p + ".dh"});
-    setType(graph->add_output(), p + ".w_grad", {width, width});
+    setF32Type(graph->add_output(), p + ".w_grad", {width, width});
     dh = p + ".dh";
   }
-  setType(graph->add_output(), dh, {batch, width});
+  setF32Type(graph->add_output(), dh, {batch, width});
   return model;
-}
-
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 } // namespace

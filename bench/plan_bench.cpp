@@ -16,6 +16,7 @@
 #include "passes/Pass.h"
 #include "passes/PassRegistry.h"
 
+#include "bench/BenchSupport.h"
 #include "ir/Module.h"
 
 #include "llvm/Support/Format.h"
@@ -27,6 +28,7 @@
 #include <string>
 
 using namespace gmopt;
+using namespace gmopt::bench;
 
 namespace {
 
@@ -109,11 +111,6 @@ void buildTrainingGraph(Module &module, int layers) {
     }
   }
   graph.addOutput(dh);
-}
-
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 } // namespace
