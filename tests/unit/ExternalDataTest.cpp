@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OnnxTestModels.h"
+#include "TestSupport.h"
 
 #include "backend/Executor.h"
 #include "ir/GmFile.h"
@@ -40,30 +41,6 @@ using namespace gmopt::test;
 using TP = onnx::TensorProto;
 
 namespace {
-
-/// A temporary directory removed at the end of the test.
-class TempDir {
-public:
-  TempDir() {
-    std::error_code ec =
-        llvm::sys::fs::createUniqueDirectory("gmopt-extdata-test", path);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() { (void)llvm::sys::fs::remove_directories(path); }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<256> p(path);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  }
-  void write(llvm::StringRef name, llvm::StringRef bytes) const {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(file(name), ec);
-    ASSERT_FALSE(ec) << ec.message();
-    os << bytes;
-  }
-
-  llvm::SmallString<256> path;
-};
 
 /// Marks \p tensor as stored in \p location at \p offset.
 void makeExternal(TP &tensor, const std::string &location, uint64_t offset) {
@@ -122,22 +99,6 @@ std::unique_ptr<Module> importOk(const std::string &path) {
     return nullptr;
   }
   return std::move(*module);
-}
-
-std::string errorOf(llvm::Error err) {
-  if (!err) {
-    ADD_FAILURE() << "expected an error";
-    return "";
-  }
-  return llvm::toString(std::move(err));
-}
-
-template <typename T> std::string errorOf(llvm::Expected<T> result) {
-  if (result) {
-    ADD_FAILURE() << "expected an error";
-    return "";
-  }
-  return llvm::toString(result.takeError());
 }
 
 const TensorData &dataOf(const Module &module, llvm::StringRef name) {

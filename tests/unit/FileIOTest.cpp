@@ -12,6 +12,8 @@
 
 #include "ir/FileIO.h"
 
+#include "TestSupport.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -30,34 +32,9 @@
 #include <unistd.h>
 
 using namespace gmopt;
+using gmopt::test::TempDir;
 
 namespace {
-
-/// A fresh directory, removed with everything in it.
-class TempDir {
-public:
-  TempDir() {
-    std::error_code ec =
-        llvm::sys::fs::createUniqueDirectory("gmopt-fileio", path);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() { (void)llvm::sys::fs::remove_directories(path); }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<256> joined(path);
-    llvm::sys::path::append(joined, name);
-    return joined.str().str();
-  }
-  /// The names in the directory.
-  std::set<std::string> list() const {
-    std::set<std::string> names;
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(path, ec), end; it != end && !ec;
-         it.increment(ec))
-      names.insert(llvm::sys::path::filename(it->path()).str());
-    return names;
-  }
-  llvm::SmallString<256> path;
-};
 
 std::string errorText(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : std::string("<success>");

@@ -13,6 +13,7 @@
 #include "ir/Onnx.h"
 
 #include "OnnxTestModels.h"
+#include "TestSupport.h"
 #include "ir/Module.h"
 
 #include "onnx/checker.h"
@@ -31,16 +32,6 @@ using namespace gmopt::test;
 using TP = onnx::TensorProto;
 
 namespace {
-
-std::unique_ptr<Module> importOk(const onnx::ModelProto &model,
-                                 OnnxImportOptions options = {}) {
-  auto module = importOnnxBytes(model.SerializeAsString(), "m.onnx", options);
-  if (!module) {
-    ADD_FAILURE() << llvm::toString(module.takeError());
-    return nullptr;
-  }
-  return std::move(*module);
-}
 
 onnx::ModelProto exportOk(const Module &module) {
   auto model = exportOnnxModel(module);
@@ -63,32 +54,6 @@ void checkRoundTrip(const onnx::ModelProto &original,
   EXPECT_EQ(exportOk(*second).SerializeAsString(), exported.SerializeAsString())
       << "export is not a fixpoint";
 }
-
-std::set<std::string> listDir(llvm::StringRef dir) {
-  std::set<std::string> names;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
-       it.increment(ec))
-    names.insert(llvm::sys::path::filename(it->path()).str());
-  return names;
-}
-
-/// A temporary directory removed at the end of the test.
-class TempDir {
-public:
-  TempDir() {
-    std::error_code ec =
-        llvm::sys::fs::createUniqueDirectory("gmopt-roundtrip", path);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() { (void)llvm::sys::fs::remove_directories(path); }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<256> p(path);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  }
-  llvm::SmallString<256> path;
-};
 
 TEST(OnnxRoundTrip, OrtMlpTrainingGraph) { checkRoundTrip(makeOrtMlp()); }
 
@@ -291,7 +256,7 @@ TEST(OnnxRoundTrip, FileWithExternalData) {
   exportOptions.externalDataThreshold = 64;
   ASSERT_FALSE(bool(exportOnnxFile(*module, path, exportOptions)));
   // Only the model and its data file; no temporary files left behind.
-  EXPECT_EQ(listDir(dir.path),
+  EXPECT_EQ(dir.list(),
             (std::set<std::string>{"out.onnx", "out.onnx.data"}));
 
   auto buffer = llvm::MemoryBuffer::getFile(path);
@@ -327,7 +292,7 @@ TEST(OnnxRoundTrip, FileWithExternalData) {
   ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
   expectIsomorphic(*module, **again);
   expectIsomorphic(**reimported, **again);
-  EXPECT_EQ(listDir(dir.path),
+  EXPECT_EQ(dir.list(),
             (std::set<std::string>{"out.onnx", "out.onnx.data"}));
 
   // Without a threshold everything is inline.

@@ -4,9 +4,9 @@
 // round-trip and training-signature tests: a fluent ModelBuilder, an MLP
 // training graph in ONNX Runtime's training_model.onnx pattern (forward,
 // com.microsoft gradient ops, InPlaceAccumulatorV2 into accumulation
-// buffers), a convolutional model, and a structural isomorphism check of two
+// buffers), a convolutional model, a structural isomorphism check of two
 // Modules (same node sequence, ops, names, attributes, types and
-// bitwise-equal constants).
+// bitwise-equal constants), and import helpers that fail the test on error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 #define GMOPT_TESTS_UNIT_ONNXTESTMODELS_H
 
 #include "ir/Module.h"
+#include "ir/Onnx.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -385,6 +386,40 @@ inline void expectIsomorphic(const Module &a, const Module &b) {
     EXPECT_EQ(map.lookup(ga.getOutput(i)), gb.getOutput(i)) << "output " << i;
   EXPECT_EQ(a.opsetImports, b.opsetImports);
   EXPECT_EQ(a.irVersion, b.irVersion);
+}
+
+/// Imports \p model from its serialized bytes as "m.onnx".
+inline llvm::Expected<std::unique_ptr<Module>>
+importBytes(const onnx::ModelProto &model, OnnxImportOptions options = {}) {
+  return importOnnxBytes(model.SerializeAsString(), "m.onnx", options);
+}
+
+/// Imports \p model as importBytes does; null (failing the test) on error.
+inline std::unique_ptr<Module> importOk(const onnx::ModelProto &model,
+                                        OnnxImportOptions options = {}) {
+  auto module = importBytes(model, options);
+  if (!module) {
+    ADD_FAILURE() << llvm::toString(module.takeError());
+    return nullptr;
+  }
+  return std::move(*module);
+}
+
+/// The names of \p module's nodes, in order.
+inline std::vector<std::string> nodeNames(const Module &module) {
+  std::vector<std::string> names;
+  for (const Node &node : module.getGraph().getNodes())
+    names.push_back(node.getName().str());
+  return names;
+}
+
+/// A model computing y = Relu(x) over f32[2,3].
+inline ModelBuilder reluModel() {
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {2, 3});
+  b.node("Relu", {"x"}, {"y"}, "r0");
+  b.output("y", onnx::TensorProto::FLOAT, {2, 3});
+  return b;
 }
 
 } // namespace test

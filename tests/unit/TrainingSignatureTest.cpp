@@ -28,15 +28,6 @@ using TP = onnx::TensorProto;
 
 namespace {
 
-std::unique_ptr<Module> importOk(const onnx::ModelProto &model) {
-  auto module = importOnnxModel(model, "m.onnx");
-  if (!module) {
-    ADD_FAILURE() << llvm::toString(module.takeError());
-    return nullptr;
-  }
-  return std::move(*module);
-}
-
 std::vector<std::string> names(llvm::ArrayRef<Value *> values) {
   std::vector<std::string> result;
   for (const Value *v : values)
