@@ -27,7 +27,6 @@ using namespace gmopt::ops;
 
 namespace {
 
-const DType kInt64Only[] = {DType::I64};
 const DType kBoolOnly[] = {DType::Bool};
 
 /// The type whose shape is the value of input \p index (a 1-D shape tensor),

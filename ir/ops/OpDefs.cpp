@@ -237,6 +237,8 @@ CostFn ops::zeroCost() {
 void gmopt::registerOnnxOps(OpRegistry &registry) {
   registerElementwiseOps(registry);
   registerTensorOps(registry);
+  registerIndexingOps(registry);
+  registerConstantOps(registry);
   registerReductionOps(registry);
   registerLinalgOps(registry);
   registerNnOps(registry);

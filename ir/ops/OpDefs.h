@@ -107,6 +107,14 @@ InferenceFn inferSameAs(unsigned input);
 /// dtype \p resultType (or the inputs' dtype when nullopt).
 InferenceFn inferBroadcast(std::optional<DType> resultType = std::nullopt);
 
+/// The dtypes of an operand that must be int64 (shapes, pads, repeats).
+inline constexpr DType kInt64Only[] = {DType::I64};
+
+/// A ranked type of \p rank unknown dims.
+inline TensorType unknownDims(DType dtype, unsigned rank) {
+  return TensorType(dtype, DimVector(rank, Dim::unknown()));
+}
+
 /// Sets result \p output (if the node has it) to \p type.
 inline void setOutput(InferenceContext &ctx, unsigned output, TensorType type) {
   if (output < ctx.getNumOutputs())
@@ -170,6 +178,8 @@ CostFn zeroCost();
 
 void registerElementwiseOps(OpRegistry &registry);
 void registerTensorOps(OpRegistry &registry);
+void registerIndexingOps(OpRegistry &registry);
+void registerConstantOps(OpRegistry &registry);
 void registerReductionOps(OpRegistry &registry);
 void registerLinalgOps(OpRegistry &registry);
 void registerNnOps(OpRegistry &registry);
