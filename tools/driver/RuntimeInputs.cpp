@@ -1,0 +1,558 @@
+//===- RuntimeInputs.cpp - Binding a step's inputs ------------------------===//
+//
+// How gmopt-run gives every graph input a tensor: from test data, a
+// checkpoint or the optimizer's state where those supply it, otherwise
+// synthetic data from a deterministic per-name random stream (parameters
+// scaled like an initializer, gains at one, integer inputs within the
+// index range their uses allow).
+//
+//===----------------------------------------------------------------------===//
+
+
+#include "tools/driver/Runtime.h"
+
+#include "tools/driver/RuntimeSupport.h"
+#include "tools/driver/ToolSupport.h"
+
+#include "backend/cuda/CudaDevice.h"
+#include "ir/FileIO.h"
+#include "ir/GmFile.h"
+#include "ir/Onnx.h"
+#include "ir/OnnxTensor.h"
+#include "ir/OpRegistry.h"
+#include "ir/Optimizer.h"
+#include "ir/OptimizerOps.h"
+#include "ir/SizeLimits.h"
+#include "ir/ops/ShapeValue.h"
+#include "passes/PassManager.h"
+#include "tools/driver/PassManagerCLOptions.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace gmopt;
+using namespace gmopt::runtime;
+
+namespace {
+
+/// 64-bit FNV-1a: a hash that is the same in every process and build.
+uint64_t stableHash(llvm::StringRef text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+/// A small deterministic random stream (splitmix64), independent of the
+/// standard library's distributions so that values are the same everywhere.
+class RandomStream {
+public:
+  explicit RandomStream(uint64_t seed) : state(seed) {}
+
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0, 1).
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  /// Standard normal (Box-Muller).
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2 * kPi * u2);
+  }
+  /// Uniform integer in [lo, hi).
+  int64_t integer(int64_t lo, int64_t hi) {
+    uint64_t span = static_cast<uint64_t>(hi - lo);
+    return lo + static_cast<int64_t>(next() % span);
+  }
+
+private:
+  uint64_t state;
+};
+
+/// Writes \p values (converted) into a new tensor of \p type. The storage
+/// is allocated without throwing (allocateTensorData), so a size the
+/// system cannot provide is an error, as for the arena.
+template <typename Fn>
+llvm::Expected<TensorData> fillTensor(const TensorType &type, Fn element) {
+  uint64_t n = type.getNumElements();
+  auto fillAs = [&](auto typed) {
+    using T = decltype(typed);
+    return allocateTensorData(type, [&](llvm::MutableArrayRef<uint8_t> bytes) {
+      assert(bytes.size() == n * sizeof(T) && "storage of the wrong size");
+      for (uint64_t i = 0; i != n; ++i) {
+        T value = static_cast<T>(element(i));
+        std::memcpy(bytes.data() + i * sizeof(T), &value, sizeof(T));
+      }
+    });
+  };
+  switch (type.getDType()) {
+  case DType::F32:
+    return fillAs(float());
+  case DType::F64:
+    return fillAs(double());
+  case DType::I64:
+    return fillAs(int64_t());
+  case DType::I32:
+    return fillAs(int32_t());
+  case DType::Bool:
+  case DType::U8:
+    return fillAs(uint8_t());
+  default:
+    return makeError("cannot make synthetic values of element type " +
+                     dtypeName(type.getDType()));
+  }
+}
+
+bool isViewNode(const Node &node) {
+  const OpSchema *schema = OpRegistry::instance().lookup(node);
+  return schema && schema->hasTrait(TraitView);
+}
+
+/// Static extent of dimension \p axis of \p value, or -1.
+int64_t staticExtent(const Value *value, int64_t axis) {
+  if (!value)
+    return -1;
+  const TensorType &type = value->getType();
+  if (!type.hasRank() || axis < 0 || axis >= int64_t(type.getRank()) ||
+      !type.getDim(axis).isStatic())
+    return -1;
+  return type.getDim(axis).getExtent();
+}
+
+/// The constraint one use (operand \p index of \p node) puts on an integer.
+std::optional<IndexRange> rangeOfUse(const Node &node, unsigned index) {
+  auto classLabels = [&](const Value *scores) -> std::optional<IndexRange> {
+    int64_t classes = staticExtent(scores, 1);
+    if (classes <= 0)
+      return std::nullopt;
+    IndexRange range;
+    range.lowest = 0;
+    range.end = classes;
+    range.role = "labels";
+    if (const Attribute *ignore = node.getAttr("ignore_index"))
+      if (ignore->getKind() == Attribute::Kind::Int)
+        range.ignoreIndex = ignore->getInt();
+    return range;
+  };
+  llvm::StringRef op = node.getOpType();
+  bool standard = node.getDomain() == kOnnxDomain;
+  bool microsoft = node.getDomain() == kMsDomain;
+  if (index == 1 && ((standard && (op == "SoftmaxCrossEntropyLoss" ||
+                                   op == "NegativeLogLikelihoodLoss")) ||
+                     (microsoft && op == "SoftmaxCrossEntropyLossInternal")))
+    return classLabels(node.getOperand(0));
+  if (index == 2 && microsoft &&
+      (op == "SoftmaxCrossEntropyLossGrad" ||
+       op == "SoftmaxCrossEntropyLossInternalGrad"))
+    return classLabels(node.getOperand(1));
+  if (index == 1 && standard && (op == "Gather" || op == "GatherElements")) {
+    const Value *data = node.getOperand(0);
+    if (!data || !data->getType().hasRank())
+      return std::nullopt;
+    int64_t rank = data->getType().getRank();
+    int64_t axis = node.getIntAttr("axis", 0);
+    if (axis < 0)
+      axis += rank;
+    int64_t extent = staticExtent(data, axis);
+    if (extent <= 0)
+      return std::nullopt;
+    IndexRange range;
+    range.lowest = -extent;
+    range.end = extent;
+    range.syntheticLowest = 0;
+    range.role = "index";
+    return range;
+  }
+  return std::nullopt;
+}
+
+void collectRanges(const Value *value, std::optional<IndexRange> &result,
+                   unsigned depth) {
+  if (depth > 16)
+    return;
+  for (const OpOperand &use : value->getUses()) {
+    const Node *user = use.getOwner();
+    if (!user)
+      continue;
+    // Views and casts keep the values: follow them to the real consumer.
+    if (use.getIndex() == 0 && user->getNumResults() && user->getResult(0) &&
+        (isViewNode(*user) || user->isa(kOnnxDomain, "Cast"))) {
+      collectRanges(user->getResult(0), result, depth + 1);
+      continue;
+    }
+    std::optional<IndexRange> range = rangeOfUse(*user, use.getIndex());
+    if (!range)
+      continue;
+    if (!result) {
+      result = range;
+      continue;
+    }
+    result->lowest = std::max(result->lowest, range->lowest);
+    result->end = std::min(result->end, range->end);
+    result->syntheticLowest = std::max(
+        {result->syntheticLowest, range->syntheticLowest, result->lowest});
+    if (!result->ignoreIndex)
+      result->ignoreIndex = range->ignoreIndex;
+    if (range->role == "labels")
+      result->role = "labels";
+  }
+}
+
+/// Collects into \p constants the constant each use of \p value (through
+/// views and casts) compares it with, when every use is an Equal against a
+/// constant scalar; false as soon as one use is anything else.
+bool collectComparedConstants(const Value *value,
+                              llvm::SmallVectorImpl<int64_t> &constants,
+                              unsigned depth) {
+  if (depth > 16)
+    return false;
+  for (const OpOperand &use : value->getUses()) {
+    const Node *user = use.getOwner();
+    if (!user)
+      return false;
+    if (use.getIndex() == 0 && user->getNumResults() && user->getResult(0) &&
+        (isViewNode(*user) || user->isa(kOnnxDomain, "Cast"))) {
+      if (!collectComparedConstants(user->getResult(0), constants, depth + 1))
+        return false;
+      continue;
+    }
+    if (!user->isa(kOnnxDomain, "Equal") || user->getNumOperands() != 2)
+      return false;
+    const Value *other = user->getOperand(1 - use.getIndex());
+    std::optional<std::vector<int64_t>> values =
+        other ? ops::getIntValues(*other) : std::nullopt;
+    if (!values || values->size() != 1)
+      return false;
+    constants.push_back(values->front());
+  }
+  return !constants.empty();
+}
+
+/// The values synthetic data for integer input \p input draws when the
+/// graph only ever asks whether it equals some constants (a padding mask
+/// compared with 0): [smallest constant, largest + 2), which holds every
+/// constant and one value equal to none, so both outcomes of each
+/// comparison occur. nullopt for any other use.
+std::optional<std::pair<int64_t, int64_t>>
+deriveComparedRange(const Value *input) {
+  llvm::SmallVector<int64_t, 4> constants;
+  if (!collectComparedConstants(input, constants, 0))
+    return std::nullopt;
+  int64_t lowest = *llvm::min_element(constants);
+  int64_t highest = *llvm::max_element(constants);
+  // The span highest + 2 - lowest must fit an int64_t (RandomStream::integer).
+  if (highest > std::numeric_limits<int64_t>::max() - 2 ||
+      (lowest < 0 && highest > std::numeric_limits<int64_t>::max() - 2 + lowest))
+    return std::nullopt;
+  return std::make_pair(lowest, highest + 2);
+}
+
+/// Checks every element of integer tensor \p data against \p range.
+llvm::Error checkIndexValues(const TensorData &data, const IndexRange &range,
+                             const Value *input) {
+  uint64_t n = data.getNumElements();
+  for (uint64_t i = 0; i != n; ++i) {
+    int64_t v = data.getIntElement(i);
+    if ((v >= range.lowest && v < range.end) ||
+        (range.ignoreIndex && v == *range.ignoreIndex))
+      continue;
+    return makeError(llvm::formatv("{0} value {1} out of range [{2}, {3}) in "
+                                   "input {4}",
+                                   range.role, v, range.lowest, range.end,
+                                   quoted(input)));
+  }
+  return llvm::Error::success();
+}
+
+/// True for rank-1 parameter names that are normalization gains.
+bool looksLikeGain(llvm::StringRef name) {
+  return name.ends_with("weight") || name.ends_with("gamma") ||
+         name.ends_with("scale");
+}
+
+/// Seeded initial value of parameter \p param.
+llvm::Expected<TensorData> initialParameter(const Value *param, uint64_t seed) {
+  const TensorType &type = param->getType();
+  RandomStream random(seed ^ stableHash(param->getName()) ^ 0x5eedull);
+  if (type.hasRank() && type.getRank() >= 2) {
+    llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
+    int64_t receptive = 1;
+    for (size_t i = 2; i < shape.size(); ++i)
+      receptive *= shape[i];
+    double fanOut = double(shape[0]) * receptive;
+    double fanIn = double(shape[1]) * receptive;
+    double limit = fanIn + fanOut > 0 ? std::sqrt(6.0 / (fanIn + fanOut)) : 0;
+    return fillTensor(
+        type, [&](uint64_t) { return (2 * random.uniform() - 1) * limit; });
+  }
+  double fill =
+      type.hasRank() && type.getRank() == 1 && looksLikeGain(param->getName())
+          ? 1.0
+          : 0.0;
+  return fillTensor(type, [&](uint64_t) { return fill; });
+}
+
+/// Seeded synthetic value of data input \p input.
+llvm::Expected<TensorData> syntheticData(const Value *input, uint64_t seed) {
+  const TensorType &type = input->getType();
+  RandomStream random(seed ^ stableHash(input->getName()));
+  // Allocation failures name the input.
+  auto named =
+      [&](llvm::Expected<TensorData> data) -> llvm::Expected<TensorData> {
+    if (!data)
+      return makeError("input " + quoted(input) + ": " +
+                       llvm::toString(data.takeError()));
+    return data;
+  };
+  DType dtype = type.getDType();
+  if (isFloatingPoint(dtype))
+    return named(fillTensor(type, [&](uint64_t) { return random.normal(); }));
+  if (dtype == DType::Bool)
+    return named(fillTensor(type, [&](uint64_t) { return random.next() & 1; }));
+  std::optional<IndexRange> range = deriveIndexRange(input);
+  if (!range) {
+    if (std::optional<std::pair<int64_t, int64_t>> compared =
+            deriveComparedRange(input))
+      return named(fillTensor(type, [&](uint64_t) {
+        return random.integer(compared->first, compared->second);
+      }));
+    return makeError("cannot derive the valid range of integer input " +
+                     quoted(input) +
+                     " from the graph (it is not a loss's labels, a Gather's "
+                     "indices or only compared with constants); supply it "
+                     "with --inputs");
+  }
+  if (range->end <= range->syntheticLowest)
+    return makeError("integer input " + quoted(input) +
+                     " has an empty valid range");
+  return named(fillTensor(type, [&](uint64_t) {
+    return random.integer(range->syntheticLowest, range->end);
+  }));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Inputs
+//===----------------------------------------------------------------------===//
+
+std::optional<IndexRange> gmopt::deriveIndexRange(const Value *input) {
+  std::optional<IndexRange> range;
+  collectRanges(input, range, 0);
+  return range;
+}
+
+llvm::StringRef gmopt::inputOriginName(InputOrigin origin) {
+  switch (origin) {
+  case InputOrigin::TestData:
+    return "test data";
+  case InputOrigin::Weights:
+    return "weights";
+  case InputOrigin::GraphDefault:
+    return "graph default";
+  case InputOrigin::Zeros:
+    return "zeros";
+  case InputOrigin::DefaultTrue:
+    return "true";
+  case InputOrigin::Synthetic:
+    return "synthetic";
+  case InputOrigin::FedEachStep:
+    return "fed each step";
+  }
+  llvm_unreachable("unknown input origin");
+}
+
+llvm::Expected<std::vector<BoundInput>>
+gmopt::bindInputs(const Module &module, const InputSources &sources) {
+  const TrainingSignature &signature = module.getSignature();
+  llvm::SmallPtrSet<const Value *, 16> params, accumulators, optimizerState;
+  // The moments and the step count are state (restored from a checkpoint);
+  // the learning rate and the update signal are fed by trainModule every
+  // step.
+  for (const ParamInfo &param : signature.getParams()) {
+    params.insert(param.param);
+    if (param.accumulator)
+      accumulators.insert(param.accumulator);
+    optimizerState.insert(param.optimizerState.begin(),
+                          param.optimizerState.end());
+  }
+  if (const Value *step = signature.getStepSlot(StepSlot::StepCount))
+    optimizerState.insert(step);
+  llvm::SmallPtrSet<const Value *, 4> fedEachStep;
+  if (const Value *rate = signature.getStepSlot(StepSlot::LearningRate))
+    fedEachStep.insert(rate);
+  if (const Node *optimizer = findOptimizerNode(module)) {
+    OptimizerOperands layout(*optimizer);
+    if (layout.isWellFormed() && layout.getUpdateSignal())
+      fedEachStep.insert(layout.getUpdateSignal());
+  }
+  const Graph &graph = module.getGraph();
+  std::vector<BoundInput> bound;
+  for (size_t position = 0; position != graph.getInputs().size(); ++position) {
+    const Value *input = graph.getInputs()[position].get();
+    const TensorType &type = input->getType();
+    if (!type.hasStaticShape())
+      return makeError("input " + quoted(input) + " has type " + type.str() +
+                       ", which is not static; bind its dimensions with --dim");
+    const NamedTensor *fromTestData = nullptr;
+    if (sources.testData) {
+      fromTestData = sources.testData->findInput(input->getName());
+      if (!fromTestData) {
+        const NamedTensor *byIndex =
+            sources.testData->findInputByIndex(int64_t(position));
+        if (byIndex && byIndex->name.empty())
+          fromTestData = byIndex;
+      }
+    }
+    BoundInput binding;
+    binding.input = input;
+    auto useTensor = [&](const NamedTensor &tensor,
+                         InputOrigin origin) -> llvm::Error {
+      if (tensor.data.getType() != type)
+        return makeError(
+            tensor.source + ": input " + quoted(input) + " expects " +
+            type.str() + " but the " +
+            (origin == InputOrigin::Weights ? "weights file" : "file") +
+            " holds " + tensor.data.getType().str());
+      binding.data = tensor.data;
+      binding.origin = origin;
+      return llvm::Error::success();
+    };
+
+    if (params.count(input)) {
+      const NamedTensor *fromWeights =
+          sources.weights ? sources.weights->lookup(input->getName()) : nullptr;
+      if (fromWeights) {
+        if (llvm::Error err = useTensor(*fromWeights, InputOrigin::Weights))
+          return err;
+      } else if (sources.weights && !sources.allowMissingWeights) {
+        return makeError(sources.weights->path + ": no value for parameter " +
+                         quoted(input) +
+                         " (pass --allow-missing-weights to initialize it)");
+      } else if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else if (input->hasData()) {
+        // An external default is mapped now (not before: a --weights value
+        // makes it unneeded); a missing file is an error naming it.
+        if (llvm::Error err = input->getData().load())
+          return makeError("parameter " + quoted(input) + ": " +
+                           llvm::toString(std::move(err)));
+        binding.data = input->getData();
+        binding.origin = InputOrigin::GraphDefault;
+      } else {
+        auto data = initialParameter(input, sources.seed);
+        if (!data)
+          return makeError("parameter " + quoted(input) + ": " +
+                           llvm::toString(data.takeError()));
+        binding.data = std::move(*data);
+        binding.origin = InputOrigin::Synthetic;
+      }
+    } else if (accumulators.count(input)) {
+      if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else {
+        auto zeros = filledTensor(type, 0);
+        if (!zeros)
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(zeros.takeError()));
+        binding.data = std::move(*zeros);
+        binding.origin = InputOrigin::Zeros;
+      }
+    } else if (optimizerState.count(input)) {
+      const NamedTensor *fromWeights =
+          sources.weights ? sources.weights->lookup(input->getName()) : nullptr;
+      if (fromWeights) {
+        if (llvm::Error err = useTensor(*fromWeights, InputOrigin::Weights))
+          return err;
+      } else if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else {
+        auto zeros = filledTensor(type, 0);
+        if (!zeros)
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(zeros.takeError()));
+        binding.data = std::move(*zeros);
+        binding.origin = InputOrigin::Zeros;
+      }
+    } else if (fedEachStep.count(input)) {
+      auto zeros = filledTensor(type, 0);
+      if (!zeros)
+        return makeError("input " + quoted(input) + ": " +
+                         llvm::toString(zeros.takeError()));
+      binding.data = std::move(*zeros);
+      binding.origin = InputOrigin::FedEachStep;
+    } else if (input == signature.getLazyResetGrad()) {
+      if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else {
+        auto ones = filledTensor(type, 1);
+        if (!ones)
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(ones.takeError()));
+        binding.data = std::move(*ones);
+        binding.origin = InputOrigin::DefaultTrue;
+      }
+    } else {
+      if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else if (input->hasData()) {
+        if (llvm::Error err = input->getData().load())
+          return makeError("input " + quoted(input) + ": " +
+                           llvm::toString(std::move(err)));
+        binding.data = input->getData();
+        binding.origin = InputOrigin::GraphDefault;
+      } else if (sources.testData) {
+        // Given test data, a missing tensor is a mistake (a misspelt name,
+        // a forgotten file), never a reason to train on noise.
+        return makeError(llvm::formatv(
+            "data input {0} has no tensor in --inputs {1} (expected an "
+            "input_K.pb holding a tensor named {0}, or an unnamed "
+            "input_{2}.pb; synthetic data is only used without --inputs)",
+            quoted(input), sources.testData->directory, position));
+      } else {
+        auto data = syntheticData(input, sources.seed);
+        if (!data)
+          return data.takeError();
+        binding.data = std::move(*data);
+        binding.origin = InputOrigin::Synthetic;
+      }
+      // Labels and indices are checked before anything runs: a kernel would
+      // only report the first bad one, deep inside the step.
+      DType dtype = type.getDType();
+      if (isInteger(dtype) && binding.origin != InputOrigin::Synthetic)
+        if (std::optional<IndexRange> range = deriveIndexRange(input))
+          if (llvm::Error err = checkIndexValues(binding.data, *range, input))
+            return fromTestData ? withFile(fromTestData->source, std::move(err))
+                                : std::move(err);
+    }
+    bound.push_back(std::move(binding));
+  }
+  return bound;
+}
