@@ -42,20 +42,12 @@ using TP = onnx::TensorProto;
 
 namespace {
 
-/// Marks \p tensor as stored in \p location at \p offset.
-void makeExternal(TP &tensor, const std::string &location, uint64_t offset) {
+/// Marks \p tensor as stored in \p location at \p offset, with the length
+/// of its raw_data (none when empty).
+void moveToExternal(TP &tensor, const std::string &location, uint64_t offset) {
   uint64_t length = tensor.raw_data().size();
-  tensor.clear_raw_data();
-  tensor.set_data_location(TP::EXTERNAL);
-  auto add = [&](const std::string &key, const std::string &value) {
-    onnx::StringStringEntryProto *e = tensor.add_external_data();
-    e->set_key(key);
-    e->set_value(value);
-  };
-  add("location", location);
-  add("offset", std::to_string(offset));
-  if (length)
-    add("length", std::to_string(length));
+  makeExternal(tensor, location, offset,
+               length ? std::optional<uint64_t>(length) : std::nullopt);
 }
 
 /// Moves the raw_data of the initializers named \p names into a blob (each
@@ -70,7 +62,7 @@ std::string externalize(onnx::ModelProto &model, const std::string &location,
     blob.resize((blob.size() + 63) / 64 * 64, '\0');
     uint64_t offset = blob.size();
     blob += tensor.raw_data();
-    makeExternal(tensor, location, offset);
+    moveToExternal(tensor, location, offset);
   }
   return blob;
 }
@@ -207,7 +199,7 @@ TEST(ExternalDataLazy, ReferencesAreCheckedAtImport) {
   auto importWith = [&](const std::string &location, uint64_t offset) {
     ModelBuilder b;
     b.input("x", TP::FLOAT, {4});
-    makeExternal(b.initializer<float>("w", TP::FLOAT, {4}, {1, 2, 3, 4}),
+    moveToExternal(b.initializer<float>("w", TP::FLOAT, {4}, {1, 2, 3, 4}),
                  location, offset);
     b.node("Add", {"x", "w"}, {"s"}, "add0");
     b.output("s");
@@ -450,11 +442,11 @@ TEST(ExternalDataScale, SparseFileBeyondFourGiBIsNotRead) {
   std::string last = "x";
   for (const auto &[name, offset] : tensors) {
     TP &tensor = b.initializer<float>(name, TP::FLOAT, {200 << 20}, {});
-    makeExternal(tensor, "big.bin", offset);
+    moveToExternal(tensor, "big.bin", offset);
     b.node("Add", {last, name}, {name + "_sum"}, name + "_add");
     last = name + "_sum";
   }
-  makeExternal(b.initializer<float>("tail", TP::FLOAT, {1}, {}), "big.bin",
+  moveToExternal(b.initializer<float>("tail", TP::FLOAT, {1}, {}), "big.bin",
                kFileBytes - 4);
   b.node("Mul", {last, "tail"}, {"y"}, "mul");
   b.output("y");
@@ -496,7 +488,7 @@ onnx::ModelProto manyInitializers(int n) {
   std::string last = "x";
   for (int i = 0; i < n; ++i) {
     std::string name = "w" + std::to_string(i);
-    makeExternal(b.initializer<float>(name, TP::FLOAT, {4}, {0, 0, 0, 0}),
+    moveToExternal(b.initializer<float>(name, TP::FLOAT, {4}, {0, 0, 0, 0}),
                  "weights.bin", uint64_t(i) * 16);
     std::string sum = "s" + std::to_string(i);
     b.node("Add", {last, name}, {sum}, "add" + std::to_string(i));

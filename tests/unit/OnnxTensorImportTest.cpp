@@ -239,22 +239,6 @@ TEST(OnnxTensor, TypeConversion) {
 // External data
 //===----------------------------------------------------------------------===//
 
-/// Marks \p tensor as stored in \p location at \p offset.
-void makeExternal(TP &tensor, const std::string &location, uint64_t offset,
-                  std::optional<uint64_t> length = std::nullopt) {
-  tensor.clear_raw_data();
-  tensor.set_data_location(TP::EXTERNAL);
-  auto add = [&](const std::string &key, const std::string &value) {
-    onnx::StringStringEntryProto *e = tensor.add_external_data();
-    e->set_key(key);
-    e->set_value(value);
-  };
-  add("location", location);
-  add("offset", std::to_string(offset));
-  if (length)
-    add("length", std::to_string(*length));
-}
-
 TEST(OnnxImportExternal, ViewsMappedFileInPlace) {
   TempDir dir;
   std::vector<float> a = {1, 2, 3, 4}, c = {5, 6};

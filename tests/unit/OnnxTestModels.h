@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -420,6 +421,24 @@ inline ModelBuilder reluModel() {
   b.node("Relu", {"x"}, {"y"}, "r0");
   b.output("y", onnx::TensorProto::FLOAT, {2, 3});
   return b;
+}
+
+/// Marks \p tensor as stored in external data \p location at \p offset
+/// (with \p length when given), dropping its raw_data.
+inline void makeExternal(onnx::TensorProto &tensor, const std::string &location,
+                         uint64_t offset,
+                         std::optional<uint64_t> length = std::nullopt) {
+  tensor.clear_raw_data();
+  tensor.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const std::string &key, const std::string &value) {
+    onnx::StringStringEntryProto *e = tensor.add_external_data();
+    e->set_key(key);
+    e->set_value(value);
+  };
+  add("location", location);
+  add("offset", std::to_string(offset));
+  if (length)
+    add("length", std::to_string(*length));
 }
 
 } // namespace test

@@ -440,6 +440,16 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
       binding.origin = origin;
       return llvm::Error::success();
     };
+    // A zero-filled tensor of the input's type, bound as \p origin.
+    auto useZeros = [&](InputOrigin origin) -> llvm::Error {
+      auto zeros = filledTensor(type, 0);
+      if (!zeros)
+        return makeError("input " + quoted(input) + ": " +
+                         llvm::toString(zeros.takeError()));
+      binding.data = std::move(*zeros);
+      binding.origin = origin;
+      return llvm::Error::success();
+    };
 
     if (params.count(input)) {
       const NamedTensor *fromWeights =
@@ -475,12 +485,8 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
       } else {
-        auto zeros = filledTensor(type, 0);
-        if (!zeros)
-          return makeError("input " + quoted(input) + ": " +
-                           llvm::toString(zeros.takeError()));
-        binding.data = std::move(*zeros);
-        binding.origin = InputOrigin::Zeros;
+        if (llvm::Error err = useZeros(InputOrigin::Zeros))
+          return err;
       }
     } else if (optimizerState.count(input)) {
       const NamedTensor *fromWeights =
@@ -492,20 +498,12 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
       } else {
-        auto zeros = filledTensor(type, 0);
-        if (!zeros)
-          return makeError("input " + quoted(input) + ": " +
-                           llvm::toString(zeros.takeError()));
-        binding.data = std::move(*zeros);
-        binding.origin = InputOrigin::Zeros;
+        if (llvm::Error err = useZeros(InputOrigin::Zeros))
+          return err;
       }
     } else if (fedEachStep.count(input)) {
-      auto zeros = filledTensor(type, 0);
-      if (!zeros)
-        return makeError("input " + quoted(input) + ": " +
-                         llvm::toString(zeros.takeError()));
-      binding.data = std::move(*zeros);
-      binding.origin = InputOrigin::FedEachStep;
+      if (llvm::Error err = useZeros(InputOrigin::FedEachStep))
+        return err;
     } else if (input == signature.getLazyResetGrad()) {
       if (fromTestData) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
