@@ -160,34 +160,13 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(d))
-        self.eps = eps
+class LlamaBlock(generate.LlamaBlock):
+    """testdata's Llama block (the same layers) with its own forward: attention over `heads`
+    heads, the rotary embedding applied to q and k."""
 
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
-class LlamaBlock(nn.Module):
     def __init__(self, d, heads, ff):
-        super().__init__()
+        super().__init__(d, ff)
         self.heads = heads
-        self.attn_norm = RMSNorm(d)
-        self.q = nn.Linear(d, d, bias=False)
-        self.k = nn.Linear(d, d, bias=False)
-        self.v = nn.Linear(d, d, bias=False)
-        self.o = nn.Linear(d, d, bias=False)
-        self.mlp_norm = RMSNorm(d)
-        self.gate = nn.Linear(d, ff, bias=False)
-        self.up = nn.Linear(d, ff, bias=False)
-        self.down = nn.Linear(ff, d, bias=False)
 
     def forward(self, x, cos, sin, causal):
         batch, seq, d = x.shape
@@ -195,8 +174,8 @@ class LlamaBlock(nn.Module):
         q = self.q(h).view(batch, seq, self.heads, -1).transpose(1, 2)
         k = self.k(h).view(batch, seq, self.heads, -1).transpose(1, 2)
         v = self.v(h).view(batch, seq, self.heads, -1).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        q = generate.rotate_half_rope(q, cos, sin)
+        k = generate.rotate_half_rope(k, cos, sin)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         att = torch.where(causal, att, torch.tensor(float("-inf")))
         y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(batch, seq, d)
@@ -214,7 +193,7 @@ class Llama(nn.Module):
         self.vocab = vocab
         self.embed = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList([LlamaBlock(d, heads, ff) for _ in range(layers)])
-        self.norm = RMSNorm(d)
+        self.norm = generate.RMSNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         head_dim = d // heads
         inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
