@@ -192,7 +192,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gmopt-compile", default=os.path.join(ROOT, "build", "tools", "gmopt-compile"))
     parser.add_argument("--models-dir", default="/work/models/gpt_ort_mid")
-    parser.add_argument("--rebuild", action="store_true", help="rebuild the model even if it exists")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="rebuild the model even if one of the requested size exists")
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--layers", type=int, default=4)
@@ -220,7 +221,14 @@ def main():
     if args.child:
         return child(args)
 
-    if args.rebuild or not os.path.exists(os.path.join(args.models_dir, "checkpoint")):
+    wanted = dict(vocab=args.vocab, d=args.width, heads=args.heads, seq=args.seq, layers=args.layers,
+                  seed=args.seed)
+    size_path = os.path.join(args.models_dir, "size.json")
+    built = {}
+    if os.path.exists(size_path) and os.path.exists(os.path.join(args.models_dir, "checkpoint")):
+        with open(size_path) as f:
+            built = json.load(f)
+    if args.rebuild or any(built.get(k) != v for k, v in wanted.items()):
         build(args)
     with tempfile.TemporaryDirectory() as tmp:
         args.work_dir = args.work_dir or tmp
