@@ -311,6 +311,24 @@ llvm::Error buildGroups(
   llvm::sort(ordered, [](const Pending &a, const Pending &b) {
     return a.placeBefore < b.placeBefore;
   });
+  // The last node (graph order) defining a value the clones of \p nodes
+  // read from outside them: the clones must go after it. Forward nodes may
+  // sit after backward ones in the node order (an unscheduled import), so
+  // a group's sources are not always defined before its first reader.
+  auto latestSource = [&](const llvm::DenseSet<uint32_t> &nodes) {
+    int64_t latest = -1;
+    for (uint32_t position : nodes)
+      for (const Value *operand :
+           analysis.getForwardNodes()[position]->getOperands()) {
+        if (!operand || !analysis.isForwardValue(operand))
+          continue;
+        uint32_t producer =
+            *analysis.getForwardPosition(operand->getDefiningNode());
+        if (!nodes.contains(producer))
+          latest = std::max<int64_t>(latest, analysis.getNodeIndex(producer));
+      }
+    return latest;
+  };
   std::vector<Pending> merged;
   for (Pending &group : ordered) {
     if (!merged.empty()) {
@@ -319,13 +337,25 @@ llvm::Error buildGroups(
         return last.nodes.contains(position);
       });
       if (shares && group.placeBefore - last.placeBefore <= kMergeWindow) {
-        llvm::append_range(last.provides, group.provides);
-        last.nodes.insert(group.nodes.begin(), group.nodes.end());
-        continue;
+        llvm::DenseSet<uint32_t> both = last.nodes;
+        both.insert(group.nodes.begin(), group.nodes.end());
+        if (latestSource(both) < int64_t(last.placeBefore)) {
+          llvm::append_range(last.provides, group.provides);
+          last.nodes = std::move(both);
+          continue;
+        }
       }
     }
     merged.push_back(std::move(group));
   }
+  // A group whose sources are defined only after its first reader cannot
+  // be placed: what it would provide stays kept.
+  llvm::erase_if(merged, [&](const Pending &group) {
+    if (latestSource(group.nodes) < int64_t(group.placeBefore))
+      return false;
+    kept.insert(group.provides.begin(), group.provides.end());
+    return true;
+  });
   for (Pending &pending : merged) {
     RecomputePlan::Group group;
     group.provides = std::move(pending.provides);

@@ -56,6 +56,7 @@ SavedActivations::compute(const Module &module) {
       continue;
     uint32_t position = result.forward.size();
     result.forward.push_back(&node);
+    result.nodeIndex.push_back(index - 1);
     result.positionOf[&node] = position;
     OpCost cost = estimateCost(node);
     result.flops.push_back(cost.flops);

@@ -106,6 +106,10 @@ public:
   bool isRecomputable(uint32_t position) const {
     return blockers[position] == RecomputeBlocker::Recomputable;
   }
+  /// Position of forward node \p position in the graph's node order.
+  uint32_t getNodeIndex(uint32_t position) const {
+    return nodeIndex[position];
+  }
   /// FLOPs of forward node \p position.
   uint64_t getFlops(uint32_t position) const { return flops[position]; }
   /// Bytes forward node \p position writes (the registry's cost model).
@@ -162,6 +166,7 @@ private:
   std::vector<RecomputeBlocker> blockers;
   std::vector<uint64_t> flops;
   std::vector<uint64_t> bytesWritten;
+  std::vector<uint32_t> nodeIndex;
   uint64_t stepFlops = 0;
   std::vector<SavedActivation> saved;
   llvm::DenseMap<const Value *, uint32_t> savedIndex;
