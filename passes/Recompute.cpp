@@ -255,7 +255,7 @@ planBudget(Module &module, const SavedActivations &analysis,
   // selective, all of selective (prefix 0), then whole-segment recompute
   // of a growing prefix of the forward pass.
   auto candidate = [&](uint32_t prefix) {
-    return planRecompute(module, analysis, RecomputeMode::Budget, prefix,
+    return planRecompute(analysis, RecomputeMode::Budget, prefix,
                          tuning);
   };
   // The largest useful prefix: every segment but the last.
@@ -284,7 +284,7 @@ planBudget(Module &module, const SavedActivations &analysis,
     // Try the sqrt and full plans too before giving up.
     for (RecomputeMode mode : {RecomputeMode::Full, RecomputeMode::Sqrt}) {
       llvm::Expected<RecomputePlan> plan =
-          planRecompute(module, analysis, mode, 0, tuning);
+          planRecompute(analysis, mode, 0, tuning);
       if (!plan)
         return plan.takeError();
       llvm::Expected<uint64_t> peak = evaluate(*plan);
@@ -396,7 +396,7 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
   }
   llvm::Expected<RecomputePlan> plan =
       limit ? planBudget(module, *analysis, context, *limit, tuning, context)
-            : planRecompute(module, *analysis, options.mode, 0, tuning);
+            : planRecompute(*analysis, options.mode, 0, tuning);
   if (!plan)
     return plan.takeError();
   if (options.printPlan)

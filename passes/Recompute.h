@@ -149,9 +149,8 @@ struct RecomputeTuning {
 /// \p fullPrefix is the number of leading segments recomputed whole, the
 /// rest selective (the other modes ignore it).
 llvm::Expected<RecomputePlan>
-planRecompute(const Module &module, const SavedActivations &analysis,
-              RecomputeMode mode, uint32_t fullPrefix = 0,
-              const RecomputeTuning &tuning = {});
+planRecompute(const SavedActivations &analysis, RecomputeMode mode,
+              uint32_t fullPrefix = 0, const RecomputeTuning &tuning = {});
 
 /// The \p count groups of \p plan that free the most saved bytes per
 /// recompute FLOP (a valid plan: each group recomputes from what the plan

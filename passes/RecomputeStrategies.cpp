@@ -230,6 +230,20 @@ SegmentBoundaries findSegmentBoundaries(const SavedActivations &analysis) {
   return result;
 }
 
+/// Records \p kept in \p plan in producer order, with their bytes.
+void setKept(RecomputePlan &plan, const SavedActivations &analysis,
+             const llvm::DenseSet<const Value *> &kept) {
+  plan.kept.assign(kept.begin(), kept.end());
+  llvm::sort(plan.kept, [&](const Value *a, const Value *b) {
+    uint32_t pa = *analysis.getForwardPosition(a->getDefiningNode());
+    uint32_t pb = *analysis.getForwardPosition(b->getDefiningNode());
+    return pa < pb || (pa == pb && a->getResultIndex() < b->getResultIndex());
+  });
+  plan.savedBytesAfter = 0;
+  for (const Value *value : plan.kept)
+    plan.savedBytesAfter += analysis.getBytes(value);
+}
+
 /// Groups whose places are at most this many nodes apart and that clone
 /// common nodes are merged.
 constexpr uint32_t kMergeWindow = 32;
@@ -372,16 +386,7 @@ llvm::Error buildGroups(
                              const RecomputePlan::Group &b) {
     return a.placeBefore < b.placeBefore;
   });
-  plan.savedBytesAfter = 0;
-  plan.kept.assign(kept.begin(), kept.end());
-  llvm::sort(plan.kept, [&](const Value *a, const Value *b) {
-    return *analysis.getForwardPosition(a->getDefiningNode()) <
-               *analysis.getForwardPosition(b->getDefiningNode()) ||
-           (a->getDefiningNode() == b->getDefiningNode() &&
-            a->getResultIndex() < b->getResultIndex());
-  });
-  for (const Value *value : kept)
-    plan.savedBytesAfter += analysis.getBytes(value);
+  setKept(plan, analysis, kept);
   return llvm::Error::success();
 }
 
@@ -392,10 +397,8 @@ uint32_t gmopt::countRecomputeSegments(const SavedActivations &analysis) {
 }
 
 llvm::Expected<RecomputePlan>
-gmopt::planRecompute(const Module &module, const SavedActivations &analysis,
-                     RecomputeMode mode, uint32_t fullPrefix,
-                     const RecomputeTuning &tuning) {
-  (void)module;
+gmopt::planRecompute(const SavedActivations &analysis, RecomputeMode mode,
+                     uint32_t fullPrefix, const RecomputeTuning &tuning) {
   RecomputePlan plan;
   plan.savedBytesBefore = analysis.getSavedBytes();
   plan.stepFlops = analysis.getStepFlops();
@@ -614,13 +617,6 @@ RecomputePlan gmopt::takeMostEfficientGroups(const RecomputePlan &plan,
             !inGroup.contains(operand->getDefiningNode()))
           kept.insert(operand);
   }
-  part.kept.assign(kept.begin(), kept.end());
-  llvm::sort(part.kept, [&](const Value *a, const Value *b) {
-    uint32_t pa = *analysis.getForwardPosition(a->getDefiningNode());
-    uint32_t pb = *analysis.getForwardPosition(b->getDefiningNode());
-    return pa < pb || (pa == pb && a->getResultIndex() < b->getResultIndex());
-  });
-  for (const Value *value : part.kept)
-    part.savedBytesAfter += analysis.getBytes(value);
+  setKept(part, analysis, kept);
   return part;
 }

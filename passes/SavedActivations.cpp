@@ -51,14 +51,14 @@ SavedActivations::compute(const Module &module) {
   uint32_t index = 0;
   for (const Node &node : graph.getNodes()) {
     ++index;
-    result.stepFlops += estimateCost(node).flops;
+    OpCost cost = estimateCost(node);
+    result.stepFlops += cost.flops;
     if (node.getPhase() != Phase::Forward)
       continue;
     uint32_t position = result.forward.size();
     result.forward.push_back(&node);
     result.nodeIndex.push_back(index - 1);
     result.positionOf[&node] = position;
-    OpCost cost = estimateCost(node);
     result.flops.push_back(cost.flops);
     result.bytesWritten.push_back(cost.bytesWritten);
 

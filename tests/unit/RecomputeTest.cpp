@@ -234,8 +234,8 @@ TEST(RecomputeTest, ModesOrderByMemoryAndFlops) {
   auto analysis = SavedActivations::compute(*module);
   ASSERT_TRUE(bool(analysis)) << errorText(analysis.takeError());
   auto selective =
-      planRecompute(*module, *analysis, RecomputeMode::Selective);
-  auto full = planRecompute(*module, *analysis, RecomputeMode::Full);
+      planRecompute(*analysis, RecomputeMode::Selective);
+  auto full = planRecompute(*analysis, RecomputeMode::Full);
   ASSERT_TRUE(bool(selective)) << errorText(selective.takeError());
   ASSERT_TRUE(bool(full)) << errorText(full.takeError());
   // Selective drops saved bytes for a small share of the step's FLOPs;
@@ -268,7 +268,7 @@ TEST(RecomputeTest, ModesOrderByMemoryAndFlops) {
   EXPECT_GT(productsCloned(*selective), 0u);
   RecomputeTuning noCore;
   noCore.attentionCore = false;
-  auto weightsOnly = planRecompute(*module, *analysis,
+  auto weightsOnly = planRecompute(*analysis,
                                    RecomputeMode::Selective, 0, noCore);
   ASSERT_TRUE(bool(weightsOnly)) << errorText(weightsOnly.takeError());
   EXPECT_EQ(productsCloned(*weightsOnly), 0u);
@@ -280,7 +280,7 @@ TEST(RecomputeTest, PartsOfSelectiveTakeTheMostEfficientGroupsFirst) {
   ASSERT_TRUE(module);
   auto analysis = SavedActivations::compute(*module);
   ASSERT_TRUE(bool(analysis)) << errorText(analysis.takeError());
-  auto selective = planRecompute(*module, *analysis, RecomputeMode::Selective);
+  auto selective = planRecompute(*analysis, RecomputeMode::Selective);
   ASSERT_TRUE(bool(selective)) << errorText(selective.takeError());
   ASSERT_GT(selective->groups.size(), 2u);
   uint64_t previousFlops = 0;
