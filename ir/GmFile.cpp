@@ -329,6 +329,10 @@ private:
     if (Error err = set(sig.getStepSlot(StepSlot::LossScale), "loss scale",
                         proto.mutable_loss_scale()))
       return err;
+    if (Error err = set(sig.getStepSlot(StepSlot::LossScaleGoodSteps),
+                        "loss-scale good steps",
+                        proto.mutable_loss_scale_good_steps()))
+      return err;
     return set(sig.getLazyResetGrad(), "lazy_reset_grad",
                proto.mutable_lazy_reset_grad());
   }
@@ -593,7 +597,9 @@ Error GmReader::loadSignature(const gm::TrainingSignature &proto,
        {SlotField{StepSlot::LearningRate, proto.learning_rate(),
                   "the learning rate"},
         SlotField{StepSlot::StepCount, proto.step_count(), "the step count"},
-        SlotField{StepSlot::LossScale, proto.loss_scale(), "the loss scale"}}) {
+        SlotField{StepSlot::LossScale, proto.loss_scale(), "the loss scale"},
+        SlotField{StepSlot::LossScaleGoodSteps, proto.loss_scale_good_steps(),
+                  "the loss-scale good steps"}}) {
     Expected<Value *> value = lookup(field.name, field.what);
     if (!value)
       return value.takeError();

@@ -14,6 +14,7 @@
 #include "ir/Module.h"
 
 #include "ir/OpRegistry.h"
+#include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -164,6 +165,8 @@ StringRef gmopt::stepSlotName(StepSlot slot) {
     return "step_count";
   case StepSlot::LossScale:
     return "loss_scale";
+  case StepSlot::LossScaleGoodSteps:
+    return "loss_scale_good_steps";
   }
   llvm_unreachable("unknown step slot");
 }
@@ -747,10 +750,27 @@ private:
     lazyResetGrad = byName.lookup(kLazyResetGradName);
     if (lazyResetGrad && !lazyResetGrad->isGraphInput())
       lazyResetGrad = nullptr;
+    // Mixed precision's state, by name.
+    for (StepSlot slot : {StepSlot::LossScale, StepSlot::LossScaleGoodSteps}) {
+      Value *state = byName.lookup(stepSlotName(slot));
+      if (state && state->isGraphInput() &&
+          state->getType().getDType() == DType::F32 &&
+          state->getType().hasRank() && state->getType().getRank() == 0) {
+        optimizerSlots[static_cast<unsigned>(slot)] = state;
+        optimizerInputs.insert(state);
+      }
+    }
     for (Node &node : graph.getNodes()) {
       if (!isAccumulatorOp(node) || node.getNumOperands() < 2 ||
           !node.getOperand(0) || !node.getOperand(1))
         continue;
+      if (optimizerInputs.count(node.getOperand(0))) {
+        // The dynamic loss scale's update, not a gradient's accumulation.
+        for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
+          if (Value *result = node.getResult(i))
+            accumulationOutputs.insert(result);
+        continue;
+      }
       accumulationOfGrad.try_emplace(node.getOperand(1),
                                      Accumulation{node.getOperand(0), &node});
       buffers.insert(node.getOperand(0));
@@ -861,9 +881,8 @@ private:
       };
       fillSlot(layout.getLearningRate(), StepSlot::LearningRate);
       fillSlot(layout.getStep(), StepSlot::StepCount);
-      if (Value *signal = layout.getUpdateSignal())
-        if (signal->isGraphInput())
-          optimizerInputs.insert(signal);
+      if (Value *signal = findFedUpdateSignal(node))
+        optimizerInputs.insert(signal);
     }
   }
 

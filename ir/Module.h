@@ -53,13 +53,16 @@ enum class StepSlot : unsigned {
   LearningRate,
   /// The optimizer's step count (AdamW's bias correction), persistent.
   StepCount,
-  /// The loss scale of mixed-precision training, persistent.
+  /// The loss scale of mixed-precision training (f32 scalar), persistent.
   LossScale,
+  /// The finite steps since the dynamic loss scale last changed (f32
+  /// scalar), persistent.
+  LossScaleGoodSteps,
 };
 /// Number of StepSlot values.
-constexpr unsigned kNumStepSlots = 3;
+constexpr unsigned kNumStepSlots = 4;
 /// The slot's name in the text IR and messages: learning_rate, step_count,
-/// loss_scale.
+/// loss_scale, loss_scale_good_steps.
 llvm::StringRef stepSlotName(StepSlot slot);
 /// The slot named \p name (see stepSlotName), if any.
 std::optional<StepSlot> parseStepSlotName(llvm::StringRef name);
@@ -256,6 +259,10 @@ bool hasSideEffects(const Node &node);
 ///    as optimizerState; its learning rate and step count graph inputs fill
 ///    the learning_rate and step_count slots (the first node's win). These
 ///    inputs and its update signal input are neither parameters nor data.
+///  - Loss scale: graph inputs named `loss_scale` and
+///    `loss_scale_good_steps` (f32 scalars; the amp pass's state) fill
+///    those slots; an accumulator writing one of them (the dynamic
+///    scale's update) is not a gradient's accumulation.
 ///  - Graph inputs, in order, excluding buffers, lazy_reset_grad, the seed
 ///    and the optimizer's inputs: trainable if they have a gradient; otherwise frozen if their
 ///    element type is floating point and they have a default initializer,

@@ -418,3 +418,52 @@ OpCost gmopt::estimateCost(const Node &node) {
       cost.flops += ops::staticElements(result->getType());
   return cost;
 }
+
+//===----------------------------------------------------------------------===//
+// The op table
+//===----------------------------------------------------------------------===//
+
+llvm::StringRef gmopt::ampClassName(AmpClass amp) {
+  switch (amp) {
+  case AmpClass::None:
+    return "none";
+  case AmpClass::Allow:
+    return "allow";
+  case AmpClass::Deny:
+    return "deny";
+  case AmpClass::Follow:
+    return "follow";
+  }
+  llvm_unreachable("unknown AMP class");
+}
+
+void gmopt::printOpTable(llvm::raw_ostream &os) {
+  std::vector<const OpSchema *> schemas = OpRegistry::instance().all();
+  os << "# op, versions, AMP class (ir/OpRegistry.h, AmpClass), AMP operands "
+        "where not all\n";
+  for (size_t i = 0; i != schemas.size();) {
+    size_t end = i;
+    std::string versions;
+    while (end != schemas.size() && schemas[end]->domain == schemas[i]->domain &&
+           schemas[end]->name == schemas[i]->name) {
+      versions += (versions.empty() ? "" : ",") +
+                  std::to_string(schemas[end]->sinceVersion);
+      ++end;
+    }
+    const OpSchema &newest = *schemas[end - 1];
+    std::string name = newest.domain.empty()
+                           ? newest.name
+                           : newest.domain + "::" + newest.name;
+    os << llvm::formatv("{0,-44} {1,-14} {2}", name, versions,
+                        ampClassName(newest.amp));
+    if (newest.ampOperands != ~0u) {
+      std::string operands;
+      for (unsigned k = 0; k != 32; ++k)
+        if (newest.ampOperands >> k & 1u)
+          operands += (operands.empty() ? "" : ",") + std::to_string(k);
+      os << " operands " << operands;
+    }
+    os << "\n";
+    i = end;
+  }
+}

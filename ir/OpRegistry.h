@@ -49,17 +49,30 @@ enum OpTrait : uint32_t {
   TraitRowwise = 1u << 6,
 };
 
-/// How mixed precision treats an op (torch.autocast's lists).
+/// How mixed precision (the `amp` pass) treats an op: the registry's AMP
+/// class is the one table of that policy (torch.autocast's lists; printed
+/// by `gmopt-opt --list-ops`).
 enum class AmpClass {
-  /// Not a floating-point computation (shape/index ops).
+  /// Not a floating-point computation, or one whose operand types are
+  /// fixed (shape/index ops, casts, accumulators, optimizers, side
+  /// effects): operands keep their types.
   None,
-  /// Safe and profitable in fp16/bf16 (MatMul, Gemm, Conv).
+  /// Safe and profitable in fp16/bf16: MatMul, Gemm, FusedMatMul, Conv and
+  /// their gradients. Float operands are cast down, results are low.
   Allow,
-  /// Must run in fp32 (softmax, norms, losses, reductions, exp/log).
+  /// Must run in fp32: softmax and its gradient, layer/RMS/batch norm and
+  /// their gradients, reductions, Exp/Log/Pow, losses and their gradients.
+  /// Low-precision operands are cast up.
   Deny,
-  /// Runs in whatever precision its inputs have (elementwise, views).
+  /// Runs in the precision of its inputs (elementwise, activations, views,
+  /// Dropout): low when every AMP operand is low precision, a parameter or
+  /// a constant (with at least one low activation among them); otherwise
+  /// fp32, widest wins.
   Follow,
 };
+
+/// `none`, `allow`, `deny` or `follow`.
+llvm::StringRef ampClassName(AmpClass amp);
 
 /// Specification of one attribute.
 struct AttrSpec {
@@ -159,12 +172,20 @@ public:
   /// precedence over writesOperand; see getWrittenOperands.
   WrittenOperandsFn writtenOperands;
   AmpClass amp = AmpClass::None;
+  /// The operands (bit i: operand i; bit 31: operand 31 and every later
+  /// one) whose precision follows the op's AMP decision; the others keep
+  /// their type (Dropout's ratio stays fp32). Default: every operand.
+  uint32_t ampOperands = ~0u;
   InferenceFn infer;
   /// Cost model; null means the default (one flop per output element,
   /// bytes = all operands + results).
   CostFn cost;
 
   bool hasTrait(OpTrait t) const { return (traits & t) != 0; }
+  /// True if operand \p index follows the op's AMP precision.
+  bool isAmpOperand(unsigned index) const {
+    return (ampOperands >> (index < 31 ? index : 31)) & 1u;
+  }
   const AttrSpec *lookupAttr(llvm::StringRef attrName) const;
 };
 
@@ -208,6 +229,11 @@ llvm::Error inferAndSetTypes(Node &node);
 /// schema) is assumed to write every operand.
 llvm::SmallVector<unsigned, 8> getWrittenOperands(const Node &node,
                                                   const OpSchema *schema);
+
+/// Prints one line per registered op: domain::name, the versions
+/// registered, the AMP class and, where only some operands follow the AMP
+/// precision, which (`gmopt-opt --list-ops`).
+void printOpTable(llvm::raw_ostream &os);
 
 /// Cost of \p node (schema cost function, or the default model).
 OpCost estimateCost(const Node &node);

@@ -85,6 +85,23 @@ Node *gmopt::findOptimizerNode(const Module &module) {
   return nullptr;
 }
 
+Value *gmopt::findFedUpdateSignal(const Node &optimizer) {
+  if (!OptimizerOperands::kindOf(optimizer))
+    return nullptr;
+  OptimizerOperands layout(optimizer);
+  if (!layout.isWellFormed())
+    return nullptr;
+  Value *signal = layout.getUpdateSignal();
+  if (!signal || signal->isGraphInput())
+    return signal;
+  const Node *def = signal->getDefiningNode();
+  if (def && def->isa(kOnnxDomain, "And") && def->getNumOperands() == 2)
+    for (Value *operand : def->getOperands())
+      if (operand && operand->isGraphInput())
+        return operand;
+  return nullptr;
+}
+
 OptimizerSpec gmopt::readOptimizerSpec(const Node &node) {
   OptimizerSpec spec;
   spec.kind = *OptimizerOperands::kindOf(node);

@@ -98,6 +98,13 @@ llvm::Expected<Node *> buildOptimizer(Module &module, const OptimizerSpec &spec)
 /// SGDOptimizerV2), or null.
 Node *findOptimizerNode(const Module &module);
 
+/// The graph input the runtime feeds as \p optimizer's update signal: the
+/// node's update-signal operand when that is a graph input, or, where
+/// mixed precision ANDed its overflow check into the slot (the `amp`
+/// pass: `And(signal, is_finite)`), the And's graph-input operand. Null
+/// when there is none.
+Value *findFedUpdateSignal(const Node &optimizer);
+
 /// The spec of optimizer node \p node (its attributes, with the op's
 /// defaults for absent ones).
 OptimizerSpec readOptimizerSpec(const Node &node);

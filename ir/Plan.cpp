@@ -216,8 +216,11 @@ gmopt::categorizeValues(const Module &module) {
   }
   // The step count is persistent optimizer state too; the per-step inputs
   // (learning rate, update signal) are inputs like the data.
-  if (const Value *stepCount = sig.getStepSlot(StepSlot::StepCount))
-    categories[stepCount] = MemoryCategory::OptimizerState;
+  // So are mixed precision's loss scale and its counter.
+  for (StepSlot slot : {StepSlot::StepCount, StepSlot::LossScale,
+                        StepSlot::LossScaleGoodSteps})
+    if (const Value *state = sig.getStepSlot(slot))
+      categories[state] = MemoryCategory::OptimizerState;
   return categories;
 }
 

@@ -71,6 +71,7 @@
 //                   | 'lazy_reset_grad' operand
 //                   | step-slot operand
 //   step-slot     ::= 'learning_rate' | 'step_count' | 'loss_scale'
+//                   | 'loss_scale_good_steps'
 //   node-ref      ::= value-name   // the node defining that value
 //                   | string       // the node with that (unique) name
 //                   | int          // the node's position in the schedule
@@ -1198,7 +1199,8 @@ private:
       if (!set)
         return errorHere("expected 'param', 'data', 'loss', "
                          "'loss_grad_seed', 'lazy_reset_grad', "
-                         "'learning_rate', 'step_count', 'loss_scale' or "
+                         "'learning_rate', 'step_count', 'loss_scale', "
+                         "'loss_scale_good_steps' or "
                          "'}' in signature");
       if (!seen.insert(tok.spelling).second)
         return errorHere("duplicate '" + tok.spelling + "' in signature");

@@ -1,8 +1,8 @@
 //===- Canonicalize.cpp - DCE, Identity removal, shape folding ------------===//
 //
-// Three peephole patterns run by the greedy driver (PatternRewriter.h):
-// Constant node -> initializer, Identity removal, and shape-arithmetic
-// folding (ShapeFolding.h). The driver re-infers the types of users of
+// Peephole patterns run by the greedy driver (PatternRewriter.h):
+// Constant node -> initializer, Identity removal, shape-arithmetic folding
+// (ShapeFolding.h) and Cast folding (CastFolding.h). The driver re-infers the types of users of
 // every replaced value, so folded shapes make downstream types static and
 // may enable further folds (Shape of a value whose type just became
 // static). Dead-code elimination runs after the patterns, as a reverse walk
@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Canonicalize.h"
+#include "passes/CastFolding.h"
 #include "passes/DeadCode.h"
 #include "passes/DebugOutput.h"
 #include "passes/PatternRewriter.h"
@@ -210,6 +211,9 @@ CanonicalizePass::CanonicalizePass(Options initial) : options(initial) {
   declareOption(
       "fold-constants", options.foldConstants,
       "fold integer shape arithmetic; Constant nodes to initializers");
+  declareOption("fold-casts", options.foldCasts,
+                "fold Cast pairs whose inner cast is exact and remove casts "
+                "to the operand's own type");
   declareOption("max-fold-elements", options.maxFoldElements,
                 "largest integer tensor (elements) folding reads or creates");
 }
@@ -219,6 +223,8 @@ llvm::Expected<bool> CanonicalizePass::run(Module &module,
   ConstantToInitializer constantToInitializer;
   RemoveIdentity removeIdentity;
   FoldShapeArithmetic foldShapes(options.maxFoldElements);
+  FoldCastPair foldCastPair;
+  RemoveIdentityCast removeIdentityCast;
   std::vector<const RewritePattern *> patterns;
   if (options.foldConstants)
     patterns.push_back(&constantToInitializer);
@@ -226,6 +232,10 @@ llvm::Expected<bool> CanonicalizePass::run(Module &module,
     patterns.push_back(&removeIdentity);
   if (options.foldConstants)
     patterns.push_back(&foldShapes);
+  if (options.foldCasts) {
+    patterns.push_back(&foldCastPair);
+    patterns.push_back(&removeIdentityCast);
+  }
 
   GreedyRewriteResult rewrites;
   if (!patterns.empty()) {
@@ -251,6 +261,9 @@ llvm::Expected<bool> CanonicalizePass::run(Module &module,
                "Identity nodes removed");
   addStatistic(context, "constants-folded", count(kFoldPattern),
                "Shape computations folded to constants");
+  addStatistic(context, "casts-folded",
+               count(kFoldCastPairPattern) + count(kRemoveIdentityCastPattern),
+               "Cast pairs folded and identity Casts removed");
   addStatistic(context, "constant-nodes-converted", count(kConstantPattern),
                "Constant nodes turned into initializers");
   addStatistic(context, "initializers-removed", deadInitializers,

@@ -5,7 +5,7 @@
 // arithmetic over dimensions that are static once --dim binds them; later
 // passes (recompute, schedule, plan-buffers) reason better about a graph
 // without them. Canonicalization turns Constant nodes into initializers,
-// removes Identities, folds integer shape computations into constants
+// removes Identities and redundant Casts, folds integer shape computations into constants
 // (re-inferring types so e.g. a Reshape gets a static result), then erases
 // dead nodes and unused initializers. It never folds floating-point math
 // and never deletes side effects (InPlaceAccumulatorV2) or what the
@@ -37,6 +37,9 @@ public:
     /// Turn Constant nodes into initializers and evaluate integer shape
     /// arithmetic (Shape, Gather, Concat, Reshape...) on constants.
     bool foldConstants = true;
+    /// Fold Cast pairs whose inner cast is exact and remove Casts to the
+    /// operand's own type (CastFolding.h).
+    bool foldCasts = true;
     /// Largest integer tensor, in elements, that folding reads or creates.
     uint64_t maxFoldElements = 1024;
   };

@@ -196,8 +196,8 @@ Node *rebuildProduct(PatternRewriter &rewriter, Node &product, Value *a,
   // (the rewriter set the matched Transpose's, which may differ).
   Phase matchedPhase = builder.getPhase();
   builder.setPhase(product.getPhase());
-  Node *rebuilt = builder.create(op, {a, b}, {resultType}, attrs,
-                                 product.getName().str());
+  Node *rebuilt = rewriter.createNode(op, {a, b}, {resultType}, attrs,
+                                      product.getName().str());
   builder.setPhase(matchedPhase);
   return rebuilt;
 }
@@ -261,7 +261,7 @@ public:
     if (plan->residual) {
       builder.setInsertionPoint(&node);
       std::vector<int64_t> perm(plan->residual->begin(), plan->residual->end());
-      Node *rest = builder.create(
+      Node *rest = rewriter.createNode(
           node.getOp(), {input},
           {permuteType(input->getType(), *plan->residual)},
           {{"perm", Attribute::getInts(perm)}}, node.getName().str());
@@ -355,10 +355,9 @@ public:
       Builder &builder = rewriter.getBuilder();
       builder.setInsertionPoint(&node);
       std::vector<int64_t> perm(plan->residual->begin(), plan->residual->end());
-      Node *rest =
-          builder.create(node.getOp(), {replacement}, {result->getType()},
-                         {{"perm", Attribute::getInts(perm)}},
-                         node.getName().str());
+      Node *rest = rewriter.createNode(
+          node.getOp(), {replacement}, {result->getType()},
+          {{"perm", Attribute::getInts(perm)}}, node.getName().str());
       takeName(oldProduct, replacement);
       replacement = rest->getResult(0);
     }

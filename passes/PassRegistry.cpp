@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/PassRegistry.h"
+#include "passes/Amp.h"
 #include "passes/Canonicalize.h"
 #include "passes/FoldTranspose.h"
 #include "passes/PipelineParser.h"

@@ -102,6 +102,26 @@ void PatternRewriter::eraseNode(Node *node) {
   erasedOrder.push_back(node);
 }
 
+Node *PatternRewriter::createNode(OpName op, llvm::ArrayRef<Value *> operands,
+                                  llvm::ArrayRef<TensorType> resultTypes,
+                                  llvm::ArrayRef<NamedAttribute> attrs,
+                                  std::string name) {
+  Node *node = builder.create(std::move(op), operands, resultTypes, attrs,
+                              std::move(name));
+  notifyNodeCreated(node);
+  return node;
+}
+
+llvm::Expected<Node *> PatternRewriter::createInferredNode(
+    OpName op, llvm::ArrayRef<Value *> operands, unsigned numResults,
+    llvm::ArrayRef<NamedAttribute> attrs, std::string name) {
+  llvm::Expected<Node *> node = builder.createInferred(
+      std::move(op), operands, numResults, attrs, std::move(name));
+  if (node)
+    notifyNodeCreated(*node);
+  return node;
+}
+
 Value *PatternRewriter::createConstant(TensorData data, std::string name) {
   return builder.createConstant(std::move(data), std::move(name));
 }
@@ -181,6 +201,7 @@ protected:
       needsRefinement.insert(node);
     push(node);
   }
+  void notifyNodeCreated(Node *node) override { push(node); }
 
 private:
   void push(Node *node) {

@@ -61,6 +61,17 @@ public:
   void eraseNode(Node *node);
   /// True if \p node was erased by this rewriter.
   bool isErased(const Node *node) const { return erased.count(node); }
+  /// Creates a node with the builder (at its insertion point, with its
+  /// phase) and queues it, so the driver tries the patterns on what
+  /// patterns build (a Cast a fold creates may fold again).
+  Node *createNode(OpName op, llvm::ArrayRef<Value *> operands,
+                   llvm::ArrayRef<TensorType> resultTypes,
+                   llvm::ArrayRef<NamedAttribute> attrs = {},
+                   std::string name = {});
+  /// Like createNode, with result types from the registry's inference.
+  llvm::Expected<Node *> createInferredNode(
+      OpName op, llvm::ArrayRef<Value *> operands, unsigned numResults,
+      llvm::ArrayRef<NamedAttribute> attrs = {}, std::string name = {});
   /// Adds a constant initializer named \p name.
   Value *createConstant(TensorData data, std::string name);
   /// Tells the driver that \p node changed in place (attributes, operands).
@@ -73,6 +84,8 @@ public:
 protected:
   /// Hook: \p node must be looked at again (its operands changed).
   virtual void notifyNodeModified(Node *node) {}
+  /// Hook: \p node was created through createNode/createInferredNode.
+  virtual void notifyNodeCreated(Node *node) {}
 
 private:
   /// Fills signatureValues on first use.

@@ -528,6 +528,7 @@ void registerDropout(OpRegistry &registry) {
       .traits(TraitRandom)
       .inPlace(0)
       .amp(AmpClass::Follow)
+      .ampOperands({0})
       .infer(inferBitmaskDropout)
       .cost(costPerOutputElement(2))
       .add(registry);
@@ -539,11 +540,13 @@ void registerDropout(OpRegistry &registry) {
       .traits(TraitRandom)
       .inPlace(0)
       .amp(AmpClass::Follow)
+      .ampOperands({0, 1, 2})
       .infer(inferBiasDropout)
       .cost(costPerOutputElement(3))
       .add(registry);
   for (const char *name : {"DropoutGrad", "BitmaskDropoutGrad"})
     msElementwise(name, 2, 4, AmpClass::Follow)
+        .ampOperands({0})
         .infer(inferDropoutGrad)
         .add(registry);
 }

@@ -490,6 +490,7 @@ void registerSoftmaxDropoutLosses(OpRegistry &registry) {
       .traits(TraitRandom)
       .inPlace(0)
       .amp(AmpClass::Follow)
+      .ampOperands({0}) // The ratio keeps its type (and value).
       .infer(inferDropout)
       .cost(costPerOutputElement(2));
   dropout.add(registry);

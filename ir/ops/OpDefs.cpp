@@ -94,6 +94,16 @@ SchemaBuilder &SchemaBuilder::amp(AmpClass amp) {
   return *this;
 }
 
+SchemaBuilder &
+SchemaBuilder::ampOperands(std::initializer_list<unsigned> operands) {
+  schema.ampOperands = 0;
+  for (unsigned operand : operands) {
+    assert(operand < 31 && "ampOperands names operands below 31");
+    schema.ampOperands |= 1u << operand;
+  }
+  return *this;
+}
+
 SchemaBuilder &SchemaBuilder::infer(InferenceFn fn) {
   schema.infer = std::move(fn);
   return *this;

@@ -18,6 +18,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <climits>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -82,6 +83,9 @@ public:
   SchemaBuilder &writesOperands(WrittenOperandsFn fn);
   /// Sets the mixed-precision class.
   SchemaBuilder &amp(AmpClass amp);
+  /// Only the operands \p operands follow the AMP precision (see
+  /// OpSchema::ampOperands).
+  SchemaBuilder &ampOperands(std::initializer_list<unsigned> operands);
   /// Sets the type inference function (required before registration).
   SchemaBuilder &infer(InferenceFn fn);
   /// Sets the cost model (default: one flop per result element).

@@ -22,6 +22,7 @@
 #include "ir/GmFile.h"
 #include "ir/Module.h"
 #include "ir/Onnx.h"
+#include "ir/OpRegistry.h"
 #include "ir/TextIR.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
@@ -148,6 +149,11 @@ static int runGmoptOpt(int argc, char **argv) {
       cl::desc("Process each `// -----`-separated chunk of a text input as "
                "its own module"),
       cl::cat(category));
+  cl::opt<bool> listOps(
+      "list-ops",
+      cl::desc("List every op the registry knows with its versions and "
+               "mixed-precision (AMP) class, then exit"),
+      cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run, e.g. canonicalize{dce=false} (default: none)");
   OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
@@ -157,6 +163,10 @@ static int runGmoptOpt(int argc, char **argv) {
     return 1;
   if (passOptions.shouldListPasses()) {
     printRegisteredPasses(llvm::outs());
+    return 0;
+  }
+  if (listOps) {
+    printOpTable(llvm::outs());
     return 0;
   }
 

@@ -207,6 +207,8 @@ llvm::json::Object gmopt::runReportJson(const RunSummary &summary) {
   for (double loss : summary.optimized.losses)
     losses.push_back(finiteOrNull(loss));
   object["losses"] = std::move(losses);
+  object["skipped_updates"] =
+      static_cast<int64_t>(summary.optimized.skippedUpdates);
   object["optimized"] = runJson(summary.optimized);
   if (summary.baseline) {
     object["baseline"] = runJson(*summary.baseline);

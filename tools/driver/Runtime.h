@@ -302,9 +302,12 @@ struct TrainingResult {
   /// Optimizer updates applied (the optimizer's flag was set), on top of
   /// the step count the run started from.
   uint64_t updates = 0;
+  /// Optimizer steps whose update was asked for but not applied (mixed
+  /// precision's overflow check stopped it).
+  uint64_t skippedUpdates = 0;
   /// The persistent state after the last step: every parameter (trainable
-  /// and frozen), then every optimizer state input and the step count, by
-  /// graph input name (what --save-weights writes).
+  /// and frozen), then every optimizer state input, the step count and the
+  /// loss-scale state, by graph input name (what --save-weights writes).
   std::vector<NamedTensor> finalState;
   /// The loss tensor after the first micro-step.
   TensorData firstLoss;

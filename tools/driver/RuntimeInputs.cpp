@@ -400,13 +400,18 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
   }
   if (const Value *step = signature.getStepSlot(StepSlot::StepCount))
     optimizerState.insert(step);
+  // Mixed precision's loss scale and counter: state, restored from a
+  // checkpoint, else the graph's initial value.
+  llvm::SmallPtrSet<const Value *, 2> stepState;
+  for (StepSlot slot : {StepSlot::LossScale, StepSlot::LossScaleGoodSteps})
+    if (const Value *state = signature.getStepSlot(slot))
+      stepState.insert(state);
   llvm::SmallPtrSet<const Value *, 4> fedEachStep;
   if (const Value *rate = signature.getStepSlot(StepSlot::LearningRate))
     fedEachStep.insert(rate);
   if (const Node *optimizer = findOptimizerNode(module)) {
-    OptimizerOperands layout(*optimizer);
-    if (layout.isWellFormed() && layout.getUpdateSignal())
-      fedEachStep.insert(layout.getUpdateSignal());
+    if (const Value *signal = findFedUpdateSignal(*optimizer))
+      fedEachStep.insert(signal);
   }
   const Graph &graph = module.getGraph();
   std::vector<BoundInput> bound;
@@ -500,6 +505,22 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
       } else {
         if (llvm::Error err = useZeros(InputOrigin::Zeros))
           return err;
+      }
+    } else if (stepState.count(input)) {
+      const NamedTensor *fromWeights =
+          sources.weights ? sources.weights->lookup(input->getName()) : nullptr;
+      if (fromWeights) {
+        if (llvm::Error err = useTensor(*fromWeights, InputOrigin::Weights))
+          return err;
+      } else if (fromTestData) {
+        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
+          return err;
+      } else if (input->hasData()) {
+        binding.data = input->getData();
+        binding.origin = InputOrigin::GraphDefault;
+      } else {
+        return makeError("step state " + quoted(input) +
+                         " has no initial value (give it in --weights)");
       }
     } else if (fedEachStep.count(input)) {
       if (llvm::Error err = useZeros(InputOrigin::FedEachStep))

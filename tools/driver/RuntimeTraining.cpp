@@ -164,7 +164,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     stepInput = layout.getStep()
                     ? signature.getStepSlot(StepSlot::StepCount)
                     : nullptr;
-    signalInput = layout.getUpdateSignal();
+    signalInput = findFedUpdateSignal(*optimizer);
     flag = optimizer->getResult(0);
     for (auto [read, slot] :
          {std::pair{layout.getLearningRate(), StepSlot::LearningRate},
@@ -174,9 +174,9 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
                          " reads " + quoted(read) +
                          ", which is not the training signature's " +
                          stepSlotName(slot).str() + " input the runtime feeds");
-    if (signalInput && !signalInput->isGraphInput())
+    if (layout.getUpdateSignal() && !signalInput)
       return makeError("the optimizer " + optimizer->describe() +
-                       " reads " + quoted(signalInput) +
+                       " reads " + quoted(layout.getUpdateSignal()) +
                        ", which is not a graph input the runtime can feed");
     if (!signalInput && options.accumulate > 1)
       return makeError("--accumulate needs the optimizer's update signal "
@@ -335,12 +335,18 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     if (step == options.steps)
       if (llvm::Error err = readGradients(result.lastGradients))
         return err;
+    bool skippedThisStep = false;
     if (flag) {
       auto updated = exe.readValue(flag);
       if (!updated)
         return updated.takeError();
       if (updated->getFloatElement(0) != 0)
         ++updates;
+      else if (options.update)
+        // Asked for and not done: mixed precision's overflow check (the
+        // only other input of the update signal) found a non-finite
+        // gradient.
+        skippedThisStep = true;
     }
     // Between steps the step count holds the updates done, as a
     // checkpoint saves it.
@@ -348,6 +354,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
       if (llvm::Error err = exe.setInput(stepInput, stepTensor(updates)))
         return err;
     result.losses.push_back(lossSum / options.accumulate);
+    result.skippedUpdates += skippedThisStep;
     if (log) {
       *log << llvm::formatv("step {0}: loss {1:f6} ({2:f3} ms", step,
                             result.losses.back(),
@@ -355,7 +362,10 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
       if (options.accumulate > 1)
         *log << llvm::formatv(" per micro-step, {0} micro-steps",
                               options.accumulate);
-      *log << ")\n";
+      *log << ")";
+      if (skippedThisStep)
+        *log << ", update skipped (non-finite gradients)";
+      *log << "\n";
     }
   }
   result.updates = static_cast<uint64_t>(updates - updatesBefore);
@@ -382,6 +392,10 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   if (stepInput)
     if (llvm::Error err = keep(stepInput))
       return err;
+  for (StepSlot slot : {StepSlot::LossScale, StepSlot::LossScaleGoodSteps})
+    if (const Value *state = signature.getStepSlot(slot))
+      if (llvm::Error err = keep(state))
+        return err;
 
   result.memory = exe.getMemoryReport();
   result.arenaBytes = exe.getArenaBytes();

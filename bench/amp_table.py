@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""What mixed precision saves, per model, from compile-time plans.
+
+For each model and shape, compiles the training graph with the default pipeline and with
+amp{dtype=D} before the schedule (D = fp16, bf16; fp16 with dynamic loss scaling), and
+tabulates from gmopt-compile's --report-json: the saved-activation bytes (forward values the
+backward pass reads) before and after, the persistent bytes per category (parameters,
+gradients, optimizer state stay fp32: master weights), the planned peak (arena plus
+persistent) and its ratio to the fp32 plan, the nodes in low precision and the casts
+inserted. Optionally composes amp with a recompute mode. Planned equals measured on the CPU
+backend; production shapes need no weights (bench/models/build.py writes graphs only).
+
+    python3 bench/amp_table.py --build build --models /work/models/gpt2_small:8x1024
+    python3 bench/amp_table.py --build build --models testdata/gpt_tiny:4x64 testdata/mlp:8 \\
+        --variants fp16,bf16,fp16+recompute{mode=selective}
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CATEGORIES = ["parameters", "gradients", "optimizer_state"]
+
+
+def size(nbytes):
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def dims_for(shape):
+    if "x" in shape:
+        batch, seq = (int(v) for v in shape.split("x"))
+        return ["--dim", f"batch={batch}", "--dim", f"seq={seq}", "--dim", f"batch_x_seq={batch * seq}"]
+    return ["--dim", f"batch={int(shape)}"]
+
+
+def pipeline_for(variant):
+    """none | fp16 | bf16, optionally +PASS (e.g. fp16+recompute{mode=selective})."""
+    dtype, _, extra = variant.partition("+")
+    passes = ["canonicalize", "fold-transpose"]
+    if dtype != "none":
+        passes.append("amp{dtype=" + dtype + "}")
+    if extra:
+        passes.append(extra)
+    passes += ["schedule", "plan-buffers"]
+    return ",".join(passes)
+
+
+def compile_one(tool, model, shape, variant, tmp):
+    report = os.path.join(tmp, "report.json")
+    cmd = [tool, os.path.join(model, "training_model.onnx"), *dims_for(shape),
+           "--passes=" + pipeline_for(variant), "--report-json", report, "-o", os.path.join(tmp, "out.gm")]
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if result.returncode != 0:
+        return None, (result.stderr.strip().splitlines() or ["failed"])[-1]
+    with open(report) as f:
+        doc = json.load(f)
+    os.remove(report)
+    return (doc, seconds), None
+
+
+def saved_bytes(doc, fallback):
+    stats = doc.get("pass_statistics", {}).get("amp", {})
+    return stats.get("saved-bytes-before", fallback), stats.get("saved-bytes-after", fallback)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--models", nargs="+", required=True, metavar="DIR:SHAPE")
+    parser.add_argument("--variants", default="fp16,bf16")
+    args = parser.parse_args()
+    tool = os.path.join(args.build, "tools", "gmopt-compile")
+    print("| model | shape | variant | saved activations (fp32 -> amp) | cut | params / grads / "
+          "optimizer state | planned peak | vs fp32 | low nodes | casts | compile s |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in args.models:
+            model, _, shape = spec.rpartition(":")
+            name = os.path.basename(os.path.normpath(model))
+            base, err = compile_one(tool, model, shape, "none", tmp)
+            if base is None:
+                sys.exit(f"{name}: {err}")
+            base_peak = base[0]["planned_bytes"]
+            persistent = " / ".join(size(base[0]["persistent_by_category"][c]) for c in CATEGORIES)
+            print(f"| {name} | {shape} | fp32 | | | {persistent} | {size(base_peak)} | 1.000 | | | "
+                  f"{base[1]:.1f} |")
+            for variant in args.variants.split(","):
+                got, err = compile_one(tool, model, shape, variant, tmp)
+                if got is None:
+                    print(f"| {name} | {shape} | {variant} | {err} | | | | | | | |")
+                    continue
+                doc, seconds = got
+                stats = doc.get("pass_statistics", {}).get("amp", {})
+                before, after = saved_bytes(doc, 0)
+                cut = 1 - after / before if before else 0
+                peak = doc["planned_bytes"]
+                persistent = " / ".join(size(doc["persistent_by_category"][c]) for c in CATEGORIES)
+                print(f"| {name} | {shape} | {variant} | {size(before)} -> {size(after)} | {cut:.1%} | "
+                      f"{persistent} | {size(peak)} | {peak / base_peak:.3f} | "
+                      f"{stats.get('low-precision-nodes', 0)} | {stats.get('casts-inserted', 0)} | "
+                      f"{seconds:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+//===- AmpPolicy.cpp - Which nodes of a step run in low precision ---------===//
+
+#include "passes/AmpPolicy.h"
+
+#include "ir/IR.h"
+#include "ir/Module.h"
+#include "ir/OpRegistry.h"
+
+#include "llvm/Support/ErrorHandling.h"
+
+using namespace gmopt;
+
+llvm::StringRef gmopt::ampReasonName(AmpReason reason) {
+  switch (reason) {
+  case AmpReason::AllowOp:
+    return "low-precision op";
+  case AmpReason::FollowsLowInputs:
+    return "follows low-precision inputs";
+  case AmpReason::FollowsFp32Input:
+    return "follows an fp32 input";
+  case AmpReason::NoLowActivation:
+    return "reads only weights and constants";
+  case AmpReason::DenyOp:
+    return "fp32 op";
+  case AmpReason::NotFloat:
+    return "not a floating-point computation";
+  }
+  llvm_unreachable("unknown AMP reason");
+}
+
+AmpReason AmpPolicy::getReason(const Node *node) const {
+  auto it = reasons.find(node);
+  return it == reasons.end() ? AmpReason::NotFloat : it->second;
+}
+
+bool AmpPolicy::followsPrecision(const OpSchema *schema, unsigned index,
+                                 const Value *operand) {
+  if (!schema || !operand || !schema->isAmpOperand(index))
+    return false;
+  DType type = operand->getType().getDType();
+  return type == DType::F32 || isLowPrecisionFloat(type);
+}
+
+namespace {
+
+/// The op's key in AmpPolicy::getCountsByOp.
+std::string opKey(const Node &node) {
+  if (node.getDomain().empty())
+    return node.getOpType().str();
+  return (node.getDomain() + "::" + node.getOpType()).str();
+}
+
+} // namespace
+
+AmpPolicy AmpPolicy::compute(const Module &module, DType low) {
+  assert(isLowPrecisionFloat(low) && "AMP's low type is f16 or bf16");
+  AmpPolicy policy;
+  policy.low = low;
+  const TrainingSignature &signature = module.getSignature();
+  const OpRegistry &registry = OpRegistry::instance();
+
+  // Values already in a low type (a graph that holds some) are low.
+  auto isLowActivation = [&](const Value *value) {
+    return policy.lowValues.count(value) ||
+           isLowPrecisionFloat(value->getType().getDType());
+  };
+  // Cast down once, at no activation cost of its own.
+  auto isCastable = [&](const Value *value) {
+    return value->isInitializer() || signature.lookup(value);
+  };
+
+  for (const Node &node : module.getGraph().getNodes()) {
+    const OpSchema *schema = registry.lookup(node);
+    AmpClass ampClass = schema ? schema->amp : AmpClass::None;
+    bool anyFloat = false, allAvailable = true, anyLowActivation = false;
+    for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
+      const Value *operand = node.getOperand(i);
+      if (!followsPrecision(schema, i, operand))
+        continue;
+      anyFloat = true;
+      if (isLowActivation(operand))
+        anyLowActivation = true;
+      else if (!isCastable(operand))
+        allAvailable = false;
+    }
+    AmpReason reason = AmpReason::NotFloat;
+    if (anyFloat) {
+      switch (ampClass) {
+      case AmpClass::Allow:
+        reason = AmpReason::AllowOp;
+        break;
+      case AmpClass::Follow:
+        reason = !allAvailable       ? AmpReason::FollowsFp32Input
+                 : anyLowActivation ? AmpReason::FollowsLowInputs
+                                    : AmpReason::NoLowActivation;
+        break;
+      case AmpClass::Deny:
+        reason = AmpReason::DenyOp;
+        break;
+      case AmpClass::None:
+        break;
+      }
+    }
+    policy.reasons[&node] = reason;
+    bool isLow =
+        reason == AmpReason::AllowOp || reason == AmpReason::FollowsLowInputs;
+    if (reason != AmpReason::NotFloat) {
+      auto &counts = policy.countsByOp[opKey(node)];
+      (isLow ? counts.first : counts.second) += 1;
+    }
+    if (!isLow)
+      continue;
+    policy.lowNodes.insert(&node);
+    for (const Value *result : node.getResults())
+      if (result && result->getType().getDType() == DType::F32)
+        policy.lowValues.insert(result);
+  }
+  return policy;
+}

@@ -1,0 +1,311 @@
+//===- AmpTest.cpp - Tests of the amp (mixed precision) pass --------------===//
+//
+// On the CPU backend (16-bit storage, fp32 arithmetic, rounding on store):
+// every testdata graph trained with amp{dtype=fp16} and amp{dtype=bf16}
+// agrees with its fp32 step within each type's tolerance; amp composed
+// with recompute gives amp's numbers bit for bit; an overflowing step is
+// skipped (parameters and moments untouched, the dynamic scale halves);
+// the dynamic scale grows after its interval. Also the registry's AMP
+// table for the ops the policy names, and the policy's decisions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Amp.h"
+#include "passes/AmpPolicy.h"
+#include "passes/PassManager.h"
+
+#include "tools/driver/Runtime.h"
+
+#include "backend/Executor.h"
+#include "ir/Module.h"
+#include "ir/OpRegistry.h"
+#include "ir/Optimizer.h"
+#include "ir/Verifier.h"
+
+#include "tests/unit/TestPaths.h"
+#include "tests/unit/TestdataTraining.h"
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace gmopt;
+
+namespace {
+
+std::string errorText(llvm::Error err) {
+  return err ? llvm::toString(std::move(err)) : std::string("<success>");
+}
+
+std::string pipelineWith(llvm::StringRef passes) {
+  return ("canonicalize,fold-transpose," + passes + ",schedule,plan-buffers")
+      .str();
+}
+
+struct Trained {
+  TrainingResult result;
+  /// Initial values of the persistent state, by name.
+  std::map<std::string, TensorData> initialState;
+  uint64_t plannedBytes = 0;
+  uint64_t lowNodes = 0;
+};
+
+/// \p steps AdamW steps of testdata graph \p model compiled with
+/// \p pipeline.
+std::optional<Trained> train(const gmopt::testing::TestdataGraph &model,
+                             llvm::StringRef pipeline, unsigned steps = 1) {
+  std::string dir = gmopt::testdataDir() + "/" + model.name;
+  std::string dataDir =
+      llvm::StringRef(model.name) == "gpt_tiny_dropout"
+          ? gmopt::testdataDir() + "/gpt_tiny/test_data_set_0"
+          : dir + "/test_data_set_0";
+  auto data = readTestDataSet(dataDir);
+  EXPECT_TRUE(bool(data)) << errorText(data.takeError());
+  if (!data)
+    return std::nullopt;
+  OptimizerSpec spec;
+  auto runnable = loadRunnableModel(dir + "/training_model.onnx",
+                                    gmopt::testing::testdataDims(model),
+                                    nullptr, /*wantOriginal=*/false, pipeline,
+                                    &spec);
+  EXPECT_TRUE(bool(runnable)) << model.name << " " << pipeline.str() << ": "
+                              << errorText(runnable.takeError());
+  if (!runnable)
+    return std::nullopt;
+  const Module &module = *runnable->module;
+  EXPECT_EQ(errorText(verifyModule(module)), "<success>") << pipeline.str();
+  InputSources sources;
+  sources.testData = &*data;
+  auto inputs = bindInputs(module, sources);
+  EXPECT_TRUE(bool(inputs)) << errorText(inputs.takeError());
+  if (!inputs)
+    return std::nullopt;
+  Trained trained;
+  for (const BoundInput &input : *inputs)
+    trained.initialState[input.input->getName().str()] = input.data;
+  TrainingOptions options;
+  options.executor.mode = AllocationMode::Planned;
+  options.executor.threads = 1;
+  options.executor.seed = 7;
+  options.steps = steps;
+  options.learningRate = 0.01f;
+  auto result = trainModule(module, *inputs, options);
+  EXPECT_TRUE(bool(result)) << model.name << " " << pipeline.str() << ": "
+                            << errorText(result.takeError());
+  if (!result)
+    return std::nullopt;
+  trained.result = std::move(*result);
+  trained.plannedBytes = module.plan.figures.plannedBytes();
+  for (const Node &node : module.getGraph().getNodes())
+    for (const Value *value : node.getResults())
+      if (value && isLowPrecisionFloat(value->getType().getDType())) {
+        ++trained.lowNodes;
+        break;
+      }
+  return trained;
+}
+
+double maxAbs(const TensorData &data) {
+  double m = 0;
+  for (uint64_t i = 0, n = data.getNumElements(); i != n; ++i)
+    m = std::max(m, std::fabs(data.getFloatElement(i)));
+  return m;
+}
+
+double maxAbsDiff(const TensorData &a, const TensorData &b) {
+  double m = 0;
+  for (uint64_t i = 0, n = a.getNumElements(); i != n; ++i)
+    m = std::max(m, std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
+  return m;
+}
+
+const TensorData *findState(const TrainingResult &result,
+                            llvm::StringRef name) {
+  for (const NamedTensor &tensor : result.finalState)
+    if (tensor.name == name)
+      return &tensor.data;
+  return nullptr;
+}
+
+std::vector<gmopt::testing::TestdataGraph> allGraphs() {
+  std::vector<gmopt::testing::TestdataGraph> graphs(
+      std::begin(gmopt::testing::kTestdataGraphs),
+      std::end(gmopt::testing::kTestdataGraphs));
+  graphs.push_back({"gpt_tiny_dropout", 4});
+  return graphs;
+}
+
+/// The stated tolerances: per gradient tensor, the largest difference from
+/// fp32 relative to the tensor's largest fp32 magnitude; and the loss's
+/// relative difference. fp16 keeps 11 significant bits, bf16 8.
+struct Tolerance {
+  const char *dtype;
+  double gradient;
+  double loss;
+};
+constexpr Tolerance kTolerances[] = {{"fp16", 2e-2, 5e-3},
+                                     {"bf16", 1e-1, 3e-2}};
+
+class AmpTestdataTest
+    : public ::testing::TestWithParam<gmopt::testing::TestdataGraph> {};
+
+TEST_P(AmpTestdataTest, GradientsAgreeWithFp32) {
+  const gmopt::testing::TestdataGraph &model = GetParam();
+  std::optional<Trained> reference = train(model, pipelineWith("canonicalize"));
+  ASSERT_TRUE(reference);
+  for (const Tolerance &tolerance : kTolerances) {
+    std::string amp = std::string("amp{dtype=") + tolerance.dtype + "}";
+    std::optional<Trained> mixed = train(model, pipelineWith(amp));
+    ASSERT_TRUE(mixed) << amp;
+    EXPECT_GT(mixed->lowNodes, 0u) << model.name << " " << amp;
+    // Nothing overflows at the initial scale on these graphs.
+    EXPECT_EQ(mixed->result.updates, 1u) << model.name << " " << amp;
+    double loss = reference->result.losses[0];
+    EXPECT_NEAR(mixed->result.losses[0], loss,
+                tolerance.loss * std::max(1.0, std::fabs(loss)))
+        << model.name << " " << amp;
+    ASSERT_EQ(mixed->result.firstGradients.size(),
+              reference->result.firstGradients.size());
+    for (size_t i = 0; i != reference->result.firstGradients.size(); ++i) {
+      const auto &[name, expected] = reference->result.firstGradients[i];
+      const TensorData &actual = mixed->result.firstGradients[i].second;
+      ASSERT_EQ(actual.getType(), expected.getType()) << name;
+      double scale = maxAbs(expected);
+      if (scale == 0)
+        continue;
+      EXPECT_LE(maxAbsDiff(actual, expected), tolerance.gradient * scale)
+          << model.name << " " << amp << " gradient of " << name;
+    }
+  }
+}
+
+TEST_P(AmpTestdataTest, ComposesWithRecompute) {
+  const gmopt::testing::TestdataGraph &model = GetParam();
+  std::optional<Trained> amp = train(model, pipelineWith("amp"), 3);
+  ASSERT_TRUE(amp);
+  for (const char *order : {"amp,recompute{mode=selective}",
+                            "amp,recompute{mode=full}",
+                            "recompute{mode=selective},amp"}) {
+    std::optional<Trained> both = train(model, pipelineWith(order), 3);
+    ASSERT_TRUE(both) << order;
+    EXPECT_EQ(both->result.losses, amp->result.losses)
+        << model.name << " " << order;
+    ASSERT_EQ(both->result.finalState.size(), amp->result.finalState.size());
+    for (size_t i = 0; i != amp->result.finalState.size(); ++i)
+      EXPECT_TRUE(both->result.finalState[i].data ==
+                  amp->result.finalState[i].data)
+          << model.name << " " << order << " "
+          << amp->result.finalState[i].name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Testdata, AmpTestdataTest, ::testing::ValuesIn(allGraphs()),
+    [](const ::testing::TestParamInfo<gmopt::testing::TestdataGraph> &info) {
+      return std::string(info.param.name);
+    });
+
+const gmopt::testing::TestdataGraph kMlp{"mlp", 8};
+
+TEST(AmpLossScaling, OverflowSkipsTheStepAndBacksOff) {
+  // A scale no fp16 gradient survives: every step overflows.
+  std::optional<Trained> trained = train(
+      kMlp,
+      pipelineWith("amp{dtype=fp16,loss-scale=dynamic,init-scale=1e30,"
+                   "max-scale=1e30}"),
+      2);
+  ASSERT_TRUE(trained);
+  EXPECT_EQ(trained->result.updates, 0u);
+  const TensorData *scale = findState(trained->result, "loss_scale");
+  ASSERT_TRUE(scale);
+  EXPECT_FLOAT_EQ(float(scale->getFloatElement(0)), 1e30f * 0.25f);
+  const TensorData *good = findState(trained->result, "loss_scale_good_steps");
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->getFloatElement(0), 0.0);
+  // Parameters and moments untouched.
+  size_t compared = 0;
+  for (const NamedTensor &state : trained->result.finalState) {
+    auto it = trained->initialState.find(state.name);
+    ASSERT_NE(it, trained->initialState.end()) << state.name;
+    if (state.name == "loss_scale")
+      continue;
+    EXPECT_TRUE(state.data == it->second) << state.name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 4u);
+}
+
+TEST(AmpLossScaling, StaticScaleSkipsWithoutChanging) {
+  std::optional<Trained> trained =
+      train(kMlp, pipelineWith("amp{dtype=fp16,loss-scale=static:1e30}"), 2);
+  ASSERT_TRUE(trained);
+  EXPECT_EQ(trained->result.updates, 0u);
+  const TensorData *scale = findState(trained->result, "loss_scale");
+  ASSERT_TRUE(scale);
+  EXPECT_FLOAT_EQ(float(scale->getFloatElement(0)), 1e30f);
+  EXPECT_FALSE(findState(trained->result, "loss_scale_good_steps"));
+}
+
+TEST(AmpLossScaling, DynamicScaleGrowsAfterItsInterval) {
+  std::optional<Trained> trained = train(
+      kMlp, pipelineWith("amp{dtype=fp16,init-scale=1024,growth-interval=2}"),
+      5);
+  ASSERT_TRUE(trained);
+  EXPECT_EQ(trained->result.updates, 5u);
+  const TensorData *scale = findState(trained->result, "loss_scale");
+  const TensorData *good = findState(trained->result, "loss_scale_good_steps");
+  ASSERT_TRUE(scale && good);
+  // Five finite steps: grown after steps 2 and 4, one step counted since.
+  EXPECT_EQ(scale->getFloatElement(0), 4096.0);
+  EXPECT_EQ(good->getFloatElement(0), 1.0);
+}
+
+TEST(AmpRegistry, ClassesOfTheOpsThePolicyNames) {
+  const OpRegistry &registry = OpRegistry::instance();
+  auto classOf = [&](llvm::StringRef domain, llvm::StringRef op) {
+    const OpSchema *schema = registry.lookup(domain, op, 100);
+    EXPECT_TRUE(schema) << domain.str() << "::" << op.str();
+    return schema ? schema->amp : AmpClass::None;
+  };
+  for (const char *op : {"MatMul", "Gemm", "Conv"})
+    EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::Allow) << op;
+  for (const char *op : {"FusedMatMul", "ConvGrad"})
+    EXPECT_EQ(classOf(kMsDomain, op), AmpClass::Allow) << op;
+  for (const char *op :
+       {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
+        "ReduceSum", "ReduceMean", "Exp", "Log", "Pow",
+        "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
+    EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::Deny) << op;
+  for (const char *op :
+       {"SoftmaxGrad_13", "LayerNormalizationGrad",
+        "SimplifiedLayerNormalization", "SoftmaxCrossEntropyLossInternal",
+        "SoftmaxCrossEntropyLossInternalGrad"})
+    EXPECT_EQ(classOf(kMsDomain, op), AmpClass::Deny) << op;
+  for (const char *op : {"Add", "Mul", "Relu", "Reshape", "Transpose",
+                         "Dropout", "Where", "Concat"})
+    EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::Follow) << op;
+  for (const char *op : {"Cast", "Shape"})
+    EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::None) << op;
+  // Dropout's ratio keeps its type; its data follows.
+  const OpSchema *dropout = registry.lookup(kOnnxDomain, "Dropout", 17);
+  ASSERT_TRUE(dropout);
+  EXPECT_TRUE(dropout->isAmpOperand(0));
+  EXPECT_FALSE(dropout->isAmpOperand(1));
+}
+
+TEST(AmpOptions, BadValuesAreErrors) {
+  for (const char *pipeline :
+       {"amp{dtype=fp8}", "amp{loss-scale=sometimes}",
+        "amp{loss-scale=static:-1}", "amp{loss-scale=static:x}",
+        "amp{backoff-factor=2}", "amp{init-scale=1,min-scale=2}"}) {
+    auto runnable = loadRunnableModel(
+        gmopt::testdataDir() + "/mlp/training_model.onnx",
+        gmopt::testing::testdataDims(kMlp), nullptr, false, pipeline);
+    ASSERT_FALSE(bool(runnable)) << pipeline;
+    std::string message = errorText(runnable.takeError());
+    EXPECT_NE(message.find("amp"), std::string::npos) << message;
+  }
+}
+
+} // namespace
