@@ -431,6 +431,8 @@ llvm::StringRef gmopt::ampClassName(AmpClass amp) {
     return "allow";
   case AmpClass::Deny:
     return "deny";
+  case AmpClass::Fp32Compute:
+    return "fp32-compute";
   case AmpClass::Follow:
     return "follow";
   }

@@ -60,10 +60,18 @@ enum class AmpClass {
   /// Safe and profitable in fp16/bf16: MatMul, Gemm, FusedMatMul, Conv and
   /// their gradients. Float operands are cast down, results are low.
   Allow,
-  /// Must run in fp32: softmax and its gradient, layer/RMS/batch norm and
-  /// their gradients, reductions, Exp/Log/Pow, losses and their gradients.
-  /// Low-precision operands are cast up.
+  /// Must run in fp32: batch norm and its gradient, reductions,
+  /// Exp/Log/Pow, log-softmax, losses and their gradients. Low-precision
+  /// operands are cast up; results are fp32.
   Deny,
+  /// Computes in fp32 but stores like Follow: softmax and its gradient,
+  /// layer and RMS norm and their gradients. Their kernels widen 16-bit
+  /// operands and accumulate in fp32 (rounding only on store), and their
+  /// results are bounded or normalized, so storing them in fp16/bf16 loses
+  /// only the storage rounding (Megatron-LM's fused softmax and Apex's
+  /// fused layer norm do the same). The amp pass's `strict-fp32` option
+  /// treats them as Deny (torch.autocast's fp32 tensors in and out).
+  Fp32Compute,
   /// Runs in the precision of its inputs (elementwise, activations, views,
   /// Dropout): low when every AMP operand is low precision, a parameter or
   /// a constant (with at least one low activation among them); otherwise
@@ -71,7 +79,7 @@ enum class AmpClass {
   Follow,
 };
 
-/// `none`, `allow`, `deny` or `follow`.
+/// `none`, `allow`, `deny`, `fp32-compute` or `follow`.
 llvm::StringRef ampClassName(AmpClass amp);
 
 /// Specification of one attribute.

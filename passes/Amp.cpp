@@ -52,6 +52,10 @@ AmpPass::AmpPass(Options opts) : options(std::move(opts)) {
                 "dynamic loss scaling: the largest scale");
   declareOption("min-scale", options.minScale,
                 "dynamic loss scaling: the smallest scale");
+  declareOption("strict-fp32", options.strictFp32,
+                "run softmax, layer/RMS norm and their gradients on fp32 "
+                "tensors (torch.autocast) instead of fp32 arithmetic on "
+                "16-bit storage");
   declareOption("print-plan", options.printPlan,
                 "print each op's low-precision and fp32 node counts to "
                 "stderr");
@@ -349,7 +353,8 @@ llvm::Expected<bool> AmpPass::run(Module &module, PassContext &context) {
   };
   std::optional<uint64_t> savedBefore = savedBytes();
 
-  AmpPolicy policy = AmpPolicy::compute(module, config->low);
+  AmpPolicy policy =
+      AmpPolicy::compute(module, config->low, options.strictFp32);
   if (options.printPlan) {
     llvm::errs() << "amp plan (" << (config->low == DType::F16 ? "fp16" : "bf16")
                  << "): op, low-precision nodes, fp32 nodes\n";

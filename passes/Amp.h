@@ -72,6 +72,10 @@ public:
     /// Dynamic scaling: the smallest scale (GradScaler has none; a scale
     /// below 1 means the unscaled gradients overflow).
     double minScale = 1.0;
+    /// Treat the fp32-compute ops (softmax, layer/RMS norm and their
+    /// gradients) as fp32 ops: fp32 tensors in and out, as
+    /// torch.autocast does, instead of fp32 arithmetic on 16-bit storage.
+    bool strictFp32 = false;
     /// Print each op's low and fp32 node counts to stderr.
     bool printPlan = false;
   };

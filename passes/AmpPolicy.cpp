@@ -5,6 +5,7 @@
 #include "ir/IR.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
+#include "ir/Plan.h"
 
 #include "llvm/Support/ErrorHandling.h"
 
@@ -20,6 +21,8 @@ llvm::StringRef gmopt::ampReasonName(AmpReason reason) {
     return "follows an fp32 input";
   case AmpReason::NoLowActivation:
     return "reads only weights and constants";
+  case AmpReason::ViewOfCast:
+    return "view of a value the products read in low precision";
   case AmpReason::DenyOp:
     return "fp32 op";
   case AmpReason::NotFloat:
@@ -52,7 +55,8 @@ std::string opKey(const Node &node) {
 
 } // namespace
 
-AmpPolicy AmpPolicy::compute(const Module &module, DType low) {
+AmpPolicy AmpPolicy::compute(const Module &module, DType low,
+                             bool strictFp32) {
   assert(isLowPrecisionFloat(low) && "AMP's low type is f16 or bf16");
   AmpPolicy policy;
   policy.low = low;
@@ -69,9 +73,30 @@ AmpPolicy AmpPolicy::compute(const Module &module, DType low) {
     return value->isInitializer() || signature.lookup(value);
   };
 
+  // fp32 activations some low node reads (the rewrite casts them once).
+  llvm::DenseSet<const Value *> castDown;
+  // True if every reader of every result of \p node is an Allow op.
+  auto readByProductsOnly = [&](const Node &node) {
+    bool any = false;
+    for (const Value *result : node.getResults()) {
+      if (!result)
+        continue;
+      for (const OpOperand &use : result->getUses()) {
+        const Node *user = use.getOwner();
+        const OpSchema *userSchema = user ? registry.lookup(*user) : nullptr;
+        if (!userSchema || userSchema->amp != AmpClass::Allow)
+          return false;
+        any = true;
+      }
+    }
+    return any;
+  };
+
   for (const Node &node : module.getGraph().getNodes()) {
     const OpSchema *schema = registry.lookup(node);
     AmpClass ampClass = schema ? schema->amp : AmpClass::None;
+    if (ampClass == AmpClass::Fp32Compute)
+      ampClass = strictFp32 ? AmpClass::Deny : AmpClass::Follow;
     bool anyFloat = false, allAvailable = true, anyLowActivation = false;
     for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
       const Value *operand = node.getOperand(i);
@@ -93,17 +118,22 @@ AmpPolicy AmpPolicy::compute(const Module &module, DType low) {
         reason = !allAvailable       ? AmpReason::FollowsFp32Input
                  : anyLowActivation ? AmpReason::FollowsLowInputs
                                     : AmpReason::NoLowActivation;
+        if (reason == AmpReason::FollowsFp32Input && getViewSource(node) &&
+            castDown.count(getViewSource(node)) && readByProductsOnly(node))
+          reason = AmpReason::ViewOfCast;
         break;
       case AmpClass::Deny:
         reason = AmpReason::DenyOp;
         break;
       case AmpClass::None:
+      case AmpClass::Fp32Compute:
         break;
       }
     }
     policy.reasons[&node] = reason;
-    bool isLow =
-        reason == AmpReason::AllowOp || reason == AmpReason::FollowsLowInputs;
+    bool isLow = reason == AmpReason::AllowOp ||
+                 reason == AmpReason::FollowsLowInputs ||
+                 reason == AmpReason::ViewOfCast;
     if (reason != AmpReason::NotFloat) {
       auto &counts = policy.countsByOp[opKey(node)];
       (isLow ? counts.first : counts.second) += 1;
@@ -111,6 +141,13 @@ AmpPolicy AmpPolicy::compute(const Module &module, DType low) {
     if (!isLow)
       continue;
     policy.lowNodes.insert(&node);
+    for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
+      const Value *operand = node.getOperand(i);
+      if (followsPrecision(schema, i, operand) &&
+          operand->getType().getDType() == DType::F32 &&
+          !policy.lowValues.count(operand))
+        castDown.insert(operand);
+    }
     for (const Value *result : node.getResults())
       if (result && result->getType().getDType() == DType::F32)
         policy.lowValues.insert(result);

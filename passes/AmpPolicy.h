@@ -16,8 +16,17 @@
 //     low-typed value): a Follow node over weights and constants alone,
 //     such as Transpose(W), stays fp32. Otherwise fp32, the widest operand
 //     winning, as torch.autocast promotes.
-//   * Deny (softmax, norms, reductions, Exp/Log/Pow, losses and their
-//     gradients) and None (shapes, indices, casts, accumulators, the
+//   * Fp32Compute (softmax, layer/RMS norm and their gradients): decided
+//     like Follow — their kernels compute in fp32 whatever they store —
+//     unless strictFp32 makes them Deny.
+//   * A view (Reshape, Squeeze, ...: ir/Plan.h getViewSource) of an fp32
+//     activation that an earlier low node already reads in low precision
+//     is low when every reader of the view is an Allow op: it reshapes the
+//     cast the products read anyway, and the fp32 value need not stay
+//     alive for it (ONNX Runtime's MatMul gradient reshapes the forward
+//     input to 2D for its weight-gradient Gemm).
+//   * Deny (batch norm, reductions, Exp/Log/Pow, log-softmax, losses and
+//     their gradients) and None (shapes, indices, casts, accumulators, the
 //     optimizer, side effects, unknown ops): never low; their operands
 //     keep their fp32 types.
 //
@@ -56,6 +65,8 @@ enum class AmpReason : uint8_t {
   FollowsFp32Input,
   /// Follow op over parameters and constants only.
   NoLowActivation,
+  /// A view, read only by Allow ops, of an fp32 value low nodes read cast.
+  ViewOfCast,
   /// Deny op: fp32 by policy.
   DenyOp,
   /// No floating-point AMP operand, or an op whose types are fixed (AMP
@@ -70,8 +81,9 @@ llvm::StringRef ampReasonName(AmpReason reason);
 class AmpPolicy {
 public:
   /// Decides every node of \p module for low-precision type \p low (F16 or
-  /// BF16).
-  static AmpPolicy compute(const Module &module, DType low);
+  /// BF16). With \p strictFp32, Fp32Compute ops are Deny ops.
+  static AmpPolicy compute(const Module &module, DType low,
+                           bool strictFp32 = false);
 
   /// The low-precision type.
   DType getLowType() const { return low; }

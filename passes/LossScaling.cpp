@@ -171,6 +171,7 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
   auto inverse = scaler.op("Reciprocal", {scale});
   if (!inverse)
     return inverse.takeError();
+  (*inverse)->setName(freshName(graph, "loss_scale.inverse"));
 
   // Unscale each gradient where it is defined; the unscaled one is the
   // gradient (its name, its roles, its readers).
@@ -251,17 +252,20 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
     if (llvm::Error err = step(scaler.cast(*finite, DType::F32)))
       return err;
     Value *finiteF = v.back();
+    finiteF->setName(freshName(graph, "amp.finite"));
     if (llvm::Error err = step(scaler.op("Add", {good, one})))
       return err;
     if (llvm::Error err = step(scaler.op("Mul", {v.back(), finiteF})))
       return err;
     Value *counted = v.back();
+    counted->setName(freshName(graph, "amp.finite_steps"));
     // Grow when the count reaches the interval.
     if (llvm::Error err = step(scaler.op("Less", {counted, interval})))
       return err;
     if (llvm::Error err = step(scaler.op("Not", {v.back()})))
       return err;
     Value *grow = v.back();
+    grow->setName(freshName(graph, "amp.grow"));
     if (llvm::Error err = step(scaler.op("Mul", {scale, growth})))
       return err;
     if (llvm::Error err = step(scaler.op("Min", {v.back(), maxScale})))
@@ -269,6 +273,7 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
     if (llvm::Error err = step(scaler.op("Where", {grow, v.back(), scale})))
       return err;
     Value *kept = v.back();
+    kept->setName(freshName(graph, "amp.scale_if_finite"));
     if (llvm::Error err = step(scaler.op("Mul", {scale, backoff})))
       return err;
     if (llvm::Error err = step(scaler.op("Max", {v.back(), minScale})))
@@ -276,9 +281,11 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
     if (llvm::Error err = step(scaler.op("Where", {*finite, kept, v.back()})))
       return err;
     Value *nextScale = v.back();
+    nextScale->setName(freshName(graph, "amp.scale_if_due"));
     if (llvm::Error err = step(scaler.op("Where", {grow, zero, counted})))
       return err;
     Value *nextGood = v.back();
+    nextGood->setName(freshName(graph, "amp.finite_steps_if_due"));
     // Only when the update is due (the last micro-step).
     if (fedSignal) {
       Value *scalarShape = b.createConstant(
@@ -287,6 +294,7 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
       if (llvm::Error err = step(scaler.op("Reshape", {fedSignal, scalarShape})))
         return err;
       Value *due = v.back();
+      due->setName(freshName(graph, "amp.update_due"));
       if (llvm::Error err = step(scaler.op("Where", {due, nextScale, scale})))
         return err;
       nextScale = v.back();

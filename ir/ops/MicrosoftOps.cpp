@@ -130,13 +130,15 @@ void registerActivations(OpRegistry &registry) {
   // Softmax gradients read whole rows: not elementwise, but row by row, so
   // dX may overwrite dY.
   auto softmaxGrad = [&](llvm::StringRef name, int64_t defaultAxis) {
+    // Log-softmax's output is unbounded: its gradient stays fp32.
+    bool bounded = !llvm::StringRef(name).starts_with("Log");
     SchemaBuilder(kMsDomain, name, 1)
         .inputs(2)
         .outputs(1)
         .attrInt("axis", defaultAxis)
         .traits(TraitRowwise)
         .inPlace(0)
-        .amp(AmpClass::Deny)
+        .amp(bounded ? AmpClass::Fp32Compute : AmpClass::Deny)
         .infer([](InferenceContext &ctx) -> llvm::Error {
           if (auto err = inferElementwiseGrad(2)(ctx))
             return err;
@@ -254,7 +256,7 @@ void registerNormalization(OpRegistry &registry) {
         .attrFloat("epsilon", 1e-5f)
         .attrInt("stash_type", 1)
         .allowUnknownAttributes()
-        .amp(AmpClass::Deny)
+        .amp(AmpClass::Fp32Compute)
         .infer(inferSimplifiedLayerNorm)
         .cost(costPerInputElement(6))
         .add(registry);
@@ -264,7 +266,7 @@ void registerNormalization(OpRegistry &registry) {
       .outputs(1, 3)
       .attrInt("axis", -1)
       .allowUnknownAttributes()
-      .amp(AmpClass::Deny)
+      .amp(AmpClass::Fp32Compute)
       .infer(inferNormGrad(1))
       .cost(costPerInputElement(10))
       .add(registry);
@@ -273,7 +275,7 @@ void registerNormalization(OpRegistry &registry) {
       .outputs(1, 2)
       .attrInt("axis", -1)
       .allowUnknownAttributes()
-      .amp(AmpClass::Deny)
+      .amp(AmpClass::Fp32Compute)
       .infer(inferNormGrad(1))
       .cost(costPerInputElement(8))
       .add(registry);
@@ -282,7 +284,7 @@ void registerNormalization(OpRegistry &registry) {
       .outputs(1, 3)
       .attrInt("axis", -1)
       .allowUnknownAttributes()
-      .amp(AmpClass::Deny)
+      .amp(AmpClass::Fp32Compute)
       .infer(inferNormGrad(1))
       .cost(costPerInputElement(10))
       .add(registry);

@@ -332,7 +332,7 @@ void registerNormalization(OpRegistry &registry) {
       .attrInt("axis", -1)
       .attrFloat("epsilon", 1e-5f)
       .attrInt("stash_type", 1)
-      .amp(AmpClass::Deny)
+      .amp(AmpClass::Fp32Compute)
       .infer(inferLayerNorm)
       .cost(costPerInputElement(8));
   layerNorm.add(registry);
@@ -460,6 +460,9 @@ llvm::Error inferNllLoss(InferenceContext &ctx) {
 
 void registerSoftmaxDropoutLosses(OpRegistry &registry) {
   for (const char *name : {"Softmax", "LogSoftmax"}) {
+    // Softmax's output lies in [0, 1]; log-softmax's is unbounded.
+    AmpClass amp = llvm::StringRef(name) == "Softmax" ? AmpClass::Fp32Compute
+                                                      : AmpClass::Deny;
     // Before opset 13 the input is coerced to 2D at `axis` (default 1).
     SchemaBuilder(kOnnxDomain, name, 1)
         .inputs(1)
@@ -467,7 +470,7 @@ void registerSoftmaxDropoutLosses(OpRegistry &registry) {
         .attrInt("axis", 1)
         .traits(TraitRowwise)
         .inPlace(0)
-        .amp(AmpClass::Deny)
+        .amp(amp)
         .infer(inferSoftmax)
         .cost(costPerOutputElement(5))
         .add(registry);
@@ -477,7 +480,7 @@ void registerSoftmaxDropoutLosses(OpRegistry &registry) {
         .attrInt("axis", -1)
         .traits(TraitRowwise)
         .inPlace(0)
-        .amp(AmpClass::Deny)
+        .amp(amp)
         .infer(inferSoftmax)
         .cost(costPerOutputElement(5))
         .add(registry);

@@ -273,15 +273,21 @@ TEST(AmpRegistry, ClassesOfTheOpsThePolicyNames) {
   for (const char *op : {"FusedMatMul", "ConvGrad"})
     EXPECT_EQ(classOf(kMsDomain, op), AmpClass::Allow) << op;
   for (const char *op :
-       {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
-        "ReduceSum", "ReduceMean", "Exp", "Log", "Pow",
-        "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
+       {"LogSoftmax", "BatchNormalization", "ReduceSum", "ReduceMean", "Exp",
+        "Log", "Pow", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
     EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::Deny) << op;
   for (const char *op :
-       {"SoftmaxGrad_13", "LayerNormalizationGrad",
-        "SimplifiedLayerNormalization", "SoftmaxCrossEntropyLossInternal",
+       {"LogSoftmaxGrad_13", "BatchNormalizationGrad",
+        "SoftmaxCrossEntropyLossInternal",
         "SoftmaxCrossEntropyLossInternalGrad"})
     EXPECT_EQ(classOf(kMsDomain, op), AmpClass::Deny) << op;
+  // fp32 arithmetic on 16-bit storage (strict-fp32 makes them Deny).
+  for (const char *op : {"Softmax", "LayerNormalization"})
+    EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::Fp32Compute) << op;
+  for (const char *op :
+       {"SoftmaxGrad_13", "LayerNormalizationGrad",
+        "SimplifiedLayerNormalization", "SimplifiedLayerNormalizationGrad"})
+    EXPECT_EQ(classOf(kMsDomain, op), AmpClass::Fp32Compute) << op;
   for (const char *op : {"Add", "Mul", "Relu", "Reshape", "Transpose",
                          "Dropout", "Where", "Concat"})
     EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::Follow) << op;
