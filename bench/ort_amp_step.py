@@ -47,7 +47,7 @@ def one_step(training_model, model_dir, feeds):
     so = ort.SessionOptions()
     so.log_severity_level = 3
     state = CheckpointState.load_checkpoint(os.path.join(model_dir, "checkpoint"))
-    before = {name: np.array(state.parameters[name].data) for name in state.parameters}
+    before = {name: np.array(p.data) for name, p in state.parameters}
     module = Module(training_model, state, os.path.join(model_dir, "eval_model.onnx"),
                     device="cpu", session_options=so)
     optimizer = Optimizer(os.path.join(model_dir, "optimizer_model.onnx"), module)
@@ -58,7 +58,7 @@ def one_step(training_model, model_dir, feeds):
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
     optimizer.step()
-    after = {name: np.array(state.parameters[name].data) for name in state.parameters}
+    after = {name: np.array(p.data) for name, p in state.parameters}
     change = max(float(np.max(np.abs(after[n].astype(np.float64) - before[n]))) for n in before)
     return dict(zip(module.output_names(), outputs)), change, names
 
@@ -97,7 +97,7 @@ def main():
                 try:
                     outputs, change, names = one_step(path, model_dir, feeds)
                 except Exception as err:  # ORT's message says what it lacks
-                    print(f"| {model} | {variant} | | ORT failed: {str(err).splitlines()[0][:120]} | | |")
+                    print(f"| {model} | {variant} | | ORT failed: {' '.join(str(err).split())[-300:]} | | |")
                     failures += 1
                     continue
                 loss = float(np.asarray(list(outputs.values())[0]))

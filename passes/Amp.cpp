@@ -226,7 +226,11 @@ private:
       assert(isLowPrecisionFloat(inferred.getDType()) &&
              result->getType().getDType() == DType::F32 &&
              "a low node's results change from fp32 to the low type only");
-      retypeResult(node, *result, inferred);
+      // Only the element type changes: keep what was known of the shape
+      // (inference over the new operands may know less).
+      TensorType lowType = result->getType();
+      lowType.setDType(inferred.getDType());
+      retypeResult(node, *result, lowType);
     }
   }
 

@@ -206,14 +206,37 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
     b.setInsertionPointToEnd();
   }
   b.setPhase(Phase::Optimizer);
-  auto finite = scaler.op("IsAllFinite", checked, {}, kMsDomain);
-  if (!finite)
-    return finite.takeError();
-  (*finite)->setName(freshName(graph, "amp.is_finite"));
-  auto foundInf = scaler.op("Not", {*finite});
+  // In standard ops (ONNX Runtime's IsAllFinite has no CPU kernel): a sum
+  // is inf or NaN if an element is, and 0 * sum is NaN exactly then.
+  llvm::SmallVector<Value *, 16> sums;
+  for (Value *value : checked) {
+    auto sum = scaler.op("ReduceSum", {value},
+                         {{"keepdims", Attribute::getInt(0)}});
+    if (!sum)
+      return sum.takeError();
+    sums.push_back(*sum);
+  }
+  if (sums.empty())
+    return makeError("the optimizer applies no gradient");
+  Value *total = sums[0];
+  if (sums.size() > 1) {
+    auto added = scaler.op("Sum", sums);
+    if (!added)
+      return added.takeError();
+    total = *added;
+  }
+  total->setName(freshName(graph, "amp.gradient_sum"));
+  auto zeroed = scaler.op("Mul", {total, scaler.scalar(0.0f, "amp.zero")});
+  if (!zeroed)
+    return zeroed.takeError();
+  auto foundInf = scaler.op("IsNaN", {*zeroed});
   if (!foundInf)
     return foundInf.takeError();
   (*foundInf)->setName(freshName(graph, "amp.found_inf"));
+  auto finite = scaler.op("Not", {*foundInf});
+  if (!finite)
+    return finite.takeError();
+  (*finite)->setName(freshName(graph, "amp.is_finite"));
   graph.addOutput(*foundInf);
   result.foundInf = *foundInf;
   if (optimizer) {

@@ -18,9 +18,12 @@
 //                                     accumulated or applied; g' becomes
 //                                     the signature's gradient and takes
 //                                     g's name
-//   is_finite = IsAllFinite(what the optimizer applies: accumulation
-//               buffers or gradients), read after the last accumulation;
-//   amp.found_inf = Not(is_finite)    a graph output
+//   amp.found_inf = IsNaN(0 * Sum(ReduceSum(g) for what the optimizer
+//               applies: accumulation buffers or gradients)), read after
+//               the last accumulation (a sum is inf or NaN if an element
+//               is; standard ops, since ONNX Runtime's IsAllFinite has no
+//               CPU kernel); a graph output
+//   is_finite = Not(amp.found_inf)
 //   update_signal' = And(update_signal, is_finite)
 //                                     the in-graph optimizer skips its
 //                                     update on overflow (its flag says so)
@@ -37,9 +40,8 @@
 // written back with com.microsoft InPlaceAccumulatorV2(state, new,
 // overwrite=true), whose flags are graph outputs (`loss_scale.updated`,
 // `loss_scale_good_steps.updated`) as ONNX Runtime keeps an accumulator's.
-// Everything else is standard ONNX (Mul, Reciprocal, Not, And, Cast, Add,
-// GreaterOrEqual, Where, Min, Max, Reshape) plus IsAllFinite, which ONNX
-// Runtime's training build provides.
+// Everything else is standard ONNX (Mul, Reciprocal, ReduceSum, Sum,
+// IsNaN, Not, And, Cast, Add, Less, Where, Min, Max, Reshape).
 //
 //===----------------------------------------------------------------------===//
 
