@@ -76,7 +76,8 @@ def main():
                 if variant == "fp32":
                     reference = final
                 diff = "" if variant == "fp32" or final is None else \
-                    f"{(final - reference) / abs(reference):+.2%}"
+                    (f"{(final - reference) / abs(reference):+.2%}" if reference
+                     else f"{final - reference:+.2e} (abs)")
                 print(f"| {model} | {variant} | {doc['losses'][0]:.5f} | {final:.5f} | {diff} | "
                       f"{min(losses):.5f} | {doc.get('skipped_updates', 0)} |")
 

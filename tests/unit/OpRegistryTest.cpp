@@ -733,17 +733,21 @@ TEST(OpRegistryTraitsTest, AmpClasses) {
   for (const char *op : {"FusedMatMul", "ConvGrad"})
     EXPECT_EQ(schemaOf("com.microsoft", op, 1).amp, AmpClass::Allow) << op;
   for (const char *op :
-       {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
-        "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ReduceSum",
+       {"LogSoftmax", "BatchNormalization", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ReduceSum",
         "ReduceMean", "ReduceMax", "ReduceSumSquare", "Exp", "Log", "Pow",
         "Sqrt"})
     EXPECT_EQ(schemaOf("", op).amp, AmpClass::Deny) << op;
   for (const char *op :
-       {"SoftmaxGrad_13", "LogSoftmaxGrad_13", "LayerNormalizationGrad",
-        "BatchNormalizationGrad", "BatchNormInternal",
+       {"LogSoftmaxGrad_13", "BatchNormalizationGrad", "BatchNormInternal",
         "SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternalGrad",
         "ReduceSumTraining"})
     EXPECT_EQ(schemaOf("com.microsoft", op, 1).amp, AmpClass::Deny) << op;
+  // fp32 arithmetic on 16-bit storage (amp's strict-fp32 makes them Deny).
+  for (const char *op : {"Softmax", "LayerNormalization"})
+    EXPECT_EQ(schemaOf("", op).amp, AmpClass::Fp32Compute) << op;
+  for (const char *op : {"SoftmaxGrad_13", "LayerNormalizationGrad"})
+    EXPECT_EQ(schemaOf("com.microsoft", op, 1).amp, AmpClass::Fp32Compute)
+        << op;
   for (const char *op : {"Add", "Relu", "Reshape", "Transpose", "Gather",
                          "Concat", "Dropout", "Where", "Identity"})
     EXPECT_EQ(schemaOf("", op).amp, AmpClass::Follow) << op;

@@ -298,7 +298,7 @@ TEST_F(PassManagerTest, PipelineStringIsExplicitAndReparses) {
   EXPECT_EQ(pipeline,
             "test-options{flag=true,count=3,limit=10,ratio=0.25,label=\"a b\","
             "mode=careful},canonicalize{dce=false,remove-identity=true,"
-            "fold-constants=true,max-fold-elements=1024}");
+            "fold-constants=true,fold-casts=true,max-fold-elements=1024}");
   auto replay = makeManager();
   ASSERT_EQ(errorText(replay->addPipeline(pipeline)), "<success>");
   EXPECT_EQ(replay->getPipelineString(), pipeline);
