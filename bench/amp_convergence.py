@@ -18,11 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIMS = {"mlp": ["batch=8"], "gpt_tiny": ["batch=4", "batch_x_seq=256"],
-        "gpt_tiny_untied": ["batch=4", "batch_x_seq=256"], "cnn": ["batch=8"],
-        "bert_tiny": ["batch=4", "batch_x_seq=64"], "llama_tiny": ["batch=4", "batch_x_seq=64"],
-        "resnet_tiny": ["batch=4"], "regression_frozen": ["batch=8"], "cnn_bn": ["batch=4"]}
+from bench_support import ROOT, TESTDATA_DIMS as DIMS
 
 
 def pipeline(variant):

@@ -16,26 +16,13 @@ backend; production shapes need no weights (bench/models/build.py writes graphs 
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_support import ROOT, compile_report, size
+
 CATEGORIES = ["parameters", "gradients", "optimizer_state"]
-
-
-def size(nbytes):
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
-
-
-def dims_for(shape):
-    if "x" in shape:
-        batch, seq = (int(v) for v in shape.split("x"))
-        return ["--dim", f"batch={batch}", "--dim", f"seq={seq}", "--dim", f"batch_x_seq={batch * seq}"]
-    return ["--dim", f"batch={int(shape)}"]
 
 
 def pipeline_for(variant):
@@ -51,18 +38,7 @@ def pipeline_for(variant):
 
 
 def compile_one(tool, model, shape, variant, tmp):
-    report = os.path.join(tmp, "report.json")
-    cmd = [tool, os.path.join(model, "training_model.onnx"), *dims_for(shape),
-           "--passes=" + pipeline_for(variant), "--report-json", report, "-o", os.path.join(tmp, "out.gm")]
-    start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    seconds = time.monotonic() - start
-    if result.returncode != 0:
-        return None, (result.stderr.strip().splitlines() or ["failed"])[-1]
-    with open(report) as f:
-        doc = json.load(f)
-    os.remove(report)
-    return (doc, seconds), None
+    return compile_report(tool, model, shape, pipeline_for(variant), tmp)
 
 
 def saved_bytes(doc, fallback):

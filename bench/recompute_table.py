@@ -18,25 +18,11 @@ batch_x_seq bound) or BATCH (image models: batch). Modes may carry options:
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def size(nbytes):
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
-
-
-def dims_for(shape):
-    if "x" in shape:
-        batch, seq = (int(v) for v in shape.split("x"))
-        return ["--dim", f"batch={batch}", "--dim", f"seq={seq}", "--dim", f"batch_x_seq={batch * seq}"]
-    return ["--dim", f"batch={int(shape)}"]
+from bench_support import ROOT, compile_report, size
 
 
 def pipeline_for(mode):
@@ -48,18 +34,7 @@ def pipeline_for(mode):
 
 
 def compile_one(tool, model, shape, mode, tmp):
-    report = os.path.join(tmp, "report.json")
-    cmd = [tool, os.path.join(model, "training_model.onnx"), *dims_for(shape),
-           "--passes=" + pipeline_for(mode), "--report-json", report, "-o", os.path.join(tmp, "out.gm")]
-    start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    seconds = time.monotonic() - start
-    if result.returncode != 0:
-        return None, result.stderr.strip().splitlines()[-1]
-    with open(report) as f:
-        doc = json.load(f)
-    os.remove(report)
-    return (doc, seconds), None
+    return compile_report(tool, model, shape, pipeline_for(mode), tmp)
 
 
 def main():

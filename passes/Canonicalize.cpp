@@ -125,17 +125,7 @@ public:
     Value *output = node.getResult(0);
     if (!input || !output)
       return false;
-    bool canTakeName = input->isNodeResult() && !input->isGraphOutput() &&
-                       !rewriter.isInSignature(input);
-    if (output->isGraphOutput() && !canTakeName)
-      return false;
-    if (canTakeName &&
-        (output->isGraphOutput() || rewriter.isInSignature(output)))
-      input->setName(output->getName());
-    // Also when unused: the training signature may still name the output.
-    rewriter.replaceAllUsesWith(output, input);
-    rewriter.eraseNode(&node);
-    return true;
+    return rewriter.forwardOperand(node, input, output);
   }
 };
 

@@ -115,14 +115,5 @@ RemoveIdentityCast::matchAndRewrite(Node &node,
   Value *output = node.getResult(0);
   if (input->getType().getDType() != *target)
     return false;
-  bool canTakeName = input->isNodeResult() && !input->isGraphOutput() &&
-                     !rewriter.isInSignature(input);
-  if (output->isGraphOutput() && !canTakeName)
-    return false;
-  if (canTakeName &&
-      (output->isGraphOutput() || rewriter.isInSignature(output)))
-    input->setName(output->getName());
-  rewriter.replaceAllUsesWith(output, input);
-  rewriter.eraseNode(&node);
-  return true;
+  return rewriter.forwardOperand(node, input, output);
 }

@@ -6,6 +6,7 @@
 #include "ir/Module.h"
 #include "ir/Optimizer.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <string>
@@ -28,47 +29,59 @@ std::string freshName(const Graph &graph, llvm::StringRef base) {
   return name;
 }
 
-/// Builds the scaler's nodes, counting them.
+/// Builds the scaler's nodes, counting them. The ops are standard ones
+/// over well-typed operands, so inference fails only on a bug: the first
+/// failure is kept, later ops over its (null) result create nothing, and
+/// insertLossScaling returns it once at the end.
 class ScalerBuilder {
 public:
-  explicit ScalerBuilder(Module &module)
-      : module(module), graph(module.getGraph()), builder(graph) {}
+  explicit ScalerBuilder(Graph &graph) : graph(graph), builder(graph) {}
 
   Builder &get() { return builder; }
   unsigned getNumNodes() const { return nodes; }
+  /// The first inference failure, if any.
+  llvm::Error takeError() { return std::move(error); }
 
-  /// A node whose result types come from inference; the ops used here are
-  /// standard ones over well-typed operands, so inference cannot fail
-  /// short of a bug.
-  llvm::Expected<Value *> op(llvm::StringRef type,
-                             llvm::ArrayRef<Value *> operands,
-                             llvm::ArrayRef<NamedAttribute> attrs = {},
-                             llvm::StringRef domain = kOnnxDomain,
-                             unsigned numResults = 1) {
+  /// A node with inferred result types; its result 0 (named \p name when
+  /// given), or null after a failure.
+  Value *op(llvm::StringRef type, llvm::ArrayRef<Value *> operands,
+            llvm::StringRef name = {},
+            llvm::ArrayRef<NamedAttribute> attrs = {},
+            llvm::StringRef domain = kOnnxDomain) {
+    if (error || llvm::is_contained(operands, nullptr))
+      return nullptr;
     auto node = builder.createInferred(OpName{domain.str(), type.str()},
-                                       operands, numResults, attrs);
-    if (!node)
-      return node.takeError();
+                                       operands, 1, attrs);
+    if (!node) {
+      error = node.takeError();
+      return nullptr;
+    }
     ++nodes;
-    return (*node)->getResult(0);
+    Value *result = (*node)->getResult(0);
+    if (!name.empty())
+      result->setName(freshName(graph, name));
+    return result;
+  }
+  /// Cast to \p to.
+  Value *cast(Value *value, DType to, llvm::StringRef name = {}) {
+    return op("Cast", {value}, name,
+              {{"to", Attribute::getInt(static_cast<int64_t>(to))}});
+  }
+  /// A constant named \p name.
+  Value *constant(TensorData data, llvm::StringRef name) {
+    return builder.createConstant(std::move(data), freshName(graph, name));
   }
   /// An f32 scalar constant.
   Value *scalar(float value, llvm::StringRef name) {
-    return builder.createConstant(
-        TensorData::fromValues<float>(DType::F32, {}, {value}),
-        freshName(graph, name));
-  }
-  /// Cast to \p to.
-  llvm::Expected<Value *> cast(Value *value, DType to) {
-    return op("Cast", {value},
-              {{"to", Attribute::getInt(static_cast<int64_t>(to))}});
+    return constant(TensorData::fromValues<float>(DType::F32, {}, {value}),
+                    name);
   }
 
 private:
-  Module &module;
   Graph &graph;
   Builder builder;
   unsigned nodes = 0;
+  llvm::Error error = llvm::Error::success();
 };
 
 /// Every use of \p value (node operands and graph outputs).
@@ -137,7 +150,7 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
 
   if (module.getOpsetVersion(kMsDomain) == 0)
     module.opsetImports[kMsDomain.str()] = 1;
-  ScalerBuilder scaler(module);
+  ScalerBuilder scaler(graph);
   Builder &b = scaler.get();
 
   // The state.
@@ -161,17 +174,13 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
   b.setInsertionPoint(seedUser);
   b.setPhase(seedUser->getPhase());
   llvm::SmallVector<OpOperand *, 8> seedUses = usesOf(seed);
-  auto scaledSeed = scaler.op("Mul", {seed, scale});
-  if (!scaledSeed)
-    return scaledSeed.takeError();
-  (*scaledSeed)->setName(freshName(graph, seed->getName().str() + "_scaled"));
-  for (OpOperand *use : seedUses)
-    if (!use->isGraphOutput())
-      use->set(*scaledSeed);
-  auto inverse = scaler.op("Reciprocal", {scale});
-  if (!inverse)
-    return inverse.takeError();
-  (*inverse)->setName(freshName(graph, "loss_scale.inverse"));
+  Value *scaledSeed =
+      scaler.op("Mul", {seed, scale}, seed->getName().str() + "_scaled");
+  if (scaledSeed)
+    for (OpOperand *use : seedUses)
+      if (!use->isGraphOutput())
+        use->set(scaledSeed);
+  Value *inverse = scaler.op("Reciprocal", {scale}, "loss_scale.inverse");
 
   // Unscale each gradient where it is defined; the unscaled one is the
   // gradient (its name, its roles, its readers).
@@ -180,19 +189,21 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
     b.setInsertionPointAfter(def);
     b.setPhase(def->getPhase());
     llvm::SmallVector<OpOperand *, 8> uses = usesOf(gradient);
-    auto unscaled = scaler.op("Mul", {gradient, *inverse});
+    Value *unscaled = scaler.op("Mul", {gradient, inverse});
     if (!unscaled)
-      return unscaled.takeError();
+      break;
     for (OpOperand *use : uses)
-      use->set(*unscaled);
-    signature.replaceValue(gradient, *unscaled);
-    (*unscaled)->setName(gradient->getName());
+      use->set(unscaled);
+    signature.replaceValue(gradient, unscaled);
+    unscaled->setName(gradient->getName());
     gradient->setName((gradient->getName() + "_scaled").str());
     ++result.gradients;
   }
 
   // The overflow check over what the optimizer applies, after the last
-  // accumulation (reads of a buffer follow its writes in graph order).
+  // accumulation (reads of a buffer follow its writes in graph order). In
+  // standard ops (ONNX Runtime's IsAllFinite has no CPU kernel): a sum is
+  // inf or NaN if an element is, and 0 * sum is NaN exactly then.
   llvm::SmallVector<Value *, 16> checked;
   if (optimizer) {
     OptimizerOperands layout(*optimizer);
@@ -205,49 +216,30 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
         checked.push_back(param.accumulator ? param.accumulator : param.grad);
     b.setInsertionPointToEnd();
   }
-  b.setPhase(Phase::Optimizer);
-  // In standard ops (ONNX Runtime's IsAllFinite has no CPU kernel): a sum
-  // is inf or NaN if an element is, and 0 * sum is NaN exactly then.
-  llvm::SmallVector<Value *, 16> sums;
-  for (Value *value : checked) {
-    auto sum = scaler.op("ReduceSum", {value},
-                         {{"keepdims", Attribute::getInt(0)}});
-    if (!sum)
-      return sum.takeError();
-    sums.push_back(*sum);
-  }
-  if (sums.empty())
+  if (checked.empty())
     return makeError("the optimizer applies no gradient");
-  Value *total = sums[0];
-  if (sums.size() > 1) {
-    auto added = scaler.op("Sum", sums);
-    if (!added)
-      return added.takeError();
-    total = *added;
-  }
-  total->setName(freshName(graph, "amp.gradient_sum"));
-  auto zeroed = scaler.op("Mul", {total, scaler.scalar(0.0f, "amp.zero")});
-  if (!zeroed)
-    return zeroed.takeError();
-  auto foundInf = scaler.op("IsNaN", {*zeroed});
-  if (!foundInf)
-    return foundInf.takeError();
-  (*foundInf)->setName(freshName(graph, "amp.found_inf"));
-  auto finite = scaler.op("Not", {*foundInf});
-  if (!finite)
-    return finite.takeError();
-  (*finite)->setName(freshName(graph, "amp.is_finite"));
-  graph.addOutput(*foundInf);
-  result.foundInf = *foundInf;
+  b.setPhase(Phase::Optimizer);
+  llvm::SmallVector<Value *, 16> sums;
+  for (Value *value : checked)
+    sums.push_back(
+        scaler.op("ReduceSum", {value}, {}, {{"keepdims", Attribute::getInt(0)}}));
+  Value *total = sums.size() == 1 ? sums[0] : scaler.op("Sum", sums);
+  if (total)
+    total->setName(freshName(graph, "amp.gradient_sum"));
+  Value *zeroed = scaler.op("Mul", {total, scaler.scalar(0.0f, "amp.zero")});
+  Value *foundInf = scaler.op("IsNaN", {zeroed}, "amp.found_inf");
+  Value *finite = scaler.op("Not", {foundInf}, "amp.is_finite");
+  if (foundInf)
+    graph.addOutput(foundInf);
+  result.foundInf = foundInf;
   if (optimizer) {
     OptimizerOperands layout(*optimizer);
-    auto gated = scaler.op("And", {fedSignal, *finite});
-    if (!gated)
-      return gated.takeError();
-    (*gated)->setName(freshName(graph, "amp.update_signal"));
-    optimizer->setOperand(OptimizerOperands::updateSignalIndex(layout.getKind()),
-                          *gated);
-    result.gatesOptimizer = true;
+    if (Value *gated =
+            scaler.op("And", {fedSignal, finite}, "amp.update_signal")) {
+      optimizer->setOperand(
+          OptimizerOperands::updateSignalIndex(layout.getKind()), gated);
+      result.gatesOptimizer = true;
+    }
   }
 
   if (options.mode == LossScaleMode::Dynamic) {
@@ -255,91 +247,59 @@ gmopt::insertLossScaling(Module &module, const LossScalingOptions &options) {
     // state: writes follow earlier reads in graph order).
     b.setInsertionPointToEnd();
     b.setPhase(Phase::Optimizer);
-    llvm::SmallVector<Value *, 24> v;
-    auto step = [&](llvm::Expected<Value *> value) -> llvm::Error {
-      if (!value)
-        return value.takeError();
-      v.push_back(*value);
-      return llvm::Error::success();
-    };
     Value *one = scaler.scalar(1.0f, "amp.one");
     Value *zero = scaler.scalar(0.0f, "amp.zero");
-    Value *interval = scaler.scalar(float(options.growthInterval),
-                                    "amp.growth_interval");
-    Value *growth = scaler.scalar(float(options.growthFactor), "amp.growth_factor");
+    Value *interval =
+        scaler.scalar(float(options.growthInterval), "amp.growth_interval");
+    Value *growth =
+        scaler.scalar(float(options.growthFactor), "amp.growth_factor");
     Value *backoff =
         scaler.scalar(float(options.backoffFactor), "amp.backoff_factor");
     Value *maxScale = scaler.scalar(float(options.maxScale), "amp.max_scale");
     Value *minScale = scaler.scalar(float(options.minScale), "amp.min_scale");
-    // good + 1 when finite, else 0.
-    if (llvm::Error err = step(scaler.cast(*finite, DType::F32)))
-      return err;
-    Value *finiteF = v.back();
-    finiteF->setName(freshName(graph, "amp.finite"));
-    if (llvm::Error err = step(scaler.op("Add", {good, one})))
-      return err;
-    if (llvm::Error err = step(scaler.op("Mul", {v.back(), finiteF})))
-      return err;
-    Value *counted = v.back();
-    counted->setName(freshName(graph, "amp.finite_steps"));
-    // Grow when the count reaches the interval.
-    if (llvm::Error err = step(scaler.op("Less", {counted, interval})))
-      return err;
-    if (llvm::Error err = step(scaler.op("Not", {v.back()})))
-      return err;
-    Value *grow = v.back();
-    grow->setName(freshName(graph, "amp.grow"));
-    if (llvm::Error err = step(scaler.op("Mul", {scale, growth})))
-      return err;
-    if (llvm::Error err = step(scaler.op("Min", {v.back(), maxScale})))
-      return err;
-    if (llvm::Error err = step(scaler.op("Where", {grow, v.back(), scale})))
-      return err;
-    Value *kept = v.back();
-    kept->setName(freshName(graph, "amp.scale_if_finite"));
-    if (llvm::Error err = step(scaler.op("Mul", {scale, backoff})))
-      return err;
-    if (llvm::Error err = step(scaler.op("Max", {v.back(), minScale})))
-      return err;
-    if (llvm::Error err = step(scaler.op("Where", {*finite, kept, v.back()})))
-      return err;
-    Value *nextScale = v.back();
-    nextScale->setName(freshName(graph, "amp.scale_if_due"));
-    if (llvm::Error err = step(scaler.op("Where", {grow, zero, counted})))
-      return err;
-    Value *nextGood = v.back();
-    nextGood->setName(freshName(graph, "amp.finite_steps_if_due"));
+    // good + 1 when finite, else 0; grow when that reaches the interval.
+    Value *finiteF = scaler.cast(finite, DType::F32, "amp.finite");
+    Value *counted =
+        scaler.op("Mul", {scaler.op("Add", {good, one}), finiteF},
+                  "amp.finite_steps");
+    Value *grow = scaler.op("Not", {scaler.op("Less", {counted, interval})},
+                            "amp.grow");
+    Value *grown = scaler.op(
+        "Min", {scaler.op("Mul", {scale, growth}), maxScale});
+    Value *kept = scaler.op("Where", {grow, grown, scale}, "amp.scale_if_finite");
+    Value *backedOff = scaler.op(
+        "Max", {scaler.op("Mul", {scale, backoff}), minScale});
+    Value *nextScale =
+        scaler.op("Where", {finite, kept, backedOff}, "amp.scale_if_due");
+    Value *nextGood =
+        scaler.op("Where", {grow, zero, counted}, "amp.finite_steps_if_due");
     // Only when the update is due (the last micro-step).
     if (fedSignal) {
-      Value *scalarShape = b.createConstant(
+      Value *scalarShape = scaler.constant(
           TensorData::fromValues<int64_t>(DType::I64, {0}, {}),
-          freshName(graph, "amp.scalar_shape"));
-      if (llvm::Error err = step(scaler.op("Reshape", {fedSignal, scalarShape})))
-        return err;
-      Value *due = v.back();
-      due->setName(freshName(graph, "amp.update_due"));
-      if (llvm::Error err = step(scaler.op("Where", {due, nextScale, scale})))
-        return err;
-      nextScale = v.back();
-      if (llvm::Error err = step(scaler.op("Where", {due, nextGood, good})))
-        return err;
-      nextGood = v.back();
+          "amp.scalar_shape");
+      Value *due =
+          scaler.op("Reshape", {fedSignal, scalarShape}, "amp.update_due");
+      nextScale = scaler.op("Where", {due, nextScale, scale});
+      nextGood = scaler.op("Where", {due, nextGood, good});
     }
-    nextScale->setName(freshName(graph, "loss_scale.next"));
-    nextGood->setName(freshName(graph, "loss_scale_good_steps.next"));
-    Value *overwrite = b.createConstant(
+    if (nextScale && nextGood) {
+      nextScale->setName(freshName(graph, "loss_scale.next"));
+      nextGood->setName(freshName(graph, "loss_scale_good_steps.next"));
+    }
+    Value *overwrite = scaler.constant(
         TensorData::fromValues<bool>(DType::Bool, {1}, {true}),
-        freshName(graph, "amp.overwrite"));
-    for (auto [state, next] : {std::pair{scale, nextScale},
-                               std::pair{good, nextGood}}) {
-      auto flag = scaler.op("InPlaceAccumulatorV2", {state, next, overwrite},
-                            {}, kMsDomain);
-      if (!flag)
-        return flag.takeError();
-      (*flag)->setName(freshName(graph, state->getName().str() + ".updated"));
-      graph.addOutput(*flag);
-    }
+        "amp.overwrite");
+    for (auto [state, next] :
+         {std::pair{scale, nextScale}, std::pair{good, nextGood}})
+      if (Value *flag = scaler.op("InPlaceAccumulatorV2",
+                                  {state, next, overwrite},
+                                  state->getName().str() + ".updated", {},
+                                  kMsDomain))
+        graph.addOutput(flag);
   }
+  if (llvm::Error err = scaler.takeError())
+    return err;
   result.nodes = scaler.getNumNodes();
   return result;
 }

@@ -102,6 +102,20 @@ void PatternRewriter::eraseNode(Node *node) {
   erasedOrder.push_back(node);
 }
 
+bool PatternRewriter::forwardOperand(Node &node, Value *input,
+                                     Value *output) {
+  bool canTakeName = input->isNodeResult() && !input->isGraphOutput() &&
+                     !isInSignature(input);
+  if (output->isGraphOutput() && !canTakeName)
+    return false;
+  if (canTakeName && (output->isGraphOutput() || isInSignature(output)))
+    input->setName(output->getName());
+  // Also when unused: the training signature may still name the output.
+  replaceAllUsesWith(output, input);
+  eraseNode(&node);
+  return true;
+}
+
 Node *PatternRewriter::createNode(OpName op, llvm::ArrayRef<Value *> operands,
                                   llvm::ArrayRef<TensorType> resultTypes,
                                   llvm::ArrayRef<NamedAttribute> attrs,

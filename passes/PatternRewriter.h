@@ -56,6 +56,14 @@ public:
   /// True if \p node is some parameter's accumulation node, in O(1) (the
   /// same index).
   bool isInSignature(const Node *node);
+  /// Replaces \p node, whose result \p output equals its operand \p input
+  /// (Identity, a cast to the operand's own type), by \p input and erases
+  /// it. ONNX names are the model's interface for graph outputs, so when
+  /// \p output is a graph output or named by the signature, \p input takes
+  /// its name if it can (a node result that is neither an output nor in the
+  /// signature); a graph output whose name cannot move keeps its node
+  /// (returns false, nothing changed).
+  bool forwardOperand(Node &node, Value *input, Value *output);
   /// Marks \p node erased. Its results must be unused. Its operands are
   /// dropped now; the node leaves the graph in finalizeErasures().
   void eraseNode(Node *node);

@@ -23,6 +23,7 @@
 #include "ir/Verifier.h"
 
 #include "tests/unit/TestPaths.h"
+#include "tests/unit/TestdataPipelineTraining.h"
 #include "tests/unit/TestdataTraining.h"
 #include "gtest/gtest.h"
 
@@ -33,10 +34,6 @@
 using namespace gmopt;
 
 namespace {
-
-std::string errorText(llvm::Error err) {
-  return err ? llvm::toString(std::move(err)) : std::string("<success>");
-}
 
 std::string pipelineWith(llvm::StringRef passes) {
   return ("canonicalize,fold-transpose," + passes + ",schedule,plan-buffers")
@@ -55,55 +52,20 @@ struct Trained {
 /// \p pipeline.
 std::optional<Trained> train(const gmopt::testing::TestdataGraph &model,
                              llvm::StringRef pipeline, unsigned steps = 1) {
-  std::string dir = gmopt::testdataDir() + "/" + model.name;
-  std::string dataDir =
-      llvm::StringRef(model.name) == "gpt_tiny_dropout"
-          ? gmopt::testdataDir() + "/gpt_tiny/test_data_set_0"
-          : dir + "/test_data_set_0";
-  auto data = readTestDataSet(dataDir);
-  EXPECT_TRUE(bool(data)) << errorText(data.takeError());
-  if (!data)
+  auto trained = gmopt::testing::trainWithPipeline(model, pipeline, steps);
+  if (!trained)
     return std::nullopt;
-  OptimizerSpec spec;
-  auto runnable = loadRunnableModel(dir + "/training_model.onnx",
-                                    gmopt::testing::testdataDims(model),
-                                    nullptr, /*wantOriginal=*/false, pipeline,
-                                    &spec);
-  EXPECT_TRUE(bool(runnable)) << model.name << " " << pipeline.str() << ": "
-                              << errorText(runnable.takeError());
-  if (!runnable)
-    return std::nullopt;
-  const Module &module = *runnable->module;
-  EXPECT_EQ(errorText(verifyModule(module)), "<success>") << pipeline.str();
-  InputSources sources;
-  sources.testData = &*data;
-  auto inputs = bindInputs(module, sources);
-  EXPECT_TRUE(bool(inputs)) << errorText(inputs.takeError());
-  if (!inputs)
-    return std::nullopt;
-  Trained trained;
-  for (const BoundInput &input : *inputs)
-    trained.initialState[input.input->getName().str()] = input.data;
-  TrainingOptions options;
-  options.executor.mode = AllocationMode::Planned;
-  options.executor.threads = 1;
-  options.executor.seed = 7;
-  options.steps = steps;
-  options.learningRate = 0.01f;
-  auto result = trainModule(module, *inputs, options);
-  EXPECT_TRUE(bool(result)) << model.name << " " << pipeline.str() << ": "
-                            << errorText(result.takeError());
-  if (!result)
-    return std::nullopt;
-  trained.result = std::move(*result);
-  trained.plannedBytes = module.plan.figures.plannedBytes();
-  for (const Node &node : module.getGraph().getNodes())
-    for (const Value *value : node.getResults())
-      if (value && isLowPrecisionFloat(value->getType().getDType())) {
-        ++trained.lowNodes;
-        break;
-      }
-  return trained;
+  Trained result;
+  for (const BoundInput &input : trained->inputs)
+    result.initialState[input.input->getName().str()] = input.data;
+  result.result = std::move(trained->result);
+  result.plannedBytes = trained->module->plan.figures.plannedBytes();
+  for (const Node &node : trained->module->getGraph().getNodes())
+    if (llvm::any_of(node.getResults(), [](const Value *value) {
+          return value && isLowPrecisionFloat(value->getType().getDType());
+        }))
+      ++result.lowNodes;
+  return result;
 }
 
 double maxAbs(const TensorData &data) {
@@ -322,7 +284,7 @@ TEST(AmpOptions, BadValuesAreErrors) {
         gmopt::testdataDir() + "/mlp/training_model.onnx",
         gmopt::testing::testdataDims(kMlp), nullptr, false, pipeline);
     ASSERT_FALSE(bool(runnable)) << pipeline;
-    std::string message = errorText(runnable.takeError());
+    std::string message = gmopt::testing::testdataErrorText(runnable.takeError());
     EXPECT_NE(message.find("amp"), std::string::npos) << message;
   }
 }

@@ -26,6 +26,7 @@
 #include "ir/Verifier.h"
 
 #include "tests/unit/TestPaths.h"
+#include "tests/unit/TestdataPipelineTraining.h"
 #include "tests/unit/TestdataTraining.h"
 #include "gtest/gtest.h"
 
@@ -67,49 +68,15 @@ struct Trained {
 /// Three AdamW steps of testdata model \p model compiled with \p pipeline.
 std::optional<Trained> train(const gmopt::testing::TestdataGraph &model,
                              llvm::StringRef pipeline) {
-  std::string dir = gmopt::testdataDir() + "/" + model.name;
-  // gpt_tiny_dropout shares gpt_tiny's inputs.
-  std::string dataDir =
-      llvm::StringRef(model.name) == "gpt_tiny_dropout"
-          ? gmopt::testdataDir() + "/gpt_tiny/test_data_set_0"
-          : dir + "/test_data_set_0";
-  auto data = readTestDataSet(dataDir);
-  EXPECT_TRUE(bool(data)) << errorText(data.takeError());
-  if (!data)
+  auto trained = gmopt::testing::trainWithPipeline(model, pipeline, 3);
+  if (!trained)
     return std::nullopt;
-  OptimizerSpec spec;
-  auto runnable = loadRunnableModel(dir + "/training_model.onnx",
-                                    gmopt::testing::testdataDims(model),
-                                    nullptr, /*wantOriginal=*/false, pipeline,
-                                    &spec);
-  EXPECT_TRUE(bool(runnable)) << model.name << " " << pipeline.str() << ": "
-                              << errorText(runnable.takeError());
-  if (!runnable)
-    return std::nullopt;
-  const Module &module = *runnable->module;
-  EXPECT_EQ(errorText(verifyModule(module)), "<success>") << pipeline.str();
-  InputSources sources;
-  sources.testData = &*data;
-  auto inputs = bindInputs(module, sources);
-  EXPECT_TRUE(bool(inputs)) << errorText(inputs.takeError());
-  if (!inputs)
-    return std::nullopt;
-  TrainingOptions options;
-  options.executor.mode = AllocationMode::Planned;
-  options.executor.threads = 1;
-  options.executor.seed = 7;
-  options.steps = 3;
-  options.learningRate = 0.01f;
-  auto result = trainModule(module, *inputs, options);
-  EXPECT_TRUE(bool(result)) << errorText(result.takeError());
-  if (!result)
-    return std::nullopt;
-  Trained trained;
-  trained.result = std::move(*result);
-  trained.plannedBytes = module.plan.figures.plannedBytes();
-  for (const Node &node : module.getGraph().getNodes())
-    trained.clones += node.getPhase() == Phase::Recompute;
-  return trained;
+  Trained result;
+  result.result = std::move(trained->result);
+  result.plannedBytes = trained->module->plan.figures.plannedBytes();
+  for (const Node &node : trained->module->getGraph().getNodes())
+    result.clones += node.getPhase() == Phase::Recompute;
+  return result;
 }
 
 class RecomputeTestdataTest

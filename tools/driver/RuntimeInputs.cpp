@@ -400,12 +400,11 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
   }
   if (const Value *step = signature.getStepSlot(StepSlot::StepCount))
     optimizerState.insert(step);
-  // Mixed precision's loss scale and counter: state, restored from a
-  // checkpoint, else the graph's initial value.
-  llvm::SmallPtrSet<const Value *, 2> stepState;
+  // So are mixed precision's loss scale and counter (their initial values
+  // are graph defaults).
   for (StepSlot slot : {StepSlot::LossScale, StepSlot::LossScaleGoodSteps})
     if (const Value *state = signature.getStepSlot(slot))
-      stepState.insert(state);
+      optimizerState.insert(state);
   llvm::SmallPtrSet<const Value *, 4> fedEachStep;
   if (const Value *rate = signature.getStepSlot(StepSlot::LearningRate))
     fedEachStep.insert(rate);
@@ -502,25 +501,12 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
       } else if (fromTestData) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;
-      } else {
-        if (llvm::Error err = useZeros(InputOrigin::Zeros))
-          return err;
-      }
-    } else if (stepState.count(input)) {
-      const NamedTensor *fromWeights =
-          sources.weights ? sources.weights->lookup(input->getName()) : nullptr;
-      if (fromWeights) {
-        if (llvm::Error err = useTensor(*fromWeights, InputOrigin::Weights))
-          return err;
-      } else if (fromTestData) {
-        if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
-          return err;
       } else if (input->hasData()) {
         binding.data = input->getData();
         binding.origin = InputOrigin::GraphDefault;
       } else {
-        return makeError("step state " + quoted(input) +
-                         " has no initial value (give it in --weights)");
+        if (llvm::Error err = useZeros(InputOrigin::Zeros))
+          return err;
       }
     } else if (fedEachStep.count(input)) {
       if (llvm::Error err = useZeros(InputOrigin::FedEachStep))
