@@ -7,7 +7,7 @@
 // (ONNX Runtime's training API: Module + Optimizer over the same artifacts)
 // within 1e-5 relative per step, and end with the same parameters within
 // 1e-5 relative (of each tensor's largest magnitude); resnet_tiny has wider
-// stated bounds (see kModels). The two runs must be
+// stated bounds after its tenth step (see kModels). The two runs must be
 // bitwise identical, the planned peak must equal the measured one byte for
 // byte with the moments counted as optimizer_state, and the SGD curve of
 // sgd_losses.json must hold with the in-graph SGDOptimizerV2.
@@ -46,6 +46,9 @@ struct TestdataModel {
   /// Relative tolerance of the losses and of the final parameters.
   double lossRtol = 1e-5;
   double paramRtol = 1e-5;
+  /// The first steps whose losses must still be within the default 1e-5
+  /// where lossRtol is wider (0: every step at lossRtol).
+  size_t tightSteps = 0;
 };
 
 std::ostream &operator<<(std::ostream &os, const TestdataModel &model) {
@@ -59,13 +62,19 @@ const TestdataModel kModels[] = {
     // checks the first step), but AdamW divides each element's
     // gradient by its own running magnitude, so elements whose gradient is
     // near zero (the BN shifts, the convolutions feeding a BN) turn rounding
-    // differences into whole lr-sized steps; after 20 steps the losses
-    // differ by 1.9e-5 and the BN biases by 1.5e-2 of their magnitude.
-    // ONNX Runtime itself drifts further from its own reference when only
-    // its thread count changes (1 vs 2 threads: losses 7.2e-5, params 3.0e-2;
-    // `testdata/.venv/bin/python scripts/ort-self-drift.py resnet_tiny`), so
-    // 1e-5 is below the graph's floor; on cnn the same drift is 9.5e-8/1.3e-6.
-    {"resnet_tiny", {{"batch", 4}}, 5e-5, 2e-2},
+    // differences into whole lr-sized steps, and the curves part
+    // chaotically after about ten steps. ONNX Runtime drifts as far from its
+    // own reference when only its thread count changes (1 vs 2 threads:
+    // losses 7.2e-5, params 3.0e-2; `testdata/.venv/bin/python
+    // scripts/ort-self-drift.py resnet_tiny`; on cnn 9.5e-8/1.3e-6), and so
+    // does gmopt when only OpenBLAS's kernel changes: the losses of steps
+    // 15-17 differ from ORT's by 1.7e-5 with the Haswell kernel and by
+    // 7.2e-5 with the Prescott kernel CI's machine picked (final params
+    // 2.3e-2; `OPENBLAS_CORETYPE=Prescott build/tests/AdamWTestdataTest`).
+    // So the bounds are ORT's own drift - 1e-4 on the losses, 3e-2 on the
+    // params - and the first ten steps, before the curves part (at most
+    // 4.1e-6 with either kernel), keep the 1e-5 of every other graph.
+    {"resnet_tiny", {{"batch", 4}}, 1e-4, 3e-2, 10},
     {"gpt_tiny", {{"batch", 4}, {"batch_x_seq", 256}}},
     {"gpt_tiny_untied", {{"batch", 4}, {"batch_x_seq", 256}}},
     {"gpt_opset14", {{"batch", 4}, {"batch_x_seq", 64}}},
@@ -136,6 +145,15 @@ std::optional<ReferenceRun> trainAgainst(const TestdataModel &model,
   ReferenceRun run;
   run.losses = compareLossCurve(result->losses, reference,
                                Tolerance{model.lossRtol, kAtol});
+  if (model.tightSteps) {
+    LossReference prefix = reference;
+    prefix.losses.resize(std::min(model.tightSteps, prefix.losses.size()));
+    for (TensorComparison &c :
+         compareLossCurve(result->losses, prefix, Tolerance{1e-5, kAtol})) {
+      c.name = "(first steps) " + c.name;
+      run.losses.push_back(std::move(c));
+    }
+  }
   auto finals = compareFinalParameters(*result, reference,
                                        Tolerance{model.paramRtol, kAtol});
   EXPECT_TRUE(bool(finals)) << llvm::toString(finals.takeError());
