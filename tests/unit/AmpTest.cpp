@@ -105,22 +105,48 @@ struct Tolerance {
   const char *dtype;
   double gradient;
   double loss;
+  /// The whole step's relative L2 bound where decisions flip (below).
+  double flippedL2;
 };
-constexpr Tolerance kTolerances[] = {{"fp16", 2e-2, 5e-3},
-                                     {"bf16", 1e-1, 3e-2}};
+constexpr Tolerance kTolerances[] = {{"fp16", 2e-2, 5e-3, 1e-1},
+                                     {"bf16", 1e-1, 3e-2, 2e-1}};
 
 class AmpTestdataTest
     : public ::testing::TestWithParam<gmopt::testing::TestdataGraph> {};
 
-/// Graphs and types whose gradients do not yet agree within the stated
-/// tolerance (open in issue 13): the convolution graphs in fp16 and bf16
-/// (up to 0.3 of the largest gradient on cnn's fc1) and mlp in bf16 (0.5 of
-/// the tolerance's scale on fc2). Their losses and updates are still
-/// checked; the gradient comparison is reported, not asserted.
-bool knownDisagreement(llvm::StringRef model, llvm::StringRef dtype) {
+/// Graphs whose gradients pass through ReLU and MaxPool decisions that
+/// 16-bit rounding can flip: a pre-activation a few ulps from zero changes
+/// sign, and that sample's whole contribution through the unit appears or
+/// vanishes. On cnn in fp16 exactly one decision flips (sample 5, fc1 unit
+/// 75: fp32 -1.35e-4, fp16 +5.8e-6; recomputed in PyTorch from the
+/// testdata inputs), which moves fc1.bias's gradient element 75 by 0.25 of
+/// the tensor's largest magnitude and reaches every earlier layer through
+/// the backward pass. A per-element bound cannot hold there, so these
+/// graphs bound the whole step's gradient by its relative L2 difference
+/// (fp16 1e-1, bf16 2e-1: measured at most 4.5e-2 and 7.0e-2), which a
+/// real fault - a gradient not unscaled, a lost contribution, a wrong cast
+/// - exceeds by far. mlp flips decisions only in bf16; the smooth graphs
+/// (GELU, SiLU, softmax) keep the per-element bound in both types, with
+/// margin (at most 1.6e-3 of the largest magnitude in fp16, 1.7e-2 in bf16).
+bool flipsDecisions(llvm::StringRef model, llvm::StringRef dtype) {
   if (model == "cnn" || model == "resnet_tiny" || model == "cnn_bn")
     return true;
   return model == "mlp" && dtype == "bf16";
+}
+
+/// ||a - b|| / ||b|| over every gradient of a step.
+double relativeL2(const TrainingResult &actual, const TrainingResult &expected) {
+  double difference = 0, norm = 0;
+  for (size_t i = 0; i != expected.firstGradients.size(); ++i) {
+    const TensorData &a = actual.firstGradients[i].second;
+    const TensorData &b = expected.firstGradients[i].second;
+    for (uint64_t k = 0, n = b.getNumElements(); k != n; ++k) {
+      double d = a.getFloatElement(k) - b.getFloatElement(k);
+      difference += d * d;
+      norm += double(b.getFloatElement(k)) * b.getFloatElement(k);
+    }
+  }
+  return norm == 0 ? difference : std::sqrt(difference / norm);
 }
 
 TEST_P(AmpTestdataTest, GradientsAgreeWithFp32) {
@@ -140,8 +166,12 @@ TEST_P(AmpTestdataTest, GradientsAgreeWithFp32) {
         << model.name << " " << amp;
     ASSERT_EQ(mixed->result.firstGradients.size(),
               reference->result.firstGradients.size());
-    if (knownDisagreement(model.name, tolerance.dtype))
+    if (flipsDecisions(model.name, tolerance.dtype)) {
+      EXPECT_LE(relativeL2(mixed->result, reference->result),
+                tolerance.flippedL2)
+          << model.name << " " << amp;
       continue;
+    }
     for (size_t i = 0; i != reference->result.firstGradients.size(); ++i) {
       const auto &[name, expected] = reference->result.firstGradients[i];
       const TensorData &actual = mixed->result.firstGradients[i].second;
