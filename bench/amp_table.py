@@ -26,13 +26,12 @@ CATEGORIES = ["parameters", "gradients", "optimizer_state"]
 
 
 def pipeline_for(variant):
-    """none | fp16 | bf16, optionally +PASS (e.g. fp16+recompute{mode=selective})."""
+    """none | fp16 | bf16, then any +PASS (e.g. fp16+pack-dropout-masks+recompute{mode=selective})."""
     dtype, _, extra = variant.partition("+")
     passes = ["canonicalize", "fold-transpose"]
     if dtype != "none":
         passes.append("amp{dtype=" + dtype + "}")
-    if extra:
-        passes.append(extra)
+    passes += [p for p in extra.split("+") if p]
     passes += ["schedule", "plan-buffers"]
     return ",".join(passes)
 
@@ -41,9 +40,24 @@ def compile_one(tool, model, shape, variant, tmp):
     return compile_report(tool, model, shape, pipeline_for(variant), tmp)
 
 
-def saved_bytes(doc, fallback):
-    stats = doc.get("pass_statistics", {}).get("amp", {})
-    return stats.get("saved-bytes-before", fallback), stats.get("saved-bytes-after", fallback)
+def saved_bytes(doc, variant, fallback):
+    """Saved activations before the first rewrite and after the last one of the variant's passes
+    that report them (amp, recompute, pack-dropout-masks), in pipeline order."""
+    all_stats = doc.get("pass_statistics", {})
+    before = after = None
+    for name in pass_names(variant):
+        stats = all_stats.get(name, {})
+        if before is None and "saved-bytes-before" in stats:
+            before = stats["saved-bytes-before"]
+        after = stats.get("saved-bytes-after", after)
+    return (fallback if before is None else before), (fallback if after is None else after)
+
+
+def pass_names(variant):
+    """The rewriting passes of a variant, in pipeline order."""
+    dtype, _, extra = variant.partition("+")
+    names = ["amp"] if dtype in ("fp16", "bf16") else []
+    return names + [p.split("{")[0] for p in extra.split("+") if p]
 
 
 def main():
@@ -74,7 +88,7 @@ def main():
                     continue
                 doc, seconds = got
                 stats = doc.get("pass_statistics", {}).get("amp", {})
-                before, after = saved_bytes(doc, 0)
+                before, after = saved_bytes(doc, variant, 0)
                 cut = 1 - after / before if before else 0
                 peak = doc["planned_bytes"]
                 persistent = " / ".join(size(doc["persistent_by_category"][c]) for c in CATEGORIES)

@@ -10,6 +10,7 @@
 #include "passes/Amp.h"
 #include "passes/Canonicalize.h"
 #include "passes/FoldTranspose.h"
+#include "passes/PackDropoutMasks.h"
 #include "passes/PipelineParser.h"
 #include "passes/PlanBuffers.h"
 #include "passes/PrintPlan.h"

@@ -3,8 +3,9 @@
 // Does what gmopt-compile does, on arbitrary bytes: load an ONNX model or a
 // text-IR module (FuzzInput.h: the first byte picks the loader, the next
 // eight bind symbolic dimensions), run the default pipeline (with one of
-// the recompute modes before the schedule, picked by the input's length,
-// so every strategy meets arbitrary graphs), write the
+// the recompute modes, amp or pack-dropout-masks before the schedule,
+// picked by the input's length, so every rewrite meets arbitrary graphs),
+// write the
 // `.gm` bytes and load them again. Every failure up to and including the
 // write must be an llvm::Error; crashes, sanitizer reports, hangs and leaks
 // are bugs. What was written must load (an error there aborts), and the
@@ -77,8 +78,8 @@ void expectSame(llvm::StringRef which, const Module &written,
          loadedPlan);
 }
 
-/// The default pipeline, with recompute in one of its modes (or none)
-/// before the schedule, chosen by \p size.
+/// The default pipeline, with recompute in one of its modes, amp or
+/// pack-dropout-masks (or none) before the schedule, chosen by \p size.
 std::string pipelineFor(size_t size) {
   static const char *const kRecompute[] = {
       "",
@@ -86,6 +87,9 @@ std::string pipelineFor(size_t size) {
       "recompute{mode=sqrt},",
       "recompute{mode=full},",
       "recompute{mode=budget,memory-limit=80%},",
+      "pack-dropout-masks,",
+      "amp{dtype=fp16},pack-dropout-masks,",
+      "amp{dtype=bf16},recompute{mode=selective},",
   };
   std::string pipeline = kDefaultPipeline.str();
   size_t at = pipeline.find("schedule");
