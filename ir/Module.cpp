@@ -220,6 +220,9 @@ struct ParamRemoval {
   std::vector<Node *> nodes;
   /// Graph outputs to drop (the gradient, results of the nodes above).
   llvm::SmallVector<unsigned, 4> outputs;
+  /// Fused optimizer nodes that also update other parameters: each is
+  /// rebuilt without this parameter's operands (weight, gradient, state).
+  std::vector<Node *> split;
 };
 
 } // namespace
@@ -326,6 +329,26 @@ planParamRemoval(const Module &module, const Value *param,
   for (Node *user : entry.param->getUsers())
     if (OptimizerOperands::kindOf(*user))
       doomed.insert(user);
+  // A fused optimizer node that updates other parameters too is not erased
+  // but rebuilt without this one's operands.
+  llvm::SmallPtrSet<Node *, 2> split;
+  for (Node *node : doomed)
+    if (OptimizerOperands::kindOf(*node) &&
+        OptimizerOperands(*node).size() > 1)
+      split.insert(node);
+  for (Node *node : split) {
+    OptimizerOperands layout(*node);
+    unsigned at = layout.size();
+    for (unsigned i = 0; i != layout.size(); ++i)
+      if (node->getOperand(layout.paramIndex(i)) == entry.param)
+        at = i;
+    if (at == layout.size())
+      return editError("cannot remove parameter " + label(param) + ": node " +
+                       node->describe() +
+                       " reads its optimizer state but does not update it");
+    doomed.erase(node);
+    removal.split.push_back(node);
+  }
   for (Node *node : doomed) {
     for (const Value *operand : node->getOperands()) {
       if (!operand)
@@ -339,11 +362,7 @@ planParamRemoval(const Module &module, const Value *param,
           return editError(
               "cannot remove parameter " + label(param) + ": node " +
               node->describe() + " also updates parameter " +
-              label(other.param) +
-              (OptimizerOperands::kindOf(*node)
-                   ? " (a fused optimizer node is not split; edit the "
-                     "parameters before building the optimizer)"
-                   : ""));
+              label(other.param));
       }
     }
     for (const Value *result : node->getResults()) {
@@ -364,7 +383,7 @@ planParamRemoval(const Module &module, const Value *param,
   auto checkReaders = [&](const Value *value,
                           llvm::StringRef role) -> llvm::Error {
     for (Node *user : value->getUsers())
-      if (!doomed.count(user))
+      if (!doomed.count(user) && !split.count(user))
         return editError("cannot remove parameter " + label(param) + ": its " +
                          role + " is still read by node " + user->describe());
     return llvm::Error::success();
@@ -432,6 +451,47 @@ static void eraseUnusedProducers(Graph &graph,
   graph.removeValues(initializers);
 }
 
+/// Rebuilds fused optimizer node \p node without the operands of parameter
+/// \p param (its weight, gradient and state), appending the dropped
+/// operands to \p seeds. The new node takes the old one's place, name,
+/// phase and attributes; the old one's results' uses move to it.
+static void splitOptimizerNode(Graph &graph, Node &node, const Value *param,
+                               llvm::SmallVectorImpl<Value *> &seeds) {
+  OptimizerOperands layout(node);
+  unsigned at = 0;
+  while (node.getOperand(layout.paramIndex(at)) != param)
+    ++at;
+  llvm::SmallVector<unsigned, 4> drop = {layout.paramIndex(at),
+                                         layout.gradIndex(at)};
+  for (unsigned k = 0; k != OptimizerOperands::numStates(layout.getKind());
+       ++k)
+    drop.push_back(layout.stateIndex(k, at));
+  llvm::SmallVector<Value *, 16> operands;
+  for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
+    if (llvm::is_contained(drop, i))
+      seeds.push_back(node.getOperand(i));
+    else
+      operands.push_back(node.getOperand(i));
+  }
+  llvm::SmallVector<TensorType, 2> types;
+  for (Value *result : node.getResults())
+    types.push_back(result ? result->getType() : TensorType());
+  Builder builder(graph);
+  builder.setInsertionPoint(&node);
+  builder.setPhase(node.getPhase());
+  Node *rebuilt = builder.create(node.getOp(), operands, types,
+                                 node.getAttrs(), node.getName().str());
+  for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
+    if (Value *result = node.getResult(i)) {
+      std::string name = result->getName().str();
+      result->replaceAllUsesWith(rebuilt->getResult(i));
+      rebuilt->getResult(i)->setName(name);
+    }
+  for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i)
+    node.setOperand(i, nullptr);
+  graph.eraseNode(&node);
+}
+
 /// Applies \p removal: drops the outputs, erases the nodes, removes the
 /// entry, then the values that lived only for it.
 static void applyParamRemoval(Graph &graph, TrainingSignature &signature,
@@ -445,6 +505,8 @@ static void applyParamRemoval(Graph &graph, TrainingSignature &signature,
   for (unsigned index : llvm::reverse(removal.outputs))
     graph.removeOutput(index);
   llvm::SmallVector<Value *, 16> seeds;
+  for (Node *node : removal.split)
+    splitOptimizerNode(graph, *node, entry.param, seeds);
   for (Node *node : removal.nodes)
     for (unsigned i = 0, e = node->getNumOperands(); i != e; ++i) {
       seeds.push_back(node->getOperand(i));
@@ -555,6 +617,9 @@ llvm::Error Module::mergeParameter(Value *into, Value *from) {
   // them; every other use of the source reads the target.
   llvm::SmallPtrSet<Node *, 8> doomed(removal->nodes.begin(),
                                       removal->nodes.end());
+  // A fused optimizer node keeps reading the source until it is rebuilt
+  // without it.
+  doomed.insert(removal->split.begin(), removal->split.end());
   llvm::SmallVector<OpOperand *, 8> sourceUses;
   for (OpOperand &use : from->getUses())
     if (use.isGraphOutput() || !doomed.count(use.getOwner()))

@@ -204,10 +204,10 @@ public:
   /// still read by a node other than its accumulation or update nodes, or
   /// if an update node also updates another parameter. An in-graph
   /// optimizer node (AdamWOptimizer, SGDOptimizerV2) that updates several
-  /// parameters is such a node: it is never split, so removing (or merging
-  /// away) one of its parameters is refused; edit the parameters before
-  /// building the optimizer. The sole parameter of an optimizer node takes
-  /// the node with it (the step slots stay, naming unread inputs).
+  /// parameters is not such a node: it is rebuilt without the parameter's
+  /// weight, gradient and state operands (same op, attributes, name and
+  /// phase; its result's uses move to the new node). The sole parameter
+  /// of an optimizer node takes the node with it (step slots stay).
   llvm::Error removeParameter(Value *param);
 
   /// Merges parameter \p from into parameter \p into (weight tying): every
