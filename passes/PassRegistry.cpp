@@ -16,6 +16,7 @@
 #include "passes/PrintPlan.h"
 #include "passes/Recompute.h"
 #include "passes/Schedule.h"
+#include "passes/TieWeights.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
