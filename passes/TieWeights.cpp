@@ -1,6 +1,7 @@
 //===- TieWeights.cpp - One parameter where there were copies -------------===//
 
 #include "passes/TieWeights.h"
+#include "passes/PassManager.h"
 
 #include "ir/Module.h"
 #include "ir/OptimizerOps.h"
@@ -335,11 +336,13 @@ llvm::Expected<bool> TieWeightsPass::run(Module &module,
   uint64_t tied = 0;
   if (options.mode != TieMode::Suggest) {
     for (const TiePair &pair : pairs) {
+      // The copy is gone after the tie: name it first.
+      std::string what = pair.str();
       auto savings = tieParameters(module, pair);
       if (!savings)
         return savings.takeError();
       if (options.printPlan)
-        llvm::errs() << "tie-weights: tied " << pair.str() << "\n";
+        llvm::errs() << "tie-weights: tied " << what << "\n";
       total.parameters += savings->parameters;
       total.gradients += savings->gradients;
       total.optimizerState += savings->optimizerState;
@@ -361,4 +364,15 @@ llvm::Expected<bool> TieWeightsPass::run(Module &module,
                total.parameters + total.gradients + total.optimizerState,
                "Persistent bytes removed (the three above)");
   return tied != 0;
+}
+
+unsigned gmopt::installParameterValues(PassManager &passManager,
+                                       const ParameterValues &values) {
+  unsigned installed = 0;
+  for (const std::unique_ptr<Pass> &pass : passManager.getPasses())
+    if (pass->getName() == "tie-weights") {
+      static_cast<TieWeightsPass &>(*pass).setParameterValues(values);
+      ++installed;
+    }
+  return installed;
 }

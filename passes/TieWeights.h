@@ -122,6 +122,13 @@ private:
   ParameterValues values;
 };
 
+class PassManager;
+
+/// Gives \p values to every tie-weights pass of \p passManager's pipeline
+/// (the tools' --weights file or test data). Returns how many there were.
+unsigned installParameterValues(PassManager &passManager,
+                                const ParameterValues &values);
+
 } // namespace gmopt
 
 #endif // GMOPT_PASSES_TIEWEIGHTS_H

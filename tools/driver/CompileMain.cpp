@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/driver/Checkpoint.h"
 #include "tools/driver/Driver.h"
 #include "tools/driver/ExternalDataReport.h"
 #include "tools/driver/OptimizerCLOptions.h"
@@ -35,6 +36,7 @@
 #include "passes/PassRegistry.h"
 #include "passes/PlanBuffers.h"
 #include "passes/PlanReport.h"
+#include "passes/TieWeights.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -97,6 +99,13 @@ static int runGmoptCompile(int argc, char **argv) {
   cl::list<std::string> dims(
       "dim", cl::desc("Bind symbolic dimension NAME to N"),
       cl::value_desc("NAME=N"), cl::CommaSeparated, cl::cat(category));
+  cl::opt<std::string> weightsFile(
+      "weights",
+      cl::desc("Initial parameter values for passes that compare them "
+               "(tie-weights): an ONNX model's initializers, an ONNX "
+               "Runtime checkpoint or a .pbseq; read only, never written "
+               "into the output"),
+      cl::value_desc("file"), cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run (default: " + kDefaultPipeline.str() + ")");
   OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
@@ -139,6 +148,19 @@ static int runGmoptCompile(int argc, char **argv) {
           passOptions.hasPipeline() ? llvm::StringRef(passOptions.getPipeline())
                                     : llvm::StringRef(kDefaultPipeline)))
     return reportToolError(kTool, std::move(err));
+  std::optional<WeightSet> weights;
+  if (!weightsFile.empty()) {
+    auto read = readWeightFile(weightsFile);
+    if (!read)
+      return reportToolError(kTool, read.takeError());
+    weights = std::move(*read);
+    const WeightSet *set = &*weights;
+    installParameterValues(
+        passManager, [set](llvm::StringRef name) -> const TensorData * {
+          const NamedTensor *tensor = set->lookup(name);
+          return tensor ? &tensor->data : nullptr;
+        });
+  }
 
   // Every output is checked (against the input and each other) and
   // reserved before any work, and all are committed together at the end:

@@ -25,6 +25,7 @@
 #include "ir/SizeLimits.h"
 #include "ir/ops/ShapeValue.h"
 #include "passes/PassManager.h"
+#include "passes/TieWeights.h"
 #include "tools/driver/PassManagerCLOptions.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -348,6 +349,13 @@ gmopt::loadRunnableModel(llvm::StringRef path,
             onnxPipeline.empty() ? llvm::StringRef(kOnnxRunPipeline)
                                  : onnxPipeline))
       return err;
+    // tie-weights compares initial values: the test data's, when given.
+    if (inputs)
+      installParameterValues(
+          passManager, [inputs](llvm::StringRef name) -> const TensorData * {
+            const NamedTensor *tensor = inputs->findInput(name);
+            return tensor ? &tensor->data : nullptr;
+          });
     if (llvm::Error err = passManager.run(*model.module))
       return withFile(path, std::move(err));
     model.pipeline = passManager.getPipelineString();
