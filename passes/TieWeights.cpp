@@ -281,6 +281,62 @@ llvm::Expected<TieSavings> gmopt::tieParameters(Module &module,
   return savings;
 }
 
+unsigned gmopt::mergeDuplicateAccumulations(Module &module) {
+  Graph &graph = module.getGraph();
+  TrainingSignature &signature = module.getSignature();
+  unsigned repaired = 0;
+  for (const ParamInfo &info : llvm::to_vector(signature.getParams())) {
+    if (!info.accumulator || !info.grad)
+      continue;
+    llvm::SmallVector<Node *, 4> writers;
+    for (Node &node : graph.getNodes())
+      if ((node.isa(kMsDomain, "InPlaceAccumulatorV2") ||
+           node.isa(kMsDomain, "InPlaceAccumulator")) &&
+          node.getNumOperands() >= 2 && node.getOperand(0) == info.accumulator &&
+          node.getOperand(1))
+        writers.push_back(&node);
+    if (writers.size() < 2)
+      continue;
+    Node *last = writers.back();
+    llvm::SmallVector<Value *, 4> grads;
+    for (Node *writer : writers)
+      if (!llvm::is_contained(grads, writer->getOperand(1)))
+        grads.push_back(writer->getOperand(1));
+    Builder builder(graph);
+    builder.setInsertionPoint(last);
+    builder.setPhase(Phase::Backward);
+    Node *sum = builder.create(OpName{kOnnxDomain.str(), "Sum"}, grads,
+                               {info.grad->getType()});
+    Value *total = sum->getResult(0);
+    std::string name = info.param->getName().str() + "_grad";
+    for (Value *grad : grads)
+      if (grad->getName() == name)
+        grad->setName(name + ".part");
+    total->setName(name);
+    last->setOperand(1, total);
+    signature.setGrad(info.param, total);
+    signature.setAccumulation(info.param, info.accumulator, last);
+    for (Node *writer : writers) {
+      if (writer == last)
+        continue;
+      for (Value *result : writer->getResults()) {
+        if (!result)
+          continue;
+        for (unsigned i = graph.getNumOutputs(); i-- != 0;)
+          if (graph.getOutput(i) == result)
+            graph.removeOutput(i);
+        // Anything else reading the dropped node's flag reads the kept one.
+        result->replaceAllUsesWith(last->getResult(result->getResultIndex()));
+      }
+      for (unsigned i = 0, e = writer->getNumOperands(); i != e; ++i)
+        writer->setOperand(i, nullptr);
+      graph.eraseNode(writer);
+    }
+    ++repaired;
+  }
+  return repaired;
+}
+
 TieWeightsPass::TieWeightsPass() : TieWeightsPass(Options()) {}
 
 TieWeightsPass::TieWeightsPass(Options opts) : options(std::move(opts)) {
@@ -300,6 +356,9 @@ TieWeightsPass::TieWeightsPass(Options opts) : options(std::move(opts)) {
 
 llvm::Expected<bool> TieWeightsPass::run(Module &module,
                                          PassContext &context) {
+  unsigned repaired = 0;
+  if (options.mode != TieMode::Suggest)
+    repaired = mergeDuplicateAccumulations(module);
   std::vector<TiePair> pairs;
   TieSearch search;
   if (options.mode == TieMode::Explicit) {
@@ -349,6 +408,8 @@ llvm::Expected<bool> TieWeightsPass::run(Module &module,
       ++tied;
     }
   }
+  addStatistic(context, "accumulations-merged", repaired,
+               "Parameters whose several accumulation nodes became one");
   addStatistic(context, "pairs-found", pairs.size(),
                "Parameter pairs that are copies");
   addStatistic(context, "pairs-tied", tied, "Parameters merged away");
@@ -363,7 +424,7 @@ llvm::Expected<bool> TieWeightsPass::run(Module &module,
   addStatistic(context, "persistent-bytes-removed",
                total.parameters + total.gradients + total.optimizerState,
                "Persistent bytes removed (the three above)");
-  return tied != 0;
+  return tied != 0 || repaired != 0;
 }
 
 unsigned gmopt::installParameterValues(PassManager &passManager,

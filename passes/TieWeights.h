@@ -95,6 +95,15 @@ llvm::Expected<TieSavings> tieParameters(Module &module, const TiePair &pair);
 /// How the pass picks its pairs.
 enum class TieMode : uint8_t { Auto, Suggest, Explicit };
 
+/// Repairs parameters whose accumulation buffer several accumulation nodes
+/// write (a graph that accumulates each use's gradient separately): with
+/// lazy_reset_grad each of them would overwrite the buffer, keeping only
+/// the last contribution. The gradients are summed into one value (the
+/// parameter's gradient now) that the last of those nodes accumulates; the
+/// others go, with their graph outputs. Returns how many parameters were
+/// repaired.
+unsigned mergeDuplicateAccumulations(Module &module);
+
 /// The `tie-weights` pass.
 class TieWeightsPass : public Pass {
 public:

@@ -3,7 +3,7 @@
 // Does what gmopt-compile does, on arbitrary bytes: load an ONNX model or a
 // text-IR module (FuzzInput.h: the first byte picks the loader, the next
 // eight bind symbolic dimensions), run the default pipeline (with one of
-// the recompute modes, amp or pack-dropout-masks before the schedule,
+// the recompute modes, amp, pack-dropout-masks or tie-weights before the schedule,
 // picked by the input's length, so every rewrite meets arbitrary graphs),
 // write the
 // `.gm` bytes and load them again. Every failure up to and including the
@@ -90,6 +90,7 @@ std::string pipelineFor(size_t size) {
       "pack-dropout-masks,",
       "amp{dtype=fp16},pack-dropout-masks,",
       "amp{dtype=bf16},recompute{mode=selective},",
+      "tie-weights,",
   };
   std::string pipeline = kDefaultPipeline.str();
   size_t at = pipeline.find("schedule");
