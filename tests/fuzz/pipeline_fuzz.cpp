@@ -3,10 +3,9 @@
 // Does what gmopt-compile does, on arbitrary bytes: load an ONNX model or a
 // text-IR module (FuzzInput.h: the first byte picks the loader, the next
 // eight bind symbolic dimensions), run the default pipeline (with one of
-// the recompute modes, amp, pack-dropout-masks or tie-weights before the schedule,
-// picked by the input's length, so every rewrite meets arbitrary graphs),
-// write the
-// `.gm` bytes and load them again. Every failure up to and including the
+// the recompute modes, amp, pack-dropout-masks or tie-weights before the
+// schedule, picked by the input's length, so every rewrite meets arbitrary
+// graphs), write the `.gm` bytes and load them again. Every failure up to and including the
 // write must be an llvm::Error; crashes, sanitizer reports, hangs and leaks
 // are bugs. What was written must load (an error there aborts), and the
 // loaded modules must equal the written ones: the same text-IR print of the
@@ -78,8 +77,9 @@ void expectSame(llvm::StringRef which, const Module &written,
          loadedPlan);
 }
 
-/// The default pipeline, with recompute in one of its modes, amp or
-/// pack-dropout-masks (or none) before the schedule, chosen by \p size.
+/// The default pipeline, with recompute in one of its modes, amp,
+/// pack-dropout-masks or tie-weights (or none) before the schedule, chosen
+/// by \p size.
 std::string pipelineFor(size_t size) {
   static const char *const kRecompute[] = {
       "",
