@@ -5,12 +5,13 @@
 // candidate plan the way the pipeline will: it applies it, runs schedule
 // and plan-buffers, reads the planned peak, and undoes all of it (clones
 // erased, readers rewired back, the node order and plan restored) before
-// the next candidate.
+// the next candidate. Which candidates to plan is RecomputeBudget.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Recompute.h"
 #include "passes/Liveness.h"
+#include "passes/RecomputeBudget.h"
 #include "passes/PlanBuffers.h"
 #include "passes/SavedActivations.h"
 #include "passes/Schedule.h"
@@ -56,6 +57,10 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
   declareOption("drop", options.drop,
                 "explicit mode: the saved activations to drop, space-separated "
                 "value names");
+  declareOption("search-evaluations", options.searchEvaluations,
+                "budget mode: the most plans the local search after the "
+                "strategy family evaluates (0: the family only)",
+                0, 1000000);
   declareOption("print-plan", options.printPlan,
                 "print the recompute plan to stderr before rewriting");
 }
@@ -113,6 +118,8 @@ llvm::Expected<MemoryLimit> parseMemoryLimit(llvm::StringRef text) {
 /// What applying a plan changed, so that it can be undone.
 struct AppliedPlan {
   std::vector<Node *> clones;
+  /// Each dropped value and the clone that replaces it for later phases.
+  std::vector<std::pair<const Value *, const Value *>> replacements;
   std::vector<std::pair<OpOperand *, Value *>> rewired;
   uint64_t clonedNodes = 0;
 };
@@ -151,6 +158,8 @@ llvm::Error apply(Module &module, const SavedActivations &analysis,
             llvm::inconvertibleErrorCode(),
             "recompute: group does not compute '%s'",
             provided->getName().str().c_str());
+      if (applied)
+        applied->replacements.push_back({provided, replacement});
       std::vector<OpOperand *> uses;
       for (OpOperand &use : provided->getUses())
         if (Node *owner = use.getOwner();
@@ -216,131 +225,121 @@ std::string formatBytes(uint64_t bytes) {
   return buffer;
 }
 
-/// Budget mode: the cheapest candidate whose planned peak fits.
+/// What planning the step \p applied rewrote tells budget's search: the
+/// module is in its planned order with its plan.
+BudgetEvaluation measure(const Module &module,
+                         const SavedActivations &analysis,
+                         const AppliedPlan &applied, uint64_t limit) {
+  BudgetEvaluation evaluation;
+  evaluation.peak = module.plan.figures.plannedBytes();
+  llvm::Expected<Liveness> liveness = Liveness::compute(module);
+  if (!liveness) {
+    // The plan exists, so liveness cannot fail; without it the search
+    // only loses its estimates.
+    llvm::consumeError(liveness.takeError());
+    return evaluation;
+  }
+  const uint64_t persistent = module.plan.figures.totalPersistentBytes();
+  std::vector<uint64_t> live = liveness->computeLiveBytes();
+  uint32_t peakStep = 0;
+  for (uint32_t step = 0; step != live.size(); ++step) {
+    if (live[step] > live[peakStep])
+      peakStep = step;
+    if (live[step] + persistent > limit)
+      evaluation.excess += live[step] + persistent - limit;
+  }
+  llvm::DenseMap<const Value *, const Value *> replacementOf(
+      applied.replacements.begin(), applied.replacements.end());
+  evaluation.spansPeak.reserve(analysis.getSaved().size());
+  for (const SavedActivation &activation : analysis.getSaved()) {
+    const Value *value = activation.value;
+    uint32_t lastForward = liveness->getStep(value->getDefiningNode());
+    uint32_t firstLater = UINT32_MAX;
+    for (const OpOperand &use : value->getUses()) {
+      const Node *owner = use.getOwner();
+      if (!owner)
+        continue;
+      uint32_t step = liveness->getStep(owner);
+      if (owner->getPhase() == Phase::Forward)
+        lastForward = std::max(lastForward, step);
+      else
+        firstLater = std::min(firstLater, step);
+    }
+    if (const Value *clone = replacementOf.lookup(value))
+      firstLater =
+          std::min(firstLater, liveness->getStep(clone->getDefiningNode()));
+    evaluation.spansPeak.push_back(lastForward < peakStep &&
+                                   peakStep < firstLater);
+  }
+  return evaluation;
+}
+
+/// Budget mode: the cheapest plan found whose planned peak fits.
 llvm::Expected<RecomputePlan>
 planBudget(Module &module, const SavedActivations &analysis,
            const PassContext &context, const MemoryLimit &limitSpec,
-           const RecomputeTuning &tuning, PassContext &statsContext) {
+           const RecomputeTuning &tuning, uint32_t searchEvaluations,
+           PassContext &statsContext) {
   std::vector<Node *> order;
   for (Node &node : module.getGraph().getNodes())
     order.push_back(&node);
   ExecutionPlan savedPlan = module.plan;
 
-  auto evaluate = [&](const RecomputePlan &plan) -> llvm::Expected<uint64_t> {
+  auto evaluate = [&](const RecomputePlan &plan,
+                      uint64_t limit) -> llvm::Expected<BudgetEvaluation> {
     AppliedPlan applied;
     if (llvm::Error err = apply(module, analysis, plan, &applied))
       return err;
     llvm::Expected<uint64_t> peak = planPeak(module, context);
+    if (!peak) {
+      undo(module, applied, order);
+      return peak.takeError();
+    }
+    BudgetEvaluation evaluation = measure(module, analysis, applied, limit);
     undo(module, applied, order);
-    return peak;
+    return evaluation;
   };
 
   RecomputePlan none;
   none.savedBytesBefore = none.savedBytesAfter = analysis.getSavedBytes();
   none.stepFlops = analysis.getStepFlops();
-  llvm::Expected<uint64_t> basePeak = evaluate(none);
-  if (!basePeak)
-    return basePeak.takeError();
-  const uint64_t limit = limitSpec.resolve(*basePeak);
-  statsContext.addStatistic("recompute", "planned-peak-before", *basePeak,
+  llvm::Expected<BudgetEvaluation> base = evaluate(none, UINT64_MAX);
+  if (!base)
+    return base.takeError();
+  const uint64_t basePeak = base->peak;
+  const uint64_t limit = limitSpec.resolve(basePeak);
+  statsContext.addStatistic("recompute", "planned-peak-before", basePeak,
                             "planned peak of the unrewritten step (bytes)");
   statsContext.addStatistic("recompute", "memory-limit", limit,
                             "budget: the planned-peak limit (bytes)");
   module.plan = savedPlan;
-  if (*basePeak <= limit)
+  if (basePeak <= limit)
     return none;
 
-  uint64_t smallest = *basePeak;
-  // Candidates in order of recompute FLOPs: the most efficient groups of
-  // selective, all of selective (prefix 0), then whole-segment recompute
-  // of a growing prefix of the forward pass.
-  auto candidate = [&](uint32_t prefix) {
-    return planRecompute(analysis, RecomputeMode::Budget, prefix,
-                         tuning);
-  };
-  // The largest useful prefix: every segment but the last.
-  const uint32_t maxPrefix = countRecomputeSegments(analysis);
-  // Binary search for the smallest prefix that fits (peaks fall as the
-  // prefix grows, FLOPs rise).
-  std::optional<RecomputePlan> best;
-  auto tryPrefix = [&](uint32_t prefix) -> llvm::Expected<bool> {
-    llvm::Expected<RecomputePlan> plan = candidate(prefix);
-    if (!plan)
-      return plan.takeError();
-    llvm::Expected<uint64_t> peak = evaluate(*plan);
-    if (!peak)
-      return peak.takeError();
-    smallest = std::min(smallest, *peak);
-    if (*peak > limit)
-      return false;
-    if (!best || plan->recomputeFlops < best->recomputeFlops)
-      best = std::move(*plan);
-    return true;
-  };
-  llvm::Expected<bool> fitsAll = tryPrefix(maxPrefix);
-  if (!fitsAll)
-    return fitsAll.takeError();
-  if (!*fitsAll) {
-    // Try the sqrt and full plans too before giving up.
-    for (RecomputeMode mode : {RecomputeMode::Full, RecomputeMode::Sqrt}) {
-      llvm::Expected<RecomputePlan> plan =
-          planRecompute(analysis, mode, 0, tuning);
-      if (!plan)
-        return plan.takeError();
-      llvm::Expected<uint64_t> peak = evaluate(*plan);
-      if (!peak)
-        return peak.takeError();
-      smallest = std::min(smallest, *peak);
-      if (*peak <= limit && (!best || plan->recomputeFlops < best->recomputeFlops))
-        best = std::move(*plan);
-    }
-    module.plan = savedPlan;
-    if (!best)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "recompute: memory-limit %s cannot be met: the smallest planned "
-          "peak recompute reaches is %s (unrewritten: %s)",
-          formatBytes(limit).c_str(), formatBytes(smallest).c_str(),
-          formatBytes(*basePeak).c_str());
-    return std::move(*best);
-  }
-  uint32_t lo = 0, hi = maxPrefix; // hi fits
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    llvm::Expected<bool> fits = tryPrefix(mid);
-    if (!fits)
-      return fits.takeError();
-    if (*fits)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  if (hi == 0) {
-    // Selective fits: perhaps a part of it does. Its groups, most bytes
-    // freed per FLOP first; the fewest that fit.
-    llvm::Expected<RecomputePlan> selective = candidate(0);
-    if (!selective)
-      return selective.takeError();
-    size_t groupsLo = 1, groupsHi = selective->groups.size();
-    std::optional<RecomputePlan> part;
-    while (groupsLo < groupsHi) {
-      size_t mid = groupsLo + (groupsHi - groupsLo) / 2;
-      RecomputePlan plan = takeMostEfficientGroups(*selective, analysis, mid);
-      llvm::Expected<uint64_t> peak = evaluate(plan);
-      if (!peak)
-        return peak.takeError();
-      if (*peak <= limit) {
-        groupsHi = mid;
-        part = std::move(plan);
-      } else {
-        groupsLo = mid + 1;
-      }
-    }
-    if (part && part->recomputeFlops < best->recomputeFlops)
-      best = std::move(*part);
-  }
+  BudgetSearchOptions options;
+  options.limit = limit;
+  options.maxEvaluations = searchEvaluations;
+  options.tuning = tuning;
+  llvm::Expected<BudgetSearchResult> result =
+      searchBudget(analysis, options, evaluate);
   module.plan = savedPlan;
-  return std::move(*best);
+  if (!result)
+    return result.takeError();
+  statsContext.addStatistic("recompute", "budget-family-plans",
+                            result->familyEvaluations,
+                            "budget: strategy-family plans evaluated");
+  statsContext.addStatistic("recompute", "budget-search-plans",
+                            result->searchEvaluations,
+                            "budget: local-search plans evaluated");
+  if (!result->best)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "recompute: memory-limit %s cannot be met: the smallest planned "
+        "peak recompute reaches is %s (unrewritten: %s)",
+        formatBytes(limit).c_str(),
+        formatBytes(std::min(result->smallestPeak, basePeak)).c_str(),
+        formatBytes(basePeak).c_str());
+  return std::move(*result->best);
 }
 
 } // namespace
@@ -395,7 +394,8 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
     rest = tail;
   }
   llvm::Expected<RecomputePlan> plan =
-      limit ? planBudget(module, *analysis, context, *limit, tuning, context)
+      limit ? planBudget(module, *analysis, context, *limit, tuning,
+                         options.searchEvaluations, context)
             : planRecompute(*analysis, options.mode, 0, tuning);
   if (!plan)
     return plan.takeError();
