@@ -129,7 +129,7 @@ public:
     /// budget mode: the most plans the local search after the strategy
     /// family evaluates (each one a schedule and a buffer plan of the
     /// rewritten step); 0 leaves the search out.
-    uint64_t searchEvaluations = 200;
+    uint64_t searchEvaluations = 64;
     /// Print the plan to stderr before rewriting.
     bool printPlan = false;
   };

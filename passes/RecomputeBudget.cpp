@@ -7,13 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/RecomputeBudget.h"
+#include "passes/DebugOutput.h"
 #include "passes/SavedActivations.h"
 
 #include "ir/Module.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/Debug.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -120,6 +120,8 @@ private:
   const Point *best = nullptr;
   uint64_t smallest = UINT64_MAX;
   bool inSearch = false;
+  /// What is being planned, for the debug trace.
+  const char *stage = "family";
   uint32_t familyEvaluations = 0, searchEvaluations = 0;
 };
 
@@ -161,8 +163,15 @@ BudgetSearch::visitPlan(RecomputePlan plan, const Candidate &candidate) {
     return it->second;
   if (inSearch && !searchBudgetLeft())
     return nullptr;
+  // The family plans exactly, as the pipeline will. The local search
+  // plans quickly (an upper bound, so a plan that fits does), and again
+  // exactly where the quick peak misses but the schedule's LOAD fits.
   llvm::Expected<BudgetEvaluation> evaluation =
-      evaluate(plan, options.limit);
+      evaluate(plan, options.limit, !inSearch);
+  if (evaluation && !evaluation->exact &&
+      evaluation->peak > options.limit &&
+      evaluation->lowerBound <= options.limit)
+    evaluation = evaluate(plan, options.limit, /*exact=*/true);
   if (!evaluation)
     return evaluation.takeError();
   ++(inSearch ? searchEvaluations : familyEvaluations);
@@ -174,11 +183,10 @@ BudgetSearch::visitPlan(RecomputePlan plan, const Candidate &candidate) {
   smallest = std::min(smallest, point.peak());
   if (point.fits && (!best || point.flops() < best->flops()))
     best = &point;
-  LLVM_DEBUG(llvm::dbgs() << "budget: " << (inSearch ? "search" : "family")
-                          << " plan, " << point.plan.dropped
-                          << " dropped, flops " << point.flops() << ", peak "
-                          << point.peak() << (point.fits ? " (fits)" : "")
-                          << "\n");
+  GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] budget " << stage << ": "
+                     << point.plan.dropped << " dropped, flops "
+                     << point.flops() << ", peak " << point.peak()
+                     << (point.fits ? " (fits)" : "") << "\n");
   byPlan[key] = &point;
   return &point;
 }
@@ -288,42 +296,104 @@ std::vector<Move> BudgetSearch::keepMoves(const Point &point) const {
   return moves;
 }
 
+/// Progress of \p to over \p from towards the limit: the planned peak's
+/// fall; where the peak does not move (two equal peaks), the fall of the
+/// live bytes above the limit, ranked below any fall of the peak.
+struct Progress {
+  bool lowersPeak = false;
+  uint64_t amount = 0;
+  long double ratio = 0;
+
+  Progress(const Point &from, const Point &to) {
+    uint64_t added = to.flops() > from.flops() ? to.flops() - from.flops() : 0;
+    lowersPeak = to.peak() < from.peak();
+    amount = lowersPeak ? from.peak() - to.peak()
+             : to.evaluation.excess < from.evaluation.excess
+                 ? from.evaluation.excess - to.evaluation.excess
+                 : 0;
+    ratio = (long double)amount / (added + 1);
+  }
+  bool operator>(const Progress &other) const {
+    if (lowersPeak != other.lowersPeak)
+      return lowersPeak;
+    return ratio > other.ratio;
+  }
+};
+
 llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
                                                     uint64_t flopsBound) {
   const Point *current = start;
   while (!current->fits && current->flops() < flopsBound) {
     std::vector<Move> moves = dropMoves(*current);
-    if (moves.size() > options.width)
-      moves.resize(options.width);
-    const Point *chosen = nullptr;
-    long double chosenRatio = -1;
-    bool chosenLowersPeak = false;
-    for (const Move &move : moves) {
-      llvm::Expected<const Point *> next =
-          visit(withDrop(current->candidate, move.value));
+    if (moves.empty())
+      break;
+    // How many of the ranked moves the estimate needs to close the gap.
+    // Far from the limit (a large graph, many values per gap) the step
+    // drops a batch - the prefix expected to close the gap, or half of
+    // it - so that the evaluations grow with the gaps halved, not with
+    // the values dropped; near it, single values.
+    const uint64_t gap = current->peak() - options.limit;
+    size_t need = 0;
+    uint64_t expected = 0;
+    while (need != moves.size() && expected < gap)
+      expected += moves[need++].peakBytes;
+    std::vector<Candidate> tries;
+    auto batch = [&](size_t count) {
+      Candidate candidate = current->candidate;
+      for (size_t i = 0; i != count; ++i)
+        candidate = withDrop(candidate, moves[i].value);
+      return candidate;
+    };
+    const bool batches = need >= 4 && expected >= gap;
+    if (batches) {
+      stage = "descent batch";
+      tries.push_back(batch(need));
+      tries.push_back(batch((need + 1) / 2));
+    } else {
+      stage = "descent";
+      for (size_t i = 0; i != std::min<size_t>(moves.size(), options.width);
+           ++i)
+        tries.push_back(withDrop(current->candidate, moves[i].value));
+    }
+    const Point *chosen = nullptr, *fitting = nullptr;
+    std::optional<Progress> chosenProgress;
+    for (const Candidate &candidate : tries) {
+      llvm::Expected<const Point *> next = visit(candidate);
       if (!next)
         return next.takeError();
       if (!*next)
         break;
       const Point &point = **next;
-      uint64_t added = point.flops() > current->flops()
-                           ? point.flops() - current->flops()
-                           : 0;
-      // Progress is the planned peak's fall; where no move lowers it (two
-      // equal peaks), the fall of the live bytes above the limit.
-      bool lowersPeak = point.peak() < current->peak();
-      uint64_t progress =
-          lowersPeak ? current->peak() - point.peak()
-          : point.evaluation.excess < current->evaluation.excess
-              ? current->evaluation.excess - point.evaluation.excess
-              : 0;
-      if (!progress || (chosenLowersPeak && !lowersPeak))
+      // In batches, the cheapest plan that fits ends the descent.
+      if (batches && point.fits &&
+          (!fitting || point.flops() < fitting->flops()))
+        fitting = &point;
+      Progress progress(*current, point);
+      if (!progress.amount)
         continue;
-      long double ratio = (long double)progress / (added + 1);
-      if (!chosen || (lowersPeak && !chosenLowersPeak) || ratio > chosenRatio) {
+      if (!chosen || progress > *chosenProgress) {
         chosen = &point;
-        chosenRatio = ratio;
-        chosenLowersPeak = lowersPeak;
+        chosenProgress = progress;
+      }
+    }
+    if (fitting)
+      chosen = fitting;
+    if (!chosen && batches) {
+      // The batch went astray (the peak moved): single values this step.
+      stage = "descent";
+      for (size_t i = 0; i != std::min<size_t>(moves.size(), options.width);
+           ++i) {
+        llvm::Expected<const Point *> next =
+            visit(withDrop(current->candidate, moves[i].value));
+        if (!next)
+          return next.takeError();
+        if (!*next)
+          break;
+        Progress progress(*current, **next);
+        if (progress.amount && (!chosen || progress > *chosenProgress)) {
+          chosen = *next;
+          chosenProgress = progress;
+        }
       }
     }
     if (!chosen)
@@ -339,13 +409,35 @@ llvm::Error BudgetSearch::improve(const Point *start) {
   llvm::DenseSet<const Point *> swapped;
   while (searchBudgetLeft()) {
     std::vector<Move> moves = keepMoves(*current);
-    if (moves.size() > options.width)
-      moves.resize(options.width);
+    if (moves.empty())
+      break;
+    // The moves the estimate expects to fit, together (a plan that
+    // overshot the limit keeps several values again at once), then the
+    // single moves.
+    std::vector<Candidate> tries;
+    size_t firstSingle = 0;
+    {
+      const uint64_t room = options.limit - current->peak();
+      Candidate together = current->candidate;
+      size_t count = 0;
+      uint64_t rise = 0;
+      for (const Move &move : moves)
+        if (rise + move.peakBytes <= room) {
+          rise += move.peakBytes;
+          together = withKeep(together, move.value);
+          ++count;
+        }
+      if (count >= 2)
+        tries.push_back(std::move(together));
+      firstSingle = tries.size();
+    }
+    for (size_t i = 0; i != std::min<size_t>(moves.size(), options.width); ++i)
+      tries.push_back(withKeep(current->candidate, moves[i].value));
+    stage = "keep";
     const Point *better = nullptr;
     std::vector<const Point *> misses;
-    for (const Move &move : moves) {
-      llvm::Expected<const Point *> next =
-          visit(withKeep(current->candidate, move.value));
+    for (size_t i = 0; i != tries.size(); ++i) {
+      llvm::Expected<const Point *> next = visit(tries[i]);
       if (!next)
         return next.takeError();
       if (!*next)
@@ -353,10 +445,13 @@ llvm::Error BudgetSearch::improve(const Point *start) {
       const Point *point = *next;
       if (point->flops() >= current->flops())
         continue;
+      // The first move that fits and saves FLOPs is taken (the moves come
+      // most FLOPs saved first), and the moves are ranked again from it.
       if (point->fits) {
-        if (!better || point->flops() < better->flops())
-          better = point;
-      } else {
+        better = point;
+        break;
+      }
+      if (i >= firstSingle) {
         misses.push_back(point);
       }
     }
@@ -469,13 +564,9 @@ llvm::Error BudgetSearch::runLocalSearch() {
   if (!options.maxEvaluations)
     return llvm::Error::success();
   inSearch = true;
-  // Improve the family's answer first: its neighbours are the likeliest
-  // cheap plans on large graphs, where the budget runs out.
-  if (familyBest)
-    if (llvm::Error err = improve(familyBest))
-      return err;
-  // Descents: from no recompute, then from the family's misses nearest the
-  // limit.
+  // Descents first (batches make them cheap on large graphs): from no
+  // recompute, then from the family's misses nearest the limit, each
+  // bounded by the cheapest plan that fits so far.
   std::vector<const Point *> starts;
   {
     llvm::Expected<const Point *> none = visit(Candidate());
@@ -494,6 +585,7 @@ llvm::Error BudgetSearch::runLocalSearch() {
     if (!llvm::is_contained(starts, miss))
       starts.push_back(miss);
   }
+  std::vector<const Point *> ends;
   for (const Point *start : starts) {
     if (!searchBudgetLeft())
       break;
@@ -502,8 +594,23 @@ llvm::Error BudgetSearch::runLocalSearch() {
     if (!end)
       return end.takeError();
     if ((*end)->fits)
-      if (llvm::Error err = improve(*end))
-        return err;
+      ends.push_back(*end);
+  }
+  // Then improvement: of the cheapest plan that fits, then of the other
+  // plans that fit while evaluations remain.
+  std::vector<const Point *> fitting;
+  if (best)
+    fitting.push_back(best);
+  if (familyBest && !llvm::is_contained(fitting, familyBest))
+    fitting.push_back(familyBest);
+  for (const Point *end : ends)
+    if (!llvm::is_contained(fitting, end))
+      fitting.push_back(end);
+  for (const Point *point : fitting) {
+    if (!searchBudgetLeft())
+      break;
+    if (llvm::Error err = improve(point))
+      return err;
   }
   return llvm::Error::success();
 }

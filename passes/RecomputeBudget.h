@@ -56,6 +56,11 @@ class SavedActivations;
 struct BudgetEvaluation {
   /// The planned peak: arena plus persistent bytes.
   uint64_t peak = 0;
+  /// Whether plan-buffers ran in full; if not, peak may exceed what the
+  /// pipeline plans for the same step (never the other way).
+  bool exact = true;
+  /// LOAD plus persistent bytes: no layout of this schedule plans less.
+  uint64_t lowerBound = 0;
   /// Live bytes above the limit summed over the schedule's steps (the
   /// liveness profile plus persistent bytes): how far from fitting a plan
   /// is, also where its peak does not move (two equal peaks).
@@ -68,9 +73,10 @@ struct BudgetEvaluation {
 };
 
 /// Plans the step rewritten by \p plan and reports what it reached,
-/// excess measured against \p limit.
+/// excess measured against \p limit. Without \p exact the buffer plan may
+/// skip work (see BudgetEvaluation::exact).
 using BudgetEvaluator = llvm::function_ref<llvm::Expected<BudgetEvaluation>(
-    const RecomputePlan &plan, uint64_t limit)>;
+    const RecomputePlan &plan, uint64_t limit, bool exact)>;
 
 /// How hard budget searches.
 struct BudgetSearchOptions {
@@ -78,7 +84,7 @@ struct BudgetSearchOptions {
   uint64_t limit = 0;
   /// The most candidates the local search plans after the family (0: the
   /// family only).
-  uint32_t maxEvaluations = 200;
+  uint32_t maxEvaluations = 64;
   /// Moves planned per descent step or improvement round, best estimate
   /// first.
   uint32_t width = 12;
