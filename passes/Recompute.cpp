@@ -57,10 +57,10 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
   declareOption("drop", options.drop,
                 "explicit mode: the saved activations to drop, space-separated "
                 "value names");
-  declareOption("search-evaluations", options.searchEvaluations,
-                "budget mode: the most plans the local search after the "
-                "strategy family evaluates (0: the family only)",
-                0, 1000000);
+  declareOption("search-work", options.searchWork,
+                "budget mode: work of the local search after the strategy "
+                "family, in nodes planned (each candidate counts the step's "
+                "nodes; 0: the family only)");
   declareOption("print-plan", options.printPlan,
                 "print the recompute plan to stderr before rewriting");
 }
@@ -289,7 +289,7 @@ BudgetEvaluation measure(const Module &module,
 llvm::Expected<RecomputePlan>
 planBudget(Module &module, const SavedActivations &analysis,
            const PassContext &context, const MemoryLimit &limitSpec,
-           const RecomputeTuning &tuning, uint32_t searchEvaluations,
+           const RecomputeTuning &tuning, uint64_t searchWork,
            PassContext &statsContext) {
   std::vector<Node *> order;
   for (Node &node : module.getGraph().getNodes())
@@ -330,7 +330,10 @@ planBudget(Module &module, const SavedActivations &analysis,
 
   BudgetSearchOptions options;
   options.limit = limit;
-  options.maxEvaluations = searchEvaluations;
+  const uint64_t numNodes = std::max<uint64_t>(1, order.size());
+  options.maxEvaluations = uint32_t(std::min<uint64_t>(
+      searchWork ? std::max<uint64_t>(1, searchWork / numNodes) : 0,
+      UINT32_MAX));
   options.tuning = tuning;
   llvm::Expected<BudgetSearchResult> result =
       searchBudget(analysis, options, evaluate);
@@ -407,7 +410,7 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
   }
   llvm::Expected<RecomputePlan> plan =
       limit ? planBudget(module, *analysis, context, *limit, tuning,
-                         options.searchEvaluations, context)
+                         options.searchWork, context)
             : planRecompute(*analysis, options.mode, 0, tuning);
   if (!plan)
     return plan.takeError();

@@ -38,7 +38,7 @@
 //     activation again (or keep one and drop cheaper ones) while the plan
 //     fits and the FLOPs fall. The pass takes the cheapest plan it planned
 //     that fits, or fails stating the smallest peak it reached. The number
-//     of plans the search evaluates is bounded (search-evaluations).
+//     of plans the search evaluates is bounded (search-work).
 //
 // The pass plans first (a printable RecomputePlan) and rewrites after. A
 // module that already has recompute clones is left alone, so a second run
@@ -126,10 +126,12 @@ public:
     /// explicit mode: the saved activations to drop, space-separated value
     /// names.
     std::string drop;
-    /// budget mode: the most plans the local search after the strategy
-    /// family evaluates (each one a schedule and a buffer plan of the
-    /// rewritten step); 0 leaves the search out.
-    uint64_t searchEvaluations = 64;
+    /// budget mode: the work of the local search after the strategy
+    /// family, in nodes planned: each candidate it evaluates (a schedule
+    /// and a buffer plan of the rewritten step) counts the step's nodes, so
+    /// a small graph gets many candidates and GPT-2 small (1105 nodes)
+    /// about 60; 0 leaves the search out.
+    uint64_t searchWork = 65536;
     /// Print the plan to stderr before rewriting.
     bool printPlan = false;
   };

@@ -60,6 +60,9 @@ struct Move {
   uint64_t key = 0;
 };
 
+/// Moves whose pairs a stuck descent step tries.
+constexpr size_t kPairMoves = 6;
+
 class BudgetSearch {
 public:
   BudgetSearch(const SavedActivations &analysis,
@@ -328,10 +331,10 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
     if (moves.empty())
       break;
     // How many of the ranked moves the estimate needs to close the gap.
-    // Far from the limit (a large graph, many values per gap) the step
+    // On a large graph far from the limit (many values per gap) the step
     // drops a batch - the prefix expected to close the gap, or half of
     // it - so that the evaluations grow with the gaps halved, not with
-    // the values dropped; near it, single values.
+    // the values dropped; near it, and on small graphs, single values.
     const uint64_t gap = current->peak() - options.limit;
     size_t need = 0;
     uint64_t expected = 0;
@@ -344,7 +347,9 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
         candidate = withDrop(candidate, moves[i].value);
       return candidate;
     };
-    const bool batches = need >= 4 && expected >= gap;
+    const bool batches =
+        moves.size() > 2 * size_t(options.width) && need >= 4 &&
+        expected >= gap;
     if (batches) {
       stage = "descent batch";
       tries.push_back(batch(need));
@@ -354,6 +359,13 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
       for (size_t i = 0; i != std::min<size_t>(moves.size(), options.width);
            ++i)
         tries.push_back(withDrop(current->candidate, moves[i].value));
+      // On small graphs (every move planned) also pairs of the first few:
+      // two values may free what neither frees alone.
+      if (moves.size() <= options.width)
+        for (size_t i = 0; i != std::min(moves.size(), kPairMoves); ++i)
+          for (size_t j = i + 1; j != std::min(moves.size(), kPairMoves); ++j)
+            tries.push_back(withDrop(
+                withDrop(current->candidate, moves[i].value), moves[j].value));
     }
     const Point *chosen = nullptr, *fitting = nullptr;
     std::optional<Progress> chosenProgress;
@@ -395,6 +407,27 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
           chosenProgress = progress;
         }
       }
+    }
+    if (!chosen) {
+      // Stuck: no single value lowers the peak or the bytes above the
+      // limit (each one's clone or its sources' longer lives take back
+      // what it frees). Pairs of the first few moves, once per step.
+      stage = "descent pair";
+      const size_t few = std::min<size_t>(moves.size(), kPairMoves);
+      for (size_t i = 0; i != few && searchBudgetLeft(); ++i)
+        for (size_t j = i + 1; j != few; ++j) {
+          llvm::Expected<const Point *> next = visit(withDrop(
+              withDrop(current->candidate, moves[i].value), moves[j].value));
+          if (!next)
+            return next.takeError();
+          if (!*next)
+            break;
+          Progress progress(*current, **next);
+          if (progress.amount && (!chosen || progress > *chosenProgress)) {
+            chosen = *next;
+            chosenProgress = progress;
+          }
+        }
     }
     if (!chosen)
       break;
@@ -584,6 +617,23 @@ llvm::Error BudgetSearch::runLocalSearch() {
       break;
     if (!llvm::is_contained(starts, miss))
       starts.push_back(miss);
+  }
+  // And from below: every saved activation dropped that can be (the
+  // lowest peaks keep few values), improved by keeping values again.
+  {
+    Candidate all;
+    for (const SavedActivation &activation : analysis.getSaved())
+      if (analysis.isRecomputable(activation.producer))
+        all = withDrop(all, activation.value);
+    stage = "all dropped";
+    llvm::Expected<const Point *> point = visit(all);
+    if (!point)
+      return point.takeError();
+    if (*point && !(*point)->fits)
+      starts.push_back(*point);
+    else if (*point)
+      if (llvm::Error err = improve(*point))
+        return err;
   }
   std::vector<const Point *> ends;
   for (const Point *start : starts) {

@@ -29,7 +29,7 @@
 // its first later read or its clone) spans the live-byte peak step of the
 // current plan, per recompute FLOP of its region. On small graphs that is
 // every move. The number of planned candidates is bounded
-// (RecomputePass::Options::searchEvaluations), and the cheapest plan that
+// (RecomputePass::Options::searchWork), and the cheapest plan that
 // fits among all planned ones wins, so the search never returns more FLOPs
 // than the family.
 //

@@ -24,6 +24,8 @@
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/Verifier.h"
+#include "ir/TextIR.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include "tests/unit/TestPaths.h"
 #include "tests/unit/TestdataPipelineTraining.h"
@@ -663,8 +665,11 @@ TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
       llvm::Error err = manager.run(*module);
       ++limits;
       if (err) {
-        EXPECT_NE(errorText(std::move(err)).find("cannot be met"),
-                  std::string::npos);
+        std::string text = errorText(std::move(err));
+        EXPECT_NE(text.find("cannot be met"), std::string::npos) << text;
+        ADD_FAILURE() << "trial " << trial << " limit " << k << "/4 ("
+                      << limit << ", smallest subset peak " << smallest
+                      << ", base " << base << ") refused: " << text;
         ++refused;
         continue;
       }
@@ -675,6 +680,14 @@ TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
       worst = std::max(worst, ratio);
       exact += flops <= optimal;
       within10 += ratio <= 1.1;
+      if (ratio > 1.1 && getenv("GMOPT_DUMP")) {
+        std::error_code ec;
+        llvm::raw_fd_ostream os("/tmp/i12/trial" + std::to_string(trial) + ".gmir", ec);
+        printModule(*build(), os);
+      }
+      if (ratio > 1.1)
+        std::cerr << "trial " << trial << " limit " << k << "/4: budget "
+                  << flops << " FLOPs, optimum " << optimal << "\n";
     }
   }
   std::cerr << "budget against the exhaustive optimum: " << limits
