@@ -618,23 +618,6 @@ llvm::Error BudgetSearch::runLocalSearch() {
     if (!llvm::is_contained(starts, miss))
       starts.push_back(miss);
   }
-  // And from below: every saved activation dropped that can be (the
-  // lowest peaks keep few values), improved by keeping values again.
-  {
-    Candidate all;
-    for (const SavedActivation &activation : analysis.getSaved())
-      if (analysis.isRecomputable(activation.producer))
-        all = withDrop(all, activation.value);
-    stage = "all dropped";
-    llvm::Expected<const Point *> point = visit(all);
-    if (!point)
-      return point.takeError();
-    if (*point && !(*point)->fits)
-      starts.push_back(*point);
-    else if (*point)
-      if (llvm::Error err = improve(*point))
-        return err;
-  }
   std::vector<const Point *> ends;
   for (const Point *start : starts) {
     if (!searchBudgetLeft())
@@ -661,6 +644,31 @@ llvm::Error BudgetSearch::runLocalSearch() {
       break;
     if (llvm::Error err = improve(point))
       return err;
+  }
+  // Last, from below: every saved activation dropped that can be (the
+  // lowest peaks keep few values), improved by keeping values again or,
+  // if even that misses, descending from it.
+  if (searchBudgetLeft()) {
+    Candidate all;
+    for (const SavedActivation &activation : analysis.getSaved())
+      if (analysis.isRecomputable(activation.producer))
+        all = withDrop(all, activation.value);
+    stage = "all dropped";
+    llvm::Expected<const Point *> point = visit(all);
+    if (!point)
+      return point.takeError();
+    if (*point && (*point)->fits) {
+      if (llvm::Error err = improve(*point))
+        return err;
+    } else if (*point) {
+      llvm::Expected<const Point *> end =
+          descend(*point, best ? best->flops() : UINT64_MAX);
+      if (!end)
+        return end.takeError();
+      if ((*end)->fits)
+        if (llvm::Error err = improve(*end))
+          return err;
+    }
   }
   return llvm::Error::success();
 }
