@@ -330,8 +330,11 @@ TEST(RecomputeTest, OptionsParseAndPrint) {
   RecomputePass pass;
   EXPECT_EQ(pass.getPipelineElement(),
             "recompute{mode=selective,memory-limit=\"\",attention-core=true,"
-            "flops-per-byte=64,written-bytes-per-byte=16,drop=\"\",print-plan=false}");
+            "flops-per-byte=64,written-bytes-per-byte=16,drop=\"\","
+            "search-work=65536,print-plan=false}");
   EXPECT_EQ(errorText(pass.setOption("mode", "budget")), "<success>");
+  EXPECT_EQ(errorText(pass.setOption("search-work", "0")), "<success>");
+  EXPECT_EQ(pass.getPassOptions().searchWork, 0u);
   EXPECT_EQ(errorText(pass.setOption("memory-limit", "60%")), "<success>");
   EXPECT_EQ(pass.getPassOptions().mode, RecomputeMode::Budget);
   EXPECT_NE(errorText(pass.setOption("mode", "sometimes")), "<success>");
