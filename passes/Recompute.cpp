@@ -285,6 +285,13 @@ BudgetEvaluation measure(const Module &module,
   return evaluation;
 }
 
+/// Graphs up to this many nodes have budget's search candidates planned
+/// exactly where the quick plan misses the limit and LOAD fits.
+constexpr uint64_t kExactSearchNodes = 256;
+/// The least work (in nodes) one search candidate counts against
+/// search-work.
+constexpr uint64_t kMinPlanCost = 512;
+
 /// Budget mode: the cheapest plan found whose planned peak fits.
 llvm::Expected<RecomputePlan>
 planBudget(Module &module, const SavedActivations &analysis,
@@ -330,11 +337,15 @@ planBudget(Module &module, const SavedActivations &analysis,
 
   BudgetSearchOptions options;
   options.limit = limit;
-  const uint64_t numNodes = std::max<uint64_t>(1, order.size());
+  // Each candidate costs its nodes, and at least kMinPlanCost: below that
+  // size planning a step costs about the same whatever its size.
+  const uint64_t numNodes = order.size();
+  const uint64_t planCost = std::max(numNodes, kMinPlanCost);
   options.maxEvaluations = uint32_t(std::min<uint64_t>(
-      searchWork ? std::max<uint64_t>(1, searchWork / numNodes) : 0,
+      searchWork ? std::max<uint64_t>(1, searchWork / planCost) : 0,
       UINT32_MAX));
   options.tuning = tuning;
+  options.exactWhereLoadFits = numNodes <= kExactSearchNodes;
   llvm::Expected<BudgetSearchResult> result =
       searchBudget(analysis, options, evaluate);
   module.plan = savedPlan;

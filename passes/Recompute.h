@@ -128,9 +128,9 @@ public:
     std::string drop;
     /// budget mode: the work of the local search after the strategy
     /// family, in nodes planned: each candidate it evaluates (a schedule
-    /// and a buffer plan of the rewritten step) counts the step's nodes, so
-    /// a small graph gets many candidates and GPT-2 small (1105 nodes)
-    /// about 60; 0 leaves the search out.
+    /// and a buffer plan of the rewritten step) counts the step's nodes,
+    /// at least 512, so graphs up to 512 nodes get 128 candidates and
+    /// GPT-2 small (1105 nodes) 59; 0 leaves the search out.
     uint64_t searchWork = 65536;
     /// Print the plan to stderr before rewriting.
     bool printPlan = false;

@@ -167,11 +167,12 @@ BudgetSearch::visitPlan(RecomputePlan plan, const Candidate &candidate) {
   if (inSearch && !searchBudgetLeft())
     return nullptr;
   // The family plans exactly, as the pipeline will. The local search
-  // plans quickly (an upper bound, so a plan that fits does), and again
-  // exactly where the quick peak misses but the schedule's LOAD fits.
+  // plans quickly (an upper bound, so a plan that fits does), and on small
+  // graphs again exactly where the quick peak misses but the schedule's
+  // LOAD fits.
   llvm::Expected<BudgetEvaluation> evaluation =
       evaluate(plan, options.limit, !inSearch);
-  if (evaluation && !evaluation->exact &&
+  if (evaluation && options.exactWhereLoadFits && !evaluation->exact &&
       evaluation->peak > options.limit &&
       evaluation->lowerBound <= options.limit)
     evaluation = evaluate(plan, options.limit, /*exact=*/true);

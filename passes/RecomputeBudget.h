@@ -31,7 +31,9 @@
 // every move. The number of planned candidates is bounded
 // (RecomputePass::Options::searchWork), and the cheapest plan that
 // fits among all planned ones wins, so the search never returns more FLOPs
-// than the family.
+// than the family. The search plans without plan-buffers' order search (a
+// peak at or above the exact one, so what fits that way fits), and on
+// small graphs exactly where that misses and LOAD fits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,6 +90,11 @@ struct BudgetSearchOptions {
   /// Moves planned per descent step or improvement round, best estimate
   /// first.
   uint32_t width = 12;
+  /// Plan a local-search candidate again in full where the quick plan
+  /// misses the limit and LOAD fits (the pass does so on small graphs,
+  /// where an exact plan costs little; elsewhere plan-buffers' order
+  /// search costs up to its work floor per candidate).
+  bool exactWhereLoadFits = true;
   /// How selective weighs its choices, for the family's plans.
   RecomputeTuning tuning;
 };
