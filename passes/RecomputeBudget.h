@@ -14,16 +14,20 @@
 // early blocks' cheap values of one graph with one product of another.
 // Then a local search over single saved activations, in the space explicit
 // mode spans (a strategy's kept set with values kept or dropped beyond it):
-//   * descent: from a plan that does not fit (no recompute, and the
-//     family's plans that missed the limit), drop the kept value that lowers
-//     the planned peak most per added recompute FLOP, until the plan fits
-//     (Chen et al.'s and Checkmate's greedy baselines, judged by the real
-//     plan rather than a model);
-//   * improvement: from each plan that fits (the family's best and each
-//     descent's end), keep one dropped value again if the plan still fits
-//     and the FLOPs fall; failing that, keep one and descend again from
-//     there under the current FLOPs (a swap of one dear value for cheaper
-//     ones).
+//   * descent: from a plan that does not fit (no recompute, the family's
+//     plans that missed the limit, and last everything dropped), drop the
+//     kept value that lowers the planned peak most per added recompute
+//     FLOP (where none lowers it, the live bytes above the limit), until
+//     the plan fits (Chen et al.'s and Checkmate's greedy baselines, judged
+//     by the real plan rather than a model). On small graphs, and where no
+//     single value helps, pairs of the first few values too; on large
+//     graphs far from the limit, a batch: the ranked prefix expected to
+//     close the gap, or half of it;
+//   * improvement: from each plan that fits (the cheapest first, then the
+//     family's best and the descents' ends), keep one dropped value again
+//     if the plan still fits and the FLOPs fall (the first such, most FLOPs
+//     saved first); failing that, keep one and descend again from there
+//     under the current FLOPs (a swap of one dear value for cheaper ones).
 // Each step plans only the `width` moves an estimate ranks first: the
 // bytes of a value whose backward gap (after its last forward read, before
 // its first later read or its clone) spans the live-byte peak step of the
