@@ -24,8 +24,6 @@
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/Verifier.h"
-#include "ir/TextIR.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include "tests/unit/TestPaths.h"
 #include "tests/unit/TestdataPipelineTraining.h"
@@ -683,11 +681,6 @@ TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
       worst = std::max(worst, ratio);
       exact += flops <= optimal;
       within10 += ratio <= 1.1;
-      if (ratio > 1.1 && getenv("GMOPT_DUMP")) {
-        std::error_code ec;
-        llvm::raw_fd_ostream os("/tmp/i12/trial" + std::to_string(trial) + ".gmir", ec);
-        printModule(*build(), os);
-      }
       if (ratio > 1.1)
         std::cerr << "trial " << trial << " limit " << k << "/4: budget "
                   << flops << " FLOPs, optimum " << optimal << "\n";
