@@ -11,8 +11,8 @@
 
 #include "passes/Recompute.h"
 #include "passes/Liveness.h"
-#include "passes/RecomputeBudget.h"
 #include "passes/PlanBuffers.h"
+#include "passes/RecomputeBudget.h"
 #include "passes/SavedActivations.h"
 #include "passes/Schedule.h"
 

@@ -129,8 +129,7 @@ private:
 };
 
 llvm::Expected<const Point *> BudgetSearch::visit(const Candidate &candidate) {
-  std::vector<uint64_t> key = {uint64_t(candidate.mode),
-                               candidate.fullPrefix,
+  std::vector<uint64_t> key = {uint64_t(candidate.mode), candidate.fullPrefix,
                                candidate.adjust.keep.size()};
   for (const Value *value : candidate.adjust.keep)
     key.push_back(valueKey(value));
@@ -243,7 +242,8 @@ std::vector<Move> BudgetSearch::dropMoves(const Point &point) const {
     move.flops = region->flops;
     move.key = valueKey(value);
     const SavedActivation *saved = analysis.lookupSaved(value);
-    if (saved && point.evaluation.spansPeak.size() == analysis.getSaved().size() &&
+    if (saved &&
+        point.evaluation.spansPeak.size() == analysis.getSaved().size() &&
         point.evaluation.spansPeak[saved - analysis.getSaved().data()])
       move.peakBytes = move.bytes;
     moves.push_back(move);
@@ -253,8 +253,10 @@ std::vector<Move> BudgetSearch::dropMoves(const Point &point) const {
   llvm::sort(moves, [](const Move &a, const Move &b) {
     if ((a.peakBytes > 0) != (b.peakBytes > 0))
       return a.peakBytes > 0;
-    long double ra = (long double)std::max(a.peakBytes, a.bytes) / (a.flops + 1);
-    long double rb = (long double)std::max(b.peakBytes, b.bytes) / (b.flops + 1);
+    long double ra =
+        (long double)std::max(a.peakBytes, a.bytes) / (a.flops + 1);
+    long double rb =
+        (long double)std::max(b.peakBytes, b.bytes) / (b.flops + 1);
     if (ra != rb)
       return ra > rb;
     return a.key < b.key;
@@ -348,9 +350,8 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
         candidate = withDrop(candidate, moves[i].value);
       return candidate;
     };
-    const bool batches =
-        moves.size() > 2 * size_t(options.width) && need >= 4 &&
-        expected >= gap;
+    const bool batches = moves.size() > 2 * size_t(options.width) &&
+                         need >= 4 && expected >= gap;
     if (batches) {
       stage = "descent batch";
       tries.push_back(batch(need));
@@ -578,8 +579,7 @@ llvm::Error BudgetSearch::runFamily() {
         for (const Value *value : group.provides)
           if (!dropped.contains(value))
             closest = withKeep(closest, value);
-      llvm::Expected<const Point *> point =
-          visitPlan(std::move(part), closest);
+      llvm::Expected<const Point *> point = visitPlan(std::move(part), closest);
       if (!point)
         return point.takeError();
       if ((*point)->fits) {
