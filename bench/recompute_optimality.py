@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How close `recompute{mode=budget}` comes to the optimal recompute under a memory limit.
 
-On small graphs (default: tests/lit/recompute/segments.gmir and bench/recompute/silu_blocks.gmir;
+On small graphs (default: tests/lit/recompute/segments.gmir, bench/recompute/silu_blocks.gmir and
+bench/recompute/attention_blocks.gmir;
 --graph adds others, e.g. `--graph mlp=testdata/mlp/training_model.onnx:batch=8`) this solves exactly "the least recompute FLOPs whose planned peak fits the
 limit" over the choice the pass makes - which saved activations to drop, each recomputed from what
 is kept by the pass's own rewrite - by enumerating every subset S of the droppable saved
@@ -41,6 +42,7 @@ ROOT = os.path.dirname(HERE)
 DEFAULT_GRAPHS = [
     ("segments", "tests/lit/recompute/segments.gmir", {}),
     ("silu_blocks", "bench/recompute/silu_blocks.gmir", {}),
+    ("attention_blocks", "bench/recompute/attention_blocks.gmir", {}),
 ]
 
 VALUE = re.compile(r"%[^\s,()\[\]{}]+")

@@ -5,13 +5,14 @@
 // candidate plan the way the pipeline will: it applies it, runs schedule
 // and plan-buffers, reads the planned peak, and undoes all of it (clones
 // erased, readers rewired back, the node order and plan restored) before
-// the next candidate.
+// the next candidate. Which candidates to plan is RecomputeBudget.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Recompute.h"
 #include "passes/Liveness.h"
 #include "passes/PlanBuffers.h"
+#include "passes/RecomputeBudget.h"
 #include "passes/SavedActivations.h"
 #include "passes/Schedule.h"
 
@@ -56,6 +57,10 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
   declareOption("drop", options.drop,
                 "explicit mode: the saved activations to drop, space-separated "
                 "value names");
+  declareOption("search-work", options.searchWork,
+                "budget mode: work of the local search after the strategy "
+                "family, in nodes planned (each candidate counts the step's "
+                "nodes; 0: the family only)");
   declareOption("print-plan", options.printPlan,
                 "print the recompute plan to stderr before rewriting");
 }
@@ -113,6 +118,8 @@ llvm::Expected<MemoryLimit> parseMemoryLimit(llvm::StringRef text) {
 /// What applying a plan changed, so that it can be undone.
 struct AppliedPlan {
   std::vector<Node *> clones;
+  /// Each dropped value and the clone that replaces it for later phases.
+  std::vector<std::pair<const Value *, const Value *>> replacements;
   std::vector<std::pair<OpOperand *, Value *>> rewired;
   uint64_t clonedNodes = 0;
 };
@@ -151,6 +158,8 @@ llvm::Error apply(Module &module, const SavedActivations &analysis,
             llvm::inconvertibleErrorCode(),
             "recompute: group does not compute '%s'",
             provided->getName().str().c_str());
+      if (applied)
+        applied->replacements.push_back({provided, replacement});
       std::vector<OpOperand *> uses;
       for (OpOperand &use : provided->getUses())
         if (Node *owner = use.getOwner();
@@ -185,14 +194,22 @@ void undo(Module &module, AppliedPlan &applied,
 
 /// The planned peak of \p module as the pipeline would plan it (schedule,
 /// then plan-buffers), leaving the module's order and plan changed.
-llvm::Expected<uint64_t> planPeak(Module &module, const PassContext &context) {
+/// Without \p exact, plan-buffers skips its local search over best-fit
+/// orders: the peak is then at or above the exact one (the best of the same
+/// greedy layouts, the search's among them when exact), for a fraction of
+/// the time on large graphs.
+llvm::Expected<uint64_t> planPeak(Module &module, const PassContext &context,
+                                  bool exact = true) {
   PassContext local;
   local.setWorkspaceModel(context.getWorkspaceModel(),
                           context.getWorkspaceModelName().str());
   SchedulePass schedule;
   if (llvm::Expected<bool> changed = schedule.run(module, local); !changed)
     return changed.takeError();
-  PlanBuffersPass planner;
+  PlanBuffersPass::Options plannerOptions;
+  if (!exact)
+    plannerOptions.searchRounds = 0;
+  PlanBuffersPass planner(plannerOptions);
   if (llvm::Expected<bool> changed = planner.run(module, local); !changed)
     return changed.takeError();
   return module.plan.figures.plannedBytes();
@@ -216,131 +233,139 @@ std::string formatBytes(uint64_t bytes) {
   return buffer;
 }
 
-/// Budget mode: the cheapest candidate whose planned peak fits.
+/// What planning the step \p applied rewrote tells budget's search: the
+/// module is in its planned order with its plan.
+BudgetEvaluation measure(const Module &module,
+                         const SavedActivations &analysis,
+                         const AppliedPlan &applied, uint64_t limit) {
+  BudgetEvaluation evaluation;
+  evaluation.peak = module.plan.figures.plannedBytes();
+  evaluation.lowerBound =
+      module.plan.figures.lowerBoundBytes +
+      module.plan.figures.totalPersistentBytes();
+  llvm::Expected<Liveness> liveness = Liveness::compute(module);
+  if (!liveness) {
+    // The plan exists, so liveness cannot fail; without it the search
+    // only loses its estimates.
+    llvm::consumeError(liveness.takeError());
+    return evaluation;
+  }
+  const uint64_t persistent = module.plan.figures.totalPersistentBytes();
+  std::vector<uint64_t> live = liveness->computeLiveBytes();
+  uint32_t peakStep = 0;
+  for (uint32_t step = 0; step != live.size(); ++step) {
+    if (live[step] > live[peakStep])
+      peakStep = step;
+    if (live[step] + persistent > limit)
+      evaluation.excess += live[step] + persistent - limit;
+  }
+  llvm::DenseMap<const Value *, const Value *> replacementOf(
+      applied.replacements.begin(), applied.replacements.end());
+  evaluation.spansPeak.reserve(analysis.getSaved().size());
+  for (const SavedActivation &activation : analysis.getSaved()) {
+    const Value *value = activation.value;
+    uint32_t lastForward = liveness->getStep(value->getDefiningNode());
+    uint32_t firstLater = UINT32_MAX;
+    for (const OpOperand &use : value->getUses()) {
+      const Node *owner = use.getOwner();
+      if (!owner)
+        continue;
+      uint32_t step = liveness->getStep(owner);
+      if (owner->getPhase() == Phase::Forward)
+        lastForward = std::max(lastForward, step);
+      else
+        firstLater = std::min(firstLater, step);
+    }
+    if (const Value *clone = replacementOf.lookup(value))
+      firstLater =
+          std::min(firstLater, liveness->getStep(clone->getDefiningNode()));
+    evaluation.spansPeak.push_back(lastForward < peakStep &&
+                                   peakStep < firstLater);
+  }
+  return evaluation;
+}
+
+/// Graphs up to this many nodes have budget's search candidates planned
+/// exactly where the quick plan misses the limit and LOAD fits.
+constexpr uint64_t kExactSearchNodes = 256;
+/// The least work (in nodes) one search candidate counts against
+/// search-work.
+constexpr uint64_t kMinPlanCost = 512;
+
+/// Budget mode: the cheapest plan found whose planned peak fits.
 llvm::Expected<RecomputePlan>
 planBudget(Module &module, const SavedActivations &analysis,
            const PassContext &context, const MemoryLimit &limitSpec,
-           const RecomputeTuning &tuning, PassContext &statsContext) {
+           const RecomputeTuning &tuning, uint64_t searchWork,
+           PassContext &statsContext) {
   std::vector<Node *> order;
   for (Node &node : module.getGraph().getNodes())
     order.push_back(&node);
   ExecutionPlan savedPlan = module.plan;
 
-  auto evaluate = [&](const RecomputePlan &plan) -> llvm::Expected<uint64_t> {
+  auto evaluate = [&](const RecomputePlan &plan, uint64_t limit,
+                      bool exact) -> llvm::Expected<BudgetEvaluation> {
     AppliedPlan applied;
     if (llvm::Error err = apply(module, analysis, plan, &applied))
       return err;
-    llvm::Expected<uint64_t> peak = planPeak(module, context);
+    llvm::Expected<uint64_t> peak = planPeak(module, context, exact);
+    if (!peak) {
+      undo(module, applied, order);
+      return peak.takeError();
+    }
+    BudgetEvaluation evaluation = measure(module, analysis, applied, limit);
+    evaluation.exact = exact;
     undo(module, applied, order);
-    return peak;
+    return evaluation;
   };
 
   RecomputePlan none;
   none.savedBytesBefore = none.savedBytesAfter = analysis.getSavedBytes();
   none.stepFlops = analysis.getStepFlops();
-  llvm::Expected<uint64_t> basePeak = evaluate(none);
-  if (!basePeak)
-    return basePeak.takeError();
-  const uint64_t limit = limitSpec.resolve(*basePeak);
-  statsContext.addStatistic("recompute", "planned-peak-before", *basePeak,
+  llvm::Expected<BudgetEvaluation> base = evaluate(none, UINT64_MAX, /*exact=*/true);
+  if (!base)
+    return base.takeError();
+  const uint64_t basePeak = base->peak;
+  const uint64_t limit = limitSpec.resolve(basePeak);
+  statsContext.addStatistic("recompute", "planned-peak-before", basePeak,
                             "planned peak of the unrewritten step (bytes)");
   statsContext.addStatistic("recompute", "memory-limit", limit,
                             "budget: the planned-peak limit (bytes)");
   module.plan = savedPlan;
-  if (*basePeak <= limit)
+  if (basePeak <= limit)
     return none;
 
-  uint64_t smallest = *basePeak;
-  // Candidates in order of recompute FLOPs: the most efficient groups of
-  // selective, all of selective (prefix 0), then whole-segment recompute
-  // of a growing prefix of the forward pass.
-  auto candidate = [&](uint32_t prefix) {
-    return planRecompute(analysis, RecomputeMode::Budget, prefix,
-                         tuning);
-  };
-  // The largest useful prefix: every segment but the last.
-  const uint32_t maxPrefix = countRecomputeSegments(analysis);
-  // Binary search for the smallest prefix that fits (peaks fall as the
-  // prefix grows, FLOPs rise).
-  std::optional<RecomputePlan> best;
-  auto tryPrefix = [&](uint32_t prefix) -> llvm::Expected<bool> {
-    llvm::Expected<RecomputePlan> plan = candidate(prefix);
-    if (!plan)
-      return plan.takeError();
-    llvm::Expected<uint64_t> peak = evaluate(*plan);
-    if (!peak)
-      return peak.takeError();
-    smallest = std::min(smallest, *peak);
-    if (*peak > limit)
-      return false;
-    if (!best || plan->recomputeFlops < best->recomputeFlops)
-      best = std::move(*plan);
-    return true;
-  };
-  llvm::Expected<bool> fitsAll = tryPrefix(maxPrefix);
-  if (!fitsAll)
-    return fitsAll.takeError();
-  if (!*fitsAll) {
-    // Try the sqrt and full plans too before giving up.
-    for (RecomputeMode mode : {RecomputeMode::Full, RecomputeMode::Sqrt}) {
-      llvm::Expected<RecomputePlan> plan =
-          planRecompute(analysis, mode, 0, tuning);
-      if (!plan)
-        return plan.takeError();
-      llvm::Expected<uint64_t> peak = evaluate(*plan);
-      if (!peak)
-        return peak.takeError();
-      smallest = std::min(smallest, *peak);
-      if (*peak <= limit && (!best || plan->recomputeFlops < best->recomputeFlops))
-        best = std::move(*plan);
-    }
-    module.plan = savedPlan;
-    if (!best)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "recompute: memory-limit %s cannot be met: the smallest planned "
-          "peak recompute reaches is %s (unrewritten: %s)",
-          formatBytes(limit).c_str(), formatBytes(smallest).c_str(),
-          formatBytes(*basePeak).c_str());
-    return std::move(*best);
-  }
-  uint32_t lo = 0, hi = maxPrefix; // hi fits
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    llvm::Expected<bool> fits = tryPrefix(mid);
-    if (!fits)
-      return fits.takeError();
-    if (*fits)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  if (hi == 0) {
-    // Selective fits: perhaps a part of it does. Its groups, most bytes
-    // freed per FLOP first; the fewest that fit.
-    llvm::Expected<RecomputePlan> selective = candidate(0);
-    if (!selective)
-      return selective.takeError();
-    size_t groupsLo = 1, groupsHi = selective->groups.size();
-    std::optional<RecomputePlan> part;
-    while (groupsLo < groupsHi) {
-      size_t mid = groupsLo + (groupsHi - groupsLo) / 2;
-      RecomputePlan plan = takeMostEfficientGroups(*selective, analysis, mid);
-      llvm::Expected<uint64_t> peak = evaluate(plan);
-      if (!peak)
-        return peak.takeError();
-      if (*peak <= limit) {
-        groupsHi = mid;
-        part = std::move(plan);
-      } else {
-        groupsLo = mid + 1;
-      }
-    }
-    if (part && part->recomputeFlops < best->recomputeFlops)
-      best = std::move(*part);
-  }
+  BudgetSearchOptions options;
+  options.limit = limit;
+  // Each candidate costs its nodes, and at least kMinPlanCost: below that
+  // size planning a step costs about the same whatever its size.
+  const uint64_t numNodes = order.size();
+  const uint64_t planCost = std::max(numNodes, kMinPlanCost);
+  options.maxEvaluations = uint32_t(std::min<uint64_t>(
+      searchWork ? std::max<uint64_t>(1, searchWork / planCost) : 0,
+      UINT32_MAX));
+  options.tuning = tuning;
+  options.exactWhereLoadFits = numNodes <= kExactSearchNodes;
+  llvm::Expected<BudgetSearchResult> result =
+      searchBudget(analysis, options, evaluate);
   module.plan = savedPlan;
-  return std::move(*best);
+  if (!result)
+    return result.takeError();
+  statsContext.addStatistic("recompute", "budget-family-plans",
+                            result->familyEvaluations,
+                            "budget: strategy-family plans evaluated");
+  statsContext.addStatistic("recompute", "budget-search-plans",
+                            result->searchEvaluations,
+                            "budget: local-search plans evaluated");
+  if (!result->best)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "recompute: memory-limit %s cannot be met: the smallest planned "
+        "peak recompute reaches is %s (unrewritten: %s)",
+        formatBytes(limit).c_str(),
+        formatBytes(std::min(result->smallestPeak, basePeak)).c_str(),
+        formatBytes(basePeak).c_str());
+  return std::move(*result->best);
 }
 
 } // namespace
@@ -395,7 +420,8 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
     rest = tail;
   }
   llvm::Expected<RecomputePlan> plan =
-      limit ? planBudget(module, *analysis, context, *limit, tuning, context)
+      limit ? planBudget(module, *analysis, context, *limit, tuning,
+                         options.searchWork, context)
             : planRecompute(*analysis, options.mode, 0, tuning);
   if (!plan)
     return plan.takeError();

@@ -27,12 +27,18 @@
 //     saved activations and the inputs; for experiments and for comparing
 //     the strategies with an exhaustive search (bench/).
 //   * budget - with memory-limit: the least recompute FLOPs whose planned
-//     peak (schedule and plan-buffers run on each candidate) fits. The
-//     candidates run from none over part of selective (its groups that
-//     free the most bytes per FLOP) and all of it to full segment
-//     recompute of a growing prefix of the forward pass, the rest
-//     selective; the pass takes the cheapest that fits (binary searches),
-//     or fails stating the smallest peak reachable.
+//     peak (schedule and plan-buffers run on each candidate) fits. First a
+//     family of strategies: none, part of selective (its groups that free
+//     the most bytes per FLOP), all of it, and full segment recompute of a
+//     growing prefix of the forward pass, the rest selective (binary
+//     searches). Then a local search over single saved activations
+//     (passes/RecomputeBudget.h): from no recompute and from the family's
+//     plans, a greedy that drops the activation lowering the planned peak
+//     most per recompute FLOP until the plan fits, then moves that keep an
+//     activation again (or keep one and drop cheaper ones) while the plan
+//     fits and the FLOPs fall. The pass takes the cheapest plan it planned
+//     that fits, or fails stating the smallest peak it reached. The number
+//     of plans the search evaluates is bounded (search-work).
 //
 // The pass plans first (a printable RecomputePlan) and rewrites after. A
 // module that already has recompute clones is left alone, so a second run
@@ -120,6 +126,12 @@ public:
     /// explicit mode: the saved activations to drop, space-separated value
     /// names.
     std::string drop;
+    /// budget mode: the work of the local search after the strategy
+    /// family, in nodes planned: each candidate it evaluates (a schedule
+    /// and a buffer plan of the rewritten step) counts the step's nodes,
+    /// at least 512, so graphs up to 512 nodes get 128 candidates and
+    /// GPT-2 small (1105 nodes) 59; 0 leaves the search out.
+    uint64_t searchWork = 65536;
     /// Print the plan to stderr before rewriting.
     bool printPlan = false;
   };
@@ -145,12 +157,26 @@ struct RecomputeTuning {
   std::vector<std::string> drop;
 };
 
+/// Forward values a plan keeps or drops beyond what its strategy decides.
+struct RecomputeAdjustment {
+  /// Values kept for later phases whatever the strategy would do.
+  std::vector<const Value *> keep;
+  /// Values not kept (recomputed where later phases read them): saved
+  /// activations, or values the strategy keeps as sources of its regions.
+  std::vector<const Value *> drop;
+
+  bool empty() const { return keep.empty() && drop.empty(); }
+};
+
 /// Plans \p mode for the module \p analysis describes. For Budget,
 /// \p fullPrefix is the number of leading segments recomputed whole, the
-/// rest selective (the other modes ignore it).
+/// rest selective (the other modes ignore it). \p adjust then changes the
+/// strategy's kept set; a dropped value made by a node that cannot be
+/// recomputed (or whose region reaches one) stays kept.
 llvm::Expected<RecomputePlan>
 planRecompute(const SavedActivations &analysis, RecomputeMode mode,
-              uint32_t fullPrefix = 0, const RecomputeTuning &tuning = {});
+              uint32_t fullPrefix = 0, const RecomputeTuning &tuning = {},
+              const RecomputeAdjustment &adjust = {});
 
 /// The \p count groups of \p plan that free the most saved bytes per
 /// recompute FLOP (a valid plan: each group recomputes from what the plan

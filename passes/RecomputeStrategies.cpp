@@ -398,7 +398,8 @@ uint32_t gmopt::countRecomputeSegments(const SavedActivations &analysis) {
 
 llvm::Expected<RecomputePlan>
 gmopt::planRecompute(const SavedActivations &analysis, RecomputeMode mode,
-                     uint32_t fullPrefix, const RecomputeTuning &tuning) {
+                     uint32_t fullPrefix, const RecomputeTuning &tuning,
+                     const RecomputeAdjustment &adjust) {
   RecomputePlan plan;
   plan.savedBytesBefore = analysis.getSavedBytes();
   plan.stepFlops = analysis.getStepFlops();
@@ -498,6 +499,15 @@ gmopt::planRecompute(const SavedActivations &analysis, RecomputeMode mode,
             name.c_str());
   }
 
+  // The adjustment overrides the strategy, value by value.
+  llvm::DenseSet<const Value *> forcedDrop(adjust.drop.begin(),
+                                           adjust.drop.end());
+  for (const Value *value : adjust.drop)
+    kept.erase(value);
+  for (const Value *value : adjust.keep)
+    if (analysis.isForwardValue(value))
+      kept.insert(value);
+
   if (llvm::Error err = buildGroups(
           analysis, kept,
           [&](const SavedActivation &activation,
@@ -517,7 +527,8 @@ gmopt::planRecompute(const SavedActivations &analysis, RecomputeMode mode,
             // chain (the residual stream through all earlier layers)
             // clones it again.
             if (isWhole(activation.producer) ||
-                mode == RecomputeMode::Explicit)
+                mode == RecomputeMode::Explicit ||
+                forcedDrop.contains(activation.value))
               return true;
             uint64_t price = 0;
             for (uint32_t position : region.nodes)

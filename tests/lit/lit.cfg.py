@@ -13,6 +13,8 @@ config.test_exec_root = os.path.join(config.gmopt_obj_root, "tests", "lit")
 config.environment["PATH"] = os.pathsep.join(
     [config.gmopt_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%testdata", os.path.join(config.gmopt_src_root, "testdata")))
+# Bench graphs some tests share with bench/ (bench/recompute/*.gmir).
+config.substitutions.append(("%bench", os.path.join(config.gmopt_src_root, "bench")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # The interpreter lit runs under, for small JSON checks in RUN lines.
 config.substitutions.append(("%python", sys.executable))

@@ -30,6 +30,7 @@
 #include "tests/unit/TestdataTraining.h"
 #include "gtest/gtest.h"
 
+#include <iostream>
 #include <map>
 #include <random>
 
@@ -327,8 +328,11 @@ TEST(RecomputeTest, OptionsParseAndPrint) {
   RecomputePass pass;
   EXPECT_EQ(pass.getPipelineElement(),
             "recompute{mode=selective,memory-limit=\"\",attention-core=true,"
-            "flops-per-byte=64,written-bytes-per-byte=16,drop=\"\",print-plan=false}");
+            "flops-per-byte=64,written-bytes-per-byte=16,drop=\"\","
+            "search-work=65536,print-plan=false}");
   EXPECT_EQ(errorText(pass.setOption("mode", "budget")), "<success>");
+  EXPECT_EQ(errorText(pass.setOption("search-work", "0")), "<success>");
+  EXPECT_EQ(pass.getPassOptions().searchWork, 0u);
   EXPECT_EQ(errorText(pass.setOption("memory-limit", "60%")), "<success>");
   EXPECT_EQ(pass.getPassOptions().mode, RecomputeMode::Budget);
   EXPECT_NE(errorText(pass.setOption("mode", "sometimes")), "<success>");
@@ -581,3 +585,112 @@ TEST(RecomputeRandomTest, RewrittenStepsVerifyComputeTheSameAndFit) {
 }
 
 } // namespace
+
+namespace {
+
+/// Applies \p plan to \p module and plans it: the planned peak.
+uint64_t plannedPeakWith(Module &module, const SavedActivations &analysis,
+                         const RecomputePlan &plan) {
+  EXPECT_EQ(errorText(applyRecomputePlan(module, analysis, plan)),
+            "<success>");
+  PassManager manager;
+  EXPECT_EQ(errorText(manager.addPipeline("schedule,plan-buffers")),
+            "<success>");
+  EXPECT_EQ(errorText(manager.run(module)), "<success>");
+  return module.plan.figures.plannedBytes();
+}
+
+} // namespace
+
+TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
+  // On random graphs with few saved activations, every subset of them is
+  // dropped (explicit mode's choice, the space budget searches) and
+  // planned; at four limits from the unrewritten peak down to the smallest
+  // peak any subset reaches, budget must fit, must not refuse (a subset
+  // fits), and should come near the least FLOPs of a subset that fits.
+  std::mt19937 rng(12);
+  unsigned limits = 0, exact = 0, within10 = 0, refused = 0;
+  double worst = 1;
+  for (unsigned trial = 0; trial != 60; ++trial) {
+    const uint32_t seed = rng();
+    const unsigned numForward = 5 + trial % 9;
+    auto build = [&] {
+      auto module = std::make_unique<Module>();
+      std::mt19937 graphRng(seed);
+      buildRandomStep(*module, graphRng, numForward);
+      return module;
+    };
+    std::unique_ptr<Module> probe = build();
+    auto probeAnalysis = SavedActivations::compute(*probe);
+    ASSERT_TRUE(bool(probeAnalysis)) << errorText(probeAnalysis.takeError());
+    std::vector<size_t> droppable;
+    for (size_t i = 0; i != probeAnalysis->getSaved().size(); ++i)
+      if (probeAnalysis->isRecomputable(
+              probeAnalysis->getSaved()[i].producer))
+        droppable.push_back(i);
+    if (droppable.empty() || droppable.size() > 8)
+      continue;
+    std::vector<std::pair<uint64_t, uint64_t>> points; // (peak, flops)
+    for (uint32_t mask = 0; mask != 1u << droppable.size(); ++mask) {
+      std::unique_ptr<Module> module = build();
+      auto analysis = SavedActivations::compute(*module);
+      ASSERT_TRUE(bool(analysis));
+      RecomputeAdjustment adjust;
+      for (size_t bit = 0; bit != droppable.size(); ++bit)
+        if (mask >> bit & 1)
+          adjust.drop.push_back(analysis->getSaved()[droppable[bit]].value);
+      auto plan = planRecompute(*analysis, RecomputeMode::Explicit, 0, {},
+                                adjust);
+      ASSERT_TRUE(bool(plan)) << errorText(plan.takeError());
+      points.push_back({plannedPeakWith(*module, *analysis, *plan),
+                        plan->recomputeFlops});
+    }
+    const uint64_t base = points[0].first;
+    uint64_t smallest = base;
+    for (const auto &point : points)
+      smallest = std::min(smallest, point.first);
+    if (smallest == base)
+      continue;
+    for (unsigned k = 1; k <= 4; ++k) {
+      const uint64_t limit = base - k * (base - smallest) / 4;
+      uint64_t optimal = UINT64_MAX;
+      for (const auto &[peak, flops] : points)
+        if (peak <= limit)
+          optimal = std::min(optimal, flops);
+      std::unique_ptr<Module> module = build();
+      PassManager manager;
+      ASSERT_EQ(errorText(manager.addPipeline(
+                    "recompute{mode=budget,memory-limit=" +
+                    std::to_string(limit) + "},schedule,plan-buffers")),
+                "<success>");
+      llvm::Error err = manager.run(*module);
+      ++limits;
+      if (err) {
+        std::string text = errorText(std::move(err));
+        EXPECT_NE(text.find("cannot be met"), std::string::npos) << text;
+        ADD_FAILURE() << "trial " << trial << " limit " << k << "/4 ("
+                      << limit << ", smallest subset peak " << smallest
+                      << ", base " << base << ") refused: " << text;
+        ++refused;
+        continue;
+      }
+      EXPECT_LE(module->plan.figures.plannedBytes(), limit) << trial;
+      uint64_t flops =
+          manager.getContext().getStatistic("recompute", "recompute-flops");
+      double ratio = optimal ? double(flops) / optimal : flops ? 1e9 : 1;
+      worst = std::max(worst, ratio);
+      exact += flops <= optimal;
+      within10 += ratio <= 1.1;
+      if (ratio > 1.1)
+        std::cerr << "trial " << trial << " limit " << k << "/4: budget "
+                  << flops << " FLOPs, optimum " << optimal << "\n";
+    }
+  }
+  std::cerr << "budget against the exhaustive optimum: " << limits
+            << " limits, " << exact << " optimal, " << within10
+            << " within 10%, " << refused << " refused, worst ratio "
+            << worst << "\n";
+  EXPECT_GT(limits, 40u);
+  EXPECT_EQ(refused, 0u);
+  EXPECT_GE(within10 * 10, limits * 9);
+}
