@@ -159,7 +159,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CheckpointTest,
                                            "gpt_tiny", "gpt_tiny_untied",
                                            "gpt_opset14", "gpt_opset20",
                                            "regression_frozen", "bert_tiny",
-                                           "llama_tiny", "cnn_bn"));
+                                           "llama_tiny", "llama_tiny_untied",
+                                           "cnn_bn"));
 
 TEST(CheckpointFileTest, FrozenParametersAndDropoutRatioAreRead) {
   auto frozen = readWeightFile(modelDir("regression_frozen") + "/checkpoint");
