@@ -825,6 +825,10 @@ private:
 
   /// Every value by name; the first definition of a name wins.
   void indexValuesByName() {
+    size_t numValues = graph.getInputs().size() + graph.getInitializers().size();
+    for (const Node &node : graph.getNodes())
+      numValues += node.getNumResults();
+    byName = llvm::StringMap<Value *>(numValues);
     auto index = [&](Value *value) {
       if (value && !value->getName().empty())
         byName.try_emplace(value->getName(), value);
