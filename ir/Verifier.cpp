@@ -234,9 +234,15 @@ private:
         return failAt(node, "op '" + node.getOp().str() +
                                 "' draws no random numbers but has a stream "
                                 "id");
-      auto inferred = inferNodeTypes(node);
-      if (!inferred)
-        return inferred.takeError();
+      // Without checkTypes the caller has just run inference on every node
+      // (an importer): running it again would repeat the same answers.
+      llvm::SmallVector<TensorType, 2> inferred;
+      if (options.checkTypes) {
+        auto types = inferNodeTypes(node);
+        if (!types)
+          return types.takeError();
+        inferred = std::move(*types);
+      }
       for (unsigned i = 0, e = node.getNumResults(); i != e; ++i) {
         Value *result = node.getResult(i);
         if (!result)
@@ -245,14 +251,14 @@ private:
           return failAt(node, "result " + valueLabel(result) + " has type " +
                                   result->getType().str() +
                                   ", which is not static");
-        if (!options.checkTypes || i >= inferred->size())
+        if (!options.checkTypes || i >= inferred.size())
           continue;
-        if (!compatible(result->getType(), (*inferred)[i]))
+        if (!compatible(result->getType(), inferred[i]))
           return failAt(node, llvm::formatv(
                                   "result {0} has type {1} but the op "
                                   "infers {2}",
                                   i, result->getType().str(),
-                                  (*inferred)[i].str()));
+                                  inferred[i].str()));
       }
     }
     if (options.requireStaticShapes)
