@@ -437,7 +437,8 @@ TEST(BindInputsTest, InternalLossLabelsMayHoldTheIgnoreIndexOperand) {
     EXPECT_TRUE(bool(bound)) << errorText(bound);
     TestDataSet outOfRange = withLabels({0, -7, 2, 1});
     sources.testData = &outOfRange;
-    EXPECT_EQ(errorText(bindInputs(module, sources)),
+    auto refused = bindInputs(module, sources);
+    EXPECT_EQ(errorText(refused),
               "labels.pb: labels value -7 out of range [0, 3) in input "
               "'labels'");
   }
