@@ -4,9 +4,10 @@
 The graphs are deep narrow GPTs from ONNX Runtime's generator (bench/models/build.py --deep N:
 GPT-2 blocks at d_model 64, about 109 training-graph nodes per layer: 9 layers give ~1k nodes, 92
 ~10k, 917 ~100k), compiled at batch 2 x seq 64 with the default pipeline. Per graph: the import,
-each pass, the verifier after them, the plan (plan-buffers), their sum (the default pipeline from
-ONNX bytes to a plan) and the tool's whole run, in CPU seconds (gmopt-compile --time-compile; the
-compiler is single-threaded, so on an idle machine these are its wall times), the fastest of
+each pass, the verifier after the rewriting passes (not after the planner), the plan
+(plan-buffers), their sum (the default pipeline from ONNX bytes to a plan) and the tool's whole
+run, in CPU seconds (gmopt-compile --time-compile; the compiler is single-threaded, so on an idle
+machine these are its wall times), the fastest of
 --repeat runs. The tool's second import of the same bytes (the unoptimized copy it stores in the
 .gm container for gmopt-run --baseline) has its own column and counts in the tool's run, not in
 the pipeline. The last column compares the growth of the pipeline time with n log n between

@@ -41,10 +41,87 @@ bool TrainingSignature::hasGradients() const {
 }
 
 const ParamInfo *TrainingSignature::lookup(const Value *param) const {
-  for (const ParamInfo &info : params)
-    if (info.param == param)
-      return &info;
-  return nullptr;
+  auto it = paramIndex.find(param);
+  return it == paramIndex.end() ? nullptr : &params[it->second];
+}
+
+ParamInfo *TrainingSignature::findParam(const Value *param) {
+  auto it = paramIndex.find(param);
+  return it == paramIndex.end() ? nullptr : &params[it->second];
+}
+
+void TrainingSignature::countRole(const Value *value, int delta) {
+  if (!value)
+    return;
+  if (delta > 0) {
+    ++roleCount[value];
+    return;
+  }
+  auto it = roleCount.find(value);
+  assert(it != roleCount.end() && "uncounting a value with no role");
+  if (--it->second == 0)
+    roleCount.erase(it);
+}
+
+void TrainingSignature::countRoles(const ParamInfo &info, int delta) {
+  countRole(info.param, delta);
+  countRole(info.grad, delta);
+  countRole(info.accumulator, delta);
+  for (const Value *state : info.optimizerState)
+    countRole(state, delta);
+  if (!info.accumulateNode)
+    return;
+  if (delta > 0) {
+    ++accumulateNodes[info.accumulateNode];
+    return;
+  }
+  auto it = accumulateNodes.find(info.accumulateNode);
+  assert(it != accumulateNodes.end() && "uncounting an unknown node");
+  if (--it->second == 0)
+    accumulateNodes.erase(it);
+}
+
+void TrainingSignature::setRole(Value *&slot, Value *value) {
+  countRole(slot, -1);
+  slot = value;
+  countRole(slot, 1);
+}
+
+void TrainingSignature::rebuildIndex() {
+  paramIndex.clear();
+  roleCount.clear();
+  accumulateNodes.clear();
+  for (unsigned i = 0, e = params.size(); i != e; ++i) {
+    // The first entry of a parameter named twice (which the verifier
+    // rejects) is the one lookup() finds, as the linear search did.
+    paramIndex.try_emplace(params[i].param, i);
+    countRoles(params[i], 1);
+  }
+  for (const Value *data : dataInputs)
+    countRole(data, 1);
+  countRole(loss, 1);
+  countRole(lossGradSeed, 1);
+  countRole(lazyResetGrad, 1);
+  for (const Value *slot : stepSlots)
+    countRole(slot, 1);
+}
+
+ParamInfo TrainingSignature::takeParam(unsigned index) {
+  ParamInfo entry = std::move(params[index]);
+  params.erase(params.begin() + index);
+  rebuildIndex();
+  return entry;
+}
+
+void TrainingSignature::appendParam(ParamInfo info) {
+  paramIndex.try_emplace(info.param, params.size());
+  countRoles(info, 1);
+  params.push_back(std::move(info));
+}
+
+void TrainingSignature::addDataInput(Value *value) {
+  countRole(value, 1);
+  dataInputs.push_back(value);
 }
 
 size_t TrainingSignature::numTrainable() const {
@@ -57,34 +134,14 @@ bool TrainingSignature::empty() const {
 }
 
 bool TrainingSignature::references(const Value *value) const {
-  if (!value)
-    return false;
-  for (const ParamInfo &param : params)
-    if (param.param == value || param.grad == value ||
-        param.accumulator == value ||
-        llvm::is_contained(param.optimizerState, value))
-      return true;
-  return llvm::is_contained(dataInputs, value) || loss == value ||
-         lossGradSeed == value || lazyResetGrad == value ||
-         llvm::is_contained(stepSlots, value);
+  return value && roleCount.count(value);
 }
 
 bool TrainingSignature::references(const Node *node) const {
-  if (!node)
-    return false;
-  return llvm::any_of(params, [&](const ParamInfo &param) {
-    return param.accumulateNode == node;
-  });
+  return node && accumulateNodes.count(node);
 }
 
 namespace {
-ParamInfo *findParam(std::vector<ParamInfo> &params, const Value *param) {
-  for (ParamInfo &info : params)
-    if (info.param == param)
-      return &info;
-  return nullptr;
-}
-
 bool replaceIn(Value *&slot, const Value *from, Value *to) {
   if (slot != from)
     return false;
@@ -94,39 +151,47 @@ bool replaceIn(Value *&slot, const Value *from, Value *to) {
 } // namespace
 
 bool TrainingSignature::setTrainable(const Value *param, bool trainable) {
-  ParamInfo *info = findParam(params, param);
+  ParamInfo *info = findParam(param);
   if (info)
     info->trainable = trainable;
   return info;
 }
 
 bool TrainingSignature::setGrad(const Value *param, Value *grad) {
-  ParamInfo *info = findParam(params, param);
+  ParamInfo *info = findParam(param);
   if (info)
-    info->grad = grad;
+    setRole(info->grad, grad);
   return info;
 }
 
 bool TrainingSignature::setAccumulation(const Value *param, Value *accumulator,
                                         Node *accumulateNode) {
-  ParamInfo *info = findParam(params, param);
+  ParamInfo *info = findParam(param);
   if (!info)
     return false;
+  countRoles(*info, -1);
   info->accumulator = accumulator;
   info->accumulateNode = accumulateNode;
+  countRoles(*info, 1);
   return true;
 }
 
 bool TrainingSignature::setOptimizerState(const Value *param,
                                           llvm::ArrayRef<Value *> state) {
-  ParamInfo *info = findParam(params, param);
-  if (info)
-    info->optimizerState.assign(state.begin(), state.end());
-  return info;
+  ParamInfo *info = findParam(param);
+  if (!info)
+    return false;
+  for (const Value *old : info->optimizerState)
+    countRole(old, -1);
+  info->optimizerState.assign(state.begin(), state.end());
+  for (const Value *added : info->optimizerState)
+    countRole(added, 1);
+  return true;
 }
 
 bool TrainingSignature::replaceValue(const Value *from, Value *to) {
-  if (!from)
+  // Most replaced values play no role: the index answers without a walk.
+  if (!references(from))
     return false;
   bool changed = false;
   for (ParamInfo &param : params) {
@@ -143,18 +208,40 @@ bool TrainingSignature::replaceValue(const Value *from, Value *to) {
   changed |= replaceIn(lazyResetGrad, from, to);
   for (Value *&slot : stepSlots)
     changed |= replaceIn(slot, from, to);
+  // Every role \p from filled is now \p to's (or empty).
+  auto count = roleCount.find(from);
+  unsigned roles = count->second;
+  roleCount.erase(count);
+  if (to)
+    roleCount[to] += roles;
+  auto entry = paramIndex.find(from);
+  if (entry != paramIndex.end()) {
+    unsigned index = entry->second;
+    paramIndex.erase(entry);
+    if (to) {
+      // lookup() finds the first entry of a value named twice.
+      auto [it, inserted] = paramIndex.try_emplace(to, index);
+      if (!inserted)
+        it->second = std::min(it->second, index);
+    }
+  }
   return changed;
 }
 
 bool TrainingSignature::replaceNode(const Node *from, Node *to) {
-  bool changed = false;
+  if (!references(from))
+    return false;
+  unsigned entries = 0;
   for (ParamInfo &param : params) {
-    if (from && param.accumulateNode == from) {
+    if (param.accumulateNode == from) {
       param.accumulateNode = to;
-      changed = true;
+      ++entries;
     }
   }
-  return changed;
+  accumulateNodes.erase(from);
+  if (to)
+    accumulateNodes[to] += entries;
+  return entries != 0;
 }
 
 StringRef gmopt::stepSlotName(StepSlot slot) {
@@ -295,7 +382,7 @@ llvm::Error Module::addParameter(ParamInfo info) {
                        ": its optimizer state " + label(state) +
                        " is not a graph input");
   }
-  signature.params.push_back(std::move(info));
+  signature.appendParam(std::move(info));
   return llvm::Error::success();
 }
 
@@ -494,14 +581,16 @@ static void splitOptimizerNode(Graph &graph, Node &node, const Value *param,
 
 /// Applies \p removal: drops the outputs, erases the nodes, removes the
 /// entry, then the values that lived only for it.
-static void applyParamRemoval(Graph &graph, TrainingSignature &signature,
-                              std::vector<ParamInfo> &params,
-                              const ParamRemoval &removal) {
-  ParamInfo entry = params[removal.index];
+/// \p takeEntry erases entry \p removal.index from \p signature and returns
+/// it.
+static void
+applyParamRemoval(Graph &graph, const TrainingSignature &signature,
+                  llvm::function_ref<ParamInfo(unsigned)> takeEntry,
+                  const ParamRemoval &removal) {
+  ParamInfo entry = takeEntry(removal.index);
   // A gradient that is a node result is erased with its producers below;
   // whether it is a graph input must be known before that.
   bool gradIsInput = entry.grad && !entry.grad->isNodeResult();
-  params.erase(params.begin() + removal.index);
   for (unsigned index : llvm::reverse(removal.outputs))
     graph.removeOutput(index);
   llvm::SmallVector<Value *, 16> seeds;
@@ -536,7 +625,9 @@ llvm::Error Module::removeParameter(Value *param) {
       planParamRemoval(*this, param, /*allowParamUses=*/false);
   if (!removal)
     return removal.takeError();
-  applyParamRemoval(graph, signature, signature.params, *removal);
+  applyParamRemoval(
+      graph, signature,
+      [&](unsigned index) { return signature.takeParam(index); }, *removal);
   return llvm::Error::success();
 }
 
@@ -661,7 +752,9 @@ llvm::Error Module::mergeParameter(Value *into, Value *from) {
       return graph.getOutput(index) == sourceGrad;
     });
   }
-  applyParamRemoval(graph, signature, signature.params, *removal);
+  applyParamRemoval(
+      graph, signature,
+      [&](unsigned index) { return signature.takeParam(index); }, *removal);
   return llvm::Error::success();
 }
 
@@ -797,6 +890,10 @@ private:
 
   /// Every value by name; the first definition of a name wins.
   void indexValuesByName() {
+    size_t numValues = graph.getInputs().size() + graph.getInitializers().size();
+    for (const Node &node : graph.getNodes())
+      numValues += node.getNumResults();
+    byName = llvm::StringMap<Value *>(numValues);
     auto index = [&](Value *value) {
       if (value && !value->getName().empty())
         byName.try_emplace(value->getName(), value);

@@ -13,6 +13,7 @@
 #include "ir/IR.h"
 #include "ir/Plan.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
@@ -71,7 +72,8 @@ std::optional<StepSlot> parseStepSlotName(llvm::StringRef name);
 /// signature only points at values and nodes of its module's graph; it is
 /// read through the accessors and edited through the methods below (the
 /// graph-aware edits that also erase values are Module methods). The
-/// verifier checks every entry after every pass.
+/// verifier checks every entry after every pass that edits the module.
+/// Lookups by value and node take constant time.
 class TrainingSignature {
 public:
   /// Parameters, trainable and frozen, in graph-input order.
@@ -104,18 +106,18 @@ public:
 
   /// Appends \p info as the last parameter. No checks: the verifier
   /// checks the result; Module::addParameter checks first.
-  void appendParam(ParamInfo info) { params.push_back(std::move(info)); }
+  void appendParam(ParamInfo info);
   /// Appends a data input.
-  void addDataInput(Value *value) { dataInputs.push_back(value); }
+  void addDataInput(Value *value);
   /// Sets (or, with null, clears) the loss.
-  void setLoss(Value *value) { loss = value; }
+  void setLoss(Value *value) { setRole(loss, value); }
   /// Sets (or clears) the loss-gradient seed.
-  void setLossGradSeed(Value *value) { lossGradSeed = value; }
+  void setLossGradSeed(Value *value) { setRole(lossGradSeed, value); }
   /// Sets (or clears) `lazy_reset_grad`.
-  void setLazyResetGrad(Value *value) { lazyResetGrad = value; }
+  void setLazyResetGrad(Value *value) { setRole(lazyResetGrad, value); }
   /// Sets step-state slot \p slot to \p value (null clears it).
   void setStepSlot(StepSlot slot, Value *value) {
-    stepSlots[static_cast<unsigned>(slot)] = value;
+    setRole(stepSlots[static_cast<unsigned>(slot)], value);
   }
   /// Clears step-state slot \p slot.
   void clearStepSlot(StepSlot slot) { setStepSlot(slot, nullptr); }
@@ -138,12 +140,36 @@ public:
 
 private:
   friend class Module;
+  /// Points \p slot at \p value, keeping the index.
+  void setRole(Value *&slot, Value *value);
+  /// Counts \p value as filling one more role (\p delta 1) or one fewer
+  /// (-1) in roleCount.
+  void countRole(const Value *value, int delta);
+  /// Counts every value and node of \p info (see countRole).
+  void countRoles(const ParamInfo &info, int delta);
+  /// Rebuilds paramIndex, roleCount and accumulateNodes from the entries.
+  void rebuildIndex();
+  /// Erases entry \p index and returns it (Module's removals, which also
+  /// erase the values it names).
+  ParamInfo takeParam(unsigned index);
+  /// The entry to edit for \p param, or null.
+  ParamInfo *findParam(const Value *param);
+
   std::vector<ParamInfo> params;
   std::vector<Value *> dataInputs;
   Value *loss = nullptr;
   Value *lossGradSeed = nullptr;
   Value *lazyResetGrad = nullptr;
   std::array<Value *, kNumStepSlots> stepSlots{};
+  // The index behind lookup() and references(), kept up to date by every
+  // edit: a module of thousands of parameters looks them up once per node
+  // or rewrite, which linear scans made quadratic.
+  /// The position in params of each parameter value.
+  llvm::DenseMap<const Value *, unsigned> paramIndex;
+  /// How many roles (of any entry) each value fills; absent when none.
+  llvm::DenseMap<const Value *, unsigned> roleCount;
+  /// How many entries name each accumulation node; absent when none.
+  llvm::DenseMap<const Node *, unsigned> accumulateNodes;
 };
 
 /// A compiled unit: graph + model facts + training signature.

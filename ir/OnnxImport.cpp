@@ -33,7 +33,6 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -160,7 +159,7 @@ private:
                    size_t index);
   Expected<Attribute> importAttribute(const onnx::AttributeProto &proto,
                                       onnx::AttributeProto *mutableProto,
-                                      const std::string &nodeName);
+                                      llvm::function_ref<std::string()> nodeName);
   Error importOutputs(const onnx::GraphProto &graph);
 
   std::string fileName;
@@ -311,7 +310,7 @@ Expected<std::vector<unsigned>>
 OnnxImporter::orderNodes(const onnx::GraphProto &graph) {
   unsigned numNodes = graph.node_size();
   // Which node defines each node output.
-  llvm::StringMap<unsigned> producer;
+  llvm::StringMap<unsigned> producer(numNodes + numNodes / 2);
   for (unsigned i = 0; i != numNodes; ++i) {
     const onnx::NodeProto &node = graph.node(i);
     for (const std::string &output : node.output()) {
@@ -387,12 +386,12 @@ OnnxImporter::orderNodes(const onnx::GraphProto &graph) {
 Expected<Attribute>
 OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
                               onnx::AttributeProto *mutableProto,
-                              const std::string &nodeName) {
+                              llvm::function_ref<std::string()> nodeName) {
   using AP = onnx::AttributeProto;
   const std::string &name = proto.name();
   auto unsupported = [&](StringRef what) {
     return error(what + " attribute '" + name + "' is not supported (node " +
-                 nodeName + ")");
+                 nodeName() + ")");
   };
   if (!proto.ref_attr_name().empty())
     return unsupported("function-reference");
@@ -418,7 +417,7 @@ OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
       kind = AP::STRINGS;
     else
       return error("attribute '" + name + "' has no type and no value (node " +
-                   nodeName + ")");
+                   nodeName() + ")");
   }
 
   switch (kind) {
@@ -436,7 +435,7 @@ OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
     if (!data)
       return error("attribute '" + name +
                    "': " + llvm::toString(data.takeError()) + " (node " +
-                   nodeName + ")");
+                   nodeName() + ")");
     return Attribute::getTensor(std::move(*data));
   }
   case AP::FLOATS:
@@ -462,27 +461,30 @@ OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
   default:
     return error(llvm::formatv("attribute '{0}' has unknown type {1} (node "
                                "{2})",
-                               name, static_cast<int>(kind), nodeName));
+                               name, static_cast<int>(kind), nodeName()));
   }
 }
 
 Error OnnxImporter::importNode(const onnx::NodeProto &proto,
                                onnx::NodeProto *mutableProto, size_t index) {
-  std::string nodeName = describeNodeProto(proto, index);
+  // The node's name for messages, built only when one is needed.
+  auto nodeName = [&] { return describeNodeProto(proto, index); };
   if (proto.op_type().empty())
-    return error("node " + nodeName + " has no op_type");
+    return error("node " + nodeName() + " has no op_type");
 
   // Attributes first: a subgraph attribute (If, Loop) is the real reason
   // such a node cannot be imported, whatever the registry knows.
   llvm::SmallVector<NamedAttribute, 4> attrs;
-  llvm::StringSet<> attrNames;
   for (int i = 0, e = proto.attribute_size(); i != e; ++i) {
     const onnx::AttributeProto &attr = proto.attribute(i);
     if (attr.name().empty())
-      return error("node " + nodeName + " has an attribute with no name");
-    if (!attrNames.insert(attr.name()).second)
+      return error("node " + nodeName() + " has an attribute with no name");
+    // Nodes have a handful of attributes: a scan beats a set.
+    if (llvm::any_of(attrs, [&](const NamedAttribute &seen) {
+          return seen.name == attr.name();
+        }))
       return error("attribute '" + attr.name() +
-                   "' is given more than once (node " + nodeName + ")");
+                   "' is given more than once (node " + nodeName() + ")");
     Expected<Attribute> value = importAttribute(
         attr, mutableProto ? mutableProto->mutable_attribute(i) : nullptr,
         nodeName);
@@ -496,14 +498,14 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
   auto opset = module->opsetImports.find(op.domain);
   if (opset == module->opsetImports.end())
     return error("domain '" + op.domain + "' of op '" + op.str() +
-                 "' has no opset import (node " + nodeName + ")");
+                 "' has no opset import (node " + nodeName() + ")");
   // Name the op, its domain, the model's opset for it and the node: what a
   // user needs to tell an unsupported op from an unsupported version.
-  std::string domainLabel = op.domain.empty() ? "ai.onnx" : op.domain;
+  StringRef domainLabel = op.domain.empty() ? "ai.onnx" : StringRef(op.domain);
   if (options.verify && !registry.knows(op.domain, op.type))
     return error(llvm::formatv("unknown op '{0}' of domain '{1}' at opset {2} "
                                "(node {3})",
-                               op.type, domainLabel, opset->second, nodeName));
+                               op.type, domainLabel, opset->second, nodeName()));
   if (options.verify && !registry.lookup(op.domain, op.type, opset->second)) {
     int64_t first = 0;
     for (const OpSchema *schema : registry.all())
@@ -514,7 +516,7 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
                                "domain '{2}' (gmopt knows it from opset {3}; "
                                "node {4})",
                                op.type, opset->second, domainLabel, first,
-                               nodeName));
+                               nodeName()));
   }
 
   llvm::SmallVector<Value *, 4> operands;
@@ -543,14 +545,14 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
 
   if (options.verify)
     if (Error err = inferAndSetTypes(*node))
-      return wrapForNode(std::move(err), nodeName);
+      return wrapForNode(std::move(err), nodeName());
   // Inference may multiply extents (MatMul, Expand): refuse an oversized
   // result before later nodes build on it.
   for (Value *result : node->getResults())
     if (result)
       if (Error err = checkTensorSize(result->getType(),
                                       "result '" + result->getName() + "'"))
-        return wrapForNode(std::move(err), nodeName);
+        return wrapForNode(std::move(err), nodeName());
   return Error::success();
 }
 
@@ -593,6 +595,14 @@ OnnxImporter::run(const onnx::ModelProto &model,
   onnx::GraphProto *mutableGraph =
       mutableModel ? mutableModel->mutable_graph() : nullptr;
   module->getGraph().setName(graph.name());
+  // The name maps at their final size: growing them rehashes every name.
+  unsigned numNodeOutputs = 0;
+  for (const onnx::NodeProto &node : graph.node())
+    numNodeOutputs += node.output_size();
+  values = llvm::StringMap<Value *>(graph.input_size() +
+                                    graph.initializer_size() + numNodeOutputs);
+  typeHints = llvm::StringMap<TensorType>(graph.value_info_size() +
+                                          graph.output_size());
   if (Error err = importTypeHints(graph))
     return err;
   if (Error err = importInputsAndInitializers(graph, mutableGraph))
@@ -615,8 +625,12 @@ OnnxImporter::run(const onnx::ModelProto &model,
   inferNodePhases(*module);
   assignSeedStreamIds(module->getGraph());
   assignMissingStreamIds(module->getGraph());
+  // importNode inferred (and checked) every node's types against their
+  // operands, which no later step changes: the verifier checks the rest.
+  VerifyOptions verifyOptions;
+  verifyOptions.checkTypes = false;
   if (options.verify)
-    if (Error err = verifyModule(*module))
+    if (Error err = verifyModule(*module, verifyOptions))
       return wrap(std::move(err));
   return std::move(module);
 }

@@ -246,8 +246,8 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
       return;
     }
     // Bounded sizes keep the offsets and figures below from overflowing.
-    if (llvm::Error err = checkTensorSize(value->getType(), label(value))) {
-      error = std::move(err);
+    if (!fitsSizeLimit(value->getType())) {
+      error = checkTensorSize(value->getType(), label(value));
       return;
     }
     BufferAssignment assignment;

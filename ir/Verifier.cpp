@@ -71,14 +71,21 @@ public:
   }
 
 private:
+  // The messages below are built only on failure: the checks run over
+  // every value after every pass.
   llvm::Error collectValues() {
+    size_t numValues = graph.getInputs().size() + graph.getInitializers().size();
+    for (const Node &node : graph.getNodes())
+      numValues += node.getNumResults();
+    live.reserve(numValues);
+    nodePosition.reserve(graph.getNumNodes());
     for (const auto &value : graph.getInputs()) {
       if (value->getGraph() != &graph)
         return fail("graph input " + valueLabel(value.get()) +
                     " belongs to another graph");
-      if (auto err = checkTensorSize(value->getType(),
-                                     "graph input " + valueLabel(value.get())))
-        return err;
+      if (!fitsSizeLimit(value->getType()))
+        return checkTensorSize(value->getType(),
+                               "graph input " + valueLabel(value.get()));
       live.insert(value.get());
     }
     for (const auto &value : graph.getInitializers()) {
@@ -88,9 +95,9 @@ private:
         return fail("initializer " + valueLabel(value.get()) + " has type " +
                     value->getType().str() + " but its data is " +
                     value->getData().getType().str());
-      if (auto err = checkTensorSize(value->getType(),
-                                     "initializer " + valueLabel(value.get())))
-        return err;
+      if (!fitsSizeLimit(value->getType()))
+        return checkTensorSize(value->getType(),
+                               "initializer " + valueLabel(value.get()));
       live.insert(value.get());
     }
     unsigned position = 0;
@@ -104,11 +111,13 @@ private:
           continue;
         if (result->getDefiningNode() != &node || result->getResultIndex() != i)
           return failAt(node, llvm::formatv("result {0} has a wrong back link", i));
-        std::string what = result->getName().empty()
-                               ? llvm::formatv("result {0}", i).str()
-                               : "result '" + result->getName().str() + "'";
-        if (auto err = checkTensorSize(result->getType(), what))
-          return failAt(node, llvm::toString(std::move(err)));
+        if (!fitsSizeLimit(result->getType())) {
+          std::string what = result->getName().empty()
+                                 ? llvm::formatv("result {0}", i).str()
+                                 : "result '" + result->getName().str() + "'";
+          return failAt(node, llvm::toString(
+                                  checkTensorSize(result->getType(), what)));
+        }
         live.insert(result);
       }
     }
@@ -209,14 +218,15 @@ private:
   llvm::Error checkNodes() {
     const OpRegistry &registry = OpRegistry::instance();
     for (const Node &node : graph.getNodes()) {
-      if (!registry.lookup(node)) {
+      const OpSchema *schema = registry.lookup(node);
+      if (!schema) {
         if (!registry.knows(node.getDomain(), node.getOpType()))
           return failAt(node, "unknown op '" + node.getOp().str() + "'");
         return failAt(node, llvm::formatv("op '{0}' is not supported at opset {1}",
                                           node.getOp().str(),
                                           node.getOpsetVersion()));
       }
-      bool random = registry.lookup(node)->hasTrait(TraitRandom);
+      bool random = schema->hasTrait(TraitRandom);
       if (random && !node.getStreamId())
         return failAt(node, "random op '" + node.getOp().str() +
                                 "' has no stream id");
@@ -224,9 +234,15 @@ private:
         return failAt(node, "op '" + node.getOp().str() +
                                 "' draws no random numbers but has a stream "
                                 "id");
-      auto inferred = inferNodeTypes(node);
-      if (!inferred)
-        return inferred.takeError();
+      // Without checkTypes the caller has just run inference on every node
+      // (an importer): running it again would repeat the same answers.
+      llvm::SmallVector<TensorType, 2> inferred;
+      if (options.checkTypes) {
+        auto types = inferNodeTypes(node);
+        if (!types)
+          return types.takeError();
+        inferred = std::move(*types);
+      }
       for (unsigned i = 0, e = node.getNumResults(); i != e; ++i) {
         Value *result = node.getResult(i);
         if (!result)
@@ -235,14 +251,14 @@ private:
           return failAt(node, "result " + valueLabel(result) + " has type " +
                                   result->getType().str() +
                                   ", which is not static");
-        if (!options.checkTypes || i >= inferred->size())
+        if (!options.checkTypes || i >= inferred.size())
           continue;
-        if (!compatible(result->getType(), (*inferred)[i]))
+        if (!compatible(result->getType(), inferred[i]))
           return failAt(node, llvm::formatv(
                                   "result {0} has type {1} but the op "
                                   "infers {2}",
                                   i, result->getType().str(),
-                                  (*inferred)[i].str()));
+                                  inferred[i].str()));
       }
     }
     if (options.requireStaticShapes)
@@ -279,23 +295,37 @@ private:
     return llvm::Error::success();
   }
 
+  /// A role in the training signature, as messages name it: \p prefix,
+  /// then the label of \p param when given, then \p suffix ("the gradient
+  /// of parameter 'w'", "step slot learning_rate").
+  struct Role {
+    llvm::StringRef prefix;
+    const Value *param = nullptr;
+    llvm::StringRef suffix = {};
+
+    std::string str() const {
+      return (prefix + (param ? valueLabel(param) : std::string()) + suffix)
+          .str();
+    }
+  };
+
   /// Checks that \p value (if any) is a live value of this graph, named by
   /// no other signature entry, and of \p kind when that is given.
-  llvm::Error checkRef(const Value *value, const llvm::Twine &role,
+  llvm::Error checkRef(const Value *value, const Role &role,
                        std::optional<Value::Kind> kind = std::nullopt) {
     if (!value)
       return llvm::Error::success();
     if (!live.count(value))
-      return fail("training signature: " + role +
+      return fail("training signature: " + role.str() +
                   " refers to a value that is not in the graph");
     if (kind && value->getKind() != *kind)
-      return fail("training signature: " + role + " " + valueLabel(value) +
-                  " is " + kindName(value->getKind()) + ", not " +
-                  kindName(*kind));
-    auto [it, inserted] = signatureRoles.try_emplace(value, role.str());
+      return fail("training signature: " + role.str() + " " +
+                  valueLabel(value) + " is " + kindName(value->getKind()) +
+                  ", not " + kindName(*kind));
+    auto [it, inserted] = signatureRoles.try_emplace(value, role);
     if (!inserted)
       return fail("training signature: " + valueLabel(value) + " is both " +
-                  it->second + " and " + role);
+                  it->second.str() + " and " + role.str());
     return llvm::Error::success();
   }
 
@@ -320,34 +350,37 @@ private:
       if (!live.count(param.param))
         return fail("training signature: a parameter refers to a value that "
                     "is not in the graph");
-      std::string of = "of parameter " + valueLabel(param.param);
+      auto of = [&] { return "of parameter " + valueLabel(param.param); };
       if (param.param->isNodeResult())
         return fail("training signature: parameter " + valueLabel(param.param) +
                     " is a node result, not an input or initializer");
-      if (auto err = checkRef(param.param, "parameter " +
-                                               valueLabel(param.param)))
+      if (auto err = checkRef(param.param, {"parameter ", param.param}))
         return err;
       const TensorType &type = param.param->getType();
       if (param.grad) {
         if (!param.trainable)
           return fail("training signature: frozen parameter " +
                       valueLabel(param.param) + " has a gradient");
-        if (auto err = checkRef(param.grad, "the gradient " + of))
+        if (auto err = checkRef(param.grad,
+                                {"the gradient of parameter ", param.param}))
           return err;
         if (param.grad->getType() != type)
-          return fail("training signature: the gradient " + of + " has type " +
-                      param.grad->getType().str() + ", not " + type.str());
+          return fail("training signature: the gradient " + of() +
+                      " has type " + param.grad->getType().str() + ", not " +
+                      type.str());
       }
-      if (auto err = checkRef(param.accumulator, "the accumulator " + of,
-                              Value::Kind::Input))
+      if (auto err =
+              checkRef(param.accumulator,
+                       {"the accumulator of parameter ", param.param},
+                       Value::Kind::Input))
         return err;
       if (param.accumulator && param.accumulator->getType() != type)
-        return fail("training signature: the accumulator " + of +
+        return fail("training signature: the accumulator " + of() +
                     " has type " + param.accumulator->getType().str() +
                     ", not " + type.str());
       if (param.accumulateNode) {
         if (!nodePosition.count(param.accumulateNode))
-          return fail("training signature: the accumulation node " + of +
+          return fail("training signature: the accumulation node " + of() +
                       " is not in the graph");
         if (!accumulateNodes.insert(param.accumulateNode).second)
           return fail("training signature: node " +
@@ -355,24 +388,25 @@ private:
                       " is the accumulation node of two parameters");
       }
       for (const Value *state : param.optimizerState)
-        if (auto err = checkRef(state, "optimizer state " + of,
-                                Value::Kind::Input))
+        if (auto err =
+                checkRef(state, {"optimizer state of parameter ", param.param},
+                         Value::Kind::Input))
           return err;
     }
     for (const Value *data : sig.getDataInputs())
-      if (auto err = checkRef(data, "data input", Value::Kind::Input))
+      if (auto err = checkRef(data, {"data input"}, Value::Kind::Input))
         return err;
-    if (auto err = checkRef(sig.getLoss(), "the loss"))
+    if (auto err = checkRef(sig.getLoss(), {"the loss"}))
       return err;
-    if (auto err = checkRef(sig.getLossGradSeed(), "the loss-gradient seed"))
+    if (auto err = checkRef(sig.getLossGradSeed(), {"the loss-gradient seed"}))
       return err;
-    if (auto err = checkRef(sig.getLazyResetGrad(), "lazy_reset_grad",
+    if (auto err = checkRef(sig.getLazyResetGrad(), {"lazy_reset_grad"},
                             Value::Kind::Input))
       return err;
     for (unsigned i = 0; i != kNumStepSlots; ++i) {
       StepSlot slot = static_cast<StepSlot>(i);
       if (auto err = checkRef(sig.getStepSlot(slot),
-                              "step slot " + stepSlotName(slot),
+                              {"step slot ", nullptr, stepSlotName(slot)},
                               Value::Kind::Input))
         return err;
     }
@@ -444,7 +478,7 @@ private:
   llvm::DenseSet<const Value *> live;
   llvm::DenseMap<const Node *, unsigned> nodePosition;
   /// The role of each value the signature names, for duplicate checks.
-  llvm::DenseMap<const Value *, std::string> signatureRoles;
+  llvm::DenseMap<const Value *, Role> signatureRoles;
 };
 
 } // namespace

@@ -20,7 +20,9 @@ class Module;
 
 /// Options controlling how strict verification is.
 struct VerifyOptions {
-  /// Re-run type inference and compare with the recorded result types.
+  /// Re-run type inference (which also checks arity and attributes) and
+  /// compare with the recorded result types. Off for a caller that has just
+  /// inferred every node's types itself (an importer).
   bool checkTypes = true;
   /// Require every dimension to be static (after --dim binding).
   bool requireStaticShapes = false;

@@ -95,9 +95,10 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
     // Bounded sizes keep every sum below (live bytes, offsets, peaks) far
     // from overflow: each value is at most kMaxTensorBytes, all of them
     // together at most kMaxTotalBytes.
-    if (llvm::Error err = checkTensorSize(
-            value->getType(), "cannot plan memory: " + label(value))) {
-      error = std::move(err);
+    // (The label is built only for the message.)
+    if (!fitsSizeLimit(value->getType())) {
+      error = checkTensorSize(value->getType(),
+                              "cannot plan memory: " + label(value));
       return;
     }
     ValueInfo entry;

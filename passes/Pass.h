@@ -136,9 +136,11 @@ public:
   /// error (bad input the pass cannot handle); the module must still verify
   /// after a successful run.
   virtual llvm::Expected<bool> run(Module &module, PassContext &context) = 0;
-  /// True for a pass that writes module.plan (a planner): the pass manager
-  /// keeps the plan such a pass leaves. After any other pass that reports
-  /// a change, the pass manager clears the plan, which no longer matches.
+  /// True for a pass that writes module.plan (a planner) and nothing else:
+  /// the pass manager keeps the plan such a pass leaves and does not
+  /// verify the unchanged graph again after it. After any other pass that
+  /// reports a change, the pass manager clears the plan, which no longer
+  /// matches.
   virtual bool writesPlan() const { return false; }
 
   /// The declared options in declaration order.

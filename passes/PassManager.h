@@ -33,7 +33,9 @@ class Module;
 
 /// Instrumentation switches of a PassManager.
 struct PassManagerOptions {
-  /// Run the verifier after every pass; a failure stops the pipeline.
+  /// Run the verifier after every pass but a planner (Pass::writesPlan,
+  /// which leaves the graph and signature as they were); a failure stops
+  /// the pipeline.
   bool verifyEach = true;
   /// Dump the IR before every pass.
   bool printBeforeAll = false;

@@ -20,14 +20,19 @@ the worst relative differences (max|got-ref| / max|ref| per tensor) of the
 first step (loss, gradients) and of the AdamW run (losses, final params).
 
 Architectures are testdata/generate.py's SPECS (mlp, cnn, resnet_tiny,
-gpt_tiny, regression_frozen, and bert_tiny, llama_tiny, cnn_bn once
+gpt_tiny, regression_frozen, and bert_tiny, llama_tiny, llama_tiny_untied, cnn_bn once
 generate.py has them) plus small probe models defined here for op forms the
 architectures do not produce: nn.GELU(approximate="tanh") (ORT's FastGelu
 fusion is not among the generator's pre-training rewrites: it stays Tanh
 arithmetic), a bias-free GELU (com.microsoft Gelu), reductions with axes as an
 input, ReduceMax/ReduceMin off the gradient path, torch.chunk/torch.split and
-Pad (ORT's Pad gradient), boolean mask ops. A row's error column holds the
-first error line.
+Pad (ORT's Pad gradient), boolean mask ops, and losses the generator's
+LossType cannot write: LogSoftmax + NLL as a custom onnxblock loss and
+F.log_softmax + F.nll_loss inside the model (ORT's fusion turns both into
+SoftmaxCrossEntropyLossInternal), and F.cross_entropy inside the model
+(SoftmaxCrossEntropyLossInternal from ORT's exporter symbolics, the ignore index
+-100 as an input and an ignored label in the batch). A row's error column holds
+the first error line.
 
     /work/main/testdata/.venv/bin/python scripts/opset-sweep.py            # everything
     /work/main/testdata/.venv/bin/python scripts/opset-sweep.py --opsets 14,20 --archs mlp,probe_gelu_tanh
@@ -52,6 +57,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPSETS = list(range(13, 21))
 TESTDATA_ARCHS = ["mlp", "cnn", "resnet_tiny", "gpt_tiny", "regression_frozen", "bert_tiny", "llama_tiny",
+                  "llama_tiny_untied",
                   "cnn_bn"]
 # AdamW tolerance (gmopt-run --rtol) per architecture, as AdamWTestdataTest has
 # it: with batch statistics ONNX Runtime drifts from itself by ~3e-2 in the
@@ -59,7 +65,7 @@ TESTDATA_ARCHS = ["mlp", "cnn", "resnet_tiny", "gpt_tiny", "regression_frozen", 
 # (scripts/ort-self-drift.py resnet_tiny); the table still shows the numbers.
 ADAMW_RTOL = {"resnet_tiny": 2e-2, "cnn_bn": 2e-2}
 PROBE_ARCHS = ["probe_gelu_tanh", "probe_gelu_nobias", "probe_reduce", "probe_reduce_max", "probe_split_pad",
-               "probe_mask"]
+               "probe_mask", "probe_nll", "probe_nll_in_model", "probe_ce_in_model"]
 
 
 def load_generate(path):
@@ -75,10 +81,15 @@ def load_generate(path):
 def probe_specs(g):
     """Small models for the op forms the testdata architectures do not bring, in
     generate.py's spec format (classification over 4 classes, batch 4)."""
+    import copy
+
     import numpy as np
+    import onnx
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
+    from onnxruntime.training import onnxblock
+    import onnxruntime.training.onnxblock._graph_utils as graph_utils
 
     class GeluTanh(nn.Module):
         """Linear -> GELU(tanh) -> Linear: ORT fuses the tanh GELU into FastGelu."""
@@ -168,14 +179,110 @@ def probe_specs(g):
             pad = (x[:, :1] > 0).expand(-1, 16)
             return self.fc2(h * pad.to(h.dtype) + h)
 
+    class Classifier(nn.Module):
+        """Linear -> Tanh -> Linear logits for the loss probes."""
+
+        def __init__(self, classes=4):
+            super().__init__()
+            self.fc1 = nn.Linear(12, 16)
+            self.fc2 = nn.Linear(16, classes)
+
+        def forward(self, x):
+            return self.fc2(torch.tanh(self.fc1(x)))
+
+    class LogSoftmaxNllLoss(onnxblock.Block):
+        """A loss block the generator has no LossType for: LogSoftmax over the class axis (1), then
+        com.microsoft::NegativeLogLikelihoodLossInternal (mean), the NLL op of ONNX Runtime's own
+        exporter symbolics. ONNX Runtime's SoftmaxCrossEntropyLossInternalFusion turns the pair into
+        com.microsoft::SoftmaxCrossEntropyLossInternal before it builds the gradient. (ai.onnx
+        NegativeLogLikelihoodLoss is not fused and has no gradient in ONNX Runtime 1.19.)"""
+
+        def build(self, scores_input_name, labels_name="labels"):
+            graph = self.base.graph
+            if not any(o.domain == "com.microsoft" for o in self.base.opset_import):
+                self.base.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+            if not graph_utils.node_arg_exists(self.base, labels_name):
+                labels = copy.deepcopy(graph_utils.get_output_from_output_name(self.base, scores_input_name))
+                labels.name = labels_name
+                labels.type.tensor_type.elem_type = onnx.TensorProto.INT64
+                del labels.type.tensor_type.shape.dim[1]  # (N, C, d...) -> (N, d...)
+                graph.input.append(labels)
+            log_prob = graph_utils.generate_graph_name("log_prob")
+            loss = graph_utils.generate_graph_name("loss")
+            graph.node.append(onnx.helper.make_node("LogSoftmax", [scores_input_name], [log_prob], axis=1,
+                                                    name=graph_utils.generate_graph_name("LogSoftmax")))
+            graph.node.append(onnx.helper.make_node("NegativeLogLikelihoodLossInternal", [log_prob, labels_name],
+                                                    [loss], domain="com.microsoft", reduction="mean",
+                                                    name=graph_utils.generate_graph_name("NllLoss")))
+            # ONNX has no shape inference for the contrib op: the scalar loss is declared.
+            graph.value_info.append(onnx.helper.make_tensor_value_info(loss, onnx.TensorProto.FLOAT, []))
+            return loss
+
+    class NllInModel(nn.Module):
+        """The loss inside the model, over a K-dimensional target: logits (N, 4 classes, 3 positions),
+        log_softmax over the classes and nll_loss (mean, ignore_index -100 as torch exports it)."""
+
+        def __init__(self):
+            super().__init__()
+            self.body = Classifier(12)
+
+        def forward(self, x, labels):
+            logits = self.body(x).view(-1, 4, 3)
+            return F.nll_loss(F.log_softmax(logits, dim=1), labels)
+
+    class CrossEntropyInModel(nn.Module):
+        """The loss inside the model: F.cross_entropy, which torch exports as ai.onnx
+        SoftmaxCrossEntropyLoss with ignore_index -100 (the generator adds no loss of its own)."""
+
+        def __init__(self):
+            super().__init__()
+            self.body = Classifier()
+
+        def forward(self, x, labels):
+            return F.cross_entropy(self.body(x), labels)
+
+    def ort_loss_symbolics(opset):
+        """Exports torch's cross_entropy and nll_loss as ONNX Runtime's own training exporter does
+        (ORTModule's custom symbolics): com.microsoft::SoftmaxCrossEntropyLossInternal and
+        NegativeLogLikelihoodLossInternal, with the ignore index as an input. torch's own export,
+        ai.onnx SoftmaxCrossEntropyLoss with only the loss output (LogSoftmax + NLL included, by its
+        fuseLogSoftmaxNllLoss pass), cannot be trained by the generator: its gradient builder reads
+        the log-probability output the export does not have. torch 2.4 traces F.nll_loss as
+        aten::nll_loss_nd (nll_loss2d for 4-d input), which ORT registers no symbolic for: its
+        nll_loss symbolic is registered for those too."""
+        from torch.onnx import register_custom_op_symbolic
+        from onnxruntime.training.ortmodule._custom_op_symbolic_registry import CustomOpSymbolicRegistry
+
+        symbolics = CustomOpSymbolicRegistry._SYMBOLICS
+        for name, symbolic in (("::cross_entropy_loss", "::cross_entropy_loss"), ("::nll_loss", "::nll_loss"),
+                               ("::nll_loss_nd", "::nll_loss"), ("::nll_loss2d", "::nll_loss")):
+            register_custom_op_symbolic(name, symbolics[symbolic], opset)
+
     def dense_batch(rng):
         x = rng.standard_normal((4, 12)).astype(np.float32)
         y = rng.integers(0, 4, size=(4,), dtype=np.int64)
         return [x, y]
 
+    def ignored_label_batch(rng):
+        """dense_batch with the label of row 2 set to -100 (torch's ignore_index): the mean is over
+        the three others."""
+        x, y = dense_batch(rng)
+        y[2] = -100
+        return [x, y]
+
+    def positions_batch(rng):
+        """Labels (4, 3) in [0, 4) for NllInModel, one of them -100."""
+        x = rng.standard_normal((4, 12)).astype(np.float32)
+        y = rng.integers(0, 4, size=(4, 3), dtype=np.int64)
+        y[1, 2] = -100
+        return [x, y]
+
     base = dict(loss=g.LOSS_CE, input_names=["input"], output_names=["logits"],
                 dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, batch=dense_batch,
                 batch_desc="input float32[4,12] ~ N(0,1), labels int64[4] in [0,4)")
+    # The model returns its loss (generate_artifacts with loss=None): the labels are a model input.
+    in_model = dict(loss=None, input_names=["input", "labels"], output_names=["loss"],
+                    dynamic_axes={"input": {0: "batch"}, "labels": {0: "batch"}}, export_setup=ort_loss_symbolics)
     return {
         "probe_gelu_tanh": dict(base, seed=31, make=GeluTanh),
         "probe_gelu_nobias": dict(base, seed=32, make=GeluNoBias),
@@ -183,6 +290,14 @@ def probe_specs(g):
         "probe_reduce_max": dict(base, seed=36, make=ReduceMax),
         "probe_split_pad": dict(base, seed=34, make=SplitPad),
         "probe_mask": dict(base, seed=35, make=Mask),
+        "probe_nll": dict(base, seed=37, make=Classifier, loss=LogSoftmaxNllLoss(),
+                          torch_loss=lambda out, target: F.nll_loss(F.log_softmax(out, dim=1), target)),
+        "probe_nll_in_model": dict(in_model, seed=38, make=NllInModel, batch=positions_batch,
+                                   batch_desc="input float32[4,12] ~ N(0,1), labels int64[4,3] in [0,4) "
+                                              "(one -100)"),
+        "probe_ce_in_model": dict(in_model, seed=39, make=CrossEntropyInModel, batch=ignored_label_batch,
+                                  batch_desc="input float32[4,12] ~ N(0,1), labels int64[4] in [0,4) "
+                                             "(row 2 -100)"),
     }
 
 

@@ -177,6 +177,9 @@ GPT_SMALL = dict(vocab=64, d=32, heads=2, seq=16, layers=2, ff=64)
 # bert_tiny and llama_tiny: GPT_SMALL's widths (Llama's SwiGLU MLP has three matrices, so ff 48).
 BERT_SMALL = dict(vocab=64, d=32, heads=2, seq=16, layers=2, ff=64, classes=3)
 LLAMA_SMALL = dict(vocab=64, d=32, heads=2, seq=16, layers=2, ff=48)
+# llama_tiny_untied: one block of llama_tiny's width and its own LM head (the head is what differs;
+# one block keeps the tracked size down).
+LLAMA_UNTIED = dict(LLAMA_SMALL, layers=1, untied=True)
 
 
 class CausalSelfAttention(nn.Module):
@@ -335,13 +338,14 @@ class LlamaBlock(nn.Module):
 class LlamaTiny(nn.Module):
     """Llama-style decoder: RMSNorm, rotary embedding (cos/sin buffers, rotate-half), causal mask
     through torch.where, SwiGLU MLP (down(silu(gate(x)) * up(x))), bias-free linears, LM head tied
-    to the token embedding."""
+    to the token embedding, or with `untied` its own bias-free Linear (Llama 2's lm_head)."""
 
-    def __init__(self, vocab=64, d=32, heads=2, seq=16, layers=2, ff=48):
+    def __init__(self, vocab=64, d=32, heads=2, seq=16, layers=2, ff=48, untied=False):
         super().__init__()
         self.heads = heads
         self.vocab = vocab
         self.emb = nn.Embedding(vocab, d)
+        self.head = nn.Linear(d, vocab, bias=False) if untied else None
         self.blocks = nn.ModuleList([LlamaBlock(d, ff) for _ in range(layers)])
         self.norm = RMSNorm(d)
         hd = d // heads
@@ -375,7 +379,8 @@ class LlamaTiny(nn.Module):
             x = x + b.o(y)
             h = b.mlp_norm(x)
             x = x + b.down(F.silu(b.gate(h)) * b.up(h))
-        logits = self.norm(x) @ self.emb.weight.t()
+        x = self.norm(x)
+        logits = x @ self.emb.weight.t() if self.head is None else self.head(x)
         return logits.reshape(-1, self.vocab)  # (B*T, vocab) for SoftmaxCrossEntropyLoss
 
 
@@ -532,6 +537,15 @@ SPECS = [
         batch_desc="input_ids int64[4,16] uniform in [0,64), labels int64[64] = next tokens",
     ),
     dict(
+        # llama_tiny with an untied LM head (a bias-free Linear of its own, a MatMul by its
+        # transposed weight) and one block: the embedding's only gradient is GatherGrad.
+        name="llama_tiny_untied", seed=10, make=lambda: LlamaTiny(**LLAMA_UNTIED), loss=LOSS_CE,
+        input_names=["input_ids"], output_names=["logits"],
+        dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch_x_seq"}},
+        batch=lambda rng: token_batch(rng, 4, LLAMA_UNTIED),
+        batch_desc="input_ids int64[4,16] uniform in [0,64), labels int64[64] = next tokens",
+    ),
+    dict(
         # CNN with training-mode BatchNorm (BatchNormInternal / BatchNormalizationGrad), a channel
         # Concat of two conv branches (ConcatTraining, split again in the backward), AveragePool.
         # The batch is static: ONNX Runtime's CPU AveragePoolGrad takes dX's shape from the graph's
@@ -558,6 +572,8 @@ def sha256(path):
 
 
 def export_forward(model, example_inputs, spec):
+    if "export_setup" in spec:
+        spec["export_setup"](spec.get("opset", OPSET))  # e.g. registers exporter symbolics
     f = io.BytesIO()
     torch.onnx.export(
         model,
@@ -671,6 +687,40 @@ def fix_eval_batchnorm(path):
     return fixed
 
 
+def fix_eval_nll_loss(path):
+    """Works around an ONNX Runtime 1.19.2 bug: its function body of
+    com.microsoft::NegativeLogLikelihoodLossInternal (what its exporter symbolics write for
+    F.nll_loss) calls Unsqueeze in the pre-opset-13 form, so a model at opset 13 or above that keeps
+    the op does not load ("Unsqueeze ... has input size 1 not in range [min=2, max=2]"). The
+    training graph does not keep it (SoftmaxCrossEntropyLossInternalFusion folds it with its
+    LogSoftmax), but eval_model.onnx does, and the training API loads that too. Replaces each by
+    the equivalent ai.onnx NegativeLogLikelihoodLoss, its constant ignore-index input moved to the
+    attribute. Returns the names of the replaced nodes."""
+    m = onnx.load(path)
+    if not any(n.op_type == "NegativeLogLikelihoodLossInternal" for n in m.graph.node):
+        return []
+    constants = {n.output[0]: n for n in m.graph.node if n.op_type == "Constant"}
+    replaced, nodes = [], []
+    for n in m.graph.node:
+        if n.op_type != "NegativeLogLikelihoodLossInternal" or n.domain != "com.microsoft":
+            nodes.append(n)
+            continue
+        inputs = list(n.input) + [""] * (4 - len(n.input))
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        kwargs = dict(reduction=attrs.get("reduction", b"mean").decode())
+        if inputs[3]:
+            kwargs["ignore_index"] = int(numpy_helper.to_array(constants[inputs[3]].attribute[0].t))
+        nodes.append(onnx.helper.make_node("NegativeLogLikelihoodLoss", [i for i in inputs[:3] if i] if inputs[2]
+                                           else inputs[:2], list(n.output), name=n.name, **kwargs))
+        replaced.append(n.name)
+    used = {i for n in nodes for i in n.input}
+    nodes = [n for n in nodes if not (n.op_type == "Constant" and n.output[0] not in used)]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    onnx.save(m, path)
+    return replaced
+
+
 def session_options():
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -704,13 +754,27 @@ def rel_diff(a, b):
 
 
 def torch_loss(model, spec, data):
-    """The loss of `data` (the model's inputs, then the target) in torch."""
+    """The loss of `data` (the model's inputs, then the target) in torch. A spec whose loss is None
+    has a model that computes its loss itself (its last input is the target); a spec with an
+    onnxblock loss names its torch counterpart in `torch_loss` (a function of output and target)."""
     n_data = len(spec["input_names"])
+    if spec["loss"] is None:
+        return model(*[torch.from_numpy(a) for a in data[:n_data]])
     out = model(*[torch.from_numpy(a) for a in data[:n_data]])
     target = torch.from_numpy(data[n_data])
+    if "torch_loss" in spec:
+        return spec["torch_loss"](out, target)
     if spec["loss"] == LOSS_CE:
         return F.cross_entropy(out, target)
     return F.mse_loss(out, target)
+
+
+def loss_name(loss):
+    """The generator's loss as info.json records it: a LossType's name, a custom onnxblock's class
+    name, or "in model" when the exported model returns its loss."""
+    if loss is None:
+        return "in model"
+    return loss.name if isinstance(loss, artifacts.LossType) else type(loss).__name__
 
 
 def torch_check_model(model, spec):
@@ -783,6 +847,11 @@ def build_model(spec):
         log(f"eval_model.onnx: removed unused running-stat outputs of {len(eval_fixed)} BatchNormalization "
             "nodes with training_mode=0 (generator bug workaround)")
 
+    eval_nll = fix_eval_nll_loss(os.path.join(outdir, "eval_model.onnx"))
+    if eval_nll:
+        log(f"eval_model.onnx: {len(eval_nll)} com.microsoft NegativeLogLikelihoodLossInternal nodes replaced by "
+            "ai.onnx NegativeLogLikelihoodLoss (generator bug workaround)")
+
     train_path = os.path.join(outdir, "training_model.onnx")
     tm = onnx.load(train_path)
     for imp in tm.opset_import:
@@ -802,7 +871,7 @@ def build_model(spec):
         torch_class=type(model).__name__,
         export=dict(opset=spec.get("opset", OPSET), training_mode="TRAINING", do_constant_folding=spec.get("constant_folding", False),
                     dynamic_axes=spec["dynamic_axes"]),
-        loss=spec["loss"].name,
+        loss=loss_name(spec["loss"]),
         optimizer="AdamW",
         param_map={**{n: dict(torch=t, transposed=tr, trainable=n in trainable) for n, (t, tr) in mapping.items()},
                    **({DROPOUT_RATIO: dict(torch=None, transposed=False, trainable=False,
@@ -812,6 +881,7 @@ def build_model(spec):
         ir_version_written_by_generator={k: v[0] for k, v in ir.items()},
         batch=spec["batch_desc"],
         eval_model_batchnorm_outputs_removed=eval_fixed,
+        **({"eval_model_nll_loss_replaced": eval_nll} if eval_nll else {}),
     )
 
     if spec.get("reference", True):
@@ -1412,6 +1482,10 @@ wrote, and the numbers of the checks.
   bias-free linears, LM head tied to the embedding (`x @ emb.weight.t()`). Matrices and the
   embedding ~ N(0, 0.02), so the first loss is near log(64). Logits (batch*seq, 64), labels the
   next tokens.
+* **llama_tiny_untied**: llama_tiny's architecture and widths with one block and an **untied** LM
+  head, a bias-free `nn.Linear(32, 64)` of its own (`head.weight` [64,32]: `Transpose` then the
+  head `MatMul`; its gradient a Gemm and a Transpose back), as Llama 2 has it. `emb.weight` is then
+  read by the Gather only, and its one gradient is GatherGrad's.
 * **cnn_bn**: Conv3x3(3→8)+BN+ReLU, two conv branches (1x1 and 3x3, 8→8 each) concatenated on the
   channel axis (ConcatTraining; SplitTraining in the backward), BN(16)+ReLU, AvgPool(2)
   (`AveragePool`/`AveragePoolGrad`), Linear(16·8·8→10); input 3x16x16, static batch 4,
@@ -1502,15 +1576,22 @@ if __name__ == "__main__":
     ap.add_argument("models", nargs="*", help="only these models (debugging; README/ops.txt not rewritten)")
     ap.add_argument("--with-grad-buffers", action="store_true",
                     help="also write the zero *_grad.accumulation.buffer inputs (adds ~5.4 MB)")
-    ap.add_argument("--only", choices=["adamw-reference"],
+    ap.add_argument("--only", choices=["adamw-reference", "readme"],
                     help="adamw-reference: only (re)write adamw_losses.json and adamw_final_params/ from the "
-                         "committed artifacts and test_data_set_0")
+                         "committed artifacts and test_data_set_0; readme: only rewrite README.md and ops.txt "
+                         "from the committed model folders and their info.json (after generating some models)")
     args = ap.parse_args()
     WRITE_GRAD_BUFFERS = args.with_grad_buffers
     if args.only == "adamw-reference":
         for s in SPECS:
             if s.get("reference", True) and (not args.models or s["name"] in args.models):
                 adamw_reference(s)
+    elif args.only == "readme":
+        infos = []
+        for s in SPECS:
+            with open(os.path.join(HERE, s["name"], "info.json")) as f:
+                infos.append(json.load(f))
+        write_ops_and_readme(infos)
     elif args.models:
         unknown = set(args.models) - {s["name"] for s in SPECS}
         if unknown:

@@ -284,7 +284,7 @@ INSTANTIATE_TEST_SUITE_P(Testdata, FourMicroBatches,
                                          "gpt_tiny_untied", "gpt_opset14",
                                          "gpt_opset20",
                                          "regression_frozen", "bert_tiny",
-                                         "llama_tiny"),
+                                         "llama_tiny", "llama_tiny_untied"),
                          [](const testing::TestParamInfo<const char *> &info) {
                            return std::string(info.param);
                          });

@@ -90,6 +90,7 @@ const TestdataModel kModels[] = {
     // parameter, and every loss, is within 1e-5.
     {"bert_tiny", {{"batch", 4}}, 1e-5, 5e-5},
     {"llama_tiny", {{"batch", 4}, {"batch_x_seq", 64}}},
+    {"llama_tiny_untied", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"cnn_bn", {}},
 };
 

@@ -38,6 +38,7 @@ const char *const kModels[] = {"mlp",
                                "regression_frozen",
                                "bert_tiny",
                                "llama_tiny",
+                               "llama_tiny_untied",
                                "cnn_bn"};
 
 std::string modelPath(llvm::StringRef model) {

@@ -471,6 +471,7 @@ const TestGraph kTestGraphs[] = {
     {"regression_frozen", "regression_frozen", 8, false, true},
     {"bert_tiny", "bert_tiny", 4, true, true},
     {"llama_tiny", "llama_tiny", 4, true, true},
+    {"llama_tiny_untied", "llama_tiny_untied", 4, true, true},
     {"cnn_bn", "cnn_bn", 4, true, true},
 };
 

@@ -159,7 +159,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CheckpointTest,
                                            "gpt_tiny", "gpt_tiny_untied",
                                            "gpt_opset14", "gpt_opset20",
                                            "regression_frozen", "bert_tiny",
-                                           "llama_tiny", "cnn_bn"));
+                                           "llama_tiny", "llama_tiny_untied",
+                                           "cnn_bn"));
 
 TEST(CheckpointFileTest, FrozenParametersAndDropoutRatioAreRead) {
   auto frozen = readWeightFile(modelDir("regression_frozen") + "/checkpoint");
@@ -385,6 +386,62 @@ TEST(BindInputsTest, BadInputsAreReportedBeforeRunning) {
   bound = bindInputs(module, sources);
   EXPECT_NE(errorText(bound).find("expects i64[8] but the file holds i32[8]"),
             std::string::npos);
+}
+
+TEST(BindInputsTest, InternalLossLabelsMayHoldTheIgnoreIndexOperand) {
+  // ONNX Runtime's Internal losses take the ignored label as a constant
+  // operand (its exporter's F.cross_entropy: -100), not an attribute.
+  for (bool grad : {false, true}) {
+    Module module;
+    module.opsetImports[""] = 17;
+    module.opsetImports["com.microsoft"] = 1;
+    Graph &graph = module.getGraph();
+    TensorType scoresType = TensorType::get(DType::F32, {4, 3});
+    Value *scores = graph.addInput(scoresType, "scores");
+    Value *labels =
+        graph.addInput(TensorType::get(DType::I64, {4}), "labels");
+    Value *ignore = graph.addInitializer(
+        TensorData::fromValues<int64_t>(DType::I64, {}, {-100}), "ignore");
+    Builder builder(graph);
+    Node *loss = builder.create(
+        {"com.microsoft", "SoftmaxCrossEntropyLossInternal"},
+        {scores, labels, nullptr, ignore},
+        {TensorType::get(DType::F32, {}), scoresType},
+        {NamedAttribute{"reduction", Attribute::getString("mean")}}, "loss");
+    graph.addOutput(loss->getResult(0));
+    if (grad) {
+      Value *seed = graph.addInitializer(
+          TensorData::fromValues<float>(DType::F32, {}, {1.0f}), "seed");
+      Node *lossGrad = builder.create(
+          {"com.microsoft", "SoftmaxCrossEntropyLossInternalGrad"},
+          {seed, loss->getResult(1), labels, nullptr, ignore}, {scoresType},
+          {NamedAttribute{"reduction", Attribute::getString("mean")}},
+          "loss_grad");
+      graph.addOutput(lossGrad->getResult(0));
+    }
+    auto withLabels = [&](std::vector<int64_t> values) {
+      TestDataSet set;
+      set.inputs.push_back(
+          {"scores", "scores.pb", 0,
+           TensorData::fromValues<float>(DType::F32, {4, 3},
+                                         std::vector<float>(12, 0.5f))});
+      set.inputs.push_back(
+          {"labels", "labels.pb", 1,
+           TensorData::fromValues<int64_t>(DType::I64, {4}, values)});
+      return set;
+    };
+    TestDataSet ignored = withLabels({0, -100, 2, 1});
+    InputSources sources;
+    sources.testData = &ignored;
+    auto bound = bindInputs(module, sources);
+    EXPECT_TRUE(bool(bound)) << errorText(bound);
+    TestDataSet outOfRange = withLabels({0, -7, 2, 1});
+    sources.testData = &outOfRange;
+    auto refused = bindInputs(module, sources);
+    EXPECT_EQ(errorText(refused),
+              "labels.pb: labels value -7 out of range [0, 3) in input "
+              "'labels'");
+  }
 }
 
 TEST(BindInputsTest, WeightsComeFirstAndMissingOnesAreNamed) {

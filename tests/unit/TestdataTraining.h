@@ -48,7 +48,7 @@ inline constexpr TestdataGraph kTestdataGraphs[] = {
     {"gpt_tiny_untied", 4}, {"gpt_opset14", 4, 16},
     {"gpt_opset20", 4, 16}, {"regression_frozen", 8},
     {"bert_tiny", 4, 16},   {"llama_tiny", 4, 16},
-    {"cnn_bn", 4},
+    {"llama_tiny_untied", 4, 16}, {"cnn_bn", 4},
 };
 
 /// The dimension bindings of \p graph's reference batch, as the driver's

@@ -55,6 +55,7 @@ const TestdataModel kModels[] = {
     {"regression_frozen", {{"batch", 8}}},
     {"bert_tiny", {{"batch", 4}}},
     {"llama_tiny", {{"batch", 4}, {"batch_x_seq", 64}}},
+    {"llama_tiny_untied", {{"batch", 4}, {"batch_x_seq", 64}}},
     // Exported with a static batch of 4 (testdata/generate.py: ONNX Runtime's
     // AveragePoolGrad needs it), so there is nothing to bind.
     {"cnn_bn", {}},

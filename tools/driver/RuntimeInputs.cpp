@@ -143,7 +143,11 @@ int64_t staticExtent(const Value *value, int64_t axis) {
 
 /// The constraint one use (operand \p index of \p node) puts on an integer.
 std::optional<IndexRange> rangeOfUse(const Node &node, unsigned index) {
-  auto classLabels = [&](const Value *scores) -> std::optional<IndexRange> {
+  // The ignored label: the attribute of the standard ops, the constant
+  // operand \p ignoreOperand of ONNX Runtime's Internal variants.
+  auto classLabels =
+      [&](const Value *scores,
+          std::optional<unsigned> ignoreOperand) -> std::optional<IndexRange> {
     int64_t classes = staticExtent(scores, 1);
     if (classes <= 0)
       return std::nullopt;
@@ -154,19 +158,29 @@ std::optional<IndexRange> rangeOfUse(const Node &node, unsigned index) {
     if (const Attribute *ignore = node.getAttr("ignore_index"))
       if (ignore->getKind() == Attribute::Kind::Int)
         range.ignoreIndex = ignore->getInt();
+    if (ignoreOperand && *ignoreOperand < node.getNumOperands())
+      if (const Value *ignore = node.getOperand(*ignoreOperand))
+        if (std::optional<std::vector<int64_t>> values =
+                ops::getIntValues(*ignore);
+            values && values->size() == 1)
+          range.ignoreIndex = values->front();
     return range;
   };
   llvm::StringRef op = node.getOpType();
   bool standard = node.getDomain() == kOnnxDomain;
   bool microsoft = node.getDomain() == kMsDomain;
-  if (index == 1 && ((standard && (op == "SoftmaxCrossEntropyLoss" ||
-                                   op == "NegativeLogLikelihoodLoss")) ||
-                     (microsoft && op == "SoftmaxCrossEntropyLossInternal")))
-    return classLabels(node.getOperand(0));
-  if (index == 2 && microsoft &&
-      (op == "SoftmaxCrossEntropyLossGrad" ||
-       op == "SoftmaxCrossEntropyLossInternalGrad"))
-    return classLabels(node.getOperand(1));
+  if (index == 1 && standard &&
+      (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss"))
+    return classLabels(node.getOperand(0), std::nullopt);
+  if (index == 1 && microsoft &&
+      (op == "SoftmaxCrossEntropyLossInternal" ||
+       op == "NegativeLogLikelihoodLossInternal" ||
+       op == "NegativeLogLikelihoodLossInternal2"))
+    return classLabels(node.getOperand(0), 3u);
+  if (index == 2 && microsoft && op == "SoftmaxCrossEntropyLossGrad")
+    return classLabels(node.getOperand(1), std::nullopt);
+  if (index == 2 && microsoft && op == "SoftmaxCrossEntropyLossInternalGrad")
+    return classLabels(node.getOperand(1), 4u);
   if (index == 1 && standard && (op == "Gather" || op == "GatherElements")) {
     const Value *data = node.getOperand(0);
     if (!data || !data->getType().hasRank())

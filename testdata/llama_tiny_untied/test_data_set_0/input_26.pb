@@ -1,0 +1,1 @@
+	Blazy_reset_gradJ

@@ -1,0 +1,1 @@
+	B emb.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B(blocks.0.up.weight_grad.accumulation.outJ

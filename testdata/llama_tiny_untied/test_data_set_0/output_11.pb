@@ -1,0 +1,1 @@
+	B*blocks.0.down.weight_grad.accumulation.outJ

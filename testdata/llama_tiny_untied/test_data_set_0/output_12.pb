@@ -1,0 +1,1 @@
+	B!norm.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B!head.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B/blocks.0.attn_norm.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'blocks.0.q.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'blocks.0.k.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'blocks.0.v.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B'blocks.0.o.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B.blocks.0.mlp_norm.weight_grad.accumulation.outJ

@@ -1,0 +1,1 @@
+	B*blocks.0.gate.weight_grad.accumulation.outJ
