@@ -104,6 +104,10 @@ private:
   Candidate withKeep(const Candidate &from, const Value *value) const;
   std::vector<Move> dropMoves(const Point &point) const;
   std::vector<Move> keepMoves(const Point &point) const;
+  /// The move that drops or keeps \p value from \p point (whose kept set
+  /// is \p kept), or nothing when its region cannot be computed.
+  std::optional<Move> makeMove(const Point &point, const Value *value,
+                               const llvm::DenseSet<const Value *> &kept) const;
 
   /// Drops values from \p start until a plan fits, stopping when the FLOPs
   /// reach \p flopsBound or nothing lowers the peak. The last point.
@@ -222,6 +226,27 @@ Candidate BudgetSearch::withKeep(const Candidate &from,
   return to;
 }
 
+std::optional<Move>
+BudgetSearch::makeMove(const Point &point, const Value *value,
+                       const llvm::DenseSet<const Value *> &kept) const {
+  llvm::Expected<RecomputeRegion> region = analysis.computeRegion(value, kept);
+  if (!region) {
+    llvm::consumeError(region.takeError());
+    return std::nullopt;
+  }
+  Move move;
+  move.value = value;
+  move.bytes = analysis.getBytes(value);
+  move.flops = region->flops;
+  move.key = valueKey(value);
+  const SavedActivation *saved = analysis.lookupSaved(value);
+  if (saved &&
+      point.evaluation.spansPeak.size() == analysis.getSaved().size() &&
+      point.evaluation.spansPeak[saved - analysis.getSaved().data()])
+    move.peakBytes = move.bytes;
+  return move;
+}
+
 std::vector<Move> BudgetSearch::dropMoves(const Point &point) const {
   llvm::DenseSet<const Value *> kept(point.plan.kept.begin(),
                                      point.plan.kept.end());
@@ -230,23 +255,8 @@ std::vector<Move> BudgetSearch::dropMoves(const Point &point) const {
     uint32_t producer = *analysis.getForwardPosition(value->getDefiningNode());
     if (!analysis.isRecomputable(producer))
       continue;
-    llvm::Expected<RecomputeRegion> region =
-        analysis.computeRegion(value, kept);
-    if (!region) {
-      llvm::consumeError(region.takeError());
-      continue;
-    }
-    Move move;
-    move.value = value;
-    move.bytes = analysis.getBytes(value);
-    move.flops = region->flops;
-    move.key = valueKey(value);
-    const SavedActivation *saved = analysis.lookupSaved(value);
-    if (saved &&
-        point.evaluation.spansPeak.size() == analysis.getSaved().size() &&
-        point.evaluation.spansPeak[saved - analysis.getSaved().data()])
-      move.peakBytes = move.bytes;
-    moves.push_back(move);
+    if (std::optional<Move> move = makeMove(point, value, kept))
+      moves.push_back(*move);
   }
   // Values held at the peak first, most bytes per FLOP; then the others by
   // bytes per FLOP (the peak may sit elsewhere once they are gone).
@@ -269,25 +279,9 @@ std::vector<Move> BudgetSearch::keepMoves(const Point &point) const {
                                      point.plan.kept.end());
   std::vector<Move> moves;
   for (const RecomputePlan::Group &group : point.plan.groups)
-    for (const Value *value : group.provides) {
-      llvm::Expected<RecomputeRegion> region =
-          analysis.computeRegion(value, kept);
-      if (!region) {
-        llvm::consumeError(region.takeError());
-        continue;
-      }
-      Move move;
-      move.value = value;
-      move.bytes = analysis.getBytes(value);
-      move.flops = region->flops;
-      move.key = valueKey(value);
-      const SavedActivation *saved = analysis.lookupSaved(value);
-      if (saved &&
-          point.evaluation.spansPeak.size() == analysis.getSaved().size() &&
-          point.evaluation.spansPeak[saved - analysis.getSaved().data()])
-        move.peakBytes = move.bytes;
-      moves.push_back(move);
-    }
+    for (const Value *value : group.provides)
+      if (std::optional<Move> move = makeMove(point, value, kept))
+        moves.push_back(*move);
   // Those expected to keep the plan under the limit first, the most FLOPs
   // saved first.
   const uint64_t room = options.limit - std::min(options.limit, point.peak());

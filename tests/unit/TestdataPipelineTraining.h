@@ -33,7 +33,9 @@ struct PipelineTraining {
 };
 
 /// \p steps AdamW steps (learning rate 0.01) of testdata graph \p model
-/// compiled with \p pipeline; gpt_tiny_dropout reads gpt_tiny's inputs.
+/// compiled with \p pipeline (its passes see the inputs' values: the
+/// parameters' initial values for tie-weights); gpt_tiny_dropout reads
+/// gpt_tiny's inputs.
 inline std::optional<PipelineTraining>
 trainWithPipeline(const TestdataGraph &model, llvm::StringRef pipeline,
                   unsigned steps) {
@@ -48,7 +50,7 @@ trainWithPipeline(const TestdataGraph &model, llvm::StringRef pipeline,
   OptimizerSpec spec;
   auto runnable =
       loadRunnableModel(dir + "/training_model.onnx", testdataDims(model),
-                        nullptr, /*wantOriginal=*/false, pipeline, &spec);
+                        &*data, /*wantOriginal=*/false, pipeline, &spec);
   EXPECT_TRUE(bool(runnable)) << model.name << " " << pipeline.str() << ": "
                               << testdataErrorText(runnable.takeError());
   if (!runnable)

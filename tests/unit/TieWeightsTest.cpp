@@ -21,6 +21,7 @@
 #include "ir/Plan.h"
 #include "ir/Verifier.h"
 
+#include "tests/unit/TestdataPipelineTraining.h"
 #include "tests/unit/TestdataTraining.h"
 #include "gtest/gtest.h"
 
@@ -80,41 +81,6 @@ TEST(TieWeightsTest, WithoutValuesNothingIsTiedAndThePairsAreReported) {
   EXPECT_FALSE(search.undecided.empty());
 }
 
-/// One step (no optimizer) of \p name compiled with \p pipeline, its
-/// reference batch bound.
-std::optional<TrainingResult> firstStep(llvm::StringRef name,
-                                        llvm::StringRef pipeline,
-                                        std::unique_ptr<Module> *keep) {
-  auto data = readTestDataSet(dirOf(name) + "/test_data_set_0");
-  EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
-  if (!data)
-    return std::nullopt;
-  auto runnable = loadRunnableModel(dirOf(name) + "/training_model.onnx", {},
-                                    &*data, false, pipeline, nullptr);
-  EXPECT_TRUE(bool(runnable)) << llvm::toString(runnable.takeError());
-  if (!runnable)
-    return std::nullopt;
-  EXPECT_EQ(gmopt::testing::testdataErrorText(
-                verifyModule(*runnable->module)),
-            "<success>");
-  InputSources sources;
-  sources.testData = &*data;
-  auto inputs = bindInputs(*runnable->module, sources);
-  EXPECT_TRUE(bool(inputs)) << llvm::toString(inputs.takeError());
-  if (!inputs)
-    return std::nullopt;
-  TrainingOptions options;
-  options.executor.mode = AllocationMode::Planned;
-  options.executor.threads = 1;
-  options.steps = 1;
-  auto result = trainModule(*runnable->module, *inputs, options);
-  EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
-  if (!result)
-    return std::nullopt;
-  *keep = std::move(runnable->module);
-  return std::move(*result);
-}
-
 const TensorData *gradientOf(const TrainingResult &result,
                              llvm::StringRef name) {
   for (const auto &[param, gradient] : result.firstGradients)
@@ -124,10 +90,13 @@ const TensorData *gradientOf(const TrainingResult &result,
 }
 
 TEST(TieWeightsTest, MergedGradientIsTheSumOfTheTwo) {
-  std::unique_ptr<Module> plainModule, tiedModule;
-  auto plain = firstStep("gpt_tiny_untied", kPlainPipeline, &plainModule);
-  auto tied = firstStep("gpt_tiny_untied", kTiedPipeline, &tiedModule);
-  ASSERT_TRUE(plain && tied);
+  const TestdataGraph untied{"gpt_tiny_untied", 4};
+  auto plainRun = gmopt::testing::trainWithPipeline(untied, kPlainPipeline, 1);
+  auto tiedRun = gmopt::testing::trainWithPipeline(untied, kTiedPipeline, 1);
+  ASSERT_TRUE(plainRun && tiedRun);
+  const std::unique_ptr<Module> &plainModule = plainRun->module;
+  const std::unique_ptr<Module> &tiedModule = tiedRun->module;
+  const TrainingResult *plain = &plainRun->result, *tied = &tiedRun->result;
   EXPECT_EQ(tiedModule->getSignature().numTrainable() + 1,
             plainModule->getSignature().numTrainable());
   // The head copy: the plain module's [128,512] parameter.
