@@ -100,8 +100,14 @@ private:
   llvm::Expected<const Point *> visitPlan(RecomputePlan plan,
                                           const Candidate &candidate);
 
-  Candidate withDrop(const Candidate &from, const Value *value) const;
-  Candidate withKeep(const Candidate &from, const Value *value) const;
+  /// \p from with \p value dropped (\p drop) or kept beyond the strategy.
+  Candidate moved(const Candidate &from, const Value *value, bool drop) const;
+  Candidate withDrop(const Candidate &from, const Value *value) const {
+    return moved(from, value, /*drop=*/true);
+  }
+  Candidate withKeep(const Candidate &from, const Value *value) const {
+    return moved(from, value, /*drop=*/false);
+  }
   std::vector<Move> dropMoves(const Point &point) const;
   std::vector<Move> keepMoves(const Point &point) const;
   /// The move that drops or keeps \p value from \p point (whose kept set
@@ -198,31 +204,17 @@ BudgetSearch::visitPlan(RecomputePlan plan, const Candidate &candidate) {
   return &point;
 }
 
-Candidate BudgetSearch::withDrop(const Candidate &from,
-                                 const Value *value) const {
+Candidate BudgetSearch::moved(const Candidate &from, const Value *value,
+                              bool drop) const {
   Candidate to = from;
-  llvm::erase(to.adjust.keep, value);
+  std::vector<const Value *> &into = drop ? to.adjust.drop : to.adjust.keep;
+  llvm::erase(drop ? to.adjust.keep : to.adjust.drop, value);
   auto less = [&](const Value *a, const Value *b) {
     return valueKey(a) < valueKey(b);
   };
-  auto it = std::lower_bound(to.adjust.drop.begin(), to.adjust.drop.end(),
-                             value, less);
-  if (it == to.adjust.drop.end() || *it != value)
-    to.adjust.drop.insert(it, value);
-  return to;
-}
-
-Candidate BudgetSearch::withKeep(const Candidate &from,
-                                 const Value *value) const {
-  Candidate to = from;
-  llvm::erase(to.adjust.drop, value);
-  auto less = [&](const Value *a, const Value *b) {
-    return valueKey(a) < valueKey(b);
-  };
-  auto it = std::lower_bound(to.adjust.keep.begin(), to.adjust.keep.end(),
-                             value, less);
-  if (it == to.adjust.keep.end() || *it != value)
-    to.adjust.keep.insert(it, value);
+  auto it = std::lower_bound(into.begin(), into.end(), value, less);
+  if (it == into.end() || *it != value)
+    into.insert(it, value);
   return to;
 }
 
