@@ -357,6 +357,14 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
     }
     const Point *chosen = nullptr, *fitting = nullptr;
     std::optional<Progress> chosenProgress;
+    // Takes \p point when it makes more progress than the chosen one.
+    auto consider = [&](const Point &point) {
+      Progress progress(*current, point);
+      if (progress.amount && (!chosen || progress > *chosenProgress)) {
+        chosen = &point;
+        chosenProgress = progress;
+      }
+    };
     for (const Candidate &candidate : tries) {
       llvm::Expected<const Point *> next = visit(candidate);
       if (!next)
@@ -368,13 +376,7 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
       if (batches && point.fits &&
           (!fitting || point.flops() < fitting->flops()))
         fitting = &point;
-      Progress progress(*current, point);
-      if (!progress.amount)
-        continue;
-      if (!chosen || progress > *chosenProgress) {
-        chosen = &point;
-        chosenProgress = progress;
-      }
+      consider(point);
     }
     if (fitting)
       chosen = fitting;
@@ -389,11 +391,7 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
           return next.takeError();
         if (!*next)
           break;
-        Progress progress(*current, **next);
-        if (progress.amount && (!chosen || progress > *chosenProgress)) {
-          chosen = *next;
-          chosenProgress = progress;
-        }
+        consider(**next);
       }
     }
     if (!chosen) {
@@ -410,11 +408,7 @@ llvm::Expected<const Point *> BudgetSearch::descend(const Point *start,
             return next.takeError();
           if (!*next)
             break;
-          Progress progress(*current, **next);
-          if (progress.amount && (!chosen || progress > *chosenProgress)) {
-            chosen = *next;
-            chosenProgress = progress;
-          }
+          consider(**next);
         }
     }
     if (!chosen)
