@@ -347,15 +347,7 @@ llvm::Expected<bool> AmpPass::run(Module &module, PassContext &context) {
                      "training signature has none (use loss-scale=none)");
 
   // Saved activations before and after (when shapes are static).
-  auto savedBytes = [&]() -> std::optional<uint64_t> {
-    auto saved = SavedActivations::compute(module);
-    if (!saved) {
-      llvm::consumeError(saved.takeError());
-      return std::nullopt;
-    }
-    return saved->getSavedBytes();
-  };
-  std::optional<uint64_t> savedBefore = savedBytes();
+  std::optional<uint64_t> savedBefore = savedActivationBytes(module);
 
   AmpPolicy policy =
       AmpPolicy::compute(module, config->low, options.strictFp32);
@@ -414,7 +406,7 @@ llvm::Expected<bool> AmpPass::run(Module &module, PassContext &context) {
   addStatistic(context, "fp32-bytes", fp32Bytes,
                "Bytes of fp32 node results");
   if (savedBefore)
-    if (std::optional<uint64_t> savedAfter = savedBytes()) {
+    if (std::optional<uint64_t> savedAfter = savedActivationBytes(module)) {
       addStatistic(context, "saved-bytes-before", *savedBefore,
                    "Bytes of forward values the backward pass reads, before");
       addStatistic(context, "saved-bytes-after", *savedAfter,

@@ -90,20 +90,9 @@ PackDropoutMask::matchAndRewrite(Node &node, PatternRewriter &rewriter) const {
   return true;
 }
 
-/// Bytes of the forward values the backward pass reads, when shapes are
-/// static.
-static std::optional<uint64_t> savedBytes(const Module &module) {
-  auto saved = SavedActivations::compute(module);
-  if (!saved) {
-    llvm::consumeError(saved.takeError());
-    return std::nullopt;
-  }
-  return saved->getSavedBytes();
-}
-
 llvm::Expected<bool> PackDropoutMasksPass::run(Module &module,
                                                PassContext &context) {
-  std::optional<uint64_t> savedBefore = savedBytes(module);
+  std::optional<uint64_t> savedBefore = savedActivationBytes(module);
   uint64_t boolBytes = 0;
   for (const Node &node : module.getGraph().getNodes())
     if (node.isa(kOnnxDomain, "Dropout") && node.getNumResults() == 2 &&
@@ -134,7 +123,7 @@ llvm::Expected<bool> PackDropoutMasksPass::run(Module &module,
                "Bytes of the dropout masks after (bitmasks and the bool "
                "masks left)");
   if (savedBefore)
-    if (std::optional<uint64_t> savedAfter = savedBytes(module)) {
+    if (std::optional<uint64_t> savedAfter = savedActivationBytes(module)) {
       addStatistic(context, "saved-bytes-before", *savedBefore,
                    "Bytes of forward values the backward pass reads, before");
       addStatistic(context, "saved-bytes-after", *savedAfter,

@@ -233,3 +233,12 @@ void SavedActivations::print(llvm::raw_ostream &os) const {
       os << "  not recomputable: " << forward[position]->describe() << " ("
          << recomputeBlockerName(blockers[position]) << ")\n";
 }
+
+std::optional<uint64_t> gmopt::savedActivationBytes(const Module &module) {
+  llvm::Expected<SavedActivations> saved = SavedActivations::compute(module);
+  if (!saved) {
+    llvm::consumeError(saved.takeError());
+    return std::nullopt;
+  }
+  return saved->getSavedBytes();
+}

@@ -177,6 +177,11 @@ private:
   uint64_t savedBytes = 0;
 };
 
+/// The bytes of \p module's saved activations (SavedActivations::
+/// getSavedBytes), or nothing when the analysis fails (a shape that is not
+/// static): the before/after figure rewriting passes report.
+std::optional<uint64_t> savedActivationBytes(const Module &module);
+
 } // namespace gmopt
 
 #endif // GMOPT_PASSES_SAVEDACTIVATIONS_H

@@ -6,6 +6,7 @@
 #include "ir/Module.h"
 #include "ir/OptimizerOps.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -31,13 +32,6 @@ llvm::Error tieError(const llvm::Twine &message) {
 
 std::string quoted(const Value *value) {
   return "'" + value->getName().str() + "'";
-}
-
-const ParamInfo *findParam(const Module &module, const Value *value) {
-  for (const ParamInfo &info : module.getSignature().getParams())
-    if (info.param == value)
-      return &info;
-  return nullptr;
 }
 
 /// True if \p a's dims are \p b's reversed and both have rank 2.
@@ -201,8 +195,8 @@ gmopt::parseTiePairs(const Module &module, llvm::StringRef text) {
 
 llvm::Expected<TieSavings> gmopt::tieParameters(Module &module,
                                                 const TiePair &pair) {
-  const ParamInfo *kept = findParam(module, pair.kept);
-  const ParamInfo *copy = findParam(module, pair.dropped);
+  const ParamInfo *kept = module.getSignature().lookup(pair.kept);
+  const ParamInfo *copy = module.getSignature().lookup(pair.dropped);
   if (!kept || !copy)
     return tieError("cannot tie " + pair.str() + ": both must be parameters");
   if (kept == copy)
@@ -284,19 +278,22 @@ llvm::Expected<TieSavings> gmopt::tieParameters(Module &module,
 unsigned gmopt::mergeDuplicateAccumulations(Module &module) {
   Graph &graph = module.getGraph();
   TrainingSignature &signature = module.getSignature();
+  // The accumulation nodes writing each buffer, in schedule order (one
+  // walk over the graph).
+  llvm::DenseMap<const Value *, llvm::SmallVector<Node *, 2>> writersOf;
+  for (Node &node : graph.getNodes())
+    if ((node.isa(kMsDomain, "InPlaceAccumulatorV2") ||
+         node.isa(kMsDomain, "InPlaceAccumulator")) &&
+        node.getNumOperands() >= 2 && node.getOperand(0) && node.getOperand(1))
+      writersOf[node.getOperand(0)].push_back(&node);
   unsigned repaired = 0;
   for (const ParamInfo &info : llvm::to_vector(signature.getParams())) {
     if (!info.accumulator || !info.grad)
       continue;
-    llvm::SmallVector<Node *, 4> writers;
-    for (Node &node : graph.getNodes())
-      if ((node.isa(kMsDomain, "InPlaceAccumulatorV2") ||
-           node.isa(kMsDomain, "InPlaceAccumulator")) &&
-          node.getNumOperands() >= 2 && node.getOperand(0) == info.accumulator &&
-          node.getOperand(1))
-        writers.push_back(&node);
-    if (writers.size() < 2)
+    auto found = writersOf.find(info.accumulator);
+    if (found == writersOf.end() || found->second.size() < 2)
       continue;
+    llvm::SmallVector<Node *, 2> writers = found->second;
     Node *last = writers.back();
     llvm::SmallVector<Value *, 4> grads;
     for (Node *writer : writers)
