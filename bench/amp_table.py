@@ -25,10 +25,14 @@ from bench_support import ROOT, compile_report, size
 CATEGORIES = ["parameters", "gradients", "optimizer_state"]
 
 
+PRE = []
+
+
 def pipeline_for(variant):
-    """none | fp16 | bf16, then any +PASS (e.g. fp16+pack-dropout-masks+recompute{mode=selective})."""
+    """none | fp16 | bf16, then any +PASS (e.g. fp16+pack-dropout-masks+recompute{mode=selective}).
+    --pre passes (e.g. cse) run before amp in every variant, the fp32 one included."""
     dtype, _, extra = variant.partition("+")
-    passes = ["canonicalize", "fold-transpose"]
+    passes = ["canonicalize", "fold-transpose"] + PRE
     if dtype != "none":
         passes.append("amp{dtype=" + dtype + "}")
     passes += [p for p in extra.split("+") if p]
@@ -65,7 +69,10 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--models", nargs="+", required=True, metavar="DIR:SHAPE")
     parser.add_argument("--variants", default="fp16,bf16")
+    parser.add_argument("--pre", default="", help="comma-separated passes run before amp in every "
+                        "variant, the fp32 baseline included (e.g. cse)")
     args = parser.parse_args()
+    PRE.extend(p for p in args.pre.split(",") if p)
     tool = os.path.join(args.build, "tools", "gmopt-compile")
     print("| model | shape | variant | saved activations (fp32 -> amp) | cut | params / grads / "
           "optimizer state | planned peak | vs fp32 | low nodes | casts | compile s |")

@@ -9,6 +9,7 @@
 #include "passes/PassRegistry.h"
 #include "passes/Amp.h"
 #include "passes/Canonicalize.h"
+#include "passes/Cse.h"
 #include "passes/FoldTranspose.h"
 #include "passes/PackDropoutMasks.h"
 #include "passes/PipelineParser.h"
