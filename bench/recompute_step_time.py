@@ -48,9 +48,18 @@ def main():
     parser.add_argument("--seq", type=int, default=64, help="the model's sequence length")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--modes", default="none,selective,full", help="comma-separated: " + ",".join(MODES))
+    parser.add_argument("--modes", default="none,selective,full", help="comma-separated: " + ",".join(MODES) + "; or ';'-separated with NAME=recompute{...} entries")
     args = parser.parse_args()
-    modes = args.modes.split(",")
+    modes = []
+    for spec in args.modes.split(";" if ";" in args.modes else ","):
+        # NAME=PASS{OPTIONS} measures a tuning of one's own, e.g.
+        # 'none;wide=recompute{mode=selective,written-bytes-per-byte=64}'.
+        name, eq, fragment = spec.partition("=")
+        if eq:
+            MODES[name] = fragment + ","
+        elif name not in MODES:
+            sys.exit(f"unknown mode '{name}' (known: {', '.join(MODES)}; or NAME=recompute{{...}})")
+        modes.append(name)
     if "none" not in modes:
         modes.insert(0, "none")
     compile_tool = os.path.join(args.build, "tools", "gmopt-compile")
