@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Recompute.h"
+#include "passes/MemoryLimit.h"
 #include "passes/Liveness.h"
 #include "passes/PlanBuffers.h"
 #include "passes/RecomputeBudget.h"
@@ -66,54 +67,6 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
 }
 
 namespace {
-
-/// A memory limit: bytes, or a fraction of a reference.
-struct MemoryLimit {
-  std::optional<uint64_t> bytes;
-  double fraction = 1;
-  uint64_t resolve(uint64_t reference) const {
-    return bytes ? *bytes : uint64_t(std::floor(fraction * reference));
-  }
-};
-
-llvm::Expected<MemoryLimit> parseMemoryLimit(llvm::StringRef text) {
-  auto bad = [&](const char *why) {
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "recompute: bad memory-limit '%s': %s (expected bytes such as "
-        "1073741824, 512MiB or 2GB, or a percentage such as 60%%)",
-        text.str().c_str(), why);
-  };
-  llvm::StringRef rest = text.trim();
-  MemoryLimit limit;
-  if (rest.consume_back("%")) {
-    double percent;
-    if (rest.trim().getAsDouble(percent) || !(percent > 0) || percent > 100)
-      return bad("a percentage must be in (0, 100]");
-    limit.fraction = percent / 100;
-    return limit;
-  }
-  size_t digits = 0;
-  while (digits < rest.size() && (std::isdigit(rest[digits]) || rest[digits] == '.'))
-    ++digits;
-  double number;
-  if (!digits || rest.take_front(digits).getAsDouble(number))
-    return bad("no number");
-  llvm::StringRef unit = rest.drop_front(digits).trim();
-  static const std::pair<const char *, double> units[] = {
-      {"", 1},          {"B", 1},          {"KB", 1e3},       {"MB", 1e6},
-      {"GB", 1e9},      {"TB", 1e12},      {"KiB", 1024.0},   {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
-  for (const auto &entry : units)
-    if (unit.equals_insensitive(entry.first)) {
-      double bytes = number * entry.second;
-      if (!(bytes >= 1) || bytes > 1.8e19)
-        return bad("out of range");
-      limit.bytes = uint64_t(bytes);
-      return limit;
-    }
-  return bad("unknown unit");
-}
 
 /// What applying a plan changed, so that it can be undone.
 struct AppliedPlan {
@@ -226,12 +179,6 @@ llvm::Expected<uint64_t> currentLoad(const Module &module,
   return liveness->computePeak().bytes;
 }
 
-std::string formatBytes(uint64_t bytes) {
-  char buffer[64];
-  snprintf(buffer, sizeof buffer, "%llu bytes (%.3f GiB)",
-           static_cast<unsigned long long>(bytes), bytes / 1073741824.0);
-  return buffer;
-}
 
 /// What planning the step \p applied rewrote tells budget's search: the
 /// module is in its planned order with its plan.
@@ -357,7 +304,13 @@ planBudget(Module &module, const SavedActivations &analysis,
   statsContext.addStatistic("recompute", "budget-search-plans",
                             result->searchEvaluations,
                             "budget: local-search plans evaluated");
-  if (!result->best)
+  if (!result->best) {
+    // Kept in the pipeline's statistics, so that a caller weighing levers
+    // (gmopt-compile --memory-limit) learns how close recompute came.
+    statsContext.addStatistic("recompute", "budget-smallest-peak",
+                              std::min(result->smallestPeak, basePeak),
+                              "budget: the smallest planned peak reached "
+                              "when the limit cannot be met (bytes)");
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "recompute: memory-limit %s cannot be met: the smallest planned "
@@ -365,6 +318,7 @@ planBudget(Module &module, const SavedActivations &analysis,
         formatBytes(limit).c_str(),
         formatBytes(std::min(result->smallestPeak, basePeak)).c_str(),
         formatBytes(basePeak).c_str());
+  }
   return std::move(*result->best);
 }
 
@@ -383,7 +337,8 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           "recompute: mode=budget needs memory-limit=BYTES or PERCENT%%");
-    llvm::Expected<MemoryLimit> parsed = parseMemoryLimit(options.memoryLimit);
+    llvm::Expected<MemoryLimit> parsed =
+        parseMemoryLimit(options.memoryLimit, "recompute: memory-limit");
     if (!parsed)
       return parsed.takeError();
     limit = *parsed;

@@ -21,6 +21,7 @@
 #include "tools/driver/Checkpoint.h"
 #include "tools/driver/Driver.h"
 #include "tools/driver/ExternalDataReport.h"
+#include "tools/driver/FitMemory.h"
 #include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/PhaseTimer.h"
@@ -106,6 +107,44 @@ static int runGmoptCompile(int argc, char **argv) {
                "Runtime checkpoint or a .pbseq; read only, never written "
                "into the output"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<std::string> memoryLimit(
+      "memory-limit",
+      cl::desc("Fit the step into this planned peak: bytes (24GiB, 512MiB, "
+               "2GB), a percentage of the unrewritten step's planned peak "
+               "(50%), or 'device' (the CUDA device's memory). Weighs the "
+               "recompute budget, gradient accumulation and, with "
+               "--allow-amp, mixed precision; prints the candidates and "
+               "compiles the cheapest that fits"),
+      cl::value_desc("size"), cl::cat(category));
+  cl::opt<std::string> allowAmp(
+      "allow-amp",
+      cl::desc("With --memory-limit: let the search use amp with this 16-bit "
+               "type (fp16 or bf16); numerics change"),
+      cl::value_desc("fp16|bf16"), cl::cat(category));
+  cl::opt<bool> allowAccumulate(
+      "allow-accumulate",
+      cl::desc("With --memory-limit: let the search split the batch into "
+               "micro-batches (gradient accumulation, recorded in the .gm "
+               "for gmopt-run); default true"),
+      cl::init(true), cl::cat(category));
+  cl::opt<std::string> batchDim(
+      "batch-dim",
+      cl::desc("The batch dimension accumulation splits (default batch); "
+               "dimensions whose names contain it (batch_x_seq) scale with "
+               "it"),
+      cl::init("batch"), cl::value_desc("name"), cl::cat(category));
+  cl::opt<std::string> maxBatch(
+      "max-batch",
+      cl::desc("With --memory-limit: find the largest value of this "
+               "dimension whose step fits (recompute and allowed amp; no "
+               "accumulation) and compile that"),
+      cl::value_desc("dim"), cl::cat(category));
+  cl::opt<std::string> costModel(
+      "cost-model",
+      cl::desc("Throughputs the --memory-limit search predicts step time "
+               "with: cpu or cuda (default: cuda where a CUDA device is "
+               "present, else cpu)"),
+      cl::value_desc("backend"), cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run (default: " + kDefaultPipeline.str() + ")");
   OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
@@ -141,25 +180,56 @@ static int runGmoptCompile(int argc, char **argv) {
   auto optimizer = optimizerOptions.getSpec();
   if (!optimizer)
     return reportToolError(kTool, optimizer.takeError());
-  PassManager passManager;
-  if (llvm::Error err = passOptions.configure(passManager))
-    return reportToolError(kTool, std::move(err));
-  if (llvm::Error err = passManager.addPipeline(
-          passOptions.hasPipeline() ? llvm::StringRef(passOptions.getPipeline())
-                                    : llvm::StringRef(kDefaultPipeline)))
-    return reportToolError(kTool, std::move(err));
+  std::string pipelineText = passOptions.hasPipeline()
+                                 ? passOptions.getPipeline()
+                                 : kDefaultPipeline.str();
   std::optional<WeightSet> weights;
   if (!weightsFile.empty()) {
     auto read = readWeightFile(weightsFile);
     if (!read)
       return reportToolError(kTool, read.takeError());
     weights = std::move(*read);
-    const WeightSet *set = &*weights;
-    installParameterValues(
-        passManager, [set](llvm::StringRef name) -> const TensorData * {
-          const NamedTensor *tensor = set->lookup(name);
-          return tensor ? &tensor->data : nullptr;
-        });
+  }
+  // Configures \p target to run \p text (with --weights' values for the
+  // passes that compare them).
+  auto setUpPasses = [&](PassManager &target,
+                         llvm::StringRef text) -> llvm::Error {
+    if (llvm::Error err = passOptions.configure(target))
+      return err;
+    if (llvm::Error err = target.addPipeline(text))
+      return err;
+    if (weights) {
+      const WeightSet *set = &*weights;
+      installParameterValues(
+          target, [set](llvm::StringRef name) -> const TensorData * {
+            const NamedTensor *tensor = set->lookup(name);
+            return tensor ? &tensor->data : nullptr;
+          });
+    }
+    return llvm::Error::success();
+  };
+  {
+    // The pipeline is checked before any work.
+    PassManager check;
+    if (llvm::Error err = setUpPasses(check, pipelineText))
+      return reportToolError(kTool, std::move(err));
+  }
+  std::optional<FitRequest> fit;
+  if (!memoryLimit.empty()) {
+    auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
+                                  batchDim, costModel, *dimBindings,
+                                  pipelineText);
+    if (!request)
+      return reportToolError(kTool, request.takeError());
+    fit = std::move(*request);
+  } else if (!allowAmp.empty() || !maxBatch.empty() ||
+             allowAccumulate.getNumOccurrences() ||
+             batchDim.getNumOccurrences() || costModel.getNumOccurrences()) {
+    return reportToolError(
+        kTool, llvm::createStringError(
+                   llvm::inconvertibleErrorCode(),
+                   "--allow-amp, --allow-accumulate, --batch-dim, "
+                   "--max-batch and --cost-model need --memory-limit"));
   }
 
   // Every output is checked (against the input and each other) and
@@ -183,6 +253,78 @@ static int runGmoptCompile(int argc, char **argv) {
   if (!input)
     return reportToolError(kTool, input.takeError());
   llvm::StringRef inputBytes = (*input)->getBuffer();
+  auto addOptimizer = [&](Module &target) -> llvm::Error {
+    if (!*optimizer)
+      return llvm::Error::success();
+    auto node = buildOptimizer(target, **optimizer);
+    if (!node)
+      return fileError(inputFilename, llvm::toString(node.takeError()));
+    return llvm::Error::success();
+  };
+
+  // --memory-limit: every candidate is imported and compiled like the
+  // output will be; the choice decides the bindings and the pipeline.
+  unsigned accumulate = 1;
+  std::optional<llvm::json::Object> fitJson;
+  if (fit) {
+    timer.start("memory-limit search", PhaseKind::Pass);
+    auto compileCandidate =
+        [&](const DimMap &dims,
+            llvm::StringRef text) -> llvm::Expected<CompiledCandidate> {
+      auto candidate = loadModuleBytes(inputBytes, inputFilename,
+                                       InputFormat::Onnx, dims);
+      if (!candidate)
+        return candidate.takeError();
+      if (llvm::Error err = addOptimizer(**candidate))
+        return err;
+      PassManager candidatePasses;
+      if (llvm::Error err = setUpPasses(candidatePasses, text))
+        return err;
+      CompiledCandidate result;
+      if (llvm::Error err = candidatePasses.run(**candidate)) {
+        uint64_t smallest = candidatePasses.getContext().getStatistic(
+            "recompute", "budget-smallest-peak");
+        if (!smallest)
+          return fileError(inputFilename, llvm::toString(std::move(err)));
+        llvm::consumeError(std::move(err));
+        result.smallestPeak = smallest;
+        return result;
+      }
+      result.module = std::move(*candidate);
+      return result;
+    };
+    const FitCandidate *chosen = nullptr;
+    std::optional<FitResult> fitResult;
+    std::optional<MaxBatchResult> batchResult;
+    if (!maxBatch.empty()) {
+      auto found = findMaxBatch(*fit, maxBatch, compileCandidate);
+      if (!found)
+        return reportToolError(kTool, found.takeError());
+      batchResult = std::move(*found);
+      printMaxBatch(*batchResult, maxBatch, llvm::outs());
+      chosen = &batchResult->fit.candidates[*batchResult->fit.chosen];
+      fitJson = maxBatchJson(*batchResult, maxBatch);
+    } else {
+      auto found = fitMemoryLimit(*fit, compileCandidate);
+      if (!found)
+        return reportToolError(kTool, found.takeError());
+      fitResult = std::move(*found);
+      printFitTable(*fitResult, llvm::outs());
+      if (!fitResult->chosen)
+        return reportToolError(kTool, noFitError(*fitResult, *fit));
+      chosen = &fitResult->candidates[*fitResult->chosen];
+      fitJson = fitResultJson(*fitResult);
+    }
+    *dimBindings = chosen->dims;
+    pipelineText = chosen->pipeline;
+    accumulate = chosen->accumulate;
+  }
+  PassManager passManager;
+  if (llvm::Error err = setUpPasses(passManager, pipelineText))
+    return reportToolError(kTool, std::move(err));
+
+  if (fit)
+    timer.start("import", PhaseKind::Import);
   auto module = loadModuleBytes(inputBytes, inputFilename, InputFormat::Onnx,
                                 *dimBindings);
   if (!module)
@@ -198,14 +340,6 @@ static int runGmoptCompile(int argc, char **argv) {
                          "gradients exposed as outputs named X_grad)"));
   // The whole step is one module: the optimizer is merged in before any
   // pass runs, so every rewrite and the plan see it.
-  auto addOptimizer = [&](Module &target) -> llvm::Error {
-    if (!*optimizer)
-      return llvm::Error::success();
-    auto node = buildOptimizer(target, **optimizer);
-    if (!node)
-      return fileError(inputFilename, llvm::toString(node.takeError()));
-    return llvm::Error::success();
-  };
   timer.start("merge optimizer", PhaseKind::Import);
   if (llvm::Error err = addOptimizer(**module))
     return reportToolError(kTool, std::move(err));
@@ -231,6 +365,8 @@ static int runGmoptCompile(int argc, char **argv) {
   timer.addPassTimings(passManager);
   std::string pipeline = passManager.getPipelineString();
   recordPipeline(**module, pipeline);
+  if (accumulate > 1)
+    recordAccumulation(**module, accumulate);
   llvm::outs() << kTool << ": pipeline: " << pipeline << '\n';
   if (passOptions.shouldPrintPipeline())
     llvm::errs() << "// pipeline: " << pipeline << '\n';
@@ -305,6 +441,10 @@ static int runGmoptCompile(int argc, char **argv) {
       // Per pass, what it did: recompute's saved bytes before and after and
       // its FLOPs, plan-buffers' arena...
       json["pass_statistics"] = passStatisticsJson(passManager.getContext());
+      if (fitJson)
+        json[maxBatch.empty() ? "memory_fit" : "max_batch"] =
+            std::move(*fitJson);
+      json["accumulate"] = static_cast<int64_t>(accumulate);
       // Everything up to here; committing the files comes after.
       if (timeCompile) {
         timer.stop();

@@ -67,7 +67,9 @@ static int runGmoptRun(int argc, char **argv) {
                                 cl::init(1), cl::cat(category));
   cl::opt<unsigned> accumulateOption(
       "accumulate",
-      cl::desc("Micro-steps per optimizer step (gradient accumulation)"),
+      cl::desc("Micro-steps per optimizer step (gradient accumulation; "
+               "default: what gmopt-compile --memory-limit recorded in "
+               "the .gm, else 1)"),
       cl::init(1), cl::cat(category));
   OptimizerCLOptions optimizerOptions(OptimizerChoice::SGD);
   cl::opt<float> lrOption(
@@ -180,6 +182,7 @@ static int runGmoptRun(int argc, char **argv) {
   config.steps = stepsOption;
   config.stepsGiven = stepsOption.getNumOccurrences() != 0;
   config.accumulate = accumulateOption;
+  config.accumulateGiven = accumulateOption.getNumOccurrences() != 0;
   auto optimizerSpec = optimizerOptions.getSpec();
   if (!optimizerSpec)
     return report(optimizerSpec.takeError());

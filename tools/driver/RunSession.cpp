@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/RunSession.h"
+#include "tools/driver/FitMemory.h"
 
 #include "tools/driver/RunReport.h"
 #include "tools/driver/ToolSupport.h"
@@ -215,6 +216,18 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                                  config.externalDataDir);
   if (!model)
     return model.takeError();
+  // gmopt-compile --memory-limit recorded the micro-steps its plan fits
+  // with; they are the default. A loss reference is one whole batch per
+  // step: it needs --inputs, which are split into the micro-steps.
+  if (unsigned recorded = recordedAccumulation(*model->module);
+      recorded > 1 && !config.accumulateGiven) {
+    if (lossReference && !inputs)
+      return makeError(config.modelPath + " was compiled for " +
+                       llvm::Twine(recorded) +
+                       " micro-steps per step; --loss-reference needs the "
+                       "whole batch as --inputs (or --accumulate=1)");
+    training.accumulate = recorded;
+  }
   // A compiled-in optimizer is what runs: it must be the one asked for.
   const Node *optimizerNode = findOptimizerNode(*model->module);
   std::string optimizerName = "none";
@@ -248,6 +261,27 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   if (!planSource)
     return prefixModel(planSource.takeError());
 
+  // A module compiled at the micro-batch takes the whole batch's inputs
+  // split into its micro-steps, so that a step sees the same examples.
+  if (training.accumulate > 1 && inputBatches.size() == 1) {
+    const Module &compiled = *model->module;
+    auto split = splitTestDataSet(
+        *inputs, training.accumulate,
+        [&](llvm::StringRef name)
+            -> std::optional<llvm::SmallVector<int64_t, 4>> {
+          for (const Value *input : compiled.getSignature().getDataInputs())
+            if (input->getName() == name &&
+                input->getType().hasStaticShape())
+              return input->getType().getStaticShape();
+          return std::nullopt;
+        });
+    if (!split)
+      return split.takeError();
+    if (!split->empty()) {
+      inputBatches = std::move(*split);
+      inputs = inputBatches.front();
+    }
+  }
   InputSources sources;
   sources.testData = inputs ? &*inputs : nullptr;
   sources.weights = weights ? &*weights : nullptr;

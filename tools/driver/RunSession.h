@@ -43,8 +43,10 @@ struct RunConfig {
   /// otherwise).
   unsigned steps = 1;
   bool stepsGiven = false;
-  /// --accumulate.
+  /// --accumulate, and whether it was given (a .gm's recorded
+  /// accumulation is the default).
   unsigned accumulate = 1;
+  bool accumulateGiven = false;
   /// --optimizer, and whether it was given.
   OptimizerChoice optimizer = OptimizerChoice::SGD;
   bool optimizerGiven = false;

@@ -193,3 +193,55 @@ gmopt::readTestDataSets(llvm::StringRef directory) {
   }
   return sets;
 }
+
+llvm::Expected<std::vector<TestDataSet>> gmopt::splitTestDataSet(
+    const TestDataSet &set, unsigned parts,
+    llvm::function_ref<std::optional<llvm::SmallVector<int64_t, 4>>(
+        llvm::StringRef)>
+        microShapes) {
+  std::vector<TestDataSet> result;
+  if (parts < 2)
+    return result;
+  result.assign(parts, TestDataSet());
+  bool split = false;
+  for (TestDataSet &part : result)
+    part.directory = set.directory;
+  for (const NamedTensor &tensor : set.inputs) {
+    std::optional<llvm::SmallVector<int64_t, 4>> micro =
+        microShapes(tensor.name);
+    const TensorType &type = tensor.data.getType();
+    llvm::SmallVector<int64_t, 4> shape =
+        type.hasStaticShape() ? type.getStaticShape()
+                              : llvm::SmallVector<int64_t, 4>();
+    bool same = micro && shape == *micro;
+    bool whole = micro && !micro->empty() && shape.size() == micro->size() &&
+                 shape[0] == (*micro)[0] * int64_t(parts) &&
+                 std::equal(shape.begin() + 1, shape.end(),
+                            micro->begin() + 1);
+    if (micro && !same && !whole)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "%s: input '%s' fits neither the micro-batch nor %u of them on "
+          "its first axis",
+          tensor.source.c_str(), tensor.name.c_str(), parts);
+    if (!whole) {
+      for (TestDataSet &part : result)
+        part.inputs.push_back(tensor);
+      continue;
+    }
+    split = true;
+    llvm::ArrayRef<uint8_t> bytes = tensor.data.getBytes();
+    size_t partBytes = bytes.size() / parts;
+    for (unsigned i = 0; i != parts; ++i) {
+      NamedTensor piece = tensor;
+      piece.source = tensor.source + " (micro-batch " + std::to_string(i) + ")";
+      llvm::ArrayRef<uint8_t> slice = bytes.slice(i * partBytes, partBytes);
+      piece.data = TensorData(TensorType::get(type.getDType(), *micro),
+                              std::vector<uint8_t>(slice.begin(), slice.end()));
+      result[i].inputs.push_back(std::move(piece));
+    }
+  }
+  if (!split)
+    result.clear();
+  return result;
+}

@@ -15,9 +15,12 @@
 
 #include "ir/Attribute.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +76,18 @@ readTestDataSets(llvm::StringRef directory);
 /// Reads one serialized onnx.TensorProto from \p path. External data is
 /// resolved next to the file.
 llvm::Expected<NamedTensor> readTensorFile(llvm::StringRef path);
+
+/// \p set's inputs split along axis 0 into \p parts micro-batches, for a
+/// module compiled at the micro-batch (gmopt-compile --memory-limit's
+/// gradient accumulation): each input named in \p microShapes whose first
+/// extent is \p parts times the micro-batch's is split, in order; inputs
+/// already of their micro-batch shape are repeated. Returns nothing when no
+/// input needs splitting; an error when an input fits neither shape.
+llvm::Expected<std::vector<TestDataSet>> splitTestDataSet(
+    const TestDataSet &set, unsigned parts,
+    llvm::function_ref<std::optional<llvm::SmallVector<int64_t, 4>>(
+        llvm::StringRef)>
+        microShapes);
 
 } // namespace gmopt
 

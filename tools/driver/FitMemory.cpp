@@ -1,0 +1,563 @@
+//===- FitMemory.cpp - Fit a training step into a memory limit ------------===//
+
+#include "tools/driver/FitMemory.h"
+
+#include "ir/Module.h"
+#include "passes/MemoryLimit.h"
+#include "backend/cuda/CudaDevice.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace gmopt;
+
+namespace {
+
+llvm::Error fitError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The dimensions bound in proportion to \p dim (their names contain it),
+/// \p dim first, each with its ratio to \p dim's value.
+llvm::Expected<std::vector<std::pair<std::string, int64_t>>>
+scaledDims(const DimMap &dims, llvm::StringRef dim, llvm::StringRef flag) {
+  auto found = dims.find(dim.str());
+  if (found == dims.end() || found->second <= 0)
+    return fitError(flag + " splits dimension '" + dim +
+                    "', which no --dim binds (bind it, e.g. --dim " + dim +
+                    "=8)");
+  std::vector<std::pair<std::string, int64_t>> result{{dim.str(), 1}};
+  for (const auto &[name, value] : dims) {
+    if (name == dim || !llvm::StringRef(name).contains(dim))
+      continue;
+    if (value % found->second != 0)
+      return fitError(flag + ": dimension '" + name + "' (" +
+                      llvm::Twine(value) + ") is not a multiple of '" + dim +
+                      "' (" + llvm::Twine(found->second) +
+                      "), so it cannot be scaled with it");
+    result.emplace_back(name, value / found->second);
+  }
+  return result;
+}
+
+/// \p dims with the batch dimension (and those in proportion) at \p value.
+DimMap withBatch(const DimMap &dims,
+                 llvm::ArrayRef<std::pair<std::string, int64_t>> scaled,
+                 int64_t value) {
+  DimMap result = dims;
+  for (const auto &[name, ratio] : scaled)
+    result[name] = value * ratio;
+  return result;
+}
+
+/// \p pipeline with \p levers inserted before its first `schedule` (or at
+/// the end when it has none).
+std::string leverPipeline(llvm::StringRef pipeline,
+                          llvm::ArrayRef<std::string> levers) {
+  if (levers.empty())
+    return pipeline.str();
+  std::string inserted = llvm::join(levers, ",");
+  llvm::SmallVector<llvm::StringRef> parts;
+  // Pass options sit in braces; a top-level comma separates passes.
+  unsigned depth = 0;
+  size_t begin = 0;
+  for (size_t i = 0; i <= pipeline.size(); ++i) {
+    if (i == pipeline.size() || (pipeline[i] == ',' && depth == 0)) {
+      parts.push_back(pipeline.slice(begin, i).trim());
+      begin = i + 1;
+    } else if (pipeline[i] == '{') {
+      ++depth;
+    } else if (pipeline[i] == '}' && depth) {
+      --depth;
+    }
+  }
+  std::string result;
+  bool placed = false;
+  for (llvm::StringRef part : parts) {
+    if (part.empty())
+      continue;
+    if (!placed && (part == "schedule" || part.starts_with("schedule{"))) {
+      result += (result.empty() ? "" : ",") + inserted;
+      placed = true;
+    }
+    result += (result.empty() ? "" : ",") + part.str();
+  }
+  if (!placed)
+    result += (result.empty() ? "" : ",") + inserted;
+  return result;
+}
+
+/// Compiles and prices one lever setting.
+llvm::Expected<std::optional<FitCandidate>>
+evaluate(const FitRequest &request, const FitResult &base,
+         std::optional<DType> amp, unsigned accumulate, bool recompute,
+         const DimMap &dims, uint64_t limit, CandidateCompiler compile,
+         std::unique_ptr<Module> &module) {
+  std::vector<std::string> levers;
+  if (amp)
+    levers.push_back("amp{dtype=" + ampLabel(amp) + "}");
+  if (recompute)
+    levers.push_back("recompute{mode=budget,memory-limit=" +
+                     std::to_string(limit) + "}");
+  FitCandidate candidate;
+  candidate.amp = amp;
+  candidate.accumulate = accumulate;
+  candidate.recompute = recompute;
+  candidate.dims = dims;
+  candidate.pipeline = leverPipeline(request.basePipeline, levers);
+  llvm::Expected<CompiledCandidate> compiled =
+      compile(dims, candidate.pipeline);
+  if (!compiled)
+    return compiled.takeError();
+  if (!compiled->module) {
+    candidate.planned = false;
+    candidate.peak = compiled->smallestPeak;
+    candidate.fits = false;
+    return candidate;
+  }
+  module = std::move(compiled->module);
+  if (module->plan.empty())
+    return fitError("the pipeline '" + candidate.pipeline +
+                    "' plans no buffers: --memory-limit needs plan-buffers "
+                    "in it");
+  candidate.peak = module->plan.figures.plannedBytes();
+  candidate.fits = candidate.peak <= limit;
+  StepCost cost = estimateStepCost(*module, request.throughput);
+  candidate.recomputeFlops = cost.flops[unsigned(Phase::Recompute)];
+  candidate.extraFlops =
+      int64_t(cost.accumulatedFlops(accumulate)) - int64_t(base.baseFlops);
+  candidate.seconds = cost.accumulatedSeconds(accumulate);
+  return candidate;
+}
+
+/// Whether \p a is a better choice than \p b.
+bool better(const FitCandidate &a, const FitCandidate &b) {
+  if (a.seconds != b.seconds)
+    return a.seconds < b.seconds;
+  if (a.extraFlops != b.extraFlops)
+    return a.extraFlops < b.extraFlops;
+  if (a.amp.has_value() != b.amp.has_value())
+    return !a.amp.has_value();
+  return a.accumulate < b.accumulate;
+}
+
+/// The search at fixed bindings; \p base already holds the unrewritten
+/// step's figures and the limit.
+llvm::Error search(const FitRequest &request, FitResult &result,
+                   CandidateCompiler compile) {
+  std::vector<std::optional<DType>> amps{std::nullopt};
+  if (request.allowAmp)
+    amps.push_back(request.allowAmp);
+  std::vector<unsigned> splits{1};
+  std::vector<std::pair<std::string, int64_t>> scaled;
+  int64_t batch = 1;
+  if (request.allowAccumulate) {
+    auto found = scaledDims(request.dims, request.batchDim, "accumulation");
+    if (!found)
+      return found.takeError();
+    scaled = std::move(*found);
+    batch = request.dims.at(request.batchDim);
+    for (int64_t k = 2; k <= batch; ++k)
+      if (batch % k == 0)
+        splits.push_back(unsigned(k));
+  }
+  for (std::optional<DType> amp : amps) {
+    for (unsigned k : splits) {
+      DimMap dims = k == 1 ? request.dims
+                           : withBatch(request.dims, scaled, batch / k);
+      bool plainFits = false;
+      for (bool recompute : {false, true}) {
+        std::unique_ptr<Module> module;
+        auto candidate = evaluate(request, result, amp, k, recompute, dims,
+                                  result.limit, compile, module);
+        if (!candidate)
+          return candidate.takeError();
+        result.candidates.push_back(std::move(**candidate));
+        const FitCandidate &added = result.candidates.back();
+        if (added.fits &&
+            (!result.chosen || better(added, result.candidates[*result.chosen]))) {
+          result.chosen = result.candidates.size() - 1;
+          result.chosenModule = std::move(module);
+        }
+        if (added.fits && !recompute) {
+          plainFits = true;
+          break;
+        }
+      }
+      // More micro-steps only add work once the step fits without
+      // recompute.
+      if (plainFits)
+        break;
+    }
+  }
+  return llvm::Error::success();
+}
+
+/// Compiles the unrewritten step at \p dims into \p result's base figures
+/// and resolves the limit.
+llvm::Error measureBase(const FitRequest &request, const DimMap &dims,
+                        FitResult &result, CandidateCompiler compile) {
+  llvm::Expected<CompiledCandidate> base = compile(dims, request.basePipeline);
+  if (!base)
+    return base.takeError();
+  if (!base->module || base->module->plan.empty())
+    return fitError("the pipeline '" + request.basePipeline +
+                    "' plans no buffers: --memory-limit needs plan-buffers "
+                    "in it");
+  result.basePeak = base->module->plan.figures.plannedBytes();
+  StepCost cost = estimateStepCost(*base->module, request.throughput);
+  result.baseFlops = cost.totalFlops();
+  result.baseSeconds = cost.totalSeconds();
+  result.limit = request.limitBytes
+                     ? *request.limitBytes
+                     : uint64_t(std::floor(request.limitFraction *
+                                           double(result.basePeak)));
+  return llvm::Error::success();
+}
+
+/// Bytes in GiB, or MiB below one GiB.
+std::string gib(uint64_t bytes) {
+  if (bytes < (uint64_t(1) << 30))
+    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+  return llvm::formatv("{0:F3} GiB", bytes / 1073741824.0).str();
+}
+
+std::string dimsText(const DimMap &dims) {
+  std::string text;
+  for (const auto &[name, value] : dims)
+    text += (text.empty() ? "" : ",") + name + "=" + std::to_string(value);
+  return text;
+}
+
+} // namespace
+
+size_t FitResult::smallestCandidate() const {
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i)
+    if (candidates[i].peak < candidates[best].peak)
+      best = i;
+  return best;
+}
+
+std::string gmopt::ampLabel(std::optional<DType> amp) {
+  if (!amp)
+    return "fp32";
+  return *amp == DType::BF16 ? "bf16" : "fp16";
+}
+
+llvm::Error gmopt::parseMemoryLimit(llvm::StringRef text,
+                                    FitRequest &request) {
+  llvm::Expected<MemoryLimit> limit =
+      gmopt::parseMemoryLimit(text, "--memory-limit");
+  if (!limit)
+    return limit.takeError();
+  request.limitBytes = limit->bytes;
+  request.limitFraction = limit->fraction;
+  return llvm::Error::success();
+}
+
+llvm::Expected<FitRequest>
+gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
+                      bool accumulate, llvm::StringRef batchDim,
+                      llvm::StringRef costModel, const DimMap &dims,
+                      llvm::StringRef basePipeline) {
+  FitRequest request;
+  request.dims = dims;
+  request.basePipeline = basePipeline.str();
+  request.allowAccumulate = accumulate;
+  request.batchDim = batchDim.str();
+  std::optional<uint64_t> deviceBytes;
+  if (limit.trim() == "device" || costModel.empty()) {
+    llvm::Expected<CudaDeviceInfo> device = probeCudaDevice();
+    if (device) {
+      deviceBytes = device->totalMemoryBytes;
+    } else if (limit.trim() == "device") {
+      return fitError("--memory-limit=device: " +
+                      llvm::toString(device.takeError()) +
+                      "; give the limit in bytes instead (e.g. 24GiB)");
+    } else {
+      llvm::consumeError(device.takeError());
+    }
+  }
+  if (limit.trim() == "device") {
+    request.limitBytes = *deviceBytes;
+  } else if (llvm::Error err = parseMemoryLimit(limit, request)) {
+    return err;
+  }
+  if (!amp.empty()) {
+    if (amp == "fp16")
+      request.allowAmp = DType::F16;
+    else if (amp == "bf16")
+      request.allowAmp = DType::BF16;
+    else
+      return fitError("--allow-amp: '" + amp + "' is not fp16 or bf16");
+  }
+  llvm::Expected<StepThroughput> throughput = StepThroughput::lookup(
+      costModel.empty() ? (deviceBytes ? "cuda" : "cpu") : costModel);
+  if (!throughput)
+    return fitError("--cost-model: " + llvm::toString(throughput.takeError()));
+  request.throughput = std::move(*throughput);
+  return request;
+}
+
+void gmopt::recordAccumulation(Module &module, unsigned accumulate) {
+  for (auto &[key, value] : module.metadata)
+    if (key == kAccumulateMetadataKey) {
+      value = std::to_string(accumulate);
+      return;
+    }
+  module.metadata.emplace_back(kAccumulateMetadataKey.str(),
+                               std::to_string(accumulate));
+}
+
+unsigned gmopt::recordedAccumulation(const Module &module) {
+  for (const auto &[key, value] : module.metadata) {
+    unsigned accumulate = 0;
+    if (key == kAccumulateMetadataKey &&
+        !llvm::StringRef(value).getAsInteger(10, accumulate))
+      return accumulate;
+  }
+  return 0;
+}
+
+llvm::Expected<FitResult> gmopt::fitMemoryLimit(const FitRequest &request,
+                                                CandidateCompiler compile) {
+  FitResult result;
+  if (llvm::Error err = measureBase(request, request.dims, result, compile))
+    return err;
+  if (llvm::Error err = search(request, result, compile))
+    return err;
+  return result;
+}
+
+void gmopt::printFitTable(const FitResult &result, llvm::raw_ostream &os) {
+  os << llvm::formatv("memory limit {0} ({1}); unrewritten step: planned "
+                      "peak {2}, {3:F2} GFLOP, predicted {4:F2} ms\n",
+                      result.limit, gib(result.limit), gib(result.basePeak),
+                      result.baseFlops / 1e9, result.baseSeconds * 1e3);
+  os << llvm::formatv("  {0,-6} {1,-4} {2,-10} {3,14} {4,5} {5,13} {6,12}\n",
+                      "amp", "K", "recompute", "planned peak", "fits",
+                      "extra GFLOP", "predicted ms");
+  for (size_t i = 0; i != result.candidates.size(); ++i) {
+    const FitCandidate &c = result.candidates[i];
+    std::string peak = (c.planned ? "" : ">=") + gib(c.peak);
+    std::string extra =
+        c.planned ? llvm::formatv("{0:F3}", c.extraFlops / 1e9).str() : "-";
+    std::string ms =
+        c.planned ? llvm::formatv("{0:F2}", c.seconds * 1e3).str() : "-";
+    os << llvm::formatv(
+        "{0} {1,-6} {2,-4} {3,-10} {4,14} {5,5} {6,13} {7,12}\n",
+        result.chosen && *result.chosen == i ? "*" : " ", ampLabel(c.amp),
+        c.accumulate, c.recompute ? "budget" : "none", peak,
+        c.fits ? "yes" : "no", extra, ms);
+  }
+  if (result.chosen) {
+    const FitCandidate &c = result.candidates[*result.chosen];
+    os << "chosen: " << ampLabel(c.amp) << ", accumulate " << c.accumulate
+       << " (micro-batch " << dimsText(c.dims) << "), recompute "
+       << (c.recompute ? "budget" : "none") << ": planned peak "
+       << gib(c.peak) << " of " << gib(result.limit) << "; pipeline "
+       << c.pipeline << "\n";
+  }
+}
+
+llvm::Error gmopt::noFitError(const FitResult &result,
+                              const FitRequest &request) {
+  const FitCandidate &smallest =
+      result.candidates[result.smallestCandidate()];
+  std::string take = "a limit of at least " + gib(smallest.peak);
+  if (!request.allowAmp)
+    take += ", or --allow-amp=bf16|fp16 (16-bit activations)";
+  if (!request.allowAccumulate)
+    take += ", or a smaller batch";
+  return fitError(
+      "--memory-limit " + llvm::Twine(result.limit) + " bytes (" +
+      gib(result.limit) + ") cannot be met: the smallest planned peak "
+      "reachable is " + gib(smallest.peak) + " (" + ampLabel(smallest.amp) +
+      ", accumulate " + llvm::Twine(smallest.accumulate) + ", recompute " +
+      (smallest.recompute ? "budget" : "none") + "; unrewritten " +
+      gib(result.basePeak) + "); it would take " + take);
+}
+
+llvm::json::Object gmopt::fitResultJson(const FitResult &result) {
+  llvm::json::Array candidates;
+  for (const FitCandidate &c : result.candidates) {
+    llvm::json::Object dims;
+    for (const auto &[name, value] : c.dims)
+      dims[name] = value;
+    candidates.push_back(llvm::json::Object{
+        {"amp", ampLabel(c.amp)},
+        {"accumulate", int64_t(c.accumulate)},
+        {"recompute", c.recompute ? "budget" : "none"},
+        {"dims", std::move(dims)},
+        {"pipeline", c.pipeline},
+        {"planned", c.planned},
+        {"planned_peak_bytes", int64_t(c.peak)},
+        {"fits", c.fits},
+        {"extra_flops", c.extraFlops},
+        {"recompute_flops", int64_t(c.recomputeFlops)},
+        {"predicted_seconds", c.seconds}});
+  }
+  llvm::json::Object json{{"limit_bytes", int64_t(result.limit)},
+                          {"unrewritten_peak_bytes", int64_t(result.basePeak)},
+                          {"unrewritten_flops", int64_t(result.baseFlops)},
+                          {"unrewritten_predicted_seconds", result.baseSeconds},
+                          {"candidates", std::move(candidates)}};
+  if (result.chosen)
+    json["chosen"] = int64_t(*result.chosen);
+  else
+    json["chosen"] = nullptr;
+  return json;
+}
+
+llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
+                                                   llvm::StringRef dim,
+                                                   CandidateCompiler compile) {
+  auto scaled = scaledDims(request.dims, dim, "--max-batch");
+  if (!scaled)
+    return scaled.takeError();
+  MaxBatchResult answer;
+  FitRequest probe = request;
+  probe.allowAccumulate = false;
+  // A percentage refers to the unrewritten step at the given bindings.
+  FitResult reference;
+  if (llvm::Error err = measureBase(request, request.dims, reference, compile))
+    return err;
+  probe.limitBytes = reference.limit;
+  std::map<int64_t, FitResult> fits;
+  auto tryValue = [&](int64_t value) -> llvm::Expected<bool> {
+    probe.dims = withBatch(request.dims, *scaled, value);
+    FitResult result;
+    if (llvm::Error err = measureBase(probe, probe.dims, result, compile))
+      return err;
+    if (llvm::Error err = search(probe, result, compile))
+      return err;
+    bool ok = result.chosen.has_value();
+    answer.probes.push_back(
+        {value, ok, ok ? result.candidates[*result.chosen].peak
+                       : result.candidates[result.smallestCandidate()].peak});
+    fits[value] = std::move(result);
+    return ok;
+  };
+  int64_t low = 0, high = 0; // low fits, high does not (0: unknown)
+  int64_t value = request.dims.at(dim.str());
+  while (true) {
+    llvm::Expected<bool> ok = tryValue(value);
+    if (!ok)
+      return ok.takeError();
+    if (*ok) {
+      low = value;
+      if (high)
+        break;
+      if (value > (int64_t(1) << 40))
+        return fitError("--max-batch: '" + dim + "' fits at " +
+                        llvm::Twine(value) + " and beyond; nothing bounds it");
+      value *= 2;
+    } else {
+      high = value;
+      if (low)
+        break;
+      if (value == 1)
+        break;
+      value = std::max<int64_t>(1, value / 2);
+    }
+  }
+  if (!low) {
+    FitResult &one = fits.at(1);
+    return noFitError(one, probe);
+  }
+  while (high - low > 1) {
+    int64_t mid = low + (high - low) / 2;
+    llvm::Expected<bool> ok = tryValue(mid);
+    if (!ok)
+      return ok.takeError();
+    (*ok ? low : high) = mid;
+  }
+  answer.value = low;
+  answer.fit = std::move(fits.at(low));
+  const FitResult &next = fits.at(high);
+  answer.nextSmallestPeak = next.candidates[next.smallestCandidate()].peak;
+  return answer;
+}
+
+namespace {
+
+/// The chosen plan's peak by part: the arena (activations, temporaries,
+/// workspace live together) and each persistent category.
+std::vector<std::pair<std::string, uint64_t>>
+peakParts(const Module &module) {
+  const MemoryFigures &figures = module.plan.figures;
+  std::vector<std::pair<std::string, uint64_t>> parts{
+      {"arena (activations and temporaries)", figures.arenaBytes}};
+  static const std::pair<MemoryCategory, const char *> kinds[] = {
+      {MemoryCategory::Parameters, "parameters"},
+      {MemoryCategory::Gradients, "gradients"},
+      {MemoryCategory::OptimizerState, "optimizer state"},
+      {MemoryCategory::Activations, "persistent activations and inputs"},
+      {MemoryCategory::Temporaries, "persistent temporaries"},
+      {MemoryCategory::Workspace, "persistent workspace"}};
+  for (const auto &[category, name] : kinds) {
+    uint64_t bytes = figures.persistentBytes[unsigned(category)];
+    if (bytes)
+      parts.emplace_back(name, bytes);
+  }
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto &a, const auto &b) { return a.second > b.second; });
+  return parts;
+}
+
+} // namespace
+
+void gmopt::printMaxBatch(const MaxBatchResult &result, llvm::StringRef dim,
+                          llvm::raw_ostream &os) {
+  os << "max-batch: probes";
+  for (const MaxBatchResult::Probe &probe : result.probes)
+    os << " " << dim << "=" << probe.value << (probe.fits ? " fits" : " no");
+  os << "\n";
+  printFitTable(result.fit, os);
+  os << llvm::formatv("max-batch: {0}={1} fits ({2} of {3}); {0}={4} does "
+                      "not (smallest reachable peak {5})\n",
+                      dim, result.value,
+                      gib(result.fit.candidates[*result.fit.chosen].peak),
+                      gib(result.fit.limit), result.value + 1,
+                      gib(result.nextSmallestPeak));
+  if (!result.fit.chosenModule)
+    return;
+  std::vector<std::pair<std::string, uint64_t>> parts =
+      peakParts(*result.fit.chosenModule);
+  uint64_t peak = result.fit.chosenModule->plan.figures.plannedBytes();
+  os << "max-batch: at " << dim << "=" << result.value << " the peak is";
+  for (size_t i = 0; i != parts.size(); ++i)
+    os << (i ? ", " : " ") << parts[i].first << " " << gib(parts[i].second)
+       << llvm::formatv(" ({0:F1}%)", 100.0 * parts[i].second / peak);
+  os << "; " << parts.front().first << " dominates\n";
+}
+
+llvm::json::Object gmopt::maxBatchJson(const MaxBatchResult &result,
+                                       llvm::StringRef dim) {
+  llvm::json::Array probes;
+  for (const MaxBatchResult::Probe &probe : result.probes)
+    probes.push_back(llvm::json::Object{{"value", probe.value},
+                                        {"fits", probe.fits},
+                                        {"peak_bytes", int64_t(probe.peak)}});
+  llvm::json::Object parts;
+  std::string dominant;
+  if (result.fit.chosenModule) {
+    auto split = peakParts(*result.fit.chosenModule);
+    dominant = split.front().first;
+    for (const auto &[name, bytes] : split)
+      parts[name] = int64_t(bytes);
+  }
+  return llvm::json::Object{
+      {"dim", dim},
+      {"value", result.value},
+      {"next_smallest_peak_bytes", int64_t(result.nextSmallestPeak)},
+      {"probes", std::move(probes)},
+      {"peak_by_part", std::move(parts)},
+      {"dominant", dominant},
+      {"fit", fitResultJson(result.fit)}};
+}

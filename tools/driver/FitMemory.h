@@ -1,0 +1,191 @@
+//===- FitMemory.h - Fit a training step into a memory limit ----*- C++ -*-===//
+//
+// gmopt-compile --memory-limit: among the levers the user enables - the
+// recompute budget, `amp` (only with --allow-amp: it changes numerics) and
+// gradient accumulation (the batch split into K micro-batches with the same
+// effective batch) - the combination whose planned peak fits the limit at
+// the least predicted step time (passes/StepCost.h). Every candidate is
+// compiled and planned: the peak it is judged by is the plan's, the one the
+// CPU backend measures byte for byte.
+//
+// The search, per amp setting (fp32 first): for K = 1, 2, ... (divisors of
+// the batch dimension), the pipeline with no recompute; if it fits, larger
+// K only adds per-micro-step work, so the search stops there; if not, the
+// same pipeline with `recompute{mode=budget,memory-limit=LIMIT}`, which
+// returns the least recompute FLOPs that fit or the smallest peak it
+// reaches. The choice is the fitting candidate with the least predicted
+// time (then fewer extra FLOPs, then fp32, then the smaller K).
+//
+// --max-batch=DIM: the largest value of DIM (and the dimensions bound in
+// proportion to it, such as batch_x_seq) at which some candidate fits one
+// micro-step (accumulation is off: it would make every batch fit), by
+// doubling and bisection; a size fits when the cheapest of its candidates
+// fits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_TOOLS_DRIVER_FITMEMORY_H
+#define GMOPT_TOOLS_DRIVER_FITMEMORY_H
+
+#include "ir/Types.h"
+#include "passes/StepCost.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace gmopt {
+
+class Module;
+
+using DimMap = std::map<std::string, int64_t>;
+
+/// What compiling one candidate gave: the planned module, or (when the
+/// recompute budget could not meet the limit) the smallest peak it reached.
+struct CompiledCandidate {
+  std::unique_ptr<Module> module;
+  uint64_t smallestPeak = 0;
+};
+
+/// Imports the model with \p dims bound, merges the optimizer and runs
+/// \p pipeline. A pipeline that fails only because the recompute budget
+/// cannot meet its limit is a result (null module), not an error.
+using CandidateCompiler = llvm::function_ref<llvm::Expected<CompiledCandidate>(
+    const DimMap &dims, llvm::StringRef pipeline)>;
+
+/// What the user asked for.
+struct FitRequest {
+  /// The planned-peak limit (bytes), or a fraction of the unrewritten
+  /// step's planned peak.
+  std::optional<uint64_t> limitBytes;
+  double limitFraction = 1;
+  /// --allow-amp: the 16-bit type amp may use (F16, BF16); none: fp32 only.
+  std::optional<DType> allowAmp;
+  /// Whether accumulation may split the batch.
+  bool allowAccumulate = true;
+  /// The batch dimension accumulation splits, and the bindings; every
+  /// bound dimension whose name contains the batch dimension's is split
+  /// with it (batch_x_seq with batch).
+  std::string batchDim = "batch";
+  DimMap dims;
+  /// The pipeline the levers are added to: amp and recompute go before its
+  /// first `schedule`.
+  std::string basePipeline;
+  StepThroughput throughput = StepThroughput::cpu();
+};
+
+/// One lever setting and what it gave.
+struct FitCandidate {
+  std::optional<DType> amp;
+  unsigned accumulate = 1;
+  bool recompute = false;
+  /// Micro-step bindings and the pipeline compiled.
+  DimMap dims;
+  std::string pipeline;
+  bool fits = false;
+  /// The planned peak (or, when the budget failed, the smallest it reached).
+  uint64_t peak = 0;
+  /// Predicted step FLOPs above the unrewritten step's (recompute, casts,
+  /// accumulation's additions), and the predicted step time.
+  int64_t extraFlops = 0;
+  uint64_t recomputeFlops = 0;
+  double seconds = 0;
+  /// Whether the recompute budget reached a plan (false: the peak is the
+  /// smallest it reached).
+  bool planned = true;
+};
+
+struct FitResult {
+  uint64_t limit = 0;
+  /// The unrewritten step at the full batch.
+  uint64_t basePeak = 0;
+  uint64_t baseFlops = 0;
+  double baseSeconds = 0;
+  std::vector<FitCandidate> candidates;
+  /// Index of the choice in candidates, if any fits.
+  std::optional<size_t> chosen;
+  /// The chosen candidate's module (planned).
+  std::unique_ptr<Module> chosenModule;
+
+  /// The smallest peak any candidate reached, and which.
+  size_t smallestCandidate() const;
+};
+
+/// The label of \p amp: fp32, fp16 or bf16.
+std::string ampLabel(std::optional<DType> amp);
+
+/// Parses a size: bytes, with a unit (KB, MB, GB, KiB, MiB, GiB...), or a
+/// percentage of the unrewritten planned peak.
+llvm::Error parseMemoryLimit(llvm::StringRef text, FitRequest &request);
+
+/// The request gmopt-compile's flags describe: \p limit as parseMemoryLimit
+/// takes it or `device` (the CUDA device's memory), \p amp empty or
+/// fp16/bf16, \p costModel empty (cuda where a device is present, else
+/// cpu), cpu or cuda.
+llvm::Expected<FitRequest>
+makeFitRequest(llvm::StringRef limit, llvm::StringRef amp, bool accumulate,
+               llvm::StringRef batchDim, llvm::StringRef costModel,
+               const DimMap &dims, llvm::StringRef basePipeline);
+
+/// The metadata key and value a chosen accumulation is recorded under in
+/// the module (so the .gm replays it: gmopt-run's default --accumulate).
+constexpr llvm::StringLiteral kAccumulateMetadataKey = "gmopt.accumulate";
+void recordAccumulation(Module &module, unsigned accumulate);
+/// The recorded accumulation, or 0 when none is recorded.
+unsigned recordedAccumulation(const Module &module);
+
+/// Runs the search.
+llvm::Expected<FitResult> fitMemoryLimit(const FitRequest &request,
+                                         CandidateCompiler compile);
+
+/// The table of candidates, the choice marked.
+void printFitTable(const FitResult &result, llvm::raw_ostream &os);
+
+/// An error stating the smallest reachable peak and what it takes, for a
+/// search where nothing fits.
+llvm::Error noFitError(const FitResult &result, const FitRequest &request);
+
+/// The candidates and the choice, for --report-json.
+llvm::json::Object fitResultJson(const FitResult &result);
+
+/// --max-batch's answer.
+struct MaxBatchResult {
+  int64_t value = 0;
+  /// The fit at value (its choice) and the smallest peak at value + 1.
+  FitResult fit;
+  uint64_t nextSmallestPeak = 0;
+  /// Every size probed: value, whether it fit, smallest peak.
+  struct Probe {
+    int64_t value;
+    bool fits;
+    uint64_t peak;
+  };
+  std::vector<Probe> probes;
+};
+
+/// The largest value of \p dim (with the dimensions bound in proportion to
+/// it) whose step fits request's limit; an error when even 1 does not.
+llvm::Expected<MaxBatchResult> findMaxBatch(const FitRequest &request,
+                                            llvm::StringRef dim,
+                                            CandidateCompiler compile);
+
+/// What bounds a max-batch answer: the chosen plan's peak by category.
+void printMaxBatch(const MaxBatchResult &result, llvm::StringRef dim,
+                   llvm::raw_ostream &os);
+llvm::json::Object maxBatchJson(const MaxBatchResult &result,
+                                llvm::StringRef dim);
+
+} // namespace gmopt
+
+#endif // GMOPT_TOOLS_DRIVER_FITMEMORY_H
