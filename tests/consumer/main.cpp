@@ -59,9 +59,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "usage: gmopt-consumer MODEL.onnx [PIPELINE]\n";
     return 2;
   }
-  if (llvm::Error err = registerPass(
-          {"count-ops", "count the graph's nodes by op",
-           [] { return std::unique_ptr<Pass>(new CountOpsPass()); }}))
+  if (llvm::Error err =
+          registerPass({"count-ops", "count the graph's nodes by op", [] {
+                          return std::unique_ptr<Pass>(new CountOpsPass());
+                        }}))
     return fail(std::move(err));
 
   OnnxImportOptions importOptions;
