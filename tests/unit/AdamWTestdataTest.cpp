@@ -86,9 +86,10 @@ const TestdataModel kModels[] = {
     // first-step tolerance) that AdamW's m/sqrt(v) turns into lr-scaled
     // steps of noise: after 20 steps that element sits at ~5e-7 in ORT's
     // final in_proj_bias, whose largest element is 2e-2, so the two runs
-    // differ there by 2.3e-5 of the tensor's magnitude. Every other
-    // parameter, and every loss, is within 1e-5.
-    {"bert_tiny", {{"batch", 4}}, 1e-5, 5e-5},
+    // differ there by 2.3e-5 of the tensor's magnitude with OpenBLAS's
+    // Haswell and Zen kernels, by 7.0e-5 with its SkylakeX (AVX-512) one.
+    // Every other parameter, and every loss, is within 1e-5.
+    {"bert_tiny", {{"batch", 4}}, 1e-5, 1e-4},
     {"llama_tiny", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"llama_tiny_untied", {{"batch", 4}, {"batch_x_seq", 64}}},
     {"cnn_bn", {}},
