@@ -27,7 +27,7 @@ llvm::Expected<std::vector<std::pair<std::string, int64_t>>>
 scaledDims(const DimMap &dims, llvm::StringRef dim, llvm::StringRef flag) {
   auto found = dims.find(dim.str());
   if (found == dims.end() || found->second <= 0)
-    return fitError(flag + " splits dimension '" + dim +
+    return fitError(flag + " needs dimension '" + dim +
                     "', which no --dim binds (bind it, e.g. --dim " + dim +
                     "=8)");
   std::vector<std::pair<std::string, int64_t>> result{{dim.str(), 1}};
@@ -373,7 +373,7 @@ llvm::Error gmopt::noFitError(const FitResult &result,
   if (!request.allowAmp)
     take += ", or --allow-amp=bf16|fp16 (16-bit activations)";
   if (!request.allowAccumulate)
-    take += ", or a smaller batch";
+    take += ", or gradient accumulation (--allow-accumulate=true)";
   return fitError(
       "--memory-limit " + llvm::Twine(result.limit) + " bytes (" +
       gib(result.limit) + ") cannot be met: the smallest planned peak "
@@ -467,8 +467,10 @@ llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
     }
   }
   if (!low) {
-    FitResult &one = fits.at(1);
-    return noFitError(one, probe);
+    // At batch 1 accumulation has nothing to split.
+    FitRequest atOne = probe;
+    atOne.allowAccumulate = true;
+    return noFitError(fits.at(1), atOne);
   }
   while (high - low > 1) {
     int64_t mid = low + (high - low) / 2;
