@@ -37,6 +37,7 @@
 #include "passes/PassRegistry.h"
 #include "passes/PlanBuffers.h"
 #include "passes/PlanReport.h"
+#include "passes/StepCost.h"
 #include "passes/TieWeights.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -445,6 +446,17 @@ static int runGmoptCompile(int argc, char **argv) {
         json[maxBatch.empty() ? "memory_fit" : "max_batch"] =
             std::move(*fitJson);
       json["accumulate"] = static_cast<int64_t>(accumulate);
+      // The compiled step's predicted cost (passes/StepCost.h) per backend
+      // preset, for one step of `accumulate` micro-steps.
+      llvm::json::Object predicted;
+      for (StepThroughput preset : {StepThroughput::cpu(), StepThroughput::cuda()}) {
+        StepCost cost = estimateStepCost(**module, preset);
+        predicted[preset.name] = llvm::json::Object{
+            {"seconds", cost.accumulatedSeconds(accumulate)},
+            {"flops", static_cast<int64_t>(cost.accumulatedFlops(accumulate))},
+            {"kernels", static_cast<int64_t>(cost.kernels)}};
+      }
+      json["predicted_step"] = std::move(predicted);
       // Everything up to here; committing the files comes after.
       if (timeCompile) {
         timer.stop();

@@ -107,6 +107,7 @@ evaluate(const FitRequest &request, const FitResult &base,
   candidate.amp = amp;
   candidate.accumulate = accumulate;
   candidate.recompute = recompute;
+  candidate.budgetLimit = recompute ? limit : 0;
   candidate.dims = dims;
   candidate.pipeline = leverPipeline(request.basePipeline, levers);
   llvm::Expected<CompiledCandidate> compiled =
@@ -116,7 +117,6 @@ evaluate(const FitRequest &request, const FitResult &base,
   if (!compiled->module) {
     candidate.planned = false;
     candidate.peak = compiled->smallestPeak;
-    candidate.fits = false;
     return candidate;
   }
   module = std::move(compiled->module);
@@ -125,7 +125,6 @@ evaluate(const FitRequest &request, const FitResult &base,
                     "' plans no buffers: --memory-limit needs plan-buffers "
                     "in it");
   candidate.peak = module->plan.figures.plannedBytes();
-  candidate.fits = candidate.peak <= limit;
   StepCost cost = estimateStepCost(*module, request.throughput);
   candidate.recomputeFlops = cost.flops[unsigned(Phase::Recompute)];
   candidate.extraFlops =
@@ -170,12 +169,19 @@ llvm::Error search(const FitRequest &request, FitResult &result,
       DimMap dims = k == 1 ? request.dims
                            : withBatch(request.dims, scaled, batch / k);
       bool plainFits = false;
-      for (bool recompute : {false, true}) {
+      // The budget's search is a heuristic whose FLOPs need not fall as
+      // its limit rises, so it also runs at a ladder of tighter limits
+      // (each plan that fits one fits the limit), while they still fit.
+      for (double rung : {0.0, 1.0, 0.9, 0.8}) {
+        bool recompute = rung > 0;
+        uint64_t budget = uint64_t(std::floor(rung * double(result.limit)));
         std::unique_ptr<Module> module;
         auto candidate = evaluate(request, result, amp, k, recompute, dims,
-                                  result.limit, compile, module);
+                                  budget, compile, module);
         if (!candidate)
           return candidate.takeError();
+        (*candidate)->fits = (*candidate)->planned &&
+                             (*candidate)->peak <= result.limit;
         result.candidates.push_back(std::move(**candidate));
         const FitCandidate &added = result.candidates.back();
         if (added.fits &&
@@ -187,6 +193,8 @@ llvm::Error search(const FitRequest &request, FitResult &result,
           plainFits = true;
           break;
         }
+        if (recompute && !added.fits)
+          break;
       }
       // More micro-steps only add work once the step fits without
       // recompute.
@@ -224,6 +232,16 @@ std::string gib(uint64_t bytes) {
   if (bytes < (uint64_t(1) << 30))
     return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
   return llvm::formatv("{0:F3} GiB", bytes / 1073741824.0).str();
+}
+
+/// none, budget (at the limit) or budget@F (at F times the limit).
+std::string recomputeLabel(const FitCandidate &candidate, uint64_t limit) {
+  if (!candidate.recompute)
+    return "none";
+  if (candidate.budgetLimit >= limit)
+    return "budget";
+  return llvm::formatv("budget@{0:F1}", double(candidate.budgetLimit) / limit)
+      .str();
 }
 
 std::string dimsText(const DimMap &dims) {
@@ -352,14 +370,14 @@ void gmopt::printFitTable(const FitResult &result, llvm::raw_ostream &os) {
     os << llvm::formatv(
         "{0} {1,-6} {2,-4} {3,-10} {4,14} {5,5} {6,13} {7,12}\n",
         result.chosen && *result.chosen == i ? "*" : " ", ampLabel(c.amp),
-        c.accumulate, c.recompute ? "budget" : "none", peak,
+        c.accumulate, recomputeLabel(c, result.limit), peak,
         c.fits ? "yes" : "no", extra, ms);
   }
   if (result.chosen) {
     const FitCandidate &c = result.candidates[*result.chosen];
     os << "chosen: " << ampLabel(c.amp) << ", accumulate " << c.accumulate
        << " (micro-batch " << dimsText(c.dims) << "), recompute "
-       << (c.recompute ? "budget" : "none") << ": planned peak "
+       << recomputeLabel(c, result.limit) << ": planned peak "
        << gib(c.peak) << " of " << gib(result.limit) << "; pipeline "
        << c.pipeline << "\n";
   }
@@ -393,6 +411,7 @@ llvm::json::Object gmopt::fitResultJson(const FitResult &result) {
         {"amp", ampLabel(c.amp)},
         {"accumulate", int64_t(c.accumulate)},
         {"recompute", c.recompute ? "budget" : "none"},
+        {"budget_limit_bytes", int64_t(c.budgetLimit)},
         {"dims", std::move(dims)},
         {"pipeline", c.pipeline},
         {"planned", c.planned},

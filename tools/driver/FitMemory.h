@@ -12,8 +12,10 @@
 // the batch dimension), the pipeline with no recompute; if it fits, larger
 // K only adds per-micro-step work, so the search stops there; if not, the
 // same pipeline with `recompute{mode=budget,memory-limit=LIMIT}`, which
-// returns the least recompute FLOPs that fit or the smallest peak it
-// reaches. The choice is the fitting candidate with the least predicted
+// returns the least recompute FLOPs it finds that fit or the smallest peak
+// it reaches - and, while they fit, the budget at 0.9 and 0.8 of the limit:
+// the budget's search is a heuristic whose FLOPs do not always fall as its
+// limit rises, and a plan that fits a tighter limit fits this one. The choice is the fitting candidate with the least predicted
 // time (then fewer extra FLOPs, then fp32, then the smaller K).
 //
 // --max-batch=DIM: the largest value of DIM (and the dimensions bound in
@@ -90,6 +92,9 @@ struct FitCandidate {
   std::optional<DType> amp;
   unsigned accumulate = 1;
   bool recompute = false;
+  /// The recompute budget's own limit: the memory limit, or a rung of the
+  /// ladder below it.
+  uint64_t budgetLimit = 0;
   /// Micro-step bindings and the pipeline compiled.
   DimMap dims;
   std::string pipeline;
