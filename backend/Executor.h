@@ -47,8 +47,22 @@ struct ExecutorOptions {
   uint64_t seed = 0;
   /// Worker threads (0 = all cores).
   unsigned threads = 0;
-  /// Time every kernel and keep per-op totals (getProfile).
+  /// Time every kernel and keep per-op totals (getProfile) and the last
+  /// step's per-node timings (getLastStepNodeTimings).
   bool profile = false;
+};
+
+/// One node of the last step, as ExecutorOptions::profile records it.
+struct NodeTiming {
+  /// The node (every node of the schedule, views included, in order).
+  const Node *node = nullptr;
+  /// When its kernel started, in milliseconds since the step started.
+  double startMilliseconds = 0;
+  /// How long it ran (after a device synchronization; 0 for a view).
+  double durationMilliseconds = 0;
+  /// Bytes counted per category while it ran (its operands, results and
+  /// workspace live).
+  CategoryBytes liveBytes{};
 };
 
 /// Time spent in one op type over the steps run so far.
@@ -99,6 +113,11 @@ public:
   /// Per-op kernel times, most expensive first; empty unless prepared with
   /// ExecutorOptions::profile.
   virtual std::vector<OpProfile> getProfile() const { return {}; }
+  /// Every node of the last runStep in schedule order; empty unless
+  /// prepared with ExecutorOptions::profile.
+  virtual std::vector<NodeTiming> getLastStepNodeTimings() const {
+    return {};
+  }
 };
 
 /// Prepares \p module for the CPU backend. The module must outlive the

@@ -20,7 +20,9 @@
 // value is live, so the per-category split at the peak says what the arena
 // held at that moment; a workspace slice counts as Workspace while its
 // kernel runs. With ExecutorOptions::profile every kernel is timed (after a
-// device synchronization) and the totals are kept per op type.
+// device synchronization) and the totals are kept per op type, and every
+// node's start, duration and the bytes live while it ran are kept for the
+// last step (getLastStepNodeTimings: gmopt-run --trace).
 //
 //===----------------------------------------------------------------------===//
 
@@ -183,6 +185,9 @@ public:
     return device->getUnplannedScratchBytes();
   }
   std::vector<OpProfile> getProfile() const override;
+  std::vector<NodeTiming> getLastStepNodeTimings() const override {
+    return nodeTimings;
+  }
 
 private:
   llvm::Error allocatePersistent(const Value *value);
@@ -226,6 +231,8 @@ private:
   /// Profiling: per-op totals, indexed like `profileIndex`.
   std::vector<OpProfile> profile;
   llvm::StringMap<size_t> profileIndex;
+  /// Profiling: the nodes of the last step.
+  std::vector<NodeTiming> nodeTimings;
 };
 
 bool PlanInterpreter::isWrittenInPlace(const Value *value) const {
@@ -577,6 +584,15 @@ llvm::Error PlanInterpreter::runInstruction(const Instruction &inst,
 llvm::Error PlanInterpreter::runStep(uint64_t step) {
   auto start = std::chrono::steady_clock::now();
   const bool eager = options.mode == AllocationMode::Eager;
+  if (options.profile) {
+    nodeTimings.clear();
+    nodeTimings.reserve(instructions.size());
+  }
+  auto millisecondsSince = [](std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - from)
+        .count();
+  };
   for (const Instruction &inst : instructions) {
     if (eager) {
       for (const Value *result : inst.results) {
@@ -606,6 +622,12 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
                          MemoryCategory::Workspace, inst.workspaceBytes);
     }
 
+    if (options.profile) {
+      NodeTiming timing;
+      timing.node = inst.node;
+      timing.startMilliseconds = millisecondsSince(start);
+      nodeTimings.push_back(timing);
+    }
     if (!inst.skipKernel) {
       auto kernelStart = options.profile
                              ? std::chrono::steady_clock::now()
@@ -627,12 +649,15 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
           profile.push_back(OpProfile{op, 0, 0});
         OpProfile &entry = profile[it->second];
         ++entry.calls;
-        entry.milliseconds +=
-            std::chrono::duration<double, std::milli>(
-                std::chrono::steady_clock::now() - kernelStart)
-                .count();
+        double milliseconds = millisecondsSince(kernelStart);
+        entry.milliseconds += milliseconds;
+        nodeTimings.back().durationMilliseconds = milliseconds;
       }
     }
+    if (options.profile)
+      for (unsigned c = 0; c != kNumMemoryCategories; ++c)
+        nodeTimings.back().liveBytes[c] =
+            counter.getCurrentBytes(static_cast<MemoryCategory>(c));
 
     if (eager) {
       for (const Value *dead : inst.freeAfter)
@@ -648,9 +673,7 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
   }
   if (auto err = device->synchronize())
     return err;
-  lastStepMs = std::chrono::duration<double, std::milli>(
-                   std::chrono::steady_clock::now() - start)
-                   .count();
+  lastStepMs = millisecondsSince(start);
   return llvm::Error::success();
 }
 

@@ -13,7 +13,8 @@
 // (no-reuse) plan, and the report says so. External-data weights are not
 // read (the .gm refers to them): a note on stderr, and the report's
 // `external_data`, list the tensors left unread and whether their files
-// are there. --time-compile times every phase (import, each pass,
+// are there. --timeline draws the plan's live bytes beside the original
+// graph's (PlanTimeline.h). --time-compile times every phase (import, each pass,
 // planning, verification, baseline, writing).
 //
 //===----------------------------------------------------------------------===//
@@ -25,6 +26,7 @@
 #include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/PhaseTimer.h"
+#include "tools/driver/PlanTimeline.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "ir/FileIO.h"
@@ -98,6 +100,12 @@ static int runGmoptCompile(int argc, char **argv) {
                "pass, plan, verifier, eager baseline, writing) to stderr; "
                "with --report-json also write them there as compile_timing"),
       cl::cat(category));
+  cl::opt<std::string> timeline(
+      "timeline",
+      cl::desc("Write the memory timeline of the plan (live bytes over the "
+               "schedule by category, beside the original graph run "
+               "eagerly) as one self-contained HTML page"),
+      cl::value_desc("file.html"), cl::cat(category));
   cl::list<std::string> dims(
       "dim", cl::desc("Bind symbolic dimension NAME to N"),
       cl::value_desc("NAME=N"), cl::CommaSeparated, cl::cat(category));
@@ -246,6 +254,9 @@ static int runGmoptCompile(int argc, char **argv) {
   if (!reportJson.empty())
     if (llvm::Error err = outputs.reserve(reportJson, "--report-json"))
       return reportToolError(kTool, std::move(err));
+  if (!timeline.empty())
+    if (llvm::Error err = outputs.reserve(timeline, "--timeline"))
+      return reportToolError(kTool, std::move(err));
 
   PhaseTimer timer;
   timer.start("import", PhaseKind::Import);
@@ -347,7 +358,7 @@ static int runGmoptCompile(int argc, char **argv) {
   // The container keeps the model as imported (for gmopt-run --baseline):
   // a second import of the same bytes is the simplest faithful copy.
   std::unique_ptr<Module> original;
-  if (writeGm || report || !reportJson.empty()) {
+  if (writeGm || report || !reportJson.empty() || !timeline.empty()) {
     timer.start("import original (for the container and baseline)",
                 PhaseKind::Import);
     auto imported = loadModuleBytes(inputBytes, inputFilename,
@@ -376,7 +387,8 @@ static int runGmoptCompile(int argc, char **argv) {
   // plan; it is made before anything is written (so a failure leaves no
   // output) and given to the module only after (so no output stores it).
   bool wantReport = report || !reportJson.empty();
-  bool trivialReport = wantReport && (*module)->plan.empty();
+  bool trivialReport =
+      (wantReport || !timeline.empty()) && (*module)->plan.empty();
   ExecutionPlan reportPlan;
   if (trivialReport) {
     timer.start("trivial plan for the report", PhaseKind::Report);
@@ -411,10 +423,21 @@ static int runGmoptCompile(int argc, char **argv) {
   // refers to them), and the user learns which and where.
   std::vector<UnreadExternalTensor> unread = findUnreadExternalData(**module);
 
+  if (trivialReport)
+    (*module)->plan = std::move(reportPlan);
+  if (!timeline.empty()) {
+    timer.start("memory timeline", PhaseKind::Report);
+    auto page = renderPlanTimeline(**module, *original,
+                                   passOptions.getWorkspaceModel(),
+                                   inputFilename);
+    if (!page)
+      return reportToolError(
+          kTool, fileError(inputFilename, llvm::toString(page.takeError())));
+    if (llvm::Error err = outputs.write(timeline, *page))
+      return reportToolError(kTool, std::move(err));
+  }
   if (wantReport) {
     timer.start("eager baseline and report", PhaseKind::Report);
-    if (trivialReport)
-      (*module)->plan = std::move(reportPlan);
     // The reference a user compares against: the graph as imported, run
     // eagerly (allocate at definition, free after last use).
     auto eagerBaseline =

@@ -7,7 +7,8 @@
 // micro-steps each, and optionally checks the first step against reference
 // outputs (--check), a loss curve and the final parameters against a
 // reference run (--loss-reference, alias --sgd-reference), and the memory and gradients against the original
-// graph run eagerly (--baseline). This file only maps the command line onto
+// graph run eagerly (--baseline); --timeline, --trace and the progress line
+// (off with --quiet) show the run. This file only maps the command line onto
 // a RunConfig; the work is runSession (RunSession.h) over Runtime.h.
 //
 // Exit status: 0 success; 1 usage or input error (one line
@@ -157,6 +158,24 @@ static int runGmoptRun(int argc, char **argv) {
       "report-json", cl::desc("Write the measurements as JSON here"),
       cl::value_desc("file"), cl::cat(category));
 
+  cl::opt<std::string> timelineOption(
+      "timeline",
+      cl::desc("Write the memory timeline (live bytes over the schedule by "
+               "category, the original graph run eagerly beside the plan) as "
+               "one self-contained HTML page"),
+      cl::value_desc("file.html"), cl::cat(category));
+  cl::opt<std::string> traceOption(
+      "trace",
+      cl::desc("Write every node of every micro-step, timed, and the live "
+               "bytes per category as Chrome trace events (Perfetto, "
+               "chrome://tracing); times every kernel"),
+      cl::value_desc("file.json"), cl::cat(category));
+  cl::opt<bool> quietOption(
+      "quiet",
+      cl::desc("No progress line (shown on a terminal for runs longer than "
+               "a second)"),
+      cl::cat(category));
+
   if (!parseToolCommandLine(argc, argv, kTool,
                             "gmopt-run: train a compiled model and measure "
                             "its memory\n\n"
@@ -207,6 +226,9 @@ static int runGmoptRun(int argc, char **argv) {
   config.tolerance.atol = atolOption;
   config.baseline = baselineOption;
   config.reportJsonPath = reportJsonOption;
+  config.timelinePath = timelineOption;
+  config.tracePath = traceOption;
+  config.progress = !quietOption && llvm::errs().is_displayed();
   if (llvm::Error err = runSession(config, llvm::outs(), llvm::errs()))
     return report(std::move(err));
   return 0;

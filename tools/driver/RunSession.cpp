@@ -12,8 +12,12 @@
 #include "tools/driver/RunSession.h"
 #include "tools/driver/FitMemory.h"
 
+#include "tools/driver/PassManagerCLOptions.h"
+#include "tools/driver/PlanTimeline.h"
+#include "tools/driver/Progress.h"
 #include "tools/driver/RunReport.h"
 #include "tools/driver/ToolSupport.h"
+#include "tools/driver/TraceWriter.h"
 
 #include "ir/FileIO.h"
 
@@ -74,6 +78,34 @@ llvm::Error readOptionalSet(const std::string &dir,
   return llvm::Error::success();
 }
 
+/// The --trace steps of \p result (which ran with kernel timing): micro-step
+/// i is micro-step i % accumulate + 1 of step i / accumulate + 1.
+std::vector<TraceStep> traceSteps(const TrainingResult &result,
+                                  unsigned accumulate) {
+  std::vector<TraceStep> steps;
+  for (size_t i = 0; i != result.trace.size(); ++i) {
+    const MicroStepTrace &micro = result.trace[i];
+    TraceStep step;
+    step.step = i / accumulate + 1;
+    step.microStep = i % accumulate + 1;
+    step.microSteps = accumulate;
+    step.startMicros = 1e3 * micro.startMilliseconds;
+    step.durationMicros = 1e3 * result.microStepMilliseconds[i];
+    for (const NodeTiming &timing : micro.nodes) {
+      TraceSlice slice;
+      slice.op = timing.node->getOp().str();
+      slice.node = timing.node->getName().str();
+      slice.phase = phaseName(timing.node->getPhase()).str();
+      slice.startMicros = 1e3 * timing.startMilliseconds;
+      slice.durationMicros = 1e3 * timing.durationMilliseconds;
+      slice.liveBytes = timing.liveBytes;
+      step.slices.push_back(std::move(slice));
+    }
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
 } // namespace
 
 namespace {
@@ -124,6 +156,8 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   training.steps = config.steps;
   training.accumulate = config.accumulate;
   training.learningRate = config.learningRate;
+  // The trace is made of the kernel timings.
+  training.executor.profile |= !config.tracePath.empty();
   std::optional<OptimizerSpec> optimizer = config.optimizerSpec;
   bool wantUpdates = config.optimizer != OptimizerChoice::None ||
                      config.optimizerSpecExplicit;
@@ -182,7 +216,8 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   // its target only once written in full.
   OutputFileSet outputs;
   bool writesFiles =
-      !config.reportJsonPath.empty() || !config.saveWeightsPath.empty();
+      !config.reportJsonPath.empty() || !config.saveWeightsPath.empty() ||
+      !config.timelinePath.empty() || !config.tracePath.empty();
   if (writesFiles) {
     outputs.addInput(config.modelPath, "the model");
     outputs.addInput(config.lossReferencePath, "the --loss-reference file");
@@ -207,10 +242,18 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
       if (llvm::Error err =
               outputs.reserve(config.saveWeightsPath, "--save-weights"))
         return err;
+    for (auto [path, option] :
+         {std::pair<const std::string &, const char *>{config.timelinePath,
+                                                      "--timeline"},
+          {config.tracePath, "--trace"}})
+      if (!path.empty())
+        if (llvm::Error err = outputs.reserve(path, option))
+          return err;
   }
 
   auto model = loadRunnableModel(config.modelPath, config.dims,
-                                 inputs ? &*inputs : nullptr, config.baseline,
+                                 inputs ? &*inputs : nullptr,
+                                 config.baseline || !config.timelinePath.empty(),
                                  config.passes,
                                  optimizer ? &*optimizer : nullptr,
                                  config.externalDataDir);
@@ -345,7 +388,16 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
         << llvm::format("%g", training.learningRate) << "\n";
   else
     out << "optimizer: none (the module has no optimizer node)\n";
-  auto result = trainModule(*model->module, *bound, training, &out);
+  // The progress line (on a terminal) is erased before each line the
+  // steps print and when training ends.
+  ProgressLine progress(notices, config.progress);
+  ProgressClearingStream stepLog(out, progress);
+  training.onStep = [&](const StepProgress &done) {
+    progress.update(done.step, done.steps, done.loss, done.milliseconds);
+  };
+  auto result = trainModule(*model->module, *bound, training,
+                            config.progress ? &stepLog : &out);
+  progress.clear();
   if (!result)
     return prefixModel(result.takeError());
 
@@ -447,6 +499,28 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
       summary.baseline
           ? std::optional<uint64_t>(summary.baseline->memory.peakBytes)
           : std::nullopt);
+  if (!config.timelinePath.empty()) {
+    auto page = renderPlanTimeline(*model->module, *model->original,
+                                   getWorkspaceModel(WorkspaceTarget::Cpu),
+                                   config.modelPath);
+    if (!page) {
+      llvm::consumeError(std::move(failure));
+      return prefixModel(page.takeError());
+    }
+    if (llvm::Error written = outputs.write(config.timelinePath, *page)) {
+      llvm::consumeError(std::move(failure));
+      return written;
+    }
+  }
+  if (!config.tracePath.empty()) {
+    std::string text = llvm::formatv(
+        "{0}\n", traceJson(traceSteps(summary.optimized, training.accumulate),
+                           "gmopt-run " + config.modelPath));
+    if (llvm::Error written = outputs.write(config.tracePath, text)) {
+      llvm::consumeError(std::move(failure));
+      return written;
+    }
+  }
   if (!config.reportJsonPath.empty()) {
     std::string text;
     llvm::raw_string_ostream os(text);

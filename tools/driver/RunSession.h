@@ -85,6 +85,15 @@ struct RunConfig {
   bool baseline = false;
   /// --report-json file.
   std::string reportJsonPath;
+  /// --timeline file: the memory timeline page of the baseline and the
+  /// optimized plan (PlanTimeline.h).
+  std::string timelinePath;
+  /// --trace file: every node of every micro-step as Chrome trace events
+  /// (TraceWriter.h); turns on kernel timing.
+  std::string tracePath;
+  /// Show the progress line on \p notices (RunMain: stderr is a terminal
+  /// and no --quiet).
+  bool progress = false;
 };
 
 /// Runs \p config: results (steps, memory, tables) go to \p out; the

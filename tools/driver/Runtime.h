@@ -30,6 +30,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -246,6 +247,17 @@ llvm::Expected<std::vector<BoundInput>> bindInputs(const Module &module,
 // Training
 //===----------------------------------------------------------------------===//
 
+/// One finished optimizer step, as TrainingOptions::onStep hears of it.
+struct StepProgress {
+  /// The step (from 1) and the number of steps.
+  unsigned step = 0;
+  unsigned steps = 0;
+  /// Its loss (the mean over its micro-steps).
+  double loss = 0;
+  /// Wall time of its micro-steps, in milliseconds.
+  double milliseconds = 0;
+};
+
 /// How to train. Without `batches` every micro-step sees the same inputs
 /// (one fixed batch), as testdata's reference runs do.
 ///
@@ -286,6 +298,16 @@ struct TrainingOptions {
   /// over the whole run) sets the bindings of batches[i % size] before it
   /// runs. Empty: the inputs given to trainModule serve every micro-step.
   std::vector<std::vector<BoundInput>> batches;
+  /// Called after every optimizer step (after its \p log line), if set.
+  std::function<void(const StepProgress &)> onStep;
+};
+
+/// One micro-step's nodes, as ExecutorOptions::profile times them.
+struct MicroStepTrace {
+  /// When the micro-step started, in milliseconds since the first one did.
+  double startMilliseconds = 0;
+  /// Every node of the step (Executable::getLastStepNodeTimings).
+  std::vector<NodeTiming> nodes;
 };
 
 /// What a training run produced.
@@ -330,6 +352,8 @@ struct TrainingResult {
   /// Per-op kernel times (with ExecutorOptions::profile), most expensive
   /// first.
   std::vector<OpProfile> profile;
+  /// Every micro-step's nodes (with ExecutorOptions::profile).
+  std::vector<MicroStepTrace> trace;
 
   /// The median micro-step time (0 without steps).
   double medianStepMilliseconds() const;

@@ -250,6 +250,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   result.lossName = loss->getName().str();
   uint64_t microStep = 0;
   int64_t updates = updatesBefore;
+  auto runStart = std::chrono::steady_clock::now();
   for (unsigned step = 1; step <= options.steps; ++step) {
     if (rateInput)
       if (llvm::Error err = exe.setInput(rateInput, rate))
@@ -258,6 +259,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
       if (llvm::Error err = exe.setInput(stepInput, stepTensor(updates + 1)))
         return err;
     double lossSum = 0;
+    double stepMilliseconds = 0;
     for (unsigned micro = 0; micro != options.accumulate; ++micro) {
       if (lazyReset)
         if (llvm::Error err =
@@ -280,8 +282,15 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
           if (llvm::Error err = exe.setInput(binding.input, binding.data))
             return err;
       std::clock_t cpuStart = std::clock();
+      double startMilliseconds = std::chrono::duration<double, std::milli>(
+                                     std::chrono::steady_clock::now() -
+                                     runStart)
+                                     .count();
       if (llvm::Error err = exe.runStep(microStep++))
         return err;
+      if (options.executor.profile)
+        result.trace.push_back(
+            MicroStepTrace{startMilliseconds, exe.getLastStepNodeTimings()});
       result.microStepCpuMilliseconds.push_back(
           1e3 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC);
       // InPlaceAccumulator (V1) returns the sum; it becomes the buffer.
@@ -293,6 +302,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
           return err;
       }
       result.microStepMilliseconds.push_back(exe.getLastStepMilliseconds());
+      stepMilliseconds += result.microStepMilliseconds.back();
       auto lossValue = exe.readValue(loss);
       if (!lossValue)
         return lossValue.takeError();
@@ -367,6 +377,9 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
         *log << ", update skipped (non-finite gradients)";
       *log << "\n";
     }
+    if (options.onStep)
+      options.onStep(StepProgress{step, options.steps, result.losses.back(),
+                                  stepMilliseconds});
   }
   result.updates = static_cast<uint64_t>(updates - updatesBefore);
 
