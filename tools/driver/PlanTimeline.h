@@ -38,9 +38,10 @@ TimelinePanel timelinePanelFromPlan(const Module &module,
 /// run eagerly (its trivial plan with \p workspace, as the eager baseline
 /// is estimated), titled with \p name. Fails if the original's trivial plan
 /// cannot be made.
-llvm::Expected<std::string>
-renderPlanTimeline(const Module &optimized, const Module &original,
-                   const WorkspaceModel &workspace, llvm::StringRef name);
+llvm::Expected<std::string> renderPlanTimeline(const Module &optimized,
+                                               const Module &original,
+                                               const WorkspaceModel &workspace,
+                                               llvm::StringRef name);
 
 } // namespace gmopt
 

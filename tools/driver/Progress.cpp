@@ -61,6 +61,10 @@ void ProgressLine::update(unsigned step, unsigned steps, double loss,
   double elapsed = clock() - startSeconds;
   if (elapsed < delaySeconds)
     return;
+  // At most ten redraws a second while the line is up.
+  if (shown && elapsed - lastDrawSeconds < 0.1)
+    return;
+  lastDrawSeconds = elapsed;
   double eta = elapsed / step * (steps > step ? steps - step : 0);
   os << '\r' << formatProgressLine(step, steps, loss, stepMilliseconds, eta)
      << kEraseToEnd;

@@ -2,10 +2,11 @@
 //
 // On a terminal, a run that takes more than a second shows one line on
 // stderr that each step rewrites (`\r`): the step, its loss, the step time
-// and the time left. The line is erased before anything else is printed
-// (ProgressClearingStream wraps stdout) and at the end, so logs and pipes
-// never see it; gmopt-run shows it only when stderr is a terminal and
-// --quiet is not given.
+// and the time left. The line is erased when training ends and, when
+// stdout is the same screen, before each line printed there
+// (ProgressClearingStream), so it never mixes with the step lines and pipes
+// or logs never see it. gmopt-run shows it only when stderr is a terminal
+// and --quiet is not given.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +40,8 @@ public:
   ~ProgressLine();
 
   /// Step \p step of \p steps is done with \p loss in \p stepMilliseconds:
-  /// redraws the line (the ETA from the mean time per step so far).
+  /// redraws the line (the ETA from the mean time per step so far), at most
+  /// every tenth of a second while it is shown.
   void update(unsigned step, unsigned steps, double loss,
               double stepMilliseconds);
   /// Erases the line if it is shown.
@@ -53,6 +55,7 @@ private:
   double delaySeconds;
   Clock clock;
   double startSeconds;
+  double lastDrawSeconds = 0;
   bool shown = false;
 };
 

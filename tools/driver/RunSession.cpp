@@ -388,15 +388,16 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
         << llvm::format("%g", training.learningRate) << "\n";
   else
     out << "optimizer: none (the module has no optimizer node)\n";
-  // The progress line (on a terminal) is erased before each line the
-  // steps print and when training ends.
+  // The progress line (on a terminal) is erased when training ends, and
+  // before each line the steps print when they go to the same screen.
   ProgressLine progress(notices, config.progress);
   ProgressClearingStream stepLog(out, progress);
+  bool sharedScreen = config.progress && out.is_displayed();
   training.onStep = [&](const StepProgress &done) {
     progress.update(done.step, done.steps, done.loss, done.milliseconds);
   };
   auto result = trainModule(*model->module, *bound, training,
-                            config.progress ? &stepLog : &out);
+                            sharedScreen ? &stepLog : &out);
   progress.clear();
   if (!result)
     return prefixModel(result.takeError());

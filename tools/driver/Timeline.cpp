@@ -44,24 +44,43 @@ std::string escape(llvm::StringRef text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += "&quot;"; break;
-    case '\'': out += "&#39;"; break;
-    default: out += c;
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    case '\'':
+      out += "&#39;";
+      break;
+    default:
+      out += c;
     }
   }
   return out;
 }
 
-/// A coordinate with one decimal (enough for a screen, short in the file).
-std::string coord(double value) {
-  double rounded = std::round(value * 10) / 10;
-  if (rounded == 0)
-    rounded = 0; // no "-0"
-  return llvm::formatv("{0}", rounded).str();
+/// \p value with at most \p decimals decimals, trailing zeros dropped.
+std::string number(double value, unsigned decimals) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.*f", decimals, value);
+  if (text.find('.') != std::string::npos) {
+    while (text.back() == '0')
+      text.pop_back();
+    if (text.back() == '.')
+      text.pop_back();
+  }
+  return text == "-0" ? "0" : text;
 }
+
+/// A coordinate with one decimal (enough for a screen, short in the file).
+std::string coord(double value) { return number(value, 1); }
 
 llvm::StringRef categoryName(unsigned c) {
   return memoryCategoryName(static_cast<MemoryCategory>(c));
@@ -89,7 +108,9 @@ struct Scale {
   double originX = 0;
   double stepWidth = 1;
   double bytesPerPixel = 1;
-  double x(double step) const { return originX + kMarginLeft + step * stepWidth; }
+  double x(double step) const {
+    return originX + kMarginLeft + step * stepWidth;
+  }
   double y(double bytes) const {
     return kMarginTop + kPlotHeight - bytes / bytesPerPixel;
   }
@@ -102,8 +123,8 @@ std::string stepRange(const TimelinePanel &panel, uint32_t first,
   };
   if (first == last)
     return llvm::formatv("step {0} ({1})", first, label(first)).str();
-  return llvm::formatv("steps {0}-{1} ({2} ... {3})", first, last,
-                       label(first), label(last))
+  return llvm::formatv("steps {0}-{1} ({2} ... {3})", first, last, label(first),
+                       label(last))
       .str();
 }
 
@@ -141,8 +162,8 @@ Stack buildStack(const TimelinePanel &panel, uint32_t numSteps,
     bool whole = band.firstStep == 0 && last + 1 == numSteps;
     // Category, then whole-schedule bands, then merged (slot 1), then by
     // definition step.
-    uint64_t key = (uint64_t(c) << 56) |
-                   (whole ? 0 : (uint64_t(2 + band.firstStep) << 8));
+    uint64_t key =
+        (uint64_t(c) << 56) | (whole ? 0 : (uint64_t(2 + band.firstStep) << 8));
     order.push_back({key, i});
   }
   for (unsigned c = 0; c != kNumMemoryCategories; ++c) {
@@ -155,25 +176,26 @@ Stack buildStack(const TimelinePanel &panel, uint32_t numSteps,
       h = running;
       most = std::max(most, running);
     }
-    order.push_back({(uint64_t(c) << 56) | (uint64_t(1) << 8),
-                     panel.bands.size() + c});
+    order.push_back(
+        {(uint64_t(c) << 56) | (uint64_t(1) << 8), panel.bands.size() + c});
     Item item;
     item.category = c;
     item.first = 0;
     item.last = numSteps - 1;
     item.heights = &heights;
     item.tooltip =
-        llvm::formatv("{0} smaller {1} tensors (each under {2}), {3} "
+        llvm::formatv("{0} smaller {1} tensors (each at most {2}), {3} "
                       "together at most",
                       thinCount[c], categoryName(c),
-                      formatTimelineBytes(thinLargest[c] + 1),
+                      formatTimelineBytes(thinLargest[c]),
                       formatTimelineBytes(most))
             .str();
     stack.items.push_back(std::move(item));
   }
   // Stable: bands of equal key keep their input order.
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  std::stable_sort(
+      order.begin(), order.end(),
+      [](const auto &a, const auto &b) { return a.first < b.first; });
   std::vector<Item> merged = std::move(stack.items);
   stack.items.clear();
   for (const auto &[key, index] : order) {
@@ -233,9 +255,9 @@ void emitItem(llvm::raw_ostream &os, const Item &item, const Scale &scale) {
     double top = scale.y(double(bottom + item.bytes));
     os << "<rect class=\"" << cls << "\" x=\"" << coord(scale.x(item.first))
        << "\" y=\"" << coord(top) << "\" width=\""
-       << coord(scale.x(item.last + 1) - scale.x(item.first))
-       << "\" height=\"" << coord(scale.y(double(bottom)) - top)
-       << "\"><title>" << escape(item.tooltip) << "</title></rect>\n";
+       << coord(scale.x(item.last + 1) - scale.x(item.first)) << "\" height=\""
+       << coord(scale.y(double(bottom)) - top) << "\"><title>"
+       << escape(item.tooltip) << "</title></rect>\n";
     return;
   }
   // The outline: the top edge left to right, the bottom edge back.
@@ -261,8 +283,7 @@ void emitItem(llvm::raw_ostream &os, const Item &item, const Scale &scale) {
     os << 'H' << coord(scale.x(top[i].first)) << 'V' << top[i].second;
   os << 'H' << coord(scale.x(item.last + 1)) << 'V' << bottom.back().second;
   for (size_t i = bottom.size(); i-- > 1;)
-    os << 'H' << coord(scale.x(bottom[i].first)) << 'V'
-       << bottom[i - 1].second;
+    os << 'H' << coord(scale.x(bottom[i].first)) << 'V' << bottom[i - 1].second;
   os << 'H' << coord(scale.x(item.first)) << "Z\"><title>"
      << escape(item.tooltip) << "</title></path>\n";
 }
@@ -298,14 +319,13 @@ void emitAxes(llvm::raw_ostream &os, const Scale &scale, uint32_t numSteps,
     os << "<line class=\"grid\" x1=\"" << coord(left) << "\" x2=\""
        << coord(right) << "\" y1=\"" << coord(y) << "\" y2=\"" << coord(y)
        << "\"/><text x=\"" << coord(left - 6) << "\" y=\"" << coord(y + 4)
-       << "\" text-anchor=\"end\">" << llvm::formatv("{0}", v) << ' '
-       << unitName << "</text>\n";
+       << "\" text-anchor=\"end\">" << number(v, 3) << ' ' << unitName
+       << "</text>\n";
   }
   double stepTick = std::max(1.0, std::round(niceStep(numSteps, 8)));
   for (double s = 0; s <= numSteps; s += stepTick)
     os << "<text x=\"" << coord(scale.x(s)) << "\" y=\"" << coord(bottom + 16)
-       << "\" text-anchor=\"middle\">" << llvm::formatv("{0}", s)
-       << "</text>\n";
+       << "\" text-anchor=\"middle\">" << number(s, 0) << "</text>\n";
   os << "<text x=\"" << coord((left + right) / 2) << "\" y=\""
      << coord(bottom + 34) << "\" text-anchor=\"middle\">schedule step ("
      << numSteps << " nodes)</text>\n";
@@ -316,7 +336,8 @@ void emitAxes(llvm::raw_ostream &os, const Scale &scale, uint32_t numSteps,
 
 void emitRecompute(llvm::raw_ostream &os, const TimelinePanel &panel,
                    const Scale &scale, uint32_t numSteps) {
-  for (uint32_t step = 0; step < std::min<size_t>(numSteps, panel.recompute.size());) {
+  for (uint32_t step = 0;
+       step < std::min<size_t>(numSteps, panel.recompute.size());) {
     if (!panel.recompute[step]) {
       ++step;
       continue;
@@ -349,13 +370,13 @@ void emitPanel(llvm::raw_ostream &os, const TimelinePanel &panel,
   scale.stepWidth = kPlotWidth / numSteps;
   scale.bytesPerPixel = std::max(1.0, double(maxBytes) / kPlotHeight);
   TimelinePeak peak = timelinePeak(panel);
-  Stack stack = buildStack(panel, numSteps,
-                           uint64_t(scale.bytesPerPixel * kThinPixels));
+  Stack stack =
+      buildStack(panel, numSteps, uint64_t(scale.bytesPerPixel * kThinPixels));
   layOut(stack.items, numSteps);
 
   os << "<g class=\"panel\" id=\"panel-" << index << "\">\n";
-  os << "<text class=\"panel-title\" x=\"" << coord(scale.x(0)) << "\" y=\"24\">"
-     << escape(panel.title) << "</text>\n";
+  os << "<text class=\"panel-title\" x=\"" << coord(scale.x(0))
+     << "\" y=\"24\">" << escape(panel.title) << "</text>\n";
   emitAxes(os, scale, numSteps, maxBytes);
   os << "<g class=\"bands\">\n";
   for (const Item &item : stack.items)
@@ -376,13 +397,17 @@ void emitPanel(llvm::raw_ostream &os, const TimelinePanel &panel,
   // The peak: a marker at the step, labelled with the node there.
   std::string node =
       peak.step < panel.steps.size() ? panel.steps[peak.step] : std::string();
-  std::string label = llvm::formatv("peak {0} at step {1}: {2}",
-                                    formatTimelineBytes(peak.bytes), peak.step,
-                                    node)
+  std::string label =
+      llvm::formatv("peak {0} at step {1}: {2}",
+                    formatTimelineBytes(peak.bytes), peak.step, node)
+          .str();
+  std::string exact = llvm::formatv("peak {0} ({1} bytes) at step {2}: {3}",
+                                    formatTimelineBytes(peak.bytes), peak.bytes,
+                                    peak.step, node)
                           .str();
   double px = scale.x(peak.step + 0.5), py = scale.y(double(peak.bytes));
   bool rightHalf = peak.step * 2 > numSteps;
-  os << "<g class=\"peak\"><title>" << escape(label) << "</title><line x1=\""
+  os << "<g class=\"peak\"><title>" << escape(exact) << "</title><line x1=\""
      << coord(px) << "\" x2=\"" << coord(px) << "\" y1=\"" << coord(py - 10)
      << "\" y2=\"" << coord(scale.y(0)) << "\"/><circle cx=\"" << coord(px)
      << "\" cy=\"" << coord(py) << "\" r=\"4\"/><text x=\"" << coord(px)
@@ -465,7 +490,8 @@ std::string gmopt::renderTimelineHtml(llvm::StringRef title,
 
   std::string html;
   llvm::raw_string_ostream os(html);
-  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
+        "charset=\"utf-8\">\n"
      << "<title>" << escape(title) << "</title>\n<style>\n"
      << "body{font:14px system-ui,sans-serif;margin:16px;color:#222}\n"
      << "h1{font-size:18px;margin:0 0 6px}\np{margin:2px 0}\n"
@@ -487,9 +513,9 @@ std::string gmopt::renderTimelineHtml(llvm::StringRef title,
        << formatTimelineBytes(peaks[i].bytes) << " at step " << peaks[i].step
        << " of " << panels[i].steps.size() << "</p>\n";
   if (panels.size() == 2 && peaks[0].bytes)
-    os << llvm::formatv("<p>peak reduction: {0:f1}%</p>\n",
-                        100.0 * (1.0 - double(peaks[1].bytes) /
-                                           double(peaks[0].bytes)));
+    os << llvm::formatv(
+        "<p>peak reduction: {0:f1}%</p>\n",
+        100.0 * (1.0 - double(peaks[1].bytes) / double(peaks[0].bytes)));
   os << "<p>Live bytes over the schedule, stacked by category, on one scale. "
         "Hover a band for its tensor; hatching marks recomputed nodes.</p>\n";
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\""
@@ -497,7 +523,8 @@ std::string gmopt::renderTimelineHtml(llvm::StringRef title,
      << "\" height=\"" << coord(kPanelHeight) << "\">\n"
      << "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" "
         "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
-        "<rect width=\"6\" height=\"6\" fill=\"#ffe680\" fill-opacity=\"0.25\"/>"
+        "<rect width=\"6\" height=\"6\" fill=\"#ffe680\" "
+        "fill-opacity=\"0.25\"/>"
         "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b08000\" "
         "stroke-width=\"2\" stroke-opacity=\"0.55\"/></pattern></defs>\n";
   for (size_t i = 0; i != panels.size(); ++i)
