@@ -106,6 +106,30 @@ std::vector<TraceStep> traceSteps(const TrainingResult &result,
   return steps;
 }
 
+/// Writes the --timeline page (of \p model's plan beside its original run
+/// eagerly) and the --trace of \p result, where asked for.
+llvm::Error writeTimelineAndTrace(const RunConfig &config,
+                                  const RunnableModel &model,
+                                  const TrainingResult &result,
+                                  unsigned accumulate, OutputFileSet &outputs) {
+  if (!config.timelinePath.empty()) {
+    auto page = renderPlanTimeline(*model.module, *model.original,
+                                   getWorkspaceModel(WorkspaceTarget::Cpu),
+                                   config.modelPath);
+    if (!page)
+      return makeError(config.modelPath + ": " +
+                       llvm::toString(page.takeError()));
+    if (llvm::Error err = outputs.write(config.timelinePath, *page))
+      return err;
+  }
+  if (config.tracePath.empty())
+    return llvm::Error::success();
+  std::string text =
+      llvm::formatv("{0}\n", traceJson(traceSteps(result, accumulate),
+                                       "gmopt-run " + config.modelPath));
+  return outputs.write(config.tracePath, text);
+}
+
 } // namespace
 
 namespace {
@@ -500,27 +524,11 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
       summary.baseline
           ? std::optional<uint64_t>(summary.baseline->memory.peakBytes)
           : std::nullopt);
-  if (!config.timelinePath.empty()) {
-    auto page = renderPlanTimeline(*model->module, *model->original,
-                                   getWorkspaceModel(WorkspaceTarget::Cpu),
-                                   config.modelPath);
-    if (!page) {
-      llvm::consumeError(std::move(failure));
-      return prefixModel(page.takeError());
-    }
-    if (llvm::Error written = outputs.write(config.timelinePath, *page)) {
-      llvm::consumeError(std::move(failure));
-      return written;
-    }
-  }
-  if (!config.tracePath.empty()) {
-    std::string text = llvm::formatv(
-        "{0}\n", traceJson(traceSteps(summary.optimized, training.accumulate),
-                           "gmopt-run " + config.modelPath));
-    if (llvm::Error written = outputs.write(config.tracePath, text)) {
-      llvm::consumeError(std::move(failure));
-      return written;
-    }
+  if (llvm::Error err = writeTimelineAndTrace(config, *model,
+                                              summary.optimized,
+                                              training.accumulate, outputs)) {
+    llvm::consumeError(std::move(failure));
+    return err;
   }
   if (!config.reportJsonPath.empty()) {
     std::string text;

@@ -33,6 +33,8 @@ constexpr double kMarginTop = 76;
 constexpr double kMarginBottom = 96;
 constexpr double kPanelWidth = kMarginLeft + kPlotWidth + kMarginRight;
 constexpr double kPanelHeight = kMarginTop + kPlotHeight + kMarginBottom;
+/// The width of a character of a bold label, about.
+constexpr double kLabelCharWidth = 7;
 /// Bands thinner than this fraction of a pixel are merged per category.
 constexpr double kThinPixels = 0.25;
 
@@ -406,13 +408,18 @@ void emitPanel(llvm::raw_ostream &os, const TimelinePanel &panel,
                                     peak.step, node)
                           .str();
   double px = scale.x(peak.step + 0.5), py = scale.y(double(peak.bytes));
-  bool rightHalf = peak.step * 2 > numSteps;
+  // The visible label fits the plot (about 7 px a character in bold 12 px
+  // text), as near the marker as it can; the tooltip has it whole.
+  size_t fits = size_t(kPlotWidth / kLabelCharWidth);
+  if (label.size() > fits)
+    label = label.substr(0, fits - 3) + "...";
+  double width = label.size() * kLabelCharWidth;
+  double tx = std::clamp(px - width / 2, scale.x(0), scale.x(numSteps) - width);
   os << "<g class=\"peak\"><title>" << escape(exact) << "</title><line x1=\""
      << coord(px) << "\" x2=\"" << coord(px) << "\" y1=\"" << coord(py - 10)
      << "\" y2=\"" << coord(scale.y(0)) << "\"/><circle cx=\"" << coord(px)
-     << "\" cy=\"" << coord(py) << "\" r=\"4\"/><text x=\"" << coord(px)
-     << "\" y=\"" << coord(kMarginTop - 14) << "\" text-anchor=\""
-     << (rightHalf ? "end" : "start") << "\">" << escape(label)
+     << "\" cy=\"" << coord(py) << "\" r=\"4\"/><text x=\"" << coord(tx)
+     << "\" y=\"" << coord(kMarginTop - 14) << "\">" << escape(label)
      << "</text></g>\n";
   // The legend: each category's bytes at the peak.
   double lx = scale.x(0), ly = scale.y(0) + 56;
