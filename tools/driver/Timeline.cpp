@@ -380,7 +380,9 @@ void emitPanel(llvm::raw_ostream &os, const TimelinePanel &panel,
   os << "<text class=\"panel-title\" x=\"" << coord(scale.x(0))
      << "\" y=\"24\">" << escape(panel.title) << "</text>\n";
   emitAxes(os, scale, numSteps, maxBytes);
-  os << "<g class=\"bands\">\n";
+  // Where a step is narrower than two pixels, outlines would wash the
+  // colours out: dense panels draw none (but on hover).
+  os << "<g class=\"bands" << (scale.stepWidth < 2 ? " dense" : "") << "\">\n";
   for (const Item &item : stack.items)
     emitItem(os, item, scale);
   os << "</g>\n";
@@ -505,6 +507,7 @@ std::string gmopt::renderTimelineHtml(llvm::StringRef title,
      << "svg text{font-size:12px;fill:#333}\n"
      << ".panel-title{font-size:15px;font-weight:600}\n"
      << ".band{stroke:#fff;stroke-width:0.3}\n"
+     << ".dense .band{stroke:none}\n"
      << ".band:hover{stroke:#000;stroke-width:1.2}\n"
      << ".grid{stroke:#ddd}\n.frame{fill:none;stroke:#999}\n"
      << ".recompute{fill:url(#hatch);pointer-events:none}\n"
