@@ -222,6 +222,55 @@ TEST(PlanInterpreterTest, EagerModeAllocatesPerTensorThroughTheDevice) {
   EXPECT_EQ((*exe)->getArenaBytes(), 0u);
 }
 
+TEST(PlanInterpreterTest, ProfilingKeepsEveryNodeOfTheLastStep) {
+  std::optional<Compiled> mlp = compileMlp();
+  ASSERT_TRUE(mlp);
+  const Module &module = *mlp->model.module;
+  for (AllocationMode mode : {AllocationMode::Planned, AllocationMode::Eager}) {
+    ExecutorOptions options;
+    options.threads = 1;
+    options.mode = mode;
+    options.profile = true;
+    auto exe = prepareCpuExecutable(module, options);
+    ASSERT_TRUE(bool(exe)) << llvm::toString(exe.takeError());
+    bindAll(**exe, module, mlp->data);
+    EXPECT_TRUE((*exe)->getLastStepNodeTimings().empty());
+    for (uint64_t step : {0, 1})
+      ASSERT_FALSE(bool((*exe)->runStep(step)));
+    std::vector<NodeTiming> timings = (*exe)->getLastStepNodeTimings();
+    ASSERT_EQ(timings.size(), module.getGraph().getNumNodes());
+    uint64_t peak = (*exe)->getMemoryReport().peakBytes, highest = 0;
+    double previousEnd = 0;
+    size_t index = 0;
+    for (const Node &node : module.getGraph().getNodes()) {
+      const NodeTiming &timing = timings[index++];
+      EXPECT_EQ(timing.node, &node);
+      EXPECT_GE(timing.startMilliseconds, previousEnd);
+      EXPECT_GE(timing.durationMilliseconds, 0);
+      previousEnd = timing.startMilliseconds + timing.durationMilliseconds;
+      uint64_t live = 0;
+      for (uint64_t bytes : timing.liveBytes)
+        live += bytes;
+      highest = std::max(highest, live);
+      // Planned: the arena and the persistent blocks, always.
+      if (mode == AllocationMode::Planned) {
+        EXPECT_EQ(live, module.plan.figures.plannedBytes());
+      }
+    }
+    EXPECT_LE(previousEnd, (*exe)->getLastStepMilliseconds());
+    EXPECT_LE(highest, peak);
+    EXPECT_GT(highest, 0u);
+  }
+  // Without profiling nothing is kept.
+  ExecutorOptions plain;
+  plain.threads = 1;
+  auto exe = prepareCpuExecutable(module, plain);
+  ASSERT_TRUE(bool(exe)) << llvm::toString(exe.takeError());
+  bindAll(**exe, module, mlp->data);
+  ASSERT_FALSE(bool((*exe)->runStep(0)));
+  EXPECT_TRUE((*exe)->getLastStepNodeTimings().empty());
+}
+
 TEST(PlanInterpreterTest, RefusesAPlanMadeForOtherKernels) {
   std::optional<Compiled> mlp = compileMlp();
   ASSERT_TRUE(mlp);

@@ -5,13 +5,20 @@
 // structure (one SVG, a panel per plan, a band per tensor by category, the
 // peak marker naming its node, recompute shading only where there is
 // recompute, thin bands merged, text escaped), the trace's events, and the
-// progress line's text, delay and erasing.
+// progress line's text, delay and erasing; and the panels gathered from a
+// compiled module's plan against the plan's own figures.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/driver/PassManagerCLOptions.h"
+#include "tools/driver/PlanTimeline.h"
 #include "tools/driver/Progress.h"
+#include "tools/driver/Runtime.h"
 #include "tools/driver/Timeline.h"
 #include "tools/driver/TraceWriter.h"
+
+#include "ir/Module.h"
+#include "tests/unit/TestPaths.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -140,6 +147,49 @@ TEST(TimelineTest, FormatBytes) {
   EXPECT_EQ(formatTimelineBytes(1536), "1.50 KiB");
   EXPECT_EQ(formatTimelineBytes(12u << 20), "12.0 MiB");
   EXPECT_EQ(formatTimelineBytes(uint64_t(3) << 30), "3.00 GiB");
+}
+
+TEST(PlanTimelineTest, PanelsFollowThePlans) {
+  std::string dir = gmopt::testdataDir() + "/mlp";
+  for (llvm::StringRef pipeline :
+       {"canonicalize,schedule,plan-buffers",
+        "canonicalize,recompute{mode=full},schedule,plan-buffers"}) {
+    auto model =
+        loadRunnableModel(dir + "/training_model.onnx", {{"batch", 8}}, nullptr,
+                          /*wantOriginal=*/true, pipeline);
+    ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+    const Module &module = *model->module;
+    const ExecutionPlan &plan = module.plan;
+    TimelinePanel panel = timelinePanelFromPlan(module, plan, "opt", true);
+    ASSERT_EQ(panel.steps.size(), module.getGraph().getNumNodes());
+    // A band per value with storage of its own and per workspace slice.
+    size_t owners = 0;
+    for (const auto &[value, assignment] : plan.buffers)
+      owners += assignment.kind != StorageKind::Alias;
+    EXPECT_EQ(panel.bands.size(), owners + plan.workspaces.size());
+    // The peak is the plan's live-byte bound on top of its persistent bytes.
+    TimelinePeak peak = timelinePeak(panel);
+    EXPECT_EQ(peak.bytes, plan.figures.lowerBoundBytes +
+                              plan.figures.totalPersistentBytes());
+    EXPECT_EQ(peak.step, plan.figures.lowerBoundStep);
+    EXPECT_EQ(panel.reservedBytes, plan.figures.plannedBytes());
+    size_t clones = 0;
+    for (const Node &node : module.getGraph().getNodes())
+      clones += node.getPhase() == Phase::Recompute;
+    EXPECT_EQ(size_t(llvm::count(panel.recompute, true)), clones);
+    EXPECT_EQ(panel.recompute.empty(), clones == 0);
+    if (pipeline.contains("recompute")) {
+      EXPECT_GT(clones, 0u);
+    }
+    // The baseline panel is the original graph's eager estimate.
+    auto eager = makeTrivialPlan(*model->original,
+                                 getWorkspaceModel(WorkspaceTarget::Cpu));
+    ASSERT_TRUE(bool(eager)) << llvm::toString(eager.takeError());
+    TimelinePanel baseline =
+        timelinePanelFromPlan(*model->original, *eager, "base", false);
+    EXPECT_EQ(timelinePeak(baseline).bytes, eager->figures.eagerEstimateBytes);
+    EXPECT_FALSE(baseline.reservedBytes);
+  }
 }
 
 TEST(TraceWriterTest, EventsPerNodeAndStep) {
