@@ -5,8 +5,9 @@
 # pipeline - checks their structure and peaks against the reports
 # (tests/lit/Inputs/timeline_check.py, what the ctest checks too), then,
 # where Chromium is installed (Debian: apt-get install -y chromium), renders
-# each page headless: a copy with a small script counts the panels and the
-# tensor bands the browser laid out with a nonzero box, and a screenshot is
+# each page headless: a copy with a small script counts the panels, the
+# tensor bands the browser laid out with a nonzero box and those whose
+# tooltip (<title>) names the tensor's bytes and producer, and a screenshot is
 # written for a person to look at. Without Chromium the render is skipped
 # (said so, exit 0). CI runs the structural check only (the lit test).
 # Usage: scripts/timeline-check.sh [BUILD_DIR] [OUT_DIR]
@@ -43,23 +44,30 @@ if [ -z "$CHROMIUM" ]; then
   exit "$status"
 fi
 
+# The pages have no script; a copy of each loads this one, which asks the
+# browser what it laid out.
+cat >"$OUT/probe.js" <<'JS'
+const bands = [...document.querySelectorAll(".band")].filter(e => e.querySelector("title"));
+const drawn = bands.filter(e => { const b = e.getBBox(); return b.width > 0 && b.height > 0; });
+const named = bands.filter(e => {
+  const text = e.querySelector("title").textContent;
+  return (text.includes(" bytes), ") && text.includes("\nproduced by ")) ||
+         text.includes(" smaller ");
+});
+const pre = document.createElement("pre");
+pre.textContent = "browser: panels " + document.querySelectorAll("g.panel").length +
+  " bands " + bands.length + " drawn " + drawn.length + " named " + named.length;
+document.body.appendChild(pre);
+JS
 for page in recompute run; do
-  # The page itself has no script; the copy adds one that asks the browser
-  # what it laid out.
   probe="$OUT/$page.probe.html"
-  sed 's|</body>|<script>\
-const bands = [...document.querySelectorAll(".band")].filter(e => e.querySelector("title"));\
-const drawn = bands.filter(e => { const b = e.getBBox(); return b.width > 0 \&\& b.height > 0; });\
-const pre = document.createElement("pre"); pre.id = "probe";\
-pre.textContent = "browser: panels " + document.querySelectorAll("g.panel").length +\
-  " bands " + bands.length + " drawn " + drawn.length;\
-document.body.appendChild(pre);\
-</script></body>|' "$OUT/$page.html" >"$probe"
+  sed 's|</body>|<script src="probe.js"></script></body>|' "$OUT/$page.html" >"$probe"
   result="$("$CHROMIUM" --headless --no-sandbox --disable-gpu --dump-dom \
-    "file://$probe" 2>/dev/null | grep -o 'browser: panels [0-9]* bands [0-9]* drawn [0-9]*' || true)"
+    "file://$probe" 2>/dev/null | grep -o 'browser: panels [0-9]* bands [0-9]* drawn [0-9]* named [0-9]*' || true)"
   echo "$page.html: ${result:-browser: no result}"
-  read -r _ _ panels _ bands _ drawn <<<"${result:-x x 0 x 0 x -1}"
-  if [ "$panels" != 2 ] || [ "$bands" = 0 ] || [ "$bands" != "$drawn" ]; then status=1; fi
+  read -r _ _ panels _ bands _ drawn _ named <<<"${result:-x x 0 x 0 x -1 x -1}"
+  if [ "$panels" != 2 ] || [ "$bands" = 0 ] || [ "$bands" != "$drawn" ] ||
+     [ "$bands" != "$named" ]; then status=1; fi
   "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars \
     --screenshot="$OUT/$page.png" --window-size=1600,1000 \
     "file://$OUT/$page.html" >/dev/null 2>&1
