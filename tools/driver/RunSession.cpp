@@ -113,6 +113,10 @@ llvm::Error writeTimelineAndTrace(const RunConfig &config,
                                   const TrainingResult &result,
                                   unsigned accumulate, OutputFileSet &outputs) {
   if (!config.timelinePath.empty()) {
+    if (!model.original)
+      return makeError(config.modelPath +
+                       ": --timeline needs the original graph, which the "
+                       "model does not carry");
     auto page = renderPlanTimeline(*model.module, *model.original,
                                    getWorkspaceModel(WorkspaceTarget::Cpu),
                                    config.modelPath);
