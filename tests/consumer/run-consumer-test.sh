@@ -27,6 +27,11 @@ cmake -S "$src/tests/consumer" -B "$work/cmake-build" -G Ninja \
 cmake --build "$work/cmake-build" >"$work/build.log"
 "$work/cmake-build/gmopt-consumer" "$model" >"$work/consumer.out"
 tail -n 20 "$work/consumer.out" | cut -c1-160
+echo "-- README's walkthrough program"
+"$work/cmake-build/walkthrough" "$model" >"$work/walkthrough.out"
+cat "$work/walkthrough.out"
+grep -q "planned peak" "$work/walkthrough.out" ||
+  { echo "error: the walkthrough printed no planned peak"; exit 1; }
 
 echo "-- the installed gmopt-compile, same passes without count-ops"
 "$prefix/bin/gmopt-compile" "$model" --dim batch=4,batch_x_seq=256 \
