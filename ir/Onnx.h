@@ -84,8 +84,9 @@ struct OnnxExportOptions {
   /// attribute, which the importer reads back as the stream id: the nodes
   /// then draw the same numbers in ONNX Runtime too (each of its kernels
   /// with a seed owns a generator, advanced once per run), as they do in
-  /// gmopt. Random nodes with a stream of their own are written as they
-  /// are. The `.gm` writer, which stores stream ids itself, turns it off.
+  /// gmopt. Random nodes with a stream of their own too where the importer
+  /// would derive another (a rewrite moved them); the others as they are.
+  /// The `.gm` writer, which stores stream ids itself, turns it off.
   bool seedSharedRandomStreams = true;
 };
 

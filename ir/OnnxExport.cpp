@@ -118,10 +118,24 @@ void OnnxExporter::assignNames() {
   // made unique exports every value under its own name.
   names = computeUniqueValueNames(module.getGraph());
   nodeNames = computeUniqueNodeNames(module.getGraph());
-  if (options.seedSharedRandomStreams)
-    for (const Node &node : module.getGraph().getNodes())
-      if (std::optional<uint64_t> stream = node.getStreamId())
-        ++streamUsers[*stream];
+  if (!options.seedSharedRandomStreams)
+    return;
+  uint64_t position = 0;
+  for (const Node &node : module.getGraph().getNodes()) {
+    uint64_t here = position++;
+    std::optional<uint64_t> stream = node.getStreamId();
+    if (!stream)
+      continue;
+    ++streamUsers[*stream];
+    // Without a seed the importer derives the stream from the node's name
+    // and position (assignMissingStreamIds); a node a rewrite moved (clones
+    // inserted before it) would draw from another stream, so it keeps its
+    // own as a seed too.
+    auto name = nodeNames.find(&node);
+    if (name != nodeNames.end() &&
+        computeStreamId(name->second, here) != *stream)
+      streamUsers[*stream] += 2;
+  }
 }
 
 Error OnnxExporter::exportOpsets(onnx::ModelProto &model) const {

@@ -104,12 +104,14 @@ uint64_t recomputePrice(const SavedActivations &analysis, uint32_t position,
 /// recomputed, and otherwise source -> A(n) with the node's FLOPs divided
 /// by flopsPerByte (cut: n is recomputed, at that price in bytes); B(r) ->
 /// sink infinite for saved activations. The cut minimises kept bytes plus
-/// priced recompute. Capacities are scaled so that among equal cuts the
+/// priced recompute. A node's price is multiplied by \p multiplicity (how
+/// many groups cloned it in an earlier round; empty: once each). Capacities are scaled so that among equal cuts the
 /// one keeping later values (less to recompute) wins.
 llvm::DenseSet<const Value *>
 selectiveKeptSet(const SavedActivations &analysis,
                  llvm::function_ref<bool(uint32_t)> mayRecompute,
-                 const RecomputeTuning &tuning) {
+                 const RecomputeTuning &tuning,
+                 llvm::ArrayRef<uint32_t> multiplicity) {
   llvm::ArrayRef<const Node *> forward = analysis.getForwardNodes();
   const uint32_t numForward = forward.size();
   llvm::DenseMap<const Value *, uint32_t> valueVertex;
@@ -130,8 +132,13 @@ selectiveKeptSet(const SavedActivations &analysis,
     if (!mayRecompute(position))
       network.addEdge(source, nodeVertex, FlowNetwork::kInfinite);
     else if (uint64_t price = recomputePrice(analysis, position, tuning))
-      // Recomputing (A(n) on the sink side) costs the node's price.
-      network.addEdge(source, nodeVertex, saturatingMul(price, tieScale));
+      // Recomputing (A(n) on the sink side) costs the node's price, once
+      // per group that clones it.
+      network.addEdge(source, nodeVertex,
+                      saturatingMul(saturatingMul(price, tieScale),
+                                    multiplicity.empty()
+                                        ? 1
+                                        : std::max(1u, multiplicity[position])));
     for (const Value *operand : node->getOperands()) {
       auto it = operand ? valueVertex.find(operand) : valueVertex.end();
       if (it != valueVertex.end())
@@ -435,109 +442,143 @@ gmopt::planRecompute(const SavedActivations &analysis, RecomputeMode mode,
   // full (the backward pass starts in the last one, so recomputing it
   // whole saves nothing: it is recomputed selectively); the first
   // fullPrefix for budget's hybrids.
-  uint32_t wholeSegments = mode == RecomputeMode::Budget
-                               ? std::min(fullPrefix, lastSegment)
-                           : (mode == RecomputeMode::Sqrt ||
-                              mode == RecomputeMode::Full)
-                               ? lastSegment
-                               : 0;
+  uint32_t wholeSegments =
+      mode == RecomputeMode::Budget ? std::min(fullPrefix, lastSegment)
+      : (mode == RecomputeMode::Sqrt || mode == RecomputeMode::Full)
+          ? lastSegment
+          : 0;
   auto isWhole = [&](uint32_t position) {
     return segmentOf(position) < wholeSegments;
   };
 
-  llvm::DenseSet<const Value *> kept;
-  // Outside whole segments (always in the last one, where the backward
-  // pass starts), selective keeps what the minimum cut keeps.
-  if (mode != RecomputeMode::Explicit) {
-    llvm::DenseSet<const Value *> cut = selectiveKeptSet(
-        analysis, [&](uint32_t position) {
-          return analysis.isRecomputable(position) &&
-                 (isCheapToRecompute(*forward[position]) ||
-                  (tuning.attentionCore &&
-                   isAttentionCoreProduct(*forward[position], analysis)));
-        },
-        tuning);
-    for (const Value *value : cut)
-      if (!isWhole(*analysis.getForwardPosition(value->getDefiningNode())))
-        kept.insert(value);
-  }
-  // Whole segments keep the values crossing their boundaries: a value
-  // defined at p and last read by the forward pass at q crosses every
-  // boundary in [p, q).
-  if (wholeSegments > 0) {
-    auto firstWhole = points.begin();
-    auto endWhole = points.begin() + std::min<size_t>(wholeSegments, points.size());
-    for (uint32_t p = 0, e = forward.size(); p != e; ++p)
-      for (const Value *result : forward[p]->getResults()) {
-        if (!result || !analysis.isForwardValue(result) ||
-            analysis.isParameterDerived(result))
-          continue;
-        uint32_t last = analysis.getLastForwardUse(result);
-        auto it = std::lower_bound(firstWhole, endWhole, p);
-        if (it != endWhole && *it < last)
-          kept.insert(result);
-      }
-  }
-  if (mode == RecomputeMode::Explicit) {
-    // Everything saved stays but the named values.
-    llvm::StringSet<> drop;
-    for (const std::string &name : tuning.drop)
-      drop.insert(name);
-    kept.clear();
-    llvm::StringSet<> found;
-    for (const SavedActivation &activation : analysis.getSaved()) {
-      if (drop.contains(activation.value->getName()))
-        found.insert(activation.value->getName());
-      else
-        kept.insert(activation.value);
+  auto attemptPlan = [&](llvm::ArrayRef<uint32_t> multiplicity)
+      -> llvm::Expected<RecomputePlan> {
+    RecomputePlan attempt = plan;
+    llvm::DenseSet<const Value *> kept;
+    // Outside whole segments (always in the last one, where the backward
+    // pass starts), selective keeps what the minimum cut keeps.
+    if (mode != RecomputeMode::Explicit) {
+      llvm::DenseSet<const Value *> cut = selectiveKeptSet(
+          analysis,
+          [&](uint32_t position) {
+            return analysis.isRecomputable(position) &&
+                   (isCheapToRecompute(*forward[position]) ||
+                    (tuning.attentionCore &&
+                     isAttentionCoreProduct(*forward[position], analysis)));
+          },
+          tuning, multiplicity);
+      for (const Value *value : cut)
+        if (!isWhole(*analysis.getForwardPosition(value->getDefiningNode())))
+          kept.insert(value);
     }
-    for (const std::string &name : tuning.drop)
-      if (!found.contains(name))
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            "recompute: '%s' (in drop) is not a saved activation",
-            name.c_str());
+    // Whole segments keep the values crossing their boundaries: a value
+    // defined at p and last read by the forward pass at q crosses every
+    // boundary in [p, q).
+    if (wholeSegments > 0) {
+      auto firstWhole = points.begin();
+      auto endWhole =
+          points.begin() + std::min<size_t>(wholeSegments, points.size());
+      for (uint32_t p = 0, e = forward.size(); p != e; ++p)
+        for (const Value *result : forward[p]->getResults()) {
+          if (!result || !analysis.isForwardValue(result) ||
+              analysis.isParameterDerived(result))
+            continue;
+          uint32_t last = analysis.getLastForwardUse(result);
+          auto it = std::lower_bound(firstWhole, endWhole, p);
+          if (it != endWhole && *it < last)
+            kept.insert(result);
+        }
+    }
+    if (mode == RecomputeMode::Explicit) {
+      // Everything saved stays but the named values.
+      llvm::StringSet<> drop;
+      for (const std::string &name : tuning.drop)
+        drop.insert(name);
+      kept.clear();
+      llvm::StringSet<> found;
+      for (const SavedActivation &activation : analysis.getSaved()) {
+        if (drop.contains(activation.value->getName()))
+          found.insert(activation.value->getName());
+        else
+          kept.insert(activation.value);
+      }
+      for (const std::string &name : tuning.drop)
+        if (!found.contains(name))
+          return llvm::createStringError(
+              llvm::inconvertibleErrorCode(),
+              "recompute: '%s' (in drop) is not a saved activation",
+              name.c_str());
+    }
+
+    // The adjustment overrides the strategy, value by value.
+    llvm::DenseSet<const Value *> forcedDrop(adjust.drop.begin(),
+                                             adjust.drop.end());
+    for (const Value *value : adjust.drop)
+      kept.erase(value);
+    for (const Value *value : adjust.keep)
+      if (analysis.isForwardValue(value))
+        kept.insert(value);
+
+    if (llvm::Error err = buildGroups(
+            analysis, kept,
+            [&](const SavedActivation &activation,
+                uint32_t producerFirstUse) -> uint64_t {
+              // Whole segments group by segment; the rest by the first
+              // reader of the node's dropped results (offset past every
+              // segment number).
+              if (isWhole(activation.producer))
+                return segmentOf(activation.producer);
+              return uint64_t(lastSegment) + 1 + producerFirstUse;
+            },
+            [&](const SavedActivation &activation,
+                const RecomputeRegion &region) {
+              // A whole segment is recomputed regardless. Elsewhere a value
+              // whose region is priced above its own bytes is kept: the cut
+              // prices each node once, but every group that needs a long
+              // chain (the residual stream through all earlier layers)
+              // clones it again.
+              if (isWhole(activation.producer) ||
+                  mode == RecomputeMode::Explicit ||
+                  forcedDrop.contains(activation.value))
+                return true;
+              uint64_t price = 0;
+              for (uint32_t position : region.nodes)
+                price += recomputePrice(analysis, position, tuning);
+              return price <= activation.bytes;
+            },
+            attempt))
+      return err;
+    return attempt;
+  };
+
+  // The cut prices each node once, but a node several groups need (the
+  // residual stream's adds and dropouts, read by every later layer's
+  // backward) is cloned once per group. So the cut runs again with each
+  // node priced by how many groups cloned it, until no node is cloned more
+  // often than priced (a few rounds).
+  std::vector<uint32_t> multiplicity;
+  constexpr unsigned kRepriceRounds = 3;
+  for (unsigned round = 0;; ++round) {
+    llvm::Expected<RecomputePlan> attempt = attemptPlan(multiplicity);
+    if (!attempt)
+      return attempt.takeError();
+    if (mode == RecomputeMode::Explicit || round == kRepriceRounds)
+      return attempt;
+    std::vector<uint32_t> clones(forward.size(), 0);
+    for (const RecomputePlan::Group &group : attempt->groups)
+      for (uint32_t position : group.nodes)
+        ++clones[position];
+    bool repriced = false;
+    if (multiplicity.empty())
+      multiplicity.assign(forward.size(), 1);
+    for (uint32_t position = 0; position != clones.size(); ++position)
+      if (clones[position] > multiplicity[position]) {
+        multiplicity[position] = clones[position];
+        repriced = true;
+      }
+    if (!repriced)
+      return attempt;
   }
-
-  // The adjustment overrides the strategy, value by value.
-  llvm::DenseSet<const Value *> forcedDrop(adjust.drop.begin(),
-                                           adjust.drop.end());
-  for (const Value *value : adjust.drop)
-    kept.erase(value);
-  for (const Value *value : adjust.keep)
-    if (analysis.isForwardValue(value))
-      kept.insert(value);
-
-  if (llvm::Error err = buildGroups(
-          analysis, kept,
-          [&](const SavedActivation &activation,
-              uint32_t producerFirstUse) -> uint64_t {
-            // Whole segments group by segment; the rest by the first
-            // reader of the node's dropped results (offset past every
-            // segment number).
-            if (isWhole(activation.producer))
-              return segmentOf(activation.producer);
-            return uint64_t(lastSegment) + 1 + producerFirstUse;
-          },
-          [&](const SavedActivation &activation,
-              const RecomputeRegion &region) {
-            // A whole segment is recomputed regardless. Elsewhere a value
-            // whose region is priced above its own bytes is kept: the cut
-            // prices each node once, but every group that needs a long
-            // chain (the residual stream through all earlier layers)
-            // clones it again.
-            if (isWhole(activation.producer) ||
-                mode == RecomputeMode::Explicit ||
-                forcedDrop.contains(activation.value))
-              return true;
-            uint64_t price = 0;
-            for (uint32_t position : region.nodes)
-              price += recomputePrice(analysis, position, tuning);
-            return price <= activation.bytes;
-          },
-          plan))
-    return err;
-  return plan;
 }
 
 void RecomputePlan::print(llvm::raw_ostream &os,
