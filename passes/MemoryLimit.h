@@ -29,7 +29,8 @@ struct MemoryLimit {
 llvm::Expected<MemoryLimit> parseMemoryLimit(llvm::StringRef text,
                                              llvm::StringRef what);
 
-/// "N bytes (X.XXX GiB)".
+/// \p bytes for messages: the exact count and GiB to three decimals,
+/// e.g. "1610612736 bytes (1.500 GiB)".
 std::string formatBytes(uint64_t bytes);
 
 } // namespace gmopt

@@ -11,32 +11,21 @@
 
 using namespace gmopt;
 
+// Fields: name; matrix fp32, fp16, bf16 and vector FLOP/s; bytes/s; seconds
+// per kernel.
+
 StepThroughput StepThroughput::cpu() {
-  StepThroughput t;
-  t.name = "cpu";
   // Two cores: OpenBLAS sgemm sustains about 90 GFLOP/s on the shapes of
   // the testdata graphs; elementwise kernels are bandwidth-bound. Checked
   // against measured steps by bench/cost_model.py (within 0.6-2.4x).
-  t.matrixFp32 = 90e9;
-  t.matrixFp16 = t.matrixBf16 = 30e9;
-  t.vector = 8e9;
-  t.bandwidth = 20e9;
-  t.nodeOverhead = 2e-6;
-  return t;
+  return {"cpu", 90e9, 30e9, 30e9, 8e9, 20e9, 2e-6};
 }
 
 StepThroughput StepThroughput::cuda() {
-  StepThroughput t;
-  t.name = "cuda";
   // H200: dense tensor-core throughput as sustained by large GEMMs (about
   // 70% of the data sheet's 989 TFLOP/s fp16/bf16, 67 TFLOP/s fp32 without
   // TF32), HBM3e at about 4 TB/s sustained, a few microseconds per launch.
-  t.matrixFp32 = 50e12;
-  t.matrixFp16 = t.matrixBf16 = 650e12;
-  t.vector = 30e12;
-  t.bandwidth = 4.0e12;
-  t.nodeOverhead = 5e-6;
-  return t;
+  return {"cuda", 50e12, 650e12, 650e12, 30e12, 4.0e12, 5e-6};
 }
 
 llvm::Expected<StepThroughput> StepThroughput::lookup(llvm::StringRef name) {

@@ -91,7 +91,8 @@ std::string leverPipeline(llvm::StringRef pipeline,
   return result;
 }
 
-/// Compiles and prices one lever setting.
+/// Compiles and prices one lever setting; \p module, when it is given,
+/// is that setting already compiled, and is the compiled module after.
 llvm::Expected<std::optional<FitCandidate>>
 evaluate(const FitRequest &request, const FitResult &base,
          std::optional<DType> amp, unsigned accumulate, bool recompute,
@@ -110,16 +111,18 @@ evaluate(const FitRequest &request, const FitResult &base,
   candidate.budgetLimit = recompute ? limit : 0;
   candidate.dims = dims;
   candidate.pipeline = leverPipeline(request.basePipeline, levers);
-  llvm::Expected<CompiledCandidate> compiled =
-      compile(dims, candidate.pipeline);
-  if (!compiled)
-    return compiled.takeError();
-  if (!compiled->module) {
-    candidate.planned = false;
-    candidate.peak = compiled->smallestPeak;
-    return candidate;
+  if (!module) {
+    llvm::Expected<CompiledCandidate> compiled =
+        compile(dims, candidate.pipeline);
+    if (!compiled)
+      return compiled.takeError();
+    if (!compiled->module) {
+      candidate.planned = false;
+      candidate.peak = compiled->smallestPeak;
+      return candidate;
+    }
+    module = std::move(compiled->module);
   }
-  module = std::move(compiled->module);
   if (module->plan.empty())
     return fitError("the pipeline '" + candidate.pipeline +
                     "' plans no buffers: --memory-limit needs plan-buffers "
@@ -176,6 +179,8 @@ llvm::Error search(const FitRequest &request, FitResult &result,
         bool recompute = rung > 0;
         uint64_t budget = uint64_t(std::floor(rung * double(result.limit)));
         std::unique_ptr<Module> module;
+        if (!amp && k == 1 && !recompute)
+          module = std::move(result.baseModule);
         auto candidate = evaluate(request, result, amp, k, recompute, dims,
                                   budget, compile, module);
         if (!candidate)
@@ -220,10 +225,8 @@ llvm::Error measureBase(const FitRequest &request, const DimMap &dims,
   StepCost cost = estimateStepCost(*base->module, request.throughput);
   result.baseFlops = cost.totalFlops();
   result.baseSeconds = cost.totalSeconds();
-  result.limit = request.limitBytes
-                     ? *request.limitBytes
-                     : uint64_t(std::floor(request.limitFraction *
-                                           double(result.basePeak)));
+  result.limit = request.limit.resolve(result.basePeak);
+  result.baseModule = std::move(base->module);
   return llvm::Error::success();
 }
 
@@ -267,17 +270,6 @@ std::string gmopt::ampLabel(std::optional<DType> amp) {
   return *amp == DType::BF16 ? "bf16" : "fp16";
 }
 
-llvm::Error gmopt::parseMemoryLimit(llvm::StringRef text,
-                                    FitRequest &request) {
-  llvm::Expected<MemoryLimit> limit =
-      gmopt::parseMemoryLimit(text, "--memory-limit");
-  if (!limit)
-    return limit.takeError();
-  request.limitBytes = limit->bytes;
-  request.limitFraction = limit->fraction;
-  return llvm::Error::success();
-}
-
 llvm::Expected<FitRequest>
 gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
                       bool accumulate, llvm::StringRef batchDim,
@@ -302,9 +294,13 @@ gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
     }
   }
   if (limit.trim() == "device") {
-    request.limitBytes = *deviceBytes;
-  } else if (llvm::Error err = parseMemoryLimit(limit, request)) {
-    return err;
+    request.limit.bytes = *deviceBytes;
+  } else {
+    llvm::Expected<MemoryLimit> parsed =
+        parseMemoryLimit(limit, "--memory-limit");
+    if (!parsed)
+      return parsed.takeError();
+    request.limit = *parsed;
   }
   if (!amp.empty()) {
     if (amp == "fp16")
@@ -446,12 +442,16 @@ llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
   FitResult reference;
   if (llvm::Error err = measureBase(request, request.dims, reference, compile))
     return err;
-  probe.limitBytes = reference.limit;
+  probe.limit.bytes = reference.limit;
   std::map<int64_t, FitResult> fits;
+  const int64_t given = request.dims.at(dim.str());
   auto tryValue = [&](int64_t value) -> llvm::Expected<bool> {
     probe.dims = withBatch(request.dims, *scaled, value);
     FitResult result;
-    if (llvm::Error err = measureBase(probe, probe.dims, result, compile))
+    // The given size's unrewritten step is the reference, compiled once.
+    if (value == given && reference.baseModule)
+      result = std::move(reference);
+    else if (llvm::Error err = measureBase(probe, probe.dims, result, compile))
       return err;
     if (llvm::Error err = search(probe, result, compile))
       return err;
@@ -463,7 +463,7 @@ llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
     return ok;
   };
   int64_t low = 0, high = 0; // low fits, high does not (0: unknown)
-  int64_t value = request.dims.at(dim.str());
+  int64_t value = given;
   while (true) {
     llvm::Expected<bool> ok = tryValue(value);
     if (!ok)

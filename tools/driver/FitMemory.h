@@ -30,6 +30,7 @@
 #define GMOPT_TOOLS_DRIVER_FITMEMORY_H
 
 #include "ir/Types.h"
+#include "passes/MemoryLimit.h"
 #include "passes/StepCost.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -68,10 +69,9 @@ using CandidateCompiler = llvm::function_ref<llvm::Expected<CompiledCandidate>(
 
 /// What the user asked for.
 struct FitRequest {
-  /// The planned-peak limit (bytes), or a fraction of the unrewritten
+  /// The planned-peak limit: bytes, or a fraction of the unrewritten
   /// step's planned peak.
-  std::optional<uint64_t> limitBytes;
-  double limitFraction = 1;
+  MemoryLimit limit;
   /// --allow-amp: the 16-bit type amp may use (F16, BF16); none: fp32 only.
   std::optional<DType> allowAmp;
   /// Whether accumulation may split the batch.
@@ -122,6 +122,9 @@ struct FitResult {
   std::optional<size_t> chosen;
   /// The chosen candidate's module (planned).
   std::unique_ptr<Module> chosenModule;
+  /// The unrewritten step's module until the search takes it as its first
+  /// candidate (fp32, one micro-step, no recompute: the same compile).
+  std::unique_ptr<Module> baseModule;
 
   /// The smallest peak any candidate reached, and which.
   size_t smallestCandidate() const;
@@ -130,12 +133,8 @@ struct FitResult {
 /// The label of \p amp: fp32, fp16 or bf16.
 std::string ampLabel(std::optional<DType> amp);
 
-/// Parses a size: bytes, with a unit (KB, MB, GB, KiB, MiB, GiB...), or a
-/// percentage of the unrewritten planned peak.
-llvm::Error parseMemoryLimit(llvm::StringRef text, FitRequest &request);
-
-/// The request gmopt-compile's flags describe: \p limit as parseMemoryLimit
-/// takes it or `device` (the CUDA device's memory), \p amp empty or
+/// The request gmopt-compile's flags describe: \p limit as
+/// passes/MemoryLimit.h's parseMemoryLimit takes it or `device` (the CUDA device's memory), \p amp empty or
 /// fp16/bf16, \p costModel empty (cuda where a device is present, else
 /// cpu), cpu or cuda.
 llvm::Expected<FitRequest>
