@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
 
 #include <cmath>
@@ -343,24 +344,9 @@ template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
                 for (int64_t r = lo; r < hi; ++r) {
                   const float *row = px + r * cols;
                   float *out = py + r * cols;
-                  double mean = 0;
-                  if (!Rms)
-                    mean = cols ? sumF32(row, cols) / cols : 0;
-                  double squares = sumSquaredDeviationF32(row, cols, mean);
-                  double inv =
-                      1.0 / std::sqrt((cols ? squares / cols : 0) + epsilon);
-                  float m = static_cast<float>(mean),
-                        s = static_cast<float>(inv);
-                  int64_t j = 0;
-                  const F32x4 mV = splatF32x4(m), sV = splatF32x4(s);
-                  for (; j + kF32Lanes <= cols; j += kF32Lanes) {
-                    F32x4 v = (loadF32x4(row + j) - mV) * sV * loadF32x4(ps + j);
-                    storeF32x4(out + j, pb ? v + loadF32x4(pb + j) : v);
-                  }
-                  for (; j < cols; ++j) {
-                    float v = (row[j] - m) * s * ps[j];
-                    out[j] = pb ? v + pb[j] : v;
-                  }
+                  float m, s;
+                  layerNormRowF32(row, ps, pb, out, cols, epsilon, Rms, m,
+                                  s);
                   if (pMean)
                     pMean[r] = m;
                   if (pInv)

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
 
 #include <cmath>
@@ -61,14 +62,7 @@ bool usesCoercedSoftmax(const Node &node) {
 /// (TraitRowwise): every element is read before it is written.
 template <typename T, bool Log> void softmaxRow(const T *x, T *y, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    float maxValue = maxF32(x, n);
-    if constexpr (Log) {
-      float shift = maxValue + std::log(expShiftedF32(x, nullptr, n, maxValue));
-      scaleShiftF32(x, y, n, 1.0f, -shift);
-    } else {
-      float sum = expShiftedF32(x, y, n, maxValue);
-      scaleShiftF32(y, y, n, 1.0f / sum, 0.0f);
-    }
+    softmaxRowF32(x, y, n, Log);
   } else {
     T maxValue = x[0];
     for (int64_t i = 1; i < n; ++i)

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
 
 #include <cmath>
@@ -334,22 +335,8 @@ llvm::Error onnxGeluKernel(KernelCall &call) {
 }
 
 /// com.microsoft FastGelu(X, bias?) and BiasGelu(X, bias): the bias is
-/// broadcast along the last dimension and added before the activation.
-/// y[j] = gelu(x[j] + b[j]) (exact GELU) over the whole groups of four
-/// columns of a row, with Simd.h's erf (within 4e-7 of erf); returns the
-/// number of columns done.
-int64_t biasGeluRowF32(const float *x, const float *b, float *y,
-                       int64_t width) {
-  const F32x4 half = splatF32x4(0.5f), one = splatF32x4(1.0f);
-  const F32x4 sqrtHalf = splatF32x4(static_cast<float>(kSqrtHalf));
-  int64_t j = 0;
-  for (; j + kF32Lanes <= width; j += kF32Lanes) {
-    F32x4 v = loadF32x4(x + j) + loadF32x4(b + j);
-    storeF32x4(y + j, half * v * (one + erfF32x4(v * sqrtHalf)));
-  }
-  return j;
-}
-
+/// broadcast along the last dimension and added before the activation
+/// (fp32 rows of exact GELU: RowKernels.h).
 template <bool TanhApproximation> llvm::Error biasGeluKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
