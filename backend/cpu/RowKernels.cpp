@@ -78,10 +78,31 @@ GMOPT_SIMD_INLINE void scaleShiftRow(const float *x, float *y, int64_t n,
   scaleShiftF32(x + i, y + i, n - i, scale, shift);
 }
 
+/// The largest of x[0, n), n >= 1, when no element is NaN (maxF32's result
+/// then; with a NaN in the row softmax's sum, and so every output, is NaN
+/// whatever the shift). Rows shorter than L take maxF32 itself.
+template <int L> GMOPT_SIMD_INLINE float maxRow(const float *x, int64_t n) {
+  using namespace wide;
+  if (n < L)
+    return maxF32(x, n);
+  F32v<L> acc = load<L>(x);
+  int64_t i = L;
+  for (; i + L <= n; i += L) {
+    F32v<L> v = load<L>(x + i);
+    acc = select<L>(v > acc, v, acc);
+  }
+  float best = acc[0];
+  for (int j = 1; j < L; ++j)
+    best = acc[j] > best ? acc[j] : best;
+  for (; i < n; ++i)
+    best = x[i] > best ? x[i] : best;
+  return best;
+}
+
 template <int L>
 GMOPT_SIMD_INLINE void softmaxRowT(const float *x, float *y, int64_t n,
                                    bool log) {
-  float maxValue = maxF32(x, n);
+  float maxValue = maxRow<L>(x, n);
   if (log) {
     float shift = maxValue + std::log(expShiftedSum<L>(x, nullptr, n, maxValue));
     scaleShiftRow<L>(x, y, n, 1.0f, -shift);
