@@ -39,8 +39,8 @@ def compile_fit(tool, model, shape, flags, tmp):
     return doc, None, seconds
 
 
-def sweep(args, tmp, amp, accumulate=True):
-    flags = ["--cost-model", args.cost_model] + (["--allow-amp", amp] if amp else [])
+def sweep(args, tmp, amp, accumulate=True, objective="time"):
+    flags = ["--cost-model", args.cost_model, f"--fit-objective={objective}"] + (["--allow-amp", amp] if amp else [])
     if not accumulate:
         flags.append("--allow-accumulate=false")
     rows, problems = [], []
@@ -137,6 +137,8 @@ def main():
         ok &= print_sweep("fp32, recompute only (--allow-accumulate=false)", rows, problems)
         rows, problems = sweep(args, tmp, None)
         ok &= print_sweep("fp32, recompute and accumulation (no --allow-amp)", rows, problems)
+        rows, problems = sweep(args, tmp, None, objective="flops")
+        ok &= print_sweep("fp32, recompute and accumulation, --fit-objective=flops", rows, problems)
         if args.amp:
             rows, problems = sweep(args, tmp, args.amp)
             ok &= print_sweep(f"--allow-amp={args.amp}", rows, problems)

@@ -154,6 +154,14 @@ static int runGmoptCompile(int argc, char **argv) {
                "with: cpu or cuda (default: cuda where a CUDA device is "
                "present, else cpu)"),
       cl::value_desc("backend"), cl::cat(category));
+  cl::opt<std::string> fitObjective(
+      "fit-objective",
+      cl::desc("With --memory-limit: what the choice minimises among the "
+               "candidates that fit: time (predicted step time, the "
+               "default) or flops (extra FLOPs: never fewer as the limit "
+               "falls, even where a slower accumulation is chosen over a "
+               "faster recompute)"),
+      cl::init("time"), cl::value_desc("time|flops"), cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run (default: " + kDefaultPipeline.str() + ")");
   OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
@@ -227,18 +235,20 @@ static int runGmoptCompile(int argc, char **argv) {
   if (!memoryLimit.empty()) {
     auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
                                   batchDim, costModel, *dimBindings,
-                                  pipelineText);
+                                  pipelineText, fitObjective);
     if (!request)
       return reportToolError(kTool, request.takeError());
     fit = std::move(*request);
   } else if (!allowAmp.empty() || !maxBatch.empty() ||
              allowAccumulate.getNumOccurrences() ||
-             batchDim.getNumOccurrences() || costModel.getNumOccurrences()) {
+             batchDim.getNumOccurrences() || costModel.getNumOccurrences() ||
+             fitObjective.getNumOccurrences()) {
     return reportToolError(
         kTool, llvm::createStringError(
                    llvm::inconvertibleErrorCode(),
                    "--allow-amp, --allow-accumulate, --batch-dim, "
-                   "--max-batch and --cost-model need --memory-limit"));
+                   "--max-batch, --cost-model and --fit-objective need "
+                   "--memory-limit"));
   }
 
   // Every output is checked (against the input and each other) and

@@ -137,7 +137,10 @@ evaluate(const FitRequest &request, const FitResult &base,
 }
 
 /// Whether \p a is a better choice than \p b.
-bool better(const FitCandidate &a, const FitCandidate &b) {
+bool better(const FitCandidate &a, const FitCandidate &b,
+            FitObjective objective) {
+  if (objective == FitObjective::Flops && a.extraFlops != b.extraFlops)
+    return a.extraFlops < b.extraFlops;
   if (a.seconds != b.seconds)
     return a.seconds < b.seconds;
   if (a.extraFlops != b.extraFlops)
@@ -190,7 +193,8 @@ llvm::Error search(const FitRequest &request, FitResult &result,
         result.candidates.push_back(std::move(**candidate));
         const FitCandidate &added = result.candidates.back();
         if (added.fits &&
-            (!result.chosen || better(added, result.candidates[*result.chosen]))) {
+            (!result.chosen || better(added, result.candidates[*result.chosen],
+                                  request.objective))) {
           result.chosen = result.candidates.size() - 1;
           result.chosenModule = std::move(module);
         }
@@ -264,6 +268,10 @@ size_t FitResult::smallestCandidate() const {
   return best;
 }
 
+llvm::StringRef gmopt::fitObjectiveName(FitObjective objective) {
+  return objective == FitObjective::Flops ? "flops" : "time";
+}
+
 std::string gmopt::ampLabel(std::optional<DType> amp) {
   if (!amp)
     return "fp32";
@@ -274,8 +282,16 @@ llvm::Expected<FitRequest>
 gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
                       bool accumulate, llvm::StringRef batchDim,
                       llvm::StringRef costModel, const DimMap &dims,
-                      llvm::StringRef basePipeline) {
+                      llvm::StringRef basePipeline,
+                      llvm::StringRef objective) {
   FitRequest request;
+  if (objective == "time")
+    request.objective = FitObjective::Time;
+  else if (objective == "flops")
+    request.objective = FitObjective::Flops;
+  else
+    return fitError("--fit-objective: '" + objective +
+                    "' is not time or flops");
   request.dims = dims;
   request.basePipeline = basePipeline.str();
   request.allowAccumulate = accumulate;
@@ -341,6 +357,7 @@ unsigned gmopt::recordedAccumulation(const Module &module) {
 llvm::Expected<FitResult> gmopt::fitMemoryLimit(const FitRequest &request,
                                                 CandidateCompiler compile) {
   FitResult result;
+  result.objective = request.objective;
   if (llvm::Error err = measureBase(request, request.dims, result, compile))
     return err;
   if (llvm::Error err = search(request, result, compile))
@@ -374,8 +391,10 @@ void gmopt::printFitTable(const FitResult &result, llvm::raw_ostream &os) {
     os << "chosen: " << ampLabel(c.amp) << ", accumulate " << c.accumulate
        << " (micro-batch " << dimsText(c.dims) << "), recompute "
        << recomputeLabel(c, result.limit) << ": planned peak "
-       << gib(c.peak) << " of " << gib(result.limit) << "; pipeline "
-       << c.pipeline << "\n";
+       << gib(c.peak) << " of " << gib(result.limit) << " (least "
+       << (result.objective == FitObjective::Flops ? "extra FLOPs"
+                                                    : "predicted time")
+       << "); pipeline " << c.pipeline << "\n";
   }
 }
 
@@ -421,6 +440,7 @@ llvm::json::Object gmopt::fitResultJson(const FitResult &result) {
                           {"unrewritten_peak_bytes", int64_t(result.basePeak)},
                           {"unrewritten_flops", int64_t(result.baseFlops)},
                           {"unrewritten_predicted_seconds", result.baseSeconds},
+                          {"objective", fitObjectiveName(result.objective)},
                           {"candidates", std::move(candidates)}};
   if (result.chosen)
     json["chosen"] = int64_t(*result.chosen);

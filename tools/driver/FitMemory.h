@@ -67,6 +67,17 @@ struct CompiledCandidate {
 using CandidateCompiler = llvm::function_ref<llvm::Expected<CompiledCandidate>(
     const DimMap &dims, llvm::StringRef pipeline)>;
 
+/// What the search minimises among the candidates that fit.
+enum class FitObjective {
+  /// Predicted step time (then extra FLOPs): the fastest step that fits.
+  Time,
+  /// Predicted extra FLOPs (then time): the least added work, so the
+  /// choice's extra FLOPs never fall as the limit falls (the feasible set
+  /// only shrinks), while a slower accumulation may be preferred to a
+  /// faster recompute.
+  Flops,
+};
+
 /// What the user asked for.
 struct FitRequest {
   /// The planned-peak limit: bytes, or a fraction of the unrewritten
@@ -85,6 +96,7 @@ struct FitRequest {
   /// first `schedule`.
   std::string basePipeline;
   StepThroughput throughput = StepThroughput::cpu();
+  FitObjective objective = FitObjective::Time;
 };
 
 /// One lever setting and what it gave.
@@ -113,6 +125,8 @@ struct FitCandidate {
 
 struct FitResult {
   uint64_t limit = 0;
+  /// What the choice minimised.
+  FitObjective objective = FitObjective::Time;
   /// The unrewritten step at the full batch.
   uint64_t basePeak = 0;
   uint64_t baseFlops = 0;
@@ -136,11 +150,15 @@ std::string ampLabel(std::optional<DType> amp);
 /// The request gmopt-compile's flags describe: \p limit as
 /// passes/MemoryLimit.h's parseMemoryLimit takes it or `device` (the CUDA device's memory), \p amp empty or
 /// fp16/bf16, \p costModel empty (cuda where a device is present, else
-/// cpu), cpu or cuda.
+/// cpu), cpu or cuda, \p objective time or flops.
 llvm::Expected<FitRequest>
 makeFitRequest(llvm::StringRef limit, llvm::StringRef amp, bool accumulate,
                llvm::StringRef batchDim, llvm::StringRef costModel,
-               const DimMap &dims, llvm::StringRef basePipeline);
+               const DimMap &dims, llvm::StringRef basePipeline,
+               llvm::StringRef objective = "time");
+
+/// "time" or "flops".
+llvm::StringRef fitObjectiveName(FitObjective objective);
 
 /// The metadata key and value a chosen accumulation is recorded under in
 /// the module (so the .gm replays it: gmopt-run's default --accumulate).

@@ -2,8 +2,12 @@
 
   check_fit.py compile REPORT      every candidate marked fitting has a planned
                                    peak within the limit; the choice fits, has
-                                   the least predicted time among those that
-                                   fit, and is what was compiled
+                                   the least predicted time (objective time)
+                                   or extra FLOPs (objective flops) among
+                                   those that fit, and is what was compiled
+  check_fit.py sweep KEY REPORT... the reports' limits fall and their choices'
+                                   KEY (extra_flops, predicted_seconds) never
+                                   falls
   check_fit.py amp REPORT fp32|any without --allow-amp only fp32 candidates
   check_fit.py run COMPILE RUN      the run's measured peak is within the
                                    compile report's limit
@@ -39,9 +43,10 @@ def check_compile(fit, report=None):
     best = candidates[chosen]
     if not best["fits"]:
         fail("the choice does not fit")
+    key = "extra_flops" if fit["objective"] == "flops" else "predicted_seconds"
     for c in candidates:
-        if c["fits"] and c["predicted_seconds"] < best["predicted_seconds"]:
-            fail("candidate %s is predicted faster than the choice" % c)
+        if c["fits"] and c[key] < best[key]:
+            fail("candidate %s has less %s than the choice" % (c, key))
     if report is not None:
         if report["planned_bytes"] > limit:
             fail("compiled plan peaks at %d > %d" % (report["planned_bytes"], limit))
@@ -75,6 +80,17 @@ def main(argv):
         if a != b:
             fail("losses differ: %s vs %s" % (a, b))
         print("check_fit: ok: %d equal losses" % len(a))
+    elif mode == "sweep":
+        key = argv[2]
+        fits = [load(path)["memory_fit"] for path in argv[3:]]
+        for before, after in zip(fits, fits[1:]):
+            if after["limit_bytes"] >= before["limit_bytes"]:
+                fail("limits do not fall: %d then %d" % (before["limit_bytes"], after["limit_bytes"]))
+            a, b = before["candidates"][before["chosen"]], after["candidates"][after["chosen"]]
+            check_compile(after)
+            if b[key] < a[key]:
+                fail("%s falls from %s to %s as the limit falls to %d" % (key, a[key], b[key], after["limit_bytes"]))
+        print("check_fit: ok: %s never falls over %d limits" % (key, len(fits)))
     elif mode == "maxbatch":
         answer = load(argv[2])["max_batch"]
         value = answer["value"]
