@@ -10,6 +10,7 @@
 #include "passes/Amp.h"
 #include "passes/Canonicalize.h"
 #include "passes/Cse.h"
+#include "passes/FoldScale.h"
 #include "passes/FoldTranspose.h"
 #include "passes/PackDropoutMasks.h"
 #include "passes/PipelineParser.h"
