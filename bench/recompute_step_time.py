@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE = "canonicalize,fold-transpose,{recompute}schedule,plan-buffers"
+BASE = "canonicalize,fold-transpose,fold-scale,{recompute}schedule,plan-buffers"
 MODES = {
     "none": "",
     "selective": "recompute{mode=selective},",

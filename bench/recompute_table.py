@@ -27,10 +27,10 @@ from bench_support import ROOT, compile_report, size
 
 def pipeline_for(mode):
     if mode == "none":
-        return "canonicalize,fold-transpose,schedule,plan-buffers"
+        return "canonicalize,fold-transpose,fold-scale,schedule,plan-buffers"
     name, _, options = mode.partition(":")
     inner = f"mode={name}" + (f",{options}" if options else "")
-    return "canonicalize,fold-transpose,recompute{" + inner + "},schedule,plan-buffers"
+    return "canonicalize,fold-transpose,fold-scale,recompute{" + inner + "},schedule,plan-buffers"
 
 
 def compile_one(tool, model, shape, mode, tmp):

@@ -21,7 +21,7 @@ namespace gmopt {
 
 /// The default compilation pipeline, as pipeline text.
 constexpr llvm::StringLiteral kDefaultPipeline =
-    "canonicalize,fold-transpose,schedule,plan-buffers";
+    "canonicalize,fold-transpose,fold-scale,schedule,plan-buffers";
 
 } // namespace gmopt
 
