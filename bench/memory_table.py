@@ -70,7 +70,9 @@ def main():
             run_json = os.path.join(tmp, name + ".run.json")
             cmd = [compile_tool, os.path.join(model_dir, "training_model.onnx"),
                    "--dim", f"batch={batch}", "--dim", f"batch_x_seq={batch * seq}",
-                   "-o", gm, "--report-json", plan_json]
+                   "--optimizer", "sgd", "-o", gm, "--report-json", plan_json]
+            # The whole step (SGD in the graph, as gmopt-run adds it to a
+            # .gm without one), so the plan is the one the run executes.
             if args.passes is not None:
                 cmd.append("--passes=" + args.passes)
             run(cmd)
