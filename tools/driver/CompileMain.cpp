@@ -122,8 +122,9 @@ static int runGmoptCompile(int argc, char **argv) {
                "2GB), a percentage of the unrewritten step's planned peak "
                "(50%), or 'device' (the CUDA device's memory). Weighs the "
                "recompute budget, gradient accumulation and, with "
-               "--allow-amp, mixed precision; prints the candidates and "
-               "compiles the cheapest that fits"),
+               "--allow-amp, mixed precision (a recompute pass in the "
+               "pipeline gives way to the search's); prints the candidates "
+               "and compiles the cheapest that fits"),
       cl::value_desc("size"), cl::cat(category));
   cl::opt<std::string> allowAmp(
       "allow-amp",

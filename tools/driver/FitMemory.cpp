@@ -54,20 +54,17 @@ DimMap withBatch(const DimMap &dims,
   return result;
 }
 
-/// \p pipeline with \p levers inserted before its first `schedule` (or at
-/// the end when it has none).
-std::string leverPipeline(llvm::StringRef pipeline,
-                          llvm::ArrayRef<std::string> levers) {
-  if (levers.empty())
-    return pipeline.str();
-  std::string inserted = llvm::join(levers, ",");
+/// The top-level passes of \p pipeline (options sit in braces; a comma
+/// outside them separates passes).
+llvm::SmallVector<llvm::StringRef> pipelineParts(llvm::StringRef pipeline) {
   llvm::SmallVector<llvm::StringRef> parts;
-  // Pass options sit in braces; a top-level comma separates passes.
   unsigned depth = 0;
   size_t begin = 0;
   for (size_t i = 0; i <= pipeline.size(); ++i) {
     if (i == pipeline.size() || (pipeline[i] == ',' && depth == 0)) {
-      parts.push_back(pipeline.slice(begin, i).trim());
+      llvm::StringRef part = pipeline.slice(begin, i).trim();
+      if (!part.empty())
+        parts.push_back(part);
       begin = i + 1;
     } else if (pipeline[i] == '{') {
       ++depth;
@@ -75,12 +72,25 @@ std::string leverPipeline(llvm::StringRef pipeline,
       --depth;
     }
   }
+  return parts;
+}
+
+bool isPass(llvm::StringRef part, llvm::StringRef name) {
+  return part == name || (part.starts_with(name) &&
+                          part.drop_front(name.size()).starts_with("{"));
+}
+
+/// \p pipeline with \p levers inserted before its first `schedule` (or at
+/// the end when it has none).
+std::string leverPipeline(llvm::StringRef pipeline,
+                          llvm::ArrayRef<std::string> levers) {
+  if (levers.empty())
+    return pipeline.str();
+  std::string inserted = llvm::join(levers, ",");
   std::string result;
   bool placed = false;
-  for (llvm::StringRef part : parts) {
-    if (part.empty())
-      continue;
-    if (!placed && (part == "schedule" || part.starts_with("schedule{"))) {
+  for (llvm::StringRef part : pipelineParts(pipeline)) {
+    if (!placed && isPass(part, "schedule")) {
       result += (result.empty() ? "" : ",") + inserted;
       placed = true;
     }
@@ -285,6 +295,13 @@ gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
                       llvm::StringRef basePipeline,
                       llvm::StringRef objective) {
   FitRequest request;
+  // Recompute is the search's own lever: a recompute pass in the pipeline
+  // (the default one's selective mode, say) gives way to it, and the
+  // unrewritten step is the pipeline without it.
+  std::string withoutRecompute;
+  for (llvm::StringRef part : pipelineParts(basePipeline))
+    if (!isPass(part, "recompute"))
+      withoutRecompute += (withoutRecompute.empty() ? "" : ",") + part.str();
   if (objective == "time")
     request.objective = FitObjective::Time;
   else if (objective == "flops")
@@ -293,7 +310,7 @@ gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
     return fitError("--fit-objective: '" + objective +
                     "' is not time or flops");
   request.dims = dims;
-  request.basePipeline = basePipeline.str();
+  request.basePipeline = withoutRecompute;
   request.allowAccumulate = accumulate;
   request.batchDim = batchDim.str();
   std::optional<uint64_t> deviceBytes;

@@ -93,7 +93,8 @@ struct FitRequest {
   std::string batchDim = "batch";
   DimMap dims;
   /// The pipeline the levers are added to: amp and recompute go before its
-  /// first `schedule`.
+  /// first `schedule`. Recompute is the search's lever, so makeFitRequest
+  /// drops any recompute pass the given pipeline has.
   std::string basePipeline;
   StepThroughput throughput = StepThroughput::cpu();
   FitObjective objective = FitObjective::Time;
