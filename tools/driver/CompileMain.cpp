@@ -34,6 +34,7 @@
 #include "ir/Module.h"
 #include "ir/Onnx.h"
 #include "ir/Plan.h"
+#include "passes/Autodiff.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
@@ -154,6 +155,28 @@ static int runGmoptCompile(int argc, char **argv) {
                "with: cpu or cuda (default: cuda where a CUDA device is "
                "present, else cpu)"),
       cl::value_desc("backend"), cl::cat(category));
+  cl::opt<bool> train(
+      "train",
+      cl::desc("The input is a forward model: build its backward pass, "
+               "gradient accumulators and training signature first (the "
+               "autodiff pass, with --loss, --frozen and --data)"),
+      cl::cat(category));
+  cl::opt<std::string> lossSpec(
+      "loss",
+      cl::desc("With --train: KIND[:OUTPUT[,TARGET]], KIND one of output "
+               "(the model's scalar output), cross-entropy, mse, "
+               "bce-with-logits, l1 (default output)"),
+      cl::init("output"), cl::value_desc("spec"), cl::cat(category));
+  cl::opt<std::string> frozenParams(
+      "frozen",
+      cl::desc("With --train: comma-separated parameters that get no "
+               "gradient"),
+      cl::value_desc("names"), cl::cat(category));
+  cl::opt<std::string> dataInputs(
+      "data",
+      cl::desc("With --train: comma-separated data inputs (default: "
+               "non-float inputs and those named input*, labels, target*)"),
+      cl::value_desc("names"), cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run (default: " + kDefaultPipeline.str() + ")");
   OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
@@ -186,6 +209,23 @@ static int runGmoptCompile(int argc, char **argv) {
   auto dimBindings = parseDimBindings(dims);
   if (!dimBindings)
     return reportToolError(kTool, dimBindings.takeError());
+  if (!train && (lossSpec.getNumOccurrences() ||
+                 frozenParams.getNumOccurrences() ||
+                 dataInputs.getNumOccurrences()))
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--loss, --frozen and --data need "
+                                       "--train"));
+  AutodiffPass::Options autodiffOptions;
+  autodiffOptions.loss = lossSpec;
+  autodiffOptions.frozen = frozenParams;
+  autodiffOptions.data = dataInputs;
+  if (train)
+    if (auto spec = parseLossSpec(lossSpec); !spec)
+      return reportToolError(
+          kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                         "--loss=" + lossSpec + ": " +
+                                             llvm::toString(spec.takeError())));
   auto optimizer = optimizerOptions.getSpec();
   if (!optimizer)
     return reportToolError(kTool, optimizer.takeError());
@@ -265,7 +305,16 @@ static int runGmoptCompile(int argc, char **argv) {
   if (!input)
     return reportToolError(kTool, input.takeError());
   llvm::StringRef inputBytes = (*input)->getBuffer();
+  // --train builds the training step first; the optimizer then sees its
+  // signature like an imported one.
   auto addOptimizer = [&](Module &target) -> llvm::Error {
+    if (train) {
+      AutodiffPass autodiff(autodiffOptions);
+      PassContext autodiffContext;
+      auto changed = autodiff.run(target, autodiffContext);
+      if (!changed)
+        return fileError(inputFilename, llvm::toString(changed.takeError()));
+    }
     if (!*optimizer)
       return llvm::Error::success();
     auto node = buildOptimizer(target, **optimizer);
@@ -344,15 +393,17 @@ static int runGmoptCompile(int argc, char **argv) {
   if (llvm::Error err = checkDimsBound(**module))
     return reportToolError(
         kTool, fileError(inputFilename, llvm::toString(std::move(err))));
-  if (!(*module)->getSignature().hasGradients())
+  if (!train && !(*module)->getSignature().hasGradients())
     return reportToolError(
         kTool, fileError(inputFilename,
                          "no gradients found: this is not a training graph "
                          "(expected ONNX Runtime's training_model.onnx or "
-                         "gradients exposed as outputs named X_grad)"));
+                         "gradients exposed as outputs named X_grad; "
+                         "--train builds them from a forward model)"));
   // The whole step is one module: the optimizer is merged in before any
   // pass runs, so every rewrite and the plan see it.
-  timer.start("merge optimizer", PhaseKind::Import);
+  timer.start(train ? "autodiff and optimizer" : "merge optimizer",
+              PhaseKind::Import);
   if (llvm::Error err = addOptimizer(**module))
     return reportToolError(kTool, std::move(err));
   // The container keeps the model as imported (for gmopt-run --baseline):

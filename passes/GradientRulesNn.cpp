@@ -1,0 +1,286 @@
+//===- GradientRulesNn.cpp - Gradients of layers and losses ---------------===//
+//
+// Gradient rules of the neural-network ops: softmax, layer and RMS
+// normalization, dropout, the softmax cross-entropy loss, convolution and
+// pooling. Each emits ONNX Runtime's gradient op (SoftmaxGrad_13,
+// LayerNormalizationGrad, DropoutGrad, SoftmaxCrossEntropyLossGrad,
+// ConvGrad, MaxPoolGrad, AveragePoolGrad) and, where that op reads a value
+// the forward op can output but the model did not ask for (Dropout's mask,
+// SoftmaxCrossEntropyLoss's log-probabilities, LayerNormalization's mean
+// and inverse standard deviation, MaxPool's indices), first adds that
+// result to the forward node, as ONNX Runtime's gradient builder does, so
+// the backward pass reads the saved value.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/GradientRules.h"
+
+#include "ir/OpRegistry.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace gmopt;
+
+namespace {
+
+using Grads = llvm::MutableArrayRef<Value *>;
+
+llvm::Error assign(Value *&slot, llvm::Expected<Value *> value) {
+  if (!value)
+    return value.takeError();
+  slot = *value;
+  return llvm::Error::success();
+}
+
+/// Makes results [0, count) of forward node \p node present (typed by the
+/// registry), so a gradient op can read a saved statistic.
+llvm::Error ensureSavedResults(Node &node, unsigned count) {
+  bool added = false;
+  for (unsigned i = 0; i != count; ++i)
+    if (i >= node.getNumResults() || !node.getResult(i)) {
+      Value *result = node.getGraph()->ensureResult(&node, i);
+      std::string base = node.getResult(0) ? node.getResult(0)->getName().str()
+                                           : node.getName().str();
+      result->setName(base + "_saved_" + std::to_string(i));
+      added = true;
+    }
+  if (!added)
+    return llvm::Error::success();
+  return inferAndSetTypes(node);
+}
+
+/// The attributes of \p node named in \p names, copied.
+llvm::SmallVector<NamedAttribute, 8>
+copyAttrs(const Node &node, llvm::ArrayRef<llvm::StringRef> names) {
+  llvm::SmallVector<NamedAttribute, 8> attrs;
+  for (const NamedAttribute &attr : node.getAttrs())
+    if (names.empty() || llvm::is_contained(names, attr.name))
+      attrs.push_back(attr);
+  return attrs;
+}
+
+/// Softmax / LogSoftmax: ONNX Runtime's (Log)SoftmaxGrad(_13)(dY, Y).
+GradientRule softmaxRule(bool logSoftmax) {
+  GradientRule rule;
+  rule.emit = [logSoftmax](GradientBuilder &b, const GradientRequest &request,
+                           Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    // Opset 13 changed the axis semantics from "flatten at axis" to "one
+    // axis" (default -1); ONNX Runtime's _13 gradient ops follow it.
+    bool opset13 = node.getOpsetVersion() >= 13;
+    std::string op = std::string(logSoftmax ? "LogSoftmaxGrad" : "SoftmaxGrad") +
+                     (opset13 ? "_13" : "");
+    int64_t axis = node.getIntAttr("axis", opset13 ? -1 : 1);
+    return assign(grads[0], b.microsoft(op, {dY, node.getResult(0)},
+                                        {{"axis", Attribute::getInt(axis)}}));
+  };
+  return rule;
+}
+
+/// LayerNormalization(X, scale, B) -> LayerNormalizationGrad(dY, X, scale,
+/// mean, inv_std_dev) = (dX, dScale, dB).
+GradientRule layerNormRule(bool simplified) {
+  GradientRule rule;
+  rule.emit = [simplified](GradientBuilder &b, const GradientRequest &request,
+                           Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    Node &node = request.node;
+    for (unsigned i = 1; i < request.resultGrads.size(); ++i)
+      if (request.resultGrads[i])
+        return gradientError(node, "no gradient through a normalization's "
+                                   "statistics outputs");
+    // Simplified (RMS) normalization saves only the inverse deviation.
+    unsigned saved = simplified ? 2 : 3;
+    if (auto err = ensureSavedResults(node, saved))
+      return err;
+    llvm::SmallVector<Value *, 5> operands = {dY, node.getOperand(0),
+                                              node.getOperand(1)};
+    for (unsigned i = 1; i != saved; ++i)
+      operands.push_back(node.getResult(i));
+    bool hasBias = !simplified && node.getNumOperands() > 2 &&
+                   node.getOperand(2);
+    auto grad = b.create(kMsDomain,
+                         simplified ? "SimplifiedLayerNormalizationGrad"
+                                    : "LayerNormalizationGrad",
+                         operands, hasBias ? 3 : 2,
+                         {{"axis", Attribute::getInt(
+                                       node.getIntAttr("axis", -1))}});
+    if (!grad)
+      return grad.takeError();
+    for (unsigned i = 0; i != (hasBias ? 3u : 2u); ++i)
+      grads[i] = (*grad)->getResult(i);
+    return llvm::Error::success();
+  };
+  return rule;
+}
+
+/// True when \p value is a constant holding false.
+bool isConstantFalse(const Value *value) {
+  return value && value->hasData() && value->getData().getNumElements() == 1 &&
+         value->getData().getIntElement(0) == 0;
+}
+
+/// Dropout(data, ratio, training_mode) -> DropoutGrad(dY, mask, ratio,
+/// training_mode); an inference-mode Dropout passes dY through.
+GradientRule dropoutRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    Node &node = request.node;
+    Value *trainingMode =
+        node.getNumOperands() > 2 ? node.getOperand(2) : nullptr;
+    if (node.getAttr("ratio"))
+      return gradientError(node, "Dropout before opset 12 (ratio attribute) "
+                                 "has no gradient rule");
+    if (!trainingMode || isConstantFalse(trainingMode)) {
+      grads[0] = dY;
+      return llvm::Error::success();
+    }
+    if (auto err = ensureSavedResults(node, 2))
+      return err;
+    llvm::SmallVector<Value *, 4> operands = {dY, node.getResult(1),
+                                              node.getOperand(1),
+                                              trainingMode};
+    return assign(grads[0], b.microsoft("DropoutGrad", operands));
+  };
+  return rule;
+}
+
+/// SoftmaxCrossEntropyLoss(scores, labels, weights) ->
+/// SoftmaxCrossEntropyLossGrad(dY, log_prob, labels, weights).
+GradientRule softmaxCrossEntropyRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    Node &node = request.node;
+    if (request.resultGrads.size() > 1 && request.resultGrads[1])
+      return gradientError(node, "no gradient through "
+                                 "SoftmaxCrossEntropyLoss's log_prob output");
+    if (!dY)
+      return llvm::Error::success();
+    if (auto err = ensureSavedResults(node, 2))
+      return err;
+    llvm::SmallVector<Value *, 4> operands = {dY, node.getResult(1),
+                                              node.getOperand(1)};
+    if (node.getNumOperands() > 2 && node.getOperand(2))
+      operands.push_back(node.getOperand(2));
+    return assign(grads[0],
+                  b.microsoft("SoftmaxCrossEntropyLossGrad", operands,
+                              copyAttrs(node, {"reduction", "ignore_index"})));
+  };
+  return rule;
+}
+
+/// Conv(X, W, B) -> ConvGrad(dY, X, W) = (dX, dW, dB).
+GradientRule convRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    bool hasBias = node.getNumOperands() > 2 && node.getOperand(2);
+    unsigned count = hasBias ? 3 : 2;
+    auto grad = b.create(kMsDomain, "ConvGrad",
+                         {dY, node.getOperand(0), node.getOperand(1)}, count,
+                         copyAttrs(node, {"auto_pad", "dilations", "group",
+                                          "kernel_shape", "pads", "strides"}));
+    if (!grad)
+      return grad.takeError();
+    for (unsigned i = 0; i != count; ++i)
+      grads[i] = (*grad)->getResult(i);
+    return llvm::Error::success();
+  };
+  return rule;
+}
+
+/// MaxPool -> MaxPoolGrad(dY, indices), reading the saved indices.
+GradientRule maxPoolRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    Node &node = request.node;
+    if (auto err = ensureSavedResults(node, 2))
+      return err;
+    return assign(grads[0], b.onnx("MaxPoolGrad", {dY, node.getResult(1)},
+                                   copyAttrs(node, {})));
+  };
+  return rule;
+}
+
+/// AveragePool -> AveragePoolGrad(dY) with the pool's attributes.
+GradientRule averagePoolRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    return assign(grads[0],
+                  b.onnx("AveragePoolGrad", {dY}, copyAttrs(request.node, {})));
+  };
+  return rule;
+}
+
+/// GlobalAveragePool: dY / (spatial size), broadcast over the window.
+GradientRule globalAveragePoolRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    Value *x = node.getOperand(0);
+    const TensorType &type = x->getType();
+    if (!type.hasRank() || type.getRank() < 2)
+      return gradientError(node, "GlobalAveragePool needs a ranked input");
+    uint64_t window = 1;
+    for (unsigned i = 2; i != type.getRank(); ++i) {
+      if (!type.getDim(i).isStatic())
+        return gradientError(node, "GlobalAveragePool's gradient needs "
+                                   "static spatial dimensions");
+      window *= type.getDim(i).getExtent();
+    }
+    auto scaled =
+        b.mul(dY, b.scalar(dY->getType().getDType(), 1.0 / double(window)));
+    if (!scaled)
+      return scaled.takeError();
+    auto shape = b.shapeOf(x);
+    if (!shape)
+      return shape.takeError();
+    return assign(grads[0], b.onnx("Expand", {*scaled, *shape}));
+  };
+  return rule;
+}
+
+} // namespace
+
+void gmopt::registerNnGradients(GradientRuleTable &table) {
+  table.add(kOnnxDomain, "Softmax", softmaxRule(false));
+  table.add(kOnnxDomain, "LogSoftmax", softmaxRule(true));
+  table.add(kOnnxDomain, "LayerNormalization", layerNormRule(false));
+  table.add(kOnnxDomain, "SimplifiedLayerNormalization", layerNormRule(true));
+  table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormRule(true));
+  table.add(kOnnxDomain, "Dropout", dropoutRule());
+  table.add(kOnnxDomain, "SoftmaxCrossEntropyLoss", softmaxCrossEntropyRule());
+  table.add(kOnnxDomain, "Conv", convRule());
+  table.add(kOnnxDomain, "MaxPool", maxPoolRule());
+  table.add(kOnnxDomain, "AveragePool", averagePoolRule());
+  table.add(kOnnxDomain, "GlobalAveragePool", globalAveragePoolRule());
+}

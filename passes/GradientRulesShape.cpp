@@ -1,0 +1,218 @@
+//===- GradientRulesShape.cpp - Gradients of data movement ----------------===//
+//
+// Gradient rules of the ops that move data without arithmetic: reshapes
+// (Reshape, Flatten, Squeeze, Unsqueeze: dY reshaped back to the input's
+// shape), Transpose (the inverse permutation), Expand (summed back), Slice
+// and Gather (ONNX Runtime's SliceGrad and GatherGrad scatter dY into
+// zeros of the input's shape), Concat (dY split at the inputs' extents) and
+// Split (the output gradients concatenated, zeros where an output has
+// none). Their shape, index and axis operands carry no gradient; the ops
+// that only compute shapes or constants (Shape, Size, ConstantOfShape,
+// Range, Constant, NonZero, OneHot) carry none at all.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/GradientRules.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <numeric>
+
+using namespace gmopt;
+
+namespace {
+
+using Grads = llvm::MutableArrayRef<Value *>;
+
+llvm::Error assign(Value *&slot, llvm::Expected<Value *> value) {
+  if (!value)
+    return value.takeError();
+  slot = *value;
+  return llvm::Error::success();
+}
+
+/// Reshape-like ops: dX = Reshape(dY, Shape(X)).
+GradientRule reshapeRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    auto shape = b.shapeOf(request.node.getOperand(0));
+    if (!shape)
+      return shape.takeError();
+    return assign(grads[0], b.onnx("Reshape", {dY, *shape}));
+  };
+  return rule;
+}
+
+GradientRule transposeRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    const TensorType &type = node.getOperand(0)->getType();
+    if (!type.hasRank())
+      return gradientError(node, "Transpose's gradient needs a ranked input");
+    unsigned rank = type.getRank();
+    std::vector<int64_t> perm = node.getIntsAttr("perm", {});
+    if (perm.empty()) {
+      perm.resize(rank);
+      std::iota(perm.rbegin(), perm.rend(), 0);
+    }
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i != perm.size(); ++i)
+      inverse[perm[i]] = static_cast<int64_t>(i);
+    return assign(grads[0],
+                  b.onnx("Transpose", {dY},
+                         {{"perm", Attribute::getInts(std::move(inverse))}}));
+  };
+  return rule;
+}
+
+/// Expand: the broadcast dY summed back to the input's shape.
+GradientRule expandRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    return assign(grads[0],
+                  b.reduceToShapeOf(dY, request.node.getOperand(0)));
+  };
+  return rule;
+}
+
+/// Slice(data, starts, ends, axes, steps) -> SliceGrad(dY, Shape(data),
+/// starts, ends, axes, steps).
+GradientRule sliceRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    if (node.getOpsetVersion() < 10)
+      return gradientError(node, "Slice before opset 10 has no gradient rule");
+    auto shape = b.shapeOf(node.getOperand(0));
+    if (!shape)
+      return shape.takeError();
+    llvm::SmallVector<Value *, 6> operands = {dY, *shape};
+    for (unsigned i = 1; i != node.getNumOperands(); ++i)
+      operands.push_back(node.getOperand(i));
+    return assign(grads[0], b.microsoft("SliceGrad", operands));
+  };
+  return rule;
+}
+
+/// Gather(data, indices) -> GatherGrad(Shape(data), indices, dY).
+GradientRule gatherRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    auto shape = b.shapeOf(node.getOperand(0));
+    if (!shape)
+      return shape.takeError();
+    return assign(grads[0],
+                  b.microsoft("GatherGrad", {*shape, node.getOperand(1), dY},
+                              {{"axis", Attribute::getInt(
+                                            node.getIntAttr("axis", 0))}}));
+  };
+  return rule;
+}
+
+/// Concat: dY split at each input's extent along the axis.
+GradientRule concatRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    const TensorType &type = dY->getType();
+    if (!type.hasRank())
+      return gradientError(node, "Concat's gradient needs a ranked result");
+    int64_t axis = node.getIntAttr("axis", 0);
+    if (axis < 0)
+      axis += type.getRank();
+    std::vector<int64_t> sizes;
+    for (Value *operand : node.getOperands()) {
+      const TensorType &operandType = operand->getType();
+      if (!operandType.hasRank() ||
+          !operandType.getDim(axis).isStatic())
+        return gradientError(node, "Concat's gradient needs static extents "
+                                   "along the axis");
+      sizes.push_back(operandType.getDim(axis).getExtent());
+    }
+    auto split = b.create(kOnnxDomain, "Split", {dY, b.int64s(sizes)},
+                          node.getNumOperands(),
+                          {{"axis", Attribute::getInt(axis)}});
+    if (!split)
+      return split.takeError();
+    for (unsigned i = 0; i != node.getNumOperands(); ++i)
+      if (request.wanted[i])
+        grads[i] = (*split)->getResult(i);
+    return llvm::Error::success();
+  };
+  return rule;
+}
+
+/// Split: the results' gradients concatenated (zeros for those without).
+GradientRule splitRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    const Node &node = request.node;
+    llvm::SmallVector<Value *, 4> pieces;
+    for (unsigned i = 0; i != node.getNumResults(); ++i) {
+      Value *piece = request.resultGrads[i];
+      if (!piece) {
+        if (!node.getResult(i))
+          return gradientError(node, "Split with an absent result has no "
+                                     "gradient rule");
+        auto zeros = b.zerosLike(node.getResult(i));
+        if (!zeros)
+          return zeros.takeError();
+        piece = *zeros;
+      }
+      pieces.push_back(piece);
+    }
+    return assign(grads[0],
+                  b.onnx("Concat", pieces,
+                         {{"axis", Attribute::getInt(
+                                       node.getIntAttr("axis", 0))}}));
+  };
+  return rule;
+}
+
+} // namespace
+
+void gmopt::registerShapeGradients(GradientRuleTable &table) {
+  for (llvm::StringRef op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+    table.add(kOnnxDomain, op, reshapeRule());
+  table.add(kOnnxDomain, "Transpose", transposeRule());
+  table.add(kOnnxDomain, "Expand", expandRule());
+  table.add(kOnnxDomain, "Slice", sliceRule());
+  table.add(kOnnxDomain, "Gather", gatherRule());
+  table.add(kOnnxDomain, "Concat", concatRule());
+  table.add(kOnnxDomain, "Split", splitRule());
+  for (llvm::StringRef op : {"Shape", "Size", "ConstantOfShape", "Range",
+                             "Constant", "NonZero", "OneHot"})
+    table.addNonDifferentiable(kOnnxDomain, op);
+}
