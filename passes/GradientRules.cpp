@@ -153,10 +153,9 @@ llvm::Expected<Value *> GradientBuilder::reduceToShapeOf(Value *grad,
       axes.push_back(i);
       continue;
     }
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "autodiff: cannot tell how %s was broadcast to %s (dimension %u)",
-        targetType.str().c_str(), gradType.str().c_str(), i);
+    // The types cannot tell (unknown extents): ONNX Runtime's dynamic
+    // pattern finds the axes at run time.
+    return reduceToShapeOfAtRunTime(grad, target);
   }
   Value *summed = grad;
   if (!axes.empty()) {
@@ -175,6 +174,31 @@ llvm::Expected<Value *> GradientBuilder::reduceToShapeOf(Value *grad,
   if (!shape)
     return shape.takeError();
   return onnx("Reshape", {summed, *shape});
+}
+
+llvm::Expected<Value *> GradientBuilder::reduceToShapeOfAtRunTime(Value *grad,
+                                                                  Value *target) {
+  auto targetShape = shapeOf(target);
+  if (!targetShape)
+    return targetShape.takeError();
+  auto gradShape = shapeOf(grad);
+  if (!gradShape)
+    return gradShape.takeError();
+  auto args = create(kMsDomain, "BroadcastGradientArgs",
+                     {*targetShape, *gradShape}, 1);
+  if (!args)
+    return args.takeError();
+  auto reduced = microsoft("ReduceSumTraining", {grad, (*args)->getResult(0)},
+                           {{"keepdims", Attribute::getInt(1)},
+                            {"noop_with_empty_axes", Attribute::getInt(1)}});
+  if (!reduced)
+    return reduced.takeError();
+  auto reshaped = onnx("Reshape", {*reduced, *targetShape});
+  if (!reshaped)
+    return reshaped.takeError();
+  // The run-time shape is the target's; say so where inference could not.
+  (*reshaped)->setType(target->getType());
+  return *reshaped;
 }
 
 llvm::Expected<Value *> GradientBuilder::zerosLike(Value *like) {

@@ -74,6 +74,10 @@ public:
   /// when the shapes agree. Fails when the broadcast cannot be told from
   /// the types (unknown dimensions).
   llvm::Expected<Value *> reduceToShapeOf(Value *grad, Value *target);
+  /// reduceToShapeOf with the axes found at run time
+  /// (BroadcastGradientArgs + ReduceSumTraining + Reshape), for shapes the
+  /// types do not pin down.
+  llvm::Expected<Value *> reduceToShapeOfAtRunTime(Value *grad, Value *target);
   /// A tensor of zeros of \p like's type.
   llvm::Expected<Value *> zerosLike(Value *like);
   /// Elementwise helpers (standard ONNX ops).

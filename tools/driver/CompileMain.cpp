@@ -35,6 +35,7 @@
 #include "ir/Onnx.h"
 #include "ir/Plan.h"
 #include "passes/Autodiff.h"
+#include "passes/Canonicalize.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
@@ -309,11 +310,13 @@ static int runGmoptCompile(int argc, char **argv) {
   // signature like an imported one.
   auto addOptimizer = [&](Module &target) -> llvm::Error {
     if (train) {
-      AutodiffPass autodiff(autodiffOptions);
-      PassContext autodiffContext;
-      auto changed = autodiff.run(target, autodiffContext);
-      if (!changed)
-        return fileError(inputFilename, llvm::toString(changed.takeError()));
+      // canonicalize folds the forward model's shape arithmetic first, so
+      // the gradients see static shapes where the batch is bound.
+      PassManager trainPasses;
+      trainPasses.addPass(std::make_unique<CanonicalizePass>());
+      trainPasses.addPass(std::make_unique<AutodiffPass>(autodiffOptions));
+      if (llvm::Error err = trainPasses.run(target))
+        return fileError(inputFilename, llvm::toString(std::move(err)));
     }
     if (!*optimizer)
       return llvm::Error::success();
@@ -390,9 +393,12 @@ static int runGmoptCompile(int argc, char **argv) {
                                 *dimBindings);
   if (!module)
     return reportToolError(kTool, module.takeError());
-  if (llvm::Error err = checkDimsBound(**module))
-    return reportToolError(
-        kTool, fileError(inputFilename, llvm::toString(std::move(err))));
+  // A forward model's shape subgraphs fold (canonicalize) before autodiff:
+  // its dimensions are checked after.
+  if (!train)
+    if (llvm::Error err = checkDimsBound(**module))
+      return reportToolError(
+          kTool, fileError(inputFilename, llvm::toString(std::move(err))));
   if (!train && !(*module)->getSignature().hasGradients())
     return reportToolError(
         kTool, fileError(inputFilename,
@@ -406,6 +412,10 @@ static int runGmoptCompile(int argc, char **argv) {
               PhaseKind::Import);
   if (llvm::Error err = addOptimizer(**module))
     return reportToolError(kTool, std::move(err));
+  if (train)
+    if (llvm::Error err = checkDimsBound(**module))
+      return reportToolError(
+          kTool, fileError(inputFilename, llvm::toString(std::move(err))));
   // The container keeps the model as imported (for gmopt-run --baseline):
   // a second import of the same bytes is the simplest faithful copy.
   std::unique_ptr<Module> original;
