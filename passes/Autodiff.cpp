@@ -366,8 +366,8 @@ llvm::Error AutodiffBuilder::selectParameters(Value *loss) {
     const TensorType &type = value->getType();
     if (frozenSet.contains(value->getName()))
       frozen.insert(value);
-    else if (isFloatingPoint(type.getDType()) && type.hasRank() &&
-             type.getRank() > 0)
+    else if (isFloatingPoint(type.getDType()) && type.hasStaticShape() &&
+             type.getNumElements() > 1)
       candidates.insert(value);
   }
   return llvm::Error::success();
@@ -510,6 +510,11 @@ llvm::Error AutodiffBuilder::emitAccumulation(Value *loss) {
   for (const auto &input : graph.getInputs())
     if (candidates.contains(input.get()) || frozen.contains(input.get()))
       params.push_back(input.get());
+  // Initializers named frozen (buffers such as rotary tables) stay
+  // constants, listed as frozen parameters as the importer would.
+  for (const auto &initializer : graph.getInitializers())
+    if (frozen.contains(initializer.get()))
+      params.push_back(initializer.get());
   for (Value *param : params) {
     if (!candidates.contains(param))
       continue;
@@ -624,12 +629,12 @@ llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
     forwardNodes.push_back(&node);
   analyzeActivity(*loss);
 
-  // Initializers on a gradient path (or named frozen) become graph inputs
+  // Trainable initializers on a gradient path become graph inputs
   // with their data as the default, as ONNX Runtime's artifacts have them.
   llvm::SmallVector<Value *, 8> converted;
   for (const auto &initializer : graph.getInitializers()) {
     Value *value = initializer.get();
-    if (frozen.contains(value) || (candidates.contains(value) && isActive(value)))
+    if (candidates.contains(value) && isActive(value))
       converted.push_back(value);
   }
   for (Value *value : converted) {

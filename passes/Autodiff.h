@@ -17,10 +17,12 @@
 //      becomes the only graph output before the accumulators' flags.
 //   2. Parameters. Data inputs are those named by `data`, else the
 //      non-float inputs and those named `input*`, `labels`, `target*`.
-//      Every other float graph input, and every float initializer of rank
-//      one or more, is a trainable parameter unless `frozen` names it;
-//      initializers become graph inputs (their data kept as the default),
-//      as in ONNX Runtime's artifacts. A candidate on no differentiable path
+//      Every other float graph input, and every float initializer of more
+//      than one element (single numbers are the exporter's constants, such
+//      as a Pow exponent), is a trainable parameter unless `frozen` names it;
+//      trainable initializers become graph inputs (their data kept as the
+//      default), as in ONNX Runtime's artifacts; frozen ones (buffers such
+//      as rotary tables) stay constants. A candidate on no differentiable path
 //      to the loss (a dropout ratio) gets no gradient: an input stays a
 //      frozen parameter, an initializer stays a constant.
 //   3. Backward. Activity analysis keeps only values that depend on a

@@ -57,11 +57,12 @@ GradientRule transposeRule() {
       return llvm::Error::success();
     const Node &node = request.node;
     const TensorType &type = node.getOperand(0)->getType();
-    if (!type.hasRank())
-      return gradientError(node, "Transpose's gradient needs a ranked input");
-    unsigned rank = type.getRank();
     std::vector<int64_t> perm = node.getIntsAttr("perm", {});
     if (perm.empty()) {
+      if (!type.hasRank())
+        return gradientError(node, "Transpose without perm needs a ranked "
+                                   "input");
+      unsigned rank = type.getRank();
       perm.resize(rank);
       std::iota(perm.rbegin(), perm.rend(), 0);
     }
@@ -151,22 +152,48 @@ GradientRule concatRule() {
     if (axis < 0)
       axis += type.getRank();
     std::vector<int64_t> sizes;
+    bool staticSizes = true;
     for (Value *operand : node.getOperands()) {
       const TensorType &operandType = operand->getType();
-      if (!operandType.hasRank() ||
-          !operandType.getDim(axis).isStatic())
-        return gradientError(node, "Concat's gradient needs static extents "
-                                   "along the axis");
+      if (!operandType.hasRank() || !operandType.getDim(axis).isStatic()) {
+        staticSizes = false;
+        break;
+      }
       sizes.push_back(operandType.getDim(axis).getExtent());
     }
-    auto split = b.create(kOnnxDomain, "Split", {dY, b.int64s(sizes)},
+    Value *splitSizes = nullptr;
+    if (staticSizes) {
+      splitSizes = b.int64s(sizes);
+    } else {
+      // Each input's extent read from its shape at run time.
+      llvm::SmallVector<Value *, 4> extents;
+      for (Value *operand : node.getOperands()) {
+        auto shape = b.shapeOf(operand);
+        if (!shape)
+          return shape.takeError();
+        auto extent = b.onnx("Slice", {*shape, b.int64s({axis}),
+                                       b.int64s({axis + 1})});
+        if (!extent)
+          return extent.takeError();
+        extents.push_back(*extent);
+      }
+      auto joined = b.onnx("Concat", extents, {{"axis", Attribute::getInt(0)}});
+      if (!joined)
+        return joined.takeError();
+      splitSizes = *joined;
+    }
+    auto split = b.create(kOnnxDomain, "Split", {dY, splitSizes},
                           node.getNumOperands(),
                           {{"axis", Attribute::getInt(axis)}});
     if (!split)
       return split.takeError();
-    for (unsigned i = 0; i != node.getNumOperands(); ++i)
+    for (unsigned i = 0; i != node.getNumOperands(); ++i) {
+      Value *piece = (*split)->getResult(i);
+      // The run-time sizes are the inputs' extents.
+      piece->setType(node.getOperand(i)->getType());
       if (request.wanted[i])
-        grads[i] = (*split)->getResult(i);
+        grads[i] = piece;
+    }
     return llvm::Error::success();
   };
   return rule;
