@@ -102,12 +102,15 @@ public:
     if (!isFloatingPoint((*output)->getType().getDType()))
       return makeError("the loss reads '" + (*output)->getName() +
                        "', which is not floating point");
-    if (spec.kind == LossKind::CrossEntropy)
-      return crossEntropy(*output);
-    auto target = findTarget("target", (*output)->getType());
-    if (!target)
-      return target.takeError();
-    return elementwiseLoss(*output, *target);
+    auto loss = spec.kind == LossKind::CrossEntropy
+                    ? crossEntropy(*output)
+                    : elementwiseLoss(*output);
+    if (!loss)
+      return loss.takeError();
+    // A loss the pass made is called `loss` unless the model has one.
+    if (!graph.lookupValue("loss"))
+      (*loss)->setName("loss");
+    return *loss;
   }
 
 private:
@@ -220,7 +223,11 @@ private:
     return (*node)->getResult(0);
   }
 
-  llvm::Expected<Value *> elementwiseLoss(Value *prediction, Value *target) {
+  llvm::Expected<Value *> elementwiseLoss(Value *prediction) {
+    auto found = findTarget("target", prediction->getType());
+    if (!found)
+      return found.takeError();
+    Value *target = *found;
     if (target->getType().getDType() != prediction->getType().getDType())
       return makeError("the loss target '" + target->getName() +
                        "' must have the prediction's element type");
