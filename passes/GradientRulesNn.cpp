@@ -231,8 +231,13 @@ GradientRule averagePoolRule() {
     Value *dY = request.resultGrads[0];
     if (!dY)
       return llvm::Error::success();
-    return assign(grads[0],
-                  b.onnx("AveragePoolGrad", {dY}, copyAttrs(request.node, {})));
+    auto grad = b.onnx("AveragePoolGrad", {dY}, copyAttrs(request.node, {}));
+    if (!grad)
+      return grad.takeError();
+    // dY alone cannot tell the input's extent (floor division); it is X's.
+    (*grad)->setType(request.node.getOperand(0)->getType());
+    grads[0] = *grad;
+    return llvm::Error::success();
   };
   return rule;
 }
