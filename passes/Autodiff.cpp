@@ -333,6 +333,7 @@ private:
   /// Values already given a role (a parameter's gradient).
   llvm::SmallPtrSet<Value *, 32> claimed;
   unsigned backwardNodes = 0;
+  unsigned trainingRewrites = 0;
 };
 
 llvm::Error AutodiffBuilder::selectParameters(Value *loss) {
@@ -630,6 +631,21 @@ llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
   if ((*loss)->getName().empty())
     (*loss)->setName("loss");
 
+  if (options.trainMode) {
+    // Collect first: a rewrite may replace its node.
+    std::vector<Node *> nodes;
+    for (Node &node : graph)
+      nodes.push_back(&node);
+    for (Node *node : nodes) {
+      const GradientRule *rule = rules.lookup(node->getOp());
+      if (!rule || !rule->trainingRewrite)
+        continue;
+      auto rewritten = rule->trainingRewrite(*node);
+      if (!rewritten)
+        return rewritten.takeError();
+      trainingRewrites += *rewritten;
+    }
+  }
   if (llvm::Error err = selectParameters(*loss))
     return err;
   for (Node &node : graph)
@@ -680,6 +696,8 @@ llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
   const TrainingSignature &signature = module.getSignature();
   context.addStatistic(passName, "backward-nodes", backwardNodes,
                        "backward nodes emitted");
+  context.addStatistic(passName, "training-mode-rewrites", trainingRewrites,
+                       "forward ops switched to training mode");
   context.addStatistic(passName, "trainable-parameters",
                        signature.numTrainable(), "parameters given a gradient");
   context.addStatistic(passName, "frozen-parameters",
@@ -701,6 +719,9 @@ AutodiffPass::AutodiffPass(Options opts) : options(std::move(opts)) {
   declareOption("data", options.data,
                 "comma-separated data inputs (default: non-float inputs and "
                 "those named input*, labels, target*)");
+  declareOption("train-mode", options.trainMode,
+                "run Dropout and BatchNormalization in training mode (as "
+                "ONNX Runtime's training graph does)");
 }
 
 llvm::Expected<bool> AutodiffPass::run(Module &module, PassContext &context) {

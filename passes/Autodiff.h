@@ -91,6 +91,11 @@ public:
     /// Comma-separated data input names; empty: non-float inputs and
     /// those named `input*`, `labels`, `target*`.
     std::string data;
+    /// Run the forward ops in training mode, as torch's model.train() and
+    /// ONNX Runtime's training graph do: Dropout's training_mode switched
+    /// on, BatchNormalization on batch statistics (BatchNormInternal).
+    /// ONNX Runtime's eval_model.onnx has both switched off.
+    bool trainMode = true;
   };
 
   /// A pass with the default options.

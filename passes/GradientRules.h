@@ -123,6 +123,12 @@ struct GradientRule {
   /// True for ops whose results never carry a gradient (Shape, Equal,
   /// ArgMax...): the walk stops at them.
   bool nonDifferentiable = false;
+  /// The forward rewrite that puts the op in training mode, as ONNX
+  /// Runtime's training graph has it (Dropout's training_mode switched on,
+  /// BatchNormalization replaced by BatchNormInternal); run before the
+  /// backward walk when the pass's train-mode option is set. Returns
+  /// whether it changed the node (which it may replace).
+  std::function<llvm::Expected<bool>(Node &)> trainingRewrite;
 };
 
 /// The rule table, keyed by `domain.op` (`Relu`, `com.microsoft.Gelu`).

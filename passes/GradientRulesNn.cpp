@@ -155,6 +155,165 @@ GradientRule dropoutRule() {
   return rule;
 }
 
+/// Switches a Dropout's training_mode operand to a true constant.
+llvm::Expected<bool> dropoutTrainingMode(Node &node) {
+  Value *flag = node.getNumOperands() > 2 ? node.getOperand(2) : nullptr;
+  if (flag && !isConstantFalse(flag))
+    return false;
+  if (node.getAttr("ratio"))
+    return false;
+  Graph &graph = *node.getGraph();
+  Value *on = graph.addInitializer(
+      TensorData::fromValues<uint8_t>(DType::Bool, {}, {1}),
+      node.getName().str() + "_training_mode");
+  llvm::SmallVector<Value *, 3> operands = node.getOperands();
+  operands.resize(3, nullptr);
+  operands[2] = on;
+  node.setOperands(operands);
+  return true;
+}
+
+/// ONNX Runtime's BatchNormReplacement: a BatchNormalization becomes
+/// BatchNormInternal in training mode, which also outputs the saved batch
+/// mean and inverse deviation its gradient reads.
+llvm::Expected<bool> batchNormTrainingMode(Node &node) {
+  if (node.getNumOperands() != 5)
+    return false;
+  Graph &graph = *node.getGraph();
+  Builder builder(graph);
+  builder.setInsertionPoint(&node);
+  builder.setPhase(node.getPhase());
+  auto replacement = builder.createInferred(
+      OpName{kMsDomain.str(), "BatchNormInternal"}, node.getOperands(), 5,
+      {{"epsilon", Attribute::getFloat(node.getFloatAttr("epsilon", 1e-5f))},
+       {"momentum", Attribute::getFloat(node.getFloatAttr("momentum", 0.9f))},
+       {"training_mode", Attribute::getInt(1)}},
+      node.getName().str());
+  if (!replacement)
+    return replacement.takeError();
+  for (unsigned i = 0; i != node.getNumResults(); ++i)
+    if (Value *result = node.getResult(i)) {
+      (*replacement)->getResult(i)->setName(result->getName());
+      result->replaceAllUsesWith((*replacement)->getResult(i));
+    }
+  std::string base = node.getName().str();
+  (*replacement)->getResult(3)->setName(base + "_saved_mean");
+  (*replacement)->getResult(4)->setName(base + "_saved_inv_std");
+  graph.eraseNode(&node);
+  return true;
+}
+
+/// BatchNormInternal(X, scale, B, mean, var) -> BatchNormalizationGrad(dY,
+/// X, scale, saved_mean, saved_inv_std) = (dX, dScale, dB).
+GradientRule batchNormInternalRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0, 1, 2};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    Node &node = request.node;
+    if (auto err = ensureSavedResults(node, 5))
+      return err;
+    auto grad = b.create(
+        kMsDomain, "BatchNormalizationGrad",
+        {dY, node.getOperand(0), node.getOperand(1), node.getResult(3),
+         node.getResult(4)},
+        3, {{"epsilon", Attribute::getFloat(node.getFloatAttr("epsilon", 1e-5f))}});
+    if (!grad)
+      return grad.takeError();
+    for (unsigned i = 0; i != 3; ++i)
+      grads[i] = (*grad)->getResult(i);
+    return llvm::Error::success();
+  };
+  return rule;
+}
+
+/// BatchNormalization in inference mode: an affine map per channel,
+/// dX = dY * scale / sqrt(var + eps), dScale = sum(dY * x_hat), dB = sum(dY)
+/// over every axis but the channel's (standard ops). In training mode it
+/// is rewritten to BatchNormInternal first (train-mode, the default).
+GradientRule batchNormRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0, 1, 2};
+  rule.trainingRewrite = batchNormTrainingMode;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    if (node.getIntAttr("training_mode", 0))
+      return gradientError(node, "a training-mode BatchNormalization needs "
+                                 "train-mode (its BatchNormInternal rewrite)");
+    Value *x = node.getOperand(0);
+    const TensorType &type = x->getType();
+    if (!type.hasRank() || type.getRank() < 2)
+      return gradientError(node, "BatchNormalization needs a ranked input");
+    unsigned rank = type.getRank();
+    std::vector<int64_t> spatial, reduced = {0};
+    for (unsigned i = 2; i != rank; ++i) {
+      spatial.push_back(i - 1);
+      reduced.push_back(i);
+    }
+    DType dtype = dY->getType().getDType();
+    auto perChannel = [&](Value *v) -> llvm::Expected<Value *> {
+      if (spatial.empty())
+        return v;
+      return b.onnx("Unsqueeze", {v, b.int64s(spatial)});
+    };
+    auto shifted = b.add(node.getOperand(4),
+                         b.scalar(dtype, node.getFloatAttr("epsilon", 1e-5f)));
+    if (!shifted)
+      return shifted.takeError();
+    auto root = b.onnx("Sqrt", {*shifted});
+    if (!root)
+      return root.takeError();
+    auto invStd = b.onnx("Reciprocal", {*root});
+    if (!invStd)
+      return invStd.takeError();
+    auto invStdC = perChannel(*invStd);
+    if (!invStdC)
+      return invStdC.takeError();
+    if (request.wanted[0]) {
+      auto factor = b.mul(node.getOperand(1), *invStd);
+      if (!factor)
+        return factor.takeError();
+      auto factorC = perChannel(*factor);
+      if (!factorC)
+        return factorC.takeError();
+      if (auto err = assign(grads[0], b.mul(dY, *factorC)))
+        return err;
+    }
+    auto sumOver = [&](Value *v) {
+      return b.onnx("ReduceSum", {v, b.int64s(reduced)},
+                    {{"keepdims", Attribute::getInt(0)}});
+    };
+    if (request.wanted[1]) {
+      auto meanC = perChannel(node.getOperand(3));
+      if (!meanC)
+        return meanC.takeError();
+      auto centered = b.sub(x, *meanC);
+      if (!centered)
+        return centered.takeError();
+      auto normalized = b.mul(*centered, *invStdC);
+      if (!normalized)
+        return normalized.takeError();
+      auto product = b.mul(dY, *normalized);
+      if (!product)
+        return product.takeError();
+      if (auto err = assign(grads[1], sumOver(*product)))
+        return err;
+    }
+    if (request.wanted[2])
+      if (auto err = assign(grads[2], sumOver(dY)))
+        return err;
+    return llvm::Error::success();
+  };
+  return rule;
+}
+
 /// SoftmaxCrossEntropyLoss(scores, labels, weights) ->
 /// SoftmaxCrossEntropyLossGrad(dY, log_prob, labels, weights).
 GradientRule softmaxCrossEntropyRule() {
@@ -282,7 +441,11 @@ void gmopt::registerNnGradients(GradientRuleTable &table) {
   table.add(kOnnxDomain, "LayerNormalization", layerNormRule(false));
   table.add(kOnnxDomain, "SimplifiedLayerNormalization", layerNormRule(true));
   table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormRule(true));
-  table.add(kOnnxDomain, "Dropout", dropoutRule());
+  GradientRule dropout = dropoutRule();
+  dropout.trainingRewrite = dropoutTrainingMode;
+  table.add(kOnnxDomain, "Dropout", std::move(dropout));
+  table.add(kOnnxDomain, "BatchNormalization", batchNormRule());
+  table.add(kMsDomain, "BatchNormInternal", batchNormInternalRule());
   table.add(kOnnxDomain, "SoftmaxCrossEntropyLoss", softmaxCrossEntropyRule());
   table.add(kOnnxDomain, "Conv", convRule());
   table.add(kOnnxDomain, "MaxPool", maxPoolRule());

@@ -144,12 +144,16 @@ using CaseFn = std::function<Value *(CaseBuilder &)>;
 
 /// One gradient-check case.
 struct GradientCase {
-  GradientCase(std::string name, CaseFn build, unsigned trials = 3)
-      : name(std::move(name)), build(std::move(build)), trials(trials) {}
+  GradientCase(std::string name, CaseFn build, unsigned trials = 3,
+               bool trainMode = true)
+      : name(std::move(name)), build(std::move(build)), trials(trials),
+        trainMode(trainMode) {}
   std::string name;
   CaseFn build;
   /// Random shapes/attributes tried.
   unsigned trials;
+  /// The pass's train-mode option.
+  bool trainMode;
 };
 
 /// Appends loss = ReduceSum(Y * R) to \p b's graph, R from \p seed.
@@ -268,6 +272,7 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
   // The projection weights are the loss's constants, not parameters.
   AutodiffPass::Options options;
   options.frozen = "projection";
+  options.trainMode = gradientCase.trainMode;
   AutodiffPass autodiff(options);
   PassContext context;
   auto changed = autodiff.run(*training, context);
@@ -520,6 +525,24 @@ std::vector<GradientCase> allCases() {
                                  attrs({intAttr("axis", -1),
                                         floatAttr("epsilon", 1e-5f)}));
                    }});
+  auto batchNorm = [](bool training) {
+    return [training](CaseBuilder &b) {
+      int64_t c = b.pick(1, 3);
+      std::vector<int64_t> shape = {b.pick(2, 3), c, b.pick(1, 3), b.pick(1, 3)};
+      Value *x = b.param(shape, -2, 2);
+      Value *scale = b.param({c}, 0.5, 1.5);
+      Value *bias = b.param({c});
+      Value *mean = b.param({c}, -0.5, 0.5);
+      Value *var = b.param({c}, 0.5, 2.0);
+      return b.op("BatchNormalization", {x, scale, bias, mean, var},
+                  attrs({floatAttr("epsilon", 1e-5f),
+                         intAttr("training_mode", training)}));
+    };
+  };
+  // Training mode: rewritten to BatchNormInternal (batch statistics).
+  cases.push_back({"BatchNormInternal", batchNorm(true), 3});
+  // Inference mode (train-mode off): the running statistics.
+  cases.push_back({"BatchNormalization", batchNorm(false), 3, false});
   cases.push_back({"Dropout", [](CaseBuilder &b) {
                      Value *x = b.param(b.shape(3));
                      return b.op("Dropout", {x, b.scalarF32(0.3f), b.scalarBool(true)});

@@ -178,6 +178,12 @@ static int runGmoptCompile(int argc, char **argv) {
       cl::desc("With --train: comma-separated data inputs (default: "
                "non-float inputs and those named input*, labels, target*)"),
       cl::value_desc("names"), cl::cat(category));
+  cl::opt<bool> trainMode(
+      "train-mode",
+      cl::desc("With --train: run Dropout and BatchNormalization in training "
+               "mode, as ONNX Runtime's training graph does (default true; "
+               "false keeps the forward model's modes)"),
+      cl::init(true), cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run (default: " + kDefaultPipeline.str() + ")");
   OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
@@ -212,15 +218,17 @@ static int runGmoptCompile(int argc, char **argv) {
     return reportToolError(kTool, dimBindings.takeError());
   if (!train && (lossSpec.getNumOccurrences() ||
                  frozenParams.getNumOccurrences() ||
-                 dataInputs.getNumOccurrences()))
+                 dataInputs.getNumOccurrences() ||
+                 trainMode.getNumOccurrences()))
     return reportToolError(
         kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "--loss, --frozen and --data need "
-                                       "--train"));
+                                       "--loss, --frozen, --data and "
+                                       "--train-mode need --train"));
   AutodiffPass::Options autodiffOptions;
   autodiffOptions.loss = lossSpec;
   autodiffOptions.frozen = frozenParams;
   autodiffOptions.data = dataInputs;
+  autodiffOptions.trainMode = trainMode;
   if (train)
     if (auto spec = parseLossSpec(lossSpec); !spec)
       return reportToolError(
