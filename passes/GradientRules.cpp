@@ -239,6 +239,7 @@ const GradientRuleTable &GradientRuleTable::instance() {
   static const GradientRuleTable table = [] {
     GradientRuleTable result;
     registerMathGradients(result);
+    registerActivationGradients(result);
     registerNnGradients(result);
     registerShapeGradients(result);
     return result;

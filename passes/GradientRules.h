@@ -13,7 +13,8 @@
 // log-probabilities, LayerNormalization's mean and inverse deviation) so the
 // backward pass reads the saved value instead of recomputing it.
 //
-// Rules live in GradientRules{Math,Nn,Shape}.cpp, one function per op.
+// Rules live in GradientRules{Math,Activations,Nn,Shape}.cpp, one function
+// per op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -157,6 +158,7 @@ private:
 
 /// Registration of each family of rules (GradientRules*.cpp).
 void registerMathGradients(GradientRuleTable &table);
+void registerActivationGradients(GradientRuleTable &table);
 void registerNnGradients(GradientRuleTable &table);
 void registerShapeGradients(GradientRuleTable &table);
 

@@ -202,6 +202,10 @@ void registerUnary(GradientRuleTable &table) {
             productRule([](GradientBuilder &b, Value *x, Value *) {
               return b.onnx("Sinh", {x});
             }));
+  table.add(kOnnxDomain, "CastLike",
+            unaryRule([](GradientBuilder &b, Value *dY, Value *x, Value *) {
+              return b.onnx("CastLike", {dY, x});
+            }));
   // A float-to-float Cast: its gradient is cast back.
   table.add(kOnnxDomain, "Cast",
             unaryRule([](GradientBuilder &b, Value *dY, Value *x, Value *) {
@@ -547,43 +551,101 @@ llvm::Expected<std::vector<int64_t>> reducedAxes(const Node &node,
   return axes;
 }
 
-/// ReduceSum / ReduceMean: dY broadcast back over the reduced axes.
-GradientRule reduceRule(bool mean) {
+/// The reductions: dY (in keepdims form) times the derivative of the
+/// reduced function with respect to each element.
+enum class Reduction { Sum, Mean, SumSquare, L1, L2, LogSum, LogSumExp, Max, Min, Prod };
+
+GradientRule reduceRule(Reduction kind) {
   GradientRule rule;
   rule.differentiableOperands = {0};
-  rule.emit = [mean](GradientBuilder &b, const GradientRequest &request,
+  rule.emit = [kind](GradientBuilder &b, const GradientRequest &request,
                      Grads grads) -> llvm::Error {
     Value *dY = request.resultGrads[0];
     if (!dY)
       return llvm::Error::success();
     const Node &node = request.node;
-    Value *x = node.getOperand(0);
+    Value *x = node.getOperand(0), *y = node.getResult(0);
     const TensorType &xType = x->getType();
     if (!xType.hasRank())
       return gradientError(node, "reduction gradients need a ranked input");
     auto axes = reducedAxes(node, xType.getRank());
     if (!axes)
       return axes.takeError();
-    Value *grad = dY;
+    // dY and Y with the reduced axes kept (as ones), to broadcast against X.
+    Value *grad = dY, *kept = y;
     if (!node.getIntAttr("keepdims", 1) && !axes->empty()) {
       GMOPT_TRY(unsqueezed, b.onnx("Unsqueeze", {dY, b.int64s(*axes)}));
       grad = unsqueezed;
-    }
-    if (mean) {
-      uint64_t count = 1;
-      for (int64_t axis : *axes) {
-        const Dim &dim = xType.getDim(axis);
-        if (!dim.isStatic())
-          return gradientError(node, "ReduceMean's gradient needs static "
-                                     "reduced dimensions");
-        count *= dim.getExtent();
+      if (kind != Reduction::Sum && kind != Reduction::Mean) {
+        GMOPT_TRY(keptY, b.onnx("Unsqueeze", {y, b.int64s(*axes)}));
+        kept = keptY;
       }
-      GMOPT_TRY(scaled,
-                b.mul(grad, b.scalar(dtypeOf(dY), 1.0 / double(count))));
-      grad = scaled;
     }
-    GMOPT_TRY(shape, b.shapeOf(x));
-    return assign(grads[0], b.onnx("Expand", {grad, shape}));
+    DType dtype = dtypeOf(dY);
+    llvm::Expected<Value *> result = nullptr;
+    switch (kind) {
+    case Reduction::Sum:
+    case Reduction::LogSum:
+    case Reduction::Mean: {
+      if (kind == Reduction::Mean) {
+        uint64_t count = 1;
+        for (int64_t axis : *axes) {
+          const Dim &dim = xType.getDim(axis);
+          if (!dim.isStatic())
+            return gradientError(node, "ReduceMean's gradient needs static "
+                                       "reduced dimensions");
+          count *= dim.getExtent();
+        }
+        GMOPT_TRY(scaled, b.mul(grad, b.scalar(dtype, 1.0 / double(count))));
+        grad = scaled;
+      } else if (kind == Reduction::LogSum) {
+        // d log(sum x) / dx = 1 / sum x = e^-y.
+        GMOPT_TRY(sum, b.onnx("Exp", {kept}));
+        GMOPT_TRY(scaled, b.div(grad, sum));
+        grad = scaled;
+      }
+      GMOPT_TRY(shape, b.shapeOf(x));
+      result = b.onnx("Expand", {grad, shape});
+      break;
+    }
+    case Reduction::SumSquare: {
+      GMOPT_TRY(twice, b.mul(x, b.scalar(dtype, 2.0)));
+      result = b.mul(grad, twice);
+      break;
+    }
+    case Reduction::L1: {
+      GMOPT_TRY(sign, b.onnx("Sign", {x}));
+      result = b.mul(grad, sign);
+      break;
+    }
+    case Reduction::L2: {
+      GMOPT_TRY(ratio, b.div(x, kept));
+      result = b.mul(grad, ratio);
+      break;
+    }
+    case Reduction::LogSumExp: {
+      GMOPT_TRY(shifted, b.sub(x, kept));
+      GMOPT_TRY(softmax, b.onnx("Exp", {shifted}));
+      result = b.mul(grad, softmax);
+      break;
+    }
+    case Reduction::Max:
+    case Reduction::Min: {
+      // Every element equal to the extreme gets the gradient (as ONNX
+      // Runtime's ReduceMax gradient does).
+      GMOPT_TRY(equal, b.onnx("Equal", {x, kept}));
+      GMOPT_TRY(selected, b.onnx("Where", {equal, grad, b.scalar(dtype, 0.0)}));
+      GMOPT_TRY(shape, b.shapeOf(x));
+      result = b.onnx("Expand", {selected, shape});
+      break;
+    }
+    case Reduction::Prod: {
+      GMOPT_TRY(ratio, b.div(kept, x));
+      result = b.mul(grad, ratio);
+      break;
+    }
+    }
+    return assign(grads[0], std::move(result));
   };
   return rule;
 }
@@ -604,8 +666,16 @@ void gmopt::registerMathGradients(GradientRuleTable &table) {
   table.add(kOnnxDomain, "Where", whereRule());
   table.add(kOnnxDomain, "Gemm", gemmRule());
   table.add(kOnnxDomain, "MatMul", matMulRule());
-  table.add(kOnnxDomain, "ReduceSum", reduceRule(false));
-  table.add(kOnnxDomain, "ReduceMean", reduceRule(true));
+  table.add(kOnnxDomain, "ReduceSum", reduceRule(Reduction::Sum));
+  table.add(kOnnxDomain, "ReduceMean", reduceRule(Reduction::Mean));
+  table.add(kOnnxDomain, "ReduceSumSquare", reduceRule(Reduction::SumSquare));
+  table.add(kOnnxDomain, "ReduceL1", reduceRule(Reduction::L1));
+  table.add(kOnnxDomain, "ReduceL2", reduceRule(Reduction::L2));
+  table.add(kOnnxDomain, "ReduceLogSum", reduceRule(Reduction::LogSum));
+  table.add(kOnnxDomain, "ReduceLogSumExp", reduceRule(Reduction::LogSumExp));
+  table.add(kOnnxDomain, "ReduceMax", reduceRule(Reduction::Max));
+  table.add(kOnnxDomain, "ReduceMin", reduceRule(Reduction::Min));
+  table.add(kOnnxDomain, "ReduceProd", reduceRule(Reduction::Prod));
   // Piecewise-constant functions and predicates: no gradient flows.
   for (llvm::StringRef op :
        {"Sign", "Floor", "Ceil", "Round", "Equal", "Less", "Greater",

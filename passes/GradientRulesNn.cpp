@@ -433,9 +433,35 @@ GradientRule globalAveragePoolRule() {
   return rule;
 }
 
+/// GlobalMaxPool: dY to every element equal to its window's maximum.
+GradientRule globalMaxPoolRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    Value *x = node.getOperand(0);
+    auto equal = b.onnx("Equal", {x, node.getResult(0)});
+    if (!equal)
+      return equal.takeError();
+    auto selected = b.onnx(
+        "Where", {*equal, dY, b.scalar(dY->getType().getDType(), 0.0)});
+    if (!selected)
+      return selected.takeError();
+    auto shape = b.shapeOf(x);
+    if (!shape)
+      return shape.takeError();
+    return assign(grads[0], b.onnx("Expand", {*selected, *shape}));
+  };
+  return rule;
+}
+
 } // namespace
 
 void gmopt::registerNnGradients(GradientRuleTable &table) {
+  table.add(kOnnxDomain, "GlobalMaxPool", globalMaxPoolRule());
   table.add(kOnnxDomain, "Softmax", softmaxRule(false));
   table.add(kOnnxDomain, "LogSoftmax", softmaxRule(true));
   table.add(kOnnxDomain, "LayerNormalization", layerNormRule(false));

@@ -228,9 +228,165 @@ GradientRule splitRule() {
   return rule;
 }
 
+/// The constant int64 values of \p node's operand \p index, or an error.
+llvm::Expected<std::vector<int64_t>> constantInts(const Node &node,
+                                                  unsigned index,
+                                                  llvm::StringRef what) {
+  Value *value = node.getNumOperands() > index ? node.getOperand(index)
+                                               : nullptr;
+  if (!value || !value->hasData())
+    return gradientError(node, "the gradient needs constant " + what);
+  return value->getData().getIntValues();
+}
+
+/// Trilu: the same triangle of dY.
+GradientRule triluRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    llvm::SmallVector<Value *, 2> operands = {dY};
+    if (node.getNumOperands() > 1 && node.getOperand(1))
+      operands.push_back(node.getOperand(1));
+    llvm::SmallVector<NamedAttribute, 1> attrs(node.getAttrs().begin(),
+                                               node.getAttrs().end());
+    return assign(grads[0], b.onnx("Trilu", operands, attrs));
+  };
+  return rule;
+}
+
+/// Tile: dY viewed as [r0, d0, r1, d1, ...] summed over the repeats.
+GradientRule tileRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    Value *x = node.getOperand(0);
+    const TensorType &type = x->getType();
+    if (!type.hasStaticShape())
+      return gradientError(node, "Tile's gradient needs a static input shape");
+    auto repeats = constantInts(node, 1, "repeats");
+    if (!repeats)
+      return repeats.takeError();
+    std::vector<int64_t> split, axes;
+    llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
+    for (size_t i = 0; i != shape.size(); ++i) {
+      split.push_back((*repeats)[i]);
+      split.push_back(shape[i]);
+      axes.push_back(2 * i);
+    }
+    auto viewed = b.onnx("Reshape", {dY, b.int64s(split)});
+    if (!viewed)
+      return viewed.takeError();
+    auto summed = b.onnx("ReduceSum", {*viewed, b.int64s(axes)},
+                         {{"keepdims", Attribute::getInt(0)}});
+    if (!summed)
+      return summed.takeError();
+    return assign(grads[0], b.onnx("Reshape", {*summed, b.int64s(shape)}));
+  };
+  return rule;
+}
+
+/// Pad (constant mode): the window of dY that holds the input.
+GradientRule padRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    if (node.getStringAttr("mode", "constant") != "constant")
+      return gradientError(node, "only constant-mode Pad has a gradient rule");
+    if (node.getNumOperands() > 3 && node.getOperand(3))
+      return gradientError(node, "Pad with axes has no gradient rule");
+    auto pads = constantInts(node, 1, "pads");
+    if (!pads)
+      return pads.takeError();
+    const TensorType &type = node.getOperand(0)->getType();
+    if (!type.hasStaticShape() || pads->size() != 2 * type.getRank())
+      return gradientError(node, "Pad's gradient needs a static input shape");
+    // The window of dY the input was copied to.
+    std::vector<int64_t> starts, ends, axes;
+    llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
+    for (size_t i = 0; i != shape.size(); ++i) {
+      int64_t begin = (*pads)[i];
+      if (begin < 0 || (*pads)[i + shape.size()] < 0)
+        return gradientError(node, "Pad with negative pads has no gradient "
+                                   "rule");
+      starts.push_back(begin);
+      ends.push_back(begin + shape[i]);
+      axes.push_back(static_cast<int64_t>(i));
+    }
+    return assign(grads[0], b.onnx("Slice", {dY, b.int64s(starts),
+                                             b.int64s(ends), b.int64s(axes)}));
+  };
+  return rule;
+}
+
+/// GatherElements -> GatherElementsGrad(dY, Shape(data), indices).
+GradientRule gatherElementsRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    auto shape = b.shapeOf(node.getOperand(0));
+    if (!shape)
+      return shape.takeError();
+    return assign(grads[0],
+                  b.microsoft("GatherElementsGrad",
+                              {dY, *shape, node.getOperand(1)},
+                              {{"axis", Attribute::getInt(
+                                            node.getIntAttr("axis", 0))}}));
+  };
+  return rule;
+}
+
+/// GatherND -> GatherNDGrad(Shape(data), indices, dY).
+GradientRule gatherNDRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    auto shape = b.shapeOf(node.getOperand(0));
+    if (!shape)
+      return shape.takeError();
+    return assign(grads[0],
+                  b.microsoft("GatherNDGrad", {*shape, node.getOperand(1), dY},
+                              {{"batch_dims", Attribute::getInt(node.getIntAttr(
+                                                  "batch_dims", 0))}}));
+  };
+  return rule;
+}
+
 } // namespace
 
 void gmopt::registerShapeGradients(GradientRuleTable &table) {
+  table.add(kOnnxDomain, "Trilu", triluRule());
+  table.add(kOnnxDomain, "Tile", tileRule());
+  table.add(kOnnxDomain, "Pad", padRule());
+  table.add(kOnnxDomain, "GatherElements", gatherElementsRule());
+  table.add(kOnnxDomain, "GatherND", gatherNDRule());
+  // ONNX Runtime's training variants (an extra lengths output).
+  table.add(kMsDomain, "ConcatTraining", concatRule());
+  table.add(kMsDomain, "SplitTraining", splitRule());
   for (llvm::StringRef op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
     table.add(kOnnxDomain, op, reshapeRule());
   table.add(kOnnxDomain, "Transpose", transposeRule());

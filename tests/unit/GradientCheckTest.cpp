@@ -65,6 +65,15 @@ public:
     ranges[name] = {lo, hi};
     return value;
   }
+  /// A float parameter in [lo, hi] whose values stay 0.05 away from each
+  /// of \p kinks (where a piecewise derivative jumps, a finite difference
+  /// straddling the kink says nothing).
+  Value *paramAvoiding(llvm::ArrayRef<int64_t> shape, double lo, double hi,
+                       std::vector<double> kinks) {
+    Value *value = param(shape, lo, hi);
+    avoid[value->getName()] = std::move(kinks);
+    return value;
+  }
   /// An int64 data input with values uniform in [0, bound).
   Value *indices(llvm::ArrayRef<int64_t> shape, int64_t bound) {
     std::string name = "input_" + std::to_string(data++);
@@ -133,6 +142,7 @@ public:
   std::mt19937 &rng;
   llvm::StringMap<std::pair<double, double>> ranges;
   llvm::StringMap<int64_t> intBounds;
+  llvm::StringMap<std::vector<double>> avoid;
 
 private:
   unsigned params = 0, data = 0, constants = 0, nodes = 0;
@@ -178,10 +188,15 @@ Value *addProjectionLoss(CaseBuilder &b, Value *y, unsigned seed) {
 }
 
 /// Builds the case into a fresh module (deterministic in \p seed).
+/// What a case says about its inputs' values.
+struct InputRanges {
+  llvm::StringMap<std::pair<double, double>> ranges;
+  llvm::StringMap<int64_t> intBounds;
+  llvm::StringMap<std::vector<double>> avoid;
+};
+
 std::unique_ptr<Module> buildCase(const GradientCase &gradientCase,
-                                  unsigned seed,
-                                  llvm::StringMap<std::pair<double, double>> &ranges,
-                                  llvm::StringMap<int64_t> &intBounds) {
+                                  unsigned seed, InputRanges &inputs) {
   auto module = std::make_unique<Module>();
   std::mt19937 rng(seed);
   CaseBuilder b(*module, rng);
@@ -190,16 +205,18 @@ std::unique_ptr<Module> buildCase(const GradientCase &gradientCase,
     return nullptr;
   addProjectionLoss(b, y, seed + 1);
   assignMissingStreamIds(module->getGraph());
-  ranges = b.ranges;
-  intBounds = b.intBounds;
+  inputs.ranges = b.ranges;
+  inputs.intBounds = b.intBounds;
+  inputs.avoid = b.avoid;
   return module;
 }
 
 /// Random values for every input of \p module (by name).
-llvm::StringMap<TensorData>
-makeInputs(const Module &module,
-           const llvm::StringMap<std::pair<double, double>> &ranges,
-           const llvm::StringMap<int64_t> &intBounds, unsigned seed) {
+llvm::StringMap<TensorData> makeInputs(const Module &module,
+                                       const InputRanges &inputs,
+                                       unsigned seed) {
+  const auto &ranges = inputs.ranges;
+  const auto &intBounds = inputs.intBounds;
   std::mt19937 rng(seed);
   llvm::StringMap<TensorData> values;
   for (const auto &input : module.getGraph().getInputs()) {
@@ -211,9 +228,15 @@ makeInputs(const Module &module,
     if (type.getDType() == DType::F32) {
       auto range = ranges.lookup(name);
       std::uniform_real_distribution<float> dist(range.first, range.second);
+      std::vector<double> kinks = inputs.avoid.lookup(name);
+      auto nearKink = [&](float v) {
+        return llvm::any_of(kinks, [&](double k) { return std::fabs(v - k) < 0.05; });
+      };
       std::vector<float> data(count);
       for (float &v : data)
-        v = dist(rng);
+        do
+          v = dist(rng);
+        while (nearKink(v));
       values[name] = TensorData::fromValues<float>(DType::F32, shape, data);
     } else if (type.getDType() == DType::I64) {
       std::uniform_int_distribution<int64_t> dist(0, intBounds.lookup(name) - 1);
@@ -261,12 +284,9 @@ std::unique_ptr<Executable> prepare(const Module &module) {
 /// Checks every trainable parameter's gradient of one trial; returns the
 /// number of parameters checked.
 unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
-  llvm::StringMap<std::pair<double, double>> ranges;
-  llvm::StringMap<int64_t> intBounds;
-  std::unique_ptr<Module> forward =
-      buildCase(gradientCase, seed, ranges, intBounds);
-  std::unique_ptr<Module> training =
-      buildCase(gradientCase, seed, ranges, intBounds);
+  InputRanges inputs;
+  std::unique_ptr<Module> forward = buildCase(gradientCase, seed, inputs);
+  std::unique_ptr<Module> training = buildCase(gradientCase, seed, inputs);
   if (!forward || !training)
     return 0;
   // The projection weights are the loss's constants, not parameters.
@@ -284,7 +304,7 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
       << gradientCase.name;
 
   llvm::StringMap<TensorData> values =
-      makeInputs(*forward, ranges, intBounds, seed + 2);
+      makeInputs(*forward, inputs, seed + 2);
   const TrainingSignature &signature = training->getSignature();
   llvm::StringMap<TensorData> trainingValues = values;
   for (const ParamInfo &info : signature.getParams())
@@ -644,6 +664,131 @@ std::vector<GradientCase> allCases() {
                      // Only the first piece reaches the loss: the second's
                      // gradient is zeros.
                      return head;
+                   }});
+  // Activations (kinks avoided by the sampled values).
+  auto activation = [&](llvm::StringRef op, std::vector<NamedAttribute> opAttrs,
+                        double lo, double hi, std::vector<double> kinks,
+                        llvm::StringRef domain = "") {
+    std::string type = op.str(), opDomain = domain.str();
+    cases.push_back({type, [=](CaseBuilder &b) {
+                       Value *x = b.paramAvoiding(b.shape(b.pick(1, 3)), lo, hi, kinks);
+                       return b.op(type, {x}, opAttrs, 1, opDomain);
+                     }});
+  };
+  activation("LeakyRelu", attrs({floatAttr("alpha", 0.1f)}), -1.5, 1.5, {0});
+  activation("Elu", attrs({floatAttr("alpha", 0.8f)}), -1.5, 1.5, {0});
+  activation("Celu", attrs({floatAttr("alpha", 0.7f)}), -1.5, 1.5, {0});
+  activation("Selu", {}, -1.5, 1.5, {0});
+  activation("ThresholdedRelu", attrs({floatAttr("alpha", 0.5f)}), -1.5, 1.5, {0.5});
+  activation("HardSigmoid", {}, -3.5, 3.5, {-2.5, 2.5});
+  activation("HardSwish", {}, -4.0, 4.0, {-3.0, 3.0});
+  activation("Softplus", {}, -2.0, 2.0, {});
+  activation("Softsign", {}, -2.0, 2.0, {});
+  cases.push_back({"Mish", [](CaseBuilder &b) {
+                     b.module.opsetImports[""] = 18; // Mish is opset 18
+                     return b.op("Mish", {b.param(b.shape(2), -2.0, 2.0)});
+                   }});
+  activation("QuickGelu", attrs({floatAttr("alpha", 1.702f)}), -2.0, 2.0, {},
+             "com.microsoft");
+  cases.push_back({"Clip", [](CaseBuilder &b) {
+                     Value *x = b.paramAvoiding(b.shape(2), -1.5, 1.5, {-0.5, 0.5});
+                     return b.op("Clip", {x, b.scalarF32(-0.5f), b.scalarF32(0.5f)});
+                   }});
+  cases.push_back({"PRelu", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(3);
+                     Value *x = b.paramAvoiding(shape, -1.5, 1.5, {0});
+                     return b.op("PRelu", {x, b.param({shape.back()}, 0.1, 0.5)});
+                   }});
+  cases.push_back({"BiasGelu", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(3);
+                     return b.op("BiasGelu", {b.param(shape, -2, 2),
+                                              b.param({shape.back()})},
+                                 {}, 1, "com.microsoft");
+                   }});
+  cases.push_back({"CastLike", [](CaseBuilder &b) {
+                     return b.op("CastLike", {b.param(b.shape(2)), b.scalarF32(0)});
+                   }, 1});
+  // More reductions (axes as the attribute, opset 17).
+  auto reduction = [&](llvm::StringRef op, double lo, double hi,
+                       std::vector<double> kinks) {
+    std::string type = op.str();
+    cases.push_back({type, [=](CaseBuilder &b) {
+                       std::vector<int64_t> shape = b.shape(3);
+                       std::vector<int64_t> axes;
+                       for (int64_t axis = 0; axis != 3; ++axis)
+                         if (b.pick(0, 1))
+                           axes.push_back(axis);
+                       std::vector<NamedAttribute> opAttrs = {
+                           intAttr("keepdims", b.pick(0, 1))};
+                       if (!axes.empty())
+                         opAttrs.push_back(intsAttr("axes", axes));
+                       return b.op(type, {b.paramAvoiding(shape, lo, hi, kinks)},
+                                   opAttrs);
+                     }, 4});
+  };
+  reduction("ReduceSumSquare", -1.0, 1.0, {});
+  reduction("ReduceL1", -1.0, 1.0, {0});
+  reduction("ReduceL2", -1.0, 1.0, {});
+  reduction("ReduceLogSum", 0.5, 2.0, {});
+  reduction("ReduceLogSumExp", -1.0, 1.0, {});
+  reduction("ReduceMax", -1.0, 1.0, {});
+  reduction("ReduceMin", -1.0, 1.0, {});
+  reduction("ReduceProd", 0.5, 1.5, {});
+  cases.push_back({"GlobalMaxPool", [](CaseBuilder &b) {
+                     return b.op("GlobalMaxPool", {b.param({2, 3, 3, 2})});
+                   }, 2});
+  // More data movement.
+  cases.push_back({"Trilu", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(3);
+                     return b.op("Trilu", {b.param(shape), b.int64s({b.pick(-1, 1)})},
+                                 attrs({intAttr("upper", b.pick(0, 1))}));
+                   }, 4});
+  cases.push_back({"Tile", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(2);
+                     return b.op("Tile", {b.param(shape),
+                                          b.int64s({b.pick(1, 3), b.pick(1, 3)})});
+                   }, 4});
+  cases.push_back({"Pad", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(2);
+                     return b.op("Pad", {b.param(shape),
+                                         b.int64s({b.pick(0, 2), b.pick(0, 2),
+                                                   b.pick(0, 2), b.pick(0, 2)})});
+                   }, 4});
+  cases.push_back({"GatherElements", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(2, 4);
+                     int64_t axis = b.pick(0, 1);
+                     std::vector<int64_t> indexShape = b.shape(2, 4);
+                     indexShape[1 - axis] = shape[1 - axis];
+                     Value *indices = b.indices(indexShape, shape[axis]);
+                     return b.op("GatherElements", {b.param(shape), indices},
+                                 attrs({intAttr("axis", axis)}));
+                   }, 4});
+  cases.push_back({"GatherND", [](CaseBuilder &b) {
+                     int64_t n = b.pick(2, 4);
+                     std::vector<int64_t> shape = {n, n, b.pick(1, 3)};
+                     Value *indices = b.indices({b.pick(1, 4), 2}, n);
+                     return b.op("GatherND", {b.param(shape), indices});
+                   }, 4});
+  cases.push_back({"ConcatTraining", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(2);
+                     std::vector<int64_t> other = shape;
+                     other[1] = b.pick(1, 3);
+                     return b.op("ConcatTraining", {b.param(shape), b.param(other)},
+                                 attrs({intAttr("axis", 1)}), 1, "com.microsoft");
+                   }});
+  cases.push_back({"SplitTraining", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(2);
+                     shape[0] = b.pick(2, 5);
+                     int64_t first = b.pick(1, shape[0] - 1);
+                     Value *x = b.param(shape);
+                     Value *head = b.op("SplitTraining",
+                                        {x, b.int64s({first, shape[0] - first})},
+                                        attrs({intAttr("axis", 0)}), 2,
+                                        "com.microsoft");
+                     Value *tail = b.lastNode()->getResult(1);
+                     // Both pieces reach the loss, the second through Exp.
+                     Value *expTail = b.op("Exp", {tail});
+                     return b.op("Concat", {expTail, head}, attrs({intAttr("axis", 0)}));
                    }});
   // A small composite: shared values, broadcasting, several rules.
   cases.push_back({"attention-block", [](CaseBuilder &b) {
