@@ -242,6 +242,7 @@ const GradientRuleTable &GradientRuleTable::instance() {
     registerActivationGradients(result);
     registerNnGradients(result);
     registerShapeGradients(result);
+    registerIndexingGradients(result);
     return result;
   }();
   return table;

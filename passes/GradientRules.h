@@ -13,8 +13,8 @@
 // log-probabilities, LayerNormalization's mean and inverse deviation) so the
 // backward pass reads the saved value instead of recomputing it.
 //
-// Rules live in GradientRules{Math,Activations,Nn,Shape}.cpp, one function
-// per op.
+// Rules live in GradientRules{Math,Activations,Nn,Shape,Indexing}.cpp, one
+// function per op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -161,6 +161,7 @@ void registerMathGradients(GradientRuleTable &table);
 void registerActivationGradients(GradientRuleTable &table);
 void registerNnGradients(GradientRuleTable &table);
 void registerShapeGradients(GradientRuleTable &table);
+void registerIndexingGradients(GradientRuleTable &table);
 
 /// An error naming \p node for a rule that cannot handle it.
 llvm::Error gradientError(const Node &node, const llvm::Twine &message);

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -790,6 +791,80 @@ std::vector<GradientCase> allCases() {
                      Value *expTail = b.op("Exp", {tail});
                      return b.op("Concat", {expTail, head}, attrs({intAttr("axis", 0)}));
                    }});
+  // Scatter, einsum, NLL, FusedMatMul, Scale, Mod.
+  cases.push_back({"ScatterElements", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = {b.pick(2, 4), b.pick(2, 4)};
+                     // Distinct rows per column: a permutation prefix.
+                     int64_t rows = b.pick(1, shape[0]);
+                     std::vector<int64_t> order(shape[0]);
+                     std::iota(order.begin(), order.end(), 0);
+                     std::shuffle(order.begin(), order.end(), b.rng);
+                     std::vector<int64_t> values;
+                     for (int64_t r = 0; r != rows; ++r)
+                       for (int64_t c = 0; c != shape[1]; ++c)
+                         values.push_back(order[r]);
+                     Value *indices = b.graph.addInitializer(
+                         TensorData::fromValues<int64_t>(DType::I64, {rows, shape[1]}, values),
+                         "scatter_indices");
+                     return b.op("ScatterElements",
+                                 {b.param(shape), indices, b.param({rows, shape[1]})},
+                                 attrs({intAttr("axis", 0)}));
+                   }, 4});
+  cases.push_back({"ScatterND", [](CaseBuilder &b) {
+                     int64_t n = b.pick(2, 4), width = b.pick(1, 3);
+                     std::vector<int64_t> order(n);
+                     std::iota(order.begin(), order.end(), 0);
+                     std::shuffle(order.begin(), order.end(), b.rng);
+                     int64_t count = b.pick(1, n);
+                     order.resize(count);
+                     Value *indices = b.graph.addInitializer(
+                         TensorData::fromValues<int64_t>(DType::I64, {count, 1}, order),
+                         "scatter_indices");
+                     return b.op("ScatterND", {b.param({n, width}), indices,
+                                               b.param({count, width})});
+                   }, 4});
+  cases.push_back({"Einsum", [](CaseBuilder &b) {
+                     int64_t i = b.pick(1, 3), j = b.pick(1, 3), k = b.pick(1, 3);
+                     if (b.pick(0, 1))
+                       return b.op("Einsum", {b.param({i, j}), b.param({j, k})},
+                                   {{"equation", Attribute::getString("ij,jk->ik")}});
+                     return b.op("Einsum", {b.param({2, i, j}), b.param({2, k, j})},
+                                 {{"equation", Attribute::getString("bij,bkj->bik")}});
+                   }, 4});
+  cases.push_back({"NegativeLogLikelihoodLoss", [](CaseBuilder &b) {
+                     int64_t n = b.pick(1, 4), c = b.pick(2, 4);
+                     const char *reductions[] = {"mean", "sum", "none"};
+                     return b.op("NegativeLogLikelihoodLoss",
+                                 {b.param({n, c}), b.indices({n}, c)},
+                                 {{"reduction", Attribute::getString(
+                                                    reductions[b.pick(0, 2)])}});
+                   }, 4});
+  cases.push_back({"FusedMatMul", [](CaseBuilder &b) {
+                     int64_t m = b.pick(1, 3), k = b.pick(1, 3), n = b.pick(1, 3);
+                     bool transA = b.pick(0, 1), transB = b.pick(0, 1);
+                     Value *a = b.param(transA ? std::vector<int64_t>{2, k, m}
+                                               : std::vector<int64_t>{2, m, k});
+                     Value *bm = b.param(transB ? std::vector<int64_t>{n, k}
+                                                : std::vector<int64_t>{k, n});
+                     return b.op("FusedMatMul", {a, bm},
+                                 attrs({intAttr("transA", transA),
+                                        intAttr("transB", transB),
+                                        floatAttr("alpha", 0.5f)}),
+                                 1, "com.microsoft");
+                   }, 6});
+  cases.push_back({"Scale", [](CaseBuilder &b) {
+                     return b.op("Scale", {b.param(b.shape(2)), b.scalarF32(2.5f)},
+                                 attrs({intAttr("scale_down", b.pick(0, 1))}), 1,
+                                 "com.microsoft");
+                   }, 2});
+  cases.push_back({"Mod", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(2);
+                     // Quotients kept away from integers (where Mod jumps).
+                     // a / d in [1.14, 1.9]: trunc(a / d) = 1, so dB = -dY.
+                     Value *a = b.param(shape, 1.2, 1.9);
+                     Value *d = b.param(shape, 1.0, 1.05);
+                     return b.op("Mod", {a, d}, attrs({intAttr("fmod", 1)}));
+                   }, 2});
   // A small composite: shared values, broadcasting, several rules.
   cases.push_back({"attention-block", [](CaseBuilder &b) {
                      int64_t s = b.pick(2, 4), d = b.pick(2, 4);
