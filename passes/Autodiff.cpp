@@ -676,16 +676,16 @@ llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
       useful.insert(input);
   }
   graph.removeValues(converted);
-  // Candidate inputs nothing differentiates are frozen parameters;
-  // candidate initializers stay constants.
+  // Candidates nothing differentiates are frozen parameters (initializers
+  // among them, such as BatchNorm running statistics, stay constants, as
+  // the importer lists them).
   llvm::SmallVector<Value *, 8> inactive;
   for (Value *candidate : candidates)
     if (!isActive(candidate))
       inactive.push_back(candidate);
   for (Value *value : inactive) {
     candidates.erase(value);
-    if (value->isGraphInput())
-      frozen.insert(value);
+    frozen.insert(value);
   }
 
   if (llvm::Error err = emitBackward(*loss))

@@ -23,8 +23,8 @@
 //      trainable initializers become graph inputs (their data kept as the
 //      default), as in ONNX Runtime's artifacts; frozen ones (buffers such
 //      as rotary tables) stay constants. A candidate on no differentiable path
-//      to the loss (a dropout ratio) gets no gradient: an input stays a
-//      frozen parameter, an initializer stays a constant.
+//      to the loss (a dropout ratio, BatchNorm running statistics) gets no
+//      gradient: it is a frozen parameter (an initializer stays one).
 //   3. Backward. Activity analysis keeps only values that depend on a
 //      trainable parameter through differentiable operands and that the
 //      loss depends on; the forward nodes are visited in reverse and each
