@@ -433,6 +433,116 @@ GradientRule globalAveragePoolRule() {
   return rule;
 }
 
+/// InstanceNormalization(X, scale, B): normalization over each sample's
+/// channel; with x_hat = (x - mean) / sqrt(var + eps) and g = dY * scale,
+/// dX = (g - mean(g) - x_hat mean(g x_hat)) / sqrt(var + eps) (means over
+/// the spatial axes), dScale = sum(dY x_hat), dB = sum(dY) (over the batch
+/// and spatial axes). ONNX Runtime has no gradient op for it.
+GradientRule instanceNormRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    Value *x = node.getOperand(0);
+    const TensorType &type = x->getType();
+    if (!type.hasRank() || type.getRank() < 3)
+      return gradientError(node, "InstanceNormalization needs a ranked input");
+    unsigned rank = type.getRank();
+    std::vector<int64_t> spatial, channelAxes, batchAndSpatial = {0};
+    uint64_t count = 1;
+    for (unsigned i = 2; i != rank; ++i) {
+      if (!type.getDim(i).isStatic())
+        return gradientError(node, "InstanceNormalization's gradient needs "
+                                   "static spatial dimensions");
+      count *= type.getDim(i).getExtent();
+      spatial.push_back(i);
+      channelAxes.push_back(i - 1);
+      batchAndSpatial.push_back(i);
+    }
+    DType dtype = dY->getType().getDType();
+    auto meanOver = [&](Value *v) -> llvm::Expected<Value *> {
+      auto sum = b.onnx("ReduceSum", {v, b.int64s(spatial)},
+                        {{"keepdims", Attribute::getInt(1)}});
+      if (!sum)
+        return sum.takeError();
+      return b.mul(*sum, b.scalar(dtype, 1.0 / double(count)));
+    };
+    auto sumOver = [&](Value *v) {
+      return b.onnx("ReduceSum", {v, b.int64s(batchAndSpatial)},
+                    {{"keepdims", Attribute::getInt(0)}});
+    };
+    // Recompute the statistics (the op does not output them).
+    auto mean = meanOver(x);
+    if (!mean)
+      return mean.takeError();
+    auto centered = b.sub(x, *mean);
+    if (!centered)
+      return centered.takeError();
+    auto square = b.mul(*centered, *centered);
+    if (!square)
+      return square.takeError();
+    auto variance = meanOver(*square);
+    if (!variance)
+      return variance.takeError();
+    auto shifted = b.add(*variance,
+                         b.scalar(dtype, node.getFloatAttr("epsilon", 1e-5f)));
+    if (!shifted)
+      return shifted.takeError();
+    auto root = b.onnx("Sqrt", {*shifted});
+    if (!root)
+      return root.takeError();
+    auto invStd = b.onnx("Reciprocal", {*root});
+    if (!invStd)
+      return invStd.takeError();
+    auto normalized = b.mul(*centered, *invStd);
+    if (!normalized)
+      return normalized.takeError();
+    if (request.wanted[0]) {
+      auto scaleC = b.onnx("Unsqueeze", {node.getOperand(1), b.int64s(channelAxes)});
+      if (!scaleC)
+        return scaleC.takeError();
+      auto g = b.mul(dY, *scaleC);
+      if (!g)
+        return g.takeError();
+      auto meanG = meanOver(*g);
+      if (!meanG)
+        return meanG.takeError();
+      auto gx = b.mul(*g, *normalized);
+      if (!gx)
+        return gx.takeError();
+      auto meanGx = meanOver(*gx);
+      if (!meanGx)
+        return meanGx.takeError();
+      auto projected = b.mul(*normalized, *meanGx);
+      if (!projected)
+        return projected.takeError();
+      auto first = b.sub(*g, *meanG);
+      if (!first)
+        return first.takeError();
+      auto inner = b.sub(*first, *projected);
+      if (!inner)
+        return inner.takeError();
+      if (auto err = assign(grads[0], b.mul(*inner, *invStd)))
+        return err;
+    }
+    if (request.wanted[1]) {
+      auto product = b.mul(dY, *normalized);
+      if (!product)
+        return product.takeError();
+      if (auto err = assign(grads[1], sumOver(*product)))
+        return err;
+    }
+    if (request.wanted[2])
+      if (auto err = assign(grads[2], sumOver(dY)))
+        return err;
+    return llvm::Error::success();
+  };
+  return rule;
+}
+
 /// GlobalMaxPool: dY to every element equal to its window's maximum.
 GradientRule globalMaxPoolRule() {
   GradientRule rule;
@@ -462,6 +572,7 @@ GradientRule globalMaxPoolRule() {
 
 void gmopt::registerNnGradients(GradientRuleTable &table) {
   table.add(kOnnxDomain, "GlobalMaxPool", globalMaxPoolRule());
+  table.add(kOnnxDomain, "InstanceNormalization", instanceNormRule());
   table.add(kOnnxDomain, "Softmax", softmaxRule(false));
   table.add(kOnnxDomain, "LogSoftmax", softmaxRule(true));
   table.add(kOnnxDomain, "LayerNormalization", layerNormRule(false));

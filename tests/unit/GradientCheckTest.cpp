@@ -24,6 +24,7 @@
 #include "ir/Verifier.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "gtest/gtest.h"
@@ -73,6 +74,15 @@ public:
                        std::vector<double> kinks) {
     Value *value = param(shape, lo, hi);
     avoid[value->getName()] = std::move(kinks);
+    return value;
+  }
+  /// A float parameter whose elements are a shuffle of evenly spaced
+  /// values in [lo, hi] (no near-ties: a maximum stays the maximum under
+  /// the finite-difference step).
+  Value *paramDistinct(llvm::ArrayRef<int64_t> shape, double lo = -1.0,
+                       double hi = 1.0) {
+    Value *value = param(shape, lo, hi);
+    distinct.insert(value->getName());
     return value;
   }
   /// An int64 data input with values uniform in [0, bound).
@@ -144,6 +154,7 @@ public:
   llvm::StringMap<std::pair<double, double>> ranges;
   llvm::StringMap<int64_t> intBounds;
   llvm::StringMap<std::vector<double>> avoid;
+  llvm::StringSet<> distinct;
 
 private:
   unsigned params = 0, data = 0, constants = 0, nodes = 0;
@@ -194,6 +205,7 @@ struct InputRanges {
   llvm::StringMap<std::pair<double, double>> ranges;
   llvm::StringMap<int64_t> intBounds;
   llvm::StringMap<std::vector<double>> avoid;
+  llvm::StringSet<> distinct;
 };
 
 std::unique_ptr<Module> buildCase(const GradientCase &gradientCase,
@@ -209,6 +221,7 @@ std::unique_ptr<Module> buildCase(const GradientCase &gradientCase,
   inputs.ranges = b.ranges;
   inputs.intBounds = b.intBounds;
   inputs.avoid = b.avoid;
+  inputs.distinct = b.distinct;
   return module;
 }
 
@@ -238,6 +251,12 @@ llvm::StringMap<TensorData> makeInputs(const Module &module,
         do
           v = dist(rng);
         while (nearKink(v));
+      if (inputs.distinct.contains(name)) {
+        for (uint64_t i = 0; i != count; ++i)
+          data[i] = range.first + (range.second - range.first) * i /
+                                      std::max<uint64_t>(count - 1, 1);
+        std::shuffle(data.begin(), data.end(), rng);
+      }
       values[name] = TensorData::fromValues<float>(DType::F32, shape, data);
     } else if (type.getDType() == DType::I64) {
       std::uniform_int_distribution<int64_t> dist(0, intBounds.lookup(name) - 1);
@@ -564,6 +583,15 @@ std::vector<GradientCase> allCases() {
   cases.push_back({"BatchNormInternal", batchNorm(true), 3});
   // Inference mode (train-mode off): the running statistics.
   cases.push_back({"BatchNormalization", batchNorm(false), 3, false});
+  cases.push_back({"InstanceNormalization", [](CaseBuilder &b) {
+                     int64_t c = b.pick(1, 3);
+                     std::vector<int64_t> shape = {b.pick(1, 2), c, b.pick(2, 3),
+                                                   b.pick(1, 3)};
+                     return b.op("InstanceNormalization",
+                                 {b.param(shape, -2, 2), b.param({c}, 0.5, 1.5),
+                                  b.param({c})},
+                                 attrs({floatAttr("epsilon", 1e-5f)}));
+                   }, 4});
   cases.push_back({"Dropout", [](CaseBuilder &b) {
                      Value *x = b.param(b.shape(3));
                      return b.op("Dropout", {x, b.scalarF32(0.3f), b.scalarBool(true)});
@@ -589,7 +617,7 @@ std::vector<GradientCase> allCases() {
                                         intsAttr("strides", {1, 1})}));
                    }});
   cases.push_back({"MaxPool", [](CaseBuilder &b) {
-                     Value *x = b.param({1, 2, 4, 4});
+                     Value *x = b.paramDistinct({1, 2, 4, 4});
                      return b.op("MaxPool", {x},
                                  attrs({intsAttr("kernel_shape", {2, 2}),
                                         intsAttr("strides", {2, 2})}));
@@ -723,7 +751,9 @@ std::vector<GradientCase> allCases() {
                            intAttr("keepdims", b.pick(0, 1))};
                        if (!axes.empty())
                          opAttrs.push_back(intsAttr("axes", axes));
-                       return b.op(type, {b.paramAvoiding(shape, lo, hi, kinks)},
+                       bool extreme = type == "ReduceMax" || type == "ReduceMin";
+                       return b.op(type, {extreme ? b.paramDistinct(shape, lo, hi)
+                                                  : b.paramAvoiding(shape, lo, hi, kinks)},
                                    opAttrs);
                      }, 4});
   };
@@ -736,7 +766,7 @@ std::vector<GradientCase> allCases() {
   reduction("ReduceMin", -1.0, 1.0, {});
   reduction("ReduceProd", 0.5, 1.5, {});
   cases.push_back({"GlobalMaxPool", [](CaseBuilder &b) {
-                     return b.op("GlobalMaxPool", {b.param({2, 3, 3, 2})});
+                     return b.op("GlobalMaxPool", {b.paramDistinct({2, 3, 3, 2})});
                    }, 2});
   // More data movement.
   cases.push_back({"Trilu", [](CaseBuilder &b) {

@@ -412,8 +412,7 @@ static int runGmoptCompile(int argc, char **argv) {
         kTool, fileError(inputFilename,
                          "no gradients found: this is not a training graph "
                          "(expected ONNX Runtime's training_model.onnx or "
-                         "gradients exposed as outputs named X_grad; "
-                         "--train builds them from a forward model)"));
+                         "gradients exposed as outputs named X_grad)"));
   // The whole step is one module: the optimizer is merged in before any
   // pass runs, so every rewrite and the plan see it.
   timer.start(train ? "autodiff and optimizer" : "merge optimizer",
