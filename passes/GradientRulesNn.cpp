@@ -341,6 +341,91 @@ GradientRule softmaxCrossEntropyRule() {
   return rule;
 }
 
+/// ONNX Runtime's BitmaskDropout -> BitmaskDropoutGrad(dY, mask, ratio,
+/// training_mode).
+GradientRule bitmaskDropoutRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    Node &node = request.node;
+    if (auto err = ensureSavedResults(node, 2))
+      return err;
+    llvm::SmallVector<Value *, 4> operands = {dY, node.getResult(1)};
+    for (unsigned i = 1; i < node.getNumOperands(); ++i)
+      operands.push_back(node.getOperand(i));
+    return assign(grads[0], b.microsoft("BitmaskDropoutGrad", operands));
+  };
+  return rule;
+}
+
+/// ONNX Runtime's BiasDropout(data, bias, residual, ratio, training_mode)
+/// = Dropout(data + bias) + residual: DropoutGrad gives d(data + bias),
+/// summed over the broadcast for the bias; the residual gets dY.
+GradientRule biasDropoutRule() {
+  GradientRule rule;
+  rule.differentiableOperands = {0, 1, 2};
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    Node &node = request.node;
+    if (auto err = ensureSavedResults(node, 2))
+      return err;
+    llvm::SmallVector<Value *, 4> operands = {dY, node.getResult(1)};
+    for (unsigned i = 3; i < node.getNumOperands(); ++i)
+      operands.push_back(node.getOperand(i));
+    auto dropped = b.microsoft("DropoutGrad", operands);
+    if (!dropped)
+      return dropped.takeError();
+    if (request.wanted[0])
+      grads[0] = *dropped;
+    if (request.wanted[1])
+      if (auto err = assign(grads[1],
+                            b.reduceToShapeOf(*dropped, node.getOperand(1))))
+        return err;
+    if (request.wanted.size() > 2 && request.wanted[2])
+      if (auto err = assign(grads[2], b.reduceToShapeOf(dY, node.getOperand(2))))
+        return err;
+    return llvm::Error::success();
+  };
+  return rule;
+}
+
+/// ONNX Runtime's SoftmaxCrossEntropyLossInternal(logits, labels, weights,
+/// ignore_index) -> SoftmaxCrossEntropyLossInternalGrad(dY, log_prob,
+/// labels, weights, ignore_index); and its older SoftmaxCrossEntropy
+/// (probability labels) -> SoftmaxCrossEntropyGrad(dY, log_prob, labels).
+GradientRule internalCrossEntropyRule(bool internal) {
+  GradientRule rule;
+  rule.differentiableOperands = {0};
+  rule.emit = [internal](GradientBuilder &b, const GradientRequest &request,
+                         Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    Node &node = request.node;
+    if (request.resultGrads.size() > 1 && request.resultGrads[1])
+      return gradientError(node, "no gradient through the log_prob output");
+    if (!dY)
+      return llvm::Error::success();
+    if (auto err = ensureSavedResults(node, 2))
+      return err;
+    llvm::SmallVector<Value *, 5> operands = {dY, node.getResult(1),
+                                              node.getOperand(1)};
+    for (unsigned i = 2; internal && i < node.getNumOperands(); ++i)
+      operands.push_back(node.getOperand(i));
+    return assign(grads[0],
+                  b.microsoft(internal ? "SoftmaxCrossEntropyLossInternalGrad"
+                                       : "SoftmaxCrossEntropyGrad",
+                              operands,
+                              copyAttrs(node, {"reduction", "output_type"})));
+  };
+  return rule;
+}
+
 /// Conv(X, W, B) -> ConvGrad(dY, X, W) = (dX, dW, dB).
 GradientRule convRule() {
   GradientRule rule;
@@ -584,6 +669,11 @@ void gmopt::registerNnGradients(GradientRuleTable &table) {
   table.add(kOnnxDomain, "BatchNormalization", batchNormRule());
   table.add(kMsDomain, "BatchNormInternal", batchNormInternalRule());
   table.add(kOnnxDomain, "SoftmaxCrossEntropyLoss", softmaxCrossEntropyRule());
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternal",
+            internalCrossEntropyRule(true));
+  table.add(kMsDomain, "SoftmaxCrossEntropy", internalCrossEntropyRule(false));
+  table.add(kMsDomain, "BitmaskDropout", bitmaskDropoutRule());
+  table.add(kMsDomain, "BiasDropout", biasDropoutRule());
   table.add(kOnnxDomain, "Conv", convRule());
   table.add(kOnnxDomain, "MaxPool", maxPoolRule());
   table.add(kOnnxDomain, "AveragePool", averagePoolRule());

@@ -312,6 +312,8 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
   // The projection weights are the loss's constants, not parameters.
   AutodiffPass::Options options;
   options.frozen = "projection";
+  if (training->getGraph().lookupValue("probabilities"))
+    options.frozen += ",probabilities";
   options.trainMode = gradientCase.trainMode;
   AutodiffPass autodiff(options);
   PassContext context;
@@ -604,6 +606,39 @@ std::vector<GradientCase> allCases() {
                      return b.op("SoftmaxCrossEntropyLoss", {scores, labels},
                                  {{"reduction", Attribute::getString(
                                                     sum ? "sum" : "mean")}});
+                   }, 4});
+  cases.push_back({"BitmaskDropout", [](CaseBuilder &b) {
+                     Value *x = b.param(b.shape(3));
+                     return b.op("BitmaskDropout", {x, b.scalarF32(0.3f), b.scalarBool(true)},
+                                 {}, 1, "com.microsoft");
+                   }});
+  cases.push_back({"BiasDropout", [](CaseBuilder &b) {
+                     std::vector<int64_t> shape = b.shape(3);
+                     return b.op("BiasDropout",
+                                 {b.param(shape), b.param({shape.back()}), b.param(shape),
+                                  b.scalarF32(0.3f), b.scalarBool(true)},
+                                 {}, 1, "com.microsoft");
+                   }});
+  cases.push_back({"SoftmaxCrossEntropyLossInternal", [](CaseBuilder &b) {
+                     int64_t n = b.pick(1, 4), c = b.pick(2, 5);
+                     return b.op("SoftmaxCrossEntropyLossInternal",
+                                 {b.param({n, c}, -2, 2), b.indices({n}, c)},
+                                 {{"reduction", Attribute::getString(
+                                                    b.pick(0, 1) ? "sum" : "mean")}},
+                                 1, "com.microsoft");
+                   }, 4});
+  cases.push_back({"SoftmaxCrossEntropy", [](CaseBuilder &b) {
+                     int64_t n = b.pick(1, 4), c = b.pick(2, 5);
+                     // Probability labels: a constant one-hot table.
+                     std::vector<float> labels(n * c, 0.0f);
+                     for (int64_t row = 0; row != n; ++row)
+                       labels[row * c + b.pick(0, c - 1)] = 1.0f;
+                     Value *probabilities = b.graph.addInitializer(
+                         TensorData::fromValues<float>(DType::F32, {n, c}, labels),
+                         "probabilities");
+                     return b.op("SoftmaxCrossEntropy",
+                                 {b.param({n, c}, -2, 2), probabilities}, {}, 1,
+                                 "com.microsoft");
                    }, 4});
   cases.push_back({"Conv", [](CaseBuilder &b) {
                      int64_t c = b.pick(1, 3), f = b.pick(1, 3), k = b.pick(1, 3);
