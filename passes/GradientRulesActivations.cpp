@@ -171,6 +171,13 @@ llvm::Expected<Value *> clip(const Activation &a) {
   return a.b.onnx("Where", {inside, a.dY, a.scalar(0.0)});
 }
 
+/// ONNX's Gelu (opset 20): the exact form is ONNX Runtime's Gelu (GeluGrad),
+/// approximate="tanh" its FastGelu (FastGeluGrad).
+llvm::Expected<Value *> onnxGelu(const Activation &a) {
+  bool tanh = a.node.getStringAttr("approximate", "none") == "tanh";
+  return a.b.microsoft(tanh ? "FastGeluGrad" : "GeluGrad", {a.dY, a.x});
+}
+
 llvm::Expected<Value *> quickGelu(const Activation &a) {
   return a.b.microsoft("QuickGeluGrad", {a.dY, a.x},
                        {{"alpha", Attribute::getFloat(a.attr("alpha", 1.702f))}});
@@ -244,5 +251,6 @@ void gmopt::registerActivationGradients(GradientRuleTable &table) {
   table.add(kOnnxDomain, "Clip", activationRule(clip));
   table.add(kOnnxDomain, "PRelu", preluRule());
   table.add(kMsDomain, "QuickGelu", activationRule(quickGelu));
+  table.add(kOnnxDomain, "Gelu", activationRule(onnxGelu));
   table.add(kMsDomain, "BiasGelu", biasGeluRule());
 }

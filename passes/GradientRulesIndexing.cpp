@@ -266,6 +266,9 @@ void gmopt::registerIndexingGradients(GradientRuleTable &table) {
   table.add(kOnnxDomain, "ScatterND", scatterRule(false));
   table.add(kOnnxDomain, "Einsum", einsumRule());
   table.add(kOnnxDomain, "NegativeLogLikelihoodLoss", nllLossRule());
+  // ONNX Runtime's internal forms take the same operands first.
+  table.add(kMsDomain, "NegativeLogLikelihoodLossInternal", nllLossRule());
+  table.add(kMsDomain, "NegativeLogLikelihoodLossInternal2", nllLossRule());
   table.add(kMsDomain, "FusedMatMul", fusedMatMulRule());
   table.add(kMsDomain, "Scale", scaleRule());
   table.add(kOnnxDomain, "Mod", modRule());

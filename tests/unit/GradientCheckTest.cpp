@@ -754,6 +754,21 @@ std::vector<GradientCase> allCases() {
                    }});
   activation("QuickGelu", attrs({floatAttr("alpha", 1.702f)}), -2.0, 2.0, {},
              "com.microsoft");
+  for (const char *approximate : {"none", "tanh"})
+    cases.push_back({std::string("Gelu"), [approximate](CaseBuilder &b) {
+                       b.module.opsetImports[""] = 20; // ONNX Gelu is opset 20
+                       return b.op("Gelu", {b.param(b.shape(2), -2.0, 2.0)},
+                                   {{"approximate", Attribute::getString(approximate)}});
+                     }, 2});
+  for (const char *op : {"NegativeLogLikelihoodLossInternal",
+                         "NegativeLogLikelihoodLossInternal2"})
+    cases.push_back({op, [op = std::string(op)](CaseBuilder &b) {
+                       int64_t n = b.pick(1, 4), c = b.pick(2, 4);
+                       return b.op(op, {b.param({n, c}), b.indices({n}, c)},
+                                   {{"reduction", Attribute::getString(
+                                                      b.pick(0, 1) ? "sum" : "mean")}},
+                                   1, "com.microsoft");
+                     }, 3});
   cases.push_back({"Clip", [](CaseBuilder &b) {
                      Value *x = b.paramAvoiding(b.shape(2), -1.5, 1.5, {-0.5, 0.5});
                      return b.op("Clip", {x, b.scalarF32(-0.5f), b.scalarF32(0.5f)});
@@ -962,6 +977,38 @@ TEST(GradientCheckTest, EveryRuleMatchesFiniteDifferences) {
     name.consume_front("com.microsoft.");
     EXPECT_TRUE(covered.count(name.str())) << "no gradient check for " << op;
   }
+}
+
+/// True for the ops that carry a training step rather than compute a
+/// forward value: gradients, accumulation, optimizers, loss scaling.
+bool isTrainingSupportOp(const OpSchema &schema) {
+  llvm::StringRef name = schema.name;
+  if (name.contains("Grad") || name.ends_with("Optimizer") ||
+      name.ends_with("OptimizerV2"))
+    return true;
+  return llvm::is_contained(
+      std::initializer_list<llvm::StringRef>{
+          "InPlaceAccumulator", "InPlaceAccumulatorV2", "ZeroGradient",
+          "IsAllFinite", "IsFinite", "MixedPrecisionScale", "YieldOp",
+          "PassThrough", "BroadcastGradientArgs", "ReduceSumTraining"},
+      name);
+}
+
+TEST(GradientCheckTest, EveryForwardRegistryOpHasARule) {
+  std::set<std::string> missing;
+  for (const OpSchema *schema : OpRegistry::instance().all()) {
+    if (isTrainingSupportOp(*schema))
+      continue;
+    if (!GradientRuleTable::instance().lookup(
+            OpName{schema->domain, schema->name}))
+      missing.insert((schema->domain.empty() ? "" : schema->domain + ".") +
+                     schema->name);
+  }
+  std::string list;
+  for (const std::string &name : missing)
+    list += " " + name;
+  EXPECT_TRUE(missing.empty()) << "forward ops without a gradient rule:"
+                               << list;
 }
 
 } // namespace
