@@ -25,13 +25,20 @@
 //      as rotary tables) stay constants. A candidate on no differentiable path
 //      to the loss (a dropout ratio, BatchNorm running statistics) gets no
 //      gradient: it is a frozen parameter (an initializer stays one).
-//   3. Backward. Activity analysis keeps only values that depend on a
+//   3. Forward rewrites (ONNX Runtime's, before its gradient builder). With
+//      train-mode (the default) Dropout's training_mode is switched on and
+//      BatchNormalization becomes BatchNormInternal, which outputs the
+//      saved batch statistics; rules add the results their gradient ops
+//      read (a Dropout's mask, SoftmaxCrossEntropyLoss's log-probabilities,
+//      LayerNormalization's mean and inverse deviation, MaxPool's indices)
+//      so the backward pass reads saved values.
+//   4. Backward. Activity analysis keeps only values that depend on a
 //      trainable parameter through differentiable operands and that the
 //      loss depends on; the forward nodes are visited in reverse and each
 //      rule of passes/GradientRules.h emits its gradient (Phase::Backward),
 //      seeded by the initializer `<loss>_grad` (1). A value with several
 //      consumers gets the Sum of their contributions.
-//   4. Accumulation. Each trainable P gets `P_grad`, the input
+//   5. Accumulation. Each trainable P gets `P_grad`, the input
 //      `P_grad.accumulation.buffer`, a com.microsoft InPlaceAccumulatorV2
 //      (buffer, P_grad, lazy_reset_grad) in Phase::Optimizer whose flag
 //      `P_grad.accumulation.out` is a graph output, and its entry in the
