@@ -118,6 +118,34 @@ static int runGmoptCompile(int argc, char **argv) {
                "Runtime checkpoint or a .pbseq; read only, never written "
                "into the output"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<bool> train(
+      "train",
+      cl::desc("The input is a forward model: build its backward pass, "
+               "gradient accumulators and training signature first (the "
+               "autodiff pass, with --loss, --frozen and --data)"),
+      cl::cat(category));
+  cl::opt<std::string> lossSpec(
+      "loss",
+      cl::desc("With --train: KIND[:OUTPUT[,TARGET]], KIND one of output "
+               "(the model's scalar output), cross-entropy, mse, "
+               "bce-with-logits, l1 (default output)"),
+      cl::init("output"), cl::value_desc("spec"), cl::cat(category));
+  cl::opt<std::string> frozenParams(
+      "frozen",
+      cl::desc("With --train: comma-separated parameters that get no "
+               "gradient"),
+      cl::value_desc("names"), cl::cat(category));
+  cl::opt<std::string> dataInputs(
+      "data",
+      cl::desc("With --train: comma-separated data inputs (default: "
+               "non-float inputs and those named input*, labels, target*)"),
+      cl::value_desc("names"), cl::cat(category));
+  cl::opt<bool> trainMode(
+      "train-mode",
+      cl::desc("With --train: run Dropout and BatchNormalization in training "
+               "mode, as ONNX Runtime's training graph does (default true; "
+               "false keeps the forward model's modes)"),
+      cl::init(true), cl::cat(category));
   cl::opt<std::string> memoryLimit(
       "memory-limit",
       cl::desc("Fit the step into this planned peak: bytes (24GiB, 512MiB, "
@@ -156,34 +184,6 @@ static int runGmoptCompile(int argc, char **argv) {
                "with: cpu or cuda (default: cuda where a CUDA device is "
                "present, else cpu)"),
       cl::value_desc("backend"), cl::cat(category));
-  cl::opt<bool> train(
-      "train",
-      cl::desc("The input is a forward model: build its backward pass, "
-               "gradient accumulators and training signature first (the "
-               "autodiff pass, with --loss, --frozen and --data)"),
-      cl::cat(category));
-  cl::opt<std::string> lossSpec(
-      "loss",
-      cl::desc("With --train: KIND[:OUTPUT[,TARGET]], KIND one of output "
-               "(the model's scalar output), cross-entropy, mse, "
-               "bce-with-logits, l1 (default output)"),
-      cl::init("output"), cl::value_desc("spec"), cl::cat(category));
-  cl::opt<std::string> frozenParams(
-      "frozen",
-      cl::desc("With --train: comma-separated parameters that get no "
-               "gradient"),
-      cl::value_desc("names"), cl::cat(category));
-  cl::opt<std::string> dataInputs(
-      "data",
-      cl::desc("With --train: comma-separated data inputs (default: "
-               "non-float inputs and those named input*, labels, target*)"),
-      cl::value_desc("names"), cl::cat(category));
-  cl::opt<bool> trainMode(
-      "train-mode",
-      cl::desc("With --train: run Dropout and BatchNormalization in training "
-               "mode, as ONNX Runtime's training graph does (default true; "
-               "false keeps the forward model's modes)"),
-      cl::init(true), cl::cat(category));
   PassManagerCLOptions passOptions(
       "Pass pipeline to run (default: " + kDefaultPipeline.str() + ")");
   OptimizerCLOptions optimizerOptions(OptimizerChoice::None);
