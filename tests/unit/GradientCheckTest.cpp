@@ -964,13 +964,19 @@ std::vector<GradientCase> allCases() {
 TEST(GradientCheckTest, EveryRuleMatchesFiniteDifferences) {
   unsigned seed = 1;
   std::set<std::string> covered;
+  unsigned cases = 0, trials = 0, parameters = 0;
   for (const GradientCase &gradientCase : allCases()) {
     unsigned checked = 0;
     for (unsigned trial = 0; trial != gradientCase.trials; ++trial)
       checked += checkTrial(gradientCase, seed += 7);
     EXPECT_GT(checked, 0u) << gradientCase.name << ": nothing was checked";
     covered.insert(gradientCase.name);
+    ++cases;
+    trials += gradientCase.trials;
+    parameters += checked;
   }
+  std::printf("%u cases, %u random trials, %u parameter gradients checked\n",
+              cases, trials, parameters);
   // Every differentiable op of the rule table has a case here.
   for (const std::string &op : GradientRuleTable::instance().differentiableOps()) {
     llvm::StringRef name = op;
