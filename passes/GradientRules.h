@@ -163,6 +163,15 @@ void registerNnGradients(GradientRuleTable &table);
 void registerShapeGradients(GradientRuleTable &table);
 void registerIndexingGradients(GradientRuleTable &table);
 
+/// In a rule returning llvm::Error or Expected: evaluates \p expr (an
+/// llvm::Expected<Value *>), returns its error, else binds the value to a
+/// new `Value *out`. Keeps the chains of backward nodes readable.
+#define GMOPT_TRY(out, expr)                                                   \
+  auto out##OrErr = (expr);                                                    \
+  if (!out##OrErr)                                                             \
+    return out##OrErr.takeError();                                             \
+  Value *out = *out##OrErr;
+
 /// An error naming \p node for a rule that cannot handle it.
 llvm::Error gradientError(const Node &node, const llvm::Twine &message);
 

@@ -18,12 +18,6 @@ namespace {
 
 using Grads = llvm::MutableArrayRef<Value *>;
 
-#define GMOPT_TRY(out, expr)                                                   \
-  auto out##OrErr = (expr);                                                    \
-  if (!out##OrErr)                                                             \
-    return out##OrErr.takeError();                                             \
-  Value *out = *out##OrErr;
-
 DType dtypeOf(const Value *value) { return value->getType().getDType(); }
 
 /// The context of one elementwise activation's rule.

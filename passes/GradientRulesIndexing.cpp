@@ -20,12 +20,6 @@ namespace {
 
 using Grads = llvm::MutableArrayRef<Value *>;
 
-#define GMOPT_TRY(out, expr)                                                   \
-  auto out##OrErr = (expr);                                                    \
-  if (!out##OrErr)                                                             \
-    return out##OrErr.takeError();                                             \
-  Value *out = *out##OrErr;
-
 DType dtypeOf(const Value *value) { return value->getType().getDType(); }
 
 /// ScatterElements / ScatterND (reduction none): dData is dY with the

@@ -31,13 +31,6 @@ llvm::Error assign(Value *&slot, llvm::Expected<Value *> value) {
   return llvm::Error::success();
 }
 
-/// Unwraps \p value into \p out; `GMOPT_TRY(x, expr)` keeps rules short.
-#define GMOPT_TRY(out, expr)                                                   \
-  auto out##OrErr = (expr);                                                    \
-  if (!out##OrErr)                                                             \
-    return out##OrErr.takeError();                                             \
-  Value *out = *out##OrErr;
-
 DType dtypeOf(const Value *value) { return value->getType().getDType(); }
 
 //===----------------------------------------------------------------------===//
