@@ -8,6 +8,7 @@
 
 #include "passes/PassRegistry.h"
 #include "passes/Amp.h"
+#include "passes/Autodiff.h"
 #include "passes/Canonicalize.h"
 #include "passes/Cse.h"
 #include "passes/FoldScale.h"

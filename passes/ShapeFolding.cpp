@@ -184,7 +184,8 @@ public:
       return foldReshape();
     if (op == "Cast")
       return foldCast();
-    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
+        op == "Mod")
       return foldArithmetic(op);
     if (op == "Equal" || op == "Less" || op == "LessOrEqual" ||
         op == "Greater" || op == "GreaterOrEqual")
@@ -590,6 +591,15 @@ private:
         overflow = __builtin_sub_overflow(a, b, &r);
       } else if (op == "Mul") {
         overflow = __builtin_mul_overflow(a, b, &r);
+      } else if (op == "Mod") {
+        // fmod=0 (the default): the remainder takes the divisor's sign, as
+        // Python's %; fmod=1: the dividend's, as C's.
+        if (b == 0)
+          return std::nullopt;
+        overflow = a == std::numeric_limits<int64_t>::min() && b == -1;
+        r = overflow ? 0 : a % b;
+        if (!node.getIntAttr("fmod", 0) && r != 0 && ((r < 0) != (b < 0)))
+          r += b;
       } else {
         // Integer Div truncates toward zero (ONNX reference and runtimes).
         if (b == 0)
@@ -709,7 +719,8 @@ bool gmopt::isFoldableShapeOp(const Node &node) {
   return llvm::StringSwitch<bool>(node.getOpType())
       .Cases("Shape", "Size", "Gather", "Concat", "Slice", true)
       .Cases("Unsqueeze", "Squeeze", "Reshape", "Cast", true)
-      .Cases("Add", "Sub", "Mul", "Div", "Where", true)
+      .Cases("Add", "Sub", "Mul", "Div", "Mod", true)
+      .Case("Where", true)
       .Cases("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", true)
       .Cases("ConstantOfShape", "Range", true)
       .Default(false);

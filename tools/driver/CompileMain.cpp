@@ -34,6 +34,8 @@
 #include "ir/Module.h"
 #include "ir/Onnx.h"
 #include "ir/Plan.h"
+#include "passes/Autodiff.h"
+#include "passes/Canonicalize.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
@@ -116,6 +118,34 @@ static int runGmoptCompile(int argc, char **argv) {
                "Runtime checkpoint or a .pbseq; read only, never written "
                "into the output"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<bool> train(
+      "train",
+      cl::desc("The input is a forward model: build its backward pass, "
+               "gradient accumulators and training signature first (the "
+               "autodiff pass, with --loss, --frozen and --data)"),
+      cl::cat(category));
+  cl::opt<std::string> lossSpec(
+      "loss",
+      cl::desc("With --train: KIND[:OUTPUT[,TARGET]], KIND one of output "
+               "(the model's scalar output), cross-entropy, mse, "
+               "bce-with-logits, l1 (default output)"),
+      cl::init("output"), cl::value_desc("spec"), cl::cat(category));
+  cl::opt<std::string> frozenParams(
+      "frozen",
+      cl::desc("With --train: comma-separated parameters that get no "
+               "gradient"),
+      cl::value_desc("names"), cl::cat(category));
+  cl::opt<std::string> dataInputs(
+      "data",
+      cl::desc("With --train: comma-separated data inputs (default: "
+               "non-float inputs and those named input*, labels, target*)"),
+      cl::value_desc("names"), cl::cat(category));
+  cl::opt<bool> trainMode(
+      "train-mode",
+      cl::desc("With --train: run Dropout and BatchNormalization in training "
+               "mode, as ONNX Runtime's training graph does (default true; "
+               "false keeps the forward model's modes)"),
+      cl::init(true), cl::cat(category));
   cl::opt<std::string> memoryLimit(
       "memory-limit",
       cl::desc("Fit the step into this planned peak: bytes (24GiB, 512MiB, "
@@ -195,6 +225,25 @@ static int runGmoptCompile(int argc, char **argv) {
   auto dimBindings = parseDimBindings(dims);
   if (!dimBindings)
     return reportToolError(kTool, dimBindings.takeError());
+  if (!train && (lossSpec.getNumOccurrences() ||
+                 frozenParams.getNumOccurrences() ||
+                 dataInputs.getNumOccurrences() ||
+                 trainMode.getNumOccurrences()))
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--loss, --frozen, --data and "
+                                       "--train-mode need --train"));
+  AutodiffPass::Options autodiffOptions;
+  autodiffOptions.loss = lossSpec;
+  autodiffOptions.frozen = frozenParams;
+  autodiffOptions.data = dataInputs;
+  autodiffOptions.trainMode = trainMode;
+  if (train)
+    if (auto spec = parseLossSpec(lossSpec); !spec)
+      return reportToolError(
+          kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                         "--loss=" + lossSpec + ": " +
+                                             llvm::toString(spec.takeError())));
   auto optimizer = optimizerOptions.getSpec();
   if (!optimizer)
     return reportToolError(kTool, optimizer.takeError());
@@ -276,7 +325,18 @@ static int runGmoptCompile(int argc, char **argv) {
   if (!input)
     return reportToolError(kTool, input.takeError());
   llvm::StringRef inputBytes = (*input)->getBuffer();
+  // --train builds the training step first; the optimizer then sees its
+  // signature like an imported one.
   auto addOptimizer = [&](Module &target) -> llvm::Error {
+    if (train) {
+      // canonicalize folds the forward model's shape arithmetic first, so
+      // the gradients see static shapes where the batch is bound.
+      PassManager trainPasses;
+      trainPasses.addPass(std::make_unique<CanonicalizePass>());
+      trainPasses.addPass(std::make_unique<AutodiffPass>(autodiffOptions));
+      if (llvm::Error err = trainPasses.run(target))
+        return fileError(inputFilename, llvm::toString(std::move(err)));
+    }
     if (!*optimizer)
       return llvm::Error::success();
     auto node = buildOptimizer(target, **optimizer);
@@ -352,10 +412,13 @@ static int runGmoptCompile(int argc, char **argv) {
                                 *dimBindings);
   if (!module)
     return reportToolError(kTool, module.takeError());
-  if (llvm::Error err = checkDimsBound(**module))
-    return reportToolError(
-        kTool, fileError(inputFilename, llvm::toString(std::move(err))));
-  if (!(*module)->getSignature().hasGradients())
+  // A forward model's shape subgraphs fold (canonicalize) before autodiff:
+  // its dimensions are checked after.
+  if (!train)
+    if (llvm::Error err = checkDimsBound(**module))
+      return reportToolError(
+          kTool, fileError(inputFilename, llvm::toString(std::move(err))));
+  if (!train && !(*module)->getSignature().hasGradients())
     return reportToolError(
         kTool, fileError(inputFilename,
                          "no gradients found: this is not a training graph "
@@ -363,9 +426,14 @@ static int runGmoptCompile(int argc, char **argv) {
                          "gradients exposed as outputs named X_grad)"));
   // The whole step is one module: the optimizer is merged in before any
   // pass runs, so every rewrite and the plan see it.
-  timer.start("merge optimizer", PhaseKind::Import);
+  timer.start(train ? "autodiff and optimizer" : "merge optimizer",
+              PhaseKind::Import);
   if (llvm::Error err = addOptimizer(**module))
     return reportToolError(kTool, std::move(err));
+  if (train)
+    if (llvm::Error err = checkDimsBound(**module))
+      return reportToolError(
+          kTool, fileError(inputFilename, llvm::toString(std::move(err))));
   // The container keeps the model as imported (for gmopt-run --baseline):
   // a second import of the same bytes is the simplest faithful copy.
   std::unique_ptr<Module> original;
