@@ -135,6 +135,36 @@ GMOPT_SIMD_INLINE int64_t biasGeluRowT(const float *x, const float *b,
   return j;
 }
 
+/// dx over groups of W lanes from column \p j while they fit; returns
+/// where it stopped.
+template <int W>
+GMOPT_SIMD_INLINE int64_t biasGeluGradGroups(const float *dy, const float *x,
+                                             const float *b, float *dx,
+                                             int64_t j, int64_t width) {
+  using namespace wide;
+  const F32v<W> half = splat<W>(0.5f), one = splat<W>(1.0f),
+                sqrtHalf = splat<W>(0.70710678118654752440f),
+                invSqrtTwoPi = splat<W>(0.39894228040143267794f);
+  for (; j + W <= width; j += W) {
+    F32v<W> v = load<W>(x + j) + load<W>(b + j);
+    // exp(-v^2 / 2) serves both erf(v / sqrt 2) and the density.
+    F32v<W> u = v * sqrtHalf;
+    F32v<W> gauss = wide::exp<W>(-(u * u));
+    F32v<W> cdf = half * (one + wide::erf<W>(u, gauss));
+    F32v<W> pdf = invSqrtTwoPi * gauss;
+    store<W>(dx + j, load<W>(dy + j) * (cdf + v * pdf));
+  }
+  return j;
+}
+
+template <int L>
+GMOPT_SIMD_INLINE int64_t biasGeluGradRowT(const float *dy, const float *x,
+                                           const float *b, float *dx,
+                                           int64_t width) {
+  int64_t j = biasGeluGradGroups<L>(dy, x, b, dx, 0, width);
+  return biasGeluGradGroups<4>(dy, x, b, dx, j, width);
+}
+
 /// sum(x[i] - center)^Power over [0, n) in double (Power 1 with center 0:
 /// the plain sum), in Simd.h's order: eight fixed lanes (element i in lane
 /// i % 8), combined as ((l0 + l2) + (l4 + l6)) + ((l1 + l3) + (l5 + l7)),
@@ -201,6 +231,8 @@ GMOPT_SIMD_INLINE void layerNormRowT(const float *x, const float *scale,
 struct RowTable {
   void (*softmax)(const float *, float *, int64_t, bool);
   int64_t (*biasGelu)(const float *, const float *, float *, int64_t);
+  int64_t (*biasGeluGrad)(const float *, const float *, const float *,
+                          float *, int64_t);
   void (*layerNorm)(const float *, const float *, const float *, float *,
                     int64_t, double, bool, float &, float &);
 };
@@ -214,6 +246,11 @@ struct RowTable {
                                   int64_t width) {                             \
     return biasGeluRowT<LANES>(x, b, y, width);                                \
   }                                                                            \
+  TARGET int64_t biasGeluGrad##SUFFIX(const float *dy, const float *x,        \
+                                      const float *b, float *dx,              \
+                                      int64_t width) {                         \
+    return biasGeluGradRowT<LANES>(dy, x, b, dx, width);                       \
+  }                                                                            \
   TARGET void layerNorm##SUFFIX(const float *x, const float *scale,           \
                                 const float *bias, float *y, int64_t cols,    \
                                 double epsilon, bool rms, float &mean,        \
@@ -221,7 +258,7 @@ struct RowTable {
     layerNormRowT<LANES>(x, scale, bias, y, cols, epsilon, rms, mean, inv);    \
   }                                                                            \
   constexpr RowTable kRows##SUFFIX = {softmax##SUFFIX, biasGelu##SUFFIX,       \
-                                      layerNorm##SUFFIX};
+                                      biasGeluGrad##SUFFIX, layerNorm##SUFFIX};
 
 GMOPT_DEFINE_ROWS(Sse, 4, )
 #ifdef GMOPT_HAVE_WIDE_SIMD
@@ -309,6 +346,17 @@ void cpu::softmaxRowF32(const float *x, float *y, int64_t n, bool log) {
 int64_t cpu::biasGeluRowF32(const float *x, const float *b, float *y,
                             int64_t width) {
   return activeRows().biasGelu(x, b, y, width);
+}
+
+int64_t cpu::biasGeluGradRowF32(const float *dy, const float *x,
+                                const float *b, float *dx, int64_t width) {
+  return activeRows().biasGeluGrad(dy, x, b, dx, width);
+}
+
+int64_t cpu::biasGeluGradRowF32(SimdLevel level, const float *dy,
+                                const float *x, const float *b, float *dx,
+                                int64_t width) {
+  return rowsFor(level).biasGeluGrad(dy, x, b, dx, width);
 }
 
 void cpu::layerNormRowF32(const float *x, const float *scale,

@@ -2,7 +2,7 @@
 //
 // Internal to the CPU backend. The rows whose cost is transcendental
 // arithmetic or double-precision sums - softmax and log-softmax, GELU with
-// a bias, layer norm's forward pass - at the widest vector width the
+// a bias and its gradient, layer norm's forward pass - at the widest vector width the
 // processor offers (SSE, AVX2 or AVX-512; SimdWide.h). Every width gives
 // the same bits as the SSE code (Simd.h), so results depend neither on the
 // machine's instruction set nor on the level chosen here.
@@ -44,6 +44,12 @@ void softmaxRowF32(const float *x, float *y, int64_t n, bool log);
 int64_t biasGeluRowF32(const float *x, const float *b, float *y,
                        int64_t width);
 
+/// dx[j] = dy[j] * gelu'(x[j] + b[j]) (exact GELU, the vector erf and
+/// exp) over the columns of whole four-lane groups of a row; returns how
+/// many columns it did.
+int64_t biasGeluGradRowF32(const float *dy, const float *x, const float *b,
+                           float *dx, int64_t width);
+
 /// Layer norm of one row: returns mean (0 when \p rms) and 1/sqrt(variance
 /// + epsilon) as the SSE code computes them, and writes y = (x - mean) *
 /// inv * scale (+ bias when \p bias is non-null).
@@ -56,6 +62,8 @@ void softmaxRowF32(SimdLevel level, const float *x, float *y, int64_t n,
                    bool log);
 int64_t biasGeluRowF32(SimdLevel level, const float *x, const float *b,
                        float *y, int64_t width);
+int64_t biasGeluGradRowF32(SimdLevel level, const float *dy, const float *x,
+                           const float *b, float *dx, int64_t width);
 void layerNormRowF32(SimdLevel level, const float *x, const float *scale,
                      const float *bias, float *y, int64_t cols,
                      double epsilon, bool rms, float &mean, float &inv);

@@ -107,9 +107,10 @@ template <int L> GMOPT_SIMD_INLINE F32v<L> exp(F32v<L> x) {
   return select<L>(overflow, splat<L>(__builtin_inff()), result);
 }
 
-/// Simd.h's erfF32x4 over L lanes (same operations, same order).
-template <int L> GMOPT_SIMD_INLINE F32v<L> erf(F32v<L> x) {
-  F32v<L> expMinusSquare = exp<L>(-(x * x));
+/// Simd.h's two-argument erfF32x4 over L lanes (same operations, same
+/// order): \p expMinusSquare is exp<L>(-(x * x)).
+template <int L>
+GMOPT_SIMD_INLINE F32v<L> erf(F32v<L> x, F32v<L> expMinusSquare) {
   const I32v<L> signBit = I32v<L>{} + INT32_MIN;
   I32v<L> bits = reinterpret_cast<I32v<L>>(x);
   F32v<L> ax = reinterpret_cast<F32v<L>>(bits & ~signBit);
@@ -132,6 +133,11 @@ template <int L> GMOPT_SIMD_INLINE F32v<L> erf(F32v<L> x) {
   q = q * x2 + one;
   F32v<L> small = splat<L>(1.12837916709551257f) * x * q;
   return select<L>(ax < splat<L>(0.5f), small, large);
+}
+
+/// Simd.h's erfF32x4 over L lanes.
+template <int L> GMOPT_SIMD_INLINE F32v<L> erf(F32v<L> x) {
+  return erf<L>(x, exp<L>(-(x * x)));
 }
 
 /// Adds the L lanes of \p v to the four-lane accumulator \p acc four at a

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
 
 #include <cmath>
@@ -116,29 +117,9 @@ llvm::Error fastGeluGradKernel(KernelCall &call) {
       call, 16, [](auto g, auto x) { return g * fastGeluDerivative(x); });
 }
 
-/// dx[j] = dy[j] * gelu'(x[j] + b[j]) (exact GELU) over the whole groups
-/// of four columns of a row, with Simd.h's erf and exp; returns the number
-/// of columns done.
-int64_t biasGeluGradRowF32(const float *dy, const float *x, const float *b,
-                           float *dx, int64_t width) {
-  const F32x4 half = splatF32x4(0.5f), one = splatF32x4(1.0f);
-  const F32x4 sqrtHalf = splatF32x4(static_cast<float>(kSqrtHalf));
-  const F32x4 invSqrtTwoPi = splatF32x4(static_cast<float>(kInvSqrtTwoPi));
-  int64_t j = 0;
-  for (; j + kF32Lanes <= width; j += kF32Lanes) {
-    F32x4 v = loadF32x4(x + j) + loadF32x4(b + j);
-    // exp(-v^2 / 2) serves both erf(v / sqrt 2) and the density.
-    F32x4 u = v * sqrtHalf;
-    F32x4 gauss = expF32x4(-(u * u));
-    F32x4 cdf = half * (one + erfF32x4(u, gauss));
-    F32x4 pdf = invSqrtTwoPi * gauss;
-    storeF32x4(dx + j, loadF32x4(dy + j) * (cdf + v * pdf));
-  }
-  return j;
-}
-
 /// BiasGeluGrad_dX(dY, X, B) and BiasFastGeluGrad_dX: dX = dY * gelu'(X + B)
-/// with B broadcast along the last dimension.
+/// with B broadcast along the last dimension (fp32 rows of the exact form:
+/// RowKernels.h).
 template <bool Fast> llvm::Error biasGeluGradKernel(KernelCall &call) {
   const TensorView &dY = *call.in(0), &x = *call.in(1), &bias = *call.in(2);
   const TensorView &dX = *call.out(0);

@@ -1,7 +1,8 @@
 //===- RowKernelsTest.cpp - The wide rows give the SSE rows' bits ---------===//
 //
 // backend/cpu/RowKernels.h: at every vector width this processor supports,
-// softmax, log-softmax, GELU with a bias and layer norm give bit for bit
+// softmax, log-softmax, GELU with a bias (and its gradient) and layer norm
+// give bit for bit
 // what the four-lane SSE code (Simd.h's arithmetic) gives, over every row
 // length up to three AVX-512 vectors and a few longer, with NaN, infinities,
 // -0 and huge values mixed in; and the SSE rows are close to a
@@ -151,6 +152,51 @@ TEST(RowKernelsTest, BiasGeluIsTheSameAtEveryWidthAndNearTheReference) {
       for (SimdLevel level : getSupportedSimdLevels()) {
         std::vector<float> got(n, 0.0f);
         EXPECT_EQ(biasGeluRowF32(level, x.data(), b.data(), got.data(), n),
+                  done);
+        for (int64_t i = 0; i < done; ++i)
+          ASSERT_TRUE(sameFloat(got[i], want[i]))
+              << getSimdLevelName(level).str() << " n " << n << " i " << i;
+      }
+    }
+}
+
+TEST(RowKernelsTest, BiasGeluGradIsTheSameAtEveryWidthAndNearTheReference) {
+  std::mt19937 rng(17);
+  for (bool specials : {false, true})
+    for (int64_t n : rowLengths()) {
+      std::vector<float> x = randomRow(rng, n, 3.0f, specials);
+      std::vector<float> b = randomRow(rng, n, 0.5f, false);
+      std::vector<float> dy = randomRow(rng, n, 1.0f, false);
+      std::vector<float> want(n, 0.0f);
+      int64_t done = biasGeluGradRowF32(SimdLevel::Sse, dy.data(), x.data(),
+                                        b.data(), want.data(), n);
+      EXPECT_EQ(done, n / 4 * 4);
+      const F32x4 half = splatF32x4(0.5f), one = splatF32x4(1.0f),
+                   sqrtHalf = splatF32x4(static_cast<float>(std::sqrt(0.5))),
+                   invSqrtTwoPi = splatF32x4(
+                       static_cast<float>(1 / std::sqrt(2 * M_PI)));
+      for (int64_t i = 0; i + 4 <= n; i += 4) {
+        F32x4 v = loadF32x4(x.data() + i) + loadF32x4(b.data() + i);
+        F32x4 u = v * sqrtHalf;
+        F32x4 gauss = expF32x4(-(u * u));
+        F32x4 before = loadF32x4(dy.data() + i) *
+                       (half * (one + erfF32x4(u, gauss)) +
+                        v * (invSqrtTwoPi * gauss));
+        for (int j = 0; j < 4; ++j)
+          ASSERT_TRUE(sameFloat(want[i + j], before[j])) << n << " " << i;
+      }
+      if (!specials)
+        for (int64_t i = 0; i < done; ++i) {
+          double v = static_cast<double>(x[i] + b[i]);
+          double ref = dy[i] * (0.5 * (1 + std::erf(v * std::sqrt(0.5))) +
+                                v * std::exp(-0.5 * v * v) /
+                                    std::sqrt(2 * M_PI));
+          EXPECT_NEAR(want[i], ref, 1e-5 * (1 + std::fabs(ref)));
+        }
+      for (SimdLevel level : getSupportedSimdLevels()) {
+        std::vector<float> got(n, 0.0f);
+        EXPECT_EQ(biasGeluGradRowF32(level, dy.data(), x.data(), b.data(),
+                                     got.data(), n),
                   done);
         for (int64_t i = 0; i < done; ++i)
           ASSERT_TRUE(sameFloat(got[i], want[i]))
