@@ -284,7 +284,7 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                                  config.baseline || !config.timelinePath.empty(),
                                  config.passes,
                                  optimizer ? &*optimizer : nullptr,
-                                 config.externalDataDir);
+                                 config.externalDataDir, *backend);
   if (!model)
     return model.takeError();
   // gmopt-compile --memory-limit recorded the micro-steps its plan fits
