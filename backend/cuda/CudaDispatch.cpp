@@ -355,7 +355,12 @@ std::optional<ElementwiseOp> elementwiseOpOf(const Node &node) {
       {"TanhGrad", ElementwiseOp::TanhGrad},
       {"BiasGeluGrad_dX", ElementwiseOp::BiasGeluGradExact},
       {"BiasFastGeluGrad_dX", ElementwiseOp::BiasGeluGradTanh},
+      {"QuickGelu", ElementwiseOp::QuickGelu},
+      {"QuickGeluGrad", ElementwiseOp::QuickGeluGrad},
   };
+  if (op == "Scale")
+    return node.getIntAttr("scale_down", 0) ? ElementwiseOp::ScaleDown
+                                            : ElementwiseOp::ScaleUp;
   if (op == "FastGelu")
     return node.getNumOperands() > 1 && node.getOperand(1)
                ? ElementwiseOp::BiasGeluTanh
@@ -366,7 +371,29 @@ std::optional<ElementwiseOp> elementwiseOpOf(const Node &node) {
   return it->second;
 }
 
+/// Scale(X, scale) with a constant scale: the factor the CPU kernel uses,
+/// float(scale_down ? 1 / scale : scale) computed in double.
+std::optional<float> constantScaleFactor(const Node &node) {
+  if (node.getDomain() != kMsDomain || node.getOpType() != "Scale")
+    return std::nullopt;
+  const Value *scale = node.getOperand(1);
+  if (!scale || !scale->isInitializer())
+    return std::nullopt;
+  if (llvm::Error err = scale->getData().load()) {
+    // Left to the binary path, which reports nothing better; the import
+    // already read constant data.
+    llvm::consumeError(std::move(err));
+    return std::nullopt;
+  }
+  if (scale->getData().getNumElements() != 1)
+    return std::nullopt;
+  double s = scale->getData().getFloatElement(0);
+  return static_cast<float>(node.getIntAttr("scale_down", 0) ? 1.0 / s : s);
+}
+
 llvm::Error checkElementwise(const Node &node) {
+  if (constantScaleFactor(node))
+    return commonFloatStorage(node, {1}).takeError();
   std::optional<ElementwiseOp> op = elementwiseOpOf(node);
   if (!op)
     return nodeError(node, "not an elementwise op");
@@ -391,6 +418,18 @@ llvm::Error checkElementwise(const Node &node) {
 
 llvm::Error runElementwise(CudaCall &call) {
   const Node &node = call.node;
+  if (std::optional<float> factor = constantScaleFactor(node)) {
+    Shape out = shapeOf(call.out(0));
+    auto ix = broadcastIndexing(node, {shapeOf(call.in(0))}, out);
+    if (!ix)
+      return ix.takeError();
+    return call.check(launchElementwise(ElementwiseOp::MulParam,
+                                        *commonFloatStorage(node, {1}),
+                                        call.inPtr(0), nullptr, nullptr,
+                                        call.outPtr(0), product(out), *ix,
+                                        call.ctx.stream, *factor),
+                      "Scale kernel");
+  }
   ElementwiseOp op = *elementwiseOpOf(node);
   Storage storage = *commonFloatStorage(node);
   Shape out = shapeOf(call.out(0));
@@ -440,9 +479,11 @@ llvm::Error runElementwise(CudaCall &call) {
   auto ix = broadcastIndexing(node, shapes, out);
   if (!ix)
     return ix.takeError();
+  // QuickGelu's alpha, as the CPU kernels round it.
+  float param = call.node.getFloatAttr("alpha", 1.702f);
   return call.check(launchElementwise(op, storage, pointers[0], pointers[1],
                                       pointers[2], call.outPtr(0), elements,
-                                      *ix, call.ctx.stream),
+                                      *ix, call.ctx.stream, param),
                     "elementwise kernel");
 }
 
@@ -645,10 +686,47 @@ llvm::Error runSliceGrad(CudaCall &call) {
                         contiguousStrides(dy), strides, bytes);
 }
 
-/// Concat / ConcatTraining: each input copied into its slab of the output.
+/// Where(cond, X, Y) with broadcasting.
+llvm::Error checkWhere(const Node &node) {
+  if (node.getOperand(0)->getType().getDType() != DType::Bool)
+    return nodeError(node, "the condition must be bool");
+  if (node.getOperand(1)->getType().getDType() !=
+          node.getOperand(2)->getType().getDType() ||
+      node.getOperand(1)->getType().getDType() !=
+          node.getResult(0)->getType().getDType())
+    return nodeError(node, "X, Y and the result differ in element type");
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  Shape out = shapeOf(node.getResult(0));
+  for (Value *operand : node.getOperands()) {
+    Shape strides;
+    if (!broadcastStrides(shapeOf(operand), out, strides))
+      return nodeError(node, "operand shapes do not broadcast");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runWhere(CudaCall &call) {
+  Shape out = shapeOf(call.out(0));
+  auto ix = broadcastIndexing(
+      call.node,
+      {shapeOf(call.in(0)), shapeOf(call.in(1)), shapeOf(call.in(2))}, out);
+  if (!ix)
+    return ix.takeError();
+  return call.check(launchWhere(elementBytes(call.out(0)),
+                                call.inAs<uint8_t>(0), call.inPtr(1),
+                                call.inPtr(2), call.outPtr(0), product(out),
+                                *ix, call.ctx.stream),
+                    "Where kernel");
+}
+
+/// Concat / ConcatTraining: each input copied into its slab of the output;
+/// ConcatTraining's optional second output holds each input's extent along
+/// the axis (int64), copied from host memory that outlives the copy.
 llvm::Error checkConcat(const Node &node) {
-  if (node.getNumResults() > 1 && node.getResult(1))
-    return nodeError(node, "the per-input lengths output is not supported");
+  if (node.getNumResults() > 1 && node.getResult(1) &&
+      node.getResult(1)->getType().getDType() != DType::I64)
+    return nodeError(node, "the per-input lengths output must be int64");
   if (llvm::Error err = checkAnyElement(node))
     return err;
   return normalizeAxis(node, node.getIntAttr("axis", 0),
@@ -672,7 +750,21 @@ llvm::Error runConcat(CudaCall &call) {
       return err;
     offset += in[axis] * outStrides[axis];
   }
-  return llvm::Error::success();
+  const Value *lengths = call.out(1);
+  if (!lengths)
+    return llvm::Error::success();
+  std::vector<int64_t> &values = call.ctx.hostConstants[&call.node];
+  if (values.empty())
+    for (unsigned i = 0; i < call.node.getNumOperands(); ++i)
+      if (call.in(i))
+        values.push_back(shapeOf(call.in(i))[axis]);
+  uint64_t lengthBytes = lengths->getType().getSizeInBytes();
+  if (lengthBytes != values.size() * sizeof(int64_t))
+    return nodeError(call.node, "the lengths output does not hold one "
+                                "extent per input");
+  return call.check(cudaMemcpyAsync(call.outPtr(1), values.data(), lengthBytes,
+                                    cudaMemcpyHostToDevice, call.ctx.stream),
+                    "cudaMemcpyAsync");
 }
 
 /// Split / SplitTraining: each output copied from its slab of the input.
@@ -1379,7 +1471,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     for (const char *op :
          {"Gelu", "FastGelu", "BiasGelu", "ReluGrad", "GeluGrad",
           "FastGeluGrad", "SigmoidGrad", "TanhGrad", "BiasGeluGrad_dX",
-          "BiasFastGeluGrad_dX"})
+          "BiasFastGeluGrad_dX", "QuickGelu", "QuickGeluGrad", "Scale"})
       add(kMsDomain, op, checkElementwise, runElementwise);
     for (const char *op :
          {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
@@ -1393,6 +1485,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add("", "Split", checkSplit, runSplit);
     add(kMsDomain, "SplitTraining", checkSplit, runSplit);
     add("", "Shape", checkShape, runShape);
+    add("", "Where", checkWhere, runWhere);
     add("", "Cast", checkCast, runCast);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);

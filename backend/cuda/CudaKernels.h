@@ -69,11 +69,12 @@ cudaError_t setKernelLaunchId(int32_t launchId, cudaStream_t stream);
 cudaError_t readKernelFault(KernelFaultRecord &record, cudaStream_t stream);
 
 /// out = op(a, b, c) elementwise with broadcasting; every operand and the
-/// output share \p storage (a float type).
+/// output share \p storage (a float type); \p param is the op's scalar
+/// attribute where it has one.
 cudaError_t launchElementwise(ElementwiseOp op, Storage storage, const void *a,
                               const void *b, const void *c, void *out,
                               int64_t elements, const BroadcastIndexing &index,
-                              cudaStream_t stream);
+                              cudaStream_t stream, float param = 0.0f);
 
 /// out[offset] = in[offset] over any element type of \p elementBytes (1, 2,
 /// 4 or 8): the strides make it a copy, a transpose, an expand, a slice or
@@ -81,6 +82,13 @@ cudaError_t launchElementwise(ElementwiseOp op, Storage storage, const void *a,
 cudaError_t launchStridedCopy(int64_t elementBytes, const void *in, void *out,
                               int64_t elements, const BroadcastIndexing &index,
                               cudaStream_t stream);
+
+/// Where: out = cond ? x : y with broadcasting (slots 0, 1, 2 of \p index
+/// are cond, x and y), over any element type of \p elementBytes.
+cudaError_t launchWhere(int64_t elementBytes, const uint8_t *cond,
+                        const void *x, const void *y, void *out,
+                        int64_t elements, const BroadcastIndexing &index,
+                        cudaStream_t stream);
 
 /// Element-by-element conversion (Cast): floats round to nearest even,
 /// floats to integers truncate, anything to bool is `!= 0`.

@@ -79,10 +79,11 @@ llvm::Expected<MatMulGeometry> matMulGeometry(const Node &node) {
   if (!dataType)
     return dataType.takeError();
   g.dataType = *dataType;
-  Shape sa(a->getType().getStaticShape().begin(),
-           a->getType().getStaticShape().end());
-  Shape sb(b->getType().getStaticShape().begin(),
-           b->getType().getStaticShape().end());
+  Shape sa, sb;
+  for (int64_t d : a->getType().getStaticShape())
+    sa.push_back(d);
+  for (int64_t d : b->getType().getStaticShape())
+    sb.push_back(d);
   bool gemm = node.getOpType() == "Gemm";
   if (gemm) {
     if (sa.size() != 2 || sb.size() != 2)
@@ -194,8 +195,9 @@ llvm::Error cuda::checkCudaMatMul(const Node &node) {
   if (g->batch > INT32_MAX)
     return matMulError(node, "too many matrices in one batch");
   if (g->hasC) {
-    Shape c(node.getOperand(2)->getType().getStaticShape().begin(),
-            node.getOperand(2)->getType().getStaticShape().end());
+    Shape c;
+    for (int64_t d : node.getOperand(2)->getType().getStaticShape())
+      c.push_back(d);
     // C broadcasts to [M, N].
     if (c.size() > 2 ||
         (c.size() == 2 && !((c[0] == g->m || c[0] == 1) &&
@@ -227,8 +229,9 @@ llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
   if (g->hasC) {
     // Y = broadcast(C), then Y = alpha * AB + beta * Y.
     const Value *c = node.getOperand(2);
-    Shape cShape(c->getType().getStaticShape().begin(),
-                 c->getType().getStaticShape().end());
+    Shape cShape;
+    for (int64_t d : c->getType().getStaticShape())
+      cShape.push_back(d);
     while (cShape.size() < 2)
       cShape.insert(cShape.begin(), 1);
     BroadcastIndexing ix;

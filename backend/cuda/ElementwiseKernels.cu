@@ -53,7 +53,7 @@ __device__ __forceinline__ int64_t operandOffset(const BroadcastIndexing &ix,
 template <typename T>
 __global__ void elementwiseKernel(ElementwiseOp op, const T *a, const T *b,
                                   const T *c, T *out, int64_t elements,
-                                  BroadcastIndexing ix) {
+                                  BroadcastIndexing ix, float param) {
   int operands = operandCount(op);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        i < elements; i += int64_t(gridDim.x) * blockDim.x) {
@@ -61,7 +61,7 @@ __global__ void elementwiseKernel(ElementwiseOp op, const T *a, const T *b,
     float vb = operands > 1 ? loadAsFloat(b, operandOffset(ix, 1, i)) : 0.0f;
     float vc = operands > 2 ? loadAsFloat(c, operandOffset(ix, 2, i)) : 0.0f;
     storeFromFloat(out, operandOffset(ix, BroadcastIndexing::kOutput, i),
-                   applyElementwise(op, va, vb, vc));
+                   applyElementwise(op, va, vb, vc, param));
   }
 }
 
@@ -77,12 +77,32 @@ __global__ void stridedCopyKernel(const T *in, T *out, int64_t elements,
 template <Storage S>
 cudaError_t elementwiseAs(ElementwiseOp op, const void *a, const void *b,
                           const void *c, void *out, int64_t elements,
-                          const BroadcastIndexing &ix, cudaStream_t stream) {
+                          const BroadcastIndexing &ix, cudaStream_t stream,
+                          float param) {
   using T = typename StorageType<S>::type;
   elementwiseKernel<T><<<gridFor(elements), kThreads, 0, stream>>>(
       op, static_cast<const T *>(a), static_cast<const T *>(b),
-      static_cast<const T *>(c), static_cast<T *>(out), elements, ix);
+      static_cast<const T *>(c), static_cast<T *>(out), elements, ix, param);
   return cudaGetLastError();
+}
+
+template <typename T>
+__global__ void whereKernel(const uint8_t *cond, const T *x, const T *y,
+                            T *out, int64_t elements, BroadcastIndexing ix) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       i < elements; i += int64_t(gridDim.x) * blockDim.x)
+    out[operandOffset(ix, BroadcastIndexing::kOutput, i)] =
+        cond[operandOffset(ix, 0, i)] ? x[operandOffset(ix, 1, i)]
+                                      : y[operandOffset(ix, 2, i)];
+}
+
+template <typename T>
+void launchWhereAs(const uint8_t *cond, const void *x, const void *y,
+                   void *out, int64_t elements, const BroadcastIndexing &ix,
+                   unsigned grid, cudaStream_t stream) {
+  whereKernel<<<grid, kThreads, 0, stream>>>(
+      cond, static_cast<const T *>(x), static_cast<const T *>(y),
+      static_cast<T *>(out), elements, ix);
 }
 
 //===----------------------------------------------------------------------===//
@@ -330,22 +350,23 @@ unsigned fusedGrid(const OptimizerTensor *tensors, int count) {
 } // namespace
 
 cudaError_t gmopt::cuda::launchElementwise(ElementwiseOp op, Storage storage,
-                                    const void *a, const void *b,
-                                    const void *c, void *out, int64_t elements,
-                                    const BroadcastIndexing &index,
-                                    cudaStream_t stream) {
+                                           const void *a, const void *b,
+                                           const void *c, void *out,
+                                           int64_t elements,
+                                           const BroadcastIndexing &index,
+                                           cudaStream_t stream, float param) {
   if (elements == 0)
     return cudaSuccess;
   switch (storage) {
   case Storage::F32:
     return elementwiseAs<Storage::F32>(op, a, b, c, out, elements, index,
-                                       stream);
+                                       stream, param);
   case Storage::F16:
     return elementwiseAs<Storage::F16>(op, a, b, c, out, elements, index,
-                                       stream);
+                                       stream, param);
   case Storage::BF16:
     return elementwiseAs<Storage::BF16>(op, a, b, c, out, elements, index,
-                                        stream);
+                                        stream, param);
   default:
     return cudaErrorInvalidValue;
   }
@@ -379,6 +400,33 @@ cudaError_t gmopt::cuda::launchStridedCopy(int64_t elementBytes,
     stridedCopyKernel<<<grid, kThreads, 0, stream>>>(
         static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out),
         elements, index);
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t gmopt::cuda::launchWhere(int64_t elementBytes, const uint8_t *cond,
+                                     const void *x, const void *y, void *out,
+                                     int64_t elements,
+                                     const BroadcastIndexing &index,
+                                     cudaStream_t stream) {
+  if (elements == 0)
+    return cudaSuccess;
+  unsigned grid = gridFor(elements);
+  switch (elementBytes) {
+  case 1:
+    launchWhereAs<uint8_t>(cond, x, y, out, elements, index, grid, stream);
+    break;
+  case 2:
+    launchWhereAs<uint16_t>(cond, x, y, out, elements, index, grid, stream);
+    break;
+  case 4:
+    launchWhereAs<uint32_t>(cond, x, y, out, elements, index, grid, stream);
+    break;
+  case 8:
+    launchWhereAs<uint64_t>(cond, x, y, out, elements, index, grid, stream);
     break;
   default:
     return cudaErrorInvalidValue;

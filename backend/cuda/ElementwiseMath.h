@@ -159,6 +159,10 @@ enum class ElementwiseOp : int32_t {
   Erf,
   GeluExact,
   GeluTanh,
+  /// x * sigmoid(alpha * x), alpha the op parameter (QuickGelu).
+  QuickGelu,
+  /// x * param (Scale by a constant factor).
+  MulParam,
   // Two operands.
   Add,
   Sub,
@@ -178,6 +182,12 @@ enum class ElementwiseOp : int32_t {
   FastGeluGrad,
   SigmoidGrad,
   TanhGrad,
+  /// dy * d/dx(x * sigmoid(alpha * x)) (QuickGeluGrad), alpha the parameter.
+  QuickGeluGrad,
+  /// a * b where b is a scalar (Scale).
+  ScaleUp,
+  /// a * float(1 / double(b)) (Scale with scale_down, as the CPU rounds it).
+  ScaleDown,
   // Three operands.
   /// dy * gelu'(x + b) (BiasGeluGrad_dX), exact.
   BiasGeluGradExact,
@@ -187,9 +197,9 @@ enum class ElementwiseOp : int32_t {
 
 /// How many operands \p op reads.
 GMOPT_HD int operandCount(ElementwiseOp op) {
-  if (op <= ElementwiseOp::GeluTanh)
+  if (op <= ElementwiseOp::MulParam)
     return 1;
-  if (op <= ElementwiseOp::TanhGrad)
+  if (op <= ElementwiseOp::ScaleDown)
     return 2;
   return 3;
 }
@@ -226,8 +236,10 @@ GMOPT_HD float sigmoidOf(float x) {
 }
 
 /// Applies \p op to the operands (b and c are ignored where the op reads
-/// fewer). Max and Min propagate NaN like the CPU kernels.
-GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c) {
+/// fewer); \p param is the op's scalar attribute (QuickGelu's alpha). Max
+/// and Min propagate NaN like the CPU kernels.
+GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c,
+                                float param = 0.0f) {
   switch (op) {
   case ElementwiseOp::Identity:
     return a;
@@ -255,6 +267,10 @@ GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c) {
     return geluExactOf(a);
   case ElementwiseOp::GeluTanh:
     return geluTanhOf(a);
+  case ElementwiseOp::QuickGelu:
+    return a * sigmoidOf(param * a);
+  case ElementwiseOp::MulParam:
+    return a * param;
   case ElementwiseOp::Add:
     return a + b;
   case ElementwiseOp::Sub:
@@ -296,6 +312,14 @@ GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c) {
     return a * b * (1.0f - b);
   case ElementwiseOp::TanhGrad:
     return a * (1.0f - b * b);
+  case ElementwiseOp::QuickGeluGrad: {
+    float s = 1.0f / (1.0f + ::expf(-param * b));
+    return a * (s + param * b * s * (1.0f - s));
+  }
+  case ElementwiseOp::ScaleUp:
+    return a * b;
+  case ElementwiseOp::ScaleDown:
+    return a * static_cast<float>(1.0 / static_cast<double>(b));
   case ElementwiseOp::BiasGeluGradExact:
     return a * geluExactDerivative(b + c);
   case ElementwiseOp::BiasGeluGradTanh:

@@ -216,6 +216,34 @@ TEST(CudaElementwiseMathTest, BinaryAndGradientOpsAgreeWithTheCpuKernels) {
     // The CPU's BiasGelu rows use a vector erf within 4e-7 of erf.
     expectClose(actual, expected, 2e-6, bias ? 2e-6 : 2e-7, c.op);
   }
+  // QuickGelu(X), QuickGeluGrad(dY, X) with alpha; Scale(X, s) both ways.
+  {
+    HostTensor x = HostTensor::f32(shape, randomFloats(1000, -6, 6, 31));
+    HostTensor dy = HostTensor::f32(shape, randomFloats(1000, -1, 1, 32));
+    HostTensor scale = HostTensor::f32({}, {3.0f});
+    std::vector<float> quick = runCpu("com.microsoft", "QuickGelu", {&x}, shape,
+                                      {floatAttr("alpha", 1.5f)});
+    std::vector<float> quickGrad =
+        runCpu("com.microsoft", "QuickGeluGrad", {&dy, &x}, shape,
+               {floatAttr("alpha", 1.5f)});
+    std::vector<float> up =
+        runCpu("com.microsoft", "Scale", {&x, &scale}, shape);
+    std::vector<float> down = runCpu("com.microsoft", "Scale", {&x, &scale},
+                                     shape, {intAttr("scale_down", 1)});
+    std::vector<float> xs = x.floats(), gs = dy.floats();
+    std::vector<float> aQuick, aQuickGrad, aUp, aDown;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      aQuick.push_back(cuda::applyElementwise(Op::QuickGelu, xs[i], 0, 0, 1.5f));
+      aQuickGrad.push_back(
+          cuda::applyElementwise(Op::QuickGeluGrad, gs[i], xs[i], 0, 1.5f));
+      aUp.push_back(cuda::applyElementwise(Op::ScaleUp, xs[i], 3.0f, 0));
+      aDown.push_back(cuda::applyElementwise(Op::ScaleDown, xs[i], 3.0f, 0));
+    }
+    expectClose(aQuick, quick, 2e-6, 2e-7, "QuickGelu");
+    expectClose(aQuickGrad, quickGrad, 2e-6, 2e-7, "QuickGeluGrad");
+    expectClose(aUp, up, 0, 0, "Scale");
+    expectClose(aDown, down, 0, 0, "Scale (scale_down)");
+  }
   // BiasGeluGrad_dX(dY, X, B) -> dY * gelu'(X + B).
   HostTensor dy = HostTensor::f32(shape, randomFloats(1000, -2, 2, 1));
   HostTensor x = HostTensor::f32(shape, randomFloats(1000, -4, 4, 2));
