@@ -24,6 +24,7 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstring>
 #include <numeric>
 #include <optional>
 
@@ -684,6 +685,86 @@ llvm::Error runSliceGrad(CudaCall &call) {
   return launchCopyWith(call, call.inPtr(0),
                         call.outAs<uint8_t>(0) + offset * bytes, dy,
                         contiguousStrides(dy), strides, bytes);
+}
+
+std::optional<CompareOp> compareOpOf(llvm::StringRef op) {
+  return llvm::StringSwitch<std::optional<CompareOp>>(op)
+      .Case("Equal", CompareOp::Equal)
+      .Case("Less", CompareOp::Less)
+      .Case("Greater", CompareOp::Greater)
+      .Case("LessOrEqual", CompareOp::LessOrEqual)
+      .Case("GreaterOrEqual", CompareOp::GreaterOrEqual)
+      .Default(std::nullopt);
+}
+
+llvm::Error checkCompare(const Node &node) {
+  DType a = node.getOperand(0)->getType().getDType();
+  if (node.getOperand(1)->getType().getDType() != a)
+    return nodeError(node, "operand element types differ");
+  if (!storageOf(a))
+    return nodeError(node, "element type " + dtypeName(a) +
+                               " is not supported");
+  if (node.getResult(0)->getType().getDType() != DType::Bool)
+    return nodeError(node, "the result must be bool");
+  Shape out = shapeOf(node.getResult(0)), strides;
+  for (Value *operand : node.getOperands())
+    if (!broadcastStrides(shapeOf(operand), out, strides))
+      return nodeError(node, "operand shapes do not broadcast");
+  return llvm::Error::success();
+}
+
+llvm::Error runCompare(CudaCall &call) {
+  Shape out = shapeOf(call.out(0));
+  auto ix = broadcastIndexing(call.node,
+                              {shapeOf(call.in(0)), shapeOf(call.in(1))}, out);
+  if (!ix)
+    return ix.takeError();
+  return call.check(
+      launchCompare(*compareOpOf(call.node.getOpType()),
+                    *storageOf(call.in(0)->getType().getDType()),
+                    call.inPtr(0), call.inPtr(1), call.outAs<uint8_t>(0),
+                    product(out), *ix, call.ctx.stream),
+      "comparison kernel");
+}
+
+/// ConstantOfShape: the `value` attribute's one element (float 0 without
+/// it) in every element of the static result.
+llvm::Expected<uint64_t> constantOfShapePattern(const Node &node) {
+  const Value *out = node.getResult(0);
+  uint64_t pattern = 0;
+  if (const Attribute *value = node.getAttr("value")) {
+    if (value->getKind() != Attribute::Kind::Tensor ||
+        value->getTensor().getNumElements() != 1)
+      return nodeError(node, "attribute 'value' must be a one-element tensor");
+    const TensorData &data = value->getTensor();
+    if (data.getType().getDType() != out->getType().getDType())
+      return nodeError(node, "attribute 'value' has another element type "
+                             "than the output");
+    llvm::ArrayRef<uint8_t> bytes = data.getBytes();
+    if (bytes.size() > sizeof(pattern))
+      return nodeError(node, "the element type is too wide");
+    std::memcpy(&pattern, bytes.data(), bytes.size());
+  } else if (out->getType().getDType() != DType::F32) {
+    return nodeError(node, "without 'value' the output must be f32");
+  }
+  return pattern;
+}
+
+llvm::Error checkConstantOfShape(const Node &node) {
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  return constantOfShapePattern(node).takeError();
+}
+
+llvm::Error runConstantOfShape(CudaCall &call) {
+  auto pattern = constantOfShapePattern(call.node);
+  if (!pattern)
+    return pattern.takeError();
+  return call.check(launchFill(elementBytes(call.out(0)), *pattern,
+                               call.outPtr(0),
+                               call.out(0)->getType().getNumElements(),
+                               call.ctx.stream),
+                    "fill kernel");
 }
 
 /// Where(cond, X, Y) with broadcasting.
@@ -1486,6 +1567,10 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add(kMsDomain, "SplitTraining", checkSplit, runSplit);
     add("", "Shape", checkShape, runShape);
     add("", "Where", checkWhere, runWhere);
+    for (const char *op :
+         {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+      add("", op, checkCompare, runCompare);
+    add("", "ConstantOfShape", checkConstantOfShape, runConstantOfShape);
     add("", "Cast", checkCast, runCast);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);

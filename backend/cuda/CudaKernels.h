@@ -90,6 +90,20 @@ cudaError_t launchWhere(int64_t elementBytes, const uint8_t *cond,
                         int64_t elements, const BroadcastIndexing &index,
                         cudaStream_t stream);
 
+/// Comparisons producing bool (Equal, Less, Greater, LessOrEqual,
+/// GreaterOrEqual) with broadcasting; both operands of \p storage (int64
+/// compared exactly).
+enum class CompareOp : int32_t { Equal, Less, Greater, LessOrEqual,
+                                 GreaterOrEqual };
+cudaError_t launchCompare(CompareOp op, Storage storage, const void *a,
+                          const void *b, uint8_t *out, int64_t elements,
+                          const BroadcastIndexing &index, cudaStream_t stream);
+
+/// Fills \p elements of \p elementBytes (1, 2, 4 or 8) with the low bytes
+/// of \p pattern (ConstantOfShape).
+cudaError_t launchFill(int64_t elementBytes, uint64_t pattern, void *out,
+                       int64_t elements, cudaStream_t stream);
+
 /// Element-by-element conversion (Cast): floats round to nearest even,
 /// floats to integers truncate, anything to bool is `!= 0`.
 cudaError_t launchCast(Storage from, Storage to, const void *in, void *out,

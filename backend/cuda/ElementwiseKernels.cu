@@ -105,6 +105,56 @@ void launchWhereAs(const uint8_t *cond, const void *x, const void *y,
       static_cast<T *>(out), elements, ix);
 }
 
+__device__ __forceinline__ bool compareValues(CompareOp op, double a,
+                                              double b) {
+  switch (op) {
+  case CompareOp::Equal:
+    return a == b;
+  case CompareOp::Less:
+    return a < b;
+  case CompareOp::Greater:
+    return a > b;
+  case CompareOp::LessOrEqual:
+    return a <= b;
+  case CompareOp::GreaterOrEqual:
+    return a >= b;
+  }
+  return false;
+}
+
+__device__ double loadAsDouble(Storage s, const void *p, int64_t i);
+
+__global__ void compareKernel(CompareOp op, Storage storage, const void *a,
+                              const void *b, uint8_t *out, int64_t elements,
+                              BroadcastIndexing ix) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       i < elements; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ia = operandOffset(ix, 0, i), ib = operandOffset(ix, 1, i);
+    bool result;
+    if (storage == Storage::I64) {
+      // Exact: int64 does not fit a double.
+      int64_t va = static_cast<const int64_t *>(a)[ia];
+      int64_t vb = static_cast<const int64_t *>(b)[ib];
+      result = op == CompareOp::Equal            ? va == vb
+               : op == CompareOp::Less           ? va < vb
+               : op == CompareOp::Greater        ? va > vb
+               : op == CompareOp::LessOrEqual    ? va <= vb
+                                                 : va >= vb;
+    } else {
+      result = compareValues(op, loadAsDouble(storage, a, ia),
+                             loadAsDouble(storage, b, ib));
+    }
+    out[operandOffset(ix, BroadcastIndexing::kOutput, i)] = result;
+  }
+}
+
+template <typename T>
+__global__ void fillKernel(T value, T *out, int64_t elements) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       i < elements; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+
 //===----------------------------------------------------------------------===//
 // Cast
 //===----------------------------------------------------------------------===//
@@ -427,6 +477,51 @@ cudaError_t gmopt::cuda::launchWhere(int64_t elementBytes, const uint8_t *cond,
     break;
   case 8:
     launchWhereAs<uint64_t>(cond, x, y, out, elements, index, grid, stream);
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t gmopt::cuda::launchCompare(CompareOp op, Storage storage,
+                                       const void *a, const void *b,
+                                       uint8_t *out, int64_t elements,
+                                       const BroadcastIndexing &index,
+                                       cudaStream_t stream) {
+  if (elements == 0)
+    return cudaSuccess;
+  compareKernel<<<gridFor(elements), kThreads, 0, stream>>>(
+      op, storage, a, b, out, elements, index);
+  return cudaGetLastError();
+}
+
+cudaError_t gmopt::cuda::launchFill(int64_t elementBytes, uint64_t pattern,
+                                    void *out, int64_t elements,
+                                    cudaStream_t stream) {
+  if (elements == 0)
+    return cudaSuccess;
+  unsigned grid = gridFor(elements);
+  switch (elementBytes) {
+  case 1:
+    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint8_t>(pattern),
+                                              static_cast<uint8_t *>(out),
+                                              elements);
+    break;
+  case 2:
+    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint16_t>(pattern),
+                                              static_cast<uint16_t *>(out),
+                                              elements);
+    break;
+  case 4:
+    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint32_t>(pattern),
+                                              static_cast<uint32_t *>(out),
+                                              elements);
+    break;
+  case 8:
+    fillKernel<<<grid, kThreads, 0, stream>>>(pattern,
+                                              static_cast<uint64_t *>(out),
+                                              elements);
     break;
   default:
     return cudaErrorInvalidValue;
