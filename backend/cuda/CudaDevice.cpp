@@ -63,8 +63,8 @@ llvm::Expected<CudaDeviceInfo> gmopt::probeCudaDevice() {
   info.totalMemoryBytes = properties.totalGlobalMem;
   return info;
 #else
-  return fail("the CUDA backend is not built (no CUDA toolkit at configure "
-              "time)");
+  return fail("the CUDA backend is not built: no CUDA toolkit at configure "
+              "time");
 #endif
 }
 
@@ -107,15 +107,15 @@ bool gmopt::hasCudaKernelFor(llvm::StringRef, llvm::StringRef) {
 }
 
 llvm::Error gmopt::checkCudaNode(const Node &node) {
-  return fail("the CUDA backend is not built (no CUDA toolkit at configure "
-              "time) (node " +
-              node.describe() + ")");
+  return fail("no CUDA kernel for '" + node.getOp().str() +
+              "': the CUDA backend is not built (node " + node.describe() +
+              ")");
 }
 
 llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareCudaExecutable(const Module &, const ExecutorOptions &,
                              const CudaDeviceOptions &) {
-  return fail("the CUDA backend is not built (no CUDA toolkit at configure "
-              "time)");
+  return fail("the CUDA backend is not built: no CUDA toolkit at configure "
+              "time");
 }
 #endif
