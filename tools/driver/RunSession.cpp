@@ -19,6 +19,7 @@
 #include "tools/driver/ToolSupport.h"
 #include "tools/driver/TraceWriter.h"
 
+#include "backend/cuda/CudaDevice.h"
 #include "ir/FileIO.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -432,6 +433,13 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
 
   RunSummary summary;
   summary.backend = backendName(*backend).str();
+  if (*backend == BackendKind::Cuda) {
+    auto device = probeCudaDevice();
+    if (device)
+      summary.device = device->name;
+    else
+      llvm::consumeError(device.takeError());
+  }
   summary.mode = allocationModeName(training.executor.mode).str();
   summary.steps = training.steps;
   summary.accumulate = training.accumulate;
