@@ -441,6 +441,11 @@ llvm::Error runElementwise(CudaCall &call) {
     for (unsigned i = 0; i < node.getNumOperands(); ++i)
       if (call.in(i))
         present.push_back(i);
+    // An operand whose bytes the plan gave the output must be read before
+    // the first partial sum overwrites it: it goes first.
+    for (size_t k = 1; k < present.size(); ++k)
+      if (call.inPtr(present[k]) == call.outPtr(0))
+        std::swap(present[0], present[k]);
     if (present.size() == 1) {
       auto ix = broadcastIndexing(node, {shapeOf(call.in(present[0]))}, out);
       if (!ix)

@@ -592,17 +592,18 @@ cudaError_t gmopt::cuda::launchLayerNormGrad(Storage storage, const void *dy,
   unsigned grid = rowGrid(rows);
   DISPATCH_FLOAT_STORAGE(
       storage, T, {
-        if (rows)
-          layerNormGradKernel<<<grid, kRowThreads, 0, stream>>>(
-              static_cast<const T *>(dy), static_cast<const T *>(x),
-              static_cast<const T *>(scale), mean, invStd,
-              static_cast<T *>(dx), rows, width, simplified);
+        // The column sums first: dx may be planned into dy's bytes.
         if (dscale || dbias)
           layerNormParamGradKernel<<<flatGrid(width), kRowThreads, 0,
                                      stream>>>(
               static_cast<const T *>(dy), static_cast<const T *>(x), mean,
               invStd, static_cast<T *>(dscale), static_cast<T *>(dbias), rows,
               width, simplified);
+        if (rows)
+          layerNormGradKernel<<<grid, kRowThreads, 0, stream>>>(
+              static_cast<const T *>(dy), static_cast<const T *>(x),
+              static_cast<const T *>(scale), mean, invStd,
+              static_cast<T *>(dx), rows, width, simplified);
       });
   return cudaGetLastError();
 }
