@@ -15,6 +15,7 @@
 #include "backend/cuda/CudaDispatch.h"
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/IndexingPlan.h"
 
 #include "ir/OptimizerOps.h"
 
@@ -50,7 +51,7 @@ llvm::Error cuda::blasLtCallError(const Node &node, llvm::StringRef call,
 
 namespace {
 
-using Shape = llvm::SmallVector<int64_t, 6>;
+using Shape = IndexVector;
 
 llvm::Error nodeError(const Node &node, const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -165,82 +166,11 @@ llvm::Expected<int64_t> normalizeAxis(const Node &node, int64_t axis,
 // Broadcast indexing
 //===----------------------------------------------------------------------===//
 
-/// Contiguous element strides of \p shape.
-Shape contiguousStrides(llvm::ArrayRef<int64_t> shape) {
-  Shape strides(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  return strides;
-}
-
-/// Collapses \p extents with per-slot strides (slots where \p used is
-/// true) into BroadcastIndexing; false when the rank stays above kMaxRank.
-bool collapse(Shape extents, llvm::SmallVector<Shape, 4> strides,
-              BroadcastIndexing &ix) {
-  // Drop unit dimensions.
-  for (int d = static_cast<int>(extents.size()) - 1; d >= 0; --d)
-    if (extents[d] == 1 && extents.size() > 1) {
-      extents.erase(extents.begin() + d);
-      for (Shape &s : strides)
-        s.erase(s.begin() + d);
-    }
-  // Merge d with d + 1 where every slot steps evenly across both.
-  for (int d = static_cast<int>(extents.size()) - 2; d >= 0; --d) {
-    bool mergeable = llvm::all_of(strides, [&](const Shape &s) {
-      return s[d] == s[d + 1] * extents[d + 1];
-    });
-    if (!mergeable)
-      continue;
-    extents[d] *= extents[d + 1];
-    extents.erase(extents.begin() + d + 1);
-    for (Shape &s : strides) {
-      s[d] = s[d + 1];
-      s.erase(s.begin() + d + 1);
-    }
-  }
-  if (extents.size() > static_cast<size_t>(kMaxRank))
-    return false;
-  ix.rank = static_cast<int32_t>(extents.size());
-  for (size_t d = 0; d < extents.size(); ++d)
-    ix.extent[d] = extents[d];
-  for (size_t slot = 0; slot < strides.size() && slot < 4; ++slot) {
-    for (size_t d = 0; d < extents.size(); ++d)
-      ix.stride[slot][d] = strides[slot][d];
-    // One dimension with stride 1 (contiguous) or 0 (scalar): linear.
-    ix.flat[slot] = extents.size() == 1 &&
-                    (strides[slot][0] == 1 || strides[slot][0] == 0);
-    if (extents.empty()) {
-      ix.flat[slot] = true;
-      ix.stride[slot][0] = 1;
-    }
-  }
-  return true;
-}
-
-/// Strides of \p operand broadcast to \p out (numpy rules; 0 on broadcast
-/// dimensions). False when the shapes do not broadcast.
-bool broadcastStrides(llvm::ArrayRef<int64_t> operand,
-                      llvm::ArrayRef<int64_t> out, Shape &strides) {
-  if (operand.size() > out.size())
-    return false;
-  Shape padded(out.size() - operand.size(), 1);
-  padded.append(operand.begin(), operand.end());
-  Shape own = contiguousStrides(padded);
-  strides.assign(out.size(), 0);
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (padded[d] == out[d])
-      strides[d] = padded[d] == 1 ? 0 : own[d];
-    else if (padded[d] != 1)
-      return false;
-  }
-  return true;
-}
-
 /// Indexing of an n-ary broadcast of \p operands to a contiguous \p out.
 llvm::Expected<BroadcastIndexing>
 broadcastIndexing(const Node &node, llvm::ArrayRef<Shape> operands,
                   llvm::ArrayRef<int64_t> out) {
-  llvm::SmallVector<Shape, 4> strides;
+  llvm::SmallVector<IndexVector, 4> strides;
   for (const Shape &operand : operands) {
     Shape s;
     if (!broadcastStrides(operand, out, s))
@@ -251,7 +181,7 @@ broadcastIndexing(const Node &node, llvm::ArrayRef<Shape> operands,
     strides.push_back(Shape(out.size(), 0));
   strides.push_back(contiguousStrides(out));
   BroadcastIndexing ix;
-  if (!collapse(Shape(out.begin(), out.end()), strides, ix))
+  if (!collapseIndexing(Shape(out.begin(), out.end()), strides, ix))
     return nodeError(node, "more than " + llvm::Twine(kMaxRank) +
                                " dimensions after collapsing");
   return ix;
@@ -527,7 +457,7 @@ llvm::Error launchCopyWith(CudaCall &call, const void *in, void *out,
   BroadcastIndexing ix;
   llvm::SmallVector<Shape, 4> strides = {inStrides, Shape(extents.size(), 0),
                                          Shape(extents.size(), 0), outStrides};
-  if (!collapse(extents, strides, ix))
+  if (!collapseIndexing(extents, strides, ix))
     return nodeError(call.node, "too many dimensions");
   return call.check(launchStridedCopy(bytesPerElement, in, out,
                                       product(extents), ix, call.ctx.stream),

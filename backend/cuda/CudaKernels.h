@@ -18,6 +18,7 @@
 #ifndef GMOPT_BACKEND_CUDA_CUDAKERNELS_H
 #define GMOPT_BACKEND_CUDA_CUDAKERNELS_H
 
+#include "backend/cuda/BroadcastIndexing.h"
 #include "backend/cuda/ElementwiseMath.h"
 
 #include <cuda_runtime_api.h>
@@ -29,24 +30,6 @@ namespace cuda {
 
 /// Element storage the kernels read and write.
 enum class Storage : int32_t { F32, F16, BF16, F64, I64, I32, Bool };
-
-/// Most dimensions a broadcast or a strided tensor may have.
-constexpr int kMaxRank = 8;
-
-/// Index arithmetic of an n-ary broadcast: the iteration extents and, per
-/// operand (0-2) and for the output (3), the element stride along each
-/// dimension (0 where an operand is broadcast). Dimensions are collapsed by
-/// the host first.
-struct BroadcastIndexing {
-  /// The slot of the output's strides.
-  static constexpr int kOutput = 3;
-  int32_t rank = 0;
-  int64_t extent[kMaxRank] = {};
-  int64_t stride[4][kMaxRank] = {};
-  /// True when the slot is contiguous in iteration order (stride[.][0] is
-  /// then 1), or a scalar (stride[.][0] is 0): no index arithmetic.
-  bool flat[4] = {true, true, true, true};
-};
 
 /// Fault codes a kernel records.
 enum class KernelFault : int32_t {

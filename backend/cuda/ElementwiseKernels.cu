@@ -36,20 +36,6 @@ template <> struct StorageType<Storage::F32> { using type = float; };
 template <> struct StorageType<Storage::F16> { using type = HalfBits; };
 template <> struct StorageType<Storage::BF16> { using type = BFloat16Bits; };
 
-__device__ __forceinline__ int64_t operandOffset(const BroadcastIndexing &ix,
-                                                 int operand, int64_t linear) {
-  if (ix.flat[operand])
-    return ix.stride[operand][0] ? linear : 0;
-  int64_t offset = 0;
-  for (int d = ix.rank - 1; d >= 0; --d) {
-    int64_t extent = ix.extent[d];
-    int64_t coordinate = linear % extent;
-    linear /= extent;
-    offset += coordinate * ix.stride[operand][d];
-  }
-  return offset;
-}
-
 template <typename T>
 __global__ void elementwiseKernel(ElementwiseOp op, const T *a, const T *b,
                                   const T *c, T *out, int64_t elements,
