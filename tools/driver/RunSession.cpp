@@ -181,6 +181,7 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
 
   TrainingOptions training;
   training.backend = *backend;
+  training.allowTf32 = config.allowTf32;
   training.executor = config.executor;
   training.steps = config.steps;
   training.accumulate = config.accumulate;

@@ -237,12 +237,15 @@ llvm::Expected<BackendKind> gmopt::selectBackend(BackendKind requested,
 
 llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareExecutable(const Module &module, BackendKind backend,
-                         const ExecutorOptions &options) {
+                         const ExecutorOptions &options, bool allowTf32) {
   switch (backend) {
   case BackendKind::Cpu:
     return prepareCpuExecutable(module, options);
-  case BackendKind::Cuda:
-    return prepareCudaExecutable(module, options);
+  case BackendKind::Cuda: {
+    CudaDeviceOptions cudaOptions;
+    cudaOptions.allowTf32 = allowTf32;
+    return prepareCudaExecutable(module, options, cudaOptions);
+  }
   case BackendKind::Auto:
     break;
   }

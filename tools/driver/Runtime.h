@@ -86,10 +86,11 @@ llvm::Expected<BackendKind> selectBackend(BackendKind requested,
 /// `cpu` or `cuda` (`auto` for Auto).
 llvm::StringRef backendName(BackendKind kind);
 
-/// Prepares \p module on \p backend (which selectBackend returned).
+/// Prepares \p module on \p backend (which selectBackend returned);
+/// \p allowTf32 lets the CUDA backend's fp32 GEMMs use TF32 tensor cores.
 llvm::Expected<std::unique_ptr<Executable>>
 prepareExecutable(const Module &module, BackendKind backend,
-                  const ExecutorOptions &options);
+                  const ExecutorOptions &options, bool allowTf32 = false);
 
 //===----------------------------------------------------------------------===//
 // Models
@@ -290,6 +291,8 @@ struct TrainingOptions {
   ExecutorOptions executor;
   /// The backend (already resolved by selectBackend).
   BackendKind backend = BackendKind::Cpu;
+  /// CUDA: fp32 GEMMs may use TF32 tensor cores (--allow-tf32).
+  bool allowTf32 = false;
   /// Optimizer steps.
   unsigned steps = 1;
   /// Micro-steps per optimizer step (see above).
