@@ -622,20 +622,41 @@ llvm::Error runSliceGrad(CudaCall &call) {
                         contiguousStrides(dy), strides, bytes);
 }
 
-std::optional<CompareOp> compareOpOf(llvm::StringRef op) {
+std::optional<CompareOp> compareOpOf(const Node &node) {
+  llvm::StringRef op = node.getOpType();
+  if (op == "IsInf") {
+    bool negative = node.getIntAttr("detect_negative", 1) != 0;
+    bool positive = node.getIntAttr("detect_positive", 1) != 0;
+    return negative && positive ? CompareOp::IsInf
+           : positive           ? CompareOp::IsPositiveInf
+                                : CompareOp::IsNegativeInf;
+  }
   return llvm::StringSwitch<std::optional<CompareOp>>(op)
       .Case("Equal", CompareOp::Equal)
       .Case("Less", CompareOp::Less)
       .Case("Greater", CompareOp::Greater)
       .Case("LessOrEqual", CompareOp::LessOrEqual)
       .Case("GreaterOrEqual", CompareOp::GreaterOrEqual)
+      .Case("And", CompareOp::And)
+      .Case("Or", CompareOp::Or)
+      .Case("Xor", CompareOp::Xor)
+      .Case("IsNaN", CompareOp::IsNaN)
+      .Case("Not", CompareOp::Not)
       .Default(std::nullopt);
 }
 
 llvm::Error checkCompare(const Node &node) {
   DType a = node.getOperand(0)->getType().getDType();
-  if (node.getOperand(1)->getType().getDType() != a)
-    return nodeError(node, "operand element types differ");
+  for (Value *operand : node.getOperands())
+    if (operand->getType().getDType() != a)
+      return nodeError(node, "operand element types differ");
+  llvm::StringRef op = node.getOpType();
+  if ((op == "And" || op == "Or" || op == "Xor" || op == "Not") &&
+      a != DType::Bool)
+    return nodeError(node, "the logical ops take bool operands");
+  if (node.getOpType() == "IsInf" && node.getIntAttr("detect_negative", 1) == 0 &&
+      node.getIntAttr("detect_positive", 1) == 0)
+    return nodeError(node, "IsInf detects neither sign");
   if (!storageOf(a))
     return nodeError(node, "element type " + dtypeName(a) +
                                " is not supported");
@@ -650,16 +671,18 @@ llvm::Error checkCompare(const Node &node) {
 
 llvm::Error runCompare(CudaCall &call) {
   Shape out = shapeOf(call.out(0));
-  auto ix = broadcastIndexing(call.node,
-                              {shapeOf(call.in(0)), shapeOf(call.in(1))}, out);
+  // The one-operand tests read a twice.
+  unsigned second = call.node.getNumOperands() > 1 ? 1 : 0;
+  auto ix = broadcastIndexing(
+      call.node, {shapeOf(call.in(0)), shapeOf(call.in(second))}, out);
   if (!ix)
     return ix.takeError();
   return call.check(
-      launchCompare(*compareOpOf(call.node.getOpType()),
+      launchCompare(*compareOpOf(call.node),
                     *storageOf(call.in(0)->getType().getDType()),
-                    call.inPtr(0), call.inPtr(1), call.outAs<uint8_t>(0),
+                    call.inPtr(0), call.inPtr(second), call.outAs<uint8_t>(0),
                     product(out), *ix, call.ctx.stream),
-      "comparison kernel");
+      "predicate kernel");
 }
 
 /// ConstantOfShape: the `value` attribute's one element (float 0 without
@@ -1503,7 +1526,8 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add("", "Shape", checkShape, runShape);
     add("", "Where", checkWhere, runWhere);
     for (const char *op :
-         {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+         {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
+          "Or", "Xor", "IsNaN", "IsInf", "Not"})
       add("", op, checkCompare, runCompare);
     add("", "ConstantOfShape", checkConstantOfShape, runConstantOfShape);
     add("", "Cast", checkCast, runCast);

@@ -73,11 +73,26 @@ cudaError_t launchWhere(int64_t elementBytes, const uint8_t *cond,
                         int64_t elements, const BroadcastIndexing &index,
                         cudaStream_t stream);
 
-/// Comparisons producing bool (Equal, Less, Greater, LessOrEqual,
-/// GreaterOrEqual) with broadcasting; both operands of \p storage (int64
-/// compared exactly).
-enum class CompareOp : int32_t { Equal, Less, Greater, LessOrEqual,
-                                 GreaterOrEqual };
+/// Predicates producing bool with broadcasting: the comparisons (Equal,
+/// Less, Greater, LessOrEqual, GreaterOrEqual; both operands of \p
+/// storage, int64 compared exactly), the logical ops on bool (And, Or,
+/// Xor), and the one-operand tests (IsNaN, IsInf by sign, Not), which read
+/// operand a only.
+enum class CompareOp : int32_t {
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor,
+  IsNaN,
+  IsInf,
+  IsPositiveInf,
+  IsNegativeInf,
+  Not,
+};
 cudaError_t launchCompare(CompareOp op, Storage storage, const void *a,
                           const void *b, uint8_t *out, int64_t elements,
                           const BroadcastIndexing &index, cudaStream_t stream);

@@ -104,6 +104,22 @@ __device__ __forceinline__ bool compareValues(CompareOp op, double a,
     return a <= b;
   case CompareOp::GreaterOrEqual:
     return a >= b;
+  case CompareOp::And:
+    return a != 0 && b != 0;
+  case CompareOp::Or:
+    return a != 0 || b != 0;
+  case CompareOp::Xor:
+    return (a != 0) != (b != 0);
+  case CompareOp::IsNaN:
+    return a != a;
+  case CompareOp::IsInf:
+    return isinf(a);
+  case CompareOp::IsPositiveInf:
+    return isinf(a) && a > 0;
+  case CompareOp::IsNegativeInf:
+    return isinf(a) && a < 0;
+  case CompareOp::Not:
+    return a == 0;
   }
   return false;
 }
@@ -117,7 +133,7 @@ __global__ void compareKernel(CompareOp op, Storage storage, const void *a,
        i < elements; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t ia = operandOffset(ix, 0, i), ib = operandOffset(ix, 1, i);
     bool result;
-    if (storage == Storage::I64) {
+    if (storage == Storage::I64 && op <= CompareOp::GreaterOrEqual) {
       // Exact: int64 does not fit a double.
       int64_t va = static_cast<const int64_t *>(a)[ia];
       int64_t vb = static_cast<const int64_t *>(b)[ib];

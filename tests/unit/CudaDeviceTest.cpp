@@ -221,3 +221,30 @@ TEST(CudaDeviceTest, TestdataGraphsHaveCudaKernels) {
                 << *missing.begin() << "\n";
   }
 }
+
+TEST(CudaDeviceTest, RewrittenGraphsHaveCudaKernels) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built";
+  // What gpu-check.sh runs: gpt_tiny after selective recompute, and after
+  // recompute + bf16 amp (casts, in-graph loss scaling, skip on overflow).
+  OptimizerSpec adamW;
+  adamW.kind = OptimizerKind::AdamW;
+  for (const char *pipeline :
+       {"canonicalize,fold-transpose,recompute{mode=selective},schedule,"
+        "plan-buffers",
+        "canonicalize,fold-transpose,recompute{mode=selective},amp{dtype=bf16},"
+        "schedule,plan-buffers",
+        "canonicalize,fold-transpose,amp{dtype=fp16},schedule,plan-buffers"}) {
+    auto model = loadRunnableModel(
+        testdataDir() + "/gpt_tiny/training_model.onnx",
+        {{"batch", 2}, {"batch_x_seq", 128}}, nullptr, false, pipeline, &adamW,
+        "", BackendKind::Cuda);
+    ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+    std::set<std::string> missing;
+    for (const Node &node : model->module->getGraph().getNodes())
+      if (llvm::Error err = checkCudaNode(node))
+        missing.insert(llvm::toString(std::move(err)));
+    for (const std::string &message : missing)
+      ADD_FAILURE() << pipeline << ": " << message;
+  }
+}
