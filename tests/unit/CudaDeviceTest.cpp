@@ -25,6 +25,8 @@
 #include <optional>
 #include <set>
 
+#include "llvm/Support/FileSystem.h"
+
 #include "gtest/gtest.h"
 
 using namespace gmopt;
@@ -247,4 +249,24 @@ TEST(CudaDeviceTest, RewrittenGraphsHaveCudaKernels) {
     for (const std::string &message : missing)
       ADD_FAILURE() << pipeline << ": " << message;
   }
+}
+
+TEST(CudaDeviceTest, BenchGraphsHaveCudaKernels) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built";
+  // gpu-check.sh's GPT-2 small, where bench/models/build.py has made it.
+  std::string path = testSourceDir() + "/bench/models/gpt2_small/training_model.onnx";
+  if (!llvm::sys::fs::exists(path))
+    GTEST_SKIP() << path << " is absent (bench/models/build.py gpt2_small)";
+  auto model = loadRunnableModel(path,
+                                 {{"batch", 1}, {"seq", 64}, {"batch_x_seq", 64}},
+                                 nullptr, false, "", nullptr, "",
+                                 BackendKind::Cuda);
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  std::set<std::string> missing;
+  for (const Node &node : model->module->getGraph().getNodes())
+    if (llvm::Error err = checkCudaNode(node))
+      missing.insert(llvm::toString(std::move(err)));
+  for (const std::string &message : missing)
+    ADD_FAILURE() << message;
 }
