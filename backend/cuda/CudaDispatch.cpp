@@ -500,14 +500,14 @@ llvm::Error runExpand(CudaCall &call) {
 }
 
 /// Slice's starts and steps per dimension of the input, from its constant
-/// operands (opset 10+) or attributes (opset 1).
+/// operands (opset 10+) or attributes (opset 1). The ends are not needed:
+/// the result's static shape (from shape inference) gives the extents.
 struct SliceGeometry {
   Shape start, step;
 };
 
 llvm::Expected<SliceGeometry> sliceGeometry(const Node &node,
                                             const Shape &inShape,
-                                            const Shape &outShape,
                                             unsigned firstOperand) {
   SliceGeometry g;
   int64_t rank = inShape.size();
@@ -560,21 +560,18 @@ llvm::Expected<SliceGeometry> sliceGeometry(const Node &node,
     g.start[*axis] = start;
     g.step[*axis] = step;
   }
-  (void)outShape;
   return g;
 }
 
 llvm::Error checkSlice(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  return sliceGeometry(node, shapeOf(node.getOperand(0)),
-                       shapeOf(node.getResult(0)), 1)
-      .takeError();
+  return sliceGeometry(node, shapeOf(node.getOperand(0)), 1).takeError();
 }
 
 llvm::Error runSlice(CudaCall &call) {
   Shape in = shapeOf(call.in(0)), out = shapeOf(call.out(0));
-  auto g = sliceGeometry(call.node, in, out, 1);
+  auto g = sliceGeometry(call.node, in, 1);
   if (!g)
     return g.takeError();
   Shape inStrides = contiguousStrides(in), strides;
@@ -594,14 +591,12 @@ llvm::Error runSlice(CudaCall &call) {
 llvm::Error checkSliceGrad(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  return sliceGeometry(node, shapeOf(node.getResult(0)),
-                       shapeOf(node.getOperand(0)), 2)
-      .takeError();
+  return sliceGeometry(node, shapeOf(node.getResult(0)), 2).takeError();
 }
 
 llvm::Error runSliceGrad(CudaCall &call) {
   Shape full = shapeOf(call.out(0)), dy = shapeOf(call.in(0));
-  auto g = sliceGeometry(call.node, full, dy, 2);
+  auto g = sliceGeometry(call.node, full, 2);
   if (!g)
     return g.takeError();
   if (llvm::Error err = call.check(
