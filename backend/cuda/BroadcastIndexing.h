@@ -1,4 +1,5 @@
-//===- BroadcastIndexing.h - Strided index arithmetic of CUDA kernels -*- C++ -*-===//
+//===- BroadcastIndexing.h - Strided index arithmetic of CUDA kernels -*- C++
+//-*-===//
 //
 // How the CUDA elementwise, strided-copy, Where and comparison kernels map
 // the linear index of an iteration to each operand's element: extents of

@@ -102,9 +102,7 @@ llvm::Error gmopt::checkPlannedBytesFit(uint64_t plannedBytes,
 }
 
 #ifndef GMOPT_HAVE_CUDA
-bool gmopt::hasCudaKernelFor(llvm::StringRef, llvm::StringRef) {
-  return false;
-}
+bool gmopt::hasCudaKernelFor(llvm::StringRef, llvm::StringRef) { return false; }
 
 llvm::Error gmopt::checkCudaNode(const Node &node) {
   return fail("no CUDA kernel for '" + node.getOp().str() +

@@ -1,4 +1,5 @@
-//===- CudaDispatch.cpp - The CUDA kernel table ----------------------------===//
+//===- CudaDispatch.cpp - The CUDA kernel table
+//----------------------------===//
 //
 // One entry per (domain, op) with a CUDA kernel: a check that runs at
 // prepare time on the node's static types and attributes, and a run that
@@ -99,8 +100,8 @@ int64_t product(llvm::ArrayRef<int64_t> dims) {
 
 int64_t elementBytes(const Value *value) {
   int64_t n = value->getType().getNumElements();
-  return n ? static_cast<int64_t>(
-                 value->getType().getSizeInBytes() / static_cast<uint64_t>(n))
+  return n ? static_cast<int64_t>(value->getType().getSizeInBytes() /
+                                  static_cast<uint64_t>(n))
            : 0;
 }
 
@@ -137,9 +138,8 @@ commonFloatStorage(const Node &node, llvm::ArrayRef<unsigned> skipOperands = {},
 }
 
 /// The values of operand \p index, which must be an integer initializer.
-llvm::Expected<std::vector<int64_t>> constantInts(const Node &node,
-                                                  unsigned index,
-                                                  llvm::StringRef what) {
+llvm::Expected<std::vector<int64_t>>
+constantInts(const Node &node, unsigned index, llvm::StringRef what) {
   const Value *value =
       index < node.getNumOperands() ? node.getOperand(index) : nullptr;
   if (!value)
@@ -395,9 +395,8 @@ llvm::Error runElementwise(CudaCall &call) {
         return ix.takeError();
       if (llvm::Error err = call.check(
               launchElementwise(ElementwiseOp::Add, storage, lhs,
-                                call.inPtr(present[k]), nullptr,
-                                call.outPtr(0), elements, *ix,
-                                call.ctx.stream),
+                                call.inPtr(present[k]), nullptr, call.outPtr(0),
+                                elements, *ix, call.ctx.stream),
               "Sum kernel"))
         return err;
     }
@@ -431,8 +430,8 @@ llvm::Error checkAnyElement(const Node &node) {
   for (const Value *value : node.getResults())
     if (value) {
       int64_t bytes = elementBytes(value);
-      if (value->getType().getNumElements() &&
-          bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8)
+      if (value->getType().getNumElements() && bytes != 1 && bytes != 2 &&
+          bytes != 4 && bytes != 8)
         return nodeError(node, "element type " +
                                    dtypeName(value->getType().getDType()) +
                                    " is not supported");
@@ -506,9 +505,8 @@ struct SliceGeometry {
   Shape start, step;
 };
 
-llvm::Expected<SliceGeometry> sliceGeometry(const Node &node,
-                                            const Shape &inShape,
-                                            unsigned firstOperand) {
+llvm::Expected<SliceGeometry>
+sliceGeometry(const Node &node, const Shape &inShape, unsigned firstOperand) {
   SliceGeometry g;
   int64_t rank = inShape.size();
   g.start.assign(rank, 0);
@@ -599,11 +597,11 @@ llvm::Error runSliceGrad(CudaCall &call) {
   auto g = sliceGeometry(call.node, full, 2);
   if (!g)
     return g.takeError();
-  if (llvm::Error err = call.check(
-          cudaMemsetAsync(call.outPtr(0), 0,
-                          call.out(0)->getType().getSizeInBytes(),
-                          call.ctx.stream),
-          "cudaMemsetAsync"))
+  if (llvm::Error err =
+          call.check(cudaMemsetAsync(call.outPtr(0), 0,
+                                     call.out(0)->getType().getSizeInBytes(),
+                                     call.ctx.stream),
+                     "cudaMemsetAsync"))
     return err;
   Shape fullStrides = contiguousStrides(full), strides;
   int64_t offset = 0;
@@ -649,12 +647,13 @@ llvm::Error checkCompare(const Node &node) {
   if ((op == "And" || op == "Or" || op == "Xor" || op == "Not") &&
       a != DType::Bool)
     return nodeError(node, "the logical ops take bool operands");
-  if (node.getOpType() == "IsInf" && node.getIntAttr("detect_negative", 1) == 0 &&
+  if (node.getOpType() == "IsInf" &&
+      node.getIntAttr("detect_negative", 1) == 0 &&
       node.getIntAttr("detect_positive", 1) == 0)
     return nodeError(node, "IsInf detects neither sign");
   if (!storageOf(a))
-    return nodeError(node, "element type " + dtypeName(a) +
-                               " is not supported");
+    return nodeError(node,
+                     "element type " + dtypeName(a) + " is not supported");
   if (node.getResult(0)->getType().getDType() != DType::Bool)
     return nodeError(node, "the result must be bool");
   Shape out = shapeOf(node.getResult(0)), strides;
@@ -672,12 +671,12 @@ llvm::Error runCompare(CudaCall &call) {
       call.node, {shapeOf(call.in(0)), shapeOf(call.in(second))}, out);
   if (!ix)
     return ix.takeError();
-  return call.check(
-      launchCompare(*compareOpOf(call.node),
-                    *storageOf(call.in(0)->getType().getDType()),
-                    call.inPtr(0), call.inPtr(second), call.outAs<uint8_t>(0),
-                    product(out), *ix, call.ctx.stream),
-      "predicate kernel");
+  return call.check(launchCompare(*compareOpOf(call.node),
+                                  *storageOf(call.in(0)->getType().getDType()),
+                                  call.inPtr(0), call.inPtr(second),
+                                  call.outAs<uint8_t>(0), product(out), *ix,
+                                  call.ctx.stream),
+                    "predicate kernel");
 }
 
 /// ConstantOfShape: the `value` attribute's one element (float 0 without
@@ -713,11 +712,10 @@ llvm::Error runConstantOfShape(CudaCall &call) {
   auto pattern = constantOfShapePattern(call.node);
   if (!pattern)
     return pattern.takeError();
-  return call.check(launchFill(elementBytes(call.out(0)), *pattern,
-                               call.outPtr(0),
-                               call.out(0)->getType().getNumElements(),
-                               call.ctx.stream),
-                    "fill kernel");
+  return call.check(
+      launchFill(elementBytes(call.out(0)), *pattern, call.outPtr(0),
+                 call.out(0)->getType().getNumElements(), call.ctx.stream),
+      "fill kernel");
 }
 
 /// Where(cond, X, Y) with broadcasting.
@@ -770,8 +768,8 @@ llvm::Error checkConcat(const Node &node) {
 
 llvm::Error runConcat(CudaCall &call) {
   Shape out = shapeOf(call.out(0));
-  int64_t axis = *normalizeAxis(call.node, call.node.getIntAttr("axis", 0),
-                                out.size());
+  int64_t axis =
+      *normalizeAxis(call.node, call.node.getIntAttr("axis", 0), out.size());
   Shape outStrides = contiguousStrides(out);
   int64_t bytes = elementBytes(call.out(0)), offset = 0;
   for (unsigned i = 0; i < call.node.getNumOperands(); ++i) {
@@ -812,8 +810,8 @@ llvm::Error checkSplit(const Node &node) {
 
 llvm::Error runSplit(CudaCall &call) {
   Shape in = shapeOf(call.in(0));
-  int64_t axis = *normalizeAxis(call.node, call.node.getIntAttr("axis", 0),
-                                in.size());
+  int64_t axis =
+      *normalizeAxis(call.node, call.node.getIntAttr("axis", 0), in.size());
   Shape inStrides = contiguousStrides(in);
   int64_t bytes = elementBytes(call.in(0)), offset = 0;
   for (unsigned i = 0; i < call.node.getNumResults(); ++i) {
@@ -912,26 +910,25 @@ bool softmaxIsCoerced(const Node &node) {
 llvm::Error checkSoftmax(const Node &node) {
   if (auto storage = commonFloatStorage(node); !storage)
     return storage.takeError();
-  return softmaxRows(node, shapeOf(node.getOperand(0)),
-                     softmaxIsCoerced(node))
+  return softmaxRows(node, shapeOf(node.getOperand(0)), softmaxIsCoerced(node))
       .takeError();
 }
 
 llvm::Error runSoftmax(CudaCall &call) {
   Storage storage = *commonFloatStorage(call.node);
   bool log = call.node.getOpType().starts_with("Log");
-  auto rows = softmaxRows(call.node, shapeOf(call.in(0)),
-                          softmaxIsCoerced(call.node));
+  auto rows =
+      softmaxRows(call.node, shapeOf(call.in(0)), softmaxIsCoerced(call.node));
   if (!rows)
     return rows.takeError();
   if (call.node.getDomain() == kMsDomain)
     // SoftmaxGrad(dY, Y) -> dX.
-    return call.check(launchSoftmaxGrad(storage, call.inPtr(0),
-                                        call.inPtr(1), call.outPtr(0), *rows,
-                                        log, call.ctx.stream),
+    return call.check(launchSoftmaxGrad(storage, call.inPtr(0), call.inPtr(1),
+                                        call.outPtr(0), *rows, log,
+                                        call.ctx.stream),
                       "SoftmaxGrad kernel");
-  return call.check(launchSoftmax(storage, call.inPtr(0), call.outPtr(0),
-                                  *rows, log, call.ctx.stream),
+  return call.check(launchSoftmax(storage, call.inPtr(0), call.outPtr(0), *rows,
+                                  log, call.ctx.stream),
                     "Softmax kernel");
 }
 
@@ -977,10 +974,10 @@ llvm::Error checkLayerNorm(const Node &node) {
 
 llvm::Error runLayerNorm(CudaCall &call) {
   bool simplified = isSimplifiedNorm(call.node);
-  Storage storage = *commonFloatStorage(call.node, {},
-                                        simplified ? llvm::ArrayRef<unsigned>{1}
-                                                   : llvm::ArrayRef<unsigned>{
-                                                         1, 2});
+  Storage storage =
+      *commonFloatStorage(call.node, {},
+                          simplified ? llvm::ArrayRef<unsigned>{1}
+                                     : llvm::ArrayRef<unsigned>{1, 2});
   auto rows = normRows(call.node, shapeOf(call.in(0)));
   if (!rows)
     return rows.takeError();
@@ -1018,15 +1015,13 @@ llvm::Error runLayerNormGrad(CudaCall &call) {
   auto rows = normRows(call.node, shapeOf(call.in(1)));
   if (!rows)
     return rows.takeError();
-  return call.check(
-      launchLayerNormGrad(storage, call.inPtr(0), call.inPtr(1),
-                          call.inPtr(2),
-                          simplified ? nullptr : call.inAs<float>(3),
-                          call.inAs<float>(simplified ? 3 : 4),
-                          call.outPtr(0), call.outPtr(1),
-                          simplified ? nullptr : call.outPtr(2), rows->first,
-                          rows->second, simplified, call.ctx.stream),
-      "LayerNormalizationGrad kernel");
+  return call.check(launchLayerNormGrad(
+                        storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
+                        simplified ? nullptr : call.inAs<float>(3),
+                        call.inAs<float>(simplified ? 3 : 4), call.outPtr(0),
+                        call.outPtr(1), simplified ? nullptr : call.outPtr(2),
+                        rows->first, rows->second, simplified, call.ctx.stream),
+                    "LayerNormalizationGrad kernel");
 }
 
 std::optional<ReduceKind> reduceKindOf(llvm::StringRef op) {
@@ -1095,8 +1090,8 @@ llvm::Error runReduce(CudaCall &call) {
   auto rows = reduceRows(call.node);
   if (!rows)
     return rows.takeError();
-  return call.check(launchReduce(*reduceKindOf(call.node.getOpType()),
-                                 storage, call.inPtr(0), call.outPtr(0), *rows,
+  return call.check(launchReduce(*reduceKindOf(call.node.getOpType()), storage,
+                                 call.inPtr(0), call.outPtr(0), *rows,
                                  call.ctx.stream),
                     "Reduce kernel");
 }
@@ -1164,19 +1159,18 @@ llvm::Error checkCrossEntropy(const Node &node) {
 }
 
 llvm::Error runCrossEntropy(CudaCall &call) {
-  auto p = crossEntropyParams(call.node, 0, 1,
-                              isInternalLoss(call.node)
-                                  ? std::optional<unsigned>(3)
-                                  : std::nullopt);
+  auto p = crossEntropyParams(
+      call.node, 0, 1,
+      isInternalLoss(call.node) ? std::optional<unsigned>(3) : std::nullopt);
   if (!p)
     return p.takeError();
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchSoftmaxCrossEntropy(
-                        call.inAs<float>(0), call.inPtr(1),
-                        call.inAs<float>(2), call.outAs<float>(0),
-                        call.outAs<float>(1), *p, call.ctx.stream),
-                    "SoftmaxCrossEntropyLoss kernel");
+  return call.check(
+      launchSoftmaxCrossEntropy(call.inAs<float>(0), call.inPtr(1),
+                                call.inAs<float>(2), call.outAs<float>(0),
+                                call.outAs<float>(1), *p, call.ctx.stream),
+      "SoftmaxCrossEntropyLoss kernel");
 }
 
 llvm::Error checkCrossEntropyGrad(const Node &node) {
@@ -1189,17 +1183,16 @@ llvm::Error checkCrossEntropyGrad(const Node &node) {
 llvm::Error runCrossEntropyGrad(CudaCall &call) {
   bool internal = isInternalLoss(call.node);
   auto p = crossEntropyParams(
-      call.node, 1, 2,
-      internal ? std::optional<unsigned>(4) : std::nullopt);
+      call.node, 1, 2, internal ? std::optional<unsigned>(4) : std::nullopt);
   if (!p)
     return p.takeError();
   if (llvm::Error err = call.markFaultable())
     return err;
   return call.check(
-      launchSoftmaxCrossEntropyGrad(
-          call.inAs<float>(0), call.inAs<float>(1), call.inPtr(2),
-          call.inAs<float>(3), internal ? call.inAs<float>(5) : nullptr,
-          call.outAs<float>(0), *p, call.ctx.stream),
+      launchSoftmaxCrossEntropyGrad(call.inAs<float>(0), call.inAs<float>(1),
+                                    call.inPtr(2), call.inAs<float>(3),
+                                    internal ? call.inAs<float>(5) : nullptr,
+                                    call.outAs<float>(0), *p, call.ctx.stream),
       "SoftmaxCrossEntropyLossGrad kernel");
 }
 
@@ -1214,11 +1207,9 @@ struct GatherGeometry {
   bool indices32;
 };
 
-llvm::Expected<GatherGeometry> gatherGeometry(const Node &node,
-                                              const Shape &dataShape,
-                                              const Value *indices) {
-  auto axis =
-      normalizeAxis(node, node.getIntAttr("axis", 0), dataShape.size());
+llvm::Expected<GatherGeometry>
+gatherGeometry(const Node &node, const Shape &dataShape, const Value *indices) {
+  auto axis = normalizeAxis(node, node.getIntAttr("axis", 0), dataShape.size());
   if (!axis)
     return axis.takeError();
   DType type = indices->getType().getDType();
@@ -1371,7 +1362,8 @@ llvm::Error runDropoutGrad(CudaCall &call) {
 /// buffer_out?).
 llvm::Error checkAccumulator(const Node &node) {
   for (unsigned i : {0u, 1u}) {
-    std::optional<Storage> s = storageOf(node.getOperand(i)->getType().getDType());
+    std::optional<Storage> s =
+        storageOf(node.getOperand(i)->getType().getDType());
     if (!s || !isFloatStorage(*s))
       return nodeError(node, "buffer and value must be float tensors");
   }
@@ -1391,8 +1383,7 @@ llvm::Error runAccumulator(CudaCall &call) {
       launchAccumulate(buffer, const_cast<void *>(call.inPtr(0)), value,
                        call.inPtr(1), call.inAs<uint8_t>(2),
                        call.outAs<uint8_t>(0), call.outPtr(1),
-                       call.in(0)->getType().getNumElements(),
-                       call.ctx.stream),
+                       call.in(0)->getType().getNumElements(), call.ctx.stream),
       "InPlaceAccumulatorV2 kernel");
 }
 
@@ -1410,8 +1401,7 @@ llvm::Error checkOptimizer(const Node &node) {
     for (unsigned k = 0; k < OptimizerOperands::numStates(layout.getKind());
          ++k)
       indices.push_back(layout.stateIndex(k, i));
-    uint64_t elements =
-        node.getOperand(indices[0])->getType().getNumElements();
+    uint64_t elements = node.getOperand(indices[0])->getType().getNumElements();
     for (unsigned index : indices) {
       const Value *value = node.getOperand(index);
       if (!value || value->getType().getDType() != DType::F32 ||
@@ -1450,8 +1440,7 @@ llvm::Error runOptimizer(CudaCall &call) {
     if (batch.empty())
       return llvm::Error::success();
     cudaError_t status =
-        adamW ? launchAdamW(batch.data(), batch.size(), params,
-                            call.ctx.stream)
+        adamW ? launchAdamW(batch.data(), batch.size(), params, call.ctx.stream)
               : launchSgd(batch.data(), batch.size(), params.lr, signal,
                           call.ctx.stream);
     batch.clear();
@@ -1477,11 +1466,11 @@ llvm::Error runOptimizer(CudaCall &call) {
     return llvm::Error::success();
   std::optional<Storage> flagStorage =
       storageOf(call.out(0)->getType().getDType());
-  return call.check(
-      launchOptimizerFlag(flagStorage.value_or(Storage::F32), call.outPtr(0),
-                          call.out(0)->getType().getNumElements(), signal,
-                          call.ctx.stream),
-      "optimizer flag kernel");
+  return call.check(launchOptimizerFlag(flagStorage.value_or(Storage::F32),
+                                        call.outPtr(0),
+                                        call.out(0)->getType().getNumElements(),
+                                        signal, call.ctx.stream),
+                    "optimizer flag kernel");
 }
 
 llvm::Error runMatMul(CudaCall &call) {
@@ -1496,7 +1485,9 @@ const llvm::StringMap<KernelEntry> &getTable() {
   static const llvm::StringMap<KernelEntry> table = [] {
     llvm::StringMap<KernelEntry> t;
     auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                   RunFn run) { t[(domain + "::" + op).str()] = {check, run}; };
+                   RunFn run) {
+      t[(domain + "::" + op).str()] = {check, run};
+    };
     for (const char *op :
          {"Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Tanh",
           "Sigmoid", "Erf", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "Max",
@@ -1528,9 +1519,8 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add("", "Cast", checkCast, runCast);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
-    for (const char *op :
-         {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
-          "LogSoftmaxGrad_13"})
+    for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
+                           "LogSoftmaxGrad_13"})
       add(kMsDomain, op, checkSoftmax, runSoftmax);
     add("", "LayerNormalization", checkLayerNorm, runLayerNorm);
     add("", "SimplifiedLayerNormalization", checkLayerNorm, runLayerNorm);
@@ -1549,8 +1539,8 @@ const llvm::StringMap<KernelEntry> &getTable() {
         runCrossEntropy);
     add(kMsDomain, "SoftmaxCrossEntropyLossGrad", checkCrossEntropyGrad,
         runCrossEntropyGrad);
-    add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad",
-        checkCrossEntropyGrad, runCrossEntropyGrad);
+    add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad", checkCrossEntropyGrad,
+        runCrossEntropyGrad);
     add("", "Gather", checkGather, runGather);
     add(kMsDomain, "GatherGrad", checkGatherGrad, runGatherGrad);
     add("", "Dropout", checkDropout, runDropout);

@@ -22,11 +22,15 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace gmopt {
 namespace cuda {
+
+/// A GEMM node's cuBLASLt descriptors and chosen algorithm (CudaMatMul.cpp).
+struct CudaGemmPlan;
 
 /// What kernels need besides their operands: the stream, the cuBLASLt
 /// handle, the random seed and step, and host-side constants that must
@@ -43,6 +47,9 @@ struct CudaKernelContext {
   /// Host values copied to the device by Shape, kept per node so the
   /// source outlives the asynchronous copy.
   llvm::DenseMap<const Node *, std::vector<int64_t>> hostConstants;
+  /// Each GEMM node's descriptors and algorithm, made at its first launch
+  /// (the heuristic query costs more than a small GEMM).
+  llvm::DenseMap<const Node *, std::shared_ptr<CudaGemmPlan>> gemmPlans;
 };
 
 /// An error naming the failed \p call and \p node, with CUDA's message.

@@ -125,8 +125,7 @@ cudaError_t launchDropout(Storage storage, const void *x, void *out,
 /// DropoutGrad: dx = mask ? dy * scale : 0 (mask bool; null: dx = dy).
 cudaError_t launchDropoutGrad(Storage storage, const void *dy,
                               const uint8_t *mask, void *dx, int64_t elements,
-                              const DropoutParams &params,
-                              cudaStream_t stream);
+                              const DropoutParams &params, cudaStream_t stream);
 
 /// InPlaceAccumulatorV2: buffer = overwrite ? value : buffer + value (the
 /// flag read on the device, null: false); updated = true; bufferOut, when
@@ -233,11 +232,10 @@ cudaError_t launchSoftmaxCrossEntropyGrad(
 /// Gather along \p axis seen as [outer, axisExtent, inner] with \p indices
 /// (int64 or int32, negative counted from the end): out is [outer,
 /// indexCount, inner], any element type of \p elementBytes.
-cudaError_t launchGather(const void *data, const void *indices,
-                         bool indices32, void *out, int64_t outer,
-                         int64_t axisExtent, int64_t indexCount,
-                         int64_t inner, int64_t elementBytes,
-                         cudaStream_t stream);
+cudaError_t launchGather(const void *data, const void *indices, bool indices32,
+                         void *out, int64_t outer, int64_t axisExtent,
+                         int64_t indexCount, int64_t inner,
+                         int64_t elementBytes, cudaStream_t stream);
 /// GatherGrad: dx (fp32, [outer, axisExtent, inner]) = 0, then the rows of
 /// dy scattered back with atomic adds.
 cudaError_t launchGatherGrad(const float *dy, const void *indices,

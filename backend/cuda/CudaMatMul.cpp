@@ -1,4 +1,5 @@
-//===- CudaMatMul.cpp - MatMul, Gemm and FusedMatMul through cuBLASLt ------===//
+//===- CudaMatMul.cpp - MatMul, Gemm and FusedMatMul through cuBLASLt
+//------===//
 //
 // Matrix products on cuBLASLt with fp32 accumulation (CUBLAS_COMPUTE_32F;
 // the TF32 variant only when allowed) for f32, f16 and bf16 storage.
@@ -153,25 +154,6 @@ llvm::Expected<MatMulGeometry> matMulGeometry(const Node &node) {
   return g;
 }
 
-/// RAII for the cuBLASLt descriptors of one call.
-struct LtDescriptors {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  ~LtDescriptors() {
-    if (preference)
-      cublasLtMatmulPreferenceDestroy(preference);
-    if (out)
-      cublasLtMatrixLayoutDestroy(out);
-    if (second)
-      cublasLtMatrixLayoutDestroy(second);
-    if (first)
-      cublasLtMatrixLayoutDestroy(first);
-    if (op)
-      cublasLtMatmulDescDestroy(op);
-  }
-};
-
 llvm::Error setBatch(const Node &node, cublasLtMatrixLayout_t layout,
                      int64_t batch, int64_t stride) {
   int32_t count = static_cast<int32_t>(batch);
@@ -188,6 +170,103 @@ llvm::Error setBatch(const Node &node, cublasLtMatrixLayout_t layout,
 
 } // namespace
 
+/// The cuBLASLt descriptors of one GEMM node, its algorithm and the
+/// workspace bytes it was chosen for; destroys the descriptors.
+struct cuda::CudaGemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulAlgo_t algo = {};
+  uint64_t workspaceBytes = 0;
+  CudaGemmPlan() = default;
+  CudaGemmPlan(const CudaGemmPlan &) = delete;
+  CudaGemmPlan &operator=(const CudaGemmPlan &) = delete;
+  ~CudaGemmPlan() {
+    // Destruction failures cannot be reported; they leak host memory only.
+    if (preference)
+      (void)cublasLtMatmulPreferenceDestroy(preference);
+    if (out)
+      (void)cublasLtMatrixLayoutDestroy(out);
+    if (second)
+      (void)cublasLtMatrixLayoutDestroy(second);
+    if (first)
+      (void)cublasLtMatrixLayoutDestroy(first);
+    if (op)
+      (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+namespace {
+
+/// Creates \p node's descriptors and picks its algorithm for
+/// \p workspaceBytes of scratch.
+llvm::Expected<std::shared_ptr<CudaGemmPlan>>
+makeGemmPlan(const Node &node, const MatMulGeometry &geometry,
+             uint64_t workspaceBytes, CudaKernelContext &ctx) {
+  const MatMulGeometry *g = &geometry;
+  auto plan = std::make_shared<CudaGemmPlan>();
+  CudaGemmPlan &d = *plan;
+  d.workspaceBytes = workspaceBytes;
+  cublasComputeType_t compute = ctx.allowTf32 && g->dataType == CUDA_R_32F
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+  cublasStatus_t status = cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulDescCreate", status);
+  // Column-major Y^T = op(B)^T op(A)^T: B first, A second.
+  cublasOperation_t opFirst = g->transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = g->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if ((status = cublasLtMatmulDescSetAttribute(
+           d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst))) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatmulDescSetAttribute(
+           d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond))) !=
+          CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulDescSetAttribute", status);
+  // Stored column-major shapes: B is [N, K] (ld N) or, transposed, [K, N]
+  // (ld K); A is [K, M] (ld K) or [M, K] (ld M); Y^T is [N, M] (ld N).
+  uint64_t firstRows = g->transB ? g->k : g->n;
+  uint64_t firstCols = g->transB ? g->n : g->k;
+  uint64_t secondRows = g->transA ? g->m : g->k;
+  uint64_t secondCols = g->transA ? g->k : g->m;
+  if ((status = cublasLtMatrixLayoutCreate(&d.first, g->dataType, firstRows,
+                                           firstCols, firstRows)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatrixLayoutCreate(&d.second, g->dataType, secondRows,
+                                           secondCols, secondRows)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatrixLayoutCreate(&d.out, g->dataType, g->n, g->m,
+                                           g->n)) != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatrixLayoutCreate", status);
+  if (g->batch > 1) {
+    if (llvm::Error err = setBatch(node, d.first, g->batch, g->strideB))
+      return err;
+    if (llvm::Error err = setBatch(node, d.second, g->batch, g->strideA))
+      return err;
+    if (llvm::Error err = setBatch(node, d.out, g->batch, g->m * g->n))
+      return err;
+  }
+  if ((status = cublasLtMatmulPreferenceCreate(&d.preference)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatmulPreferenceSetAttribute(
+           d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+           &workspaceBytes, sizeof(workspaceBytes))) != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulPreferenceCreate", status);
+  cublasLtMatmulHeuristicResult_t heuristic;
+  int found = 0;
+  status = cublasLtMatmulAlgoGetHeuristic(ctx.blasLt, d.op, d.first, d.second,
+                                          d.out, d.out, d.preference, 1,
+                                          &heuristic, &found);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulAlgoGetHeuristic", status);
+  if (found == 0)
+    return matMulError(node, "cuBLASLt found no algorithm for this GEMM");
+  d.algo = heuristic.algo;
+  return plan;
+}
+
+} // namespace
+
 llvm::Error cuda::checkCudaMatMul(const Node &node) {
   auto g = matMulGeometry(node);
   if (!g)
@@ -200,8 +279,8 @@ llvm::Error cuda::checkCudaMatMul(const Node &node) {
       c.push_back(d);
     // C broadcasts to [M, N].
     if (c.size() > 2 ||
-        (c.size() == 2 && !((c[0] == g->m || c[0] == 1) &&
-                            (c[1] == g->n || c[1] == 1))) ||
+        (c.size() == 2 &&
+         !((c[0] == g->m || c[0] == 1) && (c[1] == g->n || c[1] == 1))) ||
         (c.size() == 1 && !(c[0] == g->n || c[0] == 1)))
       return matMulError(node, "C does not broadcast to [M, N]");
   }
@@ -251,68 +330,20 @@ llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
       return cudaCallError(node, "strided copy kernel (Gemm C)", status);
     beta = g->beta;
   }
-  LtDescriptors d;
-  cublasComputeType_t compute =
-      ctx.allowTf32 && g->dataType == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                 : CUBLAS_COMPUTE_32F;
-  cublasStatus_t status = cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F);
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return blasLtCallError(node, "cublasLtMatmulDescCreate", status);
-  // Column-major Y^T = op(B)^T op(A)^T: B first, A second.
-  cublasOperation_t opFirst = g->transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opSecond = g->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if ((status = cublasLtMatmulDescSetAttribute(
-           d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst))) !=
-          CUBLAS_STATUS_SUCCESS ||
-      (status = cublasLtMatmulDescSetAttribute(
-           d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond))) !=
-          CUBLAS_STATUS_SUCCESS)
-    return blasLtCallError(node, "cublasLtMatmulDescSetAttribute", status);
-  // Stored column-major shapes: B is [N, K] (ld N) or, transposed, [K, N]
-  // (ld K); A is [K, M] (ld K) or [M, K] (ld M); Y^T is [N, M] (ld N).
-  uint64_t firstRows = g->transB ? g->k : g->n;
-  uint64_t firstCols = g->transB ? g->n : g->k;
-  uint64_t secondRows = g->transA ? g->m : g->k;
-  uint64_t secondCols = g->transA ? g->k : g->m;
-  if ((status = cublasLtMatrixLayoutCreate(&d.first, g->dataType, firstRows,
-                                           firstCols, firstRows)) !=
-          CUBLAS_STATUS_SUCCESS ||
-      (status = cublasLtMatrixLayoutCreate(&d.second, g->dataType, secondRows,
-                                           secondCols, secondRows)) !=
-          CUBLAS_STATUS_SUCCESS ||
-      (status = cublasLtMatrixLayoutCreate(&d.out, g->dataType, g->n, g->m,
-                                           g->n)) != CUBLAS_STATUS_SUCCESS)
-    return blasLtCallError(node, "cublasLtMatrixLayoutCreate", status);
-  if (g->batch > 1) {
-    if (llvm::Error err = setBatch(node, d.first, g->batch, g->strideB))
-      return err;
-    if (llvm::Error err = setBatch(node, d.second, g->batch, g->strideA))
-      return err;
-    if (llvm::Error err = setBatch(node, d.out, g->batch, g->m * g->n))
-      return err;
-  }
   uint64_t workspaceBytes = launch.planned ? launch.workspaceBytes : 0;
-  if ((status = cublasLtMatmulPreferenceCreate(&d.preference)) !=
-          CUBLAS_STATUS_SUCCESS ||
-      (status = cublasLtMatmulPreferenceSetAttribute(
-           d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-           &workspaceBytes, sizeof(workspaceBytes))) != CUBLAS_STATUS_SUCCESS)
-    return blasLtCallError(node, "cublasLtMatmulPreferenceCreate", status);
-  cublasLtMatmulHeuristicResult_t heuristic;
-  int found = 0;
-  status = cublasLtMatmulAlgoGetHeuristic(ctx.blasLt, d.op, d.first, d.second,
-                                          d.out, d.out, d.preference, 1,
-                                          &heuristic, &found);
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return blasLtCallError(node, "cublasLtMatmulAlgoGetHeuristic", status);
-  if (found == 0)
-    return matMulError(node, "cuBLASLt found no algorithm for this GEMM");
+  std::shared_ptr<CudaGemmPlan> &cached = ctx.gemmPlans[&node];
+  if (!cached || cached->workspaceBytes != workspaceBytes) {
+    auto plan = makeGemmPlan(node, *g, workspaceBytes, ctx);
+    if (!plan)
+      return plan.takeError();
+    cached = std::move(*plan);
+  }
+  const CudaGemmPlan &d = *cached;
   float alpha = g->alpha;
-  status = cublasLtMatmul(ctx.blasLt, d.op, &alpha, launch.operands[1],
-                          d.first, launch.operands[0], d.second, &beta, y,
-                          d.out, y, d.out, &heuristic.algo,
-                          workspaceBytes ? launch.workspace : nullptr,
-                          workspaceBytes, ctx.stream);
+  cublasStatus_t status = cublasLtMatmul(
+      ctx.blasLt, d.op, &alpha, launch.operands[1], d.first, launch.operands[0],
+      d.second, &beta, y, d.out, y, d.out, &d.algo,
+      workspaceBytes ? launch.workspace : nullptr, workspaceBytes, ctx.stream);
   if (status != CUBLAS_STATUS_SUCCESS)
     return blasLtCallError(node, "cublasLtMatmul", status);
   return llvm::Error::success();

@@ -40,10 +40,10 @@ namespace {
 llvm::Error callError(llvm::StringRef call, cudaError_t status) {
   // Clear a non-sticky error so later calls are not poisoned.
   (void)cudaGetLastError();
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      llvm::formatv("{0} failed: {1} ({2})", call, cudaGetErrorString(status),
-                    cudaGetErrorName(status)));
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 llvm::formatv("{0} failed: {1} ({2})", call,
+                                               cudaGetErrorString(status),
+                                               cudaGetErrorName(status)));
 }
 
 llvm::Error check(cudaError_t status, llvm::StringRef call) {
@@ -115,9 +115,9 @@ llvm::Error CudaDevice::initialize(MemoryCounter &counter,
   context.allowTf32 = cudaOptions.allowTf32;
   if (auto err = check(cudaSetDevice(info.ordinal), "cudaSetDevice"))
     return err;
-  if (auto err = check(cudaStreamCreateWithFlags(&stream,
-                                                 cudaStreamNonBlocking),
-                       "cudaStreamCreateWithFlags"))
+  if (auto err =
+          check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                "cudaStreamCreateWithFlags"))
     return err;
   context.stream = stream;
   cublasStatus_t status = cublasLtCreate(&context.blasLt);
@@ -236,9 +236,8 @@ llvm::Error CudaDevice::runNode(const NodeLaunch &launch) {
 llvm::Error CudaDevice::synchronize() {
   cudaError_t status = cudaStreamSynchronize(stream);
   if (status != cudaSuccess) {
-    std::string last = launchedNodes.empty()
-                           ? std::string("none")
-                           : launchedNodes.back()->describe();
+    std::string last = launchedNodes.empty() ? std::string("none")
+                                             : launchedNodes.back()->describe();
     launchedNodes.clear();
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -302,15 +301,15 @@ gmopt::prepareCudaExecutable(const Module &module,
     return err;
   // Refuse what cannot fit before allocating anything: never a half-run.
   size_t freeBytes = 0, totalBytes = 0;
-  if (auto err = check(cudaMemGetInfo(&freeBytes, &totalBytes),
-                       "cudaMemGetInfo"))
+  if (auto err =
+          check(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo"))
     return err;
   uint64_t planned = persistentBytes(module);
   if (options.mode == AllocationMode::Planned)
     planned += module.plan.arenaBytes;
   if (auto err = checkPlannedBytesFit(planned, freeBytes, info->name))
     return err;
-  return createPlanInterpreter(
-      module, options, std::make_unique<CudaDevice>(*info, cudaOptions),
-      getCudaKernelWorkspaceBytes);
+  return createPlanInterpreter(module, options,
+                               std::make_unique<CudaDevice>(*info, cudaOptions),
+                               getCudaKernelWorkspaceBytes);
 }

@@ -1,4 +1,5 @@
-//===- ElementwiseKernels.cu - Elementwise CUDA kernels --------------------===//
+//===- ElementwiseKernels.cu - Elementwise CUDA kernels
+//--------------------===//
 //
 // The CUDA kernels whose work is independent per element: the n-ary
 // broadcasting elementwise kernel (unary, binary and gradient ops; one
@@ -41,8 +42,8 @@ __global__ void elementwiseKernel(ElementwiseOp op, const T *a, const T *b,
                                   const T *c, T *out, int64_t elements,
                                   BroadcastIndexing ix, float param) {
   int operands = operandCount(op);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float va = loadAsFloat(a, operandOffset(ix, 0, i));
     float vb = operands > 1 ? loadAsFloat(b, operandOffset(ix, 1, i)) : 0.0f;
     float vc = operands > 2 ? loadAsFloat(c, operandOffset(ix, 2, i)) : 0.0f;
@@ -54,8 +55,8 @@ __global__ void elementwiseKernel(ElementwiseOp op, const T *a, const T *b,
 template <typename T>
 __global__ void stridedCopyKernel(const T *in, T *out, int64_t elements,
                                   BroadcastIndexing ix) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x)
     out[operandOffset(ix, BroadcastIndexing::kOutput, i)] =
         in[operandOffset(ix, 0, i)];
 }
@@ -73,19 +74,19 @@ cudaError_t elementwiseAs(ElementwiseOp op, const void *a, const void *b,
 }
 
 template <typename T>
-__global__ void whereKernel(const uint8_t *cond, const T *x, const T *y,
-                            T *out, int64_t elements, BroadcastIndexing ix) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x)
+__global__ void whereKernel(const uint8_t *cond, const T *x, const T *y, T *out,
+                            int64_t elements, BroadcastIndexing ix) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x)
     out[operandOffset(ix, BroadcastIndexing::kOutput, i)] =
         cond[operandOffset(ix, 0, i)] ? x[operandOffset(ix, 1, i)]
                                       : y[operandOffset(ix, 2, i)];
 }
 
 template <typename T>
-void launchWhereAs(const uint8_t *cond, const void *x, const void *y,
-                   void *out, int64_t elements, const BroadcastIndexing &ix,
-                   unsigned grid, cudaStream_t stream) {
+void launchWhereAs(const uint8_t *cond, const void *x, const void *y, void *out,
+                   int64_t elements, const BroadcastIndexing &ix, unsigned grid,
+                   cudaStream_t stream) {
   whereKernel<<<grid, kThreads, 0, stream>>>(
       cond, static_cast<const T *>(x), static_cast<const T *>(y),
       static_cast<T *>(out), elements, ix);
@@ -129,19 +130,19 @@ __device__ double loadAsDouble(Storage s, const void *p, int64_t i);
 __global__ void compareKernel(CompareOp op, Storage storage, const void *a,
                               const void *b, uint8_t *out, int64_t elements,
                               BroadcastIndexing ix) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t ia = operandOffset(ix, 0, i), ib = operandOffset(ix, 1, i);
     bool result;
     if (storage == Storage::I64 && op <= CompareOp::GreaterOrEqual) {
       // Exact: int64 does not fit a double.
       int64_t va = static_cast<const int64_t *>(a)[ia];
       int64_t vb = static_cast<const int64_t *>(b)[ib];
-      result = op == CompareOp::Equal            ? va == vb
-               : op == CompareOp::Less           ? va < vb
-               : op == CompareOp::Greater        ? va > vb
-               : op == CompareOp::LessOrEqual    ? va <= vb
-                                                 : va >= vb;
+      result = op == CompareOp::Equal         ? va == vb
+               : op == CompareOp::Less        ? va < vb
+               : op == CompareOp::Greater     ? va > vb
+               : op == CompareOp::LessOrEqual ? va <= vb
+                                              : va >= vb;
     } else {
       result = compareValues(op, loadAsDouble(storage, a, ia),
                              loadAsDouble(storage, b, ib));
@@ -152,8 +153,8 @@ __global__ void compareKernel(CompareOp op, Storage storage, const void *a,
 
 template <typename T>
 __global__ void fillKernel(T value, T *out, int64_t elements) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x)
     out[i] = value;
 }
 
@@ -187,8 +188,8 @@ __device__ bool isIntegerStorage(Storage s) {
 
 __global__ void castKernel(Storage from, Storage to, const void *in, void *out,
                            int64_t elements) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
     // Integer to integer keeps every bit of int64 (double would not).
     if (isIntegerStorage(from) && isIntegerStorage(to)) {
       int64_t v = from == Storage::I64 ? static_cast<const int64_t *>(in)[i]
@@ -213,8 +214,7 @@ __global__ void castKernel(Storage from, Storage to, const void *in, void *out,
       static_cast<uint16_t *>(out)[i] = narrowToHalf(static_cast<float>(v));
       break;
     case Storage::BF16:
-      static_cast<uint16_t *>(out)[i] =
-          narrowToBFloat16(static_cast<float>(v));
+      static_cast<uint16_t *>(out)[i] = narrowToBFloat16(static_cast<float>(v));
       break;
     case Storage::F64:
       static_cast<double *>(out)[i] = v;
@@ -283,8 +283,8 @@ __global__ void dropoutGradKernel(const T *dy, const uint8_t *mask, T *dx,
                                   int64_t elements, DropoutParams params) {
   DropoutMode mode = readDropoutMode(params);
   float scale = mode.active ? 1.0f / (1.0f - mode.ratio) : 1.0f;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float g = loadAsFloat(dy, i);
     bool keep = !mask || mask[i];
     storeFromFloat(dx, i, !mode.active ? g : keep ? g * scale : 0.0f);
@@ -300,8 +300,8 @@ __global__ void accumulateKernel(TB *buffer, const TV *value,
                                  const uint8_t *overwrite, uint8_t *updated,
                                  TB *bufferOut, int64_t elements) {
   bool replace = overwrite && *overwrite != 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < elements; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float v = loadAsFloat(value, i);
     float sum = replace ? v : loadAsFloat(buffer, i) + v;
     storeFromFloat(buffer, i, sum);
@@ -424,9 +424,8 @@ cudaError_t gmopt::cuda::launchElementwise(ElementwiseOp op, Storage storage,
   }
 }
 
-cudaError_t gmopt::cuda::launchStridedCopy(int64_t elementBytes,
-                                           const void *in, void *out,
-                                           int64_t elements,
+cudaError_t gmopt::cuda::launchStridedCopy(int64_t elementBytes, const void *in,
+                                           void *out, int64_t elements,
                                            const BroadcastIndexing &index,
                                            cudaStream_t stream) {
   if (elements == 0)
@@ -435,8 +434,8 @@ cudaError_t gmopt::cuda::launchStridedCopy(int64_t elementBytes,
   switch (elementBytes) {
   case 1:
     stridedCopyKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint8_t *>(in), static_cast<uint8_t *>(out),
-        elements, index);
+        static_cast<const uint8_t *>(in), static_cast<uint8_t *>(out), elements,
+        index);
     break;
   case 2:
     stridedCopyKernel<<<grid, kThreads, 0, stream>>>(
@@ -506,24 +505,20 @@ cudaError_t gmopt::cuda::launchFill(int64_t elementBytes, uint64_t pattern,
   unsigned grid = gridFor(elements);
   switch (elementBytes) {
   case 1:
-    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint8_t>(pattern),
-                                              static_cast<uint8_t *>(out),
-                                              elements);
+    fillKernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<uint8_t>(pattern), static_cast<uint8_t *>(out), elements);
     break;
   case 2:
-    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint16_t>(pattern),
-                                              static_cast<uint16_t *>(out),
-                                              elements);
+    fillKernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<uint16_t>(pattern), static_cast<uint16_t *>(out), elements);
     break;
   case 4:
-    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint32_t>(pattern),
-                                              static_cast<uint32_t *>(out),
-                                              elements);
+    fillKernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<uint32_t>(pattern), static_cast<uint32_t *>(out), elements);
     break;
   case 8:
-    fillKernel<<<grid, kThreads, 0, stream>>>(pattern,
-                                              static_cast<uint64_t *>(out),
-                                              elements);
+    fillKernel<<<grid, kThreads, 0, stream>>>(
+        pattern, static_cast<uint64_t *>(out), elements);
     break;
   default:
     return cudaErrorInvalidValue;
@@ -532,7 +527,8 @@ cudaError_t gmopt::cuda::launchFill(int64_t elementBytes, uint64_t pattern,
 }
 
 cudaError_t gmopt::cuda::launchCast(Storage from, Storage to, const void *in,
-                             void *out, int64_t elements, cudaStream_t stream) {
+                                    void *out, int64_t elements,
+                                    cudaStream_t stream) {
   if (elements == 0)
     return cudaSuccess;
   castKernel<<<gridFor(elements), kThreads, 0, stream>>>(from, to, in, out,
@@ -540,18 +536,19 @@ cudaError_t gmopt::cuda::launchCast(Storage from, Storage to, const void *in,
   return cudaGetLastError();
 }
 
-cudaError_t gmopt::cuda::launchDropout(Storage storage, const void *x, void *out,
-                                uint8_t *mask, int64_t elements,
-                                const DropoutParams &params,
-                                cudaStream_t stream) {
+cudaError_t gmopt::cuda::launchDropout(Storage storage, const void *x,
+                                       void *out, uint8_t *mask,
+                                       int64_t elements,
+                                       const DropoutParams &params,
+                                       cudaStream_t stream) {
   if (elements == 0)
     return cudaSuccess;
   unsigned grid = gridFor((elements + 3) / 4);
   switch (storage) {
   case Storage::F32:
-    dropoutKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const float *>(x), static_cast<float *>(out), mask,
-        elements, params);
+    dropoutKernel<<<grid, kThreads, 0, stream>>>(static_cast<const float *>(x),
+                                                 static_cast<float *>(out),
+                                                 mask, elements, params);
     break;
   case Storage::F16:
     dropoutKernel<<<grid, kThreads, 0, stream>>>(
@@ -570,10 +567,10 @@ cudaError_t gmopt::cuda::launchDropout(Storage storage, const void *x, void *out
 }
 
 cudaError_t gmopt::cuda::launchDropoutGrad(Storage storage, const void *dy,
-                                    const uint8_t *mask, void *dx,
-                                    int64_t elements,
-                                    const DropoutParams &params,
-                                    cudaStream_t stream) {
+                                           const uint8_t *mask, void *dx,
+                                           int64_t elements,
+                                           const DropoutParams &params,
+                                           cudaStream_t stream) {
   if (elements == 0)
     return cudaSuccess;
   unsigned grid = gridFor(elements);
@@ -599,11 +596,10 @@ cudaError_t gmopt::cuda::launchDropoutGrad(Storage storage, const void *dy,
   return cudaGetLastError();
 }
 
-cudaError_t gmopt::cuda::launchAccumulate(Storage bufferStorage, void *buffer,
-                                   Storage valueStorage, const void *value,
-                                   const uint8_t *overwrite, uint8_t *updated,
-                                   void *bufferOut, int64_t elements,
-                                   cudaStream_t stream) {
+cudaError_t gmopt::cuda::launchAccumulate(
+    Storage bufferStorage, void *buffer, Storage valueStorage,
+    const void *value, const uint8_t *overwrite, uint8_t *updated,
+    void *bufferOut, int64_t elements, cudaStream_t stream) {
   // At least one thread runs, to set the updated flag.
   switch (bufferStorage) {
   case Storage::F32:
@@ -622,7 +618,8 @@ cudaError_t gmopt::cuda::launchAccumulate(Storage bufferStorage, void *buffer,
 }
 
 cudaError_t gmopt::cuda::launchAdamW(const OptimizerTensor *tensors, int count,
-                              const AdamWParams &params, cudaStream_t stream) {
+                                     const AdamWParams &params,
+                                     cudaStream_t stream) {
   if (count <= 0 || count > kOptimizerTensorsPerLaunch)
     return count == 0 ? cudaSuccess : cudaErrorInvalidValue;
   OptimizerTable table;
@@ -634,8 +631,8 @@ cudaError_t gmopt::cuda::launchAdamW(const OptimizerTensor *tensors, int count,
 }
 
 cudaError_t gmopt::cuda::launchSgd(const OptimizerTensor *tensors, int count,
-                            const float *lr, const uint8_t *updateSignal,
-                            cudaStream_t stream) {
+                                   const float *lr, const uint8_t *updateSignal,
+                                   cudaStream_t stream) {
   if (count <= 0 || count > kOptimizerTensorsPerLaunch)
     return count == 0 ? cudaSuccess : cudaErrorInvalidValue;
   OptimizerTable table;
@@ -647,9 +644,9 @@ cudaError_t gmopt::cuda::launchSgd(const OptimizerTensor *tensors, int count,
 }
 
 cudaError_t gmopt::cuda::launchOptimizerFlag(Storage storage, void *flag,
-                                      int64_t elements,
-                                      const uint8_t *updateSignal,
-                                      cudaStream_t stream) {
+                                             int64_t elements,
+                                             const uint8_t *updateSignal,
+                                             cudaStream_t stream) {
   if (elements == 0)
     return cudaSuccess;
   if (storage != Storage::I64 && storage != Storage::Bool)

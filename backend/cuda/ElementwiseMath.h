@@ -1,4 +1,5 @@
-//===- ElementwiseMath.h - Per-element arithmetic of the CUDA kernels -*- C++ -*-===//
+//===- ElementwiseMath.h - Per-element arithmetic of the CUDA kernels -*- C++
+//-*-===//
 //
 // The arithmetic the CUDA kernels apply to one element, written once as
 // `__host__ __device__` inline functions so that the same code runs in the
@@ -347,13 +348,11 @@ GMOPT_HD float inverseStdDev(float variance, float epsilon) {
 /// sumDyScale = sum(dy * scale) and sumDyScaleXhat = sum(dy * scale * xhat)
 /// over the \p width normalized elements:
 ///   dx = invStd * (dy * scale - (sumDyScale + xhat * sumDyScaleXhat) / N).
-GMOPT_HD float layerNormGradElement(float dy, float x, float mean,
-                                    float invStd, float scale,
-                                    float sumDyScale, float sumDyScaleXhat,
-                                    float width) {
+GMOPT_HD float layerNormGradElement(float dy, float x, float mean, float invStd,
+                                    float scale, float sumDyScale,
+                                    float sumDyScaleXhat, float width) {
   float xhat = (x - mean) * invStd;
-  return invStd *
-         (dy * scale - (sumDyScale + xhat * sumDyScaleXhat) / width);
+  return invStd * (dy * scale - (sumDyScale + xhat * sumDyScaleXhat) / width);
 }
 
 /// Softmax's output element from the row max and the row sum of

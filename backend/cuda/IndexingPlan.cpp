@@ -82,8 +82,8 @@ bool cuda::collapseIndexing(IndexVector extents,
     for (size_t d = 0; d < extents.size(); ++d)
       ix.stride[slot][d] = strides[slot][d];
     // One dimension with stride 1 (contiguous) or 0 (scalar): linear.
-    ix.flat[slot] = extents.size() == 1 &&
-                    (strides[slot][0] == 1 || strides[slot][0] == 0);
+    ix.flat[slot] =
+        extents.size() == 1 && (strides[slot][0] == 1 || strides[slot][0] == 0);
   }
   return true;
 }

@@ -1,4 +1,5 @@
-//===- IndexingPlan.h - Building the CUDA kernels' index arithmetic -*- C++ -*-===//
+//===- IndexingPlan.h - Building the CUDA kernels' index arithmetic -*- C++
+//-*-===//
 //
 // Host code (every build, no CUDA header) that turns shapes and strides
 // into a BroadcastIndexing: numpy broadcast strides, contiguous strides,

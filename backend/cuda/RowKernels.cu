@@ -1,4 +1,5 @@
-//===- RowKernels.cu - Row-wise CUDA kernels: softmax, norms, losses -------===//
+//===- RowKernels.cu - Row-wise CUDA kernels: softmax, norms, losses
+//-------===//
 //
 // The CUDA kernels that reduce along one axis: Softmax/LogSoftmax and their
 // gradients, LayerNormalization (and the RMS variant) and its gradient, the
@@ -55,8 +56,7 @@ __device__ __forceinline__ float warpMin(float v) {
 }
 
 /// The first element of row \p row of \p shape, and its element stride.
-__device__ __forceinline__ int64_t rowBase(const RowShape &shape,
-                                           int64_t row) {
+__device__ __forceinline__ int64_t rowBase(const RowShape &shape, int64_t row) {
   return (row / shape.inner) * shape.n * shape.inner + row % shape.inner;
 }
 
@@ -130,10 +130,9 @@ __global__ void softmaxGradKernel(const T *dy, const T *y, T *dx,
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-__global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
-                                T *y, float *meanOut, float *invOut,
-                                int64_t rows, int64_t width, float epsilon,
-                                bool simplified) {
+__global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
+                                float *meanOut, float *invOut, int64_t rows,
+                                int64_t width, float epsilon, bool simplified) {
   int lane = threadIdx.x % kWarp;
   FOR_EACH_WARP_ROW(rows) {
     const int64_t base = row * width;
@@ -198,11 +197,10 @@ __global__ void layerNormGradKernel(const T *dy, const T *x, const T *scale,
 /// dscale[j] = sum_r dy * xhat, dbias[j] = sum_r dy, one thread per column
 /// in row order.
 template <typename T>
-__global__ void layerNormParamGradKernel(const T *dy, const T *x,
-                                         const float *meanIn,
-                                         const float *invIn, T *dscale,
-                                         T *dbias, int64_t rows, int64_t width,
-                                         bool simplified) {
+__global__ void
+layerNormParamGradKernel(const T *dy, const T *x, const float *meanIn,
+                         const float *invIn, T *dscale, T *dbias, int64_t rows,
+                         int64_t width, bool simplified) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < width;
        j += int64_t(gridDim.x) * blockDim.x) {
     double sumScale = 0, sumBias = 0;
@@ -306,7 +304,7 @@ __global__ void crossEntropyRowKernel(const float *scores, const void *labels,
     float picked = weight > 0 ? scores[base + label * step] : 0.0f;
     __syncwarp();
     if (p.reduction == 0 && lane == 0)
-      loss[row] = weight > 0 ? -(picked - shift) * weight
+      loss[row] = weight > 0   ? -(picked - shift) * weight
                   : weight < 0 ? NAN
                                : 0.0f;
     if (logProb)
@@ -373,9 +371,9 @@ __global__ void crossEntropyReduceKernel(const float *scores,
 }
 
 __global__ void crossEntropyGradKernel(const float *dy, const float *logProb,
-                                       const void *labels,
-                                       const float *weights, const float *bias,
-                                       float *dx, SoftmaxCrossEntropyParams p) {
+                                       const void *labels, const float *weights,
+                                       const float *bias, float *dx,
+                                       SoftmaxCrossEntropyParams p) {
   __shared__ double partialWeight[kRowThreads];
   __shared__ float scale;
   int64_t samples = p.batch * p.inner;
@@ -396,9 +394,8 @@ __global__ void crossEntropyGradKernel(const float *dy, const float *logProb,
       __syncthreads();
     }
     if (threadIdx.x == 0)
-      scale = partialWeight[0] != 0
-                  ? static_cast<float>(1.0 / partialWeight[0])
-                  : 1.0f;
+      scale = partialWeight[0] != 0 ? static_cast<float>(1.0 / partialWeight[0])
+                                    : 1.0f;
   } else if (threadIdx.x == 0) {
     scale = 1.0f;
   }
@@ -418,9 +415,10 @@ __global__ void crossEntropyGradKernel(const float *dy, const float *logProb,
         (p.reduction == 0 ? dy[row] : static_cast<double>(dy[0]) * scale));
     for (int64_t c = lane; c < p.classes; c += kWarp) {
       int64_t k = base + c * step;
-      float value = weight == 0 ? 0.0f
-                                : (::expf(logProb[k]) - (c == label ? 1.0f : 0.0f)) *
-                                      factor;
+      float value =
+          weight == 0
+              ? 0.0f
+              : (::expf(logProb[k]) - (c == label ? 1.0f : 0.0f)) * factor;
       dx[k] = bias ? value + bias[k] : value;
     }
   }
@@ -522,7 +520,8 @@ unsigned flatGrid(int64_t elements) {
 
 } // namespace
 
-cudaError_t gmopt::cuda::setKernelLaunchId(int32_t launchId, cudaStream_t stream) {
+cudaError_t gmopt::cuda::setKernelLaunchId(int32_t launchId,
+                                           cudaStream_t stream) {
   // Ordered with the launches on the stream; the pageable source is staged
   // before the call returns.
   return cudaMemcpyToSymbolAsync(gLaunchId, &launchId, sizeof(launchId), 0,
@@ -530,7 +529,7 @@ cudaError_t gmopt::cuda::setKernelLaunchId(int32_t launchId, cudaStream_t stream
 }
 
 cudaError_t gmopt::cuda::readKernelFault(KernelFaultRecord &record,
-                                  cudaStream_t stream) {
+                                         cudaStream_t stream) {
   cudaError_t status = cudaMemcpyFromSymbolAsync(
       &record, gFault, sizeof(record), 0, cudaMemcpyDeviceToHost, stream);
   if (status != cudaSuccess)
@@ -545,18 +544,20 @@ cudaError_t gmopt::cuda::readKernelFault(KernelFaultRecord &record,
 }
 
 cudaError_t gmopt::cuda::launchSoftmax(Storage storage, const void *x, void *y,
-                                RowShape shape, bool log, cudaStream_t stream) {
+                                       RowShape shape, bool log,
+                                       cudaStream_t stream) {
   unsigned grid = rowGrid(shape.outer * shape.inner);
-  DISPATCH_FLOAT_STORAGE(storage, T,
-                         softmaxKernel<<<grid, kRowThreads, 0, stream>>>(
-                             static_cast<const T *>(x), static_cast<T *>(y),
-                             shape, log));
+  DISPATCH_FLOAT_STORAGE(
+      storage, T,
+      softmaxKernel<<<grid, kRowThreads, 0, stream>>>(
+          static_cast<const T *>(x), static_cast<T *>(y), shape, log));
   return cudaGetLastError();
 }
 
 cudaError_t gmopt::cuda::launchSoftmaxGrad(Storage storage, const void *dy,
-                                    const void *y, void *dx, RowShape shape,
-                                    bool log, cudaStream_t stream) {
+                                           const void *y, void *dx,
+                                           RowShape shape, bool log,
+                                           cudaStream_t stream) {
   unsigned grid = rowGrid(shape.outer * shape.inner);
   DISPATCH_FLOAT_STORAGE(storage, T,
                          softmaxGradKernel<<<grid, kRowThreads, 0, stream>>>(
@@ -567,54 +568,52 @@ cudaError_t gmopt::cuda::launchSoftmaxGrad(Storage storage, const void *dy,
 }
 
 cudaError_t gmopt::cuda::launchLayerNorm(Storage storage, const void *x,
-                                  const void *scale, const void *bias, void *y,
-                                  float *mean, float *invStd, int64_t rows,
-                                  int64_t width, float epsilon,
-                                  bool simplified, cudaStream_t stream) {
+                                         const void *scale, const void *bias,
+                                         void *y, float *mean, float *invStd,
+                                         int64_t rows, int64_t width,
+                                         float epsilon, bool simplified,
+                                         cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
   unsigned grid = rowGrid(rows);
+  DISPATCH_FLOAT_STORAGE(storage, T,
+                         layerNormKernel<<<grid, kRowThreads, 0, stream>>>(
+                             static_cast<const T *>(x),
+                             static_cast<const T *>(scale),
+                             static_cast<const T *>(bias), static_cast<T *>(y),
+                             mean, invStd, rows, width, epsilon, simplified));
+  return cudaGetLastError();
+}
+
+cudaError_t gmopt::cuda::launchLayerNormGrad(
+    Storage storage, const void *dy, const void *x, const void *scale,
+    const float *mean, const float *invStd, void *dx, void *dscale, void *dbias,
+    int64_t rows, int64_t width, bool simplified, cudaStream_t stream) {
+  unsigned grid = rowGrid(rows);
+  DISPATCH_FLOAT_STORAGE(storage, T, {
+    // The column sums first: dx may be planned into dy's bytes.
+    if (dscale || dbias)
+      layerNormParamGradKernel<<<flatGrid(width), kRowThreads, 0, stream>>>(
+          static_cast<const T *>(dy), static_cast<const T *>(x), mean, invStd,
+          static_cast<T *>(dscale), static_cast<T *>(dbias), rows, width,
+          simplified);
+    if (rows)
+      layerNormGradKernel<<<grid, kRowThreads, 0, stream>>>(
+          static_cast<const T *>(dy), static_cast<const T *>(x),
+          static_cast<const T *>(scale), mean, invStd, static_cast<T *>(dx),
+          rows, width, simplified);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t gmopt::cuda::launchReduce(ReduceKind kind, Storage storage,
+                                      const void *x, void *out, RowShape shape,
+                                      cudaStream_t stream) {
+  unsigned grid = rowGrid(shape.outer * shape.inner);
   DISPATCH_FLOAT_STORAGE(
       storage, T,
-      layerNormKernel<<<grid, kRowThreads, 0, stream>>>(
-          static_cast<const T *>(x), static_cast<const T *>(scale),
-          static_cast<const T *>(bias), static_cast<T *>(y), mean, invStd,
-          rows, width, epsilon, simplified));
-  return cudaGetLastError();
-}
-
-cudaError_t gmopt::cuda::launchLayerNormGrad(Storage storage, const void *dy,
-                                      const void *x, const void *scale,
-                                      const float *mean, const float *invStd,
-                                      void *dx, void *dscale, void *dbias,
-                                      int64_t rows, int64_t width,
-                                      bool simplified, cudaStream_t stream) {
-  unsigned grid = rowGrid(rows);
-  DISPATCH_FLOAT_STORAGE(
-      storage, T, {
-        // The column sums first: dx may be planned into dy's bytes.
-        if (dscale || dbias)
-          layerNormParamGradKernel<<<flatGrid(width), kRowThreads, 0,
-                                     stream>>>(
-              static_cast<const T *>(dy), static_cast<const T *>(x), mean,
-              invStd, static_cast<T *>(dscale), static_cast<T *>(dbias), rows,
-              width, simplified);
-        if (rows)
-          layerNormGradKernel<<<grid, kRowThreads, 0, stream>>>(
-              static_cast<const T *>(dy), static_cast<const T *>(x),
-              static_cast<const T *>(scale), mean, invStd,
-              static_cast<T *>(dx), rows, width, simplified);
-      });
-  return cudaGetLastError();
-}
-
-cudaError_t gmopt::cuda::launchReduce(ReduceKind kind, Storage storage, const void *x,
-                               void *out, RowShape shape, cudaStream_t stream) {
-  unsigned grid = rowGrid(shape.outer * shape.inner);
-  DISPATCH_FLOAT_STORAGE(storage, T,
-                         reduceKernel<<<grid, kRowThreads, 0, stream>>>(
-                             kind, static_cast<const T *>(x),
-                             static_cast<T *>(out), shape));
+      reduceKernel<<<grid, kRowThreads, 0, stream>>>(
+          kind, static_cast<const T *>(x), static_cast<T *>(out), shape));
   return cudaGetLastError();
 }
 
@@ -643,10 +642,10 @@ cudaError_t gmopt::cuda::launchSoftmaxCrossEntropyGrad(
 }
 
 cudaError_t gmopt::cuda::launchGather(const void *data, const void *indices,
-                               bool indices32, void *out, int64_t outer,
-                               int64_t axisExtent, int64_t indexCount,
-                               int64_t inner, int64_t elementBytes,
-                               cudaStream_t stream) {
+                                      bool indices32, void *out, int64_t outer,
+                                      int64_t axisExtent, int64_t indexCount,
+                                      int64_t inner, int64_t elementBytes,
+                                      cudaStream_t stream) {
   int64_t total = outer * indexCount * inner * elementBytes;
   if (total == 0)
     return cudaSuccess;
@@ -658,9 +657,10 @@ cudaError_t gmopt::cuda::launchGather(const void *data, const void *indices,
 }
 
 cudaError_t gmopt::cuda::launchGatherGrad(const float *dy, const void *indices,
-                                   bool indices32, float *dx, int64_t outer,
-                                   int64_t axisExtent, int64_t indexCount,
-                                   int64_t inner, cudaStream_t stream) {
+                                          bool indices32, float *dx,
+                                          int64_t outer, int64_t axisExtent,
+                                          int64_t indexCount, int64_t inner,
+                                          cudaStream_t stream) {
   int64_t outElements = outer * axisExtent * inner;
   if (outElements)
     zeroKernel<<<flatGrid(outElements), kRowThreads, 0, stream>>>(dx,

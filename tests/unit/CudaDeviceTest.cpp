@@ -55,10 +55,9 @@ std::optional<MlpCase> loadMlp(BackendKind backend) {
   EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
   if (!data)
     return std::nullopt;
-  auto model =
-      loadRunnableModel(mlpDir() + "/training_model.onnx", {{"batch", 8}},
-                        nullptr, /*wantOriginal=*/false, "", nullptr, "",
-                        backend);
+  auto model = loadRunnableModel(
+      mlpDir() + "/training_model.onnx", {{"batch", 8}}, nullptr,
+      /*wantOriginal=*/false, "", nullptr, "", backend);
   EXPECT_TRUE(bool(model)) << llvm::toString(model.takeError());
   if (!model)
     return std::nullopt;
@@ -192,9 +191,8 @@ TEST(CudaDeviceTest, TestdataGraphsHaveCudaKernels) {
        gmopt::testing::kTestdataGraphs)
     graphs.push_back({graph.name, gmopt::testing::testdataDims(graph),
                       covered.count(graph.name) != 0});
-  graphs.push_back({"gpt_tiny_dropout",
-                    {{"batch", 4}, {"batch_x_seq", 4 * 64}},
-                    true});
+  graphs.push_back(
+      {"gpt_tiny_dropout", {{"batch", 4}, {"batch_x_seq", 4 * 64}}, true});
   OptimizerSpec adamW;
   adamW.kind = OptimizerKind::AdamW;
   for (const Graph &graph : graphs) {
@@ -237,10 +235,10 @@ TEST(CudaDeviceTest, RewrittenGraphsHaveCudaKernels) {
         "canonicalize,fold-transpose,recompute{mode=selective},amp{dtype=bf16},"
         "schedule,plan-buffers",
         "canonicalize,fold-transpose,amp{dtype=fp16},schedule,plan-buffers"}) {
-    auto model = loadRunnableModel(
-        testdataDir() + "/gpt_tiny/training_model.onnx",
-        {{"batch", 2}, {"batch_x_seq", 128}}, nullptr, false, pipeline, &adamW,
-        "", BackendKind::Cuda);
+    auto model =
+        loadRunnableModel(testdataDir() + "/gpt_tiny/training_model.onnx",
+                          {{"batch", 2}, {"batch_x_seq", 128}}, nullptr, false,
+                          pipeline, &adamW, "", BackendKind::Cuda);
     ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
     std::set<std::string> missing;
     for (const Node &node : model->module->getGraph().getNodes())
@@ -255,13 +253,13 @@ TEST(CudaDeviceTest, BenchGraphsHaveCudaKernels) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built";
   // gpu-check.sh's GPT-2 small, where bench/models/build.py has made it.
-  std::string path = testSourceDir() + "/bench/models/gpt2_small/training_model.onnx";
+  std::string path =
+      testSourceDir() + "/bench/models/gpt2_small/training_model.onnx";
   if (!llvm::sys::fs::exists(path))
     GTEST_SKIP() << path << " is absent (bench/models/build.py gpt2_small)";
-  auto model = loadRunnableModel(path,
-                                 {{"batch", 1}, {"seq", 64}, {"batch_x_seq", 64}},
-                                 nullptr, false, "", nullptr, "",
-                                 BackendKind::Cuda);
+  auto model =
+      loadRunnableModel(path, {{"batch", 1}, {"seq", 64}, {"batch_x_seq", 64}},
+                        nullptr, false, "", nullptr, "", BackendKind::Cuda);
   ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
   std::set<std::string> missing;
   for (const Node &node : model->module->getGraph().getNodes())

@@ -60,9 +60,8 @@ std::vector<float> runCpu(const char *domain, const char *op,
   KernelRunner runner;
   auto result = runner.run(domain, op, std::move(inputs), {f32Type(shape)},
                            std::move(attrs));
-  EXPECT_TRUE(bool(result)) << op << ": "
-                            << (result ? ""
-                                       : llvm::toString(result.takeError()));
+  EXPECT_TRUE(bool(result))
+      << op << ": " << (result ? "" : llvm::toString(result.takeError()));
   return result ? (*result)[0].floats() : std::vector<float>();
 }
 
@@ -70,8 +69,7 @@ TEST(CudaElementwiseMathTest, HalfConversionsAreBitIdenticalToTheCpu) {
   for (uint32_t bits = 0; bits <= 0xffffu; ++bits) {
     auto h = static_cast<uint16_t>(bits);
     EXPECT_EQ(floatBits(cuda::widenHalf(h)), floatBits(halfToFloat(h))) << bits;
-    EXPECT_EQ(floatBits(cuda::widenBFloat16(h)),
-              floatBits(bfloat16ToFloat(h)))
+    EXPECT_EQ(floatBits(cuda::widenBFloat16(h)), floatBits(bfloat16ToFloat(h)))
         << bits;
   }
   // Every rounding boundary region: random bit patterns over all exponents,
@@ -121,10 +119,10 @@ TEST(CudaElementwiseMathTest, DropoutMasksAreBitIdenticalToTheCpuKernel) {
       KernelRunner runner;
       runner.getContext().setSeed(0x1234abcd5678ull);
       runner.getContext().setStep(step);
-      auto result = runner.run(
-          "", "Dropout", {&x, &ratio, &training},
-          {f32Type(shape), TensorType::get(DType::Bool, shape)},
-          {intAttr("seed", streamId)});
+      auto result =
+          runner.run("", "Dropout", {&x, &ratio, &training},
+                     {f32Type(shape), TensorType::get(DType::Bool, shape)},
+                     {intAttr("seed", streamId)});
       ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
       std::vector<uint8_t> mask = (*result)[1].values<uint8_t>();
       std::vector<float> y = (*result)[0].floats();
@@ -206,8 +204,8 @@ TEST(CudaElementwiseMathTest, BinaryAndGradientOpsAgreeWithTheCpuKernels) {
     // BiasGelu's bias is a row vector broadcast along the last dimension.
     bool bias = llvm::StringRef(c.op) == "BiasGelu";
     std::vector<int64_t> bShape = bias ? std::vector<int64_t>{50} : shape;
-    HostTensor b = HostTensor::f32(
-        bShape, randomFloats(bias ? 50 : 1000, c.lo, c.hi, 9));
+    HostTensor b =
+        HostTensor::f32(bShape, randomFloats(bias ? 50 : 1000, c.lo, c.hi, 9));
     std::vector<float> expected = runCpu(c.domain, c.op, {&a, &b}, shape);
     std::vector<float> av = a.floats(), bv = b.floats(), actual;
     for (size_t i = 0; i < av.size(); ++i)
@@ -233,7 +231,8 @@ TEST(CudaElementwiseMathTest, BinaryAndGradientOpsAgreeWithTheCpuKernels) {
     std::vector<float> xs = x.floats(), gs = dy.floats();
     std::vector<float> aQuick, aQuickGrad, aUp, aDown;
     for (size_t i = 0; i < xs.size(); ++i) {
-      aQuick.push_back(cuda::applyElementwise(Op::QuickGelu, xs[i], 0, 0, 1.5f));
+      aQuick.push_back(
+          cuda::applyElementwise(Op::QuickGelu, xs[i], 0, 0, 1.5f));
       aQuickGrad.push_back(
           cuda::applyElementwise(Op::QuickGeluGrad, gs[i], xs[i], 0, 1.5f));
       aUp.push_back(cuda::applyElementwise(Op::ScaleUp, xs[i], 3.0f, 0));
@@ -252,8 +251,8 @@ TEST(CudaElementwiseMathTest, BinaryAndGradientOpsAgreeWithTheCpuKernels) {
       runCpu("com.microsoft", "BiasGeluGrad_dX", {&dy, &x, &b}, shape);
   std::vector<float> g = dy.floats(), xv = x.floats(), bv = b.floats(), actual;
   for (size_t i = 0; i < g.size(); ++i)
-    actual.push_back(cuda::applyElementwise(Op::BiasGeluGradExact, g[i], xv[i],
-                                            bv[i % 50]));
+    actual.push_back(
+        cuda::applyElementwise(Op::BiasGeluGradExact, g[i], xv[i], bv[i % 50]));
   expectClose(actual, expected, 2e-6, 2e-7, "BiasGeluGrad_dX");
 }
 
@@ -307,16 +306,16 @@ TEST(CudaElementwiseMathTest, LayerNormStepsAgreeWithTheCpuKernels) {
   HostTensor bias = HostTensor::f32({width}, randomFloats(width, -1, 1, 14));
   HostTensor dy = HostTensor::f32(shape, randomFloats(rows * width, -1, 1, 15));
   KernelRunner runner;
-  auto forward = runner.run(
-      "", "LayerNormalization", {&x, &scale, &bias},
-      {f32Type(shape), f32Type({rows, 1}), f32Type({rows, 1})},
-      {floatAttr("epsilon", 1e-5f)});
+  auto forward =
+      runner.run("", "LayerNormalization", {&x, &scale, &bias},
+                 {f32Type(shape), f32Type({rows, 1}), f32Type({rows, 1})},
+                 {floatAttr("epsilon", 1e-5f)});
   ASSERT_TRUE(bool(forward)) << llvm::toString(forward.takeError());
   HostTensor mean = (*forward)[1], invStd = (*forward)[2];
-  auto backward = runner.run(
-      "com.microsoft", "LayerNormalizationGrad",
-      {&dy, &x, &scale, &mean, &invStd},
-      {f32Type(shape), f32Type({width}), f32Type({width})});
+  auto backward =
+      runner.run("com.microsoft", "LayerNormalizationGrad",
+                 {&dy, &x, &scale, &mean, &invStd},
+                 {f32Type(shape), f32Type({width}), f32Type({width})});
   ASSERT_TRUE(bool(backward)) << llvm::toString(backward.takeError());
   std::vector<float> xs = x.floats(), ss = scale.floats(), bs = bias.floats(),
                      gs = dy.floats();
@@ -342,9 +341,8 @@ TEST(CudaElementwiseMathTest, LayerNormStepsAgreeWithTheCpuKernels) {
     }
     for (int64_t j = 0; j < width; ++j) {
       int64_t k = r * width + j;
-      dx.push_back(cuda::layerNormGradElement(gs[k], xs[k], m, inv, ss[j],
-                                              float(s1), float(s2),
-                                              float(width)));
+      dx.push_back(cuda::layerNormGradElement(
+          gs[k], xs[k], m, inv, ss[j], float(s1), float(s2), float(width)));
     }
   }
   expectClose(y, (*forward)[0].floats(), 1e-5, 1e-6, "LayerNormalization");
@@ -382,8 +380,7 @@ TEST(CudaElementwiseMathTest, OptimizerUpdatesAreTheCpuKernels) {
       s.weightDecay = 0.01f;
       s.mode = static_cast<int32_t>(mode);
       cuda::setAdamWStep(s, 3e-3f, step, /*correctBias=*/true);
-      std::vector<float> ws = w.floats(), m1s = m1.floats(),
-                         m2s = m2.floats();
+      std::vector<float> ws = w.floats(), m1s = m1.floats(), m2s = m2.floats();
       for (int64_t i = 0; i < n; ++i) {
         float wi = w0[i], a = m10[i], b = m20[i];
         cuda::adamWElement(s, wi, g[i], a, b);
@@ -397,9 +394,9 @@ TEST(CudaElementwiseMathTest, OptimizerUpdatesAreTheCpuKernels) {
   HostTensor lr = HostTensor::f32({}, {0.05f});
   HostTensor w = HostTensor::f32({n}, w0), grad = HostTensor::f32({n}, g);
   KernelRunner runner;
-  auto result = runner.run("com.microsoft", "SGDOptimizerV2",
-                           {&lr, nullptr, &w, &grad},
-                           {TensorType::get(DType::Bool, {})});
+  auto result =
+      runner.run("com.microsoft", "SGDOptimizerV2", {&lr, nullptr, &w, &grad},
+                 {TensorType::get(DType::Bool, {})});
   ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
   std::vector<float> ws = w.floats();
   for (int64_t i = 0; i < n; ++i)
@@ -414,8 +411,8 @@ TEST(CudaWorkspaceModelTest, OnlyGemmsReserveCublasLtScratch) {
   Value *a = graph.addInput(f32Type({4, 8}), "a");
   Value *b = graph.addInput(f32Type({8, 2}), "b");
   Builder builder(graph);
-  Node *matMul = builder.create(OpName{"", "MatMul"}, {a, b},
-                                {f32Type({4, 2})}, {}, "mm");
+  Node *matMul =
+      builder.create(OpName{"", "MatMul"}, {a, b}, {f32Type({4, 2})}, {}, "mm");
   Node *fused = builder.create(OpName{std::string(kMsDomain), "FusedMatMul"},
                                {a, b}, {f32Type({4, 2})}, {}, "fmm");
   Node *relu =

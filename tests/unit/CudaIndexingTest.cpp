@@ -72,8 +72,8 @@ TEST(CudaIndexingTest, BroadcastOffsetsMatchNumpy) {
         size_t lead = out.size() - shape.size();
         int64_t expected = 0;
         for (size_t d = 0; d < shape.size(); ++d)
-          expected = expected * shape[d] +
-                     (shape[d] == 1 ? 0 : coordinates[lead + d]);
+          expected =
+              expected * shape[d] + (shape[d] == 1 ? 0 : coordinates[lead + d]);
         ASSERT_EQ(operandOffset(ix, k, i), expected)
             << "trial " << trial << " operand " << k << " element " << i;
       }
@@ -105,10 +105,10 @@ TEST(CudaIndexingTest, TransposeOffsetsFollowThePermutation) {
       strides.push_back(inStrides[p]);
     }
     BroadcastIndexing ix;
-    ASSERT_TRUE(collapseIndexing(
-        out, {strides, IndexVector(rank, 0), IndexVector(rank, 0),
-              contiguousStrides(out)},
-        ix));
+    ASSERT_TRUE(collapseIndexing(out,
+                                 {strides, IndexVector(rank, 0),
+                                  IndexVector(rank, 0), contiguousStrides(out)},
+                                 ix));
     for (int64_t i = 0, n = product(out); i < n; ++i) {
       IndexVector coordinates = unravel(i, out);
       IndexVector source(rank);
@@ -143,10 +143,10 @@ TEST(CudaIndexingTest, SliceOffsetsWithSteps) {
       strides.push_back(inStrides[d] * step[d]);
     }
     BroadcastIndexing ix;
-    ASSERT_TRUE(collapseIndexing(
-        out, {strides, IndexVector(rank, 0), IndexVector(rank, 0),
-              contiguousStrides(out)},
-        ix));
+    ASSERT_TRUE(collapseIndexing(out,
+                                 {strides, IndexVector(rank, 0),
+                                  IndexVector(rank, 0), contiguousStrides(out)},
+                                 ix));
     for (int64_t i = 0, n = product(out); i < n; ++i) {
       IndexVector coordinates = unravel(i, out);
       int64_t expected = 0;
@@ -166,15 +166,15 @@ TEST(CudaIndexingTest, OutputStridesPlaceAPieceOfAConcat) {
   int piece = 0;
   for (IndexVector in : {IndexVector{2, 3, 4}, IndexVector{2, 5, 4}}) {
     BroadcastIndexing ix;
-    ASSERT_TRUE(collapseIndexing(
-        in, {contiguousStrides(in), IndexVector(3, 0), IndexVector(3, 0),
-             outStrides},
-        ix));
+    ASSERT_TRUE(collapseIndexing(in,
+                                 {contiguousStrides(in), IndexVector(3, 0),
+                                  IndexVector(3, 0), outStrides},
+                                 ix));
     for (int64_t i = 0, n = product(in); i < n; ++i) {
       IndexVector c = unravel(i, in);
-      int64_t target = offset + operandOffset(ix, BroadcastIndexing::kOutput, i);
-      int64_t expected =
-          (c[0] * 8 + (piece == 0 ? 0 : 3) + c[1]) * 4 + c[2];
+      int64_t target =
+          offset + operandOffset(ix, BroadcastIndexing::kOutput, i);
+      int64_t expected = (c[0] * 8 + (piece == 0 ? 0 : 3) + c[1]) * 4 + c[2];
       ASSERT_EQ(target, expected);
       ASSERT_EQ(operandOffset(ix, 0, i), i);
       owner[target] = piece;
@@ -194,10 +194,10 @@ TEST(CudaIndexingTest, ScalarsAndEmptyRanks) {
   // A scalar operand against [3, 1, 5]: always element 0.
   IndexVector s;
   ASSERT_TRUE(broadcastStrides({}, {3, 1, 5}, s));
-  ASSERT_TRUE(collapseIndexing({3, 1, 5},
-                               {s, IndexVector(3, 0), IndexVector(3, 0),
-                                contiguousStrides({3, 1, 5})},
-                               ix));
+  ASSERT_TRUE(collapseIndexing(
+      {3, 1, 5},
+      {s, IndexVector(3, 0), IndexVector(3, 0), contiguousStrides({3, 1, 5})},
+      ix));
   EXPECT_EQ(ix.rank, 1);
   for (int64_t i = 0; i < 15; ++i) {
     EXPECT_EQ(operandOffset(ix, 0, i), 0);
