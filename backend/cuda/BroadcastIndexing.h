@@ -1,5 +1,4 @@
-//===- BroadcastIndexing.h - Strided index arithmetic of CUDA kernels -*- C++
-//-*-===//
+//===- BroadcastIndexing.h - Index arithmetic of CUDA kernels ---*- C++ -*-===//
 //
 // How the CUDA elementwise, strided-copy, Where and comparison kernels map
 // the linear index of an iteration to each operand's element: extents of

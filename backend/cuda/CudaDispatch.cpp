@@ -1,5 +1,4 @@
-//===- CudaDispatch.cpp - The CUDA kernel table
-//----------------------------===//
+//===- CudaDispatch.cpp - The CUDA kernel table ---------------------------===//
 //
 // One entry per (domain, op) with a CUDA kernel: a check that runs at
 // prepare time on the node's static types and attributes, and a run that

@@ -1,5 +1,4 @@
-//===- CudaMatMul.cpp - MatMul, Gemm and FusedMatMul through cuBLASLt
-//------===//
+//===- CudaMatMul.cpp - MatMul, Gemm, FusedMatMul on cuBLASLt -------------===//
 //
 // Matrix products on cuBLASLt with fp32 accumulation (CUBLAS_COMPUTE_32F;
 // the TF32 variant only when allowed) for f32, f16 and bf16 storage.

@@ -1,5 +1,4 @@
-//===- ElementwiseKernels.cu - Elementwise CUDA kernels
-//--------------------===//
+//===- ElementwiseKernels.cu - Elementwise CUDA kernels -------------------===//
 //
 // The CUDA kernels whose work is independent per element: the n-ary
 // broadcasting elementwise kernel (unary, binary and gradient ops; one

@@ -1,5 +1,4 @@
-//===- ElementwiseMath.h - Per-element arithmetic of the CUDA kernels -*- C++
-//-*-===//
+//===- ElementwiseMath.h - Per-element math of CUDA kernels -----*- C++ -*-===//
 //
 // The arithmetic the CUDA kernels apply to one element, written once as
 // `__host__ __device__` inline functions so that the same code runs in the

@@ -1,5 +1,4 @@
-//===- IndexingPlan.h - Building the CUDA kernels' index arithmetic -*- C++
-//-*-===//
+//===- IndexingPlan.h - Building CUDA index arithmetic ----------*- C++ -*-===//
 //
 // Host code (every build, no CUDA header) that turns shapes and strides
 // into a BroadcastIndexing: numpy broadcast strides, contiguous strides,

@@ -1,5 +1,4 @@
-//===- RowKernels.cu - Row-wise CUDA kernels: softmax, norms, losses
-//-------===//
+//===- RowKernels.cu - Softmax, norms, losses on CUDA ---------------------===//
 //
 // The CUDA kernels that reduce along one axis: Softmax/LogSoftmax and their
 // gradients, LayerNormalization (and the RMS variant) and its gradient, the
