@@ -15,15 +15,24 @@
 # nvidia-cudnn-cu13). With the libraries but no GPU or no driver, gmopt
 # runs on the CPU ("no CUDA device (...)").
 #
-# Usage: scripts/bundle.sh [BUILD_DIR] [OUT_DIR]
-#   BUILD_DIR  a configured and built gmopt tree (default: build)
-#   OUT_DIR    where gmopt-bundle/ and gmopt-bundle.tar.gz go (default: dist)
+# Usage: scripts/bundle.sh [--with-tests] [BUILD_DIR] [OUT_DIR]
+#   --with-tests  also the CUDA unit tests (stripped, in tests/), which
+#                 scripts/gpu-check.sh runs; they read testdata/ from
+#                 $GMOPT_SOURCE_DIR
+#   BUILD_DIR     a configured and built gmopt tree (default: build)
+#   OUT_DIR       where gmopt-bundle/ and gmopt-bundle.tar.gz go (default: dist)
 set -euo pipefail
 
+with_tests=0
+if [[ ${1:-} == --with-tests ]]; then
+  with_tests=1
+  shift
+fi
 build_dir=${1:-build}
 out_dir=${2:-dist}
 limit_bytes=$((40 * 1024 * 1024))
 tools=(gmopt-run gmopt-compile gmopt-opt)
+tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest)
 
 for tool in "${tools[@]}"; do
   if [[ ! -x "$build_dir/tools/$tool" ]]; then
@@ -57,9 +66,9 @@ is_left_to_the_target() {
   return 1
 }
 
-for tool in "${tools[@]}"; do
-  strip --strip-unneeded -o "$bundle/libexec/$tool" "$build_dir/tools/$tool"
-  # Every resolved dependency that is not left to the target, once.
+# Copies every resolved dependency of $1 that is not left to the target,
+# once.
+bundle_libraries() {
   while read -r path; do
     [[ -n "$path" && -f "$path" ]] || continue
     is_left_to_the_target "$path" && continue
@@ -67,8 +76,25 @@ for tool in "${tools[@]}"; do
     [[ -e "$bundle/lib/$name" ]] && continue
     cp -L "$path" "$bundle/lib/$name"
     strip --strip-unneeded "$bundle/lib/$name" 2>/dev/null || true
-  done < <(ldd "$build_dir/tools/$tool" | awk '/=> \// { print $3 }')
+  done < <(ldd "$1" | awk '/=> \// { print $3 }')
+}
+
+for tool in "${tools[@]}"; do
+  strip --strip-unneeded -o "$bundle/libexec/$tool" "$build_dir/tools/$tool"
+  bundle_libraries "$build_dir/tools/$tool"
 done
+if ((with_tests)); then
+  mkdir -p "$bundle/tests"
+  for test in "${tests[@]}"; do
+    if [[ ! -x "$build_dir/tests/$test" ]]; then
+      echo "bundle.sh: error: $build_dir/tests/$test is missing" >&2
+      exit 1
+    fi
+    strip --strip-unneeded -o "$bundle/tests/$test" "$build_dir/tests/$test"
+    bundle_libraries "$build_dir/tests/$test"
+    patchelf --set-rpath '$ORIGIN/../lib' "$bundle/tests/$test"
+  done
+fi
 # The bundled libraries find each other (libopenblas -> libgfortran).
 for lib in "$bundle"/lib/*; do
   patchelf --set-rpath '$ORIGIN' "$lib"
@@ -110,7 +136,9 @@ done
 # Every bundled ELF must resolve with the bundle alone plus the target's
 # system and CUDA libraries: check here that nothing is "not found" apart
 # from the CUDA libraries left to the target.
-missing=$(for f in "$bundle"/libexec/* "$bundle"/lib/*; do ldd "$f"; done |
+missing=$(for f in "$bundle"/libexec/* "$bundle"/lib/* "$bundle"/tests/*; do
+  [[ -f "$f" ]] && ldd "$f"
+done |
   awk '/not found/ { print $1 }' | sort -u |
   while read -r name; do is_left_to_the_target "$name" || echo "$name"; done)
 if [[ -n "$missing" ]]; then

@@ -20,7 +20,8 @@
 #                             [--out DIR] [--backend cuda|cpu] [--quick]
 #   --tools   folder with gmopt-run (default: build/tools, else
 #             dist/gmopt-bundle/bin from scripts/bundle.sh)
-#   --tests   folder with the unit test binaries (default: build/tests)
+#   --tests   folder with the unit test binaries (default: build/tests,
+#             else dist/gmopt-bundle/tests from bundle.sh --with-tests)
 #   --models  bench models (default: bench/models; make them once, where
 #             PyTorch and ONNX Runtime training are installed, with
 #             `python bench/models/build.py gpt2_small resnet50` and copy
@@ -36,7 +37,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools=""
-tests="$root/build/tests"
+tests=""
 models="$root/bench/models"
 out="gpu-check-out"
 backend=cuda
@@ -59,6 +60,13 @@ if [[ -z "$tools" ]]; then
     tools="$root/dist/gmopt-bundle/bin"
   fi
 fi
+if [[ -z "$tests" ]]; then
+  if [[ -x "$root/build/tests/CudaDeviceTest" ]]; then
+    tests="$root/build/tests"
+  else
+    tests="$root/dist/gmopt-bundle/tests"
+  fi
+fi
 run="$tools/gmopt-run"
 if [[ ! -x "$run" ]]; then
   echo "gpu-check.sh: error: no gmopt-run in $tools (build it, or pass --tools)" >&2
@@ -76,9 +84,12 @@ else
 fi
 
 echo "== CUDA unit tests"
-for test in CudaDeviceTest CudaElementwiseMathTest; do
+for test in CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest; do
   if [[ -x "$tests/$test" ]]; then
-    if timeout 240 "$tests/$test" >"$out/$test.log" 2>&1; then
+    # The test binaries read testdata/ from this checkout; a bundled test
+    # finds its libraries through the launcher's path.
+    if GMOPT_SOURCE_DIR="$root" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" \
+      timeout 240 "$tests/$test" >"$out/$test.log" 2>&1; then
       echo "$test: passed ($(grep -c '^\[       OK \]' "$out/$test.log") passed, $(grep -c '^\[  SKIPPED \].*ms)$' "$out/$test.log") skipped)"
     else
       echo "$test: FAILED (see $out/$test.log)"
