@@ -1310,13 +1310,23 @@ llvm::Expected<DropoutParams> dropoutParams(CudaCall &call, unsigned ratioIndex,
   return p;
 }
 
+bool isBitmaskDropout(const Node &node) {
+  return node.getOpType().starts_with("Bitmask");
+}
+
 llvm::Error checkDropout(const Node &node) {
   if (node.getNumOperands() > 1 && node.getOperand(1) &&
       node.getOperand(1)->getType().getDType() != DType::F32)
     return nodeError(node, "ratio must be float32");
-  if (node.getNumResults() > 1 && node.getResult(1) &&
-      node.getResult(1)->getType().getDType() != DType::Bool)
-    return nodeError(node, "the mask must be bool");
+  DType maskType = isBitmaskDropout(node) ? DType::U32 : DType::Bool;
+  if (node.getNumResults() > 1 && node.getResult(1)) {
+    const TensorType &mask = node.getResult(1)->getType();
+    if (mask.getDType() != maskType)
+      return nodeError(node, "the mask must be " + dtypeName(maskType));
+    uint64_t elements = node.getResult(0)->getType().getNumElements();
+    if (maskType == DType::U32 && mask.getNumElements() != (elements + 31) / 32)
+      return nodeError(node, "the mask must have one word per 32 elements");
+  }
   if (!node.getStreamId())
     return nodeError(node, "the random node has no stream id");
   return commonFloatStorage(node, {1, 2}, {1}).takeError();
@@ -1327,6 +1337,12 @@ llvm::Error runDropout(CudaCall &call) {
   auto p = dropoutParams(call, 1, 2);
   if (!p)
     return p.takeError();
+  if (isBitmaskDropout(call.node))
+    return call.check(
+        launchBitmaskDropout(
+            storage, call.inPtr(0), call.outPtr(0), call.outAs<uint32_t>(1),
+            call.out(0)->getType().getNumElements(), *p, call.ctx.stream),
+        "BitmaskDropout kernel");
   return call.check(launchDropout(storage, call.inPtr(0), call.outPtr(0),
                                   call.outAs<uint8_t>(1),
                                   call.out(0)->getType().getNumElements(), *p,
@@ -1336,8 +1352,9 @@ llvm::Error runDropout(CudaCall &call) {
 
 /// DropoutGrad(dY, mask, ratio?, training_mode?).
 llvm::Error checkDropoutGrad(const Node &node) {
-  if (node.getOperand(1)->getType().getDType() != DType::Bool)
-    return nodeError(node, "the mask must be bool");
+  DType maskType = isBitmaskDropout(node) ? DType::U32 : DType::Bool;
+  if (node.getOperand(1)->getType().getDType() != maskType)
+    return nodeError(node, "the mask must be " + dtypeName(maskType));
   return commonFloatStorage(node, {1, 2, 3}).takeError();
 }
 
@@ -1346,8 +1363,9 @@ llvm::Error runDropoutGrad(CudaCall &call) {
   DropoutParams p;
   if (llvm::Error err = setDropoutMode(call, 2, 3, p))
     return err;
-  return call.check(launchDropoutGrad(storage, call.inPtr(0),
-                                      call.inAs<uint8_t>(1), call.outPtr(0),
+  return call.check(launchDropoutGrad(storage, call.inPtr(0), call.inPtr(1),
+                                      isBitmaskDropout(call.node),
+                                      call.outPtr(0),
                                       call.out(0)->getType().getNumElements(),
                                       p, call.ctx.stream),
                     "DropoutGrad kernel");
@@ -1544,6 +1562,8 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add(kMsDomain, "GatherGrad", checkGatherGrad, runGatherGrad);
     add("", "Dropout", checkDropout, runDropout);
     add(kMsDomain, "DropoutGrad", checkDropoutGrad, runDropoutGrad);
+    add(kMsDomain, "BitmaskDropout", checkDropout, runDropout);
+    add(kMsDomain, "BitmaskDropoutGrad", checkDropoutGrad, runDropoutGrad);
     add(kMsDomain, "InPlaceAccumulatorV2", checkAccumulator, runAccumulator);
     add(kMsDomain, "AdamWOptimizer", checkOptimizer, runOptimizer);
     add(kMsDomain, "SGDOptimizerV2", checkOptimizer, runOptimizer);

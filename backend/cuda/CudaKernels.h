@@ -122,9 +122,16 @@ struct DropoutParams {
 cudaError_t launchDropout(Storage storage, const void *x, void *out,
                           uint8_t *mask, int64_t elements,
                           const DropoutParams &params, cudaStream_t stream);
-/// DropoutGrad: dx = mask ? dy * scale : 0 (mask bool; null: dx = dy).
-cudaError_t launchDropoutGrad(Storage storage, const void *dy,
-                              const uint8_t *mask, void *dx, int64_t elements,
+/// BitmaskDropout: Dropout's decisions with the mask packed 32 elements a
+/// uint32 word (element i in bit i % 32 of word i / 32; may be null).
+cudaError_t launchBitmaskDropout(Storage storage, const void *x, void *out,
+                                 uint32_t *mask, int64_t elements,
+                                 const DropoutParams &params,
+                                 cudaStream_t stream);
+/// DropoutGrad: dx = mask ? dy * scale : 0 (mask bool; null: dx = dy);
+/// with \p bitmask, mask holds BitmaskDropout's words (BitmaskDropoutGrad).
+cudaError_t launchDropoutGrad(Storage storage, const void *dy, const void *mask,
+                              bool bitmask, void *dx, int64_t elements,
                               const DropoutParams &params, cudaStream_t stream);
 
 /// InPlaceAccumulatorV2: buffer = overwrite ? value : buffer + value (the

@@ -225,8 +225,9 @@ TEST(CudaDeviceTest, TestdataGraphsHaveCudaKernels) {
 TEST(CudaDeviceTest, RewrittenGraphsHaveCudaKernels) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built";
-  // What gpu-check.sh runs: gpt_tiny after selective recompute, and after
-  // recompute + bf16 amp (casts, in-graph loss scaling, skip on overflow).
+  // What gpu-check.sh runs: gpt_tiny_dropout after selective recompute,
+  // after recompute + bf16 amp (casts, in-graph loss scaling, skip on
+  // overflow), with fp16 amp, and with its dropout masks packed.
   OptimizerSpec adamW;
   adamW.kind = OptimizerKind::AdamW;
   for (const char *pipeline :
@@ -234,7 +235,9 @@ TEST(CudaDeviceTest, RewrittenGraphsHaveCudaKernels) {
         "plan-buffers",
         "canonicalize,fold-transpose,recompute{mode=selective},amp{dtype=bf16},"
         "schedule,plan-buffers",
-        "canonicalize,fold-transpose,amp{dtype=fp16},schedule,plan-buffers"}) {
+        "canonicalize,fold-transpose,amp{dtype=fp16},schedule,plan-buffers",
+        "canonicalize,fold-transpose,pack-dropout-masks,schedule,"
+        "plan-buffers"}) {
     auto model =
         loadRunnableModel(testdataDir() + "/gpt_tiny/training_model.onnx",
                           {{"batch", 2}, {"batch_x_seq", 128}}, nullptr, false,

@@ -140,6 +140,36 @@ TEST(CudaElementwiseMathTest, DropoutMasksAreBitIdenticalToTheCpuKernel) {
   }
 }
 
+TEST(CudaElementwiseMathTest, BitmaskDropoutWordsPackTheCpuDecisions) {
+  // The CUDA kernel packs element i's decision into bit i % 32 of word
+  // i / 32, as the CPU's BitmaskDropout does: same stream, same words.
+  const std::vector<int64_t> shape = {3, 45}; // Not a multiple of 32.
+  int64_t n = shape[0] * shape[1], words = (n + 31) / 32;
+  HostTensor x = HostTensor::f32(shape, randomFloats(n, -2, 2, 13));
+  HostTensor ratio = HostTensor::f32({}, {0.25f});
+  HostTensor training = HostTensor::boolean({}, {true});
+  KernelRunner runner;
+  runner.getContext().setSeed(99);
+  runner.getContext().setStep(4);
+  auto result = runner.run(
+      "com.microsoft", "BitmaskDropout", {&x, &ratio, &training},
+      {f32Type(shape), TensorType::get(DType::U32, {words})},
+      {intAttr("seed", 7)});
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  std::vector<uint32_t> expected = (*result)[1].values<uint32_t>();
+  cuda::PhiloxStreamKey key = cuda::makePhiloxStreamKey(99, 7, 4);
+  for (int64_t word = 0; word < words; ++word) {
+    uint32_t bits = 0;
+    for (int64_t i = word * 32; i < std::min(n, word * 32 + 32); ++i)
+      bits |= static_cast<uint32_t>(cuda::dropoutKeeps(
+                  cuda::philoxBlock(key, static_cast<uint32_t>(i / 4))
+                      .w[i % 4],
+                  0.25f))
+              << (i % 32);
+    EXPECT_EQ(bits, expected[word]) << "word " << word;
+  }
+}
+
 struct UnaryCase {
   const char *domain;
   const char *op;
