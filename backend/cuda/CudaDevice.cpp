@@ -1,13 +1,18 @@
-//===- CudaDevice.cpp - Finding a usable CUDA device ----------------------===//
+//===- CudaDevice.cpp - Probing, workspace model, memory fit --------------===//
 //
-// Device probing through the CUDA runtime API. Compiled only when the CUDA
-// toolkit was found at configure time (GMOPT_HAVE_CUDA); otherwise the
-// fallback below reports that the backend is not
-// built.
+// The parts of the CUDA backend every build has: device probing through
+// the CUDA runtime API (compiled only when the toolkit was found at
+// configure time, GMOPT_HAVE_CUDA; otherwise it reports that the backend
+// is not built), the CUDA workspace model, the out-of-memory message, and
+// the no-toolkit fallbacks of the functions CudaDispatch.cpp and
+// CudaRuntimeDevice.cpp define in a CUDA build.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/CudaDevice.h"
+
+#include "backend/Executor.h"
+#include "ir/IR.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -58,7 +63,57 @@ llvm::Expected<CudaDeviceInfo> gmopt::probeCudaDevice() {
   info.totalMemoryBytes = properties.totalGlobalMem;
   return info;
 #else
-  return fail("the CUDA backend is not built (no CUDA toolkit at configure "
-              "time)");
+  return fail("the CUDA backend is not built: no CUDA toolkit at configure "
+              "time");
 #endif
 }
+
+uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
+  llvm::StringRef op = node.getOpType();
+  bool onnx = node.getDomain().empty() || node.getDomain() == "ai.onnx";
+  if ((onnx && (op == "MatMul" || op == "Gemm")) ||
+      (node.getDomain() == kMsDomain && op == "FusedMatMul"))
+    return kCudaGemmWorkspaceBytes;
+  return 0;
+}
+
+namespace {
+/// \p bytes as "N bytes (X.XX GiB)".
+std::string describeBytes(uint64_t bytes) {
+  return llvm::formatv("{0} bytes ({1:F2} GiB)", bytes,
+                       static_cast<double>(bytes) / (1024.0 * 1024 * 1024))
+      .str();
+}
+} // namespace
+
+llvm::Error gmopt::checkPlannedBytesFit(uint64_t plannedBytes,
+                                        uint64_t freeBytes,
+                                        llvm::StringRef deviceName) {
+  if (plannedBytes <= freeBytes)
+    return llvm::Error::success();
+  return llvm::createStringError(
+      std::make_error_code(std::errc::not_enough_memory),
+      "the planned step needs " + describeBytes(plannedBytes) + " but " +
+          deviceName + " has " + describeBytes(freeBytes) +
+          " free: compile with `gmopt-compile --memory-limit=" +
+          llvm::formatv("{0}", freeBytes).str() +
+          "` (or less) to plan a step that fits, or run with "
+          "--backend=cpu");
+}
+
+#ifndef GMOPT_HAVE_CUDA
+bool gmopt::hasCudaKernelFor(llvm::StringRef, llvm::StringRef) { return false; }
+
+llvm::Error gmopt::checkCudaNode(const Node &node) {
+  return fail("no CUDA kernel for '" + node.getOp().str() +
+              "': the CUDA backend is not built (node " + node.describe() +
+              ")");
+}
+
+llvm::Expected<std::unique_ptr<Executable>>
+gmopt::prepareCudaExecutable(const Module &, const ExecutorOptions &,
+                             const CudaDeviceOptions &) {
+  return fail("the CUDA backend is not built: no CUDA toolkit at configure "
+              "time");
+}
+#endif

@@ -1,4 +1,4 @@
-//===- CudaDevice.h - Finding a usable CUDA device --------------*- C++ -*-===//
+//===- CudaDevice.h - The CUDA backend's public face -----------*- C++ -*-===//
 //
 // The CUDA backend's first duty is to know whether it can run at all. On a
 // machine with the toolkit but no GPU (or no driver), cudaGetDeviceCount
@@ -7,17 +7,32 @@
 // the CPU, never crash. The runtime is linked dynamically (cudart) and the
 // driver library is never linked, so binaries start without a driver.
 //
+// With a device, prepareCudaExecutable runs a module on the plan
+// interpreter over the CUDA Device (CudaRuntimeDevice.cpp): one cudaMalloc
+// per persistent value and one for the plan's arena, made before the first
+// step after checking the planned bytes against the device's free memory;
+// eager mode (the baseline) allocates stream-ordered from a dedicated
+// memory pool. Everything here is declared in every build: without the
+// toolkit the functions report that the backend is not built.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef GMOPT_BACKEND_CUDA_CUDADEVICE_H
 #define GMOPT_BACKEND_CUDA_CUDADEVICE_H
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace gmopt {
+
+class Executable;
+class Module;
+class Node;
+struct ExecutorOptions;
 
 /// What gmopt needs to know about the device it would run on.
 struct CudaDeviceInfo {
@@ -39,6 +54,46 @@ bool isCudaBackendBuilt();
 /// "no CUDA device" when there is none (or no driver), and with "the CUDA
 /// backend is not built" when gmopt was built without the toolkit.
 llvm::Expected<CudaDeviceInfo> probeCudaDevice();
+
+/// The name of the CUDA kernels' workspace model, as plans record it
+/// (`gmopt-compile --workspace=cuda`).
+constexpr llvm::StringLiteral kCudaWorkspaceModelName = "cuda";
+/// cuBLASLt scratch the CUDA workspace model reserves for each GEMM node.
+constexpr uint64_t kCudaGemmWorkspaceBytes = uint64_t(4) << 20;
+
+/// The CUDA backend's WorkspaceModel: the planned scratch bytes of \p
+/// node's CUDA kernel (kCudaGemmWorkspaceBytes for MatMul, Gemm and
+/// FusedMatMul; 0 for every other kernel, which needs none).
+uint64_t getCudaKernelWorkspaceBytes(const Node &node);
+
+/// True when the CUDA backend is built and has a kernel for (\p domain,
+/// \p opType); a node may still be refused for its types (see
+/// checkCudaNode).
+bool hasCudaKernelFor(llvm::StringRef domain, llvm::StringRef opType);
+
+/// Success when \p node can run on the CUDA kernels; else an error naming
+/// the node and what is missing (no kernel for the op, an unsupported
+/// element type or layout). Needs no device.
+llvm::Error checkCudaNode(const Node &node);
+
+/// Options of the CUDA device beyond ExecutorOptions.
+struct CudaDeviceOptions {
+  /// Let fp32 GEMMs use TF32 tensor cores (off: full fp32 products).
+  bool allowTf32 = false;
+};
+
+/// The error for \p plannedBytes that do not fit in \p freeBytes of device
+/// memory, naming both and what to do; success when they fit.
+llvm::Error checkPlannedBytesFit(uint64_t plannedBytes, uint64_t freeBytes,
+                                 llvm::StringRef deviceName);
+
+/// Prepares \p module to run on the first CUDA device (planned mode: its
+/// plan must be made for the `cuda` or `none` workspace model). Fails
+/// without a device, for a node without a CUDA kernel, and when the
+/// planned bytes exceed the free device memory (checkPlannedBytesFit).
+llvm::Expected<std::unique_ptr<Executable>>
+prepareCudaExecutable(const Module &module, const ExecutorOptions &options,
+                      const CudaDeviceOptions &cudaOptions = {});
 
 } // namespace gmopt
 

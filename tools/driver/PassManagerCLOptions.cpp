@@ -9,6 +9,7 @@
 #include "tools/driver/ToolSupport.h"
 
 #include "backend/cpu/CpuKernel.h"
+#include "backend/cuda/CudaDevice.h"
 #include "passes/DebugOutput.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
@@ -64,6 +65,9 @@ struct PassManagerCLOptions::Storage {
                   cl::desc("Kernel scratch the plan reserves per node"),
                   cl::values(clEnumValN(WorkspaceTarget::Cpu, "cpu",
                                         "the CPU kernels' scratch (default)"),
+                             clEnumValN(WorkspaceTarget::Cuda, "cuda",
+                                        "the CUDA kernels' scratch (cuBLASLt "
+                                        "workspaces)"),
                              clEnumValN(WorkspaceTarget::None, "none",
                                         "none: kernels allocate scratch "
                                         "outside the plan")),
@@ -108,6 +112,8 @@ WorkspaceModel gmopt::getWorkspaceModel(WorkspaceTarget target) {
   switch (target) {
   case WorkspaceTarget::Cpu:
     return cpu::getCpuKernelWorkspaceBytes;
+  case WorkspaceTarget::Cuda:
+    return getCudaKernelWorkspaceBytes;
   case WorkspaceTarget::None:
     return nullptr;
   }
@@ -115,8 +121,15 @@ WorkspaceModel gmopt::getWorkspaceModel(WorkspaceTarget target) {
 }
 
 llvm::StringRef gmopt::workspaceModelName(WorkspaceTarget target) {
-  return target == WorkspaceTarget::Cpu ? cpu::kCpuWorkspaceModelName
-                                        : kNoWorkspaceModelName;
+  switch (target) {
+  case WorkspaceTarget::Cpu:
+    return cpu::kCpuWorkspaceModelName;
+  case WorkspaceTarget::Cuda:
+    return kCudaWorkspaceModelName;
+  case WorkspaceTarget::None:
+    return kNoWorkspaceModelName;
+  }
+  return kNoWorkspaceModelName;
 }
 
 WorkspaceModel PassManagerCLOptions::getWorkspaceModel() const {

@@ -26,11 +26,11 @@ namespace gmopt {
 class PassManager;
 
 /// Whose kernel scratch the planner reserves (--workspace).
-enum class WorkspaceTarget { Cpu, None };
+enum class WorkspaceTarget { Cpu, Cuda, None };
 
 /// The WorkspaceModel of \p target (null for None).
 WorkspaceModel getWorkspaceModel(WorkspaceTarget target);
-/// The name plans record for \p target's model (`cpu`, `none`).
+/// The name plans record for \p target's model (`cpu`, `cuda`, `none`).
 llvm::StringRef workspaceModelName(WorkspaceTarget target);
 
 /// The pass-manager options of a tool's command line.

@@ -154,6 +154,11 @@ static int runGmoptRun(int argc, char **argv) {
   cl::opt<bool> profileOption(
       "profile", cl::desc("Time every kernel and print the time per op"),
       cl::cat(category));
+  cl::opt<bool> allowTf32Option(
+      "allow-tf32",
+      cl::desc("CUDA: let fp32 matrix products use TF32 tensor cores (10-bit "
+               "mantissa inputs; off: full fp32)"),
+      cl::cat(category));
   cl::opt<std::string> reportJsonOption(
       "report-json", cl::desc("Write the measurements as JSON here"),
       cl::value_desc("file"), cl::cat(category));
@@ -198,6 +203,7 @@ static int runGmoptRun(int argc, char **argv) {
   config.executor.seed = seedOption;
   config.executor.threads = threadsOption;
   config.executor.profile = profileOption;
+  config.allowTf32 = allowTf32Option;
   config.steps = stepsOption;
   config.stepsGiven = stepsOption.getNumOccurrences() != 0;
   config.accumulate = accumulateOption;

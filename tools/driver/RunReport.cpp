@@ -198,6 +198,8 @@ void gmopt::printBaselineTable(llvm::raw_ostream &os,
 llvm::json::Object gmopt::runReportJson(const RunSummary &summary) {
   llvm::json::Object object;
   object["backend"] = summary.backend;
+  if (!summary.device.empty())
+    object["device"] = summary.device;
   object["mode"] = summary.mode;
   object["steps"] = static_cast<int64_t>(summary.steps);
   object["accumulate"] = static_cast<int64_t>(summary.accumulate);

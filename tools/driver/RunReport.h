@@ -68,8 +68,10 @@ PlanSummary summarizePlan(const Module &module, llvm::StringRef source,
 
 /// Everything one gmopt-run invocation measured.
 struct RunSummary {
-  /// The backend that ran (`cpu`).
+  /// The backend that ran (`cpu`, `cuda`).
   std::string backend;
+  /// The CUDA device's name when the backend is `cuda`; empty otherwise.
+  std::string device;
   /// `planned` or `eager`.
   std::string mode;
   /// Optimizer steps and micro-steps per step.

@@ -19,6 +19,7 @@
 #include "tools/driver/ToolSupport.h"
 #include "tools/driver/TraceWriter.h"
 
+#include "backend/cuda/CudaDevice.h"
 #include "ir/FileIO.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -180,6 +181,7 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
 
   TrainingOptions training;
   training.backend = *backend;
+  training.allowTf32 = config.allowTf32;
   training.executor = config.executor;
   training.steps = config.steps;
   training.accumulate = config.accumulate;
@@ -284,7 +286,7 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                                  config.baseline || !config.timelinePath.empty(),
                                  config.passes,
                                  optimizer ? &*optimizer : nullptr,
-                                 config.externalDataDir);
+                                 config.externalDataDir, *backend);
   if (!model)
     return model.takeError();
   // gmopt-compile --memory-limit recorded the micro-steps its plan fits
@@ -432,6 +434,13 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
 
   RunSummary summary;
   summary.backend = backendName(*backend).str();
+  if (*backend == BackendKind::Cuda) {
+    auto device = probeCudaDevice();
+    if (device)
+      summary.device = device->name;
+    else
+      llvm::consumeError(device.takeError());
+  }
   summary.mode = allocationModeName(training.executor.mode).str();
   summary.steps = training.steps;
   summary.accumulate = training.accumulate;

@@ -83,6 +83,8 @@ struct RunConfig {
   Tolerance tolerance;
   /// --baseline.
   bool baseline = false;
+  /// --allow-tf32 (CUDA: fp32 GEMMs on TF32 tensor cores).
+  bool allowTf32 = false;
   /// --report-json file.
   std::string reportJsonPath;
   /// --timeline file: the memory timeline page of the baseline and the

@@ -215,24 +215,20 @@ llvm::Expected<BackendKind> gmopt::selectBackend(BackendKind requested,
     return BackendKind::Cpu;
   case BackendKind::Cuda: {
     // The probe says why there is no device ("no CUDA device (...)", or
-    // that the toolkit was absent at build time). With a device present the
-    // CUDA executor is still missing, which is also an error here.
+    // that the toolkit was absent at build time).
     auto device = probeCudaDevice();
     if (!device)
       return device.takeError();
-    return makeError("CUDA device '" + device->name +
-                     "' found, but this build has no CUDA executor yet");
+    return BackendKind::Cuda;
   }
   case BackendKind::Auto: {
     auto device = probeCudaDevice();
-    if (!device) {
-      llvm::consumeError(device.takeError());
-      notice = "no CUDA device; using the CPU backend";
-    } else {
-      notice = "CUDA device '" + device->name +
-               "' found, but this build has no CUDA executor yet; using the "
-               "CPU backend";
-    }
+    if (device)
+      return BackendKind::Cuda;
+    std::string reason = llvm::toString(device.takeError());
+    if (!llvm::StringRef(reason).starts_with("no CUDA device"))
+      reason = "no CUDA device (" + reason + ")";
+    notice = reason + "; using the CPU backend";
     return BackendKind::Cpu;
   }
   }
@@ -241,11 +237,28 @@ llvm::Expected<BackendKind> gmopt::selectBackend(BackendKind requested,
 
 llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareExecutable(const Module &module, BackendKind backend,
-                         const ExecutorOptions &options) {
-  if (backend != BackendKind::Cpu)
-    return makeError("the CUDA backend is not available in this build");
-  return prepareCpuExecutable(module, options);
+                         const ExecutorOptions &options, bool allowTf32) {
+  switch (backend) {
+  case BackendKind::Cpu:
+    return prepareCpuExecutable(module, options);
+  case BackendKind::Cuda: {
+    CudaDeviceOptions cudaOptions;
+    cudaOptions.allowTf32 = allowTf32;
+    return prepareCudaExecutable(module, options, cudaOptions);
+  }
+  case BackendKind::Auto:
+    break;
+  }
+  return makeError("internal error: the backend was not resolved");
 }
+
+namespace {
+/// The workspace model plans made at load time reserve for \p backend.
+WorkspaceTarget workspaceTargetFor(BackendKind backend) {
+  return backend == BackendKind::Cuda ? WorkspaceTarget::Cuda
+                                      : WorkspaceTarget::Cpu;
+}
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Models
@@ -257,7 +270,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
                          const TestDataSet *inputs, bool wantOriginal,
                          llvm::StringRef onnxPipeline,
                          const OptimizerSpec *optimizer,
-                         llvm::StringRef externalDataDir) {
+                         llvm::StringRef externalDataDir,
+                         BackendKind backend) {
   // Builds the optimizer into a module that has none.
   auto addOptimizer = [&](Module &module) -> llvm::Error {
     if (!optimizer || findOptimizerNode(module) ||
@@ -298,8 +312,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
         return err;
       PassManager passManager;
       passManager.getContext().setWorkspaceModel(
-          getWorkspaceModel(WorkspaceTarget::Cpu),
-          workspaceModelName(WorkspaceTarget::Cpu).str());
+          getWorkspaceModel(workspaceTargetFor(backend)),
+          workspaceModelName(workspaceTargetFor(backend)).str());
       if (llvm::Error err = passManager.addPipeline("plan-buffers"))
         return err;
       if (llvm::Error err = passManager.run(*model.module))
@@ -343,8 +357,8 @@ gmopt::loadRunnableModel(llvm::StringRef path,
     }
     PassManager passManager;
     passManager.getContext().setWorkspaceModel(
-        getWorkspaceModel(WorkspaceTarget::Cpu),
-        workspaceModelName(WorkspaceTarget::Cpu).str());
+        getWorkspaceModel(workspaceTargetFor(backend)),
+        workspaceModelName(workspaceTargetFor(backend)).str());
     if (llvm::Error err = passManager.addPipeline(
             onnxPipeline.empty() ? llvm::StringRef(kOnnxRunPipeline)
                                  : onnxPipeline))

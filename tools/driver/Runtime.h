@@ -76,19 +76,21 @@ int exitCodeFor(const llvm::Error &err);
 /// The --backend choices.
 enum class BackendKind { Auto, Cpu, Cuda };
 
-/// Resolves \p requested to the backend that will run: Auto becomes Cpu
-/// (with \p notice set to a one-line explanation) while gmopt has no CUDA
-/// backend; Cuda is an error saying so.
+/// Resolves \p requested to the backend that will run: Auto becomes Cuda
+/// where a CUDA device works, else Cpu with \p notice set to "no CUDA
+/// device (reason); using the CPU backend"; Cuda without a device is an
+/// error giving the reason.
 llvm::Expected<BackendKind> selectBackend(BackendKind requested,
                                           std::string &notice);
 
 /// `cpu` or `cuda` (`auto` for Auto).
 llvm::StringRef backendName(BackendKind kind);
 
-/// Prepares \p module on \p backend (which selectBackend returned).
+/// Prepares \p module on \p backend (which selectBackend returned);
+/// \p allowTf32 lets the CUDA backend's fp32 GEMMs use TF32 tensor cores.
 llvm::Expected<std::unique_ptr<Executable>>
 prepareExecutable(const Module &module, BackendKind backend,
-                  const ExecutorOptions &options);
+                  const ExecutorOptions &options, bool allowTf32 = false);
 
 //===----------------------------------------------------------------------===//
 // Models
@@ -132,13 +134,17 @@ constexpr llvm::StringLiteral kOnnxRunPipeline = kDefaultPipeline;
 /// needs them); their files are looked for in \p externalDataDir when
 /// given, else where the `.gm` file recorded them, else next to the ONNX
 /// model.
+///
+/// Plans made here (an ONNX model's pipeline, a `.gm` re-planned for an
+/// added optimizer) reserve the kernel workspace of \p backend's kernels.
 llvm::Expected<RunnableModel>
 loadRunnableModel(llvm::StringRef path,
                   const std::map<std::string, int64_t> &dims,
                   const TestDataSet *inputs, bool wantOriginal,
                   llvm::StringRef onnxPipeline = "",
                   const OptimizerSpec *optimizer = nullptr,
-                  llvm::StringRef externalDataDir = "");
+                  llvm::StringRef externalDataDir = "",
+                  BackendKind backend = BackendKind::Cpu);
 
 //===----------------------------------------------------------------------===//
 // Inputs
@@ -285,6 +291,8 @@ struct TrainingOptions {
   ExecutorOptions executor;
   /// The backend (already resolved by selectBackend).
   BackendKind backend = BackendKind::Cpu;
+  /// CUDA: fp32 GEMMs may use TF32 tensor cores (--allow-tf32).
+  bool allowTf32 = false;
   /// Optimizer steps.
   unsigned steps = 1;
   /// Micro-steps per optimizer step (see above).

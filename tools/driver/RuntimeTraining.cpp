@@ -191,7 +191,8 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   }
 
   auto executable =
-      prepareExecutable(module, options.backend, options.executor);
+      prepareExecutable(module, options.backend, options.executor,
+                        options.allowTf32);
   if (!executable)
     return executable.takeError();
   Executable &exe = **executable;

@@ -1,0 +1,75 @@
+//===- CudaDispatch.h - Decoding a node into CUDA launches -----*- C++ -*-===//
+//
+// Internal to the CUDA backend (built only with the toolkit): the kernel
+// table that maps a node to its CUDA kernels. checkCudaKernel decides at
+// prepare time, from the node's op, attributes and static types alone,
+// whether the node can run (an op without a CUDA kernel, an unsupported
+// element type or layout is an error naming the node); runCudaKernel
+// decodes shapes and attributes and enqueues the launches on the stream.
+// Every failing CUDA or cuBLASLt call becomes an llvm::Error naming the
+// call and the node.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_CUDADISPATCH_H
+#define GMOPT_BACKEND_CUDA_CUDADISPATCH_H
+
+#include "backend/Device.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Error.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gmopt {
+namespace cuda {
+
+/// A GEMM node's cuBLASLt descriptors and chosen algorithm (CudaMatMul.cpp).
+struct CudaGemmPlan;
+
+/// What kernels need besides their operands: the stream, the cuBLASLt
+/// handle, the random seed and step, and host-side constants that must
+/// outlive an asynchronous copy (Shape's output).
+struct CudaKernelContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t blasLt = nullptr;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  /// Allow TF32 tensor cores in fp32 GEMMs (off: full fp32).
+  bool allowTf32 = false;
+  /// The number of the launch within the step (fault reports).
+  int32_t launchId = 0;
+  /// Host values copied to the device by Shape, kept per node so the
+  /// source outlives the asynchronous copy.
+  llvm::DenseMap<const Node *, std::vector<int64_t>> hostConstants;
+  /// Each GEMM node's descriptors and algorithm, made at its first launch
+  /// (the heuristic query costs more than a small GEMM).
+  llvm::DenseMap<const Node *, std::shared_ptr<CudaGemmPlan>> gemmPlans;
+};
+
+/// An error naming the failed \p call and \p node, with CUDA's message.
+llvm::Error cudaCallError(const Node &node, llvm::StringRef call,
+                          cudaError_t status);
+/// The same for a cuBLASLt status.
+llvm::Error blasLtCallError(const Node &node, llvm::StringRef call,
+                            cublasStatus_t status);
+
+/// Success when \p node can run on the CUDA kernels, else an error naming
+/// it and what is missing.
+llvm::Error checkCudaKernel(const Node &node);
+/// Enqueues \p launch's kernels on ctx.stream.
+llvm::Error runCudaKernel(const NodeLaunch &launch, CudaKernelContext &ctx);
+
+/// MatMul, Gemm and FusedMatMul through cuBLASLt (CudaMatMul.cpp).
+llvm::Error checkCudaMatMul(const Node &node);
+llvm::Error runCudaMatMul(const NodeLaunch &launch, CudaKernelContext &ctx);
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_CUDADISPATCH_H

@@ -1,0 +1,256 @@
+//===- CudaKernels.h - Launchers of gmopt's own CUDA kernels ----*- C++ -*-===//
+//
+// The boundary between the host code that decodes a node (CudaDispatch.cpp,
+// compiled by the host compiler with LLVM) and the kernels (*.cu, compiled
+// by nvcc without LLVM). Launchers take raw device pointers, sizes and
+// plain parameter structs, enqueue on the given stream and return the
+// launch status; they never allocate and never synchronize. Only built
+// with the CUDA toolkit (GMOPT_HAVE_CUDA).
+//
+// Bad data that only the device sees (a label or index out of range)
+// cannot fail a launch: the kernel records a fault code and the launch id
+// in a device word, the result element becomes NaN or zero, and the
+// device reports the fault, naming the node, when it next synchronizes
+// (readKernelFault).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_CUDAKERNELS_H
+#define GMOPT_BACKEND_CUDA_CUDAKERNELS_H
+
+#include "backend/cuda/BroadcastIndexing.h"
+#include "backend/cuda/ElementwiseMath.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace gmopt {
+namespace cuda {
+
+/// Element storage the kernels read and write.
+enum class Storage : int32_t { F32, F16, BF16, F64, I64, I32, Bool };
+
+/// Fault codes a kernel records.
+enum class KernelFault : int32_t {
+  None = 0,
+  LabelOutOfRange = 1,
+  IndexOutOfRange = 2,
+};
+
+/// A recorded fault: the code and the launch id that raised it first.
+struct KernelFaultRecord {
+  int32_t code = 0;
+  int32_t launchId = 0;
+};
+
+/// Sets, in stream order, the launch id that kernels which can fault
+/// record (the device numbers its launches within a step and calls this
+/// only before those kernels).
+cudaError_t setKernelLaunchId(int32_t launchId, cudaStream_t stream);
+/// Reads and clears the fault word (call after a synchronization).
+cudaError_t readKernelFault(KernelFaultRecord &record, cudaStream_t stream);
+
+/// out = op(a, b, c) elementwise with broadcasting; every operand and the
+/// output share \p storage (a float type); \p param is the op's scalar
+/// attribute where it has one.
+cudaError_t launchElementwise(ElementwiseOp op, Storage storage, const void *a,
+                              const void *b, const void *c, void *out,
+                              int64_t elements, const BroadcastIndexing &index,
+                              cudaStream_t stream, float param = 0.0f);
+
+/// out[offset] = in[offset] over any element type of \p elementBytes (1, 2,
+/// 4 or 8): the strides make it a copy, a transpose, an expand, a slice or
+/// one piece of a concat / split.
+cudaError_t launchStridedCopy(int64_t elementBytes, const void *in, void *out,
+                              int64_t elements, const BroadcastIndexing &index,
+                              cudaStream_t stream);
+
+/// Where: out = cond ? x : y with broadcasting (slots 0, 1, 2 of \p index
+/// are cond, x and y), over any element type of \p elementBytes.
+cudaError_t launchWhere(int64_t elementBytes, const uint8_t *cond,
+                        const void *x, const void *y, void *out,
+                        int64_t elements, const BroadcastIndexing &index,
+                        cudaStream_t stream);
+
+/// Predicates producing bool with broadcasting: the comparisons (Equal,
+/// Less, Greater, LessOrEqual, GreaterOrEqual; both operands of \p
+/// storage, int64 compared exactly), the logical ops on bool (And, Or,
+/// Xor), and the one-operand tests (IsNaN, IsInf by sign, Not), which read
+/// operand a only.
+enum class CompareOp : int32_t {
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor,
+  IsNaN,
+  IsInf,
+  IsPositiveInf,
+  IsNegativeInf,
+  Not,
+};
+cudaError_t launchCompare(CompareOp op, Storage storage, const void *a,
+                          const void *b, uint8_t *out, int64_t elements,
+                          const BroadcastIndexing &index, cudaStream_t stream);
+
+/// Fills \p elements of \p elementBytes (1, 2, 4 or 8) with the low bytes
+/// of \p pattern (ConstantOfShape).
+cudaError_t launchFill(int64_t elementBytes, uint64_t pattern, void *out,
+                       int64_t elements, cudaStream_t stream);
+
+/// Element-by-element conversion (Cast): floats round to nearest even,
+/// floats to integers truncate, anything to bool is `!= 0`.
+cudaError_t launchCast(Storage from, Storage to, const void *in, void *out,
+                       int64_t elements, cudaStream_t stream);
+
+/// Dropout of \p elements with gmopt's Philox stream: out = keep ? x *
+/// scale : 0, mask (bool, may be null) = keep. \p ratio and \p training
+/// are read on the device (fp32 / bool, either may be null: 0.5 / false)
+/// unless \p ratioValue >= 0 says the ratio is a known constant.
+struct DropoutParams {
+  uint64_t seed = 0, streamId = 0, step = 0;
+  const float *ratio = nullptr;
+  const uint8_t *training = nullptr;
+  float ratioValue = -1;
+  /// True: no training input and no way to be training (identity).
+  bool inference = false;
+};
+cudaError_t launchDropout(Storage storage, const void *x, void *out,
+                          uint8_t *mask, int64_t elements,
+                          const DropoutParams &params, cudaStream_t stream);
+/// BitmaskDropout: Dropout's decisions with the mask packed 32 elements a
+/// uint32 word (element i in bit i % 32 of word i / 32; may be null).
+cudaError_t launchBitmaskDropout(Storage storage, const void *x, void *out,
+                                 uint32_t *mask, int64_t elements,
+                                 const DropoutParams &params,
+                                 cudaStream_t stream);
+/// DropoutGrad: dx = mask ? dy * scale : 0 (mask bool; null: dx = dy);
+/// with \p bitmask, mask holds BitmaskDropout's words (BitmaskDropoutGrad).
+cudaError_t launchDropoutGrad(Storage storage, const void *dy, const void *mask,
+                              bool bitmask, void *dx, int64_t elements,
+                              const DropoutParams &params, cudaStream_t stream);
+
+/// InPlaceAccumulatorV2: buffer = overwrite ? value : buffer + value (the
+/// flag read on the device, null: false); updated = true; bufferOut, when
+/// not null and elsewhere, receives a copy.
+cudaError_t launchAccumulate(Storage bufferStorage, void *buffer,
+                             Storage valueStorage, const void *value,
+                             const uint8_t *overwrite, uint8_t *updated,
+                             void *bufferOut, int64_t elements,
+                             cudaStream_t stream);
+
+/// One parameter group of a fused optimizer launch (fp32 tensors).
+struct OptimizerTensor {
+  float *weight = nullptr;
+  const float *grad = nullptr;
+  float *m1 = nullptr;
+  float *m2 = nullptr;
+  int64_t elements = 0;
+};
+/// Tensors per fused launch (the table travels as a kernel parameter, so
+/// nothing is allocated).
+constexpr int kOptimizerTensorsPerLaunch = 24;
+/// The hyper-parameters of AdamWOptimizer; lr, step and updateSignal are
+/// device scalars (updateSignal may be null: update).
+struct AdamWParams {
+  float alpha, beta, epsilon, weightDecay;
+  int32_t mode;
+  bool correctBias;
+  const float *lr;
+  const int64_t *step;
+  const uint8_t *updateSignal;
+};
+/// Updates up to kOptimizerTensorsPerLaunch groups in one launch.
+cudaError_t launchAdamW(const OptimizerTensor *tensors, int count,
+                        const AdamWParams &params, cudaStream_t stream);
+/// SGD: w += -lr * g over up to kOptimizerTensorsPerLaunch groups.
+cudaError_t launchSgd(const OptimizerTensor *tensors, int count,
+                      const float *lr, const uint8_t *updateSignal,
+                      cudaStream_t stream);
+/// Writes the optimizer's flag output: \p value where the update signal is
+/// true (or absent), else 0, into \p elements of int64 or bool storage.
+cudaError_t launchOptimizerFlag(Storage storage, void *flag, int64_t elements,
+                                const uint8_t *updateSignal,
+                                cudaStream_t stream);
+
+/// A tensor seen as [outer, n, inner]: a reduction or normalization runs
+/// along the middle axis for each of the outer * inner rows.
+struct RowShape {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+/// Softmax or LogSoftmax along the middle axis of \p shape.
+cudaError_t launchSoftmax(Storage storage, const void *x, void *y,
+                          RowShape shape, bool log, cudaStream_t stream);
+/// SoftmaxGrad / LogSoftmaxGrad: dx from dy and the forward output y.
+cudaError_t launchSoftmaxGrad(Storage storage, const void *dy, const void *y,
+                              void *dx, RowShape shape, bool log,
+                              cudaStream_t stream);
+/// LayerNormalization over rows of \p width: y, and the fp32 mean and
+/// inverse standard deviation per row when not null. \p simplified: RMS
+/// norm (no mean subtraction, no bias).
+cudaError_t launchLayerNorm(Storage storage, const void *x, const void *scale,
+                            const void *bias, void *y, float *mean,
+                            float *invStd, int64_t rows, int64_t width,
+                            float epsilon, bool simplified,
+                            cudaStream_t stream);
+/// LayerNormalizationGrad: dx per row, and dscale / dbias (may be null)
+/// summed over rows in row order.
+cudaError_t launchLayerNormGrad(Storage storage, const void *dy, const void *x,
+                                const void *scale, const float *mean,
+                                const float *invStd, void *dx, void *dscale,
+                                void *dbias, int64_t rows, int64_t width,
+                                bool simplified, cudaStream_t stream);
+
+/// Reductions along the middle axis of \p shape (out has outer * inner
+/// elements), accumulated in fp32 in index order.
+enum class ReduceKind : int32_t { Sum, Mean, Max, Min, SumSquare };
+cudaError_t launchReduce(ReduceKind kind, Storage storage, const void *x,
+                         void *out, RowShape shape, cudaStream_t stream);
+
+/// Cross entropy of scores [N, C, D...] (fp32) against int labels
+/// [N, D...].
+struct SoftmaxCrossEntropyParams {
+  int64_t batch = 0, classes = 0, inner = 1;
+  /// 0 none, 1 sum, 2 mean.
+  int32_t reduction = 2;
+  bool hasIgnoreIndex = false;
+  int64_t ignoreIndex = 0;
+  /// Labels are int32 instead of int64.
+  bool labels32 = false;
+};
+/// SoftmaxCrossEntropyLoss -> loss (fp32, [] or [N, D...]) and log_prob
+/// (may be null; may alias scores).
+cudaError_t launchSoftmaxCrossEntropy(const float *scores, const void *labels,
+                                      const float *weights, float *loss,
+                                      float *logProb,
+                                      const SoftmaxCrossEntropyParams &params,
+                                      cudaStream_t stream);
+/// SoftmaxCrossEntropyLossGrad: dx = (exp(log_prob) - onehot) * weight * dy
+/// (/ weightSum for mean), + bias when not null.
+cudaError_t launchSoftmaxCrossEntropyGrad(
+    const float *dy, const float *logProb, const void *labels,
+    const float *weights, const float *bias, float *dx,
+    const SoftmaxCrossEntropyParams &params, cudaStream_t stream);
+
+/// Gather along \p axis seen as [outer, axisExtent, inner] with \p indices
+/// (int64 or int32, negative counted from the end): out is [outer,
+/// indexCount, inner], any element type of \p elementBytes.
+cudaError_t launchGather(const void *data, const void *indices, bool indices32,
+                         void *out, int64_t outer, int64_t axisExtent,
+                         int64_t indexCount, int64_t inner,
+                         int64_t elementBytes, cudaStream_t stream);
+/// GatherGrad: dx (fp32, [outer, axisExtent, inner]) = 0, then the rows of
+/// dy scattered back with atomic adds.
+cudaError_t launchGatherGrad(const float *dy, const void *indices,
+                             bool indices32, float *dx, int64_t outer,
+                             int64_t axisExtent, int64_t indexCount,
+                             int64_t inner, cudaStream_t stream);
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_CUDAKERNELS_H

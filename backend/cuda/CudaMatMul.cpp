@@ -1,0 +1,349 @@
+//===- CudaMatMul.cpp - MatMul, Gemm, FusedMatMul on cuBLASLt -------------===//
+//
+// Matrix products on cuBLASLt with fp32 accumulation (CUBLAS_COMPUTE_32F;
+// the TF32 variant only when allowed) for f32, f16 and bf16 storage.
+// gmopt's tensors are row-major and cuBLASLt's layouts column-major, so
+// row-major Y = op(A) op(B) is computed as column-major Y^T = op(B)^T
+// op(A)^T: B is passed first, A second, with the transposes they carry.
+// Batches are strided: each operand is either a full batch matching the
+// output's (numpy-broadcast) batch or a single matrix (stride 0); other
+// broadcasts are refused at prepare time. Gemm's C is first broadcast into
+// Y by the strided-copy kernel and then accumulated with beta. The GEMM
+// scratch is the node's planned workspace slice (the CUDA workspace model
+// reserves kCudaGemmWorkspaceBytes); unplanned, cuBLASLt gets none.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cuda/CudaDevice.h"
+#include "backend/cuda/CudaDispatch.h"
+#include "backend/cuda/CudaKernels.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <numeric>
+
+using namespace gmopt;
+using namespace gmopt::cuda;
+
+namespace {
+
+using Shape = llvm::SmallVector<int64_t, 6>;
+
+llvm::Error matMulError(const Node &node, const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "CUDA kernel for '" + node.getOp().str() +
+                                     "': " + message + " (node " +
+                                     node.describe() + ")");
+}
+
+/// One strided-batch product, in row-major terms.
+struct MatMulGeometry {
+  int64_t m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  int64_t batch = 1;
+  /// Element strides between consecutive matrices (0: broadcast).
+  int64_t strideA = 0, strideB = 0;
+  float alpha = 1, beta = 0;
+  /// Gemm's C (operand 2) is present.
+  bool hasC = false;
+  cudaDataType_t dataType = CUDA_R_32F;
+};
+
+llvm::Expected<cudaDataType_t> dataTypeOf(const Node &node, DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return matMulError(node, "element type " + dtypeName(dtype) +
+                                 " is not supported (f32, f16, bf16)");
+  }
+}
+
+int64_t product(llvm::ArrayRef<int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+llvm::Expected<MatMulGeometry> matMulGeometry(const Node &node) {
+  MatMulGeometry g;
+  const Value *a = node.getOperand(0), *b = node.getOperand(1);
+  const Value *y = node.getResult(0);
+  DType dtype = a->getType().getDType();
+  if (b->getType().getDType() != dtype || y->getType().getDType() != dtype)
+    return matMulError(node, "operands and result differ in element type");
+  auto dataType = dataTypeOf(node, dtype);
+  if (!dataType)
+    return dataType.takeError();
+  g.dataType = *dataType;
+  Shape sa, sb;
+  for (int64_t d : a->getType().getStaticShape())
+    sa.push_back(d);
+  for (int64_t d : b->getType().getStaticShape())
+    sb.push_back(d);
+  bool gemm = node.getOpType() == "Gemm";
+  if (gemm) {
+    if (sa.size() != 2 || sb.size() != 2)
+      return matMulError(node, "Gemm operands must be 2-D");
+    g.transA = node.getIntAttr("transA", 0) != 0;
+    g.transB = node.getIntAttr("transB", 0) != 0;
+    g.alpha = node.getFloatAttr("alpha", 1.0f);
+    g.beta = node.getFloatAttr("beta", 1.0f);
+    g.hasC = node.getNumOperands() > 2 && node.getOperand(2);
+    if (g.hasC && node.getOperand(2)->getType().getDType() != dtype)
+      return matMulError(node, "C differs in element type");
+  } else if (node.getOpType() == "FusedMatMul") {
+    g.transA = node.getIntAttr("transA", 0) != 0;
+    g.transB = node.getIntAttr("transB", 0) != 0;
+    g.alpha = node.getFloatAttr("alpha", 1.0f);
+    if (node.getIntAttr("transBatchA", 0) || node.getIntAttr("transBatchB", 0))
+      return matMulError(node, "transBatchA/transBatchB are not supported by "
+                               "the CUDA kernels yet");
+  }
+  // numpy promotion of 1-D operands.
+  if (sa.size() == 1)
+    sa.insert(sa.begin(), 1);
+  if (sb.size() == 1)
+    sb.push_back(1);
+  if (sa.size() < 2 || sb.size() < 2)
+    return matMulError(node, "operands must have at least one dimension");
+  int64_t ra = sa.size(), rb = sb.size();
+  g.m = g.transA ? sa[ra - 1] : sa[ra - 2];
+  g.k = g.transA ? sa[ra - 2] : sa[ra - 1];
+  int64_t kb = g.transB ? sb[rb - 1] : sb[rb - 2];
+  g.n = g.transB ? sb[rb - 2] : sb[rb - 1];
+  if (kb != g.k)
+    return matMulError(node, "inner dimensions differ (" + llvm::Twine(g.k) +
+                                 " and " + llvm::Twine(kb) + ")");
+  llvm::ArrayRef<int64_t> batchA = llvm::ArrayRef<int64_t>(sa).drop_back(2);
+  llvm::ArrayRef<int64_t> batchB = llvm::ArrayRef<int64_t>(sb).drop_back(2);
+  int64_t countA = product(batchA), countB = product(batchB);
+  g.batch = y->getType().getNumElements() / std::max<int64_t>(g.m * g.n, 1);
+  if (g.m * g.n == 0)
+    g.batch = std::max(countA, countB);
+  // A batch operand is used as a whole batch or as one repeated matrix.
+  auto strideFor = [&](int64_t count, llvm::ArrayRef<int64_t> dims,
+                       int64_t matrix, llvm::ArrayRef<int64_t> other,
+                       int64_t &stride) -> bool {
+    if (count == 1) {
+      stride = 0;
+      return true;
+    }
+    if (count != g.batch)
+      return false;
+    // Same batch count: the shapes must match after left-padding with 1s.
+    size_t rank = std::max(dims.size(), other.size());
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t d = i < rank - dims.size() ? 1 : dims[i - (rank - dims.size())];
+      int64_t o =
+          i < rank - other.size() ? 1 : other[i - (rank - other.size())];
+      if (d != o && o != 1)
+        return false;
+    }
+    stride = matrix;
+    return true;
+  };
+  if (!strideFor(countA, batchA, g.m * g.k, batchB, g.strideA) ||
+      !strideFor(countB, batchB, g.k * g.n, batchA, g.strideB))
+    return matMulError(node, "this batch broadcast is not supported by the "
+                             "CUDA kernels yet");
+  return g;
+}
+
+llvm::Error setBatch(const Node &node, cublasLtMatrixLayout_t layout,
+                     int64_t batch, int64_t stride) {
+  int32_t count = static_cast<int32_t>(batch);
+  cublasStatus_t status = cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        sizeof(stride));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatrixLayoutSetAttribute", status);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+/// The cuBLASLt descriptors of one GEMM node, its algorithm and the
+/// workspace bytes it was chosen for; destroys the descriptors.
+struct cuda::CudaGemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulAlgo_t algo = {};
+  uint64_t workspaceBytes = 0;
+  CudaGemmPlan() = default;
+  CudaGemmPlan(const CudaGemmPlan &) = delete;
+  CudaGemmPlan &operator=(const CudaGemmPlan &) = delete;
+  ~CudaGemmPlan() {
+    // Destruction failures cannot be reported; they leak host memory only.
+    if (preference)
+      (void)cublasLtMatmulPreferenceDestroy(preference);
+    if (out)
+      (void)cublasLtMatrixLayoutDestroy(out);
+    if (second)
+      (void)cublasLtMatrixLayoutDestroy(second);
+    if (first)
+      (void)cublasLtMatrixLayoutDestroy(first);
+    if (op)
+      (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+namespace {
+
+/// Creates \p node's descriptors and picks its algorithm for
+/// \p workspaceBytes of scratch.
+llvm::Expected<std::shared_ptr<CudaGemmPlan>>
+makeGemmPlan(const Node &node, const MatMulGeometry &geometry,
+             uint64_t workspaceBytes, CudaKernelContext &ctx) {
+  const MatMulGeometry *g = &geometry;
+  auto plan = std::make_shared<CudaGemmPlan>();
+  CudaGemmPlan &d = *plan;
+  d.workspaceBytes = workspaceBytes;
+  cublasComputeType_t compute = ctx.allowTf32 && g->dataType == CUDA_R_32F
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+  cublasStatus_t status = cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulDescCreate", status);
+  // Column-major Y^T = op(B)^T op(A)^T: B first, A second.
+  cublasOperation_t opFirst = g->transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = g->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if ((status = cublasLtMatmulDescSetAttribute(
+           d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst))) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatmulDescSetAttribute(
+           d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond))) !=
+          CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulDescSetAttribute", status);
+  // Stored column-major shapes: B is [N, K] (ld N) or, transposed, [K, N]
+  // (ld K); A is [K, M] (ld K) or [M, K] (ld M); Y^T is [N, M] (ld N).
+  uint64_t firstRows = g->transB ? g->k : g->n;
+  uint64_t firstCols = g->transB ? g->n : g->k;
+  uint64_t secondRows = g->transA ? g->m : g->k;
+  uint64_t secondCols = g->transA ? g->k : g->m;
+  if ((status = cublasLtMatrixLayoutCreate(&d.first, g->dataType, firstRows,
+                                           firstCols, firstRows)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatrixLayoutCreate(&d.second, g->dataType, secondRows,
+                                           secondCols, secondRows)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatrixLayoutCreate(&d.out, g->dataType, g->n, g->m,
+                                           g->n)) != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatrixLayoutCreate", status);
+  if (g->batch > 1) {
+    if (llvm::Error err = setBatch(node, d.first, g->batch, g->strideB))
+      return err;
+    if (llvm::Error err = setBatch(node, d.second, g->batch, g->strideA))
+      return err;
+    if (llvm::Error err = setBatch(node, d.out, g->batch, g->m * g->n))
+      return err;
+  }
+  if ((status = cublasLtMatmulPreferenceCreate(&d.preference)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (status = cublasLtMatmulPreferenceSetAttribute(
+           d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+           &workspaceBytes, sizeof(workspaceBytes))) != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulPreferenceCreate", status);
+  cublasLtMatmulHeuristicResult_t heuristic;
+  int found = 0;
+  status = cublasLtMatmulAlgoGetHeuristic(ctx.blasLt, d.op, d.first, d.second,
+                                          d.out, d.out, d.preference, 1,
+                                          &heuristic, &found);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmulAlgoGetHeuristic", status);
+  if (found == 0)
+    return matMulError(node, "cuBLASLt found no algorithm for this GEMM");
+  d.algo = heuristic.algo;
+  return plan;
+}
+
+} // namespace
+
+llvm::Error cuda::checkCudaMatMul(const Node &node) {
+  auto g = matMulGeometry(node);
+  if (!g)
+    return g.takeError();
+  if (g->batch > INT32_MAX)
+    return matMulError(node, "too many matrices in one batch");
+  if (g->hasC) {
+    Shape c;
+    for (int64_t d : node.getOperand(2)->getType().getStaticShape())
+      c.push_back(d);
+    // C broadcasts to [M, N].
+    if (c.size() > 2 ||
+        (c.size() == 2 &&
+         !((c[0] == g->m || c[0] == 1) && (c[1] == g->n || c[1] == 1))) ||
+        (c.size() == 1 && !(c[0] == g->n || c[0] == 1)))
+      return matMulError(node, "C does not broadcast to [M, N]");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
+                                CudaKernelContext &ctx) {
+  const Node &node = *launch.node;
+  auto g = matMulGeometry(node);
+  if (!g)
+    return g.takeError();
+  void *y = launch.results[0];
+  uint64_t outBytes = node.getResult(0)->getType().getSizeInBytes();
+  if (g->k == 0 && !g->hasC) {
+    // An empty contraction: Y = 0.
+    cudaError_t status = cudaMemsetAsync(y, 0, outBytes, ctx.stream);
+    return status == cudaSuccess
+               ? llvm::Error::success()
+               : cudaCallError(node, "cudaMemsetAsync", status);
+  }
+  if (g->m * g->n * g->batch == 0)
+    return llvm::Error::success();
+  float beta = 0;
+  if (g->hasC) {
+    // Y = broadcast(C), then Y = alpha * AB + beta * Y.
+    const Value *c = node.getOperand(2);
+    Shape cShape;
+    for (int64_t d : c->getType().getStaticShape())
+      cShape.push_back(d);
+    while (cShape.size() < 2)
+      cShape.insert(cShape.begin(), 1);
+    BroadcastIndexing ix;
+    ix.rank = 2;
+    ix.extent[0] = g->m;
+    ix.extent[1] = g->n;
+    ix.stride[0][0] = cShape[0] == 1 ? 0 : cShape[1];
+    ix.stride[0][1] = cShape[1] == 1 ? 0 : 1;
+    ix.stride[BroadcastIndexing::kOutput][0] = g->n;
+    ix.stride[BroadcastIndexing::kOutput][1] = 1;
+    ix.flat[0] = false;
+    ix.flat[BroadcastIndexing::kOutput] = false;
+    int64_t bytes = static_cast<int64_t>(outBytes / (g->m * g->n));
+    cudaError_t status = launchStridedCopy(bytes, launch.operands[2], y,
+                                           g->m * g->n, ix, ctx.stream);
+    if (status != cudaSuccess)
+      return cudaCallError(node, "strided copy kernel (Gemm C)", status);
+    beta = g->beta;
+  }
+  uint64_t workspaceBytes = launch.planned ? launch.workspaceBytes : 0;
+  std::shared_ptr<CudaGemmPlan> &cached = ctx.gemmPlans[&node];
+  if (!cached || cached->workspaceBytes != workspaceBytes) {
+    auto plan = makeGemmPlan(node, *g, workspaceBytes, ctx);
+    if (!plan)
+      return plan.takeError();
+    cached = std::move(*plan);
+  }
+  const CudaGemmPlan &d = *cached;
+  float alpha = g->alpha;
+  cublasStatus_t status = cublasLtMatmul(
+      ctx.blasLt, d.op, &alpha, launch.operands[1], d.first, launch.operands[0],
+      d.second, &beta, y, d.out, y, d.out, &d.algo,
+      workspaceBytes ? launch.workspace : nullptr, workspaceBytes, ctx.stream);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmul", status);
+  return llvm::Error::success();
+}

@@ -1,0 +1,315 @@
+//===- CudaRuntimeDevice.cpp - The CUDA backend's device ------------------===//
+//
+// The CUDA backend as a Device of the plan interpreter (built only with the
+// toolkit). Planned mode: every block the interpreter asks for (one per
+// persistent value, one arena) is a cudaMalloc made while preparing; an
+// allocation once a step has started is refused, so a planned step never
+// allocates. Eager mode (the PyTorch-eager baseline): blocks come from a
+// dedicated stream-ordered memory pool (cudaMallocFromPoolAsync /
+// cudaFreeAsync), released after their last use. All kernels are enqueued
+// on one stream; synchronize waits for it and reports any device fault
+// (a label or index out of range) naming the node that raised it. Every
+// CUDA and cuBLASLt call is checked and its failure becomes an llvm::Error
+// naming the call (and, in runNode, the node). Before the interpreter
+// allocates anything, prepareCudaExecutable compares the plan's bytes with
+// cudaMemGetInfo's free bytes and refuses a plan that cannot fit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/Device.h"
+#include "backend/Executor.h"
+#include "backend/PlanInterpreter.h"
+#include "backend/cuda/CudaDevice.h"
+#include "backend/cuda/CudaDispatch.h"
+#include "backend/cuda/CudaKernels.h"
+
+#include "ir/Module.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+using namespace gmopt;
+using namespace gmopt::cuda;
+
+namespace {
+
+llvm::Error callError(llvm::StringRef call, cudaError_t status) {
+  // Clear a non-sticky error so later calls are not poisoned.
+  (void)cudaGetLastError();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 llvm::formatv("{0} failed: {1} ({2})", call,
+                                               cudaGetErrorString(status),
+                                               cudaGetErrorName(status)));
+}
+
+llvm::Error check(cudaError_t status, llvm::StringRef call) {
+  return status == cudaSuccess ? llvm::Error::success()
+                               : callError(call, status);
+}
+
+class CudaDevice final : public Device {
+public:
+  CudaDevice(CudaDeviceInfo info, CudaDeviceOptions cudaOptions)
+      : info(std::move(info)), cudaOptions(cudaOptions) {}
+  ~CudaDevice() override;
+
+  llvm::StringRef getName() const override { return "cuda"; }
+  llvm::StringRef getWorkspaceModelName() const override {
+    return kCudaWorkspaceModelName;
+  }
+
+  llvm::Error initialize(MemoryCounter &counter,
+                         const ExecutorOptions &options) override;
+  llvm::Error checkKernel(const Node &node) const override {
+    return checkCudaKernel(node);
+  }
+
+  llvm::Expected<void *> allocate(uint64_t bytes) override;
+  void deallocate(void *address) override;
+  llvm::Error copyToDevice(void *target, const void *source,
+                           uint64_t bytes) override;
+  llvm::Error copyToHost(void *target, const void *source,
+                         uint64_t bytes) const override;
+  llvm::Error fillZero(void *target, uint64_t bytes) override;
+  llvm::Error runNode(const NodeLaunch &launch) override;
+  llvm::Error synchronize() override;
+
+private:
+  llvm::Error outOfMemory(uint64_t bytes, cudaError_t status);
+
+  CudaDeviceInfo info;
+  CudaDeviceOptions cudaOptions;
+  bool eager = false;
+  /// Set by the first runNode: from then on a planned run allocates
+  /// nothing.
+  bool stepStarted = false;
+  cudaStream_t stream = nullptr;
+  cudaMemPool_t pool = nullptr;
+  CudaKernelContext context;
+  /// The node of each launch since the last synchronization.
+  std::vector<const Node *> launchedNodes;
+};
+
+CudaDevice::~CudaDevice() {
+  // Errors cannot be reported from a destructor; the process is exiting
+  // or the executable is being dropped.
+  if (stream)
+    (void)cudaStreamSynchronize(stream);
+  if (context.blasLt)
+    (void)cublasLtDestroy(context.blasLt);
+  if (pool)
+    (void)cudaMemPoolDestroy(pool);
+  if (stream)
+    (void)cudaStreamDestroy(stream);
+}
+
+llvm::Error CudaDevice::initialize(MemoryCounter &counter,
+                                   const ExecutorOptions &options) {
+  (void)counter; // The kernels allocate no scratch of their own.
+  eager = options.mode == AllocationMode::Eager;
+  context.seed = options.seed;
+  context.allowTf32 = cudaOptions.allowTf32;
+  if (auto err = check(cudaSetDevice(info.ordinal), "cudaSetDevice"))
+    return err;
+  if (auto err =
+          check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                "cudaStreamCreateWithFlags"))
+    return err;
+  context.stream = stream;
+  cublasStatus_t status = cublasLtCreate(&context.blasLt);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("cublasLtCreate failed: cuBLAS status {0}",
+                      static_cast<int>(status)));
+  if (eager) {
+    // A pool of its own, so its high-water marks are the baseline's alone,
+    // and released memory is kept for reuse like PyTorch's caching
+    // allocator does.
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = info.ordinal;
+    if (auto err = check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"))
+      return err;
+    uint64_t keep = UINT64_MAX;
+    if (auto err = check(cudaMemPoolSetAttribute(
+                             pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                         "cudaMemPoolSetAttribute"))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CudaDevice::outOfMemory(uint64_t bytes, cudaError_t status) {
+  (void)cudaGetLastError();
+  size_t freeBytes = 0, totalBytes = 0;
+  (void)cudaMemGetInfo(&freeBytes, &totalBytes);
+  return llvm::createStringError(
+      std::make_error_code(std::errc::not_enough_memory),
+      llvm::formatv("out of device memory on {0}: allocating {1} bytes "
+                    "failed ({2}); {3} of {4} bytes are free. Compile with "
+                    "`gmopt-compile --memory-limit=SIZE` (at most the free "
+                    "bytes) to plan a step that fits",
+                    info.name, bytes, cudaGetErrorName(status), freeBytes,
+                    totalBytes)
+          .str());
+}
+
+llvm::Expected<void *> CudaDevice::allocate(uint64_t bytes) {
+  if (!eager && stepStarted)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("the CUDA device was asked for {0} bytes during a "
+                      "planned step; planned steps allocate nothing",
+                      bytes));
+  uint64_t rounded = alignBuffer(bytes ? bytes : 1);
+  void *address = nullptr;
+  cudaError_t status =
+      eager ? cudaMallocFromPoolAsync(&address, rounded, pool, stream)
+            : cudaMalloc(&address, rounded);
+  if (status == cudaErrorMemoryAllocation)
+    return outOfMemory(bytes, status);
+  if (status != cudaSuccess)
+    return callError(eager ? "cudaMallocFromPoolAsync" : "cudaMalloc", status);
+  return address;
+}
+
+void CudaDevice::deallocate(void *address) {
+  if (!address)
+    return;
+  // A failure here leaves the block to the driver at exit; it cannot be
+  // reported through the interface.
+  if (eager)
+    (void)cudaFreeAsync(address, stream);
+  else
+    (void)cudaFree(address);
+}
+
+llvm::Error CudaDevice::copyToDevice(void *target, const void *source,
+                                     uint64_t bytes) {
+  if (!bytes)
+    return llvm::Error::success();
+  // Synchronous with respect to the host buffer: the caller may reuse it.
+  if (auto err = check(cudaMemcpyAsync(target, source, bytes,
+                                       cudaMemcpyHostToDevice, stream),
+                       "cudaMemcpyAsync (host to device)"))
+    return err;
+  return check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+llvm::Error CudaDevice::copyToHost(void *target, const void *source,
+                                   uint64_t bytes) const {
+  if (!bytes)
+    return llvm::Error::success();
+  if (auto err = check(cudaMemcpyAsync(target, source, bytes,
+                                       cudaMemcpyDeviceToHost, stream),
+                       "cudaMemcpyAsync (device to host)"))
+    return err;
+  return check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+llvm::Error CudaDevice::fillZero(void *target, uint64_t bytes) {
+  if (!bytes)
+    return llvm::Error::success();
+  return check(cudaMemsetAsync(target, 0, bytes, stream), "cudaMemsetAsync");
+}
+
+llvm::Error CudaDevice::runNode(const NodeLaunch &launch) {
+  stepStarted = true;
+  context.step = launch.step;
+  context.launchId = static_cast<int32_t>(launchedNodes.size());
+  launchedNodes.push_back(launch.node);
+  if (llvm::Error err = runCudaKernel(launch, context))
+    return err;
+  // Catches launch-configuration errors the launchers did not see.
+  cudaError_t status = cudaPeekAtLastError();
+  if (status != cudaSuccess)
+    return cudaCallError(*launch.node, "kernel launch", status);
+  return llvm::Error::success();
+}
+
+llvm::Error CudaDevice::synchronize() {
+  cudaError_t status = cudaStreamSynchronize(stream);
+  if (status != cudaSuccess) {
+    std::string last = launchedNodes.empty() ? std::string("none")
+                                             : launchedNodes.back()->describe();
+    launchedNodes.clear();
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("cudaStreamSynchronize failed: {0} ({1}); the last "
+                      "node launched was {2}",
+                      cudaGetErrorString(status), cudaGetErrorName(status),
+                      last));
+  }
+  KernelFaultRecord fault;
+  status = readKernelFault(fault, stream);
+  std::vector<const Node *> nodes;
+  nodes.swap(launchedNodes);
+  if (status != cudaSuccess)
+    return callError("reading the kernel fault word", status);
+  if (fault.code == 0)
+    return llvm::Error::success();
+  std::string where =
+      fault.launchId >= 0 && static_cast<size_t>(fault.launchId) < nodes.size()
+          ? nodes[fault.launchId]->describe()
+          : std::string("unknown");
+  const char *what =
+      fault.code == static_cast<int32_t>(KernelFault::LabelOutOfRange)
+          ? "a label is out of range [0, classes)"
+          : "an index is out of range";
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      llvm::formatv("CUDA kernel: {0} (node {1})", what, where));
+}
+
+/// Bytes the interpreter allocates for \p module's persistent values (graph
+/// inputs, initializers, graph outputs), each rounded to kBufferAlignment.
+uint64_t persistentBytes(const Module &module) {
+  const Graph &graph = module.getGraph();
+  uint64_t bytes = 0;
+  llvm::SmallPtrSet<const Value *, 32> seen;
+  auto add = [&](const Value *value) {
+    if (value && seen.insert(value).second)
+      bytes += alignBuffer(value->getType().getSizeInBytes());
+  };
+  for (const auto &input : graph.getInputs())
+    add(input.get());
+  for (const auto &init : graph.getInitializers())
+    add(init.get());
+  for (const Node &node : graph.getNodes())
+    for (const Value *result : node.getResults())
+      if (result && result->isGraphOutput())
+        add(result);
+  return bytes;
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<Executable>>
+gmopt::prepareCudaExecutable(const Module &module,
+                             const ExecutorOptions &options,
+                             const CudaDeviceOptions &cudaOptions) {
+  auto info = probeCudaDevice();
+  if (!info)
+    return info.takeError();
+  if (auto err = check(cudaSetDevice(info->ordinal), "cudaSetDevice"))
+    return err;
+  // Refuse what cannot fit before allocating anything: never a half-run.
+  size_t freeBytes = 0, totalBytes = 0;
+  if (auto err =
+          check(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo"))
+    return err;
+  uint64_t planned = persistentBytes(module);
+  if (options.mode == AllocationMode::Planned)
+    planned += module.plan.arenaBytes;
+  if (auto err = checkPlannedBytesFit(planned, freeBytes, info->name))
+    return err;
+  return createPlanInterpreter(module, options,
+                               std::make_unique<CudaDevice>(*info, cudaOptions),
+                               getCudaKernelWorkspaceBytes);
+}

@@ -1,0 +1,432 @@
+//===- ElementwiseMath.h - Per-element math of CUDA kernels -----*- C++ -*-===//
+//
+// The arithmetic the CUDA kernels apply to one element, written once as
+// `__host__ __device__` inline functions so that the same code runs in the
+// kernels (backend/cuda/*.cu) and in host unit tests that compare it with
+// the CPU kernels on random inputs (tests/unit/CudaElementwiseMathTest.cpp,
+// which runs without a GPU). Compiled by a host compiler the annotations
+// vanish. Everything computes in fp32, as the CPU backend does: 16-bit
+// tensors are widened on load and rounded to nearest even on store, with
+// conversions that are bit-identical to ir/Half.h.
+//
+// The op codes are runtime values, not template parameters: one kernel per
+// storage type serves every op (a switch that is uniform across a warp), so
+// the CUDA objects stay small and quick to compile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_ELEMENTWISEMATH_H
+#define GMOPT_BACKEND_CUDA_ELEMENTWISEMATH_H
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define GMOPT_HD __host__ __device__ __forceinline__
+#else
+#define GMOPT_HD inline
+#endif
+
+namespace gmopt {
+namespace cuda {
+
+//===----------------------------------------------------------------------===//
+// 16-bit floats (bit-identical to ir/Half.h)
+//===----------------------------------------------------------------------===//
+
+/// The bits of \p value.
+GMOPT_HD uint32_t bitsOfFloat(float value) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(value);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+#endif
+}
+
+/// The float whose bits are \p bits.
+GMOPT_HD float floatOfBits(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+#endif
+}
+
+/// Widens IEEE binary16 bits to fp32 (exact).
+GMOPT_HD float widenHalf(uint16_t half) {
+  uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
+  uint32_t exponent = (half >> 10) & 0x1fu;
+  uint32_t mantissa = half & 0x3ffu;
+  if (exponent == 0) {
+    float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return floatOfBits(sign | bitsOfFloat(magnitude));
+  }
+  if (exponent == 0x1f)
+    return floatOfBits(sign | 0x7f800000u | (mantissa << 13));
+  return floatOfBits(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+/// Narrows fp32 to IEEE binary16 bits, rounding to nearest even.
+GMOPT_HD uint16_t narrowToHalf(float value) {
+  uint32_t bits = bitsOfFloat(value);
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  bits &= 0x7fffffffu;
+  if (bits > 0x7f800000u)
+    return sign | 0x7e00u | static_cast<uint16_t>((bits >> 13) & 0x1ffu);
+  if (bits >= 0x47800000u)
+    return sign | 0x7c00u;
+  if (bits < 0x38800000u) {
+    // The fp32 adder rounds at the half subnormal's last place.
+    const uint32_t magicBits = 0x3f000000u;
+    float aligned = floatOfBits(bits) + floatOfBits(magicBits);
+    return sign | static_cast<uint16_t>(bitsOfFloat(aligned) - magicBits);
+  }
+  uint32_t mantissaOdd = (bits >> 13) & 1u;
+  bits += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + mantissaOdd;
+  return sign | static_cast<uint16_t>(bits >> 13);
+}
+
+/// Widens bfloat16 bits to fp32 (exact).
+GMOPT_HD float widenBFloat16(uint16_t value) {
+  return floatOfBits(static_cast<uint32_t>(value) << 16);
+}
+
+/// Narrows fp32 to bfloat16 bits, rounding to nearest even.
+GMOPT_HD uint16_t narrowToBFloat16(float value) {
+  uint32_t bits = bitsOfFloat(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  uint32_t roundingBias = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + roundingBias) >> 16);
+}
+
+/// Storage of an f16 element in a kernel.
+struct HalfBits {
+  uint16_t bits;
+};
+/// Storage of a bf16 element in a kernel.
+struct BFloat16Bits {
+  uint16_t bits;
+};
+
+/// Loads a stored element as fp32.
+GMOPT_HD float loadAsFloat(const float *p, int64_t i) { return p[i]; }
+GMOPT_HD float loadAsFloat(const HalfBits *p, int64_t i) {
+  return widenHalf(p[i].bits);
+}
+GMOPT_HD float loadAsFloat(const BFloat16Bits *p, int64_t i) {
+  return widenBFloat16(p[i].bits);
+}
+/// Stores fp32 \p v, rounding a 16-bit element to nearest even.
+GMOPT_HD void storeFromFloat(float *p, int64_t i, float v) { p[i] = v; }
+GMOPT_HD void storeFromFloat(HalfBits *p, int64_t i, float v) {
+  p[i].bits = narrowToHalf(v);
+}
+GMOPT_HD void storeFromFloat(BFloat16Bits *p, int64_t i, float v) {
+  p[i].bits = narrowToBFloat16(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+/// sqrt(1/2), 1/sqrt(2 pi), sqrt(2/pi) and GELU's cubic coefficient, as
+/// the CPU kernels round them to fp32.
+constexpr float kSqrtHalfF = 0.70710678118654752440f;
+constexpr float kInvSqrtTwoPiF = 0.39894228040143267794f;
+constexpr float kSqrtTwoOverPiF = 0.79788456080286535588f;
+constexpr float kGeluCubicF = 0.044715f;
+
+/// The ops of the n-ary elementwise kernel. The operand count is fixed by
+/// the op (operandCount).
+enum class ElementwiseOp : int32_t {
+  // One operand.
+  Identity,
+  Relu,
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Reciprocal,
+  Tanh,
+  Sigmoid,
+  Erf,
+  GeluExact,
+  GeluTanh,
+  /// x * sigmoid(alpha * x), alpha the op parameter (QuickGelu).
+  QuickGelu,
+  /// x * param (Scale by a constant factor).
+  MulParam,
+  // Two operands.
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max,
+  Min,
+  /// gelu(a + b), exact (BiasGelu).
+  BiasGeluExact,
+  /// gelu(a + b), tanh approximation (FastGelu with a bias).
+  BiasGeluTanh,
+  /// Gradients (dy, saved): ReluGrad (saved x), GeluGrad, FastGeluGrad
+  /// (saved x), SigmoidGrad and TanhGrad (saved y).
+  ReluGrad,
+  GeluGrad,
+  FastGeluGrad,
+  SigmoidGrad,
+  TanhGrad,
+  /// dy * d/dx(x * sigmoid(alpha * x)) (QuickGeluGrad), alpha the parameter.
+  QuickGeluGrad,
+  /// a * b where b is a scalar (Scale).
+  ScaleUp,
+  /// a * float(1 / double(b)) (Scale with scale_down, as the CPU rounds it).
+  ScaleDown,
+  // Three operands.
+  /// dy * gelu'(x + b) (BiasGeluGrad_dX), exact.
+  BiasGeluGradExact,
+  /// dy * gelu_tanh'(x + b) (BiasFastGeluGrad_dX).
+  BiasGeluGradTanh,
+};
+
+/// How many operands \p op reads.
+GMOPT_HD int operandCount(ElementwiseOp op) {
+  if (op <= ElementwiseOp::MulParam)
+    return 1;
+  if (op <= ElementwiseOp::ScaleDown)
+    return 2;
+  return 3;
+}
+
+/// Exact GELU: x * Phi(x).
+GMOPT_HD float geluExactOf(float x) {
+  return 0.5f * x * (1.0f + ::erff(x * kSqrtHalfF));
+}
+/// GELU's tanh approximation.
+GMOPT_HD float geluTanhOf(float x) {
+  return 0.5f * x *
+         (1.0f + ::tanhf(kSqrtTwoOverPiF * (x + kGeluCubicF * x * x * x)));
+}
+/// d/dx of exact GELU.
+GMOPT_HD float geluExactDerivative(float x) {
+  float cdf = 0.5f * (1.0f + ::erff(x * kSqrtHalfF));
+  float pdf = kInvSqrtTwoPiF * ::expf(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+/// d/dx of GELU's tanh approximation.
+GMOPT_HD float geluTanhDerivative(float x) {
+  float x2 = x * x;
+  float t = ::tanhf(kSqrtTwoOverPiF * x * (1.0f + kGeluCubicF * x2));
+  float dInner = kSqrtTwoOverPiF * (1.0f + 3.0f * kGeluCubicF * x2);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dInner;
+}
+/// The logistic function.
+GMOPT_HD float sigmoidOf(float x) {
+  // Split by sign so exp never overflows.
+  if (x >= 0)
+    return 1.0f / (1.0f + ::expf(-x));
+  float e = ::expf(x);
+  return e / (1.0f + e);
+}
+
+/// Applies \p op to the operands (b and c are ignored where the op reads
+/// fewer); \p param is the op's scalar attribute (QuickGelu's alpha). Max
+/// and Min propagate NaN like the CPU kernels.
+GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c,
+                                float param = 0.0f) {
+  switch (op) {
+  case ElementwiseOp::Identity:
+    return a;
+  case ElementwiseOp::Relu:
+    return a < 0.0f ? 0.0f : a;
+  case ElementwiseOp::Neg:
+    return -a;
+  case ElementwiseOp::Abs:
+    return ::fabsf(a);
+  case ElementwiseOp::Exp:
+    return ::expf(a);
+  case ElementwiseOp::Log:
+    return ::logf(a);
+  case ElementwiseOp::Sqrt:
+    return ::sqrtf(a);
+  case ElementwiseOp::Reciprocal:
+    return 1.0f / a;
+  case ElementwiseOp::Tanh:
+    return ::tanhf(a);
+  case ElementwiseOp::Sigmoid:
+    return sigmoidOf(a);
+  case ElementwiseOp::Erf:
+    return ::erff(a);
+  case ElementwiseOp::GeluExact:
+    return geluExactOf(a);
+  case ElementwiseOp::GeluTanh:
+    return geluTanhOf(a);
+  case ElementwiseOp::QuickGelu:
+    return a * sigmoidOf(param * a);
+  case ElementwiseOp::MulParam:
+    return a * param;
+  case ElementwiseOp::Add:
+    return a + b;
+  case ElementwiseOp::Sub:
+    return a - b;
+  case ElementwiseOp::Mul:
+    return a * b;
+  case ElementwiseOp::Div:
+    return a / b;
+  case ElementwiseOp::Pow:
+    // The CPU kernel's fast paths for common constant exponents.
+    if (b == 2.0f)
+      return a * a;
+    if (b == 3.0f)
+      return a * a * a;
+    if (b == 0.5f)
+      return ::sqrtf(a);
+    if (b == 1.0f)
+      return a;
+    return ::powf(a, b);
+  case ElementwiseOp::Max:
+    if (a != a || b != b)
+      return a + b; // NaN.
+    return a < b ? b : a;
+  case ElementwiseOp::Min:
+    if (a != a || b != b)
+      return a + b;
+    return b < a ? b : a;
+  case ElementwiseOp::BiasGeluExact:
+    return geluExactOf(a + b);
+  case ElementwiseOp::BiasGeluTanh:
+    return geluTanhOf(a + b);
+  case ElementwiseOp::ReluGrad:
+    return b > 0.0f ? a : 0.0f;
+  case ElementwiseOp::GeluGrad:
+    return a * geluExactDerivative(b);
+  case ElementwiseOp::FastGeluGrad:
+    return a * geluTanhDerivative(b);
+  case ElementwiseOp::SigmoidGrad:
+    return a * b * (1.0f - b);
+  case ElementwiseOp::TanhGrad:
+    return a * (1.0f - b * b);
+  case ElementwiseOp::QuickGeluGrad: {
+    float s = 1.0f / (1.0f + ::expf(-param * b));
+    return a * (s + param * b * s * (1.0f - s));
+  }
+  case ElementwiseOp::ScaleUp:
+    return a * b;
+  case ElementwiseOp::ScaleDown:
+    return a * static_cast<float>(1.0 / static_cast<double>(b));
+  case ElementwiseOp::BiasGeluGradExact:
+    return a * geluExactDerivative(b + c);
+  case ElementwiseOp::BiasGeluGradTanh:
+    return a * geluTanhDerivative(b + c);
+  }
+  return a;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and softmax element steps
+//===----------------------------------------------------------------------===//
+
+/// LayerNormalization's output element: (x - mean) * invStd * scale + bias.
+GMOPT_HD float layerNormElement(float x, float mean, float invStd, float scale,
+                                float bias) {
+  return (x - mean) * invStd * scale + bias;
+}
+
+/// 1 / sqrt(variance + epsilon), the saved inverse standard deviation.
+GMOPT_HD float inverseStdDev(float variance, float epsilon) {
+  return 1.0f / ::sqrtf(variance + epsilon);
+}
+
+/// LayerNormalizationGrad's dX element, from the row sums
+/// sumDyScale = sum(dy * scale) and sumDyScaleXhat = sum(dy * scale * xhat)
+/// over the \p width normalized elements:
+///   dx = invStd * (dy * scale - (sumDyScale + xhat * sumDyScaleXhat) / N).
+GMOPT_HD float layerNormGradElement(float dy, float x, float mean, float invStd,
+                                    float scale, float sumDyScale,
+                                    float sumDyScaleXhat, float width) {
+  float xhat = (x - mean) * invStd;
+  return invStd * (dy * scale - (sumDyScale + xhat * sumDyScaleXhat) / width);
+}
+
+/// Softmax's output element from the row max and the row sum of
+/// exp(x - max).
+GMOPT_HD float softmaxElement(float x, float rowMax, float rowSum) {
+  return ::expf(x - rowMax) / rowSum;
+}
+/// LogSoftmax's output element.
+GMOPT_HD float logSoftmaxElement(float x, float rowMax, float rowSum) {
+  return x - rowMax - ::logf(rowSum);
+}
+/// SoftmaxGrad's dX element from y, dy and the row sum of dy * y.
+GMOPT_HD float softmaxGradElement(float dy, float y, float rowDot) {
+  return y * (dy - rowDot);
+}
+/// LogSoftmaxGrad's dX element from the log-softmax y, dy and the row sum
+/// of dy.
+GMOPT_HD float logSoftmaxGradElement(float dy, float y, float rowSumDy) {
+  return dy - ::expf(y) * rowSumDy;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+/// AdamW's per-step constants, from the hyper-parameters and the 1-based
+/// step, exactly as the CPU kernel derives them (powers in double, then
+/// fp32).
+struct AdamWConstants {
+  float alpha, beta, epsilon, weightDecay;
+  float lr, lrCorrected, alphaCorrection, betaCorrection;
+  int32_t mode;
+};
+
+/// Fills the step-dependent fields of \p s from \p lr and \p step.
+GMOPT_HD void setAdamWStep(AdamWConstants &s, float lr, int64_t step,
+                           bool correctBias) {
+  s.lr = lr;
+  s.lrCorrected = lr;
+  s.alphaCorrection = s.betaCorrection = 1.0f;
+  if (correctBias) {
+    double t = static_cast<double>(step);
+    s.alphaCorrection =
+        1.0f - static_cast<float>(::pow(static_cast<double>(s.alpha), t));
+    s.betaCorrection =
+        1.0f - static_cast<float>(::pow(static_cast<double>(s.beta), t));
+    s.lrCorrected *= ::sqrtf(s.betaCorrection) / s.alphaCorrection;
+  }
+}
+
+/// One AdamW element update in place (CPU kernel order of operations).
+GMOPT_HD void adamWElement(const AdamWConstants &s, float &weight, float grad,
+                           float &m1, float &m2) {
+  float first = s.alpha * m1 + (1.0f - s.alpha) * grad;
+  float second = s.beta * m2 + (1.0f - s.beta) * grad * grad;
+  m1 = first;
+  m2 = second;
+  if (s.mode == 0) {
+    float w = weight;
+    w = w - w * s.lr * s.weightDecay;
+    float denom = ::sqrtf(second / s.betaCorrection) + s.epsilon;
+    weight = w - (s.lr * first) / (s.alphaCorrection * denom);
+    return;
+  }
+  float denom = ::sqrtf(second) + s.epsilon;
+  float w = weight - s.lrCorrected * first / denom;
+  weight = w - s.lr * s.weightDecay * w;
+}
+
+/// One SGD element update: w += -lr * g.
+GMOPT_HD float sgdElement(float weight, float grad, float negativeLr) {
+  return weight + negativeLr * grad;
+}
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_ELEMENTWISEMATH_H

@@ -1,0 +1,46 @@
+//===- IndexingPlan.h - Building CUDA index arithmetic ----------*- C++ -*-===//
+//
+// Host code (every build, no CUDA header) that turns shapes and strides
+// into a BroadcastIndexing: numpy broadcast strides, contiguous strides,
+// and the collapse of unit and evenly stepping dimensions that keeps the
+// kernels' per-element division loop short. Used by CudaDispatch.cpp and
+// checked on random shapes by tests/unit/CudaIndexingTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_INDEXINGPLAN_H
+#define GMOPT_BACKEND_CUDA_INDEXINGPLAN_H
+
+#include "backend/cuda/BroadcastIndexing.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace gmopt {
+namespace cuda {
+
+/// A shape or a stride list.
+using IndexVector = llvm::SmallVector<int64_t, 6>;
+
+/// Row-major element strides of \p shape.
+IndexVector contiguousStrides(llvm::ArrayRef<int64_t> shape);
+
+/// The strides that read \p operand broadcast (numpy rules) to \p out:
+/// the operand's own strides, 0 along broadcast dimensions, left-padded.
+/// False when the shapes do not broadcast.
+bool broadcastStrides(llvm::ArrayRef<int64_t> operand,
+                      llvm::ArrayRef<int64_t> out, IndexVector &strides);
+
+/// Collapses the iteration space \p extents with one stride list per slot
+/// (up to four: operands 0-2 and the output, BroadcastIndexing::kOutput;
+/// missing slots are zero) into \p ix: unit dimensions are dropped and
+/// neighbours merged where every slot steps evenly across both. False
+/// when more than kMaxRank dimensions remain.
+bool collapseIndexing(IndexVector extents,
+                      llvm::SmallVector<IndexVector, 4> strides,
+                      BroadcastIndexing &ix);
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_INDEXINGPLAN_H

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Makes a relocatable, stripped gmopt bundle for another x86-64 Linux:
+#
+#   gmopt-bundle/
+#     bin/gmopt-run, bin/gmopt-compile, bin/gmopt-opt   launchers (sh)
+#     libexec/gmopt-*                                   stripped tools, RUNPATH $ORIGIN/../lib
+#     lib/                                              the non-system shared libraries they need
+#
+# and gmopt-bundle.tar.gz next to it, which must stay within 40 MiB (the
+# script fails otherwise). The CUDA runtime (libcudart, under 1 MiB) is
+# bundled; cuBLASLt (over 500 MiB) and cuDNN are not: the target needs the
+# CUDA 13 libraries, which the launchers find in the usual places
+# (/usr/local/cuda*/lib64, $CUDA_HOME/lib64, the system library path) or in
+# an installed Python nvidia-* package's lib folder (nvidia-cublas,
+# nvidia-cudnn-cu13). With the libraries but no GPU or no driver, gmopt
+# runs on the CPU ("no CUDA device (...)").
+#
+# Usage: scripts/bundle.sh [--with-tests] [BUILD_DIR] [OUT_DIR]
+#   --with-tests  also the CUDA unit tests (stripped, in tests/), which
+#                 scripts/gpu-check.sh runs; they read testdata/ from
+#                 $GMOPT_SOURCE_DIR
+#   BUILD_DIR     a configured and built gmopt tree (default: build)
+#   OUT_DIR       where gmopt-bundle/ and gmopt-bundle.tar.gz go (default: dist)
+set -euo pipefail
+
+with_tests=0
+if [[ ${1:-} == --with-tests ]]; then
+  with_tests=1
+  shift
+fi
+build_dir=${1:-build}
+out_dir=${2:-dist}
+limit_bytes=$((40 * 1024 * 1024))
+tools=(gmopt-run gmopt-compile gmopt-opt)
+tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest)
+
+for tool in "${tools[@]}"; do
+  if [[ ! -x "$build_dir/tools/$tool" ]]; then
+    echo "bundle.sh: error: $build_dir/tools/$tool is missing; build it first" \
+      "(ninja -C $build_dir ${tools[*]})" >&2
+    exit 1
+  fi
+done
+for program in ldd strip patchelf tar; do
+  if ! command -v "$program" >/dev/null; then
+    echo "bundle.sh: error: '$program' is needed (apt-get install patchelf binutils)" >&2
+    exit 1
+  fi
+done
+
+bundle="$out_dir/gmopt-bundle"
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/libexec" "$bundle/lib"
+
+# Libraries every x86-64 Linux has (glibc and the dynamic loader) and the
+# CUDA/driver libraries, found on the target instead.
+is_left_to_the_target() {
+  case "$(basename "$1")" in
+  linux-vdso.so.* | ld-linux-x86-64.so.* | libc.so.* | libm.so.* | libdl.so.* | \
+    libpthread.so.* | librt.so.* | libresolv.so.* | libutil.so.*)
+    return 0 ;;
+  libcuda.so.* | libcublas.so.* | libcublasLt.so.* | \
+    libcudnn*.so.* | libnccl.so.* | libnvrtc*.so.*)
+    return 0 ;;
+  esac
+  return 1
+}
+
+# Copies every resolved dependency of $1 that is not left to the target,
+# once.
+bundle_libraries() {
+  while read -r path; do
+    [[ -n "$path" && -f "$path" ]] || continue
+    is_left_to_the_target "$path" && continue
+    name=$(basename "$path")
+    [[ -e "$bundle/lib/$name" ]] && continue
+    cp -L "$path" "$bundle/lib/$name"
+    strip --strip-unneeded "$bundle/lib/$name" 2>/dev/null || true
+  done < <(ldd "$1" | awk '/=> \// { print $3 }')
+}
+
+for tool in "${tools[@]}"; do
+  strip --strip-unneeded -o "$bundle/libexec/$tool" "$build_dir/tools/$tool"
+  bundle_libraries "$build_dir/tools/$tool"
+done
+if ((with_tests)); then
+  mkdir -p "$bundle/tests"
+  for test in "${tests[@]}"; do
+    if [[ ! -x "$build_dir/tests/$test" ]]; then
+      echo "bundle.sh: error: $build_dir/tests/$test is missing" >&2
+      exit 1
+    fi
+    strip --strip-unneeded -o "$bundle/tests/$test" "$build_dir/tests/$test"
+    bundle_libraries "$build_dir/tests/$test"
+    patchelf --set-rpath '$ORIGIN/../lib' "$bundle/tests/$test"
+  done
+fi
+# The bundled libraries find each other (libopenblas -> libgfortran).
+for lib in "$bundle"/lib/*; do
+  patchelf --set-rpath '$ORIGIN' "$lib"
+done
+for tool in "${tools[@]}"; do
+  patchelf --set-rpath '$ORIGIN/../lib' "$bundle/libexec/$tool"
+  cat >"$bundle/bin/$tool" <<'LAUNCHER'
+#!/bin/sh
+# gmopt bundle launcher: adds the CUDA libraries' usual folders (and any
+# Python nvidia-* package's lib folders) to the library path, then runs the
+# tool from libexec/. Without CUDA libraries the tool runs on the CPU.
+here=$(cd "$(dirname "$0")/.." && pwd)
+extra=""
+for dir in "${CUDA_HOME:-}/lib64" /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
+  /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+  [ -d "$dir" ] && extra="$extra:$dir"
+done
+if command -v python3 >/dev/null 2>&1; then
+  python_dirs=$(python3 - <<'PY' 2>/dev/null
+import glob, os, site, sys
+roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
+seen = []
+for root in roots:
+    for lib in sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib"))):
+        if lib not in seen:
+            seen.append(lib)
+print(":".join(seen))
+PY
+)
+  [ -n "$python_dirs" ] && extra="$extra:$python_dirs"
+fi
+LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH}$extra"
+export LD_LIBRARY_PATH
+exec "$here/libexec/$(basename "$0")" "$@"
+LAUNCHER
+  chmod +x "$bundle/bin/$tool"
+done
+
+# Every bundled ELF must resolve with the bundle alone plus the target's
+# system and CUDA libraries: check here that nothing is "not found" apart
+# from the CUDA libraries left to the target.
+missing=$(for f in "$bundle"/libexec/* "$bundle"/lib/* "$bundle"/tests/*; do
+  [[ -f "$f" ]] && ldd "$f"
+done |
+  awk '/not found/ { print $1 }' | sort -u |
+  while read -r name; do is_left_to_the_target "$name" || echo "$name"; done)
+if [[ -n "$missing" ]]; then
+  echo "bundle.sh: error: unresolved libraries: $missing" >&2
+  exit 1
+fi
+
+archive="$out_dir/gmopt-bundle.tar.gz"
+tar -C "$out_dir" -czf "$archive" gmopt-bundle
+unpacked=$(du -sb "$bundle" | awk '{ print $1 }')
+packed=$(stat -c %s "$archive")
+echo "bundle.sh: $bundle: $unpacked bytes unpacked; $archive: $packed bytes"
+echo "bundle.sh: bundled libraries: $(cd "$bundle/lib" && echo *)"
+if ((packed > limit_bytes)); then
+  echo "bundle.sh: error: the archive is larger than 40 MiB ($packed bytes)" >&2
+  exit 1
+fi
