@@ -7,8 +7,11 @@
 // canonicalize and before schedule, because schedule orders the final graph
 // and plan-buffers plans that order; both must stay last. fold-transpose
 // comes first among the rewrites: a transposed weight it removes is one
-// activation fewer for recompute and the planner to keep. Only registered passes may appear
-// here (PassManagerTest checks that it parses).
+// activation fewer for recompute and the planner to keep; fold-scale then
+// takes attention's scalar scales into the products. Selective recompute
+// joined when its CPU step time came within 5% of the unrewritten step's
+// (bench/recompute_step_time.py). Only registered passes may appear here
+// (PassManagerTest checks that it parses).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +24,7 @@ namespace gmopt {
 
 /// The default compilation pipeline, as pipeline text.
 constexpr llvm::StringLiteral kDefaultPipeline =
-    "canonicalize,fold-transpose,fold-scale,schedule,plan-buffers";
+    "canonicalize,fold-transpose,fold-scale,recompute{mode=selective},schedule,plan-buffers";
 
 } // namespace gmopt
 
