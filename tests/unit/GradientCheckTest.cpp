@@ -152,6 +152,8 @@ public:
     return (*node)->getResult(0);
   }
   Node *lastNode() const { return last; }
+  /// The ONNX element type of floatType (a stash_type or Cast's `to`).
+  int64_t stashType() const { return floatType == DType::F64 ? 11 : 1; }
 
   /// Uniform integer in [lo, hi].
   int64_t pick(int64_t lo, int64_t hi) {
@@ -518,10 +520,9 @@ std::vector<GradientCase> allCases() {
   cases.push_back(unary("Gelu", -1.5, 1.5, "com.microsoft"));
   cases.push_back(unary("FastGelu", -1.5, 1.5, "com.microsoft"));
   cases.push_back({"Cast", [](CaseBuilder &b) {
-                     // To the parameter's own type (1 FLOAT, 11 DOUBLE).
-                     int64_t to = b.floatType == DType::F64 ? 11 : 1;
+                     // To the parameter's own type.
                      return b.op("Cast", {b.param(b.shape(2))},
-                                 attrs({intAttr("to", to)}));
+                                 attrs({intAttr("to", b.stashType())}));
                    }, 1});
   cases.push_back(binary("Add"));
   cases.push_back(binary("Sub"));
@@ -608,19 +609,25 @@ std::vector<GradientCase> allCases() {
                      std::vector<int64_t> shape = b.shape(3);
                      shape.back() = b.pick(2, 5);
                      int64_t n = shape.back();
+                     // The saved statistics in the parameters' type
+                     // (stash_type 1 would keep them in float32).
                      return b.op("LayerNormalization",
                                  {b.param(shape, -2, 2), b.param({n}), b.param({n})},
                                  attrs({intAttr("axis", -1),
-                                        floatAttr("epsilon", 1e-5f)}));
+                                        floatAttr("epsilon", 1e-5f),
+                                        intAttr("stash_type", b.stashType())}));
                    }});
   cases.push_back({"SimplifiedLayerNormalization", [](CaseBuilder &b) {
                      std::vector<int64_t> shape = b.shape(3);
                      shape.back() = b.pick(2, 5);
                      int64_t n = shape.back();
+                     // The saved statistics in the parameters' type
+                     // (stash_type 1 would keep them in float32).
                      return b.op("SimplifiedLayerNormalization",
                                  {b.param(shape, -2, 2), b.param({n})},
                                  attrs({intAttr("axis", -1),
-                                        floatAttr("epsilon", 1e-5f)}));
+                                        floatAttr("epsilon", 1e-5f),
+                                        intAttr("stash_type", b.stashType())}));
                    }});
   auto batchNorm = [](bool training) {
     return [training](CaseBuilder &b) {
