@@ -94,8 +94,8 @@ void addTo(const double *src, double *dst, int64_t n) {
 
 /// cols[(c*kH + ki)*kW + kj][oh*outW + ow] = image[c][ih][iw] (0 outside).
 template <typename T>
-void im2col(const T *image, const WindowGeometry &g, int64_t channels,
-            T *cols, unsigned threads) {
+void im2col(const T *image, const WindowGeometry &g, int64_t channels, T *cols,
+            unsigned threads) {
   int64_t rows = channels * g.kernelSize();
   int64_t outSize = g.outSize();
   parallelFor(threads, rows, grainFor(outSize), [&](int64_t lo, int64_t hi) {
@@ -115,8 +115,7 @@ void im2col(const T *image, const WindowGeometry &g, int64_t channels,
           continue;
         }
         // Index arithmetic stays non-negative: colOffset may be negative.
-        const T *src =
-            plane + ih * g.inW + (owBegin * g.strideW + colOffset);
+        const T *src = plane + ih * g.inW + (owBegin * g.strideW + colOffset);
         std::fill(dst, dst + owBegin, T(0));
         if (g.strideW == 1) {
           std::memcpy(dst + owBegin, src, (owEnd - owBegin) * sizeof(T));
@@ -133,8 +132,8 @@ void im2col(const T *image, const WindowGeometry &g, int64_t channels,
 /// The adjoint of im2col: image[c][ih][iw] += cols[...]. Parallel over
 /// channels (each channel's rows are added in a fixed order).
 template <typename T>
-void col2im(const T *cols, const WindowGeometry &g, int64_t channels,
-            T *image, unsigned threads) {
+void col2im(const T *cols, const WindowGeometry &g, int64_t channels, T *image,
+            unsigned threads) {
   int64_t outSize = g.outSize();
   parallelFor(
       threads, channels, grainFor(g.kernelSize() * outSize),
@@ -151,8 +150,7 @@ void col2im(const T *cols, const WindowGeometry &g, int64_t channels,
               int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
               if (ih < 0 || ih >= g.inH)
                 continue;
-              T *dst =
-                  plane + ih * g.inW + (owBegin * g.strideW + colOffset);
+              T *dst = plane + ih * g.inW + (owBegin * g.strideW + colOffset);
               const T *row = src + oh * g.outW;
               if (g.strideW == 1) {
                 addTo(row + owBegin, dst, owEnd - owBegin);
@@ -214,9 +212,9 @@ template <typename T> llvm::Error convKernelTyped(KernelCall &call) {
       T *out =
           py + (n * shape->outChannels + group * shape->groupOut) * g.outSize();
       gemm<T>(threads, false, false, shape->groupOut, g.outSize(),
-                  shape->colRows, T(1),
-                  pw + group * shape->groupOut * shape->colRows, shape->colRows,
-                  matrix, g.outSize(), T(0), out, g.outSize());
+              shape->colRows, T(1),
+              pw + group * shape->groupOut * shape->colRows, shape->colRows,
+              matrix, g.outSize(), T(0), out, g.outSize());
     }
     if (b) {
       const T *pb = b->getDataAs<T>();
@@ -301,23 +299,22 @@ template <typename T> llvm::Error convGradKernelTyped(KernelCall &call) {
           matrix = colData;
         }
         // dW_g (+)= dY_g [Mg, out] x cols^T [out, K].
-        gemm<T>(
-            threads, false, true, shape->groupOut, shape->colRows, outSize,
-            T(1), grad, outSize, matrix, outSize, n == 0 ? T(0) : T(1),
-            dW->getDataAs<T>() + group * shape->groupOut * shape->colRows,
-            shape->colRows);
+        gemm<T>(threads, false, true, shape->groupOut, shape->colRows, outSize,
+                T(1), grad, outSize, matrix, outSize, n == 0 ? T(0) : T(1),
+                dW->getDataAs<T>() + group * shape->groupOut * shape->colRows,
+                shape->colRows);
       }
       if (dX) {
         T *image = dX->getDataAs<T>() + imageOffset;
         if (shape->direct) {
           // dX_g += W_g^T [K, Mg] x dY_g [Mg, out] straight into the image.
           gemm<T>(threads, true, false, shape->colRows, outSize,
-                      shape->groupOut, T(1), filters, shape->colRows, grad,
-                      outSize, T(1), image, outSize);
+                  shape->groupOut, T(1), filters, shape->colRows, grad, outSize,
+                  T(1), image, outSize);
         } else {
           gemm<T>(threads, true, false, shape->colRows, outSize,
-                      shape->groupOut, T(1), filters, shape->colRows, grad,
-                      outSize, T(0), colData, outSize);
+                  shape->groupOut, T(1), filters, shape->colRows, grad, outSize,
+                  T(0), colData, outSize);
           col2im(colData, g, shape->groupIn, image, threads);
         }
       }
@@ -328,7 +325,8 @@ template <typename T> llvm::Error convGradKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// convGradKernel in float64 when its first operand is float64, else in float32.
+/// convGradKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error convGradKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return convGradKernelTyped<double>(call);

@@ -440,7 +440,8 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// sceLossGradKernel in float64 when its first operand is float64, else in float32.
+/// sceLossGradKernel in float64 when its first operand is float64, else in
+/// float32.
 template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return sceLossGradKernelTyped<Internal, double>(call);
@@ -506,7 +507,8 @@ template <typename T> llvm::Error denseSceKernelTyped(KernelCall &call) {
                    static_cast<double>(samples), *reduction, sampleShape);
 }
 
-/// denseSceKernel in float64 when its first operand is float64, else in float32.
+/// denseSceKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error denseSceKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return denseSceKernelTyped<double>(call);
@@ -550,8 +552,7 @@ template <typename T> llvm::Error denseSceGradKernelTyped(KernelCall &call) {
                   T labelSum = 0;
                   for (int64_t c = 0; c < classes; ++c)
                     labelSum += l[s * classes + c];
-                  T factor =
-                      static_cast<T>((perSample ? g[s] : g[0]) * scale);
+                  T factor = static_cast<T>((perSample ? g[s] : g[0]) * scale);
                   for (int64_t c = 0; c < classes; ++c) {
                     int64_t i = s * classes + c;
                     out[i] = (std::exp(lp[i]) * labelSum - l[i]) * factor;
@@ -561,14 +562,13 @@ template <typename T> llvm::Error denseSceGradKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// denseSceGradKernel in float64 when its first operand is float64, else in float32.
+/// denseSceGradKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error denseSceGradKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return denseSceGradKernelTyped<double>(call);
   return denseSceGradKernelTyped<float>(call);
 }
-
-
 
 /// Elements of operand \p index (0 when absent).
 int64_t operandElements(const Node &node, unsigned index) {

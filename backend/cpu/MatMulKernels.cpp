@@ -488,10 +488,9 @@ llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
   product.aStrides = {1};
   product.bStrides = {1};
   if (scratch.dtype == DType::F64)
-    runBatched<double>(call.getNumThreads(), product, 1.0,
-                       pa->view.getDataAs<double>(),
-                       pb->view.getDataAs<double>(),
-                       result->view.getDataAs<double>());
+    runBatched<double>(
+        call.getNumThreads(), product, 1.0, pa->view.getDataAs<double>(),
+        pb->view.getDataAs<double>(), result->view.getDataAs<double>());
   else
     runBatched<float>(call.getNumThreads(), product, 1.0f,
                       pa->view.getDataAs<float>(), pb->view.getDataAs<float>(),

@@ -108,8 +108,8 @@ SumAndDot rowSumAndCenteredDot(const double *g, const double *x, int64_t n,
 }
 /// Layer norm of one row (see layerNormRowF32).
 void layerNormRow(const float *x, const float *scale, const float *bias,
-                  float *y, int64_t cols, double epsilon, bool rms,
-                  float &mean, float &inv) {
+                  float *y, int64_t cols, double epsilon, bool rms, float &mean,
+                  float &inv) {
   layerNormRowF32(x, scale, bias, y, cols, epsilon, rms, mean, inv);
 }
 void layerNormRow(const double *x, const double *scale, const double *bias,
@@ -152,9 +152,10 @@ llvm::Error batchNormKernelTyped(KernelCall &call) {
   TensorView &y = *call.out(0);
   if (x.getRank() < 2)
     return call.error("X must have rank >= 2");
-  if (llvm::Error err = checkAll(call, dtypeOf<T>(), {&x, &scale, &bias, &inMean, &inVar,
-                                           &y, call.out(1), call.out(2),
-                                           call.out(3), call.out(4)}))
+  if (llvm::Error err =
+          checkAll(call, dtypeOf<T>(),
+                   {&x, &scale, &bias, &inMean, &inVar, &y, call.out(1),
+                    call.out(2), call.out(3), call.out(4)}))
     return err;
   if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
     return err;
@@ -196,8 +197,8 @@ llvm::Error batchNormKernelTyped(KernelCall &call) {
             mean = count ? sum / count : 0;
             double squares = 0;
             for (int64_t b = 0; b < n; ++b)
-              squares += rowSquaredDeviation(
-                  px + (b * channels + c) * spatial, spatial, mean);
+              squares += rowSquaredDeviation(px + (b * channels + c) * spatial,
+                                             spatial, mean);
             var = count ? squares / count : 0;
           } else {
             mean = pm[c];
@@ -224,7 +225,8 @@ llvm::Error batchNormKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// batchNormKernel in float64 when its first operand is float64, else in float32.
+/// batchNormKernel in float64 when its first operand is float64, else in
+/// float32.
 template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return batchNormKernelTyped<Internal, double>(call);
@@ -240,7 +242,9 @@ template <typename T> llvm::Error batchNormGradKernelTyped(KernelCall &call) {
   TensorView *dScale = call.out(1), *dBias = call.out(2);
   if (x.getRank() < 2)
     return call.error("X must have rank >= 2");
-  if (llvm::Error err = checkAll(call, dtypeOf<T>(), {&dY, &x, &scale, &mean, &invStd, &dX, dScale, dBias}))
+  if (llvm::Error err =
+          checkAll(call, dtypeOf<T>(),
+                   {&dY, &x, &scale, &mean, &invStd, &dX, dScale, dBias}))
     return err;
   if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
     return err;
@@ -278,8 +282,7 @@ template <typename T> llvm::Error batchNormGradKernelTyped(KernelCall &call) {
                   if (dBias)
                     dBias->getDataAs<T>()[c] = static_cast<T>(sumDy);
                   if (dScale)
-                    dScale->getDataAs<T>()[c] =
-                        static_cast<T>(sumDyXhat);
+                    dScale->getDataAs<T>()[c] = static_cast<T>(sumDyXhat);
                   double factor = count ? ps[c] * inv / count : 0;
                   for (int64_t b = 0; b < n; ++b) {
                     const T *gp = g + (b * channels + c) * spatial;
@@ -296,9 +299,8 @@ template <typename T> llvm::Error batchNormGradKernelTyped(KernelCall &call) {
                       for (; i + 2 <= spatial; i += 2) {
                         F64x2 xhat = (loadF32x2AsF64(xp + i) - muV) * invV;
                         storeF64x2AsF32(
-                            op + i,
-                            factorV * (loadF32x2AsF64(gp + i) * countV - sumDyV -
-                                       xhat * sumDyXhatV));
+                            op + i, factorV * (loadF32x2AsF64(gp + i) * countV -
+                                               sumDyV - xhat * sumDyXhatV));
                       }
                     }
                     for (; i < spatial; ++i) {
@@ -312,7 +314,8 @@ template <typename T> llvm::Error batchNormGradKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// batchNormGradKernel in float64 when its first operand is float64, else in float32.
+/// batchNormGradKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error batchNormGradKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return batchNormGradKernelTyped<double>(call);
@@ -338,7 +341,7 @@ template <typename T> llvm::Error instanceNormKernelTyped(KernelCall &call) {
   int64_t planes = x.getDim(0) * channels;
   int64_t size = product(x.getShape().drop_front(2));
   const T *px = x.getDataAs<T>(), *ps = scale.getDataAs<T>(),
-              *pb = bias.getDataAs<T>();
+          *pb = bias.getDataAs<T>();
   T *py = y.getDataAs<T>();
   parallelFor(call.getNumThreads(), planes, grainFor(4 * size),
               [&](int64_t lo, int64_t hi) {
@@ -362,7 +365,8 @@ template <typename T> llvm::Error instanceNormKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// instanceNormKernel in float64 when its first operand is float64, else in float32.
+/// instanceNormKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error instanceNormKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return instanceNormKernelTyped<double>(call);
@@ -446,9 +450,8 @@ llvm::Error layerNormKernelTyped(KernelCall &call) {
   // The normalized dimensions are [axis, rank).
   llvm::ArrayRef<int64_t> normalized = x.getShape().drop_front(shape->axis);
   std::optional<TensorBuffer> scaleStorage, biasStorage;
-  auto scale =
-      getColumnParameter<T>(call, call.in(1), normalized, scaleStorage,
-                            "scale");
+  auto scale = getColumnParameter<T>(call, call.in(1), normalized, scaleStorage,
+                                     "scale");
   if (!scale)
     return scale.takeError();
   auto bias = getColumnParameter<T>(call, Rms ? nullptr : call.in(2),
@@ -476,7 +479,8 @@ llvm::Error layerNormKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// layerNormKernel in float64 when its first operand is float64, else in float32.
+/// layerNormKernel in float64 when its first operand is float64, else in
+/// float32.
 template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return layerNormKernelTyped<Rms, double>(call);
@@ -611,8 +615,7 @@ llvm::Error layerNormGradKernelTyped(KernelCall &call) {
         return call.error("a zero scale makes the norm not invertible");
   T *out = dX.getDataAs<T>();
   // The normalized input of element j of a row.
-  auto normalized = [&](const T *row, int64_t j, T mu,
-                        T inv) -> double {
+  auto normalized = [&](const T *row, int64_t j, T mu, T inv) -> double {
     if constexpr (Mode == NormGrad::Invertible)
       return (static_cast<double>(row[j]) - pb[j]) / ps[j];
     else
@@ -664,8 +667,7 @@ llvm::Error layerNormGradKernelTyped(KernelCall &call) {
         }
         if (scaleSums)
           for (int64_t j = 0; j < cols; ++j) {
-            scaleSums[j] +=
-                static_cast<T>(gr[j] * normalized(xr, j, mu, inv));
+            scaleSums[j] += static_cast<T>(gr[j] * normalized(xr, j, mu, inv));
             biasSums[j] += gr[j];
           }
       }
@@ -691,13 +693,13 @@ llvm::Error layerNormGradKernelTyped(KernelCall &call) {
   } else {
     for (TensorView *grad : {dScale, dBias})
       if (grad)
-        std::fill(grad->getDataAs<T>(), grad->getDataAs<T>() + cols,
-                  T(0));
+        std::fill(grad->getDataAs<T>(), grad->getDataAs<T>() + cols, T(0));
   }
   return llvm::Error::success();
 }
 
-/// layerNormGradKernel in float64 when its first operand is float64, else in float32.
+/// layerNormGradKernel in float64 when its first operand is float64, else in
+/// float32.
 template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return layerNormGradKernelTyped<Mode, double>(call);

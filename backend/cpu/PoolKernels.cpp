@@ -161,7 +161,8 @@ template <typename T> llvm::Error averagePoolKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// averagePoolKernel in float64 when its first operand is float64, else in float32.
+/// averagePoolKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error averagePoolKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return averagePoolKernelTyped<double>(call);
@@ -206,7 +207,8 @@ llvm::Error globalPoolKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// globalPoolKernel in float64 when its first operand is float64, else in float32.
+/// globalPoolKernel in float64 when its first operand is float64, else in
+/// float32.
 template <bool Max> llvm::Error globalPoolKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return globalPoolKernelTyped<Max, double>(call);
@@ -236,7 +238,8 @@ template <typename T> llvm::Error maxPoolGradKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// maxPoolGradKernel in float64 when its first operand is float64, else in float32.
+/// maxPoolGradKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error maxPoolGradKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return maxPoolGradKernelTyped<double>(call);
@@ -284,7 +287,8 @@ template <typename T> llvm::Error averagePoolGradKernelTyped(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// averagePoolGradKernel in float64 when its first operand is float64, else in float32.
+/// averagePoolGradKernel in float64 when its first operand is float64, else in
+/// float32.
 llvm::Error averagePoolGradKernel(KernelCall &call) {
   if (call.in(0) && call.in(0)->getDType() == DType::F64)
     return averagePoolGradKernelTyped<double>(call);

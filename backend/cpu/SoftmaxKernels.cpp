@@ -140,8 +140,7 @@ template <bool Log> llvm::Error softmaxKernel(KernelCall &call) {
 
 /// softmaxGradLine of a contiguous float32 row, four lanes at a time.
 template <bool Log>
-void softmaxGradRowF32(const float *dY, const float *y, float *dX,
-                       int64_t n) {
+void softmaxGradRowF32(const float *dY, const float *y, float *dX, int64_t n) {
   // Four lanes; dX may be dY or Y (TraitRowwise): the sum reads the whole
   // row first, then each group is read before it is written.
   F32x4 acc = splatF32x4(0.0f);
@@ -212,11 +211,11 @@ llvm::Error softmaxGradKernel(KernelCall &call) {
     parallelFor(call.getNumThreads(), lines, grainFor(4 * n),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t line = lo; line < hi; ++line) {
-                    int64_t base = inner == 1 ? line * n
-                                              : (line / inner) * n * inner +
-                                                    line % inner;
-                    softmaxGradLine<Log, T>(g + base, yv + base, out + base,
-                                            n, inner);
+                    int64_t base =
+                        inner == 1 ? line * n
+                                   : (line / inner) * n * inner + line % inner;
+                    softmaxGradLine<Log, T>(g + base, yv + base, out + base, n,
+                                            inner);
                   }
                 });
     return llvm::Error::success();

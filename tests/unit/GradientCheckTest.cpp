@@ -355,7 +355,8 @@ double worstError = 0;
 unsigned checkTrial(const GradientCase &gradientCase, unsigned seed,
                     DType dtype) {
   InputRanges inputs;
-  std::unique_ptr<Module> forward = buildCase(gradientCase, seed, dtype, inputs);
+  std::unique_ptr<Module> forward =
+      buildCase(gradientCase, seed, dtype, inputs);
   std::unique_ptr<Module> training =
       buildCase(gradientCase, seed, dtype, inputs);
   if (!forward || !training)
@@ -383,9 +384,9 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed,
   for (const ParamInfo &info : signature.getParams())
     if (info.accumulator) {
       TensorType type = info.accumulator->getType();
-      trainingValues[info.accumulator->getName()] = floatTensor(
-          type.getDType(), type.getStaticShape(),
-          std::vector<double>(type.getNumElements(), 0.0));
+      trainingValues[info.accumulator->getName()] =
+          floatTensor(type.getDType(), type.getStaticShape(),
+                      std::vector<double>(type.getNumElements(), 0.0));
     }
   if (Value *reset = signature.getLazyResetGrad())
     trainingValues[reset->getName()] =
@@ -695,7 +696,8 @@ std::vector<GradientCase> allCases() {
                      for (int64_t row = 0; row != n; ++row)
                        labels[row * c + b.pick(0, c - 1)] = 1.0;
                      Value *probabilities = b.graph.addInitializer(
-                         floatTensor(b.floatType, {n, c}, labels), "probabilities");
+                         floatTensor(b.floatType, {n, c}, labels),
+                         "probabilities");
                      return b.op("SoftmaxCrossEntropy",
                                  {b.param({n, c}, -2, 2), probabilities}, {}, 1,
                                  "com.microsoft");
