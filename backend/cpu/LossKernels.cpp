@@ -13,7 +13,8 @@
 // gives, where ONNX Runtime reports 0; the gradient follows ONNX Runtime and
 // PyTorch alike: it is zero (every sample's share is zero or absent), since
 // the scale 1/weightSum is then not applied. Sums run sequentially in double
-// so the loss does not depend on the thread count.
+// so the loss does not depend on the thread count. Each kernel runs in
+// float32 (vector rows) or, for float64 tensors, in float64 (plain loops).
 //
 //===----------------------------------------------------------------------===//
 

@@ -8,7 +8,8 @@
 // no batch dimensions folds the batch into one large GEMM. Einsum contracts
 // its operands pairwise: each pair is permuted to [batch, free, contracted]
 // x [batch, contracted, free] and multiplied with batched GEMM, labels no
-// later operand or the output needs are summed away first.
+// later operand or the output needs are summed away first, in float32 or,
+// for float64 operands, in float64.
 //
 //===----------------------------------------------------------------------===//
 

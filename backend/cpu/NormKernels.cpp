@@ -10,7 +10,10 @@
 // Statistics accumulate in double. Batch-norm work is split by channel and
 // layer-norm work by row; the scale/bias gradients of layer norm sum over
 // rows in fixed blocks of rows whose partial sums are combined in block
-// order, so no result depends on the thread count.
+// order, so no result depends on the thread count. Each kernel runs in
+// float32 (vector rows) or, for float64 tensors, in float64 (plain loops);
+// a float64 layer norm may keep its saved statistics in float32 (ONNX's
+// default stash_type).
 //
 //===----------------------------------------------------------------------===//
 

@@ -4,7 +4,8 @@
 // input tensor, row-major or column-major per storage_order), AveragePool
 // (count_include_pad), GlobalAveragePool and GlobalMaxPool, and ONNX
 // Runtime's MaxPoolGrad (scatter-add of dY at the saved indices) and
-// AveragePoolGrad. Work is split over (image, channel) planes.
+// AveragePoolGrad. Work is split over (image, channel) planes. Each kernel
+// runs in float32, or in float64 for float64 tensors.
 //
 //===----------------------------------------------------------------------===//
 

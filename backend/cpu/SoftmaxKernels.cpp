@@ -7,7 +7,8 @@
 // flattened tail; from opset 13 (and in the _13 grads) normalization runs
 // along the single dimension `axis` (default -1). Both reduce to a
 // [outer, axisDim, inner] view; inner == 1 (the common last-axis case) runs
-// over contiguous rows, in parallel over rows.
+// over contiguous rows, in parallel over rows. float32 rows take vector
+// code; float64 (the gradient checker's type) takes plain loops.
 //
 //===----------------------------------------------------------------------===//
 
