@@ -1,9 +1,10 @@
 //===- ConvKernels.cpp - Convolution and its gradient ---------------------===//
 //
 // Conv (1-D and 2-D, with pads, strides, dilations, groups and auto_pad)
-// lowered per image and group to im2col + SGEMM: the [Cg*kH*kW, outH*outW]
-// column matrix of the image times the group's [Mg, Cg*kH*kW] filters. A
-// 1x1, stride-1, unpadded convolution multiplies the image directly.
+// lowered per image and group to im2col + GEMM (SGEMM; DGEMM in float64):
+// the [Cg*kH*kW, outH*outW] column matrix of the image times the group's
+// [Mg, Cg*kH*kW] filters. A 1x1, stride-1, unpadded convolution multiplies
+// the image directly.
 // com.microsoft ConvGrad computes dB by summation, dW = sum over images of
 // dY x cols^T, and dX = col2im(W^T x dY). Images are processed in order so
 // the accumulated dW does not depend on the thread count.
@@ -83,38 +84,46 @@ inline void validRange(int64_t offset, int64_t stride, int64_t inExtent,
   end = std::clamp(end, begin, outExtent);
 }
 
+/// dst[i] += src[i] over [0, n): Simd.h's float32 kernel, a loop for
+/// float64.
+void addTo(const float *src, float *dst, int64_t n) { addToF32(src, dst, n); }
+void addTo(const double *src, double *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += src[i];
+}
+
 /// cols[(c*kH + ki)*kW + kj][oh*outW + ow] = image[c][ih][iw] (0 outside).
-void im2col(const float *image, const WindowGeometry &g, int64_t channels,
-            float *cols, unsigned threads) {
+template <typename T>
+void im2col(const T *image, const WindowGeometry &g, int64_t channels, T *cols,
+            unsigned threads) {
   int64_t rows = channels * g.kernelSize();
   int64_t outSize = g.outSize();
   parallelFor(threads, rows, grainFor(outSize), [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
       int64_t c = row / g.kernelSize();
       int64_t ki = (row / g.kernelW) % g.kernelH, kj = row % g.kernelW;
-      const float *plane = image + c * g.inSize();
-      float *out = cols + row * outSize;
+      const T *plane = image + c * g.inSize();
+      T *out = cols + row * outSize;
       int64_t colOffset = kj * g.dilationW - g.padLeft;
       int64_t owBegin, owEnd;
       validRange(colOffset, g.strideW, g.inW, g.outW, owBegin, owEnd);
       for (int64_t oh = 0; oh < g.outH; ++oh) {
         int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-        float *dst = out + oh * g.outW;
+        T *dst = out + oh * g.outW;
         if (ih < 0 || ih >= g.inH) {
-          std::fill(dst, dst + g.outW, 0.0f);
+          std::fill(dst, dst + g.outW, T(0));
           continue;
         }
         // Index arithmetic stays non-negative: colOffset may be negative.
-        const float *src =
-            plane + ih * g.inW + (owBegin * g.strideW + colOffset);
-        std::fill(dst, dst + owBegin, 0.0f);
+        const T *src = plane + ih * g.inW + (owBegin * g.strideW + colOffset);
+        std::fill(dst, dst + owBegin, T(0));
         if (g.strideW == 1) {
-          std::memcpy(dst + owBegin, src, (owEnd - owBegin) * sizeof(float));
+          std::memcpy(dst + owBegin, src, (owEnd - owBegin) * sizeof(T));
         } else {
           for (int64_t ow = owBegin; ow < owEnd; ++ow)
             dst[ow] = src[(ow - owBegin) * g.strideW];
         }
-        std::fill(dst + owEnd, dst + g.outW, 0.0f);
+        std::fill(dst + owEnd, dst + g.outW, T(0));
       }
     }
   });
@@ -122,17 +131,18 @@ void im2col(const float *image, const WindowGeometry &g, int64_t channels,
 
 /// The adjoint of im2col: image[c][ih][iw] += cols[...]. Parallel over
 /// channels (each channel's rows are added in a fixed order).
-void col2im(const float *cols, const WindowGeometry &g, int64_t channels,
-            float *image, unsigned threads) {
+template <typename T>
+void col2im(const T *cols, const WindowGeometry &g, int64_t channels, T *image,
+            unsigned threads) {
   int64_t outSize = g.outSize();
   parallelFor(
       threads, channels, grainFor(g.kernelSize() * outSize),
       [&](int64_t lo, int64_t hi) {
         for (int64_t c = lo; c < hi; ++c) {
-          float *plane = image + c * g.inSize();
+          T *plane = image + c * g.inSize();
           for (int64_t k = 0; k < g.kernelSize(); ++k) {
             int64_t ki = k / g.kernelW, kj = k % g.kernelW;
-            const float *src = cols + (c * g.kernelSize() + k) * outSize;
+            const T *src = cols + (c * g.kernelSize() + k) * outSize;
             int64_t colOffset = kj * g.dilationW - g.padLeft;
             int64_t owBegin, owEnd;
             validRange(colOffset, g.strideW, g.inW, g.outW, owBegin, owEnd);
@@ -140,11 +150,10 @@ void col2im(const float *cols, const WindowGeometry &g, int64_t channels,
               int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
               if (ih < 0 || ih >= g.inH)
                 continue;
-              float *dst =
-                  plane + ih * g.inW + (owBegin * g.strideW + colOffset);
-              const float *row = src + oh * g.outW;
+              T *dst = plane + ih * g.inW + (owBegin * g.strideW + colOffset);
+              const T *row = src + oh * g.outW;
               if (g.strideW == 1) {
-                addToF32(row + owBegin, dst, owEnd - owBegin);
+                addTo(row + owBegin, dst, owEnd - owBegin);
                 continue;
               }
               for (int64_t ow = owBegin; ow < owEnd; ++ow)
@@ -155,21 +164,22 @@ void col2im(const float *cols, const WindowGeometry &g, int64_t channels,
       });
 }
 
-llvm::Error checkF32(const KernelCall &call,
+/// Errors unless every present view has element type \p dtype.
+llvm::Error checkAll(const KernelCall &call, DType dtype,
                      std::initializer_list<const TensorView *> views) {
   for (const TensorView *view : views)
     if (view)
-      if (llvm::Error err = checkDType(call, *view, DType::F32, "operand"))
+      if (llvm::Error err = checkDType(call, *view, dtype, "operand"))
         return err;
   return llvm::Error::success();
 }
 
 /// Conv(X, W, B?) -> Y.
-llvm::Error convKernel(KernelCall &call) {
+template <typename T> llvm::Error convKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0), &w = *call.in(1);
   const TensorView *b = call.in(2);
   const TensorView &y = *call.out(0);
-  if (llvm::Error err = checkF32(call, {&x, &w, b, &y}))
+  if (llvm::Error err = checkAll(call, dtypeOf<T>(), {&x, &w, b, &y}))
     return err;
   auto shape = resolveConv(call, x, w, y.getShape());
   if (!shape)
@@ -181,34 +191,34 @@ llvm::Error convKernel(KernelCall &call) {
   std::optional<TensorBuffer> cols;
   if (!shape->direct) {
     auto buffer = call.getContext().allocateScratch(
-        DType::F32, {shape->colRows, g.outSize()});
+        dtypeOf<T>(), {shape->colRows, g.outSize()});
     if (!buffer)
       return buffer.takeError();
     cols.emplace(std::move(*buffer));
   }
-  const float *px = x.getDataAs<float>(), *pw = w.getDataAs<float>();
-  float *py = y.getDataAs<float>();
+  const T *px = x.getDataAs<T>(), *pw = w.getDataAs<T>();
+  T *py = y.getDataAs<T>();
   int64_t inChannels = x.getDim(1);
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t group = 0; group < shape->groups; ++group) {
-      const float *image =
+      const T *image =
           px + (n * inChannels + group * shape->groupIn) * g.inSize();
-      const float *matrix = image;
+      const T *matrix = image;
       if (cols) {
-        im2col(image, g, shape->groupIn, cols->getView().getDataAs<float>(),
+        im2col(image, g, shape->groupIn, cols->getView().getDataAs<T>(),
                call.getNumThreads());
-        matrix = cols->getView().getDataAs<float>();
+        matrix = cols->getView().getDataAs<T>();
       }
-      float *out =
+      T *out =
           py + (n * shape->outChannels + group * shape->groupOut) * g.outSize();
-      gemm<float>(threads, false, false, shape->groupOut, g.outSize(),
-                  shape->colRows, 1.0f,
-                  pw + group * shape->groupOut * shape->colRows, shape->colRows,
-                  matrix, g.outSize(), 0.0f, out, g.outSize());
+      gemm<T>(threads, false, false, shape->groupOut, g.outSize(),
+              shape->colRows, T(1),
+              pw + group * shape->groupOut * shape->colRows, shape->colRows,
+              matrix, g.outSize(), T(0), out, g.outSize());
     }
     if (b) {
-      const float *pb = b->getDataAs<float>();
-      float *image = py + n * shape->outChannels * g.outSize();
+      const T *pb = b->getDataAs<T>();
+      T *image = py + n * shape->outChannels * g.outSize();
       for (int64_t m = 0; m < shape->outChannels; ++m)
         for (int64_t i = 0; i < g.outSize(); ++i)
           image[m * g.outSize() + i] += pb[m];
@@ -217,11 +227,18 @@ llvm::Error convKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// convKernel in float64 when its first operand is float64, else in float32.
+llvm::Error convKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return convKernelTyped<double>(call);
+  return convKernelTyped<float>(call);
+}
+
 /// ConvGrad(dY, X, W) -> (dX?, dW?, dB?).
-llvm::Error convGradKernel(KernelCall &call) {
+template <typename T> llvm::Error convGradKernelTyped(KernelCall &call) {
   const TensorView &dY = *call.in(0), &x = *call.in(1), &w = *call.in(2);
   TensorView *dX = call.out(0), *dW = call.out(1), *dB = call.out(2);
-  if (llvm::Error err = checkF32(call, {&dY, &x, &w, dX, dW, dB}))
+  if (llvm::Error err = checkAll(call, dtypeOf<T>(), {&dY, &x, &w, dX, dW, dB}))
     return err;
   auto shape = resolveConv(call, x, w, dY.getShape());
   if (!shape)
@@ -236,22 +253,22 @@ llvm::Error convGradKernel(KernelCall &call) {
     return call.error("dB must have one element per output channel");
   const WindowGeometry &g = shape->window;
   int64_t inChannels = x.getDim(1), outSize = g.outSize();
-  const float *pdy = dY.getDataAs<float>(), *px = x.getDataAs<float>();
-  const float *pw = w.getDataAs<float>();
+  const T *pdy = dY.getDataAs<T>(), *px = x.getDataAs<T>();
+  const T *pw = w.getDataAs<T>();
   unsigned threads = call.getNumThreads();
   if (dB) {
-    float *pdb = dB->getDataAs<float>();
+    T *pdb = dB->getDataAs<T>();
     parallelFor(threads, shape->outChannels, grainFor(g.batch * outSize),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t m = lo; m < hi; ++m) {
                     double sum = 0;
                     for (int64_t n = 0; n < g.batch; ++n) {
-                      const float *plane =
+                      const T *plane =
                           pdy + (n * shape->outChannels + m) * outSize;
                       for (int64_t i = 0; i < outSize; ++i)
                         sum += plane[i];
                     }
-                    pdb[m] = static_cast<float>(sum);
+                    pdb[m] = static_cast<T>(sum);
                   }
                 });
   }
@@ -259,46 +276,45 @@ llvm::Error convGradKernel(KernelCall &call) {
     return llvm::Error::success();
   std::optional<TensorBuffer> cols;
   if (!shape->direct) {
-    auto buffer = call.getContext().allocateScratch(DType::F32,
+    auto buffer = call.getContext().allocateScratch(dtypeOf<T>(),
                                                     {shape->colRows, outSize});
     if (!buffer)
       return buffer.takeError();
     cols.emplace(std::move(*buffer));
   }
-  float *colData = cols ? cols->getView().getDataAs<float>() : nullptr;
+  T *colData = cols ? cols->getView().getDataAs<T>() : nullptr;
   if (dX)
     zeroFill(*dX, threads);
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t group = 0; group < shape->groups; ++group) {
-      const float *grad =
+      const T *grad =
           pdy + (n * shape->outChannels + group * shape->groupOut) * outSize;
-      const float *filters = pw + group * shape->groupOut * shape->colRows;
+      const T *filters = pw + group * shape->groupOut * shape->colRows;
       int64_t imageOffset =
           (n * inChannels + group * shape->groupIn) * g.inSize();
       if (dW) {
-        const float *matrix = px + imageOffset;
+        const T *matrix = px + imageOffset;
         if (!shape->direct) {
           im2col(px + imageOffset, g, shape->groupIn, colData, threads);
           matrix = colData;
         }
         // dW_g (+)= dY_g [Mg, out] x cols^T [out, K].
-        gemm<float>(
-            threads, false, true, shape->groupOut, shape->colRows, outSize,
-            1.0f, grad, outSize, matrix, outSize, n == 0 ? 0.0f : 1.0f,
-            dW->getDataAs<float>() + group * shape->groupOut * shape->colRows,
-            shape->colRows);
+        gemm<T>(threads, false, true, shape->groupOut, shape->colRows, outSize,
+                T(1), grad, outSize, matrix, outSize, n == 0 ? T(0) : T(1),
+                dW->getDataAs<T>() + group * shape->groupOut * shape->colRows,
+                shape->colRows);
       }
       if (dX) {
-        float *image = dX->getDataAs<float>() + imageOffset;
+        T *image = dX->getDataAs<T>() + imageOffset;
         if (shape->direct) {
           // dX_g += W_g^T [K, Mg] x dY_g [Mg, out] straight into the image.
-          gemm<float>(threads, true, false, shape->colRows, outSize,
-                      shape->groupOut, 1.0f, filters, shape->colRows, grad,
-                      outSize, 1.0f, image, outSize);
+          gemm<T>(threads, true, false, shape->colRows, outSize,
+                  shape->groupOut, T(1), filters, shape->colRows, grad, outSize,
+                  T(1), image, outSize);
         } else {
-          gemm<float>(threads, true, false, shape->colRows, outSize,
-                      shape->groupOut, 1.0f, filters, shape->colRows, grad,
-                      outSize, 0.0f, colData, outSize);
+          gemm<T>(threads, true, false, shape->colRows, outSize,
+                  shape->groupOut, T(1), filters, shape->colRows, grad, outSize,
+                  T(0), colData, outSize);
           col2im(colData, g, shape->groupIn, image, threads);
         }
       }
@@ -307,6 +323,14 @@ llvm::Error convGradKernel(KernelCall &call) {
   if (dW && g.batch == 0)
     std::memset(dW->getData(), 0, dW->getSizeInBytes());
   return llvm::Error::success();
+}
+
+/// convGradKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error convGradKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return convGradKernelTyped<double>(call);
+  return convGradKernelTyped<float>(call);
 }
 
 } // namespace

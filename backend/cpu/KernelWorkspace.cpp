@@ -69,8 +69,11 @@ template <bool Grad> uint64_t convWorkspace(const Node &node) {
   // Rows and columns each come from one verified tensor; their product
   // may exceed any tensor, so it saturates (and the planner refuses it).
   int64_t colRows = mulCount(wShape[1], kernelSize);
+  // A float64 convolution's columns are float64 (every other type is
+  // computed in float32).
+  DType dtype = w->getType().getDType() == DType::F64 ? DType::F64 : DType::F32;
   return scratchBytes(
-      DType::F32,
+      dtype,
       mulCount(colRows,
                product(llvm::ArrayRef<int64_t>(outShape).drop_front(2))));
 }

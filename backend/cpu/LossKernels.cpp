@@ -13,7 +13,8 @@
 // gives, where ONNX Runtime reports 0; the gradient follows ONNX Runtime and
 // PyTorch alike: it is zero (every sample's share is zero or absent), since
 // the scale 1/weightSum is then not applied. Sums run sequentially in double
-// so the loss does not depend on the thread count.
+// so the loss does not depend on the thread count. Each kernel runs in
+// float32 (vector rows) or, for float64 tensors, in float64 (plain loops).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +29,36 @@ using namespace gmopt::cpu;
 namespace {
 
 enum class Reduction { None, Sum, Mean };
+
+// Row helpers of the losses: Simd.h's vector kernels in float32, plain
+// loops in float64 (the float32 results stay those of the vector kernels).
+
+/// The largest of x[0, n), n >= 1.
+float rowMax(const float *x, int64_t n) { return maxF32(x, n); }
+double rowMax(const double *x, int64_t n) {
+  double best = x[0];
+  for (int64_t i = 1; i < n; ++i)
+    best = x[i] > best ? x[i] : best;
+  return best;
+}
+/// The sum of e^(x[i] - shift) over [0, n).
+float rowExpShiftedSum(const float *x, int64_t n, float shift) {
+  return expShiftedF32(x, nullptr, n, shift);
+}
+double rowExpShiftedSum(const double *x, int64_t n, double shift) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += std::exp(x[i] - shift);
+  return sum;
+}
+/// y[i] = x[i] - shift over [0, n).
+void rowShift(const float *x, float *y, int64_t n, float shift) {
+  scaleShiftF32(x, y, n, 1.0f, -shift);
+}
+void rowShift(const double *x, double *y, int64_t n, double shift) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] - shift;
+}
 
 llvm::Expected<Reduction> getReduction(const KernelCall &call) {
   std::string name = call.getString("reduction", "mean");
@@ -128,8 +159,9 @@ llvm::Expected<TensorBuffer> allocatePerSample(const KernelCall &call,
 }
 
 /// Weight of sample label \p label (1 without weights); 0 when ignored.
+template <typename T>
 inline double sampleWeight(int64_t label, std::optional<int64_t> ignoreIndex,
-                           const float *weights) {
+                           const T *weights) {
   if (ignoreIndex && label == *ignoreIndex)
     return 0;
   return weights ? weights[label] : 1.0;
@@ -139,14 +171,20 @@ inline double sampleWeight(int64_t label, std::optional<int64_t> ignoreIndex,
 llvm::Error storeLoss(const KernelCall &call, TensorView &out,
                       const TensorView &perSampleView, double weightSum,
                       Reduction reduction, llvm::ArrayRef<int64_t> labelShape) {
-  float *loss = out.getDataAs<float>();
   llvm::ArrayRef<double> perSample(perSampleView.getDataAs<double>(),
                                    perSampleView.getNumElements());
+  // The loss in the output's element type (float32, or float64).
+  auto store = [&](size_t i, double value) {
+    if (out.getDType() == DType::F64)
+      out.getDataAs<double>()[i] = value;
+    else
+      out.getDataAs<float>()[i] = static_cast<float>(value);
+  };
   if (reduction == Reduction::None) {
     if (llvm::Error err = checkOutputShape(call, 0, labelShape))
       return err;
     for (size_t i = 0; i < perSample.size(); ++i)
-      loss[i] = static_cast<float>(perSample[i]);
+      store(i, perSample[i]);
     return llvm::Error::success();
   }
   if (out.getNumElements() != 1)
@@ -158,13 +196,14 @@ llvm::Error storeLoss(const KernelCall &call, TensorView &out,
   // as in PyTorch: a silent 0 would look like a perfect fit.
   if (reduction == Reduction::Mean)
     sum /= weightSum;
-  loss[0] = static_cast<float>(sum);
+  store(0, sum);
   return llvm::Error::success();
 }
 
 /// SoftmaxCrossEntropyLoss(scores, labels, weights?) and the Internal
 /// variant (ignore_index as input 3) -> (loss, log_prob?).
-template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
+template <bool Internal, typename T>
+llvm::Error sceLossKernelTyped(KernelCall &call) {
   const TensorView &scores = *call.in(0), &labels = *call.in(1);
   const TensorView *weights = call.in(2);
   TensorView &out = *call.out(0);
@@ -184,7 +223,7 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
         static_cast<const TensorView *>(logProb)})
     if (t)
       if (llvm::Error err =
-              checkDType(call, *t, DType::F32, "scores, weights and outputs"))
+              checkDType(call, *t, dtypeOf<T>(), "scores, weights and outputs"))
         return err;
   if (logProb)
     if (llvm::Error err = checkOutputShape(call, 1, scores.getShape()))
@@ -193,9 +232,9 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
   if (!labelValues)
     return labelValues.takeError();
   const int64_t *labelData = labelValues->getView().getDataAs<int64_t>();
-  const float *x = scores.getDataAs<float>();
-  const float *w = weights ? weights->getDataAs<float>() : nullptr;
-  float *lp = logProb ? logProb->getDataAs<float>() : nullptr;
+  const T *x = scores.getDataAs<T>();
+  const T *w = weights ? weights->getDataAs<T>() : nullptr;
+  T *lp = logProb ? logProb->getDataAs<T>() : nullptr;
   int64_t classes = shape->classes, inner = shape->inner;
   auto perSampleBuffer = allocatePerSample(call, shape->samples());
   if (!perSampleBuffer)
@@ -204,17 +243,17 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
   parallelFor(call.getNumThreads(), shape->samples(), grainFor(8 * classes),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t s = lo; s < hi; ++s) {
-                  const float *row = x + shape->base(s);
-                  float shift;
+                  const T *row = x + shape->base(s);
+                  T shift;
                   if (inner == 1) {
-                    float maxValue = maxF32(row, classes);
-                    shift = maxValue + std::log(expShiftedF32(
-                                           row, nullptr, classes, maxValue));
+                    T maxValue = rowMax(row, classes);
+                    shift = maxValue +
+                            std::log(rowExpShiftedSum(row, classes, maxValue));
                   } else {
-                    float maxValue = row[0];
+                    T maxValue = row[0];
                     for (int64_t c = 1; c < classes; ++c)
                       maxValue = std::max(maxValue, row[c * inner]);
-                    float sum = 0;
+                    T sum = 0;
                     for (int64_t c = 0; c < classes; ++c)
                       sum += std::exp(row[c * inner] - maxValue);
                     shift = maxValue + std::log(sum);
@@ -230,9 +269,9 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
                           : -static_cast<double>(row[label * inner] - shift) *
                                 weight;
                   if (lp) {
-                    float *lpRow = lp + shape->base(s);
+                    T *lpRow = lp + shape->base(s);
                     if (inner == 1)
-                      scaleShiftF32(row, lpRow, classes, 1.0f, -shift);
+                      rowShift(row, lpRow, classes, shift);
                     else
                       for (int64_t c = 0; c < classes; ++c)
                         lpRow[c * inner] = row[c * inner] - shift;
@@ -246,9 +285,17 @@ template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
                    labels.getShape());
 }
 
+/// sceLossKernel in float64 when its first operand is float64, else in float32.
+template <bool Internal> llvm::Error sceLossKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return sceLossKernelTyped<Internal, double>(call);
+  return sceLossKernelTyped<Internal, float>(call);
+}
+
 /// NegativeLogLikelihoodLoss(input, target, weight?) -> loss, and ONNX
 /// Runtime's Internal variants (ignore_index as input 3).
-template <bool Internal> llvm::Error nllLossKernel(KernelCall &call) {
+template <bool Internal, typename T>
+llvm::Error nllLossKernelTyped(KernelCall &call) {
   const TensorView &input = *call.in(0), &target = *call.in(1);
   const TensorView *weights = call.in(2);
   TensorView &out = *call.out(0);
@@ -266,14 +313,14 @@ template <bool Internal> llvm::Error nllLossKernel(KernelCall &call) {
        {&input, weights, static_cast<const TensorView *>(&out)})
     if (t)
       if (llvm::Error err =
-              checkDType(call, *t, DType::F32, "input, weight and loss"))
+              checkDType(call, *t, dtypeOf<T>(), "input, weight and loss"))
         return err;
   auto labelValues = readLabels(call, target, shape->classes, *ignoreIndex);
   if (!labelValues)
     return labelValues.takeError();
   const int64_t *labelData = labelValues->getView().getDataAs<int64_t>();
-  const float *x = input.getDataAs<float>();
-  const float *w = weights ? weights->getDataAs<float>() : nullptr;
+  const T *x = input.getDataAs<T>();
+  const T *w = weights ? weights->getDataAs<T>() : nullptr;
   auto perSampleBuffer = allocatePerSample(call, shape->samples());
   if (!perSampleBuffer)
     return perSampleBuffer.takeError();
@@ -290,10 +337,18 @@ template <bool Internal> llvm::Error nllLossKernel(KernelCall &call) {
                    target.getShape());
 }
 
+/// nllLossKernel in float64 when its first operand is float64, else in float32.
+template <bool Internal> llvm::Error nllLossKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return nllLossKernelTyped<Internal, double>(call);
+  return nllLossKernelTyped<Internal, float>(call);
+}
+
 /// SoftmaxCrossEntropyLossGrad(dY, log_prob, label, weight?) and the
 /// Internal variant (ignore_index input 4, bias input 5) -> d_logits =
 /// (softmax - onehot(label)) * weight * dY (scaled by 1/weightSum for mean).
-template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
+template <bool Internal, typename T>
+llvm::Error sceLossGradKernelTyped(KernelCall &call) {
   const TensorView &dY = *call.in(0), &logProb = *call.in(1),
                    &labels = *call.in(2);
   const TensorView *weights = call.in(3);
@@ -312,7 +367,7 @@ template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
   for (const TensorView *t :
        {&dY, &logProb, weights, bias, static_cast<const TensorView *>(&dX)})
     if (t)
-      if (llvm::Error err = checkDType(call, *t, DType::F32,
+      if (llvm::Error err = checkDType(call, *t, dtypeOf<T>(),
                                        "dY, log_prob, weight, bias and dX"))
         return err;
   if (llvm::Error err = checkOutputShape(call, 0, logProb.getShape()))
@@ -327,11 +382,11 @@ template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
   if (!labelValues)
     return labelValues.takeError();
   const int64_t *labelData = labelValues->getView().getDataAs<int64_t>();
-  const float *g = dY.getDataAs<float>();
-  const float *lp = logProb.getDataAs<float>();
-  const float *w = weights ? weights->getDataAs<float>() : nullptr;
-  const float *b = bias ? bias->getDataAs<float>() : nullptr;
-  float *out = dX.getDataAs<float>();
+  const T *g = dY.getDataAs<T>();
+  const T *lp = logProb.getDataAs<T>();
+  const T *w = weights ? weights->getDataAs<T>() : nullptr;
+  const T *b = bias ? bias->getDataAs<T>() : nullptr;
+  T *out = dX.getDataAs<T>();
   double scale = 1;
   if (*reduction == Reduction::Mean) {
     double weightSum = 0;
@@ -348,35 +403,37 @@ template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
           int64_t base = shape->base(s);
           int64_t label = labelData[s];
           double weight = sampleWeight(label, *ignoreIndex, w);
-          float factor = static_cast<float>(
+          T factor = static_cast<T>(
               weight * (*reduction == Reduction::None ? g[s] : g[0] * scale));
-          if (inner == 1 && weight != 0) {
-            // (e^lp - onehot) * factor (+ bias), four classes at a time.
-            const F32x4 f = splatF32x4(factor), one = splatF32x4(1.0f),
-                        zero = splatF32x4(0.0f);
-            int64_t c = 0;
-            for (; c + kF32Lanes <= classes; c += kF32Lanes) {
-              I32x4 lane = I32x4{0, 1, 2, 3} + static_cast<int32_t>(c);
-              F32x4 onehot =
-                  selectF32x4(lane == static_cast<int32_t>(label), one, zero);
-              F32x4 value = (expF32x4(loadF32x4(lp + base + c)) - onehot) * f;
-              if (b)
-                value += loadF32x4(b + base + c);
-              storeF32x4(out + base + c, value);
+          if constexpr (std::is_same_v<T, float>) {
+            if (inner == 1 && weight != 0) {
+              // (e^lp - onehot) * factor (+ bias), four classes at a time.
+              const F32x4 f = splatF32x4(factor), one = splatF32x4(1.0f),
+                          zero = splatF32x4(0.0f);
+              int64_t c = 0;
+              for (; c + kF32Lanes <= classes; c += kF32Lanes) {
+                I32x4 lane = I32x4{0, 1, 2, 3} + static_cast<int32_t>(c);
+                F32x4 onehot =
+                    selectF32x4(lane == static_cast<int32_t>(label), one, zero);
+                F32x4 value = (expF32x4(loadF32x4(lp + base + c)) - onehot) * f;
+                if (b)
+                  value += loadF32x4(b + base + c);
+                storeF32x4(out + base + c, value);
+              }
+              for (; c < classes; ++c) {
+                T e = expF32x4(splatF32x4(lp[base + c]))[0];
+                T value = (e - (c == label ? T(1) : T(0))) * factor;
+                out[base + c] = b ? value + b[base + c] : value;
+              }
+              continue;
             }
-            for (; c < classes; ++c) {
-              float e = expF32x4(splatF32x4(lp[base + c]))[0];
-              float value = (e - (c == label ? 1.0f : 0.0f)) * factor;
-              out[base + c] = b ? value + b[base + c] : value;
-            }
-            continue;
           }
           for (int64_t c = 0; c < classes; ++c) {
             int64_t i = base + c * inner;
-            float value =
+            T value =
                 weight == 0
-                    ? 0.0f
-                    : (std::exp(lp[i]) - (c == label ? 1.0f : 0.0f)) * factor;
+                    ? T(0)
+                    : (std::exp(lp[i]) - (c == label ? T(1) : T(0))) * factor;
             out[i] = b ? value + b[i] : value;
           }
         }
@@ -384,10 +441,18 @@ template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// sceLossGradKernel in float64 when its first operand is float64, else in
+/// float32.
+template <bool Internal> llvm::Error sceLossGradKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return sceLossGradKernelTyped<Internal, double>(call);
+  return sceLossGradKernelTyped<Internal, float>(call);
+}
+
 /// com.microsoft SoftmaxCrossEntropy(logits, label) -> (loss, log_prob?):
 /// dense labels (one probability row per sample) over the last dimension;
 /// mean divides by the number of samples.
-llvm::Error denseSceKernel(KernelCall &call) {
+template <typename T> llvm::Error denseSceKernelTyped(KernelCall &call) {
   const TensorView &logits = *call.in(0), &labels = *call.in(1);
   TensorView &out = *call.out(0);
   TensorView *logProb = call.out(1);
@@ -402,7 +467,7 @@ llvm::Error denseSceKernel(KernelCall &call) {
         static_cast<const TensorView *>(logProb)})
     if (t)
       if (llvm::Error err =
-              checkDType(call, *t, DType::F32, "logits, label and outputs"))
+              checkDType(call, *t, dtypeOf<T>(), "logits, label and outputs"))
         return err;
   if (logits.getRank() == 0)
     return call.error("logits must have rank >= 1");
@@ -415,22 +480,22 @@ llvm::Error denseSceKernel(KernelCall &call) {
   if (!perSampleBuffer)
     return perSampleBuffer.takeError();
   double *perSample = perSampleBuffer->getView().getDataAs<double>();
-  const float *x = logits.getDataAs<float>(), *l = labels.getDataAs<float>();
-  float *lp = logProb ? logProb->getDataAs<float>() : nullptr;
+  const T *x = logits.getDataAs<T>(), *l = labels.getDataAs<T>();
+  T *lp = logProb ? logProb->getDataAs<T>() : nullptr;
   parallelFor(call.getNumThreads(), samples, grainFor(8 * classes),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t s = lo; s < hi; ++s) {
-                  const float *row = x + s * classes;
-                  float maxValue = row[0];
+                  const T *row = x + s * classes;
+                  T maxValue = row[0];
                   for (int64_t c = 1; c < classes; ++c)
                     maxValue = std::max(maxValue, row[c]);
-                  float sum = 0;
+                  T sum = 0;
                   for (int64_t c = 0; c < classes; ++c)
                     sum += std::exp(row[c] - maxValue);
-                  float shift = maxValue + std::log(sum);
+                  T shift = maxValue + std::log(sum);
                   double loss = 0;
                   for (int64_t c = 0; c < classes; ++c) {
-                    float value = row[c] - shift;
+                    T value = row[c] - shift;
                     if (lp)
                       lp[s * classes + c] = value;
                     loss -= static_cast<double>(l[s * classes + c]) * value;
@@ -443,10 +508,18 @@ llvm::Error denseSceKernel(KernelCall &call) {
                    static_cast<double>(samples), *reduction, sampleShape);
 }
 
+/// denseSceKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error denseSceKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return denseSceKernelTyped<double>(call);
+  return denseSceKernelTyped<float>(call);
+}
+
 /// com.microsoft SoftmaxCrossEntropyGrad(dY, log_prob, label) -> d_logits =
 /// (softmax * sum(label) - label) * dY (divided by the sample count for
 /// mean).
-llvm::Error denseSceGradKernel(KernelCall &call) {
+template <typename T> llvm::Error denseSceGradKernelTyped(KernelCall &call) {
   const TensorView &dY = *call.in(0), &logProb = *call.in(1),
                    &labels = *call.in(2);
   TensorView &dX = *call.out(0);
@@ -460,7 +533,7 @@ llvm::Error denseSceGradKernel(KernelCall &call) {
     return err;
   for (const TensorView *t :
        {&dY, &logProb, &labels, static_cast<const TensorView *>(&dX)})
-    if (llvm::Error err = checkDType(call, *t, DType::F32, "operands"))
+    if (llvm::Error err = checkDType(call, *t, dtypeOf<T>(), "operands"))
       return err;
   if (logProb.getRank() == 0)
     return call.error("log_prob must have rank >= 1");
@@ -470,18 +543,17 @@ llvm::Error denseSceGradKernel(KernelCall &call) {
   if (perSample ? dY.getNumElements() != samples : dY.getNumElements() != 1)
     return call.error("dY has shape " + shapeString(dY.getShape()) +
                       ", which does not fit the reduction");
-  const float *g = dY.getDataAs<float>(), *lp = logProb.getDataAs<float>();
-  const float *l = labels.getDataAs<float>();
-  float *out = dX.getDataAs<float>();
+  const T *g = dY.getDataAs<T>(), *lp = logProb.getDataAs<T>();
+  const T *l = labels.getDataAs<T>();
+  T *out = dX.getDataAs<T>();
   double scale = *reduction == Reduction::Mean && samples ? 1.0 / samples : 1.0;
   parallelFor(call.getNumThreads(), samples, grainFor(4 * classes),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t s = lo; s < hi; ++s) {
-                  float labelSum = 0;
+                  T labelSum = 0;
                   for (int64_t c = 0; c < classes; ++c)
                     labelSum += l[s * classes + c];
-                  float factor =
-                      static_cast<float>((perSample ? g[s] : g[0]) * scale);
+                  T factor = static_cast<T>((perSample ? g[s] : g[0]) * scale);
                   for (int64_t c = 0; c < classes; ++c) {
                     int64_t i = s * classes + c;
                     out[i] = (std::exp(lp[i]) * labelSum - l[i]) * factor;
@@ -491,7 +563,13 @@ llvm::Error denseSceGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
-
+/// denseSceGradKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error denseSceGradKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return denseSceGradKernelTyped<double>(call);
+  return denseSceGradKernelTyped<float>(call);
+}
 
 /// Elements of operand \p index (0 when absent).
 int64_t operandElements(const Node &node, unsigned index) {

@@ -8,7 +8,8 @@
 // no batch dimensions folds the batch into one large GEMM. Einsum contracts
 // its operands pairwise: each pair is permuted to [batch, free, contracted]
 // x [batch, contracted, free] and multiplied with batched GEMM, labels no
-// later operand or the output needs are summed away first.
+// later operand or the output needs are summed away first, in float32 or,
+// for float64 operands, in float64.
 //
 //===----------------------------------------------------------------------===//
 
@@ -329,11 +330,14 @@ llvm::Expected<llvm::SmallVector<int, 8>> parseTerm(const KernelCall &call,
 /// order and sizes: intermediates get no data and nothing is computed.
 struct EinsumScratch {
   bool dryRun = false;
+  /// The element type of the operands, the output and every intermediate
+  /// (float32 or float64).
+  DType dtype = DType::F32;
   /// Aligned bytes requested (dry run).
   uint64_t bytes = 0;
 };
 
-/// Allocates an fp32 intermediate with \p labels.
+/// Allocates an intermediate with \p labels (of scratch.dtype).
 llvm::Expected<LabeledTensor> makeLabeled(const KernelCall &call,
                                           EinsumScratch &scratch,
                                           llvm::ArrayRef<int> labels,
@@ -343,13 +347,14 @@ llvm::Expected<LabeledTensor> makeLabeled(const KernelCall &call,
     shape.push_back(sizes.lookup(label));
   if (scratch.dryRun) {
     LabeledTensor result;
-    result.view = TensorView(nullptr, DType::F32, shape);
-    scratch.bytes = addScratch(
-        scratch.bytes, scratchBytes(DType::F32, result.view.getNumElements()));
+    result.view = TensorView(nullptr, scratch.dtype, shape);
+    scratch.bytes =
+        addScratch(scratch.bytes,
+                   scratchBytes(scratch.dtype, result.view.getNumElements()));
     result.labels.assign(labels.begin(), labels.end());
     return result;
   }
-  auto buffer = call.getContext().allocateScratch(DType::F32, shape);
+  auto buffer = call.getContext().allocateScratch(scratch.dtype, shape);
   if (!buffer)
     return buffer.takeError();
   LabeledTensor result;
@@ -400,17 +405,24 @@ llvm::Expected<LabeledTensor> sumOutLabels(const KernelCall &call,
   int64_t width = 1;
   for (int label : summed)
     width *= sizes.lookup(label);
-  const float *in = permuted->view.getDataAs<float>();
-  float *out = result->view.getDataAs<float>();
-  parallelFor(call.getNumThreads(), rows, grainFor(width),
-              [&](int64_t lo, int64_t hi) {
-                for (int64_t r = lo; r < hi; ++r) {
-                  float sum = 0;
-                  for (int64_t j = 0; j < width; ++j)
-                    sum += in[r * width + j];
-                  out[r] = sum;
-                }
-              });
+  auto sumRows = [&](auto zero) {
+    using T = decltype(zero);
+    const T *in = permuted->view.getDataAs<T>();
+    T *out = result->view.getDataAs<T>();
+    parallelFor(call.getNumThreads(), rows, grainFor(width),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    T sum = 0;
+                    for (int64_t j = 0; j < width; ++j)
+                      sum += in[r * width + j];
+                    out[r] = sum;
+                  }
+                });
+  };
+  if (scratch.dtype == DType::F64)
+    sumRows(0.0);
+  else
+    sumRows(0.0f);
   return result;
 }
 
@@ -476,9 +488,14 @@ llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
   product.batchShape = {extent(batch)};
   product.aStrides = {1};
   product.bStrides = {1};
-  runBatched<float>(call.getNumThreads(), product, 1.0f,
-                    pa->view.getDataAs<float>(), pb->view.getDataAs<float>(),
-                    result->view.getDataAs<float>());
+  if (scratch.dtype == DType::F64)
+    runBatched<double>(
+        call.getNumThreads(), product, 1.0, pa->view.getDataAs<double>(),
+        pb->view.getDataAs<double>(), result->view.getDataAs<double>());
+  else
+    runBatched<float>(call.getNumThreads(), product, 1.0f,
+                      pa->view.getDataAs<float>(), pb->view.getDataAs<float>(),
+                      result->view.getDataAs<float>());
   return result;
 }
 
@@ -506,8 +523,12 @@ llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
     const TensorView *view = call.in(i);
     if (!view)
       return call.error("inputs may not be absent");
-    if (view->getDType() != DType::F32)
+    if (view->getDType() != DType::F32 && view->getDType() != DType::F64)
       return unsupportedType(call, view->getDType());
+    if (i == 0)
+      scratch.dtype = view->getDType();
+    else if (view->getDType() != scratch.dtype)
+      return call.error("operands must have one element type");
     auto labels = parseTerm(call, terms[i], view->getRank(), ellipsisCounts[i]);
     if (!labels)
       return labels.takeError();
@@ -590,7 +611,7 @@ llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
     outShape.push_back(sizes.lookup(label));
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
     return err;
-  if (llvm::Error err = checkDType(call, *call.out(0), DType::F32, "output"))
+  if (llvm::Error err = checkDType(call, *call.out(0), scratch.dtype, "output"))
     return err;
   // Contract left to right, keeping labels later operands or the output use.
   LabelSet outSet(outLabels.begin(), outLabels.end());

@@ -10,7 +10,10 @@
 // Statistics accumulate in double. Batch-norm work is split by channel and
 // layer-norm work by row; the scale/bias gradients of layer norm sum over
 // rows in fixed blocks of rows whose partial sums are combined in block
-// order, so no result depends on the thread count.
+// order, so no result depends on the thread count. Each kernel runs in
+// float32 (vector rows) or, for float64 tensors, in float64 (plain loops);
+// a float64 layer norm may keep its saved statistics in float32 (ONNX's
+// default stash_type).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,14 +29,107 @@ using namespace gmopt::cpu;
 
 namespace {
 
-/// Errors unless every present view is fp32.
-llvm::Error checkAllF32(const KernelCall &call,
-                        std::initializer_list<const TensorView *> views) {
+/// Errors unless \p stat (when present), a saved mean or inverse standard
+/// deviation, is float32 or \p dtype: ONNX's LayerNormalization keeps its
+/// statistics in float32 (stash_type) whatever X is, as ONNX Runtime's CPU
+/// kernels do for a float64 X.
+llvm::Error checkStatistic(const KernelCall &call, DType dtype,
+                           const TensorView *stat) {
+  if (!stat || stat->getDType() == DType::F32)
+    return llvm::Error::success();
+  return checkDType(call, *stat, dtype, "saved statistic");
+}
+
+/// Element \p i of the saved statistic \p stat (see checkStatistic).
+double statisticAt(const TensorView &stat, int64_t i) {
+  return stat.getDType() == DType::F64 ? stat.getDataAs<double>()[i]
+                                       : stat.getDataAs<float>()[i];
+}
+
+/// Stores \p value as element \p i of the saved statistic \p stat.
+void storeStatistic(TensorView &stat, int64_t i, double value) {
+  if (stat.getDType() == DType::F64)
+    stat.getDataAs<double>()[i] = value;
+  else
+    stat.getDataAs<float>()[i] = static_cast<float>(value);
+}
+
+/// Errors unless every present view has element type \p dtype.
+llvm::Error checkAll(const KernelCall &call, DType dtype,
+                     std::initializer_list<const TensorView *> views) {
   for (const TensorView *view : views)
     if (view)
-      if (llvm::Error err = checkDType(call, *view, DType::F32, "operand"))
+      if (llvm::Error err = checkDType(call, *view, dtype, "operand"))
         return err;
   return llvm::Error::success();
+}
+
+// Row helpers: Simd.h's and RowKernels.h's vector kernels in float32 (so
+// float32 results are theirs), plain loops in float64.
+
+/// sum(x[0, n)) in double.
+double rowSum(const float *x, int64_t n) { return sumF32(x, n); }
+double rowSum(const double *x, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += x[i];
+  return sum;
+}
+/// sum((x[i] - center)^2) over [0, n).
+double rowSquaredDeviation(const float *x, int64_t n, double center) {
+  return sumSquaredDeviationF32(x, n, center);
+}
+double rowSquaredDeviation(const double *x, int64_t n, double center) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += (x[i] - center) * (x[i] - center);
+  return sum;
+}
+/// y[i] = x[i] * scale + shift over [0, n).
+void rowScaleShift(const float *x, float *y, int64_t n, float scale,
+                   float shift) {
+  scaleShiftF32(x, y, n, scale, shift);
+}
+void rowScaleShift(const double *x, double *y, int64_t n, double scale,
+                   double shift) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * scale + shift;
+}
+/// sum(g[i]) and sum(g[i] * (x[i] - center)) over [0, n).
+SumAndDot rowSumAndCenteredDot(const float *g, const float *x, int64_t n,
+                               double center) {
+  return sumWithCenteredProductF32(g, x, n, center);
+}
+SumAndDot rowSumAndCenteredDot(const double *g, const double *x, int64_t n,
+                               double center) {
+  SumAndDot sums;
+  for (int64_t i = 0; i < n; ++i) {
+    sums.sum += g[i];
+    sums.dot += g[i] * (x[i] - center);
+  }
+  return sums;
+}
+/// Layer norm of one row (see layerNormRowF32).
+void layerNormRow(const float *x, const float *scale, const float *bias,
+                  float *y, int64_t cols, double epsilon, bool rms, float &mean,
+                  float &inv) {
+  layerNormRowF32(x, scale, bias, y, cols, epsilon, rms, mean, inv);
+}
+void layerNormRow(const double *x, const double *scale, const double *bias,
+                  double *y, int64_t cols, double epsilon, bool rms,
+                  double &mean, double &inv) {
+  double sum = 0, squares = 0;
+  if (!rms)
+    for (int64_t j = 0; j < cols; ++j)
+      sum += x[j];
+  mean = !rms && cols ? sum / cols : 0;
+  for (int64_t j = 0; j < cols; ++j)
+    squares += (x[j] - mean) * (x[j] - mean);
+  inv = 1.0 / std::sqrt((cols ? squares / cols : 0) + epsilon);
+  for (int64_t j = 0; j < cols; ++j) {
+    double v = (x[j] - mean) * inv * scale[j];
+    y[j] = bias ? v + bias[j] : v;
+  }
 }
 
 /// Errors unless \p view is a [C] vector.
@@ -52,15 +148,17 @@ llvm::Error checkChannelVector(const KernelCall &call, const TensorView *view,
 
 /// BatchNormalization(X, scale, B, mean, var) -> (Y, running_mean?,
 /// running_var?, saved_mean?, saved_inv_std?).
-template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
+template <bool Internal, typename T>
+llvm::Error batchNormKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0), &scale = *call.in(1), &bias = *call.in(2);
   const TensorView &inMean = *call.in(3), &inVar = *call.in(4);
   TensorView &y = *call.out(0);
   if (x.getRank() < 2)
     return call.error("X must have rank >= 2");
-  if (llvm::Error err = checkAllF32(call, {&x, &scale, &bias, &inMean, &inVar,
-                                           &y, call.out(1), call.out(2),
-                                           call.out(3), call.out(4)}))
+  if (llvm::Error err =
+          checkAll(call, dtypeOf<T>(),
+                   {&x, &scale, &bias, &inMean, &inVar, &y, call.out(1),
+                    call.out(2), call.out(3), call.out(4)}))
     return err;
   if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
     return err;
@@ -80,15 +178,15 @@ template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
                       : (Internal || call.out(1) != nullptr);
   double epsilon = call.getFloat("epsilon", 1e-5f);
   double momentum = call.getFloat("momentum", 0.9f);
-  const float *px = x.getDataAs<float>();
-  const float *ps = scale.getDataAs<float>(), *pb = bias.getDataAs<float>();
-  const float *pm = inMean.getDataAs<float>(), *pv = inVar.getDataAs<float>();
-  float *py = y.getDataAs<float>();
+  const T *px = x.getDataAs<T>();
+  const T *ps = scale.getDataAs<T>(), *pb = bias.getDataAs<T>();
+  const T *pm = inMean.getDataAs<T>(), *pv = inVar.getDataAs<T>();
+  T *py = y.getDataAs<T>();
   auto outData = [&](unsigned i) {
-    return call.out(i) ? call.out(i)->getDataAs<float>() : nullptr;
+    return call.out(i) ? call.out(i)->getDataAs<T>() : nullptr;
   };
-  float *runningMean = outData(1), *runningVar = outData(2);
-  float *savedMean = outData(3), *savedInvStd = outData(4);
+  T *runningMean = outData(1), *runningVar = outData(2);
+  T *savedMean = outData(3), *savedInvStd = outData(4);
   int64_t count = n * spatial;
   parallelFor(
       call.getNumThreads(), channels, grainFor(4 * count),
@@ -98,49 +196,58 @@ template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
           if (training) {
             double sum = 0;
             for (int64_t b = 0; b < n; ++b)
-              sum += sumF32(px + (b * channels + c) * spatial, spatial);
+              sum += rowSum(px + (b * channels + c) * spatial, spatial);
             mean = count ? sum / count : 0;
             double squares = 0;
             for (int64_t b = 0; b < n; ++b)
-              squares += sumSquaredDeviationF32(
-                  px + (b * channels + c) * spatial, spatial, mean);
+              squares += rowSquaredDeviation(px + (b * channels + c) * spatial,
+                                             spatial, mean);
             var = count ? squares / count : 0;
           } else {
             mean = pm[c];
             var = pv[c];
           }
           double invStd = 1.0 / std::sqrt(var + epsilon);
-          float a = static_cast<float>(ps[c] * invStd);
-          float shift = static_cast<float>(pb[c] - mean * ps[c] * invStd);
+          T a = static_cast<T>(ps[c] * invStd);
+          T shift = static_cast<T>(pb[c] - mean * ps[c] * invStd);
           for (int64_t b = 0; b < n; ++b)
-            scaleShiftF32(px + (b * channels + c) * spatial,
+            rowScaleShift(px + (b * channels + c) * spatial,
                           py + (b * channels + c) * spatial, spatial, a, shift);
           if (runningMean)
-            runningMean[c] = static_cast<float>(
+            runningMean[c] = static_cast<T>(
                 training ? pm[c] * momentum + mean * (1 - momentum) : pm[c]);
           if (runningVar)
-            runningVar[c] = static_cast<float>(
+            runningVar[c] = static_cast<T>(
                 training ? pv[c] * momentum + var * (1 - momentum) : pv[c]);
           if (savedMean)
-            savedMean[c] = static_cast<float>(mean);
+            savedMean[c] = static_cast<T>(mean);
           if (savedInvStd)
-            savedInvStd[c] = static_cast<float>(invStd);
+            savedInvStd[c] = static_cast<T>(invStd);
         }
       });
   return llvm::Error::success();
 }
 
+/// batchNormKernel in float64 when its first operand is float64, else in
+/// float32.
+template <bool Internal> llvm::Error batchNormKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return batchNormKernelTyped<Internal, double>(call);
+  return batchNormKernelTyped<Internal, float>(call);
+}
+
 /// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) ->
 /// (dX, dScale, dBias).
-llvm::Error batchNormGradKernel(KernelCall &call) {
+template <typename T> llvm::Error batchNormGradKernelTyped(KernelCall &call) {
   const TensorView &dY = *call.in(0), &x = *call.in(1), &scale = *call.in(2);
   const TensorView &mean = *call.in(3), &invStd = *call.in(4);
   TensorView &dX = *call.out(0);
   TensorView *dScale = call.out(1), *dBias = call.out(2);
   if (x.getRank() < 2)
     return call.error("X must have rank >= 2");
-  if (llvm::Error err = checkAllF32(
-          call, {&dY, &x, &scale, &mean, &invStd, &dX, dScale, dBias}))
+  if (llvm::Error err =
+          checkAll(call, dtypeOf<T>(),
+                   {&dY, &x, &scale, &mean, &invStd, &dX, dScale, dBias}))
     return err;
   if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
     return err;
@@ -157,10 +264,10 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
     return err;
   if (llvm::Error err = checkChannelVector(call, dBias, channels, "dBias"))
     return err;
-  const float *g = dY.getDataAs<float>(), *px = x.getDataAs<float>();
-  const float *ps = scale.getDataAs<float>(), *pm = mean.getDataAs<float>();
-  const float *pi = invStd.getDataAs<float>();
-  float *out = dX.getDataAs<float>();
+  const T *g = dY.getDataAs<T>(), *px = x.getDataAs<T>();
+  const T *ps = scale.getDataAs<T>(), *pm = mean.getDataAs<T>();
+  const T *pi = invStd.getDataAs<T>();
+  T *out = dX.getDataAs<T>();
   double count = static_cast<double>(n * spatial);
   parallelFor(call.getNumThreads(), channels, grainFor(6 * n * spatial),
               [&](int64_t lo, int64_t hi) {
@@ -168,7 +275,7 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
                   double sumDy = 0, sumDyCentered = 0;
                   double mu = pm[c], inv = pi[c];
                   for (int64_t b = 0; b < n; ++b) {
-                    SumAndDot sums = sumWithCenteredProductF32(
+                    SumAndDot sums = rowSumAndCenteredDot(
                         g + (b * channels + c) * spatial,
                         px + (b * channels + c) * spatial, spatial, mu);
                     sumDy += sums.sum;
@@ -176,32 +283,32 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
                   }
                   double sumDyXhat = sumDyCentered * inv;
                   if (dBias)
-                    dBias->getDataAs<float>()[c] = static_cast<float>(sumDy);
+                    dBias->getDataAs<T>()[c] = static_cast<T>(sumDy);
                   if (dScale)
-                    dScale->getDataAs<float>()[c] =
-                        static_cast<float>(sumDyXhat);
+                    dScale->getDataAs<T>()[c] = static_cast<T>(sumDyXhat);
                   double factor = count ? ps[c] * inv / count : 0;
                   for (int64_t b = 0; b < n; ++b) {
-                    const float *gp = g + (b * channels + c) * spatial;
-                    const float *xp = px + (b * channels + c) * spatial;
-                    float *op = out + (b * channels + c) * spatial;
+                    const T *gp = g + (b * channels + c) * spatial;
+                    const T *xp = px + (b * channels + c) * spatial;
+                    T *op = out + (b * channels + c) * spatial;
                     int64_t i = 0;
-                    // Two lanes of the scalar loop's double arithmetic.
-                    const F64x2 muV = {mu, mu}, invV = {inv, inv};
-                    const F64x2 factorV = {factor, factor};
-                    const F64x2 countV = {count, count};
-                    const F64x2 sumDyV = {sumDy, sumDy};
-                    const F64x2 sumDyXhatV = {sumDyXhat, sumDyXhat};
-                    for (; i + 2 <= spatial; i += 2) {
-                      F64x2 xhat = (loadF32x2AsF64(xp + i) - muV) * invV;
-                      storeF64x2AsF32(
-                          op + i,
-                          factorV * (loadF32x2AsF64(gp + i) * countV - sumDyV -
-                                     xhat * sumDyXhatV));
+                    if constexpr (std::is_same_v<T, float>) {
+                      // Two lanes of the scalar loop's double arithmetic.
+                      const F64x2 muV = {mu, mu}, invV = {inv, inv};
+                      const F64x2 factorV = {factor, factor};
+                      const F64x2 countV = {count, count};
+                      const F64x2 sumDyV = {sumDy, sumDy};
+                      const F64x2 sumDyXhatV = {sumDyXhat, sumDyXhat};
+                      for (; i + 2 <= spatial; i += 2) {
+                        F64x2 xhat = (loadF32x2AsF64(xp + i) - muV) * invV;
+                        storeF64x2AsF32(
+                            op + i, factorV * (loadF32x2AsF64(gp + i) * countV -
+                                               sumDyV - xhat * sumDyXhatV));
+                      }
                     }
                     for (; i < spatial; ++i) {
                       double xhat = (xp[i] - mu) * inv;
-                      op[i] = static_cast<float>(
+                      op[i] = static_cast<T>(
                           factor * (gp[i] * count - sumDy - xhat * sumDyXhat));
                     }
                   }
@@ -210,14 +317,22 @@ llvm::Error batchNormGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// batchNormGradKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error batchNormGradKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return batchNormGradKernelTyped<double>(call);
+  return batchNormGradKernelTyped<float>(call);
+}
+
 /// InstanceNormalization(input, scale, B): each (image, channel) plane
 /// normalized by its own mean and variance.
-llvm::Error instanceNormKernel(KernelCall &call) {
+template <typename T> llvm::Error instanceNormKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0), &scale = *call.in(1), &bias = *call.in(2);
   TensorView &y = *call.out(0);
   if (x.getRank() < 3)
     return call.error("input must have rank >= 3");
-  if (llvm::Error err = checkAllF32(call, {&x, &scale, &bias, &y}))
+  if (llvm::Error err = checkAll(call, dtypeOf<T>(), {&x, &scale, &bias, &y}))
     return err;
   if (llvm::Error err = checkSameShape(call, x, y, "input and output"))
     return err;
@@ -228,13 +343,13 @@ llvm::Error instanceNormKernel(KernelCall &call) {
   double epsilon = call.getFloat("epsilon", 1e-5f);
   int64_t planes = x.getDim(0) * channels;
   int64_t size = product(x.getShape().drop_front(2));
-  const float *px = x.getDataAs<float>(), *ps = scale.getDataAs<float>(),
-              *pb = bias.getDataAs<float>();
-  float *py = y.getDataAs<float>();
+  const T *px = x.getDataAs<T>(), *ps = scale.getDataAs<T>(),
+          *pb = bias.getDataAs<T>();
+  T *py = y.getDataAs<T>();
   parallelFor(call.getNumThreads(), planes, grainFor(4 * size),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t p = lo; p < hi; ++p) {
-                  const float *plane = px + p * size;
+                  const T *plane = px + p * size;
                   double sum = 0, squares = 0;
                   for (int64_t i = 0; i < size; ++i)
                     sum += plane[i];
@@ -244,13 +359,21 @@ llvm::Error instanceNormKernel(KernelCall &call) {
                   double inv =
                       1.0 / std::sqrt((size ? squares / size : 0) + epsilon);
                   int64_t c = p % channels;
-                  float a = static_cast<float>(ps[c] * inv);
-                  float shift = static_cast<float>(pb[c] - mean * ps[c] * inv);
+                  T a = static_cast<T>(ps[c] * inv);
+                  T shift = static_cast<T>(pb[c] - mean * ps[c] * inv);
                   for (int64_t i = 0; i < size; ++i)
                     py[p * size + i] = plane[i] * a + shift;
                 }
               });
   return llvm::Error::success();
+}
+
+/// instanceNormKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error instanceNormKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return instanceNormKernelTyped<double>(call);
+  return instanceNormKernelTyped<float>(call);
 }
 
 //===----------------------------------------------------------------------===//
@@ -281,38 +404,44 @@ llvm::Expected<NormShape> getNormShape(const KernelCall &call,
 
 /// A per-column parameter (scale, bias) as a [cols] array: the tensor itself
 /// when it has cols elements, else a broadcast copy into \p storage.
-llvm::Expected<const float *>
+template <typename T>
+llvm::Expected<const T *>
 getColumnParameter(const KernelCall &call, const TensorView *param,
                    llvm::ArrayRef<int64_t> normalizedShape,
                    std::optional<TensorBuffer> &storage, llvm::StringRef what) {
   if (!param)
     return nullptr;
   if (param->getNumElements() == product(normalizedShape))
-    return param->getDataAs<float>();
+    return param->getDataAs<T>();
   llvm::SmallVector<int64_t, 6> merged;
   if (!broadcastShapes(param->getShape(), normalizedShape, merged) ||
       llvm::ArrayRef<int64_t>(merged) != normalizedShape)
     return call.error(what + " of shape " + shapeString(param->getShape()) +
                       " does not broadcast to the normalized shape " +
                       shapeString(normalizedShape));
-  auto buffer = call.getContext().allocateScratch(DType::F32, normalizedShape);
+  auto buffer =
+      call.getContext().allocateScratch(dtypeOf<T>(), normalizedShape);
   if (!buffer)
     return buffer.takeError();
   broadcastCopy(*param, buffer->getView(), call.getNumThreads());
   storage.emplace(std::move(*buffer));
-  return storage->getView().getDataAs<float>();
+  return storage->getView().getDataAs<T>();
 }
 
 /// LayerNormalization(X, Scale, B?) -> (Y, Mean?, InvStdDev?), and
 /// SimplifiedLayerNormalization(X, scale) -> (Y, inv_std_var?) when Rms.
-template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
+template <bool Rms, typename T>
+llvm::Error layerNormKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0);
   TensorView &y = *call.out(0);
   TensorView *meanOut = Rms ? nullptr : call.out(1);
   TensorView *invOut = call.out(Rms ? 1 : 2);
   if (llvm::Error err =
-          checkAllF32(call, {&x, call.in(1), call.in(2), &y, meanOut, invOut}))
+          checkAll(call, dtypeOf<T>(), {&x, call.in(1), call.in(2), &y}))
     return err;
+  for (const TensorView *stat : {meanOut, invOut})
+    if (llvm::Error err = checkStatistic(call, dtypeOf<T>(), stat))
+      return err;
   if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
     return err;
   auto shape = getNormShape(call, x.getShape());
@@ -324,36 +453,41 @@ template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
   // The normalized dimensions are [axis, rank).
   llvm::ArrayRef<int64_t> normalized = x.getShape().drop_front(shape->axis);
   std::optional<TensorBuffer> scaleStorage, biasStorage;
-  auto scale =
-      getColumnParameter(call, call.in(1), normalized, scaleStorage, "scale");
+  auto scale = getColumnParameter<T>(call, call.in(1), normalized, scaleStorage,
+                                     "scale");
   if (!scale)
     return scale.takeError();
-  auto bias = getColumnParameter(call, Rms ? nullptr : call.in(2), normalized,
-                                 biasStorage, "bias");
+  auto bias = getColumnParameter<T>(call, Rms ? nullptr : call.in(2),
+                                    normalized, biasStorage, "bias");
   if (!bias)
     return bias.takeError();
   double epsilon = call.getFloat("epsilon", 1e-5f);
   int64_t cols = shape->cols;
-  const float *px = x.getDataAs<float>();
-  float *py = y.getDataAs<float>();
-  const float *ps = *scale, *pb = *bias;
-  float *pMean = meanOut ? meanOut->getDataAs<float>() : nullptr;
-  float *pInv = invOut ? invOut->getDataAs<float>() : nullptr;
+  const T *px = x.getDataAs<T>();
+  T *py = y.getDataAs<T>();
+  const T *ps = *scale, *pb = *bias;
   parallelFor(call.getNumThreads(), shape->rows, grainFor(6 * cols),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t r = lo; r < hi; ++r) {
-                  const float *row = px + r * cols;
-                  float *out = py + r * cols;
-                  float m, s;
-                  layerNormRowF32(row, ps, pb, out, cols, epsilon, Rms, m,
-                                  s);
-                  if (pMean)
-                    pMean[r] = m;
-                  if (pInv)
-                    pInv[r] = s;
+                  const T *row = px + r * cols;
+                  T *out = py + r * cols;
+                  T m, s;
+                  layerNormRow(row, ps, pb, out, cols, epsilon, Rms, m, s);
+                  if (meanOut)
+                    storeStatistic(*meanOut, r, m);
+                  if (invOut)
+                    storeStatistic(*invOut, r, s);
                 }
               });
   return llvm::Error::success();
+}
+
+/// layerNormKernel in float64 when its first operand is float64, else in
+/// float32.
+template <bool Rms> llvm::Error layerNormKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return layerNormKernelTyped<Rms, double>(call);
+  return layerNormKernelTyped<Rms, float>(call);
 }
 
 /// Rows per block of the fixed-order column reductions.
@@ -439,7 +573,8 @@ enum class NormGrad {
 /// input and b = dY * scale * inv_std: dX = b - mean(b) - xhat * mean(b *
 /// xhat) (no mean(b) term for the simplified norm), dScale = sum(dY * xhat),
 /// dBias = sum(dY).
-template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
+template <NormGrad Mode, typename T>
+llvm::Error layerNormGradKernelTyped(KernelCall &call) {
   constexpr bool Rms = Mode == NormGrad::Simplified;
   const TensorView &dY = *call.in(0), &x = *call.in(1), &scale = *call.in(2);
   const TensorView *mean = Mode == NormGrad::Standard ? call.in(3) : nullptr;
@@ -450,9 +585,12 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
     return call.error("missing saved statistics");
   TensorView &dX = *call.out(0);
   TensorView *dScale = call.out(1), *dBias = Rms ? nullptr : call.out(2);
-  if (llvm::Error err = checkAllF32(
-          call, {&dY, &x, &scale, mean, bias, invStd, &dX, dScale, dBias}))
+  if (llvm::Error err = checkAll(call, dtypeOf<T>(),
+                                 {&dY, &x, &scale, bias, &dX, dScale, dBias}))
     return err;
+  for (const TensorView *stat : {mean, invStd})
+    if (llvm::Error err = checkStatistic(call, dtypeOf<T>(), stat))
+      return err;
   if (llvm::Error err = checkSameShape(call, dY, x, "dY and X"))
     return err;
   if (llvm::Error err = checkSameShape(call, dX, x, "dX and X"))
@@ -471,19 +609,16 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
   for (TensorView *grad : {dScale, dBias})
     if (grad && grad->getNumElements() != cols)
       return call.error("parameter gradients must have one element per column");
-  const float *g = dY.getDataAs<float>(), *px = x.getDataAs<float>();
-  const float *ps = scale.getDataAs<float>();
-  const float *pm = mean ? mean->getDataAs<float>() : nullptr;
-  const float *pb = bias ? bias->getDataAs<float>() : nullptr;
-  const float *pi = invStd->getDataAs<float>();
+  const T *g = dY.getDataAs<T>(), *px = x.getDataAs<T>();
+  const T *ps = scale.getDataAs<T>();
+  const T *pb = bias ? bias->getDataAs<T>() : nullptr;
   if (Mode == NormGrad::Invertible)
     for (int64_t j = 0; j < cols; ++j)
       if (ps[j] == 0)
         return call.error("a zero scale makes the norm not invertible");
-  float *out = dX.getDataAs<float>();
+  T *out = dX.getDataAs<T>();
   // The normalized input of element j of a row.
-  auto normalized = [&](const float *row, int64_t j, float mu,
-                        float inv) -> double {
+  auto normalized = [&](const T *row, int64_t j, T mu, T inv) -> double {
     if constexpr (Mode == NormGrad::Invertible)
       return (static_cast<double>(row[j]) - pb[j]) / ps[j];
     else
@@ -495,23 +630,27 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
   std::optional<TensorBuffer> partials;
   if (wantColumns && blocks) {
     auto buffer =
-        call.getContext().allocateScratch(DType::F32, {blocks, 2, cols});
+        call.getContext().allocateScratch(dtypeOf<T>(), {blocks, 2, cols});
     if (!buffer)
       return buffer.takeError();
     partials.emplace(std::move(*buffer));
     partials->zero();
   }
-  float *partial = partials ? partials->getView().getDataAs<float>() : nullptr;
+  T *partial = partials ? partials->getView().getDataAs<T>() : nullptr;
   parallelFor(call.getNumThreads(), blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t block = lo; block < hi; ++block) {
-      float *scaleSums = partial ? partial + block * 2 * cols : nullptr;
-      float *biasSums = partial ? scaleSums + cols : nullptr;
+      T *scaleSums = partial ? partial + block * 2 * cols : nullptr;
+      T *biasSums = partial ? scaleSums + cols : nullptr;
       for (int64_t r = block * kRowBlock, e = std::min(rows, r + kRowBlock);
            r < e; ++r) {
-        const float *gr = g + r * cols, *xr = px + r * cols;
-        float *dr = out + r * cols;
-        float mu = pm ? pm[r] : 0.0f, inv = pi[r];
-        if constexpr (Mode != NormGrad::Invertible) {
+        const T *gr = g + r * cols, *xr = px + r * cols;
+        T *dr = out + r * cols;
+        T mu = mean ? static_cast<T>(statisticAt(*mean, r)) : T(0);
+        T inv = static_cast<T>(statisticAt(*invStd, r));
+        // float64 takes the plain loops below (normalized() serves every
+        // mode).
+        if constexpr (Mode != NormGrad::Invertible &&
+                      std::is_same_v<T, float>) {
           gradRow<Rms>(gr, xr, ps, dr, cols, mu, inv, scaleSums, biasSums);
           continue;
         }
@@ -527,20 +666,19 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
         for (int64_t j = 0; j < cols; ++j) {
           double xhat = normalized(xr, j, mu, inv);
           double b = static_cast<double>(gr[j]) * ps[j] * inv;
-          dr[j] = static_cast<float>(b - meanB - xhat * meanBX);
+          dr[j] = static_cast<T>(b - meanB - xhat * meanBX);
         }
         if (scaleSums)
           for (int64_t j = 0; j < cols; ++j) {
-            scaleSums[j] +=
-                static_cast<float>(gr[j] * normalized(xr, j, mu, inv));
+            scaleSums[j] += static_cast<T>(gr[j] * normalized(xr, j, mu, inv));
             biasSums[j] += gr[j];
           }
       }
     }
   });
   if (partial) {
-    float *pScale = dScale ? dScale->getDataAs<float>() : nullptr;
-    float *pBias = dBias ? dBias->getDataAs<float>() : nullptr;
+    T *pScale = dScale ? dScale->getDataAs<T>() : nullptr;
+    T *pBias = dBias ? dBias->getDataAs<T>() : nullptr;
     parallelFor(call.getNumThreads(), cols, grainFor(2 * blocks),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t j = lo; j < hi; ++j) {
@@ -550,18 +688,25 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
                       sumBias += partial[block * 2 * cols + cols + j];
                     }
                     if (pScale)
-                      pScale[j] = static_cast<float>(sumScale);
+                      pScale[j] = static_cast<T>(sumScale);
                     if (pBias)
-                      pBias[j] = static_cast<float>(sumBias);
+                      pBias[j] = static_cast<T>(sumBias);
                   }
                 });
   } else {
     for (TensorView *grad : {dScale, dBias})
       if (grad)
-        std::fill(grad->getDataAs<float>(), grad->getDataAs<float>() + cols,
-                  0.0f);
+        std::fill(grad->getDataAs<T>(), grad->getDataAs<T>() + cols, T(0));
   }
   return llvm::Error::success();
+}
+
+/// layerNormGradKernel in float64 when its first operand is float64, else in
+/// float32.
+template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return layerNormGradKernelTyped<Mode, double>(call);
+  return layerNormGradKernelTyped<Mode, float>(call);
 }
 
 /// Rows and columns of a layer norm over \p value's static shape, split at
@@ -583,12 +728,15 @@ std::pair<int64_t, int64_t> normRowsCols(const Node &node,
 /// scale and bias that must be broadcast to the normalized shape.
 uint64_t layerNormWorkspace(const Node &node) {
   int64_t cols = normRowsCols(node, node.getOperand(0)).second;
+  DType dtype = node.getOperand(0)->getType().getDType() == DType::F64
+                    ? DType::F64
+                    : DType::F32;
   uint64_t bytes = 0;
   for (unsigned index : {1u, 2u})
     if (index < node.getNumOperands())
       if (const Value *param = node.getOperand(index))
         if (int64_t(param->getType().getNumElements()) != cols)
-          bytes = addScratch(bytes, scratchBytes(DType::F32, cols));
+          bytes = addScratch(bytes, scratchBytes(dtype, cols));
   return bytes;
 }
 
@@ -603,7 +751,10 @@ uint64_t layerNormGradWorkspace(const Node &node) {
   int64_t blocks = numChunks(rows, kRowBlock);
   if (!wantColumns || !blocks)
     return 0;
-  return scratchBytes(DType::F32, mulCount(blocks * 2, cols));
+  DType dtype = node.getOperand(1)->getType().getDType() == DType::F64
+                    ? DType::F64
+                    : DType::F32;
+  return scratchBytes(dtype, mulCount(blocks * 2, cols));
 }
 
 } // namespace

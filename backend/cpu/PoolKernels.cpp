@@ -4,7 +4,8 @@
 // input tensor, row-major or column-major per storage_order), AveragePool
 // (count_include_pad), GlobalAveragePool and GlobalMaxPool, and ONNX
 // Runtime's MaxPoolGrad (scatter-add of dY at the saved indices) and
-// AveragePoolGrad. Work is split over (image, channel) planes.
+// AveragePoolGrad. Work is split over (image, channel) planes. Each kernel
+// runs in float32, or in float64 for float64 tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,10 +34,10 @@ llvm::Expected<WindowGeometry> resolvePool(const KernelCall &call,
 }
 
 /// MaxPool(X) -> (Y, Indices?).
-llvm::Error maxPoolKernel(KernelCall &call) {
+template <typename T> llvm::Error maxPoolKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0), &y = *call.out(0);
   TensorView *indices = call.out(1);
-  if (llvm::Error err = checkDType(call, x, DType::F32, "X"))
+  if (llvm::Error err = checkDType(call, x, dtypeOf<T>(), "X"))
     return err;
   if (indices) {
     if (llvm::Error err = checkDType(call, *indices, DType::I64, "Indices"))
@@ -49,18 +50,18 @@ llvm::Error maxPoolKernel(KernelCall &call) {
     return window.takeError();
   const WindowGeometry g = *window;
   bool columnMajor = call.getInt("storage_order", 0) != 0;
-  const float *px = x.getDataAs<float>();
-  float *py = y.getDataAs<float>();
+  const T *px = x.getDataAs<T>();
+  T *py = y.getDataAs<T>();
   int64_t *pi = indices ? indices->getDataAs<int64_t>() : nullptr;
   int64_t planes = g.batch * g.channels;
   parallelFor(
       call.getNumThreads(), planes, grainFor(g.outSize() * g.kernelSize()),
       [&](int64_t lo, int64_t hi) {
         for (int64_t p = lo; p < hi; ++p) {
-          const float *plane = px + p * g.inSize();
+          const T *plane = px + p * g.inSize();
           for (int64_t oh = 0; oh < g.outH; ++oh)
             for (int64_t ow = 0; ow < g.outW; ++ow) {
-              float best = -std::numeric_limits<float>::infinity();
+              T best = -std::numeric_limits<T>::infinity();
               int64_t bestH = -1, bestW = -1;
               for (int64_t ki = 0; ki < g.kernelH; ++ki) {
                 int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
@@ -70,7 +71,7 @@ llvm::Error maxPoolKernel(KernelCall &call) {
                   int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
                   if (iw < 0 || iw >= g.inW)
                     continue;
-                  float v = plane[ih * g.inW + iw];
+                  T v = plane[ih * g.inW + iw];
                   // The first NaN wins, as in max().
                   bool take = bestH < 0 || (!std::isnan(best) &&
                                             (std::isnan(v) || v > best));
@@ -95,6 +96,13 @@ llvm::Error maxPoolKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// maxPoolKernel in float64 when its first operand is float64, else in float32.
+llvm::Error maxPoolKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return maxPoolKernelTyped<double>(call);
+  return maxPoolKernelTyped<float>(call);
+}
+
 /// The number of window positions AveragePool divides by.
 inline int64_t windowCount(const WindowGeometry &g, int64_t oh, int64_t ow,
                            bool includePad) {
@@ -116,25 +124,25 @@ inline int64_t windowCount(const WindowGeometry &g, int64_t oh, int64_t ow,
 }
 
 /// AveragePool(X) -> Y.
-llvm::Error averagePoolKernel(KernelCall &call) {
+template <typename T> llvm::Error averagePoolKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0), &y = *call.out(0);
-  if (llvm::Error err = checkDType(call, x, DType::F32, "X"))
+  if (llvm::Error err = checkDType(call, x, dtypeOf<T>(), "X"))
     return err;
   auto window = resolvePool(call, x.getShape(), y.getShape());
   if (!window)
     return window.takeError();
   const WindowGeometry g = *window;
   bool includePad = call.getInt("count_include_pad", 0) != 0;
-  const float *px = x.getDataAs<float>();
-  float *py = y.getDataAs<float>();
+  const T *px = x.getDataAs<T>();
+  T *py = y.getDataAs<T>();
   parallelFor(
       call.getNumThreads(), g.batch * g.channels,
       grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
         for (int64_t p = lo; p < hi; ++p) {
-          const float *plane = px + p * g.inSize();
+          const T *plane = px + p * g.inSize();
           for (int64_t oh = 0; oh < g.outH; ++oh)
             for (int64_t ow = 0; ow < g.outW; ++ow) {
-              float sum = 0;
+              T sum = 0;
               for (int64_t ki = 0; ki < g.kernelH; ++ki) {
                 int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
                 if (ih < 0 || ih >= g.inH)
@@ -147,17 +155,26 @@ llvm::Error averagePoolKernel(KernelCall &call) {
               }
               int64_t count = windowCount(g, oh, ow, includePad);
               py[p * g.outSize() + oh * g.outW + ow] =
-                  count ? sum / static_cast<float>(count) : 0.0f;
+                  count ? sum / static_cast<T>(count) : T(0);
             }
         }
       });
   return llvm::Error::success();
 }
 
+/// averagePoolKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error averagePoolKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return averagePoolKernelTyped<double>(call);
+  return averagePoolKernelTyped<float>(call);
+}
+
 /// GlobalAveragePool / GlobalMaxPool: one value per (image, channel).
-template <bool Max> llvm::Error globalPoolKernel(KernelCall &call) {
+template <bool Max, typename T>
+llvm::Error globalPoolKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0), &y = *call.out(0);
-  if (llvm::Error err = checkDType(call, x, DType::F32, "X"))
+  if (llvm::Error err = checkDType(call, x, dtypeOf<T>(), "X"))
     return err;
   if (x.getRank() < 3)
     return call.error("X must have rank >= 3");
@@ -167,14 +184,14 @@ template <bool Max> llvm::Error globalPoolKernel(KernelCall &call) {
     return err;
   int64_t planes = x.getDim(0) * x.getDim(1);
   int64_t size = product(x.getShape().drop_front(2));
-  const float *px = x.getDataAs<float>();
-  float *py = y.getDataAs<float>();
+  const T *px = x.getDataAs<T>();
+  T *py = y.getDataAs<T>();
   parallelFor(call.getNumThreads(), planes, grainFor(size),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t p = lo; p < hi; ++p) {
-                  const float *plane = px + p * size;
+                  const T *plane = px + p * size;
                   if constexpr (Max) {
-                    float best = -std::numeric_limits<float>::infinity();
+                    T best = -std::numeric_limits<T>::infinity();
                     for (int64_t i = 0; i < size; ++i)
                       if (!std::isnan(best) &&
                           (std::isnan(plane[i]) || plane[i] > best))
@@ -184,26 +201,34 @@ template <bool Max> llvm::Error globalPoolKernel(KernelCall &call) {
                     double sum = 0;
                     for (int64_t i = 0; i < size; ++i)
                       sum += plane[i];
-                    py[p] = size ? static_cast<float>(sum / size) : 0.0f;
+                    py[p] = size ? static_cast<T>(sum / size) : T(0);
                   }
                 }
               });
   return llvm::Error::success();
 }
 
+/// globalPoolKernel in float64 when its first operand is float64, else in
+/// float32.
+template <bool Max> llvm::Error globalPoolKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return globalPoolKernelTyped<Max, double>(call);
+  return globalPoolKernelTyped<Max, float>(call);
+}
+
 /// MaxPoolGrad(dY, Indices) -> dX: dX[Indices[i]] += dY[i].
-llvm::Error maxPoolGradKernel(KernelCall &call) {
+template <typename T> llvm::Error maxPoolGradKernelTyped(KernelCall &call) {
   const TensorView &dY = *call.in(0), &indices = *call.in(1);
   TensorView &dX = *call.out(0);
-  if (llvm::Error err = checkDType(call, dY, DType::F32, "dY"))
+  if (llvm::Error err = checkDType(call, dY, dtypeOf<T>(), "dY"))
     return err;
   if (llvm::Error err = checkDType(call, indices, DType::I64, "Indices"))
     return err;
   if (llvm::Error err = checkSameShape(call, dY, indices, "dY and Indices"))
     return err;
-  const float *g = dY.getDataAs<float>();
+  const T *g = dY.getDataAs<T>();
   const int64_t *pi = indices.getDataAs<int64_t>();
-  float *out = dX.getDataAs<float>();
+  T *out = dX.getDataAs<T>();
   int64_t size = dX.getNumElements();
   zeroFill(dX, call.getNumThreads());
   for (int64_t i = 0, e = dY.getNumElements(); i < e; ++i) {
@@ -214,31 +239,39 @@ llvm::Error maxPoolGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// maxPoolGradKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error maxPoolGradKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return maxPoolGradKernelTyped<double>(call);
+  return maxPoolGradKernelTyped<float>(call);
+}
+
 /// AveragePoolGrad(dY) -> dX: each dY spreads evenly over its window.
-llvm::Error averagePoolGradKernel(KernelCall &call) {
+template <typename T> llvm::Error averagePoolGradKernelTyped(KernelCall &call) {
   const TensorView &dY = *call.in(0);
   TensorView &dX = *call.out(0);
-  if (llvm::Error err = checkDType(call, dY, DType::F32, "dY"))
+  if (llvm::Error err = checkDType(call, dY, dtypeOf<T>(), "dY"))
     return err;
   auto window = resolvePool(call, dX.getShape(), dY.getShape());
   if (!window)
     return window.takeError();
   const WindowGeometry g = *window;
   bool includePad = call.getInt("count_include_pad", 0) != 0;
-  const float *pg = dY.getDataAs<float>();
-  float *px = dX.getDataAs<float>();
+  const T *pg = dY.getDataAs<T>();
+  T *px = dX.getDataAs<T>();
   zeroFill(dX, call.getNumThreads());
   parallelFor(
       call.getNumThreads(), g.batch * g.channels,
       grainFor(g.outSize() * g.kernelSize()), [&](int64_t lo, int64_t hi) {
         for (int64_t p = lo; p < hi; ++p) {
-          float *plane = px + p * g.inSize();
+          T *plane = px + p * g.inSize();
           for (int64_t oh = 0; oh < g.outH; ++oh)
             for (int64_t ow = 0; ow < g.outW; ++ow) {
               int64_t count = windowCount(g, oh, ow, includePad);
               if (!count)
                 continue;
-              float share = pg[p * g.outSize() + oh * g.outW + ow] / count;
+              T share = pg[p * g.outSize() + oh * g.outW + ow] / count;
               for (int64_t ki = 0; ki < g.kernelH; ++ki) {
                 int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
                 if (ih < 0 || ih >= g.inH)
@@ -253,6 +286,14 @@ llvm::Error averagePoolGradKernel(KernelCall &call) {
         }
       });
   return llvm::Error::success();
+}
+
+/// averagePoolGradKernel in float64 when its first operand is float64, else in
+/// float32.
+llvm::Error averagePoolGradKernel(KernelCall &call) {
+  if (call.in(0) && call.in(0)->getDType() == DType::F64)
+    return averagePoolGradKernelTyped<double>(call);
+  return averagePoolGradKernelTyped<float>(call);
 }
 
 } // namespace

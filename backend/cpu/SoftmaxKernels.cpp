@@ -7,7 +7,8 @@
 // flattened tail; from opset 13 (and in the _13 grads) normalization runs
 // along the single dimension `axis` (default -1). Both reduce to a
 // [outer, axisDim, inner] view; inner == 1 (the common last-axis case) runs
-// over contiguous rows, in parallel over rows.
+// over contiguous rows, in parallel over rows. float32 rows take vector
+// code; float64 (the gradient checker's type) takes plain loops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,32 +139,41 @@ template <bool Log> llvm::Error softmaxKernel(KernelCall &call) {
   });
 }
 
-/// SoftmaxGrad: dX = Y * (dY - sum(dY * Y)); LogSoftmaxGrad: dX = dY -
-/// exp(Y) * sum(dY), where Y is the forward op's output.
+/// softmaxGradLine of a contiguous float32 row, four lanes at a time.
 template <bool Log>
-void softmaxGradLine(const float *dY, const float *y, float *dX, int64_t n,
-                     int64_t stride) {
-  if (stride == 1) {
-    // Four lanes; dX may be dY or Y (TraitRowwise): the sum reads the whole
-    // row first, then each group is read before it is written.
-    F32x4 acc = splatF32x4(0.0f);
-    int64_t i = 0;
-    for (; i + kF32Lanes <= n; i += kF32Lanes)
-      acc += Log ? loadF32x4(dY + i) : loadF32x4(dY + i) * loadF32x4(y + i);
-    float sum = ((acc[0] + acc[1]) + acc[2]) + acc[3];
-    for (; i < n; ++i)
-      sum += Log ? dY[i] : dY[i] * y[i];
-    const F32x4 s = splatF32x4(sum);
-    for (i = 0; i + kF32Lanes <= n; i += kF32Lanes) {
-      F32x4 g = loadF32x4(dY + i), v = loadF32x4(y + i);
-      storeF32x4(dX + i, Log ? g - expF32x4(v) * s : v * (g - s));
-    }
-    for (; i < n; ++i)
-      dX[i] = Log ? dY[i] - expF32x4(splatF32x4(y[i]))[0] * sum
-                  : y[i] * (dY[i] - sum);
-    return;
+void softmaxGradRowF32(const float *dY, const float *y, float *dX, int64_t n) {
+  // Four lanes; dX may be dY or Y (TraitRowwise): the sum reads the whole
+  // row first, then each group is read before it is written.
+  F32x4 acc = splatF32x4(0.0f);
+  int64_t i = 0;
+  for (; i + kF32Lanes <= n; i += kF32Lanes)
+    acc += Log ? loadF32x4(dY + i) : loadF32x4(dY + i) * loadF32x4(y + i);
+  float sum = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+  for (; i < n; ++i)
+    sum += Log ? dY[i] : dY[i] * y[i];
+  const F32x4 s = splatF32x4(sum);
+  for (i = 0; i + kF32Lanes <= n; i += kF32Lanes) {
+    F32x4 g = loadF32x4(dY + i), v = loadF32x4(y + i);
+    storeF32x4(dX + i, Log ? g - expF32x4(v) * s : v * (g - s));
   }
-  float sum = 0;
+  for (; i < n; ++i)
+    dX[i] = Log ? dY[i] - expF32x4(splatF32x4(y[i]))[0] * sum
+                : y[i] * (dY[i] - sum);
+}
+
+/// SoftmaxGrad: dX = Y * (dY - sum(dY * Y)); LogSoftmaxGrad: dX = dY -
+/// exp(Y) * sum(dY), where Y is the forward op's output. float64 takes
+/// the plain loop (the vector path is float32's alone).
+template <bool Log, typename T>
+void softmaxGradLine(const T *dY, const T *y, T *dX, int64_t n,
+                     int64_t stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) {
+      softmaxGradRowF32<Log>(dY, y, dX, n);
+      return;
+    }
+  }
+  T sum = 0;
   if constexpr (Log) {
     for (int64_t i = 0; i < n; ++i)
       sum += dY[i * stride];
@@ -184,28 +194,33 @@ llvm::Error softmaxGradKernel(KernelCall &call) {
     return err;
   if (llvm::Error err = checkSameShape(call, dY, dX, "dY and dX"))
     return err;
+  DType dtype = dY.getDType() == DType::F64 ? DType::F64 : DType::F32;
   for (const TensorView *t : {&dY, &y, static_cast<const TensorView *>(&dX)})
-    if (llvm::Error err = checkDType(call, *t, DType::F32, "operand"))
+    if (llvm::Error err = checkDType(call, *t, dtype, "operand"))
       return err;
   auto shape = getSoftmaxShape(call, dY.getShape(), Coerced2D);
   if (!shape)
     return shape.takeError();
-  const float *g = dY.getDataAs<float>(), *yv = y.getDataAs<float>();
-  float *out = dX.getDataAs<float>();
-  int64_t n = shape->axisDim, inner = shape->inner;
-  int64_t lines = shape->outer * inner;
-  if (dY.getNumElements() == 0)
+  return dispatchFloat(call, dtype, [&](auto tag) -> llvm::Error {
+    using T = typename decltype(tag)::type;
+    const T *g = dY.getDataAs<T>(), *yv = y.getDataAs<T>();
+    T *out = dX.getDataAs<T>();
+    int64_t n = shape->axisDim, inner = shape->inner;
+    int64_t lines = shape->outer * inner;
+    if (dY.getNumElements() == 0)
+      return llvm::Error::success();
+    parallelFor(call.getNumThreads(), lines, grainFor(4 * n),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t line = lo; line < hi; ++line) {
+                    int64_t base =
+                        inner == 1 ? line * n
+                                   : (line / inner) * n * inner + line % inner;
+                    softmaxGradLine<Log, T>(g + base, yv + base, out + base, n,
+                                            inner);
+                  }
+                });
     return llvm::Error::success();
-  parallelFor(
-      call.getNumThreads(), lines, grainFor(4 * n),
-      [&](int64_t lo, int64_t hi) {
-        for (int64_t line = lo; line < hi; ++line) {
-          int64_t base =
-              inner == 1 ? line * n : (line / inner) * n * inner + line % inner;
-          softmaxGradLine<Log>(g + base, yv + base, out + base, n, inner);
-        }
-      });
-  return llvm::Error::success();
+  });
 }
 
 } // namespace

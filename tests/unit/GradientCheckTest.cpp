@@ -5,12 +5,14 @@
 // the loss sum(Y * R) with a random R (so every element of dY differs),
 // runs the autodiff pass, and compares the gradient the CPU backend
 // computes for every float parameter with central finite differences of
-// the forward graph's loss, also run on the CPU backend. The CPU kernels
-// compute in float32, so each difference is two float32 losses subtracted
-// in float64 with a step of 1e-2 (truncation ~1e-4, rounding ~1e-5
-// relative); a gradient passes within 1e-2 of the largest numeric entry
-// plus 1e-3 absolute, which a wrong rule (a dropped term, a transposed
-// operand, a missed broadcast) misses by orders of magnitude.
+// the forward graph's loss, also run on the CPU backend. The graphs run in
+// float64 (parameters, constants, every kernel and every gradient op), so a
+// step of 1e-6 and agreement within 1e-6 of the largest numeric entry (plus
+// 1e-7 absolute) hold (see kFloat64), which a wrong rule (a dropped term, a
+// transposed operand, a missed broadcast) misses by orders of magnitude and
+// even a float32 rounding inside a kernel misses. The same cases run once
+// more in float32, the type models train in, with a step of 1e-2 and 1e-2
+// relative (see kFloat32).
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,13 +50,32 @@ std::string errorText(llvm::Error err) {
   return llvm::toString(std::move(err));
 }
 
+/// A draw uniform in [lo, hi) at \p dtype's precision (float32 draws take
+/// one 32-bit word of \p rng, float64 draws two).
+double uniform(std::mt19937 &rng, double lo, double hi, DType dtype) {
+  if (dtype == DType::F32)
+    return std::uniform_real_distribution<float>(lo, hi)(rng);
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+
+/// A tensor of float type \p dtype (F32 or F64) holding \p values.
+TensorData floatTensor(DType dtype, llvm::ArrayRef<int64_t> shape,
+                       llvm::ArrayRef<double> values) {
+  if (dtype == DType::F64)
+    return TensorData::fromValues<double>(dtype, shape, values);
+  assert(dtype == DType::F32 && "float tensors are F32 or F64");
+  std::vector<float> narrowed(values.begin(), values.end());
+  return TensorData::fromValues<float>(dtype, shape, narrowed);
+}
+
 /// Builds one case's forward graph; the same calls with the same random
 /// generator build the same graph, so the training and the reference
 /// module are two builds of one case.
 class CaseBuilder {
 public:
-  CaseBuilder(Module &module, std::mt19937 &rng)
-      : module(module), graph(module.getGraph()), builder(graph), rng(rng) {
+  CaseBuilder(Module &module, std::mt19937 &rng, DType floatType)
+      : module(module), graph(module.getGraph()), builder(graph), rng(rng),
+        floatType(floatType) {
     module.opsetImports[""] = 17;
     module.opsetImports["com.microsoft"] = 1;
   }
@@ -63,7 +84,7 @@ public:
   Value *param(llvm::ArrayRef<int64_t> shape, double lo = -1.0,
                double hi = 1.0) {
     std::string name = "p" + std::to_string(params++);
-    Value *value = graph.addInput(TensorType::get(DType::F32, shape), name);
+    Value *value = graph.addInput(TensorType::get(floatType, shape), name);
     ranges[name] = {lo, hi};
     return value;
   }
@@ -105,6 +126,12 @@ public:
             DType::I64, {static_cast<int64_t>(values.size())}, values),
         "c" + std::to_string(constants++));
   }
+  /// A scalar constant of the case's float type.
+  Value *scalarFloat(double value) {
+    return graph.addInitializer(floatTensor(floatType, {}, {value}),
+                                "c" + std::to_string(constants++));
+  }
+  /// A float32 scalar constant (a Dropout ratio: its own type T1).
   Value *scalarF32(float value) {
     return graph.addInitializer(
         TensorData::fromValues<float>(DType::F32, {}, {value}),
@@ -134,6 +161,8 @@ public:
     return (*node)->getResult(0);
   }
   Node *lastNode() const { return last; }
+  /// The ONNX element type of floatType (a stash_type or Cast's `to`).
+  int64_t stashType() const { return floatType == DType::F64 ? 11 : 1; }
 
   /// Uniform integer in [lo, hi].
   int64_t pick(int64_t lo, int64_t hi) {
@@ -151,6 +180,8 @@ public:
   Graph &graph;
   Builder builder;
   std::mt19937 &rng;
+  /// The element type of the parameters and float constants.
+  DType floatType;
   llvm::StringMap<std::pair<double, double>> ranges;
   llvm::StringMap<int64_t> intBounds;
   llvm::StringMap<std::vector<double>> avoid;
@@ -183,12 +214,11 @@ Value *addProjectionLoss(CaseBuilder &b, Value *y, unsigned seed) {
   const TensorType &type = y->getType();
   EXPECT_TRUE(type.hasStaticShape()) << type.str();
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> values(type.getNumElements());
-  for (float &v : values)
-    v = dist(rng);
+  std::vector<double> values(type.getNumElements());
+  for (double &v : values)
+    v = uniform(rng, -1.0, 1.0, type.getDType());
   Value *weights = b.graph.addInitializer(
-      TensorData::fromValues<float>(DType::F32, type.getStaticShape(), values),
+      floatTensor(type.getDType(), type.getStaticShape(), values),
       "projection");
   Value *product = b.op("Mul", {y, weights});
   Value *loss = b.op("ReduceSum", {product}, {{"keepdims", Attribute::getInt(0)}});
@@ -209,10 +239,11 @@ struct InputRanges {
 };
 
 std::unique_ptr<Module> buildCase(const GradientCase &gradientCase,
-                                  unsigned seed, InputRanges &inputs) {
+                                  unsigned seed, DType dtype,
+                                  InputRanges &inputs) {
   auto module = std::make_unique<Module>();
   std::mt19937 rng(seed);
-  CaseBuilder b(*module, rng);
+  CaseBuilder b(*module, rng, dtype);
   Value *y = gradientCase.build(b);
   if (!y)
     return nullptr;
@@ -239,17 +270,16 @@ llvm::StringMap<TensorData> makeInputs(const Module &module,
     std::vector<int64_t> shape(staticShape.begin(), staticShape.end());
     uint64_t count = type.getNumElements();
     llvm::StringRef name = input->getName();
-    if (type.getDType() == DType::F32) {
+    if (type.getDType() == DType::F32 || type.getDType() == DType::F64) {
       auto range = ranges.lookup(name);
-      std::uniform_real_distribution<float> dist(range.first, range.second);
       std::vector<double> kinks = inputs.avoid.lookup(name);
-      auto nearKink = [&](float v) {
+      auto nearKink = [&](double v) {
         return llvm::any_of(kinks, [&](double k) { return std::fabs(v - k) < 0.05; });
       };
-      std::vector<float> data(count);
-      for (float &v : data)
+      std::vector<double> data(count);
+      for (double &v : data)
         do
-          v = dist(rng);
+          v = uniform(rng, range.first, range.second, type.getDType());
         while (nearKink(v));
       if (inputs.distinct.contains(name)) {
         for (uint64_t i = 0; i != count; ++i)
@@ -257,7 +287,7 @@ llvm::StringMap<TensorData> makeInputs(const Module &module,
                                       std::max<uint64_t>(count - 1, 1);
         std::shuffle(data.begin(), data.end(), rng);
       }
-      values[name] = TensorData::fromValues<float>(DType::F32, shape, data);
+      values[name] = floatTensor(type.getDType(), shape, data);
     } else if (type.getDType() == DType::I64) {
       std::uniform_int_distribution<int64_t> dist(0, intBounds.lookup(name) - 1);
       std::vector<int64_t> data(count);
@@ -301,12 +331,34 @@ std::unique_ptr<Executable> prepare(const Module &module) {
   return executable ? std::move(*executable) : nullptr;
 }
 
+/// A finite-difference step and the agreement required of a gradient:
+/// |analytic - numeric| <= relative * max |numeric| + absolute.
+struct Tolerance {
+  double step, relative, absolute;
+};
+/// float32: two float32 losses subtracted with a step of 1e-2 (truncation
+/// ~1e-4, rounding ~1e-5 relative).
+constexpr Tolerance kFloat32 = {1e-2, 1e-2, 1e-3};
+/// float64: with a step of 1e-6 the truncation error is ~h^2 / 6 times the
+/// third derivative, ~1e-12, and the rounding error ~eps |loss| / h ~ 1e-9
+/// for the losses here (|loss| < 10), so 1e-6 relative leaves a
+/// thousandfold margin, while a kernel that rounds anything to float32
+/// (~6e-8 relative per value, ~1e-1 once divided by h) misses it by far.
+constexpr Tolerance kFloat64 = {1e-6, 1e-6, 1e-7};
+
+/// The largest |analytic - numeric| / (max |numeric| + 1) of the checks
+/// since the last reset, printed as the suite's figure.
+double worstError = 0;
+
 /// Checks every trainable parameter's gradient of one trial; returns the
 /// number of parameters checked.
-unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
+unsigned checkTrial(const GradientCase &gradientCase, unsigned seed,
+                    DType dtype) {
   InputRanges inputs;
-  std::unique_ptr<Module> forward = buildCase(gradientCase, seed, inputs);
-  std::unique_ptr<Module> training = buildCase(gradientCase, seed, inputs);
+  std::unique_ptr<Module> forward =
+      buildCase(gradientCase, seed, dtype, inputs);
+  std::unique_ptr<Module> training =
+      buildCase(gradientCase, seed, dtype, inputs);
   if (!forward || !training)
     return 0;
   // The projection weights are the loss's constants, not parameters.
@@ -332,9 +384,9 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
   for (const ParamInfo &info : signature.getParams())
     if (info.accumulator) {
       TensorType type = info.accumulator->getType();
-      trainingValues[info.accumulator->getName()] = TensorData::fromValues<float>(
-          DType::F32, type.getStaticShape(),
-          std::vector<float>(type.getNumElements(), 0.0f));
+      trainingValues[info.accumulator->getName()] =
+          floatTensor(type.getDType(), type.getStaticShape(),
+                      std::vector<double>(type.getNumElements(), 0.0));
     }
   if (Value *reset = signature.getLazyResetGrad())
     trainingValues[reset->getName()] =
@@ -346,11 +398,13 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
     return 0;
   double trainingLoss = runLoss(*trainingRun, *training, trainingValues);
   double forwardLoss = runLoss(*forwardRun, *forward, values);
-  EXPECT_NEAR(trainingLoss, forwardLoss, 1e-5 * (1 + std::fabs(forwardLoss)))
+  bool f64 = dtype == DType::F64;
+  EXPECT_NEAR(trainingLoss, forwardLoss,
+              (f64 ? 1e-12 : 1e-5) * (1 + std::fabs(forwardLoss)))
       << gradientCase.name << ": the training graph's loss";
 
   unsigned checked = 0;
-  const double step = 1e-2;
+  const Tolerance &tol = f64 ? kFloat64 : kFloat32;
   for (const ParamInfo &info : signature.getParams()) {
     if (!info.trainable)
       continue;
@@ -362,24 +416,24 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
     const TensorData &base = values[name];
     std::vector<double> numeric(base.getNumElements());
     double largest = 0;
+    llvm::SmallVector<int64_t, 4> staticShape = base.getType().getStaticShape();
+    std::vector<int64_t> shape(staticShape.begin(), staticShape.end());
     for (uint64_t i = 0; i != base.getNumElements(); ++i) {
-      std::vector<float> data(base.getNumElements());
+      std::vector<double> data(base.getNumElements());
       for (uint64_t j = 0; j != data.size(); ++j)
-        data[j] = static_cast<float>(base.getFloatElement(j));
-      llvm::SmallVector<int64_t, 4> staticShape =
-          base.getType().getStaticShape();
-      std::vector<int64_t> shape(staticShape.begin(), staticShape.end());
+        data[j] = base.getFloatElement(j);
       llvm::StringMap<TensorData> perturbed = values;
-      data[i] += step;
-      perturbed[name] = TensorData::fromValues<float>(DType::F32, shape, data);
+      double original = data[i];
+      data[i] = original + tol.step;
+      perturbed[name] = floatTensor(dtype, shape, data);
       double plus = runLoss(*forwardRun, *forward, perturbed);
-      data[i] -= 2 * step;
-      perturbed[name] = TensorData::fromValues<float>(DType::F32, shape, data);
+      data[i] = original - tol.step;
+      perturbed[name] = floatTensor(dtype, shape, data);
       double minus = runLoss(*forwardRun, *forward, perturbed);
-      numeric[i] = (plus - minus) / (2 * step);
+      numeric[i] = (plus - minus) / (2 * tol.step);
       largest = std::max(largest, std::fabs(numeric[i]));
     }
-    double tolerance = 1e-2 * largest + 1e-3;
+    double tolerance = tol.relative * largest + tol.absolute;
     double worst = 0;
     uint64_t worstIndex = 0;
     for (uint64_t i = 0; i != numeric.size(); ++i) {
@@ -389,6 +443,7 @@ unsigned checkTrial(const GradientCase &gradientCase, unsigned seed) {
         worstIndex = i;
       }
     }
+    worstError = std::max(worstError, worst / (largest + 1));
     EXPECT_LE(worst, tolerance)
         << gradientCase.name << " (seed " << seed << "): d loss / d " << name
         << " " << info.param->getType().str() << " element " << worstIndex
@@ -465,8 +520,9 @@ std::vector<GradientCase> allCases() {
   cases.push_back(unary("Gelu", -1.5, 1.5, "com.microsoft"));
   cases.push_back(unary("FastGelu", -1.5, 1.5, "com.microsoft"));
   cases.push_back({"Cast", [](CaseBuilder &b) {
+                     // To the parameter's own type.
                      return b.op("Cast", {b.param(b.shape(2))},
-                                 attrs({intAttr("to", 1)}));
+                                 attrs({intAttr("to", b.stashType())}));
                    }, 1});
   cases.push_back(binary("Add"));
   cases.push_back(binary("Sub"));
@@ -553,19 +609,25 @@ std::vector<GradientCase> allCases() {
                      std::vector<int64_t> shape = b.shape(3);
                      shape.back() = b.pick(2, 5);
                      int64_t n = shape.back();
+                     // The saved statistics in the parameters' type
+                     // (stash_type 1 would keep them in float32).
                      return b.op("LayerNormalization",
                                  {b.param(shape, -2, 2), b.param({n}), b.param({n})},
                                  attrs({intAttr("axis", -1),
-                                        floatAttr("epsilon", 1e-5f)}));
+                                        floatAttr("epsilon", 1e-5f),
+                                        intAttr("stash_type", b.stashType())}));
                    }});
   cases.push_back({"SimplifiedLayerNormalization", [](CaseBuilder &b) {
                      std::vector<int64_t> shape = b.shape(3);
                      shape.back() = b.pick(2, 5);
                      int64_t n = shape.back();
+                     // The saved statistics in the parameters' type
+                     // (stash_type 1 would keep them in float32).
                      return b.op("SimplifiedLayerNormalization",
                                  {b.param(shape, -2, 2), b.param({n})},
                                  attrs({intAttr("axis", -1),
-                                        floatAttr("epsilon", 1e-5f)}));
+                                        floatAttr("epsilon", 1e-5f),
+                                        intAttr("stash_type", b.stashType())}));
                    }});
   auto batchNorm = [](bool training) {
     return [training](CaseBuilder &b) {
@@ -630,11 +692,11 @@ std::vector<GradientCase> allCases() {
   cases.push_back({"SoftmaxCrossEntropy", [](CaseBuilder &b) {
                      int64_t n = b.pick(1, 4), c = b.pick(2, 5);
                      // Probability labels: a constant one-hot table.
-                     std::vector<float> labels(n * c, 0.0f);
+                     std::vector<double> labels(n * c, 0.0);
                      for (int64_t row = 0; row != n; ++row)
-                       labels[row * c + b.pick(0, c - 1)] = 1.0f;
+                       labels[row * c + b.pick(0, c - 1)] = 1.0;
                      Value *probabilities = b.graph.addInitializer(
-                         TensorData::fromValues<float>(DType::F32, {n, c}, labels),
+                         floatTensor(b.floatType, {n, c}, labels),
                          "probabilities");
                      return b.op("SoftmaxCrossEntropy",
                                  {b.param({n, c}, -2, 2), probabilities}, {}, 1,
@@ -771,7 +833,7 @@ std::vector<GradientCase> allCases() {
                      }, 3});
   cases.push_back({"Clip", [](CaseBuilder &b) {
                      Value *x = b.paramAvoiding(b.shape(2), -1.5, 1.5, {-0.5, 0.5});
-                     return b.op("Clip", {x, b.scalarF32(-0.5f), b.scalarF32(0.5f)});
+                     return b.op("Clip", {x, b.scalarFloat(-0.5), b.scalarFloat(0.5)});
                    }});
   cases.push_back({"PRelu", [](CaseBuilder &b) {
                      std::vector<int64_t> shape = b.shape(3);
@@ -785,7 +847,7 @@ std::vector<GradientCase> allCases() {
                                  {}, 1, "com.microsoft");
                    }});
   cases.push_back({"CastLike", [](CaseBuilder &b) {
-                     return b.op("CastLike", {b.param(b.shape(2)), b.scalarF32(0)});
+                     return b.op("CastLike", {b.param(b.shape(2)), b.scalarFloat(0)});
                    }, 1});
   // More reductions (axes as the attribute, opset 17).
   auto reduction = [&](llvm::StringRef op, double lo, double hi,
@@ -933,7 +995,7 @@ std::vector<GradientCase> allCases() {
                                  1, "com.microsoft");
                    }, 6});
   cases.push_back({"Scale", [](CaseBuilder &b) {
-                     return b.op("Scale", {b.param(b.shape(2)), b.scalarF32(2.5f)},
+                     return b.op("Scale", {b.param(b.shape(2)), b.scalarFloat(2.5)},
                                  attrs({intAttr("scale_down", b.pick(0, 1))}), 1,
                                  "com.microsoft");
                    }, 2});
@@ -961,28 +1023,43 @@ std::vector<GradientCase> allCases() {
   return cases;
 }
 
-TEST(GradientCheckTest, EveryRuleMatchesFiniteDifferences) {
+/// Checks every case of allCases() with parameters of \p dtype, and that
+/// every differentiable op of the rule table has a case.
+void checkEveryRule(DType dtype) {
   unsigned seed = 1;
   std::set<std::string> covered;
   unsigned cases = 0, trials = 0, parameters = 0;
+  worstError = 0;
   for (const GradientCase &gradientCase : allCases()) {
     unsigned checked = 0;
     for (unsigned trial = 0; trial != gradientCase.trials; ++trial)
-      checked += checkTrial(gradientCase, seed += 7);
+      checked += checkTrial(gradientCase, seed += 7, dtype);
     EXPECT_GT(checked, 0u) << gradientCase.name << ": nothing was checked";
     covered.insert(gradientCase.name);
     ++cases;
     trials += gradientCase.trials;
     parameters += checked;
   }
-  std::printf("%u cases, %u random trials, %u parameter gradients checked\n",
-              cases, trials, parameters);
-  // Every differentiable op of the rule table has a case here.
+  std::printf("%s: %u cases, %u random trials, %u parameter gradients "
+              "checked; worst error %.3g of max |gradient| + 1\n",
+              dtype == DType::F64 ? "float64" : "float32", cases, trials,
+              parameters, worstError);
   for (const std::string &op : GradientRuleTable::instance().differentiableOps()) {
     llvm::StringRef name = op;
     name.consume_front("com.microsoft.");
     EXPECT_TRUE(covered.count(name.str())) << "no gradient check for " << op;
   }
+}
+
+// The check proper: float64 graphs, tight tolerance (kFloat64).
+TEST(GradientCheckTest, EveryRuleMatchesFiniteDifferences) {
+  checkEveryRule(DType::F64);
+}
+
+// The same cases in float32, the type models train in: the float32 kernels
+// (vector paths included) behind every rule, at kFloat32's tolerance.
+TEST(GradientCheckTest, EveryRuleMatchesFiniteDifferencesInFloat32) {
+  checkEveryRule(DType::F32);
 }
 
 /// True for the ops that carry a training step rather than compute a
