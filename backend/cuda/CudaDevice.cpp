@@ -13,6 +13,7 @@
 
 #include "backend/Executor.h"
 #include "ir/IR.h"
+#include "ir/Module.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -99,6 +100,13 @@ llvm::Error gmopt::checkPlannedBytesFit(uint64_t plannedBytes,
           llvm::formatv("{0}", freeBytes).str() +
           "` (or less) to plan a step that fits, or run with "
           "--backend=cpu");
+}
+
+llvm::Error gmopt::checkCudaModule(const Module &module) {
+  for (const Node &node : module.getGraph().getNodes())
+    if (llvm::Error err = checkCudaNode(node))
+      return err;
+  return llvm::Error::success();
 }
 
 #ifndef GMOPT_HAVE_CUDA

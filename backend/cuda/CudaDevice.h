@@ -76,6 +76,12 @@ bool hasCudaKernelFor(llvm::StringRef domain, llvm::StringRef opType);
 /// element type or layout). Needs no device.
 llvm::Error checkCudaNode(const Node &node);
 
+/// Success when every node of \p module's graph can run on the CUDA
+/// kernels; else the first refused node's checkCudaNode error (it names
+/// the op and the node). Needs no device: `--backend=auto` uses it to fall
+/// back to the CPU before preparing.
+llvm::Error checkCudaModule(const Module &module);
+
 /// Options of the CUDA device beyond ExecutorOptions.
 struct CudaDeviceOptions {
   /// Let fp32 GEMMs use TF32 tensor cores (off: full fp32 products).

@@ -17,6 +17,7 @@
 #include "tests/unit/TestPaths.h"
 #include "tests/unit/TestdataTraining.h"
 #include "tools/driver/RunReport.h"
+#include "tools/driver/RunSession.h"
 #include "tools/driver/Runtime.h"
 #include "tools/driver/TestDataSet.h"
 
@@ -220,6 +221,60 @@ TEST(CudaDeviceTest, TestdataGraphsHaveCudaKernels) {
                 << " kinds of node without a CUDA kernel, e.g. "
                 << *missing.begin() << "\n";
   }
+}
+
+TEST(CudaDeviceTest, AutoFallsBackToTheCpuForANodeWithoutAKernel) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built";
+  // What `--backend=auto` decides on a device, before preparing: the MLP
+  // has a CUDA kernel for every node, cnn (Conv, MaxPool) does not, and
+  // the notice names the first node that has none.
+  OptimizerSpec adamW;
+  adamW.kind = OptimizerKind::AdamW;
+  auto mlp = loadRunnableModel(mlpDir() + "/training_model.onnx",
+                               {{"batch", 8}}, nullptr, /*wantOriginal=*/true,
+                               "", &adamW, "", BackendKind::Cuda);
+  ASSERT_TRUE(bool(mlp)) << llvm::toString(mlp.takeError());
+  EXPECT_FALSE(bool(checkCudaModule(*mlp->module)));
+  auto mlpNotice = cudaFallbackNotice(*mlp);
+  ASSERT_TRUE(bool(mlpNotice)) << llvm::toString(mlpNotice.takeError());
+  EXPECT_EQ(*mlpNotice, "");
+
+  auto cnn = loadRunnableModel(testdataDir() + "/cnn/training_model.onnx",
+                               {{"batch", 8}}, nullptr, /*wantOriginal=*/true,
+                               "", &adamW, "", BackendKind::Cuda);
+  ASSERT_TRUE(bool(cnn)) << llvm::toString(cnn.takeError());
+  const Node *firstMissing = nullptr;
+  for (const Node &node : cnn->module->getGraph().getNodes())
+    if (llvm::Error err = checkCudaNode(node)) {
+      llvm::consumeError(std::move(err));
+      firstMissing = &node;
+      break;
+    }
+  ASSERT_NE(firstMissing, nullptr) << "cnn now has a CUDA kernel for every "
+                                      "node: pick another graph";
+  llvm::Error moduleError = checkCudaModule(*cnn->module);
+  ASSERT_TRUE(bool(moduleError));
+  std::string reason = llvm::toString(std::move(moduleError));
+  EXPECT_NE(
+      reason.find("no CUDA kernel for '" + firstMissing->getOp().str() + "'"),
+      std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find(firstMissing->describe()), std::string::npos) << reason;
+  auto cnnNotice = cudaFallbackNotice(*cnn);
+  ASSERT_TRUE(bool(cnnNotice)) << llvm::toString(cnnNotice.takeError());
+  EXPECT_EQ(*cnnNotice, reason + "; using the CPU backend");
+
+  // A .gm file planned for the CUDA workspace model cannot run on the CPU
+  // either: an error that says how to compile it for the CPU.
+  ASSERT_FALSE(cnn->module->plan.empty());
+  EXPECT_EQ(cnn->module->plan.workspaceModel, kCudaWorkspaceModelName.str());
+  cnn->fromGmFile = true;
+  auto gmNotice = cudaFallbackNotice(*cnn);
+  ASSERT_FALSE(bool(gmNotice));
+  std::string gmError = llvm::toString(gmNotice.takeError());
+  EXPECT_NE(gmError.find(reason), std::string::npos) << gmError;
+  EXPECT_NE(gmError.find("--workspace=cpu"), std::string::npos) << gmError;
 }
 
 TEST(CudaDeviceTest, RewrittenGraphsHaveCudaKernels) {
