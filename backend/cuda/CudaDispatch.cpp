@@ -497,6 +497,39 @@ llvm::Error runExpand(CudaCall &call) {
                         contiguousStrides(out), elementBytes(call.out(0)));
 }
 
+/// Tile(input, repeats): one strided copy (IndexingPlan's tileIndexing);
+/// the repeats must be a constant.
+llvm::Expected<BroadcastIndexing> tileGeometry(const Node &node) {
+  auto repeats = constantInts(node, 1, "repeats");
+  if (!repeats)
+    return repeats.takeError();
+  BroadcastIndexing ix;
+  if (!tileIndexing(shapeOf(node.getOperand(0)), *repeats, ix))
+    return nodeError(node, "the repeats do not match the input's rank, are "
+                           "negative, or tile more dimensions than the "
+                           "strided copy has");
+  return ix;
+}
+
+llvm::Error checkTile(const Node &node) {
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  return tileGeometry(node).takeError();
+}
+
+llvm::Error runTile(CudaCall &call) {
+  auto elements = static_cast<int64_t>(call.out(0)->getType().getNumElements());
+  if (!elements)
+    return llvm::Error::success();
+  auto ix = tileGeometry(call.node);
+  if (!ix)
+    return ix.takeError();
+  return call.check(launchStridedCopy(elementBytes(call.out(0)), call.inPtr(0),
+                                      call.outPtr(0), elements, *ix,
+                                      call.ctx.stream),
+                    "strided copy kernel");
+}
+
 /// Slice's starts and steps per dimension of the input, from its constant
 /// operands (opset 10+) or attributes (opset 1). The ends are not needed:
 /// the result's static shape (from shape inference) gives the extents.
@@ -1521,6 +1554,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add("", "Transpose", checkTranspose, runTranspose);
     add("", "Expand", checkAnyElement, runExpand);
     add("", "Slice", checkSlice, runSlice);
+    add("", "Tile", checkTile, runTile);
     add(kMsDomain, "SliceGrad", checkSliceGrad, runSliceGrad);
     add("", "Concat", checkConcat, runConcat);
     add(kMsDomain, "ConcatTraining", checkConcat, runConcat);

@@ -1,8 +1,8 @@
 //===- IndexingPlan.cpp - Building the CUDA kernels' index arithmetic -----===//
 //
-// Broadcast strides and dimension collapsing for BroadcastIndexing (see
-// IndexingPlan.h). Compiled in every build so its tests run without the
-// CUDA toolkit.
+// Broadcast strides, dimension collapsing and Tile's copy for
+// BroadcastIndexing (see IndexingPlan.h). Compiled in every build so its tests
+// run without the CUDA toolkit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,4 +86,25 @@ bool cuda::collapseIndexing(IndexVector extents,
         extents.size() == 1 && (strides[slot][0] == 1 || strides[slot][0] == 0);
   }
   return true;
+}
+
+bool cuda::tileIndexing(llvm::ArrayRef<int64_t> in,
+                        llvm::ArrayRef<int64_t> repeats,
+                        BroadcastIndexing &ix) {
+  if (in.size() != repeats.size() ||
+      llvm::any_of(repeats, [](int64_t r) { return r < 0; }))
+    return false;
+  IndexVector out;
+  for (size_t d = 0; d < in.size(); ++d)
+    out.push_back(in[d] * repeats[d]);
+  IndexVector inStrides = contiguousStrides(in);
+  IndexVector outStrides = contiguousStrides(out);
+  IndexVector extents, inSlot, outSlot;
+  for (size_t d = 0; d < in.size(); ++d) {
+    extents.append({repeats[d], in[d]});
+    inSlot.append({0, inStrides[d]});
+    outSlot.append({in[d] * outStrides[d], outStrides[d]});
+  }
+  IndexVector none(extents.size(), 0);
+  return collapseIndexing(extents, {inSlot, none, none, outSlot}, ix);
 }

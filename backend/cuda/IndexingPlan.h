@@ -40,6 +40,16 @@ bool collapseIndexing(IndexVector extents,
                       llvm::SmallVector<IndexVector, 4> strides,
                       BroadcastIndexing &ix);
 
+/// The strided copy of ONNX Tile: \p in repeated \p repeats times along
+/// each dimension (same rank). The iteration runs over [repeats[0], in[0],
+/// repeats[1], in[1], ...] with input strides 0 along the repeat
+/// dimensions and the tiled output's strides (a repeat steps over a whole
+/// copy of its dimension); slot 0 is the input, kOutput the output. False
+/// when the ranks differ, a repeat is negative, or more than kMaxRank
+/// dimensions remain after collapsing.
+bool tileIndexing(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> repeats,
+                  BroadcastIndexing &ix);
+
 } // namespace cuda
 } // namespace gmopt
 

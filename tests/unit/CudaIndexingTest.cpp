@@ -6,7 +6,8 @@
 // same arithmetic over random shapes and compare every offset with a naive
 // coordinate computation: numpy broadcasting of up to three operands,
 // transposes (permuted strides), slices with positive and negative steps,
-// and output strides that place a piece inside a larger tensor (Concat).
+// Tile's repeat dimensions, and output strides that place a piece inside a
+// larger tensor (Concat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,6 +156,46 @@ TEST(CudaIndexingTest, SliceOffsetsWithSteps) {
       ASSERT_EQ(base + operandOffset(ix, 0, i), expected) << "trial " << trial;
     }
   }
+}
+
+TEST(CudaIndexingTest, TileCopiesEveryOutputElementOnceFromItsSource) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 200; ++trial) {
+    int rank = 1 + static_cast<int>(rng() % 4);
+    IndexVector in(rank), repeats(rank), out(rank);
+    for (int d = 0; d < rank; ++d) {
+      in[d] = 1 + rng() % 5;
+      repeats[d] = rng() % 4; // 0 makes an empty output
+      out[d] = in[d] * repeats[d];
+    }
+    BroadcastIndexing ix;
+    ASSERT_TRUE(tileIndexing(in, repeats, ix)) << "trial " << trial;
+    int64_t iterations = 1;
+    for (int d = 0; d < ix.rank; ++d)
+      iterations *= ix.extent[d];
+    ASSERT_EQ(iterations, product(out)) << "trial " << trial;
+    // Every output element is written once, from input element
+    // (c[0] % in[0], c[1] % in[1], ...) of its coordinates c.
+    std::vector<int> writes(static_cast<size_t>(product(out)), 0);
+    for (int64_t i = 0; i < iterations; ++i) {
+      int64_t target = operandOffset(ix, BroadcastIndexing::kOutput, i);
+      ASSERT_GE(target, 0);
+      ASSERT_LT(target, product(out));
+      ++writes[static_cast<size_t>(target)];
+      IndexVector coordinates = unravel(target, out);
+      int64_t source = 0;
+      for (int d = 0; d < rank; ++d)
+        source = source * in[d] + coordinates[d] % in[d];
+      ASSERT_EQ(operandOffset(ix, 0, i), source) << "trial " << trial;
+    }
+    EXPECT_TRUE(
+        std::all_of(writes.begin(), writes.end(), [](int n) { return n == 1; }))
+        << "trial " << trial;
+  }
+  // Mismatched ranks and negative repeats are refused.
+  BroadcastIndexing ix;
+  EXPECT_FALSE(tileIndexing({2, 3}, {2}, ix));
+  EXPECT_FALSE(tileIndexing({2, 3}, {1, -1}, ix));
 }
 
 TEST(CudaIndexingTest, OutputStridesPlaceAPieceOfAConcat) {
