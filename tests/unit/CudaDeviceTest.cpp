@@ -6,8 +6,10 @@
 // CUDA without a device fails with the probe's reason. The device tests
 // (CudaExecutorTest) need a GPU and skip with a message elsewhere: the MLP
 // testdata graph trained on CUDA (planned and eager) must reproduce ONNX
-// Runtime's reference gradients and loss like the CPU backend does, and
-// the measured memory must match the plan.
+// Runtime's reference gradients and loss like the CPU backend does, the
+// measured memory must match the plan, and step times (CUDA events) must be
+// positive and within the run's wall time. --backend=auto's fallback for a
+// node without a CUDA kernel is decided without a device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +23,7 @@
 #include "tools/driver/Runtime.h"
 #include "tools/driver/TestDataSet.h"
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -122,8 +125,21 @@ TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
     TrainingOptions options;
     options.backend = BackendKind::Cuda;
     options.executor.mode = mode;
+    auto wallStart = std::chrono::steady_clock::now();
     auto result = trainModule(*mlp->model.module, *inputs, options);
+    double wallMs = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - wallStart)
+                        .count();
     ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    // Step times are CUDA events' device time: positive, and within the
+    // host's wall time of the whole run.
+    ASSERT_FALSE(result->microStepMilliseconds.empty());
+    double stepsMs = 0;
+    for (double ms : result->microStepMilliseconds) {
+      EXPECT_GT(ms, 0.0);
+      stepsMs += ms;
+    }
+    EXPECT_LE(stepsMs, wallMs);
     auto comparisons = compareWithReference(*result, mlp->data, Tolerance());
     ASSERT_TRUE(bool(comparisons)) << llvm::toString(comparisons.takeError());
     EXPECT_TRUE(allWithinTolerance(*comparisons));
