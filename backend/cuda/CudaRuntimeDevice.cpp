@@ -13,7 +13,9 @@
 // naming the call (and, in runNode, the node). Before the interpreter
 // allocates anything, prepareCudaExecutable compares the plan's bytes with
 // cudaMemGetInfo's free bytes and refuses a plan that cannot fit. Step
-// times are CUDA events' elapsed device time around each step.
+// times are CUDA events' elapsed device time around each step; after each
+// step the eager pool's high-water marks and cudaMemGetInfo are read
+// (getCudaMemoryMeasurement) to cross-check the counted memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <vector>
 
 using namespace gmopt;
@@ -82,6 +85,8 @@ public:
   /// The stream every kernel and copy is enqueued on (null before
   /// initialize).
   cudaStream_t getStream() const { return stream; }
+  /// Eager mode's dedicated memory pool (null in planned mode).
+  cudaMemPool_t getPool() const { return pool; }
 
 private:
   llvm::Error outOfMemory(uint64_t bytes, cudaError_t status);
@@ -326,7 +331,7 @@ public:
   MemoryReport getMemoryReport() const override {
     return inner->getMemoryReport();
   }
-  void resetPeak() override { inner->resetPeak(); }
+  void resetPeak() override;
   double getLastStepMilliseconds() const override { return lastStepMs; }
   uint64_t getArenaBytes() const override { return inner->getArenaBytes(); }
   uint64_t getUnplannedScratchBytes() const override {
@@ -339,13 +344,57 @@ public:
     return inner->getLastStepNodeTimings();
   }
 
+  /// The device's figures since prepare or the last resetPeak.
+  const CudaMemoryMeasurement &getMeasurement() const { return measured; }
+
 private:
+  /// Reads the pool's high-water marks and cudaMemGetInfo after a step.
+  llvm::Error measureMemory();
+
   std::unique_ptr<Executable> inner;
   const CudaDevice &device;
   cudaEvent_t start;
   cudaEvent_t stop;
   double lastStepMs = 0;
+  CudaMemoryMeasurement measured;
 };
+
+void CudaExecutable::resetPeak() {
+  inner->resetPeak();
+  measured.poolUsedHighBytes = measured.poolReservedHighBytes = 0;
+  measured.deviceUsedBytes = 0;
+  // Setting a high-water mark to 0 restarts it from the current bytes.
+  if (cudaMemPool_t pool = device.getPool()) {
+    uint64_t zero = 0;
+    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
+    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero);
+  }
+}
+
+llvm::Error CudaExecutable::measureMemory() {
+  if (cudaMemPool_t pool = device.getPool()) {
+    measured.eager = true;
+    uint64_t used = 0, reserved = 0;
+    if (auto err = check(
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used),
+            "cudaMemPoolGetAttribute (UsedMemHigh)"))
+      return err;
+    if (auto err = check(cudaMemPoolGetAttribute(
+                             pool, cudaMemPoolAttrReservedMemHigh, &reserved),
+                         "cudaMemPoolGetAttribute (ReservedMemHigh)"))
+      return err;
+    measured.poolUsedHighBytes = std::max(measured.poolUsedHighBytes, used);
+    measured.poolReservedHighBytes =
+        std::max(measured.poolReservedHighBytes, reserved);
+  }
+  size_t freeBytes = 0, totalBytes = 0;
+  if (auto err =
+          check(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo"))
+    return err;
+  measured.deviceUsedBytes =
+      std::max<uint64_t>(measured.deviceUsedBytes, totalBytes - freeBytes);
+  return llvm::Error::success();
+}
 
 llvm::Error CudaExecutable::runStep(uint64_t step) {
   if (auto err =
@@ -364,10 +413,17 @@ llvm::Error CudaExecutable::runStep(uint64_t step) {
                        "cudaEventElapsedTime"))
     return err;
   lastStepMs = milliseconds;
-  return llvm::Error::success();
+  return measureMemory();
 }
 
 } // namespace
+
+std::optional<CudaMemoryMeasurement>
+gmopt::getCudaMemoryMeasurement(const Executable &executable) {
+  if (const auto *cuda = dynamic_cast<const CudaExecutable *>(&executable))
+    return cuda->getMeasurement();
+  return std::nullopt;
+}
 
 llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareCudaExecutable(const Module &module,

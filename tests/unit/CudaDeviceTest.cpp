@@ -7,9 +7,10 @@
 // (CudaExecutorTest) need a GPU and skip with a message elsewhere: the MLP
 // testdata graph trained on CUDA (planned and eager) must reproduce ONNX
 // Runtime's reference gradients and loss like the CPU backend does, the
-// measured memory must match the plan, and step times (CUDA events) must be
-// positive and within the run's wall time. --backend=auto's fallback for a
-// node without a CUDA kernel is decided without a device.
+// measured memory must match the plan and be covered by the device's own
+// figures (pool high-water marks, cudaMemGetInfo), and step times (CUDA
+// events) must be positive and within the run's wall time. --backend=auto's
+// fallback for a node without a CUDA kernel is decided without a device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -111,6 +113,25 @@ TEST(CudaDeviceTest, PreparingWithoutADeviceSaysWhy) {
     EXPECT_NE(message.find("not built"), std::string::npos) << message;
 }
 
+TEST(CudaDeviceTest, MemoryMeasurementLineNamesTheFigures) {
+  // What gmopt-run prints after a CUDA run (and CudaExecutorTest parses).
+  CudaMemoryMeasurement eager;
+  eager.eager = true;
+  eager.poolUsedHighBytes = 1024;
+  eager.poolReservedHighBytes = 2 << 20;
+  eager.deviceUsedBytes = 3 << 20;
+  EXPECT_EQ(describeCudaMemoryMeasurement(eager),
+            "device memory (cuda): pool used high 1024 bytes, pool reserved "
+            "high 2097152 bytes, device used 3145728 bytes after a step "
+            "(cudaMemGetInfo)");
+  CudaMemoryMeasurement planned;
+  planned.poolUsedHighBytes = 7; // no pool in planned mode: not printed
+  planned.deviceUsedBytes = 42;
+  EXPECT_EQ(describeCudaMemoryMeasurement(planned),
+            "device memory (cuda): device used 42 bytes after a step "
+            "(cudaMemGetInfo)");
+}
+
 TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
   SKIP_WITHOUT_CUDA_DEVICE();
   std::optional<MlpCase> mlp = loadMlp(BackendKind::Cuda);
@@ -126,7 +147,9 @@ TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
     options.backend = BackendKind::Cuda;
     options.executor.mode = mode;
     auto wallStart = std::chrono::steady_clock::now();
-    auto result = trainModule(*mlp->model.module, *inputs, options);
+    std::string log;
+    llvm::raw_string_ostream logStream(log);
+    auto result = trainModule(*mlp->model.module, *inputs, options, &logStream);
     double wallMs = std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - wallStart)
                         .count();
@@ -140,6 +163,28 @@ TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
       stepsMs += ms;
     }
     EXPECT_LE(stepsMs, wallMs);
+    // The device's own figures cover the counted peak: the pool's used
+    // high-water mark (eager) and the device's used bytes after a step.
+    size_t at = log.find("device memory (cuda): ");
+    ASSERT_NE(at, std::string::npos) << log;
+    unsigned long long poolUsed = 0, poolReserved = 0, deviceUsed = 0;
+    const char *line = log.c_str() + at;
+    if (mode == AllocationMode::Eager) {
+      ASSERT_EQ(std::sscanf(line,
+                            "device memory (cuda): pool used high %llu bytes, "
+                            "pool reserved high %llu bytes, device used %llu",
+                            &poolUsed, &poolReserved, &deviceUsed),
+                3)
+          << line;
+      EXPECT_GE(poolUsed, result->memory.peakBytes) << line;
+      EXPECT_GE(poolReserved, poolUsed) << line;
+    } else {
+      ASSERT_EQ(std::sscanf(line, "device memory (cuda): device used %llu",
+                            &deviceUsed),
+                1)
+          << line;
+    }
+    EXPECT_GE(deviceUsed, result->memory.peakBytes) << line;
     auto comparisons = compareWithReference(*result, mlp->data, Tolerance());
     ASSERT_TRUE(bool(comparisons)) << llvm::toString(comparisons.takeError());
     EXPECT_TRUE(allWithinTolerance(*comparisons));
