@@ -1,6 +1,6 @@
 //===- IndexingPlan.cpp - Building the CUDA kernels' index arithmetic -----===//
 //
-// Broadcast strides, dimension collapsing and Tile's copy for
+// Broadcast strides, dimension collapsing, and Tile's and Pad's copies for
 // BroadcastIndexing (see IndexingPlan.h). Compiled in every build so its tests
 // run without the CUDA toolkit.
 //
@@ -9,6 +9,8 @@
 #include "backend/cuda/IndexingPlan.h"
 
 #include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -107,4 +109,22 @@ bool cuda::tileIndexing(llvm::ArrayRef<int64_t> in,
   }
   IndexVector none(extents.size(), 0);
   return collapseIndexing(extents, {inSlot, none, none, outSlot}, ix);
+}
+
+bool cuda::padCopy(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+                   llvm::ArrayRef<int64_t> begin, PadCopy &copy) {
+  if (in.size() != out.size() || in.size() != begin.size())
+    return false;
+  IndexVector inStrides = contiguousStrides(in);
+  IndexVector outStrides = contiguousStrides(out);
+  copy = PadCopy();
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t inStart = std::max<int64_t>(-begin[d], 0);
+    int64_t outStart = std::max<int64_t>(begin[d], 0);
+    int64_t extent = std::min(in[d] - inStart, out[d] - outStart);
+    copy.extents.push_back(std::max<int64_t>(extent, 0));
+    copy.inOffset += inStart * inStrides[d];
+    copy.outOffset += outStart * outStrides[d];
+  }
+  return true;
 }

@@ -50,6 +50,21 @@ bool collapseIndexing(IndexVector extents,
 bool tileIndexing(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> repeats,
                   BroadcastIndexing &ix);
 
+/// The region ONNX Pad (constant mode) copies from its input into its
+/// output, once the output is filled with the constant: per dimension the
+/// extent of the overlap, and the element offsets of its first element in
+/// the input and in the output (contiguous strides of each).
+struct PadCopy {
+  IndexVector extents;
+  int64_t inOffset = 0;
+  int64_t outOffset = 0;
+};
+
+/// The PadCopy of \p in padded to \p out with \p begin leading elements
+/// per dimension (negative crops). False when the ranks differ.
+bool padCopy(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+             llvm::ArrayRef<int64_t> begin, PadCopy &copy);
+
 } // namespace cuda
 } // namespace gmopt
 

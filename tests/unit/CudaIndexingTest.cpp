@@ -6,8 +6,8 @@
 // same arithmetic over random shapes and compare every offset with a naive
 // coordinate computation: numpy broadcasting of up to three operands,
 // transposes (permuted strides), slices with positive and negative steps,
-// Tile's repeat dimensions, and output strides that place a piece inside a
-// larger tensor (Concat).
+// Tile's repeat dimensions, Pad's overlap copy, and output strides that
+// place a piece inside a larger tensor (Concat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -196,6 +196,53 @@ TEST(CudaIndexingTest, TileCopiesEveryOutputElementOnceFromItsSource) {
   BroadcastIndexing ix;
   EXPECT_FALSE(tileIndexing({2, 3}, {2}, ix));
   EXPECT_FALSE(tileIndexing({2, 3}, {1, -1}, ix));
+}
+
+TEST(CudaIndexingTest, PadCopiesTheOverlapAndLeavesThePadding) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 200; ++trial) {
+    int rank = 1 + static_cast<int>(rng() % 4);
+    IndexVector in(rank), begin(rank), out(rank);
+    for (int d = 0; d < rank; ++d) {
+      in[d] = 1 + rng() % 5;
+      // Leading and trailing pads in [-2, 2]; negative crops.
+      begin[d] = static_cast<int64_t>(rng() % 5) - 2;
+      int64_t end = static_cast<int64_t>(rng() % 5) - 2;
+      out[d] = std::max<int64_t>(in[d] + begin[d] + end, 0);
+    }
+    PadCopy copy;
+    ASSERT_TRUE(padCopy(in, out, begin, copy));
+    // As CudaDispatch's Pad: fill (-1 here), then the strided copy.
+    std::vector<int64_t> result(static_cast<size_t>(product(out)), -1);
+    if (product(copy.extents)) {
+      BroadcastIndexing ix;
+      ASSERT_TRUE(collapseIndexing(copy.extents,
+                                   {contiguousStrides(in), IndexVector(rank, 0),
+                                    IndexVector(rank, 0),
+                                    contiguousStrides(out)},
+                                   ix));
+      for (int64_t i = 0, n = product(copy.extents); i < n; ++i) {
+        int64_t target =
+            copy.outOffset + operandOffset(ix, BroadcastIndexing::kOutput, i);
+        ASSERT_GE(target, 0);
+        ASSERT_LT(target, product(out));
+        result[static_cast<size_t>(target)] =
+            copy.inOffset + operandOffset(ix, 0, i);
+      }
+    }
+    for (int64_t o = 0, n = product(out); o < n; ++o) {
+      IndexVector coordinates = unravel(o, out);
+      int64_t expected = 0;
+      for (int d = 0; d < rank && expected >= 0; ++d) {
+        int64_t c = coordinates[d] - begin[d];
+        expected = c < 0 || c >= in[d] ? -1 : expected * in[d] + c;
+      }
+      ASSERT_EQ(result[static_cast<size_t>(o)], expected)
+          << "trial " << trial << " element " << o;
+    }
+  }
+  PadCopy copy;
+  EXPECT_FALSE(padCopy({2, 3}, {2}, {0, 0}, copy));
 }
 
 TEST(CudaIndexingTest, OutputStridesPlaceAPieceOfAConcat) {
