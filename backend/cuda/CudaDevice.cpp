@@ -3,7 +3,8 @@
 // The parts of the CUDA backend every build has: device probing through
 // the CUDA runtime API (compiled only when the toolkit was found at
 // configure time, GMOPT_HAVE_CUDA; otherwise it reports that the backend
-// is not built), the CUDA workspace model, the out-of-memory message, and
+// is not built), the CUDA workspace model, the out-of-memory message, the
+// whole-module kernel check, the device memory line, and
 // the no-toolkit fallbacks of the functions CudaDispatch.cpp and
 // CudaRuntimeDevice.cpp define in a CUDA build.
 //
@@ -13,6 +14,7 @@
 
 #include "backend/Executor.h"
 #include "ir/IR.h"
+#include "ir/Module.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -101,7 +103,34 @@ llvm::Error gmopt::checkPlannedBytesFit(uint64_t plannedBytes,
           "--backend=cpu");
 }
 
+llvm::Error gmopt::checkCudaModule(const Module &module) {
+  for (const Node &node : module.getGraph().getNodes())
+    if (llvm::Error err = checkCudaNode(node))
+      return err;
+  return llvm::Error::success();
+}
+
+std::string
+gmopt::describeCudaMemoryMeasurement(const CudaMemoryMeasurement &measurement) {
+  std::string line = "device memory (cuda): ";
+  if (measurement.eager)
+    line += llvm::formatv("pool used high {0} bytes, pool reserved high {1} "
+                          "bytes, ",
+                          measurement.poolUsedHighBytes,
+                          measurement.poolReservedHighBytes)
+                .str();
+  line += llvm::formatv("device used {0} bytes after a step (cudaMemGetInfo)",
+                        measurement.deviceUsedBytes)
+              .str();
+  return line;
+}
+
 #ifndef GMOPT_HAVE_CUDA
+std::optional<CudaMemoryMeasurement>
+gmopt::getCudaMemoryMeasurement(const Executable &) {
+  return std::nullopt;
+}
+
 bool gmopt::hasCudaKernelFor(llvm::StringRef, llvm::StringRef) { return false; }
 
 llvm::Error gmopt::checkCudaNode(const Node &node) {

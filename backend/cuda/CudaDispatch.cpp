@@ -497,6 +497,122 @@ llvm::Error runExpand(CudaCall &call) {
                         contiguousStrides(out), elementBytes(call.out(0)));
 }
 
+/// Tile(input, repeats): one strided copy (IndexingPlan's tileIndexing);
+/// the repeats must be a constant.
+llvm::Expected<BroadcastIndexing> tileGeometry(const Node &node) {
+  auto repeats = constantInts(node, 1, "repeats");
+  if (!repeats)
+    return repeats.takeError();
+  BroadcastIndexing ix;
+  if (!tileIndexing(shapeOf(node.getOperand(0)), *repeats, ix))
+    return nodeError(node, "the repeats do not match the input's rank, are "
+                           "negative, or tile more dimensions than the "
+                           "strided copy has");
+  return ix;
+}
+
+llvm::Error checkTile(const Node &node) {
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  return tileGeometry(node).takeError();
+}
+
+llvm::Error runTile(CudaCall &call) {
+  auto elements = static_cast<int64_t>(call.out(0)->getType().getNumElements());
+  if (!elements)
+    return llvm::Error::success();
+  auto ix = tileGeometry(call.node);
+  if (!ix)
+    return ix.takeError();
+  return call.check(launchStridedCopy(elementBytes(call.out(0)), call.inPtr(0),
+                                      call.outPtr(0), elements, *ix,
+                                      call.ctx.stream),
+                    "strided copy kernel");
+}
+
+/// Pad(data, pads, constant_value?, axes?) in constant mode: the output
+/// filled with the constant (0 without it), then the overlapping region
+/// copied (IndexingPlan's padCopy). pads, axes and the constant must be
+/// initializers.
+struct PadGeometry {
+  PadCopy copy;
+  uint64_t pattern = 0;
+};
+
+llvm::Expected<PadGeometry> padGeometry(const Node &node) {
+  if (node.getStringAttr("mode", "constant") != "constant")
+    return nodeError(node, "only mode 'constant' has a CUDA kernel");
+  Shape in = shapeOf(node.getOperand(0)), out = shapeOf(node.getResult(0));
+  auto rank = static_cast<int64_t>(in.size());
+  auto pads = constantInts(node, 1, "pads");
+  if (!pads)
+    return pads.takeError();
+  std::vector<int64_t> axes;
+  if (node.getNumOperands() > 3 && node.getOperand(3)) {
+    auto given = constantInts(node, 3, "axes");
+    if (!given)
+      return given.takeError();
+    axes = *given;
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads->size() != 2 * axes.size())
+    return nodeError(node, "pads must have two entries per padded axis");
+  Shape begin(in.size(), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = normalizeAxis(node, axes[i], rank);
+    if (!axis)
+      return axis.takeError();
+    begin[*axis] = (*pads)[i];
+  }
+  PadGeometry g;
+  if (!padCopy(in, out, begin, g.copy))
+    return nodeError(node, "the output's rank differs from the input's");
+  if (node.getNumOperands() > 2 && node.getOperand(2)) {
+    const Value *value = node.getOperand(2);
+    if (!value->isInitializer())
+      return nodeError(node, "constant_value must be a constant (an "
+                             "initializer) for the CUDA kernels");
+    if (value->getType().getDType() != node.getResult(0)->getType().getDType())
+      return nodeError(node, "constant_value has another element type than "
+                             "the output");
+    if (llvm::Error err = value->getData().load())
+      return err;
+    llvm::ArrayRef<uint8_t> bytes = value->getData().getBytes();
+    if (bytes.size() > sizeof(g.pattern))
+      return nodeError(node, "the element type is too wide");
+    std::memcpy(&g.pattern, bytes.data(), bytes.size());
+  }
+  return g;
+}
+
+llvm::Error checkPad(const Node &node) {
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  return padGeometry(node).takeError();
+}
+
+llvm::Error runPad(CudaCall &call) {
+  auto elements = static_cast<int64_t>(call.out(0)->getType().getNumElements());
+  if (!elements)
+    return llvm::Error::success();
+  auto g = padGeometry(call.node);
+  if (!g)
+    return g.takeError();
+  int64_t bytes = elementBytes(call.out(0));
+  if (llvm::Error err = call.check(launchFill(bytes, g->pattern, call.outPtr(0),
+                                              elements, call.ctx.stream),
+                                   "fill kernel"))
+    return err;
+  if (!product(g->copy.extents))
+    return llvm::Error::success();
+  return launchCopyWith(call, call.inAs<uint8_t>(0) + g->copy.inOffset * bytes,
+                        call.outAs<uint8_t>(0) + g->copy.outOffset * bytes,
+                        g->copy.extents, contiguousStrides(shapeOf(call.in(0))),
+                        contiguousStrides(shapeOf(call.out(0))), bytes);
+}
+
 /// Slice's starts and steps per dimension of the input, from its constant
 /// operands (opset 10+) or attributes (opset 1). The ends are not needed:
 /// the result's static shape (from shape inference) gives the extents.
@@ -1521,6 +1637,8 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add("", "Transpose", checkTranspose, runTranspose);
     add("", "Expand", checkAnyElement, runExpand);
     add("", "Slice", checkSlice, runSlice);
+    add("", "Tile", checkTile, runTile);
+    add("", "Pad", checkPad, runPad);
     add(kMsDomain, "SliceGrad", checkSliceGrad, runSliceGrad);
     add("", "Concat", checkConcat, runConcat);
     add(kMsDomain, "ConcatTraining", checkConcat, runConcat);

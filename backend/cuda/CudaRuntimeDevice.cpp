@@ -12,7 +12,10 @@
 // CUDA and cuBLASLt call is checked and its failure becomes an llvm::Error
 // naming the call (and, in runNode, the node). Before the interpreter
 // allocates anything, prepareCudaExecutable compares the plan's bytes with
-// cudaMemGetInfo's free bytes and refuses a plan that cannot fit.
+// cudaMemGetInfo's free bytes and refuses a plan that cannot fit. Step
+// times are CUDA events' elapsed device time around each step; after each
+// step the eager pool's high-water marks and cudaMemGetInfo are read
+// (getCudaMemoryMeasurement) to cross-check the counted memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <vector>
 
 using namespace gmopt;
@@ -77,6 +81,12 @@ public:
   llvm::Error fillZero(void *target, uint64_t bytes) override;
   llvm::Error runNode(const NodeLaunch &launch) override;
   llvm::Error synchronize() override;
+
+  /// The stream every kernel and copy is enqueued on (null before
+  /// initialize).
+  cudaStream_t getStream() const { return stream; }
+  /// Eager mode's dedicated memory pool (null in planned mode).
+  cudaMemPool_t getPool() const { return pool; }
 
 private:
   llvm::Error outOfMemory(uint64_t bytes, cudaError_t status);
@@ -288,7 +298,132 @@ uint64_t persistentBytes(const Module &module) {
   return bytes;
 }
 
+/// The plan interpreter over a CudaDevice, with step times from CUDA
+/// events: getLastStepMilliseconds is the device time between an event
+/// recorded on the stream before the step's first launch and one recorded
+/// after its final synchronization, not the host's wall time. Everything
+/// else is the interpreter's.
+class CudaExecutable final : public Executable {
+public:
+  CudaExecutable(std::unique_ptr<Executable> inner, const CudaDevice &device,
+                 cudaEvent_t start, cudaEvent_t stop)
+      : inner(std::move(inner)), device(device), start(start), stop(stop) {}
+  ~CudaExecutable() override {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+  }
+
+  const Module &getModule() const override { return inner->getModule(); }
+  llvm::Error setInput(const Value *input, const TensorData &data) override {
+    return inner->setInput(input, data);
+  }
+  llvm::Error writeValue(const Value *value, const TensorData &data) override {
+    return inner->writeValue(value, data);
+  }
+  llvm::Expected<TensorData> readValue(const Value *value) const override {
+    return inner->readValue(value);
+  }
+  llvm::Error runStep(uint64_t step) override;
+  llvm::Expected<TensorData>
+  readGradient(const ParamInfo &param) const override {
+    return inner->readGradient(param);
+  }
+  MemoryReport getMemoryReport() const override {
+    return inner->getMemoryReport();
+  }
+  void resetPeak() override;
+  double getLastStepMilliseconds() const override { return lastStepMs; }
+  uint64_t getArenaBytes() const override { return inner->getArenaBytes(); }
+  uint64_t getUnplannedScratchBytes() const override {
+    return inner->getUnplannedScratchBytes();
+  }
+  std::vector<OpProfile> getProfile() const override {
+    return inner->getProfile();
+  }
+  std::vector<NodeTiming> getLastStepNodeTimings() const override {
+    return inner->getLastStepNodeTimings();
+  }
+
+  /// The device's figures since prepare or the last resetPeak.
+  const CudaMemoryMeasurement &getMeasurement() const { return measured; }
+
+private:
+  /// Reads the pool's high-water marks and cudaMemGetInfo after a step.
+  llvm::Error measureMemory();
+
+  std::unique_ptr<Executable> inner;
+  const CudaDevice &device;
+  cudaEvent_t start;
+  cudaEvent_t stop;
+  double lastStepMs = 0;
+  CudaMemoryMeasurement measured;
+};
+
+void CudaExecutable::resetPeak() {
+  inner->resetPeak();
+  measured.poolUsedHighBytes = measured.poolReservedHighBytes = 0;
+  measured.deviceUsedBytes = 0;
+  // Setting a high-water mark to 0 restarts it from the current bytes.
+  if (cudaMemPool_t pool = device.getPool()) {
+    uint64_t zero = 0;
+    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
+    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero);
+  }
+}
+
+llvm::Error CudaExecutable::measureMemory() {
+  if (cudaMemPool_t pool = device.getPool()) {
+    measured.eager = true;
+    uint64_t used = 0, reserved = 0;
+    if (auto err = check(
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used),
+            "cudaMemPoolGetAttribute (UsedMemHigh)"))
+      return err;
+    if (auto err = check(cudaMemPoolGetAttribute(
+                             pool, cudaMemPoolAttrReservedMemHigh, &reserved),
+                         "cudaMemPoolGetAttribute (ReservedMemHigh)"))
+      return err;
+    measured.poolUsedHighBytes = std::max(measured.poolUsedHighBytes, used);
+    measured.poolReservedHighBytes =
+        std::max(measured.poolReservedHighBytes, reserved);
+  }
+  size_t freeBytes = 0, totalBytes = 0;
+  if (auto err =
+          check(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo"))
+    return err;
+  measured.deviceUsedBytes =
+      std::max<uint64_t>(measured.deviceUsedBytes, totalBytes - freeBytes);
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutable::runStep(uint64_t step) {
+  if (auto err =
+          check(cudaEventRecord(start, device.getStream()), "cudaEventRecord"))
+    return err;
+  // The interpreter synchronizes the stream before it returns.
+  if (auto err = inner->runStep(step))
+    return err;
+  if (auto err =
+          check(cudaEventRecord(stop, device.getStream()), "cudaEventRecord"))
+    return err;
+  if (auto err = check(cudaEventSynchronize(stop), "cudaEventSynchronize"))
+    return err;
+  float milliseconds = 0;
+  if (auto err = check(cudaEventElapsedTime(&milliseconds, start, stop),
+                       "cudaEventElapsedTime"))
+    return err;
+  lastStepMs = milliseconds;
+  return measureMemory();
+}
+
 } // namespace
+
+std::optional<CudaMemoryMeasurement>
+gmopt::getCudaMemoryMeasurement(const Executable &executable) {
+  if (const auto *cuda = dynamic_cast<const CudaExecutable *>(&executable))
+    return cuda->getMeasurement();
+  return std::nullopt;
+}
 
 llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareCudaExecutable(const Module &module,
@@ -309,7 +444,19 @@ gmopt::prepareCudaExecutable(const Module &module,
     planned += module.plan.arenaBytes;
   if (auto err = checkPlannedBytesFit(planned, freeBytes, info->name))
     return err;
-  return createPlanInterpreter(module, options,
-                               std::make_unique<CudaDevice>(*info, cudaOptions),
-                               getCudaKernelWorkspaceBytes);
+  auto device = std::make_unique<CudaDevice>(*info, cudaOptions);
+  const CudaDevice &deviceRef = *device;
+  auto inner = createPlanInterpreter(module, options, std::move(device),
+                                     getCudaKernelWorkspaceBytes);
+  if (!inner)
+    return inner.takeError();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (auto err = check(cudaEventCreate(&start), "cudaEventCreate"))
+    return err;
+  if (auto err = check(cudaEventCreate(&stop), "cudaEventCreate")) {
+    (void)cudaEventDestroy(start);
+    return err;
+  }
+  return std::make_unique<CudaExecutable>(std::move(*inner), deviceRef, start,
+                                          stop);
 }

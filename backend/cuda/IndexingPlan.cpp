@@ -1,14 +1,16 @@
 //===- IndexingPlan.cpp - Building the CUDA kernels' index arithmetic -----===//
 //
-// Broadcast strides and dimension collapsing for BroadcastIndexing (see
-// IndexingPlan.h). Compiled in every build so its tests run without the
-// CUDA toolkit.
+// Broadcast strides, dimension collapsing, and Tile's and Pad's copies for
+// BroadcastIndexing (see IndexingPlan.h). Compiled in every build so its tests
+// run without the CUDA toolkit.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/IndexingPlan.h"
 
 #include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -84,6 +86,45 @@ bool cuda::collapseIndexing(IndexVector extents,
     // One dimension with stride 1 (contiguous) or 0 (scalar): linear.
     ix.flat[slot] =
         extents.size() == 1 && (strides[slot][0] == 1 || strides[slot][0] == 0);
+  }
+  return true;
+}
+
+bool cuda::tileIndexing(llvm::ArrayRef<int64_t> in,
+                        llvm::ArrayRef<int64_t> repeats,
+                        BroadcastIndexing &ix) {
+  if (in.size() != repeats.size() ||
+      llvm::any_of(repeats, [](int64_t r) { return r < 0; }))
+    return false;
+  IndexVector out;
+  for (size_t d = 0; d < in.size(); ++d)
+    out.push_back(in[d] * repeats[d]);
+  IndexVector inStrides = contiguousStrides(in);
+  IndexVector outStrides = contiguousStrides(out);
+  IndexVector extents, inSlot, outSlot;
+  for (size_t d = 0; d < in.size(); ++d) {
+    extents.append({repeats[d], in[d]});
+    inSlot.append({0, inStrides[d]});
+    outSlot.append({in[d] * outStrides[d], outStrides[d]});
+  }
+  IndexVector none(extents.size(), 0);
+  return collapseIndexing(extents, {inSlot, none, none, outSlot}, ix);
+}
+
+bool cuda::padCopy(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+                   llvm::ArrayRef<int64_t> begin, PadCopy &copy) {
+  if (in.size() != out.size() || in.size() != begin.size())
+    return false;
+  IndexVector inStrides = contiguousStrides(in);
+  IndexVector outStrides = contiguousStrides(out);
+  copy = PadCopy();
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t inStart = std::max<int64_t>(-begin[d], 0);
+    int64_t outStart = std::max<int64_t>(begin[d], 0);
+    int64_t extent = std::min(in[d] - inStart, out[d] - outStart);
+    copy.extents.push_back(std::max<int64_t>(extent, 0));
+    copy.inOffset += inStart * inStrides[d];
+    copy.outOffset += outStart * outStrides[d];
   }
   return true;
 }

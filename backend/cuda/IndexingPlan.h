@@ -40,6 +40,31 @@ bool collapseIndexing(IndexVector extents,
                       llvm::SmallVector<IndexVector, 4> strides,
                       BroadcastIndexing &ix);
 
+/// The strided copy of ONNX Tile: \p in repeated \p repeats times along
+/// each dimension (same rank). The iteration runs over [repeats[0], in[0],
+/// repeats[1], in[1], ...] with input strides 0 along the repeat
+/// dimensions and the tiled output's strides (a repeat steps over a whole
+/// copy of its dimension); slot 0 is the input, kOutput the output. False
+/// when the ranks differ, a repeat is negative, or more than kMaxRank
+/// dimensions remain after collapsing.
+bool tileIndexing(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> repeats,
+                  BroadcastIndexing &ix);
+
+/// The region ONNX Pad (constant mode) copies from its input into its
+/// output, once the output is filled with the constant: per dimension the
+/// extent of the overlap, and the element offsets of its first element in
+/// the input and in the output (contiguous strides of each).
+struct PadCopy {
+  IndexVector extents;
+  int64_t inOffset = 0;
+  int64_t outOffset = 0;
+};
+
+/// The PadCopy of \p in padded to \p out with \p begin leading elements
+/// per dimension (negative crops). False when the ranks differ.
+bool padCopy(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+             llvm::ArrayRef<int64_t> begin, PadCopy &copy);
+
 } // namespace cuda
 } // namespace gmopt
 

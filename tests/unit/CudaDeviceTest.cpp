@@ -6,8 +6,11 @@
 // CUDA without a device fails with the probe's reason. The device tests
 // (CudaExecutorTest) need a GPU and skip with a message elsewhere: the MLP
 // testdata graph trained on CUDA (planned and eager) must reproduce ONNX
-// Runtime's reference gradients and loss like the CPU backend does, and
-// the measured memory must match the plan.
+// Runtime's reference gradients and loss like the CPU backend does, the
+// measured memory must match the plan and be covered by the device's own
+// figures (pool high-water marks, cudaMemGetInfo), and step times (CUDA
+// events) must be positive and within the run's wall time. --backend=auto's
+// fallback for a node without a CUDA kernel is decided without a device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,10 +20,13 @@
 #include "tests/unit/TestPaths.h"
 #include "tests/unit/TestdataTraining.h"
 #include "tools/driver/RunReport.h"
+#include "tools/driver/RunSession.h"
 #include "tools/driver/Runtime.h"
 #include "tools/driver/TestDataSet.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -107,6 +113,25 @@ TEST(CudaDeviceTest, PreparingWithoutADeviceSaysWhy) {
     EXPECT_NE(message.find("not built"), std::string::npos) << message;
 }
 
+TEST(CudaDeviceTest, MemoryMeasurementLineNamesTheFigures) {
+  // What gmopt-run prints after a CUDA run (and CudaExecutorTest parses).
+  CudaMemoryMeasurement eager;
+  eager.eager = true;
+  eager.poolUsedHighBytes = 1024;
+  eager.poolReservedHighBytes = 2 << 20;
+  eager.deviceUsedBytes = 3 << 20;
+  EXPECT_EQ(describeCudaMemoryMeasurement(eager),
+            "device memory (cuda): pool used high 1024 bytes, pool reserved "
+            "high 2097152 bytes, device used 3145728 bytes after a step "
+            "(cudaMemGetInfo)");
+  CudaMemoryMeasurement planned;
+  planned.poolUsedHighBytes = 7; // no pool in planned mode: not printed
+  planned.deviceUsedBytes = 42;
+  EXPECT_EQ(describeCudaMemoryMeasurement(planned),
+            "device memory (cuda): device used 42 bytes after a step "
+            "(cudaMemGetInfo)");
+}
+
 TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
   SKIP_WITHOUT_CUDA_DEVICE();
   std::optional<MlpCase> mlp = loadMlp(BackendKind::Cuda);
@@ -121,8 +146,45 @@ TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
     TrainingOptions options;
     options.backend = BackendKind::Cuda;
     options.executor.mode = mode;
-    auto result = trainModule(*mlp->model.module, *inputs, options);
+    auto wallStart = std::chrono::steady_clock::now();
+    std::string log;
+    llvm::raw_string_ostream logStream(log);
+    auto result = trainModule(*mlp->model.module, *inputs, options, &logStream);
+    double wallMs = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - wallStart)
+                        .count();
     ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    // Step times are CUDA events' device time: positive, and within the
+    // host's wall time of the whole run.
+    ASSERT_FALSE(result->microStepMilliseconds.empty());
+    double stepsMs = 0;
+    for (double ms : result->microStepMilliseconds) {
+      EXPECT_GT(ms, 0.0);
+      stepsMs += ms;
+    }
+    EXPECT_LE(stepsMs, wallMs);
+    // The device's own figures cover the counted peak: the pool's used
+    // high-water mark (eager) and the device's used bytes after a step.
+    size_t at = log.find("device memory (cuda): ");
+    ASSERT_NE(at, std::string::npos) << log;
+    unsigned long long poolUsed = 0, poolReserved = 0, deviceUsed = 0;
+    const char *line = log.c_str() + at;
+    if (mode == AllocationMode::Eager) {
+      ASSERT_EQ(std::sscanf(line,
+                            "device memory (cuda): pool used high %llu bytes, "
+                            "pool reserved high %llu bytes, device used %llu",
+                            &poolUsed, &poolReserved, &deviceUsed),
+                3)
+          << line;
+      EXPECT_GE(poolUsed, result->memory.peakBytes) << line;
+      EXPECT_GE(poolReserved, poolUsed) << line;
+    } else {
+      ASSERT_EQ(std::sscanf(line, "device memory (cuda): device used %llu",
+                            &deviceUsed),
+                1)
+          << line;
+    }
+    EXPECT_GE(deviceUsed, result->memory.peakBytes) << line;
     auto comparisons = compareWithReference(*result, mlp->data, Tolerance());
     ASSERT_TRUE(bool(comparisons)) << llvm::toString(comparisons.takeError());
     EXPECT_TRUE(allWithinTolerance(*comparisons));
@@ -220,6 +282,60 @@ TEST(CudaDeviceTest, TestdataGraphsHaveCudaKernels) {
                 << " kinds of node without a CUDA kernel, e.g. "
                 << *missing.begin() << "\n";
   }
+}
+
+TEST(CudaDeviceTest, AutoFallsBackToTheCpuForANodeWithoutAKernel) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built";
+  // What `--backend=auto` decides on a device, before preparing: the MLP
+  // has a CUDA kernel for every node, cnn (Conv, MaxPool) does not, and
+  // the notice names the first node that has none.
+  OptimizerSpec adamW;
+  adamW.kind = OptimizerKind::AdamW;
+  auto mlp = loadRunnableModel(mlpDir() + "/training_model.onnx",
+                               {{"batch", 8}}, nullptr, /*wantOriginal=*/true,
+                               "", &adamW, "", BackendKind::Cuda);
+  ASSERT_TRUE(bool(mlp)) << llvm::toString(mlp.takeError());
+  EXPECT_FALSE(bool(checkCudaModule(*mlp->module)));
+  auto mlpNotice = cudaFallbackNotice(*mlp);
+  ASSERT_TRUE(bool(mlpNotice)) << llvm::toString(mlpNotice.takeError());
+  EXPECT_EQ(*mlpNotice, "");
+
+  auto cnn = loadRunnableModel(testdataDir() + "/cnn/training_model.onnx",
+                               {{"batch", 8}}, nullptr, /*wantOriginal=*/true,
+                               "", &adamW, "", BackendKind::Cuda);
+  ASSERT_TRUE(bool(cnn)) << llvm::toString(cnn.takeError());
+  const Node *firstMissing = nullptr;
+  for (const Node &node : cnn->module->getGraph().getNodes())
+    if (llvm::Error err = checkCudaNode(node)) {
+      llvm::consumeError(std::move(err));
+      firstMissing = &node;
+      break;
+    }
+  ASSERT_NE(firstMissing, nullptr) << "cnn now has a CUDA kernel for every "
+                                      "node: pick another graph";
+  llvm::Error moduleError = checkCudaModule(*cnn->module);
+  ASSERT_TRUE(bool(moduleError));
+  std::string reason = llvm::toString(std::move(moduleError));
+  EXPECT_NE(
+      reason.find("no CUDA kernel for '" + firstMissing->getOp().str() + "'"),
+      std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find(firstMissing->describe()), std::string::npos) << reason;
+  auto cnnNotice = cudaFallbackNotice(*cnn);
+  ASSERT_TRUE(bool(cnnNotice)) << llvm::toString(cnnNotice.takeError());
+  EXPECT_EQ(*cnnNotice, reason + "; using the CPU backend");
+
+  // A .gm file planned for the CUDA workspace model cannot run on the CPU
+  // either: an error that says how to compile it for the CPU.
+  ASSERT_FALSE(cnn->module->plan.empty());
+  EXPECT_EQ(cnn->module->plan.workspaceModel, kCudaWorkspaceModelName.str());
+  cnn->fromGmFile = true;
+  auto gmNotice = cudaFallbackNotice(*cnn);
+  ASSERT_FALSE(bool(gmNotice));
+  std::string gmError = llvm::toString(gmNotice.takeError());
+  EXPECT_NE(gmError.find(reason), std::string::npos) << gmError;
+  EXPECT_NE(gmError.find("--workspace=cpu"), std::string::npos) << gmError;
 }
 
 TEST(CudaDeviceTest, RewrittenGraphsHaveCudaKernels) {

@@ -6,7 +6,8 @@
 // same arithmetic over random shapes and compare every offset with a naive
 // coordinate computation: numpy broadcasting of up to three operands,
 // transposes (permuted strides), slices with positive and negative steps,
-// and output strides that place a piece inside a larger tensor (Concat).
+// Tile's repeat dimensions, Pad's overlap copy, and output strides that
+// place a piece inside a larger tensor (Concat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,6 +156,93 @@ TEST(CudaIndexingTest, SliceOffsetsWithSteps) {
       ASSERT_EQ(base + operandOffset(ix, 0, i), expected) << "trial " << trial;
     }
   }
+}
+
+TEST(CudaIndexingTest, TileCopiesEveryOutputElementOnceFromItsSource) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 200; ++trial) {
+    int rank = 1 + static_cast<int>(rng() % 4);
+    IndexVector in(rank), repeats(rank), out(rank);
+    for (int d = 0; d < rank; ++d) {
+      in[d] = 1 + rng() % 5;
+      repeats[d] = rng() % 4; // 0 makes an empty output
+      out[d] = in[d] * repeats[d];
+    }
+    BroadcastIndexing ix;
+    ASSERT_TRUE(tileIndexing(in, repeats, ix)) << "trial " << trial;
+    int64_t iterations = 1;
+    for (int d = 0; d < ix.rank; ++d)
+      iterations *= ix.extent[d];
+    ASSERT_EQ(iterations, product(out)) << "trial " << trial;
+    // Every output element is written once, from input element
+    // (c[0] % in[0], c[1] % in[1], ...) of its coordinates c.
+    std::vector<int> writes(static_cast<size_t>(product(out)), 0);
+    for (int64_t i = 0; i < iterations; ++i) {
+      int64_t target = operandOffset(ix, BroadcastIndexing::kOutput, i);
+      ASSERT_GE(target, 0);
+      ASSERT_LT(target, product(out));
+      ++writes[static_cast<size_t>(target)];
+      IndexVector coordinates = unravel(target, out);
+      int64_t source = 0;
+      for (int d = 0; d < rank; ++d)
+        source = source * in[d] + coordinates[d] % in[d];
+      ASSERT_EQ(operandOffset(ix, 0, i), source) << "trial " << trial;
+    }
+    EXPECT_TRUE(
+        std::all_of(writes.begin(), writes.end(), [](int n) { return n == 1; }))
+        << "trial " << trial;
+  }
+  // Mismatched ranks and negative repeats are refused.
+  BroadcastIndexing ix;
+  EXPECT_FALSE(tileIndexing({2, 3}, {2}, ix));
+  EXPECT_FALSE(tileIndexing({2, 3}, {1, -1}, ix));
+}
+
+TEST(CudaIndexingTest, PadCopiesTheOverlapAndLeavesThePadding) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 200; ++trial) {
+    int rank = 1 + static_cast<int>(rng() % 4);
+    IndexVector in(rank), begin(rank), out(rank);
+    for (int d = 0; d < rank; ++d) {
+      in[d] = 1 + rng() % 5;
+      // Leading and trailing pads in [-2, 2]; negative crops.
+      begin[d] = static_cast<int64_t>(rng() % 5) - 2;
+      int64_t end = static_cast<int64_t>(rng() % 5) - 2;
+      out[d] = std::max<int64_t>(in[d] + begin[d] + end, 0);
+    }
+    PadCopy copy;
+    ASSERT_TRUE(padCopy(in, out, begin, copy));
+    // As CudaDispatch's Pad: fill (-1 here), then the strided copy.
+    std::vector<int64_t> result(static_cast<size_t>(product(out)), -1);
+    if (product(copy.extents)) {
+      BroadcastIndexing ix;
+      ASSERT_TRUE(collapseIndexing(copy.extents,
+                                   {contiguousStrides(in), IndexVector(rank, 0),
+                                    IndexVector(rank, 0),
+                                    contiguousStrides(out)},
+                                   ix));
+      for (int64_t i = 0, n = product(copy.extents); i < n; ++i) {
+        int64_t target =
+            copy.outOffset + operandOffset(ix, BroadcastIndexing::kOutput, i);
+        ASSERT_GE(target, 0);
+        ASSERT_LT(target, product(out));
+        result[static_cast<size_t>(target)] =
+            copy.inOffset + operandOffset(ix, 0, i);
+      }
+    }
+    for (int64_t o = 0, n = product(out); o < n; ++o) {
+      IndexVector coordinates = unravel(o, out);
+      int64_t expected = 0;
+      for (int d = 0; d < rank && expected >= 0; ++d) {
+        int64_t c = coordinates[d] - begin[d];
+        expected = c < 0 || c >= in[d] ? -1 : expected * in[d] + c;
+      }
+      ASSERT_EQ(result[static_cast<size_t>(o)], expected)
+          << "trial " << trial << " element " << o;
+    }
+  }
+  PadCopy copy;
+  EXPECT_FALSE(padCopy({2, 3}, {2}, {0, 0}, copy));
 }
 
 TEST(CudaIndexingTest, OutputStridesPlaceAPieceOfAConcat) {

@@ -2,9 +2,10 @@
 //
 // The order of a gmopt-run invocation: validate the options, pick the
 // backend, read every input file (so a bad file is reported before any
-// work), load the model, make sure it has a plan, bind the inputs, print
-// the notices (only now, so a run that fails before this prints one error
-// line), train, compare, run the baseline, write the JSON report, and only
+// work), load the model (`auto` on a CUDA device falls back to the CPU, and
+// loads again, when a node has no CUDA kernel), make sure it has a plan,
+// bind the inputs, print the notices (only now, so a run that fails before
+// this prints one error line), train, compare, run the baseline, write the JSON report, and only
 // then return a numerical failure so the report is there to look at.
 //
 //===----------------------------------------------------------------------===//
@@ -153,6 +154,26 @@ bool sameOptimizer(const OptimizerSpec &a, const OptimizerSpec &b) {
 
 } // namespace
 
+llvm::Expected<std::string>
+gmopt::cudaFallbackNotice(const RunnableModel &model) {
+  llvm::Error missing = checkCudaModule(*model.module);
+  if (!missing && model.original)
+    missing = checkCudaModule(*model.original);
+  if (!missing)
+    return std::string();
+  std::string reason = llvm::toString(std::move(missing));
+  const ExecutionPlan &plan = model.module->plan;
+  if (model.fromGmFile && !plan.empty() &&
+      plan.workspaceModel == kCudaWorkspaceModelName)
+    return makeError(reason +
+                     "; the CPU backend cannot run the file "
+                     "instead, since its plan was made for the '" +
+                     plan.workspaceModel +
+                     "' workspace model: compile again with "
+                     "--workspace=cpu to run it on the CPU");
+  return reason + "; using the CPU backend";
+}
+
 llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                               llvm::raw_ostream &notices) {
   if (config.modelPath.empty())
@@ -289,6 +310,29 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                                  config.externalDataDir, *backend);
   if (!model)
     return model.takeError();
+  // A device but a node without a CUDA kernel: `auto` runs on the CPU (an
+  // ONNX graph is loaded again, planned for the CPU kernels' workspace);
+  // `--backend=cuda` fails at prepare, naming the node.
+  if (config.backend == BackendKind::Auto && *backend == BackendKind::Cuda) {
+    auto fallback = cudaFallbackNotice(*model);
+    if (!fallback)
+      return makeError(config.modelPath + ": " +
+                       llvm::toString(fallback.takeError()));
+    if (!fallback->empty()) {
+      notice = std::move(*fallback);
+      *backend = BackendKind::Cpu;
+      training.backend = BackendKind::Cpu;
+      if (!model->fromGmFile) {
+        model = loadRunnableModel(
+            config.modelPath, config.dims, inputs ? &*inputs : nullptr,
+            config.baseline || !config.timelinePath.empty(), config.passes,
+            optimizer ? &*optimizer : nullptr, config.externalDataDir,
+            BackendKind::Cpu);
+        if (!model)
+          return model.takeError();
+      }
+    }
+  }
   // gmopt-compile --memory-limit recorded the micro-steps its plan fits
   // with; they are the default. A loss reference is one whole batch per
   // step: it needs --inputs, which are split into the micro-steps.

@@ -109,6 +109,14 @@ struct RunConfig {
 llvm::Error runSession(const RunConfig &config, llvm::raw_ostream &out,
                        llvm::raw_ostream &notices);
 
+/// For `--backend=auto` on a CUDA device, before preparing: empty when
+/// every node of \p model's module (and of its original, kept for
+/// --baseline) has a CUDA kernel; else the notice that the run uses the CPU
+/// backend instead, naming the first node without one and its op. An error
+/// when the CPU cannot run \p model either: a `.gm` file whose plan was
+/// made for the CUDA kernels' workspace model.
+llvm::Expected<std::string> cudaFallbackNotice(const RunnableModel &model);
+
 } // namespace gmopt
 
 #endif // GMOPT_TOOLS_DRIVER_RUNSESSION_H

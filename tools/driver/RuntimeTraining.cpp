@@ -412,6 +412,10 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
         return err;
 
   result.memory = exe.getMemoryReport();
+  // On CUDA, the device's own figures next to the counted ones.
+  if (log)
+    if (auto measured = getCudaMemoryMeasurement(exe))
+      *log << describeCudaMemoryMeasurement(*measured) << "\n";
   result.arenaBytes = exe.getArenaBytes();
   result.unplannedScratchBytes = exe.getUnplannedScratchBytes();
   result.profile = exe.getProfile();
