@@ -21,6 +21,7 @@
 
 #include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"
+#include "ir/Collectives.h"
 #include "ir/FileIO.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -66,6 +67,33 @@ llvm::Error verdict(llvm::StringRef what, llvm::StringRef file,
                     file, what, failures, comparisons.size(), worst->name,
                     detail)
           .str());
+}
+
+/// Fails unless every collective of \p module was placed for this run's
+/// world size (1 outside mpirun): a mismatched launch is refused before
+/// any step instead of failing, or hanging, inside one.
+llvm::Error checkWorldSize(const Module &module) {
+  int world = cpu::getMpiWorldSize();
+  for (const Node &node : module.getGraph().getNodes()) {
+    if (!node.isa(kGmoptDomain, kAllReduceOp))
+      continue;
+    int64_t ranks = node.getIntAttr("ranks", 1);
+    if (ranks == world)
+      continue;
+    std::string launch =
+        cpu::isMpiBuilt()
+            ? llvm::formatv("launch it with `mpirun -np {0} gmopt-run ...`",
+                            ranks)
+                  .str()
+            : std::string("this gmopt was built without MPI (install "
+                          "libopenmpi-dev and reconfigure)");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("compiled for {0} data-parallel ranks but this run has "
+                      "{1} (node {2}); {3}",
+                      ranks, world, node.getName(), launch));
+  }
+  return llvm::Error::success();
 }
 
 /// Keeps this MPI rank's share of \p batches (see runSession); a no-op
@@ -388,6 +416,8 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   // Data-parallel runs (mpirun): each rank takes its share of --inputs, a
   // folder of sets dealt round-robin, or one set's batch split along axis 0
   // so that the ranks together see the global batch.
+  if (llvm::Error err = checkWorldSize(*model->module))
+    return prefixModel(std::move(err));
   if (llvm::Error err = takeRankShare(inputBatches, *model->module,
                                       training.accumulate))
     return err;
