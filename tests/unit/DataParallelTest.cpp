@@ -10,6 +10,9 @@
 
 #include "OpTestHelpers.h"
 
+#include "backend/cpu/CpuKernel.h"
+#include "backend/cpu/Mpi.h"
+#include "backend/cpu/testing/KernelTestHarness.h"
 #include "ir/Collectives.h"
 #include "ir/TextIR.h"
 #include "ir/Verifier.h"
@@ -162,6 +165,46 @@ TEST(DataParallelPassTest, EveryGradientReducedOnceBeforeItsUsers) {
       }
     }
   }
+}
+
+TEST(AllReduceCpuKernelTest, OneRankIsTheIdentityWithoutWorkspace) {
+  cpu::testing::KernelRunner runner;
+  cpu::testing::HostTensor a = cpu::testing::HostTensor::f32({2, 2}, {1, -2, 3, 4});
+  cpu::testing::HostTensor b = cpu::testing::HostTensor::f16({3}, {0.5f, 1.5f, -8});
+  auto results = runner.run(kGmoptDomain, kAllReduceOp, {&a, &b},
+                            {a.type(), b.type()},
+                            {cpu::testing::intAttr("ranks", 1)});
+  ASSERT_TRUE(bool(results)) << llvm::toString(results.takeError());
+  EXPECT_EQ((*results)[0].floats(), a.floats());
+  EXPECT_EQ((*results)[1].floats(), b.floats());
+}
+
+TEST(AllReduceCpuKernelTest, SeveralRanksNeedTheirMpiWorld) {
+  // The unit tests never start MPI, so an all-reduce over two ranks must
+  // fail with the launch it needs, not run as if alone.
+  ASSERT_FALSE(cpu::isMpiInitialized());
+  cpu::testing::KernelRunner runner;
+  cpu::testing::HostTensor a = cpu::testing::HostTensor::f32({4}, {1, 2, 3, 4});
+  auto results = runner.run(kGmoptDomain, kAllReduceOp, {&a}, {a.type()},
+                            {cpu::testing::intAttr("ranks", 2)});
+  ASSERT_FALSE(bool(results));
+  std::string message = llvm::toString(results.takeError());
+  EXPECT_TRUE(contains(message, "all-reduce over 2 ranks needs MPI")) << message;
+}
+
+TEST(AllReduceCpuKernelTest, WorkspaceIsThePackedBucket) {
+  Module module;
+  Graph &graph = module.getGraph();
+  Value *a = graph.addInput(TensorType::get(DType::F32, {100}), "a");
+  Value *b = graph.addInput(TensorType::get(DType::F32, {28}), "b");
+  Builder builder(graph);
+  OpName op{kGmoptDomain.str(), kAllReduceOp.str()};
+  Node *two = builder.create(op, {a, b}, {a->getType(), b->getType()},
+                             {NamedAttribute{"ranks", Attribute::getInt(2)}});
+  Node *one = builder.create(op, {a, b}, {a->getType(), b->getType()},
+                             {NamedAttribute{"ranks", Attribute::getInt(1)}});
+  EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*two), 512u);
+  EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*one), 0u);
 }
 
 } // namespace
