@@ -44,8 +44,9 @@ llvm::DenseMap<const Node *, size_t> nodePositions(const Graph &graph) {
 }
 
 /// Position of \p value's producer; inputs and initializers come first.
-int64_t producerPosition(const Value *value,
-                         const llvm::DenseMap<const Node *, size_t> &positions) {
+int64_t
+producerPosition(const Value *value,
+                 const llvm::DenseMap<const Node *, size_t> &positions) {
   if (const Node *def = value->getDefiningNode())
     return static_cast<int64_t>(positions.lookup(def));
   return -1;
@@ -108,10 +109,11 @@ llvm::Error moveDependentsAfter(Graph &graph, Node *collective,
               return mine && llvm::is_contained(passedWrites, mine);
             });
         if (operand && conflict)
-          return dataParallelError(
-              "cannot move '" + node->getName() + "' after the all-reduce "
-              "of its gradient: it would pass '" + it->getName() +
-              "', which shares storage it writes");
+          return dataParallelError("cannot move '" + node->getName() +
+                                   "' after the all-reduce "
+                                   "of its gradient: it would pass '" +
+                                   it->getName() +
+                                   "', which shares storage it writes");
       }
     }
   }
@@ -177,8 +179,7 @@ DataParallelPass::DataParallelPass() : DataParallelPass(Options()) {}
 
 DataParallelPass::DataParallelPass(Options initial) : options(initial) {
   declareOption("ranks", options.ranks,
-                "the world size; 1 places no collective", 1,
-                int64_t(1) << 24);
+                "the world size; 1 places no collective", 1, int64_t(1) << 24);
   declareOption("bucket-bytes", options.bucketBytes,
                 "smallest gradient bucket: bytes or `25MiB`, `4MB`");
   declareOption("reduction", options.reduction,
@@ -190,7 +191,8 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
   if (options.reduction != "mean" && options.reduction != "sum")
     return dataParallelError("reduction must be mean or sum, got '" +
                              options.reduction + "'");
-  auto limit = parseMemoryLimit(options.bucketBytes, "data-parallel: bucket-bytes");
+  auto limit =
+      parseMemoryLimit(options.bucketBytes, "data-parallel: bucket-bytes");
   if (!limit)
     return limit.takeError();
   if (!limit->bytes)

@@ -1,4 +1,5 @@
-//===- DataParallel.h - Gradient all-reduce for data parallelism -*- C++ -*-===//
+//===- DataParallel.h - Gradient all-reduce for data parallelism -*- C++
+//-*-===//
 //
 // Data-parallel training (ZeRO stage 0): every rank holds all parameters,
 // runs the step on its share of the global batch and, before the gradients

@@ -73,8 +73,8 @@ llvm::Error allReduceKernel(KernelCall &call) {
     return call.error(llvm::formatv("compiled for {0} ranks but the MPI world "
                                     "has {1} processes",
                                     ranks, getMpiWorldSize()));
-  auto bucket =
-      call.getContext().allocateScratch(DType::F32, {total}, MemoryCategory::Workspace);
+  auto bucket = call.getContext().allocateScratch(DType::F32, {total},
+                                                  MemoryCategory::Workspace);
   if (!bucket)
     return bucket.takeError();
   float *flat = bucket->getView().getDataAs<float>();

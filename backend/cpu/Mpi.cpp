@@ -83,7 +83,8 @@ llvm::Error cpu::initializeMpi() {
   std::atexit(finalizeAtExit);
   // Errors come back as codes (turned into llvm::Error) instead of aborting.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  if (auto err = checkMpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank"))
+  if (auto err =
+          checkMpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank"))
     return err;
   if (auto err =
           checkMpi(MPI_Comm_size(MPI_COMM_WORLD, &worldSize), "MPI_Comm_size"))

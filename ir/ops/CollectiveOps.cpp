@@ -34,9 +34,8 @@ llvm::Error inferAllReduce(InferenceContext &ctx) {
     return ctx.error("reduction must be \"sum\" or \"mean\", got \"" +
                      reduction + "\"");
   if (ctx.getIntAttr("ranks", 1) < 1)
-    return ctx.error(
-        llvm::formatv("ranks must be at least 1, got {0}",
-                      ctx.getIntAttr("ranks", 1)));
+    return ctx.error(llvm::formatv("ranks must be at least 1, got {0}",
+                                   ctx.getIntAttr("ranks", 1)));
   if (ctx.getNumOutputs() != ctx.getNumInputs())
     return ctx.error(llvm::formatv("{0} operands but {1} results: a bucket "
                                    "returns one reduced value per operand",
@@ -81,7 +80,8 @@ void ops::registerCollectiveOps(OpRegistry &registry) {
       .attrString("reduction", "mean")
       .attrInt("ranks", 1)
       .traits(TraitSideEffect)
-      .writesOperands([](const Node &) { return llvm::SmallVector<unsigned, 8>(); })
+      .writesOperands(
+          [](const Node &) { return llvm::SmallVector<unsigned, 8>(); })
       .amp(AmpClass::None)
       .infer(inferAllReduce)
       .cost(allReduceCost)

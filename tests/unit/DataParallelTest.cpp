@@ -35,12 +35,13 @@ TEST_F(CollectiveOpsTest, InfersOneResultPerOperand) {
   Value *b = input("f16[batch,4]");
   EXPECT_EQ(infer(allReduce(), {a, b}, 2, {intAttr("ranks", 4)}),
             "f32[8,2] f16[batch,4]");
-  EXPECT_TRUE(contains(infer(allReduce(), {a, b}, 1), "2 operands but 1 results"));
+  EXPECT_TRUE(
+      contains(infer(allReduce(), {a, b}, 1), "2 operands but 1 results"));
   EXPECT_TRUE(contains(infer(allReduce(), {input("i64[3]")}, 1),
                        "only floating-point tensors are reduced"));
-  EXPECT_TRUE(contains(
-      infer(allReduce(), {a}, 1, {stringAttr("reduction", "max")}),
-      "reduction must be \"sum\" or \"mean\""));
+  EXPECT_TRUE(
+      contains(infer(allReduce(), {a}, 1, {stringAttr("reduction", "max")}),
+               "reduction must be \"sum\" or \"mean\""));
   EXPECT_TRUE(contains(infer(allReduce(), {a}, 1, {intAttr("ranks", 0)}),
                        "ranks must be at least 1"));
 }
@@ -169,11 +170,13 @@ TEST(DataParallelPassTest, EveryGradientReducedOnceBeforeItsUsers) {
 
 TEST(AllReduceCpuKernelTest, OneRankIsTheIdentityWithoutWorkspace) {
   cpu::testing::KernelRunner runner;
-  cpu::testing::HostTensor a = cpu::testing::HostTensor::f32({2, 2}, {1, -2, 3, 4});
-  cpu::testing::HostTensor b = cpu::testing::HostTensor::f16({3}, {0.5f, 1.5f, -8});
-  auto results = runner.run(kGmoptDomain, kAllReduceOp, {&a, &b},
-                            {a.type(), b.type()},
-                            {cpu::testing::intAttr("ranks", 1)});
+  cpu::testing::HostTensor a =
+      cpu::testing::HostTensor::f32({2, 2}, {1, -2, 3, 4});
+  cpu::testing::HostTensor b =
+      cpu::testing::HostTensor::f16({3}, {0.5f, 1.5f, -8});
+  auto results =
+      runner.run(kGmoptDomain, kAllReduceOp, {&a, &b}, {a.type(), b.type()},
+                 {cpu::testing::intAttr("ranks", 1)});
   ASSERT_TRUE(bool(results)) << llvm::toString(results.takeError());
   EXPECT_EQ((*results)[0].floats(), a.floats());
   EXPECT_EQ((*results)[1].floats(), b.floats());
@@ -189,7 +192,8 @@ TEST(AllReduceCpuKernelTest, SeveralRanksNeedTheirMpiWorld) {
                             {cpu::testing::intAttr("ranks", 2)});
   ASSERT_FALSE(bool(results));
   std::string message = llvm::toString(results.takeError());
-  EXPECT_TRUE(contains(message, "all-reduce over 2 ranks needs MPI")) << message;
+  EXPECT_TRUE(contains(message, "all-reduce over 2 ranks needs MPI"))
+      << message;
 }
 
 TEST(AllReduceCpuKernelTest, WorkspaceIsThePackedBucket) {
