@@ -268,6 +268,7 @@ const OpRegistry &OpRegistry::instance() {
     OpRegistry built;
     registerOnnxOps(built);
     registerMicrosoftOps(built);
+    ops::registerCollectiveOps(built);
     return built;
   }();
   return registry;

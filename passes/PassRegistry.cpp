@@ -11,6 +11,7 @@
 #include "passes/Autodiff.h"
 #include "passes/Canonicalize.h"
 #include "passes/Cse.h"
+#include "passes/DataParallel.h"
 #include "passes/FoldScale.h"
 #include "passes/FoldTranspose.h"
 #include "passes/PackDropoutMasks.h"

@@ -11,6 +11,7 @@ PACKAGES=(
   llvm-19-dev llvm-19-tools libzstd-dev zlib1g-dev libedit-dev libxml2-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev
   libopenblas-dev
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/Blas.h"
+#include "backend/cpu/CollectiveKernels.h"
 #include "backend/cpu/KernelSupport.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -39,6 +40,7 @@ static const KernelTable &getKernelTable() {
     registerGatherKernels(t);
     registerDropoutKernels(t);
     registerOptimizerKernels(t);
+    registerCollectiveKernels(t);
     registerKernelWorkspaces(t);
     return t;
   }();

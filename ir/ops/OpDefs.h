@@ -189,6 +189,8 @@ void registerLinalgOps(OpRegistry &registry);
 void registerNnOps(OpRegistry &registry);
 void registerMicrosoftLinalgOps(OpRegistry &registry);
 void registerMicrosoftTrainingOps(OpRegistry &registry);
+/// gmopt's own collectives (ir/ops/CollectiveOps.cpp).
+void registerCollectiveOps(OpRegistry &registry);
 
 } // namespace ops
 } // namespace gmopt

@@ -18,3 +18,16 @@ config.substitutions.append(("%bench", os.path.join(config.gmopt_src_root, "benc
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # The interpreter lit runs under, for small JSON checks in RUN lines.
 config.substitutions.append(("%python", sys.executable))
+
+# Data-parallel runs: the `mpi` feature when gmopt was built with MPI and
+# mpirun is on PATH (tests that need it are UNSUPPORTED, with the reason,
+# otherwise); %mpirun runs as root too, on fewer cores than ranks.
+import shutil
+if getattr(config, "gmopt_have_mpi", "OFF") == "ON" and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+else:
+    lit_config.note("no MPI build or no mpirun: data-parallel run tests are skipped")
+mpirun = "mpirun --oversubscribe"
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    mpirun += " --allow-run-as-root"
+config.substitutions.append(("%mpirun", mpirun))

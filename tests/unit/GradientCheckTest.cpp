@@ -1063,8 +1063,12 @@ TEST(GradientCheckTest, EveryRuleMatchesFiniteDifferencesInFloat32) {
 }
 
 /// True for the ops that carry a training step rather than compute a
-/// forward value: gradients, accumulation, optimizers, loss scaling.
+/// forward value: gradients, accumulation, optimizers, loss scaling, and
+/// the data-parallel collectives (gmopt domain), which the data-parallel
+/// pass places after autodiff.
 bool isTrainingSupportOp(const OpSchema &schema) {
+  if (schema.domain == "gmopt")
+    return true;
   llvm::StringRef name = schema.name;
   if (name.contains("Grad") || name.ends_with("Optimizer") ||
       name.ends_with("OptimizerV2"))

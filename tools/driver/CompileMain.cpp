@@ -124,6 +124,16 @@ static int runGmoptCompile(int argc, char **argv) {
                "gradient accumulators and training signature first (the "
                "autodiff pass, with --loss, --frozen and --data)"),
       cl::cat(category));
+  cl::opt<unsigned> ranksOption(
+      "ranks",
+      cl::desc("Data-parallel world size: run the data-parallel pass first "
+               "(bucketed gradient all-reduce, mean over the ranks); the "
+               "output runs under `mpirun -np N gmopt-run`"),
+      cl::init(1), cl::value_desc("N"), cl::cat(category));
+  cl::opt<std::string> bucketBytesOption(
+      "bucket-bytes",
+      cl::desc("With --ranks: the smallest gradient bucket (default 25MiB)"),
+      cl::init("25MiB"), cl::value_desc("bytes"), cl::cat(category));
   cl::opt<std::string> lossSpec(
       "loss",
       cl::desc("With --train: KIND[:OUTPUT[,TARGET]], KIND one of output "
@@ -402,6 +412,16 @@ static int runGmoptCompile(int argc, char **argv) {
     pipelineText = chosen->pipeline;
     accumulate = chosen->accumulate;
   }
+  if (ranksOption == 0)
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--ranks must be at least 1"));
+  // The all-reduces go in before anything schedules or plans, so the plan
+  // counts their buckets. (The --memory-limit search plans without them.)
+  if (ranksOption > 1)
+    pipelineText = "data-parallel{ranks=" + std::to_string(ranksOption) +
+                   ",bucket-bytes=" + bucketBytesOption + "}" +
+                   (pipelineText.empty() ? "" : ",") + pipelineText;
   PassManager passManager;
   if (llvm::Error err = setUpPasses(passManager, pipelineText))
     return reportToolError(kTool, std::move(err));

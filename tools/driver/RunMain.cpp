@@ -21,6 +21,8 @@
 #include "tools/driver/RunSession.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "backend/cpu/Mpi.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -194,6 +196,12 @@ static int runGmoptRun(int argc, char **argv) {
   auto dimBindings = parseDimBindings(dims);
   if (!dimBindings)
     return report(dimBindings.takeError());
+
+  // Under mpirun every rank is one data-parallel worker: MPI starts before
+  // the model loads, so the collectives' kernel finds its world.
+  if (cpu::isMpiBuilt() && cpu::isLaunchedByMpi())
+    if (llvm::Error err = cpu::initializeMpi())
+      return report(std::move(err));
 
   RunConfig config;
   config.modelPath = inputFilename;

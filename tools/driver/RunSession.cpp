@@ -20,7 +20,9 @@
 #include "tools/driver/ToolSupport.h"
 #include "tools/driver/TraceWriter.h"
 
+#include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"
+#include "ir/Collectives.h"
 #include "ir/FileIO.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -66,6 +68,83 @@ llvm::Error verdict(llvm::StringRef what, llvm::StringRef file,
                     file, what, failures, comparisons.size(), worst->name,
                     detail)
           .str());
+}
+
+/// Fails unless every collective of \p module was placed for this run's
+/// world size (1 outside mpirun): a mismatched launch is refused before
+/// any step instead of failing, or hanging, inside one.
+llvm::Error checkWorldSize(const Module &module) {
+  int world = cpu::getMpiWorldSize();
+  for (const Node &node : module.getGraph().getNodes()) {
+    if (!node.isa(kGmoptDomain, kAllReduceOp))
+      continue;
+    int64_t ranks = node.getIntAttr("ranks", 1);
+    if (ranks == world)
+      continue;
+    std::string launch =
+        cpu::isMpiBuilt()
+            ? llvm::formatv("launch it with `mpirun -np {0} gmopt-run ...`",
+                            ranks)
+                  .str()
+            : std::string("this gmopt was built without MPI (install "
+                          "libopenmpi-dev and reconfigure)");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("compiled for {0} data-parallel ranks but this run has "
+                      "{1} (node {2}); {3}",
+                      ranks, world, node.getName(), launch));
+  }
+  return llvm::Error::success();
+}
+
+/// Keeps this MPI rank's share of \p batches (see runSession); a no-op
+/// outside a multi-rank MPI world. \p accumulate is the micro-steps per step
+/// (the rank's part is split again into them).
+llvm::Error takeRankShare(std::vector<TestDataSet> &batches,
+                          const Module &compiled, unsigned accumulate) {
+  int world = cpu::getMpiWorldSize(), rank = cpu::getMpiRank();
+  if (world <= 1 || batches.empty())
+    return llvm::Error::success();
+  if (batches.size() > 1) {
+    if (batches.size() < size_t(world))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("--inputs holds {0} test_data_set folders, fewer "
+                        "than the {1} ranks",
+                        batches.size(), world));
+    std::vector<TestDataSet> mine;
+    for (size_t i = rank; i < batches.size(); i += world)
+      mine.push_back(std::move(batches[i]));
+    batches = std::move(mine);
+    return llvm::Error::success();
+  }
+  auto split = splitTestDataSet(
+      batches.front(), unsigned(world),
+      [&](llvm::StringRef name)
+          -> std::optional<llvm::SmallVector<int64_t, 4>> {
+        for (const Value *input : compiled.getSignature().getDataInputs())
+          if (input->getName() == name && input->getType().hasStaticShape()) {
+            llvm::SmallVector<int64_t, 4> shape(
+                input->getType().getStaticShape());
+            if (!shape.empty())
+              shape[0] *= accumulate;
+            return shape;
+          }
+        return std::nullopt;
+      });
+  if (!split)
+    return split.takeError();
+  if (split->empty())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("--inputs is one batch of the compiled per-rank shape; "
+                      "{0} ranks need the global batch ({0} times the "
+                      "compiled batch) or one test_data_set folder per rank",
+                      world));
+  TestDataSet share = std::move((*split)[rank]);
+  batches.clear();
+  batches.push_back(std::move(share));
+  return llvm::Error::success();
 }
 
 /// Reads the optional --inputs/--check directory \p dir.
@@ -377,6 +456,17 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   auto planSource = ensurePlan(*model->module);
   if (!planSource)
     return prefixModel(planSource.takeError());
+
+  // Data-parallel runs (mpirun): each rank takes its share of --inputs, a
+  // folder of sets dealt round-robin, or one set's batch split along axis 0
+  // so that the ranks together see the global batch.
+  if (llvm::Error err = checkWorldSize(*model->module))
+    return prefixModel(std::move(err));
+  if (llvm::Error err = takeRankShare(inputBatches, *model->module,
+                                      training.accumulate))
+    return err;
+  if (!inputBatches.empty())
+    inputs = inputBatches.front();
 
   // A module compiled at the micro-batch takes the whole batch's inputs
   // split into its micro-steps, so that a step sees the same examples.

@@ -1,0 +1,94 @@
+//===- DataParallel.h - Gradient all-reduce for data parallelism -*- C++
+//-*-===//
+//
+// Data-parallel training (ZeRO stage 0): every rank holds all parameters,
+// runs the step on its share of the global batch and, before the gradients
+// reach the accumulators and the optimizer, averages them over the ranks.
+// The `data-parallel` pass places that exchange in the graph as
+// gmopt.AllReduce nodes (ir/Collectives.h), so the planner counts their
+// buffers and a backend may overlap them with the rest of the backward pass:
+//
+//   * each trainable parameter's gradient is final once its producer has run
+//     (ONNX Runtime's graph then adds it into X_grad.accumulation.buffer with
+//     InPlaceAccumulatorV2, which the in-graph optimizer reads);
+//   * gradients are grouped in the order they become final (backward order)
+//     into buckets of at least `bucket-bytes` (PyTorch DDP's 25 MiB) - the
+//     last bucket may be smaller - and each bucket's AllReduce is placed right
+//     after the producer of its last gradient;
+//   * every other use of a gradient (its accumulator, a direct optimizer
+//     input, a graph output) reads the reduced value instead, which takes
+//     the gradient's name and its place in the training signature (the local
+//     value is renamed `X_grad.local`); those users, and what depends on
+//     them, move after the AllReduce when they stood before it.
+//
+// With the mean reduction and equal per-rank batches this makes the
+// accumulated gradient the gradient of the global batch's mean loss, so the
+// optimizer takes the single-process step on every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_PASSES_DATAPARALLEL_H
+#define GMOPT_PASSES_DATAPARALLEL_H
+
+#include "passes/Pass.h"
+
+#include <string>
+#include <vector>
+
+namespace gmopt {
+
+/// One bucket of the data-parallel plan.
+struct GradientBucket {
+  /// Indices into TrainingSignature::getParams() of the bucket's
+  /// gradients, in the order they become final.
+  std::vector<unsigned> params;
+  /// Sum of the gradients' bytes.
+  uint64_t bytes = 0;
+};
+
+/// What the pass will place: buckets in backward order.
+struct DataParallelPlan {
+  std::vector<GradientBucket> buckets;
+  /// One line per bucket: `bucket K: N gradients, B bytes: a_grad, ...`.
+  void print(llvm::raw_ostream &os, const Module &module) const;
+};
+
+/// Groups the trainable gradients of \p module in the order their producers
+/// stand in the graph into buckets of at least \p bucketBytes (the last may
+/// be smaller). Fails on a gradient whose size is not static or whose dtype
+/// is not floating point.
+llvm::Expected<DataParallelPlan> planGradientBuckets(const Module &module,
+                                                     uint64_t bucketBytes);
+
+/// The `data-parallel` pass.
+class DataParallelPass : public Pass {
+public:
+  /// Tunables; each is a pipeline option
+  /// (`data-parallel{ranks=2,bucket-bytes=25MiB}`).
+  struct Options {
+    /// The world size the step runs on; 1 places nothing.
+    int64_t ranks = 1;
+    /// The smallest bucket, as bytes or with a unit (`25MiB`, `4MB`).
+    std::string bucketBytes = "25MiB";
+    /// `mean` (the global batch's mean loss) or `sum`.
+    std::string reduction = "mean";
+  };
+
+  /// A pass with the default options.
+  DataParallelPass();
+  /// A pass with \p options.
+  explicit DataParallelPass(Options options);
+
+  llvm::StringRef getName() const override { return "data-parallel"; }
+  llvm::Expected<bool> run(Module &module, PassContext &context) override;
+
+  /// The current option values.
+  const Options &getPassOptions() const { return options; }
+
+private:
+  Options options;
+};
+
+} // namespace gmopt
+
+#endif // GMOPT_PASSES_DATAPARALLEL_H

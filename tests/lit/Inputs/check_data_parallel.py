@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Checks a data-parallel gmopt-run against single-process training.
+
+Usage: check_data_parallel.py SINGLE_LOG SINGLE.pbseq RANKS LOG_0.. PBSEQ_0..
+
+Each log holds gmopt-run's `step K: loss L` lines. Passes when, for every
+step, the mean of the ranks' losses (each the mean over its equal share of
+the global batch) equals the single-process loss, every rank ends with
+bit-identical parameters, and those equal the single-process parameters
+within fp32 tolerance (max |a - b| <= 1e-5 * max |b| + 1e-7 per tensor).
+A .pbseq is a varint count, then per tensor a varint size and a serialized
+onnx.TensorProto (read here without protobuf: name, data_type, raw_data or
+float_data).
+"""
+import re
+import struct
+import sys
+
+
+def varint(buf, pos):
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def tensor(buf):
+    name, raw, floats, dtype = "", None, [], 1
+    pos = 0
+    while pos < len(buf):
+        key, pos = varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = varint(buf, pos)
+            if field == 2:
+                dtype = value
+        elif wire == 2:
+            size, pos = varint(buf, pos)
+            chunk = buf[pos:pos + size]
+            pos += size
+            if field == 8:
+                name = chunk.decode()
+            elif field == 9:
+                raw = chunk
+            elif field == 4:
+                floats = list(struct.unpack("<%df" % (size // 4), chunk))
+        elif wire == 5:
+            if field == 4:
+                floats.append(struct.unpack("<f", buf[pos:pos + 4])[0])
+            pos += 4
+        elif wire == 1:
+            pos += 8
+        else:
+            raise ValueError("unexpected wire type %d" % wire)
+    if dtype != 1:
+        return name, None
+    if raw is not None:
+        floats = list(struct.unpack("<%df" % (len(raw) // 4), raw))
+    return name, floats
+
+
+def read_pbseq(path):
+    buf = open(path, "rb").read()
+    count, pos = varint(buf, 0)
+    tensors = {}
+    for _ in range(count):
+        size, pos = varint(buf, pos)
+        name, values = tensor(buf[pos:pos + size])
+        pos += size
+        if values is not None:
+            tensors[name] = values
+    return tensors
+
+
+def losses(path):
+    return [float(m.group(1)) for m in
+            re.finditer(r"^step \d+: loss (\S+)", open(path).read(), re.M)]
+
+
+def main(argv):
+    single_log, single_weights, ranks = argv[1], argv[2], int(argv[3])
+    logs, weights = argv[4:4 + ranks], argv[4 + ranks:4 + 2 * ranks]
+    failures = []
+    expected = losses(single_log)
+    per_rank = [losses(log) for log in logs]
+    if not expected or any(len(l) != len(expected) for l in per_rank):
+        failures.append("step counts differ: %s vs %s" %
+                        (len(expected), [len(l) for l in per_rank]))
+    else:
+        for step, want in enumerate(expected):
+            got = sum(l[step] for l in per_rank) / ranks
+            ok = abs(got - want) <= 1e-5 * abs(want) + 1e-6
+            print("step %d: single %.6f ranks' mean %.6f %s" %
+                  (step + 1, want, got, "ok" if ok else "MISMATCH"))
+            if not ok:
+                failures.append("loss of step %d" % (step + 1))
+    reference = read_pbseq(single_weights)
+    rank_tensors = [read_pbseq(path) for path in weights]
+    for k, tensors in enumerate(rank_tensors[1:], 1):
+        if tensors != rank_tensors[0]:
+            failures.append("rank %d's parameters differ from rank 0's" % k)
+    worst = 0.0
+    for name, want in reference.items():
+        got = rank_tensors[0].get(name)
+        if got is None or len(got) != len(want):
+            failures.append("parameter %s missing or resized" % name)
+            continue
+        scale = max(abs(v) for v in want) if want else 0.0
+        diff = max((abs(a - b) for a, b in zip(got, want)), default=0.0)
+        worst = max(worst, diff / scale if scale else diff)
+        if diff > 1e-5 * scale + 1e-7:
+            failures.append("parameter %s differs by %g" % (name, diff))
+    print("%d float tensors compared, max relative difference %.3g" %
+          (len(reference), worst))
+    for failure in failures:
+        print("FAIL: " + failure)
+    print("data-parallel matches single-process" if not failures else
+          "data-parallel differs")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

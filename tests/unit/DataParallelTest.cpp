@@ -1,0 +1,214 @@
+//===- DataParallelTest.cpp - gmopt.AllReduce and the data-parallel pass --===//
+//
+// The collective op's schema (inference, its error cases, the traits that
+// keep passes from dropping or merging it, the ring-traffic cost) and the
+// data-parallel pass's bucket plan: backward order, the size threshold, and
+// the rewrite's invariants (every trainable gradient reduced exactly once,
+// its users reading the reduced value, the verifier satisfied).
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpTestHelpers.h"
+
+#include "backend/cpu/CpuKernel.h"
+#include "backend/cpu/Mpi.h"
+#include "backend/cpu/testing/KernelTestHarness.h"
+#include "ir/Collectives.h"
+#include "ir/TextIR.h"
+#include "ir/Verifier.h"
+#include "passes/DataParallel.h"
+#include "passes/PassManager.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace gmopt;
+using namespace gmopt::test;
+
+namespace {
+
+OpName allReduce() { return {kGmoptDomain.str(), kAllReduceOp.str()}; }
+
+using CollectiveOpsTest = OpTest;
+
+TEST_F(CollectiveOpsTest, InfersOneResultPerOperand) {
+  Value *a = input("f32[8,2]");
+  Value *b = input("f16[batch,4]");
+  EXPECT_EQ(infer(allReduce(), {a, b}, 2, {intAttr("ranks", 4)}),
+            "f32[8,2] f16[batch,4]");
+  EXPECT_TRUE(
+      contains(infer(allReduce(), {a, b}, 1), "2 operands but 1 results"));
+  EXPECT_TRUE(contains(infer(allReduce(), {input("i64[3]")}, 1),
+                       "only floating-point tensors are reduced"));
+  EXPECT_TRUE(
+      contains(infer(allReduce(), {a}, 1, {stringAttr("reduction", "max")}),
+               "reduction must be \"sum\" or \"mean\""));
+  EXPECT_TRUE(contains(infer(allReduce(), {a}, 1, {intAttr("ranks", 0)}),
+                       "ranks must be at least 1"));
+}
+
+TEST_F(CollectiveOpsTest, SideEffectWithoutWrites) {
+  const OpSchema *schema =
+      OpRegistry::instance().lookup(kGmoptDomain, kAllReduceOp, 1);
+  ASSERT_TRUE(schema);
+  EXPECT_TRUE(schema->hasTrait(TraitSideEffect));
+  EXPECT_FALSE(schema->hasTrait(TraitElementwise));
+  EXPECT_EQ(schema->lookupAttr("reduction")->defaultValue->getString(), "mean");
+  Node *node = make(allReduce(), {input("f32[4]"), input("f32[4]")}, 2);
+  EXPECT_TRUE(getWrittenOperands(*node, schema).empty());
+}
+
+TEST_F(CollectiveOpsTest, CostCountsRingTraffic) {
+  EXPECT_EQ(ringAllReduceTraffic(1024, 1), 0u);
+  EXPECT_EQ(ringAllReduceTraffic(1024, 2), 1024u);
+  EXPECT_EQ(ringAllReduceTraffic(1024, 4), 1536u);
+  llvm::SmallVector<Value *, 2> results =
+      build(allReduce(), {input("f32[64]"), input("f32[192]")}, 2,
+            {intAttr("ranks", 4)});
+  OpCost cost = estimateCost(*results[0]->getDefiningNode());
+  // 1 KiB bucket read and written locally, 1.5 KiB each way on the ring.
+  EXPECT_EQ(cost.bytesRead, 1024u + 1536u);
+  EXPECT_EQ(cost.bytesWritten, 1024u + 1536u);
+  EXPECT_EQ(cost.flops, 256u * 3);
+}
+
+constexpr llvm::StringLiteral kThreeParams = R"(
+module attributes {opsets = {"" = 17, "com.microsoft" = 1}} {
+  graph @g(%x: f32[4,8], %a: f32[8,8], %b: f32[8,8], %c: f32[8,2], %a_acc: f32[8,8], %b_acc: f32[8,8], %c_acc: f32[8,2], %lazy_reset_grad: bool[1]) {
+    %h1 = MatMul(%x, %a) : f32[4,8]
+    %h2 = MatMul(%h1, %b) : f32[4,8]
+    %y = MatMul(%h2, %c) : f32[4,2]
+    %c_grad = Gemm(%h2, %y) {transA = 1} : f32[8,2] phase backward
+    %oc, _ = com.microsoft.InPlaceAccumulatorV2(%c_acc, %c_grad, %lazy_reset_grad) : bool[1] name "ac" phase optimizer
+    %dh2 = Gemm(%y, %c) {transB = 1} : f32[4,8] phase backward
+    %b_grad = Gemm(%h1, %dh2) {transA = 1} : f32[8,8] phase backward
+    %ob, _ = com.microsoft.InPlaceAccumulatorV2(%b_acc, %b_grad, %lazy_reset_grad) : bool[1] name "ab" phase optimizer
+    %dh1 = Gemm(%dh2, %b) {transB = 1} : f32[4,8] phase backward
+    %a_grad = Gemm(%x, %dh1) {transA = 1} : f32[8,8] phase backward
+    %oa, _ = com.microsoft.InPlaceAccumulatorV2(%a_acc, %a_grad, %lazy_reset_grad) : bool[1] name "aa" phase optimizer
+    return %y, %oa, %ob, %oc
+  }
+  signature {
+    param %a trainable grad %a_grad accumulator %a_acc via "aa"
+    param %b trainable grad %b_grad accumulator %b_acc via "ab"
+    param %c trainable grad %c_grad accumulator %c_acc via "ac"
+    data %x
+  }
+}
+)";
+
+std::unique_ptr<Module> parseThreeParams() {
+  auto module = parseModule(kThreeParams, "three.gmir");
+  if (!module) {
+    ADD_FAILURE() << llvm::toString(module.takeError());
+    return nullptr;
+  }
+  return std::move(*module);
+}
+
+TEST(DataParallelPlanTest, BucketsInBackwardOrder) {
+  std::unique_ptr<Module> module = parseThreeParams();
+  ASSERT_TRUE(module);
+  // Signature order a, b, c; backward order c, b, a.
+  auto plan = planGradientBuckets(*module, 300);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  ASSERT_EQ(plan->buckets.size(), 2u);
+  EXPECT_EQ(plan->buckets[0].params, (std::vector<unsigned>{2, 1}));
+  EXPECT_EQ(plan->buckets[0].bytes, 64u + 256u);
+  EXPECT_EQ(plan->buckets[1].params, (std::vector<unsigned>{0}));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  plan->print(os, *module);
+  EXPECT_EQ(text, "bucket 0: 2 gradients, 320 bytes: c_grad b_grad\n"
+                  "bucket 1: 1 gradients, 256 bytes: a_grad\n");
+
+  auto one = planGradientBuckets(*module, 25u << 20);
+  ASSERT_TRUE(bool(one)) << llvm::toString(one.takeError());
+  ASSERT_EQ(one->buckets.size(), 1u);
+  auto each = planGradientBuckets(*module, 1);
+  ASSERT_TRUE(bool(each)) << llvm::toString(each.takeError());
+  EXPECT_EQ(each->buckets.size(), 3u);
+}
+
+TEST(DataParallelPassTest, EveryGradientReducedOnceBeforeItsUsers) {
+  std::unique_ptr<Module> module = parseThreeParams();
+  ASSERT_TRUE(module);
+  DataParallelPass::Options options;
+  options.ranks = 2;
+  options.bucketBytes = "300";
+  DataParallelPass pass(options);
+  PassContext context;
+  auto changed = pass.run(*module, context);
+  ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  EXPECT_TRUE(*changed);
+  if (llvm::Error err = verifyModule(*module))
+    FAIL() << llvm::toString(std::move(err));
+  unsigned collectives = 0;
+  for (const Node &node : module->getGraph().getNodes())
+    if (node.isa(kGmoptDomain, kAllReduceOp))
+      ++collectives;
+  EXPECT_EQ(collectives, 2u);
+  for (const ParamInfo &info : module->getSignature().getParams()) {
+    ASSERT_TRUE(info.grad);
+    const Node *reduce = info.grad->getDefiningNode();
+    ASSERT_TRUE(reduce && reduce->isa(kGmoptDomain, kAllReduceOp))
+        << info.grad->getName().str();
+    EXPECT_EQ(reduce->getAttr("ranks")->getInt(), 2);
+    // The accumulator reads the reduced value and runs after the reduce.
+    ASSERT_TRUE(info.accumulateNode);
+    EXPECT_EQ(info.accumulateNode->getOperand(1), info.grad);
+    bool seenReduce = false;
+    for (const Node &node : module->getGraph().getNodes()) {
+      if (&node == reduce)
+        seenReduce = true;
+      if (&node == info.accumulateNode) {
+        EXPECT_TRUE(seenReduce) << info.grad->getName().str();
+        break;
+      }
+    }
+  }
+}
+
+TEST(AllReduceCpuKernelTest, OneRankIsTheIdentityWithoutWorkspace) {
+  cpu::testing::KernelRunner runner;
+  cpu::testing::HostTensor a =
+      cpu::testing::HostTensor::f32({2, 2}, {1, -2, 3, 4});
+  cpu::testing::HostTensor b =
+      cpu::testing::HostTensor::f16({3}, {0.5f, 1.5f, -8});
+  auto results =
+      runner.run(kGmoptDomain, kAllReduceOp, {&a, &b}, {a.type(), b.type()},
+                 {cpu::testing::intAttr("ranks", 1)});
+  ASSERT_TRUE(bool(results)) << llvm::toString(results.takeError());
+  EXPECT_EQ((*results)[0].floats(), a.floats());
+  EXPECT_EQ((*results)[1].floats(), b.floats());
+}
+
+TEST(AllReduceCpuKernelTest, SeveralRanksNeedTheirMpiWorld) {
+  // The unit tests never start MPI, so an all-reduce over two ranks must
+  // fail with the launch it needs, not run as if alone.
+  ASSERT_FALSE(cpu::isMpiInitialized());
+  cpu::testing::KernelRunner runner;
+  cpu::testing::HostTensor a = cpu::testing::HostTensor::f32({4}, {1, 2, 3, 4});
+  auto results = runner.run(kGmoptDomain, kAllReduceOp, {&a}, {a.type()},
+                            {cpu::testing::intAttr("ranks", 2)});
+  ASSERT_FALSE(bool(results));
+  std::string message = llvm::toString(results.takeError());
+  EXPECT_TRUE(contains(message, "all-reduce over 2 ranks needs MPI"))
+      << message;
+}
+
+TEST(AllReduceCpuKernelTest, WorkspaceIsThePackedBucket) {
+  Module module;
+  Graph &graph = module.getGraph();
+  Value *a = graph.addInput(TensorType::get(DType::F32, {100}), "a");
+  Value *b = graph.addInput(TensorType::get(DType::F32, {28}), "b");
+  Builder builder(graph);
+  OpName op{kGmoptDomain.str(), kAllReduceOp.str()};
+  Node *two = builder.create(op, {a, b}, {a->getType(), b->getType()},
+                             {NamedAttribute{"ranks", Attribute::getInt(2)}});
+  Node *one = builder.create(op, {a, b}, {a->getType(), b->getType()},
+                             {NamedAttribute{"ranks", Attribute::getInt(1)}});
+  EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*two), 512u);
+  EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*one), 0u);
+}
+
+} // namespace
