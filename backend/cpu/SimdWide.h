@@ -28,11 +28,13 @@
 
 #define GMOPT_SIMD_INLINE inline __attribute__((always_inline))
 
-// GCC warns that a wide vector passed by value changes the ABI when the
-// including file's baseline lacks AVX; every function here is always
+// GCC and Clang warn that a wide vector passed by value changes the ABI
+// when the caller's baseline lacks AVX; every function here is always
 // inlined into a function compiled for the width it uses, so no call with
 // such an argument is ever made.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
