@@ -91,6 +91,12 @@ if(GMOPT_HAVE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   list(APPEND GMOPT_PC_DEPS CUDA::cudart)
 endif()
+if(GMOPT_HAVE_MPI)
+  # backend/'s MPI::MPI_C is an interface target seen there only: its
+  # library files.
+  find_package(MPI COMPONENTS C REQUIRED)
+  list(APPEND GMOPT_PC_DEPS ${MPI_C_LIBRARIES})
+endif()
 # LLVMSupport's own dependencies (zlib, zstd, LLVMDemangle, ...).
 get_target_property(GMOPT_LLVM_SUPPORT_DEPS LLVMSupport INTERFACE_LINK_LIBRARIES)
 list(APPEND GMOPT_PC_DEPS ${GMOPT_LLVM_SUPPORT_DEPS})
