@@ -115,6 +115,18 @@ using GradientFn = std::function<llvm::Error(
     GradientBuilder &, const GradientRequest &,
     llvm::MutableArrayRef<Value *> operandGrads)>;
 
+/// The operand-gradient slots a rule fills.
+using Grads = llvm::MutableArrayRef<Value *>;
+
+/// Stores \p value in \p slot, or passes its error on (rules build each
+/// gradient through the builder's Expected-returning helpers).
+inline llvm::Error assign(Value *&slot, llvm::Expected<Value *> value) {
+  if (!value)
+    return value.takeError();
+  slot = *value;
+  return llvm::Error::success();
+}
+
 /// The gradient rule of one op.
 struct GradientRule {
   /// Operand indices that carry a gradient; empty means all of them.

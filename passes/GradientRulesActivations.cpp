@@ -16,8 +16,6 @@ using namespace gmopt;
 
 namespace {
 
-using Grads = llvm::MutableArrayRef<Value *>;
-
 DType dtypeOf(const Value *value) { return value->getType().getDType(); }
 
 /// The context of one elementwise activation's rule.

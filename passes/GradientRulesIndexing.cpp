@@ -18,8 +18,6 @@ using namespace gmopt;
 
 namespace {
 
-using Grads = llvm::MutableArrayRef<Value *>;
-
 DType dtypeOf(const Value *value) { return value->getType().getDType(); }
 
 /// ScatterElements / ScatterND (reduction none): dData is dY with the

@@ -21,16 +21,6 @@ using namespace gmopt;
 
 namespace {
 
-using Grads = llvm::MutableArrayRef<Value *>;
-
-/// Assigns \p value to \p slot, passing errors on.
-llvm::Error assign(Value *&slot, llvm::Expected<Value *> value) {
-  if (!value)
-    return value.takeError();
-  slot = *value;
-  return llvm::Error::success();
-}
-
 DType dtypeOf(const Value *value) { return value->getType().getDType(); }
 
 //===----------------------------------------------------------------------===//

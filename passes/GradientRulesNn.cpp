@@ -23,15 +23,6 @@ using namespace gmopt;
 
 namespace {
 
-using Grads = llvm::MutableArrayRef<Value *>;
-
-llvm::Error assign(Value *&slot, llvm::Expected<Value *> value) {
-  if (!value)
-    return value.takeError();
-  slot = *value;
-  return llvm::Error::success();
-}
-
 /// Makes results [0, count) of forward node \p node present (typed by the
 /// registry), so a gradient op can read a saved statistic.
 llvm::Error ensureSavedResults(Node &node, unsigned count) {

@@ -22,15 +22,6 @@ using namespace gmopt;
 
 namespace {
 
-using Grads = llvm::MutableArrayRef<Value *>;
-
-llvm::Error assign(Value *&slot, llvm::Expected<Value *> value) {
-  if (!value)
-    return value.takeError();
-  slot = *value;
-  return llvm::Error::success();
-}
-
 /// Reshape-like ops: dX = Reshape(dY, Shape(X)).
 GradientRule reshapeRule() {
   GradientRule rule;

@@ -1,0 +1,236 @@
+//===- CudaDispatchSupport.h - What the CUDA kernel table's entries share -*-
+// C++ -*-===//
+//
+// Internal to backend/cuda: the helpers the kernel table's check and run
+// functions share (storage types, shapes, constant operands, broadcast
+// indexing), CudaCall (one node being launched) and the table's entry type.
+// CudaDispatch.cpp holds the table and most entries; CudaMovementDispatch.cpp
+// the data-movement ones.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_CUDADISPATCHSUPPORT_H
+#define GMOPT_BACKEND_CUDA_CUDADISPATCHSUPPORT_H
+
+#include "backend/cuda/CudaDevice.h"
+#include "backend/cuda/CudaDispatch.h"
+#include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/IndexingPlan.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <numeric>
+#include <optional>
+
+namespace gmopt {
+namespace cuda {
+namespace dispatch {
+
+using Shape = IndexVector;
+
+inline llvm::Error nodeError(const Node &node, const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "CUDA kernel for '" + node.getOp().str() +
+                                     "': " + message + " (node " +
+                                     node.describe() + ")");
+}
+
+inline std::optional<Storage> storageOf(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return Storage::F32;
+  case DType::F16:
+    return Storage::F16;
+  case DType::BF16:
+    return Storage::BF16;
+  case DType::F64:
+    return Storage::F64;
+  case DType::I64:
+    return Storage::I64;
+  case DType::I32:
+    return Storage::I32;
+  case DType::Bool:
+    return Storage::Bool;
+  default:
+    return std::nullopt;
+  }
+}
+
+inline bool isFloatStorage(Storage s) {
+  return s == Storage::F32 || s == Storage::F16 || s == Storage::BF16;
+}
+
+inline Shape shapeOf(const Value *value) {
+  Shape shape;
+  for (int64_t d : value->getType().getStaticShape())
+    shape.push_back(d);
+  return shape;
+}
+
+inline int64_t product(llvm::ArrayRef<int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+inline int64_t elementBytes(const Value *value) {
+  int64_t n = value->getType().getNumElements();
+  return n ? static_cast<int64_t>(value->getType().getSizeInBytes() /
+                                  static_cast<uint64_t>(n))
+           : 0;
+}
+
+/// The float storage shared by every present operand and result of \p node
+/// (skipping the listed operand / result indices).
+inline llvm::Expected<Storage>
+commonFloatStorage(const Node &node, llvm::ArrayRef<unsigned> skipOperands = {},
+                   llvm::ArrayRef<unsigned> skipResults = {}) {
+  std::optional<Storage> common;
+  auto visit = [&](const Value *value) -> llvm::Error {
+    if (!value)
+      return llvm::Error::success();
+    std::optional<Storage> s = storageOf(value->getType().getDType());
+    if (!s || !isFloatStorage(*s))
+      return nodeError(node, "element type " +
+                                 dtypeName(value->getType().getDType()) +
+                                 " is not supported (f32, f16, bf16)");
+    if (common && *common != *s)
+      return nodeError(node, "operands mix element types");
+    common = s;
+    return llvm::Error::success();
+  };
+  for (unsigned i = 0; i < node.getNumOperands(); ++i)
+    if (!llvm::is_contained(skipOperands, i))
+      if (llvm::Error err = visit(node.getOperand(i)))
+        return err;
+  for (unsigned i = 0; i < node.getNumResults(); ++i)
+    if (!llvm::is_contained(skipResults, i))
+      if (llvm::Error err = visit(node.getResult(i)))
+        return err;
+  if (!common)
+    return nodeError(node, "no float operand");
+  return *common;
+}
+
+/// The values of operand \p index, which must be an integer initializer.
+inline llvm::Expected<std::vector<int64_t>>
+constantInts(const Node &node, unsigned index, llvm::StringRef what) {
+  const Value *value =
+      index < node.getNumOperands() ? node.getOperand(index) : nullptr;
+  if (!value)
+    return nodeError(node, what + " is missing");
+  if (!value->isInitializer())
+    return nodeError(node, what +
+                               " must be a constant (an initializer) for the "
+                               "CUDA kernels");
+  if (llvm::Error err = value->getData().load())
+    return err;
+  return value->getData().getIntValues();
+}
+
+inline llvm::Expected<int64_t> normalizeAxis(const Node &node, int64_t axis,
+                                             int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    return nodeError(node, "axis " + llvm::Twine(axis) +
+                               " is out of range for rank " +
+                               llvm::Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcast indexing
+//===----------------------------------------------------------------------===//
+
+/// Indexing of an n-ary broadcast of \p operands to a contiguous \p out.
+inline llvm::Expected<BroadcastIndexing>
+broadcastIndexing(const Node &node, llvm::ArrayRef<Shape> operands,
+                  llvm::ArrayRef<int64_t> out) {
+  llvm::SmallVector<IndexVector, 4> strides;
+  for (const Shape &operand : operands) {
+    Shape s;
+    if (!broadcastStrides(operand, out, s))
+      return nodeError(node, "operand shapes do not broadcast to the output");
+    strides.push_back(s);
+  }
+  while (strides.size() < 3)
+    strides.push_back(Shape(out.size(), 0));
+  strides.push_back(contiguousStrides(out));
+  BroadcastIndexing ix;
+  if (!collapseIndexing(Shape(out.begin(), out.end()), strides, ix))
+    return nodeError(node, "more than " + llvm::Twine(kMaxRank) +
+                               " dimensions after collapsing");
+  return ix;
+}
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+/// One node being launched.
+struct CudaCall {
+  const Node &node;
+  const NodeLaunch &launch;
+  CudaKernelContext &ctx;
+
+  const Value *in(unsigned i) const {
+    return i < node.getNumOperands() ? node.getOperand(i) : nullptr;
+  }
+  const Value *out(unsigned i) const {
+    return i < node.getNumResults() ? node.getResult(i) : nullptr;
+  }
+  const void *inPtr(unsigned i) const {
+    return i < launch.operands.size() ? launch.operands[i] : nullptr;
+  }
+  void *outPtr(unsigned i) const {
+    return i < launch.results.size() ? launch.results[i] : nullptr;
+  }
+  template <typename T> const T *inAs(unsigned i) const {
+    return static_cast<const T *>(inPtr(i));
+  }
+  template <typename T> T *outAs(unsigned i) const {
+    return static_cast<T *>(outPtr(i));
+  }
+  /// Turns a launch status into an error naming \p what and the node.
+  llvm::Error check(cudaError_t status, llvm::StringRef what) const {
+    if (status == cudaSuccess)
+      return llvm::Error::success();
+    return cudaCallError(node, what, status);
+  }
+  /// Makes the next faulting kernel record this launch.
+  llvm::Error markFaultable() const {
+    return check(setKernelLaunchId(ctx.launchId, ctx.stream),
+                 "cudaMemcpyToSymbolAsync (launch id)");
+  }
+};
+
+using CheckFn = llvm::Error (*)(const Node &);
+using RunFn = llvm::Error (*)(CudaCall &);
+
+struct KernelEntry {
+  CheckFn check;
+  RunFn run;
+};
+
+inline llvm::Error checkAnyElement(const Node &node) {
+  for (const Value *value : node.getResults())
+    if (value) {
+      int64_t bytes = elementBytes(value);
+      if (value->getType().getNumElements() && bytes != 1 && bytes != 2 &&
+          bytes != 4 && bytes != 8)
+        return nodeError(node, "element type " +
+                                   dtypeName(value->getType().getDType()) +
+                                   " is not supported");
+    }
+  return llvm::Error::success();
+}
+
+/// Adds the data-movement entries (copies and views, Transpose, Expand,
+/// Tile, Pad, Slice(Grad), Concat, Split, Shape, Where, comparisons,
+/// ConstantOfShape, Cast) to the table.
+void addMovementKernels(llvm::StringMap<KernelEntry> &table);
+
+} // namespace dispatch
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_CUDADISPATCHSUPPORT_H
