@@ -258,15 +258,3 @@ resize::expandRoi(const ResizeAttrs &attrs, int64_t rank,
     regions[(*axes)[i]] = {roi[i], roi[axes->size() + i]};
   return regions;
 }
-
-std::optional<NearestMode>
-resize::simpleNearestMode(llvm::ArrayRef<double> scales) {
-  bool up = false, down = false;
-  for (double scale : scales) {
-    up |= scale > 1.0;
-    down |= scale < 1.0;
-  }
-  if (up && down)
-    return std::nullopt;
-  return down ? NearestMode::Ceil : NearestMode::Floor;
-}

@@ -113,11 +113,6 @@ llvm::Expected<ResizeGeometry> resolveResizeGeometry(
 llvm::Expected<std::vector<std::pair<double, double>>>
 expandRoi(const ResizeAttrs &attrs, int64_t rank, llvm::ArrayRef<double> roi);
 
-/// The opset-10 nearest rule resolved for ResizeGrad, which has no opset:
-/// floor when every resized axis upsamples (scale >= 1), ceil when every
-/// one downsamples; nullopt when they are mixed.
-std::optional<NearestMode> simpleNearestMode(llvm::ArrayRef<double> scales);
-
 } // namespace resize
 } // namespace gmopt
 
