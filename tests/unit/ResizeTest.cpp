@@ -307,6 +307,13 @@ TEST_F(ResizeInferenceTest, SymbolicDimensions) {
   EXPECT_EQ(inferOnnx("Resize", {x, nullptr, nullptr, sizes},
                       {stringAttr("mode", "linear")}),
             "f32[batch,3,6,5]");
+  // torch's scale_factor export: scales = Concat(Constant, Constant).
+  Value *scales = build1(onnxOp("Concat"),
+                         {f32s({1, 1}, {2}), f32s({2.5f, 0.5f}, {2})},
+                         {intAttr("axis", 0)});
+  EXPECT_EQ(inferOnnx("Resize", {x, nullptr, scales},
+                      {stringAttr("mode", "linear")}),
+            "f32[batch,3,10,2]");
   // Resize-11's empty scales placeholder next to sizes.
   EXPECT_EQ(inferOnnx("Resize", {x, f32s({}, {0}), f32s({}, {0}), sizes}),
             "f32[batch,3,6,5]");
