@@ -62,8 +62,7 @@ GradientRule resizeRule() {
                                                    node.getAttrs().end());
 
     bool byScales = scales && !isEmptyTensor(scales);
-    if (!byScales && sizes &&
-        attrs->aspectPolicy != AspectPolicy::Stretch) {
+    if (!byScales && sizes && attrs->aspectPolicy != AspectPolicy::Stretch) {
       // dY's extents are rounded from the common scale: pass that scale.
       std::optional<std::vector<int64_t>> sizeValues =
           ops::getIntValues(*sizes);
@@ -72,8 +71,8 @@ GradientRule resizeRule() {
         return gradientError(node, "the gradient of a Resize with "
                                    "keep_aspect_ratio_policy needs constant "
                                    "sizes and a static input shape");
-      auto geometry = resolveResizeGeometry(*attrs, type.getStaticShape(), {},
-                                            *sizeValues);
+      auto geometry =
+          resolveResizeGeometry(*attrs, type.getStaticShape(), {}, *sizeValues);
       if (!geometry)
         return gradientError(node, llvm::toString(geometry.takeError()));
       auto axes = resizedAxes(*attrs, type.getRank());

@@ -42,8 +42,8 @@ struct AxisTaps {
   bool isIdentity() const {
     int64_t outLen = static_cast<int64_t>(outside.size());
     for (int64_t o = 0; o < outLen; ++o)
-      if (outside[o] || begin[o + 1] - begin[o] != 1 ||
-          index[begin[o]] != o || weight[begin[o]] != 1.0)
+      if (outside[o] || begin[o + 1] - begin[o] != 1 || index[begin[o]] != o ||
+          weight[begin[o]] != 1.0)
         return false;
     return true;
   }
@@ -95,9 +95,8 @@ std::array<double, 4> cubicWeights(double r, double a) {
 }
 
 /// The taps of one axis of extent \p inLen resized to \p outLen.
-AxisTaps buildAxisTaps(const ResizeAttrs &attrs, int64_t inLen,
-                       int64_t outLen, double scale, double roiStart,
-                       double roiEnd) {
+AxisTaps buildAxisTaps(const ResizeAttrs &attrs, int64_t inLen, int64_t outLen,
+                       double scale, double roiStart, double roiEnd) {
   AxisTaps taps;
   taps.begin.reserve(outLen + 1);
   taps.outside.assign(outLen, 0);
@@ -198,7 +197,9 @@ struct ResizePlan {
       n *= inShape[i];
     return n;
   }
-  int64_t innerIn() const { return product(inShape) / std::max<int64_t>(planes(), 1); }
+  int64_t innerIn() const {
+    return product(inShape) / std::max<int64_t>(planes(), 1);
+  }
   int64_t innerOut() const {
     return product(outShape) / std::max<int64_t>(planes(), 1);
   }
@@ -246,9 +247,8 @@ llvm::Expected<ResizePlan> makePlan(const KernelCall &call, bool grad) {
       "scales");
   if (!scales)
     return scales.takeError();
-  auto roi = readFloats(call, operands.roi >= 0 ? call.in(operands.roi)
-                                                : nullptr,
-                        "roi");
+  auto roi = readFloats(
+      call, operands.roi >= 0 ? call.in(operands.roi) : nullptr, "roi");
   if (!roi)
     return roi.takeError();
   // roi matters to tf_crop_and_resize only; elsewhere it is ignored.
@@ -287,9 +287,9 @@ llvm::Expected<ResizePlan> makePlan(const KernelCall &call, bool grad) {
       return call.error(llvm::toString(axes.takeError()));
     if (!scales->empty()) {
       if (scales->size() != axes->size())
-        return call.error(llvm::formatv(
-            "'scales' has {0} values for {1} resized axes", scales->size(),
-            axes->size()));
+        return call.error(
+            llvm::formatv("'scales' has {0} values for {1} resized axes",
+                          scales->size(), axes->size()));
       for (size_t i = 0; i != axes->size(); ++i)
         axisScales[(*axes)[i]] = (*scales)[i];
     } else {
@@ -305,10 +305,9 @@ llvm::Expected<ResizePlan> makePlan(const KernelCall &call, bool grad) {
   for (int64_t i = 0; i < rank; ++i) {
     if (plan.inShape[i] == 0 && plan.outShape[i] != 0)
       return call.error(llvm::formatv("axis {0} of X is empty", i));
-    plan.axes.push_back(buildAxisTaps(plan.attrs, plan.inShape[i],
-                                      plan.outShape[i], axisScales[i],
-                                      (*regions)[i].first,
-                                      (*regions)[i].second));
+    plan.axes.push_back(buildAxisTaps(
+        plan.attrs, plan.inShape[i], plan.outShape[i], axisScales[i],
+        (*regions)[i].first, (*regions)[i].second));
   }
   while (plan.planeRank < rank &&
          plan.inShape[plan.planeRank] == plan.outShape[plan.planeRank] &&
@@ -369,8 +368,8 @@ double gatherTaps(const ResizePlan &plan, const T *x,
 template <typename T>
 void scatterTaps(const ResizePlan &plan, T *dx,
                  const std::vector<int64_t> &strides,
-                 const std::vector<int64_t> &coord, size_t axis,
-                 int64_t offset, double value) {
+                 const std::vector<int64_t> &coord, size_t axis, int64_t offset,
+                 double value) {
   if (axis == plan.axes.size()) {
     dx[offset] += T(value);
     return;
@@ -379,8 +378,7 @@ void scatterTaps(const ResizePlan &plan, T *dx,
   for (int32_t t = taps.begin[coord[axis]], e = taps.begin[coord[axis] + 1];
        t != e; ++t)
     scatterTaps(plan, dx, strides, coord, axis + 1,
-                offset + taps.index[t] * strides[axis],
-                value * taps.weight[t]);
+                offset + taps.index[t] * strides[axis], value * taps.weight[t]);
 }
 
 template <typename T> llvm::Error resizeTyped(KernelCall &call) {
@@ -448,8 +446,8 @@ template <typename T> llvm::Error resizeGradTyped(KernelCall &call) {
                   do {
                     double g = double(grad[o++]);
                     if (!isOutside(*plan, coord))
-                      scatterTaps(*plan, plane, strides, coord,
-                                  plan->planeRank, 0, g);
+                      scatterTaps(*plan, plane, strides, coord, plan->planeRank,
+                                  0, g);
                   } while (nextCoordinate(*plan, coord));
                 }
               });

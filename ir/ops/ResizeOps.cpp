@@ -259,8 +259,8 @@ OpCost resizeCost(const Node &node) {
   OpCost cost = memoryTraffic(node);
   resize::ResizeOperands operands = resize::getResizeOperands(node);
   const Value *x = node.getOperand(operands.x);
-  const Value *y = operands.dY >= 0 ? node.getOperand(operands.dY)
-                                    : node.getResult(0);
+  const Value *y =
+      operands.dY >= 0 ? node.getOperand(operands.dY) : node.getResult(0);
   if (!x || !y)
     return cost;
   cost.flops = 2 * tapsPerElement(node, x->getType(), y->getType()) *

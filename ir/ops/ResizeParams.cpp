@@ -121,11 +121,12 @@ llvm::Expected<ResizeAttrs> resize::readResizeAttrs(const Node &node) {
     return fail(llvm::formatv("nearest_mode '{0}' is not defined (it defines "
                               "{1})",
                               nearest, choiceList(nearestModes)));
-  attrs.nearestMode = llvm::StringSwitch<NearestMode>(nearest)
-                          .Case("round_prefer_ceil", NearestMode::RoundPreferCeil)
-                          .Case("floor", NearestMode::Floor)
-                          .Case("ceil", NearestMode::Ceil)
-                          .Default(NearestMode::RoundPreferFloor);
+  attrs.nearestMode =
+      llvm::StringSwitch<NearestMode>(nearest)
+          .Case("round_prefer_ceil", NearestMode::RoundPreferCeil)
+          .Case("floor", NearestMode::Floor)
+          .Case("ceil", NearestMode::Ceil)
+          .Default(NearestMode::RoundPreferFloor);
 
   attrs.cubicCoeffA = node.getFloatAttr("cubic_coeff_a", -0.75f);
   attrs.excludeOutside = node.getIntAttr("exclude_outside", 0) != 0;
@@ -172,11 +173,9 @@ resize::resizedAxes(const ResizeAttrs &attrs, int64_t rank) {
   return axes;
 }
 
-llvm::Expected<ResizeGeometry>
-resize::resolveResizeGeometry(const ResizeAttrs &attrs,
-                              llvm::ArrayRef<int64_t> inShape,
-                              llvm::ArrayRef<double> scales,
-                              llvm::ArrayRef<int64_t> sizes) {
+llvm::Expected<ResizeGeometry> resize::resolveResizeGeometry(
+    const ResizeAttrs &attrs, llvm::ArrayRef<int64_t> inShape,
+    llvm::ArrayRef<double> scales, llvm::ArrayRef<int64_t> sizes) {
   int64_t rank = static_cast<int64_t>(inShape.size());
   auto axes = resizedAxes(attrs, rank);
   if (!axes)

@@ -47,7 +47,13 @@ enum class CoordinateMode {
 /// `nearest_mode`; Simple is opset 10's rule (floor when upsampling an
 /// axis, ceil when downsampling it, as ONNX Runtime and Resize-10's tests
 /// have it).
-enum class NearestMode { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+enum class NearestMode {
+  RoundPreferFloor,
+  RoundPreferCeil,
+  Floor,
+  Ceil,
+  Simple
+};
 
 /// `keep_aspect_ratio_policy` (opset 18+, sizes only).
 enum class AspectPolicy { Stretch, NotLarger, NotSmaller };
@@ -103,9 +109,10 @@ struct ResizeGeometry {
 /// The geometry for input shape \p inShape from \p scales (one per resized
 /// axis; empty when absent) or \p sizes (likewise), exactly one of which
 /// must be given, as the reference implementation computes it.
-llvm::Expected<ResizeGeometry> resolveResizeGeometry(
-    const ResizeAttrs &attrs, llvm::ArrayRef<int64_t> inShape,
-    llvm::ArrayRef<double> scales, llvm::ArrayRef<int64_t> sizes);
+llvm::Expected<ResizeGeometry>
+resolveResizeGeometry(const ResizeAttrs &attrs, llvm::ArrayRef<int64_t> inShape,
+                      llvm::ArrayRef<double> scales,
+                      llvm::ArrayRef<int64_t> sizes);
 
 /// The regions of interest per axis of X (start, end), expanded from the
 /// roi input (2 * resized axes values: starts then ends); [0, 1] where

@@ -38,9 +38,8 @@ namespace {
 Value *f32Constant(CaseBuilder &b, std::vector<float> values,
                    const std::string &name) {
   return b.graph.addInitializer(
-      TensorData::fromValues<float>(DType::F32,
-                                    {static_cast<int64_t>(values.size())},
-                                    values),
+      TensorData::fromValues<float>(
+          DType::F32, {static_cast<int64_t>(values.size())}, values),
       name);
 }
 
@@ -54,15 +53,15 @@ void addResizeCases(std::vector<GradientCase> &cases) {
        [](CaseBuilder &b) {
          static const char *const modes[] = {"nearest", "linear", "cubic"};
          static const char *const coordinates[] = {
-             "half_pixel", "pytorch_half_pixel", "align_corners",
-             "asymmetric", "tf_crop_and_resize"};
+             "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+             "tf_crop_and_resize"};
          static const char *const nearestModes[] = {
              "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
          static const float scaleChoices[] = {0.5f, 0.75f, 1.5f, 2.0f, 2.5f};
          std::string mode = modes[b.pick(0, 2)];
          std::string coordinate = coordinates[b.pick(0, 4)];
-         std::vector<int64_t> shape = {b.pick(1, 2), b.pick(1, 2),
-                                       b.pick(2, 4), b.pick(2, 4)};
+         std::vector<int64_t> shape = {b.pick(1, 2), b.pick(1, 2), b.pick(2, 4),
+                                       b.pick(2, 4)};
          Value *x = b.param(shape);
          std::vector<NamedAttribute> attributes = {
              {"mode", Attribute::getString(mode)},
@@ -72,10 +71,10 @@ void addResizeCases(std::vector<GradientCase> &cases) {
              floatAttr("cubic_coeff_a", b.pick(0, 1) ? -0.75f : -0.5f),
              intAttr("exclude_outside", b.pick(0, 1)),
              floatAttr("extrapolation_value", 0.25f)};
-         Value *roi = coordinate == "tf_crop_and_resize"
-                          ? f32Constant(b, {0, 0, 0.1f, 0.2f, 1, 1, 0.9f, 1.1f},
-                                        "roi")
-                          : nullptr;
+         Value *roi =
+             coordinate == "tf_crop_and_resize"
+                 ? f32Constant(b, {0, 0, 0.1f, 0.2f, 1, 1, 0.9f, 1.1f}, "roi")
+                 : nullptr;
          if (b.pick(0, 1))
            return b.op("Resize",
                        {x, roi,
@@ -84,11 +83,11 @@ void addResizeCases(std::vector<GradientCase> &cases) {
                                      scaleChoices[b.pick(0, 4)]},
                                     "scales")},
                        attributes);
-         return b.op("Resize",
-                     {x, roi, nullptr,
-                      b.int64s({shape[0], shape[1], b.pick(1, 7),
-                                b.pick(1, 7)})},
-                     attributes);
+         return b.op(
+             "Resize",
+             {x, roi, nullptr,
+              b.int64s({shape[0], shape[1], b.pick(1, 7), b.pick(1, 7)})},
+             attributes);
        },
        24});
   cases.push_back(
@@ -108,18 +107,17 @@ void addResizeCases(std::vector<GradientCase> &cases) {
                                                 : "half_pixel")},
              intsAttr("axes", {2, 1})};
          if (b.pick(0, 1))
-           return b.op("Resize",
-                       {x, nullptr,
-                        f32Constant(b, {b.pick(0, 1) ? 1.7f : 0.6f, 1.3f},
-                                    "scales")},
-                       attributes);
-         attributes.push_back(
-             {"keep_aspect_ratio_policy",
-              Attribute::getString(policies[b.pick(0, 2)])});
-         return b.op("Resize",
-                     {x, nullptr, nullptr,
-                      b.int64s({b.pick(1, 6), b.pick(1, 6)})},
-                     attributes);
+           return b.op(
+               "Resize",
+               {x, nullptr,
+                f32Constant(b, {b.pick(0, 1) ? 1.7f : 0.6f, 1.3f}, "scales")},
+               attributes);
+         attributes.push_back({"keep_aspect_ratio_policy",
+                               Attribute::getString(policies[b.pick(0, 2)])});
+         return b.op(
+             "Resize",
+             {x, nullptr, nullptr, b.int64s({b.pick(1, 6), b.pick(1, 6)})},
+             attributes);
        },
        12});
 }

@@ -128,9 +128,9 @@ std::unique_ptr<CaseTensors> tensorsOf(const ReferenceCase &c) {
   t->x = floatTensor(c.dtype, c.xShape, c.x);
   t->roi = HostTensor::f32({int64_t(c.roi.size())},
                            std::vector<float>(c.roi.begin(), c.roi.end()));
-  t->scales = HostTensor::f32(
-      {int64_t(c.scales.size())},
-      std::vector<float>(c.scales.begin(), c.scales.end()));
+  t->scales =
+      HostTensor::f32({int64_t(c.scales.size())},
+                      std::vector<float>(c.scales.begin(), c.scales.end()));
   t->sizes = HostTensor::i64({int64_t(c.sizes.size())}, c.sizes);
   t->operands.push_back(&t->x);
   if (c.opset < 11) {
@@ -162,8 +162,8 @@ TEST(ResizeTest, KernelMatchesOnnxReference) {
     for (size_t i = 0; i != y.size(); ++i) {
       double error = std::fabs(y[i] - c.y[i]) / (1 + std::fabs(c.y[i]));
       worst = std::max(worst, error);
-      EXPECT_LE(error, tolerance) << "element " << i << ": " << y[i]
-                                  << " vs reference " << c.y[i];
+      EXPECT_LE(error, tolerance)
+          << "element " << i << ": " << y[i] << " vs reference " << c.y[i];
     }
   }
   std::printf("%zu reference cases; worst error %.3g\n", cases.size(), worst);
@@ -183,8 +183,8 @@ TEST(ResizeTest, InferenceMatchesOnnxReference) {
     };
     auto f32s = [](const std::vector<double> &values) {
       std::vector<float> narrow(values.begin(), values.end());
-      return TensorData::fromValues<float>(
-          DType::F32, {int64_t(narrow.size())}, narrow);
+      return TensorData::fromValues<float>(DType::F32, {int64_t(narrow.size())},
+                                           narrow);
     };
     if (c.opset < 11) {
       operands.push_back(constant(f32s(c.scales), "scales"));
@@ -193,10 +193,10 @@ TEST(ResizeTest, InferenceMatchesOnnxReference) {
       operands.push_back(c.hasScales ? constant(f32s(c.scales), "scales")
                                      : nullptr);
       if (c.hasSizes)
-        operands.push_back(constant(
-            TensorData::fromValues<int64_t>(
-                DType::I64, {int64_t(c.sizes.size())}, c.sizes),
-            "sizes"));
+        operands.push_back(
+            constant(TensorData::fromValues<int64_t>(
+                         DType::I64, {int64_t(c.sizes.size())}, c.sizes),
+                     "sizes"));
     }
     Builder builder(graph);
     auto node = builder.createInferred(OpName{"", "Resize"}, operands, 1,
@@ -231,16 +231,15 @@ TEST(ResizeTest, ResizeGradIsTheAdjoint) {
     HostTensor x64 = HostTensor::f64(c.xShape, c.x);
     tensors->x = x64;
     auto forward = runner.run("", "Resize", tensors->operands,
-                              {TensorType::get(DType::F64, c.yShape)},
-                              c.attrs);
+                              {TensorType::get(DType::F64, c.yShape)}, c.attrs);
     ASSERT_TRUE(bool(forward)) << llvm::toString(forward.takeError());
     std::vector<HostTensor *> gradOperands = {
         &dy, &x64, c.hasRoi ? &tensors->roi : nullptr};
     if (c.hasScales)
       gradOperands.push_back(&tensors->scales);
-    auto backward = runner.run(kMsDomain, "ResizeGrad", gradOperands,
-                               {TensorType::get(DType::F64, c.xShape)},
-                               c.attrs);
+    auto backward =
+        runner.run(kMsDomain, "ResizeGrad", gradOperands,
+                   {TensorType::get(DType::F64, c.xShape)}, c.attrs);
     ASSERT_TRUE(bool(backward)) << llvm::toString(backward.takeError());
     std::vector<double> y = (*forward)[0].values<double>();
     std::vector<double> dx = (*backward)[0].values<double>();
@@ -279,8 +278,7 @@ TEST(ResizeTest, HalfStorage) {
   ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
   for (HostTensor *x : {&x16, &xb16}) {
     auto result = runner.run("", "Resize", {x, nullptr, &scales},
-                             {TensorType::get(x->dtype, {1, 1, 4, 6})},
-                             attrs);
+                             {TensorType::get(x->dtype, {1, 1, 4, 6})}, attrs);
     ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
     std::vector<float> got = (*result)[0].floats(),
                        want = (*reference)[0].floats();
@@ -302,18 +300,18 @@ TEST_F(ResizeInferenceTest, SymbolicDimensions) {
             "f32[batch,3,8,2]");
   // Sizes traced through a shape computation keep their symbols.
   Value *shape = build1(onnxOp("Shape"), {x}, {intAttr("end", 2)});
-  Value *sizes = build1(onnxOp("Concat"), {shape, i64s({6, 5})},
-                        {intAttr("axis", 0)});
+  Value *sizes =
+      build1(onnxOp("Concat"), {shape, i64s({6, 5})}, {intAttr("axis", 0)});
   EXPECT_EQ(inferOnnx("Resize", {x, nullptr, nullptr, sizes},
                       {stringAttr("mode", "linear")}),
             "f32[batch,3,6,5]");
   // torch's scale_factor export: scales = Concat(Constant, Constant).
-  Value *scales = build1(onnxOp("Concat"),
-                         {f32s({1, 1}, {2}), f32s({2.5f, 0.5f}, {2})},
-                         {intAttr("axis", 0)});
-  EXPECT_EQ(inferOnnx("Resize", {x, nullptr, scales},
-                      {stringAttr("mode", "linear")}),
-            "f32[batch,3,10,2]");
+  Value *scales =
+      build1(onnxOp("Concat"), {f32s({1, 1}, {2}), f32s({2.5f, 0.5f}, {2})},
+             {intAttr("axis", 0)});
+  EXPECT_EQ(
+      inferOnnx("Resize", {x, nullptr, scales}, {stringAttr("mode", "linear")}),
+      "f32[batch,3,10,2]");
   // Resize-11's empty scales placeholder next to sizes.
   EXPECT_EQ(inferOnnx("Resize", {x, f32s({}, {0}), f32s({}, {0}), sizes}),
             "f32[batch,3,6,5]");
@@ -323,8 +321,7 @@ TEST_F(ResizeInferenceTest, Errors) {
   Value *x = input("f32[1,3,4,4]");
   Value *scales = f32s({1, 1, 2, 2}, {4});
   Value *dynamicScales = input("f32[4]");
-  EXPECT_PRED2(contains,
-               inferOnnx("Resize", {x, nullptr, dynamicScales}),
+  EXPECT_PRED2(contains, inferOnnx("Resize", {x, nullptr, dynamicScales}),
                "the output shape cannot be known at compile time: 'scales' "
                "is not a constant");
   Value *dynamicSizes = input("i64[4]");
@@ -336,8 +333,7 @@ TEST_F(ResizeInferenceTest, Errors) {
                "only one of 'scales' and 'sizes'");
   EXPECT_PRED2(contains, inferOnnx("Resize", {x}),
                "one of 'scales' and 'sizes' must be given");
-  EXPECT_PRED2(contains,
-               inferOnnx("Resize", {x, nullptr, f32s({2, 2}, {2})}),
+  EXPECT_PRED2(contains, inferOnnx("Resize", {x, nullptr, f32s({2, 2}, {2})}),
                "'scales' has 2 values for 4 resized axes");
   EXPECT_PRED2(contains,
                inferOnnx("Resize", {x, nullptr, scales},
@@ -345,10 +341,10 @@ TEST_F(ResizeInferenceTest, Errors) {
                                      "half_pixel_symmetric")}),
                "'half_pixel_symmetric' is not defined at opset 17");
   module.opsetImports[""] = 18;
-  EXPECT_PRED2(contains,
-               inferOnnx("Resize", {x, nullptr, scales},
-                         {intAttr("antialias", 1)}),
-               "antialias=1 is not supported");
+  EXPECT_PRED2(
+      contains,
+      inferOnnx("Resize", {x, nullptr, scales}, {intAttr("antialias", 1)}),
+      "antialias=1 is not supported");
   EXPECT_PRED2(contains,
                inferOnnx("Resize", {x, nullptr, f32s({2}, {1})},
                          {intsAttr("axes", {4})}),
@@ -365,13 +361,13 @@ TEST(ResizeTest, KernelErrors) {
   HostTensor x = HostTensor::f32({1, 1, 2, 2}, {1, 2, 3, 4});
   HostTensor scales = HostTensor::f32({4}, {1, 1, 2, 2});
   // The output the plan allocated disagrees with the scales.
-  auto result = runner.run("", "Resize", {&x, nullptr, &scales},
-                           {f32Type({1, 1, 3, 4})});
+  auto result =
+      runner.run("", "Resize", {&x, nullptr, &scales}, {f32Type({1, 1, 3, 4})});
   ASSERT_FALSE(bool(result));
   EXPECT_PRED2(contains, llvm::toString(result.takeError()), "Resize");
   HostTensor bad = HostTensor::f32({4}, {1, 1, -2, 2});
-  auto negative = runner.run("", "Resize", {&x, nullptr, &bad},
-                             {f32Type({1, 1, 4, 4})});
+  auto negative =
+      runner.run("", "Resize", {&x, nullptr, &bad}, {f32Type({1, 1, 4, 4})});
   ASSERT_FALSE(bool(negative));
   EXPECT_PRED2(contains, llvm::toString(negative.takeError()),
                "is not positive");
