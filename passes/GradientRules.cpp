@@ -243,6 +243,7 @@ const GradientRuleTable &GradientRuleTable::instance() {
     registerNnGradients(result);
     registerShapeGradients(result);
     registerIndexingGradients(result);
+    registerResizeGradients(result);
     return result;
   }();
   return table;

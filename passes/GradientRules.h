@@ -13,8 +13,8 @@
 // log-probabilities, LayerNormalization's mean and inverse deviation) so the
 // backward pass reads the saved value instead of recomputing it.
 //
-// Rules live in GradientRules{Math,Activations,Nn,Shape,Indexing}.cpp, one
-// function per op.
+// Rules live in GradientRules{Math,Activations,Nn,Shape,Indexing,Resize}.cpp,
+// one function per op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -174,6 +174,8 @@ void registerActivationGradients(GradientRuleTable &table);
 void registerNnGradients(GradientRuleTable &table);
 void registerShapeGradients(GradientRuleTable &table);
 void registerIndexingGradients(GradientRuleTable &table);
+/// Resize (GradientRulesResize.cpp).
+void registerResizeGradients(GradientRuleTable &table);
 
 /// In a rule returning llvm::Error or Expected: evaluates \p expr (an
 /// llvm::Expected<Value *>), returns its error, else binds the value to a

@@ -40,6 +40,7 @@ static const KernelTable &getKernelTable() {
     registerGatherKernels(t);
     registerDropoutKernels(t);
     registerOptimizerKernels(t);
+    registerResizeKernels(t);
     registerCollectiveKernels(t);
     registerKernelWorkspaces(t);
     return t;

@@ -173,6 +173,8 @@ void registerMovementKernels(KernelTable &table);
 void registerGatherKernels(KernelTable &table);
 void registerDropoutKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
+/// Resize and ResizeGrad (ResizeKernels.cpp).
+void registerResizeKernels(KernelTable &table);
 /// Declares the scratch of the kernels that request any (after the families
 /// registered them).
 void registerKernelWorkspaces(KernelTable &table);

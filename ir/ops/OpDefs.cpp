@@ -252,4 +252,5 @@ void gmopt::registerOnnxOps(OpRegistry &registry) {
   registerReductionOps(registry);
   registerLinalgOps(registry);
   registerNnOps(registry);
+  registerResizeOps(registry);
 }

@@ -187,6 +187,8 @@ void registerConstantOps(OpRegistry &registry);
 void registerReductionOps(OpRegistry &registry);
 void registerLinalgOps(OpRegistry &registry);
 void registerNnOps(OpRegistry &registry);
+/// Resize and ONNX Runtime's ResizeGrad (ir/ops/ResizeOps.cpp).
+void registerResizeOps(OpRegistry &registry);
 void registerMicrosoftLinalgOps(OpRegistry &registry);
 void registerMicrosoftTrainingOps(OpRegistry &registry);
 /// gmopt's own collectives (ir/ops/CollectiveOps.cpp).

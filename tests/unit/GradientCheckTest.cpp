@@ -33,6 +33,95 @@ using namespace gmopt::gradcheck;
 
 namespace {
 
+/// A float32 1-D constant (Resize's scales and roi are float32 whatever
+/// the case's float type).
+Value *f32Constant(CaseBuilder &b, std::vector<float> values,
+                   const std::string &name) {
+  return b.graph.addInitializer(
+      TensorData::fromValues<float>(
+          DType::F32, {static_cast<int64_t>(values.size())}, values),
+      name);
+}
+
+/// Resize over random shapes: every mode, nearest_mode and coordinate
+/// mode, scales up and down or sizes (opset 17); axes,
+/// keep_aspect_ratio_policy and half_pixel_symmetric (opset 19). (Resize-10
+/// has no case: the autodiff pass takes opset 13 and newer.)
+void addResizeCases(std::vector<GradientCase> &cases) {
+  cases.push_back(
+      {"Resize",
+       [](CaseBuilder &b) {
+         static const char *const modes[] = {"nearest", "linear", "cubic"};
+         static const char *const coordinates[] = {
+             "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+             "tf_crop_and_resize"};
+         static const char *const nearestModes[] = {
+             "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+         static const float scaleChoices[] = {0.5f, 0.75f, 1.5f, 2.0f, 2.5f};
+         std::string mode = modes[b.pick(0, 2)];
+         std::string coordinate = coordinates[b.pick(0, 4)];
+         std::vector<int64_t> shape = {b.pick(1, 2), b.pick(1, 2), b.pick(2, 4),
+                                       b.pick(2, 4)};
+         Value *x = b.param(shape);
+         std::vector<NamedAttribute> attributes = {
+             {"mode", Attribute::getString(mode)},
+             {"coordinate_transformation_mode",
+              Attribute::getString(coordinate)},
+             {"nearest_mode", Attribute::getString(nearestModes[b.pick(0, 3)])},
+             floatAttr("cubic_coeff_a", b.pick(0, 1) ? -0.75f : -0.5f),
+             intAttr("exclude_outside", b.pick(0, 1)),
+             floatAttr("extrapolation_value", 0.25f)};
+         Value *roi =
+             coordinate == "tf_crop_and_resize"
+                 ? f32Constant(b, {0, 0, 0.1f, 0.2f, 1, 1, 0.9f, 1.1f}, "roi")
+                 : nullptr;
+         if (b.pick(0, 1))
+           return b.op("Resize",
+                       {x, roi,
+                        f32Constant(b,
+                                    {1, 1, scaleChoices[b.pick(0, 4)],
+                                     scaleChoices[b.pick(0, 4)]},
+                                    "scales")},
+                       attributes);
+         return b.op(
+             "Resize",
+             {x, roi, nullptr,
+              b.int64s({shape[0], shape[1], b.pick(1, 7), b.pick(1, 7)})},
+             attributes);
+       },
+       24});
+  cases.push_back(
+      {"Resize",
+       [](CaseBuilder &b) {
+         b.module.opsetImports[""] = 19;
+         static const char *const policies[] = {"stretch", "not_larger",
+                                                "not_smaller"};
+         static const char *const modes[] = {"nearest", "linear", "cubic"};
+         std::vector<int64_t> shape = {b.pick(1, 2), b.pick(2, 4),
+                                       b.pick(2, 4)};
+         Value *x = b.param(shape);
+         std::vector<NamedAttribute> attributes = {
+             {"mode", Attribute::getString(modes[b.pick(0, 2)])},
+             {"coordinate_transformation_mode",
+              Attribute::getString(b.pick(0, 1) ? "half_pixel_symmetric"
+                                                : "half_pixel")},
+             intsAttr("axes", {2, 1})};
+         if (b.pick(0, 1))
+           return b.op(
+               "Resize",
+               {x, nullptr,
+                f32Constant(b, {b.pick(0, 1) ? 1.7f : 0.6f, 1.3f}, "scales")},
+               attributes);
+         attributes.push_back({"keep_aspect_ratio_policy",
+                               Attribute::getString(policies[b.pick(0, 2)])});
+         return b.op(
+             "Resize",
+             {x, nullptr, nullptr, b.int64s({b.pick(1, 6), b.pick(1, 6)})},
+             attributes);
+       },
+       12});
+}
+
 std::vector<GradientCase> allCases() {
   std::vector<GradientCase> cases;
   // Elementwise math.
@@ -292,6 +381,7 @@ std::vector<GradientCase> allCases() {
                      return b.op("GlobalAveragePool", {b.param({2, 3, 3, 2})});
                    },
                    2});
+  addResizeCases(cases);
   // Data movement.
   cases.push_back({"Reshape", [](CaseBuilder &b) {
                      std::vector<int64_t> shape = b.shape(3);

@@ -1,0 +1,1 @@
+Bhead.bias_gradJ\d¿À|ú>

@@ -1,0 +1,1 @@
+Benc1.bias_gradJvD=¦„¼´>:

@@ -1,0 +1,1 @@
+Benc2.bias_gradJXÁ9âqE<É¼Õ%Œ¼

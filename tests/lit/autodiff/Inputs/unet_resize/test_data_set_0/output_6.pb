@@ -1,0 +1,1 @@
+Bmid.bias_gradJ 8•<H¶‚;ì&¹¼z!Ÿ¼

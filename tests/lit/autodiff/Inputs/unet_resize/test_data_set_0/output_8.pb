@@ -1,0 +1,1 @@
+Bdec.bias_gradJR3‡=zz√º‹@=
