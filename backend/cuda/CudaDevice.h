@@ -64,7 +64,11 @@ constexpr uint64_t kCudaGemmWorkspaceBytes = uint64_t(4) << 20;
 
 /// The CUDA backend's WorkspaceModel: the planned scratch bytes of \p
 /// node's CUDA kernel (kCudaGemmWorkspaceBytes for MatMul, Gemm and
-/// FusedMatMul; 0 for every other kernel, which needs none).
+/// FusedMatMul; for Conv and ConvGrad a bound from the shapes, the whole
+/// batch's im2col bytes clamped to [4 MiB, 64 MiB]
+/// (cuda::getCudnnConvWorkspaceBytes, CudnnGeometry.h), within which cuDNN
+/// picks its fastest algorithm; 0 for every other kernel, batch norm
+/// included, which needs none).
 uint64_t getCudaKernelWorkspaceBytes(const Node &node);
 
 /// True when the CUDA backend is built and has a kernel for (\p domain,
