@@ -136,6 +136,8 @@ gmopt::getCudaMemoryMeasurement(const Executable &) {
   return std::nullopt;
 }
 
+bool gmopt::isCudnnBuilt() { return false; }
+
 bool gmopt::hasCudaKernelFor(llvm::StringRef, llvm::StringRef) { return false; }
 
 llvm::Error gmopt::checkCudaNode(const Node &node) {

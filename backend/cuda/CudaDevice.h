@@ -51,6 +51,11 @@ struct CudaDeviceInfo {
 /// True when gmopt was built with the CUDA toolkit.
 bool isCudaBackendBuilt();
 
+/// True when the CUDA backend was built with cuDNN (its convolution and
+/// batch-norm kernels); without, those nodes are refused with "built
+/// without cuDNN".
+bool isCudnnBuilt();
+
 /// Finds the first usable CUDA device. Fails with a message that starts with
 /// "no CUDA device" when there is none (or no driver), and with "the CUDA
 /// backend is not built" when gmopt was built without the toolkit.

@@ -702,6 +702,14 @@ llvm::Error runWithoutCudnn(CudaCall &call) {
 
 #endif // GMOPT_HAVE_CUDNN
 
+bool gmopt::isCudnnBuilt() {
+#ifdef GMOPT_HAVE_CUDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
 void cuda::dispatch::addCnnKernels(llvm::StringMap<KernelEntry> &table) {
   auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
                  RunFn run) {
