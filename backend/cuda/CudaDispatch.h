@@ -60,7 +60,8 @@ struct CudaKernelContext {
 
 /// Creates ctx.cudnn (the cuDNN handle, bound to ctx.stream) where gmopt was
 /// built with cuDNN; success and nothing otherwise (the CNN entries then
-/// refuse their nodes at prepare time).
+/// refuse their nodes at prepare time). A failing cudnnCreate is kept as
+/// the reason the cuDNN nodes fail with, not an error of the device.
 llvm::Error createCudnnState(CudaKernelContext &ctx);
 
 /// An error naming the failed \p call and \p node, with CUDA's message.

@@ -261,6 +261,9 @@ struct ConvPlan {
 /// The handle and the per-node convolution plans.
 struct cuda::CudnnState {
   cudnnHandle_t handle = nullptr;
+  /// Why there is no handle (cudnnCreate failed: e.g. cuDNN's libraries
+  /// are missing on this machine); the CNN nodes then fail with it.
+  std::string unavailable;
   llvm::DenseMap<const Node *, std::shared_ptr<ConvPlan>> convPlans;
   CudnnState() = default;
   CudnnState(const CudnnState &) = delete;
@@ -273,21 +276,39 @@ struct cuda::CudnnState {
 };
 
 llvm::Error cuda::createCudnnState(CudaKernelContext &ctx) {
+  // Made before any step (cudnnCreate allocates), but a failure only
+  // disables the cuDNN entries: a graph without convolutions or batch norm
+  // still runs where cuDNN's libraries are absent.
   auto state = std::make_shared<CudnnState>();
   cudnnStatus_t status = cudnnCreate(&state->handle);
-  if (status == CUDNN_STATUS_SUCCESS)
+  const char *call = "cudnnCreate";
+  if (status == CUDNN_STATUS_SUCCESS) {
+    call = "cudnnSetStream";
     status = cudnnSetStream(state->handle, ctx.stream);
-  if (status != CUDNN_STATUS_SUCCESS)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("{0} failed: {1} (cuDNN status {2})",
-                      state->handle ? "cudnnSetStream" : "cudnnCreate",
-                      cudnnGetErrorString(status), static_cast<int>(status)));
+  }
+  if (status != CUDNN_STATUS_SUCCESS) {
+    if (state->handle)
+      (void)cudnnDestroy(state->handle);
+    state->handle = nullptr;
+    state->unavailable =
+        llvm::formatv("{0} failed: {1} (cuDNN status {2})", call,
+                      cudnnGetErrorString(status), static_cast<int>(status))
+            .str();
+  }
   ctx.cudnn = std::move(state);
   return llvm::Error::success();
 }
 
 namespace {
+
+/// Errors, naming \p node, unless the device has a cuDNN handle.
+llvm::Error requireCudnn(const Node &node, const CudaKernelContext &ctx) {
+  if (ctx.cudnn && ctx.cudnn->handle)
+    return llvm::Error::success();
+  return nodeError(node, "cuDNN is unavailable on this machine: " +
+                             (ctx.cudnn ? ctx.cudnn->unavailable
+                                        : std::string("no cuDNN state")));
+}
 
 llvm::Error checkConv(const Node &node) {
   if (llvm::Error err = checkAllF32(node))
@@ -493,6 +514,8 @@ llvm::Error runConv(CudaCall &call) {
           return err;
     return llvm::Error::success();
   }
+  if (llvm::Error err = requireCudnn(node, call.ctx))
+    return err;
   uint64_t workspaceBytes =
       call.launch.planned ? call.launch.workspaceBytes : 0;
   void *workspace = workspaceBytes ? call.launch.workspace : nullptr;
@@ -610,6 +633,8 @@ llvm::Error runBatchNorm(CudaCall &call) {
   const Node &node = call.node;
   bool grad = node.getOpType() == "BatchNormalizationGrad";
   BatchNormShape b = *batchNormShape(node, call.in(grad ? 1 : 0));
+  if (llvm::Error err = requireCudnn(node, call.ctx))
+    return err;
   if (b.batch * b.channels * b.spatial == 0)
     return nodeError(node, "an empty batch is not supported by cuDNN's batch "
                            "norm");
