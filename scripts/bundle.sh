@@ -10,7 +10,8 @@
 # script fails otherwise). The CUDA runtime (libcudart, under 1 MiB) is
 # bundled; cuBLASLt (over 500 MiB) and cuDNN are not: the target needs the
 # CUDA 13 libraries, which the launchers find in the usual places
-# (/usr/local/cuda*/lib64, $CUDA_HOME/lib64, the system library path) or in
+# (/usr/local/cuda*/lib64 and lib, $CUDA_HOME, $CUDNN_ROOT/lib, the system
+# library path) or in
 # an installed Python nvidia-* package's lib folder (nvidia-cublas,
 # nvidia-cudnn-cu13). With the libraries but no GPU or no driver, gmopt
 # runs on the CPU ("no CUDA device (...)").
@@ -32,7 +33,8 @@ build_dir=${1:-build}
 out_dir=${2:-dist}
 limit_bytes=$((40 * 1024 * 1024))
 tools=(gmopt-run gmopt-compile gmopt-opt)
-tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest)
+tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest
+  CudaCnnParityTest)
 
 for tool in "${tools[@]}"; do
   if [[ ! -x "$build_dir/tools/$tool" ]]; then
@@ -108,7 +110,9 @@ for tool in "${tools[@]}"; do
 # tool from libexec/. Without CUDA libraries the tool runs on the CPU.
 here=$(cd "$(dirname "$0")/.." && pwd)
 extra=""
+# cuDNN may sit in lib/ (the toolkit's own copy) or under $CUDNN_ROOT.
 for dir in "${CUDA_HOME:-}/lib64" /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
+  "${CUDNN_ROOT:-}/lib" "${CUDA_HOME:-}/lib" /usr/local/cuda/lib /usr/local/cuda-13*/lib \
   /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
   [ -d "$dir" ] && extra="$extra:$dir"
 done

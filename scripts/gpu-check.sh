@@ -4,7 +4,8 @@
 # minutes:
 #   1. the device (nvidia-smi) and the CUDA unit tests, where a build tree
 #      with them is present (CudaDeviceTest, CudaElementwiseMathTest);
-#   2. for the GPT-2-small and ResNet-50 bench models at real batch sizes:
+#   2. for the GPT-2-small and ResNet-50 bench models at real batch sizes
+#      (and the CNN testdata graphs cnn, cnn_bn, resnet_tiny):
 #      the eager baseline's peak (the original fp32 graph, stream-ordered
 #      allocation from a dedicated pool), the optimized peak (default
 #      pipeline; with selective recompute; with recompute and bf16 amp),
@@ -84,11 +85,12 @@ else
 fi
 
 echo "== CUDA unit tests"
-for test in CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest; do
+for test in CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest \
+  CudaCnnParityTest; do
   if [[ -x "$tests/$test" ]]; then
     # The test binaries read testdata/ from this checkout; a bundled test
     # finds its libraries through the launcher's path.
-    if GMOPT_SOURCE_DIR="$root" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" \
+    if GMOPT_SOURCE_DIR="$root" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib" \
       timeout 240 "$tests/$test" >"$out/$test.log" 2>&1; then
       echo "$test: passed ($(grep -c '^\[       OK \]' "$out/$test.log") passed, $(grep -c '^\[  SKIPPED \].*ms)$' "$out/$test.log") skipped)"
     else
@@ -105,11 +107,15 @@ if [[ $backend == cuda ]]; then
   configs=(
     "gpt2_small b8xs1024|gpt2_small|batch=8 seq=1024 batch_x_seq=8192|batch=1 seq=128 batch_x_seq=128"
     "resnet50 b64|resnet50|batch=64|batch=2"
+    "cnn b256|testdata/cnn|batch=256|batch=8"
+    "cnn_bn b256|testdata/cnn_bn|batch=256|batch=4"
+    "resnet_tiny b128|testdata/resnet_tiny|batch=128|batch=4"
   )
 else
   configs=(
     "gpt2_small b1xs64|gpt2_small|batch=1 seq=64 batch_x_seq=64|batch=1 seq=64 batch_x_seq=64"
     "resnet50 b2|resnet50|batch=2|batch=2"
+    "cnn b8|testdata/cnn|batch=8|batch=8"
   )
 fi
 default_pipeline="canonicalize,fold-transpose,schedule,plan-buffers"
@@ -126,6 +132,8 @@ rows="$out/rows.tsv"
 for config in "${configs[@]}"; do
   IFS='|' read -r label folder dims small <<<"$config"
   model="$models/$folder/training_model.onnx"
+  # The CNN testdata graphs (cuDNN convolution, batch norm, the pools).
+  [[ $folder == testdata/* ]] && model="$root/$folder/training_model.onnx"
   if [[ ! -f "$model" && -f "$model.gz" ]]; then
     # Shipped compressed (GPT-2 small's graph is 50 MB, 0.2 MB gzipped).
     mkdir -p "$out/models/$folder"
@@ -138,7 +146,7 @@ for config in "${configs[@]}"; do
   fi
   for entry in "${pipelines[@]}"; do
     IFS='|' read -r pname pipeline <<<"$entry"
-    tag="${folder}_${pname//+/_}"
+    tag="${folder//\//_}_${pname//+/_}"
     # shellcheck disable=SC2046
     timeout 150 "$run" "$model" $(dim_flags "$dims") --backend="$backend" \
       --optimizer=none --steps 3 --baseline --passes="$pipeline" \
@@ -156,13 +164,13 @@ for config in "${configs[@]}"; do
   if [[ $backend == cuda ]]; then
     # shellcheck disable=SC2046
     timeout 120 "$run" "$model" $(dim_flags "$small") --backend=cuda \
-      --optimizer=none --steps 1 --report-json "$out/${folder}_small_cuda.json" \
-      >"$out/${folder}_small_cuda.log" 2>&1 &&
+      --optimizer=none --steps 1 --report-json "$out/${folder//\//_}_small_cuda.json" \
+      >"$out/${folder//\//_}_small_cuda.log" 2>&1 &&
       timeout 120 "$run" "$model" $(dim_flags "$small") --backend=cpu \
-        --optimizer=none --steps 1 --report-json "$out/${folder}_small_cpu.json" \
-        >"$out/${folder}_small_cpu.log" 2>&1
+        --optimizer=none --steps 1 --report-json "$out/${folder//\//_}_small_cpu.json" \
+        >"$out/${folder//\//_}_small_cpu.log" 2>&1
     printf '%s\tcpu-check\t%s\t%s|%s\n' "$label" "$?" \
-      "$out/${folder}_small_cuda.json" "$out/${folder}_small_cpu.json" >>"$rows"
+      "$out/${folder//\//_}_small_cuda.json" "$out/${folder//\//_}_small_cpu.json" >>"$rows"
   fi
 done
 

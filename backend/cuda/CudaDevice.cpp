@@ -13,6 +13,7 @@
 #include "backend/cuda/CudaDevice.h"
 
 #include "backend/Executor.h"
+#include "backend/cuda/CudnnGeometry.h"
 #include "ir/IR.h"
 #include "ir/Module.h"
 
@@ -76,6 +77,10 @@ uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
   if ((onnx && (op == "MatMul" || op == "Gemm")) ||
       (node.getDomain() == kMsDomain && op == "FusedMatMul"))
     return kCudaGemmWorkspaceBytes;
+  if (cuda::isCudnnConvNode(node))
+    return cuda::getCudnnConvWorkspaceBytes(node);
+  if (cuda::isCudnnBatchNormNode(node))
+    return cuda::getCudnnBatchNormWorkspaceBytes(node);
   return 0;
 }
 
@@ -130,6 +135,8 @@ std::optional<CudaMemoryMeasurement>
 gmopt::getCudaMemoryMeasurement(const Executable &) {
   return std::nullopt;
 }
+
+bool gmopt::isCudnnBuilt() { return false; }
 
 bool gmopt::hasCudaKernelFor(llvm::StringRef, llvm::StringRef) { return false; }
 

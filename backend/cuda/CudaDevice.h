@@ -51,6 +51,11 @@ struct CudaDeviceInfo {
 /// True when gmopt was built with the CUDA toolkit.
 bool isCudaBackendBuilt();
 
+/// True when the CUDA backend was built with cuDNN (its convolution and
+/// batch-norm kernels); without, those nodes are refused with "built
+/// without cuDNN".
+bool isCudnnBuilt();
+
 /// Finds the first usable CUDA device. Fails with a message that starts with
 /// "no CUDA device" when there is none (or no driver), and with "the CUDA
 /// backend is not built" when gmopt was built without the toolkit.
@@ -64,7 +69,11 @@ constexpr uint64_t kCudaGemmWorkspaceBytes = uint64_t(4) << 20;
 
 /// The CUDA backend's WorkspaceModel: the planned scratch bytes of \p
 /// node's CUDA kernel (kCudaGemmWorkspaceBytes for MatMul, Gemm and
-/// FusedMatMul; 0 for every other kernel, which needs none).
+/// FusedMatMul; for Conv and ConvGrad a bound from the shapes, the whole
+/// batch's im2col bytes clamped to [4 MiB, 64 MiB]
+/// (cuda::getCudnnConvWorkspaceBytes, CudnnGeometry.h), within which cuDNN
+/// picks its fastest algorithm; 0 for every other kernel, batch norm
+/// included, which needs none).
 uint64_t getCudaKernelWorkspaceBytes(const Node &node);
 
 /// True when the CUDA backend is built and has a kernel for (\p domain,

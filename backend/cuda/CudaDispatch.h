@@ -31,6 +31,9 @@ namespace cuda {
 
 /// A GEMM node's cuBLASLt descriptors and chosen algorithm (CudaMatMul.cpp).
 struct CudaGemmPlan;
+/// The cuDNN handle and each convolution node's descriptors and algorithms
+/// (CudnnDispatch.cpp; empty in a build without cuDNN).
+struct CudnnState;
 
 /// What kernels need besides their operands: the stream, the cuBLASLt
 /// handle, the random seed and step, and host-side constants that must
@@ -50,7 +53,16 @@ struct CudaKernelContext {
   /// Each GEMM node's descriptors and algorithm, made at its first launch
   /// (the heuristic query costs more than a small GEMM).
   llvm::DenseMap<const Node *, std::shared_ptr<CudaGemmPlan>> gemmPlans;
+  /// cuDNN's handle (on the stream) and per-node plans, made by
+  /// createCudnnState when the device initializes; null without cuDNN.
+  std::shared_ptr<CudnnState> cudnn;
 };
+
+/// Creates ctx.cudnn (the cuDNN handle, bound to ctx.stream) where gmopt was
+/// built with cuDNN; success and nothing otherwise (the CNN entries then
+/// refuse their nodes at prepare time). A failing cudnnCreate is kept as
+/// the reason the cuDNN nodes fail with, not an error of the device.
+llvm::Error createCudnnState(CudaKernelContext &ctx);
 
 /// An error naming the failed \p call and \p node, with CUDA's message.
 llvm::Error cudaCallError(const Node &node, llvm::StringRef call,

@@ -229,6 +229,10 @@ inline llvm::Error checkAnyElement(const Node &node) {
 /// ConstantOfShape, Cast) to the table.
 void addMovementKernels(llvm::StringMap<KernelEntry> &table);
 
+/// Adds the CNN entries (Conv, ConvGrad and batch norm on cuDNN; the pools
+/// and their gradients on CnnKernels.cu) to the table (CudnnDispatch.cpp).
+void addCnnKernels(llvm::StringMap<KernelEntry> &table);
+
 } // namespace dispatch
 } // namespace cuda
 } // namespace gmopt

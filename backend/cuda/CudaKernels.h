@@ -20,6 +20,7 @@
 
 #include "backend/cuda/BroadcastIndexing.h"
 #include "backend/cuda/ElementwiseMath.h"
+#include "backend/cuda/PoolMath.h"
 
 #include <cuda_runtime_api.h>
 
@@ -249,6 +250,40 @@ cudaError_t launchGatherGrad(const float *dy, const void *indices,
                              bool indices32, float *dx, int64_t outer,
                              int64_t axisExtent, int64_t indexCount,
                              int64_t inner, cudaStream_t stream);
+
+/// MaxPool of fp32 [N, C, H, W] over window \p g (PoolMath.h): y and, when
+/// not null, the int64 Indices (flattened positions in X, as the CPU kernel
+/// writes them). MaxPoolGrad is launchGatherGrad over the flattened dX.
+cudaError_t launchMaxPool(const float *x, float *y, int64_t *indices,
+                          const WindowParams &g, cudaStream_t stream);
+/// AveragePool of fp32 [N, C, H, W] over window \p g.
+cudaError_t launchAveragePool(const float *x, float *y, const WindowParams &g,
+                              cudaStream_t stream);
+/// AveragePoolGrad: every dx element gathers the shares of the windows that
+/// cover it (no atomics, reproducible).
+cudaError_t launchAveragePoolGrad(const float *dy, float *dx,
+                                  const WindowParams &g, cudaStream_t stream);
+/// Batch norm's per-channel outputs besides Y, each written when not null.
+/// Training: running = input * momentum + batch statistic * (1 -
+/// momentum), from the batch mean and inverse std cuDNN saved (the variance
+/// recovered as 1 / invStd^2 - epsilon: the biased variance, as ONNX and
+/// the CPU kernel use, not cuDNN's unbiased running variance). Inference:
+/// running = input, saved mean = input mean, saved inverse std =
+/// 1 / sqrt(input var + epsilon).
+struct BatchNormStatsParams {
+  const float *inputMean = nullptr, *inputVar = nullptr;
+  /// Training: cuDNN's saved batch statistics.
+  const float *batchMean = nullptr, *batchInvStd = nullptr;
+  float *runningMean = nullptr, *runningVar = nullptr;
+  /// Inference only: the saved outputs.
+  float *savedMean = nullptr, *savedInvStd = nullptr;
+  int64_t channels = 0;
+  float momentum = 0.9f;
+  double epsilon = 1e-5;
+  bool training = false;
+};
+cudaError_t launchBatchNormStats(const BatchNormStatsParams &params,
+                                 cudaStream_t stream);
 
 } // namespace cuda
 } // namespace gmopt

@@ -109,6 +109,7 @@ CudaDevice::~CudaDevice() {
   // or the executable is being dropped.
   if (stream)
     (void)cudaStreamSynchronize(stream);
+  context.cudnn.reset(); // Before its stream goes.
   if (context.blasLt)
     (void)cublasLtDestroy(context.blasLt);
   if (pool)
@@ -136,6 +137,8 @@ llvm::Error CudaDevice::initialize(MemoryCounter &counter,
         llvm::inconvertibleErrorCode(),
         llvm::formatv("cublasLtCreate failed: cuBLAS status {0}",
                       static_cast<int>(status)));
+  if (auto err = createCudnnState(context))
+    return err;
   if (eager) {
     // A pool of its own, so its high-water marks are the baseline's alone,
     // and released memory is kept for reuse like PyTorch's caching

@@ -151,10 +151,10 @@ TEST(CudaElementwiseMathTest, BitmaskDropoutWordsPackTheCpuDecisions) {
   KernelRunner runner;
   runner.getContext().setSeed(99);
   runner.getContext().setStep(4);
-  auto result = runner.run(
-      "com.microsoft", "BitmaskDropout", {&x, &ratio, &training},
-      {f32Type(shape), TensorType::get(DType::U32, {words})},
-      {intAttr("seed", 7)});
+  auto result =
+      runner.run("com.microsoft", "BitmaskDropout", {&x, &ratio, &training},
+                 {f32Type(shape), TensorType::get(DType::U32, {words})},
+                 {intAttr("seed", 7)});
   ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
   std::vector<uint32_t> expected = (*result)[1].values<uint32_t>();
   cuda::PhiloxStreamKey key = cuda::makePhiloxStreamKey(99, 7, 4);
@@ -162,8 +162,7 @@ TEST(CudaElementwiseMathTest, BitmaskDropoutWordsPackTheCpuDecisions) {
     uint32_t bits = 0;
     for (int64_t i = word * 32; i < std::min(n, word * 32 + 32); ++i)
       bits |= static_cast<uint32_t>(cuda::dropoutKeeps(
-                  cuda::philoxBlock(key, static_cast<uint32_t>(i / 4))
-                      .w[i % 4],
+                  cuda::philoxBlock(key, static_cast<uint32_t>(i / 4)).w[i % 4],
                   0.25f))
               << (i % 32);
     EXPECT_EQ(bits, expected[word]) << "word " << word;
@@ -453,7 +452,8 @@ TEST(CudaWorkspaceModelTest, OnlyGemmsReserveCublasLtScratch) {
   if (isCudaBackendBuilt()) {
     EXPECT_TRUE(hasCudaKernelFor("", "Relu"));
     EXPECT_TRUE(hasCudaKernelFor(kMsDomain, "SoftmaxCrossEntropyLossGrad"));
-    EXPECT_FALSE(hasCudaKernelFor("", "Conv"));
+    EXPECT_TRUE(hasCudaKernelFor("", "Conv")); // Refused without cuDNN.
+    EXPECT_FALSE(hasCudaKernelFor("", "Floor"));
     EXPECT_FALSE(bool(checkCudaNode(*relu)));
   }
 }
@@ -472,14 +472,23 @@ TEST(CudaWorkspaceModelTest, CheckKernelNamesWhatIsMissing) {
                                 {TensorType::get(DType::I32, {4})}, {}, "iadd");
   Node *relu = builder.create(OpName{"", "Relu"}, {x}, {f32Type({1, 3, 8, 8})},
                               {}, "relu");
-  std::string convError = llvm::toString(checkCudaNode(*conv));
-  EXPECT_NE(convError.find("Conv"), std::string::npos) << convError;
-  EXPECT_NE(convError.find("conv"), std::string::npos) << convError;
+  Node *floor = builder.create(OpName{"", "Floor"}, {x},
+                               {f32Type({1, 3, 8, 8})}, {}, "floor");
+  std::string floorError = llvm::toString(checkCudaNode(*floor));
+  EXPECT_NE(floorError.find("Floor"), std::string::npos) << floorError;
+  EXPECT_NE(floorError.find("floor"), std::string::npos) << floorError;
   if (!isCudaBackendBuilt()) {
-    EXPECT_NE(convError.find("not built"), std::string::npos) << convError;
+    EXPECT_NE(floorError.find("not built"), std::string::npos) << floorError;
     return;
   }
-  EXPECT_NE(convError.find("no CUDA kernel"), std::string::npos) << convError;
+  EXPECT_NE(floorError.find("no CUDA kernel"), std::string::npos) << floorError;
+  // Conv has one now (cuDNN, CudnnDispatch.cpp) where cuDNN was found.
+  std::string convError = llvm::toString(checkCudaNode(*conv));
+  if (isCudnnBuilt())
+    EXPECT_EQ(convError, "") << convError;
+  else
+    EXPECT_NE(convError.find("built without cuDNN"), std::string::npos)
+        << convError;
   std::string addError = llvm::toString(checkCudaNode(*intAdd));
   EXPECT_NE(addError.find("i32"), std::string::npos) << addError;
   EXPECT_NE(addError.find("iadd"), std::string::npos) << addError;

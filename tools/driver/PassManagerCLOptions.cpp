@@ -67,7 +67,7 @@ struct PassManagerCLOptions::Storage {
                                         "the CPU kernels' scratch (default)"),
                              clEnumValN(WorkspaceTarget::Cuda, "cuda",
                                         "the CUDA kernels' scratch (cuBLASLt "
-                                        "workspaces)"),
+                                        "and cuDNN workspaces)"),
                              clEnumValN(WorkspaceTarget::None, "none",
                                         "none: kernels allocate scratch "
                                         "outside the plan")),

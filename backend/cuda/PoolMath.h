@@ -1,0 +1,156 @@
+//===- PoolMath.h - Per-output arithmetic of the pooling kernels -*- C++
+//-*-===//
+//
+// The window geometry the CUDA pooling and convolution paths share, as a
+// plain struct both the host (CudnnGeometry.cpp fills it from a node's
+// attributes) and the device read, and the per-element arithmetic of the
+// pooling kernels (PoolKernels.cu) as __host__ __device__ functions that the
+// host tests run against the CPU backend's PoolKernels.cpp. Each function
+// visits the window in the CPU kernel's order with the same fp32
+// operations, so MaxPool, AveragePool and AveragePoolGrad agree with the
+// CPU bit for bit; AveragePoolGrad gathers, per input element, the shares
+// of the windows that cover it, in the (oh, ow) order the CPU kernel
+// scatters them. A 1-D window is a 2-D one of height 1.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_POOLMATH_H
+#define GMOPT_BACKEND_CUDA_POOLMATH_H
+
+#include "backend/cuda/ElementwiseMath.h"
+
+#include <cstdint>
+
+namespace gmopt {
+namespace cuda {
+
+/// A 2-D sliding window over [N, C, H, W] with explicit (possibly
+/// asymmetric) pads, as resolved from ONNX's attributes.
+struct WindowParams {
+  int64_t batch = 0, channels = 0;
+  int64_t inH = 1, inW = 1, outH = 1, outW = 1;
+  int64_t kernelH = 1, kernelW = 1;
+  int64_t strideH = 1, strideW = 1;
+  int64_t dilationH = 1, dilationW = 1;
+  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+  /// AveragePool: count_include_pad.
+  bool includePad = false;
+  /// MaxPool: storage_order 1 (indices column-major within a plane).
+  bool columnMajor = false;
+
+  GMOPT_HD int64_t inSize() const { return inH * inW; }
+  GMOPT_HD int64_t outSize() const { return outH * outW; }
+  GMOPT_HD int64_t planes() const { return batch * channels; }
+};
+
+/// MaxPool of output (oh, ow) over \p plane: the largest element (the first
+/// NaN wins; -inf for an all-padding window) and its flattened position
+/// within the plane (row- or column-major; 0 when the window saw nothing).
+GMOPT_HD void maxPoolElement(const float *plane, const WindowParams &g,
+                             int64_t oh, int64_t ow, float &best,
+                             int64_t &within) {
+  best = -INFINITY;
+  int64_t bestH = -1, bestW = -1;
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < 0 || ih >= g.inH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      if (iw < 0 || iw >= g.inW)
+        continue;
+      float v = plane[ih * g.inW + iw];
+      bool take = bestH < 0 || (!(best != best) && ((v != v) || v > best));
+      if (take) {
+        best = v;
+        bestH = ih;
+        bestW = iw;
+      }
+    }
+  }
+  within = bestH < 0       ? 0
+           : g.columnMajor ? bestW * g.inH + bestH
+                           : bestH * g.inW + bestW;
+}
+
+/// The number of positions AveragePool divides output (oh, ow) by: the
+/// window's positions inside the input, or inside the padded input with
+/// count_include_pad.
+GMOPT_HD int64_t averagePoolCount(const WindowParams &g, int64_t oh,
+                                  int64_t ow) {
+  int64_t lowH = g.includePad ? -g.padTop : 0;
+  int64_t highH = g.includePad ? g.inH + g.padBottom : g.inH;
+  int64_t lowW = g.includePad ? -g.padLeft : 0;
+  int64_t highW = g.includePad ? g.inW + g.padRight : g.inW;
+  int64_t count = 0;
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < lowH || ih >= highH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      count += iw >= lowW && iw < highW;
+    }
+  }
+  return count;
+}
+
+/// AveragePool of output (oh, ow) over \p plane (fp32 sum in window order).
+GMOPT_HD float averagePoolElement(const float *plane, const WindowParams &g,
+                                  int64_t oh, int64_t ow) {
+  float sum = 0;
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < 0 || ih >= g.inH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      if (iw >= 0 && iw < g.inW)
+        sum += plane[ih * g.inW + iw];
+    }
+  }
+  int64_t count = averagePoolCount(g, oh, ow);
+  return count ? sum / static_cast<float>(count) : 0.0f;
+}
+
+/// The output index along one axis whose window reaches input \p in with
+/// tap \p tap, or -1.
+GMOPT_HD int64_t coveringOutput(int64_t in, int64_t tap, int64_t stride,
+                                int64_t padBegin, int64_t dilation,
+                                int64_t outExtent) {
+  int64_t t = in + padBegin - tap * dilation;
+  if (t < 0 || t % stride)
+    return -1;
+  int64_t out = t / stride;
+  return out < outExtent ? out : -1;
+}
+
+/// AveragePoolGrad at input (ih, iw): the sum of dY / count over the
+/// windows that cover it, in increasing (oh, ow) order (taps visited from
+/// the last down), as the CPU kernel adds them.
+GMOPT_HD float averagePoolGradElement(const float *dyPlane,
+                                      const WindowParams &g, int64_t ih,
+                                      int64_t iw) {
+  float sum = 0;
+  for (int64_t ki = g.kernelH - 1; ki >= 0; --ki) {
+    int64_t oh =
+        coveringOutput(ih, ki, g.strideH, g.padTop, g.dilationH, g.outH);
+    if (oh < 0)
+      continue;
+    for (int64_t kj = g.kernelW - 1; kj >= 0; --kj) {
+      int64_t ow =
+          coveringOutput(iw, kj, g.strideW, g.padLeft, g.dilationW, g.outW);
+      if (ow < 0)
+        continue;
+      int64_t count = averagePoolCount(g, oh, ow);
+      if (count)
+        sum += dyPlane[oh * g.outW + ow] / static_cast<float>(count);
+    }
+  }
+  return sum;
+}
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_POOLMATH_H
