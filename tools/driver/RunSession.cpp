@@ -76,7 +76,7 @@ llvm::Error verdict(llvm::StringRef what, llvm::StringRef file,
 llvm::Error checkWorldSize(const Module &module) {
   int world = cpu::getMpiWorldSize();
   for (const Node &node : module.getGraph().getNodes()) {
-    if (!node.isa(kGmoptDomain, kAllReduceOp))
+    if (!isCommunicatingCollective(node))
       continue;
     int64_t ranks = node.getIntAttr("ranks", 1);
     if (ranks == world)

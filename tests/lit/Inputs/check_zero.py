@@ -3,8 +3,9 @@
 
 Usage: check_zero.py REF_LOG REF.pbseq REPORT.json RANKS LOG_0.. PBSEQ_0..
 
-REF is single-process training over the global batch (or one rank of a
-ZeRO-0 run: its parameters and moments are the single-process ones).
+REF is single-process training over the global batch, or a ZeRO-0 run:
+REF_LOG may then be the ranks' logs joined by commas (their mean loss is
+the reference) and REF.pbseq one rank's state (every rank holds all of it).
 REPORT.json is gmopt-compile --report-json of the sharded .gm: its
 zero_buckets say which parameters each flat bucket holds, how many elements
 and how big each rank's shard is. Passes when every step's mean of the
@@ -35,7 +36,8 @@ def main(argv):
     logs, weights = argv[5:5 + ranks], argv[5 + ranks:5 + 2 * ranks]
     buckets = json.load(open(report))["zero_buckets"]
     failures = []
-    expected = losses(ref_log)
+    ref_logs = [losses(log) for log in ref_log.split(",")]
+    expected = [sum(step) / len(ref_logs) for step in zip(*ref_logs)]
     per_rank = [losses(log) for log in logs]
     if not expected or any(len(l) != len(expected) for l in per_rank):
         failures.append("step counts differ")
