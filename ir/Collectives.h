@@ -26,6 +26,8 @@ constexpr llvm::StringLiteral kGmoptDomain = "gmopt";
 /// `gmopt.AllReduce(x1, ..., xk) {reduction = "mean"|"sum", ranks = N}`:
 /// result i is the element-wise sum (or mean) of operand i over all N ranks.
 /// The k operands form one bucket that moves in a single collective call.
+/// With `in_place = 1` the fp32 operands are reduced in place (written
+/// operands) and the one result is a bool[1] done flag.
 constexpr llvm::StringLiteral kAllReduceOp = "AllReduce";
 
 /// `gmopt.ReduceScatter(x1, ..., xk) {reduction, ranks = N}` -> f32[S]:

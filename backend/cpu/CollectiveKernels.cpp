@@ -198,12 +198,61 @@ llvm::Error allGatherKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// gmopt.AllReduce {in_place = 1}: the bucket's operands reduced where
+/// they are; one operand needs no packing.
+llvm::Error allReduceInPlace(KernelCall &call, int64_t ranks,
+                             const std::string &reduction) {
+  auto total = floatBucket(call, 0);
+  if (!total)
+    return total.takeError();
+  if (ranks != 1) {
+    if (auto err = checkWorld(call, ranks, "all-reduce"))
+      return err;
+    unsigned count = call.getNumInputs();
+    float scale = reduction == "mean" ? 1.0f / float(ranks) : 1.0f;
+    if (count == 1) {
+      float *data = call.in(0)->getDataAs<float>();
+      if (llvm::Error err = allReduceSumF32(data, size_t(*total)))
+        return call.error(llvm::toString(std::move(err)));
+      for (int64_t k = 0; k != *total; ++k)
+        data[k] *= scale;
+    } else {
+      auto bucket = call.getContext().allocateScratch(
+          DType::F32, {*total}, MemoryCategory::Workspace);
+      if (!bucket)
+        return bucket.takeError();
+      float *flat = bucket->getView().getDataAs<float>();
+      copyBucketRange(call, 0, 0, *total, flat);
+      if (llvm::Error err = allReduceSumF32(flat, size_t(*total)))
+        return call.error(llvm::toString(std::move(err)));
+      int64_t offset = 0;
+      for (unsigned i = 0; i != count; ++i) {
+        int64_t n = call.in(i)->getNumElements();
+        float *data = call.in(i)->getDataAs<float>();
+        for (int64_t k = 0; k != n; ++k)
+          data[k] = flat[offset + k] * scale;
+        offset += n;
+      }
+    }
+  }
+  if (TensorView *flag = call.out(0)) {
+    if (flag->getDType() != DType::Bool)
+      return call.error("the result must be bool");
+    uint8_t *data = flag->getDataAs<uint8_t>();
+    for (int64_t k = 0, n = flag->getNumElements(); k != n; ++k)
+      data[k] = 1;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error allReduceKernel(KernelCall &call) {
   const Node &node = call.getNode();
   int64_t ranks = node.getIntAttr("ranks", 1);
   std::string reduction = node.getStringAttr("reduction", "mean").str();
   if (reduction != "mean" && reduction != "sum")
     return call.error("reduction must be mean or sum, got '" + reduction + "'");
+  if (node.getIntAttr("in_place", 0))
+    return allReduceInPlace(call, ranks, reduction);
   unsigned count = node.getNumOperands();
   int64_t total = 0;
   for (unsigned i = 0; i != count; ++i) {
@@ -260,9 +309,13 @@ llvm::Error allReduceKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// The packed fp32 bucket, when the op talks to other ranks.
+/// The packed fp32 bucket, when the op talks to other ranks (none for an
+/// in-place bucket of one tensor).
 uint64_t allReduceWorkspace(const Node &node) {
   if (node.getIntAttr("ranks", 1) <= 1)
+    return 0;
+  // In place, one operand is reduced where it is.
+  if (node.getIntAttr("in_place", 0) && node.getNumOperands() == 1)
     return 0;
   return scratchBytes(DType::F32, bucketElements(node));
 }

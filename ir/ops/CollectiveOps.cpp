@@ -6,7 +6,10 @@
 // the other ranks: dead-code elimination must not drop it, CSE must not
 // merge two of them and the scheduler keeps the collectives in one order on
 // every rank (a reordering on one rank alone would deadlock). It writes none
-// of its operands. Its cost counts the ring all-reduce's network traffic.
+// of its operands, unless `in_place = 1`: then it reduces the bucket's fp32
+// operands in place (its written operands, so the scheduler orders every
+// reader after it) and returns only a done flag, and the gradients are held
+// once instead of as local value, packed bucket and reduced copy. Its cost counts the ring all-reduce's network traffic.
 //
 // ZeRO stages 1 and 2 (passes/ZeroShard.h) add three more over one flat,
 // zero-padded bucket of E elements split into N shards of S = ceil(E / N):
@@ -165,7 +168,12 @@ llvm::Error inferAllReduce(InferenceContext &ctx) {
   if (ctx.getIntAttr("ranks", 1) < 1)
     return ctx.error(llvm::formatv("ranks must be at least 1, got {0}",
                                    ctx.getIntAttr("ranks", 1)));
-  if (ctx.getNumOutputs() != ctx.getNumInputs())
+  bool inPlace = ctx.getIntAttr("in_place", 0) != 0;
+  if (inPlace && ctx.getNumOutputs() != 1)
+    return ctx.error(llvm::formatv("an in-place bucket has one result (its "
+                                   "done flag), not {0}",
+                                   ctx.getNumOutputs()));
+  if (!inPlace && ctx.getNumOutputs() != ctx.getNumInputs())
     return ctx.error(llvm::formatv("{0} operands but {1} results: a bucket "
                                    "returns one reduced value per operand",
                                    ctx.getNumInputs(), ctx.getNumOutputs()));
@@ -177,8 +185,15 @@ llvm::Error inferAllReduce(InferenceContext &ctx) {
       return ctx.error(llvm::formatv("operand {0} is {1}; only floating-point "
                                      "tensors are reduced",
                                      i, type.str()));
-    setOutput(ctx, i, type);
+    if (inPlace && type.getDType() != DType::F32)
+      return ctx.error(llvm::formatv("operand {0} is {1}; an in-place bucket "
+                                     "holds fp32 tensors",
+                                     i, type.str()));
+    if (!inPlace)
+      setOutput(ctx, i, type);
   }
+  if (inPlace)
+    ctx.setOutputType(0, TensorType::get(DType::Bool, {1}));
   return llvm::Error::success();
 }
 
@@ -208,9 +223,15 @@ void ops::registerCollectiveOps(OpRegistry &registry) {
       .outputs(1, kVariadic)
       .attrString("reduction", "mean")
       .attrInt("ranks", 1)
+      .attrInt("in_place", 0)
       .traits(TraitSideEffect)
-      .writesOperands(
-          [](const Node &) { return llvm::SmallVector<unsigned, 8>(); })
+      .writesOperands([](const Node &node) {
+        llvm::SmallVector<unsigned, 8> written;
+        if (node.getIntAttr("in_place", 0))
+          for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i)
+            written.push_back(i);
+        return written;
+      })
       .amp(AmpClass::None)
       .infer(inferAllReduce)
       .cost(allReduceCost)
