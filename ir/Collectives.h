@@ -66,6 +66,11 @@ uint64_t ringAllReduceTraffic(uint64_t bucketBytes, int64_t ranks);
 /// all-reduce does.
 uint64_t ringShardTraffic(uint64_t shardBytes, int64_t ranks);
 
+/// Bytes \p node sends over the network on one rank (a ring all-reduce,
+/// reduce-scatter or all-gather of its bucket); 0 for every other node and
+/// for one rank. The same bytes are part of its OpCost traffic.
+uint64_t collectiveNetworkBytes(const Node &node);
+
 } // namespace gmopt
 
 #endif // GMOPT_IR_COLLECTIVES_H

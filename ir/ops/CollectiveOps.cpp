@@ -50,6 +50,26 @@ int64_t gmopt::zeroShardElements(int64_t elements, int64_t ranks) {
   return (elements + ranks - 1) / ranks;
 }
 
+uint64_t gmopt::collectiveNetworkBytes(const Node &node) {
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  auto bytesOf = [](const Value *value) -> uint64_t {
+    return value && value->getType().hasStaticShape()
+               ? value->getType().getSizeInBytes()
+               : 0;
+  };
+  if (node.isa(kGmoptDomain, kAllReduceOp)) {
+    uint64_t bucket = 0;
+    for (const Value *operand : node.getOperands())
+      bucket += bytesOf(operand);
+    return ringAllReduceTraffic(bucket, ranks);
+  }
+  if (node.isa(kGmoptDomain, kReduceScatterOp))
+    return ringShardTraffic(bytesOf(node.getResult(0)), ranks);
+  if (node.isa(kGmoptDomain, kAllGatherOp))
+    return ringShardTraffic(bytesOf(node.getOperand(0)), ranks);
+  return 0;
+}
+
 bool gmopt::isCommunicatingCollective(const Node &node) {
   return node.isa(kGmoptDomain, kAllReduceOp) ||
          node.isa(kGmoptDomain, kReduceScatterOp) ||

@@ -298,6 +298,18 @@ static int runGmoptCompile(int argc, char **argv) {
     if (llvm::Error err = setUpPasses(check, pipelineText))
       return reportToolError(kTool, std::move(err));
   }
+  if (ranksOption == 0)
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--ranks must be at least 1"));
+  if (zeroOption > 2)
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--zero must be 0, 1 or 2"));
+  if (zeroOption > 0 && ranksOption == 1)
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--zero needs --ranks N with N > 1"));
   std::optional<FitRequest> fit;
   if (!memoryLimit.empty()) {
     auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
@@ -306,6 +318,16 @@ static int runGmoptCompile(int argc, char **argv) {
     if (!request)
       return reportToolError(kTool, request.takeError());
     fit = std::move(*request);
+    // With --ranks the candidates are one rank's plans; without an explicit
+    // --zero the stage is a lever (1 and 2 need the in-graph optimizer).
+    if (ranksOption > 1) {
+      fit->ranks = ranksOption;
+      fit->bucketBytes = bucketBytesOption;
+      if (zeroOption.getNumOccurrences())
+        fit->zeroStages = {int64_t(zeroOption)};
+      else if (*optimizer)
+        fit->zeroStages = {0, 1, 2};
+    }
   } else if (!allowAmp.empty() || !maxBatch.empty() ||
              allowAccumulate.getNumOccurrences() ||
              batchDim.getNumOccurrences() || costModel.getNumOccurrences() ||
@@ -419,21 +441,10 @@ static int runGmoptCompile(int argc, char **argv) {
     pipelineText = chosen->pipeline;
     accumulate = chosen->accumulate;
   }
-  if (ranksOption == 0)
-    return reportToolError(
-        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "--ranks must be at least 1"));
-  // The all-reduces go in before anything schedules or plans, so the plan
-  // counts their buckets. (The --memory-limit search plans without them.)
-  if (zeroOption > 2)
-    return reportToolError(
-        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "--zero must be 0, 1 or 2"));
-  if (zeroOption > 0 && ranksOption == 1)
-    return reportToolError(
-        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "--zero needs --ranks N with N > 1"));
-  if (ranksOption > 1)
+  // The collectives go in before anything schedules or plans, so the plan
+  // counts their buckets.
+  // (The --memory-limit search's choice already has its collective pass.)
+  if (ranksOption > 1 && !fit)
     pipelineText =
         (zeroOption == 0
              ? "data-parallel{ranks=" + std::to_string(ranksOption)
