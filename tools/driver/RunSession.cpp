@@ -24,6 +24,7 @@
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Collectives.h"
 #include "ir/FileIO.h"
+#include "ir/ZeroSharding.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Format.h"
@@ -582,6 +583,11 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   summary.pipeline = model->pipeline;
   summary.tolerance = config.tolerance;
 
+  DataParallelLayout layout = getDataParallelLayout(*model->module);
+  if (layout.ranks > 1)
+    out << "data parallel: rank " << cpu::getMpiRank() << " of "
+        << layout.ranks << ", ZeRO stage " << layout.stage
+        << "; the figures below are this rank's\n";
   out << "memory (" << summary.mode << "):\n";
   result->memory.print(out);
   if (result->unplannedScratchBytes)
