@@ -65,20 +65,18 @@ void gmopt::recordZeroSharding(Module &module,
     return entry.first == kZeroKey ||
            llvm::StringRef(entry.first).starts_with(kBucketPrefix);
   });
-  metadata.emplace_back(kZeroKey.str(),
-                        "stage=" + std::to_string(record.stage) +
-                            ";ranks=" + std::to_string(record.ranks) +
-                            ";buckets=" +
-                            std::to_string(record.buckets.size()));
+  metadata.emplace_back(
+      kZeroKey.str(), "stage=" + std::to_string(record.stage) +
+                          ";ranks=" + std::to_string(record.ranks) +
+                          ";buckets=" + std::to_string(record.buckets.size()));
   for (size_t b = 0, e = record.buckets.size(); b != e; ++b) {
     const ZeroBucketRecord &bucket = record.buckets[b];
-    metadata.emplace_back(
-        kBucketPrefix.str() + std::to_string(b),
-        "elements=" + std::to_string(bucket.elements) +
-            ";shard=" + std::to_string(bucket.shardElements) +
-            ";params=" + joinNames(bucket.params) +
-            ";gradient=" + bucket.gradientShard +
-            ";state=" + joinNames(bucket.stateShards));
+    metadata.emplace_back(kBucketPrefix.str() + std::to_string(b),
+                          "elements=" + std::to_string(bucket.elements) +
+                              ";shard=" + std::to_string(bucket.shardElements) +
+                              ";params=" + joinNames(bucket.params) +
+                              ";gradient=" + bucket.gradientShard +
+                              ";state=" + joinNames(bucket.stateShards));
   }
 }
 
@@ -115,8 +113,7 @@ gmopt::readZeroSharding(const Module &module) {
     bucket.shardElements = *shard;
     bucket.params = splitNames(field(entry.second, "params").value_or(""));
     bucket.gradientShard = field(entry.second, "gradient").value_or("").str();
-    bucket.stateShards =
-        splitNames(field(entry.second, "state").value_or(""));
+    bucket.stateShards = splitNames(field(entry.second, "state").value_or(""));
   }
   return record;
 }

@@ -250,8 +250,7 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
           const Node *def = grad->getDefiningNode();
           const OpSchema *schema = def ? registry.lookup(*def) : nullptr;
           return grad->getType().getDType() == DType::F32 && schema &&
-                 !schema->hasTrait(TraitView) &&
-                 llvm::count(grads, grad) == 1;
+                 !schema->hasTrait(TraitView) && llvm::count(grads, grad) == 1;
         });
     Builder builder(graph);
     builder.setPhase(Phase::Backward);
@@ -268,9 +267,9 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
     std::string name = "allreduce.bucket" + std::to_string(k);
     if (inPlace) {
       attrs.push_back(NamedAttribute{"in_place", Attribute::getInt(1)});
-      Node *collective = builder.create(
-          OpName{kGmoptDomain.str(), kAllReduceOp.str()}, grads,
-          {TensorType::get(DType::Bool, {1})}, attrs, name);
+      Node *collective =
+          builder.create(OpName{kGmoptDomain.str(), kAllReduceOp.str()}, grads,
+                         {TensorType::get(DType::Bool, {1})}, attrs, name);
       collective->getResult(0)->setName(name + ".done");
       if (auto err = moveDependentsAfter(graph, collective, regionBegin, grads))
         return err;
@@ -279,9 +278,9 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
       bytes += bucket.bytes;
       continue;
     }
-    Node *collective = builder.create(
-        OpName{kGmoptDomain.str(), kAllReduceOp.str()}, grads, types, attrs,
-        name);
+    Node *collective =
+        builder.create(OpName{kGmoptDomain.str(), kAllReduceOp.str()}, grads,
+                       types, attrs, name);
     llvm::SmallVector<Value *, 8> results;
     for (unsigned i = 0, n = grads.size(); i != n; ++i) {
       Value *reduced = collective->getResult(i);

@@ -133,12 +133,12 @@ gmopt::planReportJson(const Module &module,
         params.push_back(name);
       for (const std::string &name : bucket.stateShards)
         states.push_back(name);
-      buckets.push_back(llvm::json::Object{
-          {"params", std::move(params)},
-          {"elements", bucket.elements},
-          {"shard_elements", bucket.shardElements},
-          {"gradient_shard", bucket.gradientShard},
-          {"state_shards", std::move(states)}});
+      buckets.push_back(
+          llvm::json::Object{{"params", std::move(params)},
+                             {"elements", bucket.elements},
+                             {"shard_elements", bucket.shardElements},
+                             {"gradient_shard", bucket.gradientShard},
+                             {"state_shards", std::move(states)}});
     }
     report["zero_buckets"] = std::move(buckets);
   }

@@ -9,9 +9,9 @@
 // the node's element type (fp32, fp16, bf16); every other op at its vector
 // throughput. View nodes cost nothing (no kernel runs). A data-parallel
 // collective's ring traffic (ir/Collectives.h) is priced at the network
-// bandwidth instead of the memory bandwidth, added to its local roofline. A step of K
-// accumulation micro-steps runs the forward, backward and recompute nodes
-// (and the gradient accumulation) K times, the optimizer's update once.
+// bandwidth instead of the memory bandwidth, added to its local roofline. A
+// step of K accumulation micro-steps runs the forward, backward and recompute
+// nodes (and the gradient accumulation) K times, the optimizer's update once.
 //
 // The throughputs are per backend and stated in StepThroughput's presets;
 // bench/cost_model.py compares the CPU preset's predictions with measured

@@ -93,7 +93,8 @@ llvm::Expected<bool> ZeroShardPass::run(Module &module, PassContext &context) {
   if (options.reduction != "mean" && options.reduction != "sum")
     return zeroError("reduction must be mean or sum, got '" +
                      options.reduction + "'");
-  auto limit = parseMemoryLimit(options.bucketBytes, "zero-shard: bucket-bytes");
+  auto limit =
+      parseMemoryLimit(options.bucketBytes, "zero-shard: bucket-bytes");
   if (!limit)
     return limit.takeError();
   if (!limit->bytes)
@@ -201,12 +202,12 @@ llvm::Expected<bool> ZeroShardPass::run(Module &module, PassContext &context) {
         whole.push_back(layout.getGrad(slot));
       builder.setInsertionPoint(optimizer);
       builder.setPhase(Phase::Optimizer);
-      gradShard = builder
-                      .create(OpName{kGmoptDomain.str(),
-                                     kReduceScatterOp.str()},
-                              whole, {shardType}, {reductionAttr, ranksAttr},
-                              tag + ".reducescatter")
-                      ->getResult(0);
+      gradShard =
+          builder
+              .create(OpName{kGmoptDomain.str(), kReduceScatterOp.str()}, whole,
+                      {shardType}, {reductionAttr, ranksAttr},
+                      tag + ".reducescatter")
+              ->getResult(0);
       gradShard->setName(tag + ".gradient");
     } else {
       // After the producer of the bucket's last local gradient.

@@ -117,8 +117,8 @@ llvm::Error reduceScatterKernel(KernelCall &call) {
   }
   if (auto err = checkWorld(call, ranks, "reduce-scatter"))
     return err;
-  auto bucket = call.getContext().allocateScratch(
-      DType::F32, {shard * ranks}, MemoryCategory::Workspace);
+  auto bucket = call.getContext().allocateScratch(DType::F32, {shard * ranks},
+                                                  MemoryCategory::Workspace);
   if (!bucket)
     return bucket.takeError();
   float *flat = bucket->getView().getDataAs<float>();
@@ -171,8 +171,8 @@ llvm::Error allGatherKernel(KernelCall &call) {
   if (ranks != 1) {
     if (auto err = checkWorld(call, ranks, "all-gather"))
       return err;
-    auto bucket = call.getContext().allocateScratch(
-        DType::F32, {shard * ranks}, MemoryCategory::Workspace);
+    auto bucket = call.getContext().allocateScratch(DType::F32, {shard * ranks},
+                                                    MemoryCategory::Workspace);
     if (!bucket)
       return bucket.takeError();
     gathered.emplace(std::move(*bucket));

@@ -58,11 +58,10 @@ llvm::Error cpu::reduceScatterSumF32(const float *input, float *output,
     return notReady();
 #ifdef GMOPT_HAVE_MPI
   if (shardCount <= size_t(INT_MAX))
-    return checkMpi(MPI_Reduce_scatter_block(input, output,
-                                             static_cast<int>(shardCount),
-                                             MPI_FLOAT, MPI_SUM,
-                                             MPI_COMM_WORLD),
-                    "MPI_Reduce_scatter_block");
+    return checkMpi(
+        MPI_Reduce_scatter_block(input, output, static_cast<int>(shardCount),
+                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+        "MPI_Reduce_scatter_block");
   // Column blocks: block [begin, begin + chunk) of every rank's shard.
   size_t ranks = size_t(getMpiWorldSize());
   for (size_t begin = 0; begin < shardCount;) {
@@ -72,11 +71,11 @@ llvm::Error cpu::reduceScatterSumF32(const float *input, float *output,
       std::copy(input + r * shardCount + begin,
                 input + r * shardCount + begin + chunk,
                 packed.begin() + r * chunk);
-    if (auto err = checkMpi(
-            MPI_Reduce_scatter_block(packed.data(), output + begin,
-                                     static_cast<int>(chunk), MPI_FLOAT,
-                                     MPI_SUM, MPI_COMM_WORLD),
-            "MPI_Reduce_scatter_block"))
+    if (auto err =
+            checkMpi(MPI_Reduce_scatter_block(
+                         packed.data(), output + begin, static_cast<int>(chunk),
+                         MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                     "MPI_Reduce_scatter_block"))
       return err;
     begin += chunk;
   }
@@ -95,21 +94,19 @@ llvm::Error cpu::allGatherF32(const float *shard, float *output,
     return notReady();
 #ifdef GMOPT_HAVE_MPI
   if (shardCount <= size_t(INT_MAX))
-    return checkMpi(MPI_Allgather(shard, static_cast<int>(shardCount),
-                                  MPI_FLOAT, output,
-                                  static_cast<int>(shardCount), MPI_FLOAT,
-                                  MPI_COMM_WORLD),
-                    "MPI_Allgather");
+    return checkMpi(
+        MPI_Allgather(shard, static_cast<int>(shardCount), MPI_FLOAT, output,
+                      static_cast<int>(shardCount), MPI_FLOAT, MPI_COMM_WORLD),
+        "MPI_Allgather");
   size_t ranks = size_t(getMpiWorldSize());
   for (size_t begin = 0; begin < shardCount;) {
     size_t chunk = std::min(shardCount - begin, size_t(INT_MAX) / ranks);
     std::vector<float> packed(chunk * ranks);
-    if (auto err = checkMpi(MPI_Allgather(shard + begin,
-                                          static_cast<int>(chunk), MPI_FLOAT,
-                                          packed.data(),
-                                          static_cast<int>(chunk), MPI_FLOAT,
-                                          MPI_COMM_WORLD),
-                            "MPI_Allgather"))
+    if (auto err = checkMpi(
+            MPI_Allgather(shard + begin, static_cast<int>(chunk), MPI_FLOAT,
+                          packed.data(), static_cast<int>(chunk), MPI_FLOAT,
+                          MPI_COMM_WORLD),
+            "MPI_Allgather"))
       return err;
     for (size_t r = 0; r != ranks; ++r)
       std::copy(packed.begin() + r * chunk, packed.begin() + (r + 1) * chunk,

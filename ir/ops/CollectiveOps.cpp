@@ -9,7 +9,8 @@
 // of its operands, unless `in_place = 1`: then it reduces the bucket's fp32
 // operands in place (its written operands, so the scheduler orders every
 // reader after it) and returns only a done flag, and the gradients are held
-// once instead of as local value, packed bucket and reduced copy. Its cost counts the ring all-reduce's network traffic.
+// once instead of as local value, packed bucket and reduced copy. Its cost
+// counts the ring all-reduce's network traffic.
 //
 // ZeRO stages 1 and 2 (passes/ZeroShard.h) add three more over one flat,
 // zero-padded bucket of E elements split into N shards of S = ceil(E / N):
@@ -119,8 +120,9 @@ llvm::Error inferShardResult(InferenceContext &ctx) {
   if (!elements)
     return elements.takeError();
   ctx.setOutputType(
-      0, TensorType::get(DType::F32, {zeroShardElements(
-                                         *elements, ctx.getIntAttr("ranks", 1))}));
+      0, TensorType::get(
+             DType::F32,
+             {zeroShardElements(*elements, ctx.getIntAttr("ranks", 1))}));
   return llvm::Error::success();
 }
 
@@ -139,8 +141,7 @@ llvm::Error inferAllGather(InferenceContext &ctx) {
     return ctx.error(llvm::formatv("the shard is {0}, but a bucket of {1} "
                                    "elements over {2} ranks has shards of {3}",
                                    ctx.getInputType(0).str(), *elements,
-                                   ctx.getIntAttr("ranks", 1),
-                                   expected.str()));
+                                   ctx.getIntAttr("ranks", 1), expected.str()));
   ctx.setOutputType(0, TensorType::get(DType::Bool, {1}));
   return llvm::Error::success();
 }

@@ -223,10 +223,10 @@ TEST(AllReduceCpuKernelTest, InPlaceBucketOfOneNeedsNoWorkspace) {
   std::vector<NamedAttribute> attrs = {
       NamedAttribute{"ranks", Attribute::getInt(2)},
       NamedAttribute{"in_place", Attribute::getInt(1)}};
-  Node *one = builder.create(op, {a}, {TensorType::get(DType::Bool, {1})},
-                             attrs);
-  Node *two = builder.create(op, {a, b}, {TensorType::get(DType::Bool, {1})},
-                             attrs);
+  Node *one =
+      builder.create(op, {a}, {TensorType::get(DType::Bool, {1})}, attrs);
+  Node *two =
+      builder.create(op, {a, b}, {TensorType::get(DType::Bool, {1})}, attrs);
   EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*one), 0u);
   EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*two), 512u);
 }

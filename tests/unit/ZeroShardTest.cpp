@@ -56,13 +56,13 @@ TEST_F(ZeroOpsTest, InfersPaddedShards) {
   EXPECT_TRUE(contains(infer(op(kAllGatherOp), {input("f32[26]"), a, b}, 1,
                              {intAttr("ranks", 3)}),
                        "has shards of f32[27]"));
-  EXPECT_TRUE(contains(infer(op(kReduceScatterOp), {input("f16[4]")}, 1,
-                             {intAttr("ranks", 2)}),
-                       "static fp32"));
-  EXPECT_TRUE(contains(infer(op(kReduceScatterOp), {a}, 1,
-                             {intAttr("ranks", 2),
-                              stringAttr("reduction", "max")}),
-                       "reduction must be"));
+  EXPECT_TRUE(contains(
+      infer(op(kReduceScatterOp), {input("f16[4]")}, 1, {intAttr("ranks", 2)}),
+      "static fp32"));
+  EXPECT_TRUE(
+      contains(infer(op(kReduceScatterOp), {a}, 1,
+                     {intAttr("ranks", 2), stringAttr("reduction", "max")}),
+               "reduction must be"));
   EXPECT_TRUE(contains(infer(op(kShardOp), {a}, 1, {intAttr("ranks", 0)}),
                        "ranks must be at least 1"));
 }
@@ -74,13 +74,13 @@ TEST_F(ZeroOpsTest, AllGatherWritesTheParametersAndCostsNMinusOneShards) {
                       1, {intAttr("ranks", 3)});
   EXPECT_EQ(getWrittenOperands(*gather, registry.lookup(*gather)),
             (llvm::SmallVector<unsigned, 8>{1, 2}));
-  Node *scatter = make(op(kReduceScatterOp),
-                       {input("f32[8,2]"), input("f32[8,8]")}, 1,
-                       {intAttr("ranks", 3)});
+  Node *scatter =
+      make(op(kReduceScatterOp), {input("f32[8,2]"), input("f32[8,8]")}, 1,
+           {intAttr("ranks", 3)});
   EXPECT_TRUE(getWrittenOperands(*scatter, registry.lookup(*scatter)).empty());
   for (llvm::StringRef name : {kReduceScatterOp, kAllGatherOp, kShardOp})
-    EXPECT_TRUE(registry.lookup(kGmoptDomain, name, 1)->hasTrait(
-        TraitSideEffect))
+    EXPECT_TRUE(
+        registry.lookup(kGmoptDomain, name, 1)->hasTrait(TraitSideEffect))
         << name.str();
   // 27 floats per shard, two other ranks' shards each way: the cost above
   // the same node's at one rank.
@@ -113,10 +113,9 @@ TEST(ZeroCpuKernelTest, SeveralRanksNeedTheirMpiWorld) {
   ASSERT_FALSE(cpu::isMpiInitialized());
   cpu::testing::KernelRunner runner;
   cpu::testing::HostTensor a = cpu::testing::HostTensor::f32({4}, {1, 2, 3, 4});
-  auto results =
-      runner.run(kGmoptDomain, kReduceScatterOp, {&a},
-                 {TensorType::get(DType::F32, {2})},
-                 {cpu::testing::intAttr("ranks", 2)});
+  auto results = runner.run(kGmoptDomain, kReduceScatterOp, {&a},
+                            {TensorType::get(DType::F32, {2})},
+                            {cpu::testing::intAttr("ranks", 2)});
   ASSERT_FALSE(bool(results));
   std::string message = llvm::toString(results.takeError());
   EXPECT_TRUE(contains(message, "reduce-scatter over 2 ranks needs MPI"))
@@ -130,9 +129,9 @@ TEST(ZeroCpuKernelTest, WorkspaceIsThePaddedBucket) {
   Value *b = graph.addInput(TensorType::get(DType::F32, {29}), "b");
   Builder builder(graph);
   // 129 elements over 2 ranks: shards of 65, a padded bucket of 130.
-  Node *scatter = builder.create(op(kReduceScatterOp), {a, b},
-                                 {TensorType::get(DType::F32, {65})},
-                                 {NamedAttribute{"ranks", Attribute::getInt(2)}});
+  Node *scatter = builder.create(
+      op(kReduceScatterOp), {a, b}, {TensorType::get(DType::F32, {65})},
+      {NamedAttribute{"ranks", Attribute::getInt(2)}});
   Node *alone = builder.create(op(kReduceScatterOp), {a, b},
                                {TensorType::get(DType::F32, {129})},
                                {NamedAttribute{"ranks", Attribute::getInt(1)}});

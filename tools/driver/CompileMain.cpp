@@ -446,10 +446,9 @@ static int runGmoptCompile(int argc, char **argv) {
   // (The --memory-limit search's choice already has its collective pass.)
   if (ranksOption > 1 && !fit)
     pipelineText =
-        (zeroOption == 0
-             ? "data-parallel{ranks=" + std::to_string(ranksOption)
-             : "zero-shard{stage=" + std::to_string(zeroOption) +
-                   ",ranks=" + std::to_string(ranksOption)) +
+        (zeroOption == 0 ? "data-parallel{ranks=" + std::to_string(ranksOption)
+                         : "zero-shard{stage=" + std::to_string(zeroOption) +
+                               ",ranks=" + std::to_string(ranksOption)) +
         ",bucket-bytes=" + bucketBytesOption + "}" +
         (pipelineText.empty() ? "" : ",") + pipelineText;
   PassManager passManager;

@@ -201,8 +201,8 @@ llvm::Error search(const FitRequest &request, FitResult &result,
   for (int64_t stage : request.zeroStages) {
     for (std::optional<DType> amp : amps) {
       for (unsigned k : splits) {
-        DimMap dims = k == 1 ? request.dims
-                             : withBatch(request.dims, scaled, batch / k);
+        DimMap dims =
+            k == 1 ? request.dims : withBatch(request.dims, scaled, batch / k);
         bool plainFits = false;
         // The budget's search is a heuristic whose FLOPs need not fall as
         // its limit rises, so it also runs at a ladder of tighter limits
@@ -217,12 +217,12 @@ llvm::Error search(const FitRequest &request, FitResult &result,
                                     dims, budget, compile, module);
           if (!candidate)
             return candidate.takeError();
-          (*candidate)->fits = (*candidate)->planned &&
-                               (*candidate)->peak <= result.limit;
+          (*candidate)->fits =
+              (*candidate)->planned && (*candidate)->peak <= result.limit;
           result.candidates.push_back(std::move(**candidate));
           const FitCandidate &added = result.candidates.back();
-          if (added.fits &&
-              (!result.chosen || better(added, result.candidates[*result.chosen],
+          if (added.fits && (!result.chosen ||
+                             better(added, result.candidates[*result.chosen],
                                     request.objective))) {
             result.chosen = result.candidates.size() - 1;
             result.chosenModule = std::move(module);
@@ -438,12 +438,12 @@ void gmopt::printFitTable(const FitResult &result, llvm::raw_ostream &os) {
     os << "chosen: ";
     if (zero)
       os << "ZeRO " << c.zeroStage << ", ";
-    os << ampLabel(c.amp) << ", accumulate " << c.accumulate
-       << " (micro-batch " << dimsText(c.dims) << "), recompute "
-       << recomputeLabel(c, result.limit) << ": planned peak "
-       << gib(c.peak) << " of " << gib(result.limit) << " (least "
+    os << ampLabel(c.amp) << ", accumulate " << c.accumulate << " (micro-batch "
+       << dimsText(c.dims) << "), recompute " << recomputeLabel(c, result.limit)
+       << ": planned peak " << gib(c.peak) << " of " << gib(result.limit)
+       << " (least "
        << (result.objective == FitObjective::Flops ? "extra FLOPs"
-                                                    : "predicted time")
+                                                   : "predicted time")
        << "); pipeline " << c.pipeline << "\n";
   }
 }
@@ -472,20 +472,20 @@ llvm::json::Object gmopt::fitResultJson(const FitResult &result) {
     llvm::json::Object dims;
     for (const auto &[name, value] : c.dims)
       dims[name] = value;
-    candidates.push_back(llvm::json::Object{
-        {"amp", ampLabel(c.amp)},
-        {"zero_stage", c.zeroStage},
-        {"accumulate", int64_t(c.accumulate)},
-        {"recompute", c.recompute ? "budget" : "none"},
-        {"budget_limit_bytes", int64_t(c.budgetLimit)},
-        {"dims", std::move(dims)},
-        {"pipeline", c.pipeline},
-        {"planned", c.planned},
-        {"planned_peak_bytes", int64_t(c.peak)},
-        {"fits", c.fits},
-        {"extra_flops", c.extraFlops},
-        {"recompute_flops", int64_t(c.recomputeFlops)},
-        {"predicted_seconds", c.seconds}});
+    candidates.push_back(
+        llvm::json::Object{{"amp", ampLabel(c.amp)},
+                           {"zero_stage", c.zeroStage},
+                           {"accumulate", int64_t(c.accumulate)},
+                           {"recompute", c.recompute ? "budget" : "none"},
+                           {"budget_limit_bytes", int64_t(c.budgetLimit)},
+                           {"dims", std::move(dims)},
+                           {"pipeline", c.pipeline},
+                           {"planned", c.planned},
+                           {"planned_peak_bytes", int64_t(c.peak)},
+                           {"fits", c.fits},
+                           {"extra_flops", c.extraFlops},
+                           {"recompute_flops", int64_t(c.recomputeFlops)},
+                           {"predicted_seconds", c.seconds}});
   }
   llvm::json::Object json{{"limit_bytes", int64_t(result.limit)},
                           {"ranks", result.ranks},
@@ -520,7 +520,7 @@ llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
   auto tryValue = [&](int64_t value) -> llvm::Expected<bool> {
     probe.dims = withBatch(request.dims, *scaled, value);
     FitResult result;
-  result.ranks = request.ranks;
+    result.ranks = request.ranks;
     // The given size's unrewritten step is the reference, compiled once.
     if (value == given && reference.baseModule)
       result = std::move(reference);

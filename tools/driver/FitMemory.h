@@ -13,15 +13,16 @@
 // need the optimizer in the graph): the search runs once per stage, and
 // the collectives' network bytes are in the predicted time.
 //
-// The search, per ZeRO stage and amp setting (fp32 first): for K = 1, 2, ... (divisors of
-// the batch dimension), the pipeline with no recompute; if it fits, larger
-// K only adds per-micro-step work, so the search stops there; if not, the
-// same pipeline with `recompute{mode=budget,memory-limit=LIMIT}`, which
-// returns the least recompute FLOPs it finds that fit or the smallest peak
-// it reaches - and, while they fit, the budget at 0.9 and 0.8 of the limit:
-// the budget's search is a heuristic whose FLOPs do not always fall as its
-// limit rises, and a plan that fits a tighter limit fits this one. The choice is the fitting candidate with the least predicted
-// time (then fewer extra FLOPs, then fp32, then the smaller K).
+// The search, per ZeRO stage and amp setting (fp32 first): for K = 1, 2, ...
+// (divisors of the batch dimension), the pipeline with no recompute; if it
+// fits, larger K only adds per-micro-step work, so the search stops there; if
+// not, the same pipeline with `recompute{mode=budget,memory-limit=LIMIT}`,
+// which returns the least recompute FLOPs it finds that fit or the smallest
+// peak it reaches - and, while they fit, the budget at 0.9 and 0.8 of the
+// limit: the budget's search is a heuristic whose FLOPs do not always fall as
+// its limit rises, and a plan that fits a tighter limit fits this one. The
+// choice is the fitting candidate with the least predicted time (then fewer
+// extra FLOPs, then fp32, then the smaller K).
 //
 // --max-batch=DIM: the largest value of DIM (and the dimensions bound in
 // proportion to it, such as batch_x_seq) at which some candidate fits one

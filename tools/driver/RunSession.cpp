@@ -585,8 +585,8 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
 
   DataParallelLayout layout = getDataParallelLayout(*model->module);
   if (layout.ranks > 1)
-    out << "data parallel: rank " << cpu::getMpiRank() << " of "
-        << layout.ranks << ", ZeRO stage " << layout.stage
+    out << "data parallel: rank " << cpu::getMpiRank() << " of " << layout.ranks
+        << ", ZeRO stage " << layout.stage
         << "; the figures below are this rank's\n";
   out << "memory (" << summary.mode << "):\n";
   result->memory.print(out);
