@@ -1,5 +1,4 @@
-//===- ZeroSharding.h - The record of a ZeRO-sharded training step -*- C++
-//-*-===//
+//===- ZeroSharding.h - The record of a ZeRO-sharded step ------*- C++ -*-===//
 //
 // ZeRO stages 1 and 2 (passes/ZeroShard.h) give every rank 1/N of the
 // optimizer state (stage 2: also of the gradient accumulation buffer) as

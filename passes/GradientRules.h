@@ -1,5 +1,4 @@
-//===- GradientRules.h - One gradient rule per differentiable op -*- C++
-//-*-===//
+//===- GradientRules.h - One gradient rule per differentiable op -*- C++ -*-===//
 //
 // The autodiff pass (passes/Autodiff.h) walks the forward graph backwards
 // and asks this table, for each node on the path from the parameters to the

@@ -1,5 +1,4 @@
-//===- ZeroShard.h - ZeRO stages 1 and 2: sharded optimizer state -*- C++
-//-*-===//
+//===- ZeroShard.h - ZeRO stages 1 and 2: sharded state --------*- C++ -*-===//
 //
 // The `zero-shard` pass makes data-parallel training keep 1/N of the
 // optimizer state on each of N ranks (ZeRO stage 1, as DeepSpeed does) and,

@@ -22,7 +22,7 @@
 // limit: the budget's search is a heuristic whose FLOPs do not always fall as
 // its limit rises, and a plan that fits a tighter limit fits this one. The
 // choice is the fitting candidate with the least predicted time (then fewer
-// extra FLOPs, then fp32, then the smaller K).
+// extra FLOPs, then the lower ZeRO stage, then fp32, then the smaller K).
 //
 // --max-batch=DIM: the largest value of DIM (and the dimensions bound in
 // proportion to it, such as batch_x_seq) at which some candidate fits one
