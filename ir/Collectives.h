@@ -26,12 +26,50 @@ constexpr llvm::StringLiteral kGmoptDomain = "gmopt";
 /// `gmopt.AllReduce(x1, ..., xk) {reduction = "mean"|"sum", ranks = N}`:
 /// result i is the element-wise sum (or mean) of operand i over all N ranks.
 /// The k operands form one bucket that moves in a single collective call.
+/// With `in_place = 1` the fp32 operands are reduced in place (written
+/// operands) and the one result is a bool[1] done flag.
 constexpr llvm::StringLiteral kAllReduceOp = "AllReduce";
+
+/// `gmopt.ReduceScatter(x1, ..., xk) {reduction, ranks = N}` -> f32[S]:
+/// the operands are flattened into one bucket of E elements, padded with
+/// zeros to N * S (S = zeroShardElements(E, N)), summed (or averaged) over
+/// the ranks, and rank r keeps elements [r * S, (r + 1) * S) (ZeRO's
+/// gradient shard).
+constexpr llvm::StringLiteral kReduceScatterOp = "ReduceScatter";
+
+/// `gmopt.AllGather(shard, w1, ..., wk) {ranks = N}` -> bool[1]: gathers
+/// every rank's f32[S] shard into the flat bucket of w1..wk (in rank order)
+/// and writes it back into w1..wk in place, dropping the padding (ZeRO's
+/// parameter all-gather after each rank updated its shard).
+constexpr llvm::StringLiteral kAllGatherOp = "AllGather";
+
+/// `gmopt.Shard(x1, ..., xk) {ranks = N}` -> f32[S]: this rank's slice of
+/// the operands' flat, zero-padded bucket (no communication; the slice
+/// depends on the rank the step runs on).
+constexpr llvm::StringLiteral kShardOp = "Shard";
+
+/// True for every op of the gmopt domain that talks to other ranks.
+bool isCommunicatingCollective(const Node &node);
+
+/// Elements of one rank's shard of a bucket of \p elements over \p ranks:
+/// ceil(elements / ranks) (the bucket is padded to ranks * shard).
+int64_t zeroShardElements(int64_t elements, int64_t ranks);
 
 /// Bytes that one rank sends (and receives) in a ring all-reduce of
 /// \p bucketBytes over \p ranks ranks: 2 (N - 1) / N of the bucket; 0 for
 /// a single rank.
 uint64_t ringAllReduceTraffic(uint64_t bucketBytes, int64_t ranks);
+
+/// Bytes one rank sends (and receives) in a ring reduce-scatter or
+/// all-gather whose per-rank shard is \p shardBytes: (N - 1) shards; 0 for
+/// a single rank. A reduce-scatter followed by an all-gather moves what one
+/// all-reduce does.
+uint64_t ringShardTraffic(uint64_t shardBytes, int64_t ranks);
+
+/// Bytes \p node sends over the network on one rank (a ring all-reduce,
+/// reduce-scatter or all-gather of its bucket); 0 for every other node and
+/// for one rank. The same bytes are part of its OpCost traffic.
+uint64_t collectiveNetworkBytes(const Node &node);
 
 } // namespace gmopt
 

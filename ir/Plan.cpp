@@ -12,6 +12,7 @@
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
 #include "ir/SizeLimits.h"
+#include "ir/ZeroSharding.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -214,6 +215,13 @@ gmopt::categorizeValues(const Module &module) {
     for (const Value *state : param.optimizerState)
       categories[state] = MemoryCategory::OptimizerState;
   }
+  // ZeRO stage 2's per-bucket gradient accumulation shards (no
+  // parameter's slot names them; ir/ZeroSharding.h).
+  if (std::optional<ZeroShardingRecord> zero = readZeroSharding(module))
+    for (const ZeroBucketRecord &bucket : zero->buckets)
+      if (!bucket.gradientShard.empty())
+        if (const Value *shard = graph.lookupValue(bucket.gradientShard))
+          categories[shard] = MemoryCategory::Gradients;
   // The step count is persistent optimizer state too; the per-step inputs
   // (learning rate, update signal) are inputs like the data.
   // So are mixed precision's loss scale and its counter.

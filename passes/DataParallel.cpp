@@ -52,15 +52,15 @@ producerPosition(const Value *value,
   return -1;
 }
 
-/// Moves the nodes before \p collective that depend on its results (and
-/// the nodes depending on those) right after it, keeping their order.
+/// Moves the nodes before \p collective that read \p reduced (its results,
+/// or the operands it reduces in place) and the nodes depending on those
+/// right after it, keeping their order.
 /// Fails when that would move a write to some storage past a node reading
 /// or writing it, or when the collective would depend on itself.
 llvm::Error moveDependentsAfter(Graph &graph, Node *collective,
-                                Graph::iterator regionBegin) {
-  llvm::DenseSet<const Value *> tainted;
-  for (unsigned i = 0, e = collective->getNumResults(); i != e; ++i)
-    tainted.insert(collective->getResult(i));
+                                Graph::iterator regionBegin,
+                                llvm::ArrayRef<Value *> reduced) {
+  llvm::DenseSet<const Value *> tainted(reduced.begin(), reduced.end());
   std::vector<Node *> moved;
   llvm::DenseSet<const Node *> movedSet;
   for (auto it = regionBegin; &*it != collective; ++it) {
@@ -184,6 +184,9 @@ DataParallelPass::DataParallelPass(Options initial) : options(initial) {
                 "smallest gradient bucket: bytes or `25MiB`, `4MB`");
   declareOption("reduction", options.reduction,
                 "`mean` (global batch mean loss) or `sum` over ranks");
+  declareOption("in-place", options.inPlace,
+                "reduce each fp32 bucket in place in the gradients' buffers "
+                "(no reduced copy)");
 }
 
 llvm::Expected<bool> DataParallelPass::run(Module &module,
@@ -218,7 +221,7 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
     module.opsetImports[kGmoptDomain.str()] = 1;
 
   TrainingSignature &signature = module.getSignature();
-  uint64_t gradients = 0, bytes = 0;
+  uint64_t gradients = 0, bytes = 0, inPlaceBuckets = 0;
   for (size_t k = 0, e = plan->buckets.size(); k != e; ++k) {
     const GradientBucket &bucket = plan->buckets[k];
     // Re-read the parameters each bucket: earlier buckets re-pointed grads.
@@ -238,6 +241,17 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
     Value *first = *llvm::min_element(grads, [&](Value *a, Value *b) {
       return producerPosition(a, positions) < producerPosition(b, positions);
     });
+    // In place unless a gradient is not fp32, is no node's result or is a
+    // view (writing it would write the viewed value, whose other readers
+    // are not the gradient's).
+    const OpRegistry &registry = OpRegistry::instance();
+    bool inPlace =
+        options.inPlace && llvm::all_of(grads, [&](const Value *grad) {
+          const Node *def = grad->getDefiningNode();
+          const OpSchema *schema = def ? registry.lookup(*def) : nullptr;
+          return grad->getType().getDType() == DType::F32 && schema &&
+                 !schema->hasTrait(TraitView) && llvm::count(grads, grad) == 1;
+        });
     Builder builder(graph);
     builder.setPhase(Phase::Backward);
     if (Node *def = last->getDefiningNode())
@@ -247,11 +261,27 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
     Graph::iterator regionBegin = first->getDefiningNode()
                                       ? first->getDefiningNode()->getIterator()
                                       : graph.begin();
-    Node *collective = builder.create(
-        OpName{kGmoptDomain.str(), kAllReduceOp.str()}, grads, types,
-        {NamedAttribute{"reduction", Attribute::getString(options.reduction)},
-         NamedAttribute{"ranks", Attribute::getInt(options.ranks)}},
-        "allreduce.bucket" + std::to_string(k));
+    std::vector<NamedAttribute> attrs = {
+        NamedAttribute{"reduction", Attribute::getString(options.reduction)},
+        NamedAttribute{"ranks", Attribute::getInt(options.ranks)}};
+    std::string name = "allreduce.bucket" + std::to_string(k);
+    if (inPlace) {
+      attrs.push_back(NamedAttribute{"in_place", Attribute::getInt(1)});
+      Node *collective =
+          builder.create(OpName{kGmoptDomain.str(), kAllReduceOp.str()}, grads,
+                         {TensorType::get(DType::Bool, {1})}, attrs, name);
+      collective->getResult(0)->setName(name + ".done");
+      if (auto err = moveDependentsAfter(graph, collective, regionBegin, grads))
+        return err;
+      ++inPlaceBuckets;
+      gradients += grads.size();
+      bytes += bucket.bytes;
+      continue;
+    }
+    Node *collective =
+        builder.create(OpName{kGmoptDomain.str(), kAllReduceOp.str()}, grads,
+                       types, attrs, name);
+    llvm::SmallVector<Value *, 8> results;
     for (unsigned i = 0, n = grads.size(); i != n; ++i) {
       Value *reduced = collective->getResult(i);
       std::string name = grads[i]->getName().str();
@@ -262,8 +292,9 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
       bool found = signature.setGrad(paramValues[i], reduced);
       assert(found && "bucket parameter left the signature");
       (void)found;
+      results.push_back(reduced);
     }
-    if (auto err = moveDependentsAfter(graph, collective, regionBegin))
+    if (auto err = moveDependentsAfter(graph, collective, regionBegin, results))
       return err;
     gradients += grads.size();
     bytes += bucket.bytes;
@@ -271,6 +302,8 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
   addStatistic(context, "buckets", plan->buckets.size(),
                "gradient buckets all-reduced");
   addStatistic(context, "gradients", gradients, "gradients all-reduced");
+  addStatistic(context, "in-place-buckets", inPlaceBuckets,
+               "buckets reduced in place (no reduced copy)");
   addStatistic(context, "bucket-bytes", bytes,
                "bytes of all buckets (one rank's share of the exchange)");
   return true;

@@ -21,6 +21,15 @@
 //     value is renamed `X_grad.local`); those users, and what depends on
 //     them, move after the AllReduce when they stood before it.
 //
+// In place (`in-place=true`, the default, for buckets of fp32 gradients
+// that are node results and not views), the all-reduce instead writes the
+// reduced values into the local gradients' own buffers and returns only a
+// done flag; the gradients keep their names and signature slots and their
+// readers move after it. A bucket's gradients are then held once (plus the
+// packed bucket as the kernel's workspace while it runs, none for a bucket
+// of one tensor) instead of three times: local value, packed bucket and
+// reduced copy.
+//
 // With the mean reduction and equal per-rank batches this makes the
 // accumulated gradient the gradient of the global batch's mean loss, so the
 // optimizer takes the single-process step on every rank.
@@ -72,6 +81,8 @@ public:
     std::string bucketBytes = "25MiB";
     /// `mean` (the global batch's mean loss) or `sum`.
     std::string reduction = "mean";
+    /// Reduce each bucket in place (see the file comment).
+    bool inPlace = true;
   };
 
   /// A pass with the default options.

@@ -21,6 +21,7 @@
 #include "passes/Recompute.h"
 #include "passes/Schedule.h"
 #include "passes/TieWeights.h"
+#include "passes/ZeroShard.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"

@@ -11,6 +11,7 @@
 
 #include "ir/Module.h"
 #include "ir/Plan.h"
+#include "ir/ZeroSharding.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -61,6 +62,10 @@ void gmopt::printPlanReport(const Module &module, llvm::raw_ostream &os,
   };
   os << "memory plan: " << module.getGraph().getNumNodes() << " steps, "
      << plan.buffers.size() << " values\n";
+  DataParallelLayout layout = getDataParallelLayout(module);
+  if (layout.ranks > 1)
+    os << "  one rank of " << layout.ranks << " (data parallel, ZeRO stage "
+       << layout.stage << "); every figure below is per rank\n";
   row("naive (no reuse)", figures.naiveBytes) << "\n";
   if (eagerBaselineBytes)
     row("eager baseline (original graph)", *eagerBaselineBytes) << "\n";
@@ -117,6 +122,26 @@ gmopt::planReportJson(const Module &module,
   };
   if (eagerBaselineBytes)
     report["eager_baseline_bytes"] = bytes(*eagerBaselineBytes);
+  DataParallelLayout layout = getDataParallelLayout(module);
+  report["ranks"] = layout.ranks;
+  report["zero_stage"] = layout.stage;
+  if (std::optional<ZeroShardingRecord> zero = readZeroSharding(module)) {
+    llvm::json::Array buckets;
+    for (const ZeroBucketRecord &bucket : zero->buckets) {
+      llvm::json::Array params, states;
+      for (const std::string &name : bucket.params)
+        params.push_back(name);
+      for (const std::string &name : bucket.stateShards)
+        states.push_back(name);
+      buckets.push_back(
+          llvm::json::Object{{"params", std::move(params)},
+                             {"elements", bucket.elements},
+                             {"shard_elements", bucket.shardElements},
+                             {"gradient_shard", bucket.gradientShard},
+                             {"state_shards", std::move(states)}});
+    }
+    report["zero_buckets"] = std::move(buckets);
+  }
   return report;
 }
 

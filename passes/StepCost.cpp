@@ -2,6 +2,7 @@
 
 #include "passes/StepCost.h"
 
+#include "ir/Collectives.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
 
@@ -12,20 +13,22 @@
 using namespace gmopt;
 
 // Fields: name; matrix fp32, fp16, bf16 and vector FLOP/s; bytes/s; seconds
-// per kernel.
+// per kernel; network bytes/s.
 
 StepThroughput StepThroughput::cpu() {
   // Two cores: OpenBLAS sgemm sustains about 90 GFLOP/s on the shapes of
   // the testdata graphs; elementwise kernels are bandwidth-bound. Checked
   // against measured steps by bench/cost_model.py (within 0.6-2.4x).
-  return {"cpu", 90e9, 30e9, 30e9, 8e9, 20e9, 2e-6};
+  // The network: 10 GbE-class, about 1 GB/s per rank.
+  return {"cpu", 90e9, 30e9, 30e9, 8e9, 20e9, 2e-6, 1e9};
 }
 
 StepThroughput StepThroughput::cuda() {
   // H200: dense tensor-core throughput as sustained by large GEMMs (about
   // 70% of the data sheet's 989 TFLOP/s fp16/bf16, 67 TFLOP/s fp32 without
   // TF32), HBM3e at about 4 TB/s sustained, a few microseconds per launch.
-  return {"cuda", 50e12, 650e12, 650e12, 30e12, 4.0e12, 5e-6};
+  // The network: one 400 Gb/s NIC per GPU, about 45 GB/s sustained.
+  return {"cuda", 50e12, 650e12, 650e12, 30e12, 4.0e12, 5e-6, 45e9};
 }
 
 llvm::Expected<StepThroughput> StepThroughput::lookup(llvm::StringRef name) {
@@ -95,11 +98,15 @@ double gmopt::predictNodeSeconds(const Node &node,
                                  : throughput.matrixFp32;
   }
   double compute = rate > 0 ? double(cost.flops) / rate : 0;
-  double traffic = throughput.bandwidth > 0
-                       ? double(cost.bytesRead + cost.bytesWritten) /
-                             throughput.bandwidth
-                       : 0;
-  return throughput.nodeOverhead + std::max(compute, traffic);
+  // The collectives' ring traffic goes over the network, not memory.
+  uint64_t network = collectiveNetworkBytes(node);
+  uint64_t local = cost.bytesRead + cost.bytesWritten;
+  local -= std::min(local, 2 * network);
+  double traffic =
+      throughput.bandwidth > 0 ? double(local) / throughput.bandwidth : 0;
+  double sending =
+      throughput.network > 0 ? double(network) / throughput.network : 0;
+  return throughput.nodeOverhead + std::max(compute, traffic) + sending;
 }
 
 StepCost gmopt::estimateStepCost(const Module &module,
@@ -120,6 +127,7 @@ StepCost gmopt::estimateStepCost(const Module &module,
     result.seconds[phase] += seconds;
     if (seconds > 0)
       ++result.kernels;
+    result.communicationBytes += collectiveNetworkBytes(node);
   }
   return result;
 }

@@ -7,9 +7,11 @@
 // bandwidth. FLOPs and bytes are the op registry's (estimateCost). Matrix
 // products and convolutions run at the backend's matrix throughput for
 // the node's element type (fp32, fp16, bf16); every other op at its vector
-// throughput. View nodes cost nothing (no kernel runs). A step of K
-// accumulation micro-steps runs the forward, backward and recompute nodes
-// (and the gradient accumulation) K times, the optimizer's update once.
+// throughput. View nodes cost nothing (no kernel runs). A data-parallel
+// collective's ring traffic (ir/Collectives.h) is priced at the network
+// bandwidth instead of the memory bandwidth, added to its local roofline. A
+// step of K accumulation micro-steps runs the forward, backward and recompute
+// nodes (and the gradient accumulation) K times, the optimizer's update once.
 //
 // The throughputs are per backend and stated in StepThroughput's presets;
 // bench/cost_model.py compares the CPU preset's predictions with measured
@@ -43,6 +45,9 @@ struct StepThroughput {
   double bandwidth = 0;
   /// Fixed cost of dispatching one kernel, seconds.
   double nodeOverhead = 0;
+  /// Network bandwidth of the data-parallel collectives, bytes/s per rank
+  /// (each sends its ring traffic, ir/Collectives.h, at this rate).
+  double network = 0;
 
   /// The CPU backend on this project's 2-core machines (OpenBLAS sgemm; the
   /// CPU kernels convert 16-bit operands to fp32, so 16-bit products are
@@ -63,6 +68,9 @@ struct StepCost {
   std::array<double, 4> seconds{};
   /// Kernels dispatched (non-view nodes).
   uint32_t kernels = 0;
+  /// Bytes one rank sends to the others through the module's collectives
+  /// (their ring traffic, ir/Collectives.h), once each.
+  uint64_t communicationBytes = 0;
 
   uint64_t totalFlops() const;
   double totalSeconds() const;

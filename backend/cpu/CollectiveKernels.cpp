@@ -9,6 +9,12 @@
 // world of exactly `ranks` processes, or the kernel fails with an error
 // saying how to launch it.
 //
+// ZeRO's collectives (see ir/Collectives.h) work on the same flat bucket,
+// padded to ranks * shard elements: gmopt.ReduceScatter packs it into its
+// workspace and keeps this rank's reduced block, gmopt.Shard copies this
+// rank's block of the parameters, gmopt.AllGather gathers the updated
+// blocks into its workspace and unpacks them into the parameters in place.
+//
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/CollectiveKernels.h"
@@ -19,7 +25,9 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
@@ -37,12 +45,214 @@ int64_t bucketElements(const Node &node) {
   return elements;
 }
 
+/// Fails unless \p ranks ranks can talk: MPI initialised with a world of
+/// exactly \p ranks processes.
+llvm::Error checkWorld(const KernelCall &call, int64_t ranks,
+                       llvm::StringRef what) {
+  if (!isMpiInitialized())
+    return call.error(llvm::formatv(
+        "{0} over {1} ranks needs MPI: {2}", what, ranks,
+        isMpiBuilt() ? llvm::formatv("launch with `mpirun -np {0} gmopt-run "
+                                     "...`",
+                                     ranks)
+                           .str()
+                     : std::string("gmopt was built without MPI (install "
+                                   "libopenmpi-dev and reconfigure)")));
+  if (getMpiWorldSize() != ranks)
+    return call.error(llvm::formatv("compiled for {0} ranks but the MPI world "
+                                    "has {1} processes",
+                                    ranks, getMpiWorldSize()));
+  return llvm::Error::success();
+}
+
+/// Checks inputs [first, end) are present fp32 tensors; returns their
+/// element count.
+llvm::Expected<int64_t> floatBucket(const KernelCall &call, unsigned first) {
+  int64_t total = 0;
+  for (unsigned i = first, e = call.getNumInputs(); i < e; ++i) {
+    if (!call.in(i))
+      return call.error(llvm::formatv("operand {0} is absent", i));
+    if (call.in(i)->getDType() != DType::F32)
+      return call.error("only float tensors are sharded");
+    total += call.in(i)->getNumElements();
+  }
+  return total;
+}
+
+/// Copies flat bucket elements [begin, begin + count) of inputs [first,
+/// end) to \p out; positions past the bucket (the padding) become zero.
+void copyBucketRange(const KernelCall &call, unsigned first, int64_t begin,
+                     int64_t count, float *out) {
+  int64_t offset = 0, end = begin + count;
+  std::fill(out, out + count, 0.0f);
+  for (unsigned i = first, e = call.getNumInputs(); i < e; ++i) {
+    int64_t n = call.in(i)->getNumElements();
+    int64_t lo = std::max(begin, offset), hi = std::min(end, offset + n);
+    if (lo < hi)
+      std::memcpy(out + (lo - begin),
+                  call.in(i)->getDataAs<float>() + (lo - offset),
+                  size_t(hi - lo) * sizeof(float));
+    offset += n;
+  }
+}
+
+/// gmopt.ReduceScatter(x1..xk) -> this rank's f32[S] block of the reduced
+/// flat bucket.
+llvm::Error reduceScatterKernel(KernelCall &call) {
+  const Node &node = call.getNode();
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  std::string reduction = node.getStringAttr("reduction", "mean").str();
+  if (reduction != "mean" && reduction != "sum")
+    return call.error("reduction must be mean or sum, got '" + reduction + "'");
+  auto total = floatBucket(call, 0);
+  if (!total)
+    return total.takeError();
+  TensorView *out = call.out(0);
+  int64_t shard = zeroShardElements(*total, ranks);
+  if (!out || out->getDType() != DType::F32 || out->getNumElements() != shard)
+    return call.error(llvm::formatv("the result must be f32[{0}]", shard));
+  if (ranks == 1) {
+    copyBucketRange(call, 0, 0, shard, out->getDataAs<float>());
+    return llvm::Error::success();
+  }
+  if (auto err = checkWorld(call, ranks, "reduce-scatter"))
+    return err;
+  auto bucket = call.getContext().allocateScratch(DType::F32, {shard * ranks},
+                                                  MemoryCategory::Workspace);
+  if (!bucket)
+    return bucket.takeError();
+  float *flat = bucket->getView().getDataAs<float>();
+  copyBucketRange(call, 0, 0, shard * ranks, flat);
+  float *mine = out->getDataAs<float>();
+  if (llvm::Error err = reduceScatterSumF32(flat, mine, size_t(shard)))
+    return call.error(llvm::toString(std::move(err)));
+  if (reduction == "mean") {
+    float scale = 1.0f / float(ranks);
+    for (int64_t k = 0; k != shard; ++k)
+      mine[k] *= scale;
+  }
+  return llvm::Error::success();
+}
+
+/// gmopt.Shard(x1..xk) -> this rank's f32[S] block of the flat bucket.
+llvm::Error shardKernel(KernelCall &call) {
+  int64_t ranks = call.getNode().getIntAttr("ranks", 1);
+  auto total = floatBucket(call, 0);
+  if (!total)
+    return total.takeError();
+  TensorView *out = call.out(0);
+  int64_t shard = zeroShardElements(*total, ranks);
+  if (!out || out->getDType() != DType::F32 || out->getNumElements() != shard)
+    return call.error(llvm::formatv("the result must be f32[{0}]", shard));
+  int64_t rank = 0;
+  if (ranks != 1) {
+    if (auto err = checkWorld(call, ranks, "a ZeRO shard"))
+      return err;
+    rank = getMpiRank();
+  }
+  copyBucketRange(call, 0, rank * shard, shard, out->getDataAs<float>());
+  return llvm::Error::success();
+}
+
+/// gmopt.AllGather(shard, w1..wk): every rank's block, unpacked into
+/// w1..wk in place.
+llvm::Error allGatherKernel(KernelCall &call) {
+  int64_t ranks = call.getNode().getIntAttr("ranks", 1);
+  auto total = floatBucket(call, 1);
+  if (!total)
+    return total.takeError();
+  int64_t shard = zeroShardElements(*total, ranks);
+  const TensorView *mine = call.in(0);
+  if (!mine || mine->getDType() != DType::F32 ||
+      mine->getNumElements() != shard)
+    return call.error(llvm::formatv("the shard must be f32[{0}]", shard));
+  const float *flat = mine->getDataAs<float>();
+  std::optional<TensorBuffer> gathered;
+  if (ranks != 1) {
+    if (auto err = checkWorld(call, ranks, "all-gather"))
+      return err;
+    auto bucket = call.getContext().allocateScratch(DType::F32, {shard * ranks},
+                                                    MemoryCategory::Workspace);
+    if (!bucket)
+      return bucket.takeError();
+    gathered.emplace(std::move(*bucket));
+    float *into = gathered->getView().getDataAs<float>();
+    if (llvm::Error err = allGatherF32(flat, into, size_t(shard)))
+      return call.error(llvm::toString(std::move(err)));
+    flat = into;
+  }
+  int64_t offset = 0;
+  for (unsigned i = 1, e = call.getNumInputs(); i < e; ++i) {
+    int64_t n = call.in(i)->getNumElements();
+    std::memcpy(call.in(i)->getDataAs<float>(), flat + offset,
+                size_t(n) * sizeof(float));
+    offset += n;
+  }
+  if (TensorView *flag = call.out(0)) {
+    if (flag->getDType() != DType::Bool)
+      return call.error("the result must be bool");
+    uint8_t *data = flag->getDataAs<uint8_t>();
+    for (int64_t k = 0, n = flag->getNumElements(); k != n; ++k)
+      data[k] = 1;
+  }
+  return llvm::Error::success();
+}
+
+/// gmopt.AllReduce {in_place = 1}: the bucket's operands reduced where
+/// they are; one operand needs no packing.
+llvm::Error allReduceInPlace(KernelCall &call, int64_t ranks,
+                             const std::string &reduction) {
+  auto total = floatBucket(call, 0);
+  if (!total)
+    return total.takeError();
+  if (ranks != 1) {
+    if (auto err = checkWorld(call, ranks, "all-reduce"))
+      return err;
+    unsigned count = call.getNumInputs();
+    float scale = reduction == "mean" ? 1.0f / float(ranks) : 1.0f;
+    if (count == 1) {
+      float *data = call.in(0)->getDataAs<float>();
+      if (llvm::Error err = allReduceSumF32(data, size_t(*total)))
+        return call.error(llvm::toString(std::move(err)));
+      for (int64_t k = 0; k != *total; ++k)
+        data[k] *= scale;
+    } else {
+      auto bucket = call.getContext().allocateScratch(
+          DType::F32, {*total}, MemoryCategory::Workspace);
+      if (!bucket)
+        return bucket.takeError();
+      float *flat = bucket->getView().getDataAs<float>();
+      copyBucketRange(call, 0, 0, *total, flat);
+      if (llvm::Error err = allReduceSumF32(flat, size_t(*total)))
+        return call.error(llvm::toString(std::move(err)));
+      int64_t offset = 0;
+      for (unsigned i = 0; i != count; ++i) {
+        int64_t n = call.in(i)->getNumElements();
+        float *data = call.in(i)->getDataAs<float>();
+        for (int64_t k = 0; k != n; ++k)
+          data[k] = flat[offset + k] * scale;
+        offset += n;
+      }
+    }
+  }
+  if (TensorView *flag = call.out(0)) {
+    if (flag->getDType() != DType::Bool)
+      return call.error("the result must be bool");
+    uint8_t *data = flag->getDataAs<uint8_t>();
+    for (int64_t k = 0, n = flag->getNumElements(); k != n; ++k)
+      data[k] = 1;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error allReduceKernel(KernelCall &call) {
   const Node &node = call.getNode();
   int64_t ranks = node.getIntAttr("ranks", 1);
   std::string reduction = node.getStringAttr("reduction", "mean").str();
   if (reduction != "mean" && reduction != "sum")
     return call.error("reduction must be mean or sum, got '" + reduction + "'");
+  if (node.getIntAttr("in_place", 0))
+    return allReduceInPlace(call, ranks, reduction);
   unsigned count = node.getNumOperands();
   int64_t total = 0;
   for (unsigned i = 0; i != count; ++i) {
@@ -99,11 +309,39 @@ llvm::Error allReduceKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// The packed fp32 bucket, when the op talks to other ranks.
+/// The packed fp32 bucket, when the op talks to other ranks (none for an
+/// in-place bucket of one tensor).
 uint64_t allReduceWorkspace(const Node &node) {
   if (node.getIntAttr("ranks", 1) <= 1)
     return 0;
+  // In place, one operand is reduced where it is.
+  if (node.getIntAttr("in_place", 0) && node.getNumOperands() == 1)
+    return 0;
   return scratchBytes(DType::F32, bucketElements(node));
+}
+
+/// The padded flat bucket (ranks * shard floats) of a reduce-scatter or
+/// all-gather that talks to other ranks; operands from \p first.
+uint64_t paddedBucketWorkspace(const Node &node, unsigned first) {
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  if (ranks <= 1)
+    return 0;
+  int64_t elements = 0;
+  for (unsigned i = first, e = node.getNumOperands(); i < e; ++i) {
+    const Value *operand = node.getOperand(i);
+    if (!operand || !operand->getType().hasStaticShape())
+      return 0;
+    elements += operand->getType().getNumElements();
+  }
+  return scratchBytes(DType::F32, zeroShardElements(elements, ranks) * ranks);
+}
+
+uint64_t reduceScatterWorkspace(const Node &node) {
+  return paddedBucketWorkspace(node, 0);
+}
+
+uint64_t allGatherWorkspace(const Node &node) {
+  return paddedBucketWorkspace(node, 1);
 }
 
 } // namespace
@@ -112,4 +350,12 @@ void cpu::registerCollectiveKernels(KernelTable &table) {
   table.add(kGmoptDomain, kAllReduceOp,
             KernelInfo{allReduceKernel, 1, 1, KernelMode::StageHalfAsFloat,
                        allReduceWorkspace});
+  table.add(kGmoptDomain, kReduceScatterOp,
+            KernelInfo{reduceScatterKernel, 1, 1, KernelMode::Native,
+                       reduceScatterWorkspace});
+  table.add(kGmoptDomain, kAllGatherOp,
+            KernelInfo{allGatherKernel, 2, 0, KernelMode::Native,
+                       allGatherWorkspace});
+  table.add(kGmoptDomain, kShardOp,
+            KernelInfo{shardKernel, 1, 1, KernelMode::Native, nullptr});
 }

@@ -36,6 +36,18 @@ int getMpiWorldSize();
 /// MPI is not initialised or the call fails.
 llvm::Error allReduceSumF32(float *data, size_t count);
 
+// ZeRO's collectives (backend/cpu/MpiCollectives.cpp).
+
+/// Sums \p input (getMpiWorldSize() * \p shardCount floats, in rank order)
+/// over every rank and writes this rank's \p shardCount-float block of the
+/// sum to \p output. Fails when MPI is not initialised or the call fails.
+llvm::Error reduceScatterSumF32(const float *input, float *output,
+                                size_t shardCount);
+/// Gathers every rank's \p shardCount floats at \p shard into \p output
+/// (getMpiWorldSize() * \p shardCount floats, in rank order). Fails when
+/// MPI is not initialised or the call fails.
+llvm::Error allGatherF32(const float *shard, float *output, size_t shardCount);
+
 } // namespace cpu
 } // namespace gmopt
 

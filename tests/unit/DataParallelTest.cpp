@@ -19,6 +19,7 @@
 #include "passes/DataParallel.h"
 #include "passes/PassManager.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace gmopt;
@@ -135,6 +136,7 @@ TEST(DataParallelPassTest, EveryGradientReducedOnceBeforeItsUsers) {
   DataParallelPass::Options options;
   options.ranks = 2;
   options.bucketBytes = "300";
+  options.inPlace = false;
   DataParallelPass pass(options);
   PassContext context;
   auto changed = pass.run(*module, context);
@@ -166,6 +168,67 @@ TEST(DataParallelPassTest, EveryGradientReducedOnceBeforeItsUsers) {
       }
     }
   }
+}
+
+TEST(DataParallelPassTest, InPlaceBucketsWriteTheGradientsThemselves) {
+  std::unique_ptr<Module> module = parseThreeParams();
+  ASSERT_TRUE(module);
+  DataParallelPass::Options options;
+  options.ranks = 2;
+  options.bucketBytes = "300";
+  DataParallelPass pass(options);
+  PassContext context;
+  auto changed = pass.run(*module, context);
+  ASSERT_TRUE(bool(changed)) << llvm::toString(changed.takeError());
+  if (llvm::Error err = verifyModule(*module))
+    FAIL() << llvm::toString(std::move(err));
+  const OpRegistry &registry = OpRegistry::instance();
+  llvm::DenseMap<const Value *, const Node *> reducedBy;
+  for (const Node &node : module->getGraph().getNodes()) {
+    if (!node.isa(kGmoptDomain, kAllReduceOp))
+      continue;
+    EXPECT_EQ(node.getIntAttr("in_place", 0), 1);
+    ASSERT_EQ(node.getNumResults(), 1u);
+    EXPECT_EQ(node.getResult(0)->getType().str(), "bool[1]");
+    llvm::SmallVector<unsigned, 8> written =
+        getWrittenOperands(node, registry.lookup(node));
+    EXPECT_EQ(written.size(), node.getNumOperands());
+    for (const Value *operand : node.getOperands())
+      reducedBy[operand] = &node;
+  }
+  // Every gradient is reduced once, keeps its slot (no copy) and its
+  // accumulator reads it after the collective.
+  for (const ParamInfo &info : module->getSignature().getParams()) {
+    ASSERT_TRUE(reducedBy.count(info.grad)) << info.grad->getName().str();
+    EXPECT_FALSE(info.grad->getName().ends_with(".local"));
+    EXPECT_EQ(info.accumulateNode->getOperand(1), info.grad);
+    bool seenReduce = false;
+    for (const Node &node : module->getGraph().getNodes()) {
+      seenReduce |= &node == reducedBy[info.grad];
+      if (&node == info.accumulateNode) {
+        EXPECT_TRUE(seenReduce) << info.grad->getName().str();
+        break;
+      }
+    }
+  }
+}
+
+TEST(AllReduceCpuKernelTest, InPlaceBucketOfOneNeedsNoWorkspace) {
+  Module module;
+  Graph &graph = module.getGraph();
+  Value *a = graph.addInput(TensorType::get(DType::F32, {100}), "a");
+  Value *b = graph.addInput(TensorType::get(DType::F32, {28}), "b");
+  Builder builder(graph);
+  OpName op{kGmoptDomain.str(), kAllReduceOp.str()};
+  std::vector<NamedAttribute> attrs = {
+      NamedAttribute{"ranks", Attribute::getInt(2)},
+      NamedAttribute{"in_place", Attribute::getInt(1)}};
+  Node *one =
+      builder.create(op, {a}, {TensorType::get(DType::Bool, {1})}, attrs);
+  Node *two =
+      builder.create(op, {a, b}, {TensorType::get(DType::Bool, {1})}, attrs);
+  EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*one), 0u);
+  EXPECT_EQ(cpu::getCpuKernelWorkspaceBytes(*two), 512u);
 }
 
 TEST(AllReduceCpuKernelTest, OneRankIsTheIdentityWithoutWorkspace) {

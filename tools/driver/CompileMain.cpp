@@ -130,6 +130,13 @@ static int runGmoptCompile(int argc, char **argv) {
                "(bucketed gradient all-reduce, mean over the ranks); the "
                "output runs under `mpirun -np N gmopt-run`"),
       cl::init(1), cl::value_desc("N"), cl::cat(category));
+  cl::opt<unsigned> zeroOption(
+      "zero",
+      cl::desc("With --ranks: the ZeRO stage, 0 (every rank keeps all "
+               "state; gradients all-reduced), 1 (each rank keeps 1/N of "
+               "the optimizer state) or 2 (and 1/N of the accumulated "
+               "gradients); 1 and 2 need the optimizer in the graph"),
+      cl::init(0), cl::value_desc("0|1|2"), cl::cat(category));
   cl::opt<std::string> bucketBytesOption(
       "bucket-bytes",
       cl::desc("With --ranks: the smallest gradient bucket (default 25MiB)"),
@@ -291,6 +298,18 @@ static int runGmoptCompile(int argc, char **argv) {
     if (llvm::Error err = setUpPasses(check, pipelineText))
       return reportToolError(kTool, std::move(err));
   }
+  if (ranksOption == 0)
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--ranks must be at least 1"));
+  if (zeroOption > 2)
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--zero must be 0, 1 or 2"));
+  if (zeroOption > 0 && ranksOption == 1)
+    return reportToolError(
+        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "--zero needs --ranks N with N > 1"));
   std::optional<FitRequest> fit;
   if (!memoryLimit.empty()) {
     auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
@@ -299,6 +318,16 @@ static int runGmoptCompile(int argc, char **argv) {
     if (!request)
       return reportToolError(kTool, request.takeError());
     fit = std::move(*request);
+    // With --ranks the candidates are one rank's plans; without an explicit
+    // --zero the stage is a lever (1 and 2 need the in-graph optimizer).
+    if (ranksOption > 1) {
+      fit->ranks = ranksOption;
+      fit->bucketBytes = bucketBytesOption;
+      if (zeroOption.getNumOccurrences())
+        fit->zeroStages = {int64_t(zeroOption)};
+      else if (*optimizer)
+        fit->zeroStages = {0, 1, 2};
+    }
   } else if (!allowAmp.empty() || !maxBatch.empty() ||
              allowAccumulate.getNumOccurrences() ||
              batchDim.getNumOccurrences() || costModel.getNumOccurrences() ||
@@ -412,16 +441,16 @@ static int runGmoptCompile(int argc, char **argv) {
     pipelineText = chosen->pipeline;
     accumulate = chosen->accumulate;
   }
-  if (ranksOption == 0)
-    return reportToolError(
-        kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "--ranks must be at least 1"));
-  // The all-reduces go in before anything schedules or plans, so the plan
-  // counts their buckets. (The --memory-limit search plans without them.)
-  if (ranksOption > 1)
-    pipelineText = "data-parallel{ranks=" + std::to_string(ranksOption) +
-                   ",bucket-bytes=" + bucketBytesOption + "}" +
-                   (pipelineText.empty() ? "" : ",") + pipelineText;
+  // The collectives go in before anything schedules or plans, so the plan
+  // counts their buckets.
+  // (The --memory-limit search's choice already has its collective pass.)
+  if (ranksOption > 1 && !fit)
+    pipelineText =
+        (zeroOption == 0 ? "data-parallel{ranks=" + std::to_string(ranksOption)
+                         : "zero-shard{stage=" + std::to_string(zeroOption) +
+                               ",ranks=" + std::to_string(ranksOption)) +
+        ",bucket-bytes=" + bucketBytesOption + "}" +
+        (pipelineText.empty() ? "" : ",") + pipelineText;
   PassManager passManager;
   if (llvm::Error err = setUpPasses(passManager, pipelineText))
     return reportToolError(kTool, std::move(err));

@@ -101,13 +101,27 @@ std::string leverPipeline(llvm::StringRef pipeline,
   return result;
 }
 
+/// \p pipeline led by the collective pass of ZeRO stage \p stage over
+/// the request's ranks (unchanged for one rank).
+std::string withZero(const FitRequest &request, int64_t stage,
+                     llvm::StringRef pipeline) {
+  if (request.ranks <= 1)
+    return pipeline.str();
+  std::string pass =
+      (stage == 0 ? "data-parallel{ranks=" + std::to_string(request.ranks)
+                  : "zero-shard{stage=" + std::to_string(stage) +
+                        ",ranks=" + std::to_string(request.ranks)) +
+      ",bucket-bytes=" + request.bucketBytes + "}";
+  return pipeline.empty() ? pass : pass + "," + pipeline.str();
+}
+
 /// Compiles and prices one lever setting; \p module, when it is given,
 /// is that setting already compiled, and is the compiled module after.
 llvm::Expected<std::optional<FitCandidate>>
 evaluate(const FitRequest &request, const FitResult &base,
-         std::optional<DType> amp, unsigned accumulate, bool recompute,
-         const DimMap &dims, uint64_t limit, CandidateCompiler compile,
-         std::unique_ptr<Module> &module) {
+         std::optional<DType> amp, int64_t stage, unsigned accumulate,
+         bool recompute, const DimMap &dims, uint64_t limit,
+         CandidateCompiler compile, std::unique_ptr<Module> &module) {
   std::vector<std::string> levers;
   if (amp)
     levers.push_back("amp{dtype=" + ampLabel(amp) + "}");
@@ -116,11 +130,13 @@ evaluate(const FitRequest &request, const FitResult &base,
                      std::to_string(limit) + "}");
   FitCandidate candidate;
   candidate.amp = amp;
+  candidate.zeroStage = stage;
   candidate.accumulate = accumulate;
   candidate.recompute = recompute;
   candidate.budgetLimit = recompute ? limit : 0;
   candidate.dims = dims;
-  candidate.pipeline = leverPipeline(request.basePipeline, levers);
+  candidate.pipeline =
+      withZero(request, stage, leverPipeline(request.basePipeline, levers));
   if (!module) {
     llvm::Expected<CompiledCandidate> compiled =
         compile(dims, candidate.pipeline);
@@ -155,6 +171,8 @@ bool better(const FitCandidate &a, const FitCandidate &b,
     return a.seconds < b.seconds;
   if (a.extraFlops != b.extraFlops)
     return a.extraFlops < b.extraFlops;
+  if (a.zeroStage != b.zeroStage)
+    return a.zeroStage < b.zeroStage;
   if (a.amp.has_value() != b.amp.has_value())
     return !a.amp.has_value();
   return a.accumulate < b.accumulate;
@@ -180,45 +198,47 @@ llvm::Error search(const FitRequest &request, FitResult &result,
       if (batch % k == 0)
         splits.push_back(unsigned(k));
   }
-  for (std::optional<DType> amp : amps) {
-    for (unsigned k : splits) {
-      DimMap dims = k == 1 ? request.dims
-                           : withBatch(request.dims, scaled, batch / k);
-      bool plainFits = false;
-      // The budget's search is a heuristic whose FLOPs need not fall as
-      // its limit rises, so it also runs at a ladder of tighter limits
-      // (each plan that fits one fits the limit), while they still fit.
-      for (double rung : {0.0, 1.0, 0.9, 0.8}) {
-        bool recompute = rung > 0;
-        uint64_t budget = uint64_t(std::floor(rung * double(result.limit)));
-        std::unique_ptr<Module> module;
-        if (!amp && k == 1 && !recompute)
-          module = std::move(result.baseModule);
-        auto candidate = evaluate(request, result, amp, k, recompute, dims,
-                                  budget, compile, module);
-        if (!candidate)
-          return candidate.takeError();
-        (*candidate)->fits = (*candidate)->planned &&
-                             (*candidate)->peak <= result.limit;
-        result.candidates.push_back(std::move(**candidate));
-        const FitCandidate &added = result.candidates.back();
-        if (added.fits &&
-            (!result.chosen || better(added, result.candidates[*result.chosen],
-                                  request.objective))) {
-          result.chosen = result.candidates.size() - 1;
-          result.chosenModule = std::move(module);
+  for (int64_t stage : request.zeroStages) {
+    for (std::optional<DType> amp : amps) {
+      for (unsigned k : splits) {
+        DimMap dims =
+            k == 1 ? request.dims : withBatch(request.dims, scaled, batch / k);
+        bool plainFits = false;
+        // The budget's search is a heuristic whose FLOPs need not fall as
+        // its limit rises, so it also runs at a ladder of tighter limits
+        // (each plan that fits one fits the limit), while they still fit.
+        for (double rung : {0.0, 1.0, 0.9, 0.8}) {
+          bool recompute = rung > 0;
+          uint64_t budget = uint64_t(std::floor(rung * double(result.limit)));
+          std::unique_ptr<Module> module;
+          if (!amp && k == 1 && !recompute && stage == request.zeroStages[0])
+            module = std::move(result.baseModule);
+          auto candidate = evaluate(request, result, amp, stage, k, recompute,
+                                    dims, budget, compile, module);
+          if (!candidate)
+            return candidate.takeError();
+          (*candidate)->fits =
+              (*candidate)->planned && (*candidate)->peak <= result.limit;
+          result.candidates.push_back(std::move(**candidate));
+          const FitCandidate &added = result.candidates.back();
+          if (added.fits && (!result.chosen ||
+                             better(added, result.candidates[*result.chosen],
+                                    request.objective))) {
+            result.chosen = result.candidates.size() - 1;
+            result.chosenModule = std::move(module);
+          }
+          if (added.fits && !recompute) {
+            plainFits = true;
+            break;
+          }
+          if (recompute && !added.fits)
+            break;
         }
-        if (added.fits && !recompute) {
-          plainFits = true;
-          break;
-        }
-        if (recompute && !added.fits)
+        // More micro-steps only add work once the step fits without
+        // recompute.
+        if (plainFits)
           break;
       }
-      // More micro-steps only add work once the step fits without
-      // recompute.
-      if (plainFits)
-        break;
     }
   }
   return llvm::Error::success();
@@ -228,7 +248,8 @@ llvm::Error search(const FitRequest &request, FitResult &result,
 /// and resolves the limit.
 llvm::Error measureBase(const FitRequest &request, const DimMap &dims,
                         FitResult &result, CandidateCompiler compile) {
-  llvm::Expected<CompiledCandidate> base = compile(dims, request.basePipeline);
+  llvm::Expected<CompiledCandidate> base = compile(
+      dims, withZero(request, request.zeroStages[0], request.basePipeline));
   if (!base)
     return base.takeError();
   if (!base->module || base->module->plan.empty())
@@ -374,6 +395,7 @@ unsigned gmopt::recordedAccumulation(const Module &module) {
 llvm::Expected<FitResult> gmopt::fitMemoryLimit(const FitRequest &request,
                                                 CandidateCompiler compile) {
   FitResult result;
+  result.ranks = request.ranks;
   result.objective = request.objective;
   if (llvm::Error err = measureBase(request, request.dims, result, compile))
     return err;
@@ -387,9 +409,15 @@ void gmopt::printFitTable(const FitResult &result, llvm::raw_ostream &os) {
                       "peak {2}, {3:F2} GFLOP, predicted {4:F2} ms\n",
                       result.limit, gib(result.limit), gib(result.basePeak),
                       result.baseFlops / 1e9, result.baseSeconds * 1e3);
-  os << llvm::formatv("  {0,-6} {1,-4} {2,-10} {3,14} {4,5} {5,13} {6,12}\n",
-                      "amp", "K", "recompute", "planned peak", "fits",
-                      "extra GFLOP", "predicted ms");
+  // With data parallelism each candidate is one rank's plan at a ZeRO stage.
+  bool zero = result.ranks > 1;
+  if (zero)
+    os << llvm::formatv("one rank of {0} (data parallel): every peak is per "
+                        "rank\n",
+                        result.ranks);
+  os << llvm::formatv("  {0}{1,-6} {2,-4} {3,-10} {4,14} {5,5} {6,13} {7,12}\n",
+                      zero ? "ZeRO " : "", "amp", "K", "recompute",
+                      "planned peak", "fits", "extra GFLOP", "predicted ms");
   for (size_t i = 0; i != result.candidates.size(); ++i) {
     const FitCandidate &c = result.candidates[i];
     std::string peak = (c.planned ? "" : ">=") + gib(c.peak);
@@ -397,20 +425,25 @@ void gmopt::printFitTable(const FitResult &result, llvm::raw_ostream &os) {
         c.planned ? llvm::formatv("{0:F3}", c.extraFlops / 1e9).str() : "-";
     std::string ms =
         c.planned ? llvm::formatv("{0:F2}", c.seconds * 1e3).str() : "-";
+    std::string stage =
+        zero ? llvm::formatv("{0,-4} ", c.zeroStage).str() : std::string();
     os << llvm::formatv(
-        "{0} {1,-6} {2,-4} {3,-10} {4,14} {5,5} {6,13} {7,12}\n",
+        "{0} {8}{1,-6} {2,-4} {3,-10} {4,14} {5,5} {6,13} {7,12}\n",
         result.chosen && *result.chosen == i ? "*" : " ", ampLabel(c.amp),
         c.accumulate, recomputeLabel(c, result.limit), peak,
-        c.fits ? "yes" : "no", extra, ms);
+        c.fits ? "yes" : "no", extra, ms, stage);
   }
   if (result.chosen) {
     const FitCandidate &c = result.candidates[*result.chosen];
-    os << "chosen: " << ampLabel(c.amp) << ", accumulate " << c.accumulate
-       << " (micro-batch " << dimsText(c.dims) << "), recompute "
-       << recomputeLabel(c, result.limit) << ": planned peak "
-       << gib(c.peak) << " of " << gib(result.limit) << " (least "
+    os << "chosen: ";
+    if (zero)
+      os << "ZeRO " << c.zeroStage << ", ";
+    os << ampLabel(c.amp) << ", accumulate " << c.accumulate << " (micro-batch "
+       << dimsText(c.dims) << "), recompute " << recomputeLabel(c, result.limit)
+       << ": planned peak " << gib(c.peak) << " of " << gib(result.limit)
+       << " (least "
        << (result.objective == FitObjective::Flops ? "extra FLOPs"
-                                                    : "predicted time")
+                                                   : "predicted time")
        << "); pipeline " << c.pipeline << "\n";
   }
 }
@@ -439,21 +472,23 @@ llvm::json::Object gmopt::fitResultJson(const FitResult &result) {
     llvm::json::Object dims;
     for (const auto &[name, value] : c.dims)
       dims[name] = value;
-    candidates.push_back(llvm::json::Object{
-        {"amp", ampLabel(c.amp)},
-        {"accumulate", int64_t(c.accumulate)},
-        {"recompute", c.recompute ? "budget" : "none"},
-        {"budget_limit_bytes", int64_t(c.budgetLimit)},
-        {"dims", std::move(dims)},
-        {"pipeline", c.pipeline},
-        {"planned", c.planned},
-        {"planned_peak_bytes", int64_t(c.peak)},
-        {"fits", c.fits},
-        {"extra_flops", c.extraFlops},
-        {"recompute_flops", int64_t(c.recomputeFlops)},
-        {"predicted_seconds", c.seconds}});
+    candidates.push_back(
+        llvm::json::Object{{"amp", ampLabel(c.amp)},
+                           {"zero_stage", c.zeroStage},
+                           {"accumulate", int64_t(c.accumulate)},
+                           {"recompute", c.recompute ? "budget" : "none"},
+                           {"budget_limit_bytes", int64_t(c.budgetLimit)},
+                           {"dims", std::move(dims)},
+                           {"pipeline", c.pipeline},
+                           {"planned", c.planned},
+                           {"planned_peak_bytes", int64_t(c.peak)},
+                           {"fits", c.fits},
+                           {"extra_flops", c.extraFlops},
+                           {"recompute_flops", int64_t(c.recomputeFlops)},
+                           {"predicted_seconds", c.seconds}});
   }
   llvm::json::Object json{{"limit_bytes", int64_t(result.limit)},
+                          {"ranks", result.ranks},
                           {"unrewritten_peak_bytes", int64_t(result.basePeak)},
                           {"unrewritten_flops", int64_t(result.baseFlops)},
                           {"unrewritten_predicted_seconds", result.baseSeconds},
@@ -485,6 +520,7 @@ llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
   auto tryValue = [&](int64_t value) -> llvm::Expected<bool> {
     probe.dims = withBatch(request.dims, *scaled, value);
     FitResult result;
+    result.ranks = request.ranks;
     // The given size's unrewritten step is the reference, compiled once.
     if (value == given && reference.baseModule)
       result = std::move(reference);

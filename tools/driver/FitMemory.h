@@ -8,15 +8,21 @@
 // compiled and planned: the peak it is judged by is the plan's, the one the
 // CPU backend measures byte for byte.
 //
-// The search, per amp setting (fp32 first): for K = 1, 2, ... (divisors of
-// the batch dimension), the pipeline with no recompute; if it fits, larger
-// K only adds per-micro-step work, so the search stops there; if not, the
-// same pipeline with `recompute{mode=budget,memory-limit=LIMIT}`, which
-// returns the least recompute FLOPs it finds that fit or the smallest peak
-// it reaches - and, while they fit, the budget at 0.9 and 0.8 of the limit:
-// the budget's search is a heuristic whose FLOPs do not always fall as its
-// limit rises, and a plan that fits a tighter limit fits this one. The choice is the fitting candidate with the least predicted
-// time (then fewer extra FLOPs, then fp32, then the smaller K).
+// With --ranks N every candidate is one rank's plan (the data-parallel or
+// zero-shard pass first) and the ZeRO stage is a lever too (stages 1 and 2
+// need the optimizer in the graph): the search runs once per stage, and
+// the collectives' network bytes are in the predicted time.
+//
+// The search, per ZeRO stage and amp setting (fp32 first): for K = 1, 2, ...
+// (divisors of the batch dimension), the pipeline with no recompute; if it
+// fits, larger K only adds per-micro-step work, so the search stops there; if
+// not, the same pipeline with `recompute{mode=budget,memory-limit=LIMIT}`,
+// which returns the least recompute FLOPs it finds that fit or the smallest
+// peak it reaches - and, while they fit, the budget at 0.9 and 0.8 of the
+// limit: the budget's search is a heuristic whose FLOPs do not always fall as
+// its limit rises, and a plan that fits a tighter limit fits this one. The
+// choice is the fitting candidate with the least predicted time (then fewer
+// extra FLOPs, then the lower ZeRO stage, then fp32, then the smaller K).
 //
 // --max-batch=DIM: the largest value of DIM (and the dimensions bound in
 // proportion to it, such as batch_x_seq) at which some candidate fits one
@@ -98,11 +104,19 @@ struct FitRequest {
   std::string basePipeline;
   StepThroughput throughput = StepThroughput::cpu();
   FitObjective objective = FitObjective::Time;
+  /// Data parallelism (--ranks N): every candidate is one rank's plan,
+  /// its pipeline led by the data-parallel pass (ZeRO 0) or zero-shard;
+  /// zeroStages are the stages the search may choose (ZeRO as a lever).
+  int64_t ranks = 1;
+  std::string bucketBytes = "25MiB";
+  std::vector<int64_t> zeroStages = {0};
 };
 
 /// One lever setting and what it gave.
 struct FitCandidate {
   std::optional<DType> amp;
+  /// The ZeRO stage (0 without data parallelism).
+  int64_t zeroStage = 0;
   unsigned accumulate = 1;
   bool recompute = false;
   /// The recompute budget's own limit: the memory limit, or a rung of the
@@ -126,6 +140,8 @@ struct FitCandidate {
 
 struct FitResult {
   uint64_t limit = 0;
+  /// The world size each candidate was planned for (1: one process).
+  int64_t ranks = 1;
   /// What the choice minimised.
   FitObjective objective = FitObjective::Time;
   /// The unrewritten step at the full batch.

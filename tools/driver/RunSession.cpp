@@ -24,6 +24,7 @@
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Collectives.h"
 #include "ir/FileIO.h"
+#include "ir/ZeroSharding.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Format.h"
@@ -76,7 +77,7 @@ llvm::Error verdict(llvm::StringRef what, llvm::StringRef file,
 llvm::Error checkWorldSize(const Module &module) {
   int world = cpu::getMpiWorldSize();
   for (const Node &node : module.getGraph().getNodes()) {
-    if (!node.isa(kGmoptDomain, kAllReduceOp))
+    if (!isCommunicatingCollective(node))
       continue;
     int64_t ranks = node.getIntAttr("ranks", 1);
     if (ranks == world)
@@ -582,6 +583,11 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   summary.pipeline = model->pipeline;
   summary.tolerance = config.tolerance;
 
+  DataParallelLayout layout = getDataParallelLayout(*model->module);
+  if (layout.ranks > 1)
+    out << "data parallel: rank " << cpu::getMpiRank() << " of " << layout.ranks
+        << ", ZeRO stage " << layout.stage
+        << "; the figures below are this rank's\n";
   out << "memory (" << summary.mode << "):\n";
   result->memory.print(out);
   if (result->unplannedScratchBytes)

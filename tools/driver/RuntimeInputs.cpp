@@ -23,6 +23,7 @@
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
+#include "ir/ZeroSharding.h"
 #include "ir/ops/ShapeValue.h"
 #include "passes/PassManager.h"
 #include "tools/driver/PassManagerCLOptions.h"
@@ -412,6 +413,13 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
     optimizerState.insert(param.optimizerState.begin(),
                           param.optimizerState.end());
   }
+  // ZeRO stage 2's gradient shards are accumulators (ir/ZeroSharding.h).
+  if (std::optional<ZeroShardingRecord> zero = readZeroSharding(module))
+    for (const ZeroBucketRecord &bucket : zero->buckets)
+      if (!bucket.gradientShard.empty())
+        if (const Value *shard =
+                module.getGraph().lookupValue(bucket.gradientShard))
+          accumulators.insert(shard);
   if (const Value *step = signature.getStepSlot(StepSlot::StepCount))
     optimizerState.insert(step);
   // So are mixed precision's loss scale and counter (their initial values

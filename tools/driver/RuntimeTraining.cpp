@@ -22,6 +22,7 @@
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
+#include "ir/ZeroSharding.h"
 #include "ir/ops/ShapeValue.h"
 #include "passes/PassManager.h"
 #include "tools/driver/PassManagerCLOptions.h"
@@ -109,6 +110,14 @@ llvm::Expected<AccumulationPlan> gmopt::planAccumulation(const Module &module,
       plan.feedBack.emplace_back(sum, param.accumulator);
     }
   }
+  // ZeRO stage 2's per-bucket gradient shards (ir/ZeroSharding.h).
+  if (!signature.getLazyResetGrad())
+    if (std::optional<ZeroShardingRecord> zero = readZeroSharding(module))
+      for (const ZeroBucketRecord &bucket : zero->buckets)
+        if (!bucket.gradientShard.empty())
+          if (const Value *shard =
+                  module.getGraph().lookupValue(bucket.gradientShard))
+            plan.buffersToZero.push_back(shard);
   if (microSteps <= 1)
     return plan;
   // The mean over micro-batches: the loss-gradient seed is scaled by 1/K,
@@ -133,6 +142,8 @@ llvm::Expected<TrainingResult>
 gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
                    const TrainingOptions &options, llvm::raw_ostream *log) {
   const TrainingSignature &signature = module.getSignature();
+  std::optional<ZeroShardingRecord> zero = readZeroSharding(module);
+  bool gradientsSharded = zero && zero->stage == 2;
   const Value *loss = signature.getLoss();
   if (!loss || !loss->isGraphOutput())
     return makeError("the training graph's loss is not a graph output");
@@ -326,10 +337,14 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     }
     // The gradients of the step: the accumulation buffers (the in-graph
     // optimizer reads them and leaves them as they are).
+    // ZeRO stage 2 keeps no whole gradient after the step (only this
+    // rank's shard of each bucket): there are none to read.
     auto readGradients =
         [&](std::vector<std::pair<std::string, TensorData>> &into)
         -> llvm::Error {
       into.clear();
+      if (gradientsSharded)
+        return llvm::Error::success();
       for (const ParamInfo &param : signature.getParams()) {
         if (!param.trainable)
           continue;

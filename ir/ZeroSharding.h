@@ -1,0 +1,74 @@
+//===- ZeroSharding.h - The record of a ZeRO-sharded step ------*- C++ -*-===//
+//
+// ZeRO stages 1 and 2 (passes/ZeroShard.h) give every rank 1/N of the
+// optimizer state (stage 2: also of the gradient accumulation buffer) as
+// flat per-bucket shards. Those shards are graph inputs whose types are no
+// longer the parameters', so the training signature's per-parameter slots
+// cannot name them all: the bucket's moment shards are recorded as the
+// optimizer state of the bucket's first parameter (so the planner, the
+// runtime and checkpoints treat them as optimizer state) and this record,
+// kept in the module's metadata (saved in the .gm and in exported ONNX),
+// says which state is sharded, over how many ranks and how big each shard
+// is; the planner reads the gradient shards' category from it and the
+// runtime zero-fills them as accumulators.
+//
+// Metadata keys:
+//   gmopt.zero          stage=S;ranks=N;buckets=K
+//   gmopt.zero.bucket.B elements=E;shard=S;params=a,b;gradient=G;state=m,v
+// (`gradient` is empty at stage 1, where the gradients stay whole).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_IR_ZEROSHARDING_H
+#define GMOPT_IR_ZEROSHARDING_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gmopt {
+
+class Module;
+
+/// One flat bucket of a sharded step.
+struct ZeroBucketRecord {
+  /// Elements of the bucket's parameters together (before padding).
+  int64_t elements = 0;
+  /// Elements of one rank's shard: ceil(elements / ranks).
+  int64_t shardElements = 0;
+  /// The parameters, in flat-bucket order.
+  std::vector<std::string> params;
+  /// The gradient accumulation shard input (stage 2), or empty.
+  std::string gradientShard;
+  /// The optimizer-state shard inputs (AdamW: two moments; SGD: none).
+  std::vector<std::string> stateShards;
+};
+
+/// The ZeRO stage, world size and buckets of a module.
+struct ZeroShardingRecord {
+  int64_t stage = 0;
+  int64_t ranks = 1;
+  std::vector<ZeroBucketRecord> buckets;
+};
+
+/// The data-parallel layout of a module: the world size its collectives
+/// were placed for (1 without any) and the ZeRO stage (0 without a record).
+struct DataParallelLayout {
+  int64_t ranks = 1;
+  int64_t stage = 0;
+};
+/// Reads \p module's layout off its record and its collectives.
+DataParallelLayout getDataParallelLayout(const Module &module);
+
+/// Writes \p record into \p module's metadata, replacing any earlier one.
+void recordZeroSharding(Module &module, const ZeroShardingRecord &record);
+/// The record of \p module, or nullopt when it is not ZeRO-sharded (or the
+/// record does not parse).
+std::optional<ZeroShardingRecord> readZeroSharding(const Module &module);
+
+} // namespace gmopt
+
+#endif // GMOPT_IR_ZEROSHARDING_H
