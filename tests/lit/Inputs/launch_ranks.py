@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Starts N gmopt-run ranks torchrun-style, without any MPI launcher.
 
-Usage: launch_ranks.py N OUTDIR [--limit S] [--linger S] [--rank-env R:K=V]...
-                       -- COMMAND ARGS...
+Usage: launch_ranks.py N OUTDIR [--limit S] [--linger S] [--watch R]
+                       [--rank-env R:K=V]... -- COMMAND ARGS...
 
 Every rank gets RANK, WORLD_SIZE=N, LOCAL_RANK, MASTER_ADDR=127.0.0.1 and
 MASTER_PORT (a port that was free a moment ago) in its environment, as
 torchrun sets them; `{rank}` in COMMAND or ARGS becomes the rank.
 --rank-env R:K=V sets K=V for rank R only (e.g. another WORLD_SIZE). Rank
 R's stdout and stderr go to OUTDIR/rank.R.txt. The launcher waits for rank
-0, then --linger seconds (default 10) for the others, and kills what still
-runs then (a rank that hangs on purpose); everything still running after
+--watch (default 0), then --linger seconds (default 10) for the others, and
+kills what still runs then (a rank that hangs on purpose); everything still running after
 --limit seconds (default 120) is killed too, which the report says - a
 hang is never silent. Prints one line per rank, `rank R: exit CODE` or
 `rank R: killed (still running ...)`, and exits 0.
@@ -33,7 +33,7 @@ def main(argv):
     separator = argv.index("--")
     options, command = argv[1:separator], argv[separator + 1:]
     ranks, outdir = int(options[0]), options[1]
-    limit, linger, rank_env = 120.0, 10.0, {}
+    limit, linger, watch, rank_env = 120.0, 10.0, 0, {}
     rest = options[2:]
     while rest:
         flag, value = rest[0], rest[1]
@@ -42,6 +42,8 @@ def main(argv):
             limit = float(value)
         elif flag == "--linger":
             linger = float(value)
+        elif flag == "--watch":
+            watch = int(value)
         elif flag == "--rank-env":
             rank, assignment = value.split(":", 1)
             key, val = assignment.split("=", 1)
@@ -67,7 +69,7 @@ def main(argv):
         for rank, process in enumerate(processes):
             if rank not in outcome and process.poll() is not None:
                 outcome[rank] = "exit %d" % process.returncode
-                if rank == 0:
+                if rank == watch:
                     deadline = min(deadline, time.monotonic() + linger)
         time.sleep(0.05)
     for rank, process in enumerate(processes):
@@ -75,8 +77,9 @@ def main(argv):
             process.send_signal(signal.SIGKILL)
             process.wait()
             outcome[rank] = ("killed (still running %s)" %
-                             ("after rank 0 exited" if 0 in outcome and
-                              rank != 0 else "at the launcher's limit"))
+                             ("after rank %d exited" % watch
+                              if watch in outcome else
+                              "at the launcher's limit"))
     for rank in range(ranks):
         print("rank %d: %s" % (rank, outcome[rank]))
     return 0
