@@ -420,6 +420,20 @@ llvm::Error TcpWorld::exchange(const void *mine, size_t bytes, void *result,
     int fd = sockets[0];
     Clock::time_point deadline = deadlineIn(
         config.timeoutSeconds + graceSeconds(config.timeoutSeconds));
+    // Rank 0 may have stopped the run before this rank arrived: its abort
+    // is read now, before a send to its closed socket resets the
+    // connection and drops it.
+    if (hasIncoming(fd)) {
+      Header header;
+      if (receiveAll(fd, &header, sizeof header, deadline, code) ==
+              Transfer::Done &&
+          header.magic == kMagic &&
+          header.type == uint32_t(MessageType::Abort))
+        return fail("rank 0 stopped the run: " + readAbortReason(fd, header));
+      return fail(llvm::formatv("rank 0 closed its connection before {0} (it "
+                                "died or exited)",
+                                what));
+    }
     Transfer status = sendMessage(fd, MessageType::Data, sequence, mine, bytes,
                                   deadline, true, partial, code);
     if (partial)

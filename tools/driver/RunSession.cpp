@@ -84,11 +84,17 @@ llvm::Error checkWorldSize(const Module &module) {
       continue;
     std::string launch =
         cpu::isMpiBuilt()
-            ? llvm::formatv("launch it with `mpirun -np {0} gmopt-run ...`",
+            ? llvm::formatv("launch it with `mpirun -np {0} gmopt-run ...`, "
+                            "or as {0} processes with RANK, WORLD_SIZE={0}, "
+                            "MASTER_ADDR and MASTER_PORT set",
                             ranks)
                   .str()
-            : std::string("this gmopt was built without MPI (install "
-                          "libopenmpi-dev and reconfigure)");
+            : llvm::formatv("launch it as {0} processes with RANK, "
+                            "WORLD_SIZE={0}, MASTER_ADDR and MASTER_PORT set "
+                            "(this gmopt was built without MPI, so mpirun "
+                            "cannot start it)",
+                            ranks)
+                  .str();
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         llvm::formatv("compiled for {0} data-parallel ranks but this run has "
