@@ -152,10 +152,10 @@ llvm::Error waitWithNotices(MPI_Request &collective, llvm::StringRef what) {
     if (peer == rank)
       continue;
     MPI_Request request;
-    if (auto err = checkMpi(MPI_Irecv(&noticesIn[size_t(peer)], 1,
-                                      MPI_LONG_LONG, peer, 0, noticeComm,
-                                      &request),
-                            "MPI_Irecv"))
+    if (auto err =
+            checkMpi(MPI_Irecv(&noticesIn[size_t(peer)], 1, MPI_LONG_LONG, peer,
+                               0, noticeComm, &request),
+                     "MPI_Irecv"))
       return err;
     notices.push_back(request);
     noticeRank.push_back(peer);
@@ -177,9 +177,9 @@ llvm::Error waitWithNotices(MPI_Request &collective, llvm::StringRef what) {
   auto pause = std::chrono::microseconds(20);
   while (true) {
     if (!collectiveDone)
-      if (auto err = checkMpi(MPI_Test(&collective, &collectiveDone,
-                                       MPI_STATUS_IGNORE),
-                              "MPI_Test"))
+      if (auto err = checkMpi(
+              MPI_Test(&collective, &collectiveDone, MPI_STATUS_IGNORE),
+              "MPI_Test"))
         return err;
     if (!noticesDone)
       if (auto err = checkMpi(MPI_Testall(int(notices.size()), notices.data(),
@@ -285,8 +285,8 @@ llvm::Error cpu::initializeMpi() {
   if (auto err =
           checkMpi(MPI_Comm_size(MPI_COMM_WORLD, &worldSize), "MPI_Comm_size"))
     return err;
-  if (auto err = checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &noticeComm),
-                          "MPI_Comm_dup"))
+  if (auto err =
+          checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &noticeComm), "MPI_Comm_dup"))
     return err;
   MPI_Comm_set_errhandler(noticeComm, MPI_ERRORS_RETURN);
   transport = Transport::Mpi;
@@ -325,14 +325,14 @@ llvm::Error cpu::initializeEnvironmentWorld() {
   if (llvm::Error err = readNumber("LOCAL_RANK", "0", localRank))
     return err;
   if (worldValue < 1 || worldValue > 65536)
-    return worldError(llvm::formatv("WORLD_SIZE={0} is not in 1..65536",
-                                    worldValue));
+    return worldError(
+        llvm::formatv("WORLD_SIZE={0} is not in 1..65536", worldValue));
   if (rankValue >= worldValue)
     return worldError(llvm::formatv("RANK={0} is not below WORLD_SIZE={1}",
                                     rankValue, worldValue));
   if (portValue < 1 || portValue > 65535)
-    return worldError(llvm::formatv("MASTER_PORT={0} is not a TCP port",
-                                    portValue));
+    return worldError(
+        llvm::formatv("MASTER_PORT={0} is not a TCP port", portValue));
   TcpWorldConfig config;
   config.rank = int(rankValue);
   config.worldSize = int(worldValue);
@@ -394,9 +394,8 @@ llvm::Error cpu::allReduceSumF32(float *data, size_t count) {
   while (count != 0) {
     int chunk = count > size_t(INT_MAX) ? INT_MAX : static_cast<int>(count);
     MPI_Request request;
-    if (auto err = checkMpi(MPI_Iallreduce(MPI_IN_PLACE, data, chunk,
-                                           MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                                           &request),
+    if (auto err = checkMpi(MPI_Iallreduce(MPI_IN_PLACE, data, chunk, MPI_FLOAT,
+                                           MPI_SUM, MPI_COMM_WORLD, &request),
                             "MPI_Iallreduce"))
       return err;
     if (llvm::Error err = waitWithNotices(request, what))
@@ -429,11 +428,11 @@ cpu::allGatherU64(llvm::ArrayRef<uint64_t> mine, llvm::StringRef what) {
 #ifdef GMOPT_HAVE_MPI
   std::vector<uint64_t> all(mine.size() * size_t(worldSize));
   MPI_Request request;
-  if (auto err = checkMpi(MPI_Iallgather(mine.data(), int(mine.size()),
-                                         MPI_UINT64_T, all.data(),
-                                         int(mine.size()), MPI_UINT64_T,
-                                         MPI_COMM_WORLD, &request),
-                          "MPI_Iallgather"))
+  if (auto err =
+          checkMpi(MPI_Iallgather(mine.data(), int(mine.size()), MPI_UINT64_T,
+                                  all.data(), int(mine.size()), MPI_UINT64_T,
+                                  MPI_COMM_WORLD, &request),
+                   "MPI_Iallgather"))
     return err;
   if (llvm::Error err = waitWithNotices(request, described)) {
     // The request may still write into `all`: keep it until the abort.

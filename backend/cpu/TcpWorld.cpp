@@ -196,13 +196,13 @@ Transfer sendMessage(int fd, MessageType type, uint64_t sequence,
   header.bytes = bytes;
   size_t sent = 0;
   partial = false;
-  Transfer status = sendAll(fd, &header, sizeof header, deadline,
-                            watchIncoming, sent, errorCode);
+  Transfer status = sendAll(fd, &header, sizeof header, deadline, watchIncoming,
+                            sent, errorCode);
   partial = sent != 0 && sent != sizeof header;
   if (status != Transfer::Done || bytes == 0)
     return status;
-  status = sendAll(fd, payload, bytes, deadline, watchIncoming, sent,
-                   errorCode);
+  status =
+      sendAll(fd, payload, bytes, deadline, watchIncoming, sent, errorCode);
   partial = status != Transfer::Done;
   return status;
 }
@@ -217,8 +217,8 @@ llvm::Expected<addrinfo *> resolve(const std::string &host, unsigned port,
   addrinfo *found = nullptr;
   std::string service = std::to_string(port);
   if (int code = getaddrinfo(host.c_str(), service.c_str(), &hints, &found))
-    return tcpError(llvm::formatv("cannot resolve MASTER_ADDR '{0}': {1}",
-                                  host, gai_strerror(code)));
+    return tcpError(llvm::formatv("cannot resolve MASTER_ADDR '{0}': {1}", host,
+                                  gai_strerror(code)));
   return found;
 }
 
@@ -236,8 +236,8 @@ TcpWorld::connect(const TcpWorldConfig &config) {
     return world;
   std::string where =
       llvm::formatv("{0}:{1}", config.masterAddress, config.masterPort);
-  auto found = resolve(config.masterAddress, config.masterPort,
-                       config.rank == 0);
+  auto found =
+      resolve(config.masterAddress, config.masterPort, config.rank == 0);
   if (!found)
     return found.takeError();
   auto freeFound = llvm::make_scope_exit([&] { freeaddrinfo(*found); });
@@ -245,13 +245,13 @@ TcpWorld::connect(const TcpWorldConfig &config) {
 
   if (config.rank != 0) {
     // Connect, retrying until rank 0 listens; then say who we are.
-    Clock::time_point deadline = deadlineIn(config.timeoutSeconds +
-                                            graceSeconds(config.timeoutSeconds));
+    Clock::time_point deadline =
+        deadlineIn(config.timeoutSeconds + graceSeconds(config.timeoutSeconds));
     int fd = -1;
     while (fd < 0) {
       for (addrinfo *at = *found; at && fd < 0; at = at->ai_next) {
-        int candidate = ::socket(at->ai_family, at->ai_socktype,
-                                 at->ai_protocol);
+        int candidate =
+            ::socket(at->ai_family, at->ai_socktype, at->ai_protocol);
         if (candidate < 0)
           continue;
         configureSocket(candidate);
@@ -292,9 +292,9 @@ TcpWorld::connect(const TcpWorldConfig &config) {
     Header header;
     Transfer status = receiveAll(fd, &header, sizeof header, deadline, code);
     if (status == Transfer::TimedOut)
-      return tcpError(llvm::formatv(
-          "rank 0 at {0} did not complete the world within {1} s", where,
-          secondsText(config.timeoutSeconds)));
+      return tcpError(
+          llvm::formatv("rank 0 at {0} did not complete the world within {1} s",
+                        where, secondsText(config.timeoutSeconds)));
     if (status != Transfer::Done || header.magic != kMagic)
       return tcpError(llvm::formatv("rank 0 at {0} closed the connection "
                                     "while the world was forming",
@@ -325,8 +325,8 @@ TcpWorld::connect(const TcpWorldConfig &config) {
     ::close(fd);
   }
   if (listener < 0)
-    return tcpError(llvm::formatv("rank 0 cannot listen on {0}: {1}", where,
-                                  bindProblem));
+    return tcpError(
+        llvm::formatv("rank 0 cannot listen on {0}: {1}", where, bindProblem));
   auto closeListener = llvm::make_scope_exit([&] { ::close(listener); });
   configureSocket(listener);
   Clock::time_point deadline = deadlineIn(config.timeoutSeconds);
@@ -352,7 +352,8 @@ TcpWorld::connect(const TcpWorldConfig &config) {
       return refuse(llvm::formatv("{0} did not join rank 0 at {1} within {2} "
                                   "s (WORLD_SIZE={3})",
                                   rankList(absent), where,
-                                  secondsText(config.timeoutSeconds), config.worldSize));
+                                  secondsText(config.timeoutSeconds),
+                                  config.worldSize));
     }
     pollfd entry{listener, POLLIN, 0};
     if (::poll(&entry, 1, millisecondsTo(deadline)) <= 0)
@@ -365,11 +366,9 @@ TcpWorld::connect(const TcpWorldConfig &config) {
     int32_t hello[2] = {-1, -1};
     if (receiveAll(fd, &header, sizeof header, deadline, code) !=
             Transfer::Done ||
-        header.magic != kMagic ||
-        header.type != uint32_t(MessageType::Hello) ||
+        header.magic != kMagic || header.type != uint32_t(MessageType::Hello) ||
         header.bytes != sizeof hello ||
-        receiveAll(fd, hello, sizeof hello, deadline, code) !=
-            Transfer::Done) {
+        receiveAll(fd, hello, sizeof hello, deadline, code) != Transfer::Done) {
       ::close(fd); // not a gmopt rank, or one that went away
       continue;
     }
@@ -384,16 +383,15 @@ TcpWorld::connect(const TcpWorldConfig &config) {
                                   "{1}",
                                   hello[0], config.worldSize - 1));
     if (world->sockets[size_t(hello[0])] >= 0)
-      return refuse(llvm::formatv("two processes joined as RANK={0}",
-                                  hello[0]));
+      return refuse(
+          llvm::formatv("two processes joined as RANK={0}", hello[0]));
     world->sockets[size_t(hello[0])] = fd;
     --missing;
   }
   for (int r = 1; r != config.worldSize; ++r) {
     bool partial = false;
-    if (sendMessage(world->sockets[size_t(r)], MessageType::Welcome, 0,
-                    nullptr, 0, deadline, false, partial,
-                    code) != Transfer::Done)
+    if (sendMessage(world->sockets[size_t(r)], MessageType::Welcome, 0, nullptr,
+                    0, deadline, false, partial, code) != Transfer::Done)
       return refuse(llvm::formatv("rank {0} went away while the world was "
                                   "forming",
                                   r));
@@ -418,8 +416,8 @@ llvm::Error TcpWorld::exchange(const void *mine, size_t bytes, void *result,
   };
   if (config.rank != 0) {
     int fd = sockets[0];
-    Clock::time_point deadline = deadlineIn(
-        config.timeoutSeconds + graceSeconds(config.timeoutSeconds));
+    Clock::time_point deadline =
+        deadlineIn(config.timeoutSeconds + graceSeconds(config.timeoutSeconds));
     // Rank 0 may have stopped the run before this rank arrived: its abort
     // is read now, before a send to its closed socket resets the
     // connection and drops it.
@@ -427,8 +425,7 @@ llvm::Error TcpWorld::exchange(const void *mine, size_t bytes, void *result,
       Header header;
       if (receiveAll(fd, &header, sizeof header, deadline, code) ==
               Transfer::Done &&
-          header.magic == kMagic &&
-          header.type == uint32_t(MessageType::Abort))
+          header.magic == kMagic && header.type == uint32_t(MessageType::Abort))
         return fail("rank 0 stopped the run: " + readAbortReason(fd, header));
       return fail(llvm::formatv("rank 0 closed its connection before {0} (it "
                                 "died or exited)",
@@ -441,7 +438,8 @@ llvm::Error TcpWorld::exchange(const void *mine, size_t bytes, void *result,
     if (status == Transfer::TimedOut)
       return fail(llvm::formatv("rank 0 did not take rank {0}'s part of {1} "
                                 "within {2} s",
-                                config.rank, what, secondsText(config.timeoutSeconds)));
+                                config.rank, what,
+                                secondsText(config.timeoutSeconds)));
     if (status == Transfer::Closed || status == Transfer::Failed)
       return fail(llvm::formatv("rank 0 closed its connection during {0} (it "
                                 "died or exited)",
@@ -466,8 +464,8 @@ llvm::Error TcpWorld::exchange(const void *mine, size_t bytes, void *result,
                                 "models or steps",
                                 what, header.sequence, header.bytes));
     if (receiveAll(fd, result, resultBytes, deadline, code) != Transfer::Done)
-      return fail(llvm::formatv("rank 0 closed its connection during {0}",
-                                what));
+      return fail(
+          llvm::formatv("rank 0 closed its connection during {0}", what));
     return llvm::Error::success();
   }
 
@@ -500,8 +498,7 @@ llvm::Error TcpWorld::exchange(const void *mine, size_t bytes, void *result,
       return fail(llvm::formatv("rank {0} sent collective #{1} ({2} bytes) "
                                 "where rank 0 runs {3} ({4} bytes): the ranks "
                                 "run different models or steps",
-                                r, header.sequence, header.bytes, what,
-                                bytes));
+                                r, header.sequence, header.bytes, what, bytes));
     status = receiveAll(fd, from->data() + size_t(r - 1) * bytes, bytes,
                         deadline, code);
     if (status == Transfer::TimedOut)
@@ -528,12 +525,11 @@ llvm::Error TcpWorld::broadcastResult(const void *data, size_t bytes,
     if (partial)
       ::shutdown(fd, SHUT_WR);
     if (status != Transfer::Done) {
-      brokenReason = llvm::formatv("rank {0} did not take the result of {1}{2}",
-                                   r, what,
-                                   status == Transfer::TimedOut
-                                       ? " in time"
-                                       : " (it died or exited)")
-                         .str();
+      brokenReason =
+          llvm::formatv("rank {0} did not take the result of {1}{2}", r, what,
+                        status == Transfer::TimedOut ? " in time"
+                                                     : " (it died or exited)")
+              .str();
       return tcpError(brokenReason);
     }
   }

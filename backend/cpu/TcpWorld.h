@@ -72,8 +72,7 @@ public:
 
   /// Sums \p count floats at \p data over the ranks, in place (rank 0 adds
   /// them in rank order). \p what names the collective in errors.
-  llvm::Error allReduceSumF32(float *data, size_t count,
-                              llvm::StringRef what);
+  llvm::Error allReduceSumF32(float *data, size_t count, llvm::StringRef what);
   /// Every rank's \p mine (all of one length), concatenated in rank order.
   llvm::Expected<std::vector<uint64_t>>
   allGatherU64(llvm::ArrayRef<uint64_t> mine, llvm::StringRef what);

@@ -82,18 +82,21 @@ TEST(TcpWorldTest, AllReduceGivesEveryRankTheSum) {
   constexpr int kRanks = 3;
   std::vector<std::vector<float>> data(kRanks);
   std::vector<std::string> failures(kRanks), errors;
-  runRanks(kRanks, 30, [&](int rank, TcpWorld &world) {
-    EXPECT_EQ(world.getRank(), rank);
-    EXPECT_EQ(world.getWorldSize(), kRanks);
-    // Large enough that the sends need several polls.
-    std::vector<float> values(300000);
-    for (size_t k = 0; k != values.size(); ++k)
-      values[k] = float(rank + 1) * 0.1f + float(k % 7);
-    if (llvm::Error err =
-            world.allReduceSumF32(values.data(), values.size(), "test"))
-      failures[size_t(rank)] = llvm::toString(std::move(err));
-    data[size_t(rank)] = std::move(values);
-  }, errors);
+  runRanks(
+      kRanks, 30,
+      [&](int rank, TcpWorld &world) {
+        EXPECT_EQ(world.getRank(), rank);
+        EXPECT_EQ(world.getWorldSize(), kRanks);
+        // Large enough that the sends need several polls.
+        std::vector<float> values(300000);
+        for (size_t k = 0; k != values.size(); ++k)
+          values[k] = float(rank + 1) * 0.1f + float(k % 7);
+        if (llvm::Error err =
+                world.allReduceSumF32(values.data(), values.size(), "test"))
+          failures[size_t(rank)] = llvm::toString(std::move(err));
+        data[size_t(rank)] = std::move(values);
+      },
+      errors);
   for (int rank = 0; rank != kRanks; ++rank) {
     ASSERT_EQ(errors[size_t(rank)], "");
     ASSERT_EQ(failures[size_t(rank)], "");
@@ -111,12 +114,15 @@ TEST(TcpWorldTest, AllReduceGivesEveryRankTheSum) {
 TEST(TcpWorldTest, AllGatherConcatenatesInRankOrder) {
   std::vector<std::vector<uint64_t>> gathered(2);
   std::vector<std::string> errors;
-  runRanks(2, 30, [&](int rank, TcpWorld &world) {
-    auto all = world.allGatherU64({uint64_t(10 + rank), uint64_t(20 + rank)},
-                                  "gather");
-    ASSERT_TRUE(bool(all)) << llvm::toString(all.takeError());
-    gathered[size_t(rank)] = *all;
-  }, errors);
+  runRanks(
+      2, 30,
+      [&](int rank, TcpWorld &world) {
+        auto all = world.allGatherU64(
+            {uint64_t(10 + rank), uint64_t(20 + rank)}, "gather");
+        ASSERT_TRUE(bool(all)) << llvm::toString(all.takeError());
+        gathered[size_t(rank)] = *all;
+      },
+      errors);
   std::vector<uint64_t> expected{10, 20, 11, 21};
   EXPECT_EQ(gathered[0], expected);
   EXPECT_EQ(gathered[1], expected);
@@ -126,28 +132,31 @@ TEST(TcpWorldTest, RankZeroNamesTheRankThatDoesNotArrive) {
   std::vector<std::string> failures(2), errors;
   std::promise<void> rankZeroGaveUp;
   std::shared_future<void> gaveUp = rankZeroGaveUp.get_future().share();
-  runRanks(2, 0.5, [&](int rank, TcpWorld &world) {
-    if (rank == 1) {
-      // Enters the collective only after rank 0 gave up and aborted.
-      gaveUp.wait();
-      float value = 0;
-      llvm::Error err = world.allReduceSumF32(&value, 1, "late");
-      failures[1] = err ? llvm::toString(std::move(err)) : "";
-      return;
-    }
-    float value = 1;
-    auto start = std::chrono::steady_clock::now();
-    llvm::Error err = world.allReduceSumF32(&value, 1, "the all-reduce");
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-    failures[0] = err ? llvm::toString(std::move(err)) : "";
-    EXPECT_GE(waited, 0.5);
-    world.abort(failures[0]);
-    rankZeroGaveUp.set_value();
-  }, errors);
-  EXPECT_TRUE(contains(failures[0],
-                       "rank 1 did not reach the all-reduce within 0.5 s"))
+  runRanks(
+      2, 0.5,
+      [&](int rank, TcpWorld &world) {
+        if (rank == 1) {
+          // Enters the collective only after rank 0 gave up and aborted.
+          gaveUp.wait();
+          float value = 0;
+          llvm::Error err = world.allReduceSumF32(&value, 1, "late");
+          failures[1] = err ? llvm::toString(std::move(err)) : "";
+          return;
+        }
+        float value = 1;
+        auto start = std::chrono::steady_clock::now();
+        llvm::Error err = world.allReduceSumF32(&value, 1, "the all-reduce");
+        double waited = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+        failures[0] = err ? llvm::toString(std::move(err)) : "";
+        EXPECT_GE(waited, 0.5);
+        world.abort(failures[0]);
+        rankZeroGaveUp.set_value();
+      },
+      errors);
+  EXPECT_TRUE(
+      contains(failures[0], "rank 1 did not reach the all-reduce within 0.5 s"))
       << failures[0];
   // Rank 1 then meets rank 0's abort, with the reason.
   EXPECT_TRUE(contains(failures[1], "rank 0 stopped the run")) << failures[1];
@@ -156,18 +165,21 @@ TEST(TcpWorldTest, RankZeroNamesTheRankThatDoesNotArrive) {
 
 TEST(TcpWorldTest, AnAbortReachesRankZeroWithItsReason) {
   std::vector<std::string> failures(2), errors;
-  runRanks(2, 30, [&](int rank, TcpWorld &world) {
-    if (rank == 1) {
-      world.abort("cannot read the inputs");
-      return;
-    }
-    float value = 1;
-    llvm::Error err = world.allReduceSumF32(&value, 1, "step 1");
-    failures[0] = err ? llvm::toString(std::move(err)) : "";
-    // A broken world fails at once.
-    llvm::Error again = world.allReduceSumF32(&value, 1, "step 2");
-    failures[1] = again ? llvm::toString(std::move(again)) : "";
-  }, errors);
+  runRanks(
+      2, 30,
+      [&](int rank, TcpWorld &world) {
+        if (rank == 1) {
+          world.abort("cannot read the inputs");
+          return;
+        }
+        float value = 1;
+        llvm::Error err = world.allReduceSumF32(&value, 1, "step 1");
+        failures[0] = err ? llvm::toString(std::move(err)) : "";
+        // A broken world fails at once.
+        llvm::Error again = world.allReduceSumF32(&value, 1, "step 2");
+        failures[1] = again ? llvm::toString(std::move(again)) : "";
+      },
+      errors);
   EXPECT_TRUE(contains(failures[0], "rank 1 failed: cannot read the inputs"))
       << failures[0];
   EXPECT_TRUE(contains(failures[1], "failed earlier")) << failures[1];
@@ -175,8 +187,9 @@ TEST(TcpWorldTest, AnAbortReachesRankZeroWithItsReason) {
 
 TEST(TcpWorldTest, MismatchedWorldSizesAreRefusedAtTheRendezvous) {
   std::vector<std::string> errors;
-  runRanks(2, 30, [&](int, TcpWorld &) { ADD_FAILURE() << "world formed"; },
-           errors, [](int rank) { return rank == 0 ? 2 : 3; });
+  runRanks(
+      2, 30, [&](int, TcpWorld &) { ADD_FAILURE() << "world formed"; }, errors,
+      [](int rank) { return rank == 0 ? 2 : 3; });
   EXPECT_TRUE(contains(errors[0], "rank 1 has WORLD_SIZE=3 but rank 0 has 2"))
       << errors[0];
   EXPECT_TRUE(contains(errors[1], "rank 0 refused the world")) << errors[1];

@@ -1,4 +1,4 @@
-//===- DataParallelRun.h - gmopt-run's side of a data-parallel run -*- C++ -*-===//
+//===- DataParallelRun.h - gmopt-run in a data-parallel world --*- C++ -*-===//
 //
 // What gmopt-run adds around a model when several ranks train it: forming
 // the world (mpirun's MPI world, or the TCP world of a torchrun-style
