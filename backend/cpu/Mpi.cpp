@@ -1,18 +1,32 @@
 //===- Mpi.cpp - The MPI world of a data-parallel CPU run -----------------===//
 //
-// MPI initialisation, rank queries and the in-place float sum behind the CPU
-// kernel of gmopt.AllReduce. Compiled with GMOPT_HAVE_MPI where CMake found
-// MPI; otherwise each entry point reports that gmopt was built without it.
-// Counts above INT_MAX elements go in several calls (MPI counts are ints).
+// The world behind Mpi.h: MPI initialisation (compiled with GMOPT_HAVE_MPI
+// where CMake found MPI; otherwise each MPI entry point reports that gmopt
+// was built without it), the environment's TCP world, and the collectives
+// dispatched to whichever is up. The MPI collectives are non-blocking
+// (MPI_Iallreduce, MPI_Iallgather) polled with MPI_Test until the
+// collective timeout; beside each one every rank sends every other an
+// arrival notice (its collective number) on a duplicate of MPI_COMM_WORLD,
+// and the notices that did not come name the missing ranks. Counts above
+// INT_MAX elements go in several calls (MPI counts are ints).
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/Mpi.h"
+#include "backend/cpu/TcpWorld.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <thread>
 
 #ifdef GMOPT_HAVE_MPI
 // The C API only: Open MPI's mpi.h would otherwise pull in its deprecated
@@ -31,15 +45,81 @@ llvm::Error mpiError(const llvm::Twine &message) {
                                  "MPI: " + message);
 }
 
-bool initialized = false;
+llvm::Error worldError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "data-parallel world: " + message);
+}
+
+/// A GMOPT_TEST_FAULT request.
+struct InjectedFault {
+  bool die = false;
+  int rank = 0;
+  unsigned step = 0;
+};
+
+enum class Transport { None, Mpi, Tcp };
+
+Transport transport = Transport::None;
 int rank = 0;
 int worldSize = 1;
+double timeoutSeconds = cpu::kDefaultCollectiveTimeoutSeconds;
+unsigned currentStep = 1;
+/// Collectives this rank entered (names them in errors).
+uint64_t collectiveCount = 0;
+std::unique_ptr<cpu::TcpWorld> tcpWorld;
+std::optional<InjectedFault> fault;
+/// Set once a collective failed: the world is unusable.
+std::string brokenReason;
+
+constexpr const char *kBuiltWithoutMpi =
+    "gmopt was built without MPI (install libopenmpi-dev and reconfigure)";
+
+/// Reads GMOPT_TEST_FAULT; malformed text is an error, not ignored.
+llvm::Error readInjectedFault() {
+  const char *text = std::getenv("GMOPT_TEST_FAULT");
+  if (!text || !*text)
+    return llvm::Error::success();
+  llvm::SmallVector<llvm::StringRef, 3> parts;
+  llvm::StringRef(text).split(parts, ':');
+  InjectedFault parsed;
+  if (parts.size() != 3 || (parts[0] != "hang" && parts[0] != "die") ||
+      parts[1].getAsInteger(10, parsed.rank) ||
+      parts[2].getAsInteger(10, parsed.step) || parsed.step == 0)
+    return worldError(llvm::Twine("GMOPT_TEST_FAULT='") + text +
+                      "' is not hang:RANK:STEP or die:RANK:STEP");
+  parsed.die = parts[0] == "die";
+  fault = parsed;
+  return llvm::Error::success();
+}
+
+/// Carries out GMOPT_TEST_FAULT when this rank and step are its target.
+void injectFault() {
+  if (!fault || fault->rank != rank || fault->step != currentStep)
+    return;
+  if (fault->die)
+    std::raise(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+/// "the all-reduce of step 2 (collective #3)": the collective about to run.
+std::string describeCollective(llvm::StringRef kind) {
+  return llvm::formatv("the {0} of step {1} (collective #{2})", kind,
+                       currentStep, collectiveCount);
+}
 
 #ifdef GMOPT_HAVE_MPI
+MPI_Comm noticeComm = MPI_COMM_NULL;
+/// The arrival notices' buffers: they must outlive a collective that timed
+/// out (its requests stay posted until MPI_Abort).
+std::vector<long long> noticesIn;
+long long noticeOut = 0;
+
 void finalizeAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized)
+  // A broken world is aborted, never finalized: MPI_Finalize would wait for
+  // the collectives the missing rank never joins.
+  if (!finalized && brokenReason.empty())
     MPI_Finalize();
 }
 
@@ -51,7 +131,117 @@ llvm::Error checkMpi(int code, llvm::StringRef call) {
   MPI_Error_string(code, text, &length);
   return mpiError(call + " failed: " + llvm::StringRef(text, length));
 }
+
+/// "rank 1", "ranks 1, 3".
+std::string rankList(llvm::ArrayRef<int> ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i != ranks.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+/// Waits for \p collective (already started) and the arrival notices of
+/// every rank until the timeout; fails naming the ranks whose notices did
+/// not come.
+llvm::Error waitWithNotices(MPI_Request &collective, llvm::StringRef what) {
+  noticeOut = static_cast<long long>(collectiveCount);
+  noticesIn.assign(size_t(worldSize), -1);
+  std::vector<MPI_Request> notices;
+  std::vector<int> noticeRank;
+  for (int peer = 0; peer != worldSize; ++peer) {
+    if (peer == rank)
+      continue;
+    MPI_Request request;
+    if (auto err =
+            checkMpi(MPI_Irecv(&noticesIn[size_t(peer)], 1, MPI_LONG_LONG, peer,
+                               0, noticeComm, &request),
+                     "MPI_Irecv"))
+      return err;
+    notices.push_back(request);
+    noticeRank.push_back(peer);
+  }
+  std::vector<MPI_Request> sends;
+  for (int peer = 0; peer != worldSize; ++peer) {
+    if (peer == rank)
+      continue;
+    MPI_Request request;
+    if (auto err = checkMpi(MPI_Isend(&noticeOut, 1, MPI_LONG_LONG, peer, 0,
+                                      noticeComm, &request),
+                            "MPI_Isend"))
+      return err;
+    sends.push_back(request);
+  }
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::microseconds(int64_t(timeoutSeconds * 1e6));
+  int collectiveDone = 0, noticesDone = 0, sendsDone = 0;
+  auto pause = std::chrono::microseconds(20);
+  while (true) {
+    if (!collectiveDone)
+      if (auto err = checkMpi(
+              MPI_Test(&collective, &collectiveDone, MPI_STATUS_IGNORE),
+              "MPI_Test"))
+        return err;
+    if (!noticesDone)
+      if (auto err = checkMpi(MPI_Testall(int(notices.size()), notices.data(),
+                                          &noticesDone, MPI_STATUSES_IGNORE),
+                              "MPI_Testall"))
+        return err;
+    if (!sendsDone)
+      if (auto err = checkMpi(MPI_Testall(int(sends.size()), sends.data(),
+                                          &sendsDone, MPI_STATUSES_IGNORE),
+                              "MPI_Testall"))
+        return err;
+    if (collectiveDone && noticesDone && sendsDone)
+      break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      llvm::SmallVector<int, 4> absent;
+      for (size_t i = 0; i != notices.size(); ++i)
+        if (noticesIn[size_t(noticeRank[i])] !=
+            static_cast<long long>(collectiveCount))
+          absent.push_back(noticeRank[i]);
+      std::string message =
+          absent.empty()
+              ? llvm::formatv("every rank reached {0} but it did not finish "
+                              "within {1} s",
+                              what, llvm::format("%g", timeoutSeconds))
+                    .str()
+              : llvm::formatv("{0} did not reach {1} within {2} s (hung, died "
+                              "or far slower than rank {3})",
+                              rankList(absent), what,
+                              llvm::format("%g", timeoutSeconds), rank)
+                    .str();
+      brokenReason = message;
+      return worldError(message);
+    }
+    // Short waits first (a collective usually completes within
+    // microseconds of the last arrival), then at most a millisecond.
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  for (size_t i = 0; i != notices.size(); ++i)
+    if (noticesIn[size_t(noticeRank[i])] !=
+        static_cast<long long>(collectiveCount))
+      return worldError(llvm::formatv(
+          "rank {0} ran collective #{1} where rank {2} ran {3}: the ranks run "
+          "different models or steps",
+          noticeRank[i], noticesIn[size_t(noticeRank[i])], rank, what));
+  return llvm::Error::success();
+}
 #endif
+
+/// Fails unless a world of several ranks is up and unbroken.
+llvm::Error checkUsable() {
+  if (transport == Transport::None)
+    return mpiError(cpu::isMpiBuilt()
+                        ? "not initialised (launch with mpirun, or set RANK, "
+                          "WORLD_SIZE, MASTER_ADDR and MASTER_PORT)"
+                        : llvm::Twine(kBuiltWithoutMpi) +
+                              "; without it set RANK, WORLD_SIZE, "
+                              "MASTER_ADDR and MASTER_PORT");
+  if (!brokenReason.empty())
+    return worldError("the world failed earlier: " + brokenReason);
+  return llvm::Error::success();
+}
 
 } // namespace
 
@@ -71,9 +261,15 @@ bool cpu::isLaunchedByMpi() {
   return false;
 }
 
+bool cpu::isLaunchedByEnvironment() {
+  return !isLaunchedByMpi() && std::getenv("WORLD_SIZE");
+}
+
 llvm::Error cpu::initializeMpi() {
-  if (initialized)
+  if (transport != Transport::None)
     return llvm::Error::success();
+  if (llvm::Error err = readInjectedFault())
+    return err;
 #ifdef GMOPT_HAVE_MPI
   int provided = 0;
   if (auto err = checkMpi(
@@ -89,29 +285,120 @@ llvm::Error cpu::initializeMpi() {
   if (auto err =
           checkMpi(MPI_Comm_size(MPI_COMM_WORLD, &worldSize), "MPI_Comm_size"))
     return err;
-  initialized = true;
+  if (auto err =
+          checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &noticeComm), "MPI_Comm_dup"))
+    return err;
+  MPI_Comm_set_errhandler(noticeComm, MPI_ERRORS_RETURN);
+  transport = Transport::Mpi;
   return llvm::Error::success();
 #else
-  return mpiError("gmopt was built without MPI (install libopenmpi-dev and "
-                  "reconfigure)");
+  return mpiError(kBuiltWithoutMpi);
 #endif
 }
 
-bool cpu::isMpiInitialized() { return initialized; }
+llvm::Error cpu::initializeEnvironmentWorld() {
+  if (transport != Transport::None)
+    return llvm::Error::success();
+  if (llvm::Error err = readInjectedFault())
+    return err;
+  auto readNumber = [](const char *name, const char *fallback,
+                       long long &value) -> llvm::Error {
+    const char *text = std::getenv(name);
+    if (!text)
+      text = fallback;
+    if (!text)
+      return worldError(llvm::Twine(name) +
+                        " is not set (a torchrun-style launch sets RANK, "
+                        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT)");
+    if (llvm::StringRef(text).trim().getAsInteger(10, value) || value < 0)
+      return worldError(llvm::Twine(name) + "='" + text +
+                        "' is not a non-negative integer");
+    return llvm::Error::success();
+  };
+  long long worldValue = 0, rankValue = 0, portValue = 0, localRank = 0;
+  if (llvm::Error err = readNumber("WORLD_SIZE", nullptr, worldValue))
+    return err;
+  if (llvm::Error err = readNumber("RANK", nullptr, rankValue))
+    return err;
+  if (llvm::Error err = readNumber("MASTER_PORT", "29500", portValue))
+    return err;
+  if (llvm::Error err = readNumber("LOCAL_RANK", "0", localRank))
+    return err;
+  if (worldValue < 1 || worldValue > 65536)
+    return worldError(
+        llvm::formatv("WORLD_SIZE={0} is not in 1..65536", worldValue));
+  if (rankValue >= worldValue)
+    return worldError(llvm::formatv("RANK={0} is not below WORLD_SIZE={1}",
+                                    rankValue, worldValue));
+  if (portValue < 1 || portValue > 65535)
+    return worldError(
+        llvm::formatv("MASTER_PORT={0} is not a TCP port", portValue));
+  TcpWorldConfig config;
+  config.rank = int(rankValue);
+  config.worldSize = int(worldValue);
+  if (const char *address = std::getenv("MASTER_ADDR"))
+    config.masterAddress = address;
+  config.masterPort = unsigned(portValue);
+  config.timeoutSeconds = timeoutSeconds;
+  auto world = TcpWorld::connect(config);
+  if (!world)
+    return world.takeError();
+  tcpWorld = std::move(*world);
+  rank = config.rank;
+  worldSize = config.worldSize;
+  transport = Transport::Tcp;
+  return llvm::Error::success();
+}
+
+bool cpu::isMpiInitialized() { return transport != Transport::None; }
+
+const char *cpu::getWorldTransportName() {
+  switch (transport) {
+  case Transport::Mpi:
+    return "MPI";
+  case Transport::Tcp:
+    return "TCP";
+  case Transport::None:
+    break;
+  }
+  return "none";
+}
+
 int cpu::getMpiRank() { return rank; }
 int cpu::getMpiWorldSize() { return worldSize; }
 
+void cpu::setCollectiveTimeout(double seconds) {
+  timeoutSeconds = seconds;
+  if (tcpWorld)
+    tcpWorld->setTimeout(seconds);
+}
+
+double cpu::getCollectiveTimeout() { return timeoutSeconds; }
+
+void cpu::setCollectiveStep(unsigned step) { currentStep = step; }
+
 llvm::Error cpu::allReduceSumF32(float *data, size_t count) {
-  if (!initialized)
-    return mpiError(isMpiBuilt() ? "not initialised (launch with mpirun)"
-                                 : "gmopt was built without MPI (install "
-                                   "libopenmpi-dev and reconfigure)");
+  if (llvm::Error err = checkUsable())
+    return err;
+  injectFault();
+  ++collectiveCount;
+  std::string what = describeCollective("all-reduce");
+  if (transport == Transport::Tcp) {
+    llvm::Error err = tcpWorld->allReduceSumF32(data, count, what);
+    if (err)
+      brokenReason = "a collective failed";
+    return err;
+  }
 #ifdef GMOPT_HAVE_MPI
+  // One notice per call: the chunks of one collective share it.
   while (count != 0) {
     int chunk = count > size_t(INT_MAX) ? INT_MAX : static_cast<int>(count);
-    if (auto err = checkMpi(MPI_Allreduce(MPI_IN_PLACE, data, chunk, MPI_FLOAT,
-                                          MPI_SUM, MPI_COMM_WORLD),
-                            "MPI_Allreduce"))
+    MPI_Request request;
+    if (auto err = checkMpi(MPI_Iallreduce(MPI_IN_PLACE, data, chunk, MPI_FLOAT,
+                                           MPI_SUM, MPI_COMM_WORLD, &request),
+                            "MPI_Iallreduce"))
+      return err;
+    if (llvm::Error err = waitWithNotices(request, what))
       return err;
     data += chunk;
     count -= size_t(chunk);
@@ -119,6 +406,74 @@ llvm::Error cpu::allReduceSumF32(float *data, size_t count) {
   return llvm::Error::success();
 #else
   (void)data;
-  return llvm::Error::success();
+  return mpiError(kBuiltWithoutMpi);
+#endif
+}
+
+llvm::Expected<std::vector<uint64_t>>
+cpu::allGatherU64(llvm::ArrayRef<uint64_t> mine, llvm::StringRef what) {
+  if (transport == Transport::None || worldSize == 1)
+    return std::vector<uint64_t>(mine.begin(), mine.end());
+  if (llvm::Error err = checkUsable())
+    return err;
+  ++collectiveCount;
+  std::string described =
+      llvm::formatv("{0} (collective #{1})", what, collectiveCount);
+  if (transport == Transport::Tcp) {
+    auto all = tcpWorld->allGatherU64(mine, described);
+    if (!all)
+      brokenReason = "a collective failed";
+    return all;
+  }
+#ifdef GMOPT_HAVE_MPI
+  std::vector<uint64_t> all(mine.size() * size_t(worldSize));
+  MPI_Request request;
+  if (auto err =
+          checkMpi(MPI_Iallgather(mine.data(), int(mine.size()), MPI_UINT64_T,
+                                  all.data(), int(mine.size()), MPI_UINT64_T,
+                                  MPI_COMM_WORLD, &request),
+                   "MPI_Iallgather"))
+    return err;
+  if (llvm::Error err = waitWithNotices(request, described)) {
+    // The request may still write into `all`: keep it until the abort.
+    static std::vector<uint64_t> abandoned;
+    abandoned = std::move(all);
+    return err;
+  }
+  return all;
+#else
+  return mpiError(kBuiltWithoutMpi);
+#endif
+}
+
+llvm::Expected<double> cpu::averageOverRanks(double value,
+                                             llvm::StringRef what) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  auto all = allGatherU64({bits}, what);
+  if (!all)
+    return all.takeError();
+  double sum = 0;
+  for (uint64_t each : *all) {
+    double term;
+    std::memcpy(&term, &each, sizeof term);
+    sum += term;
+  }
+  return sum / double(all->size());
+}
+
+void cpu::abortWorld(llvm::StringRef message, int exitCode) {
+  if (transport == Transport::None || worldSize == 1)
+    return;
+  if (brokenReason.empty())
+    brokenReason = message.str();
+  if (transport == Transport::Tcp) {
+    tcpWorld->abort(message);
+    return;
+  }
+#ifdef GMOPT_HAVE_MPI
+  MPI_Abort(MPI_COMM_WORLD, exitCode);
+#else
+  (void)exitCode;
 #endif
 }

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/driver/DataParallelRun.h"
 #include "tools/driver/Driver.h"
 #include "tools/driver/RunSession.h"
 #include "tools/driver/ToolSupport.h"
@@ -24,6 +25,7 @@
 #include "backend/cpu/Mpi.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -34,12 +36,23 @@ namespace {
 
 constexpr llvm::StringLiteral kTool = "gmopt-run";
 
-/// Prints \p err once and returns its exit status.
+/// Prints \p err once and returns its exit status. In a data-parallel run
+/// the line names this rank, and the other ranks are told to stop (under
+/// MPI this does not return: MPI_Abort ends every rank).
 int report(llvm::Error err) {
   // What was printed so far comes first, also when both streams are piped.
   llvm::outs().flush();
   int code = exitCodeFor(err);
-  reportToolError(kTool, std::move(err));
+  if (!isDataParallelRun()) {
+    reportToolError(kTool, std::move(err));
+    return code;
+  }
+  std::string message = llvm::formatv("rank {0}: {1}", cpu::getMpiRank(),
+                                      llvm::toString(std::move(err)));
+  reportToolError(kTool, llvm::createStringError(
+                             llvm::inconvertibleErrorCode(), message));
+  llvm::errs().flush();
+  stopDataParallelWorld(message, code);
   return code;
 }
 
@@ -177,6 +190,18 @@ static int runGmoptRun(int argc, char **argv) {
                "bytes per category as Chrome trace events (Perfetto, "
                "chrome://tracing); times every kernel"),
       cl::value_desc("file.json"), cl::cat(category));
+  cl::opt<double> collectiveTimeoutOption(
+      "collective-timeout",
+      cl::desc("Data-parallel runs: seconds the start-up and each collective "
+               "wait for the other ranks before exiting with an error naming "
+               "the ranks that did not arrive (default 300)"),
+      cl::init(cpu::kDefaultCollectiveTimeoutSeconds),
+      cl::value_desc("seconds"), cl::cat(category));
+  cl::opt<bool> verboseOption(
+      "verbose",
+      cl::desc("Data-parallel runs: every rank prints its log (default: rank "
+               "0 only; the others print only errors)"),
+      cl::cat(category));
   cl::opt<bool> quietOption(
       "quiet",
       cl::desc("No progress line (shown on a terminal for runs longer than "
@@ -197,11 +222,11 @@ static int runGmoptRun(int argc, char **argv) {
   if (!dimBindings)
     return report(dimBindings.takeError());
 
-  // Under mpirun every rank is one data-parallel worker: MPI starts before
-  // the model loads, so the collectives' kernel finds its world.
-  if (cpu::isMpiBuilt() && cpu::isLaunchedByMpi())
-    if (llvm::Error err = cpu::initializeMpi())
-      return report(std::move(err));
+  // Under mpirun, or launched torchrun-style (RANK, WORLD_SIZE,
+  // MASTER_ADDR, MASTER_PORT), every process is one data-parallel rank: the
+  // world forms before the model loads, so the collectives' kernel finds it.
+  if (llvm::Error err = startDataParallelWorld(collectiveTimeoutOption))
+    return report(std::move(err));
 
   RunConfig config;
   config.modelPath = inputFilename;
@@ -243,6 +268,7 @@ static int runGmoptRun(int argc, char **argv) {
   config.timelinePath = timelineOption;
   config.tracePath = traceOption;
   config.progress = !quietOption && llvm::errs().is_displayed();
+  config.verbose = verboseOption;
   if (llvm::Error err = runSession(config, llvm::outs(), llvm::errs()))
     return report(std::move(err));
   return 0;

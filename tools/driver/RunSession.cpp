@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/RunSession.h"
+#include "tools/driver/DataParallelRun.h"
 #include "tools/driver/FitMemory.h"
 
 #include "tools/driver/PassManagerCLOptions.h"
@@ -84,11 +85,17 @@ llvm::Error checkWorldSize(const Module &module) {
       continue;
     std::string launch =
         cpu::isMpiBuilt()
-            ? llvm::formatv("launch it with `mpirun -np {0} gmopt-run ...`",
+            ? llvm::formatv("launch it with `mpirun -np {0} gmopt-run ...`, "
+                            "or as {0} processes with RANK, WORLD_SIZE={0}, "
+                            "MASTER_ADDR and MASTER_PORT set",
                             ranks)
                   .str()
-            : std::string("this gmopt was built without MPI (install "
-                          "libopenmpi-dev and reconfigure)");
+            : llvm::formatv("launch it as {0} processes with RANK, "
+                            "WORLD_SIZE={0}, MASTER_ADDR and MASTER_PORT set "
+                            "(this gmopt was built without MPI, so mpirun "
+                            "cannot start it)",
+                            ranks)
+                  .str();
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         llvm::formatv("compiled for {0} data-parallel ranks but this run has "
@@ -254,8 +261,15 @@ gmopt::cudaFallbackNotice(const RunnableModel &model) {
   return reason + "; using the CPU backend";
 }
 
-llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
-                              llvm::raw_ostream &notices) {
+llvm::Error gmopt::runSession(const RunConfig &config,
+                              llvm::raw_ostream &rankOut,
+                              llvm::raw_ostream &rankNotices) {
+  // Data-parallel runs: rank 0 speaks for the world (its losses are the
+  // global ones); the others print only their errors, unless --verbose.
+  bool quietRank =
+      isDataParallelRun() && cpu::getMpiRank() != 0 && !config.verbose;
+  llvm::raw_ostream &out = quietRank ? llvm::nulls() : rankOut;
+  llvm::raw_ostream &notices = quietRank ? llvm::nulls() : rankNotices;
   if (config.modelPath.empty())
     return makeError("no input file (expected a .gm file or an ONNX training "
                      "graph)");
@@ -463,6 +477,14 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   // so that the ranks together see the global batch.
   if (llvm::Error err = checkWorldSize(*model->module))
     return prefixModel(std::move(err));
+  if (llvm::Error err =
+          checkDataParallelLaunch(config.modelPath, *model->module))
+    return prefixModel(std::move(err));
+  if (isDataParallelRun()) {
+    training.reduceLoss = [](double loss) {
+      return cpu::averageOverRanks(loss, "the step loss's mean");
+    };
+  }
   if (llvm::Error err = takeRankShare(inputBatches, *model->module,
                                       training.accumulate))
     return err;
@@ -548,6 +570,8 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
                        training.steps, training.steps == 1 ? "" : "s",
                        training.accumulate, training.accumulate == 1 ? "" : "s",
                        model->pipeline);
+  if (std::string world = describeDataParallelWorld(); !world.empty())
+    out << world << "\n";
   if (optimizerNode)
     out << "optimizer: " << optimizerName << " in the graph, learning rate "
         << llvm::format("%g", training.learningRate) << "\n";
@@ -559,6 +583,7 @@ llvm::Error gmopt::runSession(const RunConfig &config, llvm::raw_ostream &out,
   ProgressClearingStream stepLog(out, progress);
   bool sharedScreen = config.progress && out.is_displayed();
   training.onStep = [&](const StepProgress &done) {
+    cpu::setCollectiveStep(done.step + 1);
     progress.update(done.step, done.steps, done.loss, done.milliseconds);
   };
   auto result = trainModule(*model->module, *bound, training,

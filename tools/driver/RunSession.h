@@ -96,6 +96,9 @@ struct RunConfig {
   /// Show the progress line on \p notices (RunMain: stderr is a terminal
   /// and no --quiet).
   bool progress = false;
+  /// --verbose: in a data-parallel run every rank prints its log, not only
+  /// rank 0.
+  bool verbose = false;
 };
 
 /// Runs \p config: results (steps, memory, tables) go to \p out; the
@@ -106,6 +109,9 @@ struct RunConfig {
 /// first error as one message (starting with the file it is about); a
 /// NumericalError for a non-finite loss or a comparison beyond tolerance,
 /// in which case everything (tables, the JSON report) was still written.
+/// In a data-parallel run (DataParallelRun.h) the launch is checked before
+/// any step, the step losses are the mean over the ranks, and ranks other
+/// than 0 print nothing to \p out and \p notices unless config.verbose.
 llvm::Error runSession(const RunConfig &config, llvm::raw_ostream &out,
                        llvm::raw_ostream &notices);
 

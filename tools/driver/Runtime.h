@@ -308,6 +308,10 @@ struct TrainingOptions {
   std::vector<std::vector<BoundInput>> batches;
   /// Called after every optimizer step (after its \p log line), if set.
   std::function<void(const StepProgress &)> onStep;
+  /// If set, maps each step's loss (this process's mean over its
+  /// micro-steps) to the one logged and returned - in a data-parallel run
+  /// the mean over the ranks (a collective, so it may fail).
+  std::function<llvm::Expected<double>(double)> reduceLoss;
 };
 
 /// One micro-step's nodes, as ExecutorOptions::profile times them.

@@ -379,7 +379,14 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     if (stepInput)
       if (llvm::Error err = exe.setInput(stepInput, stepTensor(updates)))
         return err;
-    result.losses.push_back(lossSum / options.accumulate);
+    double stepLoss = lossSum / options.accumulate;
+    if (options.reduceLoss) {
+      auto reduced = options.reduceLoss(stepLoss);
+      if (!reduced)
+        return reduced.takeError();
+      stepLoss = *reduced;
+    }
+    result.losses.push_back(stepLoss);
     result.skippedUpdates += skippedThisStep;
     if (log) {
       *log << llvm::formatv("step {0}: loss {1:f6} ({2:f3} ms", step,

@@ -1,0 +1,113 @@
+//===- DataParallelRun.cpp - gmopt-run's side of a data-parallel run ------===//
+//
+// Forms the world (see DataParallelRun.h) and checks a launch: the world
+// size against the ranks the model's collectives were placed for, then one
+// all-gather of each rank's (model hash, compiled ranks) so a rank that
+// loaded another file is named before any step runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/driver/DataParallelRun.h"
+
+#include "backend/cpu/Mpi.h"
+#include "ir/Collectives.h"
+#include "ir/Module.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/xxhash.h"
+
+#include <cmath>
+
+using namespace gmopt;
+
+namespace {
+
+llvm::Error launchError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The world size \p module's collectives were placed for (1: none).
+int64_t compiledRanks(const Module &module, std::string &node) {
+  for (const Node &each : module.getGraph().getNodes())
+    if (each.isa(kGmoptDomain, kAllReduceOp)) {
+      node = each.getName().str();
+      return each.getIntAttr("ranks", 1);
+    }
+  return 1;
+}
+
+} // namespace
+
+llvm::Error gmopt::startDataParallelWorld(double timeoutSeconds) {
+  if (!(timeoutSeconds > 0) || std::isinf(timeoutSeconds))
+    return launchError("--collective-timeout must be a positive number of "
+                       "seconds");
+  cpu::setCollectiveTimeout(timeoutSeconds);
+  if (cpu::isLaunchedByMpi()) {
+    // An MPI-less build under mpirun runs as one process; the world-size
+    // check then says how to rebuild.
+    if (!cpu::isMpiBuilt())
+      return llvm::Error::success();
+    return cpu::initializeMpi();
+  }
+  if (cpu::isLaunchedByEnvironment())
+    return cpu::initializeEnvironmentWorld();
+  return llvm::Error::success();
+}
+
+bool gmopt::isDataParallelRun() { return cpu::getMpiWorldSize() > 1; }
+
+std::string gmopt::describeDataParallelWorld() {
+  if (!isDataParallelRun())
+    return std::string();
+  return llvm::formatv("data-parallel: {0} ranks over {1} (collective "
+                       "timeout {2} s); losses are the mean over the ranks, "
+                       "other ranks print only errors (--verbose: all)",
+                       cpu::getMpiWorldSize(), cpu::getWorldTransportName(),
+                       llvm::format("%g", cpu::getCollectiveTimeout()));
+}
+
+llvm::Error gmopt::checkDataParallelLaunch(llvm::StringRef modelPath,
+                                           const Module &module) {
+  int world = cpu::getMpiWorldSize();
+  std::string node;
+  int64_t ranks = compiledRanks(module, node);
+  if (world <= 1)
+    return llvm::Error::success();
+  if (ranks == 1)
+    return launchError(llvm::formatv(
+        "this run has {0} data-parallel ranks but the model has no "
+        "gmopt.AllReduce (it was compiled for one process): compile it with "
+        "`gmopt-compile --ranks {0}`",
+        world));
+  // checkWorldSize (RunSession.cpp) refused other mismatches already.
+  auto buffer = llvm::MemoryBuffer::getFile(modelPath, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return launchError("cannot read it again to hash it: " +
+                       buffer.getError().message());
+  uint64_t hash = llvm::xxh3_64bits((*buffer)->getBuffer());
+  auto all = cpu::allGatherU64({hash, uint64_t(ranks)},
+                               "the start-up check of the model files");
+  if (!all)
+    return all.takeError();
+  for (int r = 1; r < world; ++r) {
+    uint64_t theirs = (*all)[2 * size_t(r)];
+    if ((*all)[2 * size_t(r) + 1] != (*all)[1])
+      return launchError(llvm::formatv(
+          "rank {0}'s model was compiled for {1} ranks, rank 0's for {2}", r,
+          (*all)[2 * size_t(r) + 1], (*all)[1]));
+    if (theirs != (*all)[0])
+      return launchError(llvm::formatv(
+          "rank {0} runs a model file different from rank 0's (hash "
+          "{1:x16} vs {2:x16}): every rank must run the same .gm",
+          r, theirs, (*all)[0]));
+  }
+  return llvm::Error::success();
+}
+
+void gmopt::stopDataParallelWorld(llvm::StringRef message, int exitCode) {
+  cpu::abortWorld(message, exitCode);
+}

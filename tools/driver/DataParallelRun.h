@@ -1,0 +1,50 @@
+//===- DataParallelRun.h - gmopt-run in a data-parallel world --*- C++ -*-===//
+//
+// What gmopt-run adds around a model when several ranks train it: forming
+// the world (mpirun's MPI world, or the TCP world of a torchrun-style
+// launch), the start-up checks that refuse a bad launch before any step
+// (every rank runs the same model file, compiled for this world size), and
+// the world's half of a failure (telling the other ranks to stop).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_TOOLS_DRIVER_DATAPARALLELRUN_H
+#define GMOPT_TOOLS_DRIVER_DATAPARALLELRUN_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace gmopt {
+
+class Module;
+
+/// Forms the data-parallel world this process was launched into, if any:
+/// MPI under mpirun, the TCP world when WORLD_SIZE is set without an MPI
+/// launcher, nothing otherwise. \p timeoutSeconds bounds the rendezvous and
+/// every collective (--collective-timeout).
+llvm::Error startDataParallelWorld(double timeoutSeconds);
+
+/// True when this process is one of several ranks.
+bool isDataParallelRun();
+
+/// One line about the world for rank 0's log ("data-parallel: 2 ranks over
+/// TCP ..."); empty outside a world of several ranks.
+std::string describeDataParallelWorld();
+
+/// Start-up checks of a launch of several ranks: fails unless \p module
+/// was compiled for this world size (its gmopt.AllReduce nodes' ranks) and
+/// every rank runs a model file with the same bytes as rank 0's (the xxh3
+/// hash of \p modelPath, gathered over the world with the collective
+/// timeout). A no-op for one process.
+llvm::Error checkDataParallelLaunch(llvm::StringRef modelPath,
+                                    const Module &module);
+
+/// After this rank failed with \p message (already printed), makes the
+/// other ranks stop (see cpu::abortWorld; under MPI it does not return).
+void stopDataParallelWorld(llvm::StringRef message, int exitCode);
+
+} // namespace gmopt
+
+#endif // GMOPT_TOOLS_DRIVER_DATAPARALLELRUN_H
