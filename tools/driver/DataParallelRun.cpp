@@ -28,10 +28,11 @@ llvm::Error launchError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// The world size \p module's collectives were placed for (1: none).
+/// The world size \p module's collectives (all-reduce, reduce-scatter,
+/// all-gather) were placed for (1: none).
 int64_t compiledRanks(const Module &module, std::string &node) {
   for (const Node &each : module.getGraph().getNodes())
-    if (each.isa(kGmoptDomain, kAllReduceOp)) {
+    if (isCommunicatingCollective(each)) {
       node = each.getName().str();
       return each.getIntAttr("ranks", 1);
     }
@@ -79,7 +80,7 @@ llvm::Error gmopt::checkDataParallelLaunch(llvm::StringRef modelPath,
   if (ranks == 1)
     return launchError(llvm::formatv(
         "this run has {0} data-parallel ranks but the model has no "
-        "gmopt.AllReduce (it was compiled for one process): compile it with "
+        "collective (it was compiled for one process): compile it with "
         "`gmopt-compile --ranks {0}`",
         world));
   // checkWorldSize (RunSession.cpp) refused other mismatches already.

@@ -4,12 +4,15 @@
 Usage: check_zero.py REF_LOG REF.pbseq REPORT.json RANKS LOG_0.. PBSEQ_0..
 
 REF is single-process training over the global batch, or a ZeRO-0 run:
-REF_LOG may then be the ranks' logs joined by commas (their mean loss is
-the reference) and REF.pbseq one rank's state (every rank holds all of it).
+REF_LOG may then be the ranks' logs joined by commas and REF.pbseq one
+rank's state (every rank holds all of it). In a data-parallel run rank 0
+prints the global (mean over the ranks) loss and the other ranks print no
+step lines unless run with --verbose (then the same losses), so rank 0's
+losses are a run's losses.
 REPORT.json is gmopt-compile --report-json of the sharded .gm: its
 zero_buckets say which parameters each flat bucket holds, how many elements
-and how big each rank's shard is. Passes when every step's mean of the
-ranks' losses equals the reference loss, every rank ends with bit-identical
+and how big each rank's shard is. Passes when every step's loss equals
+the reference loss, the other ranks are quiet or agree with rank 0, every rank ends with bit-identical
 parameters equal to the reference ones within fp32 tolerance (max |a - b|
 <= 1e-5 * max |b| + 1e-7 per tensor), each rank holds exactly one shard of
 every optimizer-state bucket (so ranks * shard elements, the padded bucket,
@@ -37,13 +40,20 @@ def main(argv):
     buckets = json.load(open(report))["zero_buckets"]
     failures = []
     ref_logs = [losses(log) for log in ref_log.split(",")]
-    expected = [sum(step) / len(ref_logs) for step in zip(*ref_logs)]
+    expected = ref_logs[0]
+    for k, others in enumerate(ref_logs[1:], 1):
+        if others and others != expected:
+            failures.append("reference rank %d's losses differ from rank 0's" % k)
     per_rank = [losses(log) for log in logs]
-    if not expected or any(len(l) != len(expected) for l in per_rank):
-        failures.append("step counts differ")
+    for k, others in enumerate(per_rank[1:], 1):
+        if others and others != per_rank[0]:
+            failures.append("rank %d's losses differ from rank 0's" % k)
+    if not expected or len(per_rank[0]) != len(expected):
+        failures.append("step counts differ: %d vs %d" %
+                        (len(expected), len(per_rank[0])))
     else:
         for step, want in enumerate(expected):
-            got = sum(l[step] for l in per_rank) / ranks
+            got = per_rank[0][step]
             ok = abs(got - want) <= 1e-5 * abs(want) + 1e-6
             print("step %d: reference %.6f ranks' mean %.6f %s" %
                   (step + 1, want, got, "ok" if ok else "MISMATCH"))
