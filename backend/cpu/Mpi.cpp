@@ -3,8 +3,9 @@
 // The world behind Mpi.h: MPI initialisation (compiled with GMOPT_HAVE_MPI
 // where CMake found MPI; otherwise each MPI entry point reports that gmopt
 // was built without it), the environment's TCP world, and the collectives
-// dispatched to whichever is up. The MPI collectives are non-blocking
-// (MPI_Iallreduce, MPI_Iallgather) polled with MPI_Test until the
+// dispatched to whichever is up (ZeRO's reduce-scatter and all-gather
+// included). The MPI collectives are non-blocking (MPI_Iallreduce,
+// MPI_Ireduce_scatter_block, MPI_Iallgather) polled with MPI_Test until the
 // collective timeout; beside each one every rank sends every other an
 // arrival notice (its collective number) on a duplicate of MPI_COMM_WORLD,
 // and the notices that did not come name the missing ranks. Counts above
@@ -19,6 +20,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -27,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #ifdef GMOPT_HAVE_MPI
 // The C API only: Open MPI's mpi.h would otherwise pull in its deprecated
@@ -475,5 +478,129 @@ void cpu::abortWorld(llvm::StringRef message, int exitCode) {
   MPI_Abort(MPI_COMM_WORLD, exitCode);
 #else
   (void)exitCode;
+#endif
+}
+
+// ZeRO's collectives. Over MPI: MPI_Ireduce_scatter_block / MPI_Iallgather,
+// waited for like the all-reduce (arrival notices, the collective timeout).
+// Over the environment's TCP world, which has only an all-reduce: a
+// reduce-scatter is an all-reduce of a copy of the bucket keeping this
+// rank's block, an all-gather an all-reduce of a zeroed bucket holding this
+// rank's block (x + 0 is x exactly) - twice the ring traffic of the
+// dedicated collectives, the same values. Blocks above INT_MAX floats go in
+// several calls over column blocks of the rank-major layout.
+
+llvm::Error cpu::reduceScatterSumF32(const float *input, float *output,
+                                     size_t shardCount) {
+  if (llvm::Error err = checkUsable())
+    return err;
+  injectFault();
+  size_t ranks = size_t(worldSize);
+  if (transport == Transport::Tcp) {
+    ++collectiveCount;
+    std::string what = describeCollective("reduce-scatter");
+    std::vector<float> bucket(input, input + ranks * shardCount);
+    llvm::Error err =
+        tcpWorld->allReduceSumF32(bucket.data(), bucket.size(), what);
+    if (err) {
+      brokenReason = "a collective failed";
+      return err;
+    }
+    std::copy(bucket.begin() + size_t(rank) * shardCount,
+              bucket.begin() + size_t(rank + 1) * shardCount, output);
+    return llvm::Error::success();
+  }
+#ifdef GMOPT_HAVE_MPI
+  for (size_t begin = 0; begin < shardCount || begin == 0;) {
+    size_t chunk = std::min(shardCount - begin, size_t(INT_MAX) / ranks);
+    // Column block [begin, begin + chunk) of every rank's block, packed
+    // (the bucket itself when one call takes it whole).
+    std::vector<float> packed;
+    const float *send = input;
+    if (chunk != shardCount) {
+      packed.resize(chunk * ranks);
+      for (size_t r = 0; r != ranks; ++r)
+        std::copy(input + r * shardCount + begin,
+                  input + r * shardCount + begin + chunk,
+                  packed.begin() + r * chunk);
+      send = packed.data();
+    }
+    ++collectiveCount;
+    std::string what = describeCollective("reduce-scatter");
+    MPI_Request request;
+    if (auto err = checkMpi(MPI_Ireduce_scatter_block(
+                                send, output + begin, int(chunk),
+                                MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+                            "MPI_Ireduce_scatter_block"))
+      return err;
+    if (llvm::Error err = waitWithNotices(request, what)) {
+      // The request may still read `packed`: keep it until the abort.
+      static std::vector<float> abandoned;
+      abandoned = std::move(packed);
+      return err;
+    }
+    begin += chunk;
+    if (chunk == 0)
+      break;
+  }
+  return llvm::Error::success();
+#else
+  (void)input;
+  (void)output;
+  return mpiError(kBuiltWithoutMpi);
+#endif
+}
+
+llvm::Error cpu::allGatherF32(const float *shard, float *output,
+                              size_t shardCount) {
+  if (llvm::Error err = checkUsable())
+    return err;
+  injectFault();
+  size_t ranks = size_t(worldSize);
+  if (transport == Transport::Tcp) {
+    ++collectiveCount;
+    std::string what = describeCollective("all-gather");
+    std::fill(output, output + ranks * shardCount, 0.0f);
+    std::copy(shard, shard + shardCount, output + size_t(rank) * shardCount);
+    llvm::Error err =
+        tcpWorld->allReduceSumF32(output, ranks * shardCount, what);
+    if (err)
+      brokenReason = "a collective failed";
+    return err;
+  }
+#ifdef GMOPT_HAVE_MPI
+  for (size_t begin = 0; begin < shardCount || begin == 0;) {
+    size_t chunk = std::min(shardCount - begin, size_t(INT_MAX) / ranks);
+    // Received packed by rank, then spread into the column block (straight
+    // into the output when one call takes it whole).
+    bool whole = chunk == shardCount;
+    std::vector<float> packed(whole ? 0 : chunk * ranks);
+    float *receive = whole ? output : packed.data();
+    ++collectiveCount;
+    std::string what = describeCollective("all-gather");
+    MPI_Request request;
+    if (auto err = checkMpi(MPI_Iallgather(shard + begin, int(chunk), MPI_FLOAT,
+                                           receive, int(chunk), MPI_FLOAT,
+                                           MPI_COMM_WORLD, &request),
+                            "MPI_Iallgather"))
+      return err;
+    if (llvm::Error err = waitWithNotices(request, what)) {
+      static std::vector<float> abandoned;
+      abandoned = std::move(packed);
+      return err;
+    }
+    if (!whole)
+      for (size_t r = 0; r != ranks; ++r)
+        std::copy(packed.begin() + r * chunk, packed.begin() + (r + 1) * chunk,
+                  output + r * shardCount + begin);
+    begin += chunk;
+    if (chunk == 0)
+      break;
+  }
+  return llvm::Error::success();
+#else
+  (void)shard;
+  (void)output;
+  return mpiError(kBuiltWithoutMpi);
 #endif
 }

@@ -95,7 +95,8 @@ void abortWorld(llvm::StringRef message, int exitCode);
 
 /// Sums \p input (getMpiWorldSize() * \p shardCount floats, in rank order)
 /// over every rank and writes this rank's \p shardCount-float block of the
-/// sum to \p output. Fails when MPI is not initialised or the call fails.
+/// sum to \p output. Fails when no world is up, the call fails or a rank
+/// does not arrive within the collective timeout (Mpi.cpp).
 llvm::Error reduceScatterSumF32(const float *input, float *output,
                                 size_t shardCount);
 /// Gathers every rank's \p shardCount floats at \p shard into \p output
