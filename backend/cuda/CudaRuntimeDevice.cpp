@@ -15,7 +15,10 @@
 // cudaMemGetInfo's free bytes and refuses a plan that cannot fit. Step
 // times are CUDA events' elapsed device time around each step; after each
 // step the eager pool's high-water marks and cudaMemGetInfo are read
-// (getCudaMemoryMeasurement) to cross-check the counted memory.
+// (getCudaMemoryMeasurement): the fall of the free memory from before the
+// first allocation is cross-checked against the accounted bytes
+// (CudaMeasurement.h), and an allocation that fails in a run names the
+// free bytes and the options that would fit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,9 +90,12 @@ public:
   cudaStream_t getStream() const { return stream; }
   /// Eager mode's dedicated memory pool (null in planned mode).
   cudaMemPool_t getPool() const { return pool; }
+  /// Planned mode: the cudaMalloc blocks made so far.
+  uint64_t getAllocationCount() const { return allocations; }
 
 private:
-  llvm::Error outOfMemory(uint64_t bytes, cudaError_t status);
+  llvm::Error outOfMemory(uint64_t bytes, cudaError_t status,
+                          llvm::StringRef call);
 
   CudaDeviceInfo info;
   CudaDeviceOptions cudaOptions;
@@ -99,6 +105,7 @@ private:
   bool stepStarted = false;
   cudaStream_t stream = nullptr;
   cudaMemPool_t pool = nullptr;
+  uint64_t allocations = 0;
   CudaKernelContext context;
   /// The node of each launch since the last synchronization.
   std::vector<const Node *> launchedNodes;
@@ -155,19 +162,14 @@ llvm::Error CudaDevice::initialize(MemoryCounter &counter,
   return llvm::Error::success();
 }
 
-llvm::Error CudaDevice::outOfMemory(uint64_t bytes, cudaError_t status) {
+llvm::Error CudaDevice::outOfMemory(uint64_t bytes, cudaError_t status,
+                                    llvm::StringRef call) {
   (void)cudaGetLastError();
   size_t freeBytes = 0, totalBytes = 0;
   (void)cudaMemGetInfo(&freeBytes, &totalBytes);
-  return llvm::createStringError(
-      std::make_error_code(std::errc::not_enough_memory),
-      llvm::formatv("out of device memory on {0}: allocating {1} bytes "
-                    "failed ({2}); {3} of {4} bytes are free. Compile with "
-                    "`gmopt-compile --memory-limit=SIZE` (at most the free "
-                    "bytes) to plan a step that fits",
-                    info.name, bytes, cudaGetErrorName(status), freeBytes,
-                    totalBytes)
-          .str());
+  return outOfDeviceMemoryError(
+      bytes, freeBytes, totalBytes, info.name,
+      (call + ": " + cudaGetErrorName(status)).str());
 }
 
 llvm::Expected<void *> CudaDevice::allocate(uint64_t bytes) {
@@ -182,10 +184,13 @@ llvm::Expected<void *> CudaDevice::allocate(uint64_t bytes) {
   cudaError_t status =
       eager ? cudaMallocFromPoolAsync(&address, rounded, pool, stream)
             : cudaMalloc(&address, rounded);
+  llvm::StringRef call = eager ? "cudaMallocFromPoolAsync" : "cudaMalloc";
   if (status == cudaErrorMemoryAllocation)
-    return outOfMemory(bytes, status);
+    return outOfMemory(bytes, status, call);
   if (status != cudaSuccess)
-    return callError(eager ? "cudaMallocFromPoolAsync" : "cudaMalloc", status);
+    return callError(call, status);
+  if (!eager)
+    ++allocations;
   return address;
 }
 
@@ -305,9 +310,14 @@ uint64_t persistentBytes(const Module &module) {
 /// else is the interpreter's.
 class CudaExecutable final : public Executable {
 public:
+  /// \p freeBeforeBytes: cudaMemGetInfo's free bytes before anything of
+  /// the executable was allocated.
   CudaExecutable(std::unique_ptr<Executable> inner, const CudaDevice &device,
-                 cudaEvent_t start, cudaEvent_t stop)
-      : inner(std::move(inner)), device(device), start(start), stop(stop) {}
+                 cudaEvent_t start, cudaEvent_t stop, uint64_t freeBeforeBytes)
+      : inner(std::move(inner)), device(device), start(start), stop(stop) {
+    measured.freeBeforeBytes = freeBeforeBytes;
+    measured.eager = device.getPool() != nullptr;
+  }
   ~CudaExecutable() override {
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
@@ -363,6 +373,8 @@ void CudaExecutable::resetPeak() {
   inner->resetPeak();
   measured.poolUsedHighBytes = measured.poolReservedHighBytes = 0;
   measured.deviceUsedBytes = 0;
+  measured.lowestFreeBytes = 0;
+  measured.stepsMeasured = 0;
   // Setting a high-water mark to 0 restarts it from the current bytes.
   if (cudaMemPool_t pool = device.getPool()) {
     uint64_t zero = 0;
@@ -393,6 +405,13 @@ llvm::Error CudaExecutable::measureMemory() {
     return err;
   measured.deviceUsedBytes =
       std::max<uint64_t>(measured.deviceUsedBytes, totalBytes - freeBytes);
+  measured.lowestFreeBytes =
+      measured.stepsMeasured
+          ? std::min<uint64_t>(measured.lowestFreeBytes, freeBytes)
+          : freeBytes;
+  ++measured.stepsMeasured;
+  measured.countedPeakBytes = inner->getMemoryReport().peakBytes;
+  measured.deviceAllocations = device.getAllocationCount();
   return llvm::Error::success();
 }
 
@@ -458,5 +477,5 @@ gmopt::prepareCudaExecutable(const Module &module,
     return err;
   }
   return std::make_unique<CudaExecutable>(std::move(*inner), deviceRef, start,
-                                          stop);
+                                          stop, freeBytes);
 }
