@@ -147,13 +147,19 @@ gmopt::describeCudaMemoryMeasurement(const CudaMemoryMeasurement &measurement) {
 llvm::Error gmopt::checkPlannedBytesFit(uint64_t plannedBytes,
                                         uint64_t freeBytes,
                                         llvm::StringRef deviceName) {
-  if (plannedBytes <= freeBytes)
+  // The runtime's own share (lazily loaded kernels, cuBLASLt, NCCL) comes
+  // on top during the first step: leave room for it now rather than fail
+  // inside a step.
+  if (plannedBytes <= freeBytes &&
+      freeBytes - plannedBytes >= kCudaRuntimeSlackBytes)
     return llvm::Error::success();
   return llvm::createStringError(
       std::make_error_code(std::errc::not_enough_memory),
-      "the planned step needs " + describeBytes(plannedBytes) + " but " +
-          deviceName + " has " + describeBytes(freeBytes) +
-          " free (nothing was run): " + fittingOptions(freeBytes));
+      "the planned step needs " + describeBytes(plannedBytes) + " + " +
+          llvm::Twine(kCudaRuntimeSlackBytes >> 20) +
+          " MiB for the CUDA runtime but " + deviceName + " has " +
+          describeBytes(freeBytes) + " free (nothing was run): " +
+          fittingOptions(freeBytes));
 }
 
 llvm::Error gmopt::outOfDeviceMemoryError(uint64_t requestedBytes,

@@ -112,8 +112,8 @@ std::string
 describeCudaMemoryMeasurement(const CudaMemoryMeasurement &measurement);
 
 /// The error for \p plannedBytes that do not fit in \p freeBytes of device
-/// memory, naming both and the options that would fit; success when they
-/// fit.
+/// memory with kCudaRuntimeSlackBytes to spare, naming both and the options
+/// that would fit; success when they fit.
 llvm::Error checkPlannedBytesFit(uint64_t plannedBytes, uint64_t freeBytes,
                                  llvm::StringRef deviceName);
 

@@ -271,8 +271,14 @@ TEST(CudaMeasurementTest, BaselineTableShowsTheDeviceFigures) {
 }
 
 TEST(CudaMeasurementTest, PlannedBytesBeyondFreeNameTheFittingOptions) {
-  EXPECT_EQ(errorText(checkPlannedBytesFit(100, 100, "GPU")), "");
   uint64_t free = 8192 * MiB;
+  // Fits with the runtime's slack to spare, not one byte more.
+  EXPECT_EQ(errorText(checkPlannedBytesFit(free - kCudaRuntimeSlackBytes, free,
+                                           "GPU")),
+            "");
+  EXPECT_NE(errorText(checkPlannedBytesFit(free - kCudaRuntimeSlackBytes + 1,
+                                           free, "GPU")),
+            "");
   llvm::Error err = checkPlannedBytesFit(free + 1, free, "NVIDIA H200");
   ASSERT_TRUE(bool(err));
   bool outOfMemory = false;
@@ -285,6 +291,8 @@ TEST(CudaMeasurementTest, PlannedBytesBeyondFreeNameTheFittingOptions) {
   EXPECT_TRUE(outOfMemory);
   EXPECT_NE(message.find("needs " + std::to_string(free + 1) + " bytes"),
             std::string::npos)
+      << message;
+  EXPECT_NE(message.find("MiB for the CUDA runtime"), std::string::npos)
       << message;
   EXPECT_NE(message.find("NVIDIA H200 has " + std::to_string(free) + " bytes"),
             std::string::npos)
