@@ -122,3 +122,28 @@ llvm::Error cpu::allReduceSumF32(float *data, size_t count) {
   return llvm::Error::success();
 #endif
 }
+
+llvm::Error cpu::broadcastBytes(void *data, size_t bytes, int root) {
+  if (!initialized)
+    return mpiError(isMpiBuilt() ? "not initialised (launch with mpirun)"
+                                 : "gmopt was built without MPI (install "
+                                   "libopenmpi-dev and reconfigure)");
+#ifdef GMOPT_HAVE_MPI
+  auto *cursor = static_cast<char *>(data);
+  while (bytes != 0) {
+    int chunk = bytes > size_t(INT_MAX) ? INT_MAX : static_cast<int>(bytes);
+    if (auto err = checkMpi(
+            MPI_Bcast(cursor, chunk, MPI_BYTE, root, MPI_COMM_WORLD),
+            "MPI_Bcast"))
+      return err;
+    cursor += chunk;
+    bytes -= size_t(chunk);
+  }
+  return llvm::Error::success();
+#else
+  (void)data;
+  (void)bytes;
+  (void)root;
+  return llvm::Error::success();
+#endif
+}

@@ -35,6 +35,10 @@ int getMpiWorldSize();
 /// Sums \p count floats at \p data over every rank, in place. Fails when
 /// MPI is not initialised or the call fails.
 llvm::Error allReduceSumF32(float *data, size_t count);
+/// Copies \p bytes bytes at \p data on rank \p root into \p data on every
+/// rank (MPI_Bcast; the CUDA backend's NCCL bootstrap sends its unique id
+/// with it). Fails when MPI is not initialised or the call fails.
+llvm::Error broadcastBytes(void *data, size_t bytes, int root);
 
 } // namespace cpu
 } // namespace gmopt

@@ -21,6 +21,7 @@
 #define GMOPT_BACKEND_CUDA_CUDADEVICE_H
 
 #include "backend/cuda/CudaMeasurement.h"
+#include "backend/cuda/NcclCollectives.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -89,6 +90,10 @@ llvm::Error checkCudaModule(const Module &module);
 struct CudaDeviceOptions {
   /// Let fp32 GEMMs use TF32 tensor cores (off: full fp32 products).
   bool allowTf32 = false;
+  /// The data-parallel ranks (a single process by default): collectives
+  /// run over an NCCL communicator made through it, and with several ranks
+  /// each takes GPU localRank of its machine.
+  CollectiveBootstrap bootstrap;
 };
 
 /// \p executable's CUDA memory figures when prepareCudaExecutable made it;

@@ -881,6 +881,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
           "BiasFastGeluGrad_dX", "QuickGelu", "QuickGeluGrad", "Scale"})
       add(kMsDomain, op, checkElementwise, runElementwise);
     addMovementKernels(t);
+    addCollectiveKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

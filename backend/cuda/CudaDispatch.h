@@ -27,6 +27,9 @@
 #include <vector>
 
 namespace gmopt {
+
+class NcclCommunicator;
+
 namespace cuda {
 
 /// A GEMM node's cuBLASLt descriptors and chosen algorithm (CudaMatMul.cpp).
@@ -50,6 +53,10 @@ struct CudaKernelContext {
   /// Each GEMM node's descriptors and algorithm, made at its first launch
   /// (the heuristic query costs more than a small GEMM).
   llvm::DenseMap<const Node *, std::shared_ptr<CudaGemmPlan>> gemmPlans;
+  /// The data-parallel ranks' NCCL communicator (NcclCollectives.h), owned
+  /// by the device; null when the module has no collective or NCCL is
+  /// absent (a one-rank all-reduce is then a copy).
+  NcclCommunicator *communicator = nullptr;
 };
 
 /// An error naming the failed \p call and \p node, with CUDA's message.

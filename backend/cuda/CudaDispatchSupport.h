@@ -229,6 +229,9 @@ inline llvm::Error checkAnyElement(const Node &node) {
 /// ConstantOfShape, Cast) to the table.
 void addMovementKernels(llvm::StringMap<KernelEntry> &table);
 
+/// Adds gmopt.AllReduce (NcclCollectives.cpp) to the table.
+void addCollectiveKernels(llvm::StringMap<KernelEntry> &table);
+
 } // namespace dispatch
 } // namespace cuda
 } // namespace gmopt

@@ -28,7 +28,9 @@
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaDispatch.h"
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/NcclCollectives.h"
 
+#include "ir/Collectives.h"
 #include "ir/Module.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
@@ -60,8 +62,13 @@ llvm::Error check(cudaError_t status, llvm::StringRef call) {
 
 class CudaDevice final : public Device {
 public:
-  CudaDevice(CudaDeviceInfo info, CudaDeviceOptions cudaOptions)
-      : info(std::move(info)), cudaOptions(cudaOptions) {}
+  /// \p communicator: the data-parallel ranks' NCCL communicator, or null.
+  CudaDevice(CudaDeviceInfo info, CudaDeviceOptions cudaOptions,
+             std::unique_ptr<NcclCommunicator> communicator)
+      : info(std::move(info)), cudaOptions(std::move(cudaOptions)),
+        communicator(std::move(communicator)) {
+    context.communicator = this->communicator.get();
+  }
   ~CudaDevice() override;
 
   llvm::StringRef getName() const override { return "cuda"; }
@@ -106,6 +113,7 @@ private:
   cudaStream_t stream = nullptr;
   cudaMemPool_t pool = nullptr;
   uint64_t allocations = 0;
+  std::unique_ptr<NcclCommunicator> communicator;
   CudaKernelContext context;
   /// The node of each launch since the last synchronization.
   std::vector<const Node *> launchedNodes;
@@ -261,6 +269,13 @@ llvm::Error CudaDevice::synchronize() {
                       cudaGetErrorString(status), cudaGetErrorName(status),
                       last));
   }
+  // A collective whose peer failed (or a network error) is reported here.
+  if (communicator)
+    if (llvm::Error err = communicator->checkAsyncError(
+            launchedNodes.empty() ? nullptr : launchedNodes.back())) {
+      launchedNodes.clear();
+      return err;
+    }
   KernelFaultRecord fault;
   status = readKernelFault(fault, stream);
   std::vector<const Node *> nodes;
@@ -451,8 +466,43 @@ gmopt::prepareCudaExecutable(const Module &module,
   auto info = probeCudaDevice();
   if (!info)
     return info.takeError();
+  const CollectiveBootstrap &bootstrap = cudaOptions.bootstrap;
+  // Data-parallel ranks on one machine take one GPU each.
+  if (bootstrap.worldSize > 1 && bootstrap.localRank > 0) {
+    int count = 0;
+    if (auto err = check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"))
+      return err;
+    int ordinal = bootstrap.localRank % std::max(count, 1);
+    if (ordinal != info->ordinal) {
+      cudaDeviceProp properties;
+      if (auto err = check(cudaGetDeviceProperties(&properties, ordinal),
+                           "cudaGetDeviceProperties"))
+        return err;
+      info->ordinal = ordinal;
+      info->name = properties.name;
+      info->computeMajor = properties.major;
+      info->computeMinor = properties.minor;
+      info->totalMemoryBytes = properties.totalGlobalMem;
+    }
+  }
   if (auto err = check(cudaSetDevice(info->ordinal), "cudaSetDevice"))
     return err;
+  // Collectives need the ranks' communicator (every rank makes it here,
+  // before any step); a one-rank run without NCCL copies instead.
+  std::unique_ptr<NcclCommunicator> communicator;
+  if (hasCollectives(module)) {
+    for (const Node &node : module.getGraph().getNodes())
+      if (node.isa(kGmoptDomain, kAllReduceOp))
+        if (llvm::Error err = checkCollectiveWorld(node, bootstrap))
+          return err;
+    auto made = NcclCommunicator::create(bootstrap, info->ordinal);
+    if (made)
+      communicator = std::move(*made);
+    else if (bootstrap.worldSize > 1)
+      return made.takeError();
+    else
+      llvm::consumeError(made.takeError());
+  }
   // Refuse what cannot fit before allocating anything: never a half-run.
   size_t freeBytes = 0, totalBytes = 0;
   if (auto err =
@@ -463,7 +513,8 @@ gmopt::prepareCudaExecutable(const Module &module,
     planned += module.plan.arenaBytes;
   if (auto err = checkPlannedBytesFit(planned, freeBytes, info->name))
     return err;
-  auto device = std::make_unique<CudaDevice>(*info, cudaOptions);
+  auto device =
+      std::make_unique<CudaDevice>(*info, cudaOptions, std::move(communicator));
   const CudaDevice &deviceRef = *device;
   auto inner = createPlanInterpreter(module, options, std::move(device),
                                      getCudaKernelWorkspaceBytes);

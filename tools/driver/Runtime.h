@@ -19,6 +19,7 @@
 
 #include "backend/Executor.h"
 #include "backend/cuda/CudaMeasurement.h"
+#include "backend/cuda/NcclCollectives.h"
 #include "tools/driver/Checkpoint.h"
 #include "tools/driver/TestDataSet.h"
 
@@ -87,8 +88,16 @@ llvm::Expected<BackendKind> selectBackend(BackendKind requested,
 /// `cpu` or `cuda` (`auto` for Auto).
 llvm::StringRef backendName(BackendKind kind);
 
+/// The data-parallel ranks of this process for the CUDA backend's NCCL
+/// collectives: MPI's world when mpirun started it (rank 0's unique id
+/// goes to the others with MPI_Bcast; the GPU is picked by the launcher's
+/// local rank), else a single process. Another rendezvous (torchrun-style
+/// environment variables) can fill in a CollectiveBootstrap the same way.
+CollectiveBootstrap mpiCollectiveBootstrap();
+
 /// Prepares \p module on \p backend (which selectBackend returned);
 /// \p allowTf32 lets the CUDA backend's fp32 GEMMs use TF32 tensor cores.
+/// On CUDA the collectives use mpiCollectiveBootstrap's ranks.
 llvm::Expected<std::unique_ptr<Executable>>
 prepareExecutable(const Module &module, BackendKind backend,
                   const ExecutorOptions &options, bool allowTf32 = false);
