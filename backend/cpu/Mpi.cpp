@@ -604,3 +604,23 @@ llvm::Error cpu::allGatherF32(const float *shard, float *output,
   return mpiError(kBuiltWithoutMpi);
 #endif
 }
+
+llvm::Error cpu::broadcastBytes(void *data, size_t bytes, int root) {
+  if (llvm::Error err = checkUsable())
+    return err;
+  if (root < 0 || root >= worldSize)
+    return mpiError(llvm::formatv("broadcast from rank {0} in a world of {1}",
+                                  root, worldSize));
+  // A small payload (an NCCL unique id): one all-gather of every rank's
+  // words, over either transport and under the collective timeout, and the
+  // root's taken.
+  size_t words = (bytes + 7) / 8;
+  std::vector<uint64_t> mine(words, 0);
+  std::memcpy(mine.data(), data, bytes);
+  auto all = allGatherU64(mine, "the broadcast of rank " +
+                                    std::to_string(root) + "'s bytes");
+  if (!all)
+    return all.takeError();
+  std::memcpy(data, all->data() + size_t(root) * words, bytes);
+  return llvm::Error::success();
+}

@@ -91,7 +91,7 @@ llvm::Expected<double> averageOverRanks(double value, llvm::StringRef what);
 /// exits. No-op without a world of several ranks.
 void abortWorld(llvm::StringRef message, int exitCode);
 
-// ZeRO's collectives (backend/cpu/MpiCollectives.cpp).
+// ZeRO's collectives (Mpi.cpp).
 
 /// Sums \p input (getMpiWorldSize() * \p shardCount floats, in rank order)
 /// over every rank and writes this rank's \p shardCount-float block of the
@@ -100,9 +100,14 @@ void abortWorld(llvm::StringRef message, int exitCode);
 llvm::Error reduceScatterSumF32(const float *input, float *output,
                                 size_t shardCount);
 /// Gathers every rank's \p shardCount floats at \p shard into \p output
-/// (getMpiWorldSize() * \p shardCount floats, in rank order). Fails when
-/// MPI is not initialised or the call fails.
+/// (getMpiWorldSize() * \p shardCount floats, in rank order). Fails like
+/// reduceScatterSumF32.
 llvm::Error allGatherF32(const float *shard, float *output, size_t shardCount);
+/// Copies \p bytes bytes at \p data on rank \p root into \p data on every
+/// rank, for small payloads (the CUDA backend's NCCL bootstrap sends its
+/// unique id with it): an all-gather over the world's transport, under the
+/// collective timeout. Fails like reduceScatterSumF32.
+llvm::Error broadcastBytes(void *data, size_t bytes, int root);
 
 } // namespace cpu
 } // namespace gmopt

@@ -1,11 +1,10 @@
-//===- CudaDevice.cpp - Probing, workspace model, memory fit --------------===//
+//===- CudaDevice.cpp - Probing, workspace model, kernel check ------------===//
 //
 // The parts of the CUDA backend every build has: device probing through
 // the CUDA runtime API (compiled only when the toolkit was found at
 // configure time, GMOPT_HAVE_CUDA; otherwise it reports that the backend
-// is not built), the CUDA workspace model, the out-of-memory message, the
-// whole-module kernel check, the device memory line, and
-// the no-toolkit fallbacks of the functions CudaDispatch.cpp and
+// is not built), the CUDA workspace model, the whole-module kernel check,
+// and the no-toolkit fallbacks of the functions CudaDispatch.cpp and
 // CudaRuntimeDevice.cpp define in a CUDA build.
 //
 //===----------------------------------------------------------------------===//
@@ -84,50 +83,11 @@ uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
   return 0;
 }
 
-namespace {
-/// \p bytes as "N bytes (X.XX GiB)".
-std::string describeBytes(uint64_t bytes) {
-  return llvm::formatv("{0} bytes ({1:F2} GiB)", bytes,
-                       static_cast<double>(bytes) / (1024.0 * 1024 * 1024))
-      .str();
-}
-} // namespace
-
-llvm::Error gmopt::checkPlannedBytesFit(uint64_t plannedBytes,
-                                        uint64_t freeBytes,
-                                        llvm::StringRef deviceName) {
-  if (plannedBytes <= freeBytes)
-    return llvm::Error::success();
-  return llvm::createStringError(
-      std::make_error_code(std::errc::not_enough_memory),
-      "the planned step needs " + describeBytes(plannedBytes) + " but " +
-          deviceName + " has " + describeBytes(freeBytes) +
-          " free: compile with `gmopt-compile --memory-limit=" +
-          llvm::formatv("{0}", freeBytes).str() +
-          "` (or less) to plan a step that fits, or run with "
-          "--backend=cpu");
-}
-
 llvm::Error gmopt::checkCudaModule(const Module &module) {
   for (const Node &node : module.getGraph().getNodes())
     if (llvm::Error err = checkCudaNode(node))
       return err;
   return llvm::Error::success();
-}
-
-std::string
-gmopt::describeCudaMemoryMeasurement(const CudaMemoryMeasurement &measurement) {
-  std::string line = "device memory (cuda): ";
-  if (measurement.eager)
-    line += llvm::formatv("pool used high {0} bytes, pool reserved high {1} "
-                          "bytes, ",
-                          measurement.poolUsedHighBytes,
-                          measurement.poolReservedHighBytes)
-                .str();
-  line += llvm::formatv("device used {0} bytes after a step (cudaMemGetInfo)",
-                        measurement.deviceUsedBytes)
-              .str();
-  return line;
 }
 
 #ifndef GMOPT_HAVE_CUDA

@@ -20,6 +20,9 @@
 #ifndef GMOPT_BACKEND_CUDA_CUDADEVICE_H
 #define GMOPT_BACKEND_CUDA_CUDADEVICE_H
 
+#include "backend/cuda/CudaMeasurement.h"
+#include "backend/cuda/NcclCollectives.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -96,40 +99,16 @@ llvm::Error checkCudaModule(const Module &module);
 struct CudaDeviceOptions {
   /// Let fp32 GEMMs use TF32 tensor cores (off: full fp32 products).
   bool allowTf32 = false;
-};
-
-/// The error for \p plannedBytes that do not fit in \p freeBytes of device
-/// memory, naming both and what to do; success when they fit.
-llvm::Error checkPlannedBytesFit(uint64_t plannedBytes, uint64_t freeBytes,
-                                 llvm::StringRef deviceName);
-
-/// The CUDA device's own memory figures over the steps of an Executable
-/// that prepareCudaExecutable made, to cross-check the interpreter's
-/// counted MemoryReport with.
-struct CudaMemoryMeasurement {
-  /// Eager mode: the high-water marks of the dedicated memory pool
-  /// (cudaMemPoolAttrUsedMemHigh, cudaMemPoolAttrReservedMemHigh) since
-  /// prepare or the last resetPeak, read after each step; 0 in planned
-  /// mode, which has no pool.
-  uint64_t poolUsedHighBytes = 0;
-  uint64_t poolReservedHighBytes = 0;
-  /// The most device memory in use (cudaMemGetInfo's total minus free: the
-  /// whole device's, other processes' included) after a step.
-  uint64_t deviceUsedBytes = 0;
-  /// Whether the executable runs in eager mode (the pool figures apply).
-  bool eager = false;
+  /// The data-parallel ranks (a single process by default): collectives
+  /// run over an NCCL communicator made through it, and with several ranks
+  /// each takes GPU localRank of its machine.
+  CollectiveBootstrap bootstrap;
 };
 
 /// \p executable's CUDA memory figures when prepareCudaExecutable made it;
 /// std::nullopt otherwise.
 std::optional<CudaMemoryMeasurement>
 getCudaMemoryMeasurement(const Executable &executable);
-
-/// One line naming \p measurement's figures, e.g. "device memory (cuda):
-/// pool used high N bytes, pool reserved high M bytes, device used K bytes
-/// after a step (cudaMemGetInfo)"; planned mode has no pool figures.
-std::string
-describeCudaMemoryMeasurement(const CudaMemoryMeasurement &measurement);
 
 /// Prepares \p module to run on the first CUDA device (planned mode: its
 /// plan must be made for the `cuda` or `none` workspace model). Fails

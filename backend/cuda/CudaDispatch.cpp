@@ -882,6 +882,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
       add(kMsDomain, op, checkElementwise, runElementwise);
     addMovementKernels(t);
     addCnnKernels(t);
+    addCollectiveKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

@@ -27,6 +27,9 @@
 #include <vector>
 
 namespace gmopt {
+
+class NcclCommunicator;
+
 namespace cuda {
 
 /// A GEMM node's cuBLASLt descriptors and chosen algorithm (CudaMatMul.cpp).
@@ -56,6 +59,10 @@ struct CudaKernelContext {
   /// cuDNN's handle (on the stream) and per-node plans, made by
   /// createCudnnState when the device initializes; null without cuDNN.
   std::shared_ptr<CudnnState> cudnn;
+  /// The data-parallel ranks' NCCL communicator (NcclCollectives.h), owned
+  /// by the device; null when the module has no collective or NCCL is
+  /// absent (a one-rank all-reduce is then a copy).
+  NcclCommunicator *communicator = nullptr;
 };
 
 /// Creates ctx.cudnn (the cuDNN handle, bound to ctx.stream) where gmopt was

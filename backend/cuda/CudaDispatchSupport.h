@@ -232,6 +232,8 @@ void addMovementKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds the CNN entries (Conv, ConvGrad and batch norm on cuDNN; the pools
 /// and their gradients on CnnKernels.cu) to the table (CudnnDispatch.cpp).
 void addCnnKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds gmopt.AllReduce (NcclCollectives.cpp) to the table.
+void addCollectiveKernels(llvm::StringMap<KernelEntry> &table);
 
 } // namespace dispatch
 } // namespace cuda

@@ -15,7 +15,10 @@
 // cudaMemGetInfo's free bytes and refuses a plan that cannot fit. Step
 // times are CUDA events' elapsed device time around each step; after each
 // step the eager pool's high-water marks and cudaMemGetInfo are read
-// (getCudaMemoryMeasurement) to cross-check the counted memory.
+// (getCudaMemoryMeasurement): the fall of the free memory from before the
+// first allocation is cross-checked against the accounted bytes
+// (CudaMeasurement.h), and an allocation that fails in a run names the
+// free bytes and the options that would fit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +28,9 @@
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaDispatch.h"
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/NcclCollectives.h"
 
+#include "ir/Collectives.h"
 #include "ir/Module.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
@@ -57,8 +62,13 @@ llvm::Error check(cudaError_t status, llvm::StringRef call) {
 
 class CudaDevice final : public Device {
 public:
-  CudaDevice(CudaDeviceInfo info, CudaDeviceOptions cudaOptions)
-      : info(std::move(info)), cudaOptions(cudaOptions) {}
+  /// \p communicator: the data-parallel ranks' NCCL communicator, or null.
+  CudaDevice(CudaDeviceInfo info, CudaDeviceOptions cudaOptions,
+             std::unique_ptr<NcclCommunicator> communicator)
+      : info(std::move(info)), cudaOptions(std::move(cudaOptions)),
+        communicator(std::move(communicator)) {
+    context.communicator = this->communicator.get();
+  }
   ~CudaDevice() override;
 
   llvm::StringRef getName() const override { return "cuda"; }
@@ -87,9 +97,12 @@ public:
   cudaStream_t getStream() const { return stream; }
   /// Eager mode's dedicated memory pool (null in planned mode).
   cudaMemPool_t getPool() const { return pool; }
+  /// Planned mode: the cudaMalloc blocks made so far.
+  uint64_t getAllocationCount() const { return allocations; }
 
 private:
-  llvm::Error outOfMemory(uint64_t bytes, cudaError_t status);
+  llvm::Error outOfMemory(uint64_t bytes, cudaError_t status,
+                          llvm::StringRef call);
 
   CudaDeviceInfo info;
   CudaDeviceOptions cudaOptions;
@@ -99,6 +112,8 @@ private:
   bool stepStarted = false;
   cudaStream_t stream = nullptr;
   cudaMemPool_t pool = nullptr;
+  uint64_t allocations = 0;
+  std::unique_ptr<NcclCommunicator> communicator;
   CudaKernelContext context;
   /// The node of each launch since the last synchronization.
   std::vector<const Node *> launchedNodes;
@@ -158,19 +173,14 @@ llvm::Error CudaDevice::initialize(MemoryCounter &counter,
   return llvm::Error::success();
 }
 
-llvm::Error CudaDevice::outOfMemory(uint64_t bytes, cudaError_t status) {
+llvm::Error CudaDevice::outOfMemory(uint64_t bytes, cudaError_t status,
+                                    llvm::StringRef call) {
   (void)cudaGetLastError();
   size_t freeBytes = 0, totalBytes = 0;
   (void)cudaMemGetInfo(&freeBytes, &totalBytes);
-  return llvm::createStringError(
-      std::make_error_code(std::errc::not_enough_memory),
-      llvm::formatv("out of device memory on {0}: allocating {1} bytes "
-                    "failed ({2}); {3} of {4} bytes are free. Compile with "
-                    "`gmopt-compile --memory-limit=SIZE` (at most the free "
-                    "bytes) to plan a step that fits",
-                    info.name, bytes, cudaGetErrorName(status), freeBytes,
-                    totalBytes)
-          .str());
+  return outOfDeviceMemoryError(
+      bytes, freeBytes, totalBytes, info.name,
+      (call + ": " + cudaGetErrorName(status)).str());
 }
 
 llvm::Expected<void *> CudaDevice::allocate(uint64_t bytes) {
@@ -185,10 +195,13 @@ llvm::Expected<void *> CudaDevice::allocate(uint64_t bytes) {
   cudaError_t status =
       eager ? cudaMallocFromPoolAsync(&address, rounded, pool, stream)
             : cudaMalloc(&address, rounded);
+  llvm::StringRef call = eager ? "cudaMallocFromPoolAsync" : "cudaMalloc";
   if (status == cudaErrorMemoryAllocation)
-    return outOfMemory(bytes, status);
+    return outOfMemory(bytes, status, call);
   if (status != cudaSuccess)
-    return callError(eager ? "cudaMallocFromPoolAsync" : "cudaMalloc", status);
+    return callError(call, status);
+  if (!eager)
+    ++allocations;
   return address;
 }
 
@@ -259,6 +272,13 @@ llvm::Error CudaDevice::synchronize() {
                       cudaGetErrorString(status), cudaGetErrorName(status),
                       last));
   }
+  // A collective whose peer failed (or a network error) is reported here.
+  if (communicator)
+    if (llvm::Error err = communicator->checkAsyncError(
+            launchedNodes.empty() ? nullptr : launchedNodes.back())) {
+      launchedNodes.clear();
+      return err;
+    }
   KernelFaultRecord fault;
   status = readKernelFault(fault, stream);
   std::vector<const Node *> nodes;
@@ -308,9 +328,14 @@ uint64_t persistentBytes(const Module &module) {
 /// else is the interpreter's.
 class CudaExecutable final : public Executable {
 public:
+  /// \p freeBeforeBytes: cudaMemGetInfo's free bytes before anything of
+  /// the executable was allocated.
   CudaExecutable(std::unique_ptr<Executable> inner, const CudaDevice &device,
-                 cudaEvent_t start, cudaEvent_t stop)
-      : inner(std::move(inner)), device(device), start(start), stop(stop) {}
+                 cudaEvent_t start, cudaEvent_t stop, uint64_t freeBeforeBytes)
+      : inner(std::move(inner)), device(device), start(start), stop(stop) {
+    measured.freeBeforeBytes = freeBeforeBytes;
+    measured.eager = device.getPool() != nullptr;
+  }
   ~CudaExecutable() override {
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
@@ -366,6 +391,8 @@ void CudaExecutable::resetPeak() {
   inner->resetPeak();
   measured.poolUsedHighBytes = measured.poolReservedHighBytes = 0;
   measured.deviceUsedBytes = 0;
+  measured.lowestFreeBytes = 0;
+  measured.stepsMeasured = 0;
   // Setting a high-water mark to 0 restarts it from the current bytes.
   if (cudaMemPool_t pool = device.getPool()) {
     uint64_t zero = 0;
@@ -396,6 +423,13 @@ llvm::Error CudaExecutable::measureMemory() {
     return err;
   measured.deviceUsedBytes =
       std::max<uint64_t>(measured.deviceUsedBytes, totalBytes - freeBytes);
+  measured.lowestFreeBytes =
+      measured.stepsMeasured
+          ? std::min<uint64_t>(measured.lowestFreeBytes, freeBytes)
+          : freeBytes;
+  ++measured.stepsMeasured;
+  measured.countedPeakBytes = inner->getMemoryReport().peakBytes;
+  measured.deviceAllocations = device.getAllocationCount();
   return llvm::Error::success();
 }
 
@@ -435,8 +469,43 @@ gmopt::prepareCudaExecutable(const Module &module,
   auto info = probeCudaDevice();
   if (!info)
     return info.takeError();
+  const CollectiveBootstrap &bootstrap = cudaOptions.bootstrap;
+  // Data-parallel ranks on one machine take one GPU each.
+  if (bootstrap.worldSize > 1 && bootstrap.localRank > 0) {
+    int count = 0;
+    if (auto err = check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"))
+      return err;
+    int ordinal = bootstrap.localRank % std::max(count, 1);
+    if (ordinal != info->ordinal) {
+      cudaDeviceProp properties;
+      if (auto err = check(cudaGetDeviceProperties(&properties, ordinal),
+                           "cudaGetDeviceProperties"))
+        return err;
+      info->ordinal = ordinal;
+      info->name = properties.name;
+      info->computeMajor = properties.major;
+      info->computeMinor = properties.minor;
+      info->totalMemoryBytes = properties.totalGlobalMem;
+    }
+  }
   if (auto err = check(cudaSetDevice(info->ordinal), "cudaSetDevice"))
     return err;
+  // Collectives need the ranks' communicator (every rank makes it here,
+  // before any step); a one-rank run without NCCL copies instead.
+  std::unique_ptr<NcclCommunicator> communicator;
+  if (hasCollectives(module)) {
+    for (const Node &node : module.getGraph().getNodes())
+      if (node.isa(kGmoptDomain, kAllReduceOp))
+        if (llvm::Error err = checkCollectiveWorld(node, bootstrap))
+          return err;
+    auto made = NcclCommunicator::create(bootstrap, info->ordinal);
+    if (made)
+      communicator = std::move(*made);
+    else if (bootstrap.worldSize > 1)
+      return made.takeError();
+    else
+      llvm::consumeError(made.takeError());
+  }
   // Refuse what cannot fit before allocating anything: never a half-run.
   size_t freeBytes = 0, totalBytes = 0;
   if (auto err =
@@ -447,7 +516,8 @@ gmopt::prepareCudaExecutable(const Module &module,
     planned += module.plan.arenaBytes;
   if (auto err = checkPlannedBytesFit(planned, freeBytes, info->name))
     return err;
-  auto device = std::make_unique<CudaDevice>(*info, cudaOptions);
+  auto device =
+      std::make_unique<CudaDevice>(*info, cudaOptions, std::move(communicator));
   const CudaDevice &deviceRef = *device;
   auto inner = createPlanInterpreter(module, options, std::move(device),
                                      getCudaKernelWorkspaceBytes);
@@ -461,5 +531,5 @@ gmopt::prepareCudaExecutable(const Module &module,
     return err;
   }
   return std::make_unique<CudaExecutable>(std::move(*inner), deviceRef, start,
-                                          stop);
+                                          stop, freeBytes);
 }

@@ -8,8 +8,9 @@
 // testdata graph trained on CUDA (planned and eager) must reproduce ONNX
 // Runtime's reference gradients and loss like the CPU backend does, the
 // measured memory must match the plan and be covered by the device's own
-// figures (pool high-water marks, cudaMemGetInfo), and step times (CUDA
-// events) must be positive and within the run's wall time. --backend=auto's
+// figures (pool high-water marks, cudaMemGetInfo, whose free-memory delta
+// agrees with the accounted bytes within the stated tolerance), and step
+// times (CUDA events) must be positive and within the run's wall time. --backend=auto's
 // fallback for a node without a CUDA kernel is decided without a device.
 //
 //===----------------------------------------------------------------------===//
@@ -185,6 +186,15 @@ TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
           << line;
     }
     EXPECT_GE(deviceUsed, result->memory.peakBytes) << line;
+    // The free-memory delta agrees with the accounted bytes (arena +
+    // persistent + workspace; the eager pool's reserved bytes).
+    ASSERT_TRUE(result->cudaMemory.has_value());
+    EXPECT_EQ(result->cudaMemory->stepsMeasured,
+              result->microStepMilliseconds.size());
+    EXPECT_EQ(result->cudaMemory->countedPeakBytes, result->memory.peakBytes);
+    if (llvm::Error err =
+            checkDeviceMemoryAgreement(*result->cudaMemory, "the MLP run"))
+      ADD_FAILURE() << llvm::toString(std::move(err));
     auto comparisons = compareWithReference(*result, mlp->data, Tolerance());
     ASSERT_TRUE(bool(comparisons)) << llvm::toString(comparisons.takeError());
     EXPECT_TRUE(allWithinTolerance(*comparisons));

@@ -41,7 +41,11 @@ double firstStepMilliseconds(const TrainingResult &result) {
 llvm::json::Object runJson(const TrainingResult &result) {
   llvm::json::Object object = result.memory.toJSON();
   object["step_ms"] = result.medianStepMilliseconds();
+  object["warmup_micro_steps"] =
+      static_cast<int64_t>(result.getWarmupMicroSteps());
   object["first_step_ms"] = firstStepMilliseconds(result);
+  if (result.cudaMemory)
+    object["device_memory"] = cudaMemoryJson(*result.cudaMemory);
   object["arena_bytes"] = static_cast<int64_t>(result.arenaBytes);
   object["unplanned_scratch_bytes"] =
       static_cast<int64_t>(result.unplannedScratchBytes);
@@ -189,10 +193,26 @@ void gmopt::printBaselineTable(llvm::raw_ostream &os,
             llvm::formatv("{0:f3} ms", baseline.medianStepMilliseconds()).str(),
             16)
      << "\n";
+  if (optimized.cudaMemory && baseline.cudaMemory) {
+    // The device's own figures: what each run took from the device.
+    auto row = [&](llvm::StringRef label, uint64_t a, uint64_t b) {
+      os << llvm::left_justify(label, 20) << llvm::right_justify(mebibytes(a), 16)
+         << llvm::right_justify(mebibytes(b), 16) << "\n";
+    };
+    row("device accounted", optimized.cudaMemory->getAccountedBytes(),
+        baseline.cudaMemory->getAccountedBytes());
+    row("device delta", optimized.cudaMemory->getDeviceDeltaBytes(),
+        baseline.cudaMemory->getDeviceDeltaBytes());
+  }
   os << llvm::formatv("peak reduction: {0:f1}%\n",
                       100 * peakReduction(optimized, baseline));
   os << llvm::formatv("max gradient relative difference: {0:e2}\n",
                       maxGradientRelativeDifference(optimized, baseline));
+  os << llvm::formatv("step times: the median micro-step after {0} warm-up "
+                      "micro-step{1} (optimized), {2} (baseline)\n",
+                      optimized.getWarmupMicroSteps(),
+                      optimized.getWarmupMicroSteps() == 1 ? "" : "s",
+                      baseline.getWarmupMicroSteps());
 }
 
 llvm::json::Object gmopt::runReportJson(const RunSummary &summary) {

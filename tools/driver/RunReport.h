@@ -5,13 +5,22 @@
 // --baseline, and the --report-json document. The JSON keys are a stable
 // interface (bench/ort_compare.py and the lit tests read them):
 //
-//   backend, mode, steps, accumulate, optimizer, pipeline, losses,
+//   backend, device (the CUDA device's name; absent on the CPU), mode,
+//   steps, accumulate, optimizer, pipeline, losses,
 //   optimized  {peak_bytes, by_category{parameters, gradients,
 //               optimizer_state, activations, temporaries, workspace},
-//               step_ms (median micro-step), first_step_ms, micro_step_ms
+//               step_ms (median micro-step after warmup_micro_steps
+//               warm-up micro-steps: the first when there are two or
+//               more), warmup_micro_steps, first_step_ms, micro_step_ms
 //               [every micro-step], micro_step_cpu_ms [the process's
 //               processor time in each], arena_bytes, unplanned_scratch_bytes
-//               (kernel scratch outside the plan's workspace slices)},
+//               (kernel scratch outside the plan's workspace slices), and on
+//               CUDA device_memory (backend/cuda/CudaMeasurement.h's
+//               cudaMemoryJson: pool_used_high_bytes,
+//               pool_reserved_high_bytes, free_before_bytes,
+//               lowest_free_bytes, device_delta_bytes, device_used_bytes,
+//               accounted_bytes, counted_peak_bytes, device_allocations,
+//               tolerance_bytes, agrees)},
 //   baseline   (same keys, or null without --baseline),
 //   peak_reduction (1 - optimized/baseline peak, or null),
 //   max_grad_rel_diff (or null),

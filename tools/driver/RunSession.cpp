@@ -631,6 +631,12 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     else
       llvm::consumeError(std::move(err));
   };
+  // On CUDA the device's own figures must agree with the accounting; a
+  // mismatch fails the run once everything is reported.
+  if (result->cudaMemory)
+    if (llvm::Error err = checkDeviceMemoryAgreement(*result->cudaMemory,
+                                                     "the run"))
+      noteFailure(prefixModel(std::move(err)));
   if (references) {
     auto comparisons =
         compareWithReference(*result, *references, summary.tolerance);
@@ -690,6 +696,13 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     if (!baseline) {
       llvm::consumeError(std::move(failure));
       return prefixModel(baseline.takeError());
+    }
+    if (baseline->cudaMemory) {
+      out << "baseline " << describeCudaMemoryMeasurement(*baseline->cudaMemory)
+          << "\n";
+      if (llvm::Error err = checkDeviceMemoryAgreement(*baseline->cudaMemory,
+                                                       "the baseline"))
+        noteFailure(prefixModel(std::move(err)));
     }
     out << "baseline (original graph, eager, fp32) vs optimized ("
         << summary.mode << "):\n";

@@ -14,6 +14,7 @@
 #include "tools/driver/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
 
+#include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"
 #include "ir/FileIO.h"
 #include "ir/GmFile.h"
@@ -43,6 +44,7 @@
 #include <chrono>
 #include <ctime>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -235,6 +237,31 @@ llvm::Expected<BackendKind> gmopt::selectBackend(BackendKind requested,
   llvm_unreachable("unknown backend");
 }
 
+CollectiveBootstrap gmopt::mpiCollectiveBootstrap() {
+  CollectiveBootstrap bootstrap;
+  if (!cpu::isMpiInitialized() || cpu::getMpiWorldSize() <= 1)
+    return bootstrap;
+  bootstrap.rank = cpu::getMpiRank();
+  bootstrap.worldSize = cpu::getMpiWorldSize();
+  bootstrap.source = cpu::getWorldTransportName();
+  // The launcher's rank on this machine: Open MPI's, MPICH's, torchrun's.
+  for (const char *variable :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *value = std::getenv(variable)) {
+      int localRank = 0;
+      if (!llvm::StringRef(value).getAsInteger(10, localRank) &&
+          localRank >= 0) {
+        bootstrap.localRank = localRank;
+        break;
+      }
+    }
+  bootstrap.broadcastFromRankZero =
+      [](llvm::MutableArrayRef<uint8_t> bytes) -> llvm::Error {
+    return cpu::broadcastBytes(bytes.data(), bytes.size(), /*root=*/0);
+  };
+  return bootstrap;
+}
+
 llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareExecutable(const Module &module, BackendKind backend,
                          const ExecutorOptions &options, bool allowTf32) {
@@ -244,6 +271,7 @@ gmopt::prepareExecutable(const Module &module, BackendKind backend,
   case BackendKind::Cuda: {
     CudaDeviceOptions cudaOptions;
     cudaOptions.allowTf32 = allowTf32;
+    cudaOptions.bootstrap = mpiCollectiveBootstrap();
     return prepareCudaExecutable(module, options, cudaOptions);
   }
   case BackendKind::Auto:

@@ -18,6 +18,8 @@
 #define GMOPT_TOOLS_DRIVER_RUNTIME_H
 
 #include "backend/Executor.h"
+#include "backend/cuda/CudaMeasurement.h"
+#include "backend/cuda/NcclCollectives.h"
 #include "tools/driver/Checkpoint.h"
 #include "tools/driver/TestDataSet.h"
 
@@ -86,8 +88,16 @@ llvm::Expected<BackendKind> selectBackend(BackendKind requested,
 /// `cpu` or `cuda` (`auto` for Auto).
 llvm::StringRef backendName(BackendKind kind);
 
+/// The data-parallel ranks of this process for the CUDA backend's NCCL
+/// collectives: the CPU world's (MPI under mpirun, or the TCP world of
+/// torchrun-style variables; rank 0's unique id goes to the others over
+/// it, the GPU is picked by the launcher's local rank), else a single
+/// process.
+CollectiveBootstrap mpiCollectiveBootstrap();
+
 /// Prepares \p module on \p backend (which selectBackend returned);
 /// \p allowTf32 lets the CUDA backend's fp32 GEMMs use TF32 tensor cores.
+/// On CUDA the collectives use mpiCollectiveBootstrap's ranks.
 llvm::Expected<std::unique_ptr<Executable>>
 prepareExecutable(const Module &module, BackendKind backend,
                   const ExecutorOptions &options, bool allowTf32 = false);
@@ -322,6 +332,16 @@ struct MicroStepTrace {
   std::vector<NodeTiming> nodes;
 };
 
+/// The micro-steps of a run of \p microSteps that a step-time median
+/// leaves out as warm-up: the first one (lazy kernel loading, cuBLASLt's
+/// algorithm queries, the eager pool's first reservations, cold caches)
+/// when there are at least two, else none.
+unsigned warmupMicroSteps(size_t microSteps);
+
+/// The median of \p milliseconds after its first \p warmup entries (all of
+/// them when \p warmup leaves none); 0 when empty.
+double medianAfterWarmup(llvm::ArrayRef<double> milliseconds, unsigned warmup);
+
 /// What a training run produced.
 struct TrainingResult {
   /// Loss of each optimizer step (the mean over its micro-steps).
@@ -367,9 +387,20 @@ struct TrainingResult {
   /// Every micro-step's nodes (with ExecutorOptions::profile).
   std::vector<MicroStepTrace> trace;
 
-  /// The median micro-step time (0 without steps).
+  /// On the CUDA backend, the device's own memory figures (pool high-water
+  /// marks, cudaMemGetInfo) to cross-check `memory` with; absent elsewhere.
+  std::optional<CudaMemoryMeasurement> cudaMemory;
+
+  /// The micro-steps the step-time median leaves out as warm-up (see
+  /// warmupMicroSteps).
+  unsigned getWarmupMicroSteps() const {
+    return warmupMicroSteps(microStepMilliseconds.size());
+  }
+  /// The median micro-step time after the warm-up micro-steps (0 without
+  /// steps).
   double medianStepMilliseconds() const;
 };
+
 
 /// What the runtime does around the steps for gradient accumulation.
 struct AccumulationPlan {

@@ -52,13 +52,24 @@ using namespace gmopt::runtime;
 // Training
 //===----------------------------------------------------------------------===//
 
-double TrainingResult::medianStepMilliseconds() const {
-  if (microStepMilliseconds.empty())
+unsigned gmopt::warmupMicroSteps(size_t microSteps) {
+  return microSteps > 1 ? 1 : 0;
+}
+
+double gmopt::medianAfterWarmup(llvm::ArrayRef<double> milliseconds,
+                                unsigned warmup) {
+  if (warmup < milliseconds.size())
+    milliseconds = milliseconds.drop_front(warmup);
+  if (milliseconds.empty())
     return 0;
-  std::vector<double> sorted = microStepMilliseconds;
+  std::vector<double> sorted(milliseconds.begin(), milliseconds.end());
   llvm::sort(sorted);
   size_t n = sorted.size();
   return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+double TrainingResult::medianStepMilliseconds() const {
+  return medianAfterWarmup(microStepMilliseconds, getWarmupMicroSteps());
 }
 
 namespace {
@@ -435,9 +446,9 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
 
   result.memory = exe.getMemoryReport();
   // On CUDA, the device's own figures next to the counted ones.
-  if (log)
-    if (auto measured = getCudaMemoryMeasurement(exe))
-      *log << describeCudaMemoryMeasurement(*measured) << "\n";
+  result.cudaMemory = getCudaMemoryMeasurement(exe);
+  if (log && result.cudaMemory)
+    *log << describeCudaMemoryMeasurement(*result.cudaMemory) << "\n";
   result.arenaBytes = exe.getArenaBytes();
   result.unplannedScratchBytes = exe.getUnplannedScratchBytes();
   result.profile = exe.getProfile();
