@@ -1,8 +1,7 @@
 //===- ConvGeometry.cpp - Window geometry of convolution and pooling ------===//
 //
-// ONNX's rules for output extents and padding: explicit pads (begin...,
-// end...), VALID (none), or SAME_UPPER / SAME_LOWER (pad so the output is
-// ceil(input / stride), the odd pixel at the end or the beginning).
+// The CPU kernels' entry to backend/WindowGeometry.cpp (ONNX's padding and
+// output-extent rules), errors worded "OP: MESSAGE (node NAME)".
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,86 +14,9 @@ llvm::Expected<WindowGeometry>
 cpu::resolveWindow(const KernelCall &call, llvm::ArrayRef<int64_t> inputShape,
                    llvm::ArrayRef<int64_t> kernel,
                    llvm::ArrayRef<int64_t> outputShape, bool ceilMode) {
-  unsigned rank = inputShape.size();
-  if (rank != 3 && rank != 4)
-    return call.error("only 1-D and 2-D windows are supported (input rank " +
-                      llvm::Twine(rank) + ")");
-  unsigned spatial = rank - 2;
-  if (kernel.size() != spatial)
-    return call.error("kernel_shape has " + llvm::Twine(kernel.size()) +
-                      " dims for " + llvm::Twine(spatial) + " spatial dims");
-  if (outputShape.size() != rank)
-    return call.error("output rank differs from the input's");
-  auto attr = [&](llvm::StringRef name, int64_t fallback, size_t count) {
-    std::vector<int64_t> values = call.getInts(name);
-    if (values.empty())
-      values.assign(count, fallback);
-    return values;
-  };
-  std::vector<int64_t> strides = attr("strides", 1, spatial);
-  std::vector<int64_t> dilations = attr("dilations", 1, spatial);
-  std::vector<int64_t> pads = attr("pads", 0, 2 * spatial);
-  if (strides.size() != spatial || dilations.size() != spatial ||
-      pads.size() != 2 * spatial)
-    return call.error("strides, dilations or pads have the wrong length");
-  for (unsigned d = 0; d < spatial; ++d)
-    if (strides[d] < 1 || dilations[d] < 1 || kernel[d] < 1 || pads[d] < 0 ||
-        pads[d + spatial] < 0)
-      return call.error("kernel, strides and dilations must be positive, pads "
-                        "non-negative");
-  std::string autoPad = call.getString("auto_pad", "NOTSET");
-  llvm::SmallVector<int64_t, 2> outExtents;
-  for (unsigned d = 0; d < spatial; ++d) {
-    int64_t in = inputShape[2 + d];
-    int64_t window = (kernel[d] - 1) * dilations[d] + 1;
-    if (autoPad == "VALID") {
-      pads[d] = pads[d + spatial] = 0;
-    } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      int64_t out = (in + strides[d] - 1) / strides[d];
-      int64_t total =
-          std::max<int64_t>(0, (out - 1) * strides[d] + window - in);
-      int64_t small = total / 2;
-      pads[d] = autoPad == "SAME_UPPER" ? small : total - small;
-      pads[d + spatial] = total - pads[d];
-    } else if (autoPad != "NOTSET") {
-      return call.error("unknown auto_pad '" + autoPad + "'");
-    }
-    int64_t span = in + pads[d] + pads[d + spatial] - window;
-    if (span < 0)
-      return call.error("the window is larger than the padded input");
-    int64_t floorOut = span / strides[d] + 1;
-    int64_t ceilOut = (span + strides[d] - 1) / strides[d] + 1;
-    int64_t actual = outputShape[2 + d];
-    bool ok = ceilMode ? (actual == floorOut || actual == ceilOut)
-                       : actual == floorOut;
-    if (!ok)
-      return call.error("output extent " + llvm::Twine(actual) +
-                        " of spatial dim " + llvm::Twine(d) +
-                        " disagrees with the computed " +
-                        llvm::Twine(ceilMode ? ceilOut : floorOut));
-    outExtents.push_back(actual);
-  }
-  if (outputShape[0] != inputShape[0])
-    return call.error("output batch differs from the input's");
-  WindowGeometry g;
-  g.batch = inputShape[0];
-  g.channels = inputShape[1];
-  unsigned h = spatial == 2 ? 0 : ~0u, w = spatial - 1;
-  g.inW = inputShape[2 + w];
-  g.outW = outExtents[w];
-  g.kernelW = kernel[w];
-  g.strideW = strides[w];
-  g.dilationW = dilations[w];
-  g.padLeft = pads[w];
-  g.padRight = pads[w + spatial];
-  if (h != ~0u) {
-    g.inH = inputShape[2];
-    g.outH = outExtents[0];
-    g.kernelH = kernel[0];
-    g.strideH = strides[0];
-    g.dilationH = dilations[0];
-    g.padTop = pads[0];
-    g.padBottom = pads[spatial];
-  }
-  return g;
+  auto window = resolveWindowGeometry(call.getNode(), inputShape, kernel,
+                                      outputShape, ceilMode);
+  if (!window)
+    return call.error(llvm::toString(window.takeError()));
+  return *window;
 }

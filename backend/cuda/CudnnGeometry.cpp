@@ -1,12 +1,10 @@
 //===- CudnnGeometry.cpp - Conv/pool windows from a node's attributes -----===//
 //
-// ONNX's window rules for the CUDA backend, on the host and in every build:
-// explicit pads (begin..., end...), VALID (none), SAME_UPPER / SAME_LOWER
-// (pad so the output is ceil(input / stride), the odd pixel at the end /
-// the beginning), output extents floor((in + pads - window) / stride) + 1,
-// or the rounded-up extent with ceil_mode. The same rules as the CPU
-// backend's ConvGeometry.cpp, which the unit tests compare against. Also
-// the CUDA workspace model's bound for convolution nodes.
+// What the CUDA backend's convolution, pooling and batch-norm entries
+// derive from a node, on the host and in every build: the window through
+// the backend-neutral resolveWindowGeometry (the CPU kernels' too), then
+// cuDNN's and the pools' parameters. Also the CUDA workspace model's bound
+// for convolution nodes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,91 +48,13 @@ llvm::Expected<WindowParams>
 cuda::resolveWindowParams(const Node &node, llvm::ArrayRef<int64_t> inputShape,
                           llvm::ArrayRef<int64_t> kernel,
                           llvm::ArrayRef<int64_t> outputShape, bool ceilMode) {
-  unsigned rank = inputShape.size();
-  if (rank != 3 && rank != 4)
-    return geometryError(node, "only 1-D and 2-D windows are supported "
-                               "(input rank " +
-                                   llvm::Twine(rank) + ")");
-  unsigned spatial = rank - 2;
-  if (kernel.size() != spatial)
-    return geometryError(node, "kernel_shape has " +
-                                   llvm::Twine(kernel.size()) + " dims for " +
-                                   llvm::Twine(spatial) + " spatial dims");
-  if (outputShape.size() != rank)
-    return geometryError(node, "output rank differs from the input's");
-  auto attr = [&](llvm::StringRef name, int64_t fallback, size_t count) {
-    std::vector<int64_t> values = node.getIntsAttr(name, {});
-    if (values.empty())
-      values.assign(count, fallback);
-    return values;
-  };
-  std::vector<int64_t> strides = attr("strides", 1, spatial);
-  std::vector<int64_t> dilations = attr("dilations", 1, spatial);
-  std::vector<int64_t> pads = attr("pads", 0, 2 * spatial);
-  if (strides.size() != spatial || dilations.size() != spatial ||
-      pads.size() != 2 * spatial)
-    return geometryError(node,
-                         "strides, dilations or pads have the wrong length");
-  for (unsigned d = 0; d < spatial; ++d)
-    if (strides[d] < 1 || dilations[d] < 1 || kernel[d] < 1 || pads[d] < 0 ||
-        pads[d + spatial] < 0)
-      return geometryError(node, "kernel, strides and dilations must be "
-                                 "positive, pads non-negative");
-  std::string autoPad = node.getStringAttr("auto_pad", "NOTSET").str();
-  llvm::SmallVector<int64_t, 2> outExtents;
-  for (unsigned d = 0; d < spatial; ++d) {
-    int64_t in = inputShape[2 + d];
-    int64_t window = (kernel[d] - 1) * dilations[d] + 1;
-    if (autoPad == "VALID") {
-      pads[d] = pads[d + spatial] = 0;
-    } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      int64_t out = (in + strides[d] - 1) / strides[d];
-      int64_t total =
-          std::max<int64_t>(0, (out - 1) * strides[d] + window - in);
-      int64_t small = total / 2;
-      pads[d] = autoPad == "SAME_UPPER" ? small : total - small;
-      pads[d + spatial] = total - pads[d];
-    } else if (autoPad != "NOTSET") {
-      return geometryError(node, "unknown auto_pad '" + autoPad + "'");
-    }
-    int64_t span = in + pads[d] + pads[d + spatial] - window;
-    if (span < 0)
-      return geometryError(node, "the window is larger than the padded input");
-    int64_t floorOut = span / strides[d] + 1;
-    int64_t ceilOut = (span + strides[d] - 1) / strides[d] + 1;
-    int64_t actual = outputShape[2 + d];
-    bool ok = ceilMode ? (actual == floorOut || actual == ceilOut)
-                       : actual == floorOut;
-    if (!ok)
-      return geometryError(
-          node, "output extent " + llvm::Twine(actual) + " of spatial dim " +
-                    llvm::Twine(d) + " disagrees with the computed " +
-                    llvm::Twine(ceilMode ? ceilOut : floorOut));
-    outExtents.push_back(actual);
-  }
-  if (outputShape[0] != inputShape[0])
-    return geometryError(node, "output batch differs from the input's");
-  WindowParams g;
-  g.batch = inputShape[0];
-  g.channels = inputShape[1];
-  unsigned w = spatial - 1;
-  g.inW = inputShape[2 + w];
-  g.outW = outExtents[w];
-  g.kernelW = kernel[w];
-  g.strideW = strides[w];
-  g.dilationW = dilations[w];
-  g.padLeft = pads[w];
-  g.padRight = pads[w + spatial];
-  if (spatial == 2) {
-    g.inH = inputShape[2];
-    g.outH = outExtents[0];
-    g.kernelH = kernel[0];
-    g.strideH = strides[0];
-    g.dilationH = dilations[0];
-    g.padTop = pads[0];
-    g.padBottom = pads[spatial];
-  }
-  return g;
+  auto window = resolveWindowGeometry(node, inputShape, kernel, outputShape,
+                                      ceilMode);
+  if (!window)
+    return geometryError(node, llvm::toString(window.takeError()));
+  WindowParams params;
+  static_cast<WindowGeometry &>(params) = *window;
+  return params;
 }
 
 llvm::Expected<ConvParams> cuda::resolveConvParams(const Node &node) {

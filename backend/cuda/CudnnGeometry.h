@@ -8,9 +8,9 @@
 // SAME_LOWER with the odd pixel at the end / the beginning), strides,
 // dilations, groups, the output extents (ceil_mode for pools), and
 // count_include_pad / storage_order. A 1-D op becomes a 2-D one of height
-// 1, which is how it is handed to cuDNN (4-D NCHW descriptors). The rules
-// are the CPU backend's (backend/cpu/ConvGeometry.cpp); the unit tests
-// check the two agree. Also the CUDA workspace model's bound for a
+// 1, which is how it is handed to cuDNN (4-D NCHW descriptors). The window
+// rules are backend/WindowGeometry.h's, which the CPU kernels resolve
+// through too. Also the CUDA workspace model's bound for a
 // convolution node, computed from shapes alone so a plan made without a
 // GPU reserves it.
 //

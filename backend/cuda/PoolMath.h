@@ -1,9 +1,10 @@
 //===- PoolMath.h - Per-output arithmetic of the pooling kernels -*- C++
 //-*-===//
 //
-// The window geometry the CUDA pooling and convolution paths share, as a
-// plain struct both the host (CudnnGeometry.cpp fills it from a node's
-// attributes) and the device read, and the per-element arithmetic of the
+// The window geometry the CUDA pooling and convolution paths share (the
+// backend-neutral WindowGeometry, which CudnnGeometry.cpp resolves from a
+// node's attributes and the device reads, plus the pools' flags), and the
+// per-element arithmetic of the
 // pooling kernels (PoolKernels.cu) as __host__ __device__ functions that the
 // host tests run against the CPU backend's PoolKernels.cpp. Each function
 // visits the window in the CPU kernel's order with the same fp32
@@ -17,6 +18,7 @@
 #ifndef GMOPT_BACKEND_CUDA_POOLMATH_H
 #define GMOPT_BACKEND_CUDA_POOLMATH_H
 
+#include "backend/WindowGeometry.h"
 #include "backend/cuda/ElementwiseMath.h"
 
 #include <cstdint>
@@ -24,23 +26,13 @@
 namespace gmopt {
 namespace cuda {
 
-/// A 2-D sliding window over [N, C, H, W] with explicit (possibly
-/// asymmetric) pads, as resolved from ONNX's attributes.
-struct WindowParams {
-  int64_t batch = 0, channels = 0;
-  int64_t inH = 1, inW = 1, outH = 1, outW = 1;
-  int64_t kernelH = 1, kernelW = 1;
-  int64_t strideH = 1, strideW = 1;
-  int64_t dilationH = 1, dilationW = 1;
-  int64_t padTop = 0, padLeft = 0, padBottom = 0, padRight = 0;
+/// The shared window geometry (backend/WindowGeometry.h) plus what the
+/// pools add to it.
+struct WindowParams : WindowGeometry {
   /// AveragePool: count_include_pad.
   bool includePad = false;
   /// MaxPool: storage_order 1 (indices column-major within a plane).
   bool columnMajor = false;
-
-  GMOPT_HD int64_t inSize() const { return inH * inW; }
-  GMOPT_HD int64_t outSize() const { return outH * outW; }
-  GMOPT_HD int64_t planes() const { return batch * channels; }
 };
 
 /// MaxPool of output (oh, ow) over \p plane: the largest element (the first
