@@ -18,6 +18,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -124,6 +125,27 @@ llvm::Error moveDependentsAfter(Graph &graph, Node *collective,
 }
 
 } // namespace
+
+ProducerSpan gmopt::findProducerSpan(Graph &graph,
+                                     llvm::ArrayRef<Value *> values) {
+  llvm::SmallPtrSet<const Node *, 16> producers;
+  bool fromStart = false;
+  for (const Value *value : values) {
+    if (const Node *def = value->getDefiningNode())
+      producers.insert(def);
+    else
+      fromStart = true;
+  }
+  ProducerSpan span;
+  for (Node &node : graph.getNodes()) {
+    if (!producers.count(&node))
+      continue;
+    if (!span.first && !fromStart)
+      span.first = &node;
+    span.last = &node;
+  }
+  return span;
+}
 
 void DataParallelPlan::print(llvm::raw_ostream &os,
                              const Module &module) const {
@@ -234,13 +256,7 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
       grads.push_back(info.grad);
       types.push_back(info.grad->getType());
     }
-    llvm::DenseMap<const Node *, size_t> positions = nodePositions(graph);
-    Value *last = *llvm::max_element(grads, [&](Value *a, Value *b) {
-      return producerPosition(a, positions) < producerPosition(b, positions);
-    });
-    Value *first = *llvm::min_element(grads, [&](Value *a, Value *b) {
-      return producerPosition(a, positions) < producerPosition(b, positions);
-    });
+    ProducerSpan span = findProducerSpan(graph, grads);
     // In place unless a gradient is not fp32, is no node's result or is a
     // view (writing it would write the viewed value, whose other readers
     // are not the gradient's).
@@ -254,13 +270,12 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
         });
     Builder builder(graph);
     builder.setPhase(Phase::Backward);
-    if (Node *def = last->getDefiningNode())
-      builder.setInsertionPointAfter(def);
+    if (span.last)
+      builder.setInsertionPointAfter(span.last);
     else
       builder.setInsertionPointToStart();
-    Graph::iterator regionBegin = first->getDefiningNode()
-                                      ? first->getDefiningNode()->getIterator()
-                                      : graph.begin();
+    Graph::iterator regionBegin =
+        span.first ? span.first->getIterator() : graph.begin();
     std::vector<NamedAttribute> attrs = {
         NamedAttribute{"reduction", Attribute::getString(options.reduction)},
         NamedAttribute{"ranks", Attribute::getInt(options.ranks)}};

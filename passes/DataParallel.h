@@ -69,6 +69,25 @@ struct DataParallelPlan {
 llvm::Expected<DataParallelPlan> planGradientBuckets(const Module &module,
                                                      uint64_t bucketBytes);
 
+class Graph;
+class Node;
+class Value;
+
+/// Where a bucket's gradients come into being in a graph's current order.
+struct ProducerSpan {
+  /// The earliest producer; null when some value has none (a graph input or
+  /// initializer, there from the start).
+  Node *first = nullptr;
+  /// The latest producer; null when no value has one.
+  Node *last = nullptr;
+};
+
+/// One walk over \p graph: the span of \p values' producers. The
+/// data-parallel and zero-shard passes place a bucket's collective after
+/// `last` (and move what reads the gradients from `first` on), and call it
+/// per bucket because each placement edits the order.
+ProducerSpan findProducerSpan(Graph &graph, llvm::ArrayRef<Value *> values);
+
 /// The `data-parallel` pass.
 class DataParallelPass : public Pass {
 public:

@@ -36,15 +36,6 @@ llvm::Error zeroError(const llvm::Twine &message) {
                                  "zero-shard: " + message);
 }
 
-/// Position of every node in the graph's current order.
-llvm::DenseMap<const Node *, size_t> nodePositions(const Graph &graph) {
-  llvm::DenseMap<const Node *, size_t> positions;
-  size_t index = 0;
-  for (const Node &node : graph.getNodes())
-    positions[&node] = index++;
-  return positions;
-}
-
 /// One bucket as the rewrite sees it.
 struct ShardBucket {
   std::vector<Value *> params;
@@ -211,18 +202,11 @@ llvm::Expected<bool> ZeroShardPass::run(Module &module, PassContext &context) {
       gradShard->setName(tag + ".gradient");
     } else {
       // After the producer of the bucket's last local gradient.
-      llvm::DenseMap<const Node *, size_t> positions = nodePositions(graph);
       std::vector<Value *> local;
-      const Node *last = nullptr;
-      for (Value *param : bucket.params) {
-        Value *grad = signature.lookup(param)->grad;
-        local.push_back(grad);
-        const Node *def = grad->getDefiningNode();
-        if (def && (!last || positions.lookup(def) > positions.lookup(last)))
-          last = def;
-      }
-      if (last)
-        builder.setInsertionPointAfter(const_cast<Node *>(last));
+      for (Value *param : bucket.params)
+        local.push_back(signature.lookup(param)->grad);
+      if (Node *last = findProducerSpan(graph, local).last)
+        builder.setInsertionPointAfter(last);
       else
         builder.setInsertionPointToStart();
       builder.setPhase(Phase::Backward);

@@ -45,19 +45,23 @@ int64_t bucketElements(const Node &node) {
   return elements;
 }
 
-/// Fails unless \p ranks ranks can talk: MPI initialised with a world of
+/// Fails unless \p ranks ranks can talk: a world (MPI or the TCP one) of
 /// exactly \p ranks processes.
 llvm::Error checkWorld(const KernelCall &call, int64_t ranks,
                        llvm::StringRef what) {
   if (!isMpiInitialized())
     return call.error(llvm::formatv(
         "{0} over {1} ranks needs MPI: {2}", what, ranks,
-        isMpiBuilt() ? llvm::formatv("launch with `mpirun -np {0} gmopt-run "
-                                     "...`",
-                                     ranks)
-                           .str()
-                     : std::string("gmopt was built without MPI (install "
-                                   "libopenmpi-dev and reconfigure)")));
+        isMpiBuilt()
+            ? llvm::formatv("launch with `mpirun -np {0} gmopt-run ...`, or "
+                            "set RANK, WORLD_SIZE, MASTER_ADDR and "
+                            "MASTER_PORT for gmopt's TCP world",
+                            ranks)
+                  .str()
+            : std::string("gmopt was built without MPI (install "
+                          "libopenmpi-dev and reconfigure), or set RANK, "
+                          "WORLD_SIZE, MASTER_ADDR and MASTER_PORT for "
+                          "gmopt's TCP world")));
   if (getMpiWorldSize() != ranks)
     return call.error(llvm::formatv("compiled for {0} ranks but the MPI world "
                                     "has {1} processes",
@@ -270,19 +274,8 @@ llvm::Error allReduceKernel(KernelCall &call) {
                     size_t(call.in(i)->getNumElements()) * sizeof(float));
     return llvm::Error::success();
   }
-  if (!isMpiInitialized())
-    return call.error(llvm::formatv(
-        "all-reduce over {0} ranks needs MPI: {1}", ranks,
-        isMpiBuilt() ? llvm::formatv("launch with `mpirun -np {0} gmopt-run "
-                                     "...`",
-                                     ranks)
-                           .str()
-                     : std::string("gmopt was built without MPI (install "
-                                   "libopenmpi-dev and reconfigure)")));
-  if (getMpiWorldSize() != ranks)
-    return call.error(llvm::formatv("compiled for {0} ranks but the MPI world "
-                                    "has {1} processes",
-                                    ranks, getMpiWorldSize()));
+  if (auto err = checkWorld(call, ranks, "all-reduce"))
+    return err;
   auto bucket = call.getContext().allocateScratch(DType::F32, {total},
                                                   MemoryCategory::Workspace);
   if (!bucket)
