@@ -33,7 +33,7 @@ Value *operandOrNull(const Node &node, int index) {
   return node.getOperand(unsigned(index));
 }
 
-/// True when \p value is a provably empty tensor (Resize-11's placeholder
+/// True when \p value is a provably empty tensor (Resize-11's empty
 /// scales when sizes are given).
 bool isEmptyTensor(const Value *value) {
   const TensorType &type = value->getType();

@@ -89,9 +89,9 @@ bool isResizeGrad(const Node &node);
 ResizeOperands getResizeOperands(const Node &node);
 
 /// Reads and validates \p node's attributes for its op and opset: values
-/// the opset does not define, antialias=1 (not implemented) and nearest
-/// modes mixed with opset 10 are errors (plain messages, without the
-/// node's name: callers add it).
+/// the opset does not define, antialias=1 (gmopt has no antialiasing
+/// filter) and nearest modes mixed with opset 10 are errors (plain
+/// messages, without the node's name: callers add it).
 llvm::Expected<ResizeAttrs> readResizeAttrs(const Node &node);
 
 /// The resized axes of a rank-\p rank tensor: `axes` normalized (negative

@@ -312,7 +312,7 @@ TEST_F(ResizeInferenceTest, SymbolicDimensions) {
   EXPECT_EQ(
       inferOnnx("Resize", {x, nullptr, scales}, {stringAttr("mode", "linear")}),
       "f32[batch,3,10,2]");
-  // Resize-11's empty scales placeholder next to sizes.
+  // Resize-11's empty scales input (unset) next to sizes.
   EXPECT_EQ(inferOnnx("Resize", {x, f32s({}, {0}), f32s({}, {0}), sizes}),
             "f32[batch,3,6,5]");
 }

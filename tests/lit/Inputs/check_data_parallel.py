@@ -85,28 +85,36 @@ def losses(path):
             re.finditer(r"^step \d+: loss (\S+)", open(path).read(), re.M)]
 
 
+def check_rank_losses(expected, per_rank, label, failures):
+    """Rank 0 prints the global losses; the other ranks are quiet or print
+    the same. Compares rank 0's with \p expected step by step (printing one
+    line each) and appends what differs to \p failures."""
+    for k, others in enumerate(per_rank[1:], 1):
+        if others and others != per_rank[0]:
+            failures.append("rank %d's losses differ from rank 0's" % k)
+    quiet = sum(1 for others in per_rank[1:] if not others)
+    print("%d of %d other ranks printed no step lines" %
+          (quiet, len(per_rank) - 1))
+    if not expected or len(per_rank[0]) != len(expected):
+        failures.append("step counts differ: %s vs %s" %
+                        (len(expected), len(per_rank[0])))
+        return
+    for step, want in enumerate(expected):
+        got = per_rank[0][step]
+        ok = abs(got - want) <= 1e-5 * abs(want) + 1e-6
+        print("step %d: %s %.6f ranks' mean %.6f %s" %
+              (step + 1, label, want, got, "ok" if ok else "MISMATCH"))
+        if not ok:
+            failures.append("loss of step %d" % (step + 1))
+
+
 def main(argv):
     single_log, single_weights, ranks = argv[1], argv[2], int(argv[3])
     logs, weights = argv[4:4 + ranks], argv[4 + ranks:4 + 2 * ranks]
     failures = []
     expected = losses(single_log)
-    per_rank = [losses(log) for log in logs]
-    for k, others in enumerate(per_rank[1:], 1):
-        if others and others != per_rank[0]:
-            failures.append("rank %d's losses differ from rank 0's" % k)
-    quiet = sum(1 for others in per_rank[1:] if not others)
-    print("%d of %d other ranks printed no step lines" % (quiet, ranks - 1))
-    if not expected or len(per_rank[0]) != len(expected):
-        failures.append("step counts differ: %s vs %s" %
-                        (len(expected), len(per_rank[0])))
-    else:
-        for step, want in enumerate(expected):
-            got = per_rank[0][step]
-            ok = abs(got - want) <= 1e-5 * abs(want) + 1e-6
-            print("step %d: single %.6f ranks' mean %.6f %s" %
-                  (step + 1, want, got, "ok" if ok else "MISMATCH"))
-            if not ok:
-                failures.append("loss of step %d" % (step + 1))
+    check_rank_losses(expected, [losses(log) for log in logs], "single",
+                      failures)
     reference = read_pbseq(single_weights)
     rank_tensors = [read_pbseq(path) for path in weights]
     for k, tensors in enumerate(rank_tensors[1:], 1):

@@ -25,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_data_parallel import losses, read_pbseq  # noqa: E402
+from check_data_parallel import check_rank_losses, losses, read_pbseq  # noqa: E402,E501
 
 
 def close(got, want):
@@ -44,21 +44,8 @@ def main(argv):
     for k, others in enumerate(ref_logs[1:], 1):
         if others and others != expected:
             failures.append("reference rank %d's losses differ from rank 0's" % k)
-    per_rank = [losses(log) for log in logs]
-    for k, others in enumerate(per_rank[1:], 1):
-        if others and others != per_rank[0]:
-            failures.append("rank %d's losses differ from rank 0's" % k)
-    if not expected or len(per_rank[0]) != len(expected):
-        failures.append("step counts differ: %d vs %d" %
-                        (len(expected), len(per_rank[0])))
-    else:
-        for step, want in enumerate(expected):
-            got = per_rank[0][step]
-            ok = abs(got - want) <= 1e-5 * abs(want) + 1e-6
-            print("step %d: reference %.6f ranks' mean %.6f %s" %
-                  (step + 1, want, got, "ok" if ok else "MISMATCH"))
-            if not ok:
-                failures.append("loss of step %d" % (step + 1))
+    check_rank_losses(expected, [losses(log) for log in logs], "reference",
+                      failures)
     reference = read_pbseq(ref_weights)
     rank_tensors = [read_pbseq(path) for path in weights]
     params = [name for bucket in buckets for name in bucket["params"]]
