@@ -883,6 +883,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addMovementKernels(t);
     addCnnKernels(t);
     addCollectiveKernels(t);
+    addIndexKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

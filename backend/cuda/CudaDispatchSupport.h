@@ -234,6 +234,8 @@ void addMovementKernels(llvm::StringMap<KernelEntry> &table);
 void addCnnKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds gmopt.AllReduce (NcclCollectives.cpp) to the table.
 void addCollectiveKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds the indexing entries (CudaIndexDispatch.cpp) to the table.
+void addIndexKernels(llvm::StringMap<KernelEntry> &table);
 
 } // namespace dispatch
 } // namespace cuda

@@ -51,6 +51,10 @@ struct KernelFaultRecord {
 cudaError_t setKernelLaunchId(int32_t launchId, cudaStream_t stream);
 /// Reads and clears the fault word (call after a synchronization).
 cudaError_t readKernelFault(KernelFaultRecord &record, cudaStream_t stream);
+/// The device addresses of the fault word and the launch id, for kernels
+/// compiled in other .cu files (IndexKernels.cu) to raise faults into.
+cudaError_t getKernelFaultWord(KernelFaultRecord **record,
+                               const int32_t **launchId);
 
 /// out = op(a, b, c) elementwise with broadcasting; every operand and the
 /// output share \p storage (a float type); \p param is the op's scalar

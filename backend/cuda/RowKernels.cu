@@ -542,6 +542,17 @@ cudaError_t gmopt::cuda::readKernelFault(KernelFaultRecord &record,
                                  cudaMemcpyHostToDevice, stream);
 }
 
+cudaError_t gmopt::cuda::getKernelFaultWord(KernelFaultRecord **record,
+                                            const int32_t **launchId) {
+  void *fault = nullptr, *id = nullptr;
+  cudaError_t status = cudaGetSymbolAddress(&fault, gFault);
+  if (status == cudaSuccess)
+    status = cudaGetSymbolAddress(&id, gLaunchId);
+  *record = static_cast<KernelFaultRecord *>(fault);
+  *launchId = static_cast<const int32_t *>(id);
+  return status;
+}
+
 cudaError_t gmopt::cuda::launchSoftmax(Storage storage, const void *x, void *y,
                                        RowShape shape, bool log,
                                        cudaStream_t stream) {

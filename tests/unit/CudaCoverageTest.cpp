@@ -73,18 +73,11 @@ const char *const kStillMissing[] = {
     "com.microsoft::MixedPrecisionScale",
     // Indexing, shapes and constants.
     "::Constant",
-    "::GatherElements",
-    "::GatherND",
     "::NonZero",
     "::OneHot",
     "::Range",
-    "::ScatterElements",
-    "::ScatterND",
-    "::Size",
     "::Trilu",
     "com.microsoft::BroadcastGradientArgs",
-    "com.microsoft::GatherElementsGrad",
-    "com.microsoft::GatherNDGrad",
     // Reductions, normalization, losses, Einsum and Resize.
     "::ArgMax",
     "::ArgMin",
