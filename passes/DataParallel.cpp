@@ -267,13 +267,13 @@ DataParallelPass::DataParallelPass(Options initial) : options(initial) {
                 "smallest gradient bucket: bytes or `25MiB`, `4MB`");
   declareOption("reduction", options.reduction,
                 "`mean` (global batch mean loss) or `sum` over ranks");
+  declareOption("in-place", options.inPlace,
+                "reduce each fp32 bucket in place in the gradients' buffers "
+                "(no reduced copy)");
   declareOption("overlap", options.overlap,
                 "split each in-place bucket's all-reduce into a start after "
                 "its last gradient and a wait before its first user, so it "
                 "runs while the rest of the backward pass computes");
-  declareOption("in-place", options.inPlace,
-                "reduce each fp32 bucket in place in the gradients' buffers "
-                "(no reduced copy)");
 }
 
 llvm::Expected<bool> DataParallelPass::run(Module &module,
