@@ -310,7 +310,12 @@ TEST(DataParallelPassTest, OverlapKeepsTheBucketLiveFromStartToWait) {
       LiveInterval interval = liveness->getStorageInterval(owner);
       EXPECT_LE(interval.firstStep, startStep) << value->getName().str();
       EXPECT_GE(interval.lastStep, waitStep) << value->getName().str();
-      // Nothing defined inside the exchange shares the bucket's storage.
+      // Nothing inside the exchange reads the bucket or shares its storage.
+      for (uint32_t step = startStep + 1; step < waitStep; ++step)
+        EXPECT_FALSE(llvm::is_contained(liveness->getNode(step)->getOperands(),
+                                        value))
+            << liveness->getNode(step)->getName().str() << " reads "
+            << value->getName().str() << " in flight";
       for (uint32_t step = startStep + 1; step < waitStep; ++step)
         for (const Value *result : liveness->getNode(step)->getResults())
           if (result) {
