@@ -138,30 +138,30 @@ llvm::Error moveDependentsAfter(Graph &graph, Node *collective,
 /// When the gradients' users cannot be moved past those nodes (storage
 /// they share), the wait stands right after the start instead. Returns 1
 /// when the wait is not right after the start (the bucket overlaps).
-llvm::Expected<unsigned>
-placeOverlapped(Graph &graph, Builder &builder, Graph::iterator regionBegin,
-                llvm::ArrayRef<Value *> grads,
-                llvm::ArrayRef<NamedAttribute> attrs, const std::string &name) {
+llvm::Expected<unsigned> placeOverlapped(Graph &graph, Builder &builder,
+                                         Graph::iterator regionBegin,
+                                         llvm::ArrayRef<Value *> grads,
+                                         llvm::ArrayRef<NamedAttribute> attrs,
+                                         const std::string &name) {
   std::vector<NamedAttribute> startAttrs(attrs.begin(), attrs.end());
   Node *start = builder.create(
       OpName{kGmoptDomain.str(), kAllReduceStartOp.str()}, grads,
       {grads.size() == 1
            ? TensorType::get(DType::Bool, {1})
            : TensorType::get(DType::F32, {[&] {
-               int64_t elements = 0;
-               for (const Value *grad : grads)
-                 elements += grad->getType().getNumElements();
-               return elements;
-             }()})},
+                               int64_t elements = 0;
+                               for (const Value *grad : grads)
+                                 elements += grad->getType().getNumElements();
+                               return elements;
+                             }()})},
       startAttrs, name + ".start");
   start->getResult(0)->setName(name + ".handle");
   llvm::SmallVector<Value *, 8> waitOperands = {start->getResult(0)};
   waitOperands.append(grads.begin(), grads.end());
   builder.setInsertionPointToEnd();
-  Node *wait =
-      builder.create(OpName{kGmoptDomain.str(), kAllReduceWaitOp.str()},
-                     waitOperands, {TensorType::get(DType::Bool, {1})},
-                     startAttrs, name + ".wait");
+  Node *wait = builder.create(
+      OpName{kGmoptDomain.str(), kAllReduceWaitOp.str()}, waitOperands,
+      {TensorType::get(DType::Bool, {1})}, startAttrs, name + ".wait");
   wait->getResult(0)->setName(name + ".done");
   // The start reads the gradients, but stays before the wait.
   llvm::Error late =

@@ -415,7 +415,8 @@ llvm::Expected<bool> SchedulePass::run(Module &module, PassContext &context) {
     // An order that serialises a split collective the input overlapped
     // (its wait right after its start) is no candidate, however little
     // memory it needs: the data-parallel pass traded that memory for time.
-    unsigned overlapped = countOverlappedCollectives(graph, candidates[i].order);
+    unsigned overlapped =
+        countOverlappedCollectives(graph, candidates[i].order);
     if (i == 0)
       inputOverlapped = overlapped;
     else if (overlapped < inputOverlapped) {

@@ -338,8 +338,8 @@ llvm::Error allReduceStartKernel(KernelCall &call) {
     return llvm::Error::success();
   if (auto err = checkWorld(call, ranks, "all-reduce"))
     return err;
-  float *data = count == 1 ? call.in(0)->getDataAs<float>()
-                           : handle->getDataAs<float>();
+  float *data =
+      count == 1 ? call.in(0)->getDataAs<float>() : handle->getDataAs<float>();
   if (llvm::Error err = startAllReduceSumF32(data, size_t(*total)))
     return call.error(llvm::toString(std::move(err)));
   return llvm::Error::success();
@@ -363,16 +363,15 @@ llvm::Error allReduceWaitKernel(KernelCall &call) {
   if (count != 1 &&
       (handle->getDType() != DType::F32 || handle->getNumElements() != *total))
     return call.error(llvm::formatv("the handle must be f32[{0}]", *total));
-  float *data = count == 1 ? call.in(1)->getDataAs<float>()
-                           : handle->getDataAs<float>();
+  float *data =
+      count == 1 ? call.in(1)->getDataAs<float>() : handle->getDataAs<float>();
   if (ranks != 1) {
     if (auto err = checkWorld(call, ranks, "all-reduce"))
       return err;
     if (llvm::Error err = finishAllReduceSumF32(data))
       return call.error(llvm::toString(std::move(err)));
   }
-  float scale =
-      reduction == "mean" && ranks != 1 ? 1.0f / float(ranks) : 1.0f;
+  float scale = reduction == "mean" && ranks != 1 ? 1.0f / float(ranks) : 1.0f;
   int64_t offset = 0;
   for (unsigned i = 1; i <= count; ++i) {
     int64_t n = call.in(i)->getNumElements();
@@ -427,12 +426,11 @@ void cpu::registerCollectiveKernels(KernelTable &table) {
                        allReduceWorkspace});
   // The handle is a planned value, not a workspace: it lives from the
   // start to the wait.
-  table.add(kGmoptDomain, kAllReduceStartOp,
-            KernelInfo{allReduceStartKernel, 1, 1, KernelMode::Native,
-                       nullptr});
+  table.add(
+      kGmoptDomain, kAllReduceStartOp,
+      KernelInfo{allReduceStartKernel, 1, 1, KernelMode::Native, nullptr});
   table.add(kGmoptDomain, kAllReduceWaitOp,
-            KernelInfo{allReduceWaitKernel, 2, 1, KernelMode::Native,
-                       nullptr});
+            KernelInfo{allReduceWaitKernel, 2, 1, KernelMode::Native, nullptr});
   table.add(kGmoptDomain, kReduceScatterOp,
             KernelInfo{reduceScatterKernel, 1, 1, KernelMode::Native,
                        reduceScatterWorkspace});

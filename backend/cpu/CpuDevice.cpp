@@ -13,8 +13,8 @@
 #include "backend/Device.h"
 #include "backend/Executor.h"
 #include "backend/PlanInterpreter.h"
-#include "backend/cpu/Mpi.h"
 #include "backend/cpu/CpuKernel.h"
+#include "backend/cpu/Mpi.h"
 
 #include "llvm/ADT/SmallVector.h"
 

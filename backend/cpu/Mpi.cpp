@@ -488,7 +488,8 @@ llvm::Error cpu::finishAllReduceSumF32(float *data) {
   // The arrival notice is sent here: a rank that never reaches this finish
   // (dead or hung) is named by the others when the timeout expires.
   for (MPI_Request &request : pending.requests)
-    if (llvm::Error err = waitWithNotices(request, pending.what, pending.number))
+    if (llvm::Error err =
+            waitWithNotices(request, pending.what, pending.number))
       return err;
 #endif
   return llvm::Error::success();

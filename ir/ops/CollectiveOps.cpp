@@ -259,8 +259,7 @@ llvm::Error inferAllReduceWait(InferenceContext &ctx) {
   auto elements = bucketOperandElements(ctx, 1);
   if (!elements)
     return elements.takeError();
-  TensorType expected =
-      allReduceHandleType(ctx.getNumInputs() - 1, *elements);
+  TensorType expected = allReduceHandleType(ctx.getNumInputs() - 1, *elements);
   if (ctx.getInputType(0) != expected)
     return ctx.error(llvm::formatv("the handle is {0}, but the bucket's "
                                    "AllReduceStart returns {1}",

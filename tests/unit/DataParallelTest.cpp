@@ -312,8 +312,8 @@ TEST(DataParallelPassTest, OverlapKeepsTheBucketLiveFromStartToWait) {
       EXPECT_GE(interval.lastStep, waitStep) << value->getName().str();
       // Nothing inside the exchange reads the bucket or shares its storage.
       for (uint32_t step = startStep + 1; step < waitStep; ++step)
-        EXPECT_FALSE(llvm::is_contained(liveness->getNode(step)->getOperands(),
-                                        value))
+        EXPECT_FALSE(
+            llvm::is_contained(liveness->getNode(step)->getOperands(), value))
             << liveness->getNode(step)->getName().str() << " reads "
             << value->getName().str() << " in flight";
       for (uint32_t step = startStep + 1; step < waitStep; ++step)

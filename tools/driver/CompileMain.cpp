@@ -316,8 +316,8 @@ static int runGmoptCompile(int argc, char **argv) {
     return reportToolError(
         kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
                                        "--zero needs --ranks N with N > 1"));
-  if (overlapOption && (ranksOption == 1 || zeroOption > 0 ||
-                        !memoryLimit.empty()))
+  if (overlapOption &&
+      (ranksOption == 1 || zeroOption > 0 || !memoryLimit.empty()))
     return reportToolError(
         kTool, llvm::createStringError(
                    llvm::inconvertibleErrorCode(),
