@@ -16,6 +16,11 @@ rank's processor time plus the all-reduce. Every run's planned bytes must equal 
 peak on every rank (the report's plan.planned_bytes and optimized.peak_bytes), or the script fails.
 
     python3 bench/dp_scaling.py --build build --model gpt_tiny --global-batch 16 --steps 8 --rounds 3
+
+`--overlap on|both` compiles the two-rank model with `gmopt-compile --overlap` (each bucket's
+all-reduce split into a start and a wait that let it run during the rest of the backward pass);
+`both` measures the blocking and the overlapped model in the same rounds. Overlap needs several
+buckets (`--bucket-bytes`, e.g. 1MiB for gpt_tiny) to have anything to overlap.
 """
 
 import argparse
@@ -83,6 +88,11 @@ def main():
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--launcher", choices=["mpi", "tcp"], default="mpi")
+    parser.add_argument("--overlap", choices=["off", "on", "both"], default="off",
+                        help="two ranks with blocking all-reduces (off), split ones overlapping the "
+                             "backward pass (on: gmopt-compile --overlap), or a row of each (both)")
+    parser.add_argument("--bucket-bytes", default=None,
+                        help="gmopt-compile --bucket-bytes for the two-rank model (default 25MiB)")
     parser.add_argument("--per-sample-dim", action="append", default=None, metavar="NAME=K",
                         help="a symbolic dimension bound to K times the batch (default for the "
                              "gpt models: batch_x_seq=64)")
@@ -105,16 +115,23 @@ def main():
     common = ["--backend=cpu", "--threads", "1", "--steps", str(args.steps), "--optimizer=sgd",
               "--quiet"]
     with tempfile.TemporaryDirectory() as tmp:
-        single, dp = os.path.join(tmp, "single.gm"), os.path.join(tmp, "dp.gm")
+        single = os.path.join(tmp, "single.gm")
         run([compile_tool, model] + dims(args.global_batch) + ["-o", single])
-        run([compile_tool, model] + dims(args.global_batch // 2) + ["--ranks", "2", "-o", dp])
+        buckets = ["--bucket-bytes", args.bucket_bytes] if args.bucket_bytes else []
+        variants = {"off": [("2 ranks", [])], "on": [("2 ranks, overlap", ["--overlap"])],
+                    "both": [("2 ranks", []), ("2 ranks, overlap", ["--overlap"])]}[args.overlap]
+        compiled = {}
+        for index, (name, flags) in enumerate(variants):
+            compiled[name] = os.path.join(tmp, "dp%d.gm" % index)
+            run([compile_tool, model] + dims(args.global_batch // 2) + ["--ranks", "2"] +
+                buckets + flags + ["-o", compiled[name]])
 
         report = os.path.join(tmp, "report.%d.json")
 
         def one_rank():
             return run([run_tool, single] + common + ["--report-json", report % 0]).stdout
 
-        def two_ranks():
+        def two_ranks(dp):
             if args.launcher == "mpi":
                 mpirun = ["mpirun", "--oversubscribe", "-np", "2"]
                 if os.geteuid() == 0:
@@ -137,15 +154,18 @@ def main():
                     sys.exit("a rank failed:\n" + out[-2000:] + err[-2000:])
             return outputs[0][0]
 
-        rows = {"1 rank": [], "2 ranks": []}
+        rows = {"1 rank": []}
+        rows.update((name, []) for name, _ in variants)
         for _ in range(args.rounds):
             rows["1 rank"].append(measured(one_rank, [report % 0]))
-            rows["2 ranks"].append(measured(two_ranks, [report % 0, report % 1]))
+            for name, _ in variants:
+                rows[name].append(measured(lambda: two_ranks(compiled[name]),
+                                           [report % 0, report % 1]))
 
     print("%s, global batch %d, %d steps (median of steps 2..%d), --threads 1 per rank, "
-          "%d rounds, 2 ranks via %s, %d cores on this machine" %
+          "%d rounds, 2 ranks via %s, buckets %s, %d cores on this machine" %
           (args.model, args.global_batch, args.steps, args.steps, args.rounds, args.launcher,
-           os.cpu_count()))
+           args.bucket_bytes or "25MiB", os.cpu_count()))
     print("| ranks | step wall ms (min-max over rounds) | samples/s (median round) | "
           "processor ms/step, slowest rank | planned = measured bytes/rank | load avg before | "
           "cores busy during |")
@@ -159,8 +179,10 @@ def main():
               (name, medians[name], min(ms), max(ms), 1000.0 * args.global_batch / medians[name],
                cpu[name], results[0][4], "/".join("%.1f" % r[1] for r in results),
                "/".join("%.0f%%" % r[2] for r in results)))
-    print("speed-up 1 -> 2 ranks: %.2fx wall; %.2fx in processor time per step of the slowest rank"
-          % (medians["1 rank"] / medians["2 ranks"], cpu["1 rank"] / cpu["2 ranks"]))
+    for name, _ in variants:
+        print("speed-up 1 rank -> %s: %.2fx wall; %.2fx in processor time per step of the "
+              "slowest rank" % (name, medians["1 rank"] / medians[name],
+                                cpu["1 rank"] / cpu[name]))
 
 
 if __name__ == "__main__":

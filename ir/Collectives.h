@@ -30,6 +30,21 @@ constexpr llvm::StringLiteral kGmoptDomain = "gmopt";
 /// operands) and the one result is a bool[1] done flag.
 constexpr llvm::StringLiteral kAllReduceOp = "AllReduce";
 
+/// `gmopt.AllReduceStart(x1, ..., xk) {reduction, ranks = N}` -> handle:
+/// starts the in-place all-reduce of an fp32 bucket and returns while it is
+/// in flight (the data-parallel pass's `overlap`). The handle is the packed
+/// f32[E] bucket the exchange runs in (E = the operands' elements), or a
+/// bool[1] token for a bucket of one tensor, which is reduced in its own
+/// buffer. The bucket's buffers stay live and unwritten until the wait,
+/// which reads them all.
+constexpr llvm::StringLiteral kAllReduceStartOp = "AllReduceStart";
+
+/// `gmopt.AllReduceWait(handle, x1, ..., xk) {reduction, ranks = N}` ->
+/// bool[1]: completes the all-reduce its AllReduceStart started and writes
+/// the reduced (summed or averaged) values into x1..xk in place (written
+/// operands); the result is a done flag.
+constexpr llvm::StringLiteral kAllReduceWaitOp = "AllReduceWait";
+
 /// `gmopt.ReduceScatter(x1, ..., xk) {reduction, ranks = N}` -> f32[S]:
 /// the operands are flattened into one bucket of E elements, padded with
 /// zeros to N * S (S = zeroShardElements(E, N)), summed (or averaged) over

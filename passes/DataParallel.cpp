@@ -55,17 +55,21 @@ producerPosition(const Value *value,
 
 /// Moves the nodes before \p collective that read \p reduced (its results,
 /// or the operands it reduces in place) and the nodes depending on those
-/// right after it, keeping their order.
+/// right after it, keeping their order; \p keep (a split collective's
+/// start) reads them but stays.
 /// Fails when that would move a write to some storage past a node reading
 /// or writing it, or when the collective would depend on itself.
 llvm::Error moveDependentsAfter(Graph &graph, Node *collective,
                                 Graph::iterator regionBegin,
-                                llvm::ArrayRef<Value *> reduced) {
+                                llvm::ArrayRef<Value *> reduced,
+                                const Node *keep = nullptr) {
   llvm::DenseSet<const Value *> tainted(reduced.begin(), reduced.end());
   std::vector<Node *> moved;
   llvm::DenseSet<const Node *> movedSet;
   for (auto it = regionBegin; &*it != collective; ++it) {
     Node &node = *it;
+    if (&node == keep)
+      continue;
     bool dependent = llvm::any_of(node.getOperands(), [&](const Value *v) {
       return v && tainted.count(v);
     });
@@ -103,9 +107,10 @@ llvm::Error moveDependentsAfter(Graph &graph, Node *collective,
         continue;
       llvm::SmallVector<const Value *, 4> passedWrites = written(*it);
       for (const Value *operand : it->getOperands()) {
+        // (A passed node writing its own operand is no conflict: only
+        // storage both nodes touch is.)
         bool conflict =
             llvm::is_contained(writes, operand) ||
-            llvm::is_contained(passedWrites, operand) ||
             llvm::any_of(node->getOperands(), [&](const Value *mine) {
               return mine && llvm::is_contained(passedWrites, mine);
             });
@@ -122,6 +127,62 @@ llvm::Error moveDependentsAfter(Graph &graph, Node *collective,
   for (Node *node : moved)
     graph.moveNode(node, after);
   return llvm::Error::success();
+}
+
+/// Places a bucket's split all-reduce (`overlap`): gmopt.AllReduceStart
+/// at \p builder's insertion point (right after the last gradient's
+/// producer) and gmopt.AllReduceWait as late as the graph allows - just
+/// before the first node that reads a gradient of the bucket or depends on
+/// one, which all move after the wait. The nodes between start and wait
+/// (the rest of the backward pass) run while the exchange is in flight.
+/// When the gradients' users cannot be moved past those nodes (storage
+/// they share), the wait stands right after the start instead. Returns 1
+/// when the wait is not right after the start (the bucket overlaps).
+llvm::Expected<unsigned> placeOverlapped(Graph &graph, Builder &builder,
+                                         Graph::iterator regionBegin,
+                                         llvm::ArrayRef<Value *> grads,
+                                         llvm::ArrayRef<NamedAttribute> attrs,
+                                         const std::string &name) {
+  std::vector<NamedAttribute> startAttrs(attrs.begin(), attrs.end());
+  Node *start = builder.create(
+      OpName{kGmoptDomain.str(), kAllReduceStartOp.str()}, grads,
+      {grads.size() == 1
+           ? TensorType::get(DType::Bool, {1})
+           : TensorType::get(DType::F32, {[&] {
+                               int64_t elements = 0;
+                               for (const Value *grad : grads)
+                                 elements += grad->getType().getNumElements();
+                               return elements;
+                             }()})},
+      startAttrs, name + ".start");
+  start->getResult(0)->setName(name + ".handle");
+  llvm::SmallVector<Value *, 8> waitOperands = {start->getResult(0)};
+  waitOperands.append(grads.begin(), grads.end());
+  builder.setInsertionPointToEnd();
+  Node *wait = builder.create(
+      OpName{kGmoptDomain.str(), kAllReduceWaitOp.str()}, waitOperands,
+      {TensorType::get(DType::Bool, {1})}, startAttrs, name + ".wait");
+  wait->getResult(0)->setName(name + ".done");
+  // The start reads the gradients, but stays before the wait.
+  llvm::Error late =
+      moveDependentsAfter(graph, wait, regionBegin, grads, start);
+  if (!late) {
+    // Nothing between start and wait may read or write the gradients.
+    for (auto it = std::next(start->getIterator()); &*it != wait; ++it)
+      assert(llvm::none_of(it->getOperands(),
+                           [&](const Value *v) {
+                             return v && llvm::is_contained(grads, v);
+                           }) &&
+             "a gradient is read while its all-reduce is in flight");
+    return std::next(start->getIterator()) != wait->getIterator() ? 1u : 0u;
+  }
+  LLVM_DEBUG(llvm::dbgs() << "data-parallel: " << name << " not overlapped: "
+                          << llvm::toString(std::move(late)) << '\n');
+  llvm::consumeError(std::move(late));
+  graph.moveNode(wait, std::next(start->getIterator()));
+  if (auto err = moveDependentsAfter(graph, wait, regionBegin, grads, start))
+    return err;
+  return 0u;
 }
 
 } // namespace
@@ -209,6 +270,10 @@ DataParallelPass::DataParallelPass(Options initial) : options(initial) {
   declareOption("in-place", options.inPlace,
                 "reduce each fp32 bucket in place in the gradients' buffers "
                 "(no reduced copy)");
+  declareOption("overlap", options.overlap,
+                "split each in-place bucket's all-reduce into a start after "
+                "its last gradient and a wait before its first user, so it "
+                "runs while the rest of the backward pass computes");
 }
 
 llvm::Expected<bool> DataParallelPass::run(Module &module,
@@ -224,7 +289,8 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
     return dataParallelError("bucket-bytes must be bytes, not a percentage");
   Graph &graph = module.getGraph();
   for (const Node &node : graph.getNodes())
-    if (node.isa(kGmoptDomain, kAllReduceOp))
+    if (node.isa(kGmoptDomain, kAllReduceOp) ||
+        node.isa(kGmoptDomain, kAllReduceStartOp))
       return dataParallelError("the module already has all-reduces (node '" +
                                node.getName() + "')");
   if (options.ranks == 1)
@@ -243,7 +309,7 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
     module.opsetImports[kGmoptDomain.str()] = 1;
 
   TrainingSignature &signature = module.getSignature();
-  uint64_t gradients = 0, bytes = 0, inPlaceBuckets = 0;
+  uint64_t gradients = 0, bytes = 0, inPlaceBuckets = 0, overlapped = 0;
   for (size_t k = 0, e = plan->buckets.size(); k != e; ++k) {
     const GradientBucket &bucket = plan->buckets[k];
     // Re-read the parameters each bucket: earlier buckets re-pointed grads.
@@ -280,6 +346,17 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
         NamedAttribute{"reduction", Attribute::getString(options.reduction)},
         NamedAttribute{"ranks", Attribute::getInt(options.ranks)}};
     std::string name = "allreduce.bucket" + std::to_string(k);
+    if (inPlace && options.overlap) {
+      auto placed = placeOverlapped(graph, builder, regionBegin, grads, attrs,
+                                    "allreduce.bucket" + std::to_string(k));
+      if (!placed)
+        return placed.takeError();
+      overlapped += *placed;
+      ++inPlaceBuckets;
+      gradients += grads.size();
+      bytes += bucket.bytes;
+      continue;
+    }
     if (inPlace) {
       attrs.push_back(NamedAttribute{"in_place", Attribute::getInt(1)});
       Node *collective =
@@ -319,6 +396,8 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
   addStatistic(context, "gradients", gradients, "gradients all-reduced");
   addStatistic(context, "in-place-buckets", inPlaceBuckets,
                "buckets reduced in place (no reduced copy)");
+  addStatistic(context, "overlapped-buckets", overlapped,
+               "buckets whose all-reduce runs while later nodes compute");
   addStatistic(context, "bucket-bytes", bytes,
                "bytes of all buckets (one rank's share of the exchange)");
   return true;

@@ -30,6 +30,17 @@
 // of one tensor) instead of three times: local value, packed bucket and
 // reduced copy.
 //
+// Overlapped (`overlap=true`, in-place buckets only), each bucket's
+// all-reduce is split: gmopt.AllReduceStart right after the producer of its
+// last gradient starts the exchange and returns; gmopt.AllReduceWait, placed
+// just before the first node that reads one of the bucket's gradients
+// (after the rest of the backward pass where the graph allows), completes it
+// and writes the reduced values in place. The wait reads every gradient of
+// the bucket and the start's handle (the packed bucket), so the planner
+// keeps them all live, and no other node reads or writes them, from start to
+// wait (as in PyTorch DDP's reducer, the exchange of the last layers'
+// gradients runs while the first layers' are computed).
+//
 // With the mean reduction and equal per-rank batches this makes the
 // accumulated gradient the gradient of the global batch's mean loss, so the
 // optimizer takes the single-process step on every rank.
@@ -102,6 +113,9 @@ public:
     std::string reduction = "mean";
     /// Reduce each bucket in place (see the file comment).
     bool inPlace = true;
+    /// Split each in-place bucket's all-reduce into AllReduceStart and
+    /// AllReduceWait (see the file comment).
+    bool overlap = false;
   };
 
   /// A pass with the default options.

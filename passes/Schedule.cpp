@@ -15,10 +15,12 @@
 #include "passes/InPlace.h"
 #include "passes/Liveness.h"
 
+#include "ir/Collectives.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
 #include "ir/SizeLimits.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -191,6 +193,24 @@ bool DependenceGraph::isValidOrder(llvm::ArrayRef<uint32_t> order) const {
 // Candidate orders
 //===----------------------------------------------------------------------===//
 
+unsigned gmopt::countOverlappedCollectives(const DependenceGraph &graph,
+                                           llvm::ArrayRef<uint32_t> order) {
+  llvm::DenseMap<const Node *, size_t> position;
+  for (size_t k = 0, e = order.size(); k != e; ++k)
+    position[graph.getNode(order[k])] = k;
+  unsigned overlapped = 0;
+  for (uint32_t index : order) {
+    const Node &wait = *graph.getNode(index);
+    if (!wait.isa(kGmoptDomain, kAllReduceWaitOp) || !wait.getOperand(0))
+      continue;
+    const Node *start = wait.getOperand(0)->getDefiningNode();
+    auto at = start ? position.find(start) : position.end();
+    if (at != position.end() && position.lookup(&wait) > at->second + 1)
+      ++overlapped;
+  }
+  return overlapped;
+}
+
 std::vector<uint32_t> gmopt::scheduleDepthFirst(const DependenceGraph &graph) {
   const uint32_t numNodes = graph.size();
   std::vector<uint32_t> order;
@@ -268,10 +288,22 @@ std::vector<uint32_t> gmopt::scheduleByFreedBytes(const Liveness &liveness,
     if (readers[owner].first == 1)
       freed[readers[owner].second] += groupBytes(owner);
 
+  // A split collective overlaps the nodes between its start and its wait:
+  // starts go first and waits last among the ready nodes, whatever memory
+  // they free (the order's LOAD still decides between candidate orders).
+  std::vector<int64_t> overlapBias(numNodes, 0);
+  constexpr int64_t kOverlapBias = int64_t(1) << 60;
+  for (uint32_t i = 0; i != numNodes; ++i) {
+    const Node &node = *graph.getNode(i);
+    if (node.isa(kGmoptDomain, kAllReduceStartOp))
+      overlapBias[i] = kOverlapBias;
+    else if (node.isa(kGmoptDomain, kAllReduceWaitOp))
+      overlapBias[i] = -kOverlapBias;
+  }
   auto score = [&](uint32_t node) -> int64_t {
-    return priority == ListPriority::NetFreedBytes
-               ? freed[node] - allocated[node]
-               : freed[node];
+    return overlapBias[node] + (priority == ListPriority::NetFreedBytes
+                                    ? freed[node] - allocated[node]
+                                    : freed[node]);
   };
   // Highest score first, then the earliest index.
   std::set<std::pair<int64_t, uint32_t>> ready;
@@ -376,9 +408,23 @@ llvm::Expected<bool> SchedulePass::run(Module &module, PassContext &context) {
 
   size_t best = 0;
   uint64_t inputLoad = 0, bestLoad = 0;
+  unsigned inputOverlapped = 0;
   for (size_t i = 0; i != candidates.size(); ++i) {
     assert(graph.isValidOrder(candidates[i].order) &&
            "a candidate schedule breaks a dependence");
+    // An order that serialises a split collective the input overlapped
+    // (its wait right after its start) is no candidate, however little
+    // memory it needs: the data-parallel pass traded that memory for time.
+    unsigned overlapped =
+        countOverlappedCollectives(graph, candidates[i].order);
+    if (i == 0)
+      inputOverlapped = overlapped;
+    else if (overlapped < inputOverlapped) {
+      GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] " << candidates[i].name
+                         << ": overlaps " << overlapped << " of "
+                         << inputOverlapped << " collectives, skipped\n");
+      continue;
+    }
     uint64_t load =
         evaluateScheduleLoad(*liveness, candidates[i].order, options.inPlace);
     GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] " << candidates[i].name << ": LOAD "

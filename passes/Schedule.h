@@ -73,6 +73,12 @@ private:
   std::vector<uint32_t> predBegin, preds, succBegin, succs;
 };
 
+/// The split collectives (gmopt.AllReduceStart / AllReduceWait pairs) that
+/// \p order overlaps: at least one node between a start and its wait. The
+/// pass keeps no order that overlaps fewer than the input order.
+unsigned countOverlappedCollectives(const DependenceGraph &graph,
+                                    llvm::ArrayRef<uint32_t> order);
+
 /// Node indices in a depth-first order: each sink (in order) pulls in its
 /// predecessors, operands first, so values are computed just before use.
 std::vector<uint32_t> scheduleDepthFirst(const DependenceGraph &graph);

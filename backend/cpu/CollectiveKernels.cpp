@@ -302,6 +302,87 @@ llvm::Error allReduceKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Writes true into the done flag \p flag (when present).
+llvm::Error setDone(const KernelCall &call, TensorView *flag) {
+  if (!flag)
+    return llvm::Error::success();
+  if (flag->getDType() != DType::Bool)
+    return call.error("the result must be bool");
+  uint8_t *data = flag->getDataAs<uint8_t>();
+  for (int64_t k = 0, n = flag->getNumElements(); k != n; ++k)
+    data[k] = 1;
+  return llvm::Error::success();
+}
+
+/// gmopt.AllReduceStart(x1..xk) -> handle: packs a bucket of several
+/// tensors into the handle (the f32 bucket) and starts its all-reduce; a
+/// bucket of one tensor is started in the tensor's own buffer.
+llvm::Error allReduceStartKernel(KernelCall &call) {
+  int64_t ranks = call.getNode().getIntAttr("ranks", 1);
+  auto total = floatBucket(call, 0);
+  if (!total)
+    return total.takeError();
+  TensorView *handle = call.out(0);
+  unsigned count = call.getNumInputs();
+  if (!handle)
+    return call.error("the handle is absent");
+  if (count == 1) {
+    if (auto err = setDone(call, handle))
+      return err;
+  } else {
+    if (handle->getDType() != DType::F32 || handle->getNumElements() != *total)
+      return call.error(llvm::formatv("the handle must be f32[{0}]", *total));
+    copyBucketRange(call, 0, 0, *total, handle->getDataAs<float>());
+  }
+  if (ranks == 1)
+    return llvm::Error::success();
+  if (auto err = checkWorld(call, ranks, "all-reduce"))
+    return err;
+  float *data =
+      count == 1 ? call.in(0)->getDataAs<float>() : handle->getDataAs<float>();
+  if (llvm::Error err = startAllReduceSumF32(data, size_t(*total)))
+    return call.error(llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
+/// gmopt.AllReduceWait(handle, x1..xk): completes the all-reduce and
+/// writes the (scaled) sums into x1..xk.
+llvm::Error allReduceWaitKernel(KernelCall &call) {
+  const Node &node = call.getNode();
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  std::string reduction = node.getStringAttr("reduction", "mean").str();
+  if (reduction != "mean" && reduction != "sum")
+    return call.error("reduction must be mean or sum, got '" + reduction + "'");
+  auto total = floatBucket(call, 1);
+  if (!total)
+    return total.takeError();
+  const TensorView *handle = call.in(0);
+  unsigned count = call.getNumInputs() - 1;
+  if (!handle)
+    return call.error("the handle is absent");
+  if (count != 1 &&
+      (handle->getDType() != DType::F32 || handle->getNumElements() != *total))
+    return call.error(llvm::formatv("the handle must be f32[{0}]", *total));
+  float *data =
+      count == 1 ? call.in(1)->getDataAs<float>() : handle->getDataAs<float>();
+  if (ranks != 1) {
+    if (auto err = checkWorld(call, ranks, "all-reduce"))
+      return err;
+    if (llvm::Error err = finishAllReduceSumF32(data))
+      return call.error(llvm::toString(std::move(err)));
+  }
+  float scale = reduction == "mean" && ranks != 1 ? 1.0f / float(ranks) : 1.0f;
+  int64_t offset = 0;
+  for (unsigned i = 1; i <= count; ++i) {
+    int64_t n = call.in(i)->getNumElements();
+    float *into = call.in(i)->getDataAs<float>();
+    for (int64_t k = 0; k != n; ++k)
+      into[k] = data[offset + k] * scale;
+    offset += n;
+  }
+  return setDone(call, call.out(0));
+}
+
 /// The packed fp32 bucket, when the op talks to other ranks (none for an
 /// in-place bucket of one tensor).
 uint64_t allReduceWorkspace(const Node &node) {
@@ -343,6 +424,13 @@ void cpu::registerCollectiveKernels(KernelTable &table) {
   table.add(kGmoptDomain, kAllReduceOp,
             KernelInfo{allReduceKernel, 1, 1, KernelMode::StageHalfAsFloat,
                        allReduceWorkspace});
+  // The handle is a planned value, not a workspace: it lives from the
+  // start to the wait.
+  table.add(
+      kGmoptDomain, kAllReduceStartOp,
+      KernelInfo{allReduceStartKernel, 1, 1, KernelMode::Native, nullptr});
+  table.add(kGmoptDomain, kAllReduceWaitOp,
+            KernelInfo{allReduceWaitKernel, 2, 1, KernelMode::Native, nullptr});
   table.add(kGmoptDomain, kReduceScatterOp,
             KernelInfo{reduceScatterKernel, 1, 1, KernelMode::Native,
                        reduceScatterWorkspace});

@@ -14,6 +14,7 @@
 #include "backend/Executor.h"
 #include "backend/PlanInterpreter.h"
 #include "backend/cpu/CpuKernel.h"
+#include "backend/cpu/Mpi.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -101,6 +102,11 @@ private:
 
 llvm::Error CpuDevice::runNode(const NodeLaunch &launch) {
   const Node &node = *launch.node;
+  // Open MPI progresses a non-blocking collective only inside MPI calls:
+  // one MPI_Test per started all-reduce between nodes lets it advance
+  // while the backward pass computes (issue 19's overlap).
+  if (getPendingCollectiveCount() != 0)
+    progressCollectives();
   auto makeViews = [](llvm::ArrayRef<Value *> values,
                       llvm::ArrayRef<void *> addresses,
                       llvm::SmallVectorImpl<TensorView> &views) -> llvm::Error {

@@ -16,6 +16,7 @@
 #include "backend/cpu/Mpi.h"
 #include "backend/cpu/TcpWorld.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -146,8 +147,11 @@ std::string rankList(llvm::ArrayRef<int> ranks) {
 /// Waits for \p collective (already started) and the arrival notices of
 /// every rank until the timeout; fails naming the ranks whose notices did
 /// not come.
-llvm::Error waitWithNotices(MPI_Request &collective, llvm::StringRef what) {
-  noticeOut = static_cast<long long>(collectiveCount);
+/// \p number is the collective's number on this rank (the latest one unless
+/// it was started earlier, as a split all-reduce's is).
+llvm::Error waitWithNotices(MPI_Request &collective, llvm::StringRef what,
+                            uint64_t number = collectiveCount) {
+  noticeOut = static_cast<long long>(number);
   noticesIn.assign(size_t(worldSize), -1);
   std::vector<MPI_Request> notices;
   std::vector<int> noticeRank;
@@ -199,8 +203,7 @@ llvm::Error waitWithNotices(MPI_Request &collective, llvm::StringRef what) {
     if (std::chrono::steady_clock::now() >= deadline) {
       llvm::SmallVector<int, 4> absent;
       for (size_t i = 0; i != notices.size(); ++i)
-        if (noticesIn[size_t(noticeRank[i])] !=
-            static_cast<long long>(collectiveCount))
+        if (noticesIn[size_t(noticeRank[i])] != static_cast<long long>(number))
           absent.push_back(noticeRank[i]);
       std::string message =
           absent.empty()
@@ -222,8 +225,7 @@ llvm::Error waitWithNotices(MPI_Request &collective, llvm::StringRef what) {
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
   for (size_t i = 0; i != notices.size(); ++i)
-    if (noticesIn[size_t(noticeRank[i])] !=
-        static_cast<long long>(collectiveCount))
+    if (noticesIn[size_t(noticeRank[i])] != static_cast<long long>(number))
       return worldError(llvm::formatv(
           "rank {0} ran collective #{1} where rank {2} ran {3}: the ranks run "
           "different models or steps",
@@ -412,6 +414,103 @@ llvm::Error cpu::allReduceSumF32(float *data, size_t count) {
   return mpiError(kBuiltWithoutMpi);
 #endif
 }
+
+namespace {
+/// A split all-reduce between its start and its finish.
+struct PendingAllReduce {
+  float *data = nullptr;
+  uint64_t number = 0;
+  std::string what;
+#ifdef GMOPT_HAVE_MPI
+  /// One request per INT_MAX-element chunk.
+  std::vector<MPI_Request> requests;
+#endif
+};
+/// Started all-reduces, oldest first (every rank finishes them in the
+/// order of its plan).
+std::vector<PendingAllReduce> pendingAllReduces;
+} // namespace
+
+llvm::Error cpu::startAllReduceSumF32(float *data, size_t count) {
+  if (llvm::Error err = checkUsable())
+    return err;
+  for (const PendingAllReduce &pending : pendingAllReduces)
+    if (pending.data == data)
+      return worldError("an all-reduce of this buffer is already in flight");
+  injectFault();
+  ++collectiveCount;
+  PendingAllReduce pending;
+  pending.data = data;
+  pending.number = collectiveCount;
+  pending.what = describeCollective("all-reduce");
+  if (transport == Transport::Tcp) {
+    // The TCP world has no non-blocking collective: it completes here and
+    // the finish only checks it was started.
+    llvm::Error err = tcpWorld->allReduceSumF32(data, count, pending.what);
+    if (err) {
+      brokenReason = "a collective failed";
+      return err;
+    }
+    pendingAllReduces.push_back(std::move(pending));
+    return llvm::Error::success();
+  }
+#ifdef GMOPT_HAVE_MPI
+  while (count != 0) {
+    int chunk = count > size_t(INT_MAX) ? INT_MAX : static_cast<int>(count);
+    MPI_Request request;
+    if (auto err = checkMpi(MPI_Iallreduce(MPI_IN_PLACE, data, chunk, MPI_FLOAT,
+                                           MPI_SUM, MPI_COMM_WORLD, &request),
+                            "MPI_Iallreduce"))
+      return err;
+    pending.requests.push_back(request);
+    data += chunk;
+    count -= size_t(chunk);
+  }
+  pendingAllReduces.push_back(std::move(pending));
+  return llvm::Error::success();
+#else
+  (void)count;
+  return mpiError(kBuiltWithoutMpi);
+#endif
+}
+
+llvm::Error cpu::finishAllReduceSumF32(float *data) {
+  auto it = llvm::find_if(pendingAllReduces, [&](const PendingAllReduce &p) {
+    return p.data == data;
+  });
+  if (it == pendingAllReduces.end())
+    return worldError("no all-reduce of this buffer was started");
+  PendingAllReduce pending = std::move(*it);
+  pendingAllReduces.erase(it);
+  if (llvm::Error err = checkUsable())
+    return err;
+#ifdef GMOPT_HAVE_MPI
+  // The arrival notice is sent here: a rank that never reaches this finish
+  // (dead or hung) is named by the others when the timeout expires.
+  for (MPI_Request &request : pending.requests)
+    if (llvm::Error err =
+            waitWithNotices(request, pending.what, pending.number))
+      return err;
+#endif
+  return llvm::Error::success();
+}
+
+void cpu::progressCollectives() {
+#ifdef GMOPT_HAVE_MPI
+  if (transport != Transport::Mpi)
+    return;
+  for (PendingAllReduce &pending : pendingAllReduces)
+    for (MPI_Request &request : pending.requests) {
+      if (request == MPI_REQUEST_NULL)
+        continue;
+      int done = 0;
+      // Only to let Open MPI progress; errors surface in the finish.
+      (void)MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    }
+#endif
+}
+
+size_t cpu::getPendingCollectiveCount() { return pendingAllReduces.size(); }
 
 llvm::Expected<std::vector<uint64_t>>
 cpu::allGatherU64(llvm::ArrayRef<uint64_t> mine, llvm::StringRef what) {

@@ -78,6 +78,23 @@ void setCollectiveStep(unsigned step);
 /// no world is up, when the call fails, or when some rank does not arrive
 /// within the collective timeout (naming it).
 llvm::Error allReduceSumF32(float *data, size_t count);
+/// The split all-reduce (gmopt.AllReduceStart / AllReduceWait): starts
+/// summing \p count floats at \p data over every rank, in place, and
+/// returns at once under MPI (MPI_Iallreduce); \p data must not be touched
+/// until finishAllReduceSumF32(\p data). The TCP world has no non-blocking
+/// collective and completes it here. Every rank must start and finish its
+/// all-reduces in the same order.
+llvm::Error startAllReduceSumF32(float *data, size_t count);
+/// Completes the all-reduce started on \p data, with the arrival notices
+/// and the collective timeout of allReduceSumF32 (naming a rank that does
+/// not arrive). Fails when none was started on \p data.
+llvm::Error finishAllReduceSumF32(float *data);
+/// Lets MPI progress the started all-reduces (one MPI_Test each); cheap,
+/// called by the CPU plan interpreter between nodes while some are in
+/// flight. No-op otherwise.
+void progressCollectives();
+/// Started all-reduces not yet finished.
+size_t getPendingCollectiveCount();
 /// Every rank's \p mine (the same length on every rank), concatenated in
 /// rank order; \p what names the exchange in errors.
 llvm::Expected<std::vector<uint64_t>>

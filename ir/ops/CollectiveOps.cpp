@@ -64,6 +64,13 @@ uint64_t gmopt::collectiveNetworkBytes(const Node &node) {
       bucket += bytesOf(operand);
     return ringAllReduceTraffic(bucket, ranks);
   }
+  if (node.isa(kGmoptDomain, kAllReduceStartOp)) {
+    // The split all-reduce's bytes are counted once, at its start.
+    uint64_t bucket = 0;
+    for (const Value *operand : node.getOperands())
+      bucket += bytesOf(operand);
+    return ringAllReduceTraffic(bucket, ranks);
+  }
   if (node.isa(kGmoptDomain, kReduceScatterOp))
     return ringShardTraffic(bytesOf(node.getResult(0)), ranks);
   if (node.isa(kGmoptDomain, kAllGatherOp))
@@ -73,6 +80,8 @@ uint64_t gmopt::collectiveNetworkBytes(const Node &node) {
 
 bool gmopt::isCommunicatingCollective(const Node &node) {
   return node.isa(kGmoptDomain, kAllReduceOp) ||
+         node.isa(kGmoptDomain, kAllReduceStartOp) ||
+         node.isa(kGmoptDomain, kAllReduceWaitOp) ||
          node.isa(kGmoptDomain, kReduceScatterOp) ||
          node.isa(kGmoptDomain, kAllGatherOp);
 }
@@ -218,6 +227,47 @@ llvm::Error inferAllReduce(InferenceContext &ctx) {
   return llvm::Error::success();
 }
 
+llvm::Error checkReduction(InferenceContext &ctx) {
+  std::string reduction = ctx.getStringAttr("reduction");
+  if (reduction != "sum" && reduction != "mean")
+    return ctx.error("reduction must be \"sum\" or \"mean\", got \"" +
+                     reduction + "\"");
+  return checkRanks(ctx);
+}
+
+/// The handle type of a split all-reduce of operands [first, end).
+TensorType allReduceHandleType(unsigned operands, int64_t elements) {
+  return operands == 1 ? TensorType::get(DType::Bool, {1})
+                       : TensorType::get(DType::F32, {elements});
+}
+
+llvm::Error inferAllReduceStart(InferenceContext &ctx) {
+  if (auto err = checkReduction(ctx))
+    return err;
+  auto elements = bucketOperandElements(ctx, 0);
+  if (!elements)
+    return elements.takeError();
+  ctx.setOutputType(0, allReduceHandleType(ctx.getNumInputs(), *elements));
+  return llvm::Error::success();
+}
+
+llvm::Error inferAllReduceWait(InferenceContext &ctx) {
+  if (auto err = checkReduction(ctx))
+    return err;
+  if (!ctx.hasInput(0))
+    return ctx.error("the handle (operand 0) is absent");
+  auto elements = bucketOperandElements(ctx, 1);
+  if (!elements)
+    return elements.takeError();
+  TensorType expected = allReduceHandleType(ctx.getNumInputs() - 1, *elements);
+  if (ctx.getInputType(0) != expected)
+    return ctx.error(llvm::formatv("the handle is {0}, but the bucket's "
+                                   "AllReduceStart returns {1}",
+                                   ctx.getInputType(0).str(), expected.str()));
+  ctx.setOutputType(0, TensorType::get(DType::Bool, {1}));
+  return llvm::Error::success();
+}
+
 /// One addition per element and rank; the bucket is read and written once
 /// locally, and the ring all-reduce's traffic is added to both directions.
 OpCost allReduceCost(const Node &node) {
@@ -256,6 +306,39 @@ void ops::registerCollectiveOps(OpRegistry &registry) {
       .amp(AmpClass::None)
       .infer(inferAllReduce)
       .cost(allReduceCost)
+      .add(registry);
+  // A one-tensor bucket is reduced in its own buffer from the start on:
+  // the start writes it (nothing may be placed in it until the wait).
+  SchemaBuilder(kGmoptDomain, kAllReduceStartOp, 1)
+      .inputs(1, kVariadic)
+      .outputs(1, 1)
+      .attrString("reduction", "mean")
+      .attrInt("ranks", 1)
+      .traits(TraitSideEffect)
+      .writesOperands([](const Node &node) {
+        llvm::SmallVector<unsigned, 8> written;
+        if (node.getNumOperands() == 1)
+          written.push_back(0);
+        return written;
+      })
+      .amp(AmpClass::None)
+      .infer(inferAllReduceStart)
+      .cost(allReduceCost)
+      .add(registry);
+  SchemaBuilder(kGmoptDomain, kAllReduceWaitOp, 1)
+      .inputs(2, kVariadic)
+      .outputs(1, 1)
+      .attrString("reduction", "mean")
+      .attrInt("ranks", 1)
+      .traits(TraitSideEffect)
+      .writesOperands([](const Node &node) {
+        llvm::SmallVector<unsigned, 8> written;
+        for (unsigned i = 1, e = node.getNumOperands(); i < e; ++i)
+          written.push_back(i);
+        return written;
+      })
+      .amp(AmpClass::None)
+      .infer(inferAllReduceWait)
       .add(registry);
   SchemaBuilder(kGmoptDomain, kReduceScatterOp, 1)
       .inputs(1, kVariadic)

@@ -17,7 +17,9 @@
 #include "ir/TextIR.h"
 #include "ir/Verifier.h"
 #include "passes/DataParallel.h"
+#include "passes/Liveness.h"
 #include "passes/PassManager.h"
+#include "passes/Schedule.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -211,6 +213,143 @@ TEST(DataParallelPassTest, InPlaceBucketsWriteTheGradientsThemselves) {
       }
     }
   }
+}
+
+/// Runs the data-parallel pass with overlap on kThreeParams (buckets c+b
+/// and a) and, with \p schedule, the schedule pass after it.
+std::unique_ptr<Module> overlappedThreeParams(bool schedule) {
+  std::unique_ptr<Module> module = parseThreeParams();
+  if (!module)
+    return nullptr;
+  DataParallelPass::Options options;
+  options.ranks = 2;
+  options.bucketBytes = "300";
+  options.overlap = true;
+  DataParallelPass pass(options);
+  PassContext context;
+  auto changed = pass.run(*module, context);
+  if (!changed) {
+    ADD_FAILURE() << llvm::toString(changed.takeError());
+    return nullptr;
+  }
+  if (schedule) {
+    SchedulePass scheduler;
+    auto scheduled = scheduler.run(*module, context);
+    if (!scheduled) {
+      ADD_FAILURE() << llvm::toString(scheduled.takeError());
+      return nullptr;
+    }
+  }
+  if (llvm::Error err = verifyModule(*module)) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
+    return nullptr;
+  }
+  return module;
+}
+
+TEST(DataParallelPassTest, OverlapStartsAfterTheLastGradientWaitsBeforeUse) {
+  std::unique_ptr<Module> module = overlappedThreeParams(false);
+  ASSERT_TRUE(module);
+  std::vector<const Node *> order;
+  for (const Node &node : module->getGraph().getNodes())
+    order.push_back(&node);
+  auto at = [&](const Node *node) {
+    return size_t(llvm::find(order, node) - order.begin());
+  };
+  unsigned pairs = 0, overlapped = 0;
+  for (const Node *wait : order) {
+    EXPECT_FALSE(wait->isa(kGmoptDomain, kAllReduceOp));
+    if (!wait->isa(kGmoptDomain, kAllReduceWaitOp))
+      continue;
+    ++pairs;
+    const Node *start = wait->getOperand(0)->getDefiningNode();
+    ASSERT_TRUE(start && start->isa(kGmoptDomain, kAllReduceStartOp));
+    llvm::SmallVector<Value *, 4> grads = wait->getOperands();
+    grads.erase(grads.begin());
+    ASSERT_EQ(start->getNumOperands(), grads.size());
+    size_t lastProducer = 0;
+    for (const Value *grad : grads)
+      lastProducer = std::max(lastProducer, at(grad->getDefiningNode()));
+    // The start right after the last gradient's producer.
+    EXPECT_EQ(at(start), lastProducer + 1);
+    overlapped += at(wait) > at(start) + 1;
+    // Between start and wait nothing touches the bucket; its first
+    // reader after the start is the wait.
+    for (size_t k = at(start) + 1; k < at(wait); ++k)
+      for (const Value *operand : order[k]->getOperands())
+        EXPECT_FALSE(llvm::is_contained(grads, operand))
+            << order[k]->getName().str() << " reads a gradient in flight";
+  }
+  EXPECT_EQ(pairs, 2u);
+  // Bucket 0 (c, b) overlaps a's gradient and bucket 1's start; bucket 1
+  // overlaps bucket 0's wait and accumulators.
+  EXPECT_EQ(overlapped, 2u);
+}
+
+TEST(DataParallelPassTest, OverlapKeepsTheBucketLiveFromStartToWait) {
+  // The invariant the planner relies on: the wait reads the handle and
+  // every gradient of the bucket, so after scheduling each of them is live
+  // (its storage reserved, reused by nothing) over the whole exchange.
+  std::unique_ptr<Module> module = overlappedThreeParams(true);
+  ASSERT_TRUE(module);
+  auto liveness = Liveness::compute(*module);
+  ASSERT_TRUE(bool(liveness)) << llvm::toString(liveness.takeError());
+  unsigned overlapped = 0;
+  for (const Node &wait : module->getGraph().getNodes()) {
+    if (!wait.isa(kGmoptDomain, kAllReduceWaitOp))
+      continue;
+    uint32_t waitStep = liveness->getStep(&wait);
+    uint32_t startStep =
+        liveness->getStep(wait.getOperand(0)->getDefiningNode());
+    ASSERT_LT(startStep, waitStep);
+    overlapped += waitStep > startStep + 1;
+    for (const Value *value : wait.getOperands()) {
+      std::optional<Liveness::ValueId> id = liveness->lookup(value);
+      ASSERT_TRUE(id.has_value());
+      Liveness::ValueId owner = liveness->getOwner(*id);
+      LiveInterval interval = liveness->getStorageInterval(owner);
+      EXPECT_LE(interval.firstStep, startStep) << value->getName().str();
+      EXPECT_GE(interval.lastStep, waitStep) << value->getName().str();
+      // Nothing inside the exchange reads the bucket or shares its storage.
+      for (uint32_t step = startStep + 1; step < waitStep; ++step)
+        EXPECT_FALSE(
+            llvm::is_contained(liveness->getNode(step)->getOperands(), value))
+            << liveness->getNode(step)->getName().str() << " reads "
+            << value->getName().str() << " in flight";
+      for (uint32_t step = startStep + 1; step < waitStep; ++step)
+        for (const Value *result : liveness->getNode(step)->getResults())
+          if (result) {
+            std::optional<Liveness::ValueId> other = liveness->lookup(result);
+            ASSERT_TRUE(other.has_value());
+            EXPECT_NE(liveness->getOwner(*other), owner)
+                << result->getName().str() << " shares "
+                << value->getName().str();
+          }
+    }
+  }
+  // The scheduler kept the overlap the pass placed (both buckets).
+  EXPECT_EQ(overlapped, 2u);
+}
+
+TEST(AllReduceCpuKernelTest, SplitStartPacksTheBucketIntoItsHandle) {
+  cpu::testing::KernelRunner runner;
+  cpu::testing::HostTensor a = cpu::testing::HostTensor::f32({2}, {1, -2});
+  cpu::testing::HostTensor b = cpu::testing::HostTensor::f32({3}, {3, 4, 5});
+  auto handle = runner.run(kGmoptDomain, kAllReduceStartOp, {&a, &b},
+                           {TensorType::get(DType::F32, {5})},
+                           {cpu::testing::intAttr("ranks", 1)});
+  ASSERT_TRUE(bool(handle)) << llvm::toString(handle.takeError());
+  EXPECT_EQ((*handle)[0].floats(), (std::vector<float>{1, -2, 3, 4, 5}));
+  // Over two ranks without a world the start fails with the launch.
+  auto unlaunched = runner.run(kGmoptDomain, kAllReduceStartOp, {&a, &b},
+                               {TensorType::get(DType::F32, {5})},
+                               {cpu::testing::intAttr("ranks", 2)});
+  ASSERT_FALSE(bool(unlaunched));
+  std::string message = llvm::toString(unlaunched.takeError());
+  EXPECT_TRUE(contains(message, "all-reduce over 2 ranks needs MPI"))
+      << message;
+  // A wait whose start never ran is an error, not a silent no-op.
+  EXPECT_EQ(cpu::getPendingCollectiveCount(), 0u);
 }
 
 TEST(AllReduceCpuKernelTest, InPlaceBucketOfOneNeedsNoWorkspace) {

@@ -141,6 +141,12 @@ static int runGmoptCompile(int argc, char **argv) {
       "bucket-bytes",
       cl::desc("With --ranks: the smallest gradient bucket (default 25MiB)"),
       cl::init("25MiB"), cl::value_desc("bytes"), cl::cat(category));
+  cl::opt<bool> overlapOption(
+      "overlap",
+      cl::desc("With --ranks (ZeRO stage 0): split each bucket's all-reduce "
+               "into a start and a wait so it runs while the rest of the "
+               "backward pass computes (data-parallel{overlap=true})"),
+      cl::init(false), cl::cat(category));
   cl::opt<std::string> lossSpec(
       "loss",
       cl::desc("With --train: KIND[:OUTPUT[,TARGET]], KIND one of output "
@@ -310,6 +316,13 @@ static int runGmoptCompile(int argc, char **argv) {
     return reportToolError(
         kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
                                        "--zero needs --ranks N with N > 1"));
+  if (overlapOption &&
+      (ranksOption == 1 || zeroOption > 0 || !memoryLimit.empty()))
+    return reportToolError(
+        kTool, llvm::createStringError(
+                   llvm::inconvertibleErrorCode(),
+                   "--overlap needs --ranks N with N > 1 at --zero=0, and no "
+                   "--memory-limit (ZeRO's collectives are not split)"));
   std::optional<FitRequest> fit;
   if (!memoryLimit.empty()) {
     auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
@@ -449,7 +462,8 @@ static int runGmoptCompile(int argc, char **argv) {
         (zeroOption == 0 ? "data-parallel{ranks=" + std::to_string(ranksOption)
                          : "zero-shard{stage=" + std::to_string(zeroOption) +
                                ",ranks=" + std::to_string(ranksOption)) +
-        ",bucket-bytes=" + bucketBytesOption + "}" +
+        ",bucket-bytes=" + bucketBytesOption +
+        (overlapOption ? ",overlap=true}" : "}") +
         (pipelineText.empty() ? "" : ",") + pipelineText;
   PassManager passManager;
   if (llvm::Error err = setUpPasses(passManager, pipelineText))
