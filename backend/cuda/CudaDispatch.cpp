@@ -884,6 +884,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addCnnKernels(t);
     addCollectiveKernels(t);
     addIndexKernels(t);
+    addTrainingKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

@@ -236,6 +236,9 @@ void addCnnKernels(llvm::StringMap<KernelEntry> &table);
 void addCollectiveKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds the indexing entries (CudaIndexDispatch.cpp) to the table.
 void addIndexKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds ZeroGradient, PassThrough and InPlaceAccumulator
+/// (CudaTrainingDispatch.cpp) to the table.
+void addTrainingKernels(llvm::StringMap<KernelEntry> &table);
 
 } // namespace dispatch
 } // namespace cuda

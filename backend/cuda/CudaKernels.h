@@ -147,6 +147,12 @@ cudaError_t launchAccumulate(Storage bufferStorage, void *buffer,
                              const uint8_t *overwrite, uint8_t *updated,
                              void *bufferOut, int64_t elements,
                              cudaStream_t stream);
+/// InPlaceAccumulator: newSum = update ? oldSum + value : oldSum (the
+/// signal read on the device, null: true); newSum may be oldSum.
+cudaError_t launchSumIf(Storage sumStorage, const void *oldSum,
+                        Storage valueStorage, const void *value,
+                        const uint8_t *updateSignal, void *newSum,
+                        int64_t elements, cudaStream_t stream);
 
 /// One parameter group of a fused optimizer launch (fp32 tensors).
 struct OptimizerTensor {

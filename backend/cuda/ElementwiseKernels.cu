@@ -331,43 +331,48 @@ __global__ void dropoutGradKernel(const T *dy, const void *mask, bool bitmask,
 //===----------------------------------------------------------------------===//
 
 template <typename TB, typename TV>
-__global__ void accumulateKernel(TB *buffer, const TV *value,
-                                 const uint8_t *overwrite, uint8_t *updated,
-                                 TB *bufferOut, int64_t elements) {
+__global__ void accumulateKernel(const TB *sum, const TV *value,
+                                 const uint8_t *overwrite,
+                                 const uint8_t *updateSignal, uint8_t *updated,
+                                 TB *out, TB *outCopy, int64_t elements) {
   bool replace = overwrite && *overwrite != 0;
+  bool update = !updateSignal || *updateSignal != 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
        i += int64_t(gridDim.x) * blockDim.x) {
-    float v = loadAsFloat(value, i);
-    float sum = replace ? v : loadAsFloat(buffer, i) + v;
-    storeFromFloat(buffer, i, sum);
-    if (bufferOut && bufferOut != buffer)
-      storeFromFloat(bufferOut, i, sum);
+    float old = loadAsFloat(sum, i);
+    float result = !update ? old : replace ? loadAsFloat(value, i)
+                                           : old + loadAsFloat(value, i);
+    storeFromFloat(out, i, result);
+    if (outCopy && outCopy != out)
+      storeFromFloat(outCopy, i, result);
   }
-  if (blockIdx.x == 0 && threadIdx.x == 0)
+  if (updated && blockIdx.x == 0 && threadIdx.x == 0)
     *updated = 1;
 }
 
 template <typename TB>
-cudaError_t accumulateInto(TB *buffer, Storage valueStorage, const void *value,
-                           const uint8_t *overwrite, uint8_t *updated,
-                           void *bufferOut, int64_t elements,
+cudaError_t accumulateInto(const TB *sum, Storage valueStorage,
+                           const void *value, const uint8_t *overwrite,
+                           const uint8_t *updateSignal, uint8_t *updated,
+                           void *out, void *outCopy, int64_t elements,
                            cudaStream_t stream) {
   unsigned grid = gridFor(elements);
+  TB *result = static_cast<TB *>(out), *copy = static_cast<TB *>(outCopy);
   switch (valueStorage) {
   case Storage::F32:
     accumulateKernel<<<grid, kThreads, 0, stream>>>(
-        buffer, static_cast<const float *>(value), overwrite, updated,
-        static_cast<TB *>(bufferOut), elements);
+        sum, static_cast<const float *>(value), overwrite, updateSignal,
+        updated, result, copy, elements);
     break;
   case Storage::F16:
     accumulateKernel<<<grid, kThreads, 0, stream>>>(
-        buffer, static_cast<const HalfBits *>(value), overwrite, updated,
-        static_cast<TB *>(bufferOut), elements);
+        sum, static_cast<const HalfBits *>(value), overwrite, updateSignal,
+        updated, result, copy, elements);
     break;
   case Storage::BF16:
     accumulateKernel<<<grid, kThreads, 0, stream>>>(
-        buffer, static_cast<const BFloat16Bits *>(value), overwrite, updated,
-        static_cast<TB *>(bufferOut), elements);
+        sum, static_cast<const BFloat16Bits *>(value), overwrite, updateSignal,
+        updated, result, copy, elements);
     break;
   default:
     return cudaErrorInvalidValue;
@@ -661,25 +666,50 @@ cudaError_t gmopt::cuda::launchDropoutGrad(Storage storage, const void *dy,
   return cudaGetLastError();
 }
 
+/// The accumulators' common launch: out (and outCopy) = update ? (replace ?
+/// value : sum + value) : sum.
+static cudaError_t launchAccumulateFrom(Storage sumStorage, const void *sum,
+                                        Storage valueStorage, const void *value,
+                                        const uint8_t *overwrite,
+                                        const uint8_t *updateSignal,
+                                        uint8_t *updated, void *out,
+                                        void *outCopy, int64_t elements,
+                                        cudaStream_t stream) {
+  switch (sumStorage) {
+  case Storage::F32:
+    return accumulateInto(static_cast<const float *>(sum), valueStorage, value,
+                          overwrite, updateSignal, updated, out, outCopy,
+                          elements, stream);
+  case Storage::F16:
+    return accumulateInto(static_cast<const HalfBits *>(sum), valueStorage,
+                          value, overwrite, updateSignal, updated, out, outCopy,
+                          elements, stream);
+  case Storage::BF16:
+    return accumulateInto(static_cast<const BFloat16Bits *>(sum), valueStorage,
+                          value, overwrite, updateSignal, updated, out, outCopy,
+                          elements, stream);
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
 cudaError_t gmopt::cuda::launchAccumulate(
     Storage bufferStorage, void *buffer, Storage valueStorage,
     const void *value, const uint8_t *overwrite, uint8_t *updated,
     void *bufferOut, int64_t elements, cudaStream_t stream) {
-  // At least one thread runs, to set the updated flag.
-  switch (bufferStorage) {
-  case Storage::F32:
-    return accumulateInto(static_cast<float *>(buffer), valueStorage, value,
-                          overwrite, updated, bufferOut, elements, stream);
-  case Storage::F16:
-    return accumulateInto(static_cast<HalfBits *>(buffer), valueStorage, value,
-                          overwrite, updated, bufferOut, elements, stream);
-  case Storage::BF16:
-    return accumulateInto(static_cast<BFloat16Bits *>(buffer), valueStorage,
-                          value, overwrite, updated, bufferOut, elements,
-                          stream);
-  default:
-    return cudaErrorInvalidValue;
-  }
+  // At least one thread runs (gridFor), to set the updated flag.
+  return launchAccumulateFrom(bufferStorage, buffer, valueStorage, value,
+                              overwrite, nullptr, updated, buffer, bufferOut,
+                              elements, stream);
+}
+
+cudaError_t gmopt::cuda::launchSumIf(Storage sumStorage, const void *oldSum,
+                                     Storage valueStorage, const void *value,
+                                     const uint8_t *updateSignal, void *newSum,
+                                     int64_t elements, cudaStream_t stream) {
+  return launchAccumulateFrom(sumStorage, oldSum, valueStorage, value, nullptr,
+                              updateSignal, nullptr, newSum, nullptr, elements,
+                              stream);
 }
 
 cudaError_t gmopt::cuda::launchAdamW(const OptimizerTensor *tensors, int count,

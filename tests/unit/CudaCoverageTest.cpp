@@ -97,10 +97,7 @@ const char *const kStillMissing[] = {
     "com.microsoft::SoftmaxCrossEntropy",
     "com.microsoft::SoftmaxCrossEntropyGrad",
     // Training-loop plumbing and ZeRO's collectives.
-    "com.microsoft::InPlaceAccumulator",
-    "com.microsoft::PassThrough",
     "com.microsoft::YieldOp",
-    "com.microsoft::ZeroGradient",
     "gmopt::AllGather",
     "gmopt::ReduceScatter",
     "gmopt::Shard",
