@@ -83,6 +83,31 @@ std::optional<ElementwiseOp> elementwiseOpOf(const Node &node) {
         {"Max", ElementwiseOp::Max},
         {"Min", ElementwiseOp::Min},
         {"Sum", ElementwiseOp::Add},
+        {"Floor", ElementwiseOp::Floor},
+        {"Ceil", ElementwiseOp::Ceil},
+        {"Round", ElementwiseOp::Round},
+        {"Sign", ElementwiseOp::Sign},
+        {"Sin", ElementwiseOp::Sin},
+        {"Cos", ElementwiseOp::Cos},
+        {"Tan", ElementwiseOp::Tan},
+        {"Asin", ElementwiseOp::Asin},
+        {"Acos", ElementwiseOp::Acos},
+        {"Atan", ElementwiseOp::Atan},
+        {"Sinh", ElementwiseOp::Sinh},
+        {"Cosh", ElementwiseOp::Cosh},
+        {"Asinh", ElementwiseOp::Asinh},
+        {"Acosh", ElementwiseOp::Acosh},
+        {"Atanh", ElementwiseOp::Atanh},
+        {"Softsign", ElementwiseOp::Softsign},
+        {"Softplus", ElementwiseOp::Softplus},
+        {"Mish", ElementwiseOp::Mish},
+        {"HardSwish", ElementwiseOp::HardSwish},
+        {"LeakyRelu", ElementwiseOp::LeakyRelu},
+        {"Elu", ElementwiseOp::Elu},
+        {"Celu", ElementwiseOp::Celu},
+        {"Selu", ElementwiseOp::Selu},
+        {"HardSigmoid", ElementwiseOp::HardSigmoid},
+        {"ThresholdedRelu", ElementwiseOp::ThresholdedRelu},
     };
     if (op == "Gelu")
       return node.getStringAttr("approximate", "none") == "tanh"
@@ -139,12 +164,35 @@ std::optional<float> constantScaleFactor(const Node &node) {
   return static_cast<float>(node.getIntAttr("scale_down", 0) ? 1.0 / s : s);
 }
 
+/// The scalar attributes \p op reads, with ONNX's defaults, as the CPU
+/// kernels round them (to float).
+std::pair<float, float> elementwiseParams(const Node &node, ElementwiseOp op) {
+  switch (op) {
+  case ElementwiseOp::LeakyRelu:
+    return {node.getFloatAttr("alpha", 0.01f), 0.0f};
+  case ElementwiseOp::Elu:
+  case ElementwiseOp::Celu:
+  case ElementwiseOp::ThresholdedRelu:
+    return {node.getFloatAttr("alpha", 1.0f), 0.0f};
+  case ElementwiseOp::Selu:
+    return {node.getFloatAttr("alpha", 1.67326319217681884765625f),
+            node.getFloatAttr("gamma", 1.05070102214813232421875f)};
+  case ElementwiseOp::HardSigmoid:
+    return {node.getFloatAttr("alpha", 0.2f), node.getFloatAttr("beta", 0.5f)};
+  default:
+    // QuickGelu's alpha.
+    return {node.getFloatAttr("alpha", 1.702f), 0.0f};
+  }
+}
+
 llvm::Error checkElementwise(const Node &node) {
   if (constantScaleFactor(node))
     return commonFloatStorage(node, {1}).takeError();
   std::optional<ElementwiseOp> op = elementwiseOpOf(node);
   if (!op)
     return nodeError(node, "not an elementwise op");
+  if (*op == ElementwiseOp::Celu && elementwiseParams(node, *op).first == 0)
+    return nodeError(node, "alpha must not be 0");
   unsigned present = 0;
   for (Value *operand : node.getOperands())
     present += operand != nullptr;
@@ -231,11 +279,10 @@ llvm::Error runElementwise(CudaCall &call) {
   auto ix = broadcastIndexing(node, shapes, out);
   if (!ix)
     return ix.takeError();
-  // QuickGelu's alpha, as the CPU kernels round it.
-  float param = call.node.getFloatAttr("alpha", 1.702f);
+  auto [param, param2] = elementwiseParams(node, op);
   return call.check(launchElementwise(op, storage, pointers[0], pointers[1],
                                       pointers[2], call.outPtr(0), elements,
-                                      *ix, call.ctx.stream, param),
+                                      *ix, call.ctx.stream, param, param2),
                     "elementwise kernel");
 }
 
@@ -871,9 +918,17 @@ const llvm::StringMap<KernelEntry> &getTable() {
       t[(domain + "::" + op).str()] = {check, run};
     };
     for (const char *op :
-         {"Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Tanh",
-          "Sigmoid", "Erf", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "Max",
-          "Min", "Sum"})
+         {"Relu",    "Neg",       "Abs",         "Exp",
+          "Log",     "Sqrt",      "Reciprocal",  "Tanh",
+          "Sigmoid", "Erf",       "Gelu",        "Add",
+          "Sub",     "Mul",       "Div",         "Pow",
+          "Max",     "Min",       "Sum",         "Floor",
+          "Ceil",    "Round",     "Sign",        "Sin",
+          "Cos",     "Tan",       "Asin",        "Acos",
+          "Atan",    "Sinh",      "Cosh",        "Asinh",
+          "Acosh",   "Atanh",     "Softsign",    "Softplus",
+          "Mish",    "HardSwish", "LeakyRelu",   "Elu",
+          "Celu",    "Selu",      "HardSigmoid", "ThresholdedRelu"})
       add("", op, checkElementwise, runElementwise);
     for (const char *op :
          {"Gelu", "FastGelu", "BiasGelu", "ReluGrad", "GeluGrad",

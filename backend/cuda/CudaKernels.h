@@ -62,7 +62,8 @@ cudaError_t getKernelFaultWord(KernelFaultRecord **record,
 cudaError_t launchElementwise(ElementwiseOp op, Storage storage, const void *a,
                               const void *b, const void *c, void *out,
                               int64_t elements, const BroadcastIndexing &index,
-                              cudaStream_t stream, float param = 0.0f);
+                              cudaStream_t stream, float param = 0.0f,
+                              float param2 = 0.0f);
 
 /// out[offset] = in[offset] over any element type of \p elementBytes (1, 2,
 /// 4 or 8): the strides make it a copy, a transpose, an expand, a slice or

@@ -39,7 +39,8 @@ template <> struct StorageType<Storage::BF16> { using type = BFloat16Bits; };
 template <typename T>
 __global__ void elementwiseKernel(ElementwiseOp op, const T *a, const T *b,
                                   const T *c, T *out, int64_t elements,
-                                  BroadcastIndexing ix, float param) {
+                                  BroadcastIndexing ix, float param,
+                                  float param2) {
   int operands = operandCount(op);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -47,7 +48,7 @@ __global__ void elementwiseKernel(ElementwiseOp op, const T *a, const T *b,
     float vb = operands > 1 ? loadAsFloat(b, operandOffset(ix, 1, i)) : 0.0f;
     float vc = operands > 2 ? loadAsFloat(c, operandOffset(ix, 2, i)) : 0.0f;
     storeFromFloat(out, operandOffset(ix, BroadcastIndexing::kOutput, i),
-                   applyElementwise(op, va, vb, vc, param));
+                   applyElementwise(op, va, vb, vc, param, param2));
   }
 }
 
@@ -64,11 +65,12 @@ template <Storage S>
 cudaError_t elementwiseAs(ElementwiseOp op, const void *a, const void *b,
                           const void *c, void *out, int64_t elements,
                           const BroadcastIndexing &ix, cudaStream_t stream,
-                          float param) {
+                          float param, float param2) {
   using T = typename StorageType<S>::type;
   elementwiseKernel<T><<<gridFor(elements), kThreads, 0, stream>>>(
       op, static_cast<const T *>(a), static_cast<const T *>(b),
-      static_cast<const T *>(c), static_cast<T *>(out), elements, ix, param);
+      static_cast<const T *>(c), static_cast<T *>(out), elements, ix, param,
+      param2);
   return cudaGetLastError();
 }
 
@@ -340,8 +342,9 @@ __global__ void accumulateKernel(const TB *sum, const TV *value,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
        i += int64_t(gridDim.x) * blockDim.x) {
     float old = loadAsFloat(sum, i);
-    float result = !update ? old : replace ? loadAsFloat(value, i)
-                                           : old + loadAsFloat(value, i);
+    float result = !update   ? old
+                   : replace ? loadAsFloat(value, i)
+                             : old + loadAsFloat(value, i);
     storeFromFloat(out, i, result);
     if (outCopy && outCopy != out)
       storeFromFloat(outCopy, i, result);
@@ -441,24 +444,23 @@ unsigned fusedGrid(const OptimizerTensor *tensors, int count) {
 
 } // namespace
 
-cudaError_t gmopt::cuda::launchElementwise(ElementwiseOp op, Storage storage,
-                                           const void *a, const void *b,
-                                           const void *c, void *out,
-                                           int64_t elements,
-                                           const BroadcastIndexing &index,
-                                           cudaStream_t stream, float param) {
+cudaError_t
+gmopt::cuda::launchElementwise(ElementwiseOp op, Storage storage, const void *a,
+                               const void *b, const void *c, void *out,
+                               int64_t elements, const BroadcastIndexing &index,
+                               cudaStream_t stream, float param, float param2) {
   if (elements == 0)
     return cudaSuccess;
   switch (storage) {
   case Storage::F32:
     return elementwiseAs<Storage::F32>(op, a, b, c, out, elements, index,
-                                       stream, param);
+                                       stream, param, param2);
   case Storage::F16:
     return elementwiseAs<Storage::F16>(op, a, b, c, out, elements, index,
-                                       stream, param);
+                                       stream, param, param2);
   case Storage::BF16:
     return elementwiseAs<Storage::BF16>(op, a, b, c, out, elements, index,
-                                        stream, param);
+                                        stream, param, param2);
   default:
     return cudaErrorInvalidValue;
   }
@@ -668,13 +670,11 @@ cudaError_t gmopt::cuda::launchDropoutGrad(Storage storage, const void *dy,
 
 /// The accumulators' common launch: out (and outCopy) = update ? (replace ?
 /// value : sum + value) : sum.
-static cudaError_t launchAccumulateFrom(Storage sumStorage, const void *sum,
-                                        Storage valueStorage, const void *value,
-                                        const uint8_t *overwrite,
-                                        const uint8_t *updateSignal,
-                                        uint8_t *updated, void *out,
-                                        void *outCopy, int64_t elements,
-                                        cudaStream_t stream) {
+static cudaError_t
+launchAccumulateFrom(Storage sumStorage, const void *sum, Storage valueStorage,
+                     const void *value, const uint8_t *overwrite,
+                     const uint8_t *updateSignal, uint8_t *updated, void *out,
+                     void *outCopy, int64_t elements, cudaStream_t stream) {
   switch (sumStorage) {
   case Storage::F32:
     return accumulateInto(static_cast<const float *>(sum), valueStorage, value,

@@ -161,6 +161,41 @@ enum class ElementwiseOp : int32_t {
   GeluTanh,
   /// x * sigmoid(alpha * x), alpha the op parameter (QuickGelu).
   QuickGelu,
+  // ONNX's rounding, trigonometric and hyperbolic functions and
+  // activations; param / param2 carry their attributes as named.
+  Floor,
+  Ceil,
+  /// Half to even.
+  Round,
+  /// NaN stays NaN.
+  Sign,
+  Sin,
+  Cos,
+  Tan,
+  Asin,
+  Acos,
+  Atan,
+  Sinh,
+  Cosh,
+  Asinh,
+  Acosh,
+  Atanh,
+  Softsign,
+  Softplus,
+  Mish,
+  HardSwish,
+  /// x < 0 ? alpha * x : x (param = alpha).
+  LeakyRelu,
+  /// x >= 0 ? x : alpha * expm1(x) (param = alpha).
+  Elu,
+  /// x >= 0 ? x : alpha * expm1(x / alpha) (param = alpha, never 0).
+  Celu,
+  /// gamma * (x > 0 ? x : alpha * expm1(x)) (param = alpha, param2 = gamma).
+  Selu,
+  /// clamp(alpha * x + beta, 0, 1) (param = alpha, param2 = beta).
+  HardSigmoid,
+  /// x > alpha ? x : 0 (param = alpha).
+  ThresholdedRelu,
   /// x * param (Scale by a constant factor).
   MulParam,
   // Two operands.
@@ -235,12 +270,74 @@ GMOPT_HD float sigmoidOf(float x) {
   return e / (1.0f + e);
 }
 
+/// log(1 + exp(x)) without overflow for large x (as the CPU computes it).
+GMOPT_HD float softplusOf(float x) {
+  return x > 0.0f ? x + ::log1pf(::expf(-x)) : ::log1pf(::expf(x));
+}
+
 /// Applies \p op to the operands (b and c are ignored where the op reads
-/// fewer); \p param is the op's scalar attribute (QuickGelu's alpha). Max
-/// and Min propagate NaN like the CPU kernels.
+/// fewer); \p param and \p param2 are the op's scalar attributes
+/// (QuickGelu's alpha, Selu's alpha and gamma, ...). Max and Min propagate
+/// NaN like the CPU kernels.
 GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c,
-                                float param = 0.0f) {
+                                float param = 0.0f, float param2 = 0.0f) {
   switch (op) {
+  case ElementwiseOp::Floor:
+    return ::floorf(a);
+  case ElementwiseOp::Ceil:
+    return ::ceilf(a);
+  case ElementwiseOp::Round:
+    return ::nearbyintf(a);
+  case ElementwiseOp::Sign:
+    if (a != a)
+      return a;
+    return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : 0.0f);
+  case ElementwiseOp::Sin:
+    return ::sinf(a);
+  case ElementwiseOp::Cos:
+    return ::cosf(a);
+  case ElementwiseOp::Tan:
+    return ::tanf(a);
+  case ElementwiseOp::Asin:
+    return ::asinf(a);
+  case ElementwiseOp::Acos:
+    return ::acosf(a);
+  case ElementwiseOp::Atan:
+    return ::atanf(a);
+  case ElementwiseOp::Sinh:
+    return ::sinhf(a);
+  case ElementwiseOp::Cosh:
+    return ::coshf(a);
+  case ElementwiseOp::Asinh:
+    return ::asinhf(a);
+  case ElementwiseOp::Acosh:
+    return ::acoshf(a);
+  case ElementwiseOp::Atanh:
+    return ::atanhf(a);
+  case ElementwiseOp::Softsign:
+    return a / (1.0f + ::fabsf(a));
+  case ElementwiseOp::Softplus:
+    return softplusOf(a);
+  case ElementwiseOp::Mish:
+    return a * ::tanhf(softplusOf(a));
+  case ElementwiseOp::HardSwish: {
+    float gate = a / 6.0f + 0.5f;
+    return a * (gate < 0.0f ? 0.0f : (gate > 1.0f ? 1.0f : gate));
+  }
+  case ElementwiseOp::LeakyRelu:
+    return a < 0.0f ? param * a : a;
+  case ElementwiseOp::Elu:
+    return a >= 0.0f ? a : param * ::expm1f(a);
+  case ElementwiseOp::Celu:
+    return a >= 0.0f ? a : param * ::expm1f(a / param);
+  case ElementwiseOp::Selu:
+    return param2 * (a > 0.0f ? a : param * ::expm1f(a));
+  case ElementwiseOp::HardSigmoid: {
+    float v = param * a + param2;
+    return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+  }
+  case ElementwiseOp::ThresholdedRelu:
+    return a > param ? a : 0.0f;
   case ElementwiseOp::Identity:
     return a;
   case ElementwiseOp::Relu:
