@@ -224,6 +224,9 @@ inline llvm::Error checkAnyElement(const Node &node) {
   return llvm::Error::success();
 }
 
+/// Adds the elementwise entries (CudaElementwiseDispatch.cpp) to the table.
+void addElementwiseKernels(llvm::StringMap<KernelEntry> &table);
+
 /// Adds the data-movement entries (copies and views, Transpose, Expand,
 /// Tile, Pad, Slice(Grad), Concat, Split, Shape, Where, comparisons,
 /// ConstantOfShape, Cast) to the table.

@@ -1,0 +1,282 @@
+//===- CudaElementwiseDispatch.cpp - The CUDA table's elementwise entries -===//
+//
+// The n-ary elementwise entries: ONNX's unary, rounding, trigonometric and
+// activation ops, the binary arithmetic ops and Sum, and com.microsoft's
+// GELU family, their gradients and Scale. Each node maps to one op code of
+// ElementwiseMath.h (its attributes as the launch's two scalar parameters,
+// rounded to float as the CPU kernels round them) and one broadcast launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cuda/CudaDispatchSupport.h"
+#include "backend/cuda/CudaKernels.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+
+using namespace gmopt;
+using namespace gmopt::cuda;
+using namespace gmopt::cuda::dispatch;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// The elementwise op of \p node, if it is one.
+std::optional<ElementwiseOp> elementwiseOpOf(const Node &node) {
+  llvm::StringRef op = node.getOpType();
+  bool ms = node.getDomain() == kMsDomain;
+  if (!ms && node.getDomain() != "" && node.getDomain() != "ai.onnx")
+    return std::nullopt;
+  if (!ms) {
+    static const llvm::StringMap<ElementwiseOp> onnxOps = {
+        {"Relu", ElementwiseOp::Relu},
+        {"Neg", ElementwiseOp::Neg},
+        {"Abs", ElementwiseOp::Abs},
+        {"Exp", ElementwiseOp::Exp},
+        {"Log", ElementwiseOp::Log},
+        {"Sqrt", ElementwiseOp::Sqrt},
+        {"Reciprocal", ElementwiseOp::Reciprocal},
+        {"Tanh", ElementwiseOp::Tanh},
+        {"Sigmoid", ElementwiseOp::Sigmoid},
+        {"Erf", ElementwiseOp::Erf},
+        {"Add", ElementwiseOp::Add},
+        {"Sub", ElementwiseOp::Sub},
+        {"Mul", ElementwiseOp::Mul},
+        {"Div", ElementwiseOp::Div},
+        {"Pow", ElementwiseOp::Pow},
+        {"Max", ElementwiseOp::Max},
+        {"Min", ElementwiseOp::Min},
+        {"Sum", ElementwiseOp::Add},
+        {"Floor", ElementwiseOp::Floor},
+        {"Ceil", ElementwiseOp::Ceil},
+        {"Round", ElementwiseOp::Round},
+        {"Sign", ElementwiseOp::Sign},
+        {"Sin", ElementwiseOp::Sin},
+        {"Cos", ElementwiseOp::Cos},
+        {"Tan", ElementwiseOp::Tan},
+        {"Asin", ElementwiseOp::Asin},
+        {"Acos", ElementwiseOp::Acos},
+        {"Atan", ElementwiseOp::Atan},
+        {"Sinh", ElementwiseOp::Sinh},
+        {"Cosh", ElementwiseOp::Cosh},
+        {"Asinh", ElementwiseOp::Asinh},
+        {"Acosh", ElementwiseOp::Acosh},
+        {"Atanh", ElementwiseOp::Atanh},
+        {"Softsign", ElementwiseOp::Softsign},
+        {"Softplus", ElementwiseOp::Softplus},
+        {"Mish", ElementwiseOp::Mish},
+        {"HardSwish", ElementwiseOp::HardSwish},
+        {"LeakyRelu", ElementwiseOp::LeakyRelu},
+        {"Elu", ElementwiseOp::Elu},
+        {"Celu", ElementwiseOp::Celu},
+        {"Selu", ElementwiseOp::Selu},
+        {"HardSigmoid", ElementwiseOp::HardSigmoid},
+        {"ThresholdedRelu", ElementwiseOp::ThresholdedRelu},
+    };
+    if (op == "Gelu")
+      return node.getStringAttr("approximate", "none") == "tanh"
+                 ? ElementwiseOp::GeluTanh
+                 : ElementwiseOp::GeluExact;
+    auto it = onnxOps.find(op);
+    if (it == onnxOps.end())
+      return std::nullopt;
+    return it->second;
+  }
+  static const llvm::StringMap<ElementwiseOp> msOps = {
+      {"Gelu", ElementwiseOp::GeluExact},
+      {"BiasGelu", ElementwiseOp::BiasGeluExact},
+      {"ReluGrad", ElementwiseOp::ReluGrad},
+      {"GeluGrad", ElementwiseOp::GeluGrad},
+      {"FastGeluGrad", ElementwiseOp::FastGeluGrad},
+      {"SigmoidGrad", ElementwiseOp::SigmoidGrad},
+      {"TanhGrad", ElementwiseOp::TanhGrad},
+      {"BiasGeluGrad_dX", ElementwiseOp::BiasGeluGradExact},
+      {"BiasFastGeluGrad_dX", ElementwiseOp::BiasGeluGradTanh},
+      {"QuickGelu", ElementwiseOp::QuickGelu},
+      {"QuickGeluGrad", ElementwiseOp::QuickGeluGrad},
+  };
+  if (op == "Scale")
+    return node.getIntAttr("scale_down", 0) ? ElementwiseOp::ScaleDown
+                                            : ElementwiseOp::ScaleUp;
+  if (op == "FastGelu")
+    return node.getNumOperands() > 1 && node.getOperand(1)
+               ? ElementwiseOp::BiasGeluTanh
+               : ElementwiseOp::GeluTanh;
+  auto it = msOps.find(op);
+  if (it == msOps.end())
+    return std::nullopt;
+  return it->second;
+}
+
+/// Scale(X, scale) with a constant scale: the factor the CPU kernel uses,
+/// float(scale_down ? 1 / scale : scale) computed in double.
+std::optional<float> constantScaleFactor(const Node &node) {
+  if (node.getDomain() != kMsDomain || node.getOpType() != "Scale")
+    return std::nullopt;
+  const Value *scale = node.getOperand(1);
+  if (!scale || !scale->isInitializer())
+    return std::nullopt;
+  if (llvm::Error err = scale->getData().load()) {
+    // Left to the binary path, which reports nothing better; the import
+    // already read constant data.
+    llvm::consumeError(std::move(err));
+    return std::nullopt;
+  }
+  if (scale->getData().getNumElements() != 1)
+    return std::nullopt;
+  double s = scale->getData().getFloatElement(0);
+  return static_cast<float>(node.getIntAttr("scale_down", 0) ? 1.0 / s : s);
+}
+
+/// The scalar attributes \p op reads, with ONNX's defaults, as the CPU
+/// kernels round them (to float).
+std::pair<float, float> elementwiseParams(const Node &node, ElementwiseOp op) {
+  switch (op) {
+  case ElementwiseOp::LeakyRelu:
+    return {node.getFloatAttr("alpha", 0.01f), 0.0f};
+  case ElementwiseOp::Elu:
+  case ElementwiseOp::Celu:
+  case ElementwiseOp::ThresholdedRelu:
+    return {node.getFloatAttr("alpha", 1.0f), 0.0f};
+  case ElementwiseOp::Selu:
+    return {node.getFloatAttr("alpha", 1.67326319217681884765625f),
+            node.getFloatAttr("gamma", 1.05070102214813232421875f)};
+  case ElementwiseOp::HardSigmoid:
+    return {node.getFloatAttr("alpha", 0.2f), node.getFloatAttr("beta", 0.5f)};
+  default:
+    // QuickGelu's alpha.
+    return {node.getFloatAttr("alpha", 1.702f), 0.0f};
+  }
+}
+
+llvm::Error checkElementwise(const Node &node) {
+  if (constantScaleFactor(node))
+    return commonFloatStorage(node, {1}).takeError();
+  std::optional<ElementwiseOp> op = elementwiseOpOf(node);
+  if (!op)
+    return nodeError(node, "not an elementwise op");
+  if (*op == ElementwiseOp::Celu && elementwiseParams(node, *op).first == 0)
+    return nodeError(node, "alpha must not be 0");
+  unsigned present = 0;
+  for (Value *operand : node.getOperands())
+    present += operand != nullptr;
+  bool variadic = node.getOpType() == "Sum";
+  if (variadic ? present < 1 : present != unsigned(operandCount(*op)))
+    return nodeError(node, "expected " + llvm::Twine(operandCount(*op)) +
+                               " operands, got " + llvm::Twine(present));
+  if (auto storage = commonFloatStorage(node); !storage)
+    return storage.takeError();
+  Shape out = shapeOf(node.getResult(0));
+  for (Value *operand : node.getOperands())
+    if (operand) {
+      Shape strides;
+      if (!broadcastStrides(shapeOf(operand), out, strides))
+        return nodeError(node, "operand shapes do not broadcast");
+    }
+  return llvm::Error::success();
+}
+
+llvm::Error runElementwise(CudaCall &call) {
+  const Node &node = call.node;
+  if (std::optional<float> factor = constantScaleFactor(node)) {
+    Shape out = shapeOf(call.out(0));
+    auto ix = broadcastIndexing(node, {shapeOf(call.in(0))}, out);
+    if (!ix)
+      return ix.takeError();
+    return call.check(launchElementwise(ElementwiseOp::MulParam,
+                                        *commonFloatStorage(node, {1}),
+                                        call.inPtr(0), nullptr, nullptr,
+                                        call.outPtr(0), product(out), *ix,
+                                        call.ctx.stream, *factor),
+                      "Scale kernel");
+  }
+  ElementwiseOp op = *elementwiseOpOf(node);
+  Storage storage = *commonFloatStorage(node);
+  Shape out = shapeOf(call.out(0));
+  int64_t elements = product(out);
+  if (node.getOpType() == "Sum") {
+    // out = in0 (+ in1 (+ ...)), one binary launch per extra operand.
+    llvm::SmallVector<unsigned, 4> present;
+    for (unsigned i = 0; i < node.getNumOperands(); ++i)
+      if (call.in(i))
+        present.push_back(i);
+    // An operand whose bytes the plan gave the output must be read before
+    // the first partial sum overwrites it: it goes first.
+    for (size_t k = 1; k < present.size(); ++k)
+      if (call.inPtr(present[k]) == call.outPtr(0))
+        std::swap(present[0], present[k]);
+    if (present.size() == 1) {
+      auto ix = broadcastIndexing(node, {shapeOf(call.in(present[0]))}, out);
+      if (!ix)
+        return ix.takeError();
+      return call.check(launchElementwise(ElementwiseOp::Identity, storage,
+                                          call.inPtr(present[0]), nullptr,
+                                          nullptr, call.outPtr(0), elements,
+                                          *ix, call.ctx.stream),
+                        "Sum kernel");
+    }
+    for (size_t k = 1; k < present.size(); ++k) {
+      const void *lhs = k == 1 ? call.inPtr(present[0]) : call.outPtr(0);
+      Shape lhsShape = k == 1 ? shapeOf(call.in(present[0])) : out;
+      auto ix = broadcastIndexing(
+          node, {lhsShape, shapeOf(call.in(present[k]))}, out);
+      if (!ix)
+        return ix.takeError();
+      if (llvm::Error err = call.check(
+              launchElementwise(ElementwiseOp::Add, storage, lhs,
+                                call.inPtr(present[k]), nullptr, call.outPtr(0),
+                                elements, *ix, call.ctx.stream),
+              "Sum kernel"))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+  llvm::SmallVector<Shape, 3> shapes;
+  llvm::SmallVector<const void *, 3> pointers;
+  for (unsigned i = 0; i < node.getNumOperands(); ++i)
+    if (call.in(i)) {
+      shapes.push_back(shapeOf(call.in(i)));
+      pointers.push_back(call.inPtr(i));
+    }
+  while (pointers.size() < 3)
+    pointers.push_back(nullptr);
+  auto ix = broadcastIndexing(node, shapes, out);
+  if (!ix)
+    return ix.takeError();
+  auto [param, param2] = elementwiseParams(node, op);
+  return call.check(launchElementwise(op, storage, pointers[0], pointers[1],
+                                      pointers[2], call.outPtr(0), elements,
+                                      *ix, call.ctx.stream, param, param2),
+                    "elementwise kernel");
+}
+
+} // namespace
+
+void cuda::dispatch::addElementwiseKernels(llvm::StringMap<KernelEntry> &t) {
+  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
+                 RunFn run) {
+    t[(domain + "::" + op).str()] = {check, run};
+  };
+  for (const char *op :
+       {"Relu",    "Neg",       "Abs",         "Exp",
+        "Log",     "Sqrt",      "Reciprocal",  "Tanh",
+        "Sigmoid", "Erf",       "Gelu",        "Add",
+        "Sub",     "Mul",       "Div",         "Pow",
+        "Max",     "Min",       "Sum",         "Floor",
+        "Ceil",    "Round",     "Sign",        "Sin",
+        "Cos",     "Tan",       "Asin",        "Acos",
+        "Atan",    "Sinh",      "Cosh",        "Asinh",
+        "Acosh",   "Atanh",     "Softsign",    "Softplus",
+        "Mish",    "HardSwish", "LeakyRelu",   "Elu",
+        "Celu",    "Selu",      "HardSigmoid", "ThresholdedRelu"})
+    add("", op, checkElementwise, runElementwise);
+  for (const char *op :
+       {"Gelu", "FastGelu", "BiasGelu", "ReluGrad", "GeluGrad", "FastGeluGrad",
+        "SigmoidGrad", "TanhGrad", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX",
+        "QuickGelu", "QuickGeluGrad", "Scale"})
+    add(kMsDomain, op, checkElementwise, runElementwise);
+}
