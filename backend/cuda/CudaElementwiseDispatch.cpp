@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
 #include <optional>
 
 using namespace gmopt;
@@ -51,6 +52,9 @@ std::optional<ElementwiseOp> elementwiseOpOf(const Node &node) {
         {"Max", ElementwiseOp::Max},
         {"Min", ElementwiseOp::Min},
         {"Sum", ElementwiseOp::Add},
+        {"Mean", ElementwiseOp::Add},
+        {"PRelu", ElementwiseOp::PRelu},
+        {"Clip", ElementwiseOp::Clip},
         {"Floor", ElementwiseOp::Floor},
         {"Ceil", ElementwiseOp::Ceil},
         {"Round", ElementwiseOp::Round},
@@ -153,6 +157,32 @@ std::pair<float, float> elementwiseParams(const Node &node, ElementwiseOp op) {
   }
 }
 
+/// Clip's bounds: the min/max attributes (opset < 11) or constant min/max
+/// inputs, each as the CPU rounds it (to float); absent bounds are the
+/// float range's ends, as on the CPU. Inputs only known at run time are
+/// refused (the kernel takes its bounds as launch parameters).
+llvm::Expected<std::pair<float, float>> clipBounds(const Node &node) {
+  float lo = node.getFloatAttr("min", -std::numeric_limits<float>::max());
+  float hi = node.getFloatAttr("max", std::numeric_limits<float>::max());
+  for (unsigned i : {1u, 2u}) {
+    const Value *bound =
+        i < node.getNumOperands() ? node.getOperand(i) : nullptr;
+    if (!bound)
+      continue;
+    llvm::StringRef what = i == 1 ? "min" : "max";
+    if (!bound->isInitializer())
+      return nodeError(node, "the " + what +
+                                 " input must be a constant (an initializer) "
+                                 "for the CUDA kernel");
+    if (llvm::Error err = bound->getData().load())
+      return err;
+    if (bound->getData().getNumElements() != 1)
+      return nodeError(node, "the " + what + " input must be a scalar");
+    (i == 1 ? lo : hi) = float(bound->getData().getFloatElement(0));
+  }
+  return std::make_pair(lo, hi);
+}
+
 llvm::Error checkElementwise(const Node &node) {
   if (constantScaleFactor(node))
     return commonFloatStorage(node, {1}).takeError();
@@ -164,7 +194,12 @@ llvm::Error checkElementwise(const Node &node) {
   unsigned present = 0;
   for (Value *operand : node.getOperands())
     present += operand != nullptr;
-  bool variadic = node.getOpType() == "Sum";
+  bool variadic = node.getOpType() == "Sum" || node.getOpType() == "Mean";
+  if (*op == ElementwiseOp::Clip) {
+    if (auto bounds = clipBounds(node); !bounds)
+      return bounds.takeError();
+    present = node.getOperand(0) != nullptr;
+  }
   if (variadic ? present < 1 : present != unsigned(operandCount(*op)))
     return nodeError(node, "expected " + llvm::Twine(operandCount(*op)) +
                                " operands, got " + llvm::Twine(present));
@@ -177,6 +212,47 @@ llvm::Error checkElementwise(const Node &node) {
       if (!broadcastStrides(shapeOf(operand), out, strides))
         return nodeError(node, "operand shapes do not broadcast");
     }
+  return llvm::Error::success();
+}
+
+/// Sum (and Mean's sum): out = in0 (+ in1 (+ ...)), one binary launch per
+/// extra operand.
+llvm::Error runSum(CudaCall &call, Storage storage, const Shape &out) {
+  const Node &node = call.node;
+  int64_t elements = product(out);
+  llvm::SmallVector<unsigned, 4> present;
+  for (unsigned i = 0; i < node.getNumOperands(); ++i)
+    if (call.in(i))
+      present.push_back(i);
+  // An operand whose bytes the plan gave the output must be read before
+  // the first partial sum overwrites it: it goes first.
+  for (size_t k = 1; k < present.size(); ++k)
+    if (call.inPtr(present[k]) == call.outPtr(0))
+      std::swap(present[0], present[k]);
+  if (present.size() == 1) {
+    auto ix = broadcastIndexing(node, {shapeOf(call.in(present[0]))}, out);
+    if (!ix)
+      return ix.takeError();
+    return call.check(launchElementwise(ElementwiseOp::Identity, storage,
+                                        call.inPtr(present[0]), nullptr,
+                                        nullptr, call.outPtr(0), elements, *ix,
+                                        call.ctx.stream),
+                      "Sum kernel");
+  }
+  for (size_t k = 1; k < present.size(); ++k) {
+    const void *lhs = k == 1 ? call.inPtr(present[0]) : call.outPtr(0);
+    Shape lhsShape = k == 1 ? shapeOf(call.in(present[0])) : out;
+    auto ix =
+        broadcastIndexing(node, {lhsShape, shapeOf(call.in(present[k]))}, out);
+    if (!ix)
+      return ix.takeError();
+    if (llvm::Error err = call.check(
+            launchElementwise(ElementwiseOp::Add, storage, lhs,
+                              call.inPtr(present[k]), nullptr, call.outPtr(0),
+                              elements, *ix, call.ctx.stream),
+            "Sum kernel"))
+      return err;
+  }
   return llvm::Error::success();
 }
 
@@ -198,42 +274,33 @@ llvm::Error runElementwise(CudaCall &call) {
   Storage storage = *commonFloatStorage(node);
   Shape out = shapeOf(call.out(0));
   int64_t elements = product(out);
-  if (node.getOpType() == "Sum") {
-    // out = in0 (+ in1 (+ ...)), one binary launch per extra operand.
-    llvm::SmallVector<unsigned, 4> present;
+  if (op == ElementwiseOp::Clip) {
+    auto ix = broadcastIndexing(node, {shapeOf(call.in(0))}, out);
+    if (!ix)
+      return ix.takeError();
+    auto [lo, hi] = *clipBounds(node);
+    return call.check(launchElementwise(op, storage, call.inPtr(0), nullptr,
+                                        nullptr, call.outPtr(0), elements, *ix,
+                                        call.ctx.stream, lo, hi),
+                      "Clip kernel");
+  }
+  if (node.getOpType() == "Sum" || node.getOpType() == "Mean") {
+    if (llvm::Error err = runSum(call, storage, out))
+      return err;
+    if (node.getOpType() == "Sum")
+      return llvm::Error::success();
+    // Mean: the sum divided by the input count, as the CPU rounds it.
+    unsigned count = 0;
     for (unsigned i = 0; i < node.getNumOperands(); ++i)
-      if (call.in(i))
-        present.push_back(i);
-    // An operand whose bytes the plan gave the output must be read before
-    // the first partial sum overwrites it: it goes first.
-    for (size_t k = 1; k < present.size(); ++k)
-      if (call.inPtr(present[k]) == call.outPtr(0))
-        std::swap(present[0], present[k]);
-    if (present.size() == 1) {
-      auto ix = broadcastIndexing(node, {shapeOf(call.in(present[0]))}, out);
-      if (!ix)
-        return ix.takeError();
-      return call.check(launchElementwise(ElementwiseOp::Identity, storage,
-                                          call.inPtr(present[0]), nullptr,
-                                          nullptr, call.outPtr(0), elements,
-                                          *ix, call.ctx.stream),
-                        "Sum kernel");
-    }
-    for (size_t k = 1; k < present.size(); ++k) {
-      const void *lhs = k == 1 ? call.inPtr(present[0]) : call.outPtr(0);
-      Shape lhsShape = k == 1 ? shapeOf(call.in(present[0])) : out;
-      auto ix = broadcastIndexing(
-          node, {lhsShape, shapeOf(call.in(present[k]))}, out);
-      if (!ix)
-        return ix.takeError();
-      if (llvm::Error err = call.check(
-              launchElementwise(ElementwiseOp::Add, storage, lhs,
-                                call.inPtr(present[k]), nullptr, call.outPtr(0),
-                                elements, *ix, call.ctx.stream),
-              "Sum kernel"))
-        return err;
-    }
-    return llvm::Error::success();
+      count += call.in(i) != nullptr;
+    auto ix = broadcastIndexing(node, {out}, out);
+    if (!ix)
+      return ix.takeError();
+    return call.check(launchElementwise(ElementwiseOp::DivParam, storage,
+                                        call.outPtr(0), nullptr, nullptr,
+                                        call.outPtr(0), elements, *ix,
+                                        call.ctx.stream, float(count)),
+                      "Mean kernel");
   }
   llvm::SmallVector<Shape, 3> shapes;
   llvm::SmallVector<const void *, 3> pointers;
@@ -261,18 +328,53 @@ void cuda::dispatch::addElementwiseKernels(llvm::StringMap<KernelEntry> &t) {
                  RunFn run) {
     t[(domain + "::" + op).str()] = {check, run};
   };
-  for (const char *op :
-       {"Relu",    "Neg",       "Abs",         "Exp",
-        "Log",     "Sqrt",      "Reciprocal",  "Tanh",
-        "Sigmoid", "Erf",       "Gelu",        "Add",
-        "Sub",     "Mul",       "Div",         "Pow",
-        "Max",     "Min",       "Sum",         "Floor",
-        "Ceil",    "Round",     "Sign",        "Sin",
-        "Cos",     "Tan",       "Asin",        "Acos",
-        "Atan",    "Sinh",      "Cosh",        "Asinh",
-        "Acosh",   "Atanh",     "Softsign",    "Softplus",
-        "Mish",    "HardSwish", "LeakyRelu",   "Elu",
-        "Celu",    "Selu",      "HardSigmoid", "ThresholdedRelu"})
+  for (const char *op : {"Relu",
+                         "Neg",
+                         "Abs",
+                         "Exp",
+                         "Log",
+                         "Sqrt",
+                         "Reciprocal",
+                         "Tanh",
+                         "Sigmoid",
+                         "Erf",
+                         "Gelu",
+                         "Add",
+                         "Sub",
+                         "Mul",
+                         "Div",
+                         "Pow",
+                         "Max",
+                         "Min",
+                         "Sum",
+                         "Mean",
+                         "PRelu",
+                         "Clip",
+                         "Floor",
+                         "Ceil",
+                         "Round",
+                         "Sign",
+                         "Sin",
+                         "Cos",
+                         "Tan",
+                         "Asin",
+                         "Acos",
+                         "Atan",
+                         "Sinh",
+                         "Cosh",
+                         "Asinh",
+                         "Acosh",
+                         "Atanh",
+                         "Softsign",
+                         "Softplus",
+                         "Mish",
+                         "HardSwish",
+                         "LeakyRelu",
+                         "Elu",
+                         "Celu",
+                         "Selu",
+                         "HardSigmoid",
+                         "ThresholdedRelu"})
     add("", op, checkElementwise, runElementwise);
   for (const char *op :
        {"Gelu", "FastGelu", "BiasGelu", "ReluGrad", "GeluGrad", "FastGeluGrad",

@@ -3,9 +3,9 @@
 // Check and run functions of the kernel table (CudaDispatch.cpp) for the
 // ops that move or select bytes: copies and views, Transpose, Expand,
 // Tile, Pad, Slice and SliceGrad, Concat, Split, Shape, Where, the
-// comparisons, ConstantOfShape and Cast. Geometry (offsets, strides) is
-// worked out on the host from the node's static shapes and constant
-// operands, then one strided-copy, fill or elementwise kernel runs.
+// comparisons, ConstantOfShape, Cast and CastLike. Geometry (offsets,
+// strides) is worked out on the host from the node's static shapes and
+// constant operands, then one strided-copy, fill or elementwise kernel runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -565,6 +565,15 @@ llvm::Error checkCast(const Node &node) {
   return llvm::Error::success();
 }
 
+/// CastLike(input, target_type): Cast to the target's element type.
+llvm::Error checkCastLike(const Node &node) {
+  const Value *target = node.getOperand(1);
+  if (!target ||
+      target->getType().getDType() != node.getResult(0)->getType().getDType())
+    return nodeError(node, "the output must have target_type's element type");
+  return checkCast(node);
+}
+
 llvm::Error runCast(CudaCall &call) {
   Storage from = *storageOf(call.in(0)->getType().getDType());
   Storage to = *storageOf(call.out(0)->getType().getDType());
@@ -604,4 +613,5 @@ void cuda::dispatch::addMovementKernels(llvm::StringMap<KernelEntry> &table) {
     add("", op, checkCompare, runCompare);
   add("", "ConstantOfShape", checkConstantOfShape, runConstantOfShape);
   add("", "Cast", checkCast, runCast);
+  add("", "CastLike", checkCastLike, runCast);
 }

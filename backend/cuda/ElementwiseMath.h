@@ -196,6 +196,11 @@ enum class ElementwiseOp : int32_t {
   HardSigmoid,
   /// x > alpha ? x : 0 (param = alpha).
   ThresholdedRelu,
+  /// Clip: x < lo ? lo : (hi < x ? hi : x), NaN stays NaN (param = lo,
+  /// param2 = hi).
+  Clip,
+  /// x / param (Mean's division by the input count).
+  DivParam,
   /// x * param (Scale by a constant factor).
   MulParam,
   // Two operands.
@@ -206,6 +211,8 @@ enum class ElementwiseOp : int32_t {
   Pow,
   Max,
   Min,
+  /// a < 0 ? a * b : a (PRelu, b the broadcast slope).
+  PRelu,
   /// gelu(a + b), exact (BiasGelu).
   BiasGeluExact,
   /// gelu(a + b), tanh approximation (FastGelu with a bias).
@@ -338,6 +345,14 @@ GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c,
   }
   case ElementwiseOp::ThresholdedRelu:
     return a > param ? a : 0.0f;
+  case ElementwiseOp::Clip:
+    if (a != a)
+      return a;
+    return a < param ? param : (param2 < a ? param2 : a);
+  case ElementwiseOp::DivParam:
+    return a / param;
+  case ElementwiseOp::PRelu:
+    return a < 0.0f ? a * b : a;
   case ElementwiseOp::Identity:
     return a;
   case ElementwiseOp::Relu:

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 using namespace gmopt;
@@ -38,7 +39,7 @@ std::vector<float> randomFloats(size_t n, float lo, float hi, unsigned seed) {
   return values;
 }
 
-/// |a - b| <= atol + rtol * |b|, NaN matching NaN.
+/// a == b or |a - b| <= atol + rtol * |b|, NaN matching NaN.
 void expectClose(const std::vector<float> &actual,
                  const std::vector<float> &expected, double rtol, double atol,
                  const std::string &what) {
@@ -48,6 +49,8 @@ void expectClose(const std::vector<float> &actual,
       EXPECT_TRUE(std::isnan(actual[i])) << what << " element " << i;
       continue;
     }
+    if (actual[i] == expected[i]) // Infinities included.
+      continue;
     EXPECT_NEAR(actual[i], expected[i], atol + rtol * std::fabs(expected[i]))
         << what << " element " << i;
   }
@@ -284,6 +287,54 @@ TEST(CudaElementwiseMathTest, RoundingTrigAndActivationsAgreeWithTheCpu) {
     // bounds (the device parity test's tolerance).
     expectClose(actual, expected, 1e-6, 1e-7, c.op);
   }
+}
+
+TEST(CudaElementwiseMathTest, ClipPReluAndMeanAgreeWithTheCpu) {
+  using Op = cuda::ElementwiseOp;
+  std::vector<int64_t> shape = {10, 100};
+  std::vector<float> values = randomFloats(1000, -4, 4, 21);
+  values[0] = std::nanf("");
+  values[1] = -INFINITY;
+  values[2] = INFINITY;
+  HostTensor x = HostTensor::f32(shape, values);
+  // Clip with min and max inputs, with only max, and with neither (the
+  // float range's ends: -inf clamps to the lowest float, as on the CPU).
+  HostTensor lo = HostTensor::f32({}, {-1.25f}),
+             hi = HostTensor::f32({}, {2.5f});
+  const float inf = std::numeric_limits<float>::max();
+  struct ClipCase {
+    std::vector<HostTensor *> inputs;
+    float lo, hi;
+  };
+  for (const ClipCase &c :
+       {ClipCase{{&x, &lo, &hi}, -1.25f, 2.5f},
+        ClipCase{{&x, nullptr, &hi}, -inf, 2.5f}, ClipCase{{&x}, -inf, inf}}) {
+    std::vector<float> expected = runCpu("", "Clip", c.inputs, shape);
+    std::vector<float> actual;
+    for (float v : values)
+      actual.push_back(cuda::applyElementwise(Op::Clip, v, 0, 0, c.lo, c.hi));
+    expectClose(actual, expected, 0, 0, "Clip");
+  }
+  // PRelu with a slope per column (broadcast).
+  HostTensor slope = HostTensor::f32({100}, randomFloats(100, 0, 0.5f, 22));
+  std::vector<float> expected = runCpu("", "PRelu", {&x, &slope}, shape);
+  std::vector<float> s = slope.floats(), actual;
+  for (size_t i = 0; i < values.size(); ++i)
+    actual.push_back(
+        cuda::applyElementwise(Op::PRelu, values[i], s[i % 100], 0));
+  expectClose(actual, expected, 0, 0, "PRelu");
+  // Mean of three: the running sum in input order, then / 3.
+  HostTensor y = HostTensor::f32(shape, randomFloats(1000, -4, 4, 23));
+  HostTensor z = HostTensor::f32(shape, randomFloats(1000, -4, 4, 24));
+  expected = runCpu("", "Mean", {&x, &y, &z}, shape);
+  std::vector<float> yv = y.floats(), zv = z.floats();
+  actual.clear();
+  for (size_t i = 0; i < values.size(); ++i) {
+    float sum = cuda::applyElementwise(Op::Add, values[i], yv[i], 0);
+    sum = cuda::applyElementwise(Op::Add, sum, zv[i], 0);
+    actual.push_back(cuda::applyElementwise(Op::DivParam, sum, 0, 0, 3.0f));
+  }
+  expectClose(actual, expected, 0, 0, "Mean");
 }
 
 TEST(CudaElementwiseMathTest, BinaryAndGradientOpsAgreeWithTheCpuKernels) {
