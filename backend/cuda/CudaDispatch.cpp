@@ -690,6 +690,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addCollectiveKernels(t);
     addIndexKernels(t);
     addTrainingKernels(t);
+    addScalingKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

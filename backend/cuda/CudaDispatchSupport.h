@@ -242,6 +242,9 @@ void addIndexKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds ZeroGradient, PassThrough and InPlaceAccumulator
 /// (CudaTrainingDispatch.cpp) to the table.
 void addTrainingKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds IsFinite, IsAllFinite and MixedPrecisionScale
+/// (CudaScalingDispatch.cpp) to the table.
+void addScalingKernels(llvm::StringMap<KernelEntry> &table);
 
 } // namespace dispatch
 } // namespace cuda

@@ -1,0 +1,162 @@
+//===- CudaScalingDispatch.cpp - The CUDA table's mixed-precision entries -===//
+//
+// com.microsoft IsFinite, IsAllFinite and MixedPrecisionScale on CUDA
+// (ScalingKernels.cu): the prepare-time checks refuse what the CPU kernels
+// in backend/cpu/TrainingKernels.cpp refuse (and a loss scale that is not
+// one fp32 value, which the kernel reads on the device); IsAllFinite sets
+// its flag and clears it from one launch per input, so nothing waits for
+// the host.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cuda/CudaDispatchSupport.h"
+#include "backend/cuda/ScalingKernels.h"
+
+#include "ir/Types.h"
+
+using namespace gmopt;
+using namespace gmopt::cuda;
+using namespace gmopt::cuda::dispatch;
+
+namespace {
+
+std::optional<Storage> floatStorageOf(const Value *value) {
+  std::optional<Storage> s = storageOf(value->getType().getDType());
+  if (!s || !isFloatStorage(*s))
+    return std::nullopt;
+  return s;
+}
+
+/// IsFinite(X) -> bool per element.
+llvm::Error checkIsFinite(const Node &node) {
+  const Value *x = node.getOperand(0), *out = node.getResult(0);
+  if (!x || !out || !floatStorageOf(x))
+    return nodeError(node, "the input must be a float tensor (f32, f16 or "
+                           "bf16 on CUDA)");
+  if (out->getType().getDType() != DType::Bool ||
+      out->getType().getDims() != x->getType().getDims())
+    return nodeError(node, "the output must be bool of the input's shape");
+  return llvm::Error::success();
+}
+
+llvm::Error runIsFinite(CudaCall &call) {
+  return call.check(launchIsFinite(*floatStorageOf(call.in(0)), call.inPtr(0),
+                                   call.outAs<uint8_t>(0),
+                                   call.in(0)->getType().getNumElements(),
+                                   call.ctx.stream),
+                    "IsFinite kernel");
+}
+
+/// IsAllFinite(X...) -> bool[1].
+llvm::Expected<FiniteTest> finiteTestOf(const Node &node) {
+  bool infOnly = node.getIntAttr("isinf_only", 0) != 0;
+  bool nanOnly = node.getIntAttr("isnan_only", 0) != 0;
+  if (infOnly && nanOnly)
+    return nodeError(node, "isinf_only and isnan_only are exclusive");
+  return infOnly   ? FiniteTest::NotInf
+         : nanOnly ? FiniteTest::NotNaN
+                   : FiniteTest::Finite;
+}
+
+llvm::Error checkIsAllFinite(const Node &node) {
+  const Value *out = node.getResult(0);
+  if (!out || out->getType().getDType() != DType::Bool ||
+      out->getType().getNumElements() != 1)
+    return nodeError(node, "the output must be one bool");
+  if (auto test = finiteTestOf(node); !test)
+    return test.takeError();
+  for (const Value *x : node.getOperands())
+    if (x && !floatStorageOf(x))
+      return nodeError(node, "inputs must be float tensors (f32, f16 or bf16 "
+                             "on CUDA)");
+  return llvm::Error::success();
+}
+
+llvm::Error runIsAllFinite(CudaCall &call) {
+  FiniteTest test = *finiteTestOf(call.node);
+  uint8_t *flag = call.outAs<uint8_t>(0);
+  if (llvm::Error err = call.check(cudaMemsetAsync(flag, 1, 1, call.ctx.stream),
+                                   "cudaMemsetAsync"))
+    return err;
+  for (unsigned i = 0; i < call.node.getNumOperands(); ++i) {
+    const Value *x = call.in(i);
+    if (!x)
+      continue;
+    if (llvm::Error err = call.check(
+            launchClearUnlessFinite(*floatStorageOf(x), call.inPtr(i),
+                                    x->getType().getNumElements(), test, flag,
+                                    call.ctx.stream),
+            "IsAllFinite kernel"))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+/// MixedPrecisionScale(S, X...) -> Y... (or one fused Y).
+llvm::Error checkMixedPrecisionScale(const Node &node) {
+  const Value *scale = node.getOperand(0);
+  if (!scale || scale->getType().getDType() != DType::F32 ||
+      scale->getType().getNumElements() != 1)
+    return nodeError(node, "the scale must be one float32 value on CUDA");
+  bool fuse = node.getIntAttr("fuse_outputs", 0) != 0;
+  unsigned inputs = node.getNumOperands() - 1;
+  if (!fuse && node.getNumResults() != inputs)
+    return nodeError(node, "needs one output per scaled input");
+  std::optional<DType> to;
+  if (node.hasAttr("to"))
+    to = dtypeFromOnnx(node.getIntAttr("to", 0));
+  uint64_t offset = 0;
+  for (unsigned i = 0; i < inputs; ++i) {
+    const Value *x = node.getOperand(i + 1);
+    const Value *y = node.getResult(fuse ? 0 : i);
+    if (!x || !y)
+      return nodeError(node, "inputs and outputs may not be absent");
+    if (!floatStorageOf(x) || !floatStorageOf(y))
+      return nodeError(node, "inputs and outputs must be float tensors (f32, "
+                             "f16 or bf16 on CUDA)");
+    if (to && y->getType().getDType() != *to)
+      return nodeError(node, "output type disagrees with attribute 'to'");
+    uint64_t n = x->getType().getNumElements();
+    uint64_t base = fuse ? offset : 0;
+    if (base + n > y->getType().getNumElements() ||
+        (!fuse && n != y->getType().getNumElements()))
+      return nodeError(node, "output " + llvm::Twine(fuse ? 0 : i) +
+                                 " has the wrong size");
+    offset += n;
+  }
+  if (fuse && offset != node.getResult(0)->getType().getNumElements())
+    return nodeError(node, "fused output size differs from the inputs' total");
+  return llvm::Error::success();
+}
+
+llvm::Error runMixedPrecisionScale(CudaCall &call) {
+  bool fuse = call.node.getIntAttr("fuse_outputs", 0) != 0;
+  int64_t offset = 0;
+  for (unsigned i = 1; i < call.node.getNumOperands(); ++i) {
+    const Value *x = call.in(i);
+    unsigned result = fuse ? 0 : i - 1;
+    const Value *y = call.out(result);
+    int64_t n = x->getType().getNumElements();
+    auto *out = static_cast<uint8_t *>(call.outPtr(result)) +
+                (fuse ? offset * elementBytes(y) : 0);
+    if (llvm::Error err =
+            call.check(launchScaleInto(*floatStorageOf(x), call.inPtr(i),
+                                       *floatStorageOf(y), out, n,
+                                       call.inAs<float>(0), call.ctx.stream),
+                       "MixedPrecisionScale kernel"))
+      return err;
+    offset += n;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cuda::dispatch::addScalingKernels(llvm::StringMap<KernelEntry> &table) {
+  auto add = [&](llvm::StringRef op, CheckFn check, RunFn run) {
+    table[(kMsDomain + "::" + op).str()] = {check, run};
+  };
+  add("IsFinite", checkIsFinite, runIsFinite);
+  add("IsAllFinite", checkIsAllFinite, runIsAllFinite);
+  add("MixedPrecisionScale", checkMixedPrecisionScale, runMixedPrecisionScale);
+}
