@@ -34,7 +34,7 @@ out_dir=${2:-dist}
 limit_bytes=$((40 * 1024 * 1024))
 tools=(gmopt-run gmopt-compile gmopt-opt)
 tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest
-  CudaCnnParityTest)
+  CudaCnnParityTest CudaIndexTest CudaTrainingTest CudaScalingTest)
 
 for tool in "${tools[@]}"; do
   if [[ ! -x "$build_dir/tools/$tool" ]]; then

@@ -86,7 +86,7 @@ fi
 
 echo "== CUDA unit tests"
 for test in CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest \
-  CudaCnnParityTest; do
+  CudaCnnParityTest CudaIndexTest CudaTrainingTest CudaScalingTest; do
   if [[ -x "$tests/$test" ]]; then
     # The test binaries read testdata/ from this checkout; a bundled test
     # finds its libraries through the launcher's path.
