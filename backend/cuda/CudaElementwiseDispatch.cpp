@@ -54,6 +54,7 @@ std::optional<ElementwiseOp> elementwiseOpOf(const Node &node) {
         {"Sum", ElementwiseOp::Add},
         {"Mean", ElementwiseOp::Add},
         {"PRelu", ElementwiseOp::PRelu},
+        {"Mod", ElementwiseOp::Fmod},
         {"Clip", ElementwiseOp::Clip},
         {"Floor", ElementwiseOp::Floor},
         {"Ceil", ElementwiseOp::Ceil},
@@ -191,6 +192,9 @@ llvm::Error checkElementwise(const Node &node) {
     return nodeError(node, "not an elementwise op");
   if (*op == ElementwiseOp::Celu && elementwiseParams(node, *op).first == 0)
     return nodeError(node, "alpha must not be 0");
+  // Float tensors only on CUDA (integer Mod runs on the CPU backend).
+  if (*op == ElementwiseOp::Fmod && node.getIntAttr("fmod", 0) == 0)
+    return nodeError(node, "floating-point Mod requires fmod = 1");
   unsigned present = 0;
   for (Value *operand : node.getOperands())
     present += operand != nullptr;
@@ -328,53 +332,19 @@ void cuda::dispatch::addElementwiseKernels(llvm::StringMap<KernelEntry> &t) {
                  RunFn run) {
     t[(domain + "::" + op).str()] = {check, run};
   };
-  for (const char *op : {"Relu",
-                         "Neg",
-                         "Abs",
-                         "Exp",
-                         "Log",
-                         "Sqrt",
-                         "Reciprocal",
-                         "Tanh",
-                         "Sigmoid",
-                         "Erf",
-                         "Gelu",
-                         "Add",
-                         "Sub",
-                         "Mul",
-                         "Div",
-                         "Pow",
-                         "Max",
-                         "Min",
-                         "Sum",
-                         "Mean",
-                         "PRelu",
-                         "Clip",
-                         "Floor",
-                         "Ceil",
-                         "Round",
-                         "Sign",
-                         "Sin",
-                         "Cos",
-                         "Tan",
-                         "Asin",
-                         "Acos",
-                         "Atan",
-                         "Sinh",
-                         "Cosh",
-                         "Asinh",
-                         "Acosh",
-                         "Atanh",
-                         "Softsign",
-                         "Softplus",
-                         "Mish",
-                         "HardSwish",
-                         "LeakyRelu",
-                         "Elu",
-                         "Celu",
-                         "Selu",
-                         "HardSigmoid",
-                         "ThresholdedRelu"})
+  for (const char *op :
+       {"Relu",    "Neg",       "Abs",         "Exp",
+        "Log",     "Sqrt",      "Reciprocal",  "Tanh",
+        "Sigmoid", "Erf",       "Gelu",        "Add",
+        "Sub",     "Mul",       "Div",         "Pow",
+        "Max",     "Min",       "Sum",         "Mean",
+        "PRelu",   "Clip",      "Mod",         "Floor",
+        "Ceil",    "Round",     "Sign",        "Sin",
+        "Cos",     "Tan",       "Asin",        "Acos",
+        "Atan",    "Sinh",      "Cosh",        "Asinh",
+        "Acosh",   "Atanh",     "Softsign",    "Softplus",
+        "Mish",    "HardSwish", "LeakyRelu",   "Elu",
+        "Celu",    "Selu",      "HardSigmoid", "ThresholdedRelu"})
     add("", op, checkElementwise, runElementwise);
   for (const char *op :
        {"Gelu", "FastGelu", "BiasGelu", "ReluGrad", "GeluGrad", "FastGeluGrad",

@@ -213,6 +213,8 @@ enum class ElementwiseOp : int32_t {
   Min,
   /// a < 0 ? a * b : a (PRelu, b the broadcast slope).
   PRelu,
+  /// C's fmod: the remainder with the dividend's sign (Mod, fmod = 1).
+  Fmod,
   /// gelu(a + b), exact (BiasGelu).
   BiasGeluExact,
   /// gelu(a + b), tanh approximation (FastGelu with a bias).
@@ -353,6 +355,8 @@ GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c,
     return a / param;
   case ElementwiseOp::PRelu:
     return a < 0.0f ? a * b : a;
+  case ElementwiseOp::Fmod:
+    return ::fmodf(a, b);
   case ElementwiseOp::Identity:
     return a;
   case ElementwiseOp::Relu:

@@ -289,7 +289,7 @@ TEST(CudaElementwiseMathTest, RoundingTrigAndActivationsAgreeWithTheCpu) {
   }
 }
 
-TEST(CudaElementwiseMathTest, ClipPReluAndMeanAgreeWithTheCpu) {
+TEST(CudaElementwiseMathTest, ClipPReluModAndMeanAgreeWithTheCpu) {
   using Op = cuda::ElementwiseOp;
   std::vector<int64_t> shape = {10, 100};
   std::vector<float> values = randomFloats(1000, -4, 4, 21);
@@ -323,6 +323,17 @@ TEST(CudaElementwiseMathTest, ClipPReluAndMeanAgreeWithTheCpu) {
     actual.push_back(
         cuda::applyElementwise(Op::PRelu, values[i], s[i % 100], 0));
   expectClose(actual, expected, 0, 0, "PRelu");
+  // Mod with fmod = 1 (C's fmod; the dividend's sign), divisors both signs.
+  std::vector<float> divisors = randomFloats(1000, 0.25f, 3, 25);
+  for (size_t i = 0; i < divisors.size(); i += 2)
+    divisors[i] = -divisors[i];
+  HostTensor d = HostTensor::f32(shape, divisors);
+  expected = runCpu("", "Mod", {&x, &d}, shape, {intAttr("fmod", 1)});
+  actual.clear();
+  for (size_t i = 0; i < values.size(); ++i)
+    actual.push_back(
+        cuda::applyElementwise(Op::Fmod, values[i], divisors[i], 0));
+  expectClose(actual, expected, 0, 0, "Mod");
   // Mean of three: the running sum in input order, then / 3.
   HostTensor y = HostTensor::f32(shape, randomFloats(1000, -4, 4, 23));
   HostTensor z = HostTensor::f32(shape, randomFloats(1000, -4, 4, 24));
