@@ -16,7 +16,10 @@
 
 #include "ir/IR.h"
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include <cstdint>
+#include <vector>
 
 namespace gmopt {
 
@@ -69,6 +72,24 @@ bool isCommunicatingCollective(const Node &node);
 /// Elements of one rank's shard of a bucket of \p elements over \p ranks:
 /// ceil(elements / ranks) (the bucket is padded to ranks * shard).
 int64_t zeroShardElements(int64_t elements, int64_t ranks);
+
+/// One contiguous run of a flat bucket range that comes from one operand:
+/// elements [operandOffset, operandOffset + count) of operand `operand` are
+/// elements [rangeOffset, rangeOffset + count) of the range.
+struct BucketPiece {
+  unsigned operand = 0;
+  int64_t operandOffset = 0;
+  int64_t rangeOffset = 0;
+  int64_t count = 0;
+};
+
+/// The pieces of flat bucket elements [begin, begin + count) of a bucket
+/// whose operands hold \p operandElements elements each, in order; empty
+/// operands give no piece. Range positions no piece covers (past the
+/// bucket: ZeRO's padding) are zero in every collective. Shared by the CPU
+/// and CUDA kernels, which pack and unpack buckets by it.
+std::vector<BucketPiece> bucketPieces(llvm::ArrayRef<int64_t> operandElements,
+                                      int64_t begin, int64_t count);
 
 /// Bytes that one rank sends (and receives) in a ring all-reduce of
 /// \p bucketBytes over \p ranks ranks: 2 (N - 1) / N of the bucket; 0 for

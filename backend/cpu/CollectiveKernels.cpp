@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
@@ -87,17 +88,15 @@ llvm::Expected<int64_t> floatBucket(const KernelCall &call, unsigned first) {
 /// end) to \p out; positions past the bucket (the padding) become zero.
 void copyBucketRange(const KernelCall &call, unsigned first, int64_t begin,
                      int64_t count, float *out) {
-  int64_t offset = 0, end = begin + count;
+  std::vector<int64_t> elements;
+  for (unsigned i = first, e = call.getNumInputs(); i < e; ++i)
+    elements.push_back(call.in(i)->getNumElements());
   std::fill(out, out + count, 0.0f);
-  for (unsigned i = first, e = call.getNumInputs(); i < e; ++i) {
-    int64_t n = call.in(i)->getNumElements();
-    int64_t lo = std::max(begin, offset), hi = std::min(end, offset + n);
-    if (lo < hi)
-      std::memcpy(out + (lo - begin),
-                  call.in(i)->getDataAs<float>() + (lo - offset),
-                  size_t(hi - lo) * sizeof(float));
-    offset += n;
-  }
+  for (const BucketPiece &piece : bucketPieces(elements, begin, count))
+    std::memcpy(out + piece.rangeOffset,
+                call.in(first + piece.operand)->getDataAs<float>() +
+                    piece.operandOffset,
+                size_t(piece.count) * sizeof(float));
 }
 
 /// gmopt.ReduceScatter(x1..xk) -> this rank's f32[S] block of the reduced

@@ -13,6 +13,7 @@
 
 #include "backend/Executor.h"
 #include "backend/cuda/CudnnGeometry.h"
+#include "backend/cuda/NcclCollectives.h"
 #include "ir/IR.h"
 #include "ir/Module.h"
 
@@ -80,7 +81,7 @@ uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
     return cuda::getCudnnConvWorkspaceBytes(node);
   if (cuda::isCudnnBatchNormNode(node))
     return cuda::getCudnnBatchNormWorkspaceBytes(node);
-  return 0;
+  return getCudaCollectiveWorkspaceBytes(node);
 }
 
 llvm::Error gmopt::checkCudaModule(const Module &module) {

@@ -63,6 +63,10 @@ struct CudaKernelContext {
   /// by the device; null when the module has no collective or NCCL is
   /// absent (a one-rank all-reduce is then a copy).
   NcclCommunicator *communicator = nullptr;
+  /// An eager run's memory pool (the baseline's, CudaDevice's), where a
+  /// kernel without a planned workspace slice takes stream-ordered scratch;
+  /// null in planned mode.
+  cudaMemPool_t scratchPool = nullptr;
 };
 
 /// Creates ctx.cudnn (the cuDNN handle, bound to ctx.stream) where gmopt was

@@ -169,6 +169,7 @@ llvm::Error CudaDevice::initialize(MemoryCounter &counter,
                              pool, cudaMemPoolAttrReleaseThreshold, &keep),
                          "cudaMemPoolSetAttribute"))
       return err;
+    context.scratchPool = pool;
   }
   return llvm::Error::success();
 }
@@ -495,7 +496,7 @@ gmopt::prepareCudaExecutable(const Module &module,
   std::unique_ptr<NcclCommunicator> communicator;
   if (hasCollectives(module)) {
     for (const Node &node : module.getGraph().getNodes())
-      if (node.isa(kGmoptDomain, kAllReduceOp))
+      if (isCudaCollective(node))
         if (llvm::Error err = checkCollectiveWorld(node, bootstrap))
           return err;
     auto made = NcclCommunicator::create(bootstrap, info->ordinal);

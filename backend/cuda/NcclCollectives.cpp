@@ -1,15 +1,17 @@
-//===- NcclCollectives.cpp - gmopt.AllReduce on CUDA over NCCL ------------===//
+//===- NcclCollectives.cpp - gmopt's collectives on CUDA over NCCL --------===//
 //
-// NcclCollectives.h's functions and the CUDA kernel-table entry of
-// gmopt.AllReduce. The bootstrap's id agreement, the world-size check, the
-// error messages and the kernel check are plain host code, built in every
-// configuration (the unit tests run them anywhere). The communicator is
-// compiled with the toolkit and NCCL's header (GMOPT_HAVE_CUDA,
-// GMOPT_HAVE_NCCL): NCCL's entry points are looked up in libnccl.so.2 with
-// dlopen/dlsym the first time a communicator is made, so nothing links
-// against NCCL and gmopt starts where it is absent. The kernel entry
-// (GMOPT_HAVE_CUDA) enqueues one NCCL group per bucket on the backend's
-// stream, or, for one rank without a communicator, device copies.
+// NcclCollectives.h's functions and the CUDA kernel-table entries of the
+// gmopt collectives. The bootstrap's id agreement, the world-size check,
+// the error messages, the kernel checks and the workspace sizes are plain
+// host code, built in every configuration (the unit tests run them
+// anywhere). The communicator is compiled with the toolkit and NCCL's
+// header (GMOPT_HAVE_CUDA, GMOPT_HAVE_NCCL): NCCL's entry points are looked
+// up in libnccl.so.2 with dlopen/dlsym the first time a communicator is
+// made, so nothing links against NCCL and gmopt starts where it is absent.
+// The kernel entries (GMOPT_HAVE_CUDA) enqueue NCCL calls and the bucket's
+// packing copies on the backend's stream (the overlapped all-reduce on the
+// communicator's stream), or, for one rank without a communicator, only
+// the copies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +20,9 @@
 #include "ir/Collectives.h"
 #include "ir/IR.h"
 #include "ir/Module.h"
+#include "ir/Plan.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #ifdef GMOPT_HAVE_CUDA
@@ -99,9 +103,18 @@ llvm::Error gmopt::checkCollectiveWorld(const Node &node,
       node.describe(), ranks, bootstrap.worldSize, bootstrap.source));
 }
 
+bool gmopt::isCudaCollective(const Node &node) {
+  if (node.getDomain() != kGmoptDomain)
+    return false;
+  llvm::StringRef op = node.getOpType();
+  return op == kAllReduceOp || op == kAllReduceStartOp ||
+         op == kAllReduceWaitOp || op == kReduceScatterOp ||
+         op == kAllGatherOp || op == kShardOp;
+}
+
 bool gmopt::hasCollectives(const Module &module) {
   for (const Node &node : module.getGraph().getNodes())
-    if (node.isa(kGmoptDomain, kAllReduceOp))
+    if (isCudaCollective(node))
       return true;
   return false;
 }
@@ -118,40 +131,170 @@ llvm::Error gmopt::ncclCallError(llvm::StringRef call, int result,
   return fail(message);
 }
 
-llvm::Error gmopt::checkCudaAllReduce(const Node &node) {
-  auto nodeError = [&](const llvm::Twine &message) {
-    return fail("CUDA kernel for '" + node.getOp().str() + "': " + message +
-                " (node " + node.describe() + ")");
-  };
+namespace {
+/// Errors of the CUDA kernel checks, in the kernel table's words.
+llvm::Error collectiveError(const Node &node, const llvm::Twine &message) {
+  return fail("CUDA kernel for '" + node.getOp().str() + "': " + message +
+              " (node " + node.describe() + ")");
+}
+
+llvm::Error checkReduction(const Node &node) {
   llvm::StringRef reduction = node.getStringAttr("reduction", "mean");
   if (reduction != "mean" && reduction != "sum")
-    return nodeError("reduction must be mean or sum, got '" + reduction + "'");
+    return collectiveError(node, "reduction must be mean or sum, got '" +
+                                     reduction + "'");
+  return llvm::Error::success();
+}
+
+llvm::Error checkRanks(const Node &node, llvm::StringRef what) {
   int64_t ranks = node.getIntAttr("ranks", 1);
   if (ranks < 1)
-    return nodeError("ranks must be at least 1");
+    return collectiveError(node, "ranks must be at least 1");
+  if (ranks > 1 && !isNcclBuilt())
+    return collectiveError(
+        node, llvm::formatv(
+                  "{0} over {1} ranks needs NCCL, and gmopt was built without "
+                  "NCCL (no nccl.h at configure time; install NCCL's headers "
+                  "and reconfigure, or run with --backend=cpu over MPI)",
+                  what, ranks));
+  return llvm::Error::success();
+}
+
+/// The elements of the fp32 bucket operands [first, end) of \p node.
+llvm::Expected<int64_t> floatBucketElements(const Node &node, unsigned first) {
+  if (node.getNumOperands() <= first)
+    return collectiveError(node, "the bucket has no tensor");
+  int64_t elements = 0;
+  for (unsigned i = first, e = node.getNumOperands(); i != e; ++i) {
+    const Value *operand = node.getOperand(i);
+    if (!operand)
+      return collectiveError(node, llvm::formatv("operand {0} is absent", i));
+    if (operand->getType().getDType() != DType::F32)
+      return collectiveError(node, "element type " +
+                                       dtypeName(operand->getType().getDType()) +
+                                       " is not supported (the bucket is f32)");
+    if (!operand->getType().hasStaticShape())
+      return collectiveError(node, "shapes must be static");
+    elements += operand->getType().getNumElements();
+  }
+  return elements;
+}
+
+/// Success when \p value is present with \p dtype and \p elements.
+llvm::Error expectTensor(const Node &node, const Value *value,
+                         llvm::StringRef what, DType dtype, int64_t elements) {
+  if (value && value->getType().getDType() == dtype &&
+      value->getType().hasStaticShape() &&
+      static_cast<int64_t>(value->getType().getNumElements()) == elements)
+    return llvm::Error::success();
+  return collectiveError(node, llvm::formatv("{0} must be {1}[{2}]", what,
+                                             dtypeName(dtype), elements));
+}
+
+/// A done flag: an absent result or a bool tensor.
+llvm::Error expectFlag(const Node &node, unsigned result) {
+  const Value *flag =
+      result < node.getNumResults() ? node.getResult(result) : nullptr;
+  if (!flag || flag->getType().getDType() == DType::Bool)
+    return llvm::Error::success();
+  return collectiveError(node, "the done flag must be bool");
+}
+} // namespace
+
+llvm::Error gmopt::checkCudaAllReduce(const Node &node) {
+  if (llvm::Error err = checkReduction(node))
+    return err;
+  if (llvm::Error err = checkRanks(node, "an all-reduce"))
+    return err;
+  if (node.getIntAttr("in_place", 0)) {
+    if (auto elements = floatBucketElements(node, 0); !elements)
+      return elements.takeError();
+    if (node.getNumResults() > 1)
+      return collectiveError(node, "an in-place all-reduce has one result, "
+                                   "its done flag");
+    return expectFlag(node, 0);
+  }
   if (node.getNumOperands() != node.getNumResults())
-    return nodeError("one result per operand expected");
+    return collectiveError(node, "one result per operand expected");
   for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
     const Value *operand = node.getOperand(i);
     const Value *result = node.getResult(i);
     if (!operand || !result)
-      return nodeError(llvm::formatv("operand or result {0} is absent", i));
+      return collectiveError(
+          node, llvm::formatv("operand or result {0} is absent", i));
     if (!isReducibleFloat(operand->getType().getDType()))
-      return nodeError("element type " +
-                       dtypeName(operand->getType().getDType()) +
-                       " is not reduced (f32, f16, bf16)");
+      return collectiveError(node, "element type " +
+                                       dtypeName(operand->getType().getDType()) +
+                                       " is not reduced (f32, f16, bf16)");
     if (operand->getType() != result->getType())
-      return nodeError(llvm::formatv("result {0} differs from its operand's "
-                                     "type",
-                                     i));
+      return collectiveError(
+          node, llvm::formatv("result {0} differs from its operand's type", i));
   }
-  if (ranks > 1 && !isNcclBuilt())
-    return nodeError(llvm::formatv(
-        "an all-reduce over {0} ranks needs NCCL, and gmopt was built "
-        "without NCCL (no nccl.h at configure time; install NCCL's headers "
-        "and reconfigure, or run with --backend=cpu over MPI)",
-        ranks));
   return llvm::Error::success();
+}
+
+llvm::Error gmopt::checkCudaShardedCollective(const Node &node) {
+  llvm::StringRef op = node.getOpType();
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  bool wait = op == kAllReduceWaitOp, gather = op == kAllGatherOp;
+  if (op == kAllReduceStartOp || wait || op == kReduceScatterOp)
+    if (llvm::Error err = checkReduction(node))
+      return err;
+  llvm::StringRef what = op == kReduceScatterOp ? "a reduce-scatter"
+                         : gather                ? "an all-gather"
+                                                 : "an all-reduce";
+  if (op != kShardOp)
+    if (llvm::Error err = checkRanks(node, what))
+      return err;
+  if (ranks < 1)
+    return collectiveError(node, "ranks must be at least 1");
+  auto elements = floatBucketElements(node, wait || gather ? 1 : 0);
+  if (!elements)
+    return elements.takeError();
+  int64_t shard = zeroShardElements(*elements, ranks);
+  const Value *result = node.getNumResults() ? node.getResult(0) : nullptr;
+  if (op == kAllReduceStartOp || wait) {
+    // The handle: the packed bucket, or a token for a bucket of one tensor.
+    unsigned tensors = node.getNumOperands() - (wait ? 1 : 0);
+    const Value *handle = wait ? node.getOperand(0) : result;
+    if (tensors == 1) {
+      if (!handle || handle->getType().getDType() != DType::Bool)
+        return collectiveError(node, "the handle of a bucket of one tensor "
+                                     "must be a bool token");
+    } else if (llvm::Error err =
+                   expectTensor(node, handle, "the handle", DType::F32,
+                                *elements)) {
+      return err;
+    }
+    return wait ? expectFlag(node, 0) : llvm::Error::success();
+  }
+  if (gather) {
+    if (llvm::Error err = expectTensor(node, node.getOperand(0), "the shard",
+                                       DType::F32, shard))
+      return err;
+    return expectFlag(node, 0);
+  }
+  return expectTensor(node, result, "the result", DType::F32, shard);
+}
+
+uint64_t gmopt::getCudaCollectiveWorkspaceBytes(const Node &node) {
+  if (node.getDomain() != kGmoptDomain)
+    return 0;
+  bool gather = node.getOpType() == kAllGatherOp;
+  if (!gather && node.getOpType() != kReduceScatterOp)
+    return 0;
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  if (ranks <= 1)
+    return 0;
+  int64_t elements = 0;
+  for (unsigned i = gather ? 1 : 0, e = node.getNumOperands(); i < e; ++i) {
+    const Value *operand = node.getOperand(i);
+    if (!operand || !operand->getType().hasStaticShape())
+      return 0;
+    elements += operand->getType().getNumElements();
+  }
+  return alignBuffer(static_cast<uint64_t>(zeroShardElements(elements, ranks)) *
+                     static_cast<uint64_t>(ranks) * sizeof(float));
 }
 
 //===----------------------------------------------------------------------===//
@@ -173,6 +316,10 @@ struct NcclApi {
   const char *(*getLastError)(ncclComm_t);
   ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t,
                             ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*reduceScatter)(const void *, void *, size_t, ncclDataType_t,
+                                ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t,
+                            ncclComm_t, cudaStream_t);
   ncclResult_t (*groupStart)();
   ncclResult_t (*groupEnd)();
 };
@@ -215,6 +362,8 @@ llvm::Expected<const NcclApi &> loadNccl() {
     symbol(api.getErrorString, "ncclGetErrorString");
     symbol(api.getLastError, "ncclGetLastError");
     symbol(api.allReduce, "ncclAllReduce");
+    symbol(api.reduceScatter, "ncclReduceScatter");
+    symbol(api.allGather, "ncclAllGather");
     symbol(api.groupStart, "ncclGroupStart");
     symbol(api.groupEnd, "ncclGroupEnd");
     // The library stays open for the process: communicators may outlive
@@ -230,6 +379,35 @@ llvm::Expected<const NcclApi &> loadNccl() {
 struct NcclCommunicator::Impl {
   const NcclApi *api = nullptr;
   ncclComm_t comm = nullptr;
+  /// The overlapped all-reduces' stream (made at the first start, at high
+  /// priority so a bucket is not queued behind the backward's kernels) and
+  /// events: each start's "ready" (the backend's stream reached it) and
+  /// "done" (the all-reduce finished), by handle.
+  cudaStream_t overlapStream = nullptr;
+  struct InFlight {
+    cudaEvent_t done = nullptr;
+  };
+  llvm::DenseMap<const void *, InFlight> inFlight;
+  /// Events no start holds, for reuse.
+  std::vector<cudaEvent_t> spareEvents;
+
+  llvm::Expected<cudaEvent_t> takeEvent(const Node &node) {
+    if (!spareEvents.empty()) {
+      cudaEvent_t event = spareEvents.back();
+      spareEvents.pop_back();
+      return event;
+    }
+    cudaEvent_t event = nullptr;
+    cudaError_t status =
+        cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      return fail(llvm::formatv("cudaEventCreateWithFlags failed: {0} (node "
+                                "{1})",
+                                cudaGetErrorString(status), node.describe()));
+    }
+    return event;
+  }
 
   llvm::Error check(ncclResult_t result, llvm::StringRef call,
                     const Node *node) const {
@@ -296,6 +474,7 @@ NcclCommunicator::create(const CollectiveBootstrap &bootstrap,
     return err;
   }
   communicator->worldSize = bootstrap.worldSize;
+  communicator->rank = bootstrap.rank;
   return communicator;
 }
 
@@ -304,6 +483,14 @@ NcclCommunicator::~NcclCommunicator() {
   // peers failed is aborted rather than destroyed (destroy would wait).
   if (!impl || !impl->comm)
     return;
+  if (impl->overlapStream)
+    (void)cudaStreamSynchronize(impl->overlapStream);
+  for (auto &entry : impl->inFlight)
+    impl->spareEvents.push_back(entry.second.done);
+  for (cudaEvent_t event : impl->spareEvents)
+    (void)cudaEventDestroy(event);
+  if (impl->overlapStream)
+    (void)cudaStreamDestroy(impl->overlapStream);
   ncclResult_t pending = ncclSuccess;
   if (impl->api->commGetAsyncError(impl->comm, &pending) == ncclSuccess &&
       pending == ncclSuccess)
@@ -345,6 +532,107 @@ llvm::Error NcclCommunicator::allReduce(const Node &node,
   return closed;
 }
 
+llvm::Error NcclCommunicator::reduceScatter(const Node &node, const void *send,
+                                            void *recv, int64_t recvCount,
+                                            bool mean, CUstream_st *stream) {
+  if (!recvCount)
+    return llvm::Error::success();
+  return impl->check(
+      impl->api->reduceScatter(send, recv, static_cast<size_t>(recvCount),
+                               ncclFloat32, mean ? ncclAvg : ncclSum,
+                               impl->comm, stream),
+      llvm::formatv("ncclReduceScatter ({0} elements a rank)", recvCount).str(),
+      &node);
+}
+
+llvm::Error NcclCommunicator::allGather(const Node &node, const void *send,
+                                        void *recv, int64_t sendCount,
+                                        CUstream_st *stream) {
+  if (!sendCount)
+    return llvm::Error::success();
+  return impl->check(
+      impl->api->allGather(send, recv, static_cast<size_t>(sendCount),
+                           ncclFloat32, impl->comm, stream),
+      llvm::formatv("ncclAllGather ({0} elements a rank)", sendCount).str(),
+      &node);
+}
+
+llvm::Error NcclCommunicator::startAllReduce(const Node &node, const void *key,
+                                             llvm::ArrayRef<void *> buffers,
+                                             llvm::ArrayRef<int64_t> counts,
+                                             bool mean, CUstream_st *stream) {
+  auto cudaFailure = [&](cudaError_t status, llvm::StringRef call) {
+    (void)cudaGetLastError();
+    return fail(llvm::formatv("{0} failed: {1} (node {2})", call,
+                              cudaGetErrorString(status), node.describe()));
+  };
+  if (impl->inFlight.count(key))
+    return fail("an all-reduce is already in flight under this handle (node " +
+                node.describe() + ")");
+  if (!impl->overlapStream) {
+    int least = 0, greatest = 0;
+    if (cudaError_t status =
+            cudaDeviceGetStreamPriorityRange(&least, &greatest))
+      return cudaFailure(status, "cudaDeviceGetStreamPriorityRange");
+    if (cudaError_t status = cudaStreamCreateWithPriority(
+            &impl->overlapStream, cudaStreamNonBlocking, greatest))
+      return cudaFailure(status, "cudaStreamCreateWithPriority");
+  }
+  auto ready = impl->takeEvent(node);
+  if (!ready)
+    return ready.takeError();
+  auto done = impl->takeEvent(node);
+  if (!done) {
+    impl->spareEvents.push_back(*ready);
+    return done.takeError();
+  }
+  auto giveBack = [&](cudaError_t status, llvm::StringRef call) {
+    impl->spareEvents.push_back(*ready);
+    impl->spareEvents.push_back(*done);
+    return cudaFailure(status, call);
+  };
+  if (cudaError_t status = cudaEventRecord(*ready, stream))
+    return giveBack(status, "cudaEventRecord");
+  if (cudaError_t status = cudaStreamWaitEvent(impl->overlapStream, *ready, 0))
+    return giveBack(status, "cudaStreamWaitEvent");
+  // The wait captured the event's state, so it may be recorded again by
+  // the next start: back to the spares.
+  impl->spareEvents.push_back(*ready);
+  llvm::SmallVector<const void *, 8> operands(buffers.begin(), buffers.end());
+  if (llvm::Error err = allReduce(node, operands, buffers, counts, DType::F32,
+                                  mean, impl->overlapStream)) {
+    impl->spareEvents.push_back(*done);
+    return err;
+  }
+  if (cudaError_t status = cudaEventRecord(*done, impl->overlapStream)) {
+    impl->spareEvents.push_back(*done);
+    return cudaFailure(status, "cudaEventRecord");
+  }
+  impl->inFlight[key] = Impl::InFlight{*done};
+  return llvm::Error::success();
+}
+
+llvm::Error NcclCommunicator::waitAllReduce(const Node &node, const void *key,
+                                            CUstream_st *stream) {
+  auto it = impl->inFlight.find(key);
+  if (it == impl->inFlight.end())
+    return fail("no all-reduce was started under this handle (node " +
+                node.describe() + ")");
+  cudaEvent_t done = it->second.done;
+  impl->inFlight.erase(it);
+  impl->spareEvents.push_back(done);
+  if (cudaError_t status = cudaStreamWaitEvent(stream, done, 0)) {
+    (void)cudaGetLastError();
+    return fail(llvm::formatv("cudaStreamWaitEvent failed: {0} (node {1})",
+                              cudaGetErrorString(status), node.describe()));
+  }
+  return llvm::Error::success();
+}
+
+size_t NcclCommunicator::getInFlightCount() const {
+  return impl->inFlight.size();
+}
+
 llvm::Error NcclCommunicator::checkAsyncError(const Node *node) {
   ncclResult_t pending = ncclSuccess;
   if (llvm::Error err =
@@ -374,6 +662,31 @@ llvm::Error NcclCommunicator::allReduce(const Node &node,
   return fail("gmopt was built without NCCL (node " + node.describe() + ")");
 }
 
+llvm::Error NcclCommunicator::reduceScatter(const Node &node, const void *,
+                                            void *, int64_t, bool,
+                                            CUstream_st *) {
+  return fail("gmopt was built without NCCL (node " + node.describe() + ")");
+}
+
+llvm::Error NcclCommunicator::allGather(const Node &node, const void *, void *,
+                                        int64_t, CUstream_st *) {
+  return fail("gmopt was built without NCCL (node " + node.describe() + ")");
+}
+
+llvm::Error NcclCommunicator::startAllReduce(const Node &node, const void *,
+                                             llvm::ArrayRef<void *>,
+                                             llvm::ArrayRef<int64_t>, bool,
+                                             CUstream_st *) {
+  return fail("gmopt was built without NCCL (node " + node.describe() + ")");
+}
+
+llvm::Error NcclCommunicator::waitAllReduce(const Node &node, const void *,
+                                            CUstream_st *) {
+  return fail("gmopt was built without NCCL (node " + node.describe() + ")");
+}
+
+size_t NcclCommunicator::getInFlightCount() const { return 0; }
+
 llvm::Error NcclCommunicator::checkAsyncError(const Node *) {
   return llvm::Error::success();
 }
@@ -388,43 +701,313 @@ namespace {
 using namespace gmopt::cuda;
 using namespace gmopt::cuda::dispatch;
 
-llvm::Error runAllReduce(CudaCall &call) {
+bool isMean(const Node &node) {
+  return node.getStringAttr("reduction", "mean") == "mean";
+}
+
+/// The communicator a collective over \p ranks runs on: the device's
+/// (whose world must be \p ranks), or null for one rank without one.
+llvm::Expected<NcclCommunicator *> communicatorFor(CudaCall &call) {
   const Node &node = call.node;
-  unsigned count = node.getNumOperands();
-  bool mean = node.getStringAttr("reduction", "mean") == "mean";
   int64_t ranks = node.getIntAttr("ranks", 1);
-  if (NcclCommunicator *communicator = call.ctx.communicator) {
+  NcclCommunicator *communicator = call.ctx.communicator;
+  if (communicator) {
     if (communicator->getWorldSize() != ranks)
       return nodeError(node, llvm::formatv("compiled for {0} ranks but the "
                                            "NCCL communicator has {1}",
-                                           ranks, communicator->getWorldSize()));
+                                           ranks,
+                                           communicator->getWorldSize()));
+    return communicator;
+  }
+  if (ranks != 1)
+    return nodeError(node, llvm::formatv("a collective over {0} ranks needs "
+                                         "an NCCL communicator, and this run "
+                                         "has none",
+                                         ranks));
+  return nullptr;
+}
+
+/// The element counts of bucket operands [first, end).
+llvm::SmallVector<int64_t, 8> operandElements(const CudaCall &call,
+                                              unsigned first) {
+  llvm::SmallVector<int64_t, 8> elements;
+  for (unsigned i = first, e = call.node.getNumOperands(); i < e; ++i)
+    elements.push_back(call.in(i)->getType().getNumElements());
+  return elements;
+}
+
+/// Copies flat bucket elements [begin, begin + count) of operands [first,
+/// end) into \p range; range positions past the bucket become zero.
+llvm::Error packBucket(CudaCall &call, unsigned first, int64_t begin,
+                       int64_t count, float *range) {
+  int64_t covered = 0;
+  for (const BucketPiece &piece :
+       bucketPieces(operandElements(call, first), begin, count)) {
+    assert(piece.rangeOffset == covered && "operands tile the bucket");
+    const float *from =
+        call.inAs<float>(first + piece.operand) + piece.operandOffset;
+    if (from != range + piece.rangeOffset)
+      if (llvm::Error err = call.check(
+              cudaMemcpyAsync(range + piece.rangeOffset, from,
+                              size_t(piece.count) * sizeof(float),
+                              cudaMemcpyDeviceToDevice, call.ctx.stream),
+              "cudaMemcpyAsync (packing the bucket)"))
+        return err;
+    covered += piece.count;
+  }
+  if (covered == count)
+    return llvm::Error::success();
+  return call.check(cudaMemsetAsync(range + covered, 0,
+                                    size_t(count - covered) * sizeof(float),
+                                    call.ctx.stream),
+                    "cudaMemsetAsync (the bucket's padding)");
+}
+
+/// Copies the flat bucket \p flat (from its element 0) back into operands
+/// [first, end), in place.
+llvm::Error unpackBucket(CudaCall &call, unsigned first, const float *flat) {
+  llvm::SmallVector<int64_t, 8> elements = operandElements(call, first);
+  int64_t total = 0;
+  for (int64_t n : elements)
+    total += n;
+  for (const BucketPiece &piece : bucketPieces(elements, 0, total)) {
+    float *into = static_cast<float *>(
+                      const_cast<void *>(call.inPtr(first + piece.operand))) +
+                  piece.operandOffset;
+    if (into == flat + piece.rangeOffset)
+      continue;
+    if (llvm::Error err = call.check(
+            cudaMemcpyAsync(into, flat + piece.rangeOffset,
+                            size_t(piece.count) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, call.ctx.stream),
+            "cudaMemcpyAsync (unpacking the bucket)"))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+/// Sets the bool flag result \p index (when present) to true.
+llvm::Error setDone(CudaCall &call, unsigned index) {
+  const Value *flag = call.out(index);
+  if (!flag || !call.outPtr(index))
+    return llvm::Error::success();
+  return call.check(cudaMemsetAsync(call.outPtr(index), 1,
+                                    flag->getType().getSizeInBytes(),
+                                    call.ctx.stream),
+                    "cudaMemsetAsync (the done flag)");
+}
+
+/// Scratch of \p bytes for one launch: the node's planned workspace slice,
+/// or in an eager run stream-ordered memory from the device's pool (part
+/// of the baseline's measured high-water mark), freed after the launches
+/// enqueued before release.
+class LaunchScratch {
+public:
+  static llvm::Expected<LaunchScratch> acquire(CudaCall &call,
+                                               uint64_t bytes) {
+    LaunchScratch scratch;
+    if (call.launch.planned) {
+      if (call.launch.workspaceBytes < bytes || !call.launch.workspace)
+        return nodeError(call.node,
+                         llvm::formatv("needs {0} bytes of workspace and the "
+                                       "plan gave it {1}: compile it for the "
+                                       "CUDA workspace model",
+                                       bytes, call.launch.workspaceBytes));
+      scratch.address = call.launch.workspace;
+      return scratch;
+    }
+    if (!call.ctx.scratchPool)
+      return nodeError(call.node, "an eager run without the device's pool");
+    if (llvm::Error err = call.check(
+            cudaMallocFromPoolAsync(&scratch.address, bytes ? bytes : 1,
+                                    call.ctx.scratchPool, call.ctx.stream),
+            "cudaMallocFromPoolAsync (the bucket's scratch)"))
+      return err;
+    scratch.owned = true;
+    return scratch;
+  }
+  void *get() const { return address; }
+  llvm::Error release(CudaCall &call) {
+    if (!owned)
+      return llvm::Error::success();
+    owned = false;
+    return call.check(cudaFreeAsync(address, call.ctx.stream),
+                      "cudaFreeAsync (the bucket's scratch)");
+  }
+
+private:
+  void *address = nullptr;
+  bool owned = false;
+};
+
+llvm::Error runAllReduce(CudaCall &call) {
+  const Node &node = call.node;
+  bool inPlace = node.getIntAttr("in_place", 0) != 0;
+  unsigned count = node.getNumOperands();
+  auto communicator = communicatorFor(call);
+  if (!communicator)
+    return communicator.takeError();
+  if (*communicator) {
     llvm::SmallVector<const void *, 8> operands;
     llvm::SmallVector<void *, 8> results;
     llvm::SmallVector<int64_t, 8> counts;
     for (unsigned i = 0; i != count; ++i) {
       operands.push_back(call.inPtr(i));
-      results.push_back(call.outPtr(i));
+      results.push_back(inPlace ? const_cast<void *>(call.inPtr(i))
+                                : call.outPtr(i));
       counts.push_back(call.in(i)->getType().getNumElements());
     }
-    return communicator->allReduce(node, operands, results, counts,
-                                   call.in(0)->getType().getDType(), mean,
-                                   call.ctx.stream);
+    if (llvm::Error err = (*communicator)
+                              ->allReduce(node, operands, results, counts,
+                                          call.in(0)->getType().getDType(),
+                                          isMean(node), call.ctx.stream))
+      return err;
+  } else if (!inPlace) {
+    // One rank without NCCL: the sum and the mean are the operand.
+    for (unsigned i = 0; i != count; ++i)
+      if (call.inPtr(i) != call.outPtr(i))
+        if (llvm::Error err = call.check(
+                cudaMemcpyAsync(call.outPtr(i), call.inPtr(i),
+                                call.in(i)->getType().getSizeInBytes(),
+                                cudaMemcpyDeviceToDevice, call.ctx.stream),
+                "cudaMemcpyAsync (one-rank all-reduce)"))
+          return err;
   }
-  if (ranks != 1)
-    return nodeError(node, llvm::formatv("an all-reduce over {0} ranks needs "
-                                         "an NCCL communicator, and this run "
-                                         "has none",
-                                         ranks));
-  // One rank without NCCL: the sum and the mean are the operand.
-  for (unsigned i = 0; i != count; ++i)
-    if (call.inPtr(i) != call.outPtr(i))
-      if (llvm::Error err = call.check(
-              cudaMemcpyAsync(call.outPtr(i), call.inPtr(i),
-                              call.in(i)->getType().getSizeInBytes(),
-                              cudaMemcpyDeviceToDevice, call.ctx.stream),
-              "cudaMemcpyAsync (one-rank all-reduce)"))
+  return inPlace ? setDone(call, 0) : llvm::Error::success();
+}
+
+/// gmopt.AllReduceStart(x1..xk) -> handle.
+llvm::Error runAllReduceStart(CudaCall &call) {
+  const Node &node = call.node;
+  auto communicator = communicatorFor(call);
+  if (!communicator)
+    return communicator.takeError();
+  llvm::SmallVector<int64_t, 8> elements = operandElements(call, 0);
+  int64_t total = 0;
+  for (int64_t n : elements)
+    total += n;
+  void *buffer = nullptr;
+  if (elements.size() == 1) {
+    buffer = const_cast<void *>(call.inPtr(0));
+    if (llvm::Error err = setDone(call, 0))
+      return err;
+  } else {
+    buffer = call.outPtr(0);
+    if (llvm::Error err =
+            packBucket(call, 0, 0, total, static_cast<float *>(buffer)))
+      return err;
+  }
+  if (!*communicator)
+    return llvm::Error::success();
+  return (*communicator)
+      ->startAllReduce(node, call.outPtr(0), {buffer}, {total}, isMean(node),
+                       call.ctx.stream);
+}
+
+/// gmopt.AllReduceWait(handle, x1..xk) -> done.
+llvm::Error runAllReduceWait(CudaCall &call) {
+  const Node &node = call.node;
+  auto communicator = communicatorFor(call);
+  if (!communicator)
+    return communicator.takeError();
+  if (*communicator)
+    if (llvm::Error err = (*communicator)
+                              ->waitAllReduce(node, call.inPtr(0),
+                                              call.ctx.stream))
+      return err;
+  // The average was taken by the all-reduce (ncclAvg): only the packed
+  // bucket's values move back.
+  if (node.getNumOperands() > 2)
+    if (llvm::Error err = unpackBucket(call, 1, call.inAs<float>(0)))
+      return err;
+  return setDone(call, 0);
+}
+
+/// gmopt.ReduceScatter(x1..xk) -> this rank's f32[S] block.
+llvm::Error runReduceScatter(CudaCall &call) {
+  const Node &node = call.node;
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  auto communicator = communicatorFor(call);
+  if (!communicator)
+    return communicator.takeError();
+  int64_t shard = call.out(0)->getType().getNumElements();
+  float *mine = call.outAs<float>(0);
+  if (ranks == 1) {
+    // The bucket is the only shard: packed into the result, reduced there.
+    if (llvm::Error err = packBucket(call, 0, 0, shard, mine))
+      return err;
+    if (!*communicator)
+      return llvm::Error::success();
+    return (*communicator)
+        ->reduceScatter(node, mine, mine, shard, isMean(node), call.ctx.stream);
+  }
+  auto scratch = LaunchScratch::acquire(
+      call, static_cast<uint64_t>(shard * ranks) * sizeof(float));
+  if (!scratch)
+    return scratch.takeError();
+  auto *flat = static_cast<float *>(scratch->get());
+  llvm::Error err = packBucket(call, 0, 0, shard * ranks, flat);
+  if (!err)
+    err = (*communicator)
+              ->reduceScatter(node, flat, mine, shard, isMean(node),
+                              call.ctx.stream);
+  llvm::Error released = scratch->release(call);
+  if (err) {
+    llvm::consumeError(std::move(released));
+    return err;
+  }
+  return released;
+}
+
+/// gmopt.AllGather(shard, w1..wk) -> done: every rank's block unpacked into
+/// w1..wk.
+llvm::Error runAllGather(CudaCall &call) {
+  const Node &node = call.node;
+  int64_t ranks = node.getIntAttr("ranks", 1);
+  auto communicator = communicatorFor(call);
+  if (!communicator)
+    return communicator.takeError();
+  int64_t shard = call.in(0)->getType().getNumElements();
+  // The shard operand is read only; NCCL's in-place all-gather of one rank
+  // writes what it reads.
+  auto *mine = static_cast<float *>(const_cast<void *>(call.inPtr(0)));
+  if (ranks == 1) {
+    if (*communicator)
+      if (llvm::Error err = (*communicator)
+                                ->allGather(node, mine, mine, shard,
+                                            call.ctx.stream))
         return err;
-  return llvm::Error::success();
+    if (llvm::Error err = unpackBucket(call, 1, mine))
+      return err;
+    return setDone(call, 0);
+  }
+  auto scratch = LaunchScratch::acquire(
+      call, static_cast<uint64_t>(shard * ranks) * sizeof(float));
+  if (!scratch)
+    return scratch.takeError();
+  auto *flat = static_cast<float *>(scratch->get());
+  llvm::Error err =
+      (*communicator)->allGather(node, mine, flat, shard, call.ctx.stream);
+  if (!err)
+    err = unpackBucket(call, 1, flat);
+  llvm::Error released = scratch->release(call);
+  if (err) {
+    llvm::consumeError(std::move(released));
+    return err;
+  }
+  if (released)
+    return released;
+  return setDone(call, 0);
+}
+
+/// gmopt.Shard(x1..xk) -> this rank's f32[S] block of the flat bucket.
+llvm::Error runShard(CudaCall &call) {
+  auto communicator = communicatorFor(call);
+  if (!communicator)
+    return communicator.takeError();
+  int64_t rank = *communicator ? (*communicator)->getRank() : 0;
+  int64_t shard = call.out(0)->getType().getNumElements();
+  return packBucket(call, 0, rank * shard, shard, call.outAs<float>(0));
 }
 
 } // namespace
@@ -433,5 +1016,15 @@ void cuda::dispatch::addCollectiveKernels(
     llvm::StringMap<KernelEntry> &table) {
   table[(kGmoptDomain + "::" + kAllReduceOp).str()] = {checkCudaAllReduce,
                                                        runAllReduce};
+  table[(kGmoptDomain + "::" + kAllReduceStartOp).str()] = {
+      checkCudaShardedCollective, runAllReduceStart};
+  table[(kGmoptDomain + "::" + kAllReduceWaitOp).str()] = {
+      checkCudaShardedCollective, runAllReduceWait};
+  table[(kGmoptDomain + "::" + kReduceScatterOp).str()] = {
+      checkCudaShardedCollective, runReduceScatter};
+  table[(kGmoptDomain + "::" + kAllGatherOp).str()] = {
+      checkCudaShardedCollective, runAllGather};
+  table[(kGmoptDomain + "::" + kShardOp).str()] = {checkCudaShardedCollective,
+                                                   runShard};
 }
 #endif

@@ -1,9 +1,24 @@
-//===- NcclCollectives.h - gmopt.AllReduce on CUDA over NCCL ----*- C++ -*-===//
+//===- NcclCollectives.h - gmopt's collectives on CUDA over NCCL -*- C++ -*-===//
 //
-// The CUDA backend runs the data-parallel gradient all-reduce
-// (gmopt.AllReduce, ir/Collectives.h) with NCCL: one ncclAllReduce per
-// operand of the bucket inside one ncclGroupStart/ncclGroupEnd, on the
-// backend's stream, with ncclAvg for the mean (no packing, so no workspace).
+// The CUDA backend runs the data-parallel collectives (ir/Collectives.h)
+// with NCCL on the backend's stream:
+// - gmopt.AllReduce: one ncclAllReduce per operand of the bucket inside one
+//   ncclGroupStart/ncclGroupEnd, with ncclAvg for the mean; in place
+//   (`in_place = 1`) the operands are their own results. No packing, so no
+//   workspace.
+// - gmopt.AllReduceStart / AllReduceWait (the overlapped all-reduce): the
+//   start packs a bucket of several tensors into its handle (a bucket of
+//   one tensor stays in its buffer) and enqueues the in-place all-reduce on
+//   the communicator's own stream after an event of the backend's stream,
+//   so the rest of the backward pass runs beside it; the wait makes the
+//   backend's stream wait for it and unpacks the handle.
+// - ZeRO's gmopt.ReduceScatter and gmopt.AllGather pack and unpack the
+//   flat, zero-padded bucket in the node's planned workspace (ranks x shard
+//   floats) around one ncclReduceScatter / ncclAllGather; gmopt.Shard is a
+//   local copy of this rank's block. With one rank the bucket is its only
+//   shard: it is packed straight into the result (or read straight from
+//   the shard) and, where there is a communicator, the collective runs in
+//   place, so one GPU exercises the same NCCL calls.
 // The ranks agree on NCCL's unique id through a CollectiveBootstrap: rank 0
 // makes the id and the bootstrap carries it to the others. The driver makes
 // one over MPI when mpirun started the process; any other rendezvous (the
@@ -14,7 +29,7 @@
 // says it was built without NCCL) and at run time (libnccl.so.2 is opened
 // with dlopen when a graph first needs it, so gmopt's binaries start on a
 // machine without NCCL and only a multi-rank run there fails, saying so).
-// With ranks = 1 and no NCCL the op is a device copy.
+// With ranks = 1 and no NCCL the ops are device copies.
 //
 // This header has no CUDA or NCCL types: the driver, the tests and builds
 // without the toolkit include it. Every NCCL call's failure is an
@@ -82,7 +97,11 @@ agreeOnUniqueId(const CollectiveBootstrap &bootstrap, size_t idBytes,
 llvm::Error checkCollectiveWorld(const Node &node,
                                  const CollectiveBootstrap &bootstrap);
 
-/// True when \p module has a collective node.
+/// True for the gmopt-domain collectives the CUDA backend runs (the
+/// all-reduces, ZeRO's reduce-scatter, all-gather and shard).
+bool isCudaCollective(const Node &node);
+
+/// True when \p module has a collective node (isCudaCollective).
 bool hasCollectives(const Module &module);
 
 /// The error for the NCCL call \p call that returned \p result (\p text:
@@ -93,9 +112,21 @@ llvm::Error ncclCallError(llvm::StringRef call, int result,
                           const Node *node);
 
 /// The CUDA kernel check of gmopt.AllReduce: float operands (f32, f16,
-/// bf16) with results of the same types and shapes, a known reduction, and
-/// NCCL in the build when it spans several ranks.
+/// bf16) with results of the same types and shapes (in place: f32 operands
+/// and a bool done flag), a known reduction, and NCCL in the build when it
+/// spans several ranks.
 llvm::Error checkCudaAllReduce(const Node &node);
+
+/// The CUDA kernel check of the other collectives (AllReduceStart,
+/// AllReduceWait, ReduceScatter, AllGather, Shard): static fp32 bucket
+/// operands, a handle or shard of the size the bucket needs, a known
+/// reduction, and NCCL in the build when the op talks to several ranks.
+llvm::Error checkCudaShardedCollective(const Node &node);
+
+/// Workspace bytes the CUDA kernel of collective \p node needs (aligned
+/// like every planned buffer): the padded flat bucket (ranks x shard floats) of a
+/// ReduceScatter or AllGather over several ranks; 0 otherwise.
+uint64_t getCudaCollectiveWorkspaceBytes(const Node &node);
 
 /// An NCCL communicator over the ranks of a bootstrap, on one device (built
 /// with the toolkit and NCCL; elsewhere create fails saying why).
@@ -110,8 +141,9 @@ public:
   NcclCommunicator(const NcclCommunicator &) = delete;
   NcclCommunicator &operator=(const NcclCommunicator &) = delete;
 
-  /// The ranks of the communicator.
+  /// The ranks of the communicator, and this process's.
   int getWorldSize() const { return worldSize; }
+  int getRank() const { return rank; }
   /// NCCL's version, e.g. "2.28.3".
   const std::string &getVersion() const { return version; }
 
@@ -123,6 +155,31 @@ public:
                         llvm::ArrayRef<void *> results,
                         llvm::ArrayRef<int64_t> counts, DType dtype, bool mean,
                         CUstream_st *stream);
+  /// Enqueues on \p stream the reduce-scatter of \p send (worldSize x
+  /// \p recvCount f32 elements) into \p recv (\p recvCount elements, this
+  /// rank's block), summed or averaged. In place when \p recv is \p send's
+  /// block of this rank.
+  llvm::Error reduceScatter(const Node &node, const void *send, void *recv,
+                            int64_t recvCount, bool mean, CUstream_st *stream);
+  /// Enqueues on \p stream the all-gather of every rank's \p sendCount f32
+  /// elements at \p send into \p recv (worldSize x sendCount, rank order).
+  llvm::Error allGather(const Node &node, const void *send, void *recv,
+                        int64_t sendCount, CUstream_st *stream);
+  /// Starts the in-place f32 all-reduce of \p buffers (counts[i] elements
+  /// each) on the communicator's stream once \p stream reaches this point,
+  /// and returns while it runs; \p key (the handle's address) names it to
+  /// waitAllReduce. A key already in flight is an error.
+  llvm::Error startAllReduce(const Node &node, const void *key,
+                             llvm::ArrayRef<void *> buffers,
+                             llvm::ArrayRef<int64_t> counts, bool mean,
+                             CUstream_st *stream);
+  /// Makes \p stream wait for the all-reduce started under \p key; an
+  /// unknown key is an error naming \p node.
+  llvm::Error waitAllReduce(const Node &node, const void *key,
+                            CUstream_st *stream);
+  /// All-reduces started and not yet waited for.
+  size_t getInFlightCount() const;
+
   /// The error of an asynchronous NCCL failure (a peer that died, a
   /// network error) since the last call, naming \p node; success if none.
   llvm::Error checkAsyncError(const Node *node);
@@ -132,6 +189,7 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl;
   int worldSize = 1;
+  int rank = 0;
   std::string version;
 };
 

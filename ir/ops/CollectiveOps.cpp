@@ -29,6 +29,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+
 using namespace gmopt;
 using namespace gmopt::ops;
 
@@ -43,6 +45,21 @@ uint64_t gmopt::ringShardTraffic(uint64_t shardBytes, int64_t ranks) {
   if (ranks <= 1)
     return 0;
   return shardBytes * static_cast<uint64_t>(ranks - 1);
+}
+
+std::vector<BucketPiece>
+gmopt::bucketPieces(llvm::ArrayRef<int64_t> operandElements, int64_t begin,
+                    int64_t count) {
+  std::vector<BucketPiece> pieces;
+  int64_t offset = 0, end = begin + count;
+  for (unsigned i = 0, e = operandElements.size(); i != e; ++i) {
+    int64_t n = operandElements[i];
+    int64_t lo = std::max(begin, offset), hi = std::min(end, offset + n);
+    if (lo < hi)
+      pieces.push_back({i, lo - offset, lo - begin, hi - lo});
+    offset += n;
+  }
+  return pieces;
 }
 
 int64_t gmopt::zeroShardElements(int64_t elements, int64_t ranks) {

@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <map>
 
 using namespace gmopt;
 
@@ -79,6 +80,26 @@ std::unique_ptr<Module> parseBucket() {
   }
   return std::move(*module);
 }
+
+/// Every collective the CUDA backend runs, with a bucket of two tensors
+/// (27 + 5 = 32 floats: 11 a rank over 3, one of padding) and of one.
+constexpr llvm::StringLiteral kSharded = R"(
+module attributes {opsets = {"" = 17, "gmopt" = 1}} {
+  graph @g(%a: f32[27], %b: f32[5], %s: f32[11], %h: bf16[4]) {
+    %inplace = gmopt.AllReduce(%a, %b) {in_place = 1, ranks = 3} : bool[1] name "inplace"
+    %handle = gmopt.AllReduceStart(%a, %b) {ranks = 3} : f32[32] name "start"
+    %done = gmopt.AllReduceWait(%handle, %a, %b) {ranks = 3} : bool[1] name "wait"
+    %token = gmopt.AllReduceStart(%b) {reduction = "sum", ranks = 1} : bool[1] name "start1"
+    %done1 = gmopt.AllReduceWait(%token, %b) {reduction = "sum", ranks = 1} : bool[1] name "wait1"
+    %mine = gmopt.ReduceScatter(%a, %b) {ranks = 3} : f32[11] name "scatter"
+    %part = gmopt.Shard(%a, %b) {ranks = 3} : f32[11] name "shard"
+    %gathered = gmopt.AllGather(%s, %a, %b) {ranks = 3} : bool[1] name "gather"
+    %whole = gmopt.ReduceScatter(%a, %b) {ranks = 1} : f32[32] name "scatter1"
+    %bad = gmopt.AllReduce(%h) {in_place = 1, ranks = 1} : bool[1] name "bf16inplace"
+    return %inplace, %done, %done1, %mine, %part, %gathered, %whole, %bad
+  }
+}
+)";
 
 const Node *nodeNamed(const Module &module, llvm::StringRef name) {
   for (const Node &node : module.getGraph().getNodes())
@@ -249,6 +270,114 @@ TEST(NcclCollectivesTest, CudaKernelCheckOfTheAllReduce) {
   }
 }
 
+TEST(NcclCollectivesTest, CudaKernelChecksOfZeroAndOverlapCollectives) {
+  auto module = parseModule(kSharded, "sharded.gmir");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  for (const char *name : {"inplace", "start", "wait", "start1", "wait1",
+                           "scatter", "shard", "gather", "scatter1"}) {
+    const Node *node = nodeNamed(**module, name);
+    ASSERT_TRUE(node) << name;
+    EXPECT_TRUE(isCudaCollective(*node)) << name;
+    std::string message = errorText(node->getOpType() == kAllReduceOp
+                                        ? checkCudaAllReduce(*node)
+                                        : checkCudaShardedCollective(*node));
+    if (isNcclBuilt() || node->getIntAttr("ranks", 1) == 1)
+      EXPECT_EQ(message, "") << name;
+    else
+      EXPECT_NE(message.find("built without NCCL"), std::string::npos)
+          << message;
+    if (isCudaBackendBuilt()) {
+      EXPECT_TRUE(hasCudaKernelFor(kGmoptDomain, node->getOpType()));
+      if (isNcclBuilt()) {
+        EXPECT_EQ(errorText(checkCudaNode(*node)), "") << name;
+      }
+    }
+  }
+  // An in-place bucket is f32 (the CPU's, too).
+  std::string message =
+      errorText(checkCudaAllReduce(*nodeNamed(**module, "bf16inplace")));
+  EXPECT_NE(message.find("bf16 is not supported"), std::string::npos)
+      << message;
+  // The planned workspace is the padded flat bucket over several ranks;
+  // one rank packs into its result and needs none, and the all-reduces
+  // reduce where the tensors are.
+  EXPECT_EQ(getCudaCollectiveWorkspaceBytes(*nodeNamed(**module, "scatter")),
+            alignBuffer(33 * sizeof(float)));
+  EXPECT_EQ(getCudaCollectiveWorkspaceBytes(*nodeNamed(**module, "gather")),
+            alignBuffer(33 * sizeof(float)));
+  for (const char *name : {"scatter1", "shard", "inplace", "start", "wait"})
+    EXPECT_EQ(getCudaCollectiveWorkspaceBytes(*nodeNamed(**module, name)), 0u)
+        << name;
+  if (isCudaBackendBuilt()) {
+    EXPECT_EQ(getCudaKernelWorkspaceBytes(*nodeNamed(**module, "scatter")),
+              alignBuffer(33 * sizeof(float)));
+  }
+}
+
+TEST(NcclCollectivesTest, CudaKernelChecksRefuseMisshapenCollectives) {
+  auto module = parseModule(R"(
+module attributes {opsets = {"" = 17, "gmopt" = 1}} {
+  graph @g(%a: f32[27], %b: f32[5], %s: f32[10], %t: f32[11]) {
+    %handle = gmopt.AllReduceStart(%a, %b) {ranks = 1} : f32[31] name "shorthandle"
+    %token = gmopt.AllReduceStart(%a, %b) {ranks = 1} : bool[1] name "tokenfortwo"
+    %mine = gmopt.ReduceScatter(%a, %b) {ranks = 3} : f32[10] name "shortshard"
+    %gathered = gmopt.AllGather(%s, %a, %b) {ranks = 3} : bool[1] name "shortgather"
+    %max = gmopt.ReduceScatter(%a, %b) {reduction = "max", ranks = 3} : f32[11] name "max"
+    %flag = gmopt.AllGather(%t, %a, %b) {ranks = 3} : f32[1] name "floatflag"
+    return %handle, %token, %mine, %gathered, %max, %flag
+  }
+}
+)",
+                            "misshapen.gmir");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  std::map<std::string, std::string> expected = {
+      {"shorthandle", "the handle must be f32[32]"},
+      {"tokenfortwo", "the handle must be f32[32]"},
+      {"shortshard", "the result must be f32[11]"},
+      {"shortgather", "the shard must be f32[11]"},
+      {"max", "reduction must be mean or sum, got 'max'"},
+      {"floatflag", "the done flag must be bool"}};
+  for (const auto &[name, text] : expected) {
+    const Node *node = nodeNamed(**module, name);
+    ASSERT_TRUE(node) << name;
+    std::string message = errorText(checkCudaShardedCollective(*node));
+    EXPECT_NE(message.find(text), std::string::npos) << name << ": " << message;
+    EXPECT_NE(message.find(node->describe()), std::string::npos) << message;
+  }
+}
+
+TEST(NcclCollectivesTest, DataParallelAndZeroGraphsHaveCudaKernels) {
+  if (!isCudaBackendBuilt() || !isNcclBuilt())
+    GTEST_SKIP() << "needs the CUDA backend built with NCCL";
+  // What `gmopt-compile --ranks 2 [--zero S] [--overlap]` makes of the MLP
+  // with AdamW: every node, the collectives included, has a CUDA kernel.
+  OptimizerSpec adamW;
+  adamW.kind = OptimizerKind::AdamW;
+  std::string dir = testdataDir() + "/mlp";
+  for (const char *pipeline :
+       {"data-parallel{ranks=2,bucket-bytes=1KiB},canonicalize,schedule,"
+        "plan-buffers",
+        "data-parallel{ranks=2,bucket-bytes=1KiB,overlap=true},canonicalize,"
+        "schedule,plan-buffers",
+        "zero-shard{stage=1,ranks=2,bucket-bytes=1KiB},canonicalize,schedule,"
+        "plan-buffers",
+        "zero-shard{stage=2,ranks=2,bucket-bytes=1KiB},canonicalize,schedule,"
+        "plan-buffers"}) {
+    auto model = loadRunnableModel(dir + "/training_model.onnx",
+                                   {{"batch", 8}}, nullptr, false, pipeline,
+                                   &adamW, "", BackendKind::Cuda);
+    ASSERT_TRUE(bool(model)) << pipeline << ": "
+                             << llvm::toString(model.takeError());
+    unsigned collectives = 0;
+    for (const Node &node : model->module->getGraph().getNodes()) {
+      collectives += isCudaCollective(node);
+      if (llvm::Error err = checkCudaNode(node))
+        ADD_FAILURE() << pipeline << ": " << llvm::toString(std::move(err));
+    }
+    EXPECT_GE(collectives, 2u) << pipeline;
+  }
+}
+
 TEST(NcclCollectivesTest, WithoutNcclCreatingACommunicatorSaysWhy) {
   if (isNcclBuilt())
     GTEST_SKIP() << "built with NCCL (the GPU test makes a communicator)";
@@ -306,8 +435,12 @@ TEST(NcclGpuTest, OneRankCommunicatorAndTheMlpMatchTheCpu) {
   std::string dir = testdataDir() + "/mlp";
   auto data = readTestDataSet(dir + "/test_data_set_0");
   ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
-  const char *pipeline = "data-parallel{ranks=2,bucket-bytes=1MiB},"
-                         "canonicalize,fold-transpose,schedule,plan-buffers";
+  for (const char *pipeline :
+       {"data-parallel{ranks=2,bucket-bytes=1MiB},canonicalize,fold-transpose,"
+        "schedule,plan-buffers",
+        "data-parallel{ranks=2,bucket-bytes=1KiB,overlap=true},canonicalize,"
+        "fold-transpose,schedule,plan-buffers"}) {
+  SCOPED_TRACE(pipeline);
   std::vector<TrainingResult> results;
   for (BackendKind backend : {BackendKind::Cpu, BackendKind::Cuda}) {
     auto model = loadRunnableModel(dir + "/training_model.onnx",
@@ -315,8 +448,10 @@ TEST(NcclGpuTest, OneRankCommunicatorAndTheMlpMatchTheCpu) {
                                    nullptr, "", backend);
     ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
     unsigned collectives = 0;
+    // The start/wait pair's shapes do not depend on the world size, so the
+    // overlapped buckets can be set to one rank as well.
     for (Node &node : model->module->getGraph().getNodes())
-      if (node.isa(kGmoptDomain, kAllReduceOp)) {
+      if (isCudaCollective(node)) {
         node.setAttr("ranks", Attribute::getInt(1));
         ++collectives;
       }
@@ -349,4 +484,71 @@ TEST(NcclGpuTest, OneRankCommunicatorAndTheMlpMatchTheCpu) {
           << cpu.lastGradients[i].first << " element " << k;
     }
   }
+  }
+}
+
+TEST(NcclGpuTest, OneRankZeroCollectivesMatchTheCpu) {
+  // ZeRO's collectives over one rank, where the bucket is the only shard:
+  // on CUDA with NCCL they run NCCL's in-place reduce-scatter and
+  // all-gather of one rank, without it only the packing copies; either way
+  // the results equal the CPU kernels'. The all-gather writes intermediate
+  // values in place, which the readers after it see.
+  auto module = parseModule(R"(
+module attributes {opsets = {"" = 17, "gmopt" = 1}} {
+  graph @g(%a: f32[27], %b: f32[5], %s: f32[32]) {
+    %whole = gmopt.ReduceScatter(%a, %b) {ranks = 1} : f32[32] name "scatter"
+    %part = gmopt.Shard(%b, %a) {ranks = 1} : f32[32] name "shard"
+    %wa = Neg(%a) : f32[27]
+    %wb = Neg(%b) : f32[5]
+    %done = gmopt.AllGather(%s, %wa, %wb) {ranks = 1} : bool[1] name "gather"
+    %ra = Abs(%wa) : f32[27]
+    %rb = Abs(%wb) : f32[5]
+    return %whole, %part, %ra, %rb, %done
+  }
+}
+)",
+                            "zero1.gmir");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  std::vector<float> a(27), b(5), shard(32);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = 0.25f * float(i) - 3.0f;
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = 10.0f + float(i);
+  for (size_t i = 0; i < shard.size(); ++i)
+    shard[i] = -1.5f * float(i);
+  std::vector<TensorData> inputs = {
+      TensorData::fromValues<float>(DType::F32, {27}, a),
+      TensorData::fromValues<float>(DType::F32, {5}, b),
+      TensorData::fromValues<float>(DType::F32, {32}, shard)};
+  std::vector<TensorData> outputs[2];
+  auto device = probeCudaDevice();
+  int backends = device ? 2 : 1;
+  for (int onCuda = 0; onCuda < backends; ++onCuda) {
+    ExecutorOptions options;
+    options.mode = AllocationMode::Eager;
+    options.threads = 1;
+    auto exe = onCuda ? prepareCudaExecutable(**module, options)
+                      : prepareCpuExecutable(**module, options);
+    ASSERT_TRUE(bool(exe)) << llvm::toString(exe.takeError());
+    const Graph &graph = (*module)->getGraph();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ASSERT_FALSE(bool((*exe)->setInput(graph.getInputs()[i].get(), inputs[i])));
+    ASSERT_FALSE(bool((*exe)->runStep(0)));
+    for (const Value *out : graph.getOutputs()) {
+      auto value = (*exe)->readValue(out);
+      ASSERT_TRUE(bool(value)) << llvm::toString(value.takeError());
+      outputs[onCuda].push_back(std::move(*value));
+    }
+  }
+  ASSERT_EQ(outputs[0].size(), 5u);
+  // The CPU's are what ir/Collectives.h says: the flat bucket, and the
+  // gathered shard unpacked into the parameters.
+  EXPECT_FLOAT_EQ(float(outputs[0][0].getFloatElement(27)), b[0]);
+  EXPECT_FLOAT_EQ(float(outputs[0][1].getFloatElement(5)), a[0]);
+  EXPECT_FLOAT_EQ(float(outputs[0][3].getFloatElement(1)), 1.5f * 28.0f);
+  if (!device)
+    GTEST_SKIP() << "the CPU half passed; the CUDA half needs a CUDA device: "
+                 << llvm::toString(device.takeError());
+  for (size_t i = 0; i < outputs[0].size(); ++i)
+    EXPECT_TRUE(outputs[0][i] == outputs[1][i]) << "output " << i;
 }

@@ -33,6 +33,37 @@ OpName op(llvm::StringRef name) { return {kGmoptDomain.str(), name.str()}; }
 
 using ZeroOpsTest = OpTest;
 
+TEST(ZeroShardMathTest, BucketPiecesTileARangeAndLeaveThePadding) {
+  // Operands of 3, 0 and 5 elements: a bucket of 8, padded to 9 for 3 ranks.
+  std::vector<int64_t> elements = {3, 0, 5};
+  auto pieces = bucketPieces(elements, 0, 8);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].operand, 0u);
+  EXPECT_EQ(pieces[0].count, 3);
+  EXPECT_EQ(pieces[1].operand, 2u);
+  EXPECT_EQ(pieces[1].operandOffset, 0);
+  EXPECT_EQ(pieces[1].rangeOffset, 3);
+  EXPECT_EQ(pieces[1].count, 5);
+  // Rank 1's shard [3, 6): the first three elements of the third operand.
+  pieces = bucketPieces(elements, 3, 3);
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].operand, 2u);
+  EXPECT_EQ(pieces[0].operandOffset, 0);
+  EXPECT_EQ(pieces[0].rangeOffset, 0);
+  EXPECT_EQ(pieces[0].count, 3);
+  // Rank 2's shard [6, 9): two elements and one of padding, no piece for it.
+  pieces = bucketPieces(elements, 6, 3);
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].operandOffset, 3);
+  EXPECT_EQ(pieces[0].count, 2);
+  // A shard straddling two operands, and one wholly in the padding.
+  pieces = bucketPieces(elements, 2, 2);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].operandOffset, 2);
+  EXPECT_EQ(pieces[1].rangeOffset, 1);
+  EXPECT_TRUE(bucketPieces(elements, 8, 4).empty());
+}
+
 TEST(ZeroShardMathTest, ShardsRoundUpAndTrafficIsNMinusOneShards) {
   EXPECT_EQ(zeroShardElements(80, 3), 27);
   EXPECT_EQ(zeroShardElements(81, 3), 27);
