@@ -34,11 +34,11 @@ __global__ void biasDropoutKernel(LossTensor x, LossTensor bias,
       if (i >= elements)
         break;
       bool keep = (keepBits >> lane) & 1u;
-      out.store(i, biasDropoutElement(
-                       x.load(i), bias.load(width ? i % width : 0),
-                       residual.present(),
-                       residual.present() ? residual.load(i) : 0.0f, keep,
-                       mode));
+      out.store(i,
+                biasDropoutElement(x.load(i), bias.load(width ? i % width : 0),
+                                   residual.present(),
+                                   residual.present() ? residual.load(i) : 0.0f,
+                                   keep, mode));
       if (mask)
         mask[i] = keep;
     }

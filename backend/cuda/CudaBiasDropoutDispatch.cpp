@@ -45,8 +45,7 @@ llvm::Error checkBiasDropout(const Node &node) {
   if (node.getNumOperands() < 2 || !node.getOperand(0) || !node.getOperand(1))
     return nodeError(node, "data and bias are required");
   const Value *data = node.getOperand(0);
-  if (kRatioOperand < node.getNumOperands() &&
-      node.getOperand(kRatioOperand) &&
+  if (kRatioOperand < node.getNumOperands() && node.getOperand(kRatioOperand) &&
       node.getOperand(kRatioOperand)->getType().getDType() != DType::F32)
     return nodeError(node, "ratio must be float32");
   if (kTrainingOperand < node.getNumOperands() &&
@@ -78,21 +77,19 @@ llvm::Error checkBiasDropout(const Node &node) {
 }
 
 llvm::Error runBiasDropout(CudaCall &call) {
-  Storage storage = *commonFloatStorage(
-      call.node, {kRatioOperand, kTrainingOperand}, {1});
+  Storage storage =
+      *commonFloatStorage(call.node, {kRatioOperand, kTrainingOperand}, {1});
   auto p = dropoutParams(call, kRatioOperand, kTrainingOperand);
   if (!p)
     return p.takeError();
   LossFloat kind = lossFloatOf(storage);
   const void *residual = call.in(2) ? call.inPtr(2) : nullptr;
   return call.check(
-      launchBiasDropout(LossTensor{call.inPtr(0), kind},
-                        LossTensor{call.inPtr(1), kind},
-                        LossTensor{residual, kind},
-                        LossOutput{call.outPtr(0), kind},
-                        call.outAs<uint8_t>(1),
-                        call.out(0)->getType().getNumElements(),
-                        biasWidth(call.in(0)), *p, call.ctx.stream),
+      launchBiasDropout(
+          LossTensor{call.inPtr(0), kind}, LossTensor{call.inPtr(1), kind},
+          LossTensor{residual, kind}, LossOutput{call.outPtr(0), kind},
+          call.outAs<uint8_t>(1), call.out(0)->getType().getNumElements(),
+          biasWidth(call.in(0)), *p, call.ctx.stream),
       "BiasDropout kernel");
 }
 
@@ -100,5 +97,5 @@ llvm::Error runBiasDropout(CudaCall &call) {
 
 void dispatch::addBiasDropoutKernels(llvm::StringMap<KernelEntry> &table) {
   table[(llvm::Twine(kMsDomain) + "::BiasDropout").str()] = {checkBiasDropout,
-                                                              runBiasDropout};
+                                                             runBiasDropout};
 }

@@ -376,9 +376,9 @@ llvm::Error setDropoutMode(CudaCall &call, unsigned ratioIndex,
 
 } // namespace
 
-llvm::Expected<DropoutParams>
-dispatch::dropoutParams(CudaCall &call, unsigned ratioIndex,
-                        unsigned trainingIndex) {
+llvm::Expected<DropoutParams> dispatch::dropoutParams(CudaCall &call,
+                                                      unsigned ratioIndex,
+                                                      unsigned trainingIndex) {
   DropoutParams p;
   std::optional<uint64_t> streamId = call.node.getStreamId();
   if (!streamId)

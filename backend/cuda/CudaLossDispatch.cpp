@@ -68,7 +68,8 @@ LossTensor lossIn(const CudaCall &call, unsigned index) {
   const Value *value = call.in(index);
   if (!value)
     return LossTensor{};
-  return LossTensor{call.inPtr(index), *lossFloatOf(value->getType().getDType())};
+  return LossTensor{call.inPtr(index),
+                    *lossFloatOf(value->getType().getDType())};
 }
 
 /// Result \p index as a loss output (absent: null data).
@@ -268,10 +269,10 @@ llvm::Error runCrossEntropyGrad(CudaCall &call) {
   if (llvm::Error err = call.markFaultable())
     return err;
   return call.check(
-      launchSoftmaxCrossEntropyGrad(
-          lossIn(call, 0), lossIn(call, 1), call.inPtr(2), lossIn(call, 3),
-          internal ? lossIn(call, 5) : LossTensor{}, lossOut(call, 0), *p,
-          call.ctx.stream),
+      launchSoftmaxCrossEntropyGrad(lossIn(call, 0), lossIn(call, 1),
+                                    call.inPtr(2), lossIn(call, 3),
+                                    internal ? lossIn(call, 5) : LossTensor{},
+                                    lossOut(call, 0), *p, call.ctx.stream),
       "SoftmaxCrossEntropyLossGrad kernel");
 }
 
@@ -291,10 +292,9 @@ llvm::Error runNegativeLogLikelihood(CudaCall &call) {
     return p.takeError();
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchNegativeLogLikelihood(lossIn(call, 0), call.inPtr(1),
-                                                lossIn(call, 2),
-                                                lossOut(call, 0), *p,
-                                                call.ctx.stream),
+  return call.check(launchNegativeLogLikelihood(
+                        lossIn(call, 0), call.inPtr(1), lossIn(call, 2),
+                        lossOut(call, 0), *p, call.ctx.stream),
                     "NegativeLogLikelihoodLoss kernel");
 }
 
@@ -363,11 +363,10 @@ llvm::Error checkDenseCrossEntropyGrad(const Node &node) {
               *labels = operandOf(node, 2), *dX = resultOf(node, 0);
   if (!logProb || !labels || !dX)
     return nodeError(node, "log_prob, label and dX are required");
-  for (auto [value, what] :
-       {std::pair<const Value *, const char *>{dY, "dY"},
-        {logProb, "log_prob"},
-        {labels, "label"},
-        {dX, "dX"}})
+  for (auto [value, what] : {std::pair<const Value *, const char *>{dY, "dY"},
+                             {logProb, "log_prob"},
+                             {labels, "label"},
+                             {dX, "dX"}})
     if (llvm::Error err = checkLossFloat(node, value, what))
       return err;
   auto rows = denseRows(node, logProb);
@@ -381,9 +380,8 @@ llvm::Error checkDenseCrossEntropyGrad(const Node &node) {
   auto reduction = reductionOf(node);
   if (!reduction)
     return reduction.takeError();
-  return checkElements(node, dY,
-                       *reduction == LossReduction::None ? rows->first : 1,
-                       "dY");
+  return checkElements(
+      node, dY, *reduction == LossReduction::None ? rows->first : 1, "dY");
 }
 
 llvm::Error runDenseCrossEntropyGrad(CudaCall &call) {
@@ -395,8 +393,8 @@ llvm::Error runDenseCrossEntropyGrad(CudaCall &call) {
     return reduction.takeError();
   return call.check(launchDenseCrossEntropyGrad(
                         lossIn(call, 0), lossIn(call, 1), lossIn(call, 2),
-                        lossOut(call, 0), rows->first, rows->second,
-                        *reduction, call.ctx.stream),
+                        lossOut(call, 0), rows->first, rows->second, *reduction,
+                        call.ctx.stream),
                     "SoftmaxCrossEntropyGrad kernel");
 }
 

@@ -140,8 +140,8 @@ __global__ void crossEntropyRowKernel(LossTensor scores, const void *labels,
     if (p.reduction == LossReduction::None && lane == 0)
       loss.store(row, kind == LabelKind::OutOfRange
                           ? NAN
-                          : static_cast<float>(crossEntropySampleLoss(
-                                picked, shift, weight)));
+                          : static_cast<float>(
+                                crossEntropySampleLoss(picked, shift, weight)));
     if (logProb.present())
       for (int64_t c = lane; c < classes; c += kWarp)
         logProb.store(base + c * step,
@@ -249,9 +249,8 @@ __global__ void nllRowKernel(LossTensor input, const void *labels,
       continue;
     }
     float weight = sampleWeight(kind, label, weights);
-    float picked = weight != 0.0f
-                       ? input.load(sampleBase(p, i) + label * p.inner)
-                       : 0.0f;
+    float picked =
+        weight != 0.0f ? input.load(sampleBase(p, i) + label * p.inner) : 0.0f;
     loss.store(i, static_cast<float>(nllSampleLoss(picked, weight)));
   }
 }
@@ -269,8 +268,8 @@ __global__ void nllReduceKernel(LossTensor input, const void *labels,
     float weight = sampleWeight(kind, label, weights);
     weightSum += weight;
     if (weight != 0.0f)
-      lossSum += nllSampleLoss(input.load(sampleBase(p, s) + label * p.inner),
-                               weight);
+      lossSum +=
+          nllSampleLoss(input.load(sampleBase(p, s) + label * p.inner), weight);
   }
   bad = __syncthreads_or(bad);
   blockSums(lossSum, weightSum);
@@ -298,12 +297,9 @@ __global__ void denseCrossEntropyRowKernel(LossTensor logits, LossTensor labels,
 }
 
 /// One block: log_prob (when requested) and the summed or mean loss.
-__global__ void denseCrossEntropyReduceKernel(LossTensor logits,
-                                              LossTensor labels,
-                                              LossOutput loss,
-                                              LossOutput logProb,
-                                              int64_t samples, int64_t classes,
-                                              LossReduction reduction) {
+__global__ void denseCrossEntropyReduceKernel(
+    LossTensor logits, LossTensor labels, LossOutput loss, LossOutput logProb,
+    int64_t samples, int64_t classes, LossReduction reduction) {
   double lossSum = 0, count = static_cast<double>(samples);
   for (int64_t s = threadIdx.x; s < samples; s += blockDim.x)
     lossSum +=

@@ -1,5 +1,4 @@
-//===- LossKernels.h - Launchers of the CUDA losses and BiasDropout -*- C++
-//-*-===//
+//===- LossKernels.h - Launchers of the losses and BiasDropout --*- C++ -*-===//
 //
 // The launchers LossKernels.cu and BiasDropoutKernels.cu implement for
 // CudaLossDispatch.cpp: SoftmaxCrossEntropyLoss (and ONNX Runtime's

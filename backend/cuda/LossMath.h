@@ -157,9 +157,8 @@ GMOPT_HD double crossEntropySampleLoss(float picked, float shift,
 /// or the mean over the summed weights (NaN when every label is ignored).
 GMOPT_HD float reducedLoss(double lossSum, double weightSum,
                            LossReduction reduction) {
-  return static_cast<float>(reduction == LossReduction::Mean
-                                ? lossSum / weightSum
-                                : lossSum);
+  return static_cast<float>(
+      reduction == LossReduction::Mean ? lossSum / weightSum : lossSum);
 }
 
 /// The older com.microsoft SoftmaxCrossEntropy of one sample (dense labels,
@@ -177,8 +176,8 @@ GMOPT_HD double denseCrossEntropySample(const LossTensor &logits,
   }
   float expSum = 0.0f;
   for (int64_t c = 0; c < classes; ++c)
-    expSum = addUnfused(expSum, lossExp(subUnfused(logits.load(base + c),
-                                                   rowMax)));
+    expSum =
+        addUnfused(expSum, lossExp(subUnfused(logits.load(base + c), rowMax)));
   float shift = logSoftmaxShift(rowMax, expSum);
   double loss = 0.0;
   for (int64_t c = 0; c < classes; ++c) {
@@ -215,8 +214,8 @@ GMOPT_HD float gradientFactor(float weight, float dy, double scale,
 /// SoftmaxCrossEntropyLossGrad of one element: (e^log_prob - onehot) *
 /// factor, 0 for a weightless sample; plus the bias when present.
 GMOPT_HD float crossEntropyGradElement(float logProb, bool isLabel,
-                                       float weight, float factor,
-                                       bool hasBias, float bias) {
+                                       float weight, float factor, bool hasBias,
+                                       float bias) {
   float value =
       weight == 0.0f
           ? 0.0f
@@ -235,8 +234,8 @@ GMOPT_HD float denseGradientFactor(float dy, double scale) {
 /// sum(label row) - label) * factor, in fp32.
 GMOPT_HD float denseCrossEntropyGradElement(float logProb, float labelSum,
                                             float label, float factor) {
-  return mulUnfused(
-      subUnfused(mulUnfused(lossExp(logProb), labelSum), label), factor);
+  return mulUnfused(subUnfused(mulUnfused(lossExp(logProb), labelSum), label),
+                    factor);
 }
 
 } // namespace cuda

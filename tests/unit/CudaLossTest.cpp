@@ -158,7 +158,8 @@ int64_t baseOf(const LabelCase &c, int64_t s) {
 
 std::vector<NamedAttribute> lossAttrs(const LabelCase &c, LossReduction r,
                                       bool ignoreAsAttr) {
-  std::vector<NamedAttribute> attrs = {stringAttr("reduction", reductionName(r))};
+  std::vector<NamedAttribute> attrs = {
+      stringAttr("reduction", reductionName(r))};
   if (ignoreAsAttr && c.ignoreIndex)
     attrs.push_back(intAttr("ignore_index", *c.ignoreIndex));
   return attrs;
@@ -179,7 +180,8 @@ HostTensor modelNll(const LabelCase &c, const HostTensor &input,
   double lossSum = 0, weightSum = 0;
   for (size_t s = 0; s < c.labels.size(); ++s) {
     int64_t label = c.labels[s];
-    float weight = cuda::sampleWeight(cuda::classifyLabel(rule, label), label, w);
+    float weight =
+        cuda::sampleWeight(cuda::classifyLabel(rule, label), label, w);
     float picked =
         weight != 0 ? x.load(baseOf(c, s) + label * innerOf(c)) : 0.0f;
     double value = cuda::nllSampleLoss(picked, weight);
@@ -202,26 +204,25 @@ TEST(CudaLossTest, NllMathIsTheCpuKernel) {
         for (bool internal : {false, true}) {
           SCOPED_TRACE(std::string(c.name) + " " + dtypeName(dtype).str() +
                        " " + reductionName(r) + (internal ? " Internal" : ""));
-          HostTensor input = ofType(
-              dtype, c.scoreShape,
-              randomFloats(elementsOf(c.scoreShape), ++seed, -3, 0));
-          HostTensor labels = HostTensor::i64(labelShapeOf(c.scoreShape),
-                                              c.labels);
-          HostTensor weights =
-              ofType(dtype, {c.scoreShape[1]}, c.weights);
+          HostTensor input =
+              ofType(dtype, c.scoreShape,
+                     randomFloats(elementsOf(c.scoreShape), ++seed, -3, 0));
+          HostTensor labels =
+              HostTensor::i64(labelShapeOf(c.scoreShape), c.labels);
+          HostTensor weights = ofType(dtype, {c.scoreShape[1]}, c.weights);
           HostTensor ignore = HostTensor::i64({}, {c.ignoreIndex.value_or(0)});
           const HostTensor *w = c.weights.empty() ? nullptr : &weights;
-          std::vector<HostTensor *> inputs = {
-              &input, &labels, const_cast<HostTensor *>(w)};
+          std::vector<HostTensor *> inputs = {&input, &labels,
+                                              const_cast<HostTensor *>(w)};
           if (internal)
             inputs.push_back(c.ignoreIndex ? &ignore : nullptr);
           KernelRunner runner;
-          auto cpu = runner.run(
-              internal ? kMsDomain : "",
-              internal ? "NegativeLogLikelihoodLossInternal2"
-                       : "NegativeLogLikelihoodLoss",
-              inputs, {TensorType::get(dtype, lossShapeOf(c, r))},
-              lossAttrs(c, r, !internal));
+          auto cpu =
+              runner.run(internal ? kMsDomain : "",
+                         internal ? "NegativeLogLikelihoodLossInternal2"
+                                  : "NegativeLogLikelihoodLoss",
+                         inputs, {TensorType::get(dtype, lossShapeOf(c, r))},
+                         lossAttrs(c, r, !internal));
           ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
           expectClose(modelNll(c, input, w, r, dtype), (*cpu)[0], 0, "loss");
           if (std::string(c.name) == "all ignored" &&
@@ -234,11 +235,9 @@ TEST(CudaLossTest, NllMathIsTheCpuKernel) {
 /// The SoftmaxCrossEntropyLoss kernels of LossKernels.cu on the host: the
 /// row statistics per sample (the exp-sum in double, as the warp sums),
 /// the sums sequential.
-std::pair<HostTensor, HostTensor> modelCrossEntropy(const LabelCase &c,
-                                                    const HostTensor &scores,
-                                                    const HostTensor *weights,
-                                                    LossReduction r,
-                                                    DType out) {
+std::pair<HostTensor, HostTensor>
+modelCrossEntropy(const LabelCase &c, const HostTensor &scores,
+                  const HostTensor *weights, LossReduction r, DType out) {
   HostTensor loss = zeros(out, lossShapeOf(c, r));
   HostTensor logProb = zeros(out, c.scoreShape);
   LossOutput o = lossOut(loss), lp = lossOut(logProb);
@@ -257,7 +256,8 @@ std::pair<HostTensor, HostTensor> modelCrossEntropy(const LabelCase &c,
     float shift = cuda::logSoftmaxShift(rowMax, static_cast<float>(expSum));
     LabelKind kind = cuda::classifyLabel(rule, label);
     float weight = cuda::sampleWeight(kind, label, w);
-    float picked = kind == LabelKind::Counted ? x.load(base + label * inner) : 0;
+    float picked =
+        kind == LabelKind::Counted ? x.load(base + label * inner) : 0;
     double value = cuda::crossEntropySampleLoss(picked, shift, weight);
     if (r == LossReduction::None)
       o.store(s, static_cast<float>(value));
@@ -283,9 +283,9 @@ TEST(CudaLossTest, CrossEntropyMathIsTheCpuKernel) {
         for (bool internal : {false, true}) {
           SCOPED_TRACE(std::string(c.name) + " " + dtypeName(dtype).str() +
                        " " + reductionName(r) + (internal ? " Internal" : ""));
-          HostTensor scores = ofType(
-              dtype, c.scoreShape,
-              randomFloats(elementsOf(c.scoreShape), ++seed, -4, 4));
+          HostTensor scores =
+              ofType(dtype, c.scoreShape,
+                     randomFloats(elementsOf(c.scoreShape), ++seed, -4, 4));
           HostTensor labels = HostTensor::i32(
               labelShapeOf(c.scoreShape),
               std::vector<int32_t>(c.labels.begin(), c.labels.end()));
@@ -297,14 +297,13 @@ TEST(CudaLossTest, CrossEntropyMathIsTheCpuKernel) {
           if (internal)
             inputs.push_back(c.ignoreIndex ? &ignore : nullptr);
           KernelRunner runner;
-          auto cpu = runner.run(
-              internal ? kMsDomain : "",
-              internal ? "SoftmaxCrossEntropyLossInternal"
-                       : "SoftmaxCrossEntropyLoss",
-              inputs,
-              {TensorType::get(dtype, lossShapeOf(c, r)),
-               TensorType::get(dtype, c.scoreShape)},
-              lossAttrs(c, r, !internal));
+          auto cpu = runner.run(internal ? kMsDomain : "",
+                                internal ? "SoftmaxCrossEntropyLossInternal"
+                                         : "SoftmaxCrossEntropyLoss",
+                                inputs,
+                                {TensorType::get(dtype, lossShapeOf(c, r)),
+                                 TensorType::get(dtype, c.scoreShape)},
+                                lossAttrs(c, r, !internal));
           ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
           auto [loss, logProb] = modelCrossEntropy(c, scores, w, r, dtype);
           double tolerance = dtype == DType::F32   ? 2e-6
@@ -328,8 +327,7 @@ HostTensor modelCrossEntropyGrad(const LabelCase &c, const HostTensor &dY,
   cuda::LabelRule rule = ruleOf(c);
   double weightSum = 0;
   for (int64_t label : c.labels)
-    weightSum +=
-        cuda::sampleWeight(cuda::classifyLabel(rule, label), label, w);
+    weightSum += cuda::sampleWeight(cuda::classifyLabel(rule, label), label, w);
   double scale = cuda::meanGradientScale(weightSum, r);
   int64_t inner = innerOf(c), classes = c.scoreShape[1];
   for (size_t s = 0; s < c.labels.size(); ++s) {
@@ -358,19 +356,19 @@ TEST(CudaLossTest, CrossEntropyGradMathIsTheCpuKernel) {
           SCOPED_TRACE(std::string(c.name) + " " + dtypeName(dtype).str() +
                        " " + reductionName(r) + (internal ? " Internal" : ""));
           std::vector<int64_t> lossShape = lossShapeOf(c, r);
-          HostTensor dY = ofType(
-              dtype, lossShape,
-              randomFloats(elementsOf(lossShape), ++seed, 0.5f, 2));
-          HostTensor logProb = ofType(
-              dtype, c.scoreShape,
-              randomFloats(elementsOf(c.scoreShape), ++seed, -4, -0.1f));
-          HostTensor labels = HostTensor::i64(labelShapeOf(c.scoreShape),
-                                              c.labels);
+          HostTensor dY =
+              ofType(dtype, lossShape,
+                     randomFloats(elementsOf(lossShape), ++seed, 0.5f, 2));
+          HostTensor logProb =
+              ofType(dtype, c.scoreShape,
+                     randomFloats(elementsOf(c.scoreShape), ++seed, -4, -0.1f));
+          HostTensor labels =
+              HostTensor::i64(labelShapeOf(c.scoreShape), c.labels);
           HostTensor weights = ofType(dtype, {c.scoreShape[1]}, c.weights);
           HostTensor ignore = HostTensor::i64({}, {c.ignoreIndex.value_or(0)});
-          HostTensor bias = ofType(
-              dtype, c.scoreShape,
-              randomFloats(elementsOf(c.scoreShape), ++seed, -1, 1));
+          HostTensor bias =
+              ofType(dtype, c.scoreShape,
+                     randomFloats(elementsOf(c.scoreShape), ++seed, -1, 1));
           const HostTensor *w = c.weights.empty() ? nullptr : &weights;
           std::vector<HostTensor *> inputs = {&dY, &logProb, &labels,
                                               const_cast<HostTensor *>(w)};
@@ -379,12 +377,11 @@ TEST(CudaLossTest, CrossEntropyGradMathIsTheCpuKernel) {
             inputs.push_back(&bias);
           }
           KernelRunner runner;
-          auto cpu = runner.run(
-              kMsDomain,
-              internal ? "SoftmaxCrossEntropyLossInternalGrad"
-                       : "SoftmaxCrossEntropyLossGrad",
-              inputs, {TensorType::get(dtype, c.scoreShape)},
-              lossAttrs(c, r, !internal));
+          auto cpu = runner.run(kMsDomain,
+                                internal ? "SoftmaxCrossEntropyLossInternalGrad"
+                                         : "SoftmaxCrossEntropyLossGrad",
+                                inputs, {TensorType::get(dtype, c.scoreShape)},
+                                lossAttrs(c, r, !internal));
           ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
           HostTensor model = modelCrossEntropyGrad(
               c, dY, logProb, w, internal ? &bias : nullptr, r, dtype);
@@ -392,10 +389,10 @@ TEST(CudaLossTest, CrossEntropyGradMathIsTheCpuKernel) {
           // rows (16-bit ones staged as fp32) run vectors with a
           // polynomial exponential: a few fp32 ulps, or one 16-bit
           // rounding, apart.
-          double tolerance = innerOf(c) > 1         ? 0
-                             : dtype == DType::F32  ? 2e-6
-                             : dtype == DType::F16  ? 1e-3
-                                                    : 8e-3;
+          double tolerance = innerOf(c) > 1        ? 0
+                             : dtype == DType::F32 ? 2e-6
+                             : dtype == DType::F16 ? 1e-3
+                                                   : 8e-3;
           expectClose(model, (*cpu)[0], tolerance, "dX");
           if (std::string(c.name) == "all ignored" && !internal) {
             for (float v : model.floats())
@@ -418,16 +415,16 @@ TEST(CudaLossTest, DenseCrossEntropyMathIsTheCpuKernel) {
       SCOPED_TRACE(dtypeName(dtype).str() + " " + reductionName(r));
       HostTensor logits = ofType(dtype, shape, randomFloats(n, ++seed, -3, 3));
       // Label rows that do not sum to one (the gradient scales by the sum).
-      HostTensor labels = ofType(dtype, shape, randomFloats(n, ++seed, 0, 0.4f));
-      std::vector<int64_t> lossShape =
-          r == LossReduction::None ? std::vector<int64_t>{3, 2}
-                                   : std::vector<int64_t>{};
+      HostTensor labels =
+          ofType(dtype, shape, randomFloats(n, ++seed, 0, 0.4f));
+      std::vector<int64_t> lossShape = r == LossReduction::None
+                                           ? std::vector<int64_t>{3, 2}
+                                           : std::vector<int64_t>{};
       KernelRunner runner;
-      auto cpu = runner.run(kMsDomain, "SoftmaxCrossEntropy",
-                            {&logits, &labels},
-                            {TensorType::get(dtype, lossShape),
-                             TensorType::get(dtype, shape)},
-                            {stringAttr("reduction", reductionName(r))});
+      auto cpu = runner.run(
+          kMsDomain, "SoftmaxCrossEntropy", {&logits, &labels},
+          {TensorType::get(dtype, lossShape), TensorType::get(dtype, shape)},
+          {stringAttr("reduction", reductionName(r))});
       ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
       HostTensor loss = zeros(dtype, lossShape), logProb = zeros(dtype, shape);
       LossOutput o = lossOut(loss);
@@ -446,8 +443,9 @@ TEST(CudaLossTest, DenseCrossEntropyMathIsTheCpuKernel) {
       expectClose(logProb, (*cpu)[1], 0, "log_prob");
 
       // The gradient of the same reduction.
-      HostTensor dY = ofType(dtype, lossShape,
-                             randomFloats(elementsOf(lossShape), ++seed, 0.5f, 2));
+      HostTensor dY =
+          ofType(dtype, lossShape,
+                 randomFloats(elementsOf(lossShape), ++seed, 0.5f, 2));
       auto grad = runner.run(kMsDomain, "SoftmaxCrossEntropyGrad",
                              {&dY, &(*cpu)[1], &labels},
                              {TensorType::get(dtype, shape)},
@@ -486,11 +484,10 @@ TEST(CudaLossTest, BiasDropoutMaskAndOutputAreTheCpuKernels) {
       for (float ratio : {0.0f, 0.3f, 0.75f})
         for (int training : {-1, 0, 1}) // -1: no training_mode operand.
           for (uint64_t step : {0ull, 7ull, (1ull << 33) + 5}) {
-            SCOPED_TRACE(dtypeName(dtype).str() + " ratio " +
-                         std::to_string(ratio) + " training " +
-                         std::to_string(training) + " step " +
-                         std::to_string(step) +
-                         (withResidual ? " residual" : ""));
+            SCOPED_TRACE(
+                dtypeName(dtype).str() + " ratio " + std::to_string(ratio) +
+                " training " + std::to_string(training) + " step " +
+                std::to_string(step) + (withResidual ? " residual" : ""));
             HostTensor x = ofType(dtype, shape, randomFloats(n, ++seed, -3, 3));
             HostTensor bias =
                 ofType(dtype, {width}, randomFloats(width, ++seed, -1, 1));
@@ -529,11 +526,9 @@ TEST(CudaLossTest, BiasDropoutMaskAndOutputAreTheCpuKernels) {
                 bool keep = (bits >> lane) & 1u;
                 mask[i] = keep;
                 lossOut(out).store(
-                    i, cuda::biasDropoutElement(xs.load(i),
-                                                bs.load(i % width),
-                                                rs.present(),
-                                                rs.present() ? rs.load(i) : 0,
-                                                keep, m));
+                    i, cuda::biasDropoutElement(
+                           xs.load(i), bs.load(i % width), rs.present(),
+                           rs.present() ? rs.load(i) : 0, keep, m));
               }
             }
             EXPECT_EQ(mask, (*cpu)[1].values<uint8_t>());
@@ -633,10 +628,10 @@ TEST(CudaLossTest, ChecksRefuseWhatTheKernelsCannotRun) {
             "");
 
   // Refused, each naming the node.
-  EXPECT_TRUE(mentions(refusal("", "NegativeLogLikelihoodLoss",
-                               {t(DType::F64, {4, 5}), labels},
-                               {t(DType::F64, {})}),
-                       "float64 losses run on the CPU backend"));
+  EXPECT_TRUE(
+      mentions(refusal("", "NegativeLogLikelihoodLoss",
+                       {t(DType::F64, {4, 5}), labels}, {t(DType::F64, {})}),
+               "float64 losses run on the CPU backend"));
   EXPECT_TRUE(mentions(refusal("", "NegativeLogLikelihoodLoss",
                                {scores, t(DType::F32, {4})}, {scalar}),
                        "labels must be int64 or int32"));
@@ -649,44 +644,43 @@ TEST(CudaLossTest, ChecksRefuseWhatTheKernelsCannotRun) {
   EXPECT_TRUE(mentions(refusal("", "NegativeLogLikelihoodLoss",
                                {scores, labels}, {t(DType::F32, {4})}),
                        "a reduced loss has 4 elements"));
-  EXPECT_TRUE(mentions(refusal(kMsDomain, "NegativeLogLikelihoodLossInternal",
-                               {scores, labels, none, t(DType::I64, {})},
-                               {scalar}),
-                       "ignore_index must be a constant"));
+  EXPECT_TRUE(
+      mentions(refusal(kMsDomain, "NegativeLogLikelihoodLossInternal",
+                       {scores, labels, none, t(DType::I64, {})}, {scalar}),
+               "ignore_index must be a constant"));
   EXPECT_TRUE(mentions(refusal(kMsDomain, "SoftmaxCrossEntropyLossGrad",
                                {t(DType::F32, {3}), scores, labels}, {scores},
                                {stringAttr("reduction", "none")}),
                        "dY must have the shape of the labels"));
-  EXPECT_TRUE(mentions(refusal(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad",
-                               {scalar, scores, labels, none, none,
-                                t(DType::F32, {4, 4})},
-                               {scores}),
-                       "bias must have the shape of log_prob"));
-  EXPECT_TRUE(mentions(refusal(kMsDomain, "SoftmaxCrossEntropy",
-                               {scores, t(DType::F32, {4, 4})},
-                               {scalar, scores}),
-                       "label must have the shape of the logits"));
+  EXPECT_TRUE(mentions(
+      refusal(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad",
+              {scalar, scores, labels, none, none, t(DType::F32, {4, 4})},
+              {scores}),
+      "bias must have the shape of log_prob"));
+  EXPECT_TRUE(
+      mentions(refusal(kMsDomain, "SoftmaxCrossEntropy",
+                       {scores, t(DType::F32, {4, 4})}, {scalar, scores}),
+               "label must have the shape of the logits"));
   EXPECT_TRUE(mentions(refusal(kMsDomain, "SoftmaxCrossEntropyGrad",
                                {t(DType::F32, {2}), scores, scores}, {scores},
                                {stringAttr("reduction", "none")}),
                        "dY has 2 elements, not 4"));
-  EXPECT_TRUE(mentions(refusal(kMsDomain, "BiasDropout",
-                               {scores, t(DType::F16, {5})},
-                               {scores, t(DType::Bool, {4, 5})}),
-                       "mix element types"));
-  EXPECT_TRUE(mentions(refusal(kMsDomain, "BiasDropout",
-                               {scores, t(DType::F32, {4})},
-                               {scores, t(DType::Bool, {4, 5})}),
-                       "bias must have one element per last-dimension"));
-  EXPECT_TRUE(mentions(refusal(kMsDomain, "BiasDropout",
-                               {scores, t(DType::F32, {5}), none,
-                                t(DType::F16, {})},
-                               {scores}),
-                       "ratio must be float32"));
-  EXPECT_TRUE(mentions(refusal(kMsDomain, "BiasDropout",
-                               {scores, t(DType::F32, {5})},
-                               {scores, t(DType::U32, {1})}),
-                       "the mask must be bool"));
+  EXPECT_TRUE(
+      mentions(refusal(kMsDomain, "BiasDropout", {scores, t(DType::F16, {5})},
+                       {scores, t(DType::Bool, {4, 5})}),
+               "mix element types"));
+  EXPECT_TRUE(
+      mentions(refusal(kMsDomain, "BiasDropout", {scores, t(DType::F32, {4})},
+                       {scores, t(DType::Bool, {4, 5})}),
+               "bias must have one element per last-dimension"));
+  EXPECT_TRUE(mentions(
+      refusal(kMsDomain, "BiasDropout",
+              {scores, t(DType::F32, {5}), none, t(DType::F16, {})}, {scores}),
+      "ratio must be float32"));
+  EXPECT_TRUE(
+      mentions(refusal(kMsDomain, "BiasDropout", {scores, t(DType::F32, {5})},
+                       {scores, t(DType::U32, {1})}),
+               "the mask must be bool"));
 }
 
 //===----------------------------------------------------------------------===//
@@ -741,20 +735,23 @@ TEST(CudaLossTest, KernelsEqualTheCpuBackendOnTheDevice) {
           a.push_back(intAttr("ignore_index", -100));
         return a;
       };
-      cases.push_back({"", "SoftmaxCrossEntropyLoss",
-                       {scores, labels, weights},
-                       {},
-                       {TensorType::get(dtype, lossShape),
-                        TensorType::get(dtype, big)},
-                       attrs(true),
-                       tolerance});
-      cases.push_back({"", "NegativeLogLikelihoodLoss",
+      cases.push_back(
+          {"",
+           "SoftmaxCrossEntropyLoss",
+           {scores, labels, weights},
+           {},
+           {TensorType::get(dtype, lossShape), TensorType::get(dtype, big)},
+           attrs(true),
+           tolerance});
+      cases.push_back({"",
+                       "NegativeLogLikelihoodLoss",
                        {scores, labels, weights},
                        {},
                        {TensorType::get(dtype, lossShape)},
                        attrs(true),
                        none ? 0 : tolerance});
-      cases.push_back({kMsDomain, "NegativeLogLikelihoodLossInternal",
+      cases.push_back({kMsDomain,
+                       "NegativeLogLikelihoodLossInternal",
                        {floats(dtype, spatial, randomFloats(216, 7, -3, 0)),
                         ints({4, 6}, spatialLabels), absent, ints({}, {2})},
                        {false, false, false, true},
@@ -762,11 +759,12 @@ TEST(CudaLossTest, KernelsEqualTheCpuBackendOnTheDevice) {
                                                     : std::vector<int64_t>{})},
                        attrs(false),
                        none ? 0 : tolerance});
-      TensorData dY = floats(dtype, lossShape,
-                             randomFloats(none ? 64 : 1, 8, 0.5f, 2));
+      TensorData dY =
+          floats(dtype, lossShape, randomFloats(none ? 64 : 1, 8, 0.5f, 2));
       TensorData logProb =
           floats(dtype, big, randomFloats(64 * 37, 9, -5, -0.1f));
-      cases.push_back({kMsDomain, "SoftmaxCrossEntropyLossInternalGrad",
+      cases.push_back({kMsDomain,
+                       "SoftmaxCrossEntropyLossInternalGrad",
                        {dY, logProb, labels, weights, ints({}, {-100}),
                         floats(dtype, big, randomFloats(64 * 37, 10, -1, 1))},
                        {false, false, false, false, true, false},
@@ -774,14 +772,16 @@ TEST(CudaLossTest, KernelsEqualTheCpuBackendOnTheDevice) {
                        attrs(false),
                        tolerance});
       TensorData dense = floats(dtype, big, randomFloats(64 * 37, 11, 0, 0.1f));
-      cases.push_back({kMsDomain, "SoftmaxCrossEntropy",
-                       {scores, dense},
-                       {},
-                       {TensorType::get(dtype, lossShape),
-                        TensorType::get(dtype, big)},
-                       attrs(false),
-                       tolerance});
-      cases.push_back({kMsDomain, "SoftmaxCrossEntropyGrad",
+      cases.push_back(
+          {kMsDomain,
+           "SoftmaxCrossEntropy",
+           {scores, dense},
+           {},
+           {TensorType::get(dtype, lossShape), TensorType::get(dtype, big)},
+           attrs(false),
+           tolerance});
+      cases.push_back({kMsDomain,
+                       "SoftmaxCrossEntropyGrad",
                        {dY, logProb, dense},
                        {},
                        {TensorType::get(dtype, big)},
@@ -789,17 +789,19 @@ TEST(CudaLossTest, KernelsEqualTheCpuBackendOnTheDevice) {
                        tolerance});
     }
   // Every label ignored: a NaN mean on both backends.
-  cases.push_back({"", "NegativeLogLikelihoodLoss",
-                   {floats(DType::F32, {3, 4}, randomFloats(12, 12)),
-                    ints({3}, {1, 1, 1})},
-                   {},
-                   {TensorType::get(DType::F32, {})},
-                   {intAttr("ignore_index", 1)},
-                   0});
+  cases.push_back(
+      {"",
+       "NegativeLogLikelihoodLoss",
+       {floats(DType::F32, {3, 4}, randomFloats(12, 12)), ints({3}, {1, 1, 1})},
+       {},
+       {TensorType::get(DType::F32, {})},
+       {intAttr("ignore_index", 1)},
+       0});
   for (DType dtype : {DType::F32, DType::F16, DType::BF16})
     for (bool training : {false, true})
       cases.push_back(
-          {kMsDomain, "BiasDropout",
+          {kMsDomain,
+           "BiasDropout",
            {floats(dtype, {33, 65}, randomFloats(33 * 65, 13, -2, 2)),
             floats(dtype, {65}, randomFloats(65, 14, -1, 1)),
             floats(dtype, {33, 65}, randomFloats(33 * 65, 15, -1, 1)),
@@ -816,7 +818,8 @@ TEST(CudaLossTest, KernelsEqualTheCpuBackendOnTheDevice) {
     std::vector<TensorType> types;
     std::vector<std::optional<TensorData>> constants;
     for (size_t i = 0; i < c.inputs.size(); ++i) {
-      types.push_back(c.inputs[i].isNull() ? TensorType() : c.inputs[i].getType());
+      types.push_back(c.inputs[i].isNull() ? TensorType()
+                                           : c.inputs[i].getType());
       bool isConstant = i < c.constant.size() && c.constant[i];
       constants.push_back(isConstant ? std::optional<TensorData>(c.inputs[i])
                                      : std::nullopt);
