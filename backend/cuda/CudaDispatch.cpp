@@ -275,106 +275,6 @@ llvm::Error runReduce(CudaCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
-// Losses
-//===----------------------------------------------------------------------===//
-
-/// The loss geometry and options of a (Grad) SoftmaxCrossEntropyLoss node
-/// with log-prob / scores operand \p scoresIndex and labels
-/// \p labelsIndex; \p ignoreInput is the Internal variants' ignore_index
-/// operand (a constant).
-llvm::Expected<SoftmaxCrossEntropyParams>
-crossEntropyParams(const Node &node, unsigned scoresIndex, unsigned labelsIndex,
-                   std::optional<unsigned> ignoreInput) {
-  SoftmaxCrossEntropyParams p;
-  Shape scores = shapeOf(node.getOperand(scoresIndex));
-  Shape labels = shapeOf(node.getOperand(labelsIndex));
-  if (scores.size() < 2 || labels.size() + 1 != scores.size())
-    return nodeError(node, "scores and labels do not match");
-  p.batch = scores[0];
-  p.classes = scores[1];
-  p.inner = product(llvm::ArrayRef<int64_t>(scores).drop_front(2));
-  llvm::StringRef reduction = node.getStringAttr("reduction", "mean");
-  p.reduction = reduction == "none" ? 0 : reduction == "sum" ? 1 : 2;
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return nodeError(node, "unknown reduction '" + reduction + "'");
-  DType labelType = node.getOperand(labelsIndex)->getType().getDType();
-  if (labelType != DType::I64 && labelType != DType::I32)
-    return nodeError(node, "labels must be int64 or int32");
-  p.labels32 = labelType == DType::I32;
-  if (ignoreInput && *ignoreInput < node.getNumOperands() &&
-      node.getOperand(*ignoreInput)) {
-    auto value = constantInts(node, *ignoreInput, "ignore_index");
-    if (!value)
-      return value.takeError();
-    if (value->size() != 1)
-      return nodeError(node, "ignore_index must be a scalar");
-    p.hasIgnoreIndex = true;
-    p.ignoreIndex = value->front();
-  } else if (node.hasAttr("ignore_index")) {
-    p.hasIgnoreIndex = true;
-    p.ignoreIndex = node.getIntAttr("ignore_index", 0);
-  }
-  for (const Value *value : node.getOperands())
-    if (value && value != node.getOperand(labelsIndex) &&
-        (!ignoreInput || value != node.getOperand(*ignoreInput)) &&
-        value->getType().getDType() != DType::F32)
-      return nodeError(node, "scores, weights and gradients must be float32");
-  for (const Value *value : node.getResults())
-    if (value && value->getType().getDType() != DType::F32)
-      return nodeError(node, "outputs must be float32");
-  return p;
-}
-
-bool isInternalLoss(const Node &node) {
-  return node.getOpType().contains("Internal");
-}
-
-llvm::Error checkCrossEntropy(const Node &node) {
-  return crossEntropyParams(node, 0, 1,
-                            isInternalLoss(node) ? std::optional<unsigned>(3)
-                                                 : std::nullopt)
-      .takeError();
-}
-
-llvm::Error runCrossEntropy(CudaCall &call) {
-  auto p = crossEntropyParams(
-      call.node, 0, 1,
-      isInternalLoss(call.node) ? std::optional<unsigned>(3) : std::nullopt);
-  if (!p)
-    return p.takeError();
-  if (llvm::Error err = call.markFaultable())
-    return err;
-  return call.check(
-      launchSoftmaxCrossEntropy(call.inAs<float>(0), call.inPtr(1),
-                                call.inAs<float>(2), call.outAs<float>(0),
-                                call.outAs<float>(1), *p, call.ctx.stream),
-      "SoftmaxCrossEntropyLoss kernel");
-}
-
-llvm::Error checkCrossEntropyGrad(const Node &node) {
-  return crossEntropyParams(node, 1, 2,
-                            isInternalLoss(node) ? std::optional<unsigned>(4)
-                                                 : std::nullopt)
-      .takeError();
-}
-
-llvm::Error runCrossEntropyGrad(CudaCall &call) {
-  bool internal = isInternalLoss(call.node);
-  auto p = crossEntropyParams(
-      call.node, 1, 2, internal ? std::optional<unsigned>(4) : std::nullopt);
-  if (!p)
-    return p.takeError();
-  if (llvm::Error err = call.markFaultable())
-    return err;
-  return call.check(
-      launchSoftmaxCrossEntropyGrad(call.inAs<float>(0), call.inAs<float>(1),
-                                    call.inPtr(2), call.inAs<float>(3),
-                                    internal ? call.inAs<float>(5) : nullptr,
-                                    call.outAs<float>(0), *p, call.ctx.stream),
-      "SoftmaxCrossEntropyLossGrad kernel");
-}
-
-//===----------------------------------------------------------------------===//
 // Gather
 //===----------------------------------------------------------------------===//
 
@@ -474,9 +374,11 @@ llvm::Error setDropoutMode(CudaCall &call, unsigned ratioIndex,
   return llvm::Error::success();
 }
 
-/// Dropout's parameters: the random stream and the mode.
-llvm::Expected<DropoutParams> dropoutParams(CudaCall &call, unsigned ratioIndex,
-                                            unsigned trainingIndex) {
+} // namespace
+
+llvm::Expected<DropoutParams> dispatch::dropoutParams(CudaCall &call,
+                                                      unsigned ratioIndex,
+                                                      unsigned trainingIndex) {
   DropoutParams p;
   std::optional<uint64_t> streamId = call.node.getStreamId();
   if (!streamId)
@@ -488,6 +390,8 @@ llvm::Expected<DropoutParams> dropoutParams(CudaCall &call, unsigned ratioIndex,
     return err;
   return p;
 }
+
+namespace {
 
 bool isBitmaskDropout(const Node &node) {
   return node.getOpType().starts_with("Bitmask");
@@ -691,6 +595,8 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addIndexKernels(t);
     addTrainingKernels(t);
     addScalingKernels(t);
+    addLossKernels(t);
+    addBiasDropoutKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
@@ -708,13 +614,6 @@ const llvm::StringMap<KernelEntry> &getTable() {
                            "ReduceSumSquare"})
       add("", op, checkReduce, runReduce);
     add(kMsDomain, "ReduceSumTraining", checkReduce, runReduce);
-    add("", "SoftmaxCrossEntropyLoss", checkCrossEntropy, runCrossEntropy);
-    add(kMsDomain, "SoftmaxCrossEntropyLossInternal", checkCrossEntropy,
-        runCrossEntropy);
-    add(kMsDomain, "SoftmaxCrossEntropyLossGrad", checkCrossEntropyGrad,
-        runCrossEntropyGrad);
-    add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad", checkCrossEntropyGrad,
-        runCrossEntropyGrad);
     add("", "Gather", checkGather, runGather);
     add(kMsDomain, "GatherGrad", checkGatherGrad, runGatherGrad);
     add("", "Dropout", checkDropout, runDropout);

@@ -245,6 +245,18 @@ void addTrainingKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds IsFinite, IsAllFinite and MixedPrecisionScale
 /// (CudaScalingDispatch.cpp) to the table.
 void addScalingKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds the losses (SoftmaxCrossEntropyLoss and its gradient,
+/// NegativeLogLikelihoodLoss, the dense SoftmaxCrossEntropy and its
+/// gradient; CudaLossDispatch.cpp) to the table.
+void addLossKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds BiasDropout (CudaBiasDropoutDispatch.cpp) to the table.
+void addBiasDropoutKernels(llvm::StringMap<KernelEntry> &table);
+
+/// The random stream and mode of a dropout-like node whose ratio and
+/// training-mode operands are \p ratioIndex and \p trainingIndex
+/// (CudaDispatch.cpp).
+llvm::Expected<DropoutParams> dropoutParams(CudaCall &call, unsigned ratioIndex,
+                                            unsigned trainingIndex);
 
 } // namespace dispatch
 } // namespace cuda

@@ -223,30 +223,7 @@ enum class ReduceKind : int32_t { Sum, Mean, Max, Min, SumSquare };
 cudaError_t launchReduce(ReduceKind kind, Storage storage, const void *x,
                          void *out, RowShape shape, cudaStream_t stream);
 
-/// Cross entropy of scores [N, C, D...] (fp32) against int labels
-/// [N, D...].
-struct SoftmaxCrossEntropyParams {
-  int64_t batch = 0, classes = 0, inner = 1;
-  /// 0 none, 1 sum, 2 mean.
-  int32_t reduction = 2;
-  bool hasIgnoreIndex = false;
-  int64_t ignoreIndex = 0;
-  /// Labels are int32 instead of int64.
-  bool labels32 = false;
-};
-/// SoftmaxCrossEntropyLoss -> loss (fp32, [] or [N, D...]) and log_prob
-/// (may be null; may alias scores).
-cudaError_t launchSoftmaxCrossEntropy(const float *scores, const void *labels,
-                                      const float *weights, float *loss,
-                                      float *logProb,
-                                      const SoftmaxCrossEntropyParams &params,
-                                      cudaStream_t stream);
-/// SoftmaxCrossEntropyLossGrad: dx = (exp(log_prob) - onehot) * weight * dy
-/// (/ weightSum for mean), + bias when not null.
-cudaError_t launchSoftmaxCrossEntropyGrad(
-    const float *dy, const float *logProb, const void *labels,
-    const float *weights, const float *bias, float *dx,
-    const SoftmaxCrossEntropyParams &params, cudaStream_t stream);
+// The losses are launched through LossKernels.h.
 
 /// Gather along \p axis seen as [outer, axisExtent, inner] with \p indices
 /// (int64 or int32, negative counted from the end): out is [outer,

@@ -1,15 +1,15 @@
-//===- RowKernels.cu - Softmax, norms, losses on CUDA ---------------------===//
+//===- RowKernels.cu - Softmax, norms, reductions on CUDA -----------------===//
 //
 // The CUDA kernels that reduce along one axis: Softmax/LogSoftmax and their
 // gradients, LayerNormalization (and the RMS variant) and its gradient, the
-// Reduce* family, SoftmaxCrossEntropyLoss and its gradient, and
-// Gather/GatherGrad. A tensor is seen as [outer, n, inner]; one warp owns
-// one of the outer * inner rows and reduces with shuffles, statistics in
-// double like the CPU kernels. Column sums (the layer-norm parameter
-// gradients, the loss reduction) are done by one thread per column or one
-// block in a fixed order, so those results are reproducible; GatherGrad
-// uses fp32 atomics and is not. Labels and indices that are out of range
-// raise a device fault (CudaKernels.h) and contribute nothing.
+// Reduce* family, and Gather/GatherGrad (the losses are in LossKernels.cu).
+// A tensor is seen as [outer, n, inner]; one warp owns one of the outer *
+// inner rows and reduces with shuffles, statistics in double like the CPU
+// kernels. Column sums (the layer-norm parameter gradients) are done by one
+// thread per column in a fixed order, so those results are reproducible;
+// GatherGrad uses fp32 atomics and is not. Indices that are out of range
+// raise a device fault (CudaKernels.h; this file holds the fault word) and
+// contribute nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -258,172 +258,6 @@ __global__ void reduceKernel(ReduceKind kind, const T *x, T *out,
 }
 
 //===----------------------------------------------------------------------===//
-// Cross entropy
-//===----------------------------------------------------------------------===//
-
-__device__ __forceinline__ int64_t labelAt(const void *labels, bool labels32,
-                                           int64_t s) {
-  return labels32 ? static_cast<const int32_t *>(labels)[s]
-                  : static_cast<const int64_t *>(labels)[s];
-}
-
-/// A sample's weight; 0 when ignored; -1 when the label is out of range.
-__device__ __forceinline__ float
-sampleWeight(const SoftmaxCrossEntropyParams &p, int64_t label,
-             const float *weights) {
-  if (p.hasIgnoreIndex && label == p.ignoreIndex)
-    return 0.0f;
-  if (label < 0 || label >= p.classes)
-    return -1.0f;
-  return weights ? weights[label] : 1.0f;
-}
-
-/// Per sample: log_prob (when requested) and, for reduction none, the loss.
-__global__ void crossEntropyRowKernel(const float *scores, const void *labels,
-                                      const float *weights, float *loss,
-                                      float *logProb,
-                                      SoftmaxCrossEntropyParams p) {
-  int lane = threadIdx.x % kWarp;
-  int64_t samples = p.batch * p.inner;
-  RowShape shape{p.batch, p.classes, p.inner};
-  FOR_EACH_WARP_ROW(samples) {
-    int64_t base = rowBase(shape, row), step = p.inner;
-    float rowMax = -FLT_MAX;
-    for (int64_t c = lane; c < p.classes; c += kWarp)
-      rowMax = fmaxf(rowMax, scores[base + c * step]);
-    rowMax = warpMax(rowMax);
-    double sum = 0;
-    for (int64_t c = lane; c < p.classes; c += kWarp)
-      sum += ::expf(scores[base + c * step] - rowMax);
-    float shift = rowMax + ::logf(static_cast<float>(warpSum(sum)));
-    int64_t label = labelAt(labels, p.labels32, row);
-    float weight = sampleWeight(p, label, weights);
-    if (weight < 0 && lane == 0)
-      raiseFault(KernelFault::LabelOutOfRange);
-    float picked = weight > 0 ? scores[base + label * step] : 0.0f;
-    __syncwarp();
-    if (p.reduction == 0 && lane == 0)
-      loss[row] = weight > 0   ? -(picked - shift) * weight
-                  : weight < 0 ? NAN
-                               : 0.0f;
-    if (logProb)
-      for (int64_t c = lane; c < p.classes; c += kWarp)
-        logProb[base + c * step] = scores[base + c * step] - shift;
-  }
-}
-
-/// One block: the reduced loss in sample order, from log_prob when there
-/// is one (already written) or from the scores.
-__global__ void crossEntropyReduceKernel(const float *scores,
-                                         const float *logProb,
-                                         const void *labels,
-                                         const float *weights, float *loss,
-                                         SoftmaxCrossEntropyParams p) {
-  __shared__ double partialLoss[kRowThreads], partialWeight[kRowThreads];
-  int64_t samples = p.batch * p.inner;
-  RowShape shape{p.batch, p.classes, p.inner};
-  double lossSum = 0, weightSum = 0;
-  bool bad = false;
-  for (int64_t s = threadIdx.x; s < samples; s += blockDim.x) {
-    int64_t label = labelAt(labels, p.labels32, s);
-    float weight = sampleWeight(p, label, weights);
-    if (weight < 0) {
-      bad = true;
-      continue;
-    }
-    weightSum += weight;
-    if (weight == 0)
-      continue;
-    int64_t base = rowBase(shape, s);
-    float lp;
-    if (logProb) {
-      lp = logProb[base + label * p.inner];
-    } else {
-      float rowMax = -FLT_MAX;
-      for (int64_t c = 0; c < p.classes; ++c)
-        rowMax = fmaxf(rowMax, scores[base + c * p.inner]);
-      double sum = 0;
-      for (int64_t c = 0; c < p.classes; ++c)
-        sum += ::expf(scores[base + c * p.inner] - rowMax);
-      lp = scores[base + label * p.inner] - rowMax -
-           ::logf(static_cast<float>(sum));
-    }
-    lossSum += -static_cast<double>(lp) * weight;
-  }
-  partialLoss[threadIdx.x] = lossSum;
-  partialWeight[threadIdx.x] = weightSum;
-  bad = __syncthreads_or(bad);
-  // A fixed-shape tree: the result does not depend on timing.
-  for (int width = kRowThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) {
-      partialLoss[threadIdx.x] += partialLoss[threadIdx.x + width];
-      partialWeight[threadIdx.x] += partialWeight[threadIdx.x + width];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    double total = partialLoss[0];
-    if (p.reduction == 2)
-      total /= partialWeight[0];
-    loss[0] = bad ? NAN : static_cast<float>(total);
-  }
-}
-
-__global__ void crossEntropyGradKernel(const float *dy, const float *logProb,
-                                       const void *labels, const float *weights,
-                                       const float *bias, float *dx,
-                                       SoftmaxCrossEntropyParams p) {
-  __shared__ double partialWeight[kRowThreads];
-  __shared__ float scale;
-  int64_t samples = p.batch * p.inner;
-  RowShape shape{p.batch, p.classes, p.inner};
-  // Every block derives the mean's scale itself (cheap: one pass over the
-  // labels), so the launch needs no scratch.
-  if (p.reduction == 2) {
-    double weightSum = 0;
-    for (int64_t s = threadIdx.x; s < samples; s += blockDim.x) {
-      float w = sampleWeight(p, labelAt(labels, p.labels32, s), weights);
-      weightSum += w > 0 ? w : 0.0f;
-    }
-    partialWeight[threadIdx.x] = weightSum;
-    __syncthreads();
-    for (int width = kRowThreads / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width)
-        partialWeight[threadIdx.x] += partialWeight[threadIdx.x + width];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0)
-      scale = partialWeight[0] != 0 ? static_cast<float>(1.0 / partialWeight[0])
-                                    : 1.0f;
-  } else if (threadIdx.x == 0) {
-    scale = 1.0f;
-  }
-  __syncthreads();
-  int lane = threadIdx.x % kWarp;
-  FOR_EACH_WARP_ROW(samples) {
-    int64_t base = rowBase(shape, row), step = p.inner;
-    int64_t label = labelAt(labels, p.labels32, row);
-    float weight = sampleWeight(p, label, weights);
-    if (weight < 0) {
-      if (lane == 0)
-        raiseFault(KernelFault::LabelOutOfRange);
-      weight = 0;
-    }
-    float factor = static_cast<float>(
-        static_cast<double>(weight) *
-        (p.reduction == 0 ? dy[row] : static_cast<double>(dy[0]) * scale));
-    for (int64_t c = lane; c < p.classes; c += kWarp) {
-      int64_t k = base + c * step;
-      float value =
-          weight == 0
-              ? 0.0f
-              : (::expf(logProb[k]) - (c == label ? 1.0f : 0.0f)) * factor;
-      dx[k] = bias ? value + bias[k] : value;
-    }
-  }
-}
-
-//===----------------------------------------------------------------------===//
 // Gather
 //===----------------------------------------------------------------------===//
 
@@ -624,30 +458,6 @@ cudaError_t gmopt::cuda::launchReduce(ReduceKind kind, Storage storage,
       storage, T,
       reduceKernel<<<grid, kRowThreads, 0, stream>>>(
           kind, static_cast<const T *>(x), static_cast<T *>(out), shape));
-  return cudaGetLastError();
-}
-
-cudaError_t gmopt::cuda::launchSoftmaxCrossEntropy(
-    const float *scores, const void *labels, const float *weights, float *loss,
-    float *logProb, const SoftmaxCrossEntropyParams &params,
-    cudaStream_t stream) {
-  int64_t samples = params.batch * params.inner;
-  if (logProb || params.reduction == 0)
-    crossEntropyRowKernel<<<rowGrid(samples), kRowThreads, 0, stream>>>(
-        scores, labels, weights, loss, logProb, params);
-  if (params.reduction != 0)
-    crossEntropyReduceKernel<<<1, kRowThreads, 0, stream>>>(
-        scores, logProb, labels, weights, loss, params);
-  return cudaGetLastError();
-}
-
-cudaError_t gmopt::cuda::launchSoftmaxCrossEntropyGrad(
-    const float *dy, const float *logProb, const void *labels,
-    const float *weights, const float *bias, float *dx,
-    const SoftmaxCrossEntropyParams &params, cudaStream_t stream) {
-  int64_t samples = params.batch * params.inner;
-  crossEntropyGradKernel<<<rowGrid(samples), kRowThreads, 0, stream>>>(
-      dy, logProb, labels, weights, bias, dx, params);
   return cudaGetLastError();
 }
 

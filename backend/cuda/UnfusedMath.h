@@ -1,0 +1,59 @@
+//===- UnfusedMath.h - Arithmetic nvcc may not contract ---------*- C++ -*-===//
+//
+// nvcc contracts a * b + c into one fused multiply-add by default, which
+// rounds once where the CPU backend (built without FMA instructions) rounds
+// twice. Kernels whose results must equal the CPU kernels' bit for bit
+// (BiasDropout, the loss gradients) spell their products and sums with
+// these `__host__ __device__` helpers: the `_rn` intrinsics on the device,
+// which nvcc never fuses, and the plain operators on the host.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_UNFUSEDMATH_H
+#define GMOPT_BACKEND_CUDA_UNFUSEDMATH_H
+
+#include "backend/cuda/ElementwiseMath.h"
+
+namespace gmopt {
+namespace cuda {
+
+/// a * b in fp32, rounded on its own.
+GMOPT_HD float mulUnfused(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+/// a + b in fp32, rounded on its own.
+GMOPT_HD float addUnfused(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+/// a - b in fp32, rounded on its own.
+GMOPT_HD float subUnfused(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+/// a * b in fp64, rounded on its own.
+GMOPT_HD double mulUnfused(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_UNFUSEDMATH_H
