@@ -245,6 +245,10 @@ void addTrainingKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds IsFinite, IsAllFinite and MixedPrecisionScale
 /// (CudaScalingDispatch.cpp) to the table.
 void addScalingKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds the Reduce* family, ArgMax / ArgMin, InstanceNormalization,
+/// InvertibleLayerNormalizationGrad and DivGrad (CudaReduceDispatch.cpp) to
+/// the table.
+void addReduceKernels(llvm::StringMap<KernelEntry> &table);
 
 } // namespace dispatch
 } // namespace cuda
