@@ -143,9 +143,10 @@ llvm::Error checkArgReduce(const Node &node) {
   std::optional<Storage> storage =
       storageOf(node.getOperand(0)->getType().getDType());
   if (!storage || !isFloatStorage(*storage))
-    return nodeError(node, "element type " +
-                               dtypeName(node.getOperand(0)->getType().getDType()) +
-                               " is not supported (f32, f16, bf16)");
+    return nodeError(node,
+                     "element type " +
+                         dtypeName(node.getOperand(0)->getType().getDType()) +
+                         " is not supported (f32, f16, bf16)");
   if (node.getResult(0)->getType().getDType() != DType::I64)
     return nodeError(node, "the output must be int64");
   auto ix = argReducePlan(node);
@@ -337,11 +338,11 @@ llvm::Error runDivGrad(CudaCall &call) {
     auto ix = divGradPlan(call.node, result);
     if (!ix)
       return ix.takeError();
-    if (llvm::Error err = call.check(
-            launchDivGrad(storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
-                          call.outPtr(result), *ix, result == 1,
-                          call.ctx.stream),
-            "DivGrad kernel"))
+    if (llvm::Error err =
+            call.check(launchDivGrad(storage, call.inPtr(0), call.inPtr(1),
+                                     call.inPtr(2), call.outPtr(result), *ix,
+                                     result == 1, call.ctx.stream),
+                       "DivGrad kernel"))
       return err;
   }
   return llvm::Error::success();
@@ -354,10 +355,9 @@ void cuda::dispatch::addReduceKernels(llvm::StringMap<KernelEntry> &table) {
                  RunFn run) {
     table[(domain + "::" + op).str()] = {check, run};
   };
-  for (const char *op :
-       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare",
-        "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-        "ReduceLogSumExp"})
+  for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                         "ReduceSumSquare", "ReduceProd", "ReduceL1",
+                         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
     add("", op, checkReduce, runReduce);
   add(kMsDomain, "ReduceSumTraining", checkReduce, runReduce);
   add("", "ArgMax", checkArgReduce, runArgReduce);

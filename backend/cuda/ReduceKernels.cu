@@ -46,8 +46,8 @@ __device__ __forceinline__ double shuffleXor(double v, int offset) {
 __device__ __forceinline__ ArgBest shuffleXor(ArgBest v, int offset) {
   ArgBest other;
   other.value = __shfl_xor_sync(0xffffffffu, v.value, offset);
-  other.index = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v.index),
-                                offset);
+  other.index =
+      __shfl_xor_sync(0xffffffffu, static_cast<long long>(v.index), offset);
   return other;
 }
 
@@ -75,8 +75,8 @@ __device__ V groupCombine(V v, Combine combine, V *shared) {
 /// Loops \p out over the outputs of this thread's group (uniform across a
 /// group, so a block-sized group may synchronize inside).
 #define FOR_EACH_GROUP_OUTPUT(out, outputs)                                    \
-  for (int64_t out = blockIdx.x * int64_t(kThreads / Group) +                  \
-                     threadIdx.x / Group;                                      \
+  for (int64_t out =                                                           \
+           blockIdx.x * int64_t(kThreads / Group) + threadIdx.x / Group;       \
        out < (outputs); out += int64_t(gridDim.x) * (kThreads / Group))
 
 __device__ __forceinline__ double addDoubles(double a, double b) {
@@ -104,8 +104,8 @@ __global__ void reduceKernel(ReduceKind kind, const T *x, T *out,
     if (kind == ReduceKind::LogSumExp) {
       double rowMax = reduceInit(ReduceKind::Max);
       for (int64_t r = lane; r < ix.count; r += Group)
-        rowMax = combineMax(rowMax,
-                            loadAsFloat(x, base + reducedOffset(ix, 0, r)));
+        rowMax =
+            combineMax(rowMax, loadAsFloat(x, base + reducedOffset(ix, 0, r)));
       shift = groupCombine<Group>(rowMax, combineMax, shared);
     }
     double acc = reduceInit(kind);
@@ -212,16 +212,15 @@ __global__ void invertibleNormGradKernel(const T *dy, const T *y,
 template <typename T>
 __global__ void invertibleNormParamGradKernel(const T *dy, const T *y,
                                               const T *scale, const T *bias,
-                                              T *dscale, T *dbias,
-                                              int64_t rows, int64_t cols) {
+                                              T *dscale, T *dbias, int64_t rows,
+                                              int64_t cols) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < cols;
        j += int64_t(gridDim.x) * blockDim.x) {
     float s = loadAsFloat(scale, j), offset = loadAsFloat(bias, j);
     double sumScale = 0, sumBias = 0;
     for (int64_t first = 0; first < rows; first += kNormGradRowBlock) {
-      int64_t last = first + kNormGradRowBlock < rows
-                         ? first + kNormGradRowBlock
-                         : rows;
+      int64_t last =
+          first + kNormGradRowBlock < rows ? first + kNormGradRowBlock : rows;
       float partialScale = 0, partialBias = 0;
       for (int64_t r = first; r < last; ++r) {
         float g = loadAsFloat(dy, r * cols + j);
@@ -350,20 +349,19 @@ cudaError_t gmopt::cuda::launchArgReduce(Storage storage, const void *x,
 }
 
 cudaError_t gmopt::cuda::launchInstanceNorm(Storage storage, const void *x,
-                                            const void *scale,
-                                            const void *bias, void *y,
-                                            int64_t planes, int64_t channels,
-                                            int64_t size, double epsilon,
+                                            const void *scale, const void *bias,
+                                            void *y, int64_t planes,
+                                            int64_t channels, int64_t size,
+                                            double epsilon,
                                             cudaStream_t stream) {
   if (planes == 0)
     return cudaSuccess;
-  DISPATCH_FLOAT(storage, T,
-                 LAUNCH_GROUPED(planes, size, stream, instanceNormKernel, T,
-                                static_cast<const T *>(x),
-                                static_cast<const T *>(scale),
-                                static_cast<const T *>(bias),
-                                static_cast<T *>(y), planes, channels, size,
-                                epsilon));
+  DISPATCH_FLOAT(
+      storage, T,
+      LAUNCH_GROUPED(planes, size, stream, instanceNormKernel, T,
+                     static_cast<const T *>(x), static_cast<const T *>(scale),
+                     static_cast<const T *>(bias), static_cast<T *>(y), planes,
+                     channels, size, epsilon));
   return cudaGetLastError();
 }
 
@@ -378,11 +376,10 @@ cudaError_t gmopt::cuda::launchInvertibleLayerNormGrad(
     // The column sums first, should dx share dy's bytes.
     if ((dscale || dbias) && cols) {
       int64_t blocks = (cols + kThreads - 1) / kThreads;
-      invertibleNormParamGradKernel<<<static_cast<unsigned>(
-                                          blocks > 65535 ? 65535 : blocks),
-                                      kThreads, 0, stream>>>(
-          pdy, py, ps, pb, static_cast<T *>(dscale), static_cast<T *>(dbias),
-          rows, cols);
+      invertibleNormParamGradKernel<<<
+          static_cast<unsigned>(blocks > 65535 ? 65535 : blocks), kThreads, 0,
+          stream>>>(pdy, py, ps, pb, static_cast<T *>(dscale),
+                    static_cast<T *>(dbias), rows, cols);
     }
     if (rows && cols)
       LAUNCH_GROUPED(rows, cols, stream, invertibleNormGradKernel, T, pdy, py,
@@ -392,9 +389,9 @@ cudaError_t gmopt::cuda::launchInvertibleLayerNormGrad(
 }
 
 cudaError_t gmopt::cuda::launchDivGrad(Storage storage, const void *dy,
-                                       const void *a, const void *b,
-                                       void *grad, const ReduceIndexing &ix,
-                                       bool forB, cudaStream_t stream) {
+                                       const void *a, const void *b, void *grad,
+                                       const ReduceIndexing &ix, bool forB,
+                                       cudaStream_t stream) {
   if (ix.outputs == 0)
     return cudaSuccess;
   DISPATCH_FLOAT(storage, T, {

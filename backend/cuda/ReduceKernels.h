@@ -23,9 +23,9 @@ namespace cuda {
 /// out[o] = the \p kind reduction of x over \p ix (slot 0) for each of
 /// ix.outputs elements, in \p storage (a float type), accumulated as
 /// ReduceMath.h says.
-cudaError_t launchStridedReduce(ReduceKind kind, Storage storage,
-                                const void *x, void *out,
-                                const ReduceIndexing &ix, cudaStream_t stream);
+cudaError_t launchStridedReduce(ReduceKind kind, Storage storage, const void *x,
+                                void *out, const ReduceIndexing &ix,
+                                cudaStream_t stream);
 
 /// ArgMax (\p isMax) or ArgMin of x over \p ix (slot 0; at most one reduced
 /// dimension, whose position is the index written) into int64 \p out.
@@ -46,9 +46,8 @@ cudaError_t launchInstanceNorm(Storage storage, const void *x,
 /// kNormGradRowBlock blocks.
 cudaError_t launchInvertibleLayerNormGrad(Storage storage, const void *dy,
                                           const void *y, const void *scale,
-                                          const void *bias,
-                                          const float *invStd, void *dx,
-                                          void *dscale, void *dbias,
+                                          const void *bias, const float *invStd,
+                                          void *dx, void *dscale, void *dbias,
                                           int64_t rows, int64_t cols,
                                           cudaStream_t stream);
 

@@ -163,8 +163,7 @@ GMOPT_HD ArgBest argNone() {
 /// smaller value, equal values (+0 and -0 are equal) resolved to the first
 /// index or, with \p selectLast, the last. Commutative and associative, so
 /// any combination order gives the CPU kernel's sequential scan.
-GMOPT_HD ArgBest argCombine(ArgBest a, ArgBest b, bool isMax,
-                            bool selectLast) {
+GMOPT_HD ArgBest argCombine(ArgBest a, ArgBest b, bool isMax, bool selectLast) {
   if (b.index < 0)
     return a;
   if (a.index < 0)
@@ -217,8 +216,8 @@ GMOPT_HD double instanceNormInvStd(double squares, int64_t size,
 GMOPT_HD NormAffine instanceNormAffine(float scale, float bias, double mean,
                                        double invStd) {
   NormAffine affine;
-  affine.scale = static_cast<float>(productOf(static_cast<double>(scale),
-                                              invStd));
+  affine.scale =
+      static_cast<float>(productOf(static_cast<double>(scale), invStd));
   affine.shift = static_cast<float>(
       bias - productOf(productOf(mean, static_cast<double>(scale)), invStd));
   return affine;
@@ -243,8 +242,9 @@ GMOPT_HD double invertibleXhat(float y, float bias, float scale) {
 
 /// b = dy * scale * inv_std of one element.
 GMOPT_HD double normGradB(float dy, float scale, float invStd) {
-  return productOf(productOf(static_cast<double>(dy), static_cast<double>(scale)),
-                   static_cast<double>(invStd));
+  return productOf(
+      productOf(static_cast<double>(dy), static_cast<double>(scale)),
+      static_cast<double>(invStd));
 }
 
 /// dx = b - mean(b) - xhat * mean(b * xhat).
@@ -313,8 +313,8 @@ GMOPT_HD int64_t keptOffset(const ReduceIndexing &ix, int slot, int64_t out) {
 /// Where reduced element \p r of an output lies in slot \p slot, relative
 /// to keptOffset.
 GMOPT_HD int64_t reducedOffset(const ReduceIndexing &ix, int slot, int64_t r) {
-  return stridedOffset(ix.reducedRank, ix.reducedExtent,
-                       ix.reducedStride[slot], r);
+  return stridedOffset(ix.reducedRank, ix.reducedExtent, ix.reducedStride[slot],
+                       r);
 }
 
 /// One dimension of a reduction's space as planReduction takes it.

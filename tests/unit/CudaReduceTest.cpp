@@ -195,14 +195,14 @@ struct ReduceShape {
 const std::vector<ReduceShape> &reduceShapes() {
   static const std::vector<ReduceShape> shapes = {
       {{4, 5, 6}, {1}},
-      {{4, 5, 6}, {0, 2}, false},  // non-adjacent axes
+      {{4, 5, 6}, {0, 2}, false}, // non-adjacent axes
       {{4, 5, 6}, {-1}, false},
       {{4, 5, 6}, {}},             // every axis
       {{4, 5, 6}, {}, true, true}, // noop_with_empty_axes: maps
       {{3, 70, 2}, {1}},           // one warp per output
       {{2, 4100}, {1}, false},     // one block per output
       {{6, 1, 40, 3}, {0, 2}},
-      {{3, 0}, {1}},               // empty reductions
+      {{3, 0}, {1}}, // empty reductions
   };
   return shapes;
 }
@@ -270,16 +270,16 @@ TEST(CudaReduceTest, ReduceMathIsTheCpuReductions) {
         ReduceIndexing ix = planOf(s.shape, reducedFlags(s));
         ASSERT_EQ(int64_t(expected.size()), ix.outputs);
         for (int group : kGroups) {
-          std::vector<float> model = modelReduce(op.kind, x.floats(), ix, group);
+          std::vector<float> model =
+              modelReduce(op.kind, x.floats(), ix, group);
           for (int64_t o = 0; o < ix.outputs; ++o) {
             float e = expected[o], a = stored(dtype, model[o]);
             // The CPU sums in fp32, the model in double: both within a few
             // fp32 steps per term; 16-bit stores may then round apart.
-            double tolerance =
-                isExactKind(op.kind)
-                    ? 0.0
-                    : storageEpsilon(dtype) * std::fabs(e) +
-                          2e-6 * double(ix.count + 1) * 4.0;
+            double tolerance = isExactKind(op.kind)
+                                   ? 0.0
+                                   : storageEpsilon(dtype) * std::fabs(e) +
+                                         2e-6 * double(ix.count + 1) * 4.0;
             expectClose(e, a, tolerance,
                         "output " + std::to_string(o) + ", group " +
                             std::to_string(group));
@@ -313,10 +313,10 @@ TEST(CudaReduceTest, NonFiniteInputsReduceAsOnTheCpu) {
     for (int group : kGroups) {
       std::vector<float> model = modelReduce(op.kind, values, ix, group);
       for (int64_t o = 0; o < ix.outputs; ++o)
-        expectClose(expected[o], model[o],
-                    isExactKind(op.kind) ? 0.0 : 1e-4 * (1 + std::fabs(expected[o])),
-                    "row " + std::to_string(o) + ", group " +
-                        std::to_string(group));
+        expectClose(
+            expected[o], model[o],
+            isExactKind(op.kind) ? 0.0 : 1e-4 * (1 + std::fabs(expected[o])),
+            "row " + std::to_string(o) + ", group " + std::to_string(group));
     }
   }
 }
@@ -356,12 +356,12 @@ TEST(CudaReduceTest, ArgReductionsAreTheCpuKernels) {
     std::vector<float> values;
   };
   std::vector<Line> lines = {
-      {{1, 4}, 1, {3, 1, 3, 2}},          // a tie
-      {{1, 3}, 1, {nan, 5, 1}},           // NaN first: index 0
-      {{1, 3}, 1, {1, nan, 5}},           // NaN later: skipped
-      {{1, 2}, 1, {-inf, -inf}},          // equal infinities
+      {{1, 4}, 1, {3, 1, 3, 2}}, // a tie
+      {{1, 3}, 1, {nan, 5, 1}},  // NaN first: index 0
+      {{1, 3}, 1, {1, nan, 5}},  // NaN later: skipped
+      {{1, 2}, 1, {-inf, -inf}}, // equal infinities
       {{1, 3}, 1, {inf, 1, inf}},
-      {{1, 3}, 1, {-0.0f, 0.0f, -1.0f}},  // signed zeros tie
+      {{1, 3}, 1, {-0.0f, 0.0f, -1.0f}}, // signed zeros tie
       {{1, 2}, 1, {nan, nan}},
       {{2, 40}, 1, std::vector<float>(80, 2.0f)}, // ties across lanes
   };
@@ -446,8 +446,8 @@ std::vector<float> modelInstanceNorm(const std::vector<float> &x,
 }
 
 TEST(CudaReduceTest, InstanceNormIsTheCpuKernel) {
-  std::vector<Shape> shapes = {{2, 3, 5, 7}, {1, 2, 45, 50}, {1, 1, 70, 70},
-                               {2, 2, 3}};
+  std::vector<Shape> shapes = {
+      {2, 3, 5, 7}, {1, 2, 45, 50}, {1, 1, 70, 70}, {2, 2, 3}};
   unsigned seed = 20;
   for (const Shape &shape : shapes)
     for (float epsilon : {1e-5f, 0.01f})
@@ -496,8 +496,8 @@ TEST(CudaReduceTest, InvertibleNormGradIsTheCpuKernel) {
     int64_t axis;
   };
   unsigned seed = 40;
-  for (const Case &c : {Case{{3, 50, 37}, -1}, Case{{2, 5, 40}, 1},
-                        Case{{130, 3}, 1}})
+  for (const Case &c :
+       {Case{{3, 50, 37}, -1}, Case{{2, 5, 40}, 1}, Case{{130, 3}, 1}})
     for (DType dtype : kFloatTypes) {
       SCOPED_TRACE("axis " + std::to_string(c.axis) + " of rank " +
                    std::to_string(c.shape.size()) + " " +
@@ -512,28 +512,29 @@ TEST(CudaReduceTest, InvertibleNormGradIsTheCpuKernel) {
       std::vector<float> scaleValues = uniform(cols, ++seed, 0.5f, 1.5f);
       for (size_t j = 0; j < scaleValues.size(); j += 3)
         scaleValues[j] = -scaleValues[j];
-      HostTensor dy = ofStorage(dtype, c.shape,
-                                uniform(rows * cols, ++seed, -1, 1));
-      HostTensor y = ofStorage(dtype, c.shape,
-                               uniform(rows * cols, ++seed, -2, 2));
+      HostTensor dy =
+          ofStorage(dtype, c.shape, uniform(rows * cols, ++seed, -1, 1));
+      HostTensor y =
+          ofStorage(dtype, c.shape, uniform(rows * cols, ++seed, -2, 2));
       HostTensor scale = ofStorage(dtype, {cols}, scaleValues);
       HostTensor bias =
           ofStorage(dtype, {cols}, uniform(cols, ++seed, -0.5f, 0.5f));
       HostTensor invStd =
           HostTensor::f32(statShape, uniform(rows, ++seed, 0.5f, 2.0f));
       KernelRunner runner;
-      auto cpu = runner.run(
-          kMsDomain, "InvertibleLayerNormalizationGrad",
-          {&dy, &y, &scale, &bias, &invStd},
-          {TensorType::get(dtype, c.shape), TensorType::get(dtype, {cols}),
-           TensorType::get(dtype, {cols})},
-          {intAttr("axis", c.axis)});
+      auto cpu = runner.run(kMsDomain, "InvertibleLayerNormalizationGrad",
+                            {&dy, &y, &scale, &bias, &invStd},
+                            {TensorType::get(dtype, c.shape),
+                             TensorType::get(dtype, {cols}),
+                             TensorType::get(dtype, {cols})},
+                            {intAttr("axis", c.axis)});
       ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
       std::vector<float> g = dy.floats(), yv = y.floats(), s = scale.floats(),
                          b = bias.floats(), inv = invStd.floats();
       // dScale and dBias: one thread per column, fp32 partials of
       // kNormGradRowBlock rows summed in double, bit for bit.
-      std::vector<float> dScale = (*cpu)[1].floats(), dBias = (*cpu)[2].floats();
+      std::vector<float> dScale = (*cpu)[1].floats(),
+                         dBias = (*cpu)[2].floats();
       for (int64_t j = 0; j < cols; ++j) {
         double sumScale = 0, sumBias = 0;
         for (int64_t first = 0; first < rows;
@@ -564,8 +565,8 @@ TEST(CudaReduceTest, InvertibleNormGradIsTheCpuKernel) {
           auto bAt = [&](int64_t j) {
             return cuda::normGradB(g[r * cols + j], s[j], inv[r]);
           };
-          double meanB = groupModel<double>(group, cols, 0.0, bAt, add) /
-                         double(cols);
+          double meanB =
+              groupModel<double>(group, cols, 0.0, bAt, add) / double(cols);
           double meanBX =
               groupModel<double>(
                   group, cols, 0.0,
@@ -574,9 +575,10 @@ TEST(CudaReduceTest, InvertibleNormGradIsTheCpuKernel) {
               double(cols);
           for (int64_t j = 0; j < cols; ++j) {
             float e = dx[r * cols + j];
-            float a = stored(dtype,
-                             cuda::normGradDx(bAt(j), xhat(j), meanB, meanBX));
-            expectClose(e, a, (storageEpsilon(dtype) + 1e-6) * (1 + std::fabs(e)),
+            float a =
+                stored(dtype, cuda::normGradDx(bAt(j), xhat(j), meanB, meanBX));
+            expectClose(e, a,
+                        (storageEpsilon(dtype) + 1e-6) * (1 + std::fabs(e)),
                         "dX " + std::to_string(r) + "," + std::to_string(j) +
                             ", group " + std::to_string(group));
           }
@@ -607,12 +609,9 @@ struct DivGradShapes {
 
 const std::vector<DivGradShapes> &divGradShapes() {
   static const std::vector<DivGradShapes> shapes = {
-      {{2, 3, 4}, {3, 1}, {2, 3, 4}},
-      {{4}, {2, 3, 4}, {2, 3, 4}},
-      {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
-      {{2, 1, 4}, {1, 3, 1}, {2, 3, 4}},
-      {{1, 1}, {64, 80}, {64, 80}},
-      {{5, 1, 70}, {5, 40, 70}, {5, 40, 70}},
+      {{2, 3, 4}, {3, 1}, {2, 3, 4}},    {{4}, {2, 3, 4}, {2, 3, 4}},
+      {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, {{2, 1, 4}, {1, 3, 1}, {2, 3, 4}},
+      {{1, 1}, {64, 80}, {64, 80}},      {{5, 1, 70}, {5, 40, 70}, {5, 40, 70}},
   };
   return shapes;
 }
@@ -661,9 +660,9 @@ TEST(CudaReduceTest, DivGradIsTheCpuKernel) {
       // As for the reductions: the declared workspace undercounts the fp32
       // staging of 16-bit operands.
       runner.setPlannedWorkspace(false);
-      auto cpu = runner.run(kMsDomain, "DivGrad", {&dy, &a, &b},
-                            {TensorType::get(dtype, s.a),
-                             TensorType::get(dtype, s.b)});
+      auto cpu = runner.run(
+          kMsDomain, "DivGrad", {&dy, &a, &b},
+          {TensorType::get(dtype, s.a), TensorType::get(dtype, s.b)});
       ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
       std::vector<float> g = dy.floats(), av = a.floats(), bv = b.floats();
       for (unsigned result : {0u, 1u}) {
@@ -797,7 +796,9 @@ TensorData floats(const Shape &shape, const std::vector<float> &values) {
 TEST(CudaReduceTest, ChecksRefuseWhatTheKernelsCannotRun) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
-  auto t = [](DType dtype, Shape shape) { return TensorType::get(dtype, shape); };
+  auto t = [](DType dtype, Shape shape) {
+    return TensorType::get(dtype, shape);
+  };
   TensorType x = t(DType::F32, {4, 5, 6});
   TensorType axes2 = t(DType::I64, {2});
   std::map<unsigned, TensorData> axes02 = {{1, int64s({2}, {0, 2})}};
@@ -814,20 +815,18 @@ TEST(CudaReduceTest, ChecksRefuseWhatTheKernelsCannotRun) {
   EXPECT_TRUE(contains(refusal("", "ReduceProd", {x, axes2},
                                {t(DType::F32, {5})}, {intAttr("keepdims", 0)}),
                        "must be a constant"));
-  EXPECT_TRUE(contains(refusal("", "ReduceSum",
-                               {t(DType::I64, {4, 5, 6}), axes2},
-                               {t(DType::I64, {5})}, {intAttr("keepdims", 0)},
-                               axes02),
-                       "not supported"));
-  EXPECT_TRUE(contains(refusal("", "ReduceMean", {x, axes2},
-                               {t(DType::F32, {4})}, {intAttr("keepdims", 0)},
-                               axes02),
-                       "reduced shape"));
-  EXPECT_TRUE(contains(refusal("", "ReduceL1", {x, t(DType::I64, {1})},
-                               {t(DType::F32, {4, 5})},
-                               {intAttr("keepdims", 0)},
-                               {{1, int64s({1}, {3})}}),
-                       "out of range"));
+  EXPECT_TRUE(
+      contains(refusal("", "ReduceSum", {t(DType::I64, {4, 5, 6}), axes2},
+                       {t(DType::I64, {5})}, {intAttr("keepdims", 0)}, axes02),
+               "not supported"));
+  EXPECT_TRUE(
+      contains(refusal("", "ReduceMean", {x, axes2}, {t(DType::F32, {4})},
+                       {intAttr("keepdims", 0)}, axes02),
+               "reduced shape"));
+  EXPECT_TRUE(contains(
+      refusal("", "ReduceL1", {x, t(DType::I64, {1})}, {t(DType::F32, {4, 5})},
+              {intAttr("keepdims", 0)}, {{1, int64s({1}, {3})}}),
+      "out of range"));
   // ArgMax / ArgMin.
   EXPECT_EQ(refusal("", "ArgMax", {t(DType::F16, {4, 5})},
                     {t(DType::I64, {4, 1})}, {intAttr("axis", 1)}),
@@ -844,22 +843,22 @@ TEST(CudaReduceTest, ChecksRefuseWhatTheKernelsCannotRun) {
   // InstanceNormalization.
   TensorType image = t(DType::F16, {2, 3, 8, 8});
   TensorType perChannel = t(DType::F16, {3});
-  EXPECT_EQ(refusal("", "InstanceNormalization", {image, perChannel, perChannel},
-                    {image}),
+  EXPECT_EQ(refusal("", "InstanceNormalization",
+                    {image, perChannel, perChannel}, {image}),
             "");
-  EXPECT_TRUE(contains(refusal("", "InstanceNormalization",
-                               {t(DType::F32, {2, 3}), t(DType::F32, {3}),
-                                t(DType::F32, {3})},
-                               {t(DType::F32, {2, 3})}),
-                       "rank >= 3"));
-  EXPECT_TRUE(contains(refusal("", "InstanceNormalization",
-                               {image, t(DType::F16, {4}), perChannel},
-                               {image}),
-                       "one element per channel"));
-  EXPECT_TRUE(contains(refusal("", "InstanceNormalization",
-                               {image, t(DType::F32, {3}), perChannel},
-                               {image}),
-                       "mix element types"));
+  EXPECT_TRUE(contains(
+      refusal("", "InstanceNormalization",
+              {t(DType::F32, {2, 3}), t(DType::F32, {3}), t(DType::F32, {3})},
+              {t(DType::F32, {2, 3})}),
+      "rank >= 3"));
+  EXPECT_TRUE(
+      contains(refusal("", "InstanceNormalization",
+                       {image, t(DType::F16, {4}), perChannel}, {image}),
+               "one element per channel"));
+  EXPECT_TRUE(
+      contains(refusal("", "InstanceNormalization",
+                       {image, t(DType::F32, {3}), perChannel}, {image}),
+               "mix element types"));
   // InvertibleLayerNormalizationGrad(dY, Y, scale, bias, inv_std_var).
   TensorType rows = t(DType::F32, {6, 10});
   TensorType cols = t(DType::F32, {10});
@@ -882,11 +881,10 @@ TEST(CudaReduceTest, ChecksRefuseWhatTheKernelsCannotRun) {
                        "one element per row"));
   std::vector<float> zeroScale(10, 1.0f);
   zeroScale[3] = 0.0f;
-  EXPECT_TRUE(contains(refusal(kMsDomain, invertible,
-                               {rows, rows, cols, cols, stats},
-                               {rows, cols, cols}, {},
-                               {{2, floats({10}, zeroScale)}}),
-                       "not invertible"));
+  EXPECT_TRUE(
+      contains(refusal(kMsDomain, invertible, {rows, rows, cols, cols, stats},
+                       {rows, cols, cols}, {}, {{2, floats({10}, zeroScale)}}),
+               "not invertible"));
   // DivGrad(dY, A, B) -> (dA, dB).
   TensorType full = t(DType::BF16, {2, 3, 4});
   TensorType column = t(DType::BF16, {3, 1});
@@ -896,9 +894,9 @@ TEST(CudaReduceTest, ChecksRefuseWhatTheKernelsCannotRun) {
                                {t(DType::BF16, {2, 3, 5}), full, column},
                                {full, column}),
                        "broadcast of A's and B's"));
-  EXPECT_TRUE(contains(refusal(kMsDomain, "DivGrad", {full, full, column},
-                               {column, column}),
-                       "dA must have A's shape"));
+  EXPECT_TRUE(contains(
+      refusal(kMsDomain, "DivGrad", {full, full, column}, {column, column}),
+      "dA must have A's shape"));
 }
 
 //===----------------------------------------------------------------------===//
@@ -943,8 +941,8 @@ llvm::Expected<std::vector<TensorData>> runDeviceCase(const DeviceCase &c,
   unsigned input = 0;
   for (unsigned i = 0; i < c.inputs.size(); ++i)
     if (!c.constants.count(i))
-      if (llvm::Error err = (*exe)->setInput(graph.getInputs()[input++].get(),
-                                             c.inputs[i]))
+      if (llvm::Error err =
+              (*exe)->setInput(graph.getInputs()[input++].get(), c.inputs[i]))
         return err;
   if (llvm::Error err = (*exe)->runStep(0))
     return err;
@@ -968,18 +966,17 @@ std::vector<DeviceCase> deviceCases() {
         int64_t n = 1;
         for (int64_t d : s.shape)
           n *= d;
-        DeviceCase c{std::string(op.name) + " " + describe(s) + " " + type,
-                     "",
-                     op.name,
-                     {ofStorageData(dtype, s.shape,
-                                    uniform(n, ++seed, op.low, op.high)),
-                      int64s({int64_t(s.axes.size())}, s.axes)},
-                     {{1, int64s({int64_t(s.axes.size())}, s.axes)}},
-                     {TensorType::get(dtype, reducedShape(s))},
-                     {intAttr("keepdims", s.keepDims),
-                      intAttr("noop_with_empty_axes", s.noop)},
-                     isExactKind(op.kind) ? 0.0
-                                          : storageEpsilon(dtype) + 1e-5};
+        DeviceCase c{
+            std::string(op.name) + " " + describe(s) + " " + type,
+            "",
+            op.name,
+            {ofStorageData(dtype, s.shape, uniform(n, ++seed, op.low, op.high)),
+             int64s({int64_t(s.axes.size())}, s.axes)},
+            {{1, int64s({int64_t(s.axes.size())}, s.axes)}},
+            {TensorType::get(dtype, reducedShape(s))},
+            {intAttr("keepdims", s.keepDims),
+             intAttr("noop_with_empty_axes", s.noop)},
+            isExactKind(op.kind) ? 0.0 : storageEpsilon(dtype) + 1e-5};
         cases.push_back(std::move(c));
       }
     std::vector<float> ties = uniform(3 * 300, 5, -4, 4);
@@ -989,25 +986,30 @@ std::vector<DeviceCase> deviceCases() {
     for (const char *op : {"ArgMax", "ArgMin"})
       for (int64_t axis : {0, 1})
         for (int selectLast = 0; selectLast < 2; ++selectLast)
-          cases.push_back({std::string(op) + " " + type, "", op,
-                           {ofStorageData(dtype, {3, 300}, ties)}, {},
-                           {TensorType::get(DType::I64,
-                                            axis ? Shape{3} : Shape{300})},
-                           {intAttr("axis", axis), intAttr("keepdims", 0),
-                            intAttr("select_last_index", selectLast)}});
-    cases.push_back({"InstanceNormalization " + type, "",
-                     "InstanceNormalization",
-                     {ofStorageData(dtype, {2, 3, 40, 50},
-                                    uniform(12000, ++seed, -3, 5)),
-                      ofStorageData(dtype, {3}, {0.5f, -1.5f, 2.0f}),
-                      ofStorageData(dtype, {3}, {0.1f, 0.0f, -0.7f})},
-                     {},
-                     {TensorType::get(dtype, {2, 3, 40, 50})},
-                     {floatAttr("epsilon", 1e-5f)},
-                     storageEpsilon(dtype) + 1e-5});
+          cases.push_back(
+              {std::string(op) + " " + type,
+               "",
+               op,
+               {ofStorageData(dtype, {3, 300}, ties)},
+               {},
+               {TensorType::get(DType::I64, axis ? Shape{3} : Shape{300})},
+               {intAttr("axis", axis), intAttr("keepdims", 0),
+                intAttr("select_last_index", selectLast)}});
+    cases.push_back(
+        {"InstanceNormalization " + type,
+         "",
+         "InstanceNormalization",
+         {ofStorageData(dtype, {2, 3, 40, 50}, uniform(12000, ++seed, -3, 5)),
+          ofStorageData(dtype, {3}, {0.5f, -1.5f, 2.0f}),
+          ofStorageData(dtype, {3}, {0.1f, 0.0f, -0.7f})},
+         {},
+         {TensorType::get(dtype, {2, 3, 40, 50})},
+         {floatAttr("epsilon", 1e-5f)},
+         storageEpsilon(dtype) + 1e-5});
     std::vector<float> scale = uniform(37, ++seed, 0.5f, 1.5f);
     cases.push_back(
-        {"InvertibleLayerNormalizationGrad " + type, std::string(kMsDomain),
+        {"InvertibleLayerNormalizationGrad " + type,
+         std::string(kMsDomain),
          "InvertibleLayerNormalizationGrad",
          {ofStorageData(dtype, {150, 37}, uniform(150 * 37, ++seed, -1, 1)),
           ofStorageData(dtype, {150, 37}, uniform(150 * 37, ++seed, -2, 2)),
@@ -1027,7 +1029,9 @@ std::vector<DeviceCase> deviceCases() {
         return n;
       };
       cases.push_back(
-          {"DivGrad " + type, std::string(kMsDomain), "DivGrad",
+          {"DivGrad " + type,
+           std::string(kMsDomain),
+           "DivGrad",
            {ofStorageData(dtype, s.dy, uniform(count(s.dy), ++seed, -1, 1)),
             ofStorageData(dtype, s.a, uniform(count(s.a), ++seed, -2, 2)),
             ofStorageData(dtype, s.b, uniform(count(s.b), ++seed, 0.5f, 2))},
@@ -1057,15 +1061,15 @@ TEST(CudaReduceTest, KernelsEqualTheCpuBackendOnTheDevice) {
       ASSERT_EQ(e.getNumElements(), a.getNumElements()) << "output " << i;
       // Sums may differ by the summation order; their scale is the count of
       // reduced elements, which the magnitude of the inputs bounds.
-      double scale = 1.0 + double(c.inputs[0].getNumElements()) /
-                               double(std::max<uint64_t>(e.getNumElements(), 1));
+      double scale =
+          1.0 + double(c.inputs[0].getNumElements()) /
+                    double(std::max<uint64_t>(e.getNumElements(), 1));
       for (uint64_t k = 0; k < e.getNumElements(); ++k)
-        expectClose(static_cast<float>(e.getFloatElement(k)),
-                    static_cast<float>(a.getFloatElement(k)),
-                    c.tolerance *
-                        (std::fabs(e.getFloatElement(k)) + 4.0 * scale),
-                    "output " + std::to_string(i) + " element " +
-                        std::to_string(k));
+        expectClose(
+            static_cast<float>(e.getFloatElement(k)),
+            static_cast<float>(a.getFloatElement(k)),
+            c.tolerance * (std::fabs(e.getFloatElement(k)) + 4.0 * scale),
+            "output " + std::to_string(i) + " element " + std::to_string(k));
     }
   }
 }
