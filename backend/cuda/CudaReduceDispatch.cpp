@@ -130,7 +130,9 @@ llvm::Error runReduce(CudaCall &call) {
 llvm::Expected<ReduceIndexing> argReducePlan(const Node &node) {
   Shape shape = shapeOf(node.getOperand(0));
   int64_t rank = shape.size();
-  auto axis = normalizeAxis(node, node.getIntAttr("axis", 0), rank);
+  // A scalar has one line, as the CPU kernel takes it (axis 0 or -1).
+  auto axis = normalizeAxis(node, node.getIntAttr("axis", 0),
+                            std::max<int64_t>(rank, 1));
   if (!axis)
     return axis.takeError();
   llvm::SmallVector<bool, 6> reduced(rank, false);

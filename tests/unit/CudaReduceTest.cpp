@@ -831,6 +831,9 @@ TEST(CudaReduceTest, ChecksRefuseWhatTheKernelsCannotRun) {
   EXPECT_EQ(refusal("", "ArgMax", {t(DType::F16, {4, 5})},
                     {t(DType::I64, {4, 1})}, {intAttr("axis", 1)}),
             "");
+  EXPECT_EQ(refusal("", "ArgMin", {t(DType::F32, {})}, {t(DType::I64, {})},
+                    {intAttr("axis", -1)}),
+            "");
   EXPECT_TRUE(contains(refusal("", "ArgMax", {t(DType::F32, {4, 5})},
                                {t(DType::I32, {4, 1})}, {intAttr("axis", 1)}),
                        "must be int64"));
