@@ -1047,6 +1047,27 @@ std::vector<DeviceCase> deviceCases() {
   return cases;
 }
 
+/// The device cases are ones the CUDA checks accept and the CPU backend
+/// runs, so a device run compares kernels rather than failing to prepare.
+TEST(CudaReduceTest, DeviceCasesPassTheChecksAndRunOnTheCpu) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+  for (const DeviceCase &c : deviceCases()) {
+    SCOPED_TRACE(c.what);
+    std::vector<TensorType> types;
+    for (unsigned i = 0; i < c.inputs.size(); ++i)
+      types.push_back(c.inputs[i].getType());
+    Node *node = nullptr;
+    auto module =
+        oneNode(c.domain, c.op, types, c.results, c.attrs, c.constants, &node);
+    llvm::Error err = checkCudaNode(*node);
+    EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    auto cpu = runDeviceCase(c, /*onCuda=*/false);
+    ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+    EXPECT_EQ(cpu->size(), c.results.size());
+  }
+}
+
 TEST(CudaReduceTest, KernelsEqualTheCpuBackendOnTheDevice) {
   auto device = probeCudaDevice();
   if (!device)
