@@ -23,7 +23,6 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cstring>
@@ -54,7 +53,7 @@ llvm::Error cuda::blasLtCallError(const Node &node, llvm::StringRef call,
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Softmax, norms, reductions
+// Softmax, norms
 //===----------------------------------------------------------------------===//
 
 /// [outer, n, inner] of a softmax-family node over \p shape.
@@ -200,78 +199,6 @@ llvm::Error runLayerNormGrad(CudaCall &call) {
                         call.outPtr(1), simplified ? nullptr : call.outPtr(2),
                         rows->first, rows->second, simplified, call.ctx.stream),
                     "LayerNormalizationGrad kernel");
-}
-
-std::optional<ReduceKind> reduceKindOf(llvm::StringRef op) {
-  return llvm::StringSwitch<std::optional<ReduceKind>>(op)
-      .Cases("ReduceSum", "ReduceSumTraining", ReduceKind::Sum)
-      .Case("ReduceMean", ReduceKind::Mean)
-      .Case("ReduceMax", ReduceKind::Max)
-      .Case("ReduceMin", ReduceKind::Min)
-      .Case("ReduceSumSquare", ReduceKind::SumSquare)
-      .Default(std::nullopt);
-}
-
-/// The reduced axes of a Reduce* node as one contiguous [outer, n, inner]
-/// (axes from the attribute, or the constant second operand from opset 18
-/// and for ReduceSum from 13).
-llvm::Expected<RowShape> reduceRows(const Node &node) {
-  Shape shape = shapeOf(node.getOperand(0));
-  int64_t rank = shape.size();
-  std::vector<int64_t> axes;
-  if (node.getNumOperands() > 1 && node.getOperand(1)) {
-    auto values = constantInts(node, 1, "axes");
-    if (!values)
-      return values.takeError();
-    axes = *values;
-  } else {
-    axes = node.getIntsAttr("axes", {});
-  }
-  if (axes.empty()) {
-    if (node.getIntAttr("noop_with_empty_axes", 0))
-      return RowShape{product(shape), 1, 1};
-    for (int64_t d = 0; d < rank; ++d)
-      axes.push_back(d);
-  }
-  llvm::SmallVector<int64_t, 6> normalized;
-  for (int64_t axis : axes) {
-    auto a = normalizeAxis(node, axis, rank);
-    if (!a)
-      return a.takeError();
-    normalized.push_back(*a);
-  }
-  llvm::sort(normalized);
-  normalized.erase(std::unique(normalized.begin(), normalized.end()),
-                   normalized.end());
-  // Unit dimensions between reduced axes do not break contiguity.
-  int64_t first = normalized.front(), last = normalized.back();
-  for (int64_t d = first; d <= last; ++d)
-    if (!llvm::is_contained(normalized, d) && shape[d] != 1)
-      return nodeError(node, "reducing non-adjacent axes is not supported "
-                             "by the CUDA kernels yet");
-  llvm::ArrayRef<int64_t> dims(shape);
-  RowShape rows;
-  rows.outer = product(dims.take_front(first));
-  rows.n = product(dims.slice(first, last - first + 1));
-  rows.inner = product(dims.drop_front(last + 1));
-  return rows;
-}
-
-llvm::Error checkReduce(const Node &node) {
-  if (auto storage = commonFloatStorage(node, {1}); !storage)
-    return storage.takeError();
-  return reduceRows(node).takeError();
-}
-
-llvm::Error runReduce(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node, {1});
-  auto rows = reduceRows(call.node);
-  if (!rows)
-    return rows.takeError();
-  return call.check(launchReduce(*reduceKindOf(call.node.getOpType()), storage,
-                                 call.inPtr(0), call.outPtr(0), *rows,
-                                 call.ctx.stream),
-                    "Reduce kernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -597,6 +524,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addScalingKernels(t);
     addLossKernels(t);
     addBiasDropoutKernels(t);
+    addReduceKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
@@ -610,10 +538,6 @@ const llvm::StringMap<KernelEntry> &getTable() {
         runLayerNormGrad);
     add(kMsDomain, "SimplifiedLayerNormalizationGrad", checkLayerNormGrad,
         runLayerNormGrad);
-    for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
-                           "ReduceSumSquare"})
-      add("", op, checkReduce, runReduce);
-    add(kMsDomain, "ReduceSumTraining", checkReduce, runReduce);
     add("", "Gather", checkGather, runGather);
     add(kMsDomain, "GatherGrad", checkGatherGrad, runGatherGrad);
     add("", "Dropout", checkDropout, runDropout);

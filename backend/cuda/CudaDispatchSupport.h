@@ -257,6 +257,10 @@ void addBiasDropoutKernels(llvm::StringMap<KernelEntry> &table);
 /// (CudaDispatch.cpp).
 llvm::Expected<DropoutParams> dropoutParams(CudaCall &call, unsigned ratioIndex,
                                             unsigned trainingIndex);
+/// Adds the Reduce* family, ArgMax / ArgMin, InstanceNormalization,
+/// InvertibleLayerNormalizationGrad and DivGrad (CudaReduceDispatch.cpp) to
+/// the table.
+void addReduceKernels(llvm::StringMap<KernelEntry> &table);
 
 } // namespace dispatch
 } // namespace cuda

@@ -21,6 +21,7 @@
 #include "backend/cuda/BroadcastIndexing.h"
 #include "backend/cuda/ElementwiseMath.h"
 #include "backend/cuda/PoolMath.h"
+#include "backend/cuda/ReduceMath.h"
 
 #include <cuda_runtime_api.h>
 
@@ -218,8 +219,7 @@ cudaError_t launchLayerNormGrad(Storage storage, const void *dy, const void *x,
                                 bool simplified, cudaStream_t stream);
 
 /// Reductions along the middle axis of \p shape (out has outer * inner
-/// elements), accumulated in fp32 in index order.
-enum class ReduceKind : int32_t { Sum, Mean, Max, Min, SumSquare };
+/// elements), accumulated as ReduceMath.h says (ReduceKernels.cu).
 cudaError_t launchReduce(ReduceKind kind, Storage storage, const void *x,
                          void *out, RowShape shape, cudaStream_t stream);
 

@@ -1,15 +1,15 @@
-//===- RowKernels.cu - Softmax, norms, reductions on CUDA -----------------===//
+//===- RowKernels.cu - Softmax, norms and Gather on CUDA ------------------===//
 //
 // The CUDA kernels that reduce along one axis: Softmax/LogSoftmax and their
-// gradients, LayerNormalization (and the RMS variant) and its gradient, the
-// Reduce* family, and Gather/GatherGrad (the losses are in LossKernels.cu).
-// A tensor is seen as [outer, n, inner]; one warp owns one of the outer *
-// inner rows and reduces with shuffles, statistics in double like the CPU
-// kernels. Column sums (the layer-norm parameter gradients) are done by one
-// thread per column in a fixed order, so those results are reproducible;
-// GatherGrad uses fp32 atomics and is not. Indices that are out of range
-// raise a device fault (CudaKernels.h; this file holds the fault word) and
-// contribute nothing.
+// gradients, LayerNormalization (and the RMS variant) and its gradient, and
+// Gather/GatherGrad (the Reduce* family is in ReduceKernels.cu, the losses
+// in LossKernels.cu). A tensor is seen as [outer, n, inner]; one warp owns
+// one of the outer * inner rows and reduces with shuffles, statistics in
+// double like the CPU kernels. Column sums (the layer-norm parameter
+// gradients) are done by one thread per column in a fixed order, so those
+// results are reproducible; GatherGrad uses fp32 atomics and is not.
+// Indices that are out of range raise a device fault (CudaKernels.h; this
+// file holds the fault word) and contribute nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,11 +46,6 @@ __device__ __forceinline__ double warpSum(double v) {
 __device__ __forceinline__ float warpMax(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-__device__ __forceinline__ float warpMin(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = fminf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
@@ -214,46 +209,6 @@ layerNormParamGradKernel(const T *dy, const T *x, const float *meanIn,
       storeFromFloat(dscale, j, static_cast<float>(sumScale));
     if (dbias)
       storeFromFloat(dbias, j, static_cast<float>(sumBias));
-  }
-}
-
-//===----------------------------------------------------------------------===//
-// Reductions
-//===----------------------------------------------------------------------===//
-
-template <typename T>
-__global__ void reduceKernel(ReduceKind kind, const T *x, T *out,
-                             RowShape shape) {
-  int lane = threadIdx.x % kWarp;
-  int64_t rows = shape.outer * shape.inner;
-  FOR_EACH_WARP_ROW(rows) {
-    int64_t base = rowBase(shape, row), step = shape.inner;
-    float result;
-    if (kind == ReduceKind::Max || kind == ReduceKind::Min) {
-      bool isMax = kind == ReduceKind::Max;
-      float acc = isMax ? -INFINITY : INFINITY;
-      bool nan = false;
-      for (int64_t i = lane; i < shape.n; i += kWarp) {
-        float v = loadAsFloat(x, base + i * step);
-        nan |= v != v;
-        acc = isMax ? fmaxf(acc, v) : fminf(acc, v);
-      }
-      acc = isMax ? warpMax(acc) : warpMin(acc);
-      nan = __any_sync(0xffffffffu, nan);
-      result = nan ? NAN : acc;
-    } else {
-      double acc = 0;
-      for (int64_t i = lane; i < shape.n; i += kWarp) {
-        double v = loadAsFloat(x, base + i * step);
-        acc += kind == ReduceKind::SumSquare ? v * v : v;
-      }
-      acc = warpSum(acc);
-      if (kind == ReduceKind::Mean)
-        acc = shape.n ? acc / shape.n : NAN;
-      result = static_cast<float>(acc);
-    }
-    if (lane == 0)
-      storeFromFloat(out, row, result);
   }
 }
 
@@ -447,17 +402,6 @@ cudaError_t gmopt::cuda::launchLayerNormGrad(
           static_cast<const T *>(scale), mean, invStd, static_cast<T *>(dx),
           rows, width, simplified);
   });
-  return cudaGetLastError();
-}
-
-cudaError_t gmopt::cuda::launchReduce(ReduceKind kind, Storage storage,
-                                      const void *x, void *out, RowShape shape,
-                                      cudaStream_t stream) {
-  unsigned grid = rowGrid(shape.outer * shape.inner);
-  DISPATCH_FLOAT_STORAGE(
-      storage, T,
-      reduceKernel<<<grid, kRowThreads, 0, stream>>>(
-          kind, static_cast<const T *>(x), static_cast<T *>(out), shape));
   return cudaGetLastError();
 }
 

@@ -1,0 +1,371 @@
+//===- CudaReduceDispatch.cpp - The CUDA table's reduction entries --------===//
+//
+// The Reduce* family (ReduceSum, ReduceMean, ReduceMax, ReduceMin,
+// ReduceSumSquare, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum,
+// ReduceLogSumExp, com.microsoft ReduceSumTraining), ArgMax / ArgMin,
+// InstanceNormalization, com.microsoft InvertibleLayerNormalizationGrad and
+// com.microsoft DivGrad on CUDA (ReduceKernels.cu). Float tensors (f32, f16,
+// bf16) only, accumulated as ReduceMath.h says. The reduced axes may be any
+// set: the kernels read them through a ReduceIndexing, so nothing is
+// transposed first. Axes given as an operand must be initializers (the
+// launch needs them on the host). The checks refuse at prepare time what
+// the CPU kernels (backend/cpu/ReduceKernels.cpp, NormKernels.cpp,
+// TrainingKernels.cpp) would refuse at run time and can be seen from the
+// static types.
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cuda/CudaDispatchSupport.h"
+#include "backend/cuda/ReduceKernels.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace gmopt;
+using namespace gmopt::cuda;
+using namespace gmopt::cuda::dispatch;
+
+namespace {
+
+/// The ReduceIndexing of \p extents reducing the dimensions flagged in
+/// \p reduced, slot s reading with \p strides[s].
+llvm::Expected<ReduceIndexing> planFor(const Node &node,
+                                       llvm::ArrayRef<int64_t> extents,
+                                       llvm::ArrayRef<bool> reduced,
+                                       llvm::ArrayRef<Shape> strides) {
+  assert(strides.size() <= static_cast<size_t>(kReduceSlots) &&
+         "three slots at most");
+  std::vector<ReduceDim> dims(extents.size());
+  for (size_t d = 0; d < extents.size(); ++d) {
+    dims[d].extent = extents[d];
+    dims[d].reduced = reduced[d];
+    for (size_t s = 0; s < strides.size(); ++s)
+      dims[d].stride[s] = strides[s][d];
+  }
+  ReduceIndexing ix;
+  if (!planReduction(dims, ix))
+    return nodeError(node, "more than " + llvm::Twine(kMaxRank) +
+                               " kept or reduced dimensions after collapsing");
+  return ix;
+}
+
+/// Errors unless result 0 has \p elements elements.
+llvm::Error checkResultElements(const Node &node, int64_t elements) {
+  if (static_cast<int64_t>(node.getResult(0)->getType().getNumElements()) !=
+      elements)
+    return nodeError(node, "the output does not have the reduced shape");
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reduce*
+//===----------------------------------------------------------------------===//
+
+std::optional<ReduceKind> reduceKindOf(llvm::StringRef op) {
+  return llvm::StringSwitch<std::optional<ReduceKind>>(op)
+      .Cases("ReduceSum", "ReduceSumTraining", ReduceKind::Sum)
+      .Case("ReduceMean", ReduceKind::Mean)
+      .Case("ReduceMax", ReduceKind::Max)
+      .Case("ReduceMin", ReduceKind::Min)
+      .Case("ReduceSumSquare", ReduceKind::SumSquare)
+      .Case("ReduceProd", ReduceKind::Prod)
+      .Case("ReduceL1", ReduceKind::L1)
+      .Case("ReduceL2", ReduceKind::L2)
+      .Case("ReduceLogSum", ReduceKind::LogSum)
+      .Case("ReduceLogSumExp", ReduceKind::LogSumExp)
+      .Default(std::nullopt);
+}
+
+/// The plan of a Reduce* node: axes from the attribute, or the constant
+/// second operand (opset 18, and ReduceSum from 13); no axes reduce every
+/// dimension unless noop_with_empty_axes.
+llvm::Expected<ReduceIndexing> reducePlan(const Node &node) {
+  Shape shape = shapeOf(node.getOperand(0));
+  int64_t rank = shape.size();
+  std::vector<int64_t> axes;
+  if (node.getNumOperands() > 1 && node.getOperand(1)) {
+    auto values = constantInts(node, 1, "axes");
+    if (!values)
+      return values.takeError();
+    axes = *values;
+  } else {
+    axes = node.getIntsAttr("axes", {});
+  }
+  llvm::SmallVector<bool, 6> reduced(
+      rank, axes.empty() && !node.getIntAttr("noop_with_empty_axes", 0));
+  for (int64_t axis : axes) {
+    auto a = normalizeAxis(node, axis, rank);
+    if (!a)
+      return a.takeError();
+    if (*a < rank)
+      reduced[*a] = true;
+  }
+  return planFor(node, shape, reduced, {contiguousStrides(shape)});
+}
+
+llvm::Error checkReduce(const Node &node) {
+  if (auto storage = commonFloatStorage(node, {1}); !storage)
+    return storage.takeError();
+  auto ix = reducePlan(node);
+  if (!ix)
+    return ix.takeError();
+  return checkResultElements(node, ix->outputs);
+}
+
+llvm::Error runReduce(CudaCall &call) {
+  Storage storage = *commonFloatStorage(call.node, {1});
+  auto ix = reducePlan(call.node);
+  if (!ix)
+    return ix.takeError();
+  return call.check(launchStridedReduce(*reduceKindOf(call.node.getOpType()),
+                                        storage, call.inPtr(0), call.outPtr(0),
+                                        *ix, call.ctx.stream),
+                    "Reduce kernel");
+}
+
+//===----------------------------------------------------------------------===//
+// ArgMax / ArgMin
+//===----------------------------------------------------------------------===//
+
+/// The plan of an ArgMax / ArgMin node: its one reduced axis.
+llvm::Expected<ReduceIndexing> argReducePlan(const Node &node) {
+  Shape shape = shapeOf(node.getOperand(0));
+  int64_t rank = shape.size();
+  // A scalar has one line, as the CPU kernel takes it (axis 0 or -1).
+  auto axis = normalizeAxis(node, node.getIntAttr("axis", 0),
+                            std::max<int64_t>(rank, 1));
+  if (!axis)
+    return axis.takeError();
+  llvm::SmallVector<bool, 6> reduced(rank, false);
+  if (rank)
+    reduced[*axis] = true;
+  return planFor(node, shape, reduced, {contiguousStrides(shape)});
+}
+
+llvm::Error checkArgReduce(const Node &node) {
+  std::optional<Storage> storage =
+      storageOf(node.getOperand(0)->getType().getDType());
+  if (!storage || !isFloatStorage(*storage))
+    return nodeError(node,
+                     "element type " +
+                         dtypeName(node.getOperand(0)->getType().getDType()) +
+                         " is not supported (f32, f16, bf16)");
+  if (node.getResult(0)->getType().getDType() != DType::I64)
+    return nodeError(node, "the output must be int64");
+  auto ix = argReducePlan(node);
+  if (!ix)
+    return ix.takeError();
+  if (ix->count == 0 && ix->outputs)
+    return nodeError(node, "cannot take an arg-reduction over an empty axis");
+  return checkResultElements(node, ix->outputs);
+}
+
+llvm::Error runArgReduce(CudaCall &call) {
+  Storage storage = *storageOf(call.in(0)->getType().getDType());
+  auto ix = argReducePlan(call.node);
+  if (!ix)
+    return ix.takeError();
+  return call.check(
+      launchArgReduce(storage, call.inPtr(0), call.outAs<int64_t>(0), *ix,
+                      call.node.getOpType() == "ArgMax",
+                      call.node.getIntAttr("select_last_index", 0) != 0,
+                      call.ctx.stream),
+      "ArgMax/ArgMin kernel");
+}
+
+//===----------------------------------------------------------------------===//
+// InstanceNormalization
+//===----------------------------------------------------------------------===//
+
+/// InstanceNormalization(input, scale, B) -> Y.
+llvm::Error checkInstanceNorm(const Node &node) {
+  if (auto storage = commonFloatStorage(node); !storage)
+    return storage.takeError();
+  Shape shape = shapeOf(node.getOperand(0));
+  if (shape.size() < 3)
+    return nodeError(node, "input must have rank >= 3");
+  for (unsigned i : {1u, 2u})
+    if (!node.getOperand(i) ||
+        static_cast<int64_t>(node.getOperand(i)->getType().getNumElements()) !=
+            shape[1])
+      return nodeError(node, "scale and B must have one element per channel");
+  if (shapeOf(node.getResult(0)) != shape)
+    return nodeError(node, "the output must have the input's shape");
+  return llvm::Error::success();
+}
+
+llvm::Error runInstanceNorm(CudaCall &call) {
+  Storage storage = *commonFloatStorage(call.node);
+  Shape shape = shapeOf(call.in(0));
+  return call.check(
+      launchInstanceNorm(storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
+                         call.outPtr(0), shape[0] * shape[1], shape[1],
+                         product(llvm::ArrayRef<int64_t>(shape).drop_front(2)),
+                         call.node.getFloatAttr("epsilon", 1e-5f),
+                         call.ctx.stream),
+      "InstanceNormalization kernel");
+}
+
+//===----------------------------------------------------------------------===//
+// InvertibleLayerNormalizationGrad
+//===----------------------------------------------------------------------===//
+
+/// Rows and columns of InvertibleLayerNormalizationGrad(dY, Y, scale, bias,
+/// inv_std_var) -> (dX, dScale?, dBias?), split at `axis`.
+llvm::Expected<std::pair<int64_t, int64_t>>
+invertibleNormRows(const Node &node) {
+  Shape shape = shapeOf(node.getOperand(1));
+  auto axis = normalizeAxis(node, node.getIntAttr("axis", -1), shape.size());
+  if (!axis)
+    return axis.takeError();
+  llvm::ArrayRef<int64_t> dims(shape);
+  return std::make_pair(product(dims.take_front(*axis)),
+                        product(dims.drop_front(*axis)));
+}
+
+/// Errors when \p value is a constant holding a zero.
+llvm::Error checkNoZeroScale(const Node &node, const Value *scale) {
+  if (!scale->isInitializer())
+    return llvm::Error::success();
+  if (llvm::Error err = scale->getData().load())
+    return err;
+  for (uint64_t i = 0; i < scale->getType().getNumElements(); ++i)
+    if (scale->getData().getFloatElement(i) == 0)
+      return nodeError(node, "a zero scale makes the norm not invertible");
+  return llvm::Error::success();
+}
+
+llvm::Error checkInvertibleNormGrad(const Node &node) {
+  for (unsigned i = 0; i < 5; ++i)
+    if (!node.getOperand(i))
+      return nodeError(node, "dY, Y, scale, bias and inv_std_var are required");
+  if (node.getOperand(4)->getType().getDType() != DType::F32)
+    return nodeError(node, "inv_std_var must be float32");
+  if (auto storage = commonFloatStorage(node, {4}); !storage)
+    return storage.takeError();
+  Shape shape = shapeOf(node.getOperand(1));
+  if (shapeOf(node.getOperand(0)) != shape ||
+      shapeOf(node.getResult(0)) != shape)
+    return nodeError(node, "dY, Y and dX must have one shape");
+  auto rows = invertibleNormRows(node);
+  if (!rows)
+    return rows.takeError();
+  auto [count, cols] = *rows;
+  auto elements = [](const Value *value) {
+    return static_cast<int64_t>(value->getType().getNumElements());
+  };
+  if (elements(node.getOperand(2)) != cols ||
+      elements(node.getOperand(3)) != cols)
+    return nodeError(node, "scale and bias must have one element per "
+                           "normalized column");
+  if (elements(node.getOperand(4)) != count)
+    return nodeError(node, "inv_std_var must have one element per row");
+  for (unsigned i = 1; i < node.getNumResults(); ++i)
+    if (node.getResult(i) && elements(node.getResult(i)) != cols)
+      return nodeError(node, "parameter gradients must have one element per "
+                             "column");
+  return checkNoZeroScale(node, node.getOperand(2));
+}
+
+llvm::Error runInvertibleNormGrad(CudaCall &call) {
+  Storage storage = *commonFloatStorage(call.node, {4});
+  auto rows = invertibleNormRows(call.node);
+  if (!rows)
+    return rows.takeError();
+  return call.check(launchInvertibleLayerNormGrad(
+                        storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
+                        call.inPtr(3), call.inAs<float>(4), call.outPtr(0),
+                        call.outPtr(1), call.outPtr(2), rows->first,
+                        rows->second, call.ctx.stream),
+                    "InvertibleLayerNormalizationGrad kernel");
+}
+
+//===----------------------------------------------------------------------===//
+// DivGrad
+//===----------------------------------------------------------------------===//
+
+/// The numpy broadcast of \p a and \p b; nullopt when they do not
+/// broadcast.
+std::optional<Shape> broadcastShape(const Shape &a, const Shape &b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t da = d + a.size() >= rank ? a[d + a.size() - rank] : 1;
+    int64_t db = d + b.size() >= rank ? b[d + b.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[d] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+/// The plan of DivGrad(dY, A, B)'s output \p result (0: dA, 1: dB) over
+/// dY's space: slots dY, A, B; reduced where the output's operand is
+/// broadcast.
+llvm::Expected<ReduceIndexing> divGradPlan(const Node &node, unsigned result) {
+  Shape dy = shapeOf(node.getOperand(0));
+  Shape a = shapeOf(node.getOperand(1)), b = shapeOf(node.getOperand(2));
+  std::optional<Shape> full = broadcastShape(a, b);
+  if (!full || *full != dy)
+    return nodeError(node, "dY's shape is not the broadcast of A's and B's");
+  Shape strideA, strideB;
+  if (!broadcastStrides(a, dy, strideA) || !broadcastStrides(b, dy, strideB))
+    return nodeError(node, "A and B do not broadcast to dY");
+  const Shape &own = result == 0 ? strideA : strideB;
+  llvm::SmallVector<bool, 6> reduced(dy.size());
+  for (size_t d = 0; d < dy.size(); ++d)
+    reduced[d] = own[d] == 0;
+  return planFor(node, dy, reduced, {contiguousStrides(dy), strideA, strideB});
+}
+
+llvm::Error checkDivGrad(const Node &node) {
+  if (auto storage = commonFloatStorage(node); !storage)
+    return storage.takeError();
+  for (unsigned result : {0u, 1u}) {
+    if (result >= node.getNumResults() || !node.getResult(result))
+      continue;
+    if (shapeOf(node.getResult(result)) != shapeOf(node.getOperand(result + 1)))
+      return nodeError(node, result == 0 ? "dA must have A's shape"
+                                         : "dB must have B's shape");
+    if (auto ix = divGradPlan(node, result); !ix)
+      return ix.takeError();
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runDivGrad(CudaCall &call) {
+  Storage storage = *commonFloatStorage(call.node);
+  for (unsigned result : {0u, 1u}) {
+    if (!call.out(result))
+      continue;
+    auto ix = divGradPlan(call.node, result);
+    if (!ix)
+      return ix.takeError();
+    if (llvm::Error err =
+            call.check(launchDivGrad(storage, call.inPtr(0), call.inPtr(1),
+                                     call.inPtr(2), call.outPtr(result), *ix,
+                                     result == 1, call.ctx.stream),
+                       "DivGrad kernel"))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void cuda::dispatch::addReduceKernels(llvm::StringMap<KernelEntry> &table) {
+  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
+                 RunFn run) {
+    table[(domain + "::" + op).str()] = {check, run};
+  };
+  for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                         "ReduceSumSquare", "ReduceProd", "ReduceL1",
+                         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
+    add("", op, checkReduce, runReduce);
+  add(kMsDomain, "ReduceSumTraining", checkReduce, runReduce);
+  add("", "ArgMax", checkArgReduce, runArgReduce);
+  add("", "ArgMin", checkArgReduce, runArgReduce);
+  add("", "InstanceNormalization", checkInstanceNorm, runInstanceNorm);
+  add(kMsDomain, "InvertibleLayerNormalizationGrad", checkInvertibleNormGrad,
+      runInvertibleNormGrad);
+  add(kMsDomain, "DivGrad", checkDivGrad, runDivGrad);
+}
