@@ -18,6 +18,8 @@
 
 #include "backend/cuda/ElementwiseMath.h"
 
+#include <type_traits>
+
 namespace gmopt {
 namespace cuda {
 
@@ -130,18 +132,15 @@ template <typename T> GMOPT_HD int64_t rangeCount(T start, T limit, T delta) {
 /// Element \p i of the range, start + T(i) * delta rounded as the CPU
 /// kernel rounds it (a product, then a sum, never fused into an FMA).
 template <typename T> GMOPT_HD T rangeElement(T start, T delta, int64_t i) {
-  return static_cast<T>(start + static_cast<T>(i) * delta);
-}
 #if defined(__CUDA_ARCH__)
-template <> __device__ __forceinline__ float
-rangeElement<float>(float start, float delta, int64_t i) {
-  return __fadd_rn(start, __fmul_rn(static_cast<float>(i), delta));
-}
-template <> __device__ __forceinline__ double
-rangeElement<double>(double start, double delta, int64_t i) {
-  return __dadd_rn(start, __dmul_rn(static_cast<double>(i), delta));
-}
+  if constexpr (std::is_same_v<T, float>)
+    return __fadd_rn(start, __fmul_rn(static_cast<float>(i), delta));
+  else if constexpr (std::is_same_v<T, double>)
+    return __dadd_rn(start, __dmul_rn(static_cast<double>(i), delta));
+  else
 #endif
+    return static_cast<T>(start + static_cast<T>(i) * delta);
+}
 
 //===----------------------------------------------------------------------===//
 // Trilu and OneHot
