@@ -9,7 +9,11 @@
 // BroadcastGradientArgs' axes) the kernels check on the device, so nothing
 // waits for the host; a mismatch is a kernel fault that names the node
 // when the device next synchronizes. Constant copies its attribute's bytes
-// from host memory that outlives the asynchronous copy.
+// from host memory that outlives the asynchronous copy. An f32 Einsum that
+// is one strided-batch GEMM over its operands as stored (EinsumPlan's
+// EinsumGemm: matmuls, batched matmuls, transposed operands) runs on
+// cuBLASLt like MatMul; every other equation, and f64, on the general
+// kernel (one thread per output element, fp32 / fp64 accumulation).
 //
 //===----------------------------------------------------------------------===//
 
@@ -423,6 +427,19 @@ llvm::Error runEinsum(CudaCall &call) {
   auto plan = einsumPlan(call.node);
   if (!plan)
     return plan.takeError();
+  if (plan->gemm && dtypeOf(call.out(0)) == DType::F32) {
+    const EinsumGemm &form = *plan->gemm;
+    CudaStridedGemm gemm;
+    gemm.batch = form.batch;
+    gemm.m = form.m;
+    gemm.n = form.n;
+    gemm.k = form.k;
+    gemm.transA = form.transA;
+    gemm.transB = form.transB;
+    unsigned a = form.swapOperands ? 1 : 0;
+    return runCudaStridedGemm(gemm, call.inPtr(a), call.inPtr(1 - a),
+                              call.outPtr(0), call.launch, call.ctx);
+  }
   EinsumOperands operands;
   for (unsigned i = 0; i < call.node.getNumOperands(); ++i)
     operands.data[i] = call.inPtr(i);

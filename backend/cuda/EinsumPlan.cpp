@@ -15,6 +15,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
+#include <cstdint>
 #include <string>
 
 using namespace gmopt;
@@ -70,6 +71,74 @@ parseTerm(llvm::StringRef term, int rank, unsigned &ellipsisCount) {
       labels.push_back(letters[i]);
   }
   return labels;
+}
+
+using Labels = llvm::SmallVector<int, 8>;
+
+/// The labels of \p from that satisfy \p keep, in order.
+template <typename Pred> Labels labelsWhere(llvm::ArrayRef<int> from, Pred keep) {
+  Labels result;
+  for (int label : from)
+    if (keep(label))
+      result.push_back(label);
+  return result;
+}
+
+Labels concat(llvm::ArrayRef<int> a, llvm::ArrayRef<int> b,
+              llvm::ArrayRef<int> c = {}) {
+  Labels result(a.begin(), a.end());
+  result.append(b.begin(), b.end());
+  result.append(c.begin(), c.end());
+  return result;
+}
+
+/// The GEMM form of A (\p a) times B (\p b) into \p out, if it has one.
+std::optional<EinsumGemm> gemmForm(llvm::ArrayRef<int> a, llvm::ArrayRef<int> b,
+                                   llvm::ArrayRef<int> out,
+                                   const llvm::DenseMap<int, int64_t> &sizes) {
+  auto in = [](llvm::ArrayRef<int> labels, int label) {
+    return llvm::is_contained(labels, label);
+  };
+  for (int label : a)
+    if (!in(b, label) && !in(out, label))
+      return std::nullopt; // Summed from A alone.
+  for (int label : b)
+    if (!in(a, label) && !in(out, label))
+      return std::nullopt;
+  Labels batch = labelsWhere(out, [&](int l) { return in(a, l) && in(b, l); });
+  Labels m = labelsWhere(out, [&](int l) { return in(a, l) && !in(b, l); });
+  Labels n = labelsWhere(out, [&](int l) { return in(b, l) && !in(a, l); });
+  Labels k = labelsWhere(a, [&](int l) { return in(b, l) && !in(out, l); });
+  if (Labels(out.begin(), out.end()) != concat(batch, m, n))
+    return std::nullopt;
+  EinsumGemm gemm;
+  Labels aLabels(a.begin(), a.end()), bLabels(b.begin(), b.end());
+  if (aLabels == concat(batch, m, k))
+    gemm.transA = false;
+  else if (aLabels == concat(batch, k, m))
+    gemm.transA = true;
+  else
+    return std::nullopt;
+  if (bLabels == concat(batch, k, n))
+    gemm.transB = false;
+  else if (bLabels == concat(batch, n, k))
+    gemm.transB = true;
+  else
+    return std::nullopt;
+  auto extent = [&](llvm::ArrayRef<int> labels) {
+    int64_t size = 1;
+    for (int label : labels)
+      size *= sizes.lookup(label);
+    return size;
+  };
+  gemm.batch = extent(batch);
+  gemm.m = extent(m);
+  gemm.n = extent(n);
+  gemm.k = extent(k);
+  if (gemm.batch <= 0 || gemm.m <= 0 || gemm.n <= 0 || gemm.k <= 0 ||
+      gemm.batch > INT32_MAX)
+    return std::nullopt;
+  return gemm;
 }
 
 } // namespace
@@ -194,6 +263,19 @@ llvm::Expected<EinsumPlan> cuda::planEinsum(
       else
         g.sumStride[i][llvm::find(sumLabels, label) - sumLabels.begin()] =
             labelStride;
+    }
+  }
+  // A GEMM reads the operands as stored: nothing may broadcast.
+  bool broadcasts = false;
+  for (unsigned i = 0; i < numInputs; ++i)
+    for (unsigned d = 0; d < labels[i].size(); ++d)
+      broadcasts |= operandShapes[i][d] != sizes.lookup(labels[i][d]);
+  if (numInputs == 2 && !broadcasts) {
+    plan.gemm = gemmForm(labels[0], labels[1], outLabels, sizes);
+    if (!plan.gemm) {
+      plan.gemm = gemmForm(labels[1], labels[0], outLabels, sizes);
+      if (plan.gemm)
+        plan.gemm->swapOperands = true;
     }
   }
   return plan;

@@ -413,6 +413,92 @@ TEST(CudaShapeTest, EinsumIsTheCpuKernel) {
   }
 }
 
+/// Y = op(A) op(B) per batch on the host, in double, as cuBLASLt computes
+/// it from the GEMM form's parameters over the operands' bytes.
+std::vector<double> gemmOnTheHost(const cuda::EinsumGemm &g, const float *a,
+                                  const float *b) {
+  std::vector<double> y(g.batch * g.m * g.n, 0.0);
+  for (int64_t t = 0; t < g.batch; ++t)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          double x = a[t * g.m * g.k + (g.transA ? p * g.m + i : i * g.k + p)];
+          double z = b[t * g.k * g.n + (g.transB ? j * g.k + p : p * g.n + j)];
+          sum += x * z;
+        }
+        y[(t * g.m + i) * g.n + j] = sum;
+      }
+  return y;
+}
+
+TEST(CudaShapeTest, EinsumGemmFormsAreTheCpuKernel) {
+  struct Case {
+    EinsumCase einsum;
+    /// Whether the equation is one GEMM over the stored operands.
+    bool gemm;
+    bool transA = false, transB = false, swap = false;
+  };
+  std::vector<Case> cases = {
+      {{"ij,jk->ik", {{3, 4}, {4, 5}}}, true},
+      {{"ij,jk", {{3, 4}, {4, 5}}}, true},
+      {{"ji,jk->ik", {{4, 3}, {4, 5}}}, true, true, false},
+      {{"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}}, true},
+      {{"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}}, true, false, true},
+      {{"jk,ij->ik", {{4, 5}, {3, 4}}}, true, false, false, true},
+      {{"aB,Bc->ca", {{3, 4}, {4, 2}}}, true, true, true, true},
+      {{"i,i->", {{9}, {9}}}, true},
+      {{"i,j->ij", {{3}, {4}}}, true},
+      {{"abc,acd->abd", {{2, 3, 4}, {2, 4, 5}}}, true},
+      {{"bij,bjk->bki", {{2, 3, 4}, {2, 4, 5}}}, true, true, true, true},
+      // Not one GEMM: a permuted batch, a broadcast, a single-operand sum,
+      // three operands, split groups.
+      {{"bij,jbk->bik", {{2, 3, 4}, {4, 2, 5}}}, false},
+      {{"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}}, false},
+      {{"ijk,k->", {{2, 3, 4}, {4}}}, false},
+      {{"abc,cd,de->abe", {{2, 3, 4}, {4, 3}, {3, 5}}}, false},
+      {{"ij,jk->ki", {{3, 4}, {4, 3}}}, true, true, true, true},
+      {{"ikj,jl->ilk", {{2, 3, 4}, {4, 5}}}, false},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.einsum.equation);
+    llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
+    std::vector<HostTensor> operands;
+    for (size_t i = 0; i < c.einsum.shapes.size(); ++i) {
+      shapes.emplace_back(c.einsum.shapes[i].begin(), c.einsum.shapes[i].end());
+      operands.push_back(
+          randomOperand<float>(DType::F32, c.einsum.shapes[i], 21 + i));
+    }
+    auto plan = cuda::planEinsum(c.einsum.equation, shapes);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    ASSERT_EQ(plan->gemm.has_value(), c.gemm);
+    if (!c.gemm)
+      continue;
+    const cuda::EinsumGemm &g = *plan->gemm;
+    EXPECT_EQ(g.transA, c.transA);
+    EXPECT_EQ(g.transB, c.transB);
+    EXPECT_EQ(g.swapOperands, c.swap);
+    std::vector<HostTensor *> inputs;
+    for (HostTensor &operand : operands)
+      inputs.push_back(&operand);
+    KernelRunner runner;
+    auto y = runner.run("", "Einsum", inputs,
+                        {TensorType::get(DType::F32, plan->outShape)},
+                        {stringAttr("equation", c.einsum.equation)});
+    ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
+    std::vector<float> expected = (*y)[0].values<float>();
+    const float *a =
+        reinterpret_cast<const float *>(operands[g.swapOperands].bytes.data());
+    const float *b = reinterpret_cast<const float *>(
+        operands[!g.swapOperands].bytes.data());
+    std::vector<double> product = gemmOnTheHost(g, a, b);
+    ASSERT_EQ(product.size(), expected.size());
+    for (size_t e = 0; e < product.size(); ++e)
+      EXPECT_NEAR(product[e], expected[e], 1e-5 * (1 + std::abs(product[e])))
+          << "element " << e;
+  }
+}
+
 TEST(CudaShapeTest, EinsumPlanRefusesWhatTheCpuKernelRefuses) {
   struct Case {
     const char *equation;
@@ -767,6 +853,19 @@ TEST(CudaShapeTest, KernelsEqualTheCpuBackendOnTheDevice) {
        {stringAttr("equation", "bij,bjk->bik")},
        1e-5},
       {"", "Einsum",
+       {f32({2, 8, 16}, einsumA), f32({2, 16, 12}, einsumB)},
+       {TensorType::get(DType::F32, {2, 12, 8})},
+       {stringAttr("equation", "bij,bjk->bki")},
+       1e-5},
+      {"", "Einsum",
+       {tensorOf<double>(DType::F64, {2, 8, 16},
+                         std::vector<double>(einsumA.begin(), einsumA.end())),
+        tensorOf<double>(DType::F64, {2, 16, 12},
+                         std::vector<double>(einsumB.begin(), einsumB.end()))},
+       {TensorType::get(DType::F64, {2, 8, 12})},
+       {stringAttr("equation", "bij,bjk->bik")},
+       1e-12},
+      {"", "Einsum",
        {f32({2, 8, 16}, einsumA)},
        {TensorType::get(DType::F32, {16, 2})},
        {stringAttr("equation", "bij->jb")},
@@ -787,11 +886,18 @@ TEST(CudaShapeTest, KernelsEqualTheCpuBackendOnTheDevice) {
       llvm::ArrayRef<uint8_t> cpu = outputs[0][i].getBytes(),
                               gpu = outputs[1][i].getBytes();
       ASSERT_EQ(cpu.size(), gpu.size());
-      const float *a = reinterpret_cast<const float *>(cpu.data());
-      const float *b = reinterpret_cast<const float *>(gpu.data());
-      for (size_t e = 0; e < cpu.size() / sizeof(float); ++e)
-        EXPECT_NEAR(a[e], b[e], c.tolerance * (1 + std::abs(a[e])))
-            << "element " << e;
+      auto compare = [&](auto zero) {
+        using T = decltype(zero);
+        const T *a = reinterpret_cast<const T *>(cpu.data());
+        const T *b = reinterpret_cast<const T *>(gpu.data());
+        for (size_t e = 0; e < cpu.size() / sizeof(T); ++e)
+          EXPECT_NEAR(a[e], b[e], c.tolerance * (1 + std::abs(a[e])))
+              << "element " << e;
+      };
+      if (outputs[0][i].getType().getDType() == DType::F64)
+        compare(0.0);
+      else
+        compare(0.0f);
     }
   }
 }
