@@ -102,8 +102,7 @@ struct CudaStridedGemm {
 /// Runs \p gemm for \p launch's node on cuBLASLt (CudaMatMul.cpp), with
 /// the node's descriptors and algorithm cached as MatMul's are.
 llvm::Error runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
-                               const void *b, void *y,
-                               const NodeLaunch &launch,
+                               const void *b, void *y, const NodeLaunch &launch,
                                CudaKernelContext &ctx);
 
 } // namespace cuda

@@ -348,8 +348,8 @@ llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
   return llvm::Error::success();
 }
 
-llvm::Error cuda::runCudaStridedGemm(const CudaStridedGemm &gemm,
-                                     const void *a, const void *b, void *y,
+llvm::Error cuda::runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
+                                     const void *b, void *y,
                                      const NodeLaunch &launch,
                                      CudaKernelContext &ctx) {
   const Node &node = *launch.node;

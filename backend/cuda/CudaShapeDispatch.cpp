@@ -1,4 +1,4 @@
-//===- CudaShapeDispatch.cpp - The CUDA table's shape and constant entries ===//
+//===- CudaShapeDispatch.cpp - The CUDA shape and constant entries --------===//
 //
 // Constant, Range, OneHot, Trilu, NonZero, com.microsoft
 // BroadcastGradientArgs and Einsum on CUDA (ShapeKernels.cu). The
@@ -80,6 +80,15 @@ llvm::Error checkScalarOperand(const Node &node, const Value *value,
   return llvm::Error::success();
 }
 
+/// The kernels write outputs of the planned shapes: those must be static
+/// (NonZero's count and Range's length included).
+llvm::Error checkStaticResults(const Node &node) {
+  for (const Value *result : node.getResults())
+    if (result && !result->getType().hasStaticShape())
+      return nodeError(node, "output shapes must be static (planned)");
+  return llvm::Error::success();
+}
+
 /// Element sizes the word-moving kernels handle.
 bool isWordSize(int64_t bytes) {
   return bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8;
@@ -104,10 +113,9 @@ constantBytes(const Node &node, std::vector<int64_t> &staging) {
     if (llvm::Error err = data.load())
       return nodeError(node, llvm::toString(std::move(err)));
     if (data.getType().getDType() != dtypeOf(out))
-      return nodeError(node, "constant of type " +
-                                 dtypeName(data.getType().getDType()) +
-                                 " for an output of type " +
-                                 dtypeName(dtypeOf(out)));
+      return nodeError(
+          node, "constant of type " + dtypeName(data.getType().getDType()) +
+                    " for an output of type " + dtypeName(dtypeOf(out)));
     if (data.getBytes().size() != out->getType().getSizeInBytes())
       return nodeError(node, "constant has " +
                                  llvm::Twine(data.getBytes().size()) +
@@ -147,6 +155,8 @@ constantBytes(const Node &node, std::vector<int64_t> &staging) {
 }
 
 llvm::Error checkConstant(const Node &node) {
+  if (llvm::Error err = checkStaticResults(node))
+    return err;
   std::vector<int64_t> staging;
   return constantBytes(node, staging).takeError();
 }
@@ -169,6 +179,8 @@ llvm::Error runConstant(CudaCall &call) {
 //===----------------------------------------------------------------------===//
 
 llvm::Error checkRange(const Node &node) {
+  if (llvm::Error err = checkStaticResults(node))
+    return err;
   const Value *out = node.getResult(0);
   DType type = dtypeOf(out);
   if (type != DType::F32 && type != DType::F64 && type != DType::I64 &&
@@ -189,15 +201,16 @@ llvm::Error checkRange(const Node &node) {
 llvm::Error runRange(CudaCall &call) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchRange(*scalarTypeOf(dtypeOf(call.out(0))),
-                                call.inPtr(0), call.inPtr(1), call.inPtr(2),
-                                call.outPtr(0),
-                                call.out(0)->getType().getNumElements(),
-                                call.ctx.stream),
-                    "Range kernel");
+  return call.check(
+      launchRange(*scalarTypeOf(dtypeOf(call.out(0))), call.inPtr(0),
+                  call.inPtr(1), call.inPtr(2), call.outPtr(0),
+                  call.out(0)->getType().getNumElements(), call.ctx.stream),
+      "Range kernel");
 }
 
 llvm::Error checkTrilu(const Node &node) {
+  if (llvm::Error err = checkStaticResults(node))
+    return err;
   const Value *in = node.getOperand(0), *out = node.getResult(0);
   if (in->getType().getRank() < 2)
     return nodeError(node, "input must have rank >= 2");
@@ -252,6 +265,8 @@ llvm::Expected<OneHotShape> oneHotShape(const Node &node) {
 }
 
 llvm::Error checkOneHot(const Node &node) {
+  if (llvm::Error err = checkStaticResults(node))
+    return err;
   const Value *indices = node.getOperand(0), *depth = node.getOperand(1),
               *values = node.getOperand(2), *out = node.getResult(0);
   if (!indices || !depth || !values)
@@ -314,6 +329,8 @@ bool nonZeroReads(DType type) {
 }
 
 llvm::Error checkNonZero(const Node &node) {
+  if (llvm::Error err = checkStaticResults(node))
+    return err;
   const Value *in = node.getOperand(0), *out = node.getResult(0);
   if (!nonZeroReads(dtypeOf(in)))
     return nodeError(node, "element type " + dtypeName(dtypeOf(in)) +
@@ -343,19 +360,21 @@ llvm::Error runNonZero(CudaCall &call) {
     shape.dims[d] = dims[d];
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchNonZero(call.inPtr(0), in->getType().getNumElements(),
-                    static_cast<int>(elementBytes(in)),
-                    isFloatingPoint(dtypeOf(in)), shape, call.outAs<int64_t>(0),
-                    shapeOf(call.out(0))[1], call.ctx.stream),
-      "NonZero kernel");
+  return call.check(launchNonZero(call.inPtr(0), in->getType().getNumElements(),
+                                  static_cast<int>(elementBytes(in)),
+                                  isFloatingPoint(dtypeOf(in)), shape,
+                                  call.outAs<int64_t>(0),
+                                  shapeOf(call.out(0))[1], call.ctx.stream),
+                    "NonZero kernel");
 }
 
 llvm::Error checkBroadcastGradientArgs(const Node &node) {
+  if (llvm::Error err = checkStaticResults(node))
+    return err;
   int64_t longest = 0;
   for (unsigned i = 0; i < 2; ++i) {
-    const Value *shape = i < node.getNumOperands() ? node.getOperand(i)
-                                                   : nullptr;
+    const Value *shape =
+        i < node.getNumOperands() ? node.getOperand(i) : nullptr;
     if (!shape || dtypeOf(shape) != DType::I64)
       return nodeError(node, "a_shape and b_shape must be int64 tensors on "
                              "CUDA");
@@ -378,14 +397,13 @@ llvm::Error runBroadcastGradientArgs(CudaCall &call) {
   };
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchBroadcastGradientArgs(
-                        call.inAs<int64_t>(0),
-                        call.in(0)->getType().getNumElements(),
-                        call.inAs<int64_t>(1),
-                        call.in(1)->getType().getNumElements(),
-                        call.outAs<int64_t>(0), planned(0),
-                        call.outAs<int64_t>(1), planned(1), call.ctx.stream),
-                    "BroadcastGradientArgs kernel");
+  return call.check(
+      launchBroadcastGradientArgs(
+          call.inAs<int64_t>(0), call.in(0)->getType().getNumElements(),
+          call.inAs<int64_t>(1), call.in(1)->getType().getNumElements(),
+          call.outAs<int64_t>(0), planned(0), call.outAs<int64_t>(1),
+          planned(1), call.ctx.stream),
+      "BroadcastGradientArgs kernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -416,12 +434,17 @@ llvm::Expected<EinsumPlan> einsumPlan(const Node &node) {
     return nodeError(node, "the output's element type differs from the "
                            "operands'");
   Shape outDims = shapeOf(out);
-  if (llvm::ArrayRef<int64_t>(outDims) != llvm::ArrayRef<int64_t>(plan->outShape))
+  if (llvm::ArrayRef<int64_t>(outDims) !=
+      llvm::ArrayRef<int64_t>(plan->outShape))
     return nodeError(node, "the output shape differs from the equation's");
   return plan;
 }
 
-llvm::Error checkEinsum(const Node &node) { return einsumPlan(node).takeError(); }
+llvm::Error checkEinsum(const Node &node) {
+  if (llvm::Error err = checkStaticResults(node))
+    return err;
+  return einsumPlan(node).takeError();
+}
 
 llvm::Error runEinsum(CudaCall &call) {
   auto plan = einsumPlan(call.node);

@@ -76,7 +76,8 @@ parseTerm(llvm::StringRef term, int rank, unsigned &ellipsisCount) {
 using Labels = llvm::SmallVector<int, 8>;
 
 /// The labels of \p from that satisfy \p keep, in order.
-template <typename Pred> Labels labelsWhere(llvm::ArrayRef<int> from, Pred keep) {
+template <typename Pred>
+Labels labelsWhere(llvm::ArrayRef<int> from, Pred keep) {
   Labels result;
   for (int label : from)
     if (keep(label))
@@ -143,9 +144,9 @@ std::optional<EinsumGemm> gemmForm(llvm::ArrayRef<int> a, llvm::ArrayRef<int> b,
 
 } // namespace
 
-llvm::Expected<EinsumPlan> cuda::planEinsum(
-    llvm::StringRef rawEquation,
-    llvm::ArrayRef<llvm::SmallVector<int64_t, 8>> operandShapes) {
+llvm::Expected<EinsumPlan>
+cuda::planEinsum(llvm::StringRef rawEquation,
+                 llvm::ArrayRef<llvm::SmallVector<int64_t, 8>> operandShapes) {
   std::string equation;
   for (char c : rawEquation)
     if (c != ' ')
@@ -168,8 +169,8 @@ llvm::Expected<EinsumPlan> cuda::planEinsum(
   llvm::SmallVector<unsigned, 4> ellipsisCounts(numInputs, 0);
   unsigned ellipsisRank = 0;
   for (unsigned i = 0; i < numInputs; ++i) {
-    auto parsed = parseTerm(terms[i], operandShapes[i].size(),
-                            ellipsisCounts[i]);
+    auto parsed =
+        parseTerm(terms[i], operandShapes[i].size(), ellipsisCounts[i]);
     if (!parsed)
       return parsed.takeError();
     labels[i] = std::move(*parsed);
@@ -255,7 +256,8 @@ llvm::Expected<EinsumPlan> cuda::planEinsum(
       int label = labels[i][d];
       int64_t extent = operandShapes[i][d];
       // A unit ellipsis dimension broadcasts: stride 0.
-      int64_t labelStride = extent == 1 && sizes.lookup(label) != 1 ? 0 : stride;
+      int64_t labelStride =
+          extent == 1 && sizes.lookup(label) != 1 ? 0 : stride;
       stride *= extent;
       auto *out = llvm::find(outLabels, label);
       if (out != outLabels.end())

@@ -137,9 +137,8 @@ __global__ void __launch_bounds__(kNonZeroThreads)
   int64_t found = 0; // Nonzero elements before the tile (uniform).
   for (int64_t tile = 0; tile < elements; tile += kNonZeroThreads) {
     int64_t i = tile + threadIdx.x;
-    bool nonZero = i < elements &&
-                   isNonZeroBits(loadBits(x, i, elementBytes), elementBytes,
-                                 isFloat);
+    bool nonZero = i < elements && isNonZeroBits(loadBits(x, i, elementBytes),
+                                                 elementBytes, isFloat);
     unsigned ballot = __ballot_sync(0xffffffffu, nonZero);
     if (lane == 0)
       warpCounts[warp] = __popc(ballot);
@@ -231,8 +230,8 @@ cudaError_t gmopt::cuda::launchTrilu(const void *in, void *out,
   return withWord(elementBytes, [&](auto *tag) {
     using W = std::remove_pointer_t<decltype(tag)>;
     triluKernel<<<gridFor(elements), kThreads, 0, stream>>>(
-        static_cast<const W *>(in), static_cast<W *>(out), elements, rows,
-        cols, upper, k, kType);
+        static_cast<const W *>(in), static_cast<W *>(out), elements, rows, cols,
+        upper, k, kType);
     return cudaGetLastError();
   });
 }

@@ -1,5 +1,4 @@
-//===- ShapeMath.h - Element arithmetic of the CUDA shape kernels -*- C++
-//-*-===//
+//===- ShapeMath.h - Element arithmetic of the shape kernels ----*- C++ -*-===//
 //
 // The per-element arithmetic of Range, Trilu, OneHot, NonZero,
 // com.microsoft BroadcastGradientArgs and Einsum on CUDA (ShapeKernels.cu),
@@ -124,8 +123,9 @@ GMOPT_HD int64_t loadAsInt64(ScalarType type, const void *data, int64_t i) {
 /// The number of elements of Range(start, limit, delta): ceil((limit -
 /// start) / delta) in double, at least 0 (the CPU kernel's formula).
 template <typename T> GMOPT_HD int64_t rangeCount(T start, T limit, T delta) {
-  double steps = ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-                      static_cast<double>(delta));
+  double steps =
+      ceil((static_cast<double>(limit) - static_cast<double>(start)) /
+           static_cast<double>(delta));
   return steps > 0 ? static_cast<int64_t>(steps) : 0;
 }
 
@@ -199,9 +199,8 @@ GMOPT_HD uint64_t loadBits(const void *data, int64_t i, int elementBytes) {
 /// Whether an element with \p bits is nonzero: any bit set, ignoring a
 /// float's sign bit (-0.0 is zero, NaN is not), as the CPU kernel tests it.
 GMOPT_HD bool isNonZeroBits(uint64_t bits, int elementBytes, bool isFloat) {
-  uint64_t mask = elementBytes >= 8
-                      ? ~uint64_t(0)
-                      : (uint64_t(1) << (8 * elementBytes)) - 1;
+  uint64_t mask = elementBytes >= 8 ? ~uint64_t(0)
+                                    : (uint64_t(1) << (8 * elementBytes)) - 1;
   if (isFloat)
     mask &= ~(uint64_t(1) << (8 * elementBytes - 1));
   return (bits & mask) != 0;
@@ -243,11 +242,9 @@ struct GradientAxesCount {
 /// gradient sums over, from last to first (the CPU kernel's loop): they are
 /// written to \p aAxes / \p bAxes (either may be null) up to \p aCapacity /
 /// \p bCapacity elements and counted in full.
-GMOPT_HD GradientAxesCount broadcastGradientAxes(const int64_t *a, int64_t aRank,
-                                                 const int64_t *b, int64_t bRank,
-                                                 int64_t *aAxes, int64_t aCapacity,
-                                                 int64_t *bAxes,
-                                                 int64_t bCapacity) {
+GMOPT_HD GradientAxesCount broadcastGradientAxes(
+    const int64_t *a, int64_t aRank, const int64_t *b, int64_t bRank,
+    int64_t *aAxes, int64_t aCapacity, int64_t *bAxes, int64_t bCapacity) {
   GradientAxesCount count;
   auto push = [&](bool toA, int64_t axis) {
     int64_t &n = toA ? count.a : count.b;

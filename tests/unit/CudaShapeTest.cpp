@@ -59,8 +59,8 @@ void expectRangeIsTheCpuKernel(DType dtype, T start, T limit, T delta) {
   HostTensor l = HostTensor::of<T>(dtype, {}, {limit});
   HostTensor d = HostTensor::of<T>(dtype, {}, {delta});
   KernelRunner runner;
-  auto out = runner.run("", "Range", {&s, &l, &d},
-                        {TensorType::get(dtype, {count})});
+  auto out =
+      runner.run("", "Range", {&s, &l, &d}, {TensorType::get(dtype, {count})});
   ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
   std::vector<T> expected = (*out)[0].values<T>();
   ASSERT_EQ(static_cast<int64_t>(expected.size()), count);
@@ -104,12 +104,11 @@ TEST(CudaShapeTest, TriluIsTheCpuKernel) {
     for (int upper : {0, 1})
       for (DType kType : {DType::I64, DType::F32, DType::I32}) {
         SCOPED_TRACE("k " + std::to_string(k) + " upper " +
-                     std::to_string(upper) + " k of " +
-                     dtypeName(kType).str());
-        HostTensor kTensor =
-            kType == DType::I64   ? HostTensor::i64({}, {k})
-            : kType == DType::F32 ? HostTensor::f32({}, {float(k)})
-                                  : HostTensor::i32({}, {int32_t(k)});
+                     std::to_string(upper) + " k of " + dtypeName(kType).str());
+        HostTensor kTensor = kType == DType::I64 ? HostTensor::i64({}, {k})
+                             : kType == DType::F32
+                                 ? HostTensor::f32({}, {float(k)})
+                                 : HostTensor::i32({}, {int32_t(k)});
         HostTensor x = HostTensor::f32(shape, values);
         HostTensor xi = HostTensor::i64(shape, ints);
         KernelRunner runner;
@@ -130,7 +129,8 @@ TEST(CudaShapeTest, TriluIsTheCpuKernel) {
                                                      : ScalarType::I32,
                                kTensor.bytes.data(), 0));
         for (int64_t e = 0; e < 120; ++e) {
-          bool keep = cuda::triluKeeps(upper != 0, diagonal, (e / 5) % 4, e % 5);
+          bool keep =
+              cuda::triluKeeps(upper != 0, diagonal, (e / 5) % 4, e % 5);
           float value = keep ? values[e] : 0.0f;
           EXPECT_EQ(std::memcmp(&value, &expected[e], 4), 0) << "element " << e;
           EXPECT_EQ(keep ? ints[e] : 0, expectedInts[e]) << "element " << e;
@@ -144,7 +144,7 @@ TEST(CudaShapeTest, OneHotIsTheCpuKernel) {
   // nothing; float indices truncate.
   std::vector<int64_t> raw = {0, 1, 4, -1, -5, -6, 5, 7, 2, 3, -2, 100};
   std::vector<float> rawFloats = {0.5f, 1.9f, 4.2f, -1.0f, -5.5f, -6.0f,
-                                  5.0f, 7.0f, 2.0f, 3.7f, -2.2f, NAN};
+                                  5.0f, 7.0f, 2.0f, 3.7f,  -2.2f, NAN};
   const int64_t depth = 5;
   for (DType indexType : {DType::I64, DType::I32, DType::F32})
     for (DType outType : {DType::F32, DType::I64})
@@ -260,10 +260,10 @@ TEST(CudaShapeTest, NonZeroIsTheCpuKernel) {
     ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
     EXPECT_EQ((*y)[0].values<int64_t>(), coords);
     // Any other count: the CPU kernel refuses, the CUDA kernel faults.
-    EXPECT_NE(errorOf(runner.run("", "NonZero", {&x},
-                                 {TensorType::get(DType::I64,
-                                                  {rows, count + 1})})),
-              "");
+    EXPECT_NE(
+        errorOf(runner.run("", "NonZero", {&x},
+                           {TensorType::get(DType::I64, {rows, count + 1})})),
+        "");
   }
 }
 
@@ -276,9 +276,9 @@ TEST(CudaShapeTest, BroadcastGradientArgsIsTheCpuKernel) {
     std::vector<int64_t> a, b;
   };
   std::vector<Case> cases = {
-      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},       {{1, 3, 1}, {5, 3, 7}},
-      {{5, 1, 7}, {3, 1}},    {{}, {2, 3}},           {{6, 1}, {}},
-      {{1}, {1, 1, 1}},       {{2, 3}, {3, 3}},       {{8, 1, 6, 1}, {7, 1, 5}},
+      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}}, {{1, 3, 1}, {5, 3, 7}},
+      {{5, 1, 7}, {3, 1}},    {{}, {2, 3}},     {{6, 1}, {}},
+      {{1}, {1, 1, 1}},       {{2, 3}, {3, 3}}, {{8, 1, 6, 1}, {7, 1, 5}},
       {{4, 5}, {4, 6}},
   };
   for (const Case &c : cases) {
@@ -293,17 +293,15 @@ TEST(CudaShapeTest, BroadcastGradientArgsIsTheCpuKernel) {
     HostTensor b = HostTensor::i64({int64_t(c.b.size())}, c.b);
     KernelRunner runner;
     if (!count.broadcastable) {
-      EXPECT_NE(errorOf(runner.run(kMsDomain, "BroadcastGradientArgs",
-                                   {&a, &b},
+      EXPECT_NE(errorOf(runner.run(kMsDomain, "BroadcastGradientArgs", {&a, &b},
                                    {TensorType::get(DType::I64, {0}),
                                     TensorType::get(DType::I64, {0})})),
                 "");
       continue;
     }
-    auto y = runner.run(
-        kMsDomain, "BroadcastGradientArgs", {&a, &b},
-        {TensorType::get(DType::I64, {count.a}),
-         TensorType::get(DType::I64, {count.b})});
+    auto y = runner.run(kMsDomain, "BroadcastGradientArgs", {&a, &b},
+                        {TensorType::get(DType::I64, {count.a}),
+                         TensorType::get(DType::I64, {count.b})});
     ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
     aAxes.resize(count.a);
     bAxes.resize(count.b);
@@ -378,13 +376,12 @@ void expectEinsumIsTheCpuKernel(DType dtype, const EinsumCase &c,
   for (HostTensor &operand : operands)
     inputs.push_back(&operand);
   KernelRunner runner;
-  auto y = runner.run("", "Einsum", inputs,
-                      {TensorType::get(dtype, plan->outShape)},
-                      {stringAttr("equation", c.equation)});
+  auto y =
+      runner.run("", "Einsum", inputs, {TensorType::get(dtype, plan->outShape)},
+                 {stringAttr("equation", c.equation)});
   ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
   std::vector<T> expected = (*y)[0].values<T>();
-  ASSERT_EQ(static_cast<int64_t>(expected.size()),
-            plan->geometry.outElements);
+  ASSERT_EQ(static_cast<int64_t>(expected.size()), plan->geometry.outElements);
   std::vector<const T *> data;
   std::vector<std::vector<T>> magnitudes;
   for (const HostTensor &operand : operands) {
@@ -401,8 +398,7 @@ void expectEinsumIsTheCpuKernel(DType dtype, const EinsumCase &c,
     T value = cuda::einsumElement<T>(plan->geometry, data.data(), e);
     // Rounding grows with the sum of the terms' magnitudes.
     T scale = cuda::einsumElement<T>(plan->geometry, absData.data(), e);
-    EXPECT_NEAR(value, expected[e], tolerance * (scale + 1))
-        << "element " << e;
+    EXPECT_NEAR(value, expected[e], tolerance * (scale + 1)) << "element " << e;
   }
 }
 
@@ -489,8 +485,8 @@ TEST(CudaShapeTest, EinsumGemmFormsAreTheCpuKernel) {
     std::vector<float> expected = (*y)[0].values<float>();
     const float *a =
         reinterpret_cast<const float *>(operands[g.swapOperands].bytes.data());
-    const float *b = reinterpret_cast<const float *>(
-        operands[!g.swapOperands].bytes.data());
+    const float *b =
+        reinterpret_cast<const float *>(operands[!g.swapOperands].bytes.data());
     std::vector<double> product = gemmOnTheHost(g, a, b);
     ASSERT_EQ(product.size(), expected.size());
     for (size_t e = 0; e < product.size(); ++e)
@@ -605,15 +601,15 @@ TEST(CudaShapeTest, ChecksRefuseWhatTheKernelsCannotRun) {
   EXPECT_EQ(refusal("", "Constant", {}, {typeOf(DType::I64, {})},
                     {intAttr("value_int", 4)}),
             "");
-  EXPECT_TRUE(contains(refusal("", "Constant", {}, {typeOf(DType::I64, {2})},
-                               {attr("value_floats",
-                                     Attribute::getFloats({1, 2}))}),
-                       "disagrees"));
-  EXPECT_TRUE(contains(refusal("", "Constant", {}, {typeOf(DType::F32, {3})},
-                               {tensorAttr("value",
-                                           TensorData::fromValues<float>(
-                                               DType::F32, {2}, {1, 2}))}),
-                       "bytes"));
+  EXPECT_TRUE(
+      contains(refusal("", "Constant", {}, {typeOf(DType::I64, {2})},
+                       {attr("value_floats", Attribute::getFloats({1, 2}))}),
+               "disagrees"));
+  EXPECT_TRUE(
+      contains(refusal("", "Constant", {}, {typeOf(DType::F32, {3})},
+                       {tensorAttr("value", TensorData::fromValues<float>(
+                                                DType::F32, {2}, {1, 2}))}),
+               "bytes"));
   EXPECT_TRUE(contains(refusal("", "Constant", {}, {typeOf(DType::F32, {})},
                                {stringAttr("value_string", "x")}),
                        "string and sparse"));
@@ -638,42 +634,41 @@ TEST(CudaShapeTest, ChecksRefuseWhatTheKernelsCannotRun) {
   EXPECT_TRUE(contains(refusal("", "Trilu", {typeOf(DType::F32, {4})},
                                {typeOf(DType::F32, {4})}),
                        "rank >= 2"));
-  EXPECT_TRUE(contains(refusal("", "Trilu",
-                               {typeOf(DType::F32, {3, 3}),
-                                typeOf(DType::I64, {2})},
-                               {typeOf(DType::F32, {3, 3})}),
-                       "exactly one element"));
+  EXPECT_TRUE(
+      contains(refusal("", "Trilu",
+                       {typeOf(DType::F32, {3, 3}), typeOf(DType::I64, {2})},
+                       {typeOf(DType::F32, {3, 3})}),
+               "exactly one element"));
   // OneHot.
   EXPECT_EQ(refusal("", "OneHot",
                     {typeOf(DType::I32, {2, 3}), typeOf(DType::I64, {}),
                      typeOf(DType::F16, {2})},
                     {typeOf(DType::F16, {2, 7, 3})}, {intAttr("axis", 1)}),
             "");
-  EXPECT_TRUE(contains(refusal("", "OneHot",
-                               {typeOf(DType::F16, {2, 3}),
-                                typeOf(DType::I64, {}),
-                                typeOf(DType::F32, {2})},
-                               {typeOf(DType::F32, {2, 3, 7})}),
-                       "indices of element type f16"));
-  EXPECT_TRUE(contains(refusal("", "OneHot",
-                               {typeOf(DType::I64, {2, 3}),
-                                typeOf(DType::I64, {}),
-                                typeOf(DType::F32, {2})},
-                               {typeOf(DType::F32, {2, 7, 3})}),
-                       "does not match the indices"));
-  EXPECT_TRUE(contains(refusal("", "OneHot",
-                               {typeOf(DType::I64, {2, 3}),
-                                typeOf(DType::I64, {}),
-                                typeOf(DType::I64, {2})},
-                               {typeOf(DType::F32, {2, 3, 7})}),
-                       "[off, on]"));
-  EXPECT_TRUE(contains(refusal("", "OneHot",
-                               {typeOf(DType::I64, {2, 3}),
-                                typeOf(DType::I64, {}),
-                                typeOf(DType::F32, {2})},
-                               {typeOf(DType::F32, {2, 3, 7})},
-                               {intAttr("axis", 3)}),
-                       "out of range"));
+  EXPECT_TRUE(
+      contains(refusal("", "OneHot",
+                       {typeOf(DType::F16, {2, 3}), typeOf(DType::I64, {}),
+                        typeOf(DType::F32, {2})},
+                       {typeOf(DType::F32, {2, 3, 7})}),
+               "indices of element type f16"));
+  EXPECT_TRUE(
+      contains(refusal("", "OneHot",
+                       {typeOf(DType::I64, {2, 3}), typeOf(DType::I64, {}),
+                        typeOf(DType::F32, {2})},
+                       {typeOf(DType::F32, {2, 7, 3})}),
+               "does not match the indices"));
+  EXPECT_TRUE(
+      contains(refusal("", "OneHot",
+                       {typeOf(DType::I64, {2, 3}), typeOf(DType::I64, {}),
+                        typeOf(DType::I64, {2})},
+                       {typeOf(DType::F32, {2, 3, 7})}),
+               "[off, on]"));
+  EXPECT_TRUE(
+      contains(refusal("", "OneHot",
+                       {typeOf(DType::I64, {2, 3}), typeOf(DType::I64, {}),
+                        typeOf(DType::F32, {2})},
+                       {typeOf(DType::F32, {2, 3, 7})}, {intAttr("axis", 3)}),
+               "out of range"));
   // NonZero.
   EXPECT_EQ(refusal("", "NonZero", {typeOf(DType::F16, {4, 5})},
                     {typeOf(DType::I64, {2, 7})}),
@@ -687,43 +682,47 @@ TEST(CudaShapeTest, ChecksRefuseWhatTheKernelsCannotRun) {
   EXPECT_TRUE(contains(refusal("", "NonZero", {typeOf(DType::F32, {4, 5})},
                                {typeOf(DType::I64, {2, 21})}),
                        "exceeds"));
+  EXPECT_TRUE(contains(
+      refusal("", "NonZero", {typeOf(DType::F32, {4, 5})},
+              {TensorType(DType::I64, {Dim::fixed(2), Dim::unknown()})}),
+      "must be static"));
   // BroadcastGradientArgs.
   EXPECT_EQ(refusal(kMsDomain, "BroadcastGradientArgs",
                     {typeOf(DType::I64, {3}), typeOf(DType::I64, {2})},
                     {typeOf(DType::I64, {1}), typeOf(DType::I64, {2})}),
             "");
-  EXPECT_TRUE(contains(refusal(kMsDomain, "BroadcastGradientArgs",
-                               {typeOf(DType::I32, {3}),
-                                typeOf(DType::I64, {2})},
-                               {typeOf(DType::I64, {1})}),
-                       "int64 tensors"));
-  EXPECT_TRUE(contains(refusal(kMsDomain, "BroadcastGradientArgs",
-                               {typeOf(DType::I64, {3}),
-                                typeOf(DType::I64, {2})},
-                               {typeOf(DType::I64, {4})}),
-                       "more axes"));
+  EXPECT_TRUE(
+      contains(refusal(kMsDomain, "BroadcastGradientArgs",
+                       {typeOf(DType::I32, {3}), typeOf(DType::I64, {2})},
+                       {typeOf(DType::I64, {1})}),
+               "int64 tensors"));
+  EXPECT_TRUE(
+      contains(refusal(kMsDomain, "BroadcastGradientArgs",
+                       {typeOf(DType::I64, {3}), typeOf(DType::I64, {2})},
+                       {typeOf(DType::I64, {4})}),
+               "more axes"));
   // Einsum.
   EXPECT_EQ(refusal("", "Einsum",
                     {typeOf(DType::F32, {3, 4}), typeOf(DType::F32, {4, 5})},
                     {typeOf(DType::F32, {3, 5})},
                     {stringAttr("equation", "ij,jk->ik")}),
             "");
-  EXPECT_TRUE(contains(refusal("", "Einsum",
-                               {typeOf(DType::F16, {3, 4}),
-                                typeOf(DType::F16, {4, 5})},
-                               {typeOf(DType::F16, {3, 5})},
-                               {stringAttr("equation", "ij,jk->ik")}),
-                       "not supported (f32, f64)"));
+  EXPECT_TRUE(
+      contains(refusal("", "Einsum",
+                       {typeOf(DType::F16, {3, 4}), typeOf(DType::F16, {4, 5})},
+                       {typeOf(DType::F16, {3, 5})},
+                       {stringAttr("equation", "ij,jk->ik")}),
+               "not supported (f32, f64)"));
   EXPECT_TRUE(contains(refusal("", "Einsum", {typeOf(DType::F32, {3, 3})},
                                {typeOf(DType::F32, {3})},
                                {stringAttr("equation", "ii->i")}),
                        "diagonal"));
-  EXPECT_TRUE(contains(refusal("", "Einsum",
-                               {typeOf(DType::F32, {3, 4}),
-                                typeOf(DType::F32, {4, 5})},
-                               {typeOf(DType::F32, {5, 3})},
-                               {stringAttr("equation", "ij,jk->ik")}),
-                       "output shape differs"));
+  EXPECT_TRUE(
+      contains(refusal("", "Einsum",
+                       {typeOf(DType::F32, {3, 4}), typeOf(DType::F32, {4, 5})},
+                       {typeOf(DType::F32, {5, 3})},
+                       {stringAttr("equation", "ij,jk->ik")}),
+               "output shape differs"));
 }
 
 /// One device comparison: a node run on the CPU and the CUDA backends.
@@ -809,55 +808,75 @@ TEST(CudaShapeTest, KernelsEqualTheCpuBackendOnTheDevice) {
       if (std::isnan(v[i]))
         v[i] = 1.0f;
   std::vector<DeviceCase> cases = {
-      {"", "Constant", {}, {TensorType::get(DType::F16, {3})},
+      {"",
+       "Constant",
+       {},
+       {TensorType::get(DType::F16, {3})},
        {tensorAttr("value", tensorOf<uint16_t>(DType::F16, {3},
                                                {0x3c00, 0xc000, 0x7c00}))}},
-      {"", "Constant", {}, {TensorType::get(DType::F32, {4})},
+      {"",
+       "Constant",
+       {},
+       {TensorType::get(DType::F32, {4})},
        {attr("value_floats", Attribute::getFloats({1.5f, -2, 0, 1e30f}))}},
-      {"", "Constant", {}, {TensorType::get(DType::I64, {})},
+      {"",
+       "Constant",
+       {},
+       {TensorType::get(DType::I64, {})},
        {intAttr("value_int", -42)}},
-      {"", "Range",
+      {"",
+       "Range",
        {f32({}, {-3.7f}), f32({}, {12.3f}), f32({}, {0.37f})},
        {TensorType::get(DType::F32, {44})},
        {}},
-      {"", "Range",
+      {"",
+       "Range",
        {tensorOf<int16_t>(DType::I16, {}, {-20}),
         tensorOf<int16_t>(DType::I16, {}, {20}),
         tensorOf<int16_t>(DType::I16, {}, {3})},
        {TensorType::get(DType::I16, {14})},
        {}},
-      {"", "Trilu",
-       {f32({4, 8, 16}, std::vector<float>(values.begin(), values.begin() + 512)),
+      {"",
+       "Trilu",
+       {f32({4, 8, 16},
+            std::vector<float>(values.begin(), values.begin() + 512)),
         i64({}, {-2})},
        {TensorType::get(DType::F32, {4, 8, 16})},
        {intAttr("upper", 0)}},
-      {"", "Trilu",
+      {"",
+       "Trilu",
        {i64({3, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})},
        {TensorType::get(DType::I64, {3, 5})},
        {}},
-      {"", "OneHot",
+      {"",
+       "OneHot",
        {i64({2, 4}, indices), f32({}, {5.0f}), f32({2}, {0.25f, 4.0f})},
        {TensorType::get(DType::F32, {2, 5, 4})},
        {intAttr("axis", 1)}},
-      {"", "NonZero",
+      {"",
+       "NonZero",
        {f32({16, 256}, values)},
        {TensorType::get(DType::I64, {2, nonZeroCount})},
        {}},
-      {kMsDomain, "BroadcastGradientArgs",
+      {kMsDomain,
+       "BroadcastGradientArgs",
        {i64({4}, {8, 1, 6, 1}), i64({3}, {7, 1, 5})},
        {TensorType::get(DType::I64, {2}), TensorType::get(DType::I64, {2})},
        {}},
-      {"", "Einsum",
+      {"",
+       "Einsum",
        {f32({2, 8, 16}, einsumA), f32({2, 16, 12}, einsumB)},
        {TensorType::get(DType::F32, {2, 8, 12})},
        {stringAttr("equation", "bij,bjk->bik")},
        1e-5},
-      {"", "Einsum",
+      {"",
+       "Einsum",
        {f32({2, 8, 16}, einsumA), f32({2, 16, 12}, einsumB)},
        {TensorType::get(DType::F32, {2, 12, 8})},
        {stringAttr("equation", "bij,bjk->bki")},
        1e-5},
-      {"", "Einsum",
+      {"",
+       "Einsum",
        {tensorOf<double>(DType::F64, {2, 8, 16},
                          std::vector<double>(einsumA.begin(), einsumA.end())),
         tensorOf<double>(DType::F64, {2, 16, 12},
@@ -865,7 +884,8 @@ TEST(CudaShapeTest, KernelsEqualTheCpuBackendOnTheDevice) {
        {TensorType::get(DType::F64, {2, 8, 12})},
        {stringAttr("equation", "bij,bjk->bik")},
        1e-12},
-      {"", "Einsum",
+      {"",
+       "Einsum",
        {f32({2, 8, 16}, einsumA)},
        {TensorType::get(DType::F32, {16, 2})},
        {stringAttr("equation", "bij->jb")},
@@ -911,29 +931,35 @@ TEST(CudaShapeTest, DataThatContradictThePlanFailTheStepOnTheDevice) {
     return tensorOf<float>(DType::F32, shape, v);
   };
   std::vector<DeviceCase> cases = {
-      {"", "NonZero",
+      {"",
+       "NonZero",
        {f32({2, 3}, {0, 1, 2, 0, 0, 3})},
        {TensorType::get(DType::I64, {2, 4})},
        {}},
-      {"", "Range",
+      {"",
+       "Range",
        {f32({}, {0}), f32({}, {1}), f32({}, {0.25f})},
        {TensorType::get(DType::F32, {5})},
        {}},
-      {"", "Range",
+      {"",
+       "Range",
        {f32({}, {0}), f32({}, {1}), f32({}, {0})},
        {TensorType::get(DType::F32, {0})},
        {}},
-      {"", "OneHot",
+      {"",
+       "OneHot",
        {tensorOf<int64_t>(DType::I64, {2}, {0, 1}), f32({}, {3.0f}),
         f32({2}, {0, 1})},
        {TensorType::get(DType::F32, {2, 4})},
        {}},
-      {kMsDomain, "BroadcastGradientArgs",
+      {kMsDomain,
+       "BroadcastGradientArgs",
        {tensorOf<int64_t>(DType::I64, {2}, {4, 5}),
         tensorOf<int64_t>(DType::I64, {2}, {4, 6})},
        {TensorType::get(DType::I64, {0})},
        {}},
-      {kMsDomain, "BroadcastGradientArgs",
+      {kMsDomain,
+       "BroadcastGradientArgs",
        {tensorOf<int64_t>(DType::I64, {2}, {1, 5}),
         tensorOf<int64_t>(DType::I64, {2}, {4, 5})},
        {TensorType::get(DType::I64, {0})},
@@ -947,7 +973,10 @@ TEST(CudaShapeTest, DataThatContradictThePlanFailTheStepOnTheDevice) {
     EXPECT_NE(error.find(c.op), std::string::npos) << error;
     // The fault is cleared: the next step of a good node succeeds.
     std::vector<TensorData> good;
-    DeviceCase constant{"", "Constant", {}, {TensorType::get(DType::I64, {})},
+    DeviceCase constant{"",
+                        "Constant",
+                        {},
+                        {TensorType::get(DType::I64, {})},
                         {intAttr("value_int", 1)}};
     EXPECT_EQ(runCase(constant, /*onCuda=*/true, good), "");
   }
