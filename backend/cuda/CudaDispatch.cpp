@@ -525,6 +525,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addLossKernels(t);
     addBiasDropoutKernels(t);
     addReduceKernels(t);
+    addShapeKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

@@ -92,6 +92,19 @@ llvm::Error runCudaKernel(const NodeLaunch &launch, CudaKernelContext &ctx);
 llvm::Error checkCudaMatMul(const Node &node);
 llvm::Error runCudaMatMul(const NodeLaunch &launch, CudaKernelContext &ctx);
 
+/// One fp32 row-major strided-batch product Y[b] = op(A[b]) op(B[b]) for
+/// b < batch, A [m, k] ([k, m] when transA) and B [k, n] ([n, k] when
+/// transB), matrices stored one after the other (Einsum's lowering).
+struct CudaStridedGemm {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool transA = false, transB = false;
+};
+/// Runs \p gemm for \p launch's node on cuBLASLt (CudaMatMul.cpp), with
+/// the node's descriptors and algorithm cached as MatMul's are.
+llvm::Error runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
+                               const void *b, void *y, const NodeLaunch &launch,
+                               CudaKernelContext &ctx);
+
 } // namespace cuda
 } // namespace gmopt
 

@@ -251,6 +251,9 @@ void addScalingKernels(llvm::StringMap<KernelEntry> &table);
 void addLossKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds BiasDropout (CudaBiasDropoutDispatch.cpp) to the table.
 void addBiasDropoutKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds Constant, Range, Trilu, OneHot, NonZero, BroadcastGradientArgs and
+/// Einsum (CudaShapeDispatch.cpp) to the table.
+void addShapeKernels(llvm::StringMap<KernelEntry> &table);
 
 /// The random stream and mode of a dropout-like node whose ratio and
 /// training-mode operands are \p ratioIndex and \p trainingIndex

@@ -38,6 +38,13 @@ enum class KernelFault : int32_t {
   None = 0,
   LabelOutOfRange = 1,
   IndexOutOfRange = 2,
+  /// Operand values give another output shape than the planned one
+  /// (NonZero's count, Range's length, OneHot's depth, BroadcastGradientArgs'
+  /// axes; ShapeKernels.cu).
+  OutputShapeMismatch = 3,
+  /// An operand value the op rejects (Range's zero delta, shapes that do not
+  /// broadcast; ShapeKernels.cu).
+  InvalidOperandValue = 4,
 };
 
 /// A recorded fault: the code and the launch id that raised it first.

@@ -347,3 +347,39 @@ llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
     return blasLtCallError(node, "cublasLtMatmul", status);
   return llvm::Error::success();
 }
+
+llvm::Error cuda::runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
+                                     const void *b, void *y,
+                                     const NodeLaunch &launch,
+                                     CudaKernelContext &ctx) {
+  const Node &node = *launch.node;
+  MatMulGeometry g;
+  g.m = gemm.m;
+  g.n = gemm.n;
+  g.k = gemm.k;
+  g.transA = gemm.transA;
+  g.transB = gemm.transB;
+  g.batch = gemm.batch;
+  g.strideA = gemm.batch > 1 ? gemm.m * gemm.k : 0;
+  g.strideB = gemm.batch > 1 ? gemm.k * gemm.n : 0;
+  g.dataType = CUDA_R_32F;
+  if (g.batch > INT32_MAX)
+    return matMulError(node, "too many matrices in one batch");
+  uint64_t workspaceBytes = launch.planned ? launch.workspaceBytes : 0;
+  std::shared_ptr<CudaGemmPlan> &cached = ctx.gemmPlans[&node];
+  if (!cached || cached->workspaceBytes != workspaceBytes) {
+    auto plan = makeGemmPlan(node, g, workspaceBytes, ctx);
+    if (!plan)
+      return plan.takeError();
+    cached = std::move(*plan);
+  }
+  const CudaGemmPlan &d = *cached;
+  float alpha = 1, beta = 0;
+  cublasStatus_t status = cublasLtMatmul(
+      ctx.blasLt, d.op, &alpha, b, d.first, a, d.second, &beta, y, d.out, y,
+      d.out, &d.algo, workspaceBytes ? launch.workspace : nullptr,
+      workspaceBytes, ctx.stream);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return blasLtCallError(node, "cublasLtMatmul", status);
+  return llvm::Error::success();
+}

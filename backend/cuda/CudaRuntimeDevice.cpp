@@ -295,6 +295,12 @@ llvm::Error CudaDevice::synchronize() {
   const char *what =
       fault.code == static_cast<int32_t>(KernelFault::LabelOutOfRange)
           ? "a label is out of range [0, classes)"
+      : fault.code == static_cast<int32_t>(KernelFault::OutputShapeMismatch)
+          ? "the operand values give another output shape than the planned "
+            "one (a data-dependent count, length or depth)"
+      : fault.code == static_cast<int32_t>(KernelFault::InvalidOperandValue)
+          ? "an operand value is invalid (a zero Range delta or shapes that "
+            "do not broadcast)"
           : "an index is out of range";
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),

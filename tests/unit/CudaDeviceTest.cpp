@@ -371,7 +371,7 @@ TEST(CudaDeviceTest, AutoFallsBackToTheCpuForANodeWithoutAKernel) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built";
   // What `--backend=auto` decides on a device, before preparing: the MLP
-  // has a CUDA kernel for every node; cnn, given a Trilu node (an op the
+  // has a CUDA kernel for every node; cnn, given a YieldOp node (an op the
   // CUDA kernels lack: one of CudaCoverageTest's known gaps), does not, and
   // the notice names that node.
   OptimizerSpec adamW;
@@ -394,8 +394,8 @@ TEST(CudaDeviceTest, AutoFallsBackToTheCpuForANodeWithoutAKernel) {
     ASSERT_FALSE(graph.getInputs().empty());
     Value *input = graph.getInputs().front().get();
     Builder builder(graph);
-    builder.create(OpName{"", "Trilu"}, {input}, {input->getType()}, {},
-                   "trilu_without_cuda_kernel");
+    builder.create(OpName{std::string(kMsDomain), "YieldOp"}, {input},
+                   {input->getType()}, {}, "yield_without_cuda_kernel");
   }
   const Node *firstMissing = nullptr;
   for (const Node &node : cnn->module->getGraph().getNodes())
@@ -404,7 +404,7 @@ TEST(CudaDeviceTest, AutoFallsBackToTheCpuForANodeWithoutAKernel) {
       firstMissing = &node;
       break;
     }
-  ASSERT_NE(firstMissing, nullptr) << "Trilu now has a CUDA kernel: pick "
+  ASSERT_NE(firstMissing, nullptr) << "YieldOp now has a CUDA kernel: pick "
                                       "another op";
   llvm::Error moduleError = checkCudaModule(*cnn->module);
   ASSERT_TRUE(bool(moduleError));
