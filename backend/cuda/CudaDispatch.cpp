@@ -597,6 +597,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addScalingKernels(t);
     addLossKernels(t);
     addBiasDropoutKernels(t);
+    addResizeKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

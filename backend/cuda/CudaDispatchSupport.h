@@ -251,6 +251,8 @@ void addScalingKernels(llvm::StringMap<KernelEntry> &table);
 void addLossKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds BiasDropout (CudaBiasDropoutDispatch.cpp) to the table.
 void addBiasDropoutKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds Resize and ResizeGrad (CudaResizeDispatch.cpp) to the table.
+void addResizeKernels(llvm::StringMap<KernelEntry> &table);
 
 /// The random stream and mode of a dropout-like node whose ratio and
 /// training-mode operands are \p ratioIndex and \p trainingIndex

@@ -43,7 +43,7 @@ const char *const kStillMissing[] = {
     "::Range",
     "::Trilu",
     "com.microsoft::BroadcastGradientArgs",
-    // Reductions, normalization, Einsum and Resize.
+    // Reductions, normalization and Einsum.
     "::ArgMax",
     "::ArgMin",
     "::Einsum",
@@ -53,9 +53,7 @@ const char *const kStillMissing[] = {
     "::ReduceLogSum",
     "::ReduceLogSumExp",
     "::ReduceProd",
-    "::Resize",
     "com.microsoft::InvertibleLayerNormalizationGrad",
-    "com.microsoft::ResizeGrad",
     // Training-loop plumbing.
     "com.microsoft::YieldOp",
 };
