@@ -5,8 +5,8 @@
 // cubic_coeff_a, exclude_outside, extrapolation_value, axes and
 // keep_aspect_ratio_policy the CPU kernel runs, over f32, f16 and bf16
 // storage. The prepare-time check resolves the node's kernel parameters
-// (ResizePlan.cpp), which refuses roi, scales and sizes that are not
-// constants; the run resolves them again, as cheap as the check.
+// (ResizePlan.cpp), which refuses roi, scales and sizes that are not known
+// at compile time; the run resolves them again, as cheap as the check.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,12 +56,11 @@ llvm::Error runResize(CudaCall &call) {
                                        call.out(0)->getType().getNumElements(),
                                        call.ctx.stream),
                       "ResizeGrad kernel");
-  return call.check(launchResize(*storage, *params,
-                                 call.inPtr(unsigned(operands.x)),
-                                 call.outPtr(0),
-                                 call.out(0)->getType().getNumElements(),
-                                 call.ctx.stream),
-                    "Resize kernel");
+  return call.check(
+      launchResize(*storage, *params, call.inPtr(unsigned(operands.x)),
+                   call.outPtr(0), call.out(0)->getType().getNumElements(),
+                   call.ctx.stream),
+      "Resize kernel");
 }
 
 } // namespace

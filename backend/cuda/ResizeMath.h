@@ -158,8 +158,8 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
   case ResizeCoordinates::HalfPixelSymmetric: {
     double adjustment = resizeDiv(double(a.outLen), outWidth);
     double offset = resizeMul(resizeDiv(in, 2.0), resizeSub(1.0, adjustment));
-    return resizeSub(
-        resizeAdd(offset, resizeDiv(resizeAdd(x, 0.5), a.scale)), 0.5);
+    return resizeSub(resizeAdd(offset, resizeDiv(resizeAdd(x, 0.5), a.scale)),
+                     0.5);
   }
   case ResizeCoordinates::PytorchHalfPixel:
     return outWidth == 1.0
@@ -189,10 +189,10 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
 /// Keys' cubic kernel for |t| <= 1 and for 1 < |t| < 2 (coefficient \p a).
 GMOPT_HD double resizeCubicNear(double t, double a) {
   return resizeAdd(
-      resizeMul(resizeMul(resizeSub(resizeMul(resizeAdd(a, 2.0), t),
-                                    resizeAdd(a, 3.0)),
-                          t),
-                t),
+      resizeMul(
+          resizeMul(
+              resizeSub(resizeMul(resizeAdd(a, 2.0), t), resizeAdd(a, 3.0)), t),
+          t),
       1.0);
 }
 GMOPT_HD double resizeCubicFar(double t, double a) {
@@ -280,7 +280,7 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
       continue;
     // Edge padding: taps beyond the ends read the end element, and merge
     // with the tap before them when that reads it too.
-    int64_t clamped = rawIndex[k] < 0          ? 0
+    int64_t clamped = rawIndex[k] < 0           ? 0
                       : rawIndex[k] > inLen - 1 ? inLen - 1
                                                 : rawIndex[k];
     if (taps.count > 0 && taps.index[taps.count - 1] == clamped) {
@@ -328,8 +328,53 @@ GMOPT_HD void resizeTapBounds(const ResizeParams &p, int axis, int64_t o,
   high = high < 0 ? 0 : high > inLen - 1 ? inLen - 1 : high;
 }
 
+/// A condition on the tap bounds of an output coordinate and an input index
+/// i, for the search of resizeReaderRange.
+enum class ResizeBoundTest : int32_t {
+  HighReaches,   ///< high >= i
+  LowPasses,     ///< low > i
+  LowReaches,    ///< low <= i
+  HighFallsShort ///< high < i
+};
+
+/// The first output coordinate o of \p axis at which \p test holds for
+/// input index \p i (outLen when none does), for a test that holds from
+/// some o on.
+GMOPT_HD int64_t resizeFirstWhere(const ResizeParams &p, int axis, int64_t i,
+                                  ResizeBoundTest test) {
+  int64_t lo = 0, hi = p.axes[axis].outLen;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    int64_t low, high;
+    resizeTapBounds(p, axis, mid, low, high);
+    bool holds = false;
+    switch (test) {
+    case ResizeBoundTest::HighReaches:
+      holds = high >= i;
+      break;
+    case ResizeBoundTest::LowPasses:
+      holds = low > i;
+      break;
+    case ResizeBoundTest::LowReaches:
+      holds = low <= i;
+      break;
+    case ResizeBoundTest::HighFallsShort:
+      holds = high < i;
+      break;
+    }
+    if (holds)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 /// The output coordinates of \p axis whose taps may read input index \p i:
-/// [first, last] (empty when first > last).
+/// [first, last] (empty when first > last). Where the source coordinate
+/// rises with o, the readers are those whose high bound reaches i up to
+/// the last whose low bound does not pass it; where it falls (a reversed
+/// tf_crop_and_resize region), the other way round.
 GMOPT_HD void resizeReaderRange(const ResizeParams &p, int axis, int64_t i,
                                 int64_t &first, int64_t &last) {
   int64_t outLen = p.axes[axis].outLen;
@@ -337,34 +382,14 @@ GMOPT_HD void resizeReaderRange(const ResizeParams &p, int axis, int64_t i,
   last = -1;
   if (outLen <= 0)
     return;
-  bool increasing = resizeSourceCoordinate(p, axis, 0) <=
-                    resizeSourceCoordinate(p, axis, outLen - 1);
-  // The first o in [0, outLen) where a predicate that turns from false to
-  // true along o holds (outLen when it never does). 0: high >= i,
-  // 1: low > i, 2: low <= i, 3: high < i.
-  auto search = [&](int predicate) {
-    int64_t lo = 0, hi = outLen;
-    while (lo < hi) {
-      int64_t mid = lo + (hi - lo) / 2;
-      int64_t low, high;
-      resizeTapBounds(p, axis, mid, low, high);
-      bool holds = predicate == 0   ? high >= i
-                   : predicate == 1 ? low > i
-                   : predicate == 2 ? low <= i
-                                    : high < i;
-      if (holds)
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    return lo;
-  };
-  if (increasing) {
-    first = search(0);
-    last = search(1) - 1;
+  bool rising = resizeSourceCoordinate(p, axis, 0) <=
+                resizeSourceCoordinate(p, axis, outLen - 1);
+  if (rising) {
+    first = resizeFirstWhere(p, axis, i, ResizeBoundTest::HighReaches);
+    last = resizeFirstWhere(p, axis, i, ResizeBoundTest::LowPasses) - 1;
   } else {
-    first = search(2);
-    last = search(3) - 1;
+    first = resizeFirstWhere(p, axis, i, ResizeBoundTest::LowReaches);
+    last = resizeFirstWhere(p, axis, i, ResizeBoundTest::HighFallsShort) - 1;
   }
 }
 
@@ -422,9 +447,9 @@ GMOPT_HD double resizeElement(const ResizeParams &p, const T *x,
     int64_t offset = planeOffset;
     for (int axis = first; axis <= last; ++axis)
       offset += taps[axis].index[tap[axis]] * p.inStrides[axis];
-    partial[last] = resizeAdd(
-        partial[last], resizeMul(taps[last].weight[tap[last]],
-                                 resizeLoad(x, offset)));
+    partial[last] =
+        resizeAdd(partial[last], resizeMul(taps[last].weight[tap[last]],
+                                           resizeLoad(x, offset)));
     int axis = last;
     while (++tap[axis] == taps[axis].count) {
       if (axis == first)
@@ -433,8 +458,8 @@ GMOPT_HD double resizeElement(const ResizeParams &p, const T *x,
       partial[axis] = 0;
       tap[axis] = 0;
       --axis;
-      partial[axis] = resizeAdd(
-          partial[axis], resizeMul(taps[axis].weight[tap[axis]], inner));
+      partial[axis] = resizeAdd(partial[axis],
+                                resizeMul(taps[axis].weight[tap[axis]], inner));
     }
   }
 }

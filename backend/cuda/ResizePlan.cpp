@@ -11,6 +11,7 @@
 
 #include "ir/IR.h"
 #include "ir/ops/ResizeParams.h"
+#include "ir/ops/ShapeValue.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -38,9 +39,8 @@ const Value *operandAt(const Node &node, int index) {
 }
 
 /// The static shape of \p value, or an error naming \p what.
-llvm::Expected<std::vector<int64_t>> staticShape(const Node &node,
-                                                 const Value *value,
-                                                 llvm::StringRef what) {
+llvm::Expected<std::vector<int64_t>>
+staticShape(const Node &node, const Value *value, llvm::StringRef what) {
   if (!value)
     return planError(node, what + " is missing");
   if (!value->getType().hasStaticShape())
@@ -49,56 +49,58 @@ llvm::Expected<std::vector<int64_t>> staticShape(const Node &node,
   return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
-/// An operand the kernel needs on the host: empty when absent or empty
-/// (the CPU kernel reads an empty tensor as absent), else its loaded
-/// initializer data.
-llvm::Expected<const TensorData *> constantOperand(const Node &node,
-                                                   const Value *value,
-                                                   llvm::StringRef what) {
-  if (!value || (value->getType().hasStaticShape() &&
-                 value->getType().getNumElements() == 0))
-    return nullptr;
-  if (!value->isInitializer())
-    return planError(node, "'" + what +
-                               "' must be a constant (an initializer) for "
-                               "the CUDA kernels");
-  if (llvm::Error err = value->getData().load())
-    return err;
-  return &value->getData();
+/// True when \p value is absent or empty (the CPU kernel reads an empty
+/// tensor as absent).
+bool isAbsent(const Value *value) {
+  return !value || (value->getType().hasStaticShape() &&
+                    value->getType().getNumElements() == 0);
+}
+
+llvm::Error notConstant(const Node &node, llvm::StringRef what) {
+  return planError(node, "'" + what +
+                             "' must be a constant (an initializer, or what "
+                             "shape inference can trace to constants: a "
+                             "Concat, Cast or Identity of them) for the CUDA "
+                             "kernels");
 }
 
 /// The values of float operand \p value (f32 or f64, as the CPU kernel
-/// reads them); empty when absent.
+/// reads them), traced to constants as shape inference traces scales;
+/// empty when absent.
 llvm::Expected<std::vector<double>>
 constantFloats(const Node &node, const Value *value, llvm::StringRef what) {
-  auto data = constantOperand(node, value, what);
-  if (!data)
-    return data.takeError();
-  std::vector<double> values;
-  if (!*data)
-    return values;
-  DType dtype = (*data)->getType().getDType();
+  if (isAbsent(value))
+    return std::vector<double>();
+  DType dtype = value->getType().getDType();
   if (dtype != DType::F32 && dtype != DType::F64)
     return planError(node, "'" + what + "' has element type " +
                                dtypeName(dtype) + " (f32 or f64)");
-  for (uint64_t i = 0, e = (*data)->getNumElements(); i != e; ++i)
-    values.push_back((*data)->getFloatElement(i));
-  return values;
+  if (value->isInitializer())
+    if (llvm::Error err = value->getData().load())
+      return err;
+  std::optional<std::vector<double>> values = traceFloatValues(*value);
+  if (!values)
+    return notConstant(node, what);
+  return *values;
 }
 
-/// The values of integer operand \p value; empty when absent.
+/// The values of integer operand \p value, traced to constants and static
+/// shapes as shape inference traces sizes; empty when absent.
 llvm::Expected<std::vector<int64_t>>
 constantInts(const Node &node, const Value *value, llvm::StringRef what) {
-  auto data = constantOperand(node, value, what);
-  if (!data)
-    return data.takeError();
-  if (!*data)
+  if (isAbsent(value))
     return std::vector<int64_t>();
-  DType dtype = (*data)->getType().getDType();
+  DType dtype = value->getType().getDType();
   if (!isInteger(dtype))
     return planError(node, "'" + what + "' has element type " +
                                dtypeName(dtype) + " (an integer type)");
-  return (*data)->getIntValues();
+  if (value->isInitializer())
+    if (llvm::Error err = value->getData().load())
+      return err;
+  std::optional<std::vector<int64_t>> values = ops::getIntValues(*value);
+  if (!values)
+    return notConstant(node, what);
+  return *values;
 }
 
 ResizeMode modeOf(Mode mode) {
@@ -219,10 +221,9 @@ llvm::Expected<ResizeParams> cuda::planResize(const Node &node) {
       return planError(node, llvm::toString(axes.takeError()));
     if (!scales->empty()) {
       if (scales->size() != axes->size())
-        return planError(node,
-                         llvm::formatv("'scales' has {0} values for {1} "
-                                       "resized axes",
-                                       scales->size(), axes->size()));
+        return planError(node, llvm::formatv("'scales' has {0} values for {1} "
+                                             "resized axes",
+                                             scales->size(), axes->size()));
       for (size_t i = 0; i != axes->size(); ++i)
         axisScales[(*axes)[i]] = (*scales)[i];
     } else {

@@ -116,15 +116,15 @@ std::vector<ResizeSpec> referenceSpecs() {
 std::vector<ResizeSpec> randomSpecs(unsigned count, unsigned seed) {
   std::mt19937 rng(seed);
   auto pick = [&](auto &&choices) {
-    return choices[std::uniform_int_distribution<size_t>(
-        0, choices.size() - 1)(rng)];
+    return choices[std::uniform_int_distribution<size_t>(0, choices.size() -
+                                                                1)(rng)];
   };
   auto chance = [&](double p) {
     return std::uniform_real_distribution<double>(0, 1)(rng) < p;
   };
   const std::vector<int64_t> opsets = {10, 11, 13, 18, 19};
   const std::vector<float> scaleChoices = {0.3f, 0.5f, 0.6f, 0.75f, 1.0f, 1.0f,
-                                           1.5f, 1.7f, 2.0f, 2.5f, 3.0f, 7.0f};
+                                           1.5f, 1.7f, 2.0f, 2.5f,  3.0f, 7.0f};
   std::vector<ResizeSpec> specs;
   for (unsigned n = 0; specs.size() < count; ++n) {
     ResizeSpec s;
@@ -151,14 +151,14 @@ std::vector<ResizeSpec> randomSpecs(unsigned count, unsigned seed) {
       s.attrs.push_back(
           stringAttr("coordinate_transformation_mode", coordinates));
       s.attrs.push_back(stringAttr(
-          "nearest_mode", pick(std::vector<std::string>{
-                              "round_prefer_floor", "round_prefer_ceil",
-                              "floor", "ceil"})));
+          "nearest_mode",
+          pick(std::vector<std::string>{
+              "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})));
       s.attrs.push_back(floatAttr(
           "cubic_coeff_a", pick(std::vector<float>{-0.75f, -0.5f, -0.6f})));
       s.attrs.push_back(intAttr("exclude_outside", chance(0.4) ? 1 : 0));
-      s.attrs.push_back(floatAttr(
-          "extrapolation_value", pick(std::vector<float>{0.0f, -2.5f, 7.0f})));
+      s.attrs.push_back(floatAttr("extrapolation_value",
+                                  pick(std::vector<float>{0.0f, -2.5f, 7.0f})));
     }
     // The resized axes: all, or (opset 18+) a permuted subset, sometimes
     // written from the end.
@@ -288,12 +288,11 @@ BuiltNode buildNode(const ResizeSpec &s, DType dtype, bool grad,
   Value *x = graph.addInput(TensorType::get(dtype, s.xShape), "x");
   Value *roi = s.hasRoi ? operand(f32s(s.roi), "roi") : nullptr;
   Value *scales = s.hasScales ? operand(f32s(s.scales), "scales") : nullptr;
-  Value *sizes = s.hasSizes
-                     ? operand(TensorData::fromValues<int64_t>(
-                                   DType::I64, {int64_t(s.sizes.size())},
-                                   s.sizes),
-                               "sizes")
-                     : nullptr;
+  Value *sizes =
+      s.hasSizes ? operand(TensorData::fromValues<int64_t>(
+                               DType::I64, {int64_t(s.sizes.size())}, s.sizes),
+                           "sizes")
+                 : nullptr;
   std::vector<Value *> operands = {x};
   if (s.opset < 11) {
     operands.push_back(scales);
@@ -306,8 +305,8 @@ BuiltNode buildNode(const ResizeSpec &s, DType dtype, bool grad,
   Builder builder(graph);
   llvm::Expected<Node *> forward = nullptr;
   if (inputsAreConstant) {
-    forward = builder.createInferred(OpName{"", "Resize"}, operands, 1,
-                                     s.attrs, "fw");
+    forward = builder.createInferred(OpName{"", "Resize"}, operands, 1, s.attrs,
+                                     "fw");
   } else {
     // Shape inference cannot follow operands that are not constants: the
     // output type is the constant configuration's.
@@ -317,8 +316,8 @@ BuiltNode buildNode(const ResizeSpec &s, DType dtype, bool grad,
       return built;
     }
     forward = builder.create(OpName{"", "Resize"}, operands,
-                             {TensorType::get(dtype, constant.yShape)},
-                             s.attrs, "fw");
+                             {TensorType::get(dtype, constant.yShape)}, s.attrs,
+                             "fw");
   }
   if (!forward) {
     built.error = llvm::toString(forward.takeError());
@@ -343,9 +342,8 @@ BuiltNode buildNode(const ResizeSpec &s, DType dtype, bool grad,
   if (s.hasScales && !s.scales.empty())
     gradOperands.push_back(scales);
   built.node =
-      builder.create(OpName{std::string(kMsDomain), "ResizeGrad"},
-                     gradOperands, {TensorType::get(dtype, s.xShape)}, s.attrs,
-                     "bw");
+      builder.create(OpName{std::string(kMsDomain), "ResizeGrad"}, gradOperands,
+                     {TensorType::get(dtype, s.xShape)}, s.attrs, "bw");
   graph.addOutput(built.node->getResult(0));
   return built;
 }
@@ -452,8 +450,8 @@ bool matchesCpu(const ResizeSpec &s, DType dtype, bool grad, unsigned seed) {
   }
   if (!params) {
     std::string planError = llvm::toString(params.takeError());
-    EXPECT_FALSE(bool(cpu)) << "the plan refuses what the CPU kernel runs: "
-                            << planError;
+    EXPECT_FALSE(bool(cpu))
+        << "the plan refuses what the CPU kernel runs: " << planError;
     if (!cpu)
       llvm::consumeError(cpu.takeError());
     return false;
@@ -464,8 +462,8 @@ bool matchesCpu(const ResizeSpec &s, DType dtype, bool grad, unsigned seed) {
     return false;
   }
   const HostTensor &expected = (*cpu)[0];
-  std::vector<uint32_t> got = hostKernel(*params, grad, grad ? dY : x,
-                                         grad ? inElements : outElements);
+  std::vector<uint32_t> got =
+      hostKernel(*params, grad, grad ? dY : x, grad ? inElements : outElements);
   EXPECT_EQ(got.size() * (dtype == DType::F32 ? 4 : 2), expected.bytes.size());
   unsigned mismatches = 0;
   for (size_t i = 0; i < got.size() && i * 4 < expected.bytes.size(); ++i)
@@ -610,6 +608,64 @@ TEST(CudaResizeTest, PlanRefusesOperandsTheHostCannotRead) {
   EXPECT_NE(refusal.find("crop"), std::string::npos) << refusal;
 }
 
+/// Scales computed as PyTorch exports them (a Concat of constants) and
+/// sizes computed from a static shape are known at compile time: the plan
+/// takes them, as shape inference does, and gets the constants' parameters.
+TEST(CudaResizeTest, PlanTracesOperandsToConstants) {
+  Module module;
+  module.opsetImports[""] = 13;
+  Graph &graph = module.getGraph();
+  Value *x = graph.addInput(TensorType::get(DType::F32, {1, 2, 4, 4}), "x");
+  auto f32s = [&](std::vector<float> values, const char *name) {
+    return graph.addInitializer(
+        TensorData::fromValues<float>(DType::F32, {int64_t(values.size())},
+                                      values),
+        name);
+  };
+  Builder builder(graph);
+  Node *concat = builder.create(
+      OpName{"", "Concat"}, {f32s({1, 1}, "ones"), f32s({2, 1.5f}, "up")},
+      {TensorType::get(DType::F32, {4})}, {intAttr("axis", 0)}, "concat");
+  Node *traced =
+      builder.create(OpName{"", "Resize"}, {x, nullptr, concat->getResult(0)},
+                     {TensorType::get(DType::F32, {1, 2, 8, 6})},
+                     {stringAttr("mode", "linear")}, "traced");
+  auto params = cuda::planResize(*traced);
+  ASSERT_TRUE(bool(params)) << llvm::toString(params.takeError());
+  EXPECT_EQ(params->axes[2].scale, 2.0);
+  EXPECT_EQ(params->axes[3].scale, 1.5);
+  EXPECT_EQ(params->axes[3].outLen, 6);
+  EXPECT_EQ(params->planeRank, 2);
+
+  // sizes = Shape(x) (static), as an exporter computes an output size.
+  Node *shape = builder.create(OpName{"", "Shape"}, {x},
+                               {TensorType::get(DType::I64, {4})}, {}, "shape");
+  Node *bySizes = builder.create(OpName{"", "Resize"},
+                                 {x, nullptr, nullptr, shape->getResult(0)},
+                                 {TensorType::get(DType::F32, {1, 2, 4, 4})},
+                                 {stringAttr("mode", "cubic")}, "sized");
+  params = cuda::planResize(*bySizes);
+  ASSERT_TRUE(bool(params)) << llvm::toString(params.takeError());
+  EXPECT_EQ(params->axes[2].outLen, 4);
+  EXPECT_EQ(params->axes[2].scale, 1.0);
+
+  // A scale that only the running step knows is refused.
+  Value *runtime = graph.addInput(TensorType::get(DType::F32, {2}), "s");
+  Node *late = builder.create(
+      OpName{"", "Concat"}, {f32s({1, 1}, "ones2"), runtime},
+      {TensorType::get(DType::F32, {4})}, {intAttr("axis", 0)}, "late");
+  Node *refused =
+      builder.create(OpName{"", "Resize"}, {x, nullptr, late->getResult(0)},
+                     {TensorType::get(DType::F32, {1, 2, 8, 6})},
+                     {stringAttr("mode", "linear")}, "refused");
+  params = cuda::planResize(*refused);
+  ASSERT_FALSE(bool(params));
+  std::string refusal = llvm::toString(params.takeError());
+  EXPECT_NE(refusal.find("'scales' must be a constant"), std::string::npos)
+      << refusal;
+  EXPECT_NE(refusal.find("refused"), std::string::npos) << refusal;
+}
+
 TEST(CudaResizeTest, PlanRefusesWhatTheCpuKernelRefuses) {
   // antialias (opset 18) is refused by the shared attribute reading.
   BuiltNode built = buildNode(linearSpec(), DType::F32, false);
@@ -667,7 +723,7 @@ TEST(CudaResizeTest, ChecksRefuseWhatTheKernelsCannotRun) {
             std::string::npos)
       << refusal;
   refusal = checkRefusal(s, DType::F32, false, /*inputsAreConstant=*/false);
-  EXPECT_NE(refusal.find("must be a constant (an initializer)"),
+  EXPECT_NE(refusal.find("must be a constant (an initializer"),
             std::string::npos)
       << refusal;
   EXPECT_NE(refusal.find("CUDA kernel for"), std::string::npos) << refusal;
@@ -715,11 +771,11 @@ TEST(CudaResizeTest, KernelsEqualTheCpuBackendOnTheDevice) {
           ASSERT_TRUE(bool(exe)) << llvm::toString(exe.takeError());
           for (const auto &input : graph.getInputs()) {
             const TensorType &type = input->getType();
-            TensorData data = floatData(
-                type.getDType(),
-                std::vector<int64_t>(type.getStaticShape().begin(),
-                                     type.getStaticShape().end()),
-                randomFloats(type.getNumElements(), inputSeed++));
+            TensorData data =
+                floatData(type.getDType(),
+                          std::vector<int64_t>(type.getStaticShape().begin(),
+                                               type.getStaticShape().end()),
+                          randomFloats(type.getNumElements(), inputSeed++));
             ASSERT_FALSE(bool((*exe)->setInput(input.get(), data)));
           }
           ASSERT_FALSE(bool((*exe)->runStep(0)));
