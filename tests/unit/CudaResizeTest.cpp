@@ -23,6 +23,8 @@
 #include "backend/cuda/ResizePlan.h"
 #include "ir/Half.h"
 #include "ir/Module.h"
+#include "ir/Onnx.h"
+#include "passes/PassManager.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -535,6 +537,12 @@ TEST(CudaResizeTest, GradientGathersAcrossLargeScales) {
       }
 }
 
+/// The plan's error for \p node (empty when it accepts it).
+std::string planRefusalOf(const Node &node) {
+  auto params = cuda::planResize(node);
+  return params ? std::string() : llvm::toString(params.takeError());
+}
+
 /// The plan's error for \p s (empty when it accepts it).
 std::string planRefusal(const ResizeSpec &s, DType dtype, bool grad,
                         bool inputsAreConstant = true) {
@@ -593,7 +601,7 @@ TEST(CudaResizeTest, PlanRefusesOperandsTheHostCannotRead) {
   Node *ignored = builder.create(OpName{"", "Resize"}, {x, roi, scales},
                                  {TensorType::get(DType::F32, {1, 1, 8, 2})},
                                  {stringAttr("mode", "linear")}, "ignored");
-  EXPECT_FALSE(bool(cuda::planResize(*ignored).takeError()));
+  EXPECT_EQ(planRefusalOf(*ignored), "");
   Node *crop = builder.create(
       OpName{"", "Resize"}, {x, roi, scales},
       {TensorType::get(DType::F32, {1, 1, 8, 2})},
@@ -664,6 +672,36 @@ TEST(CudaResizeTest, PlanTracesOperandsToConstants) {
   EXPECT_NE(refusal.find("'scales' must be a constant"), std::string::npos)
       << refusal;
   EXPECT_NE(refusal.find("refused"), std::string::npos) << refusal;
+}
+
+/// The U-Net export of tests/lit/autodiff/resize.test (torch.onnx.export:
+/// nearest and linear with Concat'ed constant scales, cubic with sizes from
+/// a Shape->Slice->Concat subgraph), trained: every Resize and ResizeGrad
+/// runs on the CUDA kernels.
+TEST(CudaResizeTest, TrainedUNetExportRunsOnTheCudaKernels) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+  OnnxImportOptions options;
+  options.dimBindings = {{"batch", 2}};
+  auto module = importOnnxFile(testSourceDir() +
+                                   "/tests/lit/autodiff/Inputs/unet_resize/"
+                                   "model.onnx",
+                               options);
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  PassManager passes;
+  ASSERT_FALSE(bool(passes.addPipeline(
+      "canonicalize,autodiff{loss=\"mse:output,target\"}")));
+  ASSERT_FALSE(bool(passes.run(**module)));
+  unsigned resizes = 0, grads = 0;
+  for (const Node &node : (*module)->getGraph().getNodes()) {
+    if (node.getOpType() != "Resize" && node.getOpType() != "ResizeGrad")
+      continue;
+    (node.getOpType() == "Resize" ? resizes : grads) += 1;
+    llvm::Error err = checkCudaNode(node);
+    EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  }
+  EXPECT_EQ(resizes, 3u);
+  EXPECT_EQ(grads, 3u);
 }
 
 TEST(CudaResizeTest, PlanRefusesWhatTheCpuKernelRefuses) {
@@ -758,7 +796,7 @@ TEST(CudaResizeTest, KernelsEqualTheCpuBackendOnTheDevice) {
         for (int onCuda = 0; onCuda < 2 && ran; ++onCuda) {
           inputSeed = seed - 4; // The same inputs on both backends.
           BuiltNode built = buildNode(s, dtype, grad);
-          if (!built.node || cuda::planResize(*built.node).takeError()) {
+          if (!built.node || !planRefusalOf(*built.node).empty()) {
             ran = false;
             break;
           }
