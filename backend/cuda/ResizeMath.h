@@ -92,12 +92,13 @@ struct ResizeParams {
 /// The taps of one output coordinate along one axis: input indices
 /// (distinct, increasing) and their weights; none when tf_crop_and_resize
 /// maps the coordinate outside the input (\p outside, the element takes
-/// extrapolation_value).
+/// extrapolation_value). Only the first count entries are meaningful (the
+/// arrays are left unset: a kernel keeps one per axis per thread).
 struct ResizeTaps {
   int32_t count = 0;
   bool outside = false;
-  int64_t index[kResizeMaxTaps] = {};
-  double weight[kResizeMaxTaps] = {};
+  int64_t index[kResizeMaxTaps];
+  double weight[kResizeMaxTaps];
 };
 
 //===----------------------------------------------------------------------===//
