@@ -526,6 +526,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addBiasDropoutKernels(t);
     addReduceKernels(t);
     addShapeKernels(t);
+    addResizeKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       add("", op, checkSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

@@ -254,6 +254,8 @@ void addBiasDropoutKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds Constant, Range, Trilu, OneHot, NonZero, BroadcastGradientArgs and
 /// Einsum (CudaShapeDispatch.cpp) to the table.
 void addShapeKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds Resize and ResizeGrad (CudaResizeDispatch.cpp) to the table.
+void addResizeKernels(llvm::StringMap<KernelEntry> &table);
 
 /// The random stream and mode of a dropout-like node whose ratio and
 /// training-mode operands are \p ratioIndex and \p trainingIndex

@@ -27,52 +27,7 @@ namespace {
 
 const DType kFloat32Only[] = {DType::F32};
 
-/// The elements of \p value when they are known at compile time: a
-/// constant (initializer or Constant node), or what exporters compute
-/// scales with - Concat along axis 0 of such values (torch's
-/// Concat(Constant [1, 1], Constant [2, 2]) for a scale_factor), Identity,
-/// and Cast of a traced integer tensor. nullopt otherwise.
-std::optional<std::vector<double>> traceFloats(const Value &value,
-                                               unsigned depth = 0) {
-  if (std::optional<TensorData> data = getConstantData(value)) {
-    if (!data->hasFoldableBytes())
-      return std::nullopt;
-    std::vector<double> values;
-    for (uint64_t i = 0, e = data->getNumElements(); i != e; ++i)
-      values.push_back(data->getFloatElement(i));
-    return values;
-  }
-  const Node *producer = value.getDefiningNode();
-  constexpr unsigned kMaxDepth = 16;
-  if (!producer || depth > kMaxDepth || producer->getOp().domain != "")
-    return std::nullopt;
-  llvm::StringRef op = producer->getOp().type;
-  if ((op == "Identity" || op == "Cast") && producer->getNumOperands() == 1 &&
-      producer->getOperand(0)) {
-    if (op == "Cast")
-      if (std::optional<std::vector<int64_t>> ints =
-              getIntValues(*producer->getOperand(0)))
-        return std::vector<double>(ints->begin(), ints->end());
-    return traceFloats(*producer->getOperand(0), depth + 1);
-  }
-  if (op == "Concat" && value.getType().hasRank() &&
-      value.getType().getRank() == 1) {
-    std::vector<double> values;
-    for (const Value *operand : producer->getOperands()) {
-      if (!operand)
-        return std::nullopt;
-      std::optional<std::vector<double>> part =
-          traceFloats(*operand, depth + 1);
-      if (!part)
-        return std::nullopt;
-      values.insert(values.end(), part->begin(), part->end());
-    }
-    return values;
-  }
-  return std::nullopt;
-}
-
-/// The known elements of float operand \p index (see traceFloats), or
+/// The known elements of float operand \p index (see resize::traceFloatValues), or
 /// nullopt when it is absent or not known.
 std::optional<std::vector<double>> constantFloats(const InferenceContext &ctx,
                                                   int index) {
@@ -87,7 +42,7 @@ std::optional<std::vector<double>> constantFloats(const InferenceContext &ctx,
       values.push_back(data->getFloatElement(i));
     return values;
   }
-  return traceFloats(*ctx.getNode().getOperand(unsigned(index)));
+  return resize::traceFloatValues(*ctx.getNode().getOperand(unsigned(index)));
 }
 
 /// True when operand \p index is present and not a provably empty tensor.

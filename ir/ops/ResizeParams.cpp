@@ -9,6 +9,7 @@
 #include "ir/ops/ResizeParams.h"
 
 #include "ir/IR.h"
+#include "ir/ops/ShapeValue.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -41,7 +42,52 @@ std::string choiceList(llvm::ArrayRef<llvm::StringRef> choices) {
   return list;
 }
 
+std::optional<std::vector<double>> traceFloatsFrom(const Value &value,
+                                                   unsigned depth) {
+  if (std::optional<TensorData> data = ops::getConstantData(value)) {
+    if (!data->hasFoldableBytes())
+      return std::nullopt;
+    std::vector<double> values;
+    for (uint64_t i = 0, e = data->getNumElements(); i != e; ++i)
+      values.push_back(data->getFloatElement(i));
+    return values;
+  }
+  const Node *producer = value.getDefiningNode();
+  constexpr unsigned kMaxDepth = 16;
+  if (!producer || depth > kMaxDepth || producer->getOp().domain != "")
+    return std::nullopt;
+  llvm::StringRef op = producer->getOp().type;
+  if ((op == "Identity" || op == "Cast") && producer->getNumOperands() == 1 &&
+      producer->getOperand(0)) {
+    if (op == "Cast")
+      if (std::optional<std::vector<int64_t>> ints =
+              ops::getIntValues(*producer->getOperand(0)))
+        return std::vector<double>(ints->begin(), ints->end());
+    return traceFloatsFrom(*producer->getOperand(0), depth + 1);
+  }
+  if (op == "Concat" && value.getType().hasRank() &&
+      value.getType().getRank() == 1) {
+    std::vector<double> values;
+    for (const Value *operand : producer->getOperands()) {
+      if (!operand)
+        return std::nullopt;
+      std::optional<std::vector<double>> part =
+          traceFloatsFrom(*operand, depth + 1);
+      if (!part)
+        return std::nullopt;
+      values.insert(values.end(), part->begin(), part->end());
+    }
+    return values;
+  }
+  return std::nullopt;
+}
+
 } // namespace
+
+std::optional<std::vector<double>>
+resize::traceFloatValues(const Value &value) {
+  return traceFloatsFrom(value, 0);
+}
 
 bool resize::isResizeGrad(const Node &node) {
   return node.getOp().is(kMsDomain, "ResizeGrad");

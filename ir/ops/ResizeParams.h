@@ -26,6 +26,7 @@
 namespace gmopt {
 
 class Node;
+class Value;
 
 namespace resize {
 
@@ -119,6 +120,15 @@ resolveResizeGeometry(const ResizeAttrs &attrs, llvm::ArrayRef<int64_t> inShape,
 /// absent.
 llvm::Expected<std::vector<std::pair<double, double>>>
 expandRoi(const ResizeAttrs &attrs, int64_t rank, llvm::ArrayRef<double> roi);
+
+/// The elements of \p value when they are known at compile time: a
+/// constant (initializer or Constant node), or what exporters compute
+/// scales with - Concat along axis 0 of such values (torch's
+/// Concat(Constant [1, 1], Constant [2, 2]) for a scale_factor), Identity,
+/// and Cast of a traced integer tensor. nullopt otherwise. Shape inference
+/// and the CUDA kernels' plan (which reads scales and roi on the host) share
+/// it.
+std::optional<std::vector<double>> traceFloatValues(const Value &value);
 
 } // namespace resize
 } // namespace gmopt

@@ -34,9 +34,6 @@ std::string key(llvm::StringRef domain, llvm::StringRef op) {
 /// Registry ops with no CUDA kernel yet. Each is a known gap, reported as
 /// such; it is never "covered" by a stub.
 const char *const kStillMissing[] = {
-    // Resize.
-    "::Resize",
-    "com.microsoft::ResizeGrad",
     // Training-loop plumbing.
     "com.microsoft::YieldOp",
 };

@@ -1,0 +1,541 @@
+//===- ResizeMath.h - Coordinates, taps and elements of Resize --*- C++ -*-===//
+//
+// The per-element arithmetic of ONNX Resize and com.microsoft ResizeGrad on
+// CUDA (ResizeKernels.cu), written once as `__host__ __device__` functions
+// so that host tests run it against the CPU kernels
+// (backend/cpu/ResizeKernels.cpp, tests/unit/CudaResizeTest.cpp). Each
+// function repeats the CPU kernel's float64 operations in its order - the
+// source coordinate of every coordinate_transformation_mode, the nearest,
+// linear and cubic taps with exclude_outside and edge clamping (a clamped
+// tap merging into its neighbour), the tensor-product sum over the axes -
+// and the device side spells every product and sum as a round-to-nearest
+// intrinsic, which nvcc never contracts into a fused multiply-add, so a
+// Resize equals the CPU's bit for bit.
+//
+// ResizeGrad gathers instead of scattering: each input element visits the
+// output coordinates whose taps read it, per axis a range found by binary
+// search on the (monotone) source coordinate, in the row-major order the
+// CPU kernel scatters them, and adds the same fp32 shares in the same
+// order. It is deterministic, needs no atomics and no zeroed output, and
+// also equals the CPU bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_RESIZEMATH_H
+#define GMOPT_BACKEND_CUDA_RESIZEMATH_H
+
+#include "backend/cuda/ElementwiseMath.h"
+
+#include <cstdint>
+
+namespace gmopt {
+namespace cuda {
+
+/// The most axes a Resize on CUDA may have.
+constexpr int kResizeMaxRank = 8;
+/// The most taps one output coordinate reads along one axis (cubic).
+constexpr int kResizeMaxTaps = 4;
+
+/// `mode` (mirrors gmopt::resize::Mode, which nvcc cannot include).
+enum class ResizeMode : int32_t { Nearest, Linear, Cubic };
+
+/// `coordinate_transformation_mode` (mirrors resize::CoordinateMode).
+enum class ResizeCoordinates : int32_t {
+  HalfPixel,
+  HalfPixelSymmetric,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNn,
+  TfCropAndResize,
+};
+
+/// `nearest_mode` (mirrors resize::NearestMode; Simple is opset 10's).
+enum class ResizeNearest : int32_t {
+  RoundPreferFloor,
+  RoundPreferCeil,
+  Floor,
+  Ceil,
+  Simple
+};
+
+/// One axis of a Resize: its extents, its scale and its region of interest
+/// (start, end; [0, 1] unless tf_crop_and_resize has a roi).
+struct ResizeAxis {
+  int64_t inLen = 1;
+  int64_t outLen = 1;
+  double scale = 1.0;
+  double roiStart = 0.0;
+  double roiEnd = 1.0;
+};
+
+/// Everything a Resize or ResizeGrad kernel needs, resolved on the host from
+/// the node and its constant operands (ResizePlan.cpp).
+struct ResizeParams {
+  int32_t rank = 0;
+  /// Leading axes that the resize leaves as they are (identity taps): the
+  /// CPU kernel does not interpolate along them, and neither do these
+  /// functions.
+  int32_t planeRank = 0;
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoordinates coordinates = ResizeCoordinates::HalfPixel;
+  ResizeNearest nearest = ResizeNearest::RoundPreferFloor;
+  int32_t excludeOutside = 0;
+  double cubicCoeffA = -0.75;
+  double extrapolationValue = 0.0;
+  ResizeAxis axes[kResizeMaxRank];
+  /// Row-major strides of the input (X, dX) and of the output (Y, dY).
+  int64_t inStrides[kResizeMaxRank] = {};
+  int64_t outStrides[kResizeMaxRank] = {};
+};
+
+/// The taps of one output coordinate along one axis: input indices
+/// (distinct, increasing) and their weights; none when tf_crop_and_resize
+/// maps the coordinate outside the input (\p outside, the element takes
+/// extrapolation_value). Only the first count entries are meaningful (the
+/// arrays are left unset: a kernel keeps one per axis per thread).
+struct ResizeTaps {
+  int32_t count = 0;
+  bool outside = false;
+  int64_t index[kResizeMaxTaps];
+  double weight[kResizeMaxTaps];
+};
+
+//===----------------------------------------------------------------------===//
+// Float64 arithmetic, never contracted
+//===----------------------------------------------------------------------===//
+
+GMOPT_HD double resizeMul(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+GMOPT_HD double resizeAdd(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+GMOPT_HD double resizeSub(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+GMOPT_HD double resizeDiv(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+GMOPT_HD float resizeAddF(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// One axis
+//===----------------------------------------------------------------------===//
+
+/// The input coordinate that output coordinate \p o of axis \p axis maps to
+/// (the reference's formulas, with the output width scale * input width).
+GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
+                                       int64_t o) {
+  const ResizeAxis &a = p.axes[axis];
+  double x = double(o);
+  double in = double(a.inLen);
+  double outWidth = resizeMul(a.scale, in);
+  switch (p.coordinates) {
+  case ResizeCoordinates::HalfPixel:
+    return resizeSub(resizeDiv(resizeAdd(x, 0.5), a.scale), 0.5);
+  case ResizeCoordinates::HalfPixelSymmetric: {
+    double adjustment = resizeDiv(double(a.outLen), outWidth);
+    double offset = resizeMul(resizeDiv(in, 2.0), resizeSub(1.0, adjustment));
+    return resizeSub(resizeAdd(offset, resizeDiv(resizeAdd(x, 0.5), a.scale)),
+                     0.5);
+  }
+  case ResizeCoordinates::PytorchHalfPixel:
+    return outWidth == 1.0
+               ? -0.5
+               : resizeSub(resizeDiv(resizeAdd(x, 0.5), a.scale), 0.5);
+  case ResizeCoordinates::AlignCorners:
+    return outWidth == 1.0 ? 0.0
+                           : resizeDiv(resizeMul(x, resizeSub(in, 1.0)),
+                                       resizeSub(outWidth, 1.0));
+  case ResizeCoordinates::Asymmetric:
+    return resizeDiv(x, a.scale);
+  case ResizeCoordinates::TfHalfPixelForNn:
+    return resizeDiv(resizeAdd(x, 0.5), a.scale);
+  case ResizeCoordinates::TfCropAndResize: {
+    double span = resizeSub(a.roiEnd, a.roiStart);
+    double source =
+        outWidth == 1.0
+            ? resizeDiv(resizeMul(span, resizeSub(in, 1.0)), 2.0)
+            : resizeDiv(resizeMul(resizeMul(x, span), resizeSub(in, 1.0)),
+                        resizeSub(outWidth, 1.0));
+    return resizeAdd(source, resizeMul(a.roiStart, resizeSub(in, 1.0)));
+  }
+  }
+  return x;
+}
+
+/// Keys' cubic kernel for |t| <= 1 and for 1 < |t| < 2 (coefficient \p a).
+GMOPT_HD double resizeCubicNear(double t, double a) {
+  return resizeAdd(
+      resizeMul(
+          resizeMul(
+              resizeSub(resizeMul(resizeAdd(a, 2.0), t), resizeAdd(a, 3.0)), t),
+          t),
+      1.0);
+}
+GMOPT_HD double resizeCubicFar(double t, double a) {
+  double inner = resizeSub(resizeMul(a, t), resizeMul(5.0, a));
+  double middle = resizeAdd(resizeMul(inner, t), resizeMul(8.0, a));
+  return resizeSub(resizeMul(middle, t), resizeMul(4.0, a));
+}
+
+/// The taps of output coordinate \p o along \p axis, as the CPU kernel's
+/// buildAxisTaps makes them.
+GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
+                             ResizeTaps &taps) {
+  int64_t inLen = p.axes[axis].inLen;
+  taps.count = 0;
+  taps.outside = false;
+  double x = resizeSourceCoordinate(p, axis, o);
+  if (p.coordinates == ResizeCoordinates::TfCropAndResize &&
+      (x < 0 || x > double(inLen - 1))) {
+    taps.outside = true;
+    return;
+  }
+  double base = floor(x);
+  double r = resizeSub(x, base);
+  int64_t floorIndex = static_cast<int64_t>(base);
+  int64_t rawIndex[kResizeMaxTaps];
+  double rawWeight[kResizeMaxTaps];
+  int raw = 0;
+  switch (p.mode) {
+  case ResizeMode::Nearest: {
+    bool up = false;
+    switch (p.nearest) {
+    case ResizeNearest::RoundPreferFloor:
+      up = r > 0.5;
+      break;
+    case ResizeNearest::RoundPreferCeil:
+      up = r >= 0.5;
+      break;
+    case ResizeNearest::Floor:
+      up = false;
+      break;
+    case ResizeNearest::Ceil:
+      up = r > 0;
+      break;
+    case ResizeNearest::Simple:
+      up = p.axes[axis].scale < 1.0 && r > 0;
+      break;
+    }
+    rawIndex[0] = floorIndex + (up ? 1 : 0);
+    rawWeight[0] = 1.0;
+    raw = 1;
+    break;
+  }
+  case ResizeMode::Linear:
+    rawIndex[0] = floorIndex;
+    rawWeight[0] = resizeSub(1.0, r);
+    rawIndex[1] = floorIndex + 1;
+    rawWeight[1] = r;
+    raw = 2;
+    break;
+  case ResizeMode::Cubic: {
+    double a = p.cubicCoeffA;
+    rawWeight[0] = resizeCubicFar(resizeAdd(1.0, r), a);
+    rawWeight[1] = resizeCubicNear(r, a);
+    rawWeight[2] = resizeCubicNear(resizeSub(1.0, r), a);
+    rawWeight[3] = resizeCubicFar(resizeSub(2.0, r), a);
+    for (int k = 0; k != 4; ++k)
+      rawIndex[k] = floorIndex - 1 + k;
+    raw = 4;
+    break;
+  }
+  }
+  if (p.excludeOutside && p.mode != ResizeMode::Nearest) {
+    double sum = 0;
+    for (int k = 0; k != raw; ++k) {
+      if (rawIndex[k] < 0 || rawIndex[k] >= inLen)
+        rawWeight[k] = 0;
+      sum = resizeAdd(sum, rawWeight[k]);
+    }
+    if (sum != 0)
+      for (int k = 0; k != raw; ++k)
+        rawWeight[k] = resizeDiv(rawWeight[k], sum);
+  }
+  for (int k = 0; k != raw; ++k) {
+    if (rawWeight[k] == 0)
+      continue;
+    // Edge padding: taps beyond the ends read the end element, and merge
+    // with the tap before them when that reads it too.
+    int64_t clamped = rawIndex[k] < 0           ? 0
+                      : rawIndex[k] > inLen - 1 ? inLen - 1
+                                                : rawIndex[k];
+    if (taps.count > 0 && taps.index[taps.count - 1] == clamped) {
+      taps.weight[taps.count - 1] =
+          resizeAdd(taps.weight[taps.count - 1], rawWeight[k]);
+      continue;
+    }
+    taps.index[taps.count] = clamped;
+    taps.weight[taps.count] = rawWeight[k];
+    ++taps.count;
+  }
+}
+
+/// True when every output coordinate of \p axis reads exactly its own input
+/// coordinate with weight 1 (the CPU kernel's AxisTaps::isIdentity).
+GMOPT_HD bool resizeAxisIsIdentity(const ResizeParams &p, int axis) {
+  const ResizeAxis &a = p.axes[axis];
+  if (a.inLen != a.outLen)
+    return false;
+  ResizeTaps taps;
+  for (int64_t o = 0; o < a.outLen; ++o) {
+    resizeAxisTaps(p, axis, o, taps);
+    if (taps.outside || taps.count != 1 || taps.index[0] != o ||
+        taps.weight[0] != 1.0)
+      return false;
+  }
+  return true;
+}
+
+/// Bounds on the input indices output coordinate \p o of \p axis may read,
+/// [low, high]: both are monotone in o in the direction the source
+/// coordinate moves, which the gradient's search relies on.
+GMOPT_HD void resizeTapBounds(const ResizeParams &p, int axis, int64_t o,
+                              int64_t &low, int64_t &high) {
+  int64_t inLen = p.axes[axis].inLen;
+  double x = resizeSourceCoordinate(p, axis, o);
+  // Far outside the input every tap clamps to an end; clamping x first
+  // keeps the index conversion in range.
+  double limit = double(inLen) + 3.0;
+  x = x < -3.0 ? -3.0 : x > limit ? limit : x;
+  int64_t base = static_cast<int64_t>(floor(x));
+  low = p.mode == ResizeMode::Cubic ? base - 1 : base;
+  high = p.mode == ResizeMode::Cubic ? base + 2 : base + 1;
+  low = low < 0 ? 0 : low > inLen - 1 ? inLen - 1 : low;
+  high = high < 0 ? 0 : high > inLen - 1 ? inLen - 1 : high;
+}
+
+/// A condition on the tap bounds of an output coordinate and an input index
+/// i, for the search of resizeReaderRange.
+enum class ResizeBoundTest : int32_t {
+  HighReaches,   ///< high >= i
+  LowPasses,     ///< low > i
+  LowReaches,    ///< low <= i
+  HighFallsShort ///< high < i
+};
+
+/// The first output coordinate o of \p axis at which \p test holds for
+/// input index \p i (outLen when none does), for a test that holds from
+/// some o on.
+GMOPT_HD int64_t resizeFirstWhere(const ResizeParams &p, int axis, int64_t i,
+                                  ResizeBoundTest test) {
+  int64_t lo = 0, hi = p.axes[axis].outLen;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    int64_t low, high;
+    resizeTapBounds(p, axis, mid, low, high);
+    bool holds = false;
+    switch (test) {
+    case ResizeBoundTest::HighReaches:
+      holds = high >= i;
+      break;
+    case ResizeBoundTest::LowPasses:
+      holds = low > i;
+      break;
+    case ResizeBoundTest::LowReaches:
+      holds = low <= i;
+      break;
+    case ResizeBoundTest::HighFallsShort:
+      holds = high < i;
+      break;
+    }
+    if (holds)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+/// The output coordinates of \p axis whose taps may read input index \p i:
+/// [first, last] (empty when first > last). Where the source coordinate
+/// rises with o, the readers are those whose high bound reaches i up to
+/// the last whose low bound does not pass it; where it falls (a reversed
+/// tf_crop_and_resize region), the other way round.
+GMOPT_HD void resizeReaderRange(const ResizeParams &p, int axis, int64_t i,
+                                int64_t &first, int64_t &last) {
+  int64_t outLen = p.axes[axis].outLen;
+  first = 0;
+  last = -1;
+  if (outLen <= 0)
+    return;
+  bool rising = resizeSourceCoordinate(p, axis, 0) <=
+                resizeSourceCoordinate(p, axis, outLen - 1);
+  if (rising) {
+    first = resizeFirstWhere(p, axis, i, ResizeBoundTest::HighReaches);
+    last = resizeFirstWhere(p, axis, i, ResizeBoundTest::LowPasses) - 1;
+  } else {
+    first = resizeFirstWhere(p, axis, i, ResizeBoundTest::LowReaches);
+    last = resizeFirstWhere(p, axis, i, ResizeBoundTest::HighFallsShort) - 1;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elements
+//===----------------------------------------------------------------------===//
+
+/// Loads a stored element as float64 (16-bit floats widened through fp32,
+/// as the CPU kernel stages them).
+GMOPT_HD double resizeLoad(const float *p, int64_t i) { return double(p[i]); }
+GMOPT_HD double resizeLoad(const HalfBits *p, int64_t i) {
+  return double(loadAsFloat(p, i));
+}
+GMOPT_HD double resizeLoad(const BFloat16Bits *p, int64_t i) {
+  return double(loadAsFloat(p, i));
+}
+
+/// Output element \p outIndex of Resize over input \p x, in float64 before
+/// the store rounds it (the CPU kernel's gatherTaps, or
+/// extrapolation_value where tf_crop_and_resize leaves the input).
+template <typename T>
+GMOPT_HD double resizeElement(const ResizeParams &p, const T *x,
+                              int64_t outIndex) {
+  ResizeTaps taps[kResizeMaxRank];
+  int64_t planeOffset = 0;
+  int64_t rest = outIndex;
+  for (int axis = p.rank - 1; axis >= 0; --axis) {
+    int64_t outLen = p.axes[axis].outLen;
+    int64_t o = rest % outLen;
+    rest /= outLen;
+    if (axis < p.planeRank) {
+      planeOffset += o * p.inStrides[axis];
+      continue;
+    }
+    resizeAxisTaps(p, axis, o, taps[axis]);
+  }
+  int first = p.planeRank, last = p.rank - 1;
+  if (first > last)
+    return resizeLoad(x, planeOffset);
+  for (int axis = first; axis <= last; ++axis)
+    if (taps[axis].outside)
+      return p.extrapolationValue;
+  for (int axis = first; axis <= last; ++axis)
+    if (taps[axis].count == 0)
+      return 0.0; // An empty sum, as the CPU kernel's.
+  // The CPU kernel's recursion, unrolled: partial[axis] sums, over the taps
+  // of axis so far, weight times the sum over the axes after it.
+  double partial[kResizeMaxRank];
+  int tap[kResizeMaxRank];
+  for (int axis = first; axis <= last; ++axis) {
+    partial[axis] = 0;
+    tap[axis] = 0;
+  }
+  while (true) {
+    int64_t offset = planeOffset;
+    for (int axis = first; axis <= last; ++axis)
+      offset += taps[axis].index[tap[axis]] * p.inStrides[axis];
+    partial[last] =
+        resizeAdd(partial[last], resizeMul(taps[last].weight[tap[last]],
+                                           resizeLoad(x, offset)));
+    int axis = last;
+    while (++tap[axis] == taps[axis].count) {
+      if (axis == first)
+        return partial[first];
+      double inner = partial[axis];
+      partial[axis] = 0;
+      tap[axis] = 0;
+      --axis;
+      partial[axis] = resizeAdd(partial[axis],
+                                resizeMul(taps[axis].weight[tap[axis]], inner));
+    }
+  }
+}
+
+/// Element \p inIndex of ResizeGrad's dX from \p dY: the shares
+/// dY[o] * weights of every output coordinate o whose taps read it, rounded
+/// to fp32 and added in the row-major order of o (the CPU kernel's
+/// scatterTaps, as a gather).
+template <typename T>
+GMOPT_HD float resizeGradElement(const ResizeParams &p, const T *dY,
+                                 int64_t inIndex) {
+  int64_t in[kResizeMaxRank];
+  int64_t planeOffset = 0; // Of dY, over the identity axes.
+  int64_t rest = inIndex;
+  for (int axis = p.rank - 1; axis >= 0; --axis) {
+    int64_t inLen = p.axes[axis].inLen;
+    in[axis] = rest % inLen;
+    rest /= inLen;
+    if (axis < p.planeRank)
+      planeOffset += in[axis] * p.outStrides[axis];
+  }
+  int first = p.planeRank, last = p.rank - 1;
+  if (first > last)
+    return resizeAddF(0.0f, float(resizeLoad(dY, planeOffset)));
+  int64_t begin[kResizeMaxRank], end[kResizeMaxRank], o[kResizeMaxRank];
+  for (int axis = first; axis <= last; ++axis) {
+    resizeReaderRange(p, axis, in[axis], begin[axis], end[axis]);
+    if (begin[axis] > end[axis])
+      return 0.0f;
+    o[axis] = begin[axis];
+  }
+  // reads[axis]: whether o[axis]'s taps read in[axis]; weight[axis]: the
+  // weight they read it with.
+  double weight[kResizeMaxRank];
+  bool reads[kResizeMaxRank];
+  auto weigh = [&](int axis) {
+    ResizeTaps taps;
+    resizeAxisTaps(p, axis, o[axis], taps);
+    reads[axis] = false;
+    weight[axis] = 0.0;
+    for (int t = 0; t < taps.count; ++t)
+      if (taps.index[t] == in[axis]) {
+        reads[axis] = true;
+        weight[axis] = taps.weight[t];
+      }
+  };
+  for (int axis = first; axis <= last; ++axis)
+    weigh(axis);
+  float sum = 0.0f;
+  while (true) {
+    bool all = true;
+    for (int axis = first; axis <= last; ++axis)
+      all = all && reads[axis];
+    if (all) {
+      int64_t offset = planeOffset;
+      for (int axis = first; axis <= last; ++axis)
+        offset += o[axis] * p.outStrides[axis];
+      double share = resizeLoad(dY, offset);
+      for (int axis = first; axis <= last; ++axis)
+        share = resizeMul(share, weight[axis]);
+      sum = resizeAddF(sum, float(share));
+    }
+    int axis = last;
+    while (++o[axis] > end[axis]) {
+      if (axis == first)
+        return sum;
+      o[axis] = begin[axis];
+      weigh(axis);
+      --axis;
+    }
+    weigh(axis);
+  }
+}
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_RESIZEMATH_H
