@@ -17,7 +17,8 @@
 # runs on the CPU ("no CUDA device (...)").
 #
 # Usage: scripts/bundle.sh [--with-tests] [BUILD_DIR] [OUT_DIR]
-#   --with-tests  also the CUDA unit tests (stripped, in tests/), which
+#   --with-tests  also the CUDA unit tests (stripped, in tests/: the one
+#                 executable gmopt-cuda-tests, `ninja -C build gmopt-cuda-tests`), which
 #                 scripts/gpu-check.sh runs; they read testdata/ from
 #                 $GMOPT_SOURCE_DIR
 #   BUILD_DIR     a configured and built gmopt tree (default: build)
@@ -33,8 +34,9 @@ build_dir=${1:-build}
 out_dir=${2:-dist}
 limit_bytes=$((40 * 1024 * 1024))
 tools=(gmopt-run gmopt-compile gmopt-opt)
-tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest
-  CudaCnnParityTest CudaIndexTest CudaTrainingTest CudaScalingTest)
+# Every CUDA unit test in one executable (tests/CMakeLists.txt), so the
+# library's kernels travel once.
+tests=(gmopt-cuda-tests)
 
 for tool in "${tools[@]}"; do
   if [[ ! -x "$build_dir/tools/$tool" ]]; then
@@ -89,7 +91,8 @@ if ((with_tests)); then
   mkdir -p "$bundle/tests"
   for test in "${tests[@]}"; do
     if [[ ! -x "$build_dir/tests/$test" ]]; then
-      echo "bundle.sh: error: $build_dir/tests/$test is missing" >&2
+      echo "bundle.sh: error: $build_dir/tests/$test is missing; build it" \
+        "first (ninja -C $build_dir $test)" >&2
       exit 1
     fi
     strip --strip-unneeded -o "$bundle/tests/$test" "$build_dir/tests/$test"

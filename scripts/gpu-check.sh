@@ -3,7 +3,7 @@
 # standard library; PyTorch only if installed), meant to finish in under 8
 # minutes:
 #   1. the device (nvidia-smi) and the CUDA unit tests, where a build tree
-#      with them is present (CudaDeviceTest, CudaElementwiseMathTest);
+#      with them is present (gmopt-cuda-tests from the bundle, or the build's per-file tests);
 #   2. for the GPT-2-small and ResNet-50 bench models at real batch sizes
 #      (and the CNN testdata graphs cnn, cnn_bn, resnet_tiny):
 #      the eager baseline's peak (the original fp32 graph, stream-ordered
@@ -62,7 +62,7 @@ if [[ -z "$tools" ]]; then
   fi
 fi
 if [[ -z "$tests" ]]; then
-  if [[ -x "$root/build/tests/CudaDeviceTest" ]]; then
+  if [[ -x "$root/build/tests/gmopt-cuda-tests" || -x "$root/build/tests/CudaDeviceTest" ]]; then
     tests="$root/build/tests"
   else
     tests="$root/dist/gmopt-bundle/tests"
@@ -85,13 +85,22 @@ else
 fi
 
 echo "== CUDA unit tests"
-for test in CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest \
-  CudaCnnParityTest CudaIndexTest CudaTrainingTest CudaScalingTest; do
+# The bundle's one executable of every CUDA test, or a build tree's
+# per-file executables.
+if [[ -x "$tests/gmopt-cuda-tests" ]]; then
+  cuda_tests=(gmopt-cuda-tests)
+else
+  cuda_tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest
+    CudaCnnParityTest CudaIndexTest CudaTrainingTest CudaScalingTest CudaLossTest
+    CudaReduceTest CudaShapeTest CudaResizeTest CudaMeasurementTest CudaCoverageTest
+    NcclCollectivesTest CudaAmpCoverageTest CudaCnnAmpParityTest)
+fi
+for test in "${cuda_tests[@]}"; do
   if [[ -x "$tests/$test" ]]; then
     # The test binaries read testdata/ from this checkout; a bundled test
     # finds its libraries through the launcher's path.
     if GMOPT_SOURCE_DIR="$root" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib" \
-      timeout 240 "$tests/$test" >"$out/$test.log" 2>&1; then
+      timeout 300 "$tests/$test" >"$out/$test.log" 2>&1; then
       echo "$test: passed ($(grep -c '^\[       OK \]' "$out/$test.log") passed, $(grep -c '^\[  SKIPPED \].*ms)$' "$out/$test.log") skipped)"
     else
       echo "$test: FAILED (see $out/$test.log)"
