@@ -1,0 +1,56 @@
+//===- CnnKernels.h - gmopt's own CNN kernels on CUDA -----------*- C++ -*-===//
+//
+// Launches of the pooling kernels and the convolution pad / crop kernels
+// (CnnKernels.cu) behind CudnnDispatch.cpp. Every launch takes the element
+// storage of its float tensors (F32, F16 or BF16; the arithmetic is fp32,
+// PoolMath.h), is asynchronous on \p stream and returns the launch status.
+// Batch norm's statistics kernel is declared in CudaKernels.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_CNNKERNELS_H
+#define GMOPT_BACKEND_CUDA_CNNKERNELS_H
+
+#include "backend/cuda/ConvPadMath.h"
+#include "backend/cuda/CudaKernels.h"
+
+namespace gmopt {
+namespace cuda {
+
+/// MaxPool of [N, C, H, W] over window \p g (PoolMath.h): y and, when not
+/// null, the int64 Indices (flattened positions in X, as the CPU kernel
+/// writes them).
+cudaError_t launchMaxPool(Storage storage, const void *x, void *y,
+                          int64_t *indices, const WindowParams &g,
+                          cudaStream_t stream);
+/// AveragePool of [N, C, H, W] over window \p g.
+cudaError_t launchAveragePool(Storage storage, const void *x, void *y,
+                              const WindowParams &g, cudaStream_t stream);
+/// AveragePoolGrad: every dx element gathers the shares of the windows that
+/// cover it (no atomics, reproducible).
+cudaError_t launchAveragePoolGrad(Storage storage, const void *dy, void *dx,
+                                  const WindowParams &g, cudaStream_t stream);
+
+/// MaxPoolGrad of a 16-bit dY (\p storage F16 or BF16): dX = 0, then
+/// dX[Indices[i]] += dY[i]. With \p accumulator (dxElements fp32 scratch)
+/// the sums are fp32 atomics, rounded once into dX, as the CPU backend's
+/// staged fp32 kernel rounds them; without it, 16-bit atomics on dX itself
+/// (each add rounded). An index outside dX raises the device fault of the
+/// current launch id. fp32 MaxPoolGrad is launchGatherGrad.
+cudaError_t launchMaxPoolGrad16(Storage storage, const void *dy,
+                                const int64_t *indices, void *dx,
+                                float *accumulator, int64_t dyElements,
+                                int64_t dxElements, cudaStream_t stream);
+
+/// Copies the planes of \p in (elements of \p elementBytes: 2 or 4) into
+/// the padded planes of \p out, zeros around them (ConvPadMath.h).
+cudaError_t launchConvPad(const void *in, void *out, int64_t elementBytes,
+                          const ConvPadGeometry &g, cudaStream_t stream);
+/// The inverse: \p out (unpadded) cropped from the padded planes of \p in.
+cudaError_t launchConvCrop(const void *in, void *out, int64_t elementBytes,
+                           const ConvPadGeometry &g, cudaStream_t stream);
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_CNNKERNELS_H
