@@ -123,8 +123,8 @@ __global__ void zeroFloatKernel(float *p, int64_t n) {
 template <typename T>
 __global__ void maxPoolGradScatterKernel(const T *dy, const int64_t *indices,
                                          T *dx, float *accumulator,
-                                         int64_t dyElements,
-                                         int64_t dxElements, FaultSink sink) {
+                                         int64_t dyElements, int64_t dxElements,
+                                         FaultSink sink) {
   FOR_EACH(i, dyElements) {
     int64_t index = indices[i];
     if (index < 0 || index >= dxElements) {
@@ -187,9 +187,8 @@ __global__ void batchNormStatsKernel(BatchNormStatsParams s) {
 
 } // namespace
 
-cudaError_t gmopt::cuda::launchMaxPool(Storage storage, const void *x,
-                                       void *y, int64_t *indices,
-                                       const WindowParams &g,
+cudaError_t gmopt::cuda::launchMaxPool(Storage storage, const void *x, void *y,
+                                       int64_t *indices, const WindowParams &g,
                                        cudaStream_t stream) {
   int64_t total = g.planes() * g.outSize();
   return withFloatStorage(storage, [&](auto element) {

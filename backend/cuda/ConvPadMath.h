@@ -1,4 +1,4 @@
-//===- ConvPadMath.h - Explicit padding of a convolution's input -*- C++ -*-===//
+//===- ConvPadMath.h - Explicit padding of a conv's input -------*- C++ -*-===//
 //
 // cuDNN's convolution descriptors take one pad per axis, applied at both
 // ends, so a convolution whose pads differ at the two ends of an axis (ONNX
@@ -32,9 +32,7 @@ struct ConvPadGeometry {
   int64_t padTop = 0, padLeft = 0;
   int64_t paddedH = 1, paddedW = 1;
   GMOPT_HD int64_t elements() const { return planes * inH * inW; }
-  GMOPT_HD int64_t paddedElements() const {
-    return planes * paddedH * paddedW;
-  }
+  GMOPT_HD int64_t paddedElements() const { return planes * paddedH * paddedW; }
 };
 
 /// The element of the unpadded tensor that element \p padded of the padded

@@ -149,8 +149,8 @@ llvm::Error runGlobalPool(CudaCall &call) {
   bool max = call.node.getOpType() == "GlobalMaxPool";
   return call.check(launchReduce(max ? ReduceKind::Max : ReduceKind::Mean,
                                  *storageOf(call.in(0)->getType().getDType()),
-                                 call.inPtr(0), call.outPtr(0),
-                                 rows, call.ctx.stream),
+                                 call.inPtr(0), call.outPtr(0), rows,
+                                 call.ctx.stream),
                     max ? "GlobalMaxPool kernel" : "GlobalAveragePool kernel");
 }
 
@@ -191,9 +191,8 @@ llvm::Error runMaxPoolGrad(CudaCall &call) {
             ? static_cast<float *>(call.launch.workspace)
             : nullptr;
     return call.check(launchMaxPoolGrad16(storage, call.inPtr(0),
-                                          call.inAs<int64_t>(1),
-                                          call.outPtr(0), accumulator,
-                                          dyElements, dxElements,
+                                          call.inAs<int64_t>(1), call.outPtr(0),
+                                          accumulator, dyElements, dxElements,
                                           call.ctx.stream),
                       "MaxPoolGrad kernel");
   }
@@ -574,10 +573,9 @@ llvm::Error runConv(CudaCall &call) {
                      "asymmetric pads are padded explicitly into the node's "
                      "planned workspace, which an eager (baseline) run does "
                      "not have");
-  uint64_t workspaceBytes =
-      slice && sliceBytes > layout.scratchOffset
-          ? sliceBytes - layout.scratchOffset
-          : 0;
+  uint64_t workspaceBytes = slice && sliceBytes > layout.scratchOffset
+                                ? sliceBytes - layout.scratchOffset
+                                : 0;
   void *workspace = workspaceBytes ? slice + layout.scratchOffset : nullptr;
   std::shared_ptr<ConvPlan> &cached = call.ctx.cudnn->convPlans[&node];
   if (!cached || cached->workspaceBytes != workspaceBytes) {
@@ -594,9 +592,9 @@ llvm::Error runConv(CudaCall &call) {
   const void *x = call.inPtr(grad ? 1 : 0);
   if (layout.explicitPadding && layout.paddedXBytes) {
     void *padded = slice + layout.paddedXOffset;
-    if (llvm::Error err = call.check(launchConvPad(x, padded, elementBytes,
-                                                   layout.pad, call.ctx.stream),
-                                     "convolution pad kernel"))
+    if (llvm::Error err = call.check(
+            launchConvPad(x, padded, elementBytes, layout.pad, call.ctx.stream),
+            "convolution pad kernel"))
       return err;
     x = padded;
   }
@@ -616,17 +614,17 @@ llvm::Error runConv(CudaCall &call) {
   // ConvGrad(dY, X, W) -> (dX?, dW?, dB?), one after another on the stream
   // (each may use the whole scratch).
   if (call.out(0)) {
-    void *dx = layout.explicitPadding ? slice + layout.paddedDxOffset
-                                      : call.outPtr(0);
+    void *dx =
+        layout.explicitPadding ? slice + layout.paddedDxOffset : call.outPtr(0);
     CUDNN_CHECK(node, cudnnConvolutionBackwardData(
                           handle, &one, d.w, call.inPtr(2), d.y, call.inPtr(0),
                           d.data, d.dataAlgo, workspace, workspaceBytes, &zero,
                           d.x, dx));
     if (layout.explicitPadding)
-      if (llvm::Error err = call.check(
-              launchConvCrop(dx, call.outPtr(0), elementBytes, layout.pad,
-                             call.ctx.stream),
-              "convolution crop kernel"))
+      if (llvm::Error err =
+              call.check(launchConvCrop(dx, call.outPtr(0), elementBytes,
+                                        layout.pad, call.ctx.stream),
+                         "convolution crop kernel"))
         return err;
   }
   if (call.out(1))

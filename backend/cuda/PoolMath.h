@@ -10,9 +10,9 @@
 // operations, so MaxPool, AveragePool and AveragePoolGrad agree with the
 // CPU bit for bit (in f16 / bf16 storage too: the elements are widened to
 // fp32, the arithmetic is fp32 and the result is rounded once, as the CPU
-// backend's staged fp32 kernels do); AveragePoolGrad gathers, per input element, the shares
-// of the windows that cover it, in the (oh, ow) order the CPU kernel
-// scatters them. A 1-D window is a 2-D one of height 1.
+// backend's staged fp32 kernels do); AveragePoolGrad gathers, per input
+// element, the shares of the windows that cover it, in the (oh, ow) order the
+// CPU kernel scatters them. A 1-D window is a 2-D one of height 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -143,8 +143,8 @@ GMOPT_HD float averagePoolGradElement(const T *dyPlane, const WindowParams &g,
         continue;
       int64_t count = averagePoolCount(g, oh, ow);
       if (count)
-        sum += loadAsFloat(dyPlane, oh * g.outW + ow) /
-               static_cast<float>(count);
+        sum +=
+            loadAsFloat(dyPlane, oh * g.outW + ow) / static_cast<float>(count);
     }
   }
   return sum;

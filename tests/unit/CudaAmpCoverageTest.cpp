@@ -39,11 +39,10 @@ void expectCudaKernels(const testing::TestdataGraph &graph,
   SCOPED_TRACE(std::string(graph.name) + " under " + pipeline);
   OptimizerSpec adamW;
   adamW.kind = OptimizerKind::AdamW;
-  auto model = loadRunnableModel(testdataDir() + "/" + graph.name +
-                                     "/training_model.onnx",
-                                 testing::testdataDims(graph), nullptr,
-                                 /*wantOriginal=*/false, pipeline, &adamW, "",
-                                 BackendKind::Cuda);
+  auto model = loadRunnableModel(
+      testdataDir() + "/" + graph.name + "/training_model.onnx",
+      testing::testdataDims(graph), nullptr,
+      /*wantOriginal=*/false, pipeline, &adamW, "", BackendKind::Cuda);
   ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
   std::set<std::string> refused;
   unsigned nodes = 0;

@@ -284,10 +284,10 @@ TEST(CudnnGeometryTest, PoolArithmeticIn16BitStorageIsBitIdenticalToTheCpu) {
       int64_t inCount = count(c.in), outCount = count(c.out);
       std::vector<float> xs = randomFloats(inCount, seed++);
       std::vector<float> dys = randomFloats(outCount, seed++);
-      HostTensor x = isHalf ? HostTensor::f16(c.in, xs)
-                            : HostTensor::bf16(c.in, xs);
-      HostTensor dy = isHalf ? HostTensor::f16(c.out, dys)
-                             : HostTensor::bf16(c.out, dys);
+      HostTensor x =
+          isHalf ? HostTensor::f16(c.in, xs) : HostTensor::bf16(c.in, xs);
+      HostTensor dy =
+          isHalf ? HostTensor::f16(c.out, dys) : HostTensor::bf16(c.out, dys);
       TensorType outType = TensorType::get(dtype, c.out);
       TensorType inType = TensorType::get(dtype, c.in);
       KernelRunner runner;
@@ -316,9 +316,8 @@ TEST(CudnnGeometryTest, PoolArithmeticIn16BitStorageIsBitIdenticalToTheCpu) {
       };
       auto pool = [&](auto element, int64_t o, bool max, int64_t &position) {
         using T = decltype(element);
-        const T *plane =
-            reinterpret_cast<const T *>(xBits.data()) + (o / g->outSize()) *
-                                                            g->inSize();
+        const T *plane = reinterpret_cast<const T *>(xBits.data()) +
+                         (o / g->outSize()) * g->inSize();
         int64_t within = o % g->outSize();
         int64_t oh = within / g->outW, ow = within % g->outW;
         if (!max)
@@ -332,8 +331,7 @@ TEST(CudnnGeometryTest, PoolArithmeticIn16BitStorageIsBitIdenticalToTheCpu) {
         const T *plane = reinterpret_cast<const T *>(dyBits.data()) +
                          (i / gGrad->inSize()) * gGrad->outSize();
         int64_t within = i % gGrad->inSize();
-        return cuda::averagePoolGradElement(plane, *gGrad,
-                                            within / gGrad->inW,
+        return cuda::averagePoolGradElement(plane, *gGrad, within / gGrad->inW,
                                             within % gGrad->inW);
       };
       std::vector<uint16_t> cpuMax = (*maxPool)[0].values<uint16_t>();
@@ -352,8 +350,8 @@ TEST(CudnnGeometryTest, PoolArithmeticIn16BitStorageIsBitIdenticalToTheCpu) {
         EXPECT_EQ(round(avg), cpuAvg[o]) << "AveragePool output " << o;
       }
       for (int64_t i = 0; i < inCount; ++i) {
-        float share = isHalf ? grad(cuda::HalfBits{}, i)
-                             : grad(cuda::BFloat16Bits{}, i);
+        float share =
+            isHalf ? grad(cuda::HalfBits{}, i) : grad(cuda::BFloat16Bits{}, i);
         EXPECT_EQ(round(share), cpuGrad[i]) << "AveragePoolGrad " << i;
       }
     }
@@ -524,11 +522,7 @@ TEST(CudnnGeometryTest, ExplicitPaddingReproducesTheAsymmetricConvolution) {
        {4, 2, 3, 2},
        {2, 4, 5, 6},
        {ints("pads", {2, 0, 0, 1}), integer("group", 2)}},
-      {"1-D",
-       {2, 3, 9},
-       {2, 3, 4},
-       {2, 2, 9},
-       {ints("pads", {2, 1})}},
+      {"1-D", {2, 3, 9}, {2, 3, 4}, {2, 2, 9}, {ints("pads", {2, 1})}},
   };
   unsigned seed = 300;
   for (const Case &c : cases) {
@@ -595,8 +589,7 @@ TEST(CudnnGeometryTest, ExplicitPaddingReproducesTheAsymmetricConvolution) {
     ASSERT_EQ(static_cast<int64_t>(dx.size()), pad.elements());
     for (int64_t i = 0; i < pad.elements(); ++i) {
       float cropped = paddedDx[cuda::cropSourceIndex(pad, i)];
-      EXPECT_NEAR(cropped, dx[i], 1e-6 + 1e-6 * std::fabs(dx[i]))
-          << "dX " << i;
+      EXPECT_NEAR(cropped, dx[i], 1e-6 + 1e-6 * std::fabs(dx[i])) << "dX " << i;
     }
     std::vector<float> dw = (*ownGrad)[1].floats(),
                        paddedDw = (*paddedGrad)[1].floats();
@@ -685,10 +678,10 @@ TEST(CudnnGeometryTest, WorkspaceModelBoundsConvolutionAndBatchNorm) {
     EXPECT_NE(message.find(node.describe()), std::string::npos) << message;
     return message;
   };
-  Node *mixed = f.make("", "Conv",
-                       {TensorType::get(DType::F16, {1, 1, 4, 4}),
-                        f32({1, 1, 1, 1})},
-                       {TensorType::get(DType::F16, {1, 1, 4, 4})}, {});
+  Node *mixed =
+      f.make("", "Conv",
+             {TensorType::get(DType::F16, {1, 1, 4, 4}), f32({1, 1, 1, 1})},
+             {TensorType::get(DType::F16, {1, 1, 4, 4})}, {});
   EXPECT_NE(refusal(*mixed).find("mix element types"), std::string::npos);
   Node *wide = f.make("", "Conv",
                       {TensorType::get(DType::F64, {1, 1, 4, 4}),
@@ -697,9 +690,8 @@ TEST(CudnnGeometryTest, WorkspaceModelBoundsConvolutionAndBatchNorm) {
   EXPECT_NE(refusal(*wide).find("f64"), std::string::npos);
   TensorType halfX = TensorType::get(DType::F16, {4, 10, 5, 5});
   TensorType halfC = TensorType::get(DType::F16, {10});
-  Node *halfStats =
-      f.make("", "BatchNormalization", {halfX, halfC, halfC, halfC, halfC},
-             {halfX}, {});
+  Node *halfStats = f.make("", "BatchNormalization",
+                           {halfX, halfC, halfC, halfC, halfC}, {halfX}, {});
   EXPECT_NE(refusal(*halfStats).find("in f32"), std::string::npos);
   Node *halfData =
       f.make("", "BatchNormalization",
@@ -729,16 +721,16 @@ TEST(CudnnGeometryTest, WorkspaceModelReservesPaddedInputsAndAccumulators) {
   EXPECT_EQ(getCudaKernelWorkspaceBytes(*conv), padded + scratch);
   // cuDNN convolves the padded input with zero pads to the same output.
   const cuda::WindowParams &seen = layout.cudnn.window;
-  EXPECT_EQ(std::vector<int64_t>({seen.inH, seen.inW, seen.padTop,
-                                  seen.padBottom, seen.padLeft, seen.padRight,
-                                  seen.outH, seen.outW}),
-            std::vector<int64_t>({8, 8, 0, 0, 0, 0, 7, 7}));
+  EXPECT_EQ(
+      std::vector<int64_t>({seen.inH, seen.inW, seen.padTop, seen.padBottom,
+                            seen.padLeft, seen.padRight, seen.outH, seen.outW}),
+      std::vector<int64_t>({8, 8, 0, 0, 0, 0, 7, 7}));
   EXPECT_TRUE(layout.cudnn.symmetricPads());
-  EXPECT_EQ(std::vector<int64_t>({layout.pad.planes, layout.pad.inH,
-                                  layout.pad.inW, layout.pad.padTop,
-                                  layout.pad.padLeft, layout.pad.paddedH,
-                                  layout.pad.paddedW}),
-            std::vector<int64_t>({6, 7, 7, 0, 0, 8, 8}));
+  EXPECT_EQ(
+      std::vector<int64_t>({layout.pad.planes, layout.pad.inH, layout.pad.inW,
+                            layout.pad.padTop, layout.pad.padLeft,
+                            layout.pad.paddedH, layout.pad.paddedW}),
+      std::vector<int64_t>({6, 7, 7, 0, 0, 8, 8}));
   // ConvGrad: padded X for dW and the padded dX it crops; either alone.
   std::vector<TensorType> gradInputs = {f32({2, 4, 7, 7}), f32({2, 3, 7, 7}),
                                         f32({4, 3, 2, 2})};
@@ -757,9 +749,9 @@ TEST(CudnnGeometryTest, WorkspaceModelReservesPaddedInputsAndAccumulators) {
   EXPECT_EQ(getCudaKernelWorkspaceBytes(*dwOnly), padded + scratch);
   // 16-bit data pads 16-bit elements.
   TensorType halfX = TensorType::get(DType::F16, {2, 3, 7, 7});
-  Node *halfConv = f.make("", "Conv",
-                          {halfX, TensorType::get(DType::F16, {4, 3, 2, 2})},
-                          {TensorType::get(DType::F16, {2, 4, 7, 7})}, attrs);
+  Node *halfConv =
+      f.make("", "Conv", {halfX, TensorType::get(DType::F16, {4, 3, 2, 2})},
+             {TensorType::get(DType::F16, {2, 4, 7, 7})}, attrs);
   EXPECT_EQ(getCudaKernelWorkspaceBytes(*halfConv),
             alignBuffer(2 * 3 * 8 * 8 * 2) + scratch);
   // Symmetric pads reserve cuDNN's scratch alone.
@@ -771,17 +763,16 @@ TEST(CudnnGeometryTest, WorkspaceModelReservesPaddedInputsAndAccumulators) {
   std::vector<NamedAttribute> pool = {ints("kernel_shape", {3, 3}),
                                       ints("strides", {2, 2})};
   for (DType dtype : {DType::F16, DType::BF16}) {
-    Node *halfGrad =
-        f.make("", "MaxPoolGrad",
-               {TensorType::get(dtype, {2, 3, 4, 4}),
-                TensorType::get(DType::I64, {2, 3, 4, 4})},
-               {TensorType::get(dtype, {2, 3, 9, 9})}, pool);
+    Node *halfGrad = f.make("", "MaxPoolGrad",
+                            {TensorType::get(dtype, {2, 3, 4, 4}),
+                             TensorType::get(DType::I64, {2, 3, 4, 4})},
+                            {TensorType::get(dtype, {2, 3, 9, 9})}, pool);
     EXPECT_EQ(getCudaKernelWorkspaceBytes(*halfGrad),
               alignBuffer(2 * 3 * 9 * 9 * 4));
   }
-  Node *floatGrad = f.make(
-      "", "MaxPoolGrad",
-      {f32({2, 3, 4, 4}), TensorType::get(DType::I64, {2, 3, 4, 4})},
-      {f32({2, 3, 9, 9})}, pool);
+  Node *floatGrad =
+      f.make("", "MaxPoolGrad",
+             {f32({2, 3, 4, 4}), TensorType::get(DType::I64, {2, 3, 4, 4})},
+             {f32({2, 3, 9, 9})}, pool);
   EXPECT_EQ(getCudaKernelWorkspaceBytes(*floatGrad), 0u);
 }
