@@ -10,9 +10,10 @@
 // value). One thread per output element (per input element for the
 // gradient), with the arithmetic of PoolMath.h, which the host tests check
 // against the CPU kernels; the pools are templated on the element storage
-// (fp32, f16, bf16), their arithmetic fp32. Also MaxPoolGrad's 16-bit
-// scatter and the explicit padding / cropping of a convolution with
-// asymmetric pads (ConvPadMath.h), which copy elements as unsigned words.
+// (fp32, f16, bf16), their arithmetic fp32. Also the 16-bit scatter-add of
+// MaxPoolGrad and GatherGrad and the explicit padding / cropping of a
+// convolution with asymmetric pads (ConvPadMath.h), which copy elements as
+// unsigned words.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,7 +87,7 @@ __global__ void averagePoolGradKernel(const T *dy, T *dx, WindowParams g) {
   }
 }
 
-/// Where MaxPoolGrad records an index outside dX.
+/// Where the 16-bit scatter records an index outside dX.
 struct FaultSink {
   KernelFaultRecord *record;
   const int32_t *launchId;
@@ -121,21 +122,28 @@ __global__ void zeroFloatKernel(float *p, int64_t n) {
 }
 
 template <typename T>
-__global__ void maxPoolGradScatterKernel(const T *dy, const int64_t *indices,
-                                         T *dx, float *accumulator,
-                                         int64_t dyElements, int64_t dxElements,
-                                         FaultSink sink) {
-  FOR_EACH(i, dyElements) {
-    int64_t index = indices[i];
-    if (index < 0 || index >= dxElements) {
-      raiseIndexFault(sink);
+__global__ void scatterAdd16Kernel(const T *dy, const void *indices,
+                                   bool indices32, T *dx, float *accumulator,
+                                   ScatterRows rows, FaultSink sink) {
+  FOR_EACH(element, rows.outer * rows.indexCount * rows.inner) {
+    int64_t j = element % rows.inner;
+    int64_t k = (element / rows.inner) % rows.indexCount;
+    int64_t o = element / (rows.inner * rows.indexCount);
+    int64_t index = indices32 ? static_cast<const int32_t *>(indices)[k]
+                              : static_cast<const int64_t *>(indices)[k];
+    if (index < 0)
+      index += rows.axisExtent;
+    if (index < 0 || index >= rows.axisExtent) {
+      if (j == 0)
+        raiseIndexFault(sink);
       continue;
     }
-    float value = loadAsFloat(dy, i);
+    int64_t target = (o * rows.axisExtent + index) * rows.inner + j;
+    float value = loadAsFloat(dy, element);
     if (accumulator)
-      atomicAdd(accumulator + index, value);
+      atomicAdd(accumulator + target, value);
     else
-      atomicAdd16(dx + index, value);
+      atomicAdd16(dx + target, value);
   }
 }
 
@@ -226,17 +234,18 @@ cudaError_t gmopt::cuda::launchAveragePoolGrad(Storage storage, const void *dy,
   });
 }
 
-cudaError_t gmopt::cuda::launchMaxPoolGrad16(Storage storage, const void *dy,
-                                             const int64_t *indices, void *dx,
-                                             float *accumulator,
-                                             int64_t dyElements,
-                                             int64_t dxElements,
-                                             cudaStream_t stream) {
+cudaError_t gmopt::cuda::launchScatterAdd16(Storage storage, const void *dy,
+                                            const void *indices, bool indices32,
+                                            void *dx, float *accumulator,
+                                            const ScatterRows &rows,
+                                            cudaStream_t stream) {
   if (storage != Storage::F16 && storage != Storage::BF16)
     return cudaErrorInvalidValue;
   FaultSink sink;
   if (cudaError_t status = getKernelFaultWord(&sink.record, &sink.launchId))
     return status;
+  int64_t dxElements = rows.outer * rows.axisExtent * rows.inner;
+  int64_t dyElements = rows.outer * rows.indexCount * rows.inner;
   return withFloatStorage(storage, [&](auto element) {
     using T = decltype(element);
     if constexpr (!std::is_same_v<T, float>) {
@@ -250,9 +259,9 @@ cudaError_t gmopt::cuda::launchMaxPoolGrad16(Storage storage, const void *dy,
               out, dxElements);
       }
       if (dyElements)
-        maxPoolGradScatterKernel<<<gridFor(dyElements), kThreads, 0, stream>>>(
-            static_cast<const T *>(dy), indices, out, accumulator, dyElements,
-            dxElements, sink);
+        scatterAdd16Kernel<<<gridFor(dyElements), kThreads, 0, stream>>>(
+            static_cast<const T *>(dy), indices, indices32, out, accumulator,
+            rows, sink);
       if (accumulator && dxElements)
         roundIntoKernel<<<gridFor(dxElements), kThreads, 0, stream>>>(
             accumulator, out, dxElements);

@@ -1,10 +1,11 @@
 //===- CnnKernels.h - gmopt's own CNN kernels on CUDA -----------*- C++ -*-===//
 //
-// Launches of the pooling kernels and the convolution pad / crop kernels
-// (CnnKernels.cu) behind CudnnDispatch.cpp. Every launch takes the element
-// storage of its float tensors (F32, F16 or BF16; the arithmetic is fp32,
-// PoolMath.h), is asynchronous on \p stream and returns the launch status.
-// Batch norm's statistics kernel is declared in CudaKernels.h.
+// Launches of the pooling kernels, the 16-bit scatter-add of MaxPoolGrad
+// and GatherGrad, and the convolution pad / crop kernels (CnnKernels.cu)
+// behind CudnnDispatch.cpp (and GatherGrad's entry in CudaDispatch.cpp). Every
+// launch takes the element storage of its float tensors (F32, F16 or BF16; the
+// arithmetic is fp32, PoolMath.h), is asynchronous on \p stream and returns the
+// launch status. Batch norm's statistics kernel is declared in CudaKernels.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,16 +32,24 @@ cudaError_t launchAveragePool(Storage storage, const void *x, void *y,
 cudaError_t launchAveragePoolGrad(Storage storage, const void *dy, void *dx,
                                   const WindowParams &g, cudaStream_t stream);
 
-/// MaxPoolGrad of a 16-bit dY (\p storage F16 or BF16): dX = 0, then
-/// dX[Indices[i]] += dY[i]. With \p accumulator (dxElements fp32 scratch)
-/// the sums are fp32 atomics, rounded once into dX, as the CPU backend's
-/// staged fp32 kernel rounds them; without it, 16-bit atomics on dX itself
-/// (each add rounded). An index outside dX raises the device fault of the
-/// current launch id. fp32 MaxPoolGrad is launchGatherGrad.
-cudaError_t launchMaxPoolGrad16(Storage storage, const void *dy,
-                                const int64_t *indices, void *dx,
-                                float *accumulator, int64_t dyElements,
-                                int64_t dxElements, cudaStream_t stream);
+/// dX seen as [outer, axisExtent, inner], dY as [outer, indexCount, inner].
+struct ScatterRows {
+  int64_t outer = 1, axisExtent = 0, indexCount = 0, inner = 1;
+};
+
+/// The scatter-add of MaxPoolGrad (over the flattened dX) and GatherGrad in
+/// 16-bit storage (\p storage F16 or BF16): dX = 0, then dY's row k added
+/// to dX's row indices[k] (int64, or int32 with \p indices32; negative
+/// ones counted from the end). With \p accumulator (fp32 scratch of dX's
+/// elements) the sums are fp32 atomics, rounded once into dX, as the CPU
+/// backend's staged fp32 kernels round them; without it, 16-bit atomics on
+/// dX itself (each add rounded). An index out of range raises the device
+/// fault of the current launch id and adds nothing. fp32 is
+/// launchGatherGrad.
+cudaError_t launchScatterAdd16(Storage storage, const void *dy,
+                               const void *indices, bool indices32, void *dx,
+                               float *accumulator, const ScatterRows &rows,
+                               cudaStream_t stream);
 
 /// Copies the planes of \p in (elements of \p elementBytes: 2 or 4) into
 /// the padded planes of \p out, zeros around them (ConvPadMath.h).

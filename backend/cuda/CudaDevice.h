@@ -77,7 +77,8 @@ constexpr uint64_t kCudaGemmWorkspaceBytes = uint64_t(4) << 20;
 /// picks its fastest algorithm, plus the explicitly padded input (and its
 /// gradient) of asymmetric pads (cuda::getCudnnConvWorkspaceBytes,
 /// CudnnGeometry.h); batch norm's unreturned statistics; a 16-bit
-/// MaxPoolGrad's fp32 accumulator; 0 for every other kernel).
+/// MaxPoolGrad's or GatherGrad's fp32 accumulator; 0 for every other
+/// kernel).
 uint64_t getCudaKernelWorkspaceBytes(const Node &node);
 
 /// True when the CUDA backend is built and has a kernel for (\p domain,

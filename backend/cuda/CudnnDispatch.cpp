@@ -190,10 +190,12 @@ llvm::Error runMaxPoolGrad(CudaCall &call) {
         call.launch.workspace && call.launch.workspaceBytes >= needed
             ? static_cast<float *>(call.launch.workspace)
             : nullptr;
-    return call.check(launchMaxPoolGrad16(storage, call.inPtr(0),
-                                          call.inAs<int64_t>(1), call.outPtr(0),
-                                          accumulator, dyElements, dxElements,
-                                          call.ctx.stream),
+    ScatterRows rows;
+    rows.axisExtent = dxElements;
+    rows.indexCount = dyElements;
+    return call.check(launchScatterAdd16(storage, call.inPtr(0), call.inPtr(1),
+                                         /*indices32=*/false, call.outPtr(0),
+                                         accumulator, rows, call.ctx.stream),
                       "MaxPoolGrad kernel");
   }
   return call.check(launchGatherGrad(call.inAs<float>(0), call.inPtr(1),

@@ -228,15 +228,13 @@ uint64_t cuda::getCudnnBatchNormWorkspaceBytes(const Node &node) {
   return alignBuffer(2 * static_cast<uint64_t>(channels) * sizeof(float));
 }
 
-bool cuda::isMaxPoolGradNode(const Node &node) {
-  llvm::StringRef domain = node.getDomain();
-  return (domain.empty() || domain == "ai.onnx") &&
-         node.getOpType() == "MaxPoolGrad";
-}
-
-uint64_t cuda::getMaxPoolGradWorkspaceBytes(const Node &node) {
-  if (!isMaxPoolGradNode(node) || node.getNumResults() < 1 ||
-      !node.getResult(0))
+uint64_t cuda::getScatterAccumulatorBytes(const Node &node) {
+  llvm::StringRef domain = node.getDomain(), op = node.getOpType();
+  bool onnx = domain.empty() || domain == "ai.onnx";
+  if (!(onnx && op == "MaxPoolGrad") &&
+      !(domain == kMsDomain && op == "GatherGrad"))
+    return 0;
+  if (node.getNumResults() < 1 || !node.getResult(0))
     return 0;
   const TensorType &dx = node.getResult(0)->getType();
   if (!dx.hasStaticShape() ||

@@ -12,8 +12,8 @@
 // rules are backend/WindowGeometry.h's, which the CPU kernels resolve
 // through too. Also the CUDA workspace model's slices for the CNN nodes
 // (a convolution's cuDNN scratch and explicitly padded input, batch norm's
-// statistics, a 16-bit MaxPoolGrad's fp32 accumulator), computed from
-// shapes alone so a plan made without a GPU reserves them.
+// statistics, a 16-bit MaxPoolGrad's or GatherGrad's fp32 accumulator),
+// computed from shapes alone so a plan made without a GPU reserves them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -140,14 +140,13 @@ bool isBatchNormTraining(const Node &node);
 /// other scratch).
 uint64_t getCudnnBatchNormWorkspaceBytes(const Node &node);
 
-/// True for MaxPoolGrad (ONNX domain).
-bool isMaxPoolGradNode(const Node &node);
-
-/// The CUDA workspace model's scratch for a MaxPoolGrad node: with an f16 /
-/// bf16 dX, one fp32 accumulator per dX element (the scatter sums in fp32
-/// and rounds once, as the CPU backend's staged kernel does), aligned; 0
-/// for an fp32 dX, which is scattered into directly.
-uint64_t getMaxPoolGradWorkspaceBytes(const Node &node);
+/// The CUDA workspace model's scratch for the 16-bit scatter-adds: a
+/// MaxPoolGrad (ONNX domain) or GatherGrad (com.microsoft) node with an f16
+/// / bf16 dX gets one fp32 accumulator per dX element (the scatter sums in
+/// fp32 and rounds once, as the CPU backend's staged kernel does),
+/// aligned; 0 for every other node, an fp32 dX included (it is scattered
+/// into directly).
+uint64_t getScatterAccumulatorBytes(const Node &node);
 
 } // namespace cuda
 } // namespace gmopt

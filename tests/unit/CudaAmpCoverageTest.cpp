@@ -34,14 +34,14 @@ constexpr const char *kPipelines[] = {
 
 /// The distinct checkCudaNode errors of \p graph under \p pipeline (an
 /// import or rewrite failure is one failure of its own).
-void expectCudaKernels(const testing::TestdataGraph &graph,
+void expectCudaKernels(const gmopt::testing::TestdataGraph &graph,
                        const char *pipeline) {
   SCOPED_TRACE(std::string(graph.name) + " under " + pipeline);
   OptimizerSpec adamW;
   adamW.kind = OptimizerKind::AdamW;
   auto model = loadRunnableModel(
       testdataDir() + "/" + graph.name + "/training_model.onnx",
-      testing::testdataDims(graph), nullptr,
+      gmopt::testing::testdataDims(graph), nullptr,
       /*wantOriginal=*/false, pipeline, &adamW, "", BackendKind::Cuda);
   ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
   std::set<std::string> refused;
@@ -61,7 +61,8 @@ void expectCudaKernels(const testing::TestdataGraph &graph,
 TEST(CudaAmpCoverageTest, EveryTestdataGraphHasCudaKernelsUnderAmp) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built";
-  for (const testing::TestdataGraph &graph : testing::kTestdataGraphs)
+  for (const gmopt::testing::TestdataGraph &graph :
+       gmopt::testing::kTestdataGraphs)
     for (const char *pipeline : {kPipelines[0], kPipelines[1]})
       expectCudaKernels(graph, pipeline);
 }
@@ -69,6 +70,7 @@ TEST(CudaAmpCoverageTest, EveryTestdataGraphHasCudaKernelsUnderAmp) {
 TEST(CudaAmpCoverageTest, EveryTestdataGraphHasCudaKernelsUnderRecompute) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built";
-  for (const testing::TestdataGraph &graph : testing::kTestdataGraphs)
+  for (const gmopt::testing::TestdataGraph &graph :
+       gmopt::testing::kTestdataGraphs)
     expectCudaKernels(graph, kPipelines[2]);
 }

@@ -775,4 +775,17 @@ TEST(CudnnGeometryTest, WorkspaceModelReservesPaddedInputsAndAccumulators) {
              {f32({2, 3, 4, 4}), TensorType::get(DType::I64, {2, 3, 4, 4})},
              {f32({2, 3, 9, 9})}, pool);
   EXPECT_EQ(getCudaKernelWorkspaceBytes(*floatGrad), 0u);
+  // GatherGrad (an embedding's gradient) likewise.
+  TensorType i64Shape = TensorType::get(DType::I64, {2});
+  Node *halfGather = f.make(kMsDomain, "GatherGrad",
+                            {i64Shape, TensorType::get(DType::I64, {5}),
+                             TensorType::get(DType::BF16, {5, 16})},
+                            {TensorType::get(DType::BF16, {100, 16})}, {});
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*halfGather),
+            alignBuffer(100 * 16 * 4));
+  Node *floatGather =
+      f.make(kMsDomain, "GatherGrad",
+             {i64Shape, TensorType::get(DType::I64, {5}), f32({5, 16})},
+             {f32({100, 16})}, {});
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*floatGather), 0u);
 }
