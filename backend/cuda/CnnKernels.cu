@@ -9,11 +9,17 @@
 // differently from cuDNN (biased running variance, momentum on the old
 // value). One thread per output element (per input element for the
 // gradient), with the arithmetic of PoolMath.h, which the host tests check
-// against the CPU kernels.
+// against the CPU kernels; the pools are templated on the element storage
+// (fp32, f16, bf16), their arithmetic fp32. Also the 16-bit scatter-add of
+// MaxPoolGrad and GatherGrad and the explicit padding / cropping of a
+// convolution with asymmetric pads (ConvPadMath.h), which copy elements as
+// unsigned words.
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/CnnKernels.h"
+
+#include <type_traits>
 
 using namespace gmopt::cuda;
 
@@ -28,41 +34,135 @@ unsigned gridFor(int64_t elements) {
   return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
 }
 
-__global__ void maxPoolKernel(const float *x, float *y, int64_t *indices,
+#define FOR_EACH(i, n)                                                         \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+/// Runs fn(T{}) with the element type of float storage \p storage.
+template <typename Fn> cudaError_t withFloatStorage(Storage storage, Fn &&fn) {
+  switch (storage) {
+  case Storage::F32:
+    return fn(float{});
+  case Storage::F16:
+    return fn(HalfBits{});
+  case Storage::BF16:
+    return fn(BFloat16Bits{});
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+__global__ void maxPoolKernel(const T *x, T *y, int64_t *indices,
                               WindowParams g) {
-  int64_t total = g.planes() * g.outSize();
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total;
-       o += int64_t(gridDim.x) * blockDim.x) {
+  FOR_EACH(o, g.planes() * g.outSize()) {
     int64_t p = o / g.outSize(), within = o % g.outSize();
     float best;
     int64_t position;
     maxPoolElement(x + p * g.inSize(), g, within / g.outW, within % g.outW,
                    best, position);
-    y[o] = best;
+    storeFromFloat(y, o, best);
     if (indices)
       indices[o] = p * g.inSize() + position;
   }
 }
 
-__global__ void averagePoolKernel(const float *x, float *y, WindowParams g) {
-  int64_t total = g.planes() * g.outSize();
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total;
-       o += int64_t(gridDim.x) * blockDim.x) {
+template <typename T>
+__global__ void averagePoolKernel(const T *x, T *y, WindowParams g) {
+  FOR_EACH(o, g.planes() * g.outSize()) {
     int64_t p = o / g.outSize(), within = o % g.outSize();
-    y[o] = averagePoolElement(x + p * g.inSize(), g, within / g.outW,
-                              within % g.outW);
+    storeFromFloat(y, o,
+                   averagePoolElement(x + p * g.inSize(), g, within / g.outW,
+                                      within % g.outW));
   }
 }
 
-__global__ void averagePoolGradKernel(const float *dy, float *dx,
-                                      WindowParams g) {
-  int64_t total = g.planes() * g.inSize();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+template <typename T>
+__global__ void averagePoolGradKernel(const T *dy, T *dx, WindowParams g) {
+  FOR_EACH(i, g.planes() * g.inSize()) {
     int64_t p = i / g.inSize(), within = i % g.inSize();
-    dx[i] = averagePoolGradElement(dy + p * g.outSize(), g, within / g.inW,
-                                   within % g.inW);
+    storeFromFloat(dx, i,
+                   averagePoolGradElement(dy + p * g.outSize(), g,
+                                          within / g.inW, within % g.inW));
   }
+}
+
+/// Where the 16-bit scatter records an index outside dX.
+struct FaultSink {
+  KernelFaultRecord *record;
+  const int32_t *launchId;
+};
+
+__device__ void raiseIndexFault(const FaultSink &sink) {
+  if (atomicCAS(&sink.record->code, 0,
+                static_cast<int32_t>(KernelFault::IndexOutOfRange)) == 0)
+    sink.record->launchId = *sink.launchId;
+}
+
+/// *target += value in 16-bit storage \p T: widened, added in fp32 and
+/// rounded back, through compare-and-swap on the 16-bit word.
+template <typename T> __device__ void atomicAdd16(T *target, float value) {
+  auto *word = reinterpret_cast<unsigned short *>(target);
+  unsigned short old = *word, assumed;
+  do {
+    assumed = old;
+    T current{assumed};
+    T next;
+    storeFromFloat(&next, 0, loadAsFloat(&current, 0) + value);
+    old = atomicCAS(word, assumed, next.bits);
+  } while (old != assumed);
+}
+
+template <typename T> __global__ void zero16Kernel(T *p, int64_t n) {
+  FOR_EACH(i, n) { p[i].bits = 0; }
+}
+
+__global__ void zeroFloatKernel(float *p, int64_t n) {
+  FOR_EACH(i, n) { p[i] = 0.0f; }
+}
+
+template <typename T>
+__global__ void scatterAdd16Kernel(const T *dy, const void *indices,
+                                   bool indices32, T *dx, float *accumulator,
+                                   ScatterRows rows, FaultSink sink) {
+  FOR_EACH(element, rows.outer * rows.indexCount * rows.inner) {
+    int64_t j = element % rows.inner;
+    int64_t k = (element / rows.inner) % rows.indexCount;
+    int64_t o = element / (rows.inner * rows.indexCount);
+    int64_t index = indices32 ? static_cast<const int32_t *>(indices)[k]
+                              : static_cast<const int64_t *>(indices)[k];
+    if (index < 0)
+      index += rows.axisExtent;
+    if (index < 0 || index >= rows.axisExtent) {
+      if (j == 0)
+        raiseIndexFault(sink);
+      continue;
+    }
+    int64_t target = (o * rows.axisExtent + index) * rows.inner + j;
+    float value = loadAsFloat(dy, element);
+    if (accumulator)
+      atomicAdd(accumulator + target, value);
+    else
+      atomicAdd16(dx + target, value);
+  }
+}
+
+template <typename T>
+__global__ void roundIntoKernel(const float *accumulator, T *dx, int64_t n) {
+  FOR_EACH(i, n) { storeFromFloat(dx, i, accumulator[i]); }
+}
+
+template <typename Word>
+__global__ void convPadKernel(const Word *in, Word *out, ConvPadGeometry g) {
+  FOR_EACH(i, g.paddedElements()) {
+    int64_t source = padSourceIndex(g, i);
+    out[i] = source < 0 ? Word(0) : in[source];
+  }
+}
+
+template <typename Word>
+__global__ void convCropKernel(const Word *in, Word *out, ConvPadGeometry g) {
+  FOR_EACH(i, g.elements()) { out[i] = in[cropSourceIndex(g, i)]; }
 }
 
 __global__ void batchNormStatsKernel(BatchNormStatsParams s) {
@@ -95,31 +195,118 @@ __global__ void batchNormStatsKernel(BatchNormStatsParams s) {
 
 } // namespace
 
-cudaError_t gmopt::cuda::launchMaxPool(const float *x, float *y,
+cudaError_t gmopt::cuda::launchMaxPool(Storage storage, const void *x, void *y,
                                        int64_t *indices, const WindowParams &g,
                                        cudaStream_t stream) {
   int64_t total = g.planes() * g.outSize();
-  if (total)
-    maxPoolKernel<<<gridFor(total), kThreads, 0, stream>>>(x, y, indices, g);
-  return cudaGetLastError();
+  return withFloatStorage(storage, [&](auto element) {
+    using T = decltype(element);
+    if (total)
+      maxPoolKernel<<<gridFor(total), kThreads, 0, stream>>>(
+          static_cast<const T *>(x), static_cast<T *>(y), indices, g);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t gmopt::cuda::launchAveragePool(const float *x, float *y,
-                                           const WindowParams &g,
+cudaError_t gmopt::cuda::launchAveragePool(Storage storage, const void *x,
+                                           void *y, const WindowParams &g,
                                            cudaStream_t stream) {
   int64_t total = g.planes() * g.outSize();
-  if (total)
-    averagePoolKernel<<<gridFor(total), kThreads, 0, stream>>>(x, y, g);
-  return cudaGetLastError();
+  return withFloatStorage(storage, [&](auto element) {
+    using T = decltype(element);
+    if (total)
+      averagePoolKernel<<<gridFor(total), kThreads, 0, stream>>>(
+          static_cast<const T *>(x), static_cast<T *>(y), g);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t gmopt::cuda::launchAveragePoolGrad(const float *dy, float *dx,
-                                               const WindowParams &g,
+cudaError_t gmopt::cuda::launchAveragePoolGrad(Storage storage, const void *dy,
+                                               void *dx, const WindowParams &g,
                                                cudaStream_t stream) {
   int64_t total = g.planes() * g.inSize();
-  if (total)
-    averagePoolGradKernel<<<gridFor(total), kThreads, 0, stream>>>(dy, dx, g);
-  return cudaGetLastError();
+  return withFloatStorage(storage, [&](auto element) {
+    using T = decltype(element);
+    if (total)
+      averagePoolGradKernel<<<gridFor(total), kThreads, 0, stream>>>(
+          static_cast<const T *>(dy), static_cast<T *>(dx), g);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t gmopt::cuda::launchScatterAdd16(Storage storage, const void *dy,
+                                            const void *indices, bool indices32,
+                                            void *dx, float *accumulator,
+                                            const ScatterRows &rows,
+                                            cudaStream_t stream) {
+  if (storage != Storage::F16 && storage != Storage::BF16)
+    return cudaErrorInvalidValue;
+  FaultSink sink;
+  if (cudaError_t status = getKernelFaultWord(&sink.record, &sink.launchId))
+    return status;
+  int64_t dxElements = rows.outer * rows.axisExtent * rows.inner;
+  int64_t dyElements = rows.outer * rows.indexCount * rows.inner;
+  return withFloatStorage(storage, [&](auto element) {
+    using T = decltype(element);
+    if constexpr (!std::is_same_v<T, float>) {
+      T *out = static_cast<T *>(dx);
+      if (dxElements) {
+        if (accumulator)
+          zeroFloatKernel<<<gridFor(dxElements), kThreads, 0, stream>>>(
+              accumulator, dxElements);
+        else
+          zero16Kernel<<<gridFor(dxElements), kThreads, 0, stream>>>(
+              out, dxElements);
+      }
+      if (dyElements)
+        scatterAdd16Kernel<<<gridFor(dyElements), kThreads, 0, stream>>>(
+            static_cast<const T *>(dy), indices, indices32, out, accumulator,
+            rows, sink);
+      if (accumulator && dxElements)
+        roundIntoKernel<<<gridFor(dxElements), kThreads, 0, stream>>>(
+            accumulator, out, dxElements);
+    }
+    return cudaGetLastError();
+  });
+}
+
+namespace {
+
+/// Runs fn(Word{}) with the unsigned word of \p bytes (2 or 4).
+template <typename Fn> cudaError_t withWord(int64_t bytes, Fn &&fn) {
+  if (bytes == 2)
+    return fn(uint16_t{});
+  if (bytes == 4)
+    return fn(uint32_t{});
+  return cudaErrorInvalidValue;
+}
+
+} // namespace
+
+cudaError_t gmopt::cuda::launchConvPad(const void *in, void *out,
+                                       int64_t elementBytes,
+                                       const ConvPadGeometry &g,
+                                       cudaStream_t stream) {
+  return withWord(elementBytes, [&](auto word) {
+    using Word = decltype(word);
+    if (g.paddedElements())
+      convPadKernel<<<gridFor(g.paddedElements()), kThreads, 0, stream>>>(
+          static_cast<const Word *>(in), static_cast<Word *>(out), g);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t gmopt::cuda::launchConvCrop(const void *in, void *out,
+                                        int64_t elementBytes,
+                                        const ConvPadGeometry &g,
+                                        cudaStream_t stream) {
+  return withWord(elementBytes, [&](auto word) {
+    using Word = decltype(word);
+    if (g.elements())
+      convCropKernel<<<gridFor(g.elements()), kThreads, 0, stream>>>(
+          static_cast<const Word *>(in), static_cast<Word *>(out), g);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t

@@ -81,6 +81,8 @@ uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
     return cuda::getCudnnConvWorkspaceBytes(node);
   if (cuda::isCudnnBatchNormNode(node))
     return cuda::getCudnnBatchNormWorkspaceBytes(node);
+  if (uint64_t bytes = cuda::getScatterAccumulatorBytes(node))
+    return bytes;
   return getCudaCollectiveWorkspaceBytes(node);
 }
 

@@ -73,10 +73,12 @@ constexpr uint64_t kCudaGemmWorkspaceBytes = uint64_t(4) << 20;
 /// The CUDA backend's WorkspaceModel: the planned scratch bytes of \p
 /// node's CUDA kernel (kCudaGemmWorkspaceBytes for MatMul, Gemm and
 /// FusedMatMul; for Conv and ConvGrad a bound from the shapes, the whole
-/// batch's im2col bytes clamped to [4 MiB, 64 MiB]
-/// (cuda::getCudnnConvWorkspaceBytes, CudnnGeometry.h), within which cuDNN
-/// picks its fastest algorithm; 0 for every other kernel, batch norm
-/// included, which needs none).
+/// batch's im2col bytes clamped to [4 MiB, 64 MiB], within which cuDNN
+/// picks its fastest algorithm, plus the explicitly padded input (and its
+/// gradient) of asymmetric pads (cuda::getCudnnConvWorkspaceBytes,
+/// CudnnGeometry.h); batch norm's unreturned statistics; a 16-bit
+/// MaxPoolGrad's or GatherGrad's fp32 accumulator; 0 for every other
+/// kernel).
 uint64_t getCudaKernelWorkspaceBytes(const Node &node);
 
 /// True when the CUDA backend is built and has a kernel for (\p domain,

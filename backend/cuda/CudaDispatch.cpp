@@ -13,9 +13,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cuda/CnnKernels.h"
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaDispatchSupport.h"
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/CudnnGeometry.h"
 #include "backend/cuda/IndexingPlan.h"
 
 #include "ir/OptimizerOps.h"
@@ -250,11 +252,10 @@ llvm::Error runGather(CudaCall &call) {
                     "Gather kernel");
 }
 
-/// GatherGrad(shape, indices, dY) -> dX (fp32).
+/// GatherGrad(shape, indices, dY) -> dX (fp32, f16 or bf16; one type).
 llvm::Error checkGatherGrad(const Node &node) {
-  if (node.getOperand(2)->getType().getDType() != DType::F32 ||
-      node.getResult(0)->getType().getDType() != DType::F32)
-    return nodeError(node, "dY and dX must be float32");
+  if (auto storage = commonFloatStorage(node, {0, 1}); !storage)
+    return storage.takeError();
   return gatherGeometry(node, shapeOf(node.getResult(0)), node.getOperand(1))
       .takeError();
 }
@@ -265,6 +266,20 @@ llvm::Error runGatherGrad(CudaCall &call) {
     return g.takeError();
   if (llvm::Error err = call.markFaultable())
     return err;
+  Storage storage = *storageOf(call.in(2)->getType().getDType());
+  if (storage != Storage::F32) {
+    // 16-bit (CnnKernels.h): fp32 sums in the planned accumulator
+    // (getScatterAccumulatorBytes), rounded once; eager: 16-bit adds.
+    ScatterRows rows{g->outer, g->axisExtent, g->indexCount, g->inner};
+    uint64_t needed = getScatterAccumulatorBytes(call.node);
+    float *accumulator = needed && call.launch.workspaceBytes >= needed
+                             ? static_cast<float *>(call.launch.workspace)
+                             : nullptr;
+    return call.check(launchScatterAdd16(storage, call.inPtr(2), call.inPtr(1),
+                                         g->indices32, call.outPtr(0),
+                                         accumulator, rows, call.ctx.stream),
+                      "GatherGrad kernel");
+  }
   return call.check(launchGatherGrad(call.inAs<float>(2), call.inPtr(1),
                                      g->indices32, call.outAs<float>(0),
                                      g->outer, g->axisExtent, g->indexCount,

@@ -246,18 +246,8 @@ cudaError_t launchGatherGrad(const float *dy, const void *indices,
                              int64_t axisExtent, int64_t indexCount,
                              int64_t inner, cudaStream_t stream);
 
-/// MaxPool of fp32 [N, C, H, W] over window \p g (PoolMath.h): y and, when
-/// not null, the int64 Indices (flattened positions in X, as the CPU kernel
-/// writes them). MaxPoolGrad is launchGatherGrad over the flattened dX.
-cudaError_t launchMaxPool(const float *x, float *y, int64_t *indices,
-                          const WindowParams &g, cudaStream_t stream);
-/// AveragePool of fp32 [N, C, H, W] over window \p g.
-cudaError_t launchAveragePool(const float *x, float *y, const WindowParams &g,
-                              cudaStream_t stream);
-/// AveragePoolGrad: every dx element gathers the shares of the windows that
-/// cover it (no atomics, reproducible).
-cudaError_t launchAveragePoolGrad(const float *dy, float *dx,
-                                  const WindowParams &g, cudaStream_t stream);
+// The pools and the convolution pad / crop kernels: CnnKernels.h.
+
 /// Batch norm's per-channel outputs besides Y, each written when not null.
 /// Training: running = input * momentum + batch statistic * (1 -
 /// momentum), from the batch mean and inverse std cuDNN saved (the variance

@@ -3,11 +3,28 @@
 // Conv, ConvGrad (dX, dW, dB as ONNX Runtime's com.microsoft ConvGrad
 // outputs them) and batch norm (BatchNormalization in inference and
 // training form, BatchNormInternal, BatchNormalizationGrad) on cuDNN's
-// legacy API (cuDNN 9's libcudnn_cnn / libcudnn_ops), fp32 with fp32
-// accumulation (FMA math: no TF32 unless --allow-tf32), NCHW, 1-D ops as
-// 2-D ones of height 1; and the pools (MaxPool with Indices, AveragePool,
+// legacy API (cuDNN 9's libcudnn_cnn / libcudnn_ops), NCHW, 1-D ops as 2-D
+// ones of height 1; and the pools (MaxPool with Indices, AveragePool,
 // GlobalAveragePool, GlobalMaxPool, MaxPoolGrad, AveragePoolGrad) on
 // gmopt's own kernels (CnnKernels.cu, the reductions of RowKernels.cu).
+//
+// Types: every entry takes fp32, f16 or bf16 storage, one type per node.
+// Convolutions compute in fp32 (cuDNN's FLOAT compute type): fp32 data
+// with FMA math (no TF32 unless --allow-tf32), 16-bit data with whatever
+// math cuDNN ranks first, tensor cores included (their products and sums
+// are fp32). Batch norm reads and writes X, Y, dY and dX in the node's
+// storage while scale, bias, mean and variance (and the statistics it
+// writes) stay fp32, as cuDNN requires. The pools widen each element to
+// fp32, compute in fp32 and round once (PoolMath.h). A 16-bit MaxPoolGrad
+// sums into an fp32 accumulator in its planned workspace and rounds once
+// (an eager run, without a slice, adds with 16-bit atomics).
+//
+// Asymmetric pads (begin != end, e.g. SAME_UPPER with an even kernel):
+// cuDNN's descriptors take one pad per axis for both ends, so such a
+// convolution pads X explicitly, with zeros, into its planned workspace and
+// convolves that with zero pads; ConvGrad computes the padded input's
+// gradient there and crops it into dX (ConvWorkspaceLayout, CudnnGeometry.h,
+// sizes the extra bytes). An eager run has no slice and refuses such a node.
 //
 // Workspace: the CUDA workspace model (CudnnGeometry.h) gives every
 // convolution node a slice bounded from its shapes alone, so plans made
@@ -23,6 +40,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cuda/CnnKernels.h"
 #include "backend/cuda/CudaDispatchSupport.h"
 #include "backend/cuda/CudnnGeometry.h"
 
@@ -32,6 +50,7 @@
 #include <cudnn.h>
 #endif
 
+#include <cassert>
 #include <climits>
 
 using namespace gmopt;
@@ -40,25 +59,16 @@ using namespace gmopt::cuda::dispatch;
 
 namespace {
 
-/// Errors unless every present operand and result of \p node is fp32 (the
-/// CPU kernels' types are f32 and f64; the CUDA entries take f32).
-llvm::Error checkAllF32(const Node &node,
-                        llvm::ArrayRef<unsigned> skipResults = {}) {
-  auto visit = [&](const Value *value) -> llvm::Error {
-    if (value && value->getType().getDType() != DType::F32)
-      return nodeError(node, "element type " +
-                                 dtypeName(value->getType().getDType()) +
-                                 " is not supported (f32)");
-    return llvm::Error::success();
-  };
-  for (const Value *value : node.getOperands())
-    if (llvm::Error err = visit(value))
-      return err;
-  for (unsigned i = 0; i < node.getNumResults(); ++i)
-    if (!llvm::is_contained(skipResults, i))
-      if (llvm::Error err = visit(node.getResult(i)))
-        return err;
-  return llvm::Error::success();
+/// The element storage of \p value (F32, F16 or BF16), else an error
+/// naming \p what.
+llvm::Expected<Storage> floatStorageOf(const Node &node, const Value *value,
+                                       llvm::StringRef what) {
+  std::optional<Storage> storage = storageOf(value->getType().getDType());
+  if (!storage || !isFloatStorage(*storage))
+    return nodeError(node, what + " has element type " +
+                               dtypeName(value->getType().getDType()) +
+                               ", which is not supported (f32, f16, bf16)");
+  return *storage;
 }
 
 /// Errors unless \p value (when present) has \p shape.
@@ -85,9 +95,10 @@ llvm::Error checkChannels(const Node &node, const Value *value,
 
 llvm::Error checkPool(const Node &node) {
   bool max = node.getOpType() == "MaxPool";
-  if (llvm::Error err = checkAllF32(node, max ? llvm::ArrayRef<unsigned>{1}
-                                              : llvm::ArrayRef<unsigned>{}))
-    return err;
+  auto storage = commonFloatStorage(
+      node, {}, max ? llvm::ArrayRef<unsigned>{1} : llvm::ArrayRef<unsigned>{});
+  if (!storage)
+    return storage.takeError();
   auto window = resolvePoolParams(node);
   if (!window)
     return window.takeError();
@@ -103,24 +114,23 @@ llvm::Error checkPool(const Node &node) {
 llvm::Error runPool(CudaCall &call) {
   WindowParams g = *resolvePoolParams(call.node);
   llvm::StringRef op = call.node.getOpType();
+  Storage storage = *storageOf(call.in(0)->getType().getDType());
   if (op == "MaxPool")
-    return call.check(launchMaxPool(call.inAs<float>(0), call.outAs<float>(0),
+    return call.check(launchMaxPool(storage, call.inPtr(0), call.outPtr(0),
                                     call.outAs<int64_t>(1), g, call.ctx.stream),
                       "MaxPool kernel");
   if (op == "AveragePool")
-    return call.check(launchAveragePool(call.inAs<float>(0),
-                                        call.outAs<float>(0), g,
-                                        call.ctx.stream),
+    return call.check(launchAveragePool(storage, call.inPtr(0), call.outPtr(0),
+                                        g, call.ctx.stream),
                       "AveragePool kernel");
-  return call.check(launchAveragePoolGrad(call.inAs<float>(0),
-                                          call.outAs<float>(0), g,
-                                          call.ctx.stream),
+  return call.check(launchAveragePoolGrad(storage, call.inPtr(0),
+                                          call.outPtr(0), g, call.ctx.stream),
                     "AveragePoolGrad kernel");
 }
 
 llvm::Error checkGlobalPool(const Node &node) {
-  if (llvm::Error err = checkAllF32(node))
-    return err;
+  if (auto storage = commonFloatStorage(node); !storage)
+    return storage.takeError();
   const Value *x = node.getOperand(0);
   Shape in = shapeOf(x);
   if (in.size() < 3)
@@ -138,8 +148,9 @@ llvm::Error runGlobalPool(CudaCall &call) {
   rows.inner = 1;
   bool max = call.node.getOpType() == "GlobalMaxPool";
   return call.check(launchReduce(max ? ReduceKind::Max : ReduceKind::Mean,
-                                 Storage::F32, call.inPtr(0), call.outPtr(0),
-                                 rows, call.ctx.stream),
+                                 *storageOf(call.in(0)->getType().getDType()),
+                                 call.inPtr(0), call.outPtr(0), rows,
+                                 call.ctx.stream),
                     max ? "GlobalMaxPool kernel" : "GlobalAveragePool kernel");
 }
 
@@ -150,11 +161,11 @@ llvm::Error checkMaxPoolGrad(const Node &node) {
   const Value *dx = node.getResult(0);
   if (!dy || !indices || !dx)
     return nodeError(node, "dY, Indices and dX are required");
-  if (dy->getType().getDType() != DType::F32 ||
-      dx->getType().getDType() != DType::F32)
-    return nodeError(node, "element type " +
-                               dtypeName(dy->getType().getDType()) +
-                               " is not supported (f32)");
+  auto storage = floatStorageOf(node, dy, "dY");
+  if (!storage)
+    return storage.takeError();
+  if (dx->getType().getDType() != dy->getType().getDType())
+    return nodeError(node, "dY and dX differ in element type");
   if (indices->getType().getDType() != DType::I64)
     return nodeError(node, "Indices must be int64");
   if (shapeOf(dy) != shapeOf(indices))
@@ -170,6 +181,23 @@ llvm::Error runMaxPoolGrad(CudaCall &call) {
     return err;
   int64_t dxElements = call.out(0)->getType().getNumElements();
   int64_t dyElements = call.in(0)->getType().getNumElements();
+  Storage storage = *storageOf(call.in(0)->getType().getDType());
+  if (storage != Storage::F32) {
+    // 16-bit: fp32 sums in the planned accumulator, rounded once; an eager
+    // run has none and adds in 16 bits.
+    uint64_t needed = static_cast<uint64_t>(dxElements) * sizeof(float);
+    float *accumulator =
+        call.launch.workspace && call.launch.workspaceBytes >= needed
+            ? static_cast<float *>(call.launch.workspace)
+            : nullptr;
+    ScatterRows rows;
+    rows.axisExtent = dxElements;
+    rows.indexCount = dyElements;
+    return call.check(launchScatterAdd16(storage, call.inPtr(0), call.inPtr(1),
+                                         /*indices32=*/false, call.outPtr(0),
+                                         accumulator, rows, call.ctx.stream),
+                      "MaxPoolGrad kernel");
+  }
   return call.check(launchGatherGrad(call.inAs<float>(0), call.inPtr(1),
                                      /*indices32=*/false, call.outAs<float>(0),
                                      1, dxElements, dyElements, 1,
@@ -228,16 +256,29 @@ struct Descriptors {
     for (cudnnConvolutionDescriptor_t d : convolutions)
       (void)cudnnDestroyConvolutionDescriptor(d);
   }
-  llvm::Expected<cudnnTensorDescriptor_t> tensor(const Node &node, int n, int c,
-                                                 int h, int w) {
+  llvm::Expected<cudnnTensorDescriptor_t>
+  tensor(const Node &node, cudnnDataType_t type, int n, int c, int h, int w) {
     cudnnTensorDescriptor_t d = nullptr;
     CUDNN_CHECK(node, cudnnCreateTensorDescriptor(&d));
     tensors.push_back(d);
-    CUDNN_CHECK(node, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW,
-                                                 CUDNN_DATA_FLOAT, n, c, h, w));
+    CUDNN_CHECK(node, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, n,
+                                                 c, h, w));
     return d;
   }
 };
+
+/// cuDNN's data type of float storage \p storage.
+cudnnDataType_t cudnnTypeOf(Storage storage) {
+  switch (storage) {
+  case Storage::F16:
+    return CUDNN_DATA_HALF;
+  case Storage::BF16:
+    return CUDNN_DATA_BFLOAT16;
+  default:
+    assert(storage == Storage::F32 && "the CNN checks admit float storage");
+    return CUDNN_DATA_FLOAT;
+  }
+}
 
 /// A convolution node's descriptors and the algorithms chosen for the
 /// workspace bytes it was made for.
@@ -253,6 +294,7 @@ struct ConvPlan {
   cudnnConvolutionBwdDataAlgo_t dataAlgo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   cudnnConvolutionBwdFilterAlgo_t filterAlgo =
       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  /// The cuDNN scratch bytes the algorithms were chosen for.
   uint64_t workspaceBytes = 0;
 };
 
@@ -311,16 +353,15 @@ llvm::Error requireCudnn(const Node &node, const CudaKernelContext &ctx) {
 }
 
 llvm::Error checkConv(const Node &node) {
-  if (llvm::Error err = checkAllF32(node))
-    return err;
+  if (auto storage = commonFloatStorage(node); !storage)
+    return storage.takeError();
   auto params = resolveConvParams(node);
   if (!params)
     return params.takeError();
-  if (!params->symmetricPads())
-    return nodeError(node, "asymmetric pads (begin != end) are not supported "
-                           "by the cuDNN convolution yet");
   const WindowParams &g = params->window;
-  if (!fitsInt({g.batch, g.channels, g.inH, g.inW}) ||
+  // The padded input (asymmetric pads) is what cuDNN sees.
+  const WindowParams &seen = getConvWorkspaceLayout(node, *params).cudnn.window;
+  if (!fitsInt({g.batch, g.channels, seen.inH, seen.inW}) ||
       !fitsInt({g.batch, params->outChannels, g.outH, g.outW}) ||
       !fitsInt({params->outChannels, params->groupIn, g.kernelH, g.kernelW}))
     return nodeError(node, "extents exceed cuDNN's 32-bit dimensions");
@@ -350,19 +391,21 @@ llvm::Error checkConv(const Node &node) {
 /// The first of \p perf (cuDNN's ranking, fastest first) that succeeded,
 /// is deterministic when \p deterministicOnly, and whose workspace under
 /// the math type it will run with fits \p limit; that math type is set on
-/// \p conv. \p size queries an algorithm's workspace.
+/// \p conv. \p size queries an algorithm's workspace. \p anyMath (16-bit
+/// data, whose tensor-core products accumulate in fp32 anyway, or
+/// --allow-tf32) keeps the candidate's math type; else only FMA math runs.
 template <typename Perf, typename SizeFn>
 std::optional<Perf> pickAlgorithm(llvm::ArrayRef<Perf> perf,
                                   cudnnConvolutionDescriptor_t conv,
-                                  bool allowTf32, uint64_t limit, SizeFn size) {
+                                  bool anyMath, uint64_t limit, SizeFn size) {
   for (bool deterministicOnly : {true, false})
     for (const Perf &candidate : perf) {
       if (candidate.status != CUDNN_STATUS_SUCCESS)
         continue;
       if (deterministicOnly && candidate.determinism != CUDNN_DETERMINISTIC)
         continue;
-      cudnnMathType_t math = allowTf32 ? candidate.mathType : CUDNN_FMA_MATH;
-      if (!allowTf32 && candidate.mathType != CUDNN_FMA_MATH &&
+      cudnnMathType_t math = anyMath ? candidate.mathType : CUDNN_FMA_MATH;
+      if (!anyMath && candidate.mathType != CUDNN_FMA_MATH &&
           candidate.mathType != CUDNN_DEFAULT_MATH)
         continue;
       if (cudnnSetConvolutionMathType(conv, math) != CUDNN_STATUS_SUCCESS)
@@ -375,32 +418,36 @@ std::optional<Perf> pickAlgorithm(llvm::ArrayRef<Perf> perf,
   return std::nullopt;
 }
 
-llvm::Expected<std::shared_ptr<ConvPlan>> makeConvPlan(const Node &node,
-                                                       const ConvParams &p,
-                                                       uint64_t workspaceBytes,
-                                                       CudaKernelContext &ctx) {
+/// The descriptors and algorithms of convolution \p p (the one cuDNN is
+/// asked for: over the padded input where the node pads explicitly) on
+/// \p storage data, for \p workspaceBytes of cuDNN scratch.
+llvm::Expected<std::shared_ptr<ConvPlan>>
+makeConvPlan(const Node &node, const ConvParams &p, Storage storage,
+             uint64_t workspaceBytes, CudaKernelContext &ctx) {
   cudnnHandle_t handle = ctx.cudnn->handle;
   auto plan = std::make_shared<ConvPlan>();
   ConvPlan &d = *plan;
   d.workspaceBytes = workspaceBytes;
   const WindowParams &g = p.window;
-  auto x = d.owned.tensor(node, g.batch, g.channels, g.inH, g.inW);
+  cudnnDataType_t type = cudnnTypeOf(storage);
+  bool anyMath = ctx.allowTf32 || storage != Storage::F32;
+  auto x = d.owned.tensor(node, type, g.batch, g.channels, g.inH, g.inW);
   if (!x)
     return x.takeError();
   d.x = *x;
-  auto y = d.owned.tensor(node, g.batch, p.outChannels, g.outH, g.outW);
+  auto y = d.owned.tensor(node, type, g.batch, p.outChannels, g.outH, g.outW);
   if (!y)
     return y.takeError();
   d.y = *y;
-  auto bias = d.owned.tensor(node, 1, p.outChannels, 1, 1);
+  auto bias = d.owned.tensor(node, type, 1, p.outChannels, 1, 1);
   if (!bias)
     return bias.takeError();
   d.bias = *bias;
   CUDNN_CHECK(node, cudnnCreateFilterDescriptor(&d.w));
   d.owned.filters.push_back(d.w);
-  CUDNN_CHECK(node, cudnnSetFilter4dDescriptor(
-                        d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, p.outChannels,
-                        p.groupIn, g.kernelH, g.kernelW));
+  CUDNN_CHECK(node, cudnnSetFilter4dDescriptor(d.w, type, CUDNN_TENSOR_NCHW,
+                                               p.outChannels, p.groupIn,
+                                               g.kernelH, g.kernelW));
   for (cudnnConvolutionDescriptor_t *conv : {&d.forward, &d.data, &d.filter}) {
     CUDNN_CHECK(node, cudnnCreateConvolutionDescriptor(conv));
     d.owned.convolutions.push_back(*conv);
@@ -409,9 +456,12 @@ llvm::Expected<std::shared_ptr<ConvPlan>> makeConvPlan(const Node &node,
                           g.dilationH, g.dilationW, CUDNN_CROSS_CORRELATION,
                           CUDNN_DATA_FLOAT));
     CUDNN_CHECK(node, cudnnSetConvolutionGroupCount(*conv, p.groups));
-    CUDNN_CHECK(
-        node, cudnnSetConvolutionMathType(
-                  *conv, ctx.allowTf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    // The math type the heuristics rank for (pickAlgorithm then sets each
+    // candidate's own).
+    cudnnMathType_t math = storage != Storage::F32 ? CUDNN_TENSOR_OP_MATH
+                           : ctx.allowTf32         ? CUDNN_DEFAULT_MATH
+                                                   : CUDNN_FMA_MATH;
+    CUDNN_CHECK(node, cudnnSetConvolutionMathType(*conv, math));
   }
   // cuDNN must see the output extents the graph has.
   int n = 0, c = 0, h = 0, w = 0;
@@ -441,7 +491,7 @@ llvm::Expected<std::shared_ptr<ConvPlan>> makeConvPlan(const Node &node,
                           &returned, perf.data()));
     perf.resize(returned);
     auto chosen = pickAlgorithm<cudnnConvolutionFwdAlgoPerf_t>(
-        perf, d.forward, ctx.allowTf32, workspaceBytes,
+        perf, d.forward, anyMath, workspaceBytes,
         [&](const cudnnConvolutionFwdAlgoPerf_t &c, size_t &bytes) {
           return cudnnGetConvolutionForwardWorkspaceSize(
               handle, d.x, d.w, d.forward, d.y, c.algo, &bytes);
@@ -462,7 +512,7 @@ llvm::Expected<std::shared_ptr<ConvPlan>> makeConvPlan(const Node &node,
                           perf.data()));
     perf.resize(returned);
     auto chosen = pickAlgorithm<cudnnConvolutionBwdDataAlgoPerf_t>(
-        perf, d.data, ctx.allowTf32, workspaceBytes,
+        perf, d.data, anyMath, workspaceBytes,
         [&](const cudnnConvolutionBwdDataAlgoPerf_t &c, size_t &bytes) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(
               handle, d.w, d.y, d.data, d.x, c.algo, &bytes);
@@ -482,7 +532,7 @@ llvm::Expected<std::shared_ptr<ConvPlan>> makeConvPlan(const Node &node,
                           &returned, perf.data()));
     perf.resize(returned);
     auto chosen = pickAlgorithm<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        perf, d.filter, ctx.allowTf32, workspaceBytes,
+        perf, d.filter, anyMath, workspaceBytes,
         [&](const cudnnConvolutionBwdFilterAlgoPerf_t &c, size_t &bytes) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(
               handle, d.x, d.y, d.filter, d.w, c.algo, &bytes);
@@ -516,41 +566,74 @@ llvm::Error runConv(CudaCall &call) {
   }
   if (llvm::Error err = requireCudnn(node, call.ctx))
     return err;
-  uint64_t workspaceBytes =
-      call.launch.planned ? call.launch.workspaceBytes : 0;
-  void *workspace = workspaceBytes ? call.launch.workspace : nullptr;
+  Storage storage = *storageOf(call.in(0)->getType().getDType());
+  ConvWorkspaceLayout layout = getConvWorkspaceLayout(node, *params);
+  uint64_t sliceBytes = call.launch.planned ? call.launch.workspaceBytes : 0;
+  auto *slice = static_cast<char *>(call.launch.workspace);
+  if (layout.explicitPadding && (!slice || sliceBytes < layout.scratchOffset))
+    return nodeError(node,
+                     "asymmetric pads are padded explicitly into the node's "
+                     "planned workspace, which an eager (baseline) run does "
+                     "not have");
+  uint64_t workspaceBytes = slice && sliceBytes > layout.scratchOffset
+                                ? sliceBytes - layout.scratchOffset
+                                : 0;
+  void *workspace = workspaceBytes ? slice + layout.scratchOffset : nullptr;
   std::shared_ptr<ConvPlan> &cached = call.ctx.cudnn->convPlans[&node];
   if (!cached || cached->workspaceBytes != workspaceBytes) {
-    auto plan = makeConvPlan(node, *params, workspaceBytes, call.ctx);
+    auto plan =
+        makeConvPlan(node, layout.cudnn, storage, workspaceBytes, call.ctx);
     if (!plan)
       return plan.takeError();
     cached = std::move(*plan);
   }
   const ConvPlan &d = *cached;
   cudnnHandle_t handle = call.ctx.cudnn->handle;
+  int64_t elementBytes = dispatch::elementBytes(call.in(grad ? 1 : 0));
+  // X as cuDNN reads it: the node's, or padded into the slice.
+  const void *x = call.inPtr(grad ? 1 : 0);
+  if (layout.explicitPadding && layout.paddedXBytes) {
+    void *padded = slice + layout.paddedXOffset;
+    if (llvm::Error err = call.check(
+            launchConvPad(x, padded, elementBytes, layout.pad, call.ctx.stream),
+            "convolution pad kernel"))
+      return err;
+    x = padded;
+  }
+  // 16-bit data scales in fp32 as well (cuDNN's scaling type for HALF and
+  // BFLOAT16 is float).
   const float one = 1, zero = 0;
   if (!grad) {
     CUDNN_CHECK(node, cudnnConvolutionForward(
-                          handle, &one, d.x, call.inPtr(0), d.w, call.inPtr(1),
-                          d.forward, d.forwardAlgo, workspace, workspaceBytes,
-                          &zero, d.y, call.outPtr(0)));
+                          handle, &one, d.x, x, d.w, call.inPtr(1), d.forward,
+                          d.forwardAlgo, workspace, workspaceBytes, &zero, d.y,
+                          call.outPtr(0)));
     if (call.in(2))
       CUDNN_CHECK(node, cudnnAddTensor(handle, &one, d.bias, call.inPtr(2),
                                        &one, d.y, call.outPtr(0)));
     return llvm::Error::success();
   }
   // ConvGrad(dY, X, W) -> (dX?, dW?, dB?), one after another on the stream
-  // (each may use the whole slice).
-  if (call.out(0))
+  // (each may use the whole scratch).
+  if (call.out(0)) {
+    void *dx =
+        layout.explicitPadding ? slice + layout.paddedDxOffset : call.outPtr(0);
     CUDNN_CHECK(node, cudnnConvolutionBackwardData(
                           handle, &one, d.w, call.inPtr(2), d.y, call.inPtr(0),
                           d.data, d.dataAlgo, workspace, workspaceBytes, &zero,
-                          d.x, call.outPtr(0)));
+                          d.x, dx));
+    if (layout.explicitPadding)
+      if (llvm::Error err =
+              call.check(launchConvCrop(dx, call.outPtr(0), elementBytes,
+                                        layout.pad, call.ctx.stream),
+                         "convolution crop kernel"))
+        return err;
+  }
   if (call.out(1))
     CUDNN_CHECK(node, cudnnConvolutionBackwardFilter(
-                          handle, &one, d.x, call.inPtr(1), d.y, call.inPtr(0),
-                          d.filter, d.filterAlgo, workspace, workspaceBytes,
-                          &zero, d.w, call.outPtr(1)));
+                          handle, &one, d.x, x, d.y, call.inPtr(0), d.filter,
+                          d.filterAlgo, workspace, workspaceBytes, &zero, d.w,
+                          call.outPtr(1)));
   if (call.out(2))
     CUDNN_CHECK(node,
                 cudnnConvolutionBackwardBias(handle, &one, d.y, call.inPtr(0),
@@ -578,13 +661,36 @@ llvm::Expected<BatchNormShape> batchNormShape(const Node &node,
 }
 
 llvm::Error checkBatchNorm(const Node &node) {
-  if (llvm::Error err = checkAllF32(node))
-    return err;
   bool grad = node.getOpType() == "BatchNormalizationGrad";
   if (node.getNumOperands() < 5 ||
       llvm::any_of(node.getOperands(), [](const Value *v) { return !v; }) ||
       !node.getResult(0))
     return nodeError(node, "five operands and the first result are required");
+  // X, Y (dY, X, dX) share the data storage; the per-channel tensors are
+  // fp32 whatever it is, as cuDNN's batch norm takes them.
+  unsigned channelBegin = grad ? 2 : 1;
+  llvm::SmallVector<unsigned, 8> channelOperands, channelResults;
+  for (unsigned i = channelBegin; i < node.getNumOperands(); ++i)
+    channelOperands.push_back(i);
+  for (unsigned i = 1; i < node.getNumResults(); ++i)
+    channelResults.push_back(i);
+  if (auto storage = commonFloatStorage(node, channelOperands, channelResults);
+      !storage)
+    return storage.takeError();
+  auto requireF32 = [&](const Value *value) -> llvm::Error {
+    if (value && value->getType().getDType() != DType::F32)
+      return nodeError(node, "scale, bias, mean and variance have element "
+                             "type " +
+                                 dtypeName(value->getType().getDType()) +
+                                 "; cuDNN's batch norm takes them in f32");
+    return llvm::Error::success();
+  };
+  for (unsigned i : channelOperands)
+    if (llvm::Error err = requireF32(node.getOperand(i)))
+      return err;
+  for (unsigned i : channelResults)
+    if (llvm::Error err = requireF32(node.getResult(i)))
+      return err;
   const Value *x = node.getOperand(grad ? 1 : 0);
   auto shape = batchNormShape(node, x);
   if (!shape)
@@ -640,7 +746,11 @@ llvm::Error runBatchNorm(CudaCall &call) {
                            "norm");
   cudnnHandle_t handle = call.ctx.cudnn->handle;
   Descriptors owned;
-  auto x = owned.tensor(node, b.batch, b.channels, b.spatial, 1);
+  // A 16-bit X gets a float channel descriptor from
+  // cudnnDeriveBNTensorDescriptor.
+  Storage storage = *storageOf(call.in(grad ? 1 : 0)->getType().getDType());
+  auto x = owned.tensor(node, cudnnTypeOf(storage), b.batch, b.channels,
+                        b.spatial, 1);
   if (!x)
     return x.takeError();
   cudnnTensorDescriptor_t channelDesc = nullptr;

@@ -3,8 +3,8 @@
 // What the CUDA backend's convolution, pooling and batch-norm entries
 // derive from a node, on the host and in every build: the window through
 // the backend-neutral resolveWindowGeometry (the CPU kernels' too), then
-// cuDNN's and the pools' parameters. Also the CUDA workspace model's bound
-// for convolution nodes.
+// cuDNN's and the pools' parameters. Also the CUDA workspace model's slices
+// for the CNN nodes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,6 +135,54 @@ bool cuda::isCudnnConvNode(const Node &node) {
          (node.getOpType() == "Conv" || node.getOpType() == "ConvGrad");
 }
 
+ConvWorkspaceLayout cuda::getConvWorkspaceLayout(const Node &node,
+                                                 const ConvParams &p) {
+  const WindowParams &g = p.window;
+  bool grad = node.getOpType() == "ConvGrad";
+  const Value *x = node.getOperand(grad ? 1 : 0);
+  uint64_t elementBytes =
+      x->getType().getNumElements()
+          ? x->getType().getSizeInBytes() /
+                static_cast<uint64_t>(x->getType().getNumElements())
+          : 4;
+  ConvWorkspaceLayout layout;
+  layout.cudnn = p;
+  layout.explicitPadding = !p.symmetricPads();
+  if (layout.explicitPadding) {
+    ConvPadGeometry &pad = layout.pad;
+    pad.planes = g.batch * g.channels;
+    pad.inH = g.inH;
+    pad.inW = g.inW;
+    pad.padTop = g.padTop;
+    pad.padLeft = g.padLeft;
+    pad.paddedH = g.inH + g.padTop + g.padBottom;
+    pad.paddedW = g.inW + g.padLeft + g.padRight;
+    WindowParams &padded = layout.cudnn.window;
+    padded.inH = pad.paddedH;
+    padded.inW = pad.paddedW;
+    padded.padTop = padded.padBottom = padded.padLeft = padded.padRight = 0;
+    uint64_t paddedBytes =
+        alignBuffer(static_cast<uint64_t>(pad.paddedElements()) * elementBytes);
+    auto present = [&](unsigned i) {
+      return i < node.getNumResults() && node.getResult(i);
+    };
+    if (!grad || present(1))
+      layout.paddedXBytes = paddedBytes;
+    if (grad && present(0))
+      layout.paddedDxBytes = paddedBytes;
+    layout.paddedDxOffset = layout.paddedXBytes;
+  }
+  layout.scratchOffset = layout.paddedXBytes + layout.paddedDxBytes;
+  // In doubles first: a large model's im2col matrix overflows nothing here
+  // before the cap applies.
+  double im2col = static_cast<double>(g.batch) * g.channels * g.kernelH *
+                  g.kernelW * g.outH * g.outW * elementBytes;
+  double bounded = std::clamp(im2col, double(kCudnnConvWorkspaceFloorBytes),
+                              double(kCudnnConvWorkspaceCapBytes));
+  layout.scratchBytes = alignBuffer(static_cast<uint64_t>(bounded));
+  return layout;
+}
+
 uint64_t cuda::getCudnnConvWorkspaceBytes(const Node &node) {
   if (!isCudnnConvNode(node))
     return 0;
@@ -143,21 +191,7 @@ uint64_t cuda::getCudnnConvWorkspaceBytes(const Node &node) {
     llvm::consumeError(params.takeError());
     return 0;
   }
-  const WindowParams &g = params->window;
-  bool grad = node.getOpType() == "ConvGrad";
-  const Value *x = node.getOperand(grad ? 1 : 0);
-  uint64_t elementBytes =
-      x->getType().getNumElements()
-          ? x->getType().getSizeInBytes() /
-                static_cast<uint64_t>(x->getType().getNumElements())
-          : 4;
-  // In doubles first: a large model's im2col matrix overflows nothing here
-  // before the cap applies.
-  double im2col = static_cast<double>(g.batch) * g.channels * g.kernelH *
-                  g.kernelW * g.outH * g.outW * elementBytes;
-  double bounded = std::clamp(im2col, double(kCudnnConvWorkspaceFloorBytes),
-                              double(kCudnnConvWorkspaceCapBytes));
-  return alignBuffer(static_cast<uint64_t>(bounded));
+  return getConvWorkspaceLayout(node, *params).totalBytes();
 }
 
 bool cuda::isBatchNormTraining(const Node &node) {
@@ -192,4 +226,20 @@ uint64_t cuda::getCudnnBatchNormWorkspaceBytes(const Node &node) {
     return 0;
   int64_t channels = x->getType().getStaticShape()[1];
   return alignBuffer(2 * static_cast<uint64_t>(channels) * sizeof(float));
+}
+
+uint64_t cuda::getScatterAccumulatorBytes(const Node &node) {
+  llvm::StringRef domain = node.getDomain(), op = node.getOpType();
+  bool onnx = domain.empty() || domain == "ai.onnx";
+  if (!(onnx && op == "MaxPoolGrad") &&
+      !(domain == kMsDomain && op == "GatherGrad"))
+    return 0;
+  if (node.getNumResults() < 1 || !node.getResult(0))
+    return 0;
+  const TensorType &dx = node.getResult(0)->getType();
+  if (!dx.hasStaticShape() ||
+      (dx.getDType() != DType::F16 && dx.getDType() != DType::BF16))
+    return 0;
+  return alignBuffer(static_cast<uint64_t>(dx.getNumElements()) *
+                     sizeof(float));
 }

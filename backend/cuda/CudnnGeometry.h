@@ -10,15 +10,17 @@
 // count_include_pad / storage_order. A 1-D op becomes a 2-D one of height
 // 1, which is how it is handed to cuDNN (4-D NCHW descriptors). The window
 // rules are backend/WindowGeometry.h's, which the CPU kernels resolve
-// through too. Also the CUDA workspace model's bound for a
-// convolution node, computed from shapes alone so a plan made without a
-// GPU reserves it.
+// through too. Also the CUDA workspace model's slices for the CNN nodes
+// (a convolution's cuDNN scratch and explicitly padded input, batch norm's
+// statistics, a 16-bit MaxPoolGrad's or GatherGrad's fp32 accumulator),
+// computed from shapes alone so a plan made without a GPU reserves them.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef GMOPT_BACKEND_CUDA_CUDNNGEOMETRY_H
 #define GMOPT_BACKEND_CUDA_CUDNNGEOMETRY_H
 
+#include "backend/cuda/ConvPadMath.h"
 #include "backend/cuda/PoolMath.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -76,13 +78,45 @@ llvm::Expected<ConvParams> resolveConvParams(const Node &node);
 /// storage_order.
 llvm::Expected<WindowParams> resolvePoolParams(const Node &node);
 
+/// How a Conv or ConvGrad node uses its planned workspace slice. cuDNN's
+/// convolution descriptors take symmetric pads only, so a node whose pads
+/// differ at the two ends of an axis has its input padded explicitly: X is
+/// copied, surrounded by zeros, into the slice's padded-X region and cuDNN
+/// convolves that with zero pads (the same window positions, the same
+/// products, the padding's zeros read from memory instead of skipped);
+/// ConvGrad's dX is computed for the padded input into the padded-dX region
+/// and cropped into dX. cuDNN's scratch follows the padded regions.
+struct ConvWorkspaceLayout {
+  /// True when the pads are asymmetric and the padded regions are used.
+  bool explicitPadding = false;
+  /// The padded planes (explicitPadding only).
+  ConvPadGeometry pad;
+  /// The convolution cuDNN is asked for: the node's own, or with
+  /// explicitPadding the one over the padded input with zero pads.
+  ConvParams cudnn;
+  /// The padded X (Conv; ConvGrad with dW), aligned; 0 bytes when unused.
+  uint64_t paddedXOffset = 0, paddedXBytes = 0;
+  /// The padded dX (ConvGrad with dX), aligned; 0 bytes when unused.
+  uint64_t paddedDxOffset = 0, paddedDxBytes = 0;
+  /// cuDNN's algorithm scratch: the whole batch's im2col bytes (X's
+  /// channels times the kernel window per output position, per image), the
+  /// bound on what cuDNN's GEMM-based algorithms need, raised to
+  /// kCudnnConvWorkspaceFloorBytes and capped at
+  /// kCudnnConvWorkspaceCapBytes.
+  uint64_t scratchOffset = 0, scratchBytes = 0;
+  /// The slice's bytes.
+  uint64_t totalBytes() const { return scratchOffset + scratchBytes; }
+};
+
+/// The workspace layout of Conv / ConvGrad \p node with convolution \p p.
+ConvWorkspaceLayout getConvWorkspaceLayout(const Node &node,
+                                           const ConvParams &p);
+
 /// The CUDA workspace model's scratch bound for a Conv or ConvGrad node:
-/// the bytes of the whole batch's im2col matrix (X's channels times the
-/// kernel window per output position, per image), the bound on what
-/// cuDNN's GEMM-based algorithms need, raised to
-/// kCudnnConvWorkspaceFloorBytes and capped at kCudnnConvWorkspaceCapBytes;
-/// 0 for a node whose shapes are not static or do not resolve (its kernel
-/// check fails anyway).
+/// its ConvWorkspaceLayout's total bytes (cuDNN's scratch bound, plus the
+/// padded input and its gradient where the pads are asymmetric); 0 for a
+/// node whose shapes are not static or do not resolve (its kernel check
+/// fails anyway).
 uint64_t getCudnnConvWorkspaceBytes(const Node &node);
 
 /// True for the ops getCudnnConvWorkspaceBytes sizes (Conv, ConvGrad).
@@ -105,6 +139,14 @@ bool isBatchNormTraining(const Node &node);
 /// ONNX Runtime's training graphs do (cuDNN's batch-norm calls take no
 /// other scratch).
 uint64_t getCudnnBatchNormWorkspaceBytes(const Node &node);
+
+/// The CUDA workspace model's scratch for the 16-bit scatter-adds: a
+/// MaxPoolGrad (ONNX domain) or GatherGrad (com.microsoft) node with an f16
+/// / bf16 dX gets one fp32 accumulator per dX element (the scatter sums in
+/// fp32 and rounds once, as the CPU backend's staged kernel does),
+/// aligned; 0 for every other node, an fp32 dX included (it is scattered
+/// into directly).
+uint64_t getScatterAccumulatorBytes(const Node &node);
 
 } // namespace cuda
 } // namespace gmopt

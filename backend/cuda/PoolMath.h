@@ -1,5 +1,4 @@
-//===- PoolMath.h - Per-output arithmetic of the pooling kernels -*- C++
-//-*-===//
+//===- PoolMath.h - Per-output arithmetic of the pools ----------*- C++ -*-===//
 //
 // The window geometry the CUDA pooling and convolution paths share (the
 // backend-neutral WindowGeometry, which CudnnGeometry.cpp resolves from a
@@ -9,9 +8,11 @@
 // host tests run against the CPU backend's PoolKernels.cpp. Each function
 // visits the window in the CPU kernel's order with the same fp32
 // operations, so MaxPool, AveragePool and AveragePoolGrad agree with the
-// CPU bit for bit; AveragePoolGrad gathers, per input element, the shares
-// of the windows that cover it, in the (oh, ow) order the CPU kernel
-// scatters them. A 1-D window is a 2-D one of height 1.
+// CPU bit for bit (in f16 / bf16 storage too: the elements are widened to
+// fp32, the arithmetic is fp32 and the result is rounded once, as the CPU
+// backend's staged fp32 kernels do); AveragePoolGrad gathers, per input
+// element, the shares of the windows that cover it, in the (oh, ow) order the
+// CPU kernel scatters them. A 1-D window is a 2-D one of height 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,9 +39,12 @@ struct WindowParams : WindowGeometry {
 /// MaxPool of output (oh, ow) over \p plane: the largest element (the first
 /// NaN wins; -inf for an all-padding window) and its flattened position
 /// within the plane (row- or column-major; 0 when the window saw nothing).
-GMOPT_HD void maxPoolElement(const float *plane, const WindowParams &g,
-                             int64_t oh, int64_t ow, float &best,
-                             int64_t &within) {
+/// \p T is the storage (float, HalfBits, BFloat16Bits); the comparisons are
+/// in fp32, so a 16-bit pool picks the element the CPU backend's fp32
+/// kernel picks on the widened input.
+template <typename T>
+GMOPT_HD void maxPoolElement(const T *plane, const WindowParams &g, int64_t oh,
+                             int64_t ow, float &best, int64_t &within) {
   best = -INFINITY;
   int64_t bestH = -1, bestW = -1;
   for (int64_t ki = 0; ki < g.kernelH; ++ki) {
@@ -51,7 +55,7 @@ GMOPT_HD void maxPoolElement(const float *plane, const WindowParams &g,
       int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
       if (iw < 0 || iw >= g.inW)
         continue;
-      float v = plane[ih * g.inW + iw];
+      float v = loadAsFloat(plane, ih * g.inW + iw);
       bool take = bestH < 0 || (!(best != best) && ((v != v) || v > best));
       if (take) {
         best = v;
@@ -87,8 +91,10 @@ GMOPT_HD int64_t averagePoolCount(const WindowParams &g, int64_t oh,
   return count;
 }
 
-/// AveragePool of output (oh, ow) over \p plane (fp32 sum in window order).
-GMOPT_HD float averagePoolElement(const float *plane, const WindowParams &g,
+/// AveragePool of output (oh, ow) over \p plane (fp32 sum in window order
+/// of the elements widened from storage \p T).
+template <typename T>
+GMOPT_HD float averagePoolElement(const T *plane, const WindowParams &g,
                                   int64_t oh, int64_t ow) {
   float sum = 0;
   for (int64_t ki = 0; ki < g.kernelH; ++ki) {
@@ -98,7 +104,7 @@ GMOPT_HD float averagePoolElement(const float *plane, const WindowParams &g,
     for (int64_t kj = 0; kj < g.kernelW; ++kj) {
       int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
       if (iw >= 0 && iw < g.inW)
-        sum += plane[ih * g.inW + iw];
+        sum += loadAsFloat(plane, ih * g.inW + iw);
     }
   }
   int64_t count = averagePoolCount(g, oh, ow);
@@ -119,10 +125,11 @@ GMOPT_HD int64_t coveringOutput(int64_t in, int64_t tap, int64_t stride,
 
 /// AveragePoolGrad at input (ih, iw): the sum of dY / count over the
 /// windows that cover it, in increasing (oh, ow) order (taps visited from
-/// the last down), as the CPU kernel adds them.
-GMOPT_HD float averagePoolGradElement(const float *dyPlane,
-                                      const WindowParams &g, int64_t ih,
-                                      int64_t iw) {
+/// the last down), as the CPU kernel adds them; dY is widened from storage
+/// \p T.
+template <typename T>
+GMOPT_HD float averagePoolGradElement(const T *dyPlane, const WindowParams &g,
+                                      int64_t ih, int64_t iw) {
   float sum = 0;
   for (int64_t ki = g.kernelH - 1; ki >= 0; --ki) {
     int64_t oh =
@@ -136,7 +143,8 @@ GMOPT_HD float averagePoolGradElement(const float *dyPlane,
         continue;
       int64_t count = averagePoolCount(g, oh, ow);
       if (count)
-        sum += dyPlane[oh * g.outW + ow] / static_cast<float>(count);
+        sum +=
+            loadAsFloat(dyPlane, oh * g.outW + ow) / static_cast<float>(count);
     }
   }
   return sum;

@@ -9,9 +9,16 @@
 // batch-norm bounds. Pools must agree with the CPU kernels bit for bit; a
 // direct convolution over the parameters handed to cuDNN (begin pads,
 // strides, dilations, groups, the graph's output extents) must reproduce
-// the CPU backend's im2col convolution. Where the CUDA backend is built,
-// its kernel check must accept these nodes and refuse what cuDNN cannot
-// express with a message naming the node.
+// the CPU backend's im2col convolution. Asymmetric pads are run as a
+// convolution of the explicitly padded input with zero pads (and ConvGrad's
+// padded dX cropped): through the pad / crop index maps (ConvPadMath.h)
+// the CPU kernels must give what the node with its own pads gives, and the
+// workspace model must reserve the padded buffers (and a 16-bit
+// MaxPoolGrad's fp32 accumulator). The pools in f16 / bf16 storage must
+// match the CPU backend's staged kernels bit for bit. Where the CUDA
+// backend is built, its kernel check must accept these nodes (16-bit
+// storage, asymmetric pads) and refuse, naming the node, what the kernels
+// cannot run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -265,6 +272,92 @@ TEST(CudnnGeometryTest, PoolArithmeticIsBitIdenticalToTheCpuKernels) {
   }
 }
 
+TEST(CudnnGeometryTest, PoolArithmeticIn16BitStorageIsBitIdenticalToTheCpu) {
+  // The CPU backend stages 16-bit pools as fp32 kernels on widened inputs
+  // with rounded results; the CUDA kernels widen each element and round
+  // each result: the same bits.
+  unsigned seed = 50;
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    bool isHalf = dtype == DType::F16;
+    for (const PoolCase &c : poolCases()) {
+      SCOPED_TRACE(std::string(c.what) + (isHalf ? " f16" : " bf16"));
+      int64_t inCount = count(c.in), outCount = count(c.out);
+      std::vector<float> xs = randomFloats(inCount, seed++);
+      std::vector<float> dys = randomFloats(outCount, seed++);
+      HostTensor x =
+          isHalf ? HostTensor::f16(c.in, xs) : HostTensor::bf16(c.in, xs);
+      HostTensor dy =
+          isHalf ? HostTensor::f16(c.out, dys) : HostTensor::bf16(c.out, dys);
+      TensorType outType = TensorType::get(dtype, c.out);
+      TensorType inType = TensorType::get(dtype, c.in);
+      KernelRunner runner;
+      auto maxPool =
+          runner.run("", "MaxPool", {&x},
+                     {outType, TensorType::get(DType::I64, c.out)}, c.attrs);
+      ASSERT_TRUE(bool(maxPool)) << llvm::toString(maxPool.takeError());
+      auto avgPool = runner.run("", "AveragePool", {&x}, {outType}, c.attrs);
+      ASSERT_TRUE(bool(avgPool)) << llvm::toString(avgPool.takeError());
+      auto avgGrad =
+          runner.run("", "AveragePoolGrad", {&dy}, {inType}, c.attrs);
+      ASSERT_TRUE(bool(avgGrad)) << llvm::toString(avgGrad.takeError());
+
+      NodeFactory f;
+      Node *avgNode = f.make("", "AveragePool", {inType}, {outType}, c.attrs);
+      Node *gradNode =
+          f.make("", "AveragePoolGrad", {outType}, {inType}, c.attrs);
+      auto g = cuda::resolvePoolParams(*avgNode);
+      auto gGrad = cuda::resolvePoolParams(*gradNode);
+      ASSERT_TRUE(bool(g) && bool(gGrad));
+      // The device's view of the 16-bit bits.
+      std::vector<uint16_t> xBits = x.values<uint16_t>();
+      std::vector<uint16_t> dyBits = dy.values<uint16_t>();
+      auto round = [&](float v) {
+        return isHalf ? cuda::narrowToHalf(v) : cuda::narrowToBFloat16(v);
+      };
+      auto pool = [&](auto element, int64_t o, bool max, int64_t &position) {
+        using T = decltype(element);
+        const T *plane = reinterpret_cast<const T *>(xBits.data()) +
+                         (o / g->outSize()) * g->inSize();
+        int64_t within = o % g->outSize();
+        int64_t oh = within / g->outW, ow = within % g->outW;
+        if (!max)
+          return cuda::averagePoolElement(plane, *g, oh, ow);
+        float best;
+        cuda::maxPoolElement(plane, *g, oh, ow, best, position);
+        return best;
+      };
+      auto grad = [&](auto element, int64_t i) {
+        using T = decltype(element);
+        const T *plane = reinterpret_cast<const T *>(dyBits.data()) +
+                         (i / gGrad->inSize()) * gGrad->outSize();
+        int64_t within = i % gGrad->inSize();
+        return cuda::averagePoolGradElement(plane, *gGrad, within / gGrad->inW,
+                                            within % gGrad->inW);
+      };
+      std::vector<uint16_t> cpuMax = (*maxPool)[0].values<uint16_t>();
+      std::vector<int64_t> cpuIndices = (*maxPool)[1].values<int64_t>();
+      std::vector<uint16_t> cpuAvg = (*avgPool)[0].values<uint16_t>();
+      std::vector<uint16_t> cpuGrad = (*avgGrad)[0].values<uint16_t>();
+      for (int64_t o = 0; o < outCount; ++o) {
+        int64_t position = 0, unused = 0;
+        float best = isHalf ? pool(cuda::HalfBits{}, o, true, position)
+                            : pool(cuda::BFloat16Bits{}, o, true, position);
+        float avg = isHalf ? pool(cuda::HalfBits{}, o, false, unused)
+                           : pool(cuda::BFloat16Bits{}, o, false, unused);
+        EXPECT_EQ(round(best), cpuMax[o]) << "MaxPool output " << o;
+        EXPECT_EQ((o / g->outSize()) * g->inSize() + position, cpuIndices[o])
+            << "Indices output " << o;
+        EXPECT_EQ(round(avg), cpuAvg[o]) << "AveragePool output " << o;
+      }
+      for (int64_t i = 0; i < inCount; ++i) {
+        float share =
+            isHalf ? grad(cuda::HalfBits{}, i) : grad(cuda::BFloat16Bits{}, i);
+        EXPECT_EQ(round(share), cpuGrad[i]) << "AveragePoolGrad " << i;
+      }
+    }
+  }
+}
+
 namespace {
 
 /// One convolution configuration.
@@ -401,6 +494,112 @@ TEST(CudnnGeometryTest, ConvParamsDescribeTheCpuConvolution) {
   }
 }
 
+TEST(CudnnGeometryTest, ExplicitPaddingReproducesTheAsymmetricConvolution) {
+  // What the CUDA backend runs for asymmetric pads: X padded with the pad
+  // kernel's index map, convolved with zero pads over the padded extents
+  // (the ConvParams handed to cuDNN), and ConvGrad's padded dX cropped
+  // with the crop kernel's map. On the CPU kernels that must give what the
+  // node with its own pads gives: the im2col matrices hold the same
+  // products, the padding's zeros read instead of skipped.
+  struct Case {
+    const char *what;
+    std::vector<int64_t> x, w, y;
+    std::vector<NamedAttribute> attrs;
+  };
+  std::vector<Case> cases = {
+      {"SAME_UPPER even kernel",
+       {2, 3, 7, 6},
+       {4, 3, 2, 2},
+       {2, 4, 7, 6},
+       {text("auto_pad", "SAME_UPPER")}},
+      {"SAME_LOWER stride 2",
+       {1, 2, 8, 8},
+       {3, 2, 3, 3},
+       {1, 3, 4, 4},
+       {text("auto_pad", "SAME_LOWER"), ints("strides", {2, 2})}},
+      {"explicit pads, groups",
+       {2, 4, 5, 6},
+       {4, 2, 3, 2},
+       {2, 4, 5, 6},
+       {ints("pads", {2, 0, 0, 1}), integer("group", 2)}},
+      {"1-D", {2, 3, 9}, {2, 3, 4}, {2, 2, 9}, {ints("pads", {2, 1})}},
+  };
+  unsigned seed = 300;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    NodeFactory f;
+    Node *conv = f.make("", "Conv", {f32(c.x), f32(c.w)}, {f32(c.y)}, c.attrs);
+    auto params = cuda::resolveConvParams(*conv);
+    ASSERT_TRUE(bool(params)) << llvm::toString(params.takeError());
+    ASSERT_FALSE(params->symmetricPads());
+    cuda::ConvWorkspaceLayout layout =
+        cuda::getConvWorkspaceLayout(*conv, *params);
+    ASSERT_TRUE(layout.explicitPadding);
+    const cuda::ConvPadGeometry &pad = layout.pad;
+    const cuda::WindowParams &seen = layout.cudnn.window;
+    // The padded shape, in the node's rank.
+    std::vector<int64_t> paddedShape = {c.x[0], c.x[1]};
+    if (c.x.size() == 4)
+      paddedShape.push_back(pad.paddedH);
+    paddedShape.push_back(pad.paddedW);
+    std::vector<int64_t> zeroPads(2 * (c.x.size() - 2), 0);
+    std::vector<NamedAttribute> seenAttrs = {
+        ints("pads", zeroPads), integer("group", layout.cudnn.groups)};
+    std::vector<int64_t> strides = {seen.strideH, seen.strideW};
+    std::vector<int64_t> dilations = {seen.dilationH, seen.dilationW};
+    if (c.x.size() == 3) {
+      strides.erase(strides.begin());
+      dilations.erase(dilations.begin());
+    }
+    seenAttrs.push_back(ints("strides", strides));
+    seenAttrs.push_back(ints("dilations", dilations));
+
+    std::vector<float> xs = randomFloats(count(c.x), seed++);
+    std::vector<float> ws = randomFloats(count(c.w), seed++);
+    std::vector<float> dys = randomFloats(count(c.y), seed++);
+    std::vector<float> paddedXs(pad.paddedElements());
+    for (int64_t i = 0; i < pad.paddedElements(); ++i) {
+      int64_t source = cuda::padSourceIndex(pad, i);
+      paddedXs[i] = source < 0 ? 0.0f : xs[source];
+    }
+    HostTensor x = HostTensor::f32(c.x, xs), w = HostTensor::f32(c.w, ws),
+               dy = HostTensor::f32(c.y, dys),
+               paddedX = HostTensor::f32(paddedShape, paddedXs);
+    KernelRunner runner;
+    auto own = runner.run("", "Conv", {&x, &w}, {f32(c.y)}, c.attrs);
+    auto explicitly =
+        runner.run("", "Conv", {&paddedX, &w}, {f32(c.y)}, seenAttrs);
+    ASSERT_TRUE(bool(own)) << llvm::toString(own.takeError());
+    ASSERT_TRUE(bool(explicitly)) << llvm::toString(explicitly.takeError());
+    std::vector<float> expected = (*own)[0].floats(),
+                       actual = (*explicitly)[0].floats();
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_EQ(bitsOf(actual[i]), bitsOf(expected[i])) << "Y " << i;
+
+    auto ownGrad = runner.run(kMsDomain, "ConvGrad", {&dy, &x, &w},
+                              {f32(c.x), f32(c.w), f32({c.w[0]})}, c.attrs);
+    auto paddedGrad =
+        runner.run(kMsDomain, "ConvGrad", {&dy, &paddedX, &w},
+                   {f32(paddedShape), f32(c.w), f32({c.w[0]})}, seenAttrs);
+    ASSERT_TRUE(bool(ownGrad)) << llvm::toString(ownGrad.takeError());
+    ASSERT_TRUE(bool(paddedGrad)) << llvm::toString(paddedGrad.takeError());
+    std::vector<float> dx = (*ownGrad)[0].floats(),
+                       paddedDx = (*paddedGrad)[0].floats();
+    ASSERT_EQ(static_cast<int64_t>(dx.size()), pad.elements());
+    for (int64_t i = 0; i < pad.elements(); ++i) {
+      float cropped = paddedDx[cuda::cropSourceIndex(pad, i)];
+      EXPECT_NEAR(cropped, dx[i], 1e-6 + 1e-6 * std::fabs(dx[i])) << "dX " << i;
+    }
+    std::vector<float> dw = (*ownGrad)[1].floats(),
+                       paddedDw = (*paddedGrad)[1].floats();
+    ASSERT_EQ(dw.size(), paddedDw.size());
+    for (size_t i = 0; i < dw.size(); ++i)
+      EXPECT_NEAR(paddedDw[i], dw[i], 1e-6 + 1e-6 * std::fabs(dw[i]))
+          << "dW " << i;
+  }
+}
+
 TEST(CudnnGeometryTest, WorkspaceModelBoundsConvolutionAndBatchNorm) {
   NodeFactory f;
   // im2col of the whole batch: 8 images x 16 channels x 3x3 x 32x32 fp32.
@@ -460,20 +659,133 @@ TEST(CudnnGeometryTest, WorkspaceModelBoundsConvolutionAndBatchNorm) {
   for (const Node *node : {conv, grad, big, tiny, internal, training, inference,
                            bnGrad, bnGradNoScale})
     EXPECT_FALSE(bool(checkCudaNode(*node))) << node->describe();
+  // Asymmetric pads (padded explicitly) and 16-bit storage are accepted.
   Node *asymmetric =
       f.make("", "Conv", {f32({1, 2, 5, 5}), f32({2, 2, 2, 2})},
              {f32({1, 2, 5, 5})}, {text("auto_pad", "SAME_UPPER")});
-  llvm::Error refused = checkCudaNode(*asymmetric);
-  ASSERT_TRUE(bool(refused));
-  std::string message = llvm::toString(std::move(refused));
-  EXPECT_NE(message.find("asymmetric pads"), std::string::npos) << message;
-  EXPECT_NE(message.find(asymmetric->describe()), std::string::npos) << message;
+  EXPECT_FALSE(bool(checkCudaNode(*asymmetric)));
   Node *half = f.make("", "Conv",
                       {TensorType::get(DType::F16, {1, 1, 4, 4}),
                        TensorType::get(DType::F16, {1, 1, 1, 1})},
                       {TensorType::get(DType::F16, {1, 1, 4, 4})}, {});
-  llvm::Error halfRefused = checkCudaNode(*half);
-  ASSERT_TRUE(bool(halfRefused));
-  EXPECT_NE(llvm::toString(std::move(halfRefused)).find("f16"),
-            std::string::npos);
+  EXPECT_FALSE(bool(checkCudaNode(*half)));
+  // Mixed storage, f64 and 16-bit batch-norm statistics are refused,
+  // naming the node.
+  auto refusal = [](const Node &node) {
+    llvm::Error err = checkCudaNode(node);
+    EXPECT_TRUE(bool(err)) << node.describe();
+    std::string message = err ? llvm::toString(std::move(err)) : "";
+    EXPECT_NE(message.find(node.describe()), std::string::npos) << message;
+    return message;
+  };
+  Node *mixed =
+      f.make("", "Conv",
+             {TensorType::get(DType::F16, {1, 1, 4, 4}), f32({1, 1, 1, 1})},
+             {TensorType::get(DType::F16, {1, 1, 4, 4})}, {});
+  EXPECT_NE(refusal(*mixed).find("mix element types"), std::string::npos);
+  Node *wide = f.make("", "Conv",
+                      {TensorType::get(DType::F64, {1, 1, 4, 4}),
+                       TensorType::get(DType::F64, {1, 1, 1, 1})},
+                      {TensorType::get(DType::F64, {1, 1, 4, 4})}, {});
+  EXPECT_NE(refusal(*wide).find("f64"), std::string::npos);
+  TensorType halfX = TensorType::get(DType::F16, {4, 10, 5, 5});
+  TensorType halfC = TensorType::get(DType::F16, {10});
+  Node *halfStats = f.make("", "BatchNormalization",
+                           {halfX, halfC, halfC, halfC, halfC}, {halfX}, {});
+  EXPECT_NE(refusal(*halfStats).find("in f32"), std::string::npos);
+  Node *halfData =
+      f.make("", "BatchNormalization",
+             {halfX, f32({10}), f32({10}), f32({10}), f32({10})}, {halfX}, {});
+  EXPECT_FALSE(bool(checkCudaNode(*halfData)));
+}
+
+TEST(CudnnGeometryTest, WorkspaceModelReservesPaddedInputsAndAccumulators) {
+  NodeFactory f;
+  // SAME_UPPER with an even kernel: pads {0, 0, 1, 1} (begin, end), so X
+  // [2, 3, 7, 7] is padded to [2, 3, 8, 8] in the slice, before cuDNN's
+  // scratch (here the floor: the im2col matrix is small).
+  auto attrs = std::vector<NamedAttribute>{text("auto_pad", "SAME_UPPER")};
+  uint64_t padded = alignBuffer(2 * 3 * 8 * 8 * 4);
+  uint64_t scratch = cuda::kCudnnConvWorkspaceFloorBytes;
+  Node *conv = f.make("", "Conv", {f32({2, 3, 7, 7}), f32({4, 3, 2, 2})},
+                      {f32({2, 4, 7, 7})}, attrs);
+  auto params = cuda::resolveConvParams(*conv);
+  ASSERT_TRUE(bool(params)) << llvm::toString(params.takeError());
+  cuda::ConvWorkspaceLayout layout =
+      cuda::getConvWorkspaceLayout(*conv, *params);
+  EXPECT_TRUE(layout.explicitPadding);
+  EXPECT_EQ(layout.paddedXBytes, padded);
+  EXPECT_EQ(layout.paddedDxBytes, 0u);
+  EXPECT_EQ(layout.scratchOffset, padded);
+  EXPECT_EQ(layout.scratchBytes, scratch);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*conv), padded + scratch);
+  // cuDNN convolves the padded input with zero pads to the same output.
+  const cuda::WindowParams &seen = layout.cudnn.window;
+  EXPECT_EQ(
+      std::vector<int64_t>({seen.inH, seen.inW, seen.padTop, seen.padBottom,
+                            seen.padLeft, seen.padRight, seen.outH, seen.outW}),
+      std::vector<int64_t>({8, 8, 0, 0, 0, 0, 7, 7}));
+  EXPECT_TRUE(layout.cudnn.symmetricPads());
+  EXPECT_EQ(
+      std::vector<int64_t>({layout.pad.planes, layout.pad.inH, layout.pad.inW,
+                            layout.pad.padTop, layout.pad.padLeft,
+                            layout.pad.paddedH, layout.pad.paddedW}),
+      std::vector<int64_t>({6, 7, 7, 0, 0, 8, 8}));
+  // ConvGrad: padded X for dW and the padded dX it crops; either alone.
+  std::vector<TensorType> gradInputs = {f32({2, 4, 7, 7}), f32({2, 3, 7, 7}),
+                                        f32({4, 3, 2, 2})};
+  Node *grad = f.make(kMsDomain, "ConvGrad", gradInputs,
+                      {f32({2, 3, 7, 7}), f32({4, 3, 2, 2}), f32({4})}, attrs);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*grad), 2 * padded + scratch);
+  Node *dxOnly = f.make(kMsDomain, "ConvGrad", gradInputs,
+                        {f32({2, 3, 7, 7}), TensorType(), TensorType()}, attrs);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*dxOnly), padded + scratch);
+  auto dxParams = cuda::resolveConvParams(*dxOnly);
+  ASSERT_TRUE(bool(dxParams));
+  EXPECT_EQ(cuda::getConvWorkspaceLayout(*dxOnly, *dxParams).paddedDxOffset,
+            0u);
+  Node *dwOnly = f.make(kMsDomain, "ConvGrad", gradInputs,
+                        {TensorType(), f32({4, 3, 2, 2}), TensorType()}, attrs);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*dwOnly), padded + scratch);
+  // 16-bit data pads 16-bit elements.
+  TensorType halfX = TensorType::get(DType::F16, {2, 3, 7, 7});
+  Node *halfConv =
+      f.make("", "Conv", {halfX, TensorType::get(DType::F16, {4, 3, 2, 2})},
+             {TensorType::get(DType::F16, {2, 4, 7, 7})}, attrs);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*halfConv),
+            alignBuffer(2 * 3 * 8 * 8 * 2) + scratch);
+  // Symmetric pads reserve cuDNN's scratch alone.
+  Node *symmetric = f.make("", "Conv", {f32({2, 3, 7, 7}), f32({4, 3, 3, 3})},
+                           {f32({2, 4, 7, 7})}, {ints("pads", {1, 1, 1, 1})});
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*symmetric), scratch);
+
+  // MaxPoolGrad: an fp32 accumulator per dX element for 16-bit dX.
+  std::vector<NamedAttribute> pool = {ints("kernel_shape", {3, 3}),
+                                      ints("strides", {2, 2})};
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    Node *halfGrad = f.make("", "MaxPoolGrad",
+                            {TensorType::get(dtype, {2, 3, 4, 4}),
+                             TensorType::get(DType::I64, {2, 3, 4, 4})},
+                            {TensorType::get(dtype, {2, 3, 9, 9})}, pool);
+    EXPECT_EQ(getCudaKernelWorkspaceBytes(*halfGrad),
+              alignBuffer(2 * 3 * 9 * 9 * 4));
+  }
+  Node *floatGrad =
+      f.make("", "MaxPoolGrad",
+             {f32({2, 3, 4, 4}), TensorType::get(DType::I64, {2, 3, 4, 4})},
+             {f32({2, 3, 9, 9})}, pool);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*floatGrad), 0u);
+  // GatherGrad (an embedding's gradient) likewise.
+  TensorType i64Shape = TensorType::get(DType::I64, {2});
+  Node *halfGather = f.make(kMsDomain, "GatherGrad",
+                            {i64Shape, TensorType::get(DType::I64, {5}),
+                             TensorType::get(DType::BF16, {5, 16})},
+                            {TensorType::get(DType::BF16, {100, 16})}, {});
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*halfGather),
+            alignBuffer(100 * 16 * 4));
+  Node *floatGather =
+      f.make(kMsDomain, "GatherGrad",
+             {i64Shape, TensorType::get(DType::I64, {5}), f32({5, 16})},
+             {f32({100, 16})}, {});
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*floatGather), 0u);
 }
