@@ -11,7 +11,8 @@
 // gradient), with the arithmetic of PoolMath.h, which the host tests check
 // against the CPU kernels; the pools are templated on the element storage
 // (fp32, f16, bf16), their arithmetic fp32. Also the 16-bit scatter-add of
-// MaxPoolGrad and GatherGrad and the explicit padding / cropping of a
+// MaxPoolGrad and GatherGrad, a 16-bit convolution's bias and its
+// gradient, and the explicit padding / cropping of a
 // convolution with asymmetric pads (ConvPadMath.h), which copy elements as
 // unsigned words.
 //
@@ -152,6 +153,38 @@ __global__ void roundIntoKernel(const float *accumulator, T *dx, int64_t n) {
   FOR_EACH(i, n) { storeFromFloat(dx, i, accumulator[i]); }
 }
 
+template <typename T>
+__global__ void convBiasKernel(T *y, const T *bias, int64_t channels,
+                               int64_t spatial, int64_t total) {
+  FOR_EACH(i, total) {
+    float b = loadAsFloat(bias, (i / spatial) % channels);
+    storeFromFloat(y, i, loadAsFloat(y, i) + b);
+  }
+}
+
+/// One block per channel: each thread sums a fixed stride of the channel's
+/// elements, then the block adds the partial sums in a fixed tree.
+template <typename T>
+__global__ void convBiasGradKernel(const T *dy, T *db, int64_t batch,
+                                   int64_t channels, int64_t spatial) {
+  __shared__ float partial[kThreads];
+  int64_t c = blockIdx.x;
+  float sum = 0;
+  for (int64_t k = threadIdx.x; k < batch * spatial; k += kThreads) {
+    int64_t n = k / spatial, s = k % spatial;
+    sum += loadAsFloat(dy, (n * channels + c) * spatial + s);
+  }
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    storeFromFloat(db, c, partial[0]);
+}
+
 template <typename Word>
 __global__ void convPadKernel(const Word *in, Word *out, ConvPadGeometry g) {
   FOR_EACH(i, g.paddedElements()) {
@@ -266,6 +299,42 @@ cudaError_t gmopt::cuda::launchScatterAdd16(Storage storage, const void *dy,
         roundIntoKernel<<<gridFor(dxElements), kThreads, 0, stream>>>(
             accumulator, out, dxElements);
     }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t gmopt::cuda::launchConvBias16(Storage storage, void *y,
+                                          const void *bias, int64_t batch,
+                                          int64_t channels, int64_t spatial,
+                                          cudaStream_t stream) {
+  if (storage != Storage::F16 && storage != Storage::BF16)
+    return cudaErrorInvalidValue;
+  int64_t total = batch * channels * spatial;
+  return withFloatStorage(storage, [&](auto element) {
+    using T = decltype(element);
+    if (total)
+      convBiasKernel<<<gridFor(total), kThreads, 0, stream>>>(
+          static_cast<T *>(y), static_cast<const T *>(bias), channels, spatial,
+          total);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t gmopt::cuda::launchConvBiasGrad16(Storage storage, const void *dy,
+                                              void *db, int64_t batch,
+                                              int64_t channels, int64_t spatial,
+                                              cudaStream_t stream) {
+  if (storage != Storage::F16 && storage != Storage::BF16)
+    return cudaErrorInvalidValue;
+  if (channels > INT32_MAX)
+    return cudaErrorInvalidConfiguration;
+  return withFloatStorage(storage, [&](auto element) {
+    using T = decltype(element);
+    if (channels)
+      convBiasGradKernel<<<static_cast<unsigned>(channels), kThreads, 0,
+                           stream>>>(static_cast<const T *>(dy),
+                                     static_cast<T *>(db), batch, channels,
+                                     spatial);
     return cudaGetLastError();
   });
 }

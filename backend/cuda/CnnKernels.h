@@ -51,6 +51,19 @@ cudaError_t launchScatterAdd16(Storage storage, const void *dy,
                                float *accumulator, const ScatterRows &rows,
                                cudaStream_t stream);
 
+/// y[n, c, s] += bias[c] for 16-bit \p storage, y [batch, channels,
+/// spatial] (fp32 add, rounded): a 16-bit Conv's bias, added here rather
+/// than by cudnnAddTensor, whose bf16 support cuDNN does not document.
+cudaError_t launchConvBias16(Storage storage, void *y, const void *bias,
+                             int64_t batch, int64_t channels, int64_t spatial,
+                             cudaStream_t stream);
+/// dB[c] = the sum of dY[n, c, s] over n and s for 16-bit \p storage: fp32
+/// sums in a fixed order (one block per channel, reproducible), rounded
+/// once; ConvGrad's dB, for the same reason.
+cudaError_t launchConvBiasGrad16(Storage storage, const void *dy, void *db,
+                                 int64_t batch, int64_t channels,
+                                 int64_t spatial, cudaStream_t stream);
+
 /// Copies the planes of \p in (elements of \p elementBytes: 2 or 4) into
 /// the padded planes of \p out, zeros around them (ConvPadMath.h).
 cudaError_t launchConvPad(const void *in, void *out, int64_t elementBytes,

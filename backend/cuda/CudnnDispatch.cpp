@@ -12,9 +12,11 @@
 // Convolutions compute in fp32 (cuDNN's FLOAT compute type): fp32 data
 // with FMA math (no TF32 unless --allow-tf32), 16-bit data with whatever
 // math cuDNN ranks first, tensor cores included (their products and sums
-// are fp32). Batch norm reads and writes X, Y, dY and dX in the node's
-// storage while scale, bias, mean and variance (and the statistics it
-// writes) stay fp32, as cuDNN requires. The pools widen each element to
+// are fp32); a 16-bit bias and its gradient are gmopt's kernels (fp32 sums,
+// rounded once), cuDNN documenting no bf16 for cudnnAddTensor /
+// cudnnConvolutionBackwardBias. Batch norm reads and writes X, Y, dY and dX in
+// the node's storage while scale, bias, mean and variance (and the statistics
+// it writes) stay fp32, as cuDNN requires. The pools widen each element to
 // fp32, compute in fp32 and round once (PoolMath.h). A 16-bit MaxPoolGrad
 // sums into an fp32 accumulator in its planned workspace and rounds once
 // (an eager run, without a slice, adds with 16-bit atomics).
@@ -608,9 +610,15 @@ llvm::Error runConv(CudaCall &call) {
                           handle, &one, d.x, x, d.w, call.inPtr(1), d.forward,
                           d.forwardAlgo, workspace, workspaceBytes, &zero, d.y,
                           call.outPtr(0)));
-    if (call.in(2))
-      CUDNN_CHECK(node, cudnnAddTensor(handle, &one, d.bias, call.inPtr(2),
-                                       &one, d.y, call.outPtr(0)));
+    if (!call.in(2))
+      return llvm::Error::success();
+    if (storage != Storage::F32)
+      return call.check(launchConvBias16(storage, call.outPtr(0), call.inPtr(2),
+                                         g.batch, params->outChannels,
+                                         g.outSize(), call.ctx.stream),
+                        "convolution bias kernel");
+    CUDNN_CHECK(node, cudnnAddTensor(handle, &one, d.bias, call.inPtr(2), &one,
+                                     d.y, call.outPtr(0)));
     return llvm::Error::success();
   }
   // ConvGrad(dY, X, W) -> (dX?, dW?, dB?), one after another on the stream
@@ -634,10 +642,16 @@ llvm::Error runConv(CudaCall &call) {
                           handle, &one, d.x, x, d.y, call.inPtr(0), d.filter,
                           d.filterAlgo, workspace, workspaceBytes, &zero, d.w,
                           call.outPtr(1)));
-  if (call.out(2))
-    CUDNN_CHECK(node,
-                cudnnConvolutionBackwardBias(handle, &one, d.y, call.inPtr(0),
-                                             &zero, d.bias, call.outPtr(2)));
+  if (!call.out(2))
+    return llvm::Error::success();
+  if (storage != Storage::F32)
+    return call.check(
+        launchConvBiasGrad16(storage, call.inPtr(0), call.outPtr(2), g.batch,
+                             params->outChannels, g.outSize(), call.ctx.stream),
+        "convolution bias-gradient kernel");
+  CUDNN_CHECK(node,
+              cudnnConvolutionBackwardBias(handle, &one, d.y, call.inPtr(0),
+                                           &zero, d.bias, call.outPtr(2)));
   return llvm::Error::success();
 }
 
