@@ -233,6 +233,11 @@ llvm::Error gmopt::checkCudaAllReduce(const Node &node) {
   return llvm::Error::success();
 }
 
+namespace {
+llvm::Error checkShardedShapes(const Node &node, llvm::StringRef op, bool wait,
+                               bool gather, int64_t ranks);
+} // namespace
+
 llvm::Error gmopt::checkCudaShardedCollective(const Node &node) {
   llvm::StringRef op = node.getOpType();
   int64_t ranks = node.getIntAttr("ranks", 1);
@@ -243,11 +248,18 @@ llvm::Error gmopt::checkCudaShardedCollective(const Node &node) {
   llvm::StringRef what = op == kReduceScatterOp ? "a reduce-scatter"
                          : gather                ? "an all-gather"
                                                  : "an all-reduce";
-  if (op != kShardOp)
-    if (llvm::Error err = checkRanks(node, what))
-      return err;
   if (ranks < 1)
     return collectiveError(node, "ranks must be at least 1");
+  // The shapes first, then whether this build can talk to the ranks.
+  llvm::Error shapes = checkShardedShapes(node, op, wait, gather, ranks);
+  if (shapes || op == kShardOp)
+    return shapes;
+  return checkRanks(node, what);
+}
+
+namespace {
+llvm::Error checkShardedShapes(const Node &node, llvm::StringRef op, bool wait,
+                               bool gather, int64_t ranks) {
   auto elements = floatBucketElements(node, wait || gather ? 1 : 0);
   if (!elements)
     return elements.takeError();
@@ -276,6 +288,8 @@ llvm::Error gmopt::checkCudaShardedCollective(const Node &node) {
   }
   return expectTensor(node, result, "the result", DType::F32, shard);
 }
+
+} // namespace
 
 uint64_t gmopt::getCudaCollectiveWorkspaceBytes(const Node &node) {
   if (node.getDomain() != kGmoptDomain)
