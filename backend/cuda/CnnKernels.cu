@@ -19,21 +19,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/CnnKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 
 #include <type_traits>
 
 using namespace gmopt::cuda;
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned gridFor(int64_t elements) {
-  int64_t blocks = (elements + kThreads - 1) / kThreads;
-  if (blocks < 1)
-    blocks = 1;
-  return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
-}
 
 #define FOR_EACH(i, n)                                                         \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \

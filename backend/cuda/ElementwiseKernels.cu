@@ -13,22 +13,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 #include "backend/cuda/PhiloxMath.h"
 
 using namespace gmopt::cuda;
 
 namespace {
-
-constexpr int kThreads = 256;
-
-/// A grid that covers \p elements with kThreads-thread blocks, capped so
-/// grid-stride loops do the rest.
-unsigned gridFor(int64_t elements) {
-  int64_t blocks = (elements + kThreads - 1) / kThreads;
-  if (blocks < 1)
-    blocks = 1;
-  return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
-}
 
 /// The storage type of a Storage tag.
 template <Storage S> struct StorageType;

@@ -13,12 +13,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/IndexKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 
 using namespace gmopt::cuda;
 
 namespace {
-
-constexpr int kThreads = 256;
 
 /// Where a faulting kernel records its fault.
 struct FaultSink {
@@ -30,13 +29,6 @@ __device__ void raiseIndexFault(const FaultSink &sink) {
   if (atomicCAS(&sink.record->code, 0,
                 static_cast<int32_t>(KernelFault::IndexOutOfRange)) == 0)
     sink.record->launchId = *sink.launchId;
-}
-
-unsigned gridFor(int64_t elements) {
-  int64_t blocks = (elements + kThreads - 1) / kThreads;
-  if (blocks < 1)
-    blocks = 1;
-  return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
 }
 
 __device__ __forceinline__ int64_t loadIndex(const void *indices,

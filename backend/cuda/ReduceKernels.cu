@@ -13,13 +13,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/ReduceKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 
 using namespace gmopt::cuda;
 
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
 
 /// Threads per output: one for short reductions, a block for long ones
@@ -32,7 +32,7 @@ int groupSizeFor(int64_t outputs, int64_t count) {
   return kWarp;
 }
 
-unsigned gridFor(int64_t outputs, int group) {
+unsigned groupGridFor(int64_t outputs, int group) {
   int64_t perBlock = kThreads / group;
   int64_t blocks = (outputs + perBlock - 1) / perBlock;
   if (blocks < 1)
@@ -265,34 +265,13 @@ __global__ void divGradKernel(const T *dy, const T *a, const T *b, T *grad,
   }
 }
 
-/// Calls body with T the C++ storage type of \p storage (a float type).
-#define DISPATCH_FLOAT(storage, T, ...)                                        \
-  switch (storage) {                                                           \
-  case Storage::F32: {                                                         \
-    using T = float;                                                           \
-    __VA_ARGS__;                                                               \
-    break;                                                                     \
-  }                                                                            \
-  case Storage::F16: {                                                         \
-    using T = HalfBits;                                                        \
-    __VA_ARGS__;                                                               \
-    break;                                                                     \
-  }                                                                            \
-  case Storage::BF16: {                                                        \
-    using T = BFloat16Bits;                                                    \
-    __VA_ARGS__;                                                               \
-    break;                                                                     \
-  }                                                                            \
-  default:                                                                     \
-    return cudaErrorInvalidValue;                                              \
-  }
 
 /// Launches KERNEL<T, group, EXTRA...> for the group size of (outputs,
 /// count).
 #define LAUNCH_GROUPED(outputs, count, stream, KERNEL, TEMPLATE, ...)          \
   do {                                                                         \
     int group = groupSizeFor(outputs, count);                                  \
-    unsigned grid = gridFor(outputs, group);                                   \
+    unsigned grid = groupGridFor(outputs, group);                              \
     if (group == 1)                                                            \
       KERNEL<TEMPLATE, 1><<<grid, kThreads, 0, stream>>>(__VA_ARGS__);         \
     else if (group == kWarp)                                                   \
@@ -309,7 +288,7 @@ cudaError_t gmopt::cuda::launchStridedReduce(ReduceKind kind, Storage storage,
                                              cudaStream_t stream) {
   if (ix.outputs == 0)
     return cudaSuccess;
-  DISPATCH_FLOAT(storage, T,
+  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
                  LAUNCH_GROUPED(ix.outputs, ix.count, stream, reduceKernel, T,
                                 kind, static_cast<const T *>(x),
                                 static_cast<T *>(out), ix));
@@ -341,7 +320,7 @@ cudaError_t gmopt::cuda::launchArgReduce(Storage storage, const void *x,
     return cudaSuccess;
   if (ix.reducedRank > 1)
     return cudaErrorInvalidValue;
-  DISPATCH_FLOAT(storage, T,
+  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
                  LAUNCH_GROUPED(ix.outputs, ix.count, stream, argReduceKernel,
                                 T, static_cast<const T *>(x), out, ix, isMax,
                                 selectLast));
@@ -356,7 +335,7 @@ cudaError_t gmopt::cuda::launchInstanceNorm(Storage storage, const void *x,
                                             cudaStream_t stream) {
   if (planes == 0)
     return cudaSuccess;
-  DISPATCH_FLOAT(
+  GMOPT_DISPATCH_FLOAT_STORAGE(
       storage, T,
       LAUNCH_GROUPED(planes, size, stream, instanceNormKernel, T,
                      static_cast<const T *>(x), static_cast<const T *>(scale),
@@ -369,7 +348,7 @@ cudaError_t gmopt::cuda::launchInvertibleLayerNormGrad(
     Storage storage, const void *dy, const void *y, const void *scale,
     const void *bias, const float *invStd, void *dx, void *dscale, void *dbias,
     int64_t rows, int64_t cols, cudaStream_t stream) {
-  DISPATCH_FLOAT(storage, T, {
+  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T, {
     const T *pdy = static_cast<const T *>(dy), *py = static_cast<const T *>(y);
     const T *ps = static_cast<const T *>(scale),
             *pb = static_cast<const T *>(bias);
@@ -394,12 +373,12 @@ cudaError_t gmopt::cuda::launchDivGrad(Storage storage, const void *dy,
                                        cudaStream_t stream) {
   if (ix.outputs == 0)
     return cudaSuccess;
-  DISPATCH_FLOAT(storage, T, {
+  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T, {
     const T *pdy = static_cast<const T *>(dy), *pa = static_cast<const T *>(a),
             *pb = static_cast<const T *>(b);
     T *out = static_cast<T *>(grad);
     int group = groupSizeFor(ix.outputs, ix.count);
-    unsigned grid = gridFor(ix.outputs, group);
+    unsigned grid = groupGridFor(ix.outputs, group);
     auto launch = [&](auto kernel) {
       kernel<<<grid, kThreads, 0, stream>>>(pdy, pa, pb, out, ix);
     };

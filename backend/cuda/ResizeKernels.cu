@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/ResizeKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 
 #include <type_traits>
 
@@ -16,15 +17,6 @@ using namespace gmopt;
 using namespace gmopt::cuda;
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned gridFor(int64_t elements) {
-  int64_t blocks = (elements + kThreads - 1) / kThreads;
-  if (blocks < 1)
-    blocks = 1;
-  return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
-}
 
 template <typename T>
 __global__ void resizeKernel(ResizeParams params, const T *x, T *y,

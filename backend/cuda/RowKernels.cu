@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 
 #include <cfloat>
 
@@ -285,26 +286,6 @@ unsigned flatGrid(int64_t elements) {
   return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
 }
 
-#define DISPATCH_FLOAT_STORAGE(storage, T, ...)                                \
-  switch (storage) {                                                           \
-  case Storage::F32: {                                                         \
-    using T = float;                                                           \
-    __VA_ARGS__;                                                               \
-    break;                                                                     \
-  }                                                                            \
-  case Storage::F16: {                                                         \
-    using T = HalfBits;                                                        \
-    __VA_ARGS__;                                                               \
-    break;                                                                     \
-  }                                                                            \
-  case Storage::BF16: {                                                        \
-    using T = BFloat16Bits;                                                    \
-    __VA_ARGS__;                                                               \
-    break;                                                                     \
-  }                                                                            \
-  default:                                                                     \
-    return cudaErrorInvalidValue;                                              \
-  }
 
 } // namespace
 
@@ -346,7 +327,7 @@ cudaError_t gmopt::cuda::launchSoftmax(Storage storage, const void *x, void *y,
                                        RowShape shape, bool log,
                                        cudaStream_t stream) {
   unsigned grid = rowGrid(shape.outer * shape.inner);
-  DISPATCH_FLOAT_STORAGE(
+  GMOPT_DISPATCH_FLOAT_STORAGE(
       storage, T,
       softmaxKernel<<<grid, kRowThreads, 0, stream>>>(
           static_cast<const T *>(x), static_cast<T *>(y), shape, log));
@@ -358,7 +339,7 @@ cudaError_t gmopt::cuda::launchSoftmaxGrad(Storage storage, const void *dy,
                                            RowShape shape, bool log,
                                            cudaStream_t stream) {
   unsigned grid = rowGrid(shape.outer * shape.inner);
-  DISPATCH_FLOAT_STORAGE(storage, T,
+  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
                          softmaxGradKernel<<<grid, kRowThreads, 0, stream>>>(
                              static_cast<const T *>(dy),
                              static_cast<const T *>(y), static_cast<T *>(dx),
@@ -375,7 +356,7 @@ cudaError_t gmopt::cuda::launchLayerNorm(Storage storage, const void *x,
   if (rows == 0)
     return cudaSuccess;
   unsigned grid = rowGrid(rows);
-  DISPATCH_FLOAT_STORAGE(storage, T,
+  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
                          layerNormKernel<<<grid, kRowThreads, 0, stream>>>(
                              static_cast<const T *>(x),
                              static_cast<const T *>(scale),
@@ -389,7 +370,7 @@ cudaError_t gmopt::cuda::launchLayerNormGrad(
     const float *mean, const float *invStd, void *dx, void *dscale, void *dbias,
     int64_t rows, int64_t width, bool simplified, cudaStream_t stream) {
   unsigned grid = rowGrid(rows);
-  DISPATCH_FLOAT_STORAGE(storage, T, {
+  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T, {
     // The column sums first: dx may be planned into dy's bytes.
     if (dscale || dbias)
       layerNormParamGradKernel<<<flatGrid(width), kRowThreads, 0, stream>>>(

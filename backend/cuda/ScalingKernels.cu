@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/ScalingKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 
 #include <type_traits>
 
@@ -15,15 +16,6 @@ using namespace gmopt;
 using namespace gmopt::cuda;
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned gridFor(int64_t elements) {
-  int64_t blocks = (elements + kThreads - 1) / kThreads;
-  if (blocks < 1)
-    blocks = 1;
-  return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
-}
 
 template <typename T>
 __global__ void isFiniteKernel(const T *x, uint8_t *out, int64_t elements) {

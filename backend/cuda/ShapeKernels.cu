@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/ShapeKernels.h"
+#include "backend/cuda/LaunchSupport.h"
 
 #include <type_traits>
 
@@ -19,7 +20,6 @@ using namespace gmopt::cuda;
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kNonZeroThreads = 1024;
 constexpr int kWarp = 32;
 
@@ -36,13 +36,6 @@ cudaError_t faultSink(FaultSink &sink) {
 __device__ void raiseFault(const FaultSink &sink, KernelFault code) {
   if (atomicCAS(&sink.record->code, 0, static_cast<int32_t>(code)) == 0)
     sink.record->launchId = *sink.launchId;
-}
-
-unsigned gridFor(int64_t elements) {
-  int64_t blocks = (elements + kThreads - 1) / kThreads;
-  if (blocks < 1)
-    blocks = 1;
-  return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
 }
 
 #define FOR_EACH(i, n)                                                         \
