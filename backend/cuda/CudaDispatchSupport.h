@@ -235,7 +235,8 @@ void addMovementKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds the CNN entries (Conv, ConvGrad and batch norm on cuDNN; the pools
 /// and their gradients on CnnKernels.cu) to the table (CudnnDispatch.cpp).
 void addCnnKernels(llvm::StringMap<KernelEntry> &table);
-/// Adds gmopt.AllReduce (NcclCollectives.cpp) to the table.
+/// Adds gmopt's collectives (all-reduces, ZeRO's reduce-scatter, all-gather and
+/// shard; CudaCollectiveDispatch.cpp) to the table.
 void addCollectiveKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds the indexing entries (CudaIndexDispatch.cpp) to the table.
 void addIndexKernels(llvm::StringMap<KernelEntry> &table);
