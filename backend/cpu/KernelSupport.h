@@ -300,6 +300,13 @@ inline bool isHalfType(DType type) {
   return type == DType::F16 || type == DType::BF16;
 }
 
+/// The element type a StageHalfAsFloat kernel computes on for a tensor of
+/// \p type (its f16/bf16 tensors arrive as fp32 copies): what its
+/// workspace function sizes scratch by.
+inline DType stagedDType(DType type) {
+  return isHalfType(type) ? DType::F32 : type;
+}
+
 /// Converts one element, as Cast does: bools are 0/1 and nonzero is true,
 /// float-to-integer truncates toward zero and saturates (NaN gives 0),
 /// f16/bf16 go through fp32 and round to nearest even.

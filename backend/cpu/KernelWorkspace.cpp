@@ -93,10 +93,11 @@ uint64_t fusedMatMulWorkspace(const Node &node) {
 }
 
 /// DivGrad(dY, A, B): dY-shaped temporaries for the quotient and for A and
-/// B broadcast to dY's shape.
+/// B broadcast to dY's shape, in the staged (fp32) type of 16-bit tensors.
 uint64_t divGradWorkspace(const Node &node) {
   const Value *dY = node.getOperand(0);
-  uint64_t one = scratchBytes(dY->getType().getDType(), elementsOf(dY));
+  uint64_t one =
+      scratchBytes(stagedDType(dY->getType().getDType()), elementsOf(dY));
   return addScratch(addScratch(one, one), one);
 }
 

@@ -309,7 +309,8 @@ uint64_t reduceWorkspace(const Node &node) {
   const TensorType &in = input->getType();
   auto shape = in.getStaticShape();
   unsigned rank = shape.size();
-  uint64_t copy = scratchBytes(in.getDType(), product(shape));
+  // The kernel transposes the staged (fp32) copy of a 16-bit input.
+  uint64_t copy = scratchBytes(stagedDType(in.getDType()), product(shape));
   llvm::SmallVector<bool, 6> isReduced(rank, false);
   bool keepDims = node.getIntAttr("keepdims", 1) != 0;
   auto outShape = output->getType().getStaticShape();

@@ -119,9 +119,8 @@ llvm::Expected<std::vector<HostTensor>>
 runCpuReduce(const char *op, HostTensor &x, const ReduceShape &s) {
   KernelRunner runner;
   runner.setOpset("", 18);
-  // The CPU kernel's declared workspace counts a 16-bit transposed copy
-  // where the fp32 staging makes it fp32; unplanned scratch sidesteps that.
-  runner.setPlannedWorkspace(false);
+  // Planned workspace: the declared scratch must hold the fp32 staging's
+  // transposed copy of a 16-bit input.
   HostTensor axes = HostTensor::i64({int64_t(s.axes.size())}, s.axes);
   std::vector<NamedAttribute> attrs = {intAttr("keepdims", s.keepDims),
                                        intAttr("noop_with_empty_axes", s.noop)};
@@ -521,9 +520,6 @@ TEST(CudaReduceTest, DivGradIsTheCpuKernel) {
       HostTensor a = ofStorage(dtype, s.a, uniform(count(s.a), ++seed, -2, 2));
       HostTensor b = ofStorage(dtype, s.b, bValues);
       KernelRunner runner;
-      // As for the reductions: the declared workspace undercounts the fp32
-      // staging of 16-bit operands.
-      runner.setPlannedWorkspace(false);
       auto cpu = runner.run(
           kMsDomain, "DivGrad", {&dy, &a, &b},
           {TensorType::get(dtype, s.a), TensorType::get(dtype, s.b)});
