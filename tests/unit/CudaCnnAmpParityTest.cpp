@@ -27,6 +27,8 @@
 #include "ir/Module.h"
 #include "ir/Plan.h"
 
+#include "tests/unit/BackendStep.h"
+
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -126,25 +128,7 @@ llvm::Expected<std::vector<TensorData>> runCase(const OpCase &c, bool onCuda,
   if (options.mode == AllocationMode::Planned)
     if (llvm::Error err = planForCuda(*module))
       return err;
-  auto exe = onCuda ? prepareCudaExecutable(*module, options)
-                    : prepareCpuExecutable(*module, options);
-  if (!exe)
-    return exe.takeError();
-  const Graph &graph = module->getGraph();
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (llvm::Error err =
-            (*exe)->setInput(graph.getInputs()[i].get(), c.inputs[i]))
-      return err;
-  if (llvm::Error err = (*exe)->runStep(0))
-    return err;
-  std::vector<TensorData> results;
-  for (const Value *output : graph.getOutputs()) {
-    auto data = (*exe)->readValue(output);
-    if (!data)
-      return data.takeError();
-    results.push_back(std::move(*data));
-  }
-  return results;
+  return test::runBackendStep(*module, c.inputs, onCuda, options);
 }
 
 /// The CPU backend's MaxPool Indices of \p x (MaxPoolGrad's input).

@@ -18,6 +18,8 @@
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Module.h"
 
+#include "tests/unit/BackendStep.h"
+
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -82,28 +84,7 @@ std::unique_ptr<Module> buildModule(const OpCase &c) {
 /// CPU backend.
 llvm::Expected<std::vector<TensorData>> runCase(const OpCase &c, bool onCuda) {
   std::unique_ptr<Module> module = buildModule(c);
-  ExecutorOptions options;
-  options.mode = AllocationMode::Eager;
-  options.threads = 1;
-  auto exe = onCuda ? prepareCudaExecutable(*module, options)
-                    : prepareCpuExecutable(*module, options);
-  if (!exe)
-    return exe.takeError();
-  const Graph &graph = module->getGraph();
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (llvm::Error err =
-            (*exe)->setInput(graph.getInputs()[i].get(), c.inputs[i]))
-      return err;
-  if (llvm::Error err = (*exe)->runStep(0))
-    return err;
-  std::vector<TensorData> results;
-  for (Value *output : graph.getOutputs()) {
-    auto data = (*exe)->readValue(output);
-    if (!data)
-      return data.takeError();
-    results.push_back(std::move(*data));
-  }
-  return results;
+  return test::runBackendStep(*module, c.inputs, onCuda);
 }
 
 /// The CPU backend's MaxPool Indices of \p x under \p attrs (MaxPoolGrad's

@@ -21,6 +21,8 @@
 #include "backend/cuda/IndexMath.h"
 #include "ir/Module.h"
 
+#include "tests/unit/BackendStep.h"
+
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -72,21 +74,10 @@ std::unique_ptr<Module> buildModule(const IndexCase &c) {
 
 llvm::Expected<TensorData> runCase(const IndexCase &c, bool onCuda) {
   std::unique_ptr<Module> module = buildModule(c);
-  ExecutorOptions options;
-  options.mode = AllocationMode::Eager;
-  options.threads = 1;
-  auto exe = onCuda ? prepareCudaExecutable(*module, options)
-                    : prepareCpuExecutable(*module, options);
-  if (!exe)
-    return exe.takeError();
-  const Graph &graph = module->getGraph();
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (llvm::Error err =
-            (*exe)->setInput(graph.getInputs()[i].get(), c.inputs[i]))
-      return err;
-  if (llvm::Error err = (*exe)->runStep(0))
-    return err;
-  return (*exe)->readValue(graph.getOutputs()[0]);
+  auto outputs = test::runBackendStep(*module, c.inputs, onCuda);
+  if (!outputs)
+    return outputs.takeError();
+  return std::move(outputs->front());
 }
 
 TensorData floats(const Dims &shape, const std::vector<float> &values) {

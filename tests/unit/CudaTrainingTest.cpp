@@ -15,6 +15,8 @@
 #include "ir/Half.h"
 #include "ir/Module.h"
 
+#include "tests/unit/BackendStep.h"
+
 #include "gtest/gtest.h"
 
 #include <random>
@@ -53,28 +55,7 @@ std::unique_ptr<Module> buildModule(const Case &c, Node **nodeOut = nullptr) {
 
 llvm::Expected<std::vector<TensorData>> runCase(const Case &c, bool onCuda) {
   std::unique_ptr<Module> module = buildModule(c);
-  ExecutorOptions options;
-  options.mode = AllocationMode::Eager;
-  options.threads = 1;
-  auto exe = onCuda ? prepareCudaExecutable(*module, options)
-                    : prepareCpuExecutable(*module, options);
-  if (!exe)
-    return exe.takeError();
-  const Graph &graph = module->getGraph();
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (llvm::Error err =
-            (*exe)->setInput(graph.getInputs()[i].get(), c.inputs[i]))
-      return err;
-  if (llvm::Error err = (*exe)->runStep(0))
-    return err;
-  std::vector<TensorData> outputs;
-  for (const Value *out : graph.getOutputs()) {
-    auto value = (*exe)->readValue(out);
-    if (!value)
-      return value.takeError();
-    outputs.push_back(std::move(*value));
-  }
-  return outputs;
+  return test::runBackendStep(*module, c.inputs, onCuda);
 }
 
 /// Random values of \p dtype (stored through fp32).

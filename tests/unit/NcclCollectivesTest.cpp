@@ -18,6 +18,7 @@
 #include "ir/Collectives.h"
 #include "ir/Module.h"
 #include "ir/TextIR.h"
+#include "tests/unit/BackendStep.h"
 #include "tests/unit/TestPaths.h"
 #include "tools/driver/Runtime.h"
 #include "tools/driver/TestDataSet.h"
@@ -526,21 +527,9 @@ module attributes {opsets = {"" = 17, "gmopt" = 1}} {
   auto device = probeCudaDevice();
   int backends = device ? 2 : 1;
   for (int onCuda = 0; onCuda < backends; ++onCuda) {
-    ExecutorOptions options;
-    options.mode = AllocationMode::Eager;
-    options.threads = 1;
-    auto exe = onCuda ? prepareCudaExecutable(**module, options)
-                      : prepareCpuExecutable(**module, options);
-    ASSERT_TRUE(bool(exe)) << llvm::toString(exe.takeError());
-    const Graph &graph = (*module)->getGraph();
-    for (size_t i = 0; i < inputs.size(); ++i)
-      ASSERT_FALSE(bool((*exe)->setInput(graph.getInputs()[i].get(), inputs[i])));
-    ASSERT_FALSE(bool((*exe)->runStep(0)));
-    for (const Value *out : graph.getOutputs()) {
-      auto value = (*exe)->readValue(out);
-      ASSERT_TRUE(bool(value)) << llvm::toString(value.takeError());
-      outputs[onCuda].push_back(std::move(*value));
-    }
+    auto results = test::runBackendStep(**module, inputs, onCuda);
+    ASSERT_TRUE(bool(results)) << llvm::toString(results.takeError());
+    outputs[onCuda] = std::move(*results);
   }
   ASSERT_EQ(outputs[0].size(), 5u);
   // The CPU's are what ir/Collectives.h says: the flat bucket, and the
