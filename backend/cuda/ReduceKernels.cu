@@ -159,7 +159,7 @@ __global__ void instanceNormKernel(const T *x, const T *scale, const T *bias,
     double squares = 0;
     for (int64_t i = lane; i < size; i += Group) {
       double d = loadAsFloat(x, base + i) - mean;
-      squares += productOf(d, d);
+      squares += mulUnfused(d, d);
     }
     squares = groupCombine<Group>(squares, addDoubles, shared);
     int64_t c = p % channels;
@@ -190,7 +190,7 @@ __global__ void invertibleNormGradKernel(const T *dy, const T *y,
           invertibleXhat(loadAsFloat(y, base + j), loadAsFloat(bias, j), s);
       double b = normGradB(loadAsFloat(dy, base + j), s, inv);
       sumB += b;
-      sumBX += productOf(b, xhat);
+      sumBX += mulUnfused(b, xhat);
     }
     sumB = groupCombine<Group>(sumB, addDoubles, shared);
     sumBX = groupCombine<Group>(sumBX, addDoubles, shared);

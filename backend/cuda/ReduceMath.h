@@ -24,6 +24,7 @@
 #define GMOPT_BACKEND_CUDA_REDUCEMATH_H
 
 #include "backend/cuda/BroadcastIndexing.h"
+#include "backend/cuda/UnfusedMath.h"
 
 #include <vector>
 
@@ -43,22 +44,6 @@ enum class ReduceKind : int32_t {
   LogSum,
   LogSumExp,
 };
-
-/// a * b rounded once, never fused with a following addition.
-GMOPT_HD double productOf(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-GMOPT_HD float productOf(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
 
 GMOPT_HD bool isNaNValue(double v) { return v != v; }
 
@@ -89,7 +74,7 @@ GMOPT_HD double reducePre(ReduceKind kind, float x, double shift) {
   switch (kind) {
   case ReduceKind::SumSquare:
   case ReduceKind::L2:
-    return productOf(v, v);
+    return mulUnfused(v, v);
   case ReduceKind::L1:
     return v < 0 ? -v : v;
   case ReduceKind::LogSumExp:
@@ -217,14 +202,14 @@ GMOPT_HD NormAffine instanceNormAffine(float scale, float bias, double mean,
                                        double invStd) {
   NormAffine affine;
   affine.scale =
-      static_cast<float>(productOf(static_cast<double>(scale), invStd));
+      static_cast<float>(mulUnfused(static_cast<double>(scale), invStd));
   affine.shift = static_cast<float>(
-      bias - productOf(productOf(mean, static_cast<double>(scale)), invStd));
+      bias - mulUnfused(mulUnfused(mean, static_cast<double>(scale)), invStd));
   return affine;
 }
 
 GMOPT_HD float instanceNormElement(float x, NormAffine affine) {
-  return productOf(x, affine.scale) + affine.shift;
+  return mulUnfused(x, affine.scale) + affine.shift;
 }
 
 //===----------------------------------------------------------------------===//
@@ -242,19 +227,19 @@ GMOPT_HD double invertibleXhat(float y, float bias, float scale) {
 
 /// b = dy * scale * inv_std of one element.
 GMOPT_HD double normGradB(float dy, float scale, float invStd) {
-  return productOf(
-      productOf(static_cast<double>(dy), static_cast<double>(scale)),
+  return mulUnfused(
+      mulUnfused(static_cast<double>(dy), static_cast<double>(scale)),
       static_cast<double>(invStd));
 }
 
 /// dx = b - mean(b) - xhat * mean(b * xhat).
 GMOPT_HD float normGradDx(double b, double xhat, double meanB, double meanBX) {
-  return static_cast<float>(b - meanB - productOf(xhat, meanBX));
+  return static_cast<float>(b - meanB - mulUnfused(xhat, meanBX));
 }
 
 /// One element's term of the scale gradient, dy * xhat in fp32.
 GMOPT_HD float scaleGradTerm(float dy, double xhat) {
-  return static_cast<float>(productOf(static_cast<double>(dy), xhat));
+  return static_cast<float>(mulUnfused(static_cast<double>(dy), xhat));
 }
 
 //===----------------------------------------------------------------------===//
@@ -266,7 +251,7 @@ GMOPT_HD float divGradA(float dy, float b) { return dy / b; }
 
 /// dB's element before the reduction to B's shape: -dy * a / b^2.
 GMOPT_HD float divGradB(float dy, float a, float b) {
-  return productOf(-dy, a) / productOf(b, b);
+  return mulUnfused(-dy, a) / mulUnfused(b, b);
 }
 
 //===----------------------------------------------------------------------===//

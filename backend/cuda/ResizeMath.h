@@ -25,6 +25,7 @@
 #define GMOPT_BACKEND_CUDA_RESIZEMATH_H
 
 #include "backend/cuda/ElementwiseMath.h"
+#include "backend/cuda/UnfusedMath.h"
 
 #include <cstdint>
 
@@ -101,45 +102,9 @@ struct ResizeTaps {
   double weight[kResizeMaxTaps];
 };
 
-//===----------------------------------------------------------------------===//
-// Float64 arithmetic, never contracted
-//===----------------------------------------------------------------------===//
-
-GMOPT_HD double resizeMul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-GMOPT_HD double resizeAdd(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-GMOPT_HD double resizeSub(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-GMOPT_HD double resizeDiv(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-GMOPT_HD float resizeAddF(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
+// The arithmetic below is spelled with UnfusedMath.h's helpers (float64
+// coordinates and weights, the gradient's fp32 sums): never contracted, so
+// the device rounds as the CPU kernel does.
 
 //===----------------------------------------------------------------------===//
 // One axis
@@ -152,36 +117,36 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
   const ResizeAxis &a = p.axes[axis];
   double x = double(o);
   double in = double(a.inLen);
-  double outWidth = resizeMul(a.scale, in);
+  double outWidth = mulUnfused(a.scale, in);
   switch (p.coordinates) {
   case ResizeCoordinates::HalfPixel:
-    return resizeSub(resizeDiv(resizeAdd(x, 0.5), a.scale), 0.5);
+    return subUnfused(divUnfused(addUnfused(x, 0.5), a.scale), 0.5);
   case ResizeCoordinates::HalfPixelSymmetric: {
-    double adjustment = resizeDiv(double(a.outLen), outWidth);
-    double offset = resizeMul(resizeDiv(in, 2.0), resizeSub(1.0, adjustment));
-    return resizeSub(resizeAdd(offset, resizeDiv(resizeAdd(x, 0.5), a.scale)),
+    double adjustment = divUnfused(double(a.outLen), outWidth);
+    double offset = mulUnfused(divUnfused(in, 2.0), subUnfused(1.0, adjustment));
+    return subUnfused(addUnfused(offset, divUnfused(addUnfused(x, 0.5), a.scale)),
                      0.5);
   }
   case ResizeCoordinates::PytorchHalfPixel:
     return outWidth == 1.0
                ? -0.5
-               : resizeSub(resizeDiv(resizeAdd(x, 0.5), a.scale), 0.5);
+               : subUnfused(divUnfused(addUnfused(x, 0.5), a.scale), 0.5);
   case ResizeCoordinates::AlignCorners:
     return outWidth == 1.0 ? 0.0
-                           : resizeDiv(resizeMul(x, resizeSub(in, 1.0)),
-                                       resizeSub(outWidth, 1.0));
+                           : divUnfused(mulUnfused(x, subUnfused(in, 1.0)),
+                                       subUnfused(outWidth, 1.0));
   case ResizeCoordinates::Asymmetric:
-    return resizeDiv(x, a.scale);
+    return divUnfused(x, a.scale);
   case ResizeCoordinates::TfHalfPixelForNn:
-    return resizeDiv(resizeAdd(x, 0.5), a.scale);
+    return divUnfused(addUnfused(x, 0.5), a.scale);
   case ResizeCoordinates::TfCropAndResize: {
-    double span = resizeSub(a.roiEnd, a.roiStart);
+    double span = subUnfused(a.roiEnd, a.roiStart);
     double source =
         outWidth == 1.0
-            ? resizeDiv(resizeMul(span, resizeSub(in, 1.0)), 2.0)
-            : resizeDiv(resizeMul(resizeMul(x, span), resizeSub(in, 1.0)),
-                        resizeSub(outWidth, 1.0));
-    return resizeAdd(source, resizeMul(a.roiStart, resizeSub(in, 1.0)));
+            ? divUnfused(mulUnfused(span, subUnfused(in, 1.0)), 2.0)
+            : divUnfused(mulUnfused(mulUnfused(x, span), subUnfused(in, 1.0)),
+                        subUnfused(outWidth, 1.0));
+    return addUnfused(source, mulUnfused(a.roiStart, subUnfused(in, 1.0)));
   }
   }
   return x;
@@ -189,17 +154,17 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
 
 /// Keys' cubic kernel for |t| <= 1 and for 1 < |t| < 2 (coefficient \p a).
 GMOPT_HD double resizeCubicNear(double t, double a) {
-  return resizeAdd(
-      resizeMul(
-          resizeMul(
-              resizeSub(resizeMul(resizeAdd(a, 2.0), t), resizeAdd(a, 3.0)), t),
+  return addUnfused(
+      mulUnfused(
+          mulUnfused(
+              subUnfused(mulUnfused(addUnfused(a, 2.0), t), addUnfused(a, 3.0)), t),
           t),
       1.0);
 }
 GMOPT_HD double resizeCubicFar(double t, double a) {
-  double inner = resizeSub(resizeMul(a, t), resizeMul(5.0, a));
-  double middle = resizeAdd(resizeMul(inner, t), resizeMul(8.0, a));
-  return resizeSub(resizeMul(middle, t), resizeMul(4.0, a));
+  double inner = subUnfused(mulUnfused(a, t), mulUnfused(5.0, a));
+  double middle = addUnfused(mulUnfused(inner, t), mulUnfused(8.0, a));
+  return subUnfused(mulUnfused(middle, t), mulUnfused(4.0, a));
 }
 
 /// The taps of output coordinate \p o along \p axis, as the CPU kernel's
@@ -216,7 +181,7 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
     return;
   }
   double base = floor(x);
-  double r = resizeSub(x, base);
+  double r = subUnfused(x, base);
   int64_t floorIndex = static_cast<int64_t>(base);
   int64_t rawIndex[kResizeMaxTaps];
   double rawWeight[kResizeMaxTaps];
@@ -248,17 +213,17 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
   }
   case ResizeMode::Linear:
     rawIndex[0] = floorIndex;
-    rawWeight[0] = resizeSub(1.0, r);
+    rawWeight[0] = subUnfused(1.0, r);
     rawIndex[1] = floorIndex + 1;
     rawWeight[1] = r;
     raw = 2;
     break;
   case ResizeMode::Cubic: {
     double a = p.cubicCoeffA;
-    rawWeight[0] = resizeCubicFar(resizeAdd(1.0, r), a);
+    rawWeight[0] = resizeCubicFar(addUnfused(1.0, r), a);
     rawWeight[1] = resizeCubicNear(r, a);
-    rawWeight[2] = resizeCubicNear(resizeSub(1.0, r), a);
-    rawWeight[3] = resizeCubicFar(resizeSub(2.0, r), a);
+    rawWeight[2] = resizeCubicNear(subUnfused(1.0, r), a);
+    rawWeight[3] = resizeCubicFar(subUnfused(2.0, r), a);
     for (int k = 0; k != 4; ++k)
       rawIndex[k] = floorIndex - 1 + k;
     raw = 4;
@@ -270,11 +235,11 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
     for (int k = 0; k != raw; ++k) {
       if (rawIndex[k] < 0 || rawIndex[k] >= inLen)
         rawWeight[k] = 0;
-      sum = resizeAdd(sum, rawWeight[k]);
+      sum = addUnfused(sum, rawWeight[k]);
     }
     if (sum != 0)
       for (int k = 0; k != raw; ++k)
-        rawWeight[k] = resizeDiv(rawWeight[k], sum);
+        rawWeight[k] = divUnfused(rawWeight[k], sum);
   }
   for (int k = 0; k != raw; ++k) {
     if (rawWeight[k] == 0)
@@ -286,7 +251,7 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
                                                 : rawIndex[k];
     if (taps.count > 0 && taps.index[taps.count - 1] == clamped) {
       taps.weight[taps.count - 1] =
-          resizeAdd(taps.weight[taps.count - 1], rawWeight[k]);
+          addUnfused(taps.weight[taps.count - 1], rawWeight[k]);
       continue;
     }
     taps.index[taps.count] = clamped;
@@ -449,7 +414,7 @@ GMOPT_HD double resizeElement(const ResizeParams &p, const T *x,
     for (int axis = first; axis <= last; ++axis)
       offset += taps[axis].index[tap[axis]] * p.inStrides[axis];
     partial[last] =
-        resizeAdd(partial[last], resizeMul(taps[last].weight[tap[last]],
+        addUnfused(partial[last], mulUnfused(taps[last].weight[tap[last]],
                                            resizeLoad(x, offset)));
     int axis = last;
     while (++tap[axis] == taps[axis].count) {
@@ -459,8 +424,8 @@ GMOPT_HD double resizeElement(const ResizeParams &p, const T *x,
       partial[axis] = 0;
       tap[axis] = 0;
       --axis;
-      partial[axis] = resizeAdd(partial[axis],
-                                resizeMul(taps[axis].weight[tap[axis]], inner));
+      partial[axis] = addUnfused(partial[axis],
+                                mulUnfused(taps[axis].weight[tap[axis]], inner));
     }
   }
 }
@@ -484,7 +449,7 @@ GMOPT_HD float resizeGradElement(const ResizeParams &p, const T *dY,
   }
   int first = p.planeRank, last = p.rank - 1;
   if (first > last)
-    return resizeAddF(0.0f, float(resizeLoad(dY, planeOffset)));
+    return addUnfused(0.0f, float(resizeLoad(dY, planeOffset)));
   int64_t begin[kResizeMaxRank], end[kResizeMaxRank], o[kResizeMaxRank];
   for (int axis = first; axis <= last; ++axis) {
     resizeReaderRange(p, axis, in[axis], begin[axis], end[axis]);
@@ -520,8 +485,8 @@ GMOPT_HD float resizeGradElement(const ResizeParams &p, const T *dY,
         offset += o[axis] * p.outStrides[axis];
       double share = resizeLoad(dY, offset);
       for (int axis = first; axis <= last; ++axis)
-        share = resizeMul(share, weight[axis]);
-      sum = resizeAddF(sum, float(share));
+        share = mulUnfused(share, weight[axis]);
+      sum = addUnfused(sum, float(share));
     }
     int axis = last;
     while (++o[axis] > end[axis]) {

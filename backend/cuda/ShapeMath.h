@@ -16,6 +16,7 @@
 #define GMOPT_BACKEND_CUDA_SHAPEMATH_H
 
 #include "backend/cuda/ElementwiseMath.h"
+#include "backend/cuda/UnfusedMath.h"
 
 #include <type_traits>
 
@@ -132,13 +133,9 @@ template <typename T> GMOPT_HD int64_t rangeCount(T start, T limit, T delta) {
 /// Element \p i of the range, start + T(i) * delta rounded as the CPU
 /// kernel rounds it (a product, then a sum, never fused into an FMA).
 template <typename T> GMOPT_HD T rangeElement(T start, T delta, int64_t i) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>)
-    return __fadd_rn(start, __fmul_rn(static_cast<float>(i), delta));
-  else if constexpr (std::is_same_v<T, double>)
-    return __dadd_rn(start, __dmul_rn(static_cast<double>(i), delta));
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    return addUnfused(start, mulUnfused(static_cast<T>(i), delta));
   else
-#endif
     return static_cast<T>(start + static_cast<T>(i) * delta);
 }
 
