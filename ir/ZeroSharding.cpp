@@ -56,6 +56,49 @@ std::optional<int64_t> intField(llvm::StringRef text, llvm::StringRef key) {
   return number;
 }
 
+std::string joinShapes(const std::vector<std::vector<int64_t>> &shapes) {
+  std::vector<std::string> parts;
+  for (const std::vector<int64_t> &shape : shapes) {
+    std::vector<std::string> dims;
+    for (int64_t dim : shape)
+      dims.push_back(std::to_string(dim));
+    parts.push_back(dims.empty() ? "scalar" : llvm::join(dims, "x"));
+  }
+  return joinNames(parts);
+}
+
+std::optional<std::vector<std::vector<int64_t>>>
+splitShapes(llvm::StringRef text) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const std::string &part : splitNames(text)) {
+    std::vector<int64_t> shape;
+    if (part != "scalar") {
+      llvm::SmallVector<llvm::StringRef, 4> dims;
+      llvm::StringRef(part).split(dims, 'x');
+      for (llvm::StringRef dim : dims) {
+        int64_t value = 0;
+        if (dim.getAsInteger(10, value) || value < 0)
+          return std::nullopt;
+        shape.push_back(value);
+      }
+    }
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+llvm::Error groupError(const ZeroShardGroup &group, const llvm::Twine &what) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "ZeRO shard '" + group.shard + "': " + what);
+}
+
 } // namespace
 
 void gmopt::recordZeroSharding(Module &module,
@@ -71,12 +114,18 @@ void gmopt::recordZeroSharding(Module &module,
                           ";buckets=" + std::to_string(record.buckets.size()));
   for (size_t b = 0, e = record.buckets.size(); b != e; ++b) {
     const ZeroBucketRecord &bucket = record.buckets[b];
+    std::vector<std::string> perState;
+    for (const std::vector<std::string> &names : bucket.wholeStates)
+      perState.push_back(joinNames(names));
+    std::string wholeStates = llvm::join(perState, "|");
     metadata.emplace_back(kBucketPrefix.str() + std::to_string(b),
                           "elements=" + std::to_string(bucket.elements) +
                               ";shard=" + std::to_string(bucket.shardElements) +
                               ";params=" + joinNames(bucket.params) +
                               ";gradient=" + bucket.gradientShard +
-                              ";state=" + joinNames(bucket.stateShards));
+                              ";state=" + joinNames(bucket.stateShards) +
+                              ";shapes=" + joinShapes(bucket.paramShapes) +
+                              ";whole=" + wholeStates);
   }
 }
 
@@ -114,6 +163,16 @@ gmopt::readZeroSharding(const Module &module) {
     bucket.params = splitNames(field(entry.second, "params").value_or(""));
     bucket.gradientShard = field(entry.second, "gradient").value_or("").str();
     bucket.stateShards = splitNames(field(entry.second, "state").value_or(""));
+    auto shapes = splitShapes(field(entry.second, "shapes").value_or(""));
+    if (!shapes)
+      return std::nullopt;
+    bucket.paramShapes = std::move(*shapes);
+    llvm::SmallVector<llvm::StringRef, 2> perState;
+    field(entry.second, "whole")
+        .value_or("")
+        .split(perState, '|', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef names : perState)
+      bucket.wholeStates.push_back(splitNames(names));
   }
   return record;
 }
@@ -129,4 +188,100 @@ DataParallelLayout gmopt::getDataParallelLayout(const Module &module) {
     if (isCommunicatingCollective(node))
       layout.ranks = std::max(layout.ranks, node.getIntAttr("ranks", 1));
   return layout;
+}
+
+llvm::Expected<std::vector<ZeroShardGroup>>
+gmopt::getZeroShardGroups(const ZeroShardingRecord &record) {
+  std::vector<ZeroShardGroup> groups;
+  for (size_t b = 0, e = record.buckets.size(); b != e; ++b) {
+    const ZeroBucketRecord &bucket = record.buckets[b];
+    if (bucket.stateShards.empty())
+      continue;
+    int64_t elements = 0;
+    for (const std::vector<int64_t> &shape : bucket.paramShapes)
+      elements += elementsOf(shape);
+    if (bucket.paramShapes.size() != bucket.params.size() ||
+        bucket.wholeStates.size() != bucket.stateShards.size() ||
+        elements != bucket.elements)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "ZeRO bucket " + llvm::Twine(b) +
+              " records no whole state names or shapes (a .gm compiled "
+              "before gmopt recorded them: compile it again)");
+    for (size_t k = 0, n = bucket.stateShards.size(); k != n; ++k) {
+      if (bucket.wholeStates[k].size() != bucket.params.size())
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "ZeRO bucket " + llvm::Twine(b) + " names " +
+                llvm::Twine(bucket.wholeStates[k].size()) +
+                " whole tensors for state shard '" + bucket.stateShards[k] +
+                "' but has " + llvm::Twine(bucket.params.size()) +
+                " parameters");
+      ZeroShardGroup group;
+      group.shard = bucket.stateShards[k];
+      group.whole = bucket.wholeStates[k];
+      group.shapes = bucket.paramShapes;
+      group.shardElements = bucket.shardElements;
+      groups.push_back(std::move(group));
+    }
+  }
+  return groups;
+}
+
+llvm::Expected<std::vector<float>>
+gmopt::sliceZeroShard(const ZeroShardGroup &group, int64_t rank, int64_t ranks,
+                      llvm::ArrayRef<llvm::ArrayRef<float>> whole) {
+  if (rank < 0 || rank >= ranks)
+    return groupError(group, "rank " + llvm::Twine(rank) + " is not in a " +
+                                 "world of " + llvm::Twine(ranks));
+  if (whole.size() != group.whole.size())
+    return groupError(group, "expected " + llvm::Twine(group.whole.size()) +
+                                 " whole tensors, got " +
+                                 llvm::Twine(whole.size()));
+  std::vector<float> shard(size_t(group.shardElements), 0.0f);
+  int64_t begin = rank * group.shardElements;
+  int64_t end = begin + group.shardElements;
+  int64_t offset = 0;
+  for (size_t i = 0, e = whole.size(); i != e; ++i) {
+    int64_t count = elementsOf(group.shapes[i]);
+    if (int64_t(whole[i].size()) != count)
+      return groupError(group, "whole tensor '" + group.whole[i] + "' has " +
+                                   llvm::Twine(whole[i].size()) +
+                                   " elements, expected " +
+                                   llvm::Twine(count));
+    // The part of [offset, offset + count) inside [begin, end).
+    int64_t from = std::max(offset, begin), to = std::min(offset + count, end);
+    for (int64_t j = from; j < to; ++j)
+      shard[size_t(j - begin)] = whole[i][size_t(j - offset)];
+    offset += count;
+  }
+  if (offset > ranks * group.shardElements)
+    return groupError(group, llvm::Twine(offset) +
+                                 " elements do not fit " + llvm::Twine(ranks) +
+                                 " shards of " +
+                                 llvm::Twine(group.shardElements));
+  return shard;
+}
+
+llvm::Expected<std::vector<std::vector<float>>>
+gmopt::assembleZeroWhole(const ZeroShardGroup &group, int64_t ranks,
+                         llvm::ArrayRef<float> gathered) {
+  if (int64_t(gathered.size()) != ranks * group.shardElements)
+    return groupError(group, "expected " + llvm::Twine(ranks) + " shards of " +
+                                 llvm::Twine(group.shardElements) +
+                                 " floats, got " +
+                                 llvm::Twine(gathered.size()));
+  std::vector<std::vector<float>> whole;
+  size_t offset = 0;
+  for (const std::vector<int64_t> &shape : group.shapes) {
+    size_t count = size_t(elementsOf(shape));
+    if (offset + count > gathered.size())
+      return groupError(group, "the whole tensors need more than the " +
+                                   llvm::Twine(gathered.size()) +
+                                   " gathered floats");
+    whole.emplace_back(gathered.begin() + offset,
+                       gathered.begin() + offset + count);
+    offset += count;
+  }
+  return whole;
 }

@@ -183,8 +183,11 @@ llvm::Expected<bool> ZeroShardPass::run(Module &module, PassContext &context) {
     ZeroBucketRecord entry;
     entry.elements = bucket.elements;
     entry.shardElements = bucket.shard;
-    for (Value *param : bucket.params)
+    for (Value *param : bucket.params) {
       entry.params.push_back(param->getName().str());
+      llvm::SmallVector<int64_t, 4> dims = param->getType().getStaticShape();
+      entry.paramShapes.emplace_back(dims.begin(), dims.end());
+    }
 
     Value *gradShard = nullptr;
     if (options.stage == 1) {
@@ -261,8 +264,12 @@ llvm::Expected<bool> ZeroShardPass::run(Module &module, PassContext &context) {
           graph.addInput(shardType, tag + ".state" + std::to_string(k));
       stateShards[k].push_back(state);
       entry.stateShards.push_back(state->getName().str());
-      for (unsigned slot : bucket.slots)
+      std::vector<std::string> whole;
+      for (unsigned slot : bucket.slots) {
+        whole.push_back(layout.getState(k, slot)->getName().str());
         removed.push_back(layout.getState(k, slot));
+      }
+      entry.wholeStates.push_back(std::move(whole));
     }
     record.buckets.push_back(std::move(entry));
   }

@@ -75,6 +75,75 @@ TEST(ZeroShardMathTest, ShardsRoundUpAndTrafficIsNMinusOneShards) {
   EXPECT_EQ(2 * ringShardTraffic(256, 4), ringAllReduceTraffic(1024, 4));
 }
 
+// A whole checkpoint restored on any world size: each rank cuts its shard
+// out of the flat concatenation and the gathered shards give the tensors
+// back, bit for bit, for world sizes that pad and ones that do not.
+TEST(ZeroCheckpointTest, ShardsCutFromWholeTensorsGatherBackToThem) {
+  ZeroShardGroup group;
+  group.shard = "zero.bucket0.state0";
+  group.whole = {"c.momentum0", "s.momentum0", "a.momentum0"};
+  group.shapes = {{4, 6}, {}, {8, 8}};
+  std::vector<std::vector<float>> whole = {std::vector<float>(24),
+                                           std::vector<float>(1),
+                                           std::vector<float>(64)};
+  float next = 1.5f;
+  for (std::vector<float> &tensor : whole)
+    for (float &value : tensor)
+      value = next++;
+  llvm::SmallVector<llvm::ArrayRef<float>, 3> views(whole.begin(),
+                                                    whole.end());
+  for (int64_t ranks : {1, 2, 3, 5, 89, 100}) {
+    group.shardElements = zeroShardElements(89, ranks);
+    std::vector<float> gathered;
+    for (int64_t rank = 0; rank != ranks; ++rank) {
+      auto shard = sliceZeroShard(group, rank, ranks, views);
+      ASSERT_TRUE(bool(shard)) << llvm::toString(shard.takeError());
+      ASSERT_EQ(int64_t(shard->size()), group.shardElements);
+      gathered.insert(gathered.end(), shard->begin(), shard->end());
+    }
+    // The padding is zero.
+    for (size_t i = 89; i < gathered.size(); ++i)
+      EXPECT_EQ(gathered[i], 0.0f) << ranks << " ranks, element " << i;
+    auto back = assembleZeroWhole(group, ranks, gathered);
+    ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+    EXPECT_EQ(*back, whole) << ranks << " ranks";
+  }
+}
+
+TEST(ZeroCheckpointTest, MisshapenTensorsAndWorldsAreRefusedByName) {
+  ZeroShardGroup group;
+  group.shard = "zero.bucket0.state1";
+  group.whole = {"w.momentum1"};
+  group.shapes = {{2, 3}};
+  group.shardElements = 3;
+  std::vector<float> five(5, 1.0f), six(6, 1.0f);
+  llvm::ArrayRef<float> shortView(five), fullView(six);
+  auto wrongSize = sliceZeroShard(group, 0, 2, {shortView});
+  ASSERT_FALSE(bool(wrongSize));
+  EXPECT_NE(llvm::toString(wrongSize.takeError()).find("'w.momentum1' has 5"),
+            std::string::npos);
+  auto wrongRank = sliceZeroShard(group, 2, 2, {fullView});
+  ASSERT_FALSE(bool(wrongRank));
+  EXPECT_NE(llvm::toString(wrongRank.takeError()).find("zero.bucket0.state1"),
+            std::string::npos);
+  auto tooFew = assembleZeroWhole(group, 2, five);
+  ASSERT_FALSE(bool(tooFew));
+  llvm::consumeError(tooFew.takeError());
+  // A record from before the names were kept cannot say where they go.
+  ZeroShardingRecord old;
+  old.stage = 1;
+  old.ranks = 2;
+  old.buckets.resize(1);
+  old.buckets[0].elements = 6;
+  old.buckets[0].shardElements = 3;
+  old.buckets[0].params = {"w"};
+  old.buckets[0].stateShards = {"zero.bucket0.state0"};
+  auto groups = getZeroShardGroups(old);
+  ASSERT_FALSE(bool(groups));
+  EXPECT_NE(llvm::toString(groups.takeError()).find("compile it again"),
+            std::string::npos);
+}
+
 TEST_F(ZeroOpsTest, InfersPaddedShards) {
   Value *a = input("f32[8,2]");
   Value *b = input("f32[8,8]");
@@ -229,6 +298,26 @@ TEST_P(ZeroShardPassTest, EachRankKeepsOneShardOfTheState) {
   EXPECT_EQ(bucket.elements, 88);
   EXPECT_EQ(bucket.shardElements, 18);
   EXPECT_EQ(bucket.gradientShard.empty(), GetParam() == 1);
+  // What a whole checkpoint needs: the shapes and the unsharded names (the
+  // graph's own moment inputs).
+  int64_t recorded = 0;
+  for (const std::vector<int64_t> &shape : bucket.paramShapes) {
+    int64_t count = 1;
+    for (int64_t dim : shape)
+      count *= dim;
+    recorded += count;
+  }
+  EXPECT_EQ(recorded, 88);
+  ASSERT_EQ(bucket.wholeStates.size(), 2u);
+  EXPECT_EQ(bucket.wholeStates[0],
+            (std::vector<std::string>{"c_m", "a_m"}));
+  EXPECT_EQ(bucket.wholeStates[1],
+            (std::vector<std::string>{"c_v", "a_v"}));
+  auto groups = getZeroShardGroups(*record);
+  ASSERT_TRUE(bool(groups)) << llvm::toString(groups.takeError());
+  ASSERT_EQ(groups->size(), 2u);
+  EXPECT_EQ((*groups)[1].shard, bucket.stateShards[1]);
+  EXPECT_EQ((*groups)[1].whole, bucket.wholeStates[1]);
 
   Node *optimizer = findOptimizerNode(*module);
   ASSERT_TRUE(optimizer);
