@@ -81,6 +81,9 @@ struct ZeroShardGroup {
   std::vector<std::string> whole;
   std::vector<std::vector<int64_t>> shapes;
   int64_t shardElements = 0;
+  /// Whether the whole tensors are parameters (ZeRO stage 3's parameter
+  /// shards) rather than optimizer state.
+  bool holdsParameters = false;
 };
 
 /// The sharded inputs of \p record that a checkpoint holds whole (the

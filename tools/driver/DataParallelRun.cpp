@@ -13,9 +13,13 @@
 #include "ir/Collectives.h"
 #include "ir/Module.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/xxhash.h"
 
 #include <cmath>
@@ -107,6 +111,29 @@ llvm::Error gmopt::checkDataParallelLaunch(llvm::StringRef modelPath,
           r, theirs, (*all)[0]));
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<std::string> gmopt::resolveRankOutputPath(llvm::StringRef path,
+                                                         llvm::StringRef what) {
+  if (!isDataParallelRun() || path.empty())
+    return path.str();
+  std::string resolved = path.str();
+  for (size_t at; (at = resolved.find("{rank}")) != std::string::npos;)
+    resolved.replace(at, 6, std::to_string(cpu::getMpiRank()));
+  llvm::SmallString<256> absolute(resolved);
+  if (std::error_code ec = llvm::sys::fs::make_absolute(absolute))
+    return llvm::createStringError(ec, resolved + ": " + ec.message());
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  auto all =
+      cpu::allGatherU64({llvm::xxh3_64bits(absolute.str())},
+                        "the comparison of the " + what.str() + " paths");
+  if (!all)
+    return all.takeError();
+  bool shared =
+      llvm::all_of(*all, [&](uint64_t h) { return h == all->front(); });
+  if (shared && cpu::getMpiRank() != 0)
+    return std::string();
+  return resolved;
 }
 
 void gmopt::stopDataParallelWorld(llvm::StringRef message, int exitCode) {

@@ -41,6 +41,16 @@ std::string describeDataParallelWorld();
 llvm::Error checkDataParallelLaunch(llvm::StringRef modelPath,
                                     const Module &module);
 
+/// The file this rank writes for an output \p path (\p what names it in
+/// errors) in a data-parallel run: `{rank}` in it becomes the rank; a path
+/// every rank names alike (the same absolute path, compared over the world
+/// with the collective timeout) is rank 0's to write and empty on the
+/// others; per-rank paths (by `{rank}`, $OMPI_COMM_WORLD_RANK or the
+/// launcher) are each rank's own. \p path as it is for one process or
+/// when empty. Every rank must call it alike (a collective).
+llvm::Expected<std::string> resolveRankOutputPath(llvm::StringRef path,
+                                                  llvm::StringRef what);
+
 /// After this rank failed with \p message (already printed), makes the
 /// other ranks stop (see cpu::abortWorld; under MPI it does not return).
 void stopDataParallelWorld(llvm::StringRef message, int exitCode);

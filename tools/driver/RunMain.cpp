@@ -6,10 +6,11 @@
 // every graph input a value, runs --steps optimizer steps of --accumulate
 // micro-steps each, and optionally checks the first step against reference
 // outputs (--check), a loss curve and the final parameters against a
-// reference run (--loss-reference, alias --sgd-reference), and the memory and gradients against the original
-// graph run eagerly (--baseline); --timeline, --trace and the progress line
-// (off with --quiet) show the run. This file only maps the command line onto
-// a RunConfig; the work is runSession (RunSession.h) over Runtime.h.
+// reference run (--loss-reference, alias --sgd-reference), and the memory and
+// gradients against the original graph run eagerly (--baseline); --timeline,
+// --trace and the progress line (off with --quiet) show the run. This file only
+// maps the command line onto a RunConfig; the work is runSession (RunSession.h)
+// over Runtime.h.
 //
 // Exit status: 0 success; 1 usage or input error (one line
 // `gmopt-run: error: FILE: what`); 2 numerical failure (a NaN/inf loss, or a
@@ -49,8 +50,8 @@ int report(llvm::Error err) {
   }
   std::string message = llvm::formatv("rank {0}: {1}", cpu::getMpiRank(),
                                       llvm::toString(std::move(err)));
-  reportToolError(kTool, llvm::createStringError(
-                             llvm::inconvertibleErrorCode(), message));
+  reportToolError(
+      kTool, llvm::createStringError(llvm::inconvertibleErrorCode(), message));
   llvm::errs().flush();
   stopDataParallelWorld(message, code);
   return code;
@@ -144,14 +145,17 @@ static int runGmoptRun(int argc, char **argv) {
                "for as many steps as it lists losses, and compare every "
                "step's loss and the final parameters"),
       cl::value_desc("file"), cl::cat(category));
-  cl::alias sgdReferenceAlias("sgd-reference",
-                              cl::desc("Alias for --loss-reference"),
-                              cl::aliasopt(lossReferenceOption),
-                              cl::cat(category));
+  cl::alias sgdReferenceAlias(
+      "sgd-reference", cl::desc("Alias for --loss-reference"),
+      cl::aliasopt(lossReferenceOption), cl::cat(category));
   cl::opt<std::string> saveWeightsOption(
       "save-weights",
-      cl::desc("Write the parameters, optimizer state and step count after "
-               "the run as a .pbseq that --weights restores"),
+      cl::desc(
+          "Write the parameters, optimizer state and step count after "
+          "the run as a .pbseq that --weights restores. Data parallel: the "
+          "state is whole (ZeRO shards gathered: any world size or "
+          "stage restores it); rank 0 writes a path the ranks share, "
+          "each rank a per-rank one ({rank} in the path is the rank)"),
       cl::value_desc("file"), cl::cat(category));
   cl::opt<double> rtolOption(
       "rtol",

@@ -5,8 +5,9 @@
 // work), load the model (`auto` on a CUDA device falls back to the CPU, and
 // loads again, when a node has no CUDA kernel), make sure it has a plan,
 // bind the inputs, print the notices (only now, so a run that fails before
-// this prints one error line), train, compare, run the baseline, write the JSON report, and only
-// then return a numerical failure so the report is there to look at.
+// this prints one error line), train, compare, run the baseline, write the JSON
+// report, and only then return a numerical failure so the report is there to
+// look at.
 //
 //===----------------------------------------------------------------------===//
 
@@ -294,6 +295,14 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   if (!backend)
     return backend.takeError();
 
+  // --save-weights in a data-parallel run: rank 0 writes a path the ranks
+  // share, each rank its own per-rank path; the state is whole either way
+  // (ZeRO shards gathered).
+  auto savePath =
+      resolveRankOutputPath(config.saveWeightsPath, "--save-weights");
+  if (!savePath)
+    return savePath.takeError();
+
   TrainingOptions training;
   training.backend = *backend;
   training.allowTf32 = config.allowTf32;
@@ -304,8 +313,8 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   // The trace is made of the kernel timings.
   training.executor.profile |= !config.tracePath.empty();
   std::optional<OptimizerSpec> optimizer = config.optimizerSpec;
-  bool wantUpdates = config.optimizer != OptimizerChoice::None ||
-                     config.optimizerSpecExplicit;
+  bool wantUpdates =
+      config.optimizer != OptimizerChoice::None || config.optimizerSpecExplicit;
 
   std::optional<LossReference> lossReference;
   if (!config.lossReferencePath.empty()) {
@@ -360,9 +369,8 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   // reserved now so that a bad path fails before the run, and it replaces
   // its target only once written in full.
   OutputFileSet outputs;
-  bool writesFiles =
-      !config.reportJsonPath.empty() || !config.saveWeightsPath.empty() ||
-      !config.timelinePath.empty() || !config.tracePath.empty();
+  bool writesFiles = !config.reportJsonPath.empty() || !savePath->empty() ||
+                     !config.timelinePath.empty() || !config.tracePath.empty();
   if (writesFiles) {
     outputs.addInput(config.modelPath, "the model");
     outputs.addInput(config.lossReferencePath, "the --loss-reference file");
@@ -376,32 +384,27 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       if (*set)
         for (const auto *tensors : {&(*set)->inputs, &(*set)->outputs})
           for (const NamedTensor &tensor : *tensors)
-            outputs.addInput(tensor.source, set == &inputs
-                                                ? "an --inputs file"
-                                                : "a --check file");
+            outputs.addInput(tensor.source, set == &inputs ? "an --inputs file"
+                                                           : "a --check file");
     if (!config.reportJsonPath.empty())
       if (llvm::Error err =
               outputs.reserve(config.reportJsonPath, "--report-json"))
         return err;
-    if (!config.saveWeightsPath.empty())
-      if (llvm::Error err =
-              outputs.reserve(config.saveWeightsPath, "--save-weights"))
+    if (!savePath->empty())
+      if (llvm::Error err = outputs.reserve(*savePath, "--save-weights"))
         return err;
-    for (auto [path, option] :
-         {std::pair<const std::string &, const char *>{config.timelinePath,
-                                                      "--timeline"},
-          {config.tracePath, "--trace"}})
+    for (auto [path, option] : {std::pair<const std::string &, const char *>{
+                                    config.timelinePath, "--timeline"},
+                                {config.tracePath, "--trace"}})
       if (!path.empty())
         if (llvm::Error err = outputs.reserve(path, option))
           return err;
   }
 
-  auto model = loadRunnableModel(config.modelPath, config.dims,
-                                 inputs ? &*inputs : nullptr,
-                                 config.baseline || !config.timelinePath.empty(),
-                                 config.passes,
-                                 optimizer ? &*optimizer : nullptr,
-                                 config.externalDataDir, *backend);
+  auto model = loadRunnableModel(
+      config.modelPath, config.dims, inputs ? &*inputs : nullptr,
+      config.baseline || !config.timelinePath.empty(), config.passes,
+      optimizer ? &*optimizer : nullptr, config.externalDataDir, *backend);
   if (!model)
     return model.takeError();
   // A device but a node without a CUDA kernel: `auto` runs on the CPU (an
@@ -444,8 +447,8 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   std::string optimizerName = "none";
   if (optimizerNode) {
     OptimizerSpec compiled = readOptimizerSpec(*optimizerNode);
-    bool asked = lossReference || config.optimizerGiven ||
-                 config.optimizerSpecExplicit;
+    bool asked =
+        lossReference || config.optimizerGiven || config.optimizerSpecExplicit;
     if (asked && optimizer && !sameOptimizer(compiled, *optimizer))
       return makeError(config.modelPath + ": the module's optimizer is " +
                        compiled.str() + ", not the " + optimizer->str() +
@@ -484,9 +487,20 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     training.reduceLoss = [](double loss) {
       return cpu::averageOverRanks(loss, "the step loss's mean");
     };
+    // Every rank gathers (a collective), whichever of them writes.
+    if (!config.saveWeightsPath.empty() && readZeroSharding(*model->module))
+      training.gatherShards = [](llvm::ArrayRef<float> shard)
+          -> llvm::Expected<std::vector<float>> {
+        std::vector<float> gathered(shard.size() *
+                                    size_t(cpu::getMpiWorldSize()));
+        if (llvm::Error err =
+                cpu::allGatherF32(shard.data(), gathered.data(), shard.size()))
+          return err;
+        return gathered;
+      };
   }
-  if (llvm::Error err = takeRankShare(inputBatches, *model->module,
-                                      training.accumulate))
+  if (llvm::Error err =
+          takeRankShare(inputBatches, *model->module, training.accumulate))
     return err;
   if (!inputBatches.empty())
     inputs = inputBatches.front();
@@ -500,8 +514,7 @@ llvm::Error gmopt::runSession(const RunConfig &config,
         [&](llvm::StringRef name)
             -> std::optional<llvm::SmallVector<int64_t, 4>> {
           for (const Value *input : compiled.getSignature().getDataInputs())
-            if (input->getName() == name &&
-                input->getType().hasStaticShape())
+            if (input->getName() == name && input->getType().hasStaticShape())
               return input->getType().getStaticShape();
           return std::nullopt;
         });
@@ -517,6 +530,7 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   sources.weights = weights ? &*weights : nullptr;
   sources.allowMissingWeights = config.allowMissingWeights;
   sources.seed = config.seed;
+  sources.rank = isDataParallelRun() ? cpu::getMpiRank() : 0;
   auto bound = bindInputs(*model->module, sources);
   if (!bound)
     return prefixModel(bound.takeError());
@@ -634,8 +648,8 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   // On CUDA the device's own figures must agree with the accounting; a
   // mismatch fails the run once everything is reported.
   if (result->cudaMemory)
-    if (llvm::Error err = checkDeviceMemoryAgreement(*result->cudaMemory,
-                                                     "the run"))
+    if (llvm::Error err =
+            checkDeviceMemoryAgreement(*result->cudaMemory, "the run"))
       noteFailure(prefixModel(std::move(err)));
   if (references) {
     auto comparisons =
@@ -671,16 +685,17 @@ llvm::Error gmopt::runSession(const RunConfig &config,
         verdict("loss curve check", config.lossReferencePath, comparisons));
     summary.sgdReference = std::move(comparisons);
   }
-  if (!config.saveWeightsPath.empty()) {
+  if (!savePath->empty()) {
     if (llvm::Error err =
-            outputs.write(config.saveWeightsPath,
-                          writeTensorSequence(result->finalState))) {
+            outputs.write(*savePath, writeTensorSequence(result->finalState))) {
       llvm::consumeError(std::move(failure));
       return err;
     }
     out << "saved " << result->finalState.size() << " tensors (parameters, "
-        << "optimizer state, step count) to " << config.saveWeightsPath
-        << "\n";
+        << "optimizer state, step count) to " << *savePath;
+    if (training.gatherShards)
+      out << " (whole: every rank's ZeRO shards gathered)";
+    out << "\n";
   }
   summary.optimized = std::move(*result);
 
@@ -700,8 +715,8 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     if (baseline->cudaMemory) {
       out << "baseline " << describeCudaMemoryMeasurement(*baseline->cudaMemory)
           << "\n";
-      if (llvm::Error err = checkDeviceMemoryAgreement(*baseline->cudaMemory,
-                                                       "the baseline"))
+      if (llvm::Error err =
+              checkDeviceMemoryAgreement(*baseline->cudaMemory, "the baseline"))
         noteFailure(prefixModel(std::move(err)));
     }
     out << "baseline (original graph, eager, fp32) vs optimized ("
@@ -715,8 +730,7 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       summary.baseline
           ? std::optional<uint64_t>(summary.baseline->memory.peakBytes)
           : std::nullopt);
-  if (llvm::Error err = writeTimelineAndTrace(config, *model,
-                                              summary.optimized,
+  if (llvm::Error err = writeTimelineAndTrace(config, *model, summary.optimized,
                                               training.accumulate, outputs)) {
     llvm::consumeError(std::move(failure));
     return err;

@@ -147,14 +147,12 @@ constexpr llvm::StringLiteral kOnnxRunPipeline = kDefaultPipeline;
 ///
 /// Plans made here (an ONNX model's pipeline, a `.gm` re-planned for an
 /// added optimizer) reserve the kernel workspace of \p backend's kernels.
-llvm::Expected<RunnableModel>
-loadRunnableModel(llvm::StringRef path,
-                  const std::map<std::string, int64_t> &dims,
-                  const TestDataSet *inputs, bool wantOriginal,
-                  llvm::StringRef onnxPipeline = "",
-                  const OptimizerSpec *optimizer = nullptr,
-                  llvm::StringRef externalDataDir = "",
-                  BackendKind backend = BackendKind::Cpu);
+llvm::Expected<RunnableModel> loadRunnableModel(
+    llvm::StringRef path, const std::map<std::string, int64_t> &dims,
+    const TestDataSet *inputs, bool wantOriginal,
+    llvm::StringRef onnxPipeline = "", const OptimizerSpec *optimizer = nullptr,
+    llvm::StringRef externalDataDir = "",
+    BackendKind backend = BackendKind::Cpu);
 
 //===----------------------------------------------------------------------===//
 // Inputs
@@ -228,6 +226,9 @@ struct InputSources {
   bool allowMissingWeights = false;
   /// Seed of synthetic data and initial weights.
   uint64_t seed = 0;
+  /// This process's data-parallel rank: a ZeRO shard input is bound as
+  /// this rank's slice of the whole tensors a checkpoint holds.
+  int64_t rank = 0;
 };
 
 /// Gives every graph input of \p module a value, in this order of
@@ -322,6 +323,13 @@ struct TrainingOptions {
   /// micro-steps) to the one logged and returned - in a data-parallel run
   /// the mean over the ranks (a collective, so it may fail).
   std::function<llvm::Expected<double>(double)> reduceLoss;
+  /// If set, makes a ZeRO-sharded module's final state whole: given this
+  /// rank's shard of an optimizer-state (or parameter) bucket, returns
+  /// every rank's, in rank order (a collective every rank calls in the
+  /// same order). The final state then names the whole tensors the way the
+  /// unsharded step does, so a checkpoint restores on any world size.
+  std::function<llvm::Expected<std::vector<float>>(llvm::ArrayRef<float>)>
+      gatherShards;
 };
 
 /// One micro-step's nodes, as ExecutorOptions::profile times them.
@@ -361,7 +369,9 @@ struct TrainingResult {
   uint64_t skippedUpdates = 0;
   /// The persistent state after the last step: every parameter (trainable
   /// and frozen), then every optimizer state input, the step count and the
-  /// loss-scale state, by graph input name (what --save-weights writes).
+  /// loss-scale state, by graph input name (what --save-weights writes);
+  /// with TrainingOptions::gatherShards a ZeRO shard is replaced by the
+  /// whole tensors, in the unsharded step's order.
   std::vector<NamedTensor> finalState;
   /// The loss tensor after the first micro-step.
   TensorData firstLoss;
@@ -400,7 +410,6 @@ struct TrainingResult {
   /// steps).
   double medianStepMilliseconds() const;
 };
-
 
 /// What the runtime does around the steps for gradient accumulation.
 struct AccumulationPlan {

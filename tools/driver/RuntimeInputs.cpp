@@ -8,7 +8,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-
 #include "tools/driver/Runtime.h"
 
 #include "tools/driver/RuntimeSupport.h"
@@ -41,9 +40,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 using namespace gmopt;
@@ -279,7 +278,8 @@ deriveComparedRange(const Value *input) {
   int64_t highest = *llvm::max_element(constants);
   // The span highest + 2 - lowest must fit an int64_t (RandomStream::integer).
   if (highest > std::numeric_limits<int64_t>::max() - 2 ||
-      (lowest < 0 && highest > std::numeric_limits<int64_t>::max() - 2 + lowest))
+      (lowest < 0 &&
+       highest > std::numeric_limits<int64_t>::max() - 2 + lowest))
     return std::nullopt;
   return std::make_pair(lowest, highest + 2);
 }
@@ -307,10 +307,10 @@ bool looksLikeGain(llvm::StringRef name) {
          name.ends_with("scale");
 }
 
-/// Seeded initial value of parameter \p param.
-llvm::Expected<TensorData> initialParameter(const Value *param, uint64_t seed) {
-  const TensorType &type = param->getType();
-  RandomStream random(seed ^ stableHash(param->getName()) ^ 0x5eedull);
+/// Seeded initial value of a parameter named \p name of static \p type.
+llvm::Expected<TensorData>
+initialParameter(llvm::StringRef name, const TensorType &type, uint64_t seed) {
+  RandomStream random(seed ^ stableHash(name) ^ 0x5eedull);
   if (type.hasRank() && type.getRank() >= 2) {
     llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
     int64_t receptive = 1;
@@ -323,10 +323,85 @@ llvm::Expected<TensorData> initialParameter(const Value *param, uint64_t seed) {
         type, [&](uint64_t) { return (2 * random.uniform() - 1) * limit; });
   }
   double fill =
-      type.hasRank() && type.getRank() == 1 && looksLikeGain(param->getName())
-          ? 1.0
-          : 0.0;
+      type.hasRank() && type.getRank() == 1 && looksLikeGain(name) ? 1.0 : 0.0;
   return fillTensor(type, [&](uint64_t) { return fill; });
+}
+
+/// The floats of \p data, an f32 tensor.
+llvm::ArrayRef<float> floatsOf(const TensorData &data) {
+  llvm::ArrayRef<uint8_t> bytes = data.getBytes();
+  return llvm::ArrayRef<float>(reinterpret_cast<const float *>(bytes.data()),
+                               bytes.size() / sizeof(float));
+}
+
+/// Rank \p rank's shard of \p group from the whole tensors of \p weights
+/// (a checkpoint saved whole, by a run on any world size or stage): null
+/// when the file holds none of them, an error when it holds only some or
+/// one of the wrong type. Parameter groups take the seeded initial value
+/// of a parameter the file lacks when \p allowMissing (or without a
+/// file), like an unsharded parameter.
+llvm::Expected<std::optional<TensorData>>
+shardFromWhole(const ZeroShardGroup &group, const Value *input,
+               const WeightSet *weights, bool allowMissing, uint64_t seed,
+               int64_t rank, int64_t ranks) {
+  std::vector<TensorData> whole(group.whole.size());
+  std::vector<std::string> missing;
+  size_t found = 0;
+  for (size_t i = 0, e = group.whole.size(); i != e; ++i) {
+    TensorType type = TensorType::get(DType::F32, group.shapes[i]);
+    const NamedTensor *tensor =
+        weights ? weights->lookup(group.whole[i]) : nullptr;
+    if (tensor) {
+      if (llvm::Error err = tensor->data.load())
+        return err;
+      if (tensor->data.getType() != type)
+        return makeError(tensor->source + ": " + group.whole[i] +
+                         " (whole tensor of the ZeRO shard " + quoted(input) +
+                         ") must be " + type.str() + " but the weights " +
+                         "file holds " + tensor->data.getType().str());
+      whole[i] = tensor->data;
+      ++found;
+    } else {
+      missing.push_back(group.whole[i]);
+    }
+  }
+  if (found == 0 && !group.holdsParameters)
+    return std::nullopt;
+  if (!missing.empty()) {
+    if (!group.holdsParameters)
+      return makeError(llvm::formatv(
+          "{0}: the ZeRO shard {1} is cut from {2} whole tensors and the "
+          "file holds {3} of them (missing {4})",
+          weights->path, quoted(input), group.whole.size(), found,
+          missing.front()));
+    if (weights && !allowMissing)
+      return makeError(weights->path + ": no value for parameter '" +
+                       missing.front() + "' (its ZeRO shard is " +
+                       quoted(input) +
+                       "; pass --allow-missing-weights to initialize it)");
+    for (size_t i = 0, e = group.whole.size(); i != e; ++i)
+      if (whole[i].isNull()) {
+        auto data = initialParameter(
+            group.whole[i], TensorType::get(DType::F32, group.shapes[i]), seed);
+        if (!data)
+          return data.takeError();
+        whole[i] = std::move(*data);
+      }
+  }
+  llvm::SmallVector<llvm::ArrayRef<float>, 8> views;
+  for (const TensorData &tensor : whole)
+    views.push_back(floatsOf(tensor));
+  auto shard = sliceZeroShard(group, rank, ranks, views);
+  if (!shard)
+    return shard.takeError();
+  TensorData data = TensorData::fromValues(DType::F32, {group.shardElements},
+                                           llvm::ArrayRef<float>(*shard));
+  if (data.getType() != input->getType())
+    return makeError(llvm::formatv("the ZeRO shard {0} is {1} but its record "
+                                   "says {2} floats",
+                                   quoted(input), input->getType().str(),
+                                   group.shardElements));
+  return std::optional<TensorData>(std::move(data));
 }
 
 /// Seeded synthetic value of data input \p input.
@@ -413,13 +488,27 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
     optimizerState.insert(param.optimizerState.begin(),
                           param.optimizerState.end());
   }
-  // ZeRO stage 2's gradient shards are accumulators (ir/ZeroSharding.h).
-  if (std::optional<ZeroShardingRecord> zero = readZeroSharding(module))
+  // ZeRO stage 2's gradient shards are accumulators (ir/ZeroSharding.h);
+  // the state (and stage 3's parameter) shards are cut from whole tensors.
+  std::optional<ZeroShardingRecord> zero = readZeroSharding(module);
+  std::vector<ZeroShardGroup> shardGroups;
+  if (zero) {
     for (const ZeroBucketRecord &bucket : zero->buckets)
       if (!bucket.gradientShard.empty())
         if (const Value *shard =
                 module.getGraph().lookupValue(bucket.gradientShard))
           accumulators.insert(shard);
+    auto groups = getZeroShardGroups(*zero);
+    if (!groups)
+      return groups.takeError();
+    shardGroups = std::move(*groups);
+  }
+  auto groupOf = [&](const Value *input) -> const ZeroShardGroup * {
+    for (const ZeroShardGroup &group : shardGroups)
+      if (group.shard == input->getName())
+        return &group;
+    return nullptr;
+  };
   if (const Value *step = signature.getStepSlot(StepSlot::StepCount))
     optimizerState.insert(step);
   // So are mixed precision's loss scale and counter (their initial values
@@ -477,6 +566,23 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
       return llvm::Error::success();
     };
 
+    const ZeroShardGroup *group = zero ? groupOf(input) : nullptr;
+    // A shard the file holds under its own name (saved by one rank) is
+    // taken as it is; otherwise it is cut from the whole tensors.
+    if (group && !(sources.weights && sources.weights->lookup(group->shard))) {
+      auto shard = shardFromWhole(*group, input, sources.weights,
+                                  sources.allowMissingWeights, sources.seed,
+                                  sources.rank, zero->ranks);
+      if (!shard)
+        return shard.takeError();
+      if (*shard) {
+        binding.data = std::move(**shard);
+        binding.origin =
+            sources.weights ? InputOrigin::Weights : InputOrigin::Synthetic;
+        bound.push_back(std::move(binding));
+        continue;
+      }
+    }
     if (params.count(input)) {
       const NamedTensor *fromWeights =
           sources.weights ? sources.weights->lookup(input->getName()) : nullptr;
@@ -499,7 +605,8 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
         binding.data = input->getData();
         binding.origin = InputOrigin::GraphDefault;
       } else {
-        auto data = initialParameter(input, sources.seed);
+        auto data =
+            initialParameter(input->getName(), input->getType(), sources.seed);
         if (!data)
           return makeError("parameter " + quoted(input) + ": " +
                            llvm::toString(data.takeError()));

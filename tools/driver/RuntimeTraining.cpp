@@ -7,7 +7,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-
 #include "tools/driver/Runtime.h"
 
 #include "tools/driver/RuntimeSupport.h"
@@ -29,6 +28,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -40,9 +41,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 using namespace gmopt;
@@ -76,8 +77,8 @@ namespace {
 
 /// Multiplies every element of \p data (f32 or f64) by \p factor; false,
 /// leaving it unchanged, for other element types.
-template <typename T> void scaleElements(std::vector<uint8_t> &bytes,
-                                         double factor) {
+template <typename T>
+void scaleElements(std::vector<uint8_t> &bytes, double factor) {
   for (size_t offset = 0; offset + sizeof(T) <= bytes.size();
        offset += sizeof(T)) {
     T element;
@@ -183,22 +184,21 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     // signature's; the optimizer must read those.
     OptimizerOperands layout(*optimizer);
     rateInput = signature.getStepSlot(StepSlot::LearningRate);
-    stepInput = layout.getStep()
-                    ? signature.getStepSlot(StepSlot::StepCount)
-                    : nullptr;
+    stepInput =
+        layout.getStep() ? signature.getStepSlot(StepSlot::StepCount) : nullptr;
     signalInput = findFedUpdateSignal(*optimizer);
     flag = optimizer->getResult(0);
     for (auto [read, slot] :
          {std::pair{layout.getLearningRate(), StepSlot::LearningRate},
           std::pair{layout.getStep(), StepSlot::StepCount}})
       if (read && read != signature.getStepSlot(slot))
-        return makeError("the optimizer " + optimizer->describe() +
-                         " reads " + quoted(read) +
+        return makeError("the optimizer " + optimizer->describe() + " reads " +
+                         quoted(read) +
                          ", which is not the training signature's " +
                          stepSlotName(slot).str() + " input the runtime feeds");
     if (layout.getUpdateSignal() && !signalInput)
-      return makeError("the optimizer " + optimizer->describe() +
-                       " reads " + quoted(layout.getUpdateSignal()) +
+      return makeError("the optimizer " + optimizer->describe() + " reads " +
+                       quoted(layout.getUpdateSignal()) +
                        ", which is not a graph input the runtime can feed");
     if (!signalInput && options.accumulate > 1)
       return makeError("--accumulate needs the optimizer's update signal "
@@ -212,9 +212,8 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
       return makeError("the optimizer's flag is not a graph output");
   }
 
-  auto executable =
-      prepareExecutable(module, options.backend, options.executor,
-                        options.allowTf32);
+  auto executable = prepareExecutable(module, options.backend, options.executor,
+                                      options.allowTf32);
   if (!executable)
     return executable.takeError();
   Executable &exe = **executable;
@@ -223,8 +222,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     if (llvm::Error err = exe.setInput(binding.input, binding.data))
       return err;
     if (binding.input == stepInput)
-      updatesBefore =
-          static_cast<int64_t>(binding.data.getFloatElement(0));
+      updatesBefore = static_cast<int64_t>(binding.data.getFloatElement(0));
   }
   TensorData resetTrue, resetFalse, signalTrue, signalFalse, rate;
   if (lazyReset) {
@@ -296,8 +294,8 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
       // Without lazy_reset_grad the runtime starts each step from zero.
       if (micro == 0)
         for (size_t i = 0; i != zeroBuffers.size(); ++i)
-          if (llvm::Error err = exe.setInput(accumulation->buffersToZero[i],
-                                             zeroBuffers[i]))
+          if (llvm::Error err =
+                  exe.setInput(accumulation->buffersToZero[i], zeroBuffers[i]))
             return err;
       if (!options.batches.empty())
         for (const BoundInput &binding :
@@ -305,10 +303,10 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
           if (llvm::Error err = exe.setInput(binding.input, binding.data))
             return err;
       std::clock_t cpuStart = std::clock();
-      double startMilliseconds = std::chrono::duration<double, std::milli>(
-                                     std::chrono::steady_clock::now() -
-                                     runStart)
-                                     .count();
+      double startMilliseconds =
+          std::chrono::duration<double, std::milli>(
+              std::chrono::steady_clock::now() - runStart)
+              .count();
       if (llvm::Error err = exe.runStep(microStep++))
         return err;
       if (options.executor.profile)
@@ -429,13 +427,69 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
     result.finalState.push_back(std::move(tensor));
     return llvm::Error::success();
   };
-  for (const ParamInfo &param : signature.getParams())
-    if (llvm::Error err = keep(param.param))
+  // A ZeRO shard made whole: every rank's shards gathered, then cut into
+  // the tensors the unsharded step names.
+  llvm::StringMap<TensorData> wholeTensors;
+  llvm::StringSet<> gatheredShards;
+  if (zero && options.gatherShards) {
+    auto groups = getZeroShardGroups(*zero);
+    if (!groups)
+      return groups.takeError();
+    for (const ZeroShardGroup &group : *groups) {
+      const Value *shard = module.getGraph().lookupValue(group.shard);
+      if (!shard)
+        return makeError("the ZeRO record names a shard '" + group.shard +
+                         "' the graph does not have");
+      auto data = exe.readValue(shard);
+      if (!data)
+        return data.takeError();
+      llvm::ArrayRef<uint8_t> bytes = data->getBytes();
+      auto gathered = options.gatherShards(
+          llvm::ArrayRef<float>(reinterpret_cast<const float *>(bytes.data()),
+                                bytes.size() / sizeof(float)));
+      if (!gathered)
+        return gathered.takeError();
+      auto whole = assembleZeroWhole(group, zero->ranks, *gathered);
+      if (!whole)
+        return whole.takeError();
+      for (size_t i = 0, e = group.whole.size(); i != e; ++i)
+        wholeTensors[group.whole[i]] = TensorData::fromValues(
+            DType::F32, group.shapes[i], llvm::ArrayRef<float>((*whole)[i]));
+      gatheredShards.insert(group.shard);
+    }
+  }
+  auto keepWhole = [&](llvm::StringRef name) {
+    NamedTensor tensor;
+    tensor.name = name.str();
+    tensor.source = "final state";
+    tensor.data = wholeTensors.lookup(name);
+    result.finalState.push_back(std::move(tensor));
+  };
+  // Where a bucket's whole states go: after each of its parameters', in
+  // the unsharded order (a parameter's moments one after the other).
+  llvm::StringMap<std::vector<std::string>> wholeStatesOf;
+  if (!gatheredShards.empty())
+    for (const ZeroBucketRecord &bucket : zero->buckets)
+      for (size_t i = 0, e = bucket.params.size(); i != e; ++i)
+        for (const std::vector<std::string> &names : bucket.wholeStates)
+          if (i < names.size() && wholeTensors.count(names[i]))
+            wholeStatesOf[bucket.params[i]].push_back(names[i]);
+  for (const ParamInfo &param : signature.getParams()) {
+    if (wholeTensors.count(param.param->getName()))
+      keepWhole(param.param->getName());
+    else if (llvm::Error err = keep(param.param))
       return err;
-  for (const ParamInfo &param : signature.getParams())
+  }
+  for (const ParamInfo &param : signature.getParams()) {
     for (const Value *state : param.optimizerState)
-      if (llvm::Error err = keep(state))
-        return err;
+      if (!gatheredShards.count(state->getName()))
+        if (llvm::Error err = keep(state))
+          return err;
+    auto whole = wholeStatesOf.find(param.param->getName());
+    if (whole != wholeStatesOf.end())
+      for (const std::string &name : whole->second)
+        keepWhole(name);
+  }
   if (stepInput)
     if (llvm::Error err = keep(stepInput))
       return err;

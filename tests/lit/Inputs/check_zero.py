@@ -8,17 +8,18 @@ REF_LOG may then be the ranks' logs joined by commas and REF.pbseq one
 rank's state (every rank holds all of it). In a data-parallel run rank 0
 prints the global (mean over the ranks) loss and the other ranks print no
 step lines unless run with --verbose (then the same losses), so rank 0's
-losses are a run's losses.
+losses are a run's losses. PBSEQ_R is rank R's --save-weights file (a
+`{rank}` path), which is whole: the ranks' shards gathered.
 REPORT.json is gmopt-compile --report-json of the sharded .gm: its
 zero_buckets say which parameters each flat bucket holds, how many elements
 and how big each rank's shard is. Passes when every step's loss equals
-the reference loss, the other ranks are quiet or agree with rank 0, every rank ends with bit-identical
-parameters equal to the reference ones within fp32 tolerance (max |a - b|
-<= 1e-5 * max |b| + 1e-7 per tensor), each rank holds exactly one shard of
-every optimizer-state bucket (so ranks * shard elements, the padded bucket,
-is the whole state: 1/N per rank) and the ranks' shards, concatenated and
-unpadded, equal the reference's per-parameter moments within the same
-tolerance, with the padding zero.
+the reference loss, the other ranks are quiet or agree with rank 0, every
+rank's checkpoint holds exactly the reference's tensors by name (the
+parameters, the per-parameter moments, the step: the unsharded layout, no
+shard), bit-identical across the ranks and equal to the reference's within
+fp32 tolerance (max |a - b| <= 1e-5 * max |b| + 1e-7 per tensor), and each
+rank's planned shard of every optimizer-state bucket is ceil(elements / N)
+floats (1/N per rank).
 """
 import json
 import os
@@ -48,53 +49,42 @@ def main(argv):
                       failures)
     reference = read_pbseq(ref_weights)
     rank_tensors = [read_pbseq(path) for path in weights]
-    params = [name for bucket in buckets for name in bucket["params"]]
-    worst = 0.0
-    for name in params:
+    for r, tensors in enumerate(rank_tensors):
+        extra = sorted(set(tensors) - set(reference))
+        if extra:
+            failures.append("rank %d's checkpoint has %s, which the "
+                            "reference has not" % (r, extra[0]))
+    params = set(name for bucket in buckets for name in bucket["params"])
+    worst = {True: 0.0, False: 0.0}
+    for name in sorted(reference):
         values = [tensors.get(name) for tensors in rank_tensors]
-        if any(v is None for v in values) or name not in reference:
-            failures.append("parameter %s missing" % name)
+        if any(v is None for v in values):
+            failures.append("%s missing" % name)
             continue
         if any(v != values[0] for v in values[1:]):
             failures.append("ranks end with different %s" % name)
         ok, rel = close(values[0], reference[name])
-        worst = max(worst, rel)
+        worst[name in params] = max(worst[name in params], rel)
         if not ok:
-            failures.append("parameter %s differs (relative %g)" % (name, rel))
+            failures.append("%s %s differs (relative %g)" % (
+                "parameter" if name in params else "state", name, rel))
     print("%d parameters compared, max relative difference %.3g" %
-          (len(params), worst))
+          (len(params), worst[True]))
+    print("%d other tensors (whole optimizer state, step) compared, max "
+          "relative difference %.3g" % (len(reference) - len(params),
+                                        worst[False]))
     shard_floats = total_floats = 0
-    worst = 0.0
-    for b, bucket in enumerate(buckets):
-        shard = bucket["shard_elements"]
-        for k, state in enumerate(bucket["state_shards"]):
-            shards = [tensors.get(state) for tensors in rank_tensors]
-            if any(s is None or len(s) != shard for s in shards):
-                failures.append("rank shard of %s missing or not %d floats" %
-                                (state, shard))
-                continue
-            shard_floats += shard
-            flat = [v for s in shards for v in s]
-            total_floats += bucket["elements"]
-            if any(v != 0.0 for v in flat[bucket["elements"]:]):
-                failures.append("padding of %s is not zero" % state)
-            offset = 0
-            for name in bucket["params"]:
-                want = reference.get("%s.momentum%d" % (name, k))
-                if want is None:
-                    failures.append("reference has no %s.momentum%d" % (name, k))
-                    continue
-                got = flat[offset:offset + len(want)]
-                offset += len(want)
-                ok, rel = close(got, want)
-                worst = max(worst, rel)
-                if not ok:
-                    failures.append("%s.momentum%d differs (relative %g)" %
-                                    (name, k, rel))
-    print("optimizer state per rank: %d of %d floats (1/%.3g), max relative "
-          "difference %.3g" % (shard_floats, total_floats,
-                               total_floats / shard_floats if shard_floats
-                               else 0, worst))
+    for bucket in buckets:
+        shard, elements = bucket["shard_elements"], bucket["elements"]
+        if shard != -(-elements // ranks):
+            failures.append("a bucket of %d elements has shards of %d" %
+                            (elements, shard))
+        states = len(bucket["state_shards"])
+        shard_floats += states * shard
+        total_floats += states * elements
+    print("optimizer state per rank: %d of %d floats (1/%.3g)" %
+          (shard_floats, total_floats,
+           total_floats / shard_floats if shard_floats else 0))
     for failure in failures:
         print("FAIL: " + failure)
     print("ZeRO matches the reference" if not failures else "ZeRO differs")
