@@ -19,7 +19,8 @@ parameters, the per-parameter moments, the step: the unsharded layout, no
 shard), bit-identical across the ranks and equal to the reference's within
 fp32 tolerance (max |a - b| <= 1e-5 * max |b| + 1e-7 per tensor), and each
 rank's planned shard of every optimizer-state bucket is ceil(elements / N)
-floats (1/N per rank).
+floats (1/N per rank, N the report's ranks: RANKS may be 1 for a run
+resumed in one process from a sharded run's checkpoint).
 """
 import json
 import os
@@ -38,7 +39,8 @@ def close(got, want):
 def main(argv):
     ref_log, ref_weights, report, ranks = argv[1], argv[2], argv[3], int(argv[4])
     logs, weights = argv[5:5 + ranks], argv[5 + ranks:5 + 2 * ranks]
-    buckets = json.load(open(report))["zero_buckets"]
+    compiled = json.load(open(report))
+    buckets, sharded_over = compiled["zero_buckets"], compiled["ranks"]
     failures = []
     ref_logs = [losses(log) for log in ref_log.split(",")]
     expected = ref_logs[0]
@@ -76,7 +78,7 @@ def main(argv):
     shard_floats = total_floats = 0
     for bucket in buckets:
         shard, elements = bucket["shard_elements"], bucket["elements"]
-        if shard != -(-elements // ranks):
+        if shard != -(-elements // sharded_over):
             failures.append("a bucket of %d elements has shards of %d" %
                             (elements, shard))
         states = len(bucket["state_shards"])
