@@ -13,6 +13,7 @@
 
 #include "backend/Executor.h"
 #include "backend/cuda/CudnnGeometry.h"
+#include "backend/cuda/EinsumPlan.h"
 #include "backend/cuda/NcclCollectives.h"
 #include "ir/IR.h"
 #include "ir/Module.h"
@@ -75,7 +76,8 @@ uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
   llvm::StringRef op = node.getOpType();
   bool onnx = node.getDomain().empty() || node.getDomain() == "ai.onnx";
   if ((onnx && (op == "MatMul" || op == "Gemm")) ||
-      (node.getDomain() == kMsDomain && op == "FusedMatMul"))
+      (node.getDomain() == kMsDomain && op == "FusedMatMul") ||
+      cuda::isCublasEinsum(node))
     return kCudaGemmWorkspaceBytes;
   if (cuda::isCudnnConvNode(node))
     return cuda::getCudnnConvWorkspaceBytes(node);

@@ -71,8 +71,9 @@ constexpr llvm::StringLiteral kCudaWorkspaceModelName = "cuda";
 constexpr uint64_t kCudaGemmWorkspaceBytes = uint64_t(4) << 20;
 
 /// The CUDA backend's WorkspaceModel: the planned scratch bytes of \p
-/// node's CUDA kernel (kCudaGemmWorkspaceBytes for MatMul, Gemm and
-/// FusedMatMul; for Conv and ConvGrad a bound from the shapes, the whole
+/// node's CUDA kernel (kCudaGemmWorkspaceBytes for MatMul, Gemm,
+/// FusedMatMul and an Einsum that runs on cuBLASLt, cuda::isCublasEinsum;
+/// for Conv and ConvGrad a bound from the shapes, the whole
 /// batch's im2col bytes clamped to [4 MiB, 64 MiB], within which cuDNN
 /// picks its fastest algorithm, plus the explicitly padded input (and its
 /// gradient) of asymmetric pads (cuda::getCudnnConvWorkspaceBytes,

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/EinsumPlan.h"
+#include "ir/IR.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -281,4 +282,29 @@ cuda::planEinsum(llvm::StringRef rawEquation,
     }
   }
   return plan;
+}
+
+bool cuda::isCublasEinsum(const Node &node) {
+  bool onnx = node.getDomain().empty() || node.getDomain() == "ai.onnx";
+  if (!onnx || node.getOpType() != "Einsum" || node.getNumResults() != 1)
+    return false;
+  auto isStaticF32 = [](const Value *value) {
+    return value && value->getType().getDType() == DType::F32 &&
+           value->getType().hasStaticShape();
+  };
+  if (!isStaticF32(node.getResult(0)))
+    return false;
+  llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
+  for (const Value *operand : node.getOperands()) {
+    if (!isStaticF32(operand))
+      return false;
+    llvm::SmallVector<int64_t, 4> dims = operand->getType().getStaticShape();
+    shapes.emplace_back(dims.begin(), dims.end());
+  }
+  auto plan = planEinsum(node.getStringAttr("equation", ""), shapes);
+  if (!plan) {
+    llvm::consumeError(plan.takeError());
+    return false;
+  }
+  return plan->gemm.has_value();
 }

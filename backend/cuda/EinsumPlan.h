@@ -23,6 +23,7 @@
 #include <optional>
 
 namespace gmopt {
+class Node;
 namespace cuda {
 
 /// An einsum of two operands that is one strided-batch GEMM over the
@@ -57,6 +58,13 @@ struct EinsumPlan {
 llvm::Expected<EinsumPlan>
 planEinsum(llvm::StringRef equation,
            llvm::ArrayRef<llvm::SmallVector<int64_t, 8>> operandShapes);
+
+/// True when the Einsum \p node runs on cuBLASLt: f32 operands and output
+/// of static shape whose equation plans to one strided-batch GEMM. Such a
+/// node gets the GEMM workspace in the plan (getCudaKernelWorkspaceBytes),
+/// as MatMul does; any other node (or one the CUDA check refuses) gets
+/// none.
+bool isCublasEinsum(const Node &node);
 
 } // namespace cuda
 } // namespace gmopt

@@ -583,6 +583,62 @@ NamedAttribute tensorAttr(const std::string &name, TensorData data) {
   return attr(name, Attribute::getTensor(std::move(data)));
 }
 
+/// The planned scratch of a lone (domain, op) node (the CUDA workspace
+/// model; host code in every build).
+uint64_t plannedWorkspace(llvm::StringRef op, std::vector<TensorType> inputs,
+                          std::vector<TensorType> results,
+                          std::vector<NamedAttribute> attrs) {
+  Node *node = nullptr;
+  auto module = oneNode("", op, inputs, results, attrs, &node);
+  return getCudaKernelWorkspaceBytes(*node);
+}
+
+// An Einsum that runs on cuBLASLt gets MatMul's planned GEMM scratch, so
+// cuBLASLt never runs it without a workspace in planned mode; equations on
+// the general kernel, f64 and equations the check refuses get none.
+TEST(CudaShapeTest, CublasEinsumGetsTheGemmWorkspace) {
+  auto f32 = [](std::vector<int64_t> shape) {
+    return typeOf(DType::F32, shape);
+  };
+  auto equation = [](const char *text) {
+    return std::vector<NamedAttribute>{stringAttr("equation", text)};
+  };
+  EXPECT_EQ(
+      plannedWorkspace("MatMul", {f32({4, 8}), f32({8, 3})}, {f32({4, 3})}, {}),
+      kCudaGemmWorkspaceBytes);
+  // Batched, transposed and operand-swapped GEMM forms.
+  EXPECT_EQ(plannedWorkspace("Einsum", {f32({2, 4, 8}), f32({2, 8, 3})},
+                             {f32({2, 4, 3})}, equation("bik,bkj->bij")),
+            kCudaGemmWorkspaceBytes);
+  EXPECT_EQ(plannedWorkspace("Einsum", {f32({8, 4}), f32({3, 8})},
+                             {f32({4, 3})}, equation("ki,jk->ij")),
+            kCudaGemmWorkspaceBytes);
+  EXPECT_EQ(plannedWorkspace("Einsum", {f32({8, 3}), f32({4, 8})},
+                             {f32({4, 3})}, equation("kj,ik->ij")),
+            kCudaGemmWorkspaceBytes);
+  // General-kernel forms: a trace-like sum of one operand, a broadcast
+  // operand, three operands.
+  EXPECT_EQ(
+      plannedWorkspace("Einsum", {f32({4, 8})}, {f32({4})}, equation("ij->i")),
+      0u);
+  EXPECT_EQ(plannedWorkspace("Einsum", {f32({2, 4, 8}), f32({1, 8, 3})},
+                             {f32({2, 4, 3})}, equation("bik,bkj->bij")),
+            0u);
+  EXPECT_EQ(plannedWorkspace("Einsum", {f32({2, 3}), f32({3, 4}), f32({4, 5})},
+                             {f32({2, 5})}, equation("ij,jk,kl->il")),
+            0u);
+  // f64 runs on the general kernel; a malformed equation is the check's to
+  // refuse and plans nothing.
+  EXPECT_EQ(
+      plannedWorkspace("Einsum",
+                       {typeOf(DType::F64, {4, 8}), typeOf(DType::F64, {8, 3})},
+                       {typeOf(DType::F64, {4, 3})}, equation("ik,kj->ij")),
+      0u);
+  EXPECT_EQ(plannedWorkspace("Einsum", {f32({4, 8}), f32({8, 3})},
+                             {f32({4, 3})}, equation("ik,kj->iq")),
+            0u);
+}
+
 TEST(CudaShapeTest, ChecksRefuseWhatTheKernelsCannotRun) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
