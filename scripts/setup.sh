@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libopenblas-dev
   openmpi-bin libopenmpi-dev
+  patchelf binutils
 )
 
 missing=()

@@ -15,6 +15,8 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%testdata", os.path.join(config.gmopt_src_root, "testdata")))
 # Bench graphs some tests share with bench/ (bench/recompute/*.gmir).
 config.substitutions.append(("%bench", os.path.join(config.gmopt_src_root, "bench")))
+config.substitutions.append(("%scripts", os.path.join(config.gmopt_src_root, "scripts")))
+config.substitutions.append(("%gmopt_build", config.gmopt_obj_root))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # The interpreter lit runs under, for small JSON checks in RUN lines.
 config.substitutions.append(("%python", sys.executable))
@@ -31,3 +33,16 @@ mpirun = "mpirun --oversubscribe"
 if hasattr(os, "geteuid") and os.geteuid() == 0:
     mpirun += " --allow-run-as-root"
 config.substitutions.append(("%mpirun", mpirun))
+
+# scripts/bundle.sh's test: the `bundle` feature where its programs are
+# present and the build is not instrumented (sanitized tools are several
+# times larger than the bundle's 40 MiB allows, and need the sanitizer
+# runtime the bundle does not carry).
+def is_on(value):
+    return str(value).upper() in ("ON", "1", "TRUE", "YES")
+if (not is_on(getattr(config, "gmopt_sanitize", "OFF"))
+        and not is_on(getattr(config, "gmopt_fuzz", "OFF"))
+        and all(shutil.which(p) for p in ("patchelf", "strip", "ldd", "tar"))):
+    config.available_features.add("bundle")
+else:
+    lit_config.note("sanitized build or no patchelf/strip/ldd/tar: the bundle test is skipped")
