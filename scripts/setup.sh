@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libopenblas-dev
   openmpi-bin libopenmpi-dev
-  patchelf binutils
+  patchelf binutils xz-utils
 )
 
 missing=()

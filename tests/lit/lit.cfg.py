@@ -42,7 +42,7 @@ def is_on(value):
     return str(value).upper() in ("ON", "1", "TRUE", "YES")
 if (not is_on(getattr(config, "gmopt_sanitize", "OFF"))
         and not is_on(getattr(config, "gmopt_fuzz", "OFF"))
-        and all(shutil.which(p) for p in ("patchelf", "strip", "ldd", "tar"))):
+        and all(shutil.which(p) for p in ("patchelf", "strip", "ldd", "tar", "xz"))):
     config.available_features.add("bundle")
 else:
-    lit_config.note("sanitized build or no patchelf/strip/ldd/tar: the bundle test is skipped")
+    lit_config.note("sanitized build or no patchelf/strip/ldd/tar/xz: the bundle test is skipped")
