@@ -20,6 +20,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include "backend/cuda/CudaLibraries.h"
+
 #ifdef GMOPT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -59,6 +61,12 @@ llvm::Expected<CudaDeviceInfo> gmopt::probeCudaDevice() {
   if (status != cudaSuccess)
     return fail(llvm::formatv("no CUDA device (cudaGetDeviceProperties: {0})",
                               cudaGetErrorString(status)));
+  // Every GEMM runs on cuBLASLt, which is opened at run time: a device
+  // without it is no device gmopt can use (cuDNN, needed by the CNN ops
+  // only, is asked for by their kernel checks).
+  if (llvm::Error err = cuda::loadCublasLt())
+    return fail("no CUDA device usable (" + llvm::toString(std::move(err)) +
+                "; put the folder that holds it on LD_LIBRARY_PATH)");
   CudaDeviceInfo info;
   info.ordinal = 0;
   info.name = properties.name;
@@ -96,6 +104,20 @@ llvm::Error gmopt::checkCudaModule(const Module &module) {
 }
 
 #ifndef GMOPT_HAVE_CUDA
+namespace {
+llvm::Error notBuilt() {
+  return fail("the CUDA backend is not built: no CUDA toolkit at configure "
+              "time");
+}
+} // namespace
+
+std::string cuda::getCublasLtLibraryName() { return std::string(); }
+std::string cuda::getCudnnLibraryName() { return std::string(); }
+llvm::Error cuda::loadCublasLt() { return notBuilt(); }
+llvm::Error cuda::loadCudnn() { return notBuilt(); }
+llvm::Expected<size_t> cuda::getCublasLtVersion() { return notBuilt(); }
+llvm::Expected<size_t> cuda::getCudnnVersion() { return notBuilt(); }
+
 std::optional<CudaMemoryMeasurement>
 gmopt::getCudaMemoryMeasurement(const Executable &) {
   return std::nullopt;

@@ -44,6 +44,7 @@
 
 #include "backend/cuda/CnnKernels.h"
 #include "backend/cuda/CudaDispatchSupport.h"
+#include "backend/cuda/CudaLibraries.h"
 #include "backend/cuda/CudnnGeometry.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -324,6 +325,11 @@ llvm::Error cuda::createCudnnState(CudaKernelContext &ctx) {
   // disables the cuDNN entries: a graph without convolutions or batch norm
   // still runs where cuDNN's libraries are absent.
   auto state = std::make_shared<CudnnState>();
+  if (llvm::Error err = loadCudnn()) {
+    state->unavailable = llvm::toString(std::move(err));
+    ctx.cudnn = std::move(state);
+    return llvm::Error::success();
+  }
   cudnnStatus_t status = cudnnCreate(&state->handle);
   const char *call = "cudnnCreate";
   if (status == CUDNN_STATUS_SUCCESS) {
@@ -354,7 +360,18 @@ llvm::Error requireCudnn(const Node &node, const CudaKernelContext &ctx) {
                                         : std::string("no cuDNN state")));
 }
 
+/// Errors, naming \p node, when cuDNN's library cannot be opened here, so
+/// --backend=auto runs such a graph on the CPU instead.
+llvm::Error requireCudnnLibrary(const Node &node) {
+  if (llvm::Error err = loadCudnn())
+    return nodeError(node, "cuDNN is unavailable on this machine: " +
+                               llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
 llvm::Error checkConv(const Node &node) {
+  if (llvm::Error err = requireCudnnLibrary(node))
+    return err;
   if (auto storage = commonFloatStorage(node); !storage)
     return storage.takeError();
   auto params = resolveConvParams(node);
@@ -675,6 +692,8 @@ llvm::Expected<BatchNormShape> batchNormShape(const Node &node,
 }
 
 llvm::Error checkBatchNorm(const Node &node) {
+  if (llvm::Error err = requireCudnnLibrary(node))
+    return err;
   bool grad = node.getOpType() == "BatchNormalizationGrad";
   if (node.getNumOperands() < 5 ||
       llvm::any_of(node.getOperands(), [](const Value *v) { return !v; }) ||
