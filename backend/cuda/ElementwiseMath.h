@@ -444,6 +444,20 @@ GMOPT_HD float applyElementwise(ElementwiseOp op, float a, float b, float c,
   return a;
 }
 
+/// One element of the elementwise kernels: out[iOut] = op(a[ia], b[ib],
+/// c[ic]) in fp32, reading only the \p operands (operandCount(op)) the op
+/// has. The scalar and the vector paths of the kernel both run it.
+template <typename T>
+GMOPT_HD void applyElementwiseAt(ElementwiseOp op, int operands, const T *a,
+                                 int64_t ia, const T *b, int64_t ib, const T *c,
+                                 int64_t ic, T *out, int64_t iOut, float param,
+                                 float param2) {
+  float va = loadAsFloat(a, ia);
+  float vb = operands > 1 ? loadAsFloat(b, ib) : 0.0f;
+  float vc = operands > 2 ? loadAsFloat(c, ic) : 0.0f;
+  storeFromFloat(out, iOut, applyElementwise(op, va, vb, vc, param, param2));
+}
+
 //===----------------------------------------------------------------------===//
 // Normalization and softmax element steps
 //===----------------------------------------------------------------------===//
