@@ -107,20 +107,27 @@ llvm::Error checkWorldSize(const Module &module) {
   return llvm::Error::success();
 }
 
-/// Keeps this MPI rank's share of \p batches (see runSession); a no-op
-/// outside a multi-rank MPI world. \p accumulate is the micro-steps per step
-/// (the rank's part is split again into them).
+/// Keeps this rank's share of \p batches (see runSession); a no-op outside
+/// a data-parallel world. Several sets (a folder of test_data_set_N) are
+/// dealt round-robin: rank r takes sets r, r + N, ..., so their count must
+/// be a multiple of the world size N for every rank to feed as many
+/// micro-steps from the same step's sets. One set is the global batch:
+/// each rank takes its 1/N slice along axis 0 (\p accumulate is the
+/// micro-steps per step; the rank's part is split again into them).
 llvm::Error takeRankShare(std::vector<TestDataSet> &batches,
                           const Module &compiled, unsigned accumulate) {
   int world = cpu::getMpiWorldSize(), rank = cpu::getMpiRank();
   if (world <= 1 || batches.empty())
     return llvm::Error::success();
   if (batches.size() > 1) {
-    if (batches.size() < size_t(world))
+    if (batches.size() % size_t(world) != 0)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          llvm::formatv("--inputs holds {0} test_data_set folders, fewer "
-                        "than the {1} ranks",
+          llvm::formatv("--inputs holds {0} test_data_set folders for {1} "
+                        "ranks: a folder of sets must hold a multiple of the "
+                        "world size (rank r takes sets r, r + {1}, ..., one "
+                        "per micro-step), or one set of the global batch, "
+                        "which the ranks split",
                         batches.size(), world));
     std::vector<TestDataSet> mine;
     for (size_t i = rank; i < batches.size(); i += world)
