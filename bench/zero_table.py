@@ -7,11 +7,12 @@ MPI world exists only at run time). This table compiles each bench model at 8, 6
 and each stage with the default pipeline and AdamW in the graph, and prints the per-rank planned
 peak (arena + persistent) with the persistent bytes by category from --report-json.
 
-Models: GPT-2 small and ResNet-50 from bench/models/build.py (`--models DIR`, default
-/work/models; skipped when absent), and the 7B-width Llama decoder (d_model 4096, 32 heads, FFN
-11008, vocabulary 32000, sequence 2048) built by tests/lit/autodiff/Inputs/llama_forward.py at 1 and
-2 layers with --train (no weights): the table shows the 2-layer graph, and the per-layer
-difference (2 layers minus 1) scaled to 32 layers gives the full 7B estimate, stated as such.
+Models: GPT-2 small, BERT-base and ResNet-50 from bench/models/build.py (`--models DIR`, default
+/work/models; each skipped when absent), and the full 7B Llama decoder (32 layers, d_model 4096,
+32 heads, FFN 11008, vocabulary 32000, sequence 2048, batch 1) built by
+tests/lit/autodiff/Inputs/llama_forward.py (`--llama-layers`, default 32) and compiled with
+--train (no weights): the whole decoder is compiled and planned, no figure is extrapolated from
+fewer layers (one compile takes seconds and a few hundred MB: only shapes are read).
 
     python3 bench/zero_table.py --build build [--models /work/models] [--ranks 8,64,1024]
 """
@@ -28,6 +29,7 @@ GIB = 2**30
 
 MODELS = {
     "gpt2_small": ["--dim", "batch=8", "--dim", "seq=1024", "--dim", "batch_x_seq=8192"],
+    "bert_base": ["--dim", "batch=32", "--dim", "seq=512"],
     "resnet50": ["--dim", "batch=32"],
 }
 LLAMA_TRAIN = ["--train", "--loss=cross-entropy:logits", "--frozen=cos,sin", "--optimizer=adamw"]
@@ -61,6 +63,8 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--models", default="/work/models")
     parser.add_argument("--ranks", default="8,64,1024")
+    parser.add_argument("--llama-layers", type=int, default=32,
+                        help="decoder layers of the 7B-width Llama (default 32, the whole 7B)")
     args = parser.parse_args()
     compile_tool = os.path.join(args.build, "tools", "gmopt-compile")
     opt_tool = os.path.join(args.build, "tools", "gmopt-opt")
@@ -77,35 +81,20 @@ def main():
                 continue
             inputs.append((name, [os.path.join(folder, "training_model.onnx"), "--optimizer-model",
                                   os.path.join(folder, "optimizer_model.onnx"), *dims]))
-        llama = {}
-        for layers in (1, 2):
-            gmir = os.path.join(tmp, "llama%d.gmir" % layers)
-            onnx = os.path.join(tmp, "llama%d.onnx" % layers)
-            with open(gmir, "w") as f:
-                subprocess.run([sys.executable, os.path.join(ROOT, "tests", "lit", "autodiff",
-                                                             "Inputs", "llama_forward.py"),
-                                "--layers", str(layers)], stdout=f, check=True)
-            subprocess.run([opt_tool, gmir, "-o", onnx], check=True)
-            llama[layers] = [onnx, *LLAMA_TRAIN]
-        inputs.append(("llama7b (2 layers)", llama[2]))
-        per_layer = {}
+        gmir = os.path.join(tmp, "llama.gmir")
+        onnx = os.path.join(tmp, "llama.onnx")
+        with open(gmir, "w") as f:
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "lit", "autodiff", "Inputs",
+                                                         "llama_forward.py"),
+                            "--layers", str(args.llama_layers)], stdout=f, check=True)
+        subprocess.run([opt_tool, gmir, "-o", onnx], check=True)
+        inputs.append(("llama7b (%d layers)" % args.llama_layers, [onnx, *LLAMA_TRAIN]))
         for name, model_args in inputs:
             for ranks in ranks_list:
                 for stage in (0, 1, 2):
                     doc = compile_json(compile_tool, model_args, ranks, stage, tmp)
                     assert doc["ranks"] == ranks and doc["zero_stage"] == stage, doc["ranks"]
                     print(row(name, ranks, stage, doc), flush=True)
-                    if name.startswith("llama"):
-                        one = compile_json(compile_tool, llama[1], ranks, stage, tmp)
-                        per_layer[(ranks, stage)] = (one["planned_bytes"], doc["planned_bytes"])
-        print()
-        print("7B-width decoder at 32 layers, estimated as the 2-layer plan plus 30 x (2 layers - "
-              "1 layer) per rank:")
-        print()
-        print("| ranks | ZeRO | one layer GiB | estimated 32-layer per-rank peak GiB |")
-        print("|---:|---:|---:|---:|")
-        for (ranks, stage), (one, two) in sorted(per_layer.items()):
-            print("| %d | %d | %s | %s |" % (ranks, stage, gib(two - one), gib(two + 30 * (two - one))))
 
 
 if __name__ == "__main__":

@@ -3,11 +3,16 @@
 // Forms the world (see DataParallelRun.h) and checks a launch: the world
 // size against the ranks the model's collectives were placed for, then one
 // all-gather of each rank's (model hash, compiled ranks) so a rank that
-// loaded another file is named before any step runs.
+// loaded another file is named before any step runs, and all-gathers of
+// hashed settings (the options that change the training step, the inputs,
+// the initial parameters) so that ranks which would train different models
+// stop before the first step instead of diverging silently.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/DataParallelRun.h"
+#include "tools/driver/Runtime.h"
+#include "tools/driver/TestDataSet.h"
 
 #include "backend/cpu/Mpi.h"
 #include "ir/Collectives.h"
@@ -109,6 +114,94 @@ llvm::Error gmopt::checkDataParallelLaunch(llvm::StringRef modelPath,
           "rank {0} runs a model file different from rank 0's (hash "
           "{1:x16} vs {2:x16}): every rank must run the same .gm",
           r, theirs, (*all)[0]));
+  }
+  return llvm::Error::success();
+}
+
+uint64_t gmopt::hashBytes(llvm::ArrayRef<uint8_t> bytes) {
+  return llvm::xxh3_64bits(bytes);
+}
+
+namespace {
+
+/// Folds \p value into the running hash \p seed (order matters).
+uint64_t combine(uint64_t seed, uint64_t value) {
+  uint64_t parts[2] = {seed, value};
+  return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(parts), sizeof(parts)));
+}
+
+/// Folds the tensor \p name of contents \p data into \p seed.
+uint64_t hashTensor(uint64_t seed, llvm::StringRef name,
+                    const TensorData &data) {
+  seed = combine(seed, llvm::xxh3_64bits(name));
+  seed = combine(seed, llvm::xxh3_64bits(data.getType().str()));
+  return combine(seed, llvm::xxh3_64bits(data.getBytes()));
+}
+
+} // namespace
+
+uint64_t gmopt::hashTestDataSets(llvm::ArrayRef<TestDataSet> sets) {
+  uint64_t hash = sets.size();
+  for (const TestDataSet &set : sets)
+    for (const auto *tensors : {&set.inputs, &set.outputs}) {
+      hash = combine(hash, tensors->size());
+      for (const NamedTensor &tensor : *tensors)
+        hash = hashTensor(hash, tensor.name, tensor.data);
+    }
+  return hash;
+}
+
+uint64_t gmopt::hashInitialValues(llvm::ArrayRef<const Value *> values,
+                                  llvm::ArrayRef<BoundInput> bindings) {
+  uint64_t hash = values.size();
+  for (const Value *value : values) {
+    const BoundInput *bound = llvm::find_if(
+        bindings, [&](const BoundInput &b) { return b.input == value; });
+    const TensorData *data = bound != bindings.end() ? &bound->data
+                             : value->hasData()      ? &value->getData()
+                                                     : nullptr;
+    if (!data) {
+      hash = combine(hash, llvm::xxh3_64bits(value->getName()));
+      continue;
+    }
+    hash = hashTensor(hash, value->getName(), *data);
+  }
+  return hash;
+}
+
+llvm::Error gmopt::checkSameOnEveryRank(llvm::ArrayRef<LaunchSetting> settings,
+                                        llvm::StringRef what) {
+  int world = cpu::getMpiWorldSize();
+  if (world <= 1 || settings.empty())
+    return llvm::Error::success();
+  std::vector<uint64_t> mine;
+  for (const LaunchSetting &setting : settings)
+    mine.push_back(setting.hash);
+  auto all = cpu::allGatherU64(mine, what);
+  if (!all)
+    return all.takeError();
+  size_t count = settings.size();
+  for (size_t i = 0; i != count; ++i) {
+    llvm::SmallVector<int, 4> differing;
+    for (int r = 1; r < world; ++r)
+      if ((*all)[size_t(r) * count + i] != (*all)[i])
+        differing.push_back(r);
+    if (differing.empty())
+      continue;
+    const LaunchSetting &setting = settings[i];
+    std::string others;
+    if (differing.size() > 1)
+      others = llvm::formatv(" (and {0} other rank{1})", differing.size() - 1,
+                             differing.size() > 2 ? "s" : "");
+    std::string here;
+    if (!setting.value.empty())
+      here = llvm::formatv(" (here, on rank {0}: {1})", cpu::getMpiRank(),
+                           setting.value);
+    return launchError(llvm::formatv(
+        "rank {0}'s {1} differs from rank 0's{2}{3}; every rank must train "
+        "the same model with the same settings",
+        differing.front(), setting.name, others, here));
   }
   return llvm::Error::success();
 }

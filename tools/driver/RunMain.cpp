@@ -99,7 +99,9 @@ static int runGmoptRun(int argc, char **argv) {
       cl::desc("Graph input values: a test_data_set directory of input_K.pb "
                "files, matched by tensor name, or a directory of "
                "test_data_set_N directories fed round-robin, one per "
-               "micro-step"),
+               "micro-step. With N data-parallel ranks, rank r takes sets "
+               "r, r + N, ... (a multiple of N sets), or its 1/N slice of "
+               "one set, which then holds the global batch"),
       cl::value_desc("dir"), cl::cat(category));
   cl::opt<std::string> weightsOption(
       "weights",

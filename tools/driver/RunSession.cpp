@@ -29,6 +29,7 @@
 #include "ir/ZeroSharding.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -106,20 +107,27 @@ llvm::Error checkWorldSize(const Module &module) {
   return llvm::Error::success();
 }
 
-/// Keeps this MPI rank's share of \p batches (see runSession); a no-op
-/// outside a multi-rank MPI world. \p accumulate is the micro-steps per step
-/// (the rank's part is split again into them).
+/// Keeps this rank's share of \p batches (see runSession); a no-op outside
+/// a data-parallel world. Several sets (a folder of test_data_set_N) are
+/// dealt round-robin: rank r takes sets r, r + N, ..., so their count must
+/// be a multiple of the world size N for every rank to feed as many
+/// micro-steps from the same step's sets. One set is the global batch:
+/// each rank takes its 1/N slice along axis 0 (\p accumulate is the
+/// micro-steps per step; the rank's part is split again into them).
 llvm::Error takeRankShare(std::vector<TestDataSet> &batches,
                           const Module &compiled, unsigned accumulate) {
   int world = cpu::getMpiWorldSize(), rank = cpu::getMpiRank();
   if (world <= 1 || batches.empty())
     return llvm::Error::success();
   if (batches.size() > 1) {
-    if (batches.size() < size_t(world))
+    if (batches.size() % size_t(world) != 0)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          llvm::formatv("--inputs holds {0} test_data_set folders, fewer "
-                        "than the {1} ranks",
+          llvm::formatv("--inputs holds {0} test_data_set folders for {1} "
+                        "ranks: a folder of sets must hold a multiple of the "
+                        "world size (rank r takes sets r, r + {1}, ..., one "
+                        "per micro-step), or one set of the global batch, "
+                        "which the ranks split",
                         batches.size(), world));
     std::vector<TestDataSet> mine;
     for (size_t i = rank; i < batches.size(); i += world)
@@ -238,6 +246,108 @@ bool sameOptimizer(const OptimizerSpec &a, const OptimizerSpec &b) {
   return a.alpha == b.alpha && a.beta == b.beta && a.epsilon == b.epsilon &&
          a.weightDecay == b.weightDecay && a.correctBias == b.correctBias &&
          a.adamMode == b.adamMode;
+}
+
+/// A setting shown as \p shown and compared by \p exact, a text that
+/// tells every value apart (\p shown when empty).
+LaunchSetting makeSetting(llvm::StringRef name, const llvm::Twine &shown,
+                          const llvm::Twine &exact = "") {
+  LaunchSetting setting;
+  setting.name = name.str();
+  setting.value = shown.str();
+  std::string compared = exact.isTriviallyEmpty() ? setting.value : exact.str();
+  setting.hash = hashBytes(llvm::arrayRefFromStringRef(compared));
+  return setting;
+}
+
+/// \p value with enough digits to tell every float apart (%.9g), or as
+/// people write it (%g).
+std::string floatText(float value, bool exact) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format(exact ? "%.9g" : "%g", value);
+  return text;
+}
+
+/// What of a run must be the same on every rank for the ranks to train one
+/// model, besides the model file and the initial values: the options that
+/// change the training step as \p training runs it (after a loss reference
+/// or the .gm's recorded accumulation had their say), and the --inputs
+/// every rank reads before taking its share. Not --threads, --mode or the
+/// output options, which change no number.
+std::vector<LaunchSetting> stepSettings(const RunConfig &config,
+                                        const TrainingOptions &training,
+                                        const Node *optimizerNode,
+                                        llvm::ArrayRef<TestDataSet> inputs) {
+  std::vector<LaunchSetting> settings;
+  settings.push_back(makeSetting("--steps", llvm::Twine(training.steps)));
+  settings.push_back(
+      makeSetting("--accumulate", llvm::Twine(training.accumulate)));
+  settings.push_back(makeSetting("--lr",
+                                 floatText(training.learningRate, false),
+                                 floatText(training.learningRate, true)));
+  std::string optimizer = "none", exactOptimizer = "none";
+  if (training.update && optimizerNode) {
+    OptimizerSpec spec = readOptimizerSpec(*optimizerNode);
+    optimizer = spec.str();
+    exactOptimizer = spec.kindName().str();
+    if (spec.kind == OptimizerKind::AdamW)
+      for (float value : {spec.alpha, spec.beta, spec.epsilon, spec.weightDecay,
+                          float(spec.correctBias), float(spec.adamMode)})
+        exactOptimizer += " " + floatText(value, true);
+  }
+  settings.push_back(makeSetting(
+      "optimizer (--optimizer, its hyper-parameters, --optimizer-model)",
+      optimizer, exactOptimizer));
+  settings.push_back(makeSetting("--seed", llvm::Twine(config.seed)));
+  settings.push_back(makeSetting("--backend", backendName(training.backend)));
+  settings.push_back(
+      makeSetting("--allow-tf32", training.allowTf32 ? "true" : "false"));
+  std::string dims;
+  for (const auto &[name, size] : config.dims)
+    dims += (dims.empty() ? "" : ",") + name + "=" + std::to_string(size);
+  settings.push_back(makeSetting("--dim", dims.empty() ? "none" : dims));
+  settings.push_back(makeSetting(
+      "--passes", config.passes.empty() ? "the default" : config.passes));
+  LaunchSetting data;
+  data.name = "--inputs";
+  data.value = inputs.empty()
+                   ? "none"
+                   : llvm::formatv("{0} test_data_set folder{1}", inputs.size(),
+                                   inputs.size() == 1 ? "" : "s")
+                         .str();
+  data.hash = inputs.empty() ? 0 : hashTestDataSets(inputs);
+  settings.push_back(std::move(data));
+  return settings;
+}
+
+/// The initial values every rank must share, once bound (\p bindings): the
+/// parameters (from --weights, --inputs, the model, or the seeded
+/// initialization), and the step state (AdamW's step count, the loss scale)
+/// and, unless ZeRO shards it by rank, the optimizer state.
+std::vector<LaunchSetting>
+initialValueSettings(const Module &module,
+                     llvm::ArrayRef<BoundInput> bindings) {
+  const TrainingSignature &signature = module.getSignature();
+  std::vector<const Value *> params, state;
+  bool shardedState = readZeroSharding(module).has_value();
+  for (const ParamInfo &info : signature.getParams()) {
+    params.push_back(info.param);
+    if (!shardedState)
+      state.insert(state.end(), info.optimizerState.begin(),
+                   info.optimizerState.end());
+  }
+  for (StepSlot slot :
+       {StepSlot::StepCount, StepSlot::LossScale, StepSlot::LossScaleGoodSteps})
+    if (const Value *value = signature.getStepSlot(slot))
+      state.push_back(value);
+  std::vector<LaunchSetting> settings(2);
+  settings[0].name = "parameter initialization (--weights, --seed, the "
+                     "model's initializers)";
+  settings[0].hash = hashInitialValues(params, bindings);
+  settings[1].name = "initial optimizer state (--weights: moments, step "
+                     "count, loss scale)";
+  settings[1].hash = hashInitialValues(state, bindings);
+  return settings;
 }
 
 } // namespace
@@ -483,6 +593,10 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   if (llvm::Error err =
           checkDataParallelLaunch(config.modelPath, *model->module))
     return prefixModel(std::move(err));
+  if (llvm::Error err = checkSameOnEveryRank(
+          stepSettings(config, training, optimizerNode, inputBatches),
+          "the start-up check of the training settings"))
+    return prefixModel(std::move(err));
   if (isDataParallelRun()) {
     training.reduceLoss = [](double loss) {
       return cpu::averageOverRanks(loss, "the step loss's mean");
@@ -534,6 +648,10 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   auto bound = bindInputs(*model->module, sources);
   if (!bound)
     return prefixModel(bound.takeError());
+  if (llvm::Error err =
+          checkSameOnEveryRank(initialValueSettings(*model->module, *bound),
+                               "the start-up check of the initial values"))
+    return prefixModel(std::move(err));
   if (inputBatches.size() > 1) {
     llvm::ArrayRef<Value *> dataInputs =
         model->module->getSignature().getDataInputs();

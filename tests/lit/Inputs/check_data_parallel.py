@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a data-parallel gmopt-run against single-process training.
 
-Usage: check_data_parallel.py SINGLE_LOG SINGLE.pbseq RANKS LOG_0.. PBSEQ_0..
+Usage: check_data_parallel.py [--rtol R] SINGLE_LOG SINGLE.pbseq RANKS LOG_0.. PBSEQ_0..
 
 Each log holds gmopt-run's `step K: loss L` lines; in a data-parallel run
 the loss is already the mean over the ranks (each rank's loss is the mean
@@ -11,7 +11,18 @@ global losses). Passes when, for every step, rank 0's loss equals the
 single-process loss, every other rank is quiet or agrees with rank 0
 exactly, every rank ends with
 bit-identical parameters, and those equal the single-process parameters
-within fp32 tolerance (max |a - b| <= 1e-5 * max |b| + 1e-7 per tensor).
+within fp32 tolerance: per tensor max |a - b| <= R * max |b| + 1e-7, and
+per step |loss - single loss| <= R * |single loss| + 1e-6, with R = --rtol
+(default 1e-5).
+
+Why not bit-equal: the ranks sum their half-batch gradients (each a mean
+over its half) and halve the sum, where one process reduces the whole
+batch at once, so the fp32 additions run in another order (about 1e-7
+relative per step on mlp under SGD). AdamW magnifies that: its update
+m / (sqrt(v) + eps) is about lr * sign(g) per element, so where a gradient
+element is within rounding of eps or of zero the two runs can step it
+differently, and the moments carry the difference on; the Transformer
+tests (data-parallel-gpt.test) state their own R for it.
 A .pbseq is a varint count, then per tensor a varint size and a serialized
 onnx.TensorProto (read here without protobuf: name, data_type, raw_data or
 float_data).
@@ -85,7 +96,7 @@ def losses(path):
             re.finditer(r"^step \d+: loss (\S+)", open(path).read(), re.M)]
 
 
-def check_rank_losses(expected, per_rank, label, failures):
+def check_rank_losses(expected, per_rank, label, failures, rtol=1e-5):
     """Rank 0 prints the global losses; the other ranks are quiet or print
     the same. Compares rank 0's with \p expected step by step (printing one
     line each) and appends what differs to \p failures."""
@@ -101,7 +112,7 @@ def check_rank_losses(expected, per_rank, label, failures):
         return
     for step, want in enumerate(expected):
         got = per_rank[0][step]
-        ok = abs(got - want) <= 1e-5 * abs(want) + 1e-6
+        ok = abs(got - want) <= rtol * abs(want) + 1e-6
         print("step %d: %s %.6f ranks' mean %.6f %s" %
               (step + 1, label, want, got, "ok" if ok else "MISMATCH"))
         if not ok:
@@ -109,18 +120,22 @@ def check_rank_losses(expected, per_rank, label, failures):
 
 
 def main(argv):
+    rtol = 1e-5
+    if argv[1] == "--rtol":
+        rtol = float(argv[2])
+        argv = argv[:1] + argv[3:]
     single_log, single_weights, ranks = argv[1], argv[2], int(argv[3])
     logs, weights = argv[4:4 + ranks], argv[4 + ranks:4 + 2 * ranks]
     failures = []
     expected = losses(single_log)
     check_rank_losses(expected, [losses(log) for log in logs], "single",
-                      failures)
+                      failures, rtol)
     reference = read_pbseq(single_weights)
     rank_tensors = [read_pbseq(path) for path in weights]
     for k, tensors in enumerate(rank_tensors[1:], 1):
         if tensors != rank_tensors[0]:
             failures.append("rank %d's parameters differ from rank 0's" % k)
-    worst = 0.0
+    worst, worst_name = 0.0, "-"
     for name, want in reference.items():
         got = rank_tensors[0].get(name)
         if got is None or len(got) != len(want):
@@ -128,11 +143,14 @@ def main(argv):
             continue
         scale = max(abs(v) for v in want) if want else 0.0
         diff = max((abs(a - b) for a, b in zip(got, want)), default=0.0)
-        worst = max(worst, diff / scale if scale else diff)
-        if diff > 1e-5 * scale + 1e-7:
+        relative = diff / scale if scale else diff
+        if relative > worst:
+            worst, worst_name = relative, name
+        if diff > rtol * scale + 1e-7:
             failures.append("parameter %s differs by %g" % (name, diff))
-    print("%d float tensors compared, max relative difference %.3g" %
-          (len(reference), worst))
+    print("%d float tensors compared, max relative difference %.3g "
+          "(tolerance %.3g; worst %s)" % (len(reference), worst, rtol,
+                                          worst_name))
     for failure in failures:
         print("FAIL: " + failure)
     print("data-parallel matches single-process" if not failures else
