@@ -57,4 +57,6 @@ PY
 $python_dirs
 EOF
 done
-printf '%s\n' "$dirs"
+if [ -n "$dirs" ]; then
+  printf '%s\n' "$dirs"
+fi
