@@ -476,8 +476,9 @@ TEST(CudaDeviceTest, BenchGraphsHaveCudaKernels) {
   struct BenchGraph {
     const char *name;
     std::map<std::string, int64_t> dims;
-  } graphs[] = {{"gpt2_small", {{"batch", 1}, {"seq", 64}, {"batch_x_seq", 64}}},
-                {"resnet50", {{"batch", 2}}}};
+  } graphs[] = {
+      {"gpt2_small", {{"batch", 1}, {"seq", 64}, {"batch_x_seq", 64}}},
+      {"resnet50", {{"batch", 2}}}};
   unsigned checked = 0;
   for (const BenchGraph &graph : graphs) {
     std::string path = root + "/" + graph.name + "/training_model.onnx";
@@ -486,8 +487,8 @@ TEST(CudaDeviceTest, BenchGraphsHaveCudaKernels) {
     ++checked;
     auto model = loadRunnableModel(path, graph.dims, nullptr, false, "",
                                    nullptr, "", BackendKind::Cuda);
-    ASSERT_TRUE(bool(model)) << graph.name << ": "
-                             << llvm::toString(model.takeError());
+    ASSERT_TRUE(bool(model))
+        << graph.name << ": " << llvm::toString(model.takeError());
     std::set<std::string> missing;
     for (const Node &node : model->module->getGraph().getNodes())
       if (llvm::Error err = checkCudaNode(node))
