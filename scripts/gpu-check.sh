@@ -580,7 +580,13 @@ for label in order:
                 return None if not values else (float("inf") if None in values else max(values))
             vs_cpu, loss_cpu = worst(params), worst(losses)
             bad = [t["name"][len("final "):] for t in params if not t.get("ok")]
-            if not params or vs_cpu is None or vs_cpu > rtol or bad or not check.get("passed"):
+            if grad["json"].get("skipped_updates"):
+                # (an amp step skipped for a loss-scale overflow leaves the
+                # parameters as they were: nothing was compared)
+                verdict = "GRADIENTS not compared: the step was skipped (loss-scale overflow)"
+                fail(f"{label} {pname}: gradient check inconclusive, the amp step was skipped "
+                     "(loss-scale overflow)")
+            elif not params or vs_cpu is None or vs_cpu > rtol or bad or not check.get("passed"):
                 worst_name = max(params, key=lambda t: t.get("max_rel_error") or float("inf"))["name"][6:] if params else "-"
                 verdict = (f"GRADIENTS beyond {rtol:g}: {len(bad)} of {len(params)} tensors"
                            f" (worst {worst_name})")
