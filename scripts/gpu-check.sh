@@ -218,10 +218,10 @@ for config in "${configs[@]}"; do
     model_path[$folder]=$resolved
     echo "$folder: $source_path$([[ -f $source_path ]] || echo .gz)"
   elif ((skip_missing)); then
-    echo "$folder: missing ($source_path[.gz]): skipped (--skip-missing-models)"
+    echo "$folder: missing (${source_path}[.gz]): skipped (--skip-missing-models)"
   else
-    echo "$folder: MISSING ($source_path[.gz]; bench/models/build.py $folder)"
-    fail "model $folder: missing $source_path[.gz] (make it with bench/models/build.py $folder, or pass --skip-missing-models)"
+    echo "$folder: MISSING (${source_path}[.gz]; bench/models/build.py $folder)"
+    fail "model $folder: missing ${source_path}[.gz] (make it with bench/models/build.py $folder, or pass --skip-missing-models)"
   fi
 done
 
