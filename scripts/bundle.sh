@@ -3,7 +3,9 @@
 #
 #   gmopt-bundle/
 #     bin/gmopt-run, bin/gmopt-compile, bin/gmopt-opt   launchers (sh)
-#     libexec/gmopt-*                                   stripped tools, RUNPATH $ORIGIN/../lib
+#     tests/gmopt-cuda-tests                            its launcher (--with-tests)
+#     libexec/gmopt-*                                   the stripped programs, RUNPATH $ORIGIN/../lib
+#     libexec/cuda-library-path.sh                      the launchers' CUDA library search
 #     lib/                                              the non-system shared libraries they need
 #
 # and gmopt-bundle.tar.xz next to it, which must stay within 40 MiB (the
@@ -16,14 +18,16 @@
 # bundled; cuBLASLt (over 500 MiB) and cuDNN are not: the target needs the
 # CUDA 13 libraries, which the launchers find in the usual places
 # (/usr/local/cuda*/lib64 and lib, $CUDA_HOME, $CUDNN_ROOT/lib, the system
-# library path) or in
-# an installed Python nvidia-* package's lib folder (nvidia-cublas,
-# nvidia-cudnn-cu13). With the libraries but no GPU or no driver, gmopt
-# runs on the CPU ("no CUDA device (...)").
+# library path) or in an installed Python nvidia-* package's lib folder
+# (nvidia-cublas, nvidia-cudnn-cu13): scripts/cuda-library-path.sh, one
+# search shared by the tools' and the tests' launchers and gpu-check.sh.
+# With the libraries but no GPU or no driver, gmopt runs on the CPU ("no
+# CUDA device (...)").
 #
 # Usage: scripts/bundle.sh [--with-tests] [BUILD_DIR] [OUT_DIR]
-#   --with-tests  also the CUDA unit tests (stripped, in tests/: the one
-#                 executable gmopt-cuda-tests, `ninja -C build gmopt-cuda-tests`), which
+#   --with-tests  also the CUDA unit tests (the one executable
+#                 gmopt-cuda-tests, `ninja -C build gmopt-cuda-tests`,
+#                 stripped into libexec/, its launcher in tests/), which
 #                 scripts/gpu-check.sh runs; they read testdata/ from
 #                 $GMOPT_SOURCE_DIR
 #   BUILD_DIR     a configured and built gmopt tree (default: build)
@@ -100,58 +104,54 @@ if ((with_tests)); then
         "first (ninja -C $build_dir $test)" >&2
       exit 1
     fi
-    strip --strip-unneeded -o "$bundle/tests/$test" "$build_dir/tests/$test"
+    strip --strip-unneeded -o "$bundle/libexec/$test" "$build_dir/tests/$test"
     bundle_libraries "$build_dir/tests/$test"
-    patchelf --set-rpath '$ORIGIN/../lib' "$bundle/tests/$test"
+    patchelf --set-rpath '$ORIGIN/../lib' "$bundle/libexec/$test"
   done
 fi
 # The bundled libraries find each other (libopenblas -> libgfortran).
 for lib in "$bundle"/lib/*; do
   patchelf --set-rpath '$ORIGIN' "$lib"
 done
-for tool in "${tools[@]}"; do
-  patchelf --set-rpath '$ORIGIN/../lib' "$bundle/libexec/$tool"
-  cat >"$bundle/bin/$tool" <<'LAUNCHER'
+# One launcher for every program: it prepends the CUDA libraries' folders
+# that scripts/cuda-library-path.sh finds (the usual places, $CUDA_HOME,
+# $CUDNN_ROOT, any Python nvidia-* package's lib folder) to the library
+# path and runs the program of its name from libexec/. Without CUDA
+# libraries the tools run on the CPU.
+write_launcher() {
+  cat >"$1" <<'LAUNCHER'
 #!/bin/sh
-# gmopt bundle launcher: adds the CUDA libraries' usual folders (and any
-# Python nvidia-* package's lib folders) to the library path, then runs the
-# tool from libexec/. Without CUDA libraries the tool runs on the CPU.
+# gmopt bundle launcher (scripts/bundle.sh): runs libexec/<this name> with
+# the CUDA libraries' folders (libexec/cuda-library-path.sh) after the
+# caller's LD_LIBRARY_PATH.
 here=$(cd "$(dirname "$0")/.." && pwd)
-extra=""
-# cuDNN may sit in lib/ (the toolkit's own copy) or under $CUDNN_ROOT.
-for dir in "${CUDA_HOME:-}/lib64" /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
-  "${CUDNN_ROOT:-}/lib" "${CUDA_HOME:-}/lib" /usr/local/cuda/lib /usr/local/cuda-13*/lib \
-  /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-  [ -d "$dir" ] && extra="$extra:$dir"
-done
-if command -v python3 >/dev/null 2>&1; then
-  python_dirs=$(python3 - <<'PY' 2>/dev/null
-import glob, os, site, sys
-roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
-seen = []
-for root in roots:
-    for lib in sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib"))):
-        if lib not in seen:
-            seen.append(lib)
-print(":".join(seen))
-PY
-)
-  [ -n "$python_dirs" ] && extra="$extra:$python_dirs"
+extra=$(sh "$here/libexec/cuda-library-path.sh")
+if [ -n "$extra" ]; then
+  LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$extra"
+  export LD_LIBRARY_PATH
 fi
-LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH}$extra"
-export LD_LIBRARY_PATH
 exec "$here/libexec/$(basename "$0")" "$@"
 LAUNCHER
-  chmod +x "$bundle/bin/$tool"
+  chmod +x "$1"
+}
+cp "$(dirname "$0")/cuda-library-path.sh" "$bundle/libexec/cuda-library-path.sh"
+for tool in "${tools[@]}"; do
+  patchelf --set-rpath '$ORIGIN/../lib' "$bundle/libexec/$tool"
+  write_launcher "$bundle/bin/$tool"
 done
+if ((with_tests)); then
+  for test in "${tests[@]}"; do
+    write_launcher "$bundle/tests/$test"
+  done
+fi
 
 # Every bundled ELF must resolve with the bundle alone plus the target's
 # system and CUDA libraries: check here that nothing is "not found" apart
 # from the CUDA libraries left to the target.
-missing=$(for f in "$bundle"/libexec/* "$bundle"/lib/* "$bundle"/tests/*; do
-  # (an if, not &&: an unmatched glob, tests/* without --with-tests, must
+missing=$(for f in "$bundle"/libexec/* "$bundle"/lib/*; do
+  # (an if, not &&: a file that is no ELF, the library-path script, must
   # not end the loop with a failure that set -e turns into a silent exit)
-  if [[ -f "$f" ]]; then ldd "$f"; fi
+  if [[ -f "$f" && $(head -c 4 "$f") == $'\x7fELF' ]]; then ldd "$f"; fi
 done |
   awk '/not found/ { print $1 }' | sort -u |
   while read -r name; do is_left_to_the_target "$name" || echo "$name"; done)
