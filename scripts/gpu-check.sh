@@ -93,7 +93,8 @@ else
   cuda_tests=(CudaDeviceTest CudaElementwiseMathTest CudaIndexingTest CudnnGeometryTest
     CudaCnnParityTest CudaIndexTest CudaTrainingTest CudaScalingTest CudaLossTest
     CudaReduceTest CudaShapeTest CudaResizeTest CudaMeasurementTest CudaCoverageTest
-    NcclCollectivesTest CudaAmpCoverageTest CudaCnnAmpParityTest)
+    NcclCollectivesTest CudaAmpCoverageTest CudaCnnAmpParityTest
+    CudaCoreOpsParityTest CudaMovementParityTest CudaGraphParityTest)
 fi
 for test in "${cuda_tests[@]}"; do
   if [[ -x "$tests/$test" ]]; then

@@ -524,7 +524,7 @@ TEST(CudaCoreOpsParityTest, CasesRunOnTheCpuBackendAndPassTheCudaChecks) {
   }
 }
 
-TEST(CudaCoreOpsParityTest, DropoutMasksAreFreshPerStreamOnTheCpu) {
+TEST(CudaCoreOpsParityTest, DropoutCasesDrawNonTrivialMasksOnTheCpu) {
   // The dropout cases compare masks bit for bit, so they must not be
   // trivial: a mask keeps about 1 - ratio of the elements.
   std::vector<OpCase> cases = dropoutCases(DType::F32);
