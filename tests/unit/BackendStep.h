@@ -2,7 +2,9 @@
 //
 // What the CUDA parity tests do for each case: prepare a module on the CPU
 // or the CUDA backend, bind the graph inputs in order, run one step and read
-// every graph output back, so the two backends' results can be compared.
+// every graph output back (and, for ops that write their operands in place,
+// every graph input after the step), so the two backends' results can be
+// compared.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,15 +25,19 @@ namespace test {
 
 /// The graph outputs of one step of \p module on the CUDA backend
 /// (\p onCuda) or the CPU backend, with \p inputs bound to the graph's
-/// inputs in order. \p options default to an eager, one-thread run.
+/// inputs in order. \p options default to an eager, one-thread run. With
+/// \p readInputsBack, every graph input's value after the step follows the
+/// outputs (what an optimizer or accumulator wrote in place).
 inline llvm::Expected<std::vector<TensorData>> runBackendStep(
     const Module &module, llvm::ArrayRef<TensorData> inputs, bool onCuda,
-    ExecutorOptions options = [] {
-      ExecutorOptions eager;
-      eager.mode = AllocationMode::Eager;
-      eager.threads = 1;
-      return eager;
-    }()) {
+    ExecutorOptions options =
+        [] {
+          ExecutorOptions eager;
+          eager.mode = AllocationMode::Eager;
+          eager.threads = 1;
+          return eager;
+        }(),
+    bool readInputsBack = false) {
   auto exe = onCuda ? prepareCudaExecutable(module, options)
                     : prepareCpuExecutable(module, options);
   if (!exe)
@@ -53,10 +59,27 @@ inline llvm::Expected<std::vector<TensorData>> runBackendStep(
       return value.takeError();
     outputs.push_back(std::move(*value));
   }
+  if (readInputsBack)
+    for (const auto &input : graph.getInputs()) {
+      auto value = (*exe)->readValue(input.get());
+      if (!value)
+        return value.takeError();
+      outputs.push_back(std::move(*value));
+    }
   return outputs;
 }
 
 } // namespace test
 } // namespace gmopt
+
+/// Skips the calling test, with the probe's reason, when there is no usable
+/// CUDA device.
+#define GMOPT_SKIP_WITHOUT_CUDA_DEVICE()                                       \
+  do {                                                                         \
+    auto device = ::gmopt::probeCudaDevice();                                  \
+    if (!device)                                                               \
+      GTEST_SKIP() << "needs a CUDA device: "                                  \
+                   << llvm::toString(device.takeError());                      \
+  } while (false)
 
 #endif // GMOPT_TESTS_UNIT_BACKENDSTEP_H

@@ -27,7 +27,7 @@
 #include "ir/Module.h"
 #include "ir/Plan.h"
 
-#include "tests/unit/BackendStep.h"
+#include "tests/unit/OpParityHarness.h"
 
 #include "gtest/gtest.h"
 
@@ -48,88 +48,10 @@ NamedAttribute text(const char *name, const char *value) {
   return {name, Attribute::getString(value)};
 }
 
-/// Random values in [low, high) stored as \p dtype (f32, f16 or bf16).
-TensorData randomTensor(DType dtype, std::vector<int64_t> shape, unsigned seed,
-                        float low, float high) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(low, high);
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  std::vector<float> values(n);
-  for (float &v : values)
-    v = dist(rng);
-  if (dtype == DType::F32)
-    return TensorData::fromValues<float>(dtype, shape, values);
-  std::vector<uint16_t> bits;
-  for (float v : values)
-    bits.push_back(dtype == DType::F16 ? floatToHalf(v) : floatToBFloat16(v));
-  return TensorData::fromValues<uint16_t>(dtype, shape, bits);
-}
-
-/// How closely a case's float results must agree.
-enum class Agreement { Exact, Rounded };
-
-/// One op on given inputs.
-struct OpCase {
-  std::string what;
-  std::string domain, op;
-  std::vector<TensorData> inputs;
-  std::vector<TensorType> results;
-  std::vector<NamedAttribute> attrs;
-  Agreement agreement = Agreement::Rounded;
-  /// Needs the planned workspace (asymmetric pads): not run eagerly.
-  bool plannedOnly = false;
-  /// Added to the tolerance of an eager run: a 16-bit scatter-add without
-  /// its planned fp32 accumulator rounds every add.
-  double eagerSlack = 0;
-};
-
-std::unique_ptr<Module> buildModule(const OpCase &c) {
-  auto module = std::make_unique<Module>();
-  module->opsetImports[""] = 17;
-  module->opsetImports[std::string(kMsDomain)] = 1;
-  Graph &graph = module->getGraph();
-  std::vector<Value *> operands;
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    operands.push_back(
-        graph.addInput(c.inputs[i].getType(), "in" + std::to_string(i)));
-  Builder builder(graph);
-  Node *node = builder.create(OpName{c.domain, c.op}, operands, c.results,
-                              c.attrs, c.op);
-  for (unsigned i = 0; i < c.results.size(); ++i)
-    if (c.results[i].getDType() == DType::Undefined)
-      graph.dropResult(node, i);
-  for (Value *result : node->getResults())
-    if (result)
-      graph.addOutput(result);
-  return module;
-}
-
-/// Gives \p module the plan a CUDA run gets: every value its own slice and
-/// each node the CUDA workspace model's scratch.
-llvm::Error planForCuda(Module &module) {
-  auto plan = makeTrivialPlan(module, getCudaKernelWorkspaceBytes,
-                              kCudaWorkspaceModelName);
-  if (!plan)
-    return plan.takeError();
-  module.plan = std::move(*plan);
-  return llvm::Error::success();
-}
-
-/// \p c's results on the CUDA backend (\p onCuda; planned or eager per
-/// \p mode) or eagerly on the CPU backend.
-llvm::Expected<std::vector<TensorData>> runCase(const OpCase &c, bool onCuda,
-                                                AllocationMode mode) {
-  std::unique_ptr<Module> module = buildModule(c);
-  ExecutorOptions options;
-  options.mode = onCuda ? mode : AllocationMode::Eager;
-  options.threads = 1;
-  if (options.mode == AllocationMode::Planned)
-    if (llvm::Error err = planForCuda(*module))
-      return err;
-  return test::runBackendStep(*module, c.inputs, onCuda, options);
-}
+using test::Agreement;
+using test::OpCase;
+using test::randomTensor;
+using test::ulpNear;
 
 /// The CPU backend's MaxPool Indices of \p x (MaxPoolGrad's input).
 TensorData maxPoolIndices(const TensorData &x, std::vector<int64_t> out,
@@ -141,17 +63,9 @@ TensorData maxPoolIndices(const TensorData &x, std::vector<int64_t> out,
            {TensorType::get(x.getType().getDType(), out),
             TensorType::get(DType::I64, out)},
            attrs};
-  auto results = runCase(c, /*onCuda=*/false, AllocationMode::Eager);
+  auto results = test::runOpCase(c, /*onCuda=*/false);
   EXPECT_TRUE(bool(results)) << llvm::toString(results.takeError());
   return results ? (*results)[1] : TensorData();
-}
-
-/// The unit in the last place of \p dtype's numbers near \p magnitude.
-double ulpNear(DType dtype, double magnitude) {
-  int mantissaBits = dtype == DType::F16 ? 10 : dtype == DType::BF16 ? 7 : 23;
-  int exponent = 0;
-  std::frexp(magnitude, &exponent);
-  return std::ldexp(1.0, exponent - 1 - mantissaBits);
 }
 
 /// The cases in storage \p dtype (f16 or bf16), plus the asymmetric-pad
@@ -266,7 +180,7 @@ std::vector<OpCase> ampCases(DType dtype) {
                    {rnd({4, 6, 5, 5}), rnd({4, 6, 5, 5}), f32Rnd({6}),
                     f32Rnd({6}), f32Rnd({6}, 0.5f, 2)},
                    {t({4, 6, 5, 5}), f32({6}), f32({6})},
-                   {}});
+                   {{"epsilon", Attribute::getFloat(1e-5f)}}});
   std::vector<int64_t> tokens = {3, 0, 7, 3, -1, 5};
   cases.push_back(
       {"GatherGrad repeated and negative indices",
@@ -326,41 +240,6 @@ std::vector<OpCase> ampCases(DType dtype) {
   return cases;
 }
 
-/// Expects \p actual (CUDA) to agree with \p expected (CPU) as \p c says.
-void expectAgreement(const OpCase &c, const std::vector<TensorData> &expected,
-                     const std::vector<TensorData> &actual, bool eager) {
-  ASSERT_EQ(expected.size(), actual.size());
-  for (size_t r = 0; r < expected.size(); ++r) {
-    const TensorData &e = expected[r], &a = actual[r];
-    ASSERT_EQ(e.getNumElements(), a.getNumElements()) << "result " << r;
-    DType dtype = e.getType().getDType();
-    ASSERT_EQ(dtype, a.getType().getDType()) << "result " << r;
-    if (dtype == DType::I64) {
-      EXPECT_EQ(a.getIntValues(), e.getIntValues())
-          << "result " << r << " (Indices)";
-      continue;
-    }
-    for (uint64_t k = 0; k < e.getNumElements(); ++k) {
-      double want = e.getFloatElement(k), got = a.getFloatElement(k);
-      if (c.agreement == Agreement::Exact) {
-        ASSERT_EQ(got, want) << "result " << r << " element " << k;
-        continue;
-      }
-      // 16-bit: two units in the result's last place (fp32 sums in another
-      // order, then rounded) plus two at 1.0, the inputs' scale (cuDNN's
-      // transform algorithms, e.g. Winograd, round intermediates).
-      double tolerance =
-          dtype == DType::F32
-              ? 1e-5 + 1e-4 * std::fabs(want)
-              : 2 * ulpNear(dtype, std::max(std::fabs(want), std::fabs(got))) +
-                    2 * ulpNear(dtype, 1.0);
-      if (eager)
-        tolerance += c.eagerSlack;
-      ASSERT_NEAR(got, want, tolerance) << "result " << r << " element " << k;
-    }
-  }
-}
-
 } // namespace
 
 TEST(CudaCnnAmpParityTest, CasesRunOnTheCpuBackendAndPlanForCuda) {
@@ -368,15 +247,15 @@ TEST(CudaCnnAmpParityTest, CasesRunOnTheCpuBackendAndPlanForCuda) {
   for (DType dtype : {DType::F16, DType::BF16})
     for (const OpCase &c : ampCases(dtype)) {
       SCOPED_TRACE(c.what + (dtype == DType::F16 ? " f16" : " bf16"));
-      auto results = runCase(c, /*onCuda=*/false, AllocationMode::Eager);
+      auto results = test::runOpCase(c, /*onCuda=*/false);
       ASSERT_TRUE(bool(results)) << llvm::toString(results.takeError());
       ASSERT_EQ(results->size(),
                 static_cast<size_t>(
                     llvm::count_if(c.results, [](const TensorType &type) {
                       return type.getDType() != DType::Undefined;
                     })));
-      std::unique_ptr<Module> module = buildModule(c);
-      ASSERT_FALSE(bool(planForCuda(*module)));
+      std::unique_ptr<Module> module = test::buildOpModule(c);
+      ASSERT_FALSE(bool(test::planForCuda(*module)));
       const Node &node = *module->getGraph().getNodes().begin();
       uint64_t reserved = 0;
       auto it = module->plan.workspaces.find(&node);
@@ -390,34 +269,18 @@ TEST(CudaCnnAmpParityTest, CasesRunOnTheCpuBackendAndPlanForCuda) {
 }
 
 TEST(CudaCnnAmpParityTest, CnnOpsMatchTheCpuBackendIn16BitStorage) {
-  auto device = probeCudaDevice();
-  if (!device)
-    GTEST_SKIP() << "needs a CUDA device: "
-                 << llvm::toString(device.takeError());
+  GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
   if (!isCudnnBuilt())
     GTEST_SKIP() << "the CUDA backend is built without cuDNN";
-  for (DType dtype : {DType::F16, DType::BF16})
-    for (const OpCase &c : ampCases(dtype)) {
-      auto cpu = runCase(c, /*onCuda=*/false, AllocationMode::Eager);
-      ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
-      for (AllocationMode mode :
-           {AllocationMode::Planned, AllocationMode::Eager}) {
-        if (c.plannedOnly && mode == AllocationMode::Eager)
-          continue;
-        SCOPED_TRACE(c.what + (dtype == DType::F16 ? " f16" : " bf16") +
-                     (mode == AllocationMode::Planned ? " planned" : " eager"));
-        auto cuda = runCase(c, /*onCuda=*/true, mode);
-        ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
-        expectAgreement(c, *cpu, *cuda, mode == AllocationMode::Eager);
-      }
-    }
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype == DType::F16 ? "f16" : "bf16");
+    test::expectCudaParity(ampCases(dtype),
+                           {AllocationMode::Planned, AllocationMode::Eager});
+  }
 }
 
 TEST(CudaCnnAmpParityTest, AsymmetricPadsNeedThePlannedWorkspace) {
-  auto device = probeCudaDevice();
-  if (!device)
-    GTEST_SKIP() << "needs a CUDA device: "
-                 << llvm::toString(device.takeError());
+  GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
   if (!isCudnnBuilt())
     GTEST_SKIP() << "the CUDA backend is built without cuDNN";
   // An eager run has no slice to pad into: a clear error naming the node.
@@ -425,7 +288,7 @@ TEST(CudaCnnAmpParityTest, AsymmetricPadsNeedThePlannedWorkspace) {
     if (!c.plannedOnly)
       continue;
     SCOPED_TRACE(c.what);
-    auto cuda = runCase(c, /*onCuda=*/true, AllocationMode::Eager);
+    auto cuda = test::runOpCase(c, /*onCuda=*/true, AllocationMode::Eager);
     ASSERT_FALSE(bool(cuda));
     std::string message = llvm::toString(cuda.takeError());
     EXPECT_NE(message.find("planned workspace"), std::string::npos) << message;

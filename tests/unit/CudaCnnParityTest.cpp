@@ -18,16 +18,15 @@
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Module.h"
 
-#include "tests/unit/BackendStep.h"
+#include "tests/unit/OpParityHarness.h"
 
 #include "gtest/gtest.h"
-
-#include <cmath>
-#include <random>
 
 using namespace gmopt;
 
 namespace {
+
+using test::OpCase;
 
 TensorType f32(std::vector<int64_t> shape) {
   return TensorType::get(DType::F32, shape);
@@ -42,57 +41,12 @@ NamedAttribute integer(const char *name, int64_t value) {
   return {name, Attribute::getInt(value)};
 }
 
-TensorData randomTensor(const TensorType &type, unsigned seed, float low,
-                        float high) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(low, high);
-  std::vector<float> values(type.getNumElements());
-  for (float &v : values)
-    v = dist(rng);
-  auto shape = type.getStaticShape();
-  return TensorData::fromValues<float>(DType::F32, shape, values);
-}
-
-/// One op on given inputs.
-struct OpCase {
-  std::string what;
-  std::string domain, op;
-  std::vector<TensorData> inputs;
-  std::vector<TensorType> results;
-  std::vector<NamedAttribute> attrs;
-};
-
-/// A one-node module of \p c, every result a graph output.
-std::unique_ptr<Module> buildModule(const OpCase &c) {
-  auto module = std::make_unique<Module>();
-  module->opsetImports[""] = 17;
-  module->opsetImports[std::string(kMsDomain)] = 1;
-  Graph &graph = module->getGraph();
-  std::vector<Value *> operands;
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    operands.push_back(
-        graph.addInput(c.inputs[i].getType(), "in" + std::to_string(i)));
-  Builder builder(graph);
-  Node *node = builder.create(OpName{c.domain, c.op}, operands, c.results,
-                              c.attrs, c.op);
-  for (Value *result : node->getResults())
-    graph.addOutput(result);
-  return module;
-}
-
-/// \p c's results computed eagerly on the CUDA backend (\p onCuda) or the
-/// CPU backend.
-llvm::Expected<std::vector<TensorData>> runCase(const OpCase &c, bool onCuda) {
-  std::unique_ptr<Module> module = buildModule(c);
-  return test::runBackendStep(*module, c.inputs, onCuda);
-}
-
 /// The CPU backend's MaxPool Indices of \p x under \p attrs (MaxPoolGrad's
 /// input).
 TensorData maxPoolIndices(const TensorData &x, std::vector<int64_t> out,
                           std::vector<NamedAttribute> attrs) {
   OpCase c{"indices", "", "MaxPool", {x}, {f32(out), i64(out)}, attrs};
-  auto results = runCase(c, /*onCuda=*/false);
+  auto results = test::runOpCase(c, /*onCuda=*/false);
   EXPECT_TRUE(bool(results)) << llvm::toString(results.takeError());
   return results ? (*results)[1] : TensorData();
 }
@@ -100,7 +54,7 @@ TensorData maxPoolIndices(const TensorData &x, std::vector<int64_t> out,
 std::vector<OpCase> cnnCases() {
   unsigned seed = 1;
   auto rnd = [&](std::vector<int64_t> shape, float low = -1, float high = 1) {
-    return randomTensor(f32(shape), seed++, low, high);
+    return test::randomTensor(DType::F32, shape, seed++, low, high);
   };
   std::vector<OpCase> cases;
   auto pads1 = ints("pads", {1, 1, 1, 1});
@@ -199,7 +153,7 @@ std::vector<OpCase> cnnCases() {
                    {rnd({4, 6, 5, 5}), rnd({4, 6, 5, 5}), rnd({6}), rnd({6}),
                     rnd({6}, 0.5f, 2)},
                    {f32({4, 6, 5, 5}), f32({6}), f32({6})},
-                   {}});
+                   {{"epsilon", Attribute::getFloat(1e-5f)}}});
   return cases;
 }
 
@@ -209,41 +163,13 @@ TEST(CudaCnnParityTest, CasesRunOnTheCpuBackend) {
   // The harness and the cases, in every build.
   for (const OpCase &c : cnnCases()) {
     SCOPED_TRACE(c.what);
-    auto results = runCase(c, /*onCuda=*/false);
-    ASSERT_TRUE(bool(results)) << llvm::toString(results.takeError());
-    ASSERT_EQ(results->size(), c.results.size());
-    for (size_t r = 0; r < results->size(); ++r)
-      EXPECT_EQ((*results)[r].getNumElements(), c.results[r].getNumElements());
+    test::checkCpuHalf(c);
   }
 }
 
 TEST(CudaCnnParityTest, CnnOpsMatchTheCpuBackend) {
-  auto device = probeCudaDevice();
-  if (!device)
-    GTEST_SKIP() << "needs a CUDA device: "
-                 << llvm::toString(device.takeError());
+  GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
   if (!isCudnnBuilt())
     GTEST_SKIP() << "the CUDA backend is built without cuDNN";
-  for (const OpCase &c : cnnCases()) {
-    SCOPED_TRACE(c.what);
-    auto cpu = runCase(c, /*onCuda=*/false);
-    auto cuda = runCase(c, /*onCuda=*/true);
-    ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
-    ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
-    ASSERT_EQ(cpu->size(), cuda->size());
-    for (size_t r = 0; r < cpu->size(); ++r) {
-      const TensorData &expected = (*cpu)[r], &actual = (*cuda)[r];
-      ASSERT_EQ(expected.getNumElements(), actual.getNumElements());
-      if (expected.getType().getDType() == DType::I64) {
-        EXPECT_EQ(actual.getIntValues(), expected.getIntValues())
-            << "result " << r << " (Indices)";
-        continue;
-      }
-      for (uint64_t k = 0; k < expected.getNumElements(); ++k) {
-        double e = expected.getFloatElement(k), a = actual.getFloatElement(k);
-        ASSERT_NEAR(a, e, 1e-5 + 1e-4 * std::fabs(e))
-            << "result " << r << " element " << k;
-      }
-    }
-  }
+  test::expectCudaParity(cnnCases(), {AllocationMode::Eager});
 }

@@ -10,14 +10,16 @@
 // measured memory must match the plan and be covered by the device's own
 // figures (pool high-water marks, cudaMemGetInfo, whose free-memory delta
 // agrees with the accounted bytes within the stated tolerance), and step
-// times (CUDA events) must be positive and within the run's wall time. --backend=auto's
-// fallback for a node without a CUDA kernel is decided without a device.
+// times (CUDA events) must be positive and within the run's wall time.
+// --backend=auto's fallback for a node without a CUDA kernel is decided without
+// a device.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/CudaDevice.h"
 
 #include "backend/Executor.h"
+#include "tests/unit/BackendStep.h"
 #include "tests/unit/TestPaths.h"
 #include "tests/unit/TestdataTraining.h"
 #include "tools/driver/RunReport.h"
@@ -26,7 +28,6 @@
 #include "tools/driver/TestDataSet.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -41,15 +42,6 @@
 using namespace gmopt;
 
 namespace {
-
-/// Skips the calling test, with the reason, when there is no usable GPU.
-#define SKIP_WITHOUT_CUDA_DEVICE()                                             \
-  do {                                                                         \
-    auto device = probeCudaDevice();                                           \
-    if (!device)                                                               \
-      GTEST_SKIP() << "needs a CUDA device: "                                  \
-                   << llvm::toString(device.takeError());                      \
-  } while (false)
 
 std::string mlpDir() { return testdataDir() + "/mlp"; }
 
@@ -136,7 +128,7 @@ TEST(CudaDeviceTest, MemoryMeasurementLineNamesTheFigures) {
 }
 
 TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
-  SKIP_WITHOUT_CUDA_DEVICE();
+  GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
   std::optional<MlpCase> mlp = loadMlp(BackendKind::Cuda);
   ASSERT_TRUE(mlp);
   EXPECT_EQ(mlp->model.module->plan.workspaceModel,
@@ -208,102 +200,8 @@ TEST(CudaExecutorTest, MlpTrainsLikeOnnxRuntimeInPlannedAndEagerMode) {
   }
 }
 
-TEST(CudaExecutorTest, GradientsMatchTheCpuBackend) {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  std::optional<MlpCase> onCuda = loadMlp(BackendKind::Cuda);
-  std::optional<MlpCase> onCpu = loadMlp(BackendKind::Cpu);
-  ASSERT_TRUE(onCuda && onCpu);
-  InputSources sources;
-  sources.testData = &onCpu->data;
-  auto cudaInputs = bindInputs(*onCuda->model.module, sources);
-  auto cpuInputs = bindInputs(*onCpu->model.module, sources);
-  ASSERT_TRUE(bool(cudaInputs) && bool(cpuInputs));
-  TrainingOptions options;
-  options.steps = 3;
-  options.backend = BackendKind::Cpu;
-  auto cpu = trainModule(*onCpu->model.module, *cpuInputs, options);
-  options.backend = BackendKind::Cuda;
-  auto cuda = trainModule(*onCuda->model.module, *cudaInputs, options);
-  ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
-  ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
-  ASSERT_EQ(cpu->lastGradients.size(), cuda->lastGradients.size());
-  for (size_t i = 0; i < cpu->lastGradients.size(); ++i) {
-    const TensorData &expected = cpu->lastGradients[i].second;
-    const TensorData &actual = cuda->lastGradients[i].second;
-    ASSERT_EQ(expected.getNumElements(), actual.getNumElements());
-    for (uint64_t k = 0; k < expected.getNumElements(); ++k) {
-      double e = expected.getFloatElement(k), a = actual.getFloatElement(k);
-      EXPECT_NEAR(a, e, 1e-5 + 1e-4 * std::fabs(e))
-          << cpu->lastGradients[i].first << " element " << k;
-    }
-  }
-  for (size_t s = 0; s < cpu->losses.size(); ++s)
-    EXPECT_NEAR(cuda->losses[s], cpu->losses[s],
-                1e-5 + 1e-4 * std::fabs(cpu->losses[s]));
-}
-
-TEST(CudaExecutorTest, CnnGradientsMatchTheCpuBackend) {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  if (!isCudnnBuilt())
-    GTEST_SKIP() << "the CUDA backend is built without cuDNN";
-  // The CNN testdata graphs (Conv/ConvGrad and batch norm on cuDNN, the
-  // pools on gmopt's kernels) against the CPU backend on ONNX Runtime's
-  // inputs, planned (the conv workspace slices of the CUDA workspace model)
-  // and eager (no slices: zero-workspace algorithms): gradients and losses
-  // of two steps. fp32 throughout; cuDNN sums in other orders than im2col.
-  for (const char *name : {"cnn", "cnn_bn", "resnet_tiny"}) {
-    SCOPED_TRACE(name);
-    std::map<std::string, int64_t> dims;
-    for (const gmopt::testing::TestdataGraph &graph :
-         gmopt::testing::kTestdataGraphs)
-      if (graph.name == std::string(name))
-        dims = gmopt::testing::testdataDims(graph);
-    ASSERT_FALSE(dims.empty());
-    std::string dir = testdataDir() + "/" + name;
-    auto data = readTestDataSet(dir + "/test_data_set_0");
-    ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
-    auto onCuda = loadRunnableModel(dir + "/training_model.onnx", dims, nullptr,
-                                    false, "", nullptr, "", BackendKind::Cuda);
-    auto onCpu = loadRunnableModel(dir + "/training_model.onnx", dims, nullptr,
-                                   false, "", nullptr, "", BackendKind::Cpu);
-    ASSERT_TRUE(bool(onCuda)) << llvm::toString(onCuda.takeError());
-    ASSERT_TRUE(bool(onCpu)) << llvm::toString(onCpu.takeError());
-    InputSources sources;
-    sources.testData = &*data;
-    auto cudaInputs = bindInputs(*onCuda->module, sources);
-    auto cpuInputs = bindInputs(*onCpu->module, sources);
-    ASSERT_TRUE(bool(cudaInputs)) << llvm::toString(cudaInputs.takeError());
-    ASSERT_TRUE(bool(cpuInputs)) << llvm::toString(cpuInputs.takeError());
-    TrainingOptions options;
-    options.steps = 2;
-    options.backend = BackendKind::Cpu;
-    auto cpu = trainModule(*onCpu->module, *cpuInputs, options);
-    ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
-    for (AllocationMode mode :
-         {AllocationMode::Planned, AllocationMode::Eager}) {
-      SCOPED_TRACE(mode == AllocationMode::Planned ? "planned" : "eager");
-      options.backend = BackendKind::Cuda;
-      options.executor.mode = mode;
-      auto cuda = trainModule(*onCuda->module, *cudaInputs, options);
-      ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
-      ASSERT_EQ(cpu->lastGradients.size(), cuda->lastGradients.size());
-      for (size_t i = 0; i < cpu->lastGradients.size(); ++i) {
-        const TensorData &expected = cpu->lastGradients[i].second;
-        const TensorData &actual = cuda->lastGradients[i].second;
-        ASSERT_EQ(expected.getNumElements(), actual.getNumElements());
-        for (uint64_t k = 0; k < expected.getNumElements(); ++k) {
-          double e = expected.getFloatElement(k), a = actual.getFloatElement(k);
-          ASSERT_NEAR(a, e, 1e-4 + 1e-3 * std::fabs(e))
-              << cpu->lastGradients[i].first << " element " << k;
-        }
-      }
-      ASSERT_EQ(cpu->losses.size(), cuda->losses.size());
-      for (size_t s = 0; s < cpu->losses.size(); ++s)
-        EXPECT_NEAR(cuda->losses[s], cpu->losses[s],
-                    1e-5 + 1e-4 * std::fabs(cpu->losses[s]));
-    }
-  }
-}
+// Whole-graph gradient parity against the CPU backend, for every testdata
+// graph: CudaGraphParityTest.cpp.
 
 TEST(CudaDeviceTest, TestdataGraphsHaveCudaKernels) {
   if (!isCudaBackendBuilt())
