@@ -160,8 +160,10 @@ if [[ -n "$cuda_dirs" ]]; then
 fi
 
 echo "== device"
+gpu_present=0
 if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader &&
+    nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && gpu_present=1
 else
   echo "nvidia-smi not found"
 fi
@@ -253,7 +255,18 @@ for test in "${cuda_tests[@]}"; do
   status=$?
   passed=$(grep -c '^\[       OK \]' "$out/$test.log")
   skipped=$(grep -c '^\[  SKIPPED \].*ms)$' "$out/$test.log")
-  if ((status == 0)); then
+  # On a machine with a GPU no device test may skip: a skip for want of a
+  # device, of NCCL or of cuDNN is the thing this check exists to catch
+  # (the 1-GPU NCCL smoke test, NcclGpuTest, among them).
+  device_skips=""
+  if [[ $backend == cuda ]] && ((gpu_present)); then
+    device_skips=$(grep -E '^(needs a CUDA device|NCCL is not usable|gmopt was built without NCCL|the CPU half passed; the CUDA half needs|cannot load (cuDNN|cuBLASLt))' \
+      "$out/$test.log" | sort | uniq -c | sed 's/^ *//' | paste -sd';' -)
+  fi
+  if ((status == 0)) && [[ -n $device_skips ]]; then
+    echo "$test: device tests SKIPPED on a GPU machine: $device_skips"
+    fail "unit tests $test: device tests skipped although a GPU is present: $device_skips"
+  elif ((status == 0)); then
     echo "$test: passed ($passed passed, $skipped skipped)"
   elif ((status == 124)); then
     echo "$test: TIMED OUT after $limit s (see $out/$test.log)"
