@@ -16,6 +16,7 @@
 #include "ir/Module.h"
 
 #include "tests/unit/BackendStep.h"
+#include "tests/unit/OpParityHarness.h"
 
 #include "gtest/gtest.h"
 
@@ -58,21 +59,10 @@ llvm::Expected<std::vector<TensorData>> runCase(const Case &c, bool onCuda) {
   return test::runBackendStep(*module, c.inputs, onCuda);
 }
 
-/// Random values of \p dtype (stored through fp32).
+/// Random values of \p dtype in [-3, 3), each tensor from the next seed
+/// \p rng draws.
 TensorData randomTensor(DType dtype, const Dims &shape, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  std::vector<float> values(n);
-  for (float &v : values)
-    v = dist(rng);
-  if (dtype == DType::F32)
-    return TensorData::fromValues<float>(DType::F32, shape, values);
-  std::vector<uint16_t> bits;
-  for (float v : values)
-    bits.push_back(dtype == DType::F16 ? floatToHalf(v) : floatToBFloat16(v));
-  return TensorData::fromValues<uint16_t>(dtype, shape, bits);
+  return test::randomTensor(dtype, shape, rng(), -3.0f, 3.0f);
 }
 
 TensorData flag(bool value) {

@@ -19,21 +19,12 @@ import os
 import struct
 import sys
 
+from check_data_parallel import varint  # noqa: E402  (same folder)
+
 # TensorProto.data_type -> (element bytes, struct format of the typed field)
 ELEMENT = {1: (4, "f"), 2: (1, "B"), 3: (1, "b"), 4: (2, "H"), 5: (2, "h"),
            6: (4, "i"), 7: (8, "q"), 9: (1, "B"), 10: (2, "H"), 11: (8, "d"),
            12: (4, "I"), 13: (8, "Q"), 16: (2, "H")}
-
-
-def varint(buf, pos):
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 def put_varint(value):
