@@ -227,6 +227,25 @@ makeGemmPlan(const Node &node, const MatMulGeometry &geometry,
            d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
            &workspaceBytes, sizeof(workspaceBytes))) != CUBLAS_STATUS_SUCCESS)
     return blasLtCallError(node, "cublasLtMatmulPreferenceCreate", status);
+  // The calls of a broadcast batch start past the operands' (256-byte
+  // aligned) addresses: the algorithm may assume only what every call's
+  // base keeps. cuBLASLt's first operand is B, its second A.
+  int64_t bytes = g->dataType == CUDA_R_32F ? 4 : 2;
+  uint32_t alignments[4] = {g->runs.baseAlignment(1, g->k * g->n * bytes),
+                            g->runs.baseAlignment(0, g->m * g->k * bytes),
+                            g->runs.baseAlignment(2, g->m * g->n * bytes),
+                            g->runs.baseAlignment(2, g->m * g->n * bytes)};
+  const cublasLtMatmulPreferenceAttributes_t alignmentAttributes[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    if ((status = cublasLtMatmulPreferenceSetAttribute(
+             d.preference, alignmentAttributes[i], &alignments[i],
+             sizeof(alignments[i]))) != CUBLAS_STATUS_SUCCESS)
+      return blasLtCallError(node, "cublasLtMatmulPreferenceSetAttribute",
+                             status);
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
   status = cublasLtMatmulAlgoGetHeuristic(ctx.blasLt, d.op, d.first, d.second,

@@ -51,6 +51,18 @@ GemmCallBase GemmBatchRuns::base(int64_t call) const {
   return base;
 }
 
+uint32_t GemmBatchRuns::baseAlignment(int operand, int64_t matrixBytes,
+                                      uint32_t limit) const {
+  const int64_t *strides = operand == 0   ? outerStrideA
+                           : operand == 1 ? outerStrideB
+                                          : outerStrideY;
+  uint32_t alignment = limit;
+  for (int d = 0; d < outerRank; ++d)
+    while (alignment > 1 && (strides[d] * matrixBytes) % alignment != 0)
+      alignment /= 2;
+  return alignment;
+}
+
 bool cuda::planGemmBatch(llvm::ArrayRef<int64_t> shapeA,
                          llvm::ArrayRef<int64_t> shapeB, GemmBatchRuns &runs) {
   runs = GemmBatchRuns();

@@ -51,6 +51,12 @@ struct GemmBatchRuns {
   int64_t calls() const;
   /// The base matrices of call \p call, in [0, calls()).
   GemmCallBase base(int64_t call) const;
+  /// The largest power of two up to \p limit that divides the byte offset
+  /// of every call's base matrix of operand \p operand (0: A, 1: B, 2: Y),
+  /// whose matrices are \p matrixBytes long: what cuBLASLt may assume of
+  /// the calls' pointers beyond the operand's own alignment.
+  uint32_t baseAlignment(int operand, int64_t matrixBytes,
+                         uint32_t limit = 256) const;
 };
 
 /// Plans the batch of a matrix product of operands shaped \p shapeA and \p

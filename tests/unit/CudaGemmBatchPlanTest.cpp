@@ -81,8 +81,16 @@ void expectPlanIsNumpy(const Shape &a, const Shape &b) {
   if (expected.empty()) {
     EXPECT_EQ(calls * runs.count, 0);
   }
+  // Every call's base pointer keeps the alignment cuBLASLt is told of
+  // (matrices of 6, 12 and 64 bytes).
+  uint32_t alignA = runs.baseAlignment(0, 6),
+           alignB = runs.baseAlignment(1, 12),
+           alignY = runs.baseAlignment(2, 64);
   for (int64_t call = 0; call < calls; ++call) {
     GemmCallBase base = runs.base(call);
+    EXPECT_EQ(base.a * 6 % alignA, 0) << "call " << call;
+    EXPECT_EQ(base.b * 12 % alignB, 0) << "call " << call;
+    EXPECT_EQ(base.y * 64 % alignY, 0) << "call " << call;
     for (int64_t i = 0; i < runs.count; ++i) {
       int64_t y = base.y + i * runs.strideY;
       ASSERT_GE(y, 0);
@@ -116,6 +124,8 @@ TEST(CudaGemmBatchPlanTest, RunsAreAsLongAsTheStridesAllow) {
   ASSERT_TRUE(planGemmBatch({3, 1, 6, 5}, {2, 5, 7}, runs));
   EXPECT_EQ(runs.count * runs.calls(), 6);
   EXPECT_EQ(runs.count, 3);
+  EXPECT_EQ(runs.baseAlignment(1, 4 * 35), 4u);
+  EXPECT_EQ(runs.baseAlignment(1, 256), 256u);
   // Equal batches merge into one call; so does a batch over one matrix.
   ASSERT_TRUE(planGemmBatch({2, 3, 4, 6, 5}, {2, 3, 4, 5, 7}, runs));
   EXPECT_EQ(runs.count, 24);
