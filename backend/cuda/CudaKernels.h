@@ -20,6 +20,7 @@
 
 #include "backend/cuda/BroadcastIndexing.h"
 #include "backend/cuda/ElementwiseMath.h"
+#include "backend/cuda/PadMath.h"
 #include "backend/cuda/PoolMath.h"
 #include "backend/cuda/ReduceMath.h"
 
@@ -79,6 +80,13 @@ cudaError_t launchElementwise(ElementwiseOp op, Storage storage, const void *a,
 cudaError_t launchStridedCopy(int64_t elementBytes, const void *in, void *out,
                               int64_t elements, const BroadcastIndexing &index,
                               cudaStream_t stream);
+
+/// Pad of any mode over any element type of \p elementBytes (1, 2, 4 or
+/// 8): out[i] = in[padSourceOffset(index, i)], or the low bytes of \p
+/// pattern where constant mode pads.
+cudaError_t launchPad(int64_t elementBytes, const void *in, void *out,
+                      int64_t elements, const PadIndexing &index,
+                      uint64_t pattern, cudaStream_t stream);
 
 /// Where: out = cond ? x : y with broadcasting (slots 0, 1, 2 of \p index
 /// are cond, x and y), over any element type of \p elementBytes.

@@ -5,22 +5,22 @@
 // gmopt's tensors are row-major and cuBLASLt's layouts column-major, so
 // row-major Y = op(A) op(B) is computed as column-major Y^T = op(B)^T
 // op(A)^T: B is passed first, A second, with the transposes they carry.
-// Batches are strided: each operand is either a full batch matching the
-// output's (numpy-broadcast) batch or a single matrix (stride 0); other
-// broadcasts are refused at prepare time. Gemm's C is first broadcast into
-// Y by the strided-copy kernel and then accumulated with beta. The GEMM
-// scratch is the node's planned workspace slice (the CUDA workspace model
-// reserves kCudaGemmWorkspaceBytes); unplanned, cuBLASLt gets none.
+// Batches are strided: GemmBatchPlan.h splits the output's numpy-broadcast
+// batch into strided-batched calls (stride 0 for an operand broadcast along
+// a call) and the host loops over the calls' base matrices, all on the
+// stream with one set of descriptors and the same workspace. Gemm's C is first
+// broadcast into Y by the strided-copy kernel and then accumulated with beta.
+// The GEMM scratch is the node's planned workspace slice (the CUDA workspace
+// model reserves kCudaGemmWorkspaceBytes); unplanned, cuBLASLt gets none.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaDispatch.h"
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/GemmBatchPlan.h"
 
 #include "llvm/ADT/SmallVector.h"
-
-#include <numeric>
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -40,9 +40,12 @@ llvm::Error matMulError(const Node &node, const llvm::Twine &message) {
 struct MatMulGeometry {
   int64_t m = 0, n = 0, k = 0;
   bool transA = false, transB = false;
+  /// Products per strided-batched call.
   int64_t batch = 1;
-  /// Element strides between consecutive matrices (0: broadcast).
-  int64_t strideA = 0, strideB = 0;
+  /// Element strides between consecutive matrices of a call (0: broadcast).
+  int64_t strideA = 0, strideB = 0, strideY = 0;
+  /// The calls of the broadcast batch (matrix counts, not elements).
+  GemmBatchRuns runs;
   float alpha = 1, beta = 0;
   /// Gemm's C (operand 2) is present.
   bool hasC = false;
@@ -61,11 +64,6 @@ llvm::Expected<cudaDataType_t> dataTypeOf(const Node &node, DType dtype) {
     return matMulError(node, "element type " + dtypeName(dtype) +
                                  " is not supported (f32, f16, bf16)");
   }
-}
-
-int64_t product(llvm::ArrayRef<int64_t> dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t(1),
-                         std::multiplies<int64_t>());
 }
 
 llvm::Expected<MatMulGeometry> matMulGeometry(const Node &node) {
@@ -118,38 +116,16 @@ llvm::Expected<MatMulGeometry> matMulGeometry(const Node &node) {
   if (kb != g.k)
     return matMulError(node, "inner dimensions differ (" + llvm::Twine(g.k) +
                                  " and " + llvm::Twine(kb) + ")");
-  llvm::ArrayRef<int64_t> batchA = llvm::ArrayRef<int64_t>(sa).drop_back(2);
-  llvm::ArrayRef<int64_t> batchB = llvm::ArrayRef<int64_t>(sb).drop_back(2);
-  int64_t countA = product(batchA), countB = product(batchB);
-  g.batch = y->getType().getNumElements() / std::max<int64_t>(g.m * g.n, 1);
-  if (g.m * g.n == 0)
-    g.batch = std::max(countA, countB);
-  // A batch operand is used as a whole batch or as one repeated matrix.
-  auto strideFor = [&](int64_t count, llvm::ArrayRef<int64_t> dims,
-                       int64_t matrix, llvm::ArrayRef<int64_t> other,
-                       int64_t &stride) -> bool {
-    if (count == 1) {
-      stride = 0;
-      return true;
-    }
-    if (count != g.batch)
-      return false;
-    // Same batch count: the shapes must match after left-padding with 1s.
-    size_t rank = std::max(dims.size(), other.size());
-    for (size_t i = 0; i < rank; ++i) {
-      int64_t d = i < rank - dims.size() ? 1 : dims[i - (rank - dims.size())];
-      int64_t o =
-          i < rank - other.size() ? 1 : other[i - (rank - other.size())];
-      if (d != o && o != 1)
-        return false;
-    }
-    stride = matrix;
-    return true;
-  };
-  if (!strideFor(countA, batchA, g.m * g.k, batchB, g.strideA) ||
-      !strideFor(countB, batchB, g.k * g.n, batchA, g.strideB))
-    return matMulError(node, "this batch broadcast is not supported by the "
-                             "CUDA kernels yet");
+  // The batch as strided-batched calls, from the stored shapes (the 1-D
+  // promotion above adds no batch dimension).
+  if (!planGemmBatch(a->getType().getStaticShape(),
+                     b->getType().getStaticShape(), g.runs))
+    return matMulError(node, "the batch dimensions do not broadcast, or "
+                             "broadcast over too many dimensions");
+  g.batch = g.runs.count;
+  g.strideA = g.runs.strideA * g.m * g.k;
+  g.strideB = g.runs.strideB * g.k * g.n;
+  g.strideY = g.runs.strideY * g.m * g.n;
   return g;
 }
 
@@ -242,7 +218,7 @@ makeGemmPlan(const Node &node, const MatMulGeometry &geometry,
       return err;
     if (llvm::Error err = setBatch(node, d.second, g->batch, g->strideA))
       return err;
-    if (llvm::Error err = setBatch(node, d.out, g->batch, g->m * g->n))
+    if (llvm::Error err = setBatch(node, d.out, g->batch, g->strideY))
       return err;
   }
   if ((status = cublasLtMatmulPreferenceCreate(&d.preference)) !=
@@ -251,6 +227,25 @@ makeGemmPlan(const Node &node, const MatMulGeometry &geometry,
            d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
            &workspaceBytes, sizeof(workspaceBytes))) != CUBLAS_STATUS_SUCCESS)
     return blasLtCallError(node, "cublasLtMatmulPreferenceCreate", status);
+  // The calls of a broadcast batch start past the operands' (256-byte
+  // aligned) addresses: the algorithm may assume only what every call's
+  // base keeps. cuBLASLt's first operand is B, its second A.
+  int64_t bytes = g->dataType == CUDA_R_32F ? 4 : 2;
+  uint32_t alignments[4] = {g->runs.baseAlignment(1, g->k * g->n * bytes),
+                            g->runs.baseAlignment(0, g->m * g->k * bytes),
+                            g->runs.baseAlignment(2, g->m * g->n * bytes),
+                            g->runs.baseAlignment(2, g->m * g->n * bytes)};
+  const cublasLtMatmulPreferenceAttributes_t alignmentAttributes[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    if ((status = cublasLtMatmulPreferenceSetAttribute(
+             d.preference, alignmentAttributes[i], &alignments[i],
+             sizeof(alignments[i]))) != CUBLAS_STATUS_SUCCESS)
+      return blasLtCallError(node, "cublasLtMatmulPreferenceSetAttribute",
+                             status);
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
   status = cublasLtMatmulAlgoGetHeuristic(ctx.blasLt, d.op, d.first, d.second,
@@ -339,12 +334,25 @@ llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
   }
   const CudaGemmPlan &d = *cached;
   float alpha = g->alpha;
-  cublasStatus_t status = cublasLtMatmul(
-      ctx.blasLt, d.op, &alpha, launch.operands[1], d.first, launch.operands[0],
-      d.second, &beta, y, d.out, y, d.out, &d.algo,
-      workspaceBytes ? launch.workspace : nullptr, workspaceBytes, ctx.stream);
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return blasLtCallError(node, "cublasLtMatmul", status);
+  // One call per base of the broadcast batch; the calls write disjoint
+  // output matrices, so they share the workspace in stream order.
+  int64_t bytes = g->dataType == CUDA_R_32F ? 4 : 2;
+  auto *aBytes = static_cast<const uint8_t *>(launch.operands[0]);
+  auto *bBytes = static_cast<const uint8_t *>(launch.operands[1]);
+  auto *yBytes = static_cast<uint8_t *>(y);
+  for (int64_t call = 0, calls = g->runs.calls(); call < calls; ++call) {
+    GemmCallBase base = g->runs.base(call);
+    const uint8_t *aCall = aBytes + base.a * g->m * g->k * bytes;
+    const uint8_t *bCall = bBytes + base.b * g->k * g->n * bytes;
+    uint8_t *yCall = yBytes + base.y * g->m * g->n * bytes;
+    cublasStatus_t status =
+        cublasLtMatmul(ctx.blasLt, d.op, &alpha, bCall, d.first, aCall,
+                       d.second, &beta, yCall, d.out, yCall, d.out, &d.algo,
+                       workspaceBytes ? launch.workspace : nullptr,
+                       workspaceBytes, ctx.stream);
+    if (status != CUBLAS_STATUS_SUCCESS)
+      return blasLtCallError(node, "cublasLtMatmul", status);
+  }
   return llvm::Error::success();
 }
 
@@ -362,6 +370,7 @@ llvm::Error cuda::runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
   g.batch = gemm.batch;
   g.strideA = gemm.batch > 1 ? gemm.m * gemm.k : 0;
   g.strideB = gemm.batch > 1 ? gemm.k * gemm.n : 0;
+  g.strideY = gemm.batch > 1 ? gemm.m * gemm.n : 0;
   g.dataType = CUDA_R_32F;
   if (g.batch > INT32_MAX)
     return matMulError(node, "too many matrices in one batch");

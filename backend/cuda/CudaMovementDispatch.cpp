@@ -116,18 +116,32 @@ llvm::Error runTile(CudaCall &call) {
                     "strided copy kernel");
 }
 
-/// Pad(data, pads, constant_value?, axes?) in constant mode: the output
+/// Pad(data, pads, constant_value?, axes?). Constant mode: the output
 /// filled with the constant (0 without it), then the overlapping region
-/// copied (IndexingPlan's padCopy). pads, axes and the constant must be
+/// copied (IndexingPlan's padCopy). Reflect, edge and wrap (the modes the
+/// schema and the CPU kernel accept): one kernel reading each output
+/// element's source (PadMath.h). pads, axes and the constant must be
 /// initializers.
 struct PadGeometry {
+  PadMode mode = PadMode::Constant;
   PadCopy copy;
+  PadIndexing gather;
   uint64_t pattern = 0;
 };
 
 llvm::Expected<PadGeometry> padGeometry(const Node &node) {
-  if (node.getStringAttr("mode", "constant") != "constant")
-    return nodeError(node, "only mode 'constant' has a CUDA kernel");
+  std::string modeName = node.getStringAttr("mode", "constant").str();
+  PadGeometry g;
+  if (modeName == "constant")
+    g.mode = PadMode::Constant;
+  else if (modeName == "reflect")
+    g.mode = PadMode::Reflect;
+  else if (modeName == "edge")
+    g.mode = PadMode::Edge;
+  else if (modeName == "wrap")
+    g.mode = PadMode::Wrap;
+  else
+    return nodeError(node, "unknown mode '" + modeName + "'");
   Shape in = shapeOf(node.getOperand(0)), out = shapeOf(node.getResult(0));
   auto rank = static_cast<int64_t>(in.size());
   auto pads = constantInts(node, 1, "pads");
@@ -152,9 +166,12 @@ llvm::Expected<PadGeometry> padGeometry(const Node &node) {
       return axis.takeError();
     begin[*axis] = (*pads)[i];
   }
-  PadGeometry g;
   if (!padCopy(in, out, begin, g.copy))
     return nodeError(node, "the output's rank differs from the input's");
+  if (g.mode != PadMode::Constant &&
+      !padIndexing(in, out, begin, g.mode, g.gather))
+    return nodeError(node, "cannot reflect, extend or wrap an empty "
+                           "dimension, or too many dimensions");
   if (node.getNumOperands() > 2 && node.getOperand(2)) {
     const Value *value = node.getOperand(2);
     if (!value->isInitializer())
@@ -187,6 +204,10 @@ llvm::Error runPad(CudaCall &call) {
   if (!g)
     return g.takeError();
   int64_t bytes = elementBytes(call.out(0));
+  if (g->mode != PadMode::Constant)
+    return call.check(launchPad(bytes, call.inPtr(0), call.outPtr(0), elements,
+                                g->gather, g->pattern, call.ctx.stream),
+                      "pad kernel");
   if (llvm::Error err = call.check(launchFill(bytes, g->pattern, call.outPtr(0),
                                               elements, call.ctx.stream),
                                    "fill kernel"))

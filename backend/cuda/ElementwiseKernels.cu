@@ -72,6 +72,26 @@ __global__ void stridedCopyKernel(const T *in, T *out, int64_t elements,
         in[operandOffset(ix, 0, i)];
 }
 
+/// Pad in any mode: each output element reads its source element, or the
+/// constant where constant mode pads (PadMath.h).
+template <typename T>
+__global__ void padKernel(const T *in, T *out, int64_t elements, PadIndexing ix,
+                          T constant) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < elements;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t source = padSourceOffset(ix, i);
+    out[i] = source < 0 ? constant : in[source];
+  }
+}
+
+template <typename T>
+void launchPadAs(const void *in, void *out, int64_t elements,
+                 const PadIndexing &ix, uint64_t pattern, cudaStream_t stream) {
+  padKernel<<<gridFor(elements), kThreads, 0, stream>>>(
+      static_cast<const T *>(in), static_cast<T *>(out), elements, ix,
+      static_cast<T>(pattern));
+}
+
 template <Storage S>
 cudaError_t elementwiseAs(ElementwiseOp op, const void *a, const void *b,
                           const void *c, void *out, int64_t elements,
@@ -515,6 +535,31 @@ cudaError_t gmopt::cuda::launchStridedCopy(int64_t elementBytes, const void *in,
     stridedCopyKernel<<<grid, kThreads, 0, stream>>>(
         static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out),
         elements, index);
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t gmopt::cuda::launchPad(int64_t elementBytes, const void *in,
+                                   void *out, int64_t elements,
+                                   const PadIndexing &index, uint64_t pattern,
+                                   cudaStream_t stream) {
+  if (elements == 0)
+    return cudaSuccess;
+  switch (elementBytes) {
+  case 1:
+    launchPadAs<uint8_t>(in, out, elements, index, pattern, stream);
+    break;
+  case 2:
+    launchPadAs<uint16_t>(in, out, elements, index, pattern, stream);
+    break;
+  case 4:
+    launchPadAs<uint32_t>(in, out, elements, index, pattern, stream);
+    break;
+  case 8:
+    launchPadAs<uint64_t>(in, out, elements, index, pattern, stream);
     break;
   default:
     return cudaErrorInvalidValue;

@@ -128,3 +128,24 @@ bool cuda::padCopy(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
   }
   return true;
 }
+
+bool cuda::padIndexing(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+                       llvm::ArrayRef<int64_t> begin, PadMode mode,
+                       PadIndexing &ix) {
+  if (in.size() != out.size() || in.size() != begin.size() ||
+      in.size() > static_cast<size_t>(kMaxRank))
+    return false;
+  IndexVector inStrides = contiguousStrides(in);
+  ix = PadIndexing();
+  ix.rank = static_cast<int32_t>(in.size());
+  ix.mode = mode;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (mode != PadMode::Constant && in[d] == 0 && out[d] > 0)
+      return false;
+    ix.outExtent[d] = out[d];
+    ix.inExtent[d] = in[d];
+    ix.inStride[d] = inStrides[d];
+    ix.begin[d] = begin[d];
+  }
+  return true;
+}

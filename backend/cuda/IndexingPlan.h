@@ -12,6 +12,7 @@
 #define GMOPT_BACKEND_CUDA_INDEXINGPLAN_H
 
 #include "backend/cuda/BroadcastIndexing.h"
+#include "backend/cuda/PadMath.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -64,6 +65,13 @@ struct PadCopy {
 /// per dimension (negative crops). False when the ranks differ.
 bool padCopy(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
              llvm::ArrayRef<int64_t> begin, PadCopy &copy);
+
+/// The PadIndexing of \p in padded to \p out with \p begin leading
+/// elements per dimension (negative crops) in \p mode. False when the
+/// ranks differ, there are more than kMaxRank dimensions, or a non-constant
+/// mode would pad from an empty dimension (the CPU kernel refuses that).
+bool padIndexing(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+                 llvm::ArrayRef<int64_t> begin, PadMode mode, PadIndexing &ix);
 
 } // namespace cuda
 } // namespace gmopt

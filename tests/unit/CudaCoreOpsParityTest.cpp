@@ -82,6 +82,8 @@ std::vector<OpCase> matMulCases(DType dtype) {
                                                {{1, 1023}, {1023, 3}, 1023},
                                                {{2, 3, 7, 9}, {9, 4}, 9},
                                                {{2, 3, 6, 5}, {2, 3, 5, 7}, 5},
+                                               {{3, 1, 6, 5}, {2, 5, 7}, 5},
+                                               {{2, 1, 4, 3}, {3, 3, 1}, 3},
                                                {{9}, {9, 4}, 9},
                                                {{3, 8}, {8}, 8}}) {
     OpCase c = m.make("MatMul " + shapeText(p.a) + "x" + shapeText(p.b), "",
@@ -120,13 +122,19 @@ std::vector<OpCase> matMulCases(DType dtype) {
       {intAttr("transA", 1), intAttr("transB", 1), floatAttr("alpha", 0.125f)});
   fused.toleranceScale = gemmScale(9);
   cases.push_back(fused);
-  // One side's batch dimensions broadcast over a plain matrix (batches
-  // broadcast against each other have no CUDA kernel yet).
+  // One side's batch dimensions broadcast over a plain matrix.
   OpCase broadcast = m.make("FusedMatMul transB batch over a matrix", kMsDomain,
                             "FusedMatMul", {m.rnd({3, 7, 33}), m.rnd({5, 33})},
                             {intAttr("transB", 1), floatAttr("alpha", 2)});
   broadcast.toleranceScale = gemmScale(33) * 2;
   cases.push_back(broadcast);
+  // Batches broadcast against each other: several strided-batched calls.
+  OpCase crossed = m.make(
+      "FusedMatMul transA batches broadcast against each other", kMsDomain,
+      "FusedMatMul", {m.rnd({1, 4, 9, 6}), m.rnd({3, 1, 9, 5})},
+      {intAttr("transA", 1), floatAttr("alpha", 0.5f)});
+  crossed.toleranceScale = gemmScale(9);
+  cases.push_back(crossed);
   return cases;
 }
 

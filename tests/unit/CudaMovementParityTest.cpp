@@ -3,7 +3,8 @@
 // Per-op parity of the CUDA backend's data-movement entries
 // (CudaMovementDispatch.cpp) against the CPU backend: Transpose, Concat,
 // Slice (negative starts and steps, axes), Split (even and given sizes),
-// Pad (constant mode, a constant value, axes), Tile, Expand, Where
+// Pad (constant mode, a constant value; reflect with axes, edge and wrap
+// with long and negative pads), Tile, Expand, Where
 // (broadcasting condition), Reshape (0 and -1 in the shape), Squeeze,
 // Unsqueeze, Flatten and Identity. Each case is a one-node module on fresh
 // random inputs (seeds in the case's name) with the shape, index and pad
@@ -37,6 +38,7 @@ using test::intAttr;
 using test::intsAttr;
 using test::OpCase;
 using test::shapeText;
+using test::stringAttr;
 
 namespace {
 
@@ -118,6 +120,29 @@ std::vector<OpCase> movementCases(DType dtype) {
     add(m.make("Pad [7] pads 3,1 constant value", "", "Pad",
                {data(m, {7}), int64s({2}, {3, 1}), value}),
         1);
+  }
+  // Pad in reflect, edge and wrap modes (wrap needs opset 19; axes 18),
+  // with pads longer than a dimension and negative (cropping) pads.
+  add(m.make("Pad reflect [3,4] pads 2,1,1,3", "", "Pad",
+             {data(m, {3, 4}), int64s({4}, {2, 1, 1, 3})},
+             {stringAttr("mode", "reflect")}),
+      1);
+  add(m.make("Pad edge [7] pads 3,-2", "", "Pad",
+             {data(m, {7}), int64s({2}, {3, -2})},
+             {stringAttr("mode", "edge")}),
+      1);
+  {
+    OpCase wrap = m.make("Pad wrap [2,3,4] pads 0,4,-1,1,2,5", "", "Pad",
+                         {data(m, {2, 3, 4}), int64s({6}, {0, 4, -1, 1, 2, 5})},
+                         {stringAttr("mode", "wrap")});
+    wrap.onnxOpset = 19;
+    add(wrap, 1);
+    OpCase axes = m.make(
+        "Pad reflect [4,5] axes -1 pads 7,2", "", "Pad",
+        {data(m, {4, 5}), int64s({2}, {7, 2}), TensorData(), int64s({1}, {-1})},
+        {stringAttr("mode", "reflect")});
+    axes.onnxOpset = 18;
+    add(axes, 1);
   }
   // Tile, Expand.
   add(m.make("Tile [2,3] repeats 3,2", "", "Tile",
