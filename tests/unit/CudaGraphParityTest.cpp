@@ -48,6 +48,9 @@ struct GraphCase {
   std::string dataName;
 };
 
+/// How GoogleTest names a case in its output (and ctest's test names).
+void PrintTo(const GraphCase &graph, std::ostream *out) { *out << graph.name; }
+
 std::vector<GraphCase> graphCases() {
   std::vector<GraphCase> cases;
   for (const gmopt::testing::TestdataGraph &graph :
