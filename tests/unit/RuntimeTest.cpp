@@ -12,7 +12,6 @@
 
 #include "tools/driver/Runtime.h"
 #include "tools/driver/Checkpoint.h"
-#include "tools/driver/DataParallelRun.h"
 #include "tools/driver/RunReport.h"
 #include "tools/driver/RunSession.h"
 #include "tools/driver/TestDataSet.h"
@@ -29,6 +28,7 @@
 
 #include "backend/cuda/CudaDevice.h"
 
+#include "tests/unit/MlpTestdata.h"
 #include "tests/unit/TestPaths.h"
 #include "gtest/gtest.h"
 
@@ -81,26 +81,8 @@ std::string readFile(const std::string &path) {
   return buffer ? (*buffer)->getBuffer().str() : std::string();
 }
 
-/// mlp with batch 8 (canonicalized) and its reference data.
-struct Mlp {
-  RunnableModel model;
-  TestDataSet data;
-};
-
-std::optional<Mlp> loadMlp(bool wantOriginal = false,
-                           const OptimizerSpec *optimizer = nullptr) {
-  auto data = readTestDataSet(modelDir("mlp") + "/test_data_set_0");
-  EXPECT_TRUE(bool(data)) << llvm::toString(data.takeError());
-  if (!data)
-    return std::nullopt;
-  auto model = loadRunnableModel(modelDir("mlp") + "/training_model.onnx",
-                                 {{"batch", 8}}, nullptr, wantOriginal, "",
-                                 optimizer);
-  EXPECT_TRUE(bool(model)) << llvm::toString(model.takeError());
-  if (!model)
-    return std::nullopt;
-  return Mlp{std::move(*model), std::move(*data)};
-}
+using test::loadMlp;
+using test::Mlp;
 
 const Value *inputNamed(const Module &module, llvm::StringRef name) {
   for (const auto &input : module.getGraph().getInputs())
@@ -399,8 +381,7 @@ TEST(BindInputsTest, InternalLossLabelsMayHoldTheIgnoreIndexOperand) {
     Graph &graph = module.getGraph();
     TensorType scoresType = TensorType::get(DType::F32, {4, 3});
     Value *scores = graph.addInput(scoresType, "scores");
-    Value *labels =
-        graph.addInput(TensorType::get(DType::I64, {4}), "labels");
+    Value *labels = graph.addInput(TensorType::get(DType::I64, {4}), "labels");
     Value *ignore = graph.addInitializer(
         TensorData::fromValues<int64_t>(DType::I64, {}, {-100}), "ignore");
     Builder builder(graph);
@@ -486,62 +467,6 @@ TEST(BindInputsTest, WeightsComeFirstAndMissingOnesAreNamed) {
   EXPECT_EQ(errorText(bound), "w.pbseq: tensor 'fc3.bias': input 'fc3.bias' "
                               "expects f32[10] but the weights file holds "
                               "f32[2]");
-}
-
-TEST(LaunchCheckTest, HashesTellInitialValuesAndInputsApart) {
-  // The data-parallel start-up check compares these hashes over the ranks:
-  // equal values hash alike, and a changed byte, name or order does not.
-  std::optional<Mlp> mlp = loadMlp();
-  ASSERT_TRUE(mlp);
-  const Module &module = *mlp->model.module;
-  InputSources sources;
-  sources.testData = &mlp->data;
-  auto bound = bindInputs(module, sources);
-  ASSERT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
-  std::vector<const Value *> params;
-  for (const ParamInfo &info : module.getSignature().getParams())
-    params.push_back(info.param);
-  ASSERT_GE(params.size(), 2u);
-  uint64_t hash = hashInitialValues(params, *bound);
-  auto again = bindInputs(module, sources);
-  ASSERT_TRUE(bool(again));
-  EXPECT_EQ(hashInitialValues(params, *again), hash);
-  std::vector<const Value *> swapped = params;
-  std::swap(swapped[0], swapped[1]);
-  EXPECT_NE(hashInitialValues(swapped, *bound), hash);
-  // Another seed changes nothing bound from the test data...
-  sources.seed = 7;
-  auto reseeded = bindInputs(module, sources);
-  ASSERT_TRUE(bool(reseeded));
-  EXPECT_EQ(hashInitialValues(params, *reseeded), hash);
-  // ... and everything initialized from it.
-  InputSources synthetic;
-  auto seeded = bindInputs(module, synthetic);
-  ASSERT_TRUE(bool(seeded));
-  synthetic.seed = 7;
-  auto otherSeed = bindInputs(module, synthetic);
-  ASSERT_TRUE(bool(otherSeed));
-  EXPECT_NE(hashInitialValues(params, *seeded),
-            hashInitialValues(params, *otherSeed));
-  // One element of one parameter.
-  for (BoundInput &binding : *again)
-    if (binding.input == params.back()) {
-      std::vector<uint8_t> bytes(binding.data.getBytes().begin(),
-                                 binding.data.getBytes().end());
-      bytes[0] ^= 1;
-      binding.data = TensorData(binding.data.getType(), std::move(bytes));
-    }
-  EXPECT_NE(hashInitialValues(params, *again), hash);
-
-  std::vector<TestDataSet> sets(2, mlp->data);
-  uint64_t setsHash = hashTestDataSets(sets);
-  EXPECT_EQ(hashTestDataSets(std::vector<TestDataSet>(2, mlp->data)), setsHash);
-  EXPECT_NE(hashTestDataSets(llvm::ArrayRef(sets).take_front()), setsHash);
-  sets[1].inputs[0].name = "renamed";
-  EXPECT_NE(hashTestDataSets(sets), setsHash);
-  // One process: nothing to compare.
-  EXPECT_FALSE(bool(checkSameOnEveryRank({LaunchSetting{"--lr", "0.1", 1}},
-                                         "a test exchange")));
 }
 
 TEST(BindInputsTest, TestDataMustHoldEveryDataInput) {
@@ -639,9 +564,9 @@ TEST(BindInputsTest, MaskComparedWithConstantsGetsBothOutcomes) {
     Value *five = graph.addInitializer(
         TensorData::fromValues<int64_t>(DType::I64, {}, {5}), "five");
     Builder builder(graph);
-    Node *cast =
-        builder.create({"", "Cast"}, {code}, {TensorType::get(DType::I32, {256})},
-                       {NamedAttribute{"to", Attribute::getInt(6)}}, "cast");
+    Node *cast = builder.create(
+        {"", "Cast"}, {code}, {TensorType::get(DType::I32, {256})},
+        {NamedAttribute{"to", Attribute::getInt(6)}}, "cast");
     Node *isTwo = builder.create({"", "Equal"}, {cast->getResult(0), two},
                                  {boolx}, {}, "is_two");
     Node *isFive =
