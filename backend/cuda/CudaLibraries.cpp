@@ -3,7 +3,7 @@
 // Defines every cuBLASLt and cuDNN function the CUDA backend calls, under
 // the library's own name and with its own signature, as a forwarder to the
 // real function looked up in the library the first time it is called (the
-// pattern of TensorFlow's stub libraries). The compiler checks each
+// way TensorFlow loads its CUDA libraries lazily). The compiler checks each
 // definition against the declaration in cublasLt.h / cudnn.h: a signature
 // that drifted from the headers is a conflicting C declaration and does not
 // compile. Where the library cannot be opened the forwarders return the
