@@ -1,5 +1,4 @@
-//===- GemmBatchPlan.h - Broadcast batches as strided GEMM calls -*- C++
-//-*-===//
+//===- GemmBatchPlan.h - Broadcast batches as GEMM calls ----*- C++ -*-===//
 //
 // Host code (every build, no CUDA header) that splits the numpy-broadcast
 // batch of a MatMul or FusedMatMul into strided-batched GEMM calls that
