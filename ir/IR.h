@@ -1,4 +1,5 @@
-//===- IR.h - Values, nodes and graphs ----------------------------*- C++ -*-===//
+//===- IR.h - Values, nodes and graphs ----------------------------*- C++
+//-*-===//
 //
 // The core of gmopt's IR. A Graph owns its Nodes (an intrusive list whose
 // order *is* the schedule) and its Values (graph inputs, initializers and node
@@ -155,6 +156,15 @@ public:
   bool hasData() const { return !data.isNull(); }
   void setData(TensorData newData) { data = std::move(newData); }
 
+  /// True for an initializer that is a literal of the computation — a
+  /// `Constant` node's value (canonicalize turns those into initializers) —
+  /// rather than a tensor the model file lists as an initializer. A literal
+  /// is never a parameter: autodiff gives it no gradient unless the user
+  /// names it (a causal mask or a rotary table is not a weight). Printed
+  /// as `constant literal`.
+  bool isLiteral() const { return literal; }
+  void setLiteral(bool isLiteral) { literal = isLiteral; }
+
   /// Uses, in no particular order.
   llvm::iterator_range<UseIterator> getUses() const {
     return {UseIterator(firstUse), UseIterator()};
@@ -174,7 +184,8 @@ private:
   friend class Node;
   friend class OpOperand;
   Value(Graph *graph, Kind kind, TensorType type, std::string name)
-      : graph(graph), kind(kind), type(std::move(type)), name(std::move(name)) {}
+      : graph(graph), kind(kind), type(std::move(type)), name(std::move(name)) {
+  }
 
   Graph *graph;
   Kind kind;
@@ -183,6 +194,7 @@ private:
   TensorType type;
   std::string name;
   TensorData data;
+  bool literal = false;
   OpOperand *firstUse = nullptr;
 };
 
@@ -406,14 +418,14 @@ public:
   /// Creates a node with explicitly typed results.
   Node *create(OpName op, llvm::ArrayRef<Value *> operands,
                llvm::ArrayRef<TensorType> resultTypes,
-               llvm::ArrayRef<NamedAttribute> attrs = {}, std::string name = {});
+               llvm::ArrayRef<NamedAttribute> attrs = {},
+               std::string name = {});
   /// Creates a node whose result types come from the op registry's
   /// inference. Fails (and creates nothing) if inference fails.
-  llvm::Expected<Node *> createInferred(OpName op,
-                                        llvm::ArrayRef<Value *> operands,
-                                        unsigned numResults,
-                                        llvm::ArrayRef<NamedAttribute> attrs = {},
-                                        std::string name = {});
+  llvm::Expected<Node *>
+  createInferred(OpName op, llvm::ArrayRef<Value *> operands,
+                 unsigned numResults, llvm::ArrayRef<NamedAttribute> attrs = {},
+                 std::string name = {});
   /// Adds a constant initializer to the graph.
   Value *createConstant(TensorData data, std::string name = {});
 

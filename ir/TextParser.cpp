@@ -27,7 +27,8 @@
 //   graph-name    ::= '@' identifier | '@' string
 //   input         ::= value-name ':' type ['=' (dense | tensor-literal)]
 //   statement     ::= initializer | node
-//   initializer   ::= value-name '=' 'constant' tensor-literal [':' type]
+//   initializer   ::= value-name '=' 'constant' ['literal'] tensor-literal
+//                     [':' type]
 //   node          ::= [result (',' result)* '='] op-name
 //                     '(' [operand (',' operand)*] ')' [attr-dict]
 //                     [':' result-types] ['name' string]
@@ -1044,9 +1045,15 @@ private:
     return parseNode(results, names);
   }
 
-  /// initializer ::= value-name '=' 'constant' tensor-literal [':' type]
+  /// initializer ::= value-name '=' 'constant' ['literal'] tensor-literal
+  ///                   [':' type]
   [[nodiscard]] bool parseInitializer(const Token &nameToken,
                                       const std::string &name) {
+    bool literal = false;
+    if (tok.isKeyword("literal")) {
+      literal = true;
+      consume();
+    }
     TensorData data;
     if (parseTensorLiteral(data))
       return true;
@@ -1055,6 +1062,7 @@ private:
       return true;
     Value *init = graph.addInitializer(std::move(data), name);
     init->setType(type);
+    init->setLiteral(literal);
     defineValue(nameToken, init);
     return false;
   }

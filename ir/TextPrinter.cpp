@@ -407,6 +407,8 @@ private:
     os << "    ";
     printValueRef(&init);
     os << " = constant ";
+    if (init.isLiteral())
+      os << "literal ";
     if (!init.hasData()) {
       // Not parseable, and rejected by the verifier; shown for debugging.
       os << "<no data> : ";

@@ -24,6 +24,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <vector>
 
 #define DEBUG_TYPE "gmopt-autodiff"
@@ -50,10 +51,20 @@ llvm::Expected<LossSpec> gmopt::parseLossSpec(llvm::StringRef text) {
         "unknown loss kind '%s' (expected output, cross-entropy, mse, "
         "bce-with-logits or l1)",
         kind.str().c_str());
-  auto [output, target] = rest.split(',');
-  spec.output = output.trim().str();
-  spec.target = target.trim().str();
-  if (spec.kind == LossKind::Output && !spec.target.empty())
+  llvm::SmallVector<llvm::StringRef, 3> fields;
+  rest.split(fields, ',');
+  if (fields.size() > 2)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "'%s' has a field too many (expected KIND[:OUTPUT[,TARGET]])",
+        text.str().c_str());
+  spec.output = fields.empty() ? std::string() : fields[0].trim().str();
+  spec.target = fields.size() < 2 ? std::string() : fields[1].trim().str();
+  if (fields.size() == 2 && spec.target.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'%s' names an empty target",
+                                   text.str().c_str());
+  if (spec.kind == LossKind::Output && fields.size() == 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "loss kind 'output' takes no target");
   return spec;
@@ -102,9 +113,8 @@ public:
     if (!isFloatingPoint((*output)->getType().getDType()))
       return makeError("the loss reads '" + (*output)->getName() +
                        "', which is not floating point");
-    auto loss = spec.kind == LossKind::CrossEntropy
-                    ? crossEntropy(*output)
-                    : elementwiseLoss(*output);
+    auto loss = spec.kind == LossKind::CrossEntropy ? crossEntropy(*output)
+                                                    : elementwiseLoss(*output);
     if (!loss)
       return loss.takeError();
     // A loss the pass made is called `loss` unless the model has one.
@@ -136,25 +146,47 @@ private:
                          : "the model has no float output");
   }
 
+public:
+  /// The loss target (a data input) the loss reads, or null for kind
+  /// `output`.
+  Value *getTarget() const { return target; }
+  /// Whether the target was created (the forward model had no such input).
+  bool createdTarget() const { return created; }
+
+private:
   /// The graph input named spec.target (or \p fallback), created with
-  /// \p type when absent.
+  /// \p type when absent. A name that differs from an existing input's only
+  /// in case or by a letter or two is taken for a misspelling.
   llvm::Expected<Value *> findTarget(llvm::StringRef fallback,
                                      const TensorType &type) {
     std::string name = spec.target.empty() ? fallback.str() : spec.target;
     for (const auto &input : graph.getInputs())
       if (input->getName() == name)
-        return input.get();
+        return target = input.get();
     if (graph.lookupValue(name))
       return makeError("the loss target '" + name + "' is not a graph input");
-    return graph.addInput(type, name);
+    for (const auto &input : graph.getInputs()) {
+      llvm::StringRef existing = input->getName();
+      if (existing.equals_insensitive(name) ||
+          (name.size() > 3 &&
+           existing.edit_distance(name, /*AllowReplacements=*/true,
+                                  /*MaxEditDistance=*/2) <= 2))
+        return makeError("the loss target '" + name +
+                         "' is not a graph input; did you mean '" + existing +
+                         "'? (a target that is not an input is created as a "
+                         "new data input only when no input has a similar "
+                         "name)");
+    }
+    created = true;
+    return target = graph.addInput(type, name);
   }
 
   llvm::Expected<Value *> create(llvm::StringRef op,
                                  llvm::ArrayRef<Value *> operands,
                                  llvm::ArrayRef<NamedAttribute> attrs = {}) {
-    auto node = builder.createInferred(OpName{kOnnxDomain.str(), op.str()},
-                                       operands, 1, attrs,
-                                       ("loss/" + op).str());
+    auto node =
+        builder.createInferred(OpName{kOnnxDomain.str(), op.str()}, operands, 1,
+                               attrs, ("loss/" + op).str());
     if (!node)
       return node.takeError();
     Value *result = (*node)->getResult(0);
@@ -193,7 +225,8 @@ private:
       if (!classes.isStatic())
         return makeError("cross-entropy over rank-3 logits needs a static "
                          "class dimension");
-      auto flat = create("Reshape", {logits, int64s({-1, classes.getExtent()})});
+      auto flat =
+          create("Reshape", {logits, int64s({-1, classes.getExtent()})});
       if (!flat)
         return flat.takeError();
       scores = *flat;
@@ -215,8 +248,7 @@ private:
     }
     auto node = builder.createInferred(
         OpName{kOnnxDomain.str(), "SoftmaxCrossEntropyLoss"},
-        {scores, flatLabels}, 1,
-        {{"reduction", Attribute::getString("mean")}},
+        {scores, flatLabels}, 1, {{"reduction", Attribute::getString("mean")}},
         "loss/SoftmaxCrossEntropyLoss");
     if (!node)
       return node.takeError();
@@ -241,8 +273,7 @@ private:
   /// The unreduced loss of each element.
   llvm::Expected<Value *> perElementLoss(Value *prediction, Value *target) {
     DType dtype = prediction->getType().getDType();
-    if (spec.kind == LossKind::MeanSquaredError ||
-        spec.kind == LossKind::L1) {
+    if (spec.kind == LossKind::MeanSquaredError || spec.kind == LossKind::L1) {
       auto diff = create("Sub", {prediction, target});
       if (!diff)
         return diff.takeError();
@@ -283,7 +314,25 @@ private:
   const LossSpec &spec;
   Builder builder;
   unsigned counter = 0;
+  Value *target = nullptr;
+  bool created = false;
 };
+
+/// True for a float tensor holding an infinity or a magnitude of 1e30 or
+/// more: the "minus infinity" of an additive attention mask (torch fills
+/// causal masks with finfo.min, -3.4e38). No weight holds such a value, and
+/// no optimizer step could move one. Only data in memory is read: external
+/// weights are never loaded at compile time for this.
+bool holdsMaskValues(const Value &value) {
+  const TensorData &data = value.getData();
+  if (value.getData().isNull() || data.isExternal() ||
+      !isFloatingPoint(data.getType().getDType()))
+    return false;
+  for (uint64_t i = 0, e = data.getNumElements(); i != e; ++i)
+    if (!(std::fabs(data.getFloatElement(i)) < 1e30))
+      return true;
+  return false;
+}
 
 /// The backward pass over one module (steps 2-4 of the header).
 class AutodiffBuilder {
@@ -295,7 +344,7 @@ public:
   llvm::Expected<bool> run(PassContext &context, llvm::StringRef passName);
 
 private:
-  llvm::Error selectParameters(Value *loss);
+  llvm::Error selectParameters(Value *loss, Value *target);
   void analyzeActivity(Value *loss);
   llvm::Error emitBackward(Value *loss);
   llvm::Expected<Value *> sumContributions(Value *forward);
@@ -334,49 +383,104 @@ private:
   llvm::SmallPtrSet<Value *, 32> claimed;
   unsigned backwardNodes = 0;
   unsigned trainingRewrites = 0;
+  /// Float initializers left out of the candidates: literals (Constant
+  /// nodes' values) and masks.
+  unsigned skippedLiterals = 0;
+  unsigned skippedMasks = 0;
 };
 
-llvm::Error AutodiffBuilder::selectParameters(Value *loss) {
-  std::vector<std::string> frozenNames = splitNames(options.frozen);
-  std::vector<std::string> dataNames = splitNames(options.data);
-  llvm::StringSet<> frozenSet, dataSet;
-  for (const std::string &name : frozenNames)
+llvm::Error AutodiffBuilder::selectParameters(Value *loss, Value *target) {
+  llvm::StringSet<> frozenSet, dataSet, trainableSet;
+  for (const std::string &name : splitNames(options.frozen))
     frozenSet.insert(name);
-  for (const std::string &name : dataNames)
+  for (const std::string &name : splitNames(options.data))
     dataSet.insert(name);
-  for (llvm::StringRef name : frozenSet.keys())
-    if (!graph.lookupValue(name) || (!graph.lookupValue(name)->isGraphInput() &&
-                                     !graph.lookupValue(name)->isInitializer()))
+  for (const std::string &name : splitNames(options.trainable))
+    trainableSet.insert(name);
+  for (llvm::StringRef name : frozenSet.keys()) {
+    Value *value = graph.lookupValue(name);
+    if (!value || (!value->isGraphInput() && !value->isInitializer()))
       return makeError("frozen=" + name +
                        ": no graph input or initializer of that name");
+    if (trainableSet.contains(name))
+      return makeError("'" + name + "' is both trainable and frozen");
+  }
+  for (llvm::StringRef name : trainableSet.keys()) {
+    Value *value = graph.lookupValue(name);
+    if (!value || (!value->isGraphInput() && !value->isInitializer()))
+      return makeError("trainable=" + name +
+                       ": no graph input or initializer of that name");
+    if (!isFloatingPoint(value->getType().getDType()))
+      return makeError("trainable=" + name + ": a " + value->getType().str() +
+                       " value cannot be trained (not floating point)");
+  }
   for (llvm::StringRef name : dataSet.keys()) {
     Value *value = graph.lookupValue(name);
     if (!value || !value->isGraphInput())
       return makeError("data=" + name + ": no graph input of that name");
   }
+  // What is data: the loss target always; then the inputs named by `data`,
+  // else the non-float inputs and those the default rule recognises.
+  auto isDataInput = [&](const Value &value) {
+    if (&value == target)
+      return true;
+    if (!dataSet.empty())
+      return dataSet.contains(value.getName());
+    return !isFloatingPoint(value.getType().getDType()) ||
+           looksLikeData(value.getName());
+  };
   for (const auto &input : graph.getInputs()) {
     Value *value = input.get();
     if (value == loss)
       return makeError("the loss '" + value->getName() + "' is a graph input");
     bool isFloat = isFloatingPoint(value->getType().getDType());
-    bool isData = dataSet.empty() ? (!isFloat || looksLikeData(value->getName()))
-                                  : dataSet.contains(value->getName());
-    if (frozenSet.contains(value->getName())) {
-      if (isData && !dataSet.empty())
-        return makeError("'" + value->getName() + "' is both data and frozen");
-      frozen.insert(value);
-    } else if (!isData && isFloat) {
-      candidates.insert(value);
+    llvm::StringRef name = value->getName();
+    if (isDataInput(*value)) {
+      llvm::StringRef role =
+          value == target ? "the loss target" : "a data input";
+      if (frozenSet.contains(name))
+        return makeError("frozen=" + name + ": '" + name + "' is " + role +
+                         ", not a parameter");
+      if (trainableSet.contains(name))
+        return makeError("trainable=" + name + ": '" + name + "' is " + role +
+                         ", not a parameter");
+      continue;
     }
+    bool trainable = trainableSet.empty() ? !frozenSet.contains(name)
+                                          : trainableSet.contains(name);
+    if (trainable && isFloat)
+      candidates.insert(value);
+    else if (isFloat || frozenSet.contains(name))
+      frozen.insert(value);
   }
   for (const auto &initializer : graph.getInitializers()) {
     Value *value = initializer.get();
-    const TensorType &type = value->getType();
-    if (frozenSet.contains(value->getName()))
+    llvm::StringRef name = value->getName();
+    if (frozenSet.contains(name)) {
       frozen.insert(value);
-    else if (isFloatingPoint(type.getDType()) && type.hasStaticShape() &&
-             type.getNumElements() > 1)
-      candidates.insert(value);
+      continue;
+    }
+    if (!trainableSet.empty()) {
+      if (trainableSet.contains(name))
+        candidates.insert(value);
+      continue;
+    }
+    const TensorType &type = value->getType();
+    // Single numbers are the exporter's folded constants (a Pow exponent,
+    // a Div's divisor); a Constant node's value is a literal; a mask is no
+    // weight. Each is trainable only when named by `trainable`.
+    if (!isFloatingPoint(type.getDType()) || !type.hasStaticShape() ||
+        type.getNumElements() <= 1)
+      continue;
+    if (value->isLiteral()) {
+      ++skippedLiterals;
+      continue;
+    }
+    if (holdsMaskValues(*value)) {
+      ++skippedMasks;
+      continue;
+    }
+    candidates.insert(value);
   }
   return llvm::Error::success();
 }
@@ -443,8 +547,8 @@ llvm::Error AutodiffBuilder::emitBackward(Value *loss) {
       lossType.getDType() == DType::F64
           ? TensorData::fromValues<double>(DType::F64,
                                            lossType.getStaticShape(), {1.0})
-          : TensorData::fromValues<float>(DType::F32,
-                                          lossType.getStaticShape(), {1.0f}),
+          : TensorData::fromValues<float>(DType::F32, lossType.getStaticShape(),
+                                          {1.0f}),
       (loss->getName() + "_grad").str());
   module.getSignature().setLossGradSeed(seed);
   contributions[loss].push_back(seed);
@@ -483,10 +587,10 @@ llvm::Error AutodiffBuilder::emitBackward(Value *loss) {
     llvm::SmallVector<Value *, 4> operandGrads(node->getNumOperands(), nullptr);
     GradientRequest request{*node, resultGrads, wanted};
     if (llvm::Error err = rule->emit(gradients, request, operandGrads))
-      return llvm::joinErrors(
-          gradientError(*node, "the gradient rule of " + node->getOp().str() +
-                                   " failed"),
-          std::move(err));
+      return llvm::joinErrors(gradientError(*node, "the gradient rule of " +
+                                                       node->getOp().str() +
+                                                       " failed"),
+                              std::move(err));
     GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] gradient of " << node->describe()
                        << '\n');
     for (unsigned i = 0; i != node->getNumOperands(); ++i)
@@ -646,7 +750,7 @@ llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
       trainingRewrites += *rewritten;
     }
   }
-  if (llvm::Error err = selectParameters(*loss))
+  if (llvm::Error err = selectParameters(*loss, lossBuilder.getTarget()))
     return err;
   for (Node &node : graph)
     forwardNodes.push_back(&node);
@@ -703,6 +807,12 @@ llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
   context.addStatistic(passName, "frozen-parameters",
                        signature.getParams().size() - signature.numTrainable(),
                        "parameters without a gradient");
+  context.addStatistic(passName, "literal-constants", skippedLiterals,
+                       "float Constant-node values left constant (never "
+                       "parameters unless named by trainable)");
+  context.addStatistic(passName, "mask-constants", skippedMasks,
+                       "float initializers holding mask values (inf or "
+                       "|x| >= 1e30) left constant");
   return true;
 }
 
@@ -716,6 +826,11 @@ AutodiffPass::AutodiffPass(Options opts) : options(std::move(opts)) {
                 "bce-with-logits, l1");
   declareOption("frozen", options.frozen,
                 "comma-separated parameters that get no gradient");
+  declareOption("trainable", options.trainable,
+                "comma-separated parameters to train; every other candidate "
+                "is frozen (default: every float initializer of more than "
+                "one element that is neither a Constant node's value nor a "
+                "mask, and every float graph input that is not data)");
   declareOption("data", options.data,
                 "comma-separated data inputs (default: non-float inputs and "
                 "those named input*, labels, target*)");

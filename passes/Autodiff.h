@@ -1,9 +1,10 @@
-//===- Autodiff.h - Build the training step from a forward model -*- C++ -*-===//
+//===- Autodiff.h - Build the training step from a forward model -*- C++
+//-*-===//
 //
-// `autodiff{loss=KIND[:OUTPUT[,TARGET]], frozen=NAMES, data=NAMES}` turns a
-// forward model (an exporter's graph with weights as initializers, or ONNX
-// Runtime's eval_model.onnx with weights as inputs and the loss included)
-// into a training graph of the same shape as ONNX Runtime's
+// `autodiff{loss=KIND[:OUTPUT[,TARGET]], frozen=NAMES, trainable=NAMES,
+// data=NAMES}` turns a forward model (an exporter's graph with weights as
+// initializers, or ONNX Runtime's eval_model.onnx with weights as inputs and
+// the loss included) into a training graph of the same shape as ONNX Runtime's
 // training_model.onnx, so every later pass, the optimizer builder, the
 // planner and the runtimes treat it like an imported one:
 //
@@ -13,18 +14,28 @@
 //      flattened to [-1, classes], as torch's CrossEntropyLoss over
 //      `logits.view(-1, C)`); `mse`, `l1` and `bce-with-logits` append the
 //      mean of the elementwise loss. TARGET defaults to the graph input
-//      `labels` (cross-entropy) or `target`, created when absent. The loss
-//      becomes the only graph output before the accumulators' flags.
-//   2. Parameters. Data inputs are those named by `data`, else the
-//      non-float inputs and those named `input*`, `labels`, `target*`.
-//      Every other float graph input, and every float initializer of more
-//      than one element (single numbers are the exporter's constants, such
-//      as a Pow exponent), is a trainable parameter unless `frozen` names it;
-//      trainable initializers become graph inputs (their data kept as the
-//      default), as in ONNX Runtime's artifacts; frozen ones (buffers such
-//      as rotary tables) stay constants. A candidate on no differentiable path
-//      to the loss (a dropout ratio, BatchNorm running statistics) gets no
-//      gradient: it is a frozen parameter (an initializer stays one).
+//      `labels` (cross-entropy) or `target`, created when absent (unless an
+//      input has a name that differs only in case or by two letters or
+//      fewer: that is taken for a misspelling and refused). The target is a
+//      data input, always. The loss becomes the only graph output before
+//      the accumulators' flags.
+//   2. Parameters. Data inputs are the loss target, those named by `data`,
+//      else the non-float inputs and those named `input*`, `labels`,
+//      `target*`. With `trainable`, exactly the values it names are
+//      trained. Otherwise every other float graph input, and every float
+//      initializer of more than one element, is a trainable parameter
+//      unless `frozen` names it — except literals and masks: a `Constant`
+//      node's value (Value::isLiteral; an exporter's causal mask, rotary
+//      table or zero attention bias) is not a weight, nor is an initializer
+//      holding an infinity or a magnitude of 1e30 or more (a folded
+//      additive mask). Single numbers are the exporter's constants (a Pow
+//      exponent). Naming a data input or the target in `frozen` or
+//      `trainable` is an error. Trainable initializers become graph inputs
+//      (their data kept as the default), as in ONNX Runtime's artifacts;
+//      frozen ones (buffers such as rotary tables) stay constants. A
+//      candidate on no differentiable path to the loss (a dropout ratio,
+//      BatchNorm running statistics) gets no gradient: it is a frozen
+//      parameter (an initializer stays one).
 //   3. Forward rewrites (ONNX Runtime's, before its gradient builder). With
 //      train-mode (the default) Dropout's training_mode is switched on and
 //      BatchNormalization becomes BatchNormInternal, which outputs the
@@ -95,6 +106,10 @@ public:
     std::string loss = "output";
     /// Comma-separated parameter names that get no gradient.
     std::string frozen;
+    /// Comma-separated parameter names to train, the explicit list: every
+    /// other float input or initializer gets no gradient. Empty: the rule
+    /// of step 2 in the file comment.
+    std::string trainable;
     /// Comma-separated data input names; empty: non-float inputs and
     /// those named `input*`, `labels`, `target*`.
     std::string data;

@@ -2,11 +2,11 @@
 //
 // Peephole patterns run by the greedy driver (PatternRewriter.h):
 // Constant node -> initializer, Identity removal, shape-arithmetic folding
-// (ShapeFolding.h) and Cast folding (CastFolding.h). The driver re-infers the types of users of
-// every replaced value, so folded shapes make downstream types static and
-// may enable further folds (Shape of a value whose type just became
-// static). Dead-code elimination runs after the patterns, as a reverse walk
-// that collects dead nodes and erases them once the walk is done.
+// (ShapeFolding.h) and Cast folding (CastFolding.h). The driver re-infers the
+// types of users of every replaced value, so folded shapes make downstream
+// types static and may enable further folds (Shape of a value whose type just
+// became static). Dead-code elimination runs after the patterns, as a reverse
+// walk that collects dead nodes and erases them once the walk is done.
 //
 // Naming choice for Identity removal: ONNX names are the model's
 // interface for graph outputs (ONNX Runtime looks up `loss` and `W_grad`
@@ -88,7 +88,8 @@ bool admits(const TensorType &recorded, const TensorType &folded) {
 }
 
 /// `y = Constant<value=...>` becomes an initializer named y, so constants
-/// have one representation that folding and buffer planning understand.
+/// have one representation that folding and buffer planning understand; it
+/// is marked a literal (Value::isLiteral), so it never becomes a parameter.
 class ConstantToInitializer : public RewritePattern {
 public:
   ConstantToInitializer() : RewritePattern(kConstantPattern) {}
@@ -104,6 +105,9 @@ public:
       return false;
     Value *initializer =
         rewriter.createConstant(std::move(*data), result->getName().str());
+    // A Constant node's value is a literal of the computation, never a
+    // weight: autodiff must not make it a parameter.
+    initializer->setLiteral(true);
     rewriter.replaceAllUsesWith(result, initializer);
     rewriter.eraseNode(&node);
     return true;
@@ -180,6 +184,11 @@ public:
                        << " to " << folded->getType() << "\n");
     Value *constant =
         rewriter.createConstant(std::move(*folded), result->getName().str());
+    // A fold of literals (and of values a shape subgraph computes) is a
+    // literal; one that read a model initializer is not decided here.
+    constant->setLiteral(llvm::none_of(node.getOperands(), [](Value *operand) {
+      return operand && operand->isInitializer() && !operand->isLiteral();
+    }));
     rewriter.replaceAllUsesWith(result, constant);
     rewriter.eraseNode(&node);
     return true;

@@ -6,16 +6,16 @@
 // gradients, runs the default pipeline (passes/DefaultPipeline.h) or the
 // one given with --passes, prints the pipeline it ran so the run can be
 // replayed, and writes the rewritten model (with the optimizer merged in
-// first when --optimizer-model or --optimizer=adamw|sgd asks for one): a `.gm` container (ir/GmFile.h)
-// holding the rewritten and the original model, or plain ONNX when -o
-// names an `.onnx` file. --report and --report-json give the static memory
-// figures of the plan; when no planning pass ran they come from the trivial
-// (no-reuse) plan, and the report says so. External-data weights are not
-// read (the .gm refers to them): a note on stderr, and the report's
+// first when --optimizer-model or --optimizer=adamw|sgd asks for one): a `.gm`
+// container (ir/GmFile.h) holding the rewritten and the original model, or
+// plain ONNX when -o names an `.onnx` file. --report and --report-json give the
+// static memory figures of the plan; when no planning pass ran they come from
+// the trivial (no-reuse) plan, and the report says so. External-data weights
+// are not read (the .gm refers to them): a note on stderr, and the report's
 // `external_data`, list the tensors left unread and whether their files
 // are there. --timeline draws the plan's live bytes beside the original
-// graph's (PlanTimeline.h). --time-compile times every phase (import, each pass,
-// planning, verification, baseline, writing).
+// graph's (PlanTimeline.h). --time-compile times every phase (import, each
+// pass, planning, verification, baseline, writing).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +56,44 @@ namespace cl = llvm::cl;
 namespace {
 
 constexpr llvm::StringLiteral kTool = "gmopt-compile";
+
+/// Prints the trainable set --train chose (after the pipeline: tie-weights
+/// may have merged some): count and bytes of the trainable parameters, the
+/// frozen ones and the data inputs, by name (the first few), so a user sees
+/// at once when a mask or a table was taken for a weight, or a weight left
+/// out.
+void printTrainableSet(const Module &module, llvm::raw_ostream &os) {
+  constexpr size_t kMaxNames = 8;
+  auto printNames = [&os](llvm::ArrayRef<const Value *> values) {
+    for (size_t i = 0; i != values.size() && i != kMaxNames; ++i)
+      os << (i ? ", " : " (") << values[i]->getName();
+    if (values.size() > kMaxNames)
+      os << ", ... " << values.size() - kMaxNames << " more";
+    if (!values.empty())
+      os << ')';
+  };
+  uint64_t trainableBytes = 0;
+  std::vector<const Value *> trainable, frozen;
+  for (const ParamInfo &info : module.getSignature().getParams()) {
+    if (info.trainable) {
+      trainable.push_back(info.param);
+      if (info.param->getType().hasStaticShape())
+        trainableBytes += info.param->getType().getSizeInBytes();
+    } else {
+      frozen.push_back(info.param);
+    }
+  }
+  std::vector<const Value *> data(module.getSignature().getDataInputs().begin(),
+                                  module.getSignature().getDataInputs().end());
+  os << kTool << ": trainable: " << trainable.size() << " parameters, "
+     << llvm::formatv("{0:F2} MiB ({1} B)", trainableBytes / 1048576.0,
+                      trainableBytes)
+     << "; frozen: " << frozen.size();
+  printNames(frozen);
+  os << "; data: " << data.size();
+  printNames(data);
+  os << '\n';
+}
 
 llvm::Error fileError(llvm::StringRef file, const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -158,6 +196,14 @@ static int runGmoptCompile(int argc, char **argv) {
       cl::desc("With --train: comma-separated parameters that get no "
                "gradient"),
       cl::value_desc("names"), cl::cat(category));
+  cl::opt<std::string> trainableParams(
+      "trainable",
+      cl::desc("With --train: comma-separated parameters to train, the "
+               "explicit list (every other float input or initializer gets "
+               "no gradient). Default: every float initializer of more than "
+               "one element that is not a Constant node's value or a mask, "
+               "and every float input that is not data"),
+      cl::value_desc("names"), cl::cat(category));
   cl::opt<std::string> dataInputs(
       "data",
       cl::desc("With --train: comma-separated data inputs (default: "
@@ -248,17 +294,18 @@ static int runGmoptCompile(int argc, char **argv) {
   auto dimBindings = parseDimBindings(dims);
   if (!dimBindings)
     return reportToolError(kTool, dimBindings.takeError());
-  if (!train && (lossSpec.getNumOccurrences() ||
-                 frozenParams.getNumOccurrences() ||
-                 dataInputs.getNumOccurrences() ||
-                 trainMode.getNumOccurrences()))
+  if (!train &&
+      (lossSpec.getNumOccurrences() || frozenParams.getNumOccurrences() ||
+       trainableParams.getNumOccurrences() || dataInputs.getNumOccurrences() ||
+       trainMode.getNumOccurrences()))
     return reportToolError(
         kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "--loss, --frozen, --data and "
-                                       "--train-mode need --train"));
+                                       "--loss, --frozen, --trainable, --data "
+                                       "and --train-mode need --train"));
   AutodiffPass::Options autodiffOptions;
   autodiffOptions.loss = lossSpec;
   autodiffOptions.frozen = frozenParams;
+  autodiffOptions.trainable = trainableParams;
   autodiffOptions.data = dataInputs;
   autodiffOptions.trainMode = trainMode;
   if (train)
@@ -290,11 +337,11 @@ static int runGmoptCompile(int argc, char **argv) {
       return err;
     if (weights) {
       const WeightSet *set = &*weights;
-      installParameterValues(
-          target, [set](llvm::StringRef name) -> const TensorData * {
-            const NamedTensor *tensor = set->lookup(name);
-            return tensor ? &tensor->data : nullptr;
-          });
+      installParameterValues(target,
+                             [set](llvm::StringRef name) -> const TensorData * {
+                               const NamedTensor *tensor = set->lookup(name);
+                               return tensor ? &tensor->data : nullptr;
+                             });
     }
     return llvm::Error::success();
   };
@@ -325,9 +372,9 @@ static int runGmoptCompile(int argc, char **argv) {
                    "--memory-limit (ZeRO's collectives are not split)"));
   std::optional<FitRequest> fit;
   if (!memoryLimit.empty()) {
-    auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
-                                  batchDim, costModel, *dimBindings,
-                                  pipelineText, fitObjective);
+    auto request =
+        makeFitRequest(memoryLimit, allowAmp, allowAccumulate, batchDim,
+                       costModel, *dimBindings, pipelineText, fitObjective);
     if (!request)
       return reportToolError(kTool, request.takeError());
     fit = std::move(*request);
@@ -406,8 +453,8 @@ static int runGmoptCompile(int argc, char **argv) {
     auto compileCandidate =
         [&](const DimMap &dims,
             llvm::StringRef text) -> llvm::Expected<CompiledCandidate> {
-      auto candidate = loadModuleBytes(inputBytes, inputFilename,
-                                       InputFormat::Onnx, dims);
+      auto candidate =
+          loadModuleBytes(inputBytes, inputFilename, InputFormat::Onnx, dims);
       if (!candidate)
         return candidate.takeError();
       if (llvm::Error err = addOptimizer(**candidate))
@@ -522,6 +569,8 @@ static int runGmoptCompile(int argc, char **argv) {
   if (accumulate > 1)
     recordAccumulation(**module, accumulate);
   llvm::outs() << kTool << ": pipeline: " << pipeline << '\n';
+  if (train)
+    printTrainableSet(**module, llvm::outs());
   if (passOptions.shouldPrintPipeline())
     llvm::errs() << "// pipeline: " << pipeline << '\n';
 
@@ -534,8 +583,8 @@ static int runGmoptCompile(int argc, char **argv) {
   ExecutionPlan reportPlan;
   if (trivialReport) {
     timer.start("trivial plan for the report", PhaseKind::Report);
-    llvm::Expected<ExecutionPlan> trivial =
-        makeReportPlan(**module, inputFilename, passOptions.getWorkspaceModel());
+    llvm::Expected<ExecutionPlan> trivial = makeReportPlan(
+        **module, inputFilename, passOptions.getWorkspaceModel());
     if (!trivial)
       return reportToolError(kTool, trivial.takeError());
     reportPlan = std::move(*trivial);
@@ -569,9 +618,8 @@ static int runGmoptCompile(int argc, char **argv) {
     (*module)->plan = std::move(reportPlan);
   if (!timeline.empty()) {
     timer.start("memory timeline", PhaseKind::Report);
-    auto page = renderPlanTimeline(**module, *original,
-                                   passOptions.getWorkspaceModel(),
-                                   inputFilename);
+    auto page = renderPlanTimeline(
+        **module, *original, passOptions.getWorkspaceModel(), inputFilename);
     if (!page)
       return reportToolError(
           kTool, fileError(inputFilename, llvm::toString(page.takeError())));
@@ -614,7 +662,8 @@ static int runGmoptCompile(int argc, char **argv) {
       // The compiled step's predicted cost (passes/StepCost.h) per backend
       // preset, for one step of `accumulate` micro-steps.
       llvm::json::Object predicted;
-      for (StepThroughput preset : {StepThroughput::cpu(), StepThroughput::cuda()}) {
+      for (StepThroughput preset :
+           {StepThroughput::cpu(), StepThroughput::cuda()}) {
         StepCost cost = estimateStepCost(**module, preset);
         predicted[preset.name] = llvm::json::Object{
             {"seconds", cost.accumulatedSeconds(accumulate)},
