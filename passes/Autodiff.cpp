@@ -113,8 +113,9 @@ public:
     if (!isFloatingPoint((*output)->getType().getDType()))
       return makeError("the loss reads '" + (*output)->getName() +
                        "', which is not floating point");
-    auto loss = spec.kind == LossKind::CrossEntropy ? crossEntropy(*output)
-                                                    : elementwiseLoss(*output);
+    auto loss = spec.kind == LossKind::CrossEntropy
+                    ? crossEntropy(*output)
+                    : elementwiseLoss(*output);
     if (!loss)
       return loss.takeError();
     // A loss the pass made is called `loss` unless the model has one.
@@ -184,9 +185,9 @@ private:
   llvm::Expected<Value *> create(llvm::StringRef op,
                                  llvm::ArrayRef<Value *> operands,
                                  llvm::ArrayRef<NamedAttribute> attrs = {}) {
-    auto node =
-        builder.createInferred(OpName{kOnnxDomain.str(), op.str()}, operands, 1,
-                               attrs, ("loss/" + op).str());
+    auto node = builder.createInferred(OpName{kOnnxDomain.str(), op.str()},
+                                       operands, 1, attrs,
+                                       ("loss/" + op).str());
     if (!node)
       return node.takeError();
     Value *result = (*node)->getResult(0);
@@ -225,8 +226,7 @@ private:
       if (!classes.isStatic())
         return makeError("cross-entropy over rank-3 logits needs a static "
                          "class dimension");
-      auto flat =
-          create("Reshape", {logits, int64s({-1, classes.getExtent()})});
+      auto flat = create("Reshape", {logits, int64s({-1, classes.getExtent()})});
       if (!flat)
         return flat.takeError();
       scores = *flat;
@@ -248,7 +248,8 @@ private:
     }
     auto node = builder.createInferred(
         OpName{kOnnxDomain.str(), "SoftmaxCrossEntropyLoss"},
-        {scores, flatLabels}, 1, {{"reduction", Attribute::getString("mean")}},
+        {scores, flatLabels}, 1,
+        {{"reduction", Attribute::getString("mean")}},
         "loss/SoftmaxCrossEntropyLoss");
     if (!node)
       return node.takeError();
@@ -273,7 +274,8 @@ private:
   /// The unreduced loss of each element.
   llvm::Expected<Value *> perElementLoss(Value *prediction, Value *target) {
     DType dtype = prediction->getType().getDType();
-    if (spec.kind == LossKind::MeanSquaredError || spec.kind == LossKind::L1) {
+    if (spec.kind == LossKind::MeanSquaredError ||
+        spec.kind == LossKind::L1) {
       auto diff = create("Sub", {prediction, target});
       if (!diff)
         return diff.takeError();
@@ -547,8 +549,8 @@ llvm::Error AutodiffBuilder::emitBackward(Value *loss) {
       lossType.getDType() == DType::F64
           ? TensorData::fromValues<double>(DType::F64,
                                            lossType.getStaticShape(), {1.0})
-          : TensorData::fromValues<float>(DType::F32, lossType.getStaticShape(),
-                                          {1.0f}),
+          : TensorData::fromValues<float>(DType::F32,
+                                          lossType.getStaticShape(), {1.0f}),
       (loss->getName() + "_grad").str());
   module.getSignature().setLossGradSeed(seed);
   contributions[loss].push_back(seed);
@@ -587,10 +589,10 @@ llvm::Error AutodiffBuilder::emitBackward(Value *loss) {
     llvm::SmallVector<Value *, 4> operandGrads(node->getNumOperands(), nullptr);
     GradientRequest request{*node, resultGrads, wanted};
     if (llvm::Error err = rule->emit(gradients, request, operandGrads))
-      return llvm::joinErrors(gradientError(*node, "the gradient rule of " +
-                                                       node->getOp().str() +
-                                                       " failed"),
-                              std::move(err));
+      return llvm::joinErrors(
+          gradientError(*node, "the gradient rule of " + node->getOp().str() +
+                                   " failed"),
+          std::move(err));
     GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] gradient of " << node->describe()
                        << '\n');
     for (unsigned i = 0; i != node->getNumOperands(); ++i)

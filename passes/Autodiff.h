@@ -1,5 +1,4 @@
-//===- Autodiff.h - Build the training step from a forward model -*- C++
-//-*-===//
+//===- Autodiff.h - Build the training step from a forward model -*- C++ -*-===//
 //
 // `autodiff{loss=KIND[:OUTPUT[,TARGET]], frozen=NAMES, trainable=NAMES,
 // data=NAMES}` turns a forward model (an exporter's graph with weights as

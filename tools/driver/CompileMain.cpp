@@ -337,11 +337,11 @@ static int runGmoptCompile(int argc, char **argv) {
       return err;
     if (weights) {
       const WeightSet *set = &*weights;
-      installParameterValues(target,
-                             [set](llvm::StringRef name) -> const TensorData * {
-                               const NamedTensor *tensor = set->lookup(name);
-                               return tensor ? &tensor->data : nullptr;
-                             });
+      installParameterValues(
+          target, [set](llvm::StringRef name) -> const TensorData * {
+            const NamedTensor *tensor = set->lookup(name);
+            return tensor ? &tensor->data : nullptr;
+          });
     }
     return llvm::Error::success();
   };
@@ -372,9 +372,9 @@ static int runGmoptCompile(int argc, char **argv) {
                    "--memory-limit (ZeRO's collectives are not split)"));
   std::optional<FitRequest> fit;
   if (!memoryLimit.empty()) {
-    auto request =
-        makeFitRequest(memoryLimit, allowAmp, allowAccumulate, batchDim,
-                       costModel, *dimBindings, pipelineText, fitObjective);
+    auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
+                                  batchDim, costModel, *dimBindings,
+                                  pipelineText, fitObjective);
     if (!request)
       return reportToolError(kTool, request.takeError());
     fit = std::move(*request);
@@ -453,8 +453,8 @@ static int runGmoptCompile(int argc, char **argv) {
     auto compileCandidate =
         [&](const DimMap &dims,
             llvm::StringRef text) -> llvm::Expected<CompiledCandidate> {
-      auto candidate =
-          loadModuleBytes(inputBytes, inputFilename, InputFormat::Onnx, dims);
+      auto candidate = loadModuleBytes(inputBytes, inputFilename,
+                                       InputFormat::Onnx, dims);
       if (!candidate)
         return candidate.takeError();
       if (llvm::Error err = addOptimizer(**candidate))
@@ -583,8 +583,8 @@ static int runGmoptCompile(int argc, char **argv) {
   ExecutionPlan reportPlan;
   if (trivialReport) {
     timer.start("trivial plan for the report", PhaseKind::Report);
-    llvm::Expected<ExecutionPlan> trivial = makeReportPlan(
-        **module, inputFilename, passOptions.getWorkspaceModel());
+    llvm::Expected<ExecutionPlan> trivial =
+        makeReportPlan(**module, inputFilename, passOptions.getWorkspaceModel());
     if (!trivial)
       return reportToolError(kTool, trivial.takeError());
     reportPlan = std::move(*trivial);
@@ -618,8 +618,9 @@ static int runGmoptCompile(int argc, char **argv) {
     (*module)->plan = std::move(reportPlan);
   if (!timeline.empty()) {
     timer.start("memory timeline", PhaseKind::Report);
-    auto page = renderPlanTimeline(
-        **module, *original, passOptions.getWorkspaceModel(), inputFilename);
+    auto page = renderPlanTimeline(**module, *original,
+                                   passOptions.getWorkspaceModel(),
+                                   inputFilename);
     if (!page)
       return reportToolError(
           kTool, fileError(inputFilename, llvm::toString(page.takeError())));
@@ -662,8 +663,7 @@ static int runGmoptCompile(int argc, char **argv) {
       // The compiled step's predicted cost (passes/StepCost.h) per backend
       // preset, for one step of `accumulate` micro-steps.
       llvm::json::Object predicted;
-      for (StepThroughput preset :
-           {StepThroughput::cpu(), StepThroughput::cuda()}) {
+      for (StepThroughput preset : {StepThroughput::cpu(), StepThroughput::cuda()}) {
         StepCost cost = estimateStepCost(**module, preset);
         predicted[preset.name] = llvm::json::Object{
             {"seconds", cost.accumulatedSeconds(accumulate)},
