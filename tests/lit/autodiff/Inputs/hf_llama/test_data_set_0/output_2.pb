@@ -1,0 +1,1 @@
+ B0model.model.layers.0.input_layernorm.weight_gradJ€Êˆ­ºƒ0l:73¼šf:^î¹ÌT»ÀéÛ;Šjt¹Ã'Q»úÖ‚:~de;Çóå»nİºza<ø4 <6ÎK»±…ºşº¥8v»œ+;àá¶:–Ó:Îs®;‘Z_»ëg@:İ_á»Ò³Óº9;„¼Fk›:ß³:¼2¼

@@ -1,0 +1,1 @@
+ B9model.model.layers.0.post_attention_layernorm.weight_gradJ€\v…¹ï‡»³/)9€†H6>nc9º§g:·T9xóºd¹6™/¹äNB:¤h_ºNˆð¹NBºæYâ:‡¢?9G‰{¹È£k9ãB]º?¹Kr@:Ë:º—ü¸ZÚ¹[8˜:=:å°<ºîÇ”9!%Û9QD[ºGàÁ¸2Ÿúº

@@ -1,0 +1,1 @@
+ B4model.encoder.block.1.layer.0.layer_norm.weight_gradJ€,Œ¼žÿ…=œíé;ÿg!»UÁµºŒBÄ»Ò‚M:màÚ;V­¼§`î;ó|I:” ;\“4¼Ð¥¼Ô-§<0ÒÄ»¹M7;y&<$b¸¼‚R£»U¬t¼„/¼Zû»xD=¾Ñ“;?ðÝ:0b‚ºZr<6FP»­¿é¼ùÙ »žá]»

@@ -1,0 +1,1 @@
+ B*model.encoder.final_layer_norm.weight_gradJ€^šˆ;‰»e½ÌË*<§ªm;šx§»Pì<½¹t½ìÂö;lA³¼MR<t~³;èps¼mäo<)°´»5…¡;³ËE;Š^°;4™<ÀGv»]]V¼7êW=Ó‹5¼µá¼f»´%>;¨xÞº\>·¼TÛN½—&=PIÙºâ(À»í.¼

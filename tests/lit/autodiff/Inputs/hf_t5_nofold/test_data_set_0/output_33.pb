@@ -1,0 +1,1 @@
+ B4model.decoder.block.0.layer.2.layer_norm.weight_gradJ€$û‘:„ºÓà»î§5¼æ=„Xd¼KŞ»ìcå¼ùù˜< &Ï9+\ô;àÎ¥¹L99ºI‘M¼¡¶d<€*`;jUÉºğZü¸S¬3=Ö½ ¨v93õZ»‡–¼˜qV<âï:bd#<Ğû$9r›<ó€½ı(Ó»¾¯	<ôvÃ»

@@ -1,0 +1,1 @@
+ B4model.encoder.block.0.layer.0.layer_norm.weight_gradJ€ ÅF<qe¼ê›;¼Ú—¶»ê¼¶œ¾»ýª¼YšÙ¼f¡.¼9û-a¼6‘Š<!¼”:œq<fw»î¿£»k›¼$2ï¹Ü6½Ö5s¼žL¼0oä¼£¼Ít¼x8T¼2¼èè$=­[¸<õN »“¼S²Î;œ„ø¼
