@@ -1,0 +1,1 @@
+ B9model.model.encoder.layers.1.self_attn.out_proj.bias_gradJ€ëï99ç¹Bz)¸GH¹³œ8m¢9ªŸ8»Ğ‡8F‘¹0qt¹”BR7Ç 9Cß^¸"â·¸N¢9&k8/§¸õäÅ¸  Ã9{œ9Ö%.9!÷Ç¸YV¸Ã£¹Uw‰¹f¤`¹Ş¨³8îÀµ¹$À§8<8ü.)·FQº9

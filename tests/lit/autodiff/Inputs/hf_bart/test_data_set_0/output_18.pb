@@ -1,0 +1,1 @@
+ B;model.model.encoder.layers.1.self_attn_layer_norm.bias_gradJ€)±9¦cŒ¹Ó*¸ûô¹ÙÈ£8 v¡96,£8ŒJˆ8…”¹©Ju¹ôác7ib9¤BW¸òdİ·[)›9£‚8=F¦¸~Æ¸5½9êx˜969?Ã¸V;Y¸@’¹ˆ_‹¹®şX¹ì—µ8va¹¹ê2¬8àx8Ov·`¿9

@@ -1,0 +1,1 @@
+ B3model.model.encoder.layernorm_embedding.weight_gradJ€:BŸ8x¦¹Ü“v¸l39nŞ#¸Ù‹¦¹2ùw9A8ie@¸F²6m²¸Y½Ú8¦688)•{¸ Öì7'**¸_¸X¼¶¸#Ê@7ÿ{¹8ÃR<¸„j59ä9KE¹oç8·%S7ëì8İ08tcğ8ã7v7©C¹

@@ -1,0 +1,1 @@
+ B@model.model.decoder.layers.0.encoder_attn_layer_norm.weight_gradJ€Nˆ»9P„Ù»)1"¼äG¼¤t´º‘ú.ºğ½ş¸Kwè»fZ;Š;^±ª91»3é,»uç<S¥»şşö;÷:BùS;‡|Ü»ê/¼Ü›,;b¢;Ø‚&;_®<Éñ:Ñ÷Ğ»Ê¦­;ÌÄ»Ä¦»'ĞV;28—;™äX;

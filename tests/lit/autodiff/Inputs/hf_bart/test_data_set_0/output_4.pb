@@ -1,0 +1,1 @@
+ B7model.model.encoder.layers.0.self_attn.v_proj.bias_gradJ€Vk¨7X?l¸¿÷0¸ønÂ´ÖcÈ5r¯¶ËNí6²w\6¦,#7ÂéÆ6‘Ä6º3€8FÙ28Y`Ò7qøí·ÿYo¸b-7bO¥6†Ï·íUà6Tkİ·Ö7^Îû6!ÑL¸Xõw7³Gš·¿a¦·@Á:5(GD¶aœ·ßÀ·Úq:8

@@ -1,0 +1,1 @@
+ B9model.model.decoder.layers.1.self_attn.out_proj.bias_gradJ€ÒîT»iË:<tÖğ;İ+S;öò»tê¸;&`ƒ»üæ7»¦cÌ;%ıY»gHô»Õ¦¯»‰z0<†]º8»Œÿ™»hK’:ğŸ;ˆ|<üÌ9¼—„O»ØÊ<»"ç¼#²Z<Oñ<î¦»ÏŞµ;Ä‡Š»§	)¼}H¼®%<øùe;

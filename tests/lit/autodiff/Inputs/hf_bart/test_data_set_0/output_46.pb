@@ -1,0 +1,3 @@
+ B=model.model.decoder.layers.1.self_attn_layer_norm.weight_gradJÄƒí9Èg÷ªîÉ%º’àºHí∫’¢e∫
+æ_∏çÒª∞£?;À;s÷}9y9ª√6Nªq√<Ÿéªã!ﬂ;±÷?:(`;˛
+…ª!Øº.‹C;î)≠;∆Ç;f÷æ<|‘Ç:Xwƒªôiß;á˛±ª¬HüªÅπJ;ˆ|~;ÑÁT;

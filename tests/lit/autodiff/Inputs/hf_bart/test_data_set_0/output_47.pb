@@ -1,0 +1,1 @@
+ B;model.model.decoder.layers.1.self_attn_layer_norm.bias_gradJÄZªÂA< zÔ;<πP;e¯ª»©;xqÅª853ªv”;Y2Qª{õ˘ªñ∑™ªâË1<Ww∫éf9ª_oñªﬂœà:ò†ú;ˆ,<Óï9º(-PªÁÁDª‹<ºΩ¥h<ºˇ;Wi®ªÇc∂;âàÜª√C,ºŒ6Gº|!<≤ác;

@@ -1,0 +1,1 @@
+ B9model.model.encoder.layers.0.final_layer_norm.weight_gradJ€KŒ‘8 J¹Xs¸PG	9\&¸ª¹Æ7y9äº8ôU'¸ ^¡7_rG¸”şÑ8´z6ø8¬–¸eê7 ×¸µ1m¸ÈÍ¸9›7íqĞ8¿ğC¸Å¶:9W–9'J¹ÂØ{·hø›7\Ö8Ù*ä7øô8[ªg7nL¹

@@ -1,0 +1,1 @@
+ B7model.model.encoder.layers.0.final_layer_norm.bias_gradJ€Aâ9«è‹¹dr¸>Ž¹‰:š89¡9?ú¢8P†Œ8’¹—/z¹²‚7Y$9ÖX`¸Û¸v¡9ÜwR8Oj ¸-.Ê¸ªÞÃ9—Ò˜9Z*19/G¼¸(C/¸?#¹žZ‡¹f¹,à§8ä­³¹cR¦8Àõw8‰É±·ÂÇ¸9

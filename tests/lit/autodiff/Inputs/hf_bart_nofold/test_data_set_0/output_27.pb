@@ -1,0 +1,1 @@
+ B=model.model.encoder.layers.1.self_attn_layer_norm.weight_gradJ€q”8æŠ¹vé‰¸õ¼9ã´+¸ˆ#«¹­•t9É¡8ºFH¸k½7´rQ¸â‘İ8GÛ“668	¸GaÙ7QK¸~®v¸²oÛ¸™‚¶7	F¿8º4Q¸hİ:998W¹ `·RÃØ7J;ê8ç#ı7FÉÜ8(Á%7³N6¹

@@ -1,0 +1,1 @@
+ B9model.model.encoder.layers.1.final_layer_norm.weight_gradJ€º¤8û„º¸¹Ó¸Ó<,9K+ã¶Tœ¹~9BP8”·Ø#8Uz.78ş9;Û6ÿƒ~8«¸]¼A79Ë¸Y;l·Í¸°»Ø8Ehõ8÷%_µĞMT9ÿ8A-¹úá8^€8~‡Ü8Hüx8—Â„8"pÁ¶E:¹

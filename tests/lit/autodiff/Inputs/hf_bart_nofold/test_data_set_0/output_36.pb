@@ -1,0 +1,1 @@
+ B1model.model.encoder.layernorm_embedding.bias_gradJ€œ/9;‡¹j?$¸Ä¹O£¢8ë"¤9|¸‘8Xe”82Š¹M|¹Õå7Ø²+9ªf¸4wü·öO›9ŒìC8{‚”¸¼„Â¸l³Ä9I•9úP-9¾É»¸Ì…"¸l=¹'•€¹D“o¹'°8Í²¹Ğ°8#‹Š85	Ù·¤”°9

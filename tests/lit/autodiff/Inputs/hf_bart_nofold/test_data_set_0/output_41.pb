@@ -1,0 +1,1 @@
+ B7model.model.decoder.layers.0.self_attn.v_proj.bias_gradJ€¿KY¹²µ1¹ç;;m%¨¹ÈõÇ¹ Š€ºÉ°9@Âö¹Aùˆº¬‘<¹ŸÒ:…±:«ñ9ÇñÑºKÁ›¹ï€¬:1GJº90û:õ;âQa:…):Ôp;zt:»f¹fµ:¦":»üºş?;hï¹ò¼V8î4²ºÀd€8

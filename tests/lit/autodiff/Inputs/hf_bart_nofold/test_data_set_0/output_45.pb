@@ -1,0 +1,1 @@
+ B9model.model.decoder.layers.0.self_attn.out_proj.bias_gradJ€RH»ˆ·:<ªï;Ø¼4;Wcó»üÓµ;,z»,!F»YqÌ;Œ¢M»Í°¼Ø/¦»@….<áº’O»<g»`:ùÖŒ;”ø<ú.¼Ó¯C»~Û/»é¼¹K]<¦F<>Óž»drª;ãd’»A£'¼·÷E¼5­*<Mâs;

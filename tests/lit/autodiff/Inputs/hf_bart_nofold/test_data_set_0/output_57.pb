@@ -1,0 +1,1 @@
+ B>model.model.decoder.layers.0.encoder_attn_layer_norm.bias_gradJ€	NN»àô<<àÙë;ó3;eù»¾Ş·;Ñ—}»[>8»–øÑ;i;X»<ú»Ÿ›§»Ûc0<9Ò¢º·rL»r–»]cU:ß“;¼<Š½1¼D:A»U)7»Àëÿ»Â\<z]ÿ;l§»Çü¬;Öiˆ»ß-¼ïH¼6ƒ&<j;

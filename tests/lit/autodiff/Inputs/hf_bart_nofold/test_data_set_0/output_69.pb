@@ -1,0 +1,1 @@
+ B7model.model.decoder.layers.1.self_attn.q_proj.bias_gradJ€)7 ³~´sfó¶ä†¶À¶çÃ7ÈÿH7TK·5PÖ¶)àK6«+»µì²6,+P5 ï·Äê5XÍF·~¶³×¶Àaš·V’·x'76¢^6*ò¶æÃÃ6êïÃ¶pB7^©D7O¹F·èÕº¶.T°6,‘7¶Ls@·

@@ -1,0 +1,1 @@
+ B:model.model.decoder.layers.1.encoder_attn.q_proj.bias_gradJ€|ğ6wç6ô4R6İ»W¶ól¶Œ8@7¯ç¼¶rï·Zn¶©±‚¶ÒìQ6Ú–7Y46ÑšŞ¶Ìü6j¯&5_¶È§·à~·¬&6&‘<7Ğ}¿6áêü·Ã6ÌÙÎµdQ97;·«öB7;Ms6¿Dñ¶~&¦·ˆ2Ú5

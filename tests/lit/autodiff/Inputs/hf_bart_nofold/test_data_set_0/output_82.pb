@@ -1,0 +1,1 @@
+ B@model.model.decoder.layers.1.encoder_attn_layer_norm.weight_gradJ€ê^–9z¼Î»R%¼CA¼ššº,¦º†Q¹™Uú»|¨3;N;\+‹:›8»½~0»cÕ<Ã©úºuâ;—::ùzt;¶n¼»5]¼f<A;Ğ´;­<0;+°<ß1:ïyÈ»&;¨;~F·»Ô^Š»@!%;”å€;\Â`;

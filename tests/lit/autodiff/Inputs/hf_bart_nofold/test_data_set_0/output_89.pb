@@ -1,0 +1,1 @@
+ B7model.model.decoder.layers.1.final_layer_norm.bias_gradJ€¡c/»úi<•ÃÚ;+ÿ:x>ü»Ôn;\jŽ»Ñd<»Eà¾;››6»ÎÛÜ»8¿Õ»Å&?<Pº^:Bz»f­»Mt:›vË;tÍ<B€U¼Û:»ê†Š»±¾¼ìGi<á1	<¨Ó»A¥;©V¥»b†¼ŸßL¼+ƒ+<|Ör;

@@ -1,0 +1,1 @@
+ B1model.model.decoder.layernorm_embedding.bias_gradJ€D:6»;<<½í;ëç:;Üí»?A¢;Ær»<ú9»‚Ð;˜~F»}þ»Bë§»åß-<˜•ºå¼C»c»×éL:`®’;×Ä<`E+¼kGM»{U+»êà¼Ñ?\<Òû;Æf »b«;<uŠ»—B!¼œA¼i)(<±œ€;
