@@ -69,8 +69,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = {
     "tiny": dict(hidden=32, heads=4, kv_heads=2, ffn=64, layers=2, vocab=96,
                  seq=8, batch=2),
-    "bench": dict(hidden=64, heads=8, kv_heads=2, ffn=128, layers=2,
-                  vocab=128, seq=16, batch=2),
+    "bench": dict(hidden=128, heads=8, kv_heads=2, ffn=256, layers=2,
+                  vocab=256, seq=32, batch=2),
 }
 
 
@@ -144,6 +144,7 @@ def build(family, size):
 
 MASKS = False
 DYNAMIC_BATCH = False
+TRAINING_MODE = False
 
 FAMILIES = ["llama", "t5", "bart", "mistral", "qwen2", "gpt_neox", "phi"]
 SEEDS = {name: 340 + k for k, name in enumerate(FAMILIES)}
@@ -256,8 +257,9 @@ def export_family(family, size, fold, out_dir, quiet=False):
     torch.manual_seed(seed)
     model, input_names = build(family, size)
     randomize(model)
-    model.eval()
+    model.train(TRAINING_MODE)  # dropout is 0 in every configuration
     wrapper = LogitsOnly(model, input_names)
+    wrapper.train(TRAINING_MODE)
     pads = padding_ids(model)
     batch, labels = make_batch(input_names, size, seed, pads)
     os.makedirs(os.path.join(out_dir, "test_data_set_0"), exist_ok=True)
@@ -271,7 +273,9 @@ def export_family(family, size, fold, out_dir, quiet=False):
         torch.onnx.export(wrapper, example, model_path, opset_version=17,
                           input_names=input_names, output_names=["logits"],
                           dynamic_axes=dynamic, do_constant_folding=fold,
-                          training=torch.onnx.TrainingMode.EVAL)
+                          training=(torch.onnx.TrainingMode.TRAINING
+                                    if TRAINING_MODE
+                                    else torch.onnx.TrainingMode.EVAL))
     graph = onnx.load(model_path).graph
 
     logits = wrapper(*example)
@@ -325,6 +329,7 @@ def export_family(family, size, fold, out_dir, quiet=False):
         "family": family,
         "size": size,
         "do_constant_folding": fold,
+        "training_mode": "TRAINING" if TRAINING_MODE else "EVAL",
         "seed": seed,
         "inputs": input_names,
         "padding_ids_avoided": pads,
@@ -379,10 +384,13 @@ def main():
                         help="the forward takes attention_mask too")
     parser.add_argument("--dynamic-batch", action="store_true",
                         help="export with a symbolic batch dimension")
+    parser.add_argument("--training-mode", action="store_true",
+                        help="export with training=TrainingMode.TRAINING")
     args = parser.parse_args()
-    global MASKS, DYNAMIC_BATCH
+    global MASKS, DYNAMIC_BATCH, TRAINING_MODE
     MASKS = args.attention_mask
     DYNAMIC_BATCH = args.dynamic_batch
+    TRAINING_MODE = args.training_mode
     torch.set_num_threads(1)
     import transformers
     import warnings
