@@ -373,7 +373,7 @@ llvm::Expected<bool> TieWeightsPass::run(Module &module,
       for (const TiePair &pair : pairs)
         llvm::errs() << "tie-weights: " << pair.str()
                      << " (bitwise-identical initial values)\n";
-    if (!search.undecided.empty()) {
+    if (!search.undecided.empty() && options.reportUndecided) {
       llvm::errs() << "tie-weights: " << search.undecided.size()
                    << " parameter pair(s) of matching types not compared "
                       "(no initial values; compile with --weights FILE)";

@@ -113,6 +113,11 @@ public:
     std::string pairs;
     /// Print what was found and done to stderr.
     bool printPlan = false;
+    /// Note on stderr the pairs whose values are unknown (auto, suggest).
+    /// gmopt-compile --train ties quietly: there the user asked for no
+    /// tying, so only what is proven is done and nothing else is said. Set
+    /// by the tool, not a pipeline option.
+    bool reportUndecided = true;
   };
 
   TieWeightsPass();

@@ -160,7 +160,9 @@ static int runGmoptCompile(int argc, char **argv) {
       "train",
       cl::desc("The input is a forward model: build its backward pass, "
                "gradient accumulators and training signature first (the "
-               "autodiff pass, with --loss, --frozen and --data)"),
+               "autodiff pass, with --loss, --frozen, --trainable and "
+               "--data), then tie an exporter's copies of one parameter "
+               "(tie-weights, auto)"),
       cl::cat(category));
   cl::opt<unsigned> ranksOption(
       "ranks",
@@ -429,10 +431,17 @@ static int runGmoptCompile(int argc, char **argv) {
   auto addOptimizer = [&](Module &target) -> llvm::Error {
     if (train) {
       // canonicalize folds the forward model's shape arithmetic first, so
-      // the gradients see static shapes where the batch is bound.
+      // the gradients see static shapes where the batch is bound. Then
+      // tie-weights (auto) merges an exporter's copies of one parameter:
+      // torch's constant folding stores a tied LM head's transposed copy
+      // as a second initializer (PyTorch issue 108342), which would
+      // otherwise train as a weight of its own and drift from the original.
       PassManager trainPasses;
       trainPasses.addPass(std::make_unique<CanonicalizePass>());
       trainPasses.addPass(std::make_unique<AutodiffPass>(autodiffOptions));
+      TieWeightsPass::Options tieOptions;
+      tieOptions.reportUndecided = false;
+      trainPasses.addPass(std::make_unique<TieWeightsPass>(tieOptions));
       if (llvm::Error err = trainPasses.run(target))
         return fileError(inputFilename, llvm::toString(std::move(err)));
     }
