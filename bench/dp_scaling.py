@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import secrets
 import socket
 import statistics
 import subprocess
@@ -141,9 +142,10 @@ def main():
                 return run(mpirun + ["sh", "-c", line]).stdout
             port = str(free_port())
             procs = []
+            secret = secrets.token_hex(32)  # the TCP world admits only ranks that hold it
             for rank in (0, 1):
                 env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
-                           MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=port, GMOPT_WORLD_SECRET=secret)
                 procs.append(subprocess.Popen([run_tool, dp] + common +
                                               ["--report-json", report % rank], env=env,
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -345,6 +345,12 @@ llvm::Error cpu::initializeEnvironmentWorld() {
     config.masterAddress = address;
   config.masterPort = unsigned(portValue);
   config.timeoutSeconds = timeoutSeconds;
+  if (config.worldSize > 1) {
+    auto secret = readWorldSecret();
+    if (!secret)
+      return secret.takeError();
+    config.secret = std::move(*secret);
+  }
   auto world = TcpWorld::connect(config);
   if (!world)
     return world.takeError();

@@ -53,9 +53,11 @@ bool isLaunchedByEnvironment();
 /// was built without MPI or MPI cannot start.
 llvm::Error initializeMpi();
 /// Forms the TCP world from RANK, WORLD_SIZE, MASTER_ADDR (default
-/// 127.0.0.1) and MASTER_PORT (default 29500); LOCAL_RANK is accepted and
-/// not needed on the CPU. Waits up to the collective timeout for the other
-/// ranks. Fails on malformed variables or when the world does not form.
+/// 127.0.0.1) and MASTER_PORT (default 29500), with the world secret of
+/// GMOPT_WORLD_SECRET or GMOPT_WORLD_SECRET_FILE (cpu::readWorldSecret;
+/// needed for several ranks); LOCAL_RANK is accepted and not needed on the
+/// CPU. Waits up to the collective timeout for the other ranks. Fails on
+/// malformed variables, without a secret, or when the world does not form.
 llvm::Error initializeEnvironmentWorld();
 /// True once a world (MPI's or the TCP one) is up.
 bool isMpiInitialized();

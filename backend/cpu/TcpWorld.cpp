@@ -1,12 +1,16 @@
 //===- TcpWorld.cpp - gmopt's own TCP data-parallel world -----------------===//
 //
-// The sockets behind TcpWorld.h: the rendezvous at MASTER_ADDR:MASTER_PORT,
-// framed messages (a fixed header: magic, type, collective sequence number,
-// payload bytes), and the star collectives through rank 0. Every socket is
-// non-blocking and every wait is a poll() bounded by the collective's
-// deadline, so a missing rank becomes an error naming it. A rank that has
-// sent part of a message and then fails closes the socket instead of
-// sending an abort message, so no peer ever reads an abort as payload.
+// The sockets behind TcpWorld.h: the rendezvous at MASTER_ADDR:MASTER_PORT
+// (rank 0 polls the listener and every connection still in its handshake
+// together, each connection with its own deadline; the challenge-response
+// over HMAC-SHA-256, built here on llvm::SHA256), framed messages (a fixed
+// header: magic, type, collective sequence number, payload bytes), and the
+// star collectives through rank 0. Every socket is non-blocking and every
+// wait is a poll() bounded by the collective's deadline, so a missing rank
+// becomes an error naming it. A rank that has sent part of a message and
+// then fails closes the socket instead of sending an abort message, so no
+// peer ever reads an abort as payload. The world secret is read here too
+// (the environment, or a file only its owner can read).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,10 +21,14 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -30,6 +38,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace gmopt;
@@ -43,12 +52,36 @@ constexpr uint32_t kMagic = 0x676d6f70; // "gmop"
 
 /// What a message carries.
 enum class MessageType : uint32_t {
-  Hello = 1,   ///< rank and world size, to rank 0 at the rendezvous
-  Welcome = 2, ///< rank 0's answer: the world is complete
-  Data = 3,    ///< a rank's contribution to a collective
-  Result = 4,  ///< rank 0's result of a collective
-  Abort = 5,   ///< the sender fails; the payload says why
+  Hello = 1,     ///< a rank's HelloPayload, to rank 0 at the rendezvous
+  Welcome = 2,   ///< rank 0's proof: the world is complete
+  Data = 3,      ///< a rank's contribution to a collective
+  Result = 4,    ///< rank 0's result of a collective
+  Abort = 5,     ///< the sender fails; the payload says why
+  Challenge = 6, ///< rank 0's nonce, to every new connection
+  Refused = 7,   ///< rank 0 refuses a hello's proof; the payload says why
 };
+
+/// Most connections rank 0 keeps in their handshake at once; beyond it the
+/// oldest is dropped.
+constexpr size_t kMaxPendingConnections = 64;
+
+using Nonce = std::array<uint8_t, 32>;
+using Proof = std::array<uint8_t, 32>;
+
+/// What a rank says at the rendezvous, after rank 0's challenge.
+struct HelloPayload {
+  int32_t rank = -1;
+  int32_t worldSize = -1;
+  /// The rank's own nonce, which rank 0's welcome proof covers.
+  Nonce nonce{};
+  /// hmacSha256(secret, kHelloLabel, challenge, nonce, rank, world size).
+  Proof proof{};
+};
+static_assert(sizeof(HelloPayload) == 72, "no padding on the wire");
+
+/// What each proof covers first, so that neither can stand for the other.
+constexpr llvm::StringLiteral kHelloLabel = "gmopt TCP world v2: hello";
+constexpr llvm::StringLiteral kWelcomeLabel = "gmopt TCP world v2: welcome";
 
 /// The fixed part of every message.
 struct Header {
@@ -81,8 +114,12 @@ int millisecondsTo(Clock::time_point deadline) {
   return int(std::clamp<int64_t>(left, 0, 1000));
 }
 
+/// Now plus \p seconds, which are cut to 0..kMaxTimeoutSeconds (NaN: 0)
+/// so that the sum cannot overflow the clock.
 Clock::time_point deadlineIn(double seconds) {
-  return Clock::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
+  double bounded =
+      std::isnan(seconds) ? 0.0 : std::clamp(seconds, 0.0, kMaxTimeoutSeconds);
+  return Clock::now() + std::chrono::microseconds(int64_t(bounded * 1e6));
 }
 
 /// Seconds the non-zero ranks wait beyond the timeout, so that rank 0,
@@ -207,6 +244,99 @@ Transfer sendMessage(int fd, MessageType type, uint64_t sequence,
   return status;
 }
 
+/// A fresh random nonce from the system's entropy source.
+llvm::Expected<Nonce> randomNonce() {
+  Nonce nonce;
+  if (::getentropy(nonce.data(), nonce.size()) != 0)
+    return tcpError("cannot draw random bytes (getentropy): " +
+                    errnoText(errno));
+  return nonce;
+}
+
+/// The proof that its maker holds \p secret: the HMAC over \p label, the
+/// nonces in the order given, the rank and the world size.
+Proof prove(llvm::StringRef secret, llvm::StringRef label, const Nonce &first,
+            const Nonce &second, int32_t rank, int32_t worldSize) {
+  std::vector<uint8_t> message(label.begin(), label.end());
+  message.push_back(0);
+  message.insert(message.end(), first.begin(), first.end());
+  message.insert(message.end(), second.begin(), second.end());
+  for (int32_t number : {rank, worldSize})
+    for (int shift = 0; shift != 32; shift += 8)
+      message.push_back(uint8_t(uint32_t(number) >> shift));
+  return hmacSha256(llvm::arrayRefFromStringRef(secret), message);
+}
+
+/// Compares proofs in time independent of where they differ.
+bool sameProof(const Proof &a, const Proof &b) {
+  uint8_t difference = 0;
+  for (size_t i = 0; i != a.size(); ++i)
+    difference |= uint8_t(a[i] ^ b[i]);
+  return difference == 0;
+}
+
+/// "127.0.0.1:50412", "[::1]:50412": where a connection came from.
+std::string peerName(const sockaddr_storage &address, socklen_t length) {
+  char host[NI_MAXHOST], service[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr *>(&address), length, host,
+                  sizeof host, service, sizeof service,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "an unknown address";
+  if (address.ss_family == AF_INET6)
+    return "[" + std::string(host) + "]:" + service;
+  return std::string(host) + ":" + service;
+}
+
+/// "1 connection", "2 connections".
+std::string connectionCount(size_t count) {
+  return std::to_string(count) + (count == 1 ? " connection" : " connections");
+}
+
+/// Reads the secret file \p path: a regular file of this user's that no
+/// one else may access, at most 4 KiB.
+llvm::Expected<std::string> readSecretFile(llvm::StringRef path) {
+  std::string where =
+      llvm::formatv("{0}='{1}'", kWorldSecretFileVariable, path).str();
+  // O_NONBLOCK: a FIFO put there must not hang the open.
+  int fd =
+      ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0)
+    return tcpError(where + ": cannot open it: " + errnoText(errno));
+  auto closeFile = llvm::make_scope_exit([&] { ::close(fd); });
+  struct stat status;
+  if (::fstat(fd, &status) != 0)
+    return tcpError(where + ": cannot stat it: " + errnoText(errno));
+  if (!S_ISREG(status.st_mode))
+    return tcpError(where + " is not a regular file");
+  if (status.st_uid != ::geteuid())
+    return tcpError(llvm::formatv("{0} belongs to user {1}, not to this user "
+                                  "({2}): the world secret must be your own",
+                                  where, status.st_uid, ::geteuid()));
+  if (status.st_mode & (S_IRWXG | S_IRWXO))
+    return tcpError(llvm::formatv(
+        "{0} can be read or written by its group or others (mode {1}): "
+        "a world secret must be private to you (chmod 600 '{2}')",
+        where, llvm::format("%04o", unsigned(status.st_mode & 07777)), path));
+  constexpr size_t kMaxSecretFileBytes = 4096;
+  std::string contents;
+  char chunk[512];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return tcpError(where + ": cannot read it: " + errnoText(errno));
+    if (n == 0)
+      break;
+    contents.append(chunk, size_t(n));
+    if (contents.size() > kMaxSecretFileBytes)
+      return tcpError(llvm::formatv("{0} is larger than {1} bytes: not a "
+                                    "world secret",
+                                    where, kMaxSecretFileBytes));
+  }
+  return llvm::StringRef(contents).trim().str();
+}
+
 llvm::Expected<addrinfo *> resolve(const std::string &host, unsigned port,
                                    bool passive) {
   addrinfo hints{};
@@ -224,16 +354,90 @@ llvm::Expected<addrinfo *> resolve(const std::string &host, unsigned port,
 
 } // namespace
 
+std::array<uint8_t, 32> cpu::hmacSha256(llvm::ArrayRef<uint8_t> key,
+                                        llvm::ArrayRef<uint8_t> message) {
+  // RFC 2104: H((K ^ opad) || H((K ^ ipad) || message)), K padded to the
+  // block, or hashed first when longer than one.
+  constexpr size_t kBlockBytes = 64;
+  std::array<uint8_t, kBlockBytes> block{};
+  if (key.size() > kBlockBytes) {
+    std::array<uint8_t, 32> digest = llvm::SHA256::hash(key);
+    std::copy(digest.begin(), digest.end(), block.begin());
+  } else {
+    std::copy(key.begin(), key.end(), block.begin());
+  }
+  std::array<uint8_t, kBlockBytes> innerPad, outerPad;
+  for (size_t i = 0; i != kBlockBytes; ++i) {
+    innerPad[i] = block[i] ^ 0x36;
+    outerPad[i] = block[i] ^ 0x5c;
+  }
+  llvm::SHA256 inner;
+  inner.update(innerPad);
+  inner.update(message);
+  std::array<uint8_t, 32> innerDigest = inner.final();
+  llvm::SHA256 outer;
+  outer.update(outerPad);
+  outer.update(innerDigest);
+  return outer.final();
+}
+
+llvm::Expected<std::string> cpu::readWorldSecret() {
+  const char *value = std::getenv(kWorldSecretVariable);
+  const char *file = std::getenv(kWorldSecretFileVariable);
+  if (value && file)
+    return tcpError(llvm::formatv("both {0} and {1} are set: set one of them, "
+                                  "alike on every rank",
+                                  kWorldSecretVariable,
+                                  kWorldSecretFileVariable));
+  if (!value && !file)
+    return tcpError(llvm::formatv(
+        "no world secret: set {0} to a secret, or {1} to a file only you can "
+        "read that holds it, alike on every rank (`gmopt-run "
+        "--make-world-secret=FILE` writes one), so that a process which "
+        "reaches MASTER_ADDR:MASTER_PORT without it cannot join the world",
+        kWorldSecretVariable, kWorldSecretFileVariable));
+  std::string secret, source;
+  if (value) {
+    secret = llvm::StringRef(value).trim().str();
+    source = kWorldSecretVariable;
+  } else {
+    auto read = readSecretFile(file);
+    if (!read)
+      return read.takeError();
+    secret = std::move(*read);
+    source = llvm::formatv("{0}='{1}'", kWorldSecretFileVariable, file);
+  }
+  if (secret.size() < kMinWorldSecretLength)
+    return tcpError(llvm::formatv(
+        "{0} holds a secret of {1} characters: use at least {2} (`gmopt-run "
+        "--make-world-secret=FILE` writes 64 random hex digits)",
+        source, secret.size(), kMinWorldSecretLength));
+  return secret;
+}
+
+llvm::Expected<std::string> cpu::makeWorldSecret() {
+  auto bytes = randomNonce();
+  if (!bytes)
+    return bytes.takeError();
+  return llvm::toHex(*bytes, /*LowerCase=*/true);
+}
+
 llvm::Expected<std::unique_ptr<TcpWorld>>
 TcpWorld::connect(const TcpWorldConfig &config) {
   if (config.worldSize < 1 || config.rank < 0 ||
       config.rank >= config.worldSize)
     return tcpError(llvm::formatv("RANK={0} is not below WORLD_SIZE={1}",
                                   config.rank, config.worldSize));
+  if (!(config.timeoutSeconds > 0) || !(config.handshakeSeconds > 0))
+    return tcpError("the timeouts must be positive numbers of seconds");
   std::unique_ptr<TcpWorld> world(new TcpWorld(config));
   world->sockets.assign(size_t(config.rank == 0 ? config.worldSize : 1), -1);
   if (config.worldSize == 1)
     return world;
+  if (config.secret.size() < kMinWorldSecretLength)
+    return tcpError(llvm::formatv("a world of several ranks needs a secret of "
+                                  "at least {0} characters",
+                                  kMinWorldSecretLength));
   std::string where =
       llvm::formatv("{0}:{1}", config.masterAddress, config.masterPort);
   auto found =
@@ -244,7 +448,7 @@ TcpWorld::connect(const TcpWorldConfig &config) {
   int code = 0;
 
   if (config.rank != 0) {
-    // Connect, retrying until rank 0 listens; then say who we are.
+    // Connect, retrying until rank 0 listens; then answer its challenge.
     Clock::time_point deadline =
         deadlineIn(config.timeoutSeconds + graceSeconds(config.timeoutSeconds));
     int fd = -1;
@@ -283,14 +487,48 @@ TcpWorld::connect(const TcpWorldConfig &config) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     world->sockets[0] = fd;
-    int32_t hello[2] = {config.rank, config.worldSize};
+    auto notRankZero = [&](llvm::StringRef what) {
+      return tcpError(llvm::formatv(
+          "what answers at {0} is not rank 0 of this world: {1} (another "
+          "program on MASTER_PORT, or a gmopt-run of another version)",
+          where, what));
+    };
+    // Rank 0 speaks first: a fresh nonce that this rank's proof covers.
+    Header header;
+    Transfer status = receiveAll(fd, &header, sizeof header, deadline, code);
+    if (status == Transfer::TimedOut)
+      return notRankZero(llvm::formatv("it sent no challenge within {0} s",
+                                       secondsText(config.timeoutSeconds))
+                             .str());
+    if (status != Transfer::Done)
+      return tcpError(llvm::formatv("rank 0 at {0} closed the connection "
+                                    "before the handshake",
+                                    where));
+    if (header.magic == kMagic && header.type == uint32_t(MessageType::Abort))
+      return tcpError("rank 0 refused the world: " +
+                      readAbortReason(fd, header));
+    Nonce challenge;
+    if (header.magic != kMagic ||
+        header.type != uint32_t(MessageType::Challenge) ||
+        header.bytes != sizeof challenge ||
+        receiveAll(fd, challenge.data(), challenge.size(), deadline, code) !=
+            Transfer::Done)
+      return notRankZero("it sent no gmopt challenge");
+    auto nonce = randomNonce();
+    if (!nonce)
+      return nonce.takeError();
+    HelloPayload hello;
+    hello.rank = config.rank;
+    hello.worldSize = config.worldSize;
+    hello.nonce = *nonce;
+    hello.proof = prove(config.secret, kHelloLabel, challenge, hello.nonce,
+                        hello.rank, hello.worldSize);
     bool partial = false;
-    if (sendMessage(fd, MessageType::Hello, 0, hello, sizeof hello, deadline,
+    if (sendMessage(fd, MessageType::Hello, 0, &hello, sizeof hello, deadline,
                     false, partial, code) != Transfer::Done)
       return tcpError(llvm::formatv("rank {0} could not greet rank 0 at {1}",
                                     config.rank, where));
-    Header header;
-    Transfer status = receiveAll(fd, &header, sizeof header, deadline, code);
+    status = receiveAll(fd, &header, sizeof header, deadline, code);
     if (status == Transfer::TimedOut)
       return tcpError(
           llvm::formatv("rank 0 at {0} did not complete the world within {1} s",
@@ -302,12 +540,24 @@ TcpWorld::connect(const TcpWorldConfig &config) {
     if (header.type == uint32_t(MessageType::Abort))
       return tcpError("rank 0 refused the world: " +
                       readAbortReason(fd, header));
-    if (header.type != uint32_t(MessageType::Welcome))
+    if (header.type == uint32_t(MessageType::Refused))
+      return tcpError(llvm::formatv("rank 0 at {0} refused rank {1}: {2}",
+                                    where, config.rank,
+                                    readAbortReason(fd, header)));
+    Proof welcome;
+    if (header.type != uint32_t(MessageType::Welcome) ||
+        header.bytes != sizeof welcome ||
+        receiveAll(fd, welcome.data(), welcome.size(), deadline, code) !=
+            Transfer::Done)
       return tcpError("rank 0 answered with an unexpected message");
+    if (!sameProof(welcome, prove(config.secret, kWelcomeLabel, hello.nonce,
+                                  challenge, hello.rank, hello.worldSize)))
+      return notRankZero("its welcome does not prove it holds the world "
+                         "secret");
     return world;
   }
 
-  // Rank 0: listen, and wait for every other rank's hello.
+  // Rank 0: listen, and admit every other rank that proves the secret.
   int listener = -1;
   std::string bindProblem = "no usable address";
   for (addrinfo *at = *found; at && listener < 0; at = at->ai_next) {
@@ -317,7 +567,7 @@ TcpWorld::connect(const TcpWorldConfig &config) {
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd, at->ai_addr, at->ai_addrlen) == 0 &&
-        ::listen(fd, config.worldSize) == 0) {
+        ::listen(fd, SOMAXCONN) == 0) {
       listener = fd;
       break;
     }
@@ -330,7 +580,14 @@ TcpWorld::connect(const TcpWorldConfig &config) {
   auto closeListener = llvm::make_scope_exit([&] { ::close(listener); });
   configureSocket(listener);
   Clock::time_point deadline = deadlineIn(config.timeoutSeconds);
-  // Every socket that said hello; on a refusal each is told why and closed.
+  auto note = [&](const std::string &text) {
+    if (config.note)
+      config.note(text);
+    else
+      llvm::errs() << "note: data-parallel world (TCP): " << text << '\n';
+  };
+  // Every socket that proved the secret; on a refusal each is told why and
+  // closed.
   std::vector<int> joined;
   auto refuse = [&](const std::string &message) -> llvm::Error {
     for (int fd : joined) {
@@ -342,56 +599,219 @@ TcpWorld::connect(const TcpWorldConfig &config) {
     world->sockets.assign(world->sockets.size(), -1);
     return tcpError(message);
   };
+
+  /// A connection in its handshake: rank 0's challenge went out, the
+  /// hello comes in.
+  struct Pending {
+    int fd = -1;
+    /// Where it came from, for the notes.
+    std::string peer;
+    /// When it is dropped unless its hello is complete.
+    Clock::time_point deadline;
+    Nonce challenge{};
+    /// The header and hello received so far.
+    std::array<uint8_t, sizeof(Header) + sizeof(HelloPayload)> bytes{};
+    size_t received = 0;
+  };
+  std::vector<Pending> pending;
+  auto closePending = llvm::make_scope_exit([&] {
+    for (const Pending &connection : pending)
+      ::close(connection.fd);
+  });
+  // Why each dropped connection was dropped, for the timeout's error.
+  std::vector<std::string> dropped;
+  auto drop = [&](size_t index, const std::string &why) {
+    std::string text = pending[index].peer + " " + why;
+    note("rank 0 dropped the connection from " + pending[index].peer +
+         ", which " + why);
+    dropped.push_back(std::move(text));
+    ::close(pending[index].fd);
+    pending.erase(pending.begin() + ptrdiff_t(index));
+  };
+  std::string handshakeText = secondsText(config.handshakeSeconds);
   int missing = config.worldSize - 1;
+  // Rank r's welcome at [r]: rank 0's proof over its nonce.
+  std::vector<Proof> welcomes(size_t(config.worldSize));
+  // Reads what connection \p index sent; drops it, or on a complete hello
+  // that proves the secret moves it into the world. Fails when a peer that
+  // holds the secret was launched wrong.
+  auto serve = [&](size_t index) -> llvm::Error {
+    Pending &connection = pending[index];
+    size_t want = connection.received < sizeof(Header)
+                      ? sizeof(Header)
+                      : connection.bytes.size();
+    ssize_t n =
+        ::recv(connection.fd, connection.bytes.data() + connection.received,
+               want - connection.received, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+      return llvm::Error::success();
+    if (n <= 0) {
+      drop(index,
+           connection.received == 0
+               ? "closed its connection without a hello"
+               : llvm::formatv("closed its connection {0} bytes into its hello",
+                               connection.received)
+                     .str());
+      return llvm::Error::success();
+    }
+    connection.received += size_t(n);
+    Header header;
+    std::memcpy(&header, connection.bytes.data(), sizeof header);
+    if (connection.received == sizeof(Header) &&
+        (header.magic != kMagic ||
+         header.type != uint32_t(MessageType::Hello) ||
+         header.bytes != sizeof(HelloPayload))) {
+      drop(index,
+           header.magic == kMagic && header.type == uint32_t(MessageType::Hello)
+               ? "sent a hello without a proof of the world secret "
+                 "(a gmopt-run of an older version?)"
+               : "sent something that is not a gmopt hello");
+      return llvm::Error::success();
+    }
+    if (connection.received != connection.bytes.size())
+      return llvm::Error::success();
+    HelloPayload hello;
+    std::memcpy(&hello, connection.bytes.data() + sizeof(Header), sizeof hello);
+    if (!sameProof(hello.proof,
+                   prove(config.secret, kHelloLabel, connection.challenge,
+                         hello.nonce, hello.rank, hello.worldSize))) {
+      std::string reason = "its proof of the world secret does not match "
+                           "rank 0's: launch every rank with the same " +
+                           std::string(kWorldSecretVariable) + " or " +
+                           kWorldSecretFileVariable;
+      bool partial = false;
+      sendMessage(connection.fd, MessageType::Refused, 0, reason.data(),
+                  reason.size(), Clock::now(), false, partial, code);
+      drop(index, llvm::formatv("claimed RANK={0} without the world secret "
+                                "(a rank launched with another secret, or "
+                                "not a rank of this world)",
+                                hello.rank)
+                      .str());
+      return llvm::Error::success();
+    }
+    // A peer that holds the secret: a rank of this launch.
+    Proof welcome = prove(config.secret, kWelcomeLabel, hello.nonce,
+                          connection.challenge, hello.rank, hello.worldSize);
+    int fd = connection.fd;
+    pending.erase(pending.begin() + ptrdiff_t(index));
+    joined.push_back(fd);
+    if (hello.worldSize != config.worldSize)
+      return refuse(llvm::formatv("rank {0} has WORLD_SIZE={1} but rank 0 "
+                                  "has {2}: launch every rank with the same "
+                                  "world size",
+                                  hello.rank, hello.worldSize,
+                                  config.worldSize));
+    if (hello.rank < 1 || hello.rank >= config.worldSize)
+      return refuse(llvm::formatv("a process joined as RANK={0}, outside 1.."
+                                  "{1}",
+                                  hello.rank, config.worldSize - 1));
+    if (world->sockets[size_t(hello.rank)] >= 0)
+      return refuse(
+          llvm::formatv("two processes joined as RANK={0}", hello.rank));
+    world->sockets[size_t(hello.rank)] = fd;
+    welcomes[size_t(hello.rank)] = welcome;
+    --missing;
+    return llvm::Error::success();
+  };
+
   while (missing > 0) {
-    if (Clock::now() >= deadline) {
+    Clock::time_point now = Clock::now();
+    if (now >= deadline) {
       llvm::SmallVector<int, 4> absent;
       for (int r = 1; r != config.worldSize; ++r)
         if (world->sockets[size_t(r)] < 0)
           absent.push_back(r);
-      return refuse(llvm::formatv("{0} did not join rank 0 at {1} within {2} "
-                                  "s (WORLD_SIZE={3})",
-                                  rankList(absent), where,
-                                  secondsText(config.timeoutSeconds),
-                                  config.worldSize));
+      std::string message = llvm::formatv(
+          "{0} did not join rank 0 at {1} within {2} s (WORLD_SIZE={3})",
+          rankList(absent), where, secondsText(config.timeoutSeconds),
+          config.worldSize);
+      if (!dropped.empty()) {
+        constexpr size_t kShown = 3;
+        message += "; meanwhile rank 0 dropped " +
+                   connectionCount(dropped.size()) + ": ";
+        for (size_t i = 0; i != std::min(dropped.size(), kShown); ++i)
+          message += (i ? "; " : "") + dropped[i];
+        if (dropped.size() > kShown)
+          message += llvm::formatv("; and {0} more", dropped.size() - kShown);
+      }
+      if (!pending.empty())
+        message += "; " + connectionCount(pending.size()) +
+                   " still in the handshake (from " + pending.front().peer +
+                   (pending.size() > 1 ? ", ..." : "") + ")";
+      return refuse(message);
     }
-    pollfd entry{listener, POLLIN, 0};
-    if (::poll(&entry, 1, millisecondsTo(deadline)) <= 0)
-      continue;
-    int fd = ::accept(listener, nullptr, nullptr);
-    if (fd < 0)
-      continue;
-    configureSocket(fd);
-    Header header;
-    int32_t hello[2] = {-1, -1};
-    if (receiveAll(fd, &header, sizeof header, deadline, code) !=
-            Transfer::Done ||
-        header.magic != kMagic || header.type != uint32_t(MessageType::Hello) ||
-        header.bytes != sizeof hello ||
-        receiveAll(fd, hello, sizeof hello, deadline, code) != Transfer::Done) {
-      ::close(fd); // not a gmopt rank, or one that went away
-      continue;
+    // Handshakes past their own deadline.
+    for (size_t i = pending.size(); i-- != 0;)
+      if (now >= pending[i].deadline)
+        drop(i, pending[i].received == 0
+                    ? llvm::formatv("sent nothing within {0} s of "
+                                    "connecting",
+                                    handshakeText)
+                          .str()
+                    : llvm::formatv("sent {0} bytes of a hello, not all of "
+                                    "it, within {1} s of connecting",
+                                    pending[i].received, handshakeText)
+                          .str());
+    std::vector<pollfd> entries{{listener, POLLIN, 0}};
+    Clock::time_point wake = deadline;
+    for (const Pending &connection : pending) {
+      entries.push_back({connection.fd, POLLIN, 0});
+      wake = std::min(wake, connection.deadline);
     }
-    joined.push_back(fd);
-    if (hello[1] != config.worldSize)
-      return refuse(llvm::formatv("rank {0} has WORLD_SIZE={1} but rank 0 "
-                                  "has {2}: launch every rank with the same "
-                                  "world size",
-                                  hello[0], hello[1], config.worldSize));
-    if (hello[0] < 1 || hello[0] >= config.worldSize)
-      return refuse(llvm::formatv("a process joined as RANK={0}, outside 1.."
-                                  "{1}",
-                                  hello[0], config.worldSize - 1));
-    if (world->sockets[size_t(hello[0])] >= 0)
-      return refuse(
-          llvm::formatv("two processes joined as RANK={0}", hello[0]));
-    world->sockets[size_t(hello[0])] = fd;
-    --missing;
+    if (::poll(entries.data(), entries.size(), millisecondsTo(wake)) <= 0)
+      continue;
+    // From the last, so that serving one (which may remove it) does not
+    // move those still to serve.
+    for (size_t i = pending.size(); i-- != 0;)
+      if (entries[i + 1].revents & (POLLIN | POLLHUP | POLLERR))
+        if (llvm::Error err = serve(i))
+          return err;
+    if (!(entries[0].revents & POLLIN))
+      continue;
+    // A bounded number per round, so that a flood of connections cannot
+    // keep rank 0 from its deadlines.
+    for (int round = 0; round != 16; ++round) {
+      sockaddr_storage address{};
+      socklen_t length = sizeof address;
+      int fd =
+          ::accept(listener, reinterpret_cast<sockaddr *>(&address), &length);
+      if (fd < 0)
+        break;
+      configureSocket(fd);
+      auto challenge = randomNonce();
+      if (!challenge) {
+        ::close(fd);
+        return refuse(llvm::toString(challenge.takeError()));
+      }
+      Pending connection;
+      connection.fd = fd;
+      connection.peer = peerName(address, length);
+      connection.deadline = deadlineIn(config.handshakeSeconds);
+      connection.challenge = *challenge;
+      pending.push_back(std::move(connection));
+      if (pending.size() > kMaxPendingConnections)
+        drop(0, llvm::formatv("was the oldest of more than {0} connections "
+                              "in their handshake at once",
+                              kMaxPendingConnections)
+                    .str());
+      // A fresh socket's buffer takes the 56 bytes at once.
+      bool partial = false;
+      if (sendMessage(fd, MessageType::Challenge, 0,
+                      pending.back().challenge.data(),
+                      pending.back().challenge.size(), Clock::now(), false,
+                      partial, code) != Transfer::Done)
+        drop(pending.size() - 1, "could not be sent rank 0's challenge");
+    }
   }
+  for (const Pending &connection : pending)
+    note("rank 0 closed the connection from " + connection.peer +
+         ": the world formed before it completed a handshake");
   for (int r = 1; r != config.worldSize; ++r) {
     bool partial = false;
-    if (sendMessage(world->sockets[size_t(r)], MessageType::Welcome, 0, nullptr,
-                    0, deadline, false, partial, code) != Transfer::Done)
+    const Proof &welcome = welcomes[size_t(r)];
+    if (sendMessage(world->sockets[size_t(r)], MessageType::Welcome, 0,
+                    welcome.data(), welcome.size(), deadline, false, partial,
+                    code) != Transfer::Done)
       return refuse(llvm::formatv("rank {0} went away while the world was "
                                   "forming",
                                   r));

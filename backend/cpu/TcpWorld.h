@@ -19,6 +19,20 @@
 // forever. A failing rank tells the others why (an abort message) before
 // it exits.
 //
+// Anything that can reach the port can connect, so rank 0 serves every
+// connection at once (one poll() over the listener and the connections
+// still in their handshake), gives each its own handshake deadline (5 s by
+// default) and drops, with a note, one that stalls, sends garbage or fails
+// the handshake; no connection can hold up another. A peer joins only by
+// proving it holds the world secret every rank was launched with
+// (readWorldSecret): rank 0 sends each connection a fresh random nonce,
+// the peer answers with its rank, world size, a nonce of its own and
+// HMAC-SHA-256(secret, both nonces, rank, world size), and rank 0's welcome
+// carries the HMAC over the peer's nonce, so each side knows the other
+// holds the secret and the secret never crosses the wire. The secret
+// decides who joins; the collectives' traffic after that is neither
+// encrypted nor authenticated (run the world on a network you trust).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef GMOPT_BACKEND_CPU_TCPWORLD_H
@@ -27,13 +41,24 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace gmopt {
 namespace cpu {
+
+/// Seconds rank 0 gives a new connection to complete its handshake.
+constexpr double kDefaultHandshakeSeconds = 5;
+/// Shortest world secret accepted, in characters.
+constexpr size_t kMinWorldSecretLength = 16;
+/// Longest wait any deadline stands for (about 31 years): longer
+/// timeouts, infinity included, are cut to it so that no deadline
+/// overflows the clock.
+constexpr double kMaxTimeoutSeconds = 1e9;
 
 /// Where and who: the torchrun-style launch of one rank.
 struct TcpWorldConfig {
@@ -46,17 +71,54 @@ struct TcpWorldConfig {
   /// Rank 0's listening port.
   unsigned masterPort = 29500;
   /// Seconds the rendezvous and each collective may wait for the other
-  /// ranks before failing with the ranks that did not come.
+  /// ranks before failing with the ranks that did not come. Values beyond
+  /// kMaxTimeoutSeconds (infinity too) wait that long.
   double timeoutSeconds = 300;
+  /// The secret every rank of the world shares (readWorldSecret reads it
+  /// from the environment); needed when worldSize > 1, at least
+  /// kMinWorldSecretLength characters.
+  std::string secret;
+  /// Rank 0: seconds a new connection has to complete its handshake before
+  /// it is dropped (each connection on its own clock).
+  double handshakeSeconds = kDefaultHandshakeSeconds;
+  /// Rank 0: receives a note for every connection it drops (a stranger, a
+  /// stalled or refused peer); unset, the notes go to stderr.
+  std::function<void(const std::string &)> note;
 };
+
+/// The environment variable holding the world secret itself.
+constexpr const char *kWorldSecretVariable = "GMOPT_WORLD_SECRET";
+/// The environment variable naming a file (readable by its owner only)
+/// that holds the world secret.
+constexpr const char *kWorldSecretFileVariable = "GMOPT_WORLD_SECRET_FILE";
+
+/// Reads the world secret of a launch of several ranks: the value of
+/// GMOPT_WORLD_SECRET, or the contents of the file GMOPT_WORLD_SECRET_FILE
+/// names (surrounding white space trimmed). Fails, saying how to make one,
+/// when neither is set or both are, when the secret is shorter than
+/// kMinWorldSecretLength, and when the file is not a regular file owned by
+/// this user that only this user can access (mode 0600 or 0400).
+llvm::Expected<std::string> readWorldSecret();
+
+/// A fresh world secret: 32 bytes from the system's entropy source
+/// (getentropy), as 64 lowercase hex digits.
+llvm::Expected<std::string> makeWorldSecret();
+
+/// HMAC-SHA-256 (RFC 2104 over FIPS 180-4's SHA-256) of \p message under
+/// \p key.
+std::array<uint8_t, 32> hmacSha256(llvm::ArrayRef<uint8_t> key,
+                                   llvm::ArrayRef<uint8_t> message);
 
 /// One rank's connections to the TCP world.
 class TcpWorld {
 public:
-  /// Forms the world: rank 0 listens and waits for every other rank, the
-  /// others connect (retrying until rank 0 listens). Fails, naming the
-  /// ranks, when some do not join within the timeout, two claim one rank,
-  /// or their world sizes differ.
+  /// Forms the world: rank 0 listens and admits every other rank that
+  /// proves it holds the secret, the others connect (retrying until rank 0
+  /// listens). Fails, naming the ranks, when some do not join within the
+  /// timeout (with what rank 0 dropped meanwhile), two that hold the secret
+  /// claim one rank, or their world sizes differ; a rank fails at once when
+  /// rank 0 refuses its proof, or when what answers at the port does not
+  /// prove it holds the secret.
   static llvm::Expected<std::unique_ptr<TcpWorld>>
   connect(const TcpWorldConfig &config);
   ~TcpWorld();

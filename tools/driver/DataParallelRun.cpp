@@ -6,7 +6,9 @@
 // loaded another file is named before any step runs, and all-gathers of
 // hashed settings (the options that change the training step, the inputs,
 // the initial parameters) so that ranks which would train different models
-// stop before the first step instead of diverging silently.
+// stop before the first step instead of diverging silently. The world
+// secret a launch of several ranks needs is written here too
+// (--make-world-secret).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "tools/driver/TestDataSet.h"
 
 #include "backend/cpu/Mpi.h"
+#include "backend/cpu/TcpWorld.h"
 #include "ir/Collectives.h"
 #include "ir/Module.h"
 
@@ -27,7 +30,13 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/xxhash.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace gmopt;
 
@@ -51,9 +60,14 @@ int64_t compiledRanks(const Module &module, std::string &node) {
 } // namespace
 
 llvm::Error gmopt::startDataParallelWorld(double timeoutSeconds) {
-  if (!(timeoutSeconds > 0) || std::isinf(timeoutSeconds))
-    return launchError("--collective-timeout must be a positive number of "
-                       "seconds");
+  // Larger values overflowed the deadline's clock (1e10 s failed at once).
+  if (!(timeoutSeconds > 0) ||
+      !(timeoutSeconds <= kMaxCollectiveTimeoutSeconds))
+    return launchError(llvm::formatv(
+        "--collective-timeout={0} is not a number of seconds in (0, {1}] "
+        "(at most 7 days)",
+        llvm::format("%g", timeoutSeconds),
+        llvm::format("%g", kMaxCollectiveTimeoutSeconds)));
   cpu::setCollectiveTimeout(timeoutSeconds);
   if (cpu::isLaunchedByMpi()) {
     // An MPI-less build under mpirun runs as one process; the world-size
@@ -64,6 +78,53 @@ llvm::Error gmopt::startDataParallelWorld(double timeoutSeconds) {
   }
   if (cpu::isLaunchedByEnvironment())
     return cpu::initializeEnvironmentWorld();
+  return llvm::Error::success();
+}
+
+llvm::Error gmopt::writeWorldSecret(llvm::StringRef path,
+                                    llvm::raw_ostream &out) {
+  auto secret = cpu::makeWorldSecret();
+  if (!secret)
+    return secret.takeError();
+  if (path == "-") {
+    out << *secret << '\n';
+    out.flush();
+    return llvm::Error::success();
+  }
+  if (path.empty())
+    return launchError("--make-world-secret needs a file name (or - to print "
+                       "the secret)");
+  std::string name = path.str();
+  // O_EXCL: never over a file (nor through a link) someone else prepared.
+  int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                  S_IRUSR | S_IWUSR);
+  if (fd < 0)
+    return launchError(
+        errno == EEXIST
+            ? "--make-world-secret: '" + name +
+                  "' exists; a world secret is never written over a file "
+                  "(remove it, or name a new one)"
+            : "--make-world-secret: cannot create '" + name +
+                  "': " + std::strerror(errno));
+  std::string text = *secret + "\n";
+  bool written = ::fchmod(fd, S_IRUSR | S_IWUSR) == 0;
+  for (size_t done = 0; written && done != text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    written = n > 0;
+    done += written ? size_t(n) : 0;
+  }
+  int problem = written ? 0 : errno;
+  if (::close(fd) != 0 && written) {
+    written = false;
+    problem = errno;
+  }
+  if (!written) {
+    ::unlink(name.c_str());
+    return launchError("--make-world-secret: cannot write '" + name +
+                       "': " + std::strerror(problem));
+  }
   return llvm::Error::success();
 }
 

@@ -5,7 +5,9 @@
 // launch), the start-up checks that refuse a bad launch before any step
 // (every rank runs the same model file, compiled for this world size, with
 // the same training settings, inputs and initial parameters), and the
-// world's half of a failure (telling the other ranks to stop).
+// world's half of a failure (telling the other ranks to stop). It also
+// bounds --collective-timeout and writes the world secret of a
+// torchrun-style launch (--make-world-secret).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <string>
@@ -27,11 +30,23 @@ class TestDataSet;
 class Value;
 struct BoundInput;
 
+/// The longest --collective-timeout, in seconds (7 days): longer ones, and
+/// ones that are not positive finite numbers, are refused.
+constexpr double kMaxCollectiveTimeoutSeconds = 7 * 24 * 3600;
+
 /// Forms the data-parallel world this process was launched into, if any:
 /// MPI under mpirun, the TCP world when WORLD_SIZE is set without an MPI
-/// launcher, nothing otherwise. \p timeoutSeconds bounds the rendezvous and
-/// every collective (--collective-timeout).
+/// launcher (with the world secret, cpu::readWorldSecret), nothing
+/// otherwise. \p timeoutSeconds bounds the rendezvous and every collective
+/// (--collective-timeout; refused unless in (0, kMaxCollectiveTimeoutSeconds]).
 llvm::Error startDataParallelWorld(double timeoutSeconds);
+
+/// --make-world-secret=PATH: writes a fresh world secret (64 random hex
+/// digits and a newline) to a new file \p path, which only this user may
+/// read (mode 0600), for GMOPT_WORLD_SECRET_FILE; never over an existing
+/// file. \p path `-` prints the secret on \p out instead (for
+/// GMOPT_WORLD_SECRET).
+llvm::Error writeWorldSecret(llvm::StringRef path, llvm::raw_ostream &out);
 
 /// True when this process is one of several ranks.
 bool isDataParallelRun();

@@ -200,9 +200,18 @@ static int runGmoptRun(int argc, char **argv) {
       "collective-timeout",
       cl::desc("Data-parallel runs: seconds the start-up and each collective "
                "wait for the other ranks before exiting with an error naming "
-               "the ranks that did not arrive (default 300)"),
+               "the ranks that did not arrive (default 300, at most 604800: "
+               "7 days)"),
       cl::init(cpu::kDefaultCollectiveTimeoutSeconds),
       cl::value_desc("seconds"), cl::cat(category));
+  cl::opt<std::string> makeWorldSecretOption(
+      "make-world-secret",
+      cl::desc("Write a fresh world secret for a torchrun-style launch to a "
+               "new FILE only you can read (mode 0600; - prints it) and "
+               "exit. Every rank of such a launch needs the same secret, in "
+               "GMOPT_WORLD_SECRET_FILE=FILE or GMOPT_WORLD_SECRET=SECRET: "
+               "rank 0 admits only peers that prove they hold it"),
+      cl::value_desc("FILE"), cl::cat(category));
   cl::opt<bool> verboseOption(
       "verbose",
       cl::desc("Data-parallel runs: every rank prints its log (default: rank "
@@ -223,6 +232,11 @@ static int runGmoptRun(int argc, char **argv) {
                             "2 numerical failure (NaN/inf loss, a check beyond "
                             "tolerance).\n"))
     return kInputErrorExitCode;
+  if (makeWorldSecretOption.getNumOccurrences()) {
+    if (llvm::Error err = writeWorldSecret(makeWorldSecretOption, llvm::outs()))
+      return report(std::move(err));
+    return 0;
+  }
 
   auto dimBindings = parseDimBindings(dims);
   if (!dimBindings)
