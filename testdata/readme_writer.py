@@ -242,6 +242,15 @@ adamw-reference` rewrites only these files. Tolerance for a consumer: 1e-5 relat
 final parameters, as `max|got - ref| / max|ref|` per tensor). gpt_tiny_dropout has none: its
 masks come from ONNX Runtime's random generator, which no other runtime reproduces.
 
+`ort_resume/<model>/` (regression_frozen; written by `testdata/generate_ort_resume.py`, not by
+`generate.py`): `checkpoint` is ONNX Runtime's checkpoint after 3 steps of the AdamW run above,
+saved with `CheckpointState.save_checkpoint(..., include_optimizer_state=True)` (optimizer group
+`group0`: step 3 and each trainable parameter's `momentum0` and `momentum1`);
+`resume_losses.json` (the format of `adamw_losses.json`) and `resume_final_params/` are ONNX
+Runtime's 5 steps after loading it into a fresh `CheckpointState` + `Module` + `Optimizer` at the
+same learning rate, equal to steps 4-8 of one uninterrupted run. Tolerance for a consumer: 1e-6
+relative.
+
 `<model>/info.json`: export settings, loss, and for every ONNX parameter name the torch parameter it
 came from (`transposed` when the exporter folded a Transpose into it), the IR version the generator
 wrote, and the numbers of the checks.

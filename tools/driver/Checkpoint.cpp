@@ -17,7 +17,9 @@
 #include "ir/OnnxTensor.h"
 #include "ir/Types.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -42,8 +44,23 @@ llvm::Error makeError(const llvm::Twine &message) {
 
 /// Field ids of the checkpoint schema (declaration order).
 namespace checkpoint_fields {
-constexpr unsigned kVersion = 0, kModuleState = 1;
+constexpr unsigned kVersion = 0, kModuleState = 1, kOptimizerGroups = 2,
+                   kPropertyBag = 3;
 } // namespace checkpoint_fields
+namespace optimizer_group_fields {
+constexpr unsigned kGroupName = 0, kStep = 1, kInitialLearningRate = 2,
+                   kOptimizerStates = 3;
+} // namespace optimizer_group_fields
+namespace parameter_state_fields {
+constexpr unsigned kParamName = 0, kMomentums = 1;
+} // namespace parameter_state_fields
+namespace property_bag_fields {
+constexpr unsigned kInts = 0, kFloats = 1, kStrings = 2;
+} // namespace property_bag_fields
+/// IntProperty, FloatProperty and StringProperty: a name and a value.
+namespace property_fields {
+constexpr unsigned kName = 0, kValue = 1;
+} // namespace property_fields
 namespace module_state_fields {
 constexpr unsigned kRequiresGradParams = 0, kFrozenParams = 1,
                    kIsNominalState = 2, kHasExternalData = 3;
@@ -263,6 +280,123 @@ void writeVarint32(std::string &out, uint32_t value) {
   out.push_back(static_cast<char>(value));
 }
 
+/// Fails when two of \p names are equal: `FILE: WHAT i and WHAT j are both
+/// named 'X'`, where \p describe(i) says what entry i is.
+llvm::Error checkUniqueNames(llvm::ArrayRef<llvm::StringRef> names,
+                             llvm::StringRef file,
+                             llvm::function_ref<std::string(size_t)> describe) {
+  llvm::StringMap<size_t> first;
+  for (size_t i = 0, e = names.size(); i != e; ++i) {
+    auto [it, inserted] = first.try_emplace(names[i], i);
+    if (!inserted)
+      return makeError(file + ": " + describe(it->second) + " and " +
+                       describe(i) + " are both named '" + names[i] +
+                       "' (a weights file must name each tensor once)");
+  }
+  return llvm::Error::success();
+}
+
+/// The names of \p tensors, in order.
+std::vector<llvm::StringRef> namesOf(llvm::ArrayRef<NamedTensor> tensors) {
+  std::vector<llvm::StringRef> names;
+  for (const NamedTensor &tensor : tensors)
+    names.push_back(tensor.name);
+  return names;
+}
+
+/// Reads the optimizer groups of a checkpoint (\p root), checking that no
+/// name is given twice.
+llvm::Expected<std::vector<OptimizerGroup>>
+readOptimizerGroups(const FlatBufferTable &root, llvm::StringRef fileName,
+                    bool &corrupt) {
+  std::vector<OptimizerGroup> groups;
+  for (const FlatBufferTable &table :
+       root.tables(checkpoint_fields::kOptimizerGroups, corrupt)) {
+    OptimizerGroup group;
+    group.name =
+        table.string(optimizer_group_fields::kGroupName, corrupt).str();
+    group.step =
+        table.scalar<int64_t>(optimizer_group_fields::kStep, 0, corrupt);
+    group.initialLearningRate = table.scalar<float>(
+        optimizer_group_fields::kInitialLearningRate, 0.0f, corrupt);
+    for (const FlatBufferTable &stateTable :
+         table.tables(optimizer_group_fields::kOptimizerStates, corrupt)) {
+      ParameterOptimizerState state;
+      state.param =
+          stateTable.string(parameter_state_fields::kParamName, corrupt).str();
+      for (const FlatBufferTable &tensorTable :
+           stateTable.tables(parameter_state_fields::kMomentums, corrupt)) {
+        auto tensor = readFlatTensor(tensorTable, fileName, corrupt);
+        if (!tensor)
+          return tensor.takeError();
+        if (corrupt)
+          return groups;
+        tensor->source =
+            (fileName + ": optimizer state '" + tensor->name + "' of '" +
+             state.param + "' in group '" + group.name + "'")
+                .str();
+        state.momentums.push_back(std::move(*tensor));
+      }
+      if (corrupt)
+        return groups;
+      if (llvm::Error err = checkUniqueNames(
+              namesOf(state.momentums), fileName, [&](size_t i) {
+                return llvm::formatv("state tensor {0} of '{1}' in group "
+                                     "'{2}'",
+                                     i, state.param, group.name)
+                    .str();
+              }))
+        return err;
+      group.params.push_back(std::move(state));
+    }
+    if (corrupt)
+      return groups;
+    std::vector<llvm::StringRef> params;
+    for (const ParameterOptimizerState &state : group.params)
+      params.push_back(state.param);
+    if (llvm::Error err = checkUniqueNames(params, fileName, [&](size_t i) {
+          return llvm::formatv("parameter state {0} of group '{1}'", i,
+                               group.name)
+              .str();
+        }))
+      return err;
+    groups.push_back(std::move(group));
+  }
+  std::vector<llvm::StringRef> names;
+  for (const OptimizerGroup &group : groups)
+    names.push_back(group.name);
+  if (llvm::Error err = checkUniqueNames(names, fileName, [](size_t i) {
+        return llvm::formatv("optimizer group {0}", i).str();
+      }))
+    return err;
+  return groups;
+}
+
+/// Reads the property bag of a checkpoint (\p root), if any.
+PropertyBag readPropertyBag(const FlatBufferTable &root, bool &corrupt) {
+  PropertyBag bag;
+  std::optional<FlatBufferTable> table =
+      root.table(checkpoint_fields::kPropertyBag, corrupt);
+  if (!table)
+    return bag;
+  for (const FlatBufferTable &entry :
+       table->tables(property_bag_fields::kInts, corrupt))
+    bag.ints.emplace_back(
+        entry.string(property_fields::kName, corrupt).str(),
+        entry.scalar<int64_t>(property_fields::kValue, 0, corrupt));
+  for (const FlatBufferTable &entry :
+       table->tables(property_bag_fields::kFloats, corrupt))
+    bag.floats.emplace_back(
+        entry.string(property_fields::kName, corrupt).str(),
+        entry.scalar<float>(property_fields::kValue, 0.0f, corrupt));
+  for (const FlatBufferTable &entry :
+       table->tables(property_bag_fields::kStrings, corrupt))
+    bag.strings.emplace_back(
+        entry.string(property_fields::kName, corrupt).str(),
+        entry.string(property_fields::kValue, corrupt).str());
+  return bag;
+}
+
 } // namespace
 
 llvm::StringRef gmopt::weightFileKindName(WeightFileKind kind) {
@@ -284,8 +418,30 @@ const NamedTensor *WeightSet::lookup(llvm::StringRef name) const {
   return nullptr;
 }
 
-llvm::Expected<std::vector<NamedTensor>>
-gmopt::parseOrtCheckpoint(llvm::StringRef bytes, llvm::StringRef name) {
+const NamedTensor *ParameterOptimizerState::lookup(llvm::StringRef name) const {
+  for (const NamedTensor &tensor : momentums)
+    if (tensor.name == name)
+      return &tensor;
+  return nullptr;
+}
+
+const ParameterOptimizerState *
+OptimizerGroup::lookup(llvm::StringRef param) const {
+  for (const ParameterOptimizerState &state : params)
+    if (state.param == param)
+      return &state;
+  return nullptr;
+}
+
+std::optional<float> PropertyBag::lookupFloat(llvm::StringRef name) const {
+  for (const auto &[key, value] : floats)
+    if (key == name)
+      return value;
+  return std::nullopt;
+}
+
+llvm::Expected<OrtCheckpoint> gmopt::parseOrtCheckpoint(llvm::StringRef bytes,
+                                                        llvm::StringRef name) {
   auto corruptError = [&] {
     return makeError(name + ": corrupt ONNX Runtime checkpoint (an offset "
                             "points outside the file)");
@@ -317,21 +473,42 @@ gmopt::parseOrtCheckpoint(llvm::StringRef bytes, llvm::StringRef name) {
                                    corrupt))
     return makeError(name + ": the checkpoint keeps its tensors in an "
                             "external data file, which gmopt does not read");
-  std::vector<NamedTensor> tensors;
+  OrtCheckpoint checkpoint;
   for (unsigned field : {module_state_fields::kRequiresGradParams,
                          module_state_fields::kFrozenParams}) {
+    std::vector<NamedTensor> &into =
+        field == module_state_fields::kRequiresGradParams ? checkpoint.trainable
+                                                          : checkpoint.frozen;
     for (const FlatBufferTable &table : moduleState->tables(field, corrupt)) {
       auto tensor = readFlatTensor(table, name, corrupt);
       if (!tensor)
         return tensor.takeError();
       if (corrupt)
         break;
-      tensors.push_back(std::move(*tensor));
+      into.push_back(std::move(*tensor));
     }
     if (corrupt)
       return corruptError();
   }
-  return tensors;
+  std::vector<llvm::StringRef> names = namesOf(checkpoint.trainable);
+  for (llvm::StringRef frozen : namesOf(checkpoint.frozen))
+    names.push_back(frozen);
+  size_t numTrainable = checkpoint.trainable.size();
+  if (llvm::Error err = checkUniqueNames(names, name, [&](size_t i) {
+        return i < numTrainable
+                   ? llvm::formatv("trainable parameter {0}", i).str()
+                   : llvm::formatv("frozen parameter {0}", i - numTrainable)
+                         .str();
+      }))
+    return err;
+  auto groups = readOptimizerGroups(*root, name, corrupt);
+  if (!groups)
+    return groups.takeError();
+  checkpoint.optimizerGroups = std::move(*groups);
+  checkpoint.properties = readPropertyBag(*root, corrupt);
+  if (corrupt)
+    return corruptError();
+  return checkpoint;
 }
 
 llvm::Expected<std::vector<NamedTensor>>
@@ -367,6 +544,10 @@ gmopt::parseTensorSequence(llvm::StringRef bytes, llvm::StringRef name,
   }
   if (position != bytes.size())
     return makeError(name + ": trailing bytes after the TensorProto sequence");
+  if (llvm::Error err = checkUniqueNames(namesOf(tensors), name, [](size_t i) {
+        return llvm::formatv("entry {0}", i).str();
+      }))
+    return err;
   return tensors;
 }
 
@@ -407,10 +588,14 @@ llvm::Expected<WeightSet> gmopt::readWeightFile(llvm::StringRef path) {
 
   if (bytes.size() >= 8 && bytes.substr(4, 4) == "ODTC") {
     set.kind = WeightFileKind::OrtCheckpoint;
-    auto tensors = parseOrtCheckpoint(bytes, file);
-    if (!tensors)
-      return tensors.takeError();
-    set.tensors = std::move(*tensors);
+    auto checkpoint = parseOrtCheckpoint(bytes, file);
+    if (!checkpoint)
+      return checkpoint.takeError();
+    set.tensors = std::move(checkpoint->trainable);
+    for (NamedTensor &tensor : checkpoint->frozen)
+      set.tensors.push_back(std::move(tensor));
+    set.optimizerGroups = std::move(checkpoint->optimizerGroups);
+    set.properties = std::move(checkpoint->properties);
     return set;
   }
   if (llvm::StringRef(file).ends_with(".pbseq")) {
@@ -440,5 +625,10 @@ llvm::Expected<WeightSet> gmopt::readWeightFile(llvm::StringRef path) {
     tensor.data = std::move(*data);
     set.tensors.push_back(std::move(tensor));
   }
+  if (llvm::Error err =
+          checkUniqueNames(namesOf(set.tensors), file, [](size_t i) {
+            return llvm::formatv("initializer {0}", i).str();
+          }))
+    return err;
   return set;
 }

@@ -106,7 +106,8 @@ static int runGmoptRun(int argc, char **argv) {
   cl::opt<std::string> weightsOption(
       "weights",
       cl::desc("Parameter values: an ONNX model's initializers, an ONNX "
-               "Runtime checkpoint, or a .pbseq TensorProto sequence"),
+               "Runtime checkpoint (with its optimizer state: AdamW moments "
+               "and step count), or a .pbseq TensorProto sequence"),
       cl::value_desc("file"), cl::cat(category));
   cl::opt<std::string> externalDataDirOption(
       "external-data-dir",
@@ -118,6 +119,12 @@ static int runGmoptRun(int argc, char **argv) {
   cl::opt<bool> allowMissingWeightsOption(
       "allow-missing-weights",
       cl::desc("Initialize parameters --weights does not hold"),
+      cl::cat(category));
+  cl::opt<bool> ignoreOptimizerStateOption(
+      "ignore-optimizer-state",
+      cl::desc("Load only the parameters of an ONNX Runtime --weights "
+               "checkpoint, not its optimizer state: the optimizer starts "
+               "afresh (zero moments, step 0)"),
       cl::cat(category));
   cl::opt<uint64_t> seedOption(
       "seed", cl::desc("Seed of synthetic inputs, initial weights, dropout"),
@@ -154,7 +161,9 @@ static int runGmoptRun(int argc, char **argv) {
       "save-weights",
       cl::desc(
           "Write the parameters, optimizer state and step count after "
-          "the run as a .pbseq that --weights restores. Data parallel: the "
+          "the run for --weights to restore: a FILE named *.pbseq as a "
+          "TensorProto sequence, any other as an ONNX Runtime checkpoint "
+          "(which ONNX Runtime's training API resumes). Data parallel: the "
           "state is whole (ZeRO shards gathered: any world size or "
           "stage restores it); rank 0 writes a path the ranks share, "
           "each rank a per-rank one ({rank} in the path is the rank)"),
@@ -277,6 +286,7 @@ static int runGmoptRun(int argc, char **argv) {
   config.inputsDir = inputsOption;
   config.weightsPath = weightsOption;
   config.allowMissingWeights = allowMissingWeightsOption;
+  config.ignoreOptimizerState = ignoreOptimizerStateOption;
   config.seed = seedOption;
   config.checkDir = checkOption;
   config.lossReferencePath = lossReferenceOption;

@@ -15,6 +15,7 @@
 #include "tools/driver/DataParallelRun.h"
 #include "tools/driver/FitMemory.h"
 
+#include "tools/driver/OptimizerStateMap.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/PlanTimeline.h"
 #include "tools/driver/Progress.h"
@@ -639,6 +640,21 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       inputs = inputBatches.front();
     }
   }
+  // An ONNX Runtime checkpoint's optimizer state goes into the module's
+  // state inputs (under the module's names, which bindInputs then finds).
+  OptimizerStateAdoption adoption;
+  if (weights) {
+    OptimizerStateOptions stateOptions;
+    stateOptions.updates = optimizerNode && training.update;
+    stateOptions.ignore = config.ignoreOptimizerState;
+    stateOptions.allowMissing = config.allowMissingWeights;
+    stateOptions.learningRate = training.learningRate;
+    auto adopted =
+        adoptOrtOptimizerState(*weights, *model->module, stateOptions);
+    if (!adopted)
+      return prefixModel(adopted.takeError());
+    adoption = std::move(*adopted);
+  }
   InputSources sources;
   sources.testData = inputs ? &*inputs : nullptr;
   sources.weights = weights ? &*weights : nullptr;
@@ -674,6 +690,8 @@ llvm::Error gmopt::runSession(const RunConfig &config,
 
   if (!notice.empty())
     notices << kTool << ": " << notice << "\n";
+  for (const std::string &note : adoption.notes)
+    notices << kTool << ": note: " << note << "\n";
   // Synthetic data only ever stands in when no --inputs was given; say so
   // once, naming what it replaced.
   // (Parameters seeded the same way are initial weights, not data.)
@@ -804,13 +822,32 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     summary.sgdReference = std::move(comparisons);
   }
   if (!savePath->empty()) {
-    if (llvm::Error err =
-            outputs.write(*savePath, writeTensorSequence(result->finalState))) {
+    // `*.pbseq`: gmopt's TensorProto sequence; any other name: ONNX
+    // Runtime's checkpoint, its optimizer state where ONNX Runtime keeps it.
+    bool asSequence = llvm::StringRef(*savePath).ends_with(".pbseq");
+    std::string bytes;
+    if (asSequence) {
+      bytes = writeTensorSequence(result->finalState);
+    } else {
+      auto checkpoint = makeOrtCheckpoint(
+          *model->module, result->finalState, adoption.group,
+          weights && weights->kind == WeightFileKind::OrtCheckpoint
+              ? &weights->properties
+              : nullptr,
+          training.learningRate);
+      if (!checkpoint) {
+        llvm::consumeError(std::move(failure));
+        return prefixModel(checkpoint.takeError());
+      }
+      bytes = writeOrtCheckpoint(*checkpoint);
+    }
+    if (llvm::Error err = outputs.write(*savePath, bytes)) {
       llvm::consumeError(std::move(failure));
       return err;
     }
     out << "saved " << result->finalState.size() << " tensors (parameters, "
-        << "optimizer state, step count) to " << *savePath;
+        << "optimizer state, step count) to " << *savePath
+        << (asSequence ? "" : " as an ONNX Runtime checkpoint");
     if (training.gatherShards)
       out << " (whole: every rank's ZeRO shards gathered)";
     out << "\n";

@@ -67,9 +67,14 @@ struct RunConfig {
   std::string passes;
   /// --inputs directory.
   std::string inputsDir;
-  /// --weights file, and --allow-missing-weights.
+  /// --weights file, and --allow-missing-weights (which also starts the
+  /// moments of a parameter an ONNX Runtime checkpoint's optimizer group
+  /// holds none for at zero).
   std::string weightsPath;
   bool allowMissingWeights = false;
+  /// --ignore-optimizer-state: an ONNX Runtime --weights checkpoint gives
+  /// the parameters only.
+  bool ignoreOptimizerState = false;
   /// --seed of synthetic inputs and initial weights.
   uint64_t seed = 0;
   /// --check directory.
@@ -77,7 +82,8 @@ struct RunConfig {
   /// --loss-reference (or its alias --sgd-reference) file.
   std::string lossReferencePath;
   /// --save-weights file: parameters, optimizer state and step count after
-  /// the run, as a TensorProto sequence --weights reads back.
+  /// the run, which --weights reads back: a `*.pbseq` path gets a
+  /// TensorProto sequence, any other an ONNX Runtime checkpoint.
   std::string saveWeightsPath;
   /// --rtol / --atol.
   Tolerance tolerance;
