@@ -3,7 +3,9 @@
 // Element access on shared constant tensors, the lazy loading of external
 // ones, and equality of attributes. An external tensor's copies share one
 // ExternalState, so the file is mapped once however often the TensorData
-// was copied, and a failure is remembered rather than retried. Attribute
+// was copied, and a failure is remembered rather than retried; a reader
+// that cannot do without the values gets an error naming itself, the
+// tensor and the absent file (requireTensorValue). Attribute
 // equality is bitwise for floats so that NaN payloads and -0.0 survive
 // round trips and comparisons.
 //
@@ -11,9 +13,11 @@
 
 #include "ir/Attribute.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <cassert>
 #include <cstring>
@@ -33,6 +37,8 @@ struct TensorData::ExternalState {
   bool attempted = false;
   std::shared_ptr<llvm::MemoryBuffer> file;
   std::string failure;
+  /// Whether the failure is that the file is not there.
+  bool missingFile = false;
   llvm::ArrayRef<uint8_t> bytes;
 
   /// Maps the file on the first call; the answer of every call.
@@ -48,7 +54,13 @@ struct TensorData::ExternalState {
                        "read from",
                        ref.location.c_str());
       if (!mapped) {
-        failure = llvm::toString(mapped.takeError());
+        llvm::handleAllErrors(
+            mapped.takeError(), [&](const llvm::ErrorInfoBase &info) {
+              failure = info.message();
+              missingFile =
+                  info.convertToErrorCode() ==
+                  std::make_error_code(std::errc::no_such_file_or_directory);
+            });
       } else {
         uint64_t fileSize = (*mapped)->getBufferSize();
         if (ref.offset > fileSize || fileSize - ref.offset < numBytes) {
@@ -87,8 +99,8 @@ TensorData::TensorData(TensorType type, ExternalDataRef ref,
     : type(std::move(type)), external(std::make_shared<ExternalState>()) {
   assert(this->type.hasStaticShape() && "external tensors have static shapes");
   external->ref = std::move(ref);
-  external->numBytes = dtypeStorageBytes(this->type.getDType(),
-                                         this->type.getNumElements());
+  external->numBytes =
+      dtypeStorageBytes(this->type.getDType(), this->type.getNumElements());
   external->source = std::move(source);
 }
 
@@ -120,6 +132,13 @@ bool TensorData::failedToLoad() const {
   return external->attempted && !external->failure.empty();
 }
 
+bool TensorData::failedForMissingFile() const {
+  if (!external)
+    return false;
+  std::lock_guard<std::mutex> lock(external->mutex);
+  return external->attempted && external->missingFile;
+}
+
 llvm::Error TensorData::load() const {
   return external ? external->load() : llvm::Error::success();
 }
@@ -136,6 +155,33 @@ bool TensorData::hasFoldableBytes() const {
   return true;
 }
 
+llvm::Error gmopt::requireTensorValue(const TensorData &data,
+                                      llvm::StringRef reader,
+                                      llvm::StringRef tensor,
+                                      llvm::StringRef node) {
+  llvm::Error err = data.load();
+  if (!err)
+    return err;
+  std::string what = "tensor '" + tensor.str() + "'";
+  if (!node.empty())
+    what += " (node " + node.str() + ")";
+  if (!data.failedForMissingFile())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        reader + " needs the value of " + what +
+            ", whose external data cannot be read: " +
+            llvm::toString(std::move(err)));
+  llvm::consumeError(std::move(err));
+  const std::shared_ptr<ExternalDataSource> &source = data.getExternalSource();
+  llvm::SmallString<256> path(source ? source->getBaseDir()
+                                     : llvm::StringRef());
+  llvm::sys::path::append(path, data.getExternalRef()->location);
+  return llvm::createStringError(
+      std::make_error_code(std::errc::no_such_file_or_directory),
+      reader + " needs the value of " + what + ", whose external data file '" +
+          path + "' is absent");
+}
+
 llvm::ArrayRef<uint8_t> TensorData::getExternalBytes() const {
   if (llvm::Error err = external->load()) {
     llvm::consumeError(std::move(err));
@@ -144,7 +190,8 @@ llvm::ArrayRef<uint8_t> TensorData::getExternalBytes() const {
   return external->bytes;
 }
 
-template <typename T> static T loadAt(llvm::ArrayRef<uint8_t> bytes, uint64_t i) {
+template <typename T>
+static T loadAt(llvm::ArrayRef<uint8_t> bytes, uint64_t i) {
   assert((i + 1) * sizeof(T) <= bytes.size() &&
          "element out of range (or external data not loaded)");
   T v;

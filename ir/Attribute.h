@@ -117,6 +117,8 @@ public:
   bool isLoaded() const;
   /// Whether a load of this external tensor was tried and failed.
   bool failedToLoad() const;
+  /// Whether a load was tried and failed because the file is not there.
+  bool failedForMissingFile() const;
   /// Maps an external tensor's bytes on the first call (later calls and
   /// copies answer the same); the error names the file. Success at once for
   /// a tensor that is not external.
@@ -148,6 +150,18 @@ private:
   std::shared_ptr<ExternalState> external;
 };
 
+/// Loads \p data for \p reader (a pass, or a step such as "ONNX export"),
+/// which cannot do without its values. An external tensor whose bytes
+/// cannot be read is an error that names the reader and the tensor: `READER
+/// needs the value of tensor 'T' (node N), whose external data file 'F' is
+/// absent` (error code no_such_file_or_directory), or `..., whose external
+/// data cannot be read: WHY` when the file is there but unusable. \p node
+/// names the node that holds or defines the tensor; empty leaves it out.
+/// Success at once for a tensor that is not external.
+llvm::Error requireTensorValue(const TensorData &data, llvm::StringRef reader,
+                               llvm::StringRef tensor,
+                               llvm::StringRef node = "");
+
 /// The value of a node attribute.
 class Attribute {
 public:
@@ -171,7 +185,9 @@ public:
   Kind getKind() const { return static_cast<Kind>(storage.index()); }
   float getFloat() const { return std::get<float>(storage); }
   int64_t getInt() const { return std::get<int64_t>(storage); }
-  const std::string &getString() const { return std::get<std::string>(storage); }
+  const std::string &getString() const {
+    return std::get<std::string>(storage);
+  }
   const TensorData &getTensor() const { return std::get<TensorData>(storage); }
   const std::vector<float> &getFloats() const {
     return std::get<std::vector<float>>(storage);

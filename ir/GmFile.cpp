@@ -8,12 +8,12 @@
 // importer (so the verifier runs), and every name the signature and the
 // plan mention must resolve in the imported graph before the plan is
 // rebuilt and validated. The stored schedule must equal the imported node
-// order, since the plan's steps are positions in it. Initializers kept in
-// external-data files are stored as ONNX external-data references with the
-// directory they are relative to, never as bytes: writing reads none of
-// them, and reading leaves them unread (the importer's lazy TensorData)
-// until the run maps them. The first problem is the error, and its message
-// starts with the file name.
+// order, since the plan's steps are positions in it. Initializers (and
+// Constant nodes' values) kept in external-data files are stored as ONNX
+// external-data references with the directory they are relative to, never
+// as bytes: writing reads none of them, and reading leaves them unread (the
+// importer's lazy TensorData) until the run maps them. The first problem is
+// the error, and its message starts with the file name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -187,23 +187,31 @@ template <typename Fn> void forEachValue(const Graph &graph, Fn fn) {
 // Writing
 //===----------------------------------------------------------------------===//
 
-/// The source directory of the first external initializer of \p graph,
-/// if any: the one directory whose references a .gm model keeps (tensors
-/// from other directories, such as a merged optimizer model's, are stored
-/// inline).
+/// The source directory of the first external initializer of \p graph
+/// (else of the first external Constant value), if any: the one directory
+/// whose references a .gm model keeps (tensors from other directories, such
+/// as a merged optimizer model's, are stored inline).
 std::optional<std::string> externalDataDir(const Graph &graph) {
-  auto dirOf = [](const Value &value) -> std::optional<std::string> {
-    if (!value.hasData() || !value.getData().isExternal() ||
-        !value.getData().getExternalSource())
+  auto dirOf = [](const TensorData &data) -> std::optional<std::string> {
+    if (!data.isExternal() || !data.getExternalSource())
       return std::nullopt;
-    return value.getData().getExternalSource()->getBaseDir().str();
+    return data.getExternalSource()->getBaseDir().str();
   };
   for (const std::unique_ptr<Value> &init : graph.getInitializers())
-    if (std::optional<std::string> dir = dirOf(*init))
-      return dir;
+    if (init->hasData())
+      if (std::optional<std::string> dir = dirOf(init->getData()))
+        return dir;
   for (const std::unique_ptr<Value> &input : graph.getInputs())
-    if (std::optional<std::string> dir = dirOf(*input))
-      return dir;
+    if (input->hasData())
+      if (std::optional<std::string> dir = dirOf(input->getData()))
+        return dir;
+  // The original model keeps its Constant nodes, whose values may be
+  // external too.
+  for (const Node &node : graph.getNodes())
+    for (const NamedAttribute &attr : node.getAttrs())
+      if (attr.value.getKind() == Attribute::Kind::Tensor)
+        if (std::optional<std::string> dir = dirOf(attr.value.getTensor()))
+          return dir;
   return std::nullopt;
 }
 

@@ -45,9 +45,9 @@ struct OnnxImportOptions {
   /// Directory that external-data locations are relative to (defaults to
   /// the model file's directory).
   std::string externalDataDir;
-  /// Leave initializers stored as external data unread until their bytes
-  /// are wanted (a missing file is then no import error); false maps and
-  /// checks every file at import.
+  /// Leave initializers and Constant nodes' values stored as external
+  /// data unread until their bytes are wanted (a missing file is then no
+  /// import error); false maps and checks every file at import.
   bool lazyExternalData = true;
   /// Run type inference and the verifier after import.
   bool verify = true;
@@ -91,8 +91,8 @@ struct OnnxExportOptions {
 };
 
 /// Exports \p module as a ModelProto.
-llvm::Expected<onnx::ModelProto> exportOnnxModel(const Module &module,
-                                                 const OnnxExportOptions &options = {});
+llvm::Expected<onnx::ModelProto>
+exportOnnxModel(const Module &module, const OnnxExportOptions &options = {});
 /// Exports and serializes \p module to \p path (`-` is stdout) with its
 /// external-data file, if any, both committed together or not at all
 /// (ir/FileIO.h: atomic, through symbolic links, never over a device).

@@ -17,7 +17,9 @@
 // Absent optional operands and results are written as "". A lazy external
 // initializer is loaded to be written, unless the caller asks to keep
 // references from its directory (the .gm writer): then it is written as
-// the reference it was read from and its bytes are never read. Files are
+// the reference it was read from and its bytes are never read; so is an
+// external tensor attribute (a Constant node's value), and one that cannot
+// be loaded is an error naming the node and its absent file. Files are
 // written through ir/FileIO.h: the model and its external-data file are
 // committed together, atomically, or not at all.
 //
@@ -103,6 +105,8 @@ private:
   void exportValueInfo(const Value &value, onnx::ValueInfoProto &info) const;
   Error exportInitializer(const Value &value, onnx::TensorProto &tensor);
   Error exportNode(const Node &node, onnx::NodeProto &proto) const;
+  Error exportExternalAttribute(const Node &node, const NamedAttribute &attr,
+                                onnx::AttributeProto &proto) const;
 
   const Module &module;
   ExternalDataPlan *external;
@@ -231,6 +235,36 @@ void exportAttribute(const NamedAttribute &attr, onnx::AttributeProto &proto) {
   llvm_unreachable("unknown attribute kind");
 }
 
+/// A tensor attribute whose bytes live in an external-data file (a Constant
+/// node's value): written as its reference where initializers from its
+/// directory are, else loaded, and an error naming the node and the file
+/// when that fails. Leaves \p proto without a tensor when the caller is to
+/// write the (now loaded) bytes.
+Error OnnxExporter::exportExternalAttribute(const Node &node,
+                                            const NamedAttribute &attr,
+                                            onnx::AttributeProto &proto) const {
+  const TensorData &data = attr.value.getTensor();
+  const ExternalDataRef *ref = data.getExternalRef();
+  const std::shared_ptr<ExternalDataSource> &source = data.getExternalSource();
+  if (!options.keepExternalReferencesFrom.empty() && source &&
+      source->getBaseDir() == options.keepExternalReferencesFrom) {
+    proto.set_name(attr.name);
+    proto.set_type(onnx::AttributeProto::TENSOR);
+    exportTensorAsExternal(data, ref->location, ref->offset,
+                           *proto.mutable_t());
+    return Error::success();
+  }
+  // A Constant's value is known by its result's name; another node's
+  // tensor attribute by the attribute's.
+  const Value *result = node.getNumResults() == 1 ? node.getResult(0) : nullptr;
+  std::string tensor =
+      node.isa(kOnnxDomain, "Constant") && result ? nameOf(result) : attr.name;
+  if (Error err =
+          requireTensorValue(data, "ONNX export", tensor, node.describe()))
+    return makeError(llvm::toString(std::move(err)));
+  return Error::success();
+}
+
 Error OnnxExporter::exportNode(const Node &node, onnx::NodeProto &proto) const {
   auto name = nodeNames.find(&node);
   assert(name != nodeNames.end() && "node outside the exported graph");
@@ -252,9 +286,17 @@ Error OnnxExporter::exportNode(const Node &node, onnx::NodeProto &proto) const {
   std::optional<uint64_t> stream = node.getStreamId();
   if (stream && streamUsers.lookup(*stream) < 2)
     stream.reset();
-  for (const NamedAttribute &attr : node.getAttrs())
-    if (!stream || attr.name != "seed")
-      exportAttribute(attr, *proto.add_attribute());
+  for (const NamedAttribute &attr : node.getAttrs()) {
+    if (stream && attr.name == "seed")
+      continue;
+    onnx::AttributeProto &out = *proto.add_attribute();
+    if (attr.value.getKind() == Attribute::Kind::Tensor &&
+        attr.value.getTensor().isExternal())
+      if (Error err = exportExternalAttribute(node, attr, out))
+        return err;
+    if (!out.has_t())
+      exportAttribute(attr, out);
+  }
   if (stream) {
     const OpSchema *schema = OpRegistry::instance().lookup(node);
     if (!schema || !schema->hasTrait(TraitRandom))
@@ -302,8 +344,7 @@ Expected<onnx::ModelProto> OnnxExporter::run() {
       return err;
   for (const std::unique_ptr<Value> &input : graph.getInputs())
     if (input->hasData())
-      if (Error err =
-              exportInitializer(*input, *graphProto->add_initializer()))
+      if (Error err = exportInitializer(*input, *graphProto->add_initializer()))
         return err;
 
   for (const Node &node : graph.getNodes())

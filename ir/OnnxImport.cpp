@@ -11,10 +11,15 @@
 // parsed protobuf rather than copied; external-data initializers are not
 // read at all (lazy TensorData whose file is mapped when a pass or a backend
 // wants the bytes), so a model compiles without its weight files and
-// import time does not grow with their size. Tensor attributes (Constant
-// nodes) are small values that folding reads: their external data, if any,
-// is mapped at import. Every message starts with the model's file name and
-// names the offending node, as `FILE: what (node NAME)`.
+// import time does not grow with their size. A Constant node's value is
+// external data too in some exports (torchtune's rotary positions): it is
+// imported the same way, so a plan that needs only its shape does not need
+// its file either, and a reader that must have the numbers says so
+// (ir/Attribute.h's requireTensorValue). Other tensor attributes are one
+// element (ConstantOfShape's) that kernels read as they are: their
+// external data, if any, is mapped at import. Every message starts with
+// the model's file name and names the offending node, as
+// `FILE: what (node NAME)`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,8 +131,7 @@ class OnnxImporter {
 public:
   OnnxImporter(StringRef fileName, const OnnxImportOptions &options,
                std::string externalDataDir)
-      : fileName(fileName.str()), options(options),
-        resolver(externalDataDir),
+      : fileName(fileName.str()), options(options), resolver(externalDataDir),
         lazyResolver(ExternalDataResolver::createLazy(externalDataDir)) {}
 
   /// Imports \p model. When \p mutableModel (the same proto) is given,
@@ -157,17 +161,20 @@ private:
   Expected<std::vector<unsigned>> orderNodes(const onnx::GraphProto &graph);
   Error importNode(const onnx::NodeProto &proto, onnx::NodeProto *mutableProto,
                    size_t index);
-  Expected<Attribute> importAttribute(const onnx::AttributeProto &proto,
-                                      onnx::AttributeProto *mutableProto,
-                                      llvm::function_ref<std::string()> nodeName);
+  /// Imports one attribute; \p lazyTensor leaves a tensor's external data
+  /// unread (when options.lazyExternalData allows it).
+  Expected<Attribute>
+  importAttribute(const onnx::AttributeProto &proto,
+                  onnx::AttributeProto *mutableProto, bool lazyTensor,
+                  llvm::function_ref<std::string()> nodeName);
   Error importOutputs(const onnx::GraphProto &graph);
 
   std::string fileName;
   const OnnxImportOptions &options;
-  /// Maps external data at once (tensor attributes).
+  /// Maps external data at once (options.lazyExternalData off).
   ExternalDataResolver resolver;
-  /// Leaves external data unread (initializers); shared with their
-  /// TensorData.
+  /// Leaves external data unread (initializers and Constant nodes'
+  /// values); shared with their TensorData.
   std::shared_ptr<ExternalDataResolver> lazyResolver;
   std::unique_ptr<Module> module;
   /// Every value defined so far, by ONNX name.
@@ -386,6 +393,7 @@ OnnxImporter::orderNodes(const onnx::GraphProto &graph) {
 Expected<Attribute>
 OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
                               onnx::AttributeProto *mutableProto,
+                              bool lazyTensor,
                               llvm::function_ref<std::string()> nodeName) {
   using AP = onnx::AttributeProto;
   const std::string &name = proto.name();
@@ -428,10 +436,15 @@ OnnxImporter::importAttribute(const onnx::AttributeProto &proto,
   case AP::STRING:
     return Attribute::getString(proto.s());
   case AP::TENSOR: {
+    // A lazy one is like an initializer: its reference is checked now, its
+    // bytes read when a pass or a kernel wants them.
+    ExternalDataResolver *tensorResolver =
+        lazyTensor && options.lazyExternalData ? lazyResolver.get()
+                                               : &resolver;
     Expected<TensorData> data =
         mutableProto
-            ? importTensorStealing(*mutableProto->mutable_t(), &resolver)
-            : importTensor(proto.t(), &resolver);
+            ? importTensorStealing(*mutableProto->mutable_t(), tensorResolver)
+            : importTensor(proto.t(), tensorResolver);
     if (!data)
       return error("attribute '" + name +
                    "': " + llvm::toString(data.takeError()) + " (node " +
@@ -475,6 +488,8 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
   // Attributes first: a subgraph attribute (If, Loop) is the real reason
   // such a node cannot be imported, whatever the registry knows.
   llvm::SmallVector<NamedAttribute, 4> attrs;
+  bool isConstantValue = proto.op_type() == "Constant" &&
+                         normalizeDomain(proto.domain()) == kOnnxDomain;
   for (int i = 0, e = proto.attribute_size(); i != e; ++i) {
     const onnx::AttributeProto &attr = proto.attribute(i);
     if (attr.name().empty())
@@ -485,9 +500,14 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
         }))
       return error("attribute '" + attr.name() +
                    "' is given more than once (node " + nodeName() + ")");
+    // A Constant node's value is a tensor like an initializer (canonicalize
+    // makes it one): its external data is left unread. Other ops' tensor
+    // attributes (ConstantOfShape's one element) are read at import, as
+    // their kernels expect.
+    bool lazyTensor = isConstantValue && attr.name() == "value";
     Expected<Attribute> value = importAttribute(
         attr, mutableProto ? mutableProto->mutable_attribute(i) : nullptr,
-        nodeName);
+        lazyTensor, nodeName);
     if (!value)
       return value.takeError();
     attrs.push_back(NamedAttribute{attr.name(), std::move(*value)});
@@ -505,7 +525,8 @@ Error OnnxImporter::importNode(const onnx::NodeProto &proto,
   if (options.verify && !registry.knows(op.domain, op.type))
     return error(llvm::formatv("unknown op '{0}' of domain '{1}' at opset {2} "
                                "(node {3})",
-                               op.type, domainLabel, opset->second, nodeName()));
+                               op.type, domainLabel, opset->second,
+                               nodeName()));
   if (options.verify && !registry.lookup(op.domain, op.type, opset->second)) {
     int64_t first = 0;
     for (const OpSchema *schema : registry.all())

@@ -67,6 +67,10 @@ llvm::Error sizeKernel(KernelCall &call) {
 /// size.
 llvm::Error copyConstant(const KernelCall &call, const TensorData &data,
                          const TensorView &out) {
+  // An external value (a Constant's, left unread at import) is mapped now;
+  // the error names its file.
+  if (llvm::Error err = data.load())
+    return call.error(llvm::toString(std::move(err)));
   if (data.getType().getDType() != out.getDType())
     return call.error("constant of type " +
                       dtypeName(data.getType().getDType()) +

@@ -8,7 +8,10 @@
 // the CPU) and fails with a message naming a missing one. Also: references
 // that leave the model directory or the file are refused, a sparse file
 // beyond 4 GiB is never read, and thousands of initializers import in
-// linear time. The models are built with the ONNX protobuf API.
+// linear time. A Constant node's external value (issue 34, item 7) is
+// imported, folded into an initializer, trained through and written to a
+// .gm unread; a reader that needs its numbers names itself, the tensor and
+// the absent file. The models are built with the ONNX protobuf API.
 //
 //===----------------------------------------------------------------------===//
 
@@ -200,7 +203,7 @@ TEST(ExternalDataLazy, ReferencesAreCheckedAtImport) {
     ModelBuilder b;
     b.input("x", TP::FLOAT, {4});
     moveToExternal(b.initializer<float>("w", TP::FLOAT, {4}, {1, 2, 3, 4}),
-                 location, offset);
+                   location, offset);
     b.node("Add", {"x", "w"}, {"s"}, "add0");
     b.output("s");
     dir.write("model.onnx", b.bytes());
@@ -329,6 +332,207 @@ TEST(ExternalDataFolding, LargeTensorIsNeverReadAtCompileTime) {
 }
 
 //===----------------------------------------------------------------------===//
+// Constant nodes (issue 34, item 7)
+//===----------------------------------------------------------------------===//
+
+/// The node that holds the external value, named as torchtune's Llama-2
+/// export names the rotary positions.
+constexpr const char *kRotaryNode = "/layers.0/attn/pos_embeddings/Constant_1";
+
+/// A forward model in the shape of torchtune's rotary embedding: the
+/// positions are a Constant node's value, f32[2,4], stored in `rotary.bin`
+/// (which need not exist; its bytes are returned in \p blob), and
+/// y = MatMul(x * Cos(positions), w) with w an ordinary initializer.
+onnx::ModelProto rotaryModel(std::string &blob) {
+  ModelBuilder b;
+  b.input("x", TP::FLOAT, {2, 4});
+  b.floatInitializer("w", {4, 4});
+  onnx::NodeProto &constant =
+      b.node("Constant", {}, {"positions"}, kRotaryNode);
+  TP &value =
+      *ModelBuilder::attr(constant, "value", onnx::AttributeProto::TENSOR)
+           .mutable_t();
+  value.set_data_type(TP::FLOAT);
+  value.add_dims(2);
+  value.add_dims(4);
+  std::vector<float> positions = {0, 1, 2, 3, 4, 5, 6, 7};
+  blob.assign(reinterpret_cast<const char *>(positions.data()),
+              positions.size() * sizeof(float));
+  makeExternal(value, "rotary.bin", 0, blob.size());
+  b.node("Cos", {"positions"}, {"cos"}, "cos0");
+  b.node("Mul", {"x", "cos"}, {"rotated"}, "mul0");
+  b.node("MatMul", {"rotated", "w"}, {"y"}, "matmul0");
+  b.output("y");
+  return b.model;
+}
+
+const Node *findNode(const Module &module, llvm::StringRef name) {
+  for (const Node &node : module.getGraph().getNodes())
+    if (node.getName() == name)
+      return &node;
+  return nullptr;
+}
+
+/// The value attribute of the model's Constant node.
+const TensorData *constantValue(const Module &module) {
+  const Node *node = findNode(module, kRotaryNode);
+  if (!node || !node->getAttr("value"))
+    return nullptr;
+  return &node->getAttr("value")->getTensor();
+}
+
+TEST(ExternalDataConstant, ImportLeavesTheValueUnreadAndSaysSo) {
+  TempDir dir;
+  std::string blob;
+  dir.write("model.onnx", rotaryModel(blob).SerializeAsString());
+  // Before: "attribute 'value': tensor '<unnamed>': cannot open external
+  // data file" at import.
+  std::unique_ptr<Module> module = importOk(dir.file("model.onnx"));
+  ASSERT_TRUE(module);
+  const TensorData *value = constantValue(*module);
+  ASSERT_NE(value, nullptr);
+  EXPECT_TRUE(value->isExternal());
+  EXPECT_FALSE(value->isLoaded());
+  EXPECT_FALSE(value->failedToLoad());
+  EXPECT_EQ(value->getType().str(), "f32[2,4]");
+  // Its shape is all the types need.
+  EXPECT_EQ(module->getGraph().getOutput(0)->getType().str(), "f32[2,4]");
+
+  std::vector<UnreadExternalTensor> unread = findUnreadExternalData(*module);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0].name, "positions");
+  EXPECT_EQ(unread[0].node, kRotaryNode);
+  EXPECT_EQ(unread[0].bytes, 32u);
+  EXPECT_FALSE(unread[0].filePresent);
+  std::string note;
+  llvm::raw_string_ostream os(note);
+  printUnreadExternalDataNote(os, "gmopt-opt", unread);
+  EXPECT_EQ(note, "gmopt-opt: note: 1 external-data tensor (32 bytes) were "
+                  "not read, 1 of their files is missing; gmopt-run maps "
+                  "them when it runs the model\n"
+                  "  positions (node " +
+                      std::string(kRotaryNode) + "): 32 bytes at offset 0 of " +
+                      dir.file("rotary.bin") + " (missing)\n");
+  llvm::json::Object json = unreadExternalDataJson(unread);
+  const llvm::json::Object *entry =
+      json.getArray("tensors")->front().getAsObject();
+  EXPECT_EQ(entry->getString("node"), llvm::StringRef(kRotaryNode));
+  EXPECT_EQ(entry->getBoolean("file_present"), false);
+
+  // Eager import still reads it at once.
+  OnnxImportOptions eager;
+  eager.lazyExternalData = false;
+  std::string message = errorOf(importOnnxFile(dir.file("model.onnx"), eager));
+  EXPECT_NE(message.find("attribute 'value': tensor '<unnamed>': cannot open "
+                         "external data file"),
+            std::string::npos)
+      << message;
+}
+
+TEST(ExternalDataConstant, TrainingCompilesWithoutTheFile) {
+  TempDir dir;
+  std::string blob;
+  dir.write("model.onnx", rotaryModel(blob).SerializeAsString());
+  std::unique_ptr<Module> module = importOk(dir.file("model.onnx"));
+  ASSERT_TRUE(module);
+  std::unique_ptr<Module> original = importOk(dir.file("model.onnx"));
+  ASSERT_TRUE(original);
+
+  // canonicalize turns the Constant into an initializer that carries the
+  // reference: nothing is read, not even tried.
+  ASSERT_FALSE(bool(runPipeline(*module, "canonicalize")));
+  EXPECT_EQ(countNodes(*module, "Constant"), 0u);
+  const TensorData &positions = dataOf(*module, "positions");
+  EXPECT_TRUE(positions.isExternal());
+  EXPECT_FALSE(positions.isLoaded());
+  EXPECT_FALSE(positions.failedToLoad());
+  EXPECT_EQ(positions.getExternalRef()->location, "rotary.bin");
+
+  // The training step is built and planned from shapes alone.
+  llvm::Error err = runPipeline(*module, "autodiff{loss=\"mse:y,target\"}," +
+                                             kOnnxRunPipeline.str());
+  ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  EXPECT_FALSE(module->plan.empty());
+  EXPECT_FALSE(dataOf(*module, "positions").isLoaded());
+  EXPECT_FALSE(dataOf(*module, "positions").failedToLoad());
+  std::vector<UnreadExternalTensor> unread = findUnreadExternalData(*module);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0].name, "positions");
+  EXPECT_EQ(unread[0].node, "");
+
+  // The .gm refers to the file, and loading it reads nothing.
+  auto bytes = writeGmBytes(*module, *original, kOnnxRunPipeline);
+  ASSERT_TRUE(bool(bytes)) << llvm::toString(bytes.takeError());
+  auto compiled = readGmBytes(*bytes, dir.file("model.gm"), dir.path);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  const TensorData &loaded = dataOf(*compiled->module, "positions");
+  EXPECT_TRUE(loaded.isExternal());
+  EXPECT_FALSE(loaded.isLoaded());
+}
+
+TEST(ExternalDataConstant, AReaderThatNeedsTheValueNamesItselfAndTheTensor) {
+  TempDir dir;
+  std::string blob;
+  dir.write("model.onnx", rotaryModel(blob).SerializeAsString());
+  std::unique_ptr<Module> module = importOk(dir.file("model.onnx"));
+  ASSERT_TRUE(module);
+
+  // Writing ONNX with the bytes inline needs them.
+  EXPECT_EQ(errorOf(exportOnnxModel(*module)),
+            "ONNX export needs the value of tensor 'positions' (node " +
+                std::string(kRotaryNode) + "), whose external data file '" +
+                dir.file("rotary.bin") + "' is absent");
+  const TensorData *value = constantValue(*module);
+  ASSERT_NE(value, nullptr);
+  std::string message = errorOf(
+      requireTensorValue(*value, "fold-scale", "positions", kRotaryNode));
+  EXPECT_EQ(message, "fold-scale needs the value of tensor 'positions' (node " +
+                         std::string(kRotaryNode) +
+                         "), whose external data file '" +
+                         dir.file("rotary.bin") + "' is absent");
+
+  // Keeping references from its directory (the .gm writer) needs nothing.
+  OnnxExportOptions keep;
+  keep.keepExternalReferencesFrom = dir.path.str().str();
+  auto kept = exportOnnxModel(*module, keep);
+  ASSERT_TRUE(bool(kept)) << llvm::toString(kept.takeError());
+  const onnx::TensorProto *reference = nullptr;
+  for (const onnx::NodeProto &node : kept->graph().node())
+    if (node.op_type() == "Constant")
+      reference = &node.attribute(0).t();
+  ASSERT_NE(reference, nullptr);
+  EXPECT_EQ(reference->data_location(), TP::EXTERNAL);
+  EXPECT_EQ(reference->external_data(0).value(), "rotary.bin");
+
+  // A file that is there but unusable is another message (the reference
+  // is checked against the file at import, so it shrinks after).
+  dir.write("rotary.bin", blob);
+  std::unique_ptr<Module> shrunk = importOk(dir.file("model.onnx"));
+  ASSERT_TRUE(shrunk);
+  dir.write("rotary.bin", std::string(8, '\0'));
+  EXPECT_EQ(errorOf(requireTensorValue(*constantValue(*shrunk), "fold-scale",
+                                       "positions")),
+            "fold-scale needs the value of tensor 'positions', whose external "
+            "data cannot be read: external data (offset 0, 32 bytes) lies "
+            "outside 'rotary.bin' (8 bytes)");
+
+  // With the file, the value is read where it is needed, and exported.
+  dir.write("rotary.bin", blob);
+  std::unique_ptr<Module> present = importOk(dir.file("model.onnx"));
+  ASSERT_TRUE(present);
+  EXPECT_FALSE(constantValue(*present)->isLoaded());
+  auto inlined = exportOnnxModel(*present);
+  ASSERT_TRUE(bool(inlined)) << llvm::toString(inlined.takeError());
+  EXPECT_TRUE(constantValue(*present)->isLoaded());
+  EXPECT_FLOAT_EQ(constantValue(*present)->getFloatElement(7), 7.0f);
+  for (const onnx::NodeProto &node : inlined->graph().node()) {
+    if (node.op_type() == "Constant") {
+      EXPECT_EQ(node.attribute(0).t().raw_data(), blob);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // .gm files and running
 //===----------------------------------------------------------------------===//
 
@@ -345,8 +549,7 @@ void compileToGm(const std::string &path, const std::string &gmPath) {
   std::unique_ptr<Module> original = importOk(path);
   ASSERT_TRUE(original);
   ASSERT_FALSE(bool(runPipeline(*module, kOnnxRunPipeline)));
-  llvm::Error err =
-      writeGmFile(gmPath, *module, *original, kOnnxRunPipeline);
+  llvm::Error err = writeGmFile(gmPath, *module, *original, kOnnxRunPipeline);
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
   // Nothing was read to compile.
   EXPECT_EQ(findUnreadExternalData(*module).size(), 4u);
@@ -411,10 +614,9 @@ TEST(ExternalDataGm, CompiledWithoutWeightsRunsWhenTheyArePresent) {
   other.write("weights.bin", blob);
   auto moved = readGmFile(dir.file("model.gm"), other.path);
   ASSERT_TRUE(bool(moved)) << llvm::toString(moved.takeError());
-  EXPECT_EQ(dataOf(*moved->module, "fc1.weight")
-                .getExternalSource()
-                ->getBaseDir(),
-            other.path.str());
+  EXPECT_EQ(
+      dataOf(*moved->module, "fc1.weight").getExternalSource()->getBaseDir(),
+      other.path.str());
 }
 
 //===----------------------------------------------------------------------===//
@@ -447,7 +649,7 @@ TEST(ExternalDataScale, SparseFileBeyondFourGiBIsNotRead) {
     last = name + "_sum";
   }
   moveToExternal(b.initializer<float>("tail", TP::FLOAT, {1}, {}), "big.bin",
-               kFileBytes - 4);
+                 kFileBytes - 4);
   b.node("Mul", {last, "tail"}, {"y"}, "mul");
   b.output("y");
   dir.write("model.onnx", b.bytes());
@@ -489,7 +691,7 @@ onnx::ModelProto manyInitializers(int n) {
   for (int i = 0; i < n; ++i) {
     std::string name = "w" + std::to_string(i);
     moveToExternal(b.initializer<float>(name, TP::FLOAT, {4}, {0, 0, 0, 0}),
-                 "weights.bin", uint64_t(i) * 16);
+                   "weights.bin", uint64_t(i) * 16);
     std::string sum = "s" + std::to_string(i);
     b.node("Add", {last, name}, {sum}, "add" + std::to_string(i));
     last = sum;

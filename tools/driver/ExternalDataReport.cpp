@@ -1,8 +1,9 @@
 //===- ExternalDataReport.cpp - Which external weights a run left unread --===//
 //
-// Walks a module's initializers and input defaults for lazy external
-// tensors that were never loaded, stats each referenced file once (never
-// opening it), and formats the list as a note and as JSON.
+// Walks a module's initializers, input defaults and tensor attributes
+// (Constant nodes' values) for lazy external tensors that were never
+// loaded, stats each referenced file once (never opening it), and formats
+// the list as a note and as JSON.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,19 +23,18 @@ std::vector<UnreadExternalTensor>
 gmopt::findUnreadExternalData(const Module &module) {
   std::vector<UnreadExternalTensor> unread;
   llvm::StringMap<bool> present;
-  auto visit = [&](const Value &value) {
-    if (!value.hasData())
-      return;
-    const TensorData &data = value.getData();
+  auto visit = [&](const TensorData &data, llvm::StringRef name,
+                   llvm::StringRef node) {
     const ExternalDataRef *ref = data.getExternalRef();
     if (!ref || data.isLoaded())
       return;
     UnreadExternalTensor tensor;
-    tensor.name = value.getName().str();
+    tensor.name = name.str();
+    tensor.node = node.str();
     tensor.bytes = data.getSizeInBytes();
-    llvm::SmallString<256> path(
-        data.getExternalSource() ? data.getExternalSource()->getBaseDir()
-                                 : llvm::StringRef());
+    llvm::SmallString<256> path(data.getExternalSource()
+                                    ? data.getExternalSource()->getBaseDir()
+                                    : llvm::StringRef());
     llvm::sys::path::append(path, ref->location);
     tensor.path = path.str().str();
     tensor.offset = ref->offset;
@@ -46,9 +46,24 @@ gmopt::findUnreadExternalData(const Module &module) {
   };
   const Graph &graph = module.getGraph();
   for (const std::unique_ptr<Value> &input : graph.getInputs())
-    visit(*input);
+    if (input->hasData())
+      visit(input->getData(), input->getName(), "");
   for (const std::unique_ptr<Value> &init : graph.getInitializers())
-    visit(*init);
+    if (init->hasData())
+      visit(init->getData(), init->getName(), "");
+  // Tensor attributes: a Constant node's value (named by its result) that
+  // no pass turned into an initializer.
+  for (const Node &node : graph.getNodes())
+    for (const NamedAttribute &attr : node.getAttrs()) {
+      if (attr.value.getKind() != Attribute::Kind::Tensor)
+        continue;
+      const Value *result =
+          node.getNumResults() == 1 ? node.getResult(0) : nullptr;
+      bool isConstant = node.isa(kOnnxDomain, "Constant") && result;
+      visit(attr.value.getTensor(),
+            isConstant ? result->getName() : llvm::StringRef(attr.name),
+            node.describe());
+    }
   return unread;
 }
 
@@ -75,9 +90,11 @@ void gmopt::printUnreadExternalDataNote(
   for (const UnreadExternalTensor &tensor : tensors) {
     if (shown == maxLines)
       break;
-    os << "  " << tensor.name << ": " << tensor.bytes << " bytes at offset "
-       << tensor.offset << " of " << tensor.path
-       << (tensor.filePresent ? "" : " (missing)") << '\n';
+    os << "  " << tensor.name;
+    if (!tensor.node.empty())
+      os << " (node " << tensor.node << ")";
+    os << ": " << tensor.bytes << " bytes at offset " << tensor.offset << " of "
+       << tensor.path << (tensor.filePresent ? "" : " (missing)") << '\n';
     ++shown;
   }
   if (shown < tensors.size())
@@ -93,11 +110,14 @@ gmopt::unreadExternalDataJson(llvm::ArrayRef<UnreadExternalTensor> tensors) {
     totalBytes += tensor.bytes;
     if (!tensor.filePresent)
       missingFiles.insert(tensor.path);
-    list.push_back(llvm::json::Object{{"name", tensor.name},
-                                      {"bytes", tensor.bytes},
-                                      {"file", tensor.path},
-                                      {"offset", tensor.offset},
-                                      {"file_present", tensor.filePresent}});
+    llvm::json::Object entry{{"name", tensor.name},
+                             {"bytes", tensor.bytes},
+                             {"file", tensor.path},
+                             {"offset", tensor.offset},
+                             {"file_present", tensor.filePresent}};
+    if (!tensor.node.empty())
+      entry["node"] = tensor.node;
+    list.push_back(std::move(entry));
   }
   return llvm::json::Object{
       {"unread_tensors", static_cast<uint64_t>(tensors.size())},

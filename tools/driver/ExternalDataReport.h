@@ -1,8 +1,9 @@
 //===- ExternalDataReport.h - External weights left unread -----*- C++ -*-===//
 //
-// gmopt-compile and gmopt-opt import external-data initializers without
-// reading them (ir/Attribute.h's lazy TensorData), so a model compiles with
-// its weight files absent. This file lists what was left unread - name,
+// gmopt-compile and gmopt-opt import external-data initializers and tensor
+// attributes (Constant nodes' values) without reading them
+// (ir/Attribute.h's lazy TensorData), so a model compiles with its weight
+// files absent. This file lists what was left unread - name,
 // bytes, file and offset, and whether the file is there - as the note the
 // tools print on stderr and as the `external_data` object of
 // gmopt-compile's --report-json.
@@ -29,8 +30,12 @@ class Module;
 
 /// One external tensor whose bytes were never read.
 struct UnreadExternalTensor {
-  /// The value's name.
+  /// The value's name (a Constant node's value: its result's; another
+  /// node's tensor attribute: the attribute's).
   std::string name;
+  /// The node whose attribute the tensor is; empty for an initializer or
+  /// an input's default.
+  std::string node;
   /// Its size in bytes.
   uint64_t bytes = 0;
   /// The file it lives in (the source directory joined with the location).
@@ -41,8 +46,9 @@ struct UnreadExternalTensor {
   bool filePresent = false;
 };
 
-/// The external initializers (and external defaults of graph inputs) of
-/// \p module whose bytes were not read, in graph order.
+/// The external initializers (and external defaults of graph inputs), then
+/// the external tensor attributes (Constant nodes' values), of \p module
+/// whose bytes were not read, in graph order.
 std::vector<UnreadExternalTensor> findUnreadExternalData(const Module &module);
 
 /// Prints `TOOL: note: N external-data tensors (B bytes) were not read...`
@@ -53,7 +59,8 @@ void printUnreadExternalDataNote(llvm::raw_ostream &os, llvm::StringRef tool,
                                  unsigned maxLines = 20);
 
 /// The JSON form: {"unread_tensors": N, "unread_bytes": B, "missing_files":
-/// M, "tensors": [{"name", "bytes", "file", "offset", "file_present"}]}.
+/// M, "tensors": [{"name", "bytes", "file", "offset", "file_present",
+/// "node" (tensor attributes only)}]}.
 llvm::json::Object
 unreadExternalDataJson(llvm::ArrayRef<UnreadExternalTensor> tensors);
 
