@@ -2,8 +2,9 @@
 //
 // The size checks of SizeLimits.h: the product of a shape's extents is
 // built one extent at a time against the limit (never multiplied first and
-// compared after), and allocations go through malloc so that failure is a
-// null pointer, not an exception.
+// compared after), allocations go through malloc so that failure is a
+// null pointer, not an exception, and a message that names a limit is
+// recognised as a size-limit error after it has become text.
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,6 +83,11 @@ llvm::Expected<TensorData> gmopt::allocateTensorData(
   llvm::MutableArrayRef<uint8_t> bytes(static_cast<uint8_t *>(memory), size);
   fill(bytes);
   return TensorData(type, std::move(owner), bytes);
+}
+
+bool gmopt::isSizeLimitMessage(llvm::StringRef message) {
+  return message.contains(kMaxTensorBytesText) ||
+         message.contains(kMaxTotalBytesText);
 }
 
 llvm::Error gmopt::addToPlanTotal(uint64_t &total, uint64_t bytes) {

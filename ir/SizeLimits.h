@@ -48,6 +48,14 @@ constexpr uint64_t kMaxTotalBytes = uint64_t(1) << 62;
 /// kMaxTotalBytes as text, for messages.
 constexpr llvm::StringLiteral kMaxTotalBytesText = "2^62 bytes";
 
+/// Whether \p message reports a shape or plan beyond these limits. Every
+/// such error gmopt makes names the limit it breaks (kMaxTensorBytesText or
+/// kMaxTotalBytesText), and the text survives the prefixes (file, pass)
+/// that tools put in front of a message; so a caller that probes growing
+/// shapes (gmopt-compile --max-batch) can tell "too large to represent"
+/// from any other failure after the error has become text.
+bool isSizeLimitMessage(llvm::StringRef message);
+
 /// Adds \p bytes, aligned as the planners align buffers, to the running
 /// plan total \p total; an error once it passes kMaxTotalBytes (each
 /// \p bytes is a checked tensor size, so the sum cannot wrap first).

@@ -2,9 +2,10 @@
 
 #include "tools/driver/FitMemory.h"
 
-#include "ir/Module.h"
-#include "passes/MemoryLimit.h"
 #include "backend/cuda/CudaDevice.h"
+#include "ir/Module.h"
+#include "ir/SizeLimits.h"
+#include "passes/MemoryLimit.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -126,8 +127,8 @@ evaluate(const FitRequest &request, const FitResult &base,
   if (amp)
     levers.push_back("amp{dtype=" + ampLabel(amp) + "}");
   if (recompute)
-    levers.push_back("recompute{mode=budget,memory-limit=" +
-                     std::to_string(limit) + "}");
+    levers.push_back(
+        "recompute{mode=budget,memory-limit=" + std::to_string(limit) + "}");
   FitCandidate candidate;
   candidate.amp = amp;
   candidate.zeroStage = stage;
@@ -313,8 +314,7 @@ llvm::Expected<FitRequest>
 gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
                       bool accumulate, llvm::StringRef batchDim,
                       llvm::StringRef costModel, const DimMap &dims,
-                      llvm::StringRef basePipeline,
-                      llvm::StringRef objective) {
+                      llvm::StringRef basePipeline, llvm::StringRef objective) {
   FitRequest request;
   // Recompute is the search's own lever: a recompute pass in the pipeline
   // (the default one's selective mode, say) gives way to it, and the
@@ -340,9 +340,9 @@ gmopt::makeFitRequest(llvm::StringRef limit, llvm::StringRef amp,
     if (device) {
       deviceBytes = device->totalMemoryBytes;
     } else if (limit.trim() == "device") {
-      return fitError("--memory-limit=device: " +
-                      llvm::toString(device.takeError()) +
-                      "; give the limit in bytes instead (e.g. 24GiB)");
+      return fitError(
+          "--memory-limit=device: " + llvm::toString(device.takeError()) +
+          "; give the limit in bytes instead (e.g. 24GiB)");
     } else {
       llvm::consumeError(device.takeError());
     }
@@ -450,20 +450,21 @@ void gmopt::printFitTable(const FitResult &result, llvm::raw_ostream &os) {
 
 llvm::Error gmopt::noFitError(const FitResult &result,
                               const FitRequest &request) {
-  const FitCandidate &smallest =
-      result.candidates[result.smallestCandidate()];
+  const FitCandidate &smallest = result.candidates[result.smallestCandidate()];
   std::string take = "a limit of at least " + gib(smallest.peak);
   if (!request.allowAmp)
     take += ", or --allow-amp=bf16|fp16 (16-bit activations)";
   if (!request.allowAccumulate)
     take += ", or gradient accumulation (--allow-accumulate=true)";
-  return fitError(
-      "--memory-limit " + llvm::Twine(result.limit) + " bytes (" +
-      gib(result.limit) + ") cannot be met: the smallest planned peak "
-      "reachable is " + gib(smallest.peak) + " (" + ampLabel(smallest.amp) +
-      ", accumulate " + llvm::Twine(smallest.accumulate) + ", recompute " +
-      (smallest.recompute ? "budget" : "none") + "; unrewritten " +
-      gib(result.basePeak) + "); it would take " + take);
+  return fitError("--memory-limit " + llvm::Twine(result.limit) + " bytes (" +
+                  gib(result.limit) +
+                  ") cannot be met: the smallest planned peak "
+                  "reachable is " +
+                  gib(smallest.peak) + " (" + ampLabel(smallest.amp) +
+                  ", accumulate " + llvm::Twine(smallest.accumulate) +
+                  ", recompute " + (smallest.recompute ? "budget" : "none") +
+                  "; unrewritten " + gib(result.basePeak) +
+                  "); it would take " + take);
 }
 
 llvm::json::Object gmopt::fitResultJson(const FitResult &result) {
@@ -517,21 +518,45 @@ llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
   probe.limit.bytes = reference.limit;
   std::map<int64_t, FitResult> fits;
   const int64_t given = request.dims.at(dim.str());
+  // A size above the given one may be too large for gmopt to represent (a
+  // tensor beyond kMaxTensorBytes, a plan beyond kMaxTotalBytes): the search
+  // stops there, as at a size that does not fit, and says so. The given
+  // size compiled (the reference above), so a size above it that breaks a
+  // size limit breaks it through the batch's growth.
+  auto beyondSizeLimit = [&](int64_t value,
+                             llvm::Error err) -> llvm::Expected<bool> {
+    if (value <= given)
+      return err;
+    std::string message = llvm::toString(std::move(err));
+    if (!isSizeLimitMessage(message))
+      return fitError(message);
+    answer.probes.push_back({value, false, 0, /*beyondSizeLimit=*/true});
+    if (!answer.sizeLimitValue || value < answer.sizeLimitValue) {
+      answer.sizeLimitValue = value;
+      answer.sizeLimitMessage = message;
+    }
+    return false;
+  };
   auto tryValue = [&](int64_t value) -> llvm::Expected<bool> {
     probe.dims = withBatch(request.dims, *scaled, value);
     FitResult result;
     result.ranks = request.ranks;
-    // The given size's unrewritten step is the reference, compiled once.
-    if (value == given && reference.baseModule)
-      result = std::move(reference);
-    else if (llvm::Error err = measureBase(probe, probe.dims, result, compile))
-      return err;
-    if (llvm::Error err = search(probe, result, compile))
-      return err;
+    auto compileAndSearch = [&]() -> llvm::Error {
+      // The given size's unrewritten step is the reference, compiled once.
+      if (value == given && reference.baseModule)
+        result = std::move(reference);
+      else if (llvm::Error err =
+                   measureBase(probe, probe.dims, result, compile))
+        return err;
+      return search(probe, result, compile);
+    };
+    if (llvm::Error err = compileAndSearch())
+      return beyondSizeLimit(value, std::move(err));
     bool ok = result.chosen.has_value();
     answer.probes.push_back(
-        {value, ok, ok ? result.candidates[*result.chosen].peak
-                       : result.candidates[result.smallestCandidate()].peak});
+        {value, ok,
+         ok ? result.candidates[*result.chosen].peak
+            : result.candidates[result.smallestCandidate()].peak});
     fits[value] = std::move(result);
     return ok;
   };
@@ -573,8 +598,13 @@ llvm::Expected<MaxBatchResult> gmopt::findMaxBatch(const FitRequest &request,
   }
   answer.value = low;
   answer.fit = std::move(fits.at(low));
-  const FitResult &next = fits.at(high);
-  answer.nextSmallestPeak = next.candidates[next.smallestCandidate()].peak;
+  // high either did not fit or is beyond the size limits.
+  auto next = fits.find(high);
+  if (next != fits.end())
+    answer.nextSmallestPeak =
+        next->second.candidates[next->second.smallestCandidate()].peak;
+  else
+    answer.nextBeyondSizeLimit = true;
   return answer;
 }
 
@@ -582,8 +612,7 @@ namespace {
 
 /// The chosen plan's peak by part: the arena (activations, temporaries,
 /// workspace live together) and each persistent category.
-std::vector<std::pair<std::string, uint64_t>>
-peakParts(const Module &module) {
+std::vector<std::pair<std::string, uint64_t>> peakParts(const Module &module) {
   const MemoryFigures &figures = module.plan.figures;
   std::vector<std::pair<std::string, uint64_t>> parts{
       {"arena (activations and temporaries)", figures.arenaBytes}};
@@ -599,8 +628,9 @@ peakParts(const Module &module) {
     if (bytes)
       parts.emplace_back(name, bytes);
   }
-  std::stable_sort(parts.begin(), parts.end(),
-                   [](const auto &a, const auto &b) { return a.second > b.second; });
+  std::stable_sort(
+      parts.begin(), parts.end(),
+      [](const auto &a, const auto &b) { return a.second > b.second; });
   return parts;
 }
 
@@ -610,15 +640,26 @@ void gmopt::printMaxBatch(const MaxBatchResult &result, llvm::StringRef dim,
                           llvm::raw_ostream &os) {
   os << "max-batch: probes";
   for (const MaxBatchResult::Probe &probe : result.probes)
-    os << " " << dim << "=" << probe.value << (probe.fits ? " fits" : " no");
+    os << " " << dim << "=" << probe.value
+       << (probe.fits              ? " fits"
+           : probe.beyondSizeLimit ? " too-large"
+                                   : " no");
   os << "\n";
   printFitTable(result.fit, os);
-  os << llvm::formatv("max-batch: {0}={1} fits ({2} of {3}); {0}={4} does "
-                      "not (smallest reachable peak {5})\n",
-                      dim, result.value,
+  os << llvm::formatv("max-batch: {0}={1} fits ({2} of {3}); ", dim,
+                      result.value,
                       gib(result.fit.candidates[*result.fit.chosen].peak),
-                      gib(result.fit.limit), result.value + 1,
-                      gib(result.nextSmallestPeak));
+                      gib(result.fit.limit));
+  if (result.nextBeyondSizeLimit)
+    os << dim << "=" << result.value + 1
+       << " cannot be represented (beyond gmopt's size limits)\n";
+  else
+    os << llvm::formatv("{0}={1} does not (smallest reachable peak {2})\n", dim,
+                        result.value + 1, gib(result.nextSmallestPeak));
+  if (result.sizeLimitValue)
+    os << "max-batch: the search stopped at gmopt's size limits: at " << dim
+       << "=" << result.sizeLimitValue << ", " << result.sizeLimitMessage
+       << "\n";
   if (!result.fit.chosenModule)
     return;
   std::vector<std::pair<std::string, uint64_t>> parts =
@@ -634,10 +675,14 @@ void gmopt::printMaxBatch(const MaxBatchResult &result, llvm::StringRef dim,
 llvm::json::Object gmopt::maxBatchJson(const MaxBatchResult &result,
                                        llvm::StringRef dim) {
   llvm::json::Array probes;
-  for (const MaxBatchResult::Probe &probe : result.probes)
-    probes.push_back(llvm::json::Object{{"value", probe.value},
-                                        {"fits", probe.fits},
-                                        {"peak_bytes", int64_t(probe.peak)}});
+  for (const MaxBatchResult::Probe &probe : result.probes) {
+    llvm::json::Object entry{{"value", probe.value},
+                             {"fits", probe.fits},
+                             {"peak_bytes", int64_t(probe.peak)}};
+    if (probe.beyondSizeLimit)
+      entry["beyond_size_limit"] = true;
+    probes.push_back(std::move(entry));
+  }
   llvm::json::Object parts;
   std::string dominant;
   if (result.fit.chosenModule) {
@@ -646,12 +691,21 @@ llvm::json::Object gmopt::maxBatchJson(const MaxBatchResult &result,
     for (const auto &[name, bytes] : split)
       parts[name] = int64_t(bytes);
   }
-  return llvm::json::Object{
+  llvm::json::Object json{
       {"dim", dim},
       {"value", result.value},
-      {"next_smallest_peak_bytes", int64_t(result.nextSmallestPeak)},
+      {"next_smallest_peak_bytes",
+       result.nextBeyondSizeLimit
+           ? llvm::json::Value(nullptr)
+           : llvm::json::Value(int64_t(result.nextSmallestPeak))},
       {"probes", std::move(probes)},
       {"peak_by_part", std::move(parts)},
       {"dominant", dominant},
       {"fit", fitResultJson(result.fit)}};
+  if (result.sizeLimitValue)
+    json["size_limit"] =
+        llvm::json::Object{{"value", result.sizeLimitValue},
+                           {"next_beyond", result.nextBeyondSizeLimit},
+                           {"message", result.sizeLimitMessage}};
+  return json;
 }

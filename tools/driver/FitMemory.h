@@ -28,7 +28,10 @@
 // proportion to it, such as batch_x_seq) at which some candidate fits one
 // micro-step (accumulation is off: it would make every batch fit), by
 // doubling and bisection; a size fits when the cheapest of its candidates
-// fits.
+// fits. A size too large for gmopt to represent (ir/SizeLimits.h) stops
+// the doubling like one that does not fit, so a limit beyond every
+// representable step gives the largest representable size, not an error
+// about a shape the user never wrote.
 //
 //===----------------------------------------------------------------------===//
 
@@ -165,9 +168,9 @@ struct FitResult {
 std::string ampLabel(std::optional<DType> amp);
 
 /// The request gmopt-compile's flags describe: \p limit as
-/// passes/MemoryLimit.h's parseMemoryLimit takes it or `device` (the CUDA device's memory), \p amp empty or
-/// fp16/bf16, \p costModel empty (cuda where a device is present, else
-/// cpu), cpu or cuda, \p objective time or flops.
+/// passes/MemoryLimit.h's parseMemoryLimit takes it or `device` (the CUDA
+/// device's memory), \p amp empty or fp16/bf16, \p costModel empty (cuda where
+/// a device is present, else cpu), cpu or cuda, \p objective time or flops.
 llvm::Expected<FitRequest>
 makeFitRequest(llvm::StringRef limit, llvm::StringRef amp, bool accumulate,
                llvm::StringRef batchDim, llvm::StringRef costModel,
@@ -204,17 +207,30 @@ struct MaxBatchResult {
   /// The fit at value (its choice) and the smallest peak at value + 1.
   FitResult fit;
   uint64_t nextSmallestPeak = 0;
-  /// Every size probed: value, whether it fit, smallest peak.
+  /// Whether value + 1 is beyond gmopt's size limits (ir/SizeLimits.h):
+  /// then value is the largest size gmopt can represent, and
+  /// nextSmallestPeak is not known.
+  bool nextBeyondSizeLimit = false;
+  /// The smallest size probed that was beyond the size limits (0: none),
+  /// and the error it gave.
+  int64_t sizeLimitValue = 0;
+  std::string sizeLimitMessage;
+  /// Every size probed: value, whether it fit, smallest peak (0 for a size
+  /// beyond the size limits, which was not planned).
   struct Probe {
     int64_t value;
     bool fits;
     uint64_t peak;
+    bool beyondSizeLimit = false;
   };
   std::vector<Probe> probes;
 };
 
 /// The largest value of \p dim (with the dimensions bound in proportion to
-/// it) whose step fits request's limit; an error when even 1 does not.
+/// it) whose step fits request's limit; an error when even 1 does not. A
+/// size whose compile breaks gmopt's size limits (a tensor beyond 2^50
+/// bytes) bounds the search like one that does not fit: with a limit no
+/// batch reaches, the answer is the largest size gmopt can represent.
 llvm::Expected<MaxBatchResult> findMaxBatch(const FitRequest &request,
                                             llvm::StringRef dim,
                                             CandidateCompiler compile);
