@@ -344,6 +344,38 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
   return plan;
 }
 
+bool ExecutionPlan::aliasIsRelated(const Value *value,
+                                   const Value *target) const {
+  const Node *def = value->getDefiningNode();
+  if (!def || !target)
+    return false;
+  const Value *targetOwner = storageOwner(target);
+  auto shares = [&](const Value *source) {
+    return source && (source == target || storageOwner(source) == targetOwner);
+  };
+  if (def->getNumResults() && value == def->getResult(0) &&
+      shares(getViewSource(*def)))
+    return true;
+  // In place: the registry's result may take an operand's bytes when the
+  // two have one type (a commutative op's other leading operand included,
+  // so any operand of the result's exact type qualifies here).
+  const OpSchema *schema = OpRegistry::instance().lookup(*def);
+  if (!schema || schema->inPlaceOperand < 0 ||
+      schema->inPlaceResult >= def->getNumResults() ||
+      value != def->getResult(schema->inPlaceResult))
+    return false;
+  // Only transient storage is ever overwritten: a graph input, parameter or
+  // initializer keeps its bytes for the whole step.
+  const BufferAssignment *targetStorage =
+      targetOwner ? lookup(targetOwner) : nullptr;
+  if (!targetStorage || targetStorage->kind != StorageKind::Arena)
+    return false;
+  for (const Value *operand : def->getOperands())
+    if (operand && operand->getType() == value->getType() && shares(operand))
+      return true;
+  return false;
+}
+
 llvm::Error ExecutionPlan::validate(const Module &module) const {
   const Graph &graph = module.getGraph();
   llvm::Error error = llvm::Error::success();
@@ -467,6 +499,55 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
     active[begin] = &slice;
     byEnd.insert({slice.lastStep, &slice});
   }
+
+  // The recorded live intervals and aliases are checked against the graph,
+  // not trusted: a plan whose storage dies before a reader, or that shares
+  // an unrelated value's bytes, passes the overlap sweep above and trains
+  // wrongly. Every value read through arena storage must find that storage
+  // live from its definition to its last use (liveness re-derived from the
+  // graph), and an alias must share the bytes of its view source or of an
+  // operand its node may overwrite in place. Each value's own uses count:
+  // a view's uses are checked against the storage
+  // the plan gives the view (its source's when it is an alias, its own when
+  // it is a copy, as for a view of a side-effect result).
+  llvm::DenseMap<const Node *, uint32_t> stepOf;
+  uint32_t numSteps = 0;
+  for (const Node &node : graph.getNodes())
+    stepOf[&node] = numSteps++;
+  const uint32_t finalStep = numSteps ? numSteps - 1 : 0;
+  auto directInterval = [&](const Value *value) {
+    LiveInterval interval;
+    if (const Node *def = value->getDefiningNode())
+      interval.firstStep = stepOf.lookup(def);
+    interval.lastStep = interval.firstStep;
+    for (OpOperand &use : value->getUses())
+      interval.lastStep = std::max(
+          interval.lastStep,
+          use.isGraphOutput() ? finalStep : stepOf.lookup(use.getOwner()));
+    return interval;
+  };
+  for (const auto &[value, assignment] : buffers) {
+    const Value *owner = storageOwner(value);
+    const BufferAssignment *storage = owner ? lookup(owner) : nullptr;
+    if (assignment.kind == StorageKind::Alias) {
+      if (!aliasIsRelated(value, assignment.aliasOf))
+        return fail(label(value) + " aliases " + label(assignment.aliasOf) +
+                    ", which is neither its view source nor an operand its "
+                    "node may overwrite in place");
+    }
+    if (!storage || storage->kind != StorageKind::Arena)
+      continue;
+    LiveInterval need = directInterval(value);
+    if (storage->firstStep > need.firstStep ||
+        storage->lastStep < need.lastStep)
+      return fail(llvm::formatv("{0} is live over steps [{1}, {2}] but its "
+                                "arena storage{3} only over [{4}, {5}]",
+                                label(value), need.firstStep, need.lastStep,
+                                owner == value ? std::string()
+                                               : " (" + label(owner) + ")",
+                                storage->firstStep, storage->lastStep));
+  }
+
   return llvm::Error::success();
 }
 

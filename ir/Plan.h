@@ -177,10 +177,19 @@ public:
   /// Checks the plan against \p module: every present value is planned;
   /// arena slices (values' and workspaces') are aligned, inside the arena,
   /// and no two slices overlap in both address and live interval; each
-  /// workspace belongs to a node of the graph at its step; aliases point at planned values of
-  /// the same or larger size, and an alias of an arena slice lives within
-  /// the slice's interval. Returns the first violation.
+  /// workspace belongs to a node of the graph at its step; aliases point at
+  /// planned values of the same or larger size, and an alias of an arena
+  /// slice lives within the slice's interval. Nothing recorded is trusted
+  /// where the graph can tell: arena storage must be live over the interval
+  /// re-derived from the graph (computeLiveIntervals) of every value read
+  /// through it, and an alias must share its view source's bytes or those of
+  /// an operand its node may overwrite in place. Returns the first
+  /// violation.
   llvm::Error validate(const Module &module) const;
+  /// True if \p value may share \p target's storage: \p target is (or owns
+  /// the storage of) \p value's view source, or an operand of \p value's
+  /// type in arena storage that its node's in-place result may overwrite.
+  bool aliasIsRelated(const Value *value, const Value *target) const;
   /// Prints one line per value in schedule order, then the figures.
   void print(const Module &module, llvm::raw_ostream &os) const;
 };

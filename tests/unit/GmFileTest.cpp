@@ -393,6 +393,27 @@ TEST_F(GmFileTest, InvalidUtf8InAStoredNameIsOneError) {
   EXPECT_EQ(message, "model.gm: plan refers to unknown value '\xff\xfe'");
 }
 
+TEST_F(GmFileTest, APlanWhoseStorageDiesBeforeItsLastReaderIsRefused) {
+  // A crafted, CRC-valid file whose plan ends an arena buffer at its own
+  // definition although the graph reads it later: the recorded intervals
+  // are checked against liveness re-derived from the graph, not trusted
+  // (such a plan let a later buffer take the bytes and trained wrongly).
+  bool edited = false;
+  std::string message = loadEdited([&](gm::GmFile &file) {
+    gm::Plan *plan = file.mutable_rewritten()->mutable_plan();
+    for (gm::Buffer &buffer : *plan->mutable_buffers())
+      if (!edited && buffer.kind() == gm::STORAGE_KIND_ARENA &&
+          buffer.last_step() > buffer.first_step()) {
+        buffer.set_last_step(buffer.first_step());
+        edited = true;
+      }
+  });
+  ASSERT_TRUE(edited);
+  EXPECT_NE(message.find("is live over steps"), std::string::npos) << message;
+  EXPECT_NE(message.find("but its arena storage"), std::string::npos)
+      << message;
+}
+
 TEST_F(GmFileTest, TruncatedAnywhere) {
   std::vector<size_t> cuts = {1,
                               4,

@@ -128,6 +128,67 @@ TEST_F(PlanTest, ValidatorAcceptsReuseOfDeadSlice) {
   EXPECT_EQ(errorText(plan->validate(module)), "<success>");
 }
 
+TEST_F(PlanTest, ValidatorRejectsAnIntervalShorterThanTheGraphs) {
+  // A tampered plan (a .gm whose CRC was recomputed) that ends neg's
+  // storage, and the view of it, at step 2 although abs reads the view at
+  // step 3, and hands the freed slice to a value defined at step 3: the
+  // overlap sweep over the recorded intervals finds nothing, the liveness
+  // re-derived from the graph does.
+  Graph &graph = module.getGraph();
+  Builder b(graph);
+  b.setInsertionPoint(out->getDefiningNode());
+  Value *late = b.create({"", "Sigmoid"}, {view}, {f32({16, 16})}, {}, "late")
+                    ->getResult(0);
+  out->getDefiningNode()->setOperand(0, late);
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan));
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+  plan->buffers[neg].lastStep = 2;
+  plan->buffers[view].lastStep = 2;
+  plan->buffers[late].offset = plan->buffers[neg].offset;
+  std::string message = errorText(plan->validate(module));
+  // neg (kept alive by its view) or the view itself is named, whichever
+  // the check meets first.
+  EXPECT_NE(message.find(" 3] but its arena storage"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("only over [1, 2]"), std::string::npos) << message;
+  // Storage live as long as the graph needs it passes.
+  plan->buffers[neg].lastStep = 3;
+  plan->buffers[late].offset = plan->buffers[relu].offset;
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+}
+
+TEST_F(PlanTest, ValidatorRejectsAnAliasOfAnUnrelatedValue) {
+  // The view may share neg's bytes (its source), not relu's: relu is
+  // neither its source nor an operand of its node. relu is kept live long
+  // enough that only the relation is wrong.
+  auto plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan));
+  plan->buffers[relu].lastStep = 3;
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+  plan->buffers[view].aliasOf = relu;
+  std::string message = errorText(plan->validate(module));
+  EXPECT_NE(message.find("%<result 0 of reshape> aliases %<result 0 of relu>, "
+                         "which is neither its view source nor an operand"),
+            std::string::npos)
+      << message;
+  // Neg is elementwise and may overwrite its operand relu in place; the
+  // view of neg then shares relu's storage too: both aliases are related.
+  plan->buffers[neg].kind = StorageKind::Alias;
+  plan->buffers[neg].aliasOf = relu;
+  EXPECT_EQ(errorText(plan->validate(module)), "<success>");
+  // Relu may overwrite its operand by its semantics, but not x: a graph
+  // input keeps its bytes for the whole step.
+  plan = makeTrivialPlan(module);
+  ASSERT_TRUE(bool(plan));
+  plan->buffers[relu].kind = StorageKind::Alias;
+  plan->buffers[relu].aliasOf = x;
+  message = errorText(plan->validate(module));
+  EXPECT_NE(message.find("%<result 0 of relu> aliases %x, which is neither"),
+            std::string::npos)
+      << message;
+}
+
 TEST_F(PlanTest, ValidatorRejectsMisalignedAndMissing) {
   auto plan = makeTrivialPlan(module);
   ASSERT_TRUE(bool(plan));
