@@ -59,16 +59,8 @@ public:
     number(graph.getInitializers().size());
     for (const auto &init : graph.getInitializers()) {
       defineValue(init.get());
-      const TensorData &data = init->getData();
-      // An external tensor is its reference: hashing its bytes would read
-      // every weight file on each fingerprint (or fail without them).
-      if (const ExternalDataRef *ref = data.getExternalRef()) {
-        text(ref->location);
-        number(ref->offset);
-        number(reinterpret_cast<uintptr_t>(data.getExternalSource().get()));
-        continue;
-      }
-      number(llvm::xxh3_64bits(data.getBytes()));
+      number(init->isLiteral());
+      tensor(init->getData());
     }
     number(graph.getNumNodes());
     for (const Node &node : graph.getNodes()) {
@@ -115,6 +107,19 @@ private:
     number(value.size());
     bytes.append(value.data(), value.size());
   }
+  /// An initializer's or a tensor attribute's contents. An external tensor
+  /// is its reference: hashing its bytes would read every weight file on
+  /// each fingerprint (or fail without them, as for a Constant node whose
+  /// value lives in an absent file).
+  void tensor(const TensorData &data) {
+    if (const ExternalDataRef *ref = data.getExternalRef()) {
+      text(ref->location);
+      number(ref->offset);
+      number(reinterpret_cast<uintptr_t>(data.getExternalSource().get()));
+      return;
+    }
+    number(llvm::xxh3_64bits(data.getBytes()));
+  }
   void attribute(const Attribute &attr) {
     number(static_cast<uint64_t>(attr.getKind()));
     switch (attr.getKind()) {
@@ -133,7 +138,7 @@ private:
       return;
     case Attribute::Kind::Tensor:
       text(attr.getTensor().getType().str());
-      number(llvm::xxh3_64bits(attr.getTensor().getBytes()));
+      tensor(attr.getTensor());
       return;
     case Attribute::Kind::Floats:
       number(attr.getFloats().size());
