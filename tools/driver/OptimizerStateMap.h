@@ -1,5 +1,4 @@
-//===- OptimizerStateMap.h - Checkpoint state onto a module's slots -*- C++
-//-*-===//
+//===- OptimizerStateMap.h - Checkpoint state onto module slots -*- C++ -*-===//
 //
 // A checkpoint names its tensors its own way; the module keeps them in the
 // training signature (ir/Module.h): each parameter's optimizer state in
