@@ -38,6 +38,13 @@ constexpr int64_t kMinIrVersion = 3;
 constexpr int64_t kMaxIrVersion = 10;
 class OutputFileSet;
 
+/// The metadata_props key under which export lists the literal initializers
+/// (Value::isLiteral: a Constant node's value) as a JSON array of names, so
+/// an ONNX round trip keeps them out of autodiff's parameters. Import marks
+/// them and drops the entry (the module's metadata never holds it).
+constexpr llvm::StringLiteral kLiteralInitializersKey =
+    "gmopt.literal_initializers";
+
 /// Options for ONNX import.
 struct OnnxImportOptions {
   /// Symbolic dimension bindings applied during import (--dim NAME=N).

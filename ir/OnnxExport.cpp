@@ -40,6 +40,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -326,6 +327,8 @@ Expected<onnx::ModelProto> OnnxExporter::run() {
   if (!module.docString.empty())
     model.set_doc_string(module.docString);
   for (const auto &[key, value] : module.metadata) {
+    if (key == kLiteralInitializersKey)
+      continue;
     onnx::StringStringEntryProto *entry = model.add_metadata_props();
     entry->set_key(key);
     entry->set_value(value);
@@ -339,9 +342,21 @@ Expected<onnx::ModelProto> OnnxExporter::run() {
 
   for (const std::unique_ptr<Value> &input : graph.getInputs())
     exportValueInfo(*input, *graphProto->add_input());
-  for (const std::unique_ptr<Value> &init : graph.getInitializers())
+  llvm::json::Array literals;
+  for (const std::unique_ptr<Value> &init : graph.getInitializers()) {
     if (Error err = exportInitializer(*init, *graphProto->add_initializer()))
       return err;
+    if (init->isLiteral())
+      literals.push_back(nameOf(init.get()));
+  }
+  if (!literals.empty()) {
+    onnx::StringStringEntryProto *entry = model.add_metadata_props();
+    entry->set_key(kLiteralInitializersKey.str());
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::json::Value(std::move(literals));
+    entry->set_value(os.str());
+  }
   for (const std::unique_ptr<Value> &input : graph.getInputs())
     if (input->hasData())
       if (Error err = exportInitializer(*input, *graphProto->add_initializer()))

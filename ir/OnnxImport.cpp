@@ -39,6 +39,7 @@
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -155,6 +156,9 @@ private:
   }
 
   Error importModelFacts(const onnx::ModelProto &model);
+  /// Marks the initializers kLiteralInitializersKey names as literals and
+  /// drops the entry from the module's metadata.
+  Error markLiteralInitializers();
   Error importTypeHints(const onnx::GraphProto &graph);
   Error importInputsAndInitializers(const onnx::GraphProto &graph,
                                     onnx::GraphProto *mutableGraph);
@@ -215,6 +219,35 @@ Error OnnxImporter::importModelFacts(const onnx::ModelProto &model) {
   module->docString = model.doc_string();
   for (const onnx::StringStringEntryProto &entry : model.metadata_props())
     module->metadata.emplace_back(entry.key(), entry.value());
+  return Error::success();
+}
+
+Error OnnxImporter::markLiteralInitializers() {
+  auto &metadata = module->metadata;
+  auto entry = llvm::find_if(metadata, [](const auto &keyValue) {
+    return keyValue.first == kLiteralInitializersKey;
+  });
+  if (entry == metadata.end())
+    return Error::success();
+  std::string text = entry->second;
+  metadata.erase(entry);
+  Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  const llvm::json::Array *names = parsed ? parsed->getAsArray() : nullptr;
+  if (!names) {
+    if (!parsed)
+      llvm::consumeError(parsed.takeError());
+    return error("metadata '" + kLiteralInitializersKey +
+                 "' is not a JSON array of names");
+  }
+  for (const llvm::json::Value &name : *names) {
+    std::optional<StringRef> text = name.getAsString();
+    Value *value = text ? values.lookup(*text) : nullptr;
+    if (!value || !value->isInitializer())
+      return error("metadata '" + kLiteralInitializersKey + "' names " +
+                   (text ? "'" + text->str() + "'" : std::string("a non-string")) +
+                   ", which is no initializer");
+    value->setLiteral(true);
+  }
   return Error::success();
 }
 
@@ -638,6 +671,8 @@ OnnxImporter::run(const onnx::ModelProto &model,
             mutableGraph ? mutableGraph->mutable_node(index) : nullptr, index))
       return err;
   if (Error err = importOutputs(graph))
+    return err;
+  if (Error err = markLiteralInitializers())
     return err;
 
   inferTrainingSignature(*module);

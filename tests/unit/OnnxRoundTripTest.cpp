@@ -159,6 +159,41 @@ TEST(OnnxRoundTrip, ExportWritesModelFacts) {
   EXPECT_TRUE(g.initializer(0).has_raw_data());
 }
 
+TEST(OnnxRoundTrip, LiteralInitializersStayLiterals) {
+  // A Constant node's value (a literal, never a parameter) is an ONNX
+  // initializer like a weight: the export lists the literals in
+  // metadata_props, the import marks them again and keeps the entry out of
+  // the module's metadata, so a second export writes the same bytes.
+  std::unique_ptr<Module> module = importOk(makeOrtMlp());
+  ASSERT_TRUE(module);
+  Value *literal = module->getGraph().getInitializers().front().get();
+  literal->setLiteral(true);
+  onnx::ModelProto exported = exportOk(*module);
+  ASSERT_EQ(exported.metadata_props_size(), 1);
+  EXPECT_EQ(exported.metadata_props(0).key(), kLiteralInitializersKey);
+  EXPECT_EQ(exported.metadata_props(0).value(),
+            "[\"" + literal->getName().str() + "\"]");
+  std::unique_ptr<Module> reimported = importOk(exported);
+  ASSERT_TRUE(reimported);
+  EXPECT_TRUE(reimported->metadata.empty());
+  for (const auto &init : reimported->getGraph().getInitializers())
+    EXPECT_EQ(init->isLiteral(), init->getName() == literal->getName())
+        << init->getName().str();
+  EXPECT_EQ(exportOk(*reimported).SerializeAsString(),
+            exported.SerializeAsString());
+
+  // A list that names no initializer, or is no list, is an error.
+  for (const char *bad : {"[\"nope\"]", "{}", "[1]", "not json"}) {
+    onnx::ModelProto model = exported;
+    model.mutable_metadata_props(0)->set_value(bad);
+    auto result = importOnnxModel(model, "m.onnx");
+    ASSERT_FALSE(bool(result)) << bad;
+    std::string message = llvm::toString(result.takeError());
+    EXPECT_NE(message.find("gmopt.literal_initializers"), std::string::npos)
+        << message;
+  }
+}
+
 TEST(OnnxRoundTrip, StandardModelPassesOnnxChecker) {
   std::unique_ptr<Module> module = importOk(makeConvModel());
   ASSERT_TRUE(module);

@@ -42,6 +42,17 @@ protected:
     graph.addOutput(out);
   }
 
+  /// Inserts `late = Sigmoid(view)` before abs, which then reads it: a
+  /// value defined at step 3, after relu died.
+  Value *addLateReader() {
+    Builder b(module.getGraph());
+    b.setInsertionPoint(out->getDefiningNode());
+    Value *late = b.create({"", "Sigmoid"}, {view}, {f32({16, 16})}, {}, "late")
+                      ->getResult(0);
+    out->getDefiningNode()->setOperand(0, late);
+    return late;
+  }
+
   Module module;
   Value *x, *relu, *neg, *view, *out;
 };
@@ -115,13 +126,8 @@ TEST_F(PlanTest, ValidatorRejectsOverlapInTimeAndAddress) {
 }
 
 TEST_F(PlanTest, ValidatorAcceptsReuseOfDeadSlice) {
-  Graph &graph = module.getGraph();
-  Builder b(graph);
-  b.setInsertionPoint(out->getDefiningNode());
   // A value defined after relu died may take relu's slice.
-  Value *late = b.create({"", "Sigmoid"}, {view}, {f32({16, 16})}, {}, "late")
-                    ->getResult(0);
-  out->getDefiningNode()->setOperand(0, late);
+  Value *late = addLateReader();
   auto plan = makeTrivialPlan(module);
   ASSERT_TRUE(bool(plan));
   plan->buffers[late].offset = plan->buffers[relu].offset;
@@ -134,12 +140,7 @@ TEST_F(PlanTest, ValidatorRejectsAnIntervalShorterThanTheGraphs) {
   // step 3, and hands the freed slice to a value defined at step 3: the
   // overlap sweep over the recorded intervals finds nothing, the liveness
   // re-derived from the graph does.
-  Graph &graph = module.getGraph();
-  Builder b(graph);
-  b.setInsertionPoint(out->getDefiningNode());
-  Value *late = b.create({"", "Sigmoid"}, {view}, {f32({16, 16})}, {}, "late")
-                    ->getResult(0);
-  out->getDefiningNode()->setOperand(0, late);
+  Value *late = addLateReader();
   auto plan = makeTrivialPlan(module);
   ASSERT_TRUE(bool(plan));
   EXPECT_EQ(errorText(plan->validate(module)), "<success>");
