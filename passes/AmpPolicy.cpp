@@ -11,26 +11,6 @@
 
 using namespace gmopt;
 
-llvm::StringRef gmopt::ampReasonName(AmpReason reason) {
-  switch (reason) {
-  case AmpReason::AllowOp:
-    return "low-precision op";
-  case AmpReason::FollowsLowInputs:
-    return "follows low-precision inputs";
-  case AmpReason::FollowsFp32Input:
-    return "follows an fp32 input";
-  case AmpReason::NoLowActivation:
-    return "reads only weights and constants";
-  case AmpReason::ViewOfCast:
-    return "view of a value the products read in low precision";
-  case AmpReason::DenyOp:
-    return "fp32 op";
-  case AmpReason::NotFloat:
-    return "not a floating-point computation";
-  }
-  llvm_unreachable("unknown AMP reason");
-}
-
 AmpReason AmpPolicy::getReason(const Node *node) const {
   auto it = reasons.find(node);
   return it == reasons.end() ? AmpReason::NotFloat : it->second;

@@ -74,9 +74,6 @@ enum class AmpReason : uint8_t {
   NotFloat,
 };
 
-/// Lower-case description of \p reason.
-llvm::StringRef ampReasonName(AmpReason reason);
-
 /// The decision for a whole module.
 class AmpPolicy {
 public:

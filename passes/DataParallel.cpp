@@ -176,8 +176,8 @@ llvm::Expected<unsigned> placeOverlapped(Graph &graph, Builder &builder,
              "a gradient is read while its all-reduce is in flight");
     return std::next(start->getIterator()) != wait->getIterator() ? 1u : 0u;
   }
-  LLVM_DEBUG(llvm::dbgs() << "data-parallel: " << name << " not overlapped: "
-                          << llvm::toString(std::move(late)) << '\n');
+  GMOPT_DEBUG(gmopt::dbgs() << "data-parallel: " << name << " not overlapped: "
+                            << llvm::toString(std::move(late)) << '\n');
   llvm::consumeError(std::move(late));
   graph.moveNode(wait, std::next(start->getIterator()));
   if (auto err = moveDependentsAfter(graph, wait, regionBegin, grads, start))
@@ -301,9 +301,9 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
   auto plan = planGradientBuckets(module, *limit->bytes);
   if (!plan)
     return plan.takeError();
-  LLVM_DEBUG({
-    llvm::dbgs() << "data-parallel plan:\n";
-    plan->print(llvm::dbgs(), module);
+  GMOPT_DEBUG({
+    gmopt::dbgs() << "data-parallel plan:\n";
+    plan->print(gmopt::dbgs(), module);
   });
   if (!module.opsetImports.count(kGmoptDomain.str()))
     module.opsetImports[kGmoptDomain.str()] = 1;

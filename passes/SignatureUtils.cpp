@@ -16,11 +16,6 @@ bool gmopt::replaceValueInSignature(TrainingSignature &signature,
   return signature.replaceValue(from, to);
 }
 
-void gmopt::replaceAllUsesAndSignature(Module &module, Value *from, Value *to) {
-  from->replaceAllUsesWith(to);
-  module.getSignature().replaceValue(from, to);
-}
-
 bool gmopt::isReferencedBySignature(const TrainingSignature &signature,
                                     const Value *value) {
   return signature.references(value);

@@ -22,8 +22,6 @@ class TrainingSignature;
 /// Returns whether any reference changed.
 bool replaceValueInSignature(TrainingSignature &signature, const Value *from,
                              Value *to);
-/// Replaces \p from with \p to in every use and in the module's signature.
-void replaceAllUsesAndSignature(Module &module, Value *from, Value *to);
 /// True if \p signature names \p value in any role.
 bool isReferencedBySignature(const TrainingSignature &signature,
                              const Value *value);

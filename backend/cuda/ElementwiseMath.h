@@ -468,11 +468,6 @@ GMOPT_HD float layerNormElement(float x, float mean, float invStd, float scale,
   return (x - mean) * invStd * scale + bias;
 }
 
-/// 1 / sqrt(variance + epsilon), the saved inverse standard deviation.
-GMOPT_HD float inverseStdDev(float variance, float epsilon) {
-  return 1.0f / ::sqrtf(variance + epsilon);
-}
-
 /// LayerNormalizationGrad's dX element, from the row sums
 /// sumDyScale = sum(dy * scale) and sumDyScaleXhat = sum(dy * scale * xhat)
 /// over the \p width normalized elements:

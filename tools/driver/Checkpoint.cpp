@@ -399,18 +399,6 @@ PropertyBag readPropertyBag(const FlatBufferTable &root, bool &corrupt) {
 
 } // namespace
 
-llvm::StringRef gmopt::weightFileKindName(WeightFileKind kind) {
-  switch (kind) {
-  case WeightFileKind::OnnxModel:
-    return "ONNX model";
-  case WeightFileKind::OrtCheckpoint:
-    return "ONNX Runtime checkpoint";
-  case WeightFileKind::TensorSequence:
-    return "TensorProto sequence";
-  }
-  llvm_unreachable("unknown weight file kind");
-}
-
 const NamedTensor *WeightSet::lookup(llvm::StringRef name) const {
   for (const NamedTensor &tensor : tensors)
     if (tensor.name == name)

@@ -44,9 +44,6 @@ namespace gmopt {
 /// The kinds of file --weights accepts.
 enum class WeightFileKind { OnnxModel, OrtCheckpoint, TensorSequence };
 
-/// `ONNX model`, `ONNX Runtime checkpoint`, `TensorProto sequence`.
-llvm::StringRef weightFileKindName(WeightFileKind kind);
-
 /// One parameter's optimizer state in an ONNX Runtime checkpoint.
 struct ParameterOptimizerState {
   /// The parameter's name.

@@ -14,18 +14,6 @@
 using namespace gmopt;
 namespace cl = llvm::cl;
 
-llvm::StringRef gmopt::optimizerChoiceName(OptimizerChoice choice) {
-  switch (choice) {
-  case OptimizerChoice::SGD:
-    return "sgd";
-  case OptimizerChoice::AdamW:
-    return "adamw";
-  case OptimizerChoice::None:
-    return "none";
-  }
-  llvm_unreachable("unknown optimizer");
-}
-
 struct OptimizerCLOptions::Storage {
   explicit Storage(OptimizerChoice defaultChoice)
       : choice("optimizer",

@@ -26,8 +26,6 @@ namespace gmopt {
 
 /// The --optimizer choices.
 enum class OptimizerChoice { SGD, AdamW, None };
-/// `sgd`, `adamw` or `none`.
-llvm::StringRef optimizerChoiceName(OptimizerChoice choice);
 
 /// The optimizer options of a tool's command line.
 class OptimizerCLOptions {

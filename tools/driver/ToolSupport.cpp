@@ -335,19 +335,11 @@ llvm::Error gmopt::writeTextFile(llvm::StringRef text, llvm::StringRef path) {
   return writeFileSafely(path, text);
 }
 
-llvm::Error gmopt::writeModuleText(const Module &module, llvm::StringRef path) {
-  return writeTextFile(printModuleText(module), path);
-}
-
 std::string gmopt::printModuleText(const Module &module) {
   std::string text;
   llvm::raw_string_ostream os(text);
   printModule(module, os);
   return text;
-}
-
-llvm::Error gmopt::writeModuleOnnx(const Module &module, llvm::StringRef path) {
-  return exportOnnxFile(module, path);
 }
 
 void gmopt::recordPipeline(Module &module, llvm::StringRef pipeline) {

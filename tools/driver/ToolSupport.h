@@ -113,10 +113,6 @@ std::vector<std::string> splitInputChunks(llvm::StringRef text);
 llvm::Error writeTextFile(llvm::StringRef text, llvm::StringRef path);
 /// \p module in the text form.
 std::string printModuleText(const Module &module);
-/// Writes \p module in the text form to \p path (`-` is stdout).
-llvm::Error writeModuleText(const Module &module, llvm::StringRef path);
-/// Writes \p module as an ONNX model to \p path (`-` is stdout).
-llvm::Error writeModuleOnnx(const Module &module, llvm::StringRef path);
 
 /// The metadata key holding the pipelines run on a module, comma-joined in
 /// order, so the whole history can be replayed from the original input.
