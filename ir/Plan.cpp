@@ -146,8 +146,12 @@ const Value *ExecutionPlan::storageOwner(const Value *value) const {
   return nullptr;
 }
 
+namespace {
+
+/// Each present value's interval from its definition to its own last use
+/// (a graph output: the last step), views not yet extending their sources.
 llvm::DenseMap<const Value *, LiveInterval>
-gmopt::computeLiveIntervals(const Module &module) {
+computeUseIntervals(const Module &module) {
   const Graph &graph = module.getGraph();
   llvm::DenseMap<const Node *, uint32_t> position;
   uint32_t step = 0;
@@ -167,6 +171,16 @@ gmopt::computeLiveIntervals(const Module &module) {
     }
     intervals[value] = interval;
   });
+  return intervals;
+}
+
+} // namespace
+
+llvm::DenseMap<const Value *, LiveInterval>
+gmopt::computeLiveIntervals(const Module &module) {
+  const Graph &graph = module.getGraph();
+  llvm::DenseMap<const Value *, LiveInterval> intervals =
+      computeUseIntervals(module);
   // A view keeps the storage it aliases alive; walking backwards lets chains
   // of views propagate to their root.
   for (const Node &node : llvm::reverse(graph.getNodes())) {
@@ -507,25 +521,11 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
   // live from its definition to its last use (liveness re-derived from the
   // graph), and an alias must share the bytes of its view source or of an
   // operand its node may overwrite in place. Each value's own uses count:
-  // a view's uses are checked against the storage
-  // the plan gives the view (its source's when it is an alias, its own when
-  // it is a copy, as for a view of a side-effect result).
-  llvm::DenseMap<const Node *, uint32_t> stepOf;
-  uint32_t numSteps = 0;
-  for (const Node &node : graph.getNodes())
-    stepOf[&node] = numSteps++;
-  const uint32_t finalStep = numSteps ? numSteps - 1 : 0;
-  auto directInterval = [&](const Value *value) {
-    LiveInterval interval;
-    if (const Node *def = value->getDefiningNode())
-      interval.firstStep = stepOf.lookup(def);
-    interval.lastStep = interval.firstStep;
-    for (OpOperand &use : value->getUses())
-      interval.lastStep = std::max(
-          interval.lastStep,
-          use.isGraphOutput() ? finalStep : stepOf.lookup(use.getOwner()));
-    return interval;
-  };
+  // a view's uses are checked against the storage the plan gives the view
+  // (its source's when it is an alias, its own when it is a copy, as for a
+  // view of a side-effect result).
+  llvm::DenseMap<const Value *, LiveInterval> uses =
+      computeUseIntervals(module);
   for (const auto &[value, assignment] : buffers) {
     const Value *owner = storageOwner(value);
     const BufferAssignment *storage = owner ? lookup(owner) : nullptr;
@@ -537,7 +537,7 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
     }
     if (!storage || storage->kind != StorageKind::Arena)
       continue;
-    LiveInterval need = directInterval(value);
+    LiveInterval need = uses.lookup(value);
     if (storage->firstStep > need.firstStep ||
         storage->lastStep < need.lastStep)
       return fail(llvm::formatv("{0} is live over steps [{1}, {2}] but its "

@@ -38,6 +38,8 @@
 #ifndef GMOPT_BACKEND_CPU_TCPWORLD_H
 #define GMOPT_BACKEND_CPU_TCPWORLD_H
 
+#include "backend/cpu/WorldSecret.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
@@ -53,8 +55,6 @@ namespace cpu {
 
 /// Seconds rank 0 gives a new connection to complete its handshake.
 constexpr double kDefaultHandshakeSeconds = 5;
-/// Shortest world secret accepted, in characters.
-constexpr size_t kMinWorldSecretLength = 16;
 /// Longest wait any deadline stands for (about 31 years): longer
 /// timeouts, infinity included, are cut to it so that no deadline
 /// overflows the clock.
@@ -85,29 +85,6 @@ struct TcpWorldConfig {
   /// stalled or refused peer); unset, the notes go to stderr.
   std::function<void(const std::string &)> note;
 };
-
-/// The environment variable holding the world secret itself.
-constexpr const char *kWorldSecretVariable = "GMOPT_WORLD_SECRET";
-/// The environment variable naming a file (readable by its owner only)
-/// that holds the world secret.
-constexpr const char *kWorldSecretFileVariable = "GMOPT_WORLD_SECRET_FILE";
-
-/// Reads the world secret of a launch of several ranks: the value of
-/// GMOPT_WORLD_SECRET, or the contents of the file GMOPT_WORLD_SECRET_FILE
-/// names (surrounding white space trimmed). Fails, saying how to make one,
-/// when neither is set or both are, when the secret is shorter than
-/// kMinWorldSecretLength, and when the file is not a regular file owned by
-/// this user that only this user can access (mode 0600 or 0400).
-llvm::Expected<std::string> readWorldSecret();
-
-/// A fresh world secret: 32 bytes from the system's entropy source
-/// (getentropy), as 64 lowercase hex digits.
-llvm::Expected<std::string> makeWorldSecret();
-
-/// HMAC-SHA-256 (RFC 2104 over FIPS 180-4's SHA-256) of \p message under
-/// \p key.
-std::array<uint8_t, 32> hmacSha256(llvm::ArrayRef<uint8_t> key,
-                                   llvm::ArrayRef<uint8_t> message);
 
 /// One rank's connections to the TCP world.
 class TcpWorld {

@@ -99,8 +99,10 @@ public:
   /// in front of it, and its first word points there.
   Offset endTable() {
     align(4, 0);
-    uint8_t placeholder[4] = {0, 0, 0, 0};
-    prepend(placeholder, 4);
+    // The table's first word, its signed offset to the vtable, is known
+    // only once the vtable is laid out below: reserve it, patch it after.
+    uint8_t vtableOffsetSlot[4] = {0, 0, 0, 0};
+    prepend(vtableOffsetSlot, 4);
     Offset table = size();
     unsigned numSlots = 0;
     for (const Field &field : fields)
