@@ -26,7 +26,8 @@ Executable::readGradient(const ParamInfo &param) const {
           return readValue(sum);
   if (param.accumulator)
     return readValue(param.accumulator);
-  if (param.grad && (param.grad->isGraphOutput() || !param.grad->isNodeResult()))
+  if (param.grad &&
+      (param.grad->isGraphOutput() || !param.grad->isNodeResult()))
     return readValue(param.grad);
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),

@@ -88,7 +88,8 @@ public:
   /// Overwrites persistent value \p value (a graph input or an
   /// initializer, e.g. the loss-gradient seed) with \p data of exactly its
   /// type.
-  virtual llvm::Error writeValue(const Value *value, const TensorData &data) = 0;
+  virtual llvm::Error writeValue(const Value *value,
+                                 const TensorData &data) = 0;
   /// Reads the current contents of a persistent value (graph inputs, graph
   /// outputs, initializers).
   virtual llvm::Expected<TensorData> readValue(const Value *value) const = 0;
@@ -115,9 +116,7 @@ public:
   virtual std::vector<OpProfile> getProfile() const { return {}; }
   /// Every node of the last runStep in schedule order; empty unless
   /// prepared with ExecutorOptions::profile.
-  virtual std::vector<NodeTiming> getLastStepNodeTimings() const {
-    return {};
-  }
+  virtual std::vector<NodeTiming> getLastStepNodeTimings() const { return {}; }
 };
 
 /// Prepares \p module for the CPU backend. The module must outlive the

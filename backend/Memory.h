@@ -7,8 +7,8 @@
 // category, the high-water mark of their total and the split by category at
 // the moment that mark was reached. Counting is separate from allocating:
 // the plan interpreter counts device memory it gets from a Device, and
-// CountingAllocator is counted host memory (CPU kernel scratch). A MemoryReport is a snapshot of those
-// figures, printable as a table and as JSON.
+// CountingAllocator is counted host memory (CPU kernel scratch). A MemoryReport
+// is a snapshot of those figures, printable as a table and as JSON.
 //
 //===----------------------------------------------------------------------===//
 

@@ -509,9 +509,8 @@ llvm::Error PlanInterpreter::writeValue(const Value *value,
     void *mapped = it->second.get();
     MemoryCategory category = it->second.getCategory();
     it->second.reset();
-    auto block = DeviceBlock::create(*device, counter,
-                                     value->getType().getSizeInBytes(),
-                                     category);
+    auto block = DeviceBlock::create(
+        *device, counter, value->getType().getSizeInBytes(), category);
     if (!block)
       return block.takeError();
     for (auto &entry : addresses)
@@ -603,10 +602,9 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
           addresses[result] = addresses.lookup(owner->second);
           continue;
         }
-        auto block =
-            DeviceBlock::create(*device, counter,
-                                result->getType().getSizeInBytes(),
-                                categories.lookup(result));
+        auto block = DeviceBlock::create(*device, counter,
+                                         result->getType().getSizeInBytes(),
+                                         categories.lookup(result));
         if (!block)
           return block.takeError();
         addresses[result] = block->get();
@@ -618,8 +616,8 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
                          alignBuffer(born->getType().getSizeInBytes()));
       // The slice counts as workspace while the kernel runs.
       if (inst.workspaceBytes)
-        counter.transfer(MemoryCategory::Temporaries,
-                         MemoryCategory::Workspace, inst.workspaceBytes);
+        counter.transfer(MemoryCategory::Temporaries, MemoryCategory::Workspace,
+                         inst.workspaceBytes);
     }
 
     if (options.profile) {
@@ -664,8 +662,8 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
         eagerBlocks.erase(dead);
     } else {
       if (inst.workspaceBytes)
-        counter.transfer(MemoryCategory::Workspace,
-                         MemoryCategory::Temporaries, inst.workspaceBytes);
+        counter.transfer(MemoryCategory::Workspace, MemoryCategory::Temporaries,
+                         inst.workspaceBytes);
       for (const Value *dead : inst.slicesDead)
         counter.transfer(categories.lookup(dead), MemoryCategory::Temporaries,
                          alignBuffer(dead->getType().getSizeInBytes()));
@@ -705,11 +703,9 @@ std::vector<OpProfile> PlanInterpreter::getProfile() const {
 
 } // namespace
 
-llvm::Expected<std::unique_ptr<Executable>>
-gmopt::createPlanInterpreter(const Module &module,
-                             const ExecutorOptions &options,
-                             std::unique_ptr<Device> device,
-                             const WorkspaceModel &trivialWorkspace) {
+llvm::Expected<std::unique_ptr<Executable>> gmopt::createPlanInterpreter(
+    const Module &module, const ExecutorOptions &options,
+    std::unique_ptr<Device> device, const WorkspaceModel &trivialWorkspace) {
   auto executable =
       std::make_unique<PlanInterpreter>(module, options, std::move(device));
   if (auto err = executable->prepare(trivialWorkspace))

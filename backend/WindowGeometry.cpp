@@ -24,20 +24,18 @@ llvm::Error windowError(const llvm::Twine &message) {
 
 } // namespace
 
-llvm::Expected<WindowGeometry>
-gmopt::resolveWindowGeometry(const Node &node,
-                             llvm::ArrayRef<int64_t> inputShape,
-                             llvm::ArrayRef<int64_t> kernel,
-                             llvm::ArrayRef<int64_t> outputShape,
-                             bool ceilMode) {
+llvm::Expected<WindowGeometry> gmopt::resolveWindowGeometry(
+    const Node &node, llvm::ArrayRef<int64_t> inputShape,
+    llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> outputShape,
+    bool ceilMode) {
   unsigned rank = inputShape.size();
   if (rank != 3 && rank != 4)
     return windowError("only 1-D and 2-D windows are supported (input rank " +
-                      llvm::Twine(rank) + ")");
+                       llvm::Twine(rank) + ")");
   unsigned spatial = rank - 2;
   if (kernel.size() != spatial)
     return windowError("kernel_shape has " + llvm::Twine(kernel.size()) +
-                      " dims for " + llvm::Twine(spatial) + " spatial dims");
+                       " dims for " + llvm::Twine(spatial) + " spatial dims");
   if (outputShape.size() != rank)
     return windowError("output rank differs from the input's");
   auto attr = [&](llvm::StringRef name, int64_t fallback, size_t count) {
@@ -56,7 +54,7 @@ gmopt::resolveWindowGeometry(const Node &node,
     if (strides[d] < 1 || dilations[d] < 1 || kernel[d] < 1 || pads[d] < 0 ||
         pads[d + spatial] < 0)
       return windowError("kernel, strides and dilations must be positive, pads "
-                        "non-negative");
+                         "non-negative");
   std::string autoPad = node.getStringAttr("auto_pad", "NOTSET").str();
   llvm::SmallVector<int64_t, 2> outExtents;
   for (unsigned d = 0; d < spatial; ++d) {
@@ -84,9 +82,9 @@ gmopt::resolveWindowGeometry(const Node &node,
                        : actual == floorOut;
     if (!ok)
       return windowError("output extent " + llvm::Twine(actual) +
-                        " of spatial dim " + llvm::Twine(d) +
-                        " disagrees with the computed " +
-                        llvm::Twine(ceilMode ? ceilOut : floorOut));
+                         " of spatial dim " + llvm::Twine(d) +
+                         " disagrees with the computed " +
+                         llvm::Twine(ceilMode ? ceilOut : floorOut));
     outExtents.push_back(actual);
   }
   if (outputShape[0] != inputShape[0])

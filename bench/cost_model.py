@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The step cost model (passes/StepCost.h) against measured CPU step times.
+"""The step cost model (passes/planning/StepCost.h) against measured CPU step times.
 
 For each testdata graph at its reference batch (and, with --scale, at larger batches), compiles
 the default pipeline with gmopt-compile --report-json (which carries the predicted step time of

@@ -13,7 +13,7 @@
 
 #include "bench/BenchSupport.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -11,8 +11,8 @@
 
 #include "bench/BenchSupport.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/Onnx.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -48,8 +48,9 @@ struct ExternalDataRef {
 };
 
 /// Opens the files that external tensors live in (implemented by
-/// ir/OnnxTensor.h's ExternalDataResolver). One source is shared by every
-/// tensor of a model that refers to it and maps each file at most once.
+/// ir/serialization/OnnxTensor.h's ExternalDataResolver). One source is shared
+/// by every tensor of a model that refers to it and maps each file at most
+/// once.
 class ExternalDataSource {
 public:
   virtual ~ExternalDataSource();

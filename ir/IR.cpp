@@ -98,8 +98,8 @@ llvm::StringRef gmopt::phaseName(Phase phase) {
 }
 
 std::optional<Phase> gmopt::parsePhaseName(llvm::StringRef name) {
-  for (Phase phase : {Phase::Forward, Phase::Backward, Phase::Optimizer,
-                      Phase::Recompute})
+  for (Phase phase :
+       {Phase::Forward, Phase::Backward, Phase::Optimizer, Phase::Recompute})
     if (phaseName(phase) == name)
       return phase;
   return std::nullopt;
@@ -309,7 +309,8 @@ Value *Graph::ensureResult(Node *node, unsigned i) {
   if (node->results.size() <= i)
     node->results.resize(i + 1);
   if (!node->results[i]) {
-    node->results[i].reset(new Value(this, Value::Kind::Result, TensorType(), ""));
+    node->results[i].reset(
+        new Value(this, Value::Kind::Result, TensorType(), ""));
     node->results[i]->definingNode = node;
     node->results[i]->resultIndex = i;
   }
@@ -320,7 +321,8 @@ Value *Graph::ensureResult(Node *node, unsigned i) {
 /// debug assertions of erasure: a signature entry must never dangle).
 [[maybe_unused]] static bool isInSignature(const Graph &graph,
                                            const Value *value) {
-  return graph.getModule() && graph.getModule()->getSignature().references(value);
+  return graph.getModule() &&
+         graph.getModule()->getSignature().references(value);
 }
 
 void Graph::eraseNode(Node *node) {
@@ -344,8 +346,8 @@ void Graph::moveNode(Node *node, iterator before) {
 }
 
 Value *Graph::addInput(TensorType type, std::string valueName) {
-  inputs.emplace_back(
-      new Value(this, Value::Kind::Input, std::move(type), std::move(valueName)));
+  inputs.emplace_back(new Value(this, Value::Kind::Input, std::move(type),
+                                std::move(valueName)));
   return inputs.back().get();
 }
 

@@ -183,7 +183,8 @@ private:
   friend class Node;
   friend class OpOperand;
   Value(Graph *graph, Kind kind, TensorType type, std::string name)
-      : graph(graph), kind(kind), type(std::move(type)), name(std::move(name)) {}
+      : graph(graph), kind(kind), type(std::move(type)), name(std::move(name)) {
+  }
 
   Graph *graph;
   Kind kind;
@@ -416,14 +417,14 @@ public:
   /// Creates a node with explicitly typed results.
   Node *create(OpName op, llvm::ArrayRef<Value *> operands,
                llvm::ArrayRef<TensorType> resultTypes,
-               llvm::ArrayRef<NamedAttribute> attrs = {}, std::string name = {});
+               llvm::ArrayRef<NamedAttribute> attrs = {},
+               std::string name = {});
   /// Creates a node whose result types come from the op registry's
   /// inference. Fails (and creates nothing) if inference fails.
-  llvm::Expected<Node *> createInferred(OpName op,
-                                        llvm::ArrayRef<Value *> operands,
-                                        unsigned numResults,
-                                        llvm::ArrayRef<NamedAttribute> attrs = {},
-                                        std::string name = {});
+  llvm::Expected<Node *>
+  createInferred(OpName op, llvm::ArrayRef<Value *> operands,
+                 unsigned numResults, llvm::ArrayRef<NamedAttribute> attrs = {},
+                 std::string name = {});
   /// Adds a constant initializer to the graph.
   Value *createConstant(TensorData data, std::string name = {});
 

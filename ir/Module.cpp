@@ -18,8 +18,8 @@
 #include "ir/OptimizerOps.h"
 
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace gmopt;
@@ -397,7 +397,8 @@ private:
 
   /// Every value by name; the first definition of a name wins.
   void indexValuesByName() {
-    size_t numValues = graph.getInputs().size() + graph.getInitializers().size();
+    size_t numValues =
+        graph.getInputs().size() + graph.getInitializers().size();
     for (const Node &node : graph.getNodes())
       numValues += node.getNumResults();
     byName = llvm::StringMap<Value *>(numValues);
@@ -620,8 +621,9 @@ private:
         continue;
       }
       const TensorType &type = init->getType();
-      if (init == signature.getLossGradSeed() || !isFloatingPoint(type.getDType()) ||
-          !type.hasRank() || type.getRank() == 0 || isScalarLike(type))
+      if (init == signature.getLossGradSeed() ||
+          !isFloatingPoint(type.getDType()) || !type.hasRank() ||
+          type.getRank() == 0 || isScalarLike(type))
         continue;
       if (!phasesComputed) {
         phases = computePhases(graph, signature.getLossGradSeed());
@@ -655,8 +657,8 @@ void gmopt::inferTrainingSignature(Module &module) {
 }
 
 void gmopt::inferNodePhases(Module &module) {
-  llvm::DenseMap<const Node *, Phase> phases = computePhases(
-      module.getGraph(), module.getSignature().getLossGradSeed());
+  llvm::DenseMap<const Node *, Phase> phases =
+      computePhases(module.getGraph(), module.getSignature().getLossGradSeed());
   for (Node &node : module.getGraph().getNodes())
     node.setPhase(phases.lookup(&node));
 }

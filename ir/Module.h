@@ -223,17 +223,17 @@ public:
   /// Removes parameter \p param with everything that exists only for it:
   /// graph outputs exposing its gradient or its accumulation node's
   /// results, the accumulation node, the nodes that read its optimizer
-  /// state or update it as an in-graph optimizer, the accumulator and optimizer-state inputs, the
-  /// parameter value itself, and every node and initializer that becomes
-  /// unused and has no side effects (the gradient's computation). Fails,
-  /// changing nothing, if \p param is not a parameter, if the parameter is
-  /// still read by a node other than its accumulation or update nodes, or
-  /// if an update node also updates another parameter. An in-graph
-  /// optimizer node (AdamWOptimizer, SGDOptimizerV2) that updates several
-  /// parameters is not such a node: it is rebuilt without the parameter's
-  /// weight, gradient and state operands (same op, attributes, name and
-  /// phase; its result's uses move to the new node). The sole parameter
-  /// of an optimizer node takes the node with it (step slots stay).
+  /// state or update it as an in-graph optimizer, the accumulator and
+  /// optimizer-state inputs, the parameter value itself, and every node and
+  /// initializer that becomes unused and has no side effects (the gradient's
+  /// computation). Fails, changing nothing, if \p param is not a parameter, if
+  /// the parameter is still read by a node other than its accumulation or
+  /// update nodes, or if an update node also updates another parameter. An
+  /// in-graph optimizer node (AdamWOptimizer, SGDOptimizerV2) that updates
+  /// several parameters is not such a node: it is rebuilt without the
+  /// parameter's weight, gradient and state operands (same op, attributes, name
+  /// and phase; its result's uses move to the new node). The sole parameter of
+  /// an optimizer node takes the node with it (step slots stay).
   llvm::Error removeParameter(Value *param);
 
   /// Merges parameter \p from into parameter \p into (weight tying): every
@@ -290,11 +290,11 @@ bool hasSideEffects(const Node &node);
 ///    those slots; an accumulator writing one of them (the dynamic
 ///    scale's update) is not a gradient's accumulation.
 ///  - Graph inputs, in order, excluding buffers, lazy_reset_grad, the seed
-///    and the optimizer's inputs: trainable if they have a gradient; otherwise frozen if their
-///    element type is floating point and they have a default initializer,
-///    or have a static shape and come after the first trainable parameter
-///    (ONNX Runtime appends all parameters after the user inputs), or have a
-///    PyTorch parameter name (`a.weight`, `a.bias`, `a.running_mean`,
+///    and the optimizer's inputs: trainable if they have a gradient; otherwise
+///    frozen if their element type is floating point and they have a default
+///    initializer, or have a static shape and come after the first trainable
+///    parameter (ONNX Runtime appends all parameters after the user inputs), or
+///    have a PyTorch parameter name (`a.weight`, `a.bias`, `a.running_mean`,
 ///    `a.running_var`); otherwise data inputs.
 ///  - Initializers, in order: trainable if they have a gradient; frozen if
 ///    they are floating-point tensors with more than one element, not the

@@ -447,7 +447,8 @@ void gmopt::printOpTable(llvm::raw_ostream &os) {
   for (size_t i = 0; i != schemas.size();) {
     size_t end = i;
     std::string versions;
-    while (end != schemas.size() && schemas[end]->domain == schemas[i]->domain &&
+    while (end != schemas.size() &&
+           schemas[end]->domain == schemas[i]->domain &&
            schemas[end]->name == schemas[i]->name) {
       versions += (versions.empty() ? "" : ",") +
                   std::to_string(schemas[end]->sinceVersion);

@@ -125,7 +125,9 @@ public:
 
   unsigned getNumOutputs() const { return outputs.size(); }
   /// Sets the inferred type of result \p i.
-  void setOutputType(unsigned i, TensorType type) { outputs[i] = std::move(type); }
+  void setOutputType(unsigned i, TensorType type) {
+    outputs[i] = std::move(type);
+  }
   const TensorType &getOutputType(unsigned i) const { return outputs[i]; }
   llvm::ArrayRef<TensorType> getOutputTypes() const { return outputs; }
 
@@ -224,7 +226,8 @@ private:
 
 /// Runs inference for \p node and returns the result types. Checks arity
 /// and attribute kinds first. Error messages name the node.
-llvm::Expected<llvm::SmallVector<TensorType, 2>> inferNodeTypes(const Node &node);
+llvm::Expected<llvm::SmallVector<TensorType, 2>>
+inferNodeTypes(const Node &node);
 
 /// Sets the types of \p node's results from inference, refining (never
 /// contradicting) types already present.

@@ -205,4 +205,3 @@ llvm::Expected<Node *> gmopt::buildOptimizer(Module &module,
   module.plan.clear();
   return node;
 }
-

@@ -92,7 +92,8 @@ struct OptimizerSpec {
 /// optimizer state, or the signature's learning_rate slot (or, for AdamW,
 /// step_count slot) is already taken. Clears the plan. The nodes it adds
 /// are Phase::Optimizer. Returns the optimizer node.
-llvm::Expected<Node *> buildOptimizer(Module &module, const OptimizerSpec &spec);
+llvm::Expected<Node *> buildOptimizer(Module &module,
+                                      const OptimizerSpec &spec);
 
 /// The optimizer node of \p module (the first AdamWOptimizer or
 /// SGDOptimizerV2), or null.
@@ -117,8 +118,8 @@ OptimizerSpec readOptimizerSpec(const Node &node);
 /// tensor-sequence parameter inputs. ir_version up to 10; libonnx's checker
 /// is not run (it rejects ir_version 10). Every attribute is read (absent
 /// ones take the op's defaults); an unknown attribute or node is an error.
-llvm::Expected<OptimizerSpec> importOptimizerModelBytes(llvm::StringRef bytes,
-                                                        llvm::StringRef fileName);
+llvm::Expected<OptimizerSpec>
+importOptimizerModelBytes(llvm::StringRef bytes, llvm::StringRef fileName);
 /// Reads and imports the optimizer model at \p path.
 llvm::Expected<OptimizerSpec> importOptimizerModelFile(llvm::StringRef path);
 

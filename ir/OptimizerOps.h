@@ -64,9 +64,7 @@ public:
   }
   /// Per-parameter optimizer state groups (the moments): 2 for AdamW, 0
   /// for SGD.
-  static unsigned numStates(OptimizerKind kind) {
-    return numGroups(kind) - 2;
-  }
+  static unsigned numStates(OptimizerKind kind) { return numGroups(kind) - 2; }
   /// Index of the update_signal slot.
   static unsigned updateSignalIndex(OptimizerKind kind) {
     return numLeading(kind) - 1;
@@ -115,9 +113,7 @@ public:
   /// Operand index of parameter \p i.
   unsigned paramIndex(unsigned i) const { return numLeading(kind) + i; }
   /// Operand index of gradient \p i.
-  unsigned gradIndex(unsigned i) const {
-    return numLeading(kind) + size() + i;
-  }
+  unsigned gradIndex(unsigned i) const { return numLeading(kind) + size() + i; }
   /// Operand index of state \p k (0: first moment, 1: second) of
   /// parameter \p i.
   unsigned stateIndex(unsigned k, unsigned i) const {

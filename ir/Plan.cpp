@@ -26,7 +26,7 @@ using namespace gmopt;
 
 namespace {
 constexpr llvm::StringLiteral kCategoryNames[kNumMemoryCategories] = {
-    "parameters", "gradients",   "optimizer_state",
+    "parameters",  "gradients",   "optimizer_state",
     "activations", "temporaries", "workspace"};
 
 llvm::Error fail(const llvm::Twine &message) {
@@ -239,8 +239,8 @@ gmopt::categorizeValues(const Module &module) {
   // The step count is persistent optimizer state too; the per-step inputs
   // (learning rate, update signal) are inputs like the data.
   // So are mixed precision's loss scale and its counter.
-  for (StepSlot slot : {StepSlot::StepCount, StepSlot::LossScale,
-                        StepSlot::LossScaleGoodSteps})
+  for (StepSlot slot :
+       {StepSlot::StepCount, StepSlot::LossScale, StepSlot::LossScaleGoodSteps})
     if (const Value *state = sig.getStepSlot(slot))
       categories[state] = MemoryCategory::OptimizerState;
   return categories;
@@ -326,8 +326,10 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
       continue;
     figures.naiveBytes += alignBuffer(assignment.size);
     if (assignment.kind == StorageKind::Arena) {
-      events.push_back({assignment.firstStep, int64_t(alignBuffer(assignment.size))});
-      events.push_back({assignment.lastStep + 1, -int64_t(alignBuffer(assignment.size))});
+      events.push_back(
+          {assignment.firstStep, int64_t(alignBuffer(assignment.size))});
+      events.push_back(
+          {assignment.lastStep + 1, -int64_t(alignBuffer(assignment.size))});
     } else {
       figures.persistentBytes[static_cast<unsigned>(assignment.category)] +=
           alignBuffer(assignment.size);
@@ -402,8 +404,8 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
   if (error)
     return error;
   if (present != buffers.size())
-    return fail(llvm::formatv("{0} buffers for {1} values", buffers.size(),
-                              present));
+    return fail(
+        llvm::formatv("{0} buffers for {1} values", buffers.size(), present));
   if (arenaBytes % kBufferAlignment)
     return fail("arena size is not a multiple of the alignment");
 

@@ -224,7 +224,8 @@ struct LiveInterval {
 
 /// Live intervals of every present value of \p module's graph, with views
 /// (TraitView ops) extending the interval of the value they alias.
-llvm::DenseMap<const Value *, LiveInterval> computeLiveIntervals(const Module &module);
+llvm::DenseMap<const Value *, LiveInterval>
+computeLiveIntervals(const Module &module);
 
 /// The category of \p value in \p module's training step, from the training
 /// signature and the nodes' phases: parameters and constants → Parameters;
@@ -248,8 +249,7 @@ bool isPersistentValue(const Module &module, const Value *value);
 /// (kNoWorkspaceModelName without \p workspace). Figures filled in.
 /// Requires static shapes.
 llvm::Expected<ExecutionPlan>
-makeTrivialPlan(const Module &module,
-                const WorkspaceModel &workspace = nullptr,
+makeTrivialPlan(const Module &module, const WorkspaceModel &workspace = nullptr,
                 llvm::StringRef workspaceModelName = "");
 
 } // namespace gmopt

@@ -13,8 +13,8 @@
 #include "ir/OpRegistry.h"
 #include "ir/OptimizerOps.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <algorithm>
 
@@ -73,7 +73,9 @@ struct ParamRemoval {
 llvm::Error Module::addParameter(ParamInfo info) {
   if (!info.param)
     return editError("cannot add a parameter without a value");
-  auto belongs = [&](const Value *value) { return value->getGraph() == &graph; };
+  auto belongs = [&](const Value *value) {
+    return value->getGraph() == &graph;
+  };
   llvm::SmallPtrSet<const Value *, 8> seen;
   auto check = [&](const Value *value, llvm::StringRef role) -> llvm::Error {
     if (!belongs(value))
@@ -104,8 +106,8 @@ llvm::Error Module::addParameter(ParamInfo info) {
       return err;
     if (info.grad->getType() != type)
       return editError("cannot add parameter " + label(info.param) +
-                       ": its gradient has type " +
-                       info.grad->getType().str() + ", not " + type.str());
+                       ": its gradient has type " + info.grad->getType().str() +
+                       ", not " + type.str());
   }
   if (info.accumulator) {
     if (llvm::Error err = check(info.accumulator, "accumulator"))
@@ -144,9 +146,9 @@ llvm::Error Module::addParameter(ParamInfo info) {
 
 /// Plans the removal of entry \p param; \p allowParamUses lets other nodes
 /// keep reading the parameter (a merge redirects them first).
-static llvm::Expected<ParamRemoval>
-planParamRemoval(const Module &module, const Value *param,
-                 bool allowParamUses) {
+static llvm::Expected<ParamRemoval> planParamRemoval(const Module &module,
+                                                     const Value *param,
+                                                     bool allowParamUses) {
   const TrainingSignature &signature = module.getSignature();
   llvm::ArrayRef<ParamInfo> params = signature.getParams();
   auto it = llvm::find_if(
@@ -176,8 +178,7 @@ planParamRemoval(const Module &module, const Value *param,
   // but rebuilt without this one's operands.
   llvm::SmallPtrSet<Node *, 2> split;
   for (Node *node : doomed)
-    if (OptimizerOperands::kindOf(*node) &&
-        OptimizerOperands(*node).size() > 1)
+    if (OptimizerOperands::kindOf(*node) && OptimizerOperands(*node).size() > 1)
       split.insert(node);
   for (Node *node : split) {
     OptimizerOperands layout(*node);
@@ -202,10 +203,9 @@ planParamRemoval(const Module &module, const Value *param,
         if (other.param == operand || other.grad == operand ||
             other.accumulator == operand ||
             llvm::is_contained(other.optimizerState, operand))
-          return editError(
-              "cannot remove parameter " + label(param) + ": node " +
-              node->describe() + " also updates parameter " +
-              label(other.param));
+          return editError("cannot remove parameter " + label(param) +
+                           ": node " + node->describe() +
+                           " also updates parameter " + label(other.param));
       }
     }
     for (const Value *result : node->getResults()) {
@@ -217,8 +217,8 @@ planParamRemoval(const Module &module, const Value *param,
           continue;
         }
         if (!doomed.count(use.getOwner()))
-          return editError("cannot remove parameter " + label(param) +
-                           ": " + label(result) + " is read by node " +
+          return editError("cannot remove parameter " + label(param) + ": " +
+                           label(result) + " is read by node " +
                            use.getOwner()->describe());
       }
     }
@@ -246,9 +246,9 @@ planParamRemoval(const Module &module, const Value *param,
       if (use.isGraphOutput())
         removal.outputs.push_back(use.getIndex());
   llvm::sort(removal.outputs);
-  removal.outputs.erase(std::unique(removal.outputs.begin(),
-                                    removal.outputs.end()),
-                        removal.outputs.end());
+  removal.outputs.erase(
+      std::unique(removal.outputs.begin(), removal.outputs.end()),
+      removal.outputs.end());
   for (const Node &node : module.getGraph().getNodes())
     if (doomed.count(const_cast<Node *>(&node)))
       removal.nodes.push_back(const_cast<Node *>(&node));
@@ -306,8 +306,7 @@ static void splitOptimizerNode(Graph &graph, Node &node, const Value *param,
     ++at;
   llvm::SmallVector<unsigned, 4> drop = {layout.paramIndex(at),
                                          layout.gradIndex(at)};
-  for (unsigned k = 0; k != OptimizerOperands::numStates(layout.getKind());
-       ++k)
+  for (unsigned k = 0; k != OptimizerOperands::numStates(layout.getKind()); ++k)
     drop.push_back(layout.stateIndex(k, at));
   llvm::SmallVector<Value *, 16> operands;
   for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
@@ -322,8 +321,8 @@ static void splitOptimizerNode(Graph &graph, Node &node, const Value *param,
   Builder builder(graph);
   builder.setInsertionPoint(&node);
   builder.setPhase(node.getPhase());
-  Node *rebuilt = builder.create(node.getOp(), operands, types,
-                                 node.getAttrs(), node.getName().str());
+  Node *rebuilt = builder.create(node.getOp(), operands, types, node.getAttrs(),
+                                 node.getName().str());
   for (unsigned i = 0, e = node.getNumResults(); i != e; ++i)
     if (Value *result = node.getResult(i)) {
       std::string name = result->getName().str();
@@ -339,10 +338,9 @@ static void splitOptimizerNode(Graph &graph, Node &node, const Value *param,
 /// entry, then the values that lived only for it.
 /// \p takeEntry erases entry \p removal.index from \p signature and returns
 /// it.
-static void
-applyParamRemoval(Graph &graph, const TrainingSignature &signature,
-                  llvm::function_ref<ParamInfo(unsigned)> takeEntry,
-                  const ParamRemoval &removal) {
+static void applyParamRemoval(Graph &graph, const TrainingSignature &signature,
+                              llvm::function_ref<ParamInfo(unsigned)> takeEntry,
+                              const ParamRemoval &removal) {
   ParamInfo entry = takeEntry(removal.index);
   // A gradient that is a node result is erased with its producers below;
   // whether it is a graph input must be known before that.
@@ -434,8 +432,8 @@ llvm::Error Module::mergeParameter(Value *into, Value *from) {
     if (sourceDef && sourceLater) {
       llvm::SmallPtrSet<const Value *, 16> tainted;
       tainted.insert(targetGrad);
-      auto start = targetDef ? std::next(targetDef->getIterator())
-                             : graph.begin();
+      auto start =
+          targetDef ? std::next(targetDef->getIterator()) : graph.begin();
       llvm::SmallPtrSet<Node *, 8> doomed(removal->nodes.begin(),
                                           removal->nodes.end());
       for (auto it = start;; ++it) {
@@ -485,9 +483,9 @@ llvm::Error Module::mergeParameter(Value *into, Value *from) {
       builder.setInsertionPointAfter(sumAfter);
     else
       builder.setInsertionPointToStart();
-    Node *sum = builder.create(OpName{std::string(kOnnxDomain), "Add"},
-                               {targetGrad, sourceGrad},
-                               {targetGrad->getType()});
+    Node *sum =
+        builder.create(OpName{std::string(kOnnxDomain), "Add"},
+                       {targetGrad, sourceGrad}, {targetGrad->getType()});
     Value *sumValue = sum->getResult(0);
     // The sum is the target's gradient now, so it takes the ONNX Runtime
     // name `P_grad`; the target's own contribution is renamed.

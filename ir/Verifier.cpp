@@ -74,7 +74,8 @@ private:
   // The messages below are built only on failure: the checks run over
   // every value after every pass.
   llvm::Error collectValues() {
-    size_t numValues = graph.getInputs().size() + graph.getInitializers().size();
+    size_t numValues =
+        graph.getInputs().size() + graph.getInitializers().size();
     for (const Node &node : graph.getNodes())
       numValues += node.getNumResults();
     live.reserve(numValues);
@@ -110,13 +111,14 @@ private:
         if (!result)
           continue;
         if (result->getDefiningNode() != &node || result->getResultIndex() != i)
-          return failAt(node, llvm::formatv("result {0} has a wrong back link", i));
+          return failAt(node,
+                        llvm::formatv("result {0} has a wrong back link", i));
         if (!fitsSizeLimit(result->getType())) {
           std::string what = result->getName().empty()
                                  ? llvm::formatv("result {0}", i).str()
                                  : "result '" + result->getName().str() + "'";
-          return failAt(node, llvm::toString(
-                                  checkTensorSize(result->getType(), what)));
+          return failAt(
+              node, llvm::toString(checkTensorSize(result->getType(), what)));
         }
         live.insert(result);
       }
@@ -222,9 +224,9 @@ private:
       if (!schema) {
         if (!registry.knows(node.getDomain(), node.getOpType()))
           return failAt(node, "unknown op '" + node.getOp().str() + "'");
-        return failAt(node, llvm::formatv("op '{0}' is not supported at opset {1}",
-                                          node.getOp().str(),
-                                          node.getOpsetVersion()));
+        return failAt(
+            node, llvm::formatv("op '{0}' is not supported at opset {1}",
+                                node.getOp().str(), node.getOpsetVersion()));
       }
       bool random = schema->hasTrait(TraitRandom);
       if (random && !node.getStreamId())
@@ -254,11 +256,11 @@ private:
         if (!options.checkTypes || i >= inferred.size())
           continue;
         if (!compatible(result->getType(), inferred[i]))
-          return failAt(node, llvm::formatv(
-                                  "result {0} has type {1} but the op "
-                                  "infers {2}",
-                                  i, result->getType().str(),
-                                  inferred[i].str()));
+          return failAt(node,
+                        llvm::formatv("result {0} has type {1} but the op "
+                                      "infers {2}",
+                                      i, result->getType().str(),
+                                      inferred[i].str()));
       }
     }
     if (options.requireStaticShapes)
@@ -271,7 +273,8 @@ private:
 
   /// A recorded type is compatible with an inferred one when nothing known
   /// about one contradicts the other.
-  static bool compatible(const TensorType &recorded, const TensorType &inferred) {
+  static bool compatible(const TensorType &recorded,
+                         const TensorType &inferred) {
     if (recorded.getDType() != DType::Undefined &&
         inferred.getDType() != DType::Undefined &&
         recorded.getDType() != inferred.getDType())
@@ -369,10 +372,9 @@ private:
                       " has type " + param.grad->getType().str() + ", not " +
                       type.str());
       }
-      if (auto err =
-              checkRef(param.accumulator,
-                       {"the accumulator of parameter ", param.param},
-                       Value::Kind::Input))
+      if (auto err = checkRef(param.accumulator,
+                              {"the accumulator of parameter ", param.param},
+                              Value::Kind::Input))
         return err;
       if (param.accumulator && param.accumulator->getType() != type)
         return fail("training signature: the accumulator " + of() +
@@ -444,9 +446,8 @@ private:
         if (!info)
           continue;
         updatesSignature = true;
-        llvm::SmallVector<const Value *, 2> state, recorded(
-                                                   info->optimizerState.begin(),
-                                                   info->optimizerState.end());
+        llvm::SmallVector<const Value *, 2> state,
+            recorded(info->optimizerState.begin(), info->optimizerState.end());
         for (unsigned k = 0; k != numStates; ++k)
           state.push_back(layout.getState(k, i));
         if (state != recorded)

@@ -247,8 +247,7 @@ gmopt::sliceZeroShard(const ZeroShardGroup &group, int64_t rank, int64_t ranks,
     if (int64_t(whole[i].size()) != count)
       return groupError(group, "whole tensor '" + group.whole[i] + "' has " +
                                    llvm::Twine(whole[i].size()) +
-                                   " elements, expected " +
-                                   llvm::Twine(count));
+                                   " elements, expected " + llvm::Twine(count));
     // The part of [offset, offset + count) inside [begin, end).
     int64_t from = std::max(offset, begin), to = std::min(offset + count, end);
     for (int64_t j = from; j < to; ++j)
@@ -256,9 +255,8 @@ gmopt::sliceZeroShard(const ZeroShardGroup &group, int64_t rank, int64_t ranks,
     offset += count;
   }
   if (offset > ranks * group.shardElements)
-    return groupError(group, llvm::Twine(offset) +
-                                 " elements do not fit " + llvm::Twine(ranks) +
-                                 " shards of " +
+    return groupError(group, llvm::Twine(offset) + " elements do not fit " +
+                                 llvm::Twine(ranks) + " shards of " +
                                  llvm::Twine(group.shardElements));
   return shard;
 }

@@ -1,7 +1,7 @@
 //===- ZeroSharding.h - The record of a ZeRO-sharded step ------*- C++ -*-===//
 //
-// ZeRO stages 1 and 2 (passes/ZeroShard.h) give every rank 1/N of the
-// optimizer state (stage 2: also of the gradient accumulation buffer) as
+// ZeRO stages 1 and 2 (passes/distributed/ZeroShard.h) give every rank 1/N of
+// the optimizer state (stage 2: also of the gradient accumulation buffer) as
 // flat per-bucket shards. Those shards are graph inputs whose types are no
 // longer the parameters', so the training signature's per-parameter slots
 // cannot name them all: the bucket's moment shards are recorded as the

@@ -24,7 +24,8 @@ namespace gmopt {
 
 /// The default compilation pipeline, as pipeline text.
 constexpr llvm::StringLiteral kDefaultPipeline =
-    "canonicalize,fold-transpose,fold-scale,recompute{mode=selective},schedule,plan-buffers";
+    "canonicalize,fold-transpose,fold-scale,recompute{mode=selective},schedule,"
+    "plan-buffers";
 
 } // namespace gmopt
 

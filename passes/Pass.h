@@ -70,8 +70,8 @@ public:
   /// backend can refuse a plan made for other kernels.
   void setWorkspaceModel(WorkspaceModel model, std::string name) {
     workspaceModel = std::move(model);
-    workspaceModelName = workspaceModel ? std::move(name)
-                                        : kNoWorkspaceModelName.str();
+    workspaceModelName =
+        workspaceModel ? std::move(name) : kNoWorkspaceModelName.str();
   }
   const WorkspaceModel &getWorkspaceModel() const { return workspaceModel; }
   /// The workspace model's name; kNoWorkspaceModelName when unset.

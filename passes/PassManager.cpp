@@ -3,9 +3,9 @@
 // The run loop: dump before, time and run the pass, dump after, clear the
 // plan when the pass changed the module (unless it is the planner that
 // wrote it), check a pass that claims no change against the module's
-// fingerprint, verify, accumulate timings; then the reports. Errors from a pass or from the
-// verifier are returned with the pass named, never printed here, so the
-// tool prints each failure exactly once.
+// fingerprint, verify, accumulate timings; then the reports. Errors from a pass
+// or from the verifier are returned with the pass named, never printed here, so
+// the tool prints each failure exactly once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,12 +20,12 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/xxhash.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 #include <chrono>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <optional>
 
 using namespace gmopt;

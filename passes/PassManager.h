@@ -14,7 +14,7 @@
 
 #include "passes/Pass.h"
 
-#include "ir/TextIR.h"
+#include "ir/serialization/TextIR.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

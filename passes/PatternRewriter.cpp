@@ -102,10 +102,9 @@ void PatternRewriter::eraseNode(Node *node) {
   erasedOrder.push_back(node);
 }
 
-bool PatternRewriter::forwardOperand(Node &node, Value *input,
-                                     Value *output) {
-  bool canTakeName = input->isNodeResult() && !input->isGraphOutput() &&
-                     !isInSignature(input);
+bool PatternRewriter::forwardOperand(Node &node, Value *input, Value *output) {
+  bool canTakeName =
+      input->isNodeResult() && !input->isGraphOutput() && !isInSignature(input);
   if (output->isGraphOutput() && !canTakeName)
     return false;
   if (canTakeName && (output->isGraphOutput() || isInSignature(output)))

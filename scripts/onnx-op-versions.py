@@ -11,7 +11,7 @@ import os
 import onnx
 from onnx import defs
 
-MAX_OPSET = 21  # kMaxOnnxOpset in ir/Onnx.h
+MAX_OPSET = 21  # kMaxOnnxOpset in ir/serialization/Onnx.h
 
 versions = {}
 for schema in defs.get_all_schemas_with_history():

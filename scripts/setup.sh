@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build git pkg-config python3
-  clang libclang-rt-dev lld
+  clang libclang-rt-dev lld clang-format-14
   libonnx-dev libprotobuf-dev protobuf-compiler
   llvm-19-dev llvm-19-tools libzstd-dev zlib1g-dev libedit-dev libxml2-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev

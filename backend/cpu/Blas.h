@@ -117,9 +117,10 @@ inline GemmBlocking planGemmBlocks(int64_t m, int64_t n, int64_t k) {
   blocking.splitRows = m >= n;
   int64_t extent = blocking.splitRows ? m : n;
   int64_t work = m * n * std::max<int64_t>(k, 1);
-  int64_t count = std::min({kMaxBlocks, extent / kMinBlock, work / kMinBlockWork,
-                            std::max<int64_t>(2, extent * kDepthPerWidth /
-                                                     std::max<int64_t>(k, 1))});
+  int64_t count =
+      std::min({kMaxBlocks, extent / kMinBlock, work / kMinBlockWork,
+                std::max<int64_t>(2, extent * kDepthPerWidth /
+                                         std::max<int64_t>(k, 1))});
   if (count <= 1) {
     blocking.size = std::max<int64_t>(extent, 1);
     blocking.count = 1;

@@ -219,8 +219,8 @@ void binaryLoop(const TensorView &a, const TensorView &b, const TensorView &out,
     forEachBroadcastRow(
         plan, threads,
         [&](int64_t outOffset, const std::array<int64_t, 2> &offsets) {
-          vectorRowF32(pa + offsets[0], sa, pb + offsets[1], sb,
-                       po + outOffset, inner, op);
+          vectorRowF32(pa + offsets[0], sa, pb + offsets[1], sb, po + outOffset,
+                       inner, op);
         });
     return;
   }

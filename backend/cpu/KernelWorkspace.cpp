@@ -48,7 +48,8 @@ const Value *operandOrNull(const Node &node, unsigned index) {
 /// ConvGrad needs it only when it computes dX or dW.
 template <bool Grad> uint64_t convWorkspace(const Node &node) {
   const Value *w = operandOrNull(node, Grad ? 2 : 1);
-  const Value *spatialSource = Grad ? operandOrNull(node, 0) : node.getResult(0);
+  const Value *spatialSource =
+      Grad ? operandOrNull(node, 0) : node.getResult(0);
   llvm::SmallVector<int64_t, 6> wShape = shapeOf(w),
                                 outShape = shapeOf(spatialSource);
   if (wShape.size() < 3 || outShape.size() != wShape.size())
@@ -82,8 +83,9 @@ template <bool Grad> uint64_t convWorkspace(const Node &node) {
 /// when transBatchA / transBatchB is set and the operand has rank >= 3.
 uint64_t fusedMatMulWorkspace(const Node &node) {
   uint64_t bytes = 0;
-  for (auto [index, attr] : {std::pair<unsigned, const char *>{0, "transBatchA"},
-                             std::pair<unsigned, const char *>{1, "transBatchB"}}) {
+  for (auto [index, attr] :
+       {std::pair<unsigned, const char *>{0, "transBatchA"},
+        std::pair<unsigned, const char *>{1, "transBatchB"}}) {
     const Value *operand = operandOrNull(node, index);
     if (operand && node.getIntAttr(attr, 0) && shapeOf(operand).size() >= 3)
       bytes = addScratch(bytes, scratchBytes(operand->getType().getDType(),

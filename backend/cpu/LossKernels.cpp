@@ -595,8 +595,8 @@ uint64_t denseSceWorkspace(const Node &node) {
   if (!logits || logits->getType().getRank() == 0)
     return 0;
   int64_t classes = logits->getType().getStaticShape().back();
-  return scratchBytes(DType::F64, classes ? operandElements(node, 0) / classes
-                                          : 0);
+  return scratchBytes(DType::F64,
+                      classes ? operandElements(node, 0) / classes : 0);
 }
 
 } // namespace
@@ -620,9 +620,9 @@ void cpu::registerLossKernels(KernelTable &table) {
                      labelLossWorkspace<1, true>);
   table.setWorkspace("", "NegativeLogLikelihoodLoss",
                      labelLossWorkspace<1, true>);
-  for (const char *op :
-       {"NegativeLogLikelihoodLossInternal",
-        "NegativeLogLikelihoodLossInternal2", "SoftmaxCrossEntropyLossInternal"})
+  for (const char *op : {"NegativeLogLikelihoodLossInternal",
+                         "NegativeLogLikelihoodLossInternal2",
+                         "SoftmaxCrossEntropyLossInternal"})
     table.setWorkspace(kMsDomain, op, labelLossWorkspace<1, true>);
   for (const char *op :
        {"SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternalGrad"})

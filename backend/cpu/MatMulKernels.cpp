@@ -427,12 +427,10 @@ llvm::Expected<LabeledTensor> sumOutLabels(const KernelCall &call,
 }
 
 /// Contracts \p a and \p b, keeping the labels in \p keep.
-llvm::Expected<LabeledTensor> contractPair(const KernelCall &call,
-                                           EinsumScratch &scratch,
-                                           const LabeledTensor &a,
-                                           const LabeledTensor &b,
-                                           const LabelSet &keep,
-                                           const LabelSizes &sizes) {
+llvm::Expected<LabeledTensor>
+contractPair(const KernelCall &call, EinsumScratch &scratch,
+             const LabeledTensor &a, const LabeledTensor &b,
+             const LabelSet &keep, const LabelSizes &sizes) {
   // A label only one side has that nobody needs later is summed away first.
   LabelSet keepA(keep.begin(), keep.end()), keepB(keep.begin(), keep.end());
   keepA.insert(b.labels.begin(), b.labels.end());

@@ -634,8 +634,8 @@ llvm::Error cpu::reduceScatterSumF32(const float *input, float *output,
     std::string what = describeCollective("reduce-scatter");
     MPI_Request request;
     if (auto err = checkMpi(MPI_Ireduce_scatter_block(
-                                send, output + begin, int(chunk),
-                                MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+                                send, output + begin, int(chunk), MPI_FLOAT,
+                                MPI_SUM, MPI_COMM_WORLD, &request),
                             "MPI_Ireduce_scatter_block"))
       return err;
     if (llvm::Error err = waitWithNotices(request, what)) {

@@ -711,8 +711,7 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
 
 /// Rows and columns of a layer norm over \p value's static shape, split at
 /// the node's `axis` ({0, 0} when it is out of range).
-std::pair<int64_t, int64_t> normRowsCols(const Node &node,
-                                         const Value *value) {
+std::pair<int64_t, int64_t> normRowsCols(const Node &node, const Value *value) {
   llvm::SmallVector<int64_t, 4> shape = value->getType().getStaticShape();
   int64_t rank = shape.size();
   int64_t axis = node.getIntAttr("axis", -1);

@@ -72,8 +72,8 @@ llvm::Error checkGroups(const KernelCall &call,
     return call.error("operands do not form the optimizer's groups");
   static const char *const kStateRoles[] = {"first moment", "second moment"};
   for (unsigned i = 0, n = layout.size(); i != n; ++i) {
-    if (auto err = checkGroupOperand(call, layout.paramIndex(i), nullptr, i,
-                                     "weight"))
+    if (auto err =
+            checkGroupOperand(call, layout.paramIndex(i), nullptr, i, "weight"))
       return err;
     const TensorView *param = call.in(layout.paramIndex(i));
     if (auto err =
@@ -241,7 +241,6 @@ llvm::Error sgdKernel(KernelCall &call) {
 void cpu::registerOptimizerKernels(KernelTable &table) {
   // Only lr (and AdamW's step) are required up front; update_signal's slot
   // may be empty and the groups are checked by the kernels.
-  table.add(kMsDomain, "AdamWOptimizer", adamWKernel, 2, 1,
-            KernelMode::Native);
+  table.add(kMsDomain, "AdamWOptimizer", adamWKernel, 2, 1, KernelMode::Native);
   table.add(kMsDomain, "SGDOptimizerV2", sgdKernel, 1, 1, KernelMode::Native);
 }

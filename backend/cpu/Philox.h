@@ -80,9 +80,9 @@ public:
   /// The random block holding elements [4 * block, 4 * block + 4);
   /// \p blockIndex < 2^32.
   PhiloxBlock block(uint64_t blockIndex) const {
-    return philox4x32({static_cast<uint32_t>(blockIndex), streamLow,
-                       streamHigh, stepWord},
-                      key);
+    return philox4x32(
+        {static_cast<uint32_t>(blockIndex), streamLow, streamHigh, stepWord},
+        key);
   }
 
   /// A uniform float in [0, 1) from 24 random bits.

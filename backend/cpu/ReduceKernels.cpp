@@ -324,8 +324,7 @@ uint64_t reduceWorkspace(const Node &node) {
   const Value *axesInput =
       node.getNumOperands() > 1 ? node.getOperand(1) : nullptr;
   if (axesInput) {
-    if (!axesInput->hasData() ||
-        axesInput->getType().getDType() != DType::I64)
+    if (!axesInput->hasData() || axesInput->getType().getDType() != DType::I64)
       return copy;
     const TensorData &data = axesInput->getData();
     const auto *values =
@@ -440,10 +439,9 @@ void cpu::registerReduceKernels(KernelTable &table) {
   table.add("", "ReduceLogSum", reduceKernel<LogSumReduce>, 1);
   table.add("", "ReduceLogSumExp", reduceKernel<LogSumExpReduce>, 1);
   table.add(kMsDomain, "ReduceSumTraining", reduceKernel<SumReduce>, 1);
-  for (const char *op :
-       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-        "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum",
-        "ReduceLogSumExp"})
+  for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                         "ReduceProd", "ReduceSumSquare", "ReduceL1",
+                         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
     table.setWorkspace("", op, reduceWorkspace);
   table.setWorkspace(kMsDomain, "ReduceSumTraining", reduceWorkspace);
   table.add("", "ArgMax", argReduceKernel<true>, 1);

@@ -54,9 +54,9 @@ GMOPT_SIMD_INLINE float expShiftedSum(const float *x, float *y, int64_t n,
   }
   if (i < n) {
     // Missing lanes are -inf: e^-inf = 0 adds nothing.
-    F32v<4> e = wide::exp<4>(
-        static_cast<F32v<4>>(loadPartialF32x4(x + i, n - i, -__builtin_inff())) -
-        s4);
+    F32v<4> e = wide::exp<4>(static_cast<F32v<4>>(loadPartialF32x4(
+                                 x + i, n - i, -__builtin_inff())) -
+                             s4);
     acc += e;
     if (y)
       for (int64_t j = 0; j < n - i; ++j)
@@ -104,7 +104,8 @@ GMOPT_SIMD_INLINE void softmaxRowT(const float *x, float *y, int64_t n,
                                    bool log) {
   float maxValue = maxRow<L>(x, n);
   if (log) {
-    float shift = maxValue + std::log(expShiftedSum<L>(x, nullptr, n, maxValue));
+    float shift =
+        maxValue + std::log(expShiftedSum<L>(x, nullptr, n, maxValue));
     scaleShiftRow<L>(x, y, n, 1.0f, -shift);
   } else {
     float sum = expShiftedSum<L>(x, y, n, maxValue);
@@ -113,8 +114,8 @@ GMOPT_SIMD_INLINE void softmaxRowT(const float *x, float *y, int64_t n,
 }
 
 template <int L>
-GMOPT_SIMD_INLINE int64_t biasGeluRowT(const float *x, const float *b,
-                                       float *y, int64_t width) {
+GMOPT_SIMD_INLINE int64_t biasGeluRowT(const float *x, const float *b, float *y,
+                                       int64_t width) {
   using namespace wide;
   const float sqrtHalf = 0.70710678118654752440f;
   int64_t j = 0;
@@ -196,9 +197,9 @@ GMOPT_SIMD_INLINE double laneSum(const float *x, int64_t n, double center) {
 
 template <int L>
 GMOPT_SIMD_INLINE void layerNormRowT(const float *x, const float *scale,
-                                     const float *bias, float *y,
-                                     int64_t cols, double epsilon, bool rms,
-                                     float &meanOut, float &invOut) {
+                                     const float *bias, float *y, int64_t cols,
+                                     double epsilon, bool rms, float &meanOut,
+                                     float &invOut) {
   using namespace wide;
   double mean = 0;
   if (!rms)
@@ -231,34 +232,33 @@ GMOPT_SIMD_INLINE void layerNormRowT(const float *x, const float *scale,
 struct RowTable {
   void (*softmax)(const float *, float *, int64_t, bool);
   int64_t (*biasGelu)(const float *, const float *, float *, int64_t);
-  int64_t (*biasGeluGrad)(const float *, const float *, const float *,
-                          float *, int64_t);
+  int64_t (*biasGeluGrad)(const float *, const float *, const float *, float *,
+                          int64_t);
   void (*layerNorm)(const float *, const float *, const float *, float *,
                     int64_t, double, bool, float &, float &);
 };
 
 #define GMOPT_DEFINE_ROWS(SUFFIX, LANES, TARGET)                               \
-  TARGET void softmax##SUFFIX(const float *x, float *y, int64_t n,            \
-                              bool log) {                                      \
+  TARGET void softmax##SUFFIX(const float *x, float *y, int64_t n, bool log) { \
     softmaxRowT<LANES>(x, y, n, log);                                          \
   }                                                                            \
-  TARGET int64_t biasGelu##SUFFIX(const float *x, const float *b, float *y,   \
+  TARGET int64_t biasGelu##SUFFIX(const float *x, const float *b, float *y,    \
                                   int64_t width) {                             \
     return biasGeluRowT<LANES>(x, b, y, width);                                \
   }                                                                            \
-  TARGET int64_t biasGeluGrad##SUFFIX(const float *dy, const float *x,        \
-                                      const float *b, float *dx,              \
+  TARGET int64_t biasGeluGrad##SUFFIX(const float *dy, const float *x,         \
+                                      const float *b, float *dx,               \
                                       int64_t width) {                         \
     return biasGeluGradRowT<LANES>(dy, x, b, dx, width);                       \
   }                                                                            \
-  TARGET void layerNorm##SUFFIX(const float *x, const float *scale,           \
-                                const float *bias, float *y, int64_t cols,    \
-                                double epsilon, bool rms, float &mean,        \
-                                float &inv) {                                  \
+  TARGET void layerNorm##SUFFIX(                                               \
+      const float *x, const float *scale, const float *bias, float *y,         \
+      int64_t cols, double epsilon, bool rms, float &mean, float &inv) {       \
     layerNormRowT<LANES>(x, scale, bias, y, cols, epsilon, rms, mean, inv);    \
   }                                                                            \
   constexpr RowTable kRows##SUFFIX = {softmax##SUFFIX, biasGelu##SUFFIX,       \
-                                      biasGeluGrad##SUFFIX, layerNorm##SUFFIX};
+                                      biasGeluGrad##SUFFIX,                    \
+                                      layerNorm##SUFFIX};
 
 GMOPT_DEFINE_ROWS(Sse, 4, )
 #ifdef GMOPT_HAVE_WIDE_SIMD
@@ -348,8 +348,8 @@ int64_t cpu::biasGeluRowF32(const float *x, const float *b, float *y,
   return activeRows().biasGelu(x, b, y, width);
 }
 
-int64_t cpu::biasGeluGradRowF32(const float *dy, const float *x,
-                                const float *b, float *dx, int64_t width) {
+int64_t cpu::biasGeluGradRowF32(const float *dy, const float *x, const float *b,
+                                float *dx, int64_t width) {
   return activeRows().biasGeluGrad(dy, x, b, dx, width);
 }
 
@@ -359,9 +359,9 @@ int64_t cpu::biasGeluGradRowF32(SimdLevel level, const float *dy,
   return rowsFor(level).biasGeluGrad(dy, x, b, dx, width);
 }
 
-void cpu::layerNormRowF32(const float *x, const float *scale,
-                          const float *bias, float *y, int64_t cols,
-                          double epsilon, bool rms, float &mean, float &inv) {
+void cpu::layerNormRowF32(const float *x, const float *scale, const float *bias,
+                          float *y, int64_t cols, double epsilon, bool rms,
+                          float &mean, float &inv) {
   activeRows().layerNorm(x, scale, bias, y, cols, epsilon, rms, mean, inv);
 }
 

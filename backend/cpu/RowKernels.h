@@ -2,10 +2,10 @@
 //
 // Internal to the CPU backend. The rows whose cost is transcendental
 // arithmetic or double-precision sums - softmax and log-softmax, GELU with
-// a bias and its gradient, layer norm's forward pass - at the widest vector width the
-// processor offers (SSE, AVX2 or AVX-512; SimdWide.h). Every width gives
-// the same bits as the SSE code (Simd.h), so results depend neither on the
-// machine's instruction set nor on the level chosen here.
+// a bias and its gradient, layer norm's forward pass - at the widest vector
+// width the processor offers (SSE, AVX2 or AVX-512; SimdWide.h). Every width
+// gives the same bits as the SSE code (Simd.h), so results depend neither on
+// the machine's instruction set nor on the level chosen here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,8 +41,7 @@ void softmaxRowF32(const float *x, float *y, int64_t n, bool log);
 /// y[j] = gelu(x[j] + b[j]) (exact GELU through the vector erf) over the
 /// columns of whole four-lane groups of a row; returns how many columns it
 /// did (the caller finishes the rest with the scalar expression).
-int64_t biasGeluRowF32(const float *x, const float *b, float *y,
-                       int64_t width);
+int64_t biasGeluRowF32(const float *x, const float *b, float *y, int64_t width);
 
 /// dx[j] = dy[j] * gelu'(x[j] + b[j]) (exact GELU, the vector erf and
 /// exp) over the columns of whole four-lane groups of a row; returns how
@@ -65,8 +64,8 @@ int64_t biasGeluRowF32(SimdLevel level, const float *x, const float *b,
 int64_t biasGeluGradRowF32(SimdLevel level, const float *dy, const float *x,
                            const float *b, float *dx, int64_t width);
 void layerNormRowF32(SimdLevel level, const float *x, const float *scale,
-                     const float *bias, float *y, int64_t cols,
-                     double epsilon, bool rms, float &mean, float &inv);
+                     const float *bias, float *y, int64_t cols, double epsilon,
+                     bool rms, float &mean, float &inv);
 
 } // namespace cpu
 } // namespace gmopt

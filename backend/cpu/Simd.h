@@ -61,7 +61,9 @@ inline void storeF64x2AsF32(float *p, F64x2 v) {
 }
 
 /// All lanes \p value.
-inline F32x4 splatF32x4(float value) { return F32x4{value, value, value, value}; }
+inline F32x4 splatF32x4(float value) {
+  return F32x4{value, value, value, value};
+}
 
 /// Lane-wise \p mask ? \p v : +0.0 (mask lanes are all ones or zeros).
 inline F32x4 keepWhere(I32x4 mask, F32x4 v) {
@@ -84,8 +86,7 @@ inline void reluF32(const float *x, float *y, int64_t n) {
 
 /// dx[i] = x[i] > 0 ? dy[i] : 0 for i in [0, n). \p dx may equal \p dy or
 /// \p x.
-inline void reluGradF32(const float *dy, const float *x, float *dx,
-                        int64_t n) {
+inline void reluGradF32(const float *dy, const float *x, float *dx, int64_t n) {
   int64_t i = 0;
   const F32x4 zero = splatF32x4(0.0f);
   for (; i + 2 * kF32Lanes <= n; i += 2 * kF32Lanes) {
@@ -142,8 +143,8 @@ inline F32x4 expF32x4(F32x4 x) {
       selectF32x4(underflow, low, selectF32x4(nan, splatF32x4(0.0f), x)));
   // n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest even).
   const F32x4 roundMagic = splatF32x4(12582912.0f);
-  F32x4 n = (clamped * splatF32x4(1.44269504088896341f) + roundMagic) -
-            roundMagic;
+  F32x4 n =
+      (clamped * splatF32x4(1.44269504088896341f) + roundMagic) - roundMagic;
   F32x4 r = clamped - n * splatF32x4(0.693359375f);
   r = r - n * splatF32x4(-2.12194440e-4f);
   F32x4 p = splatF32x4(1.9875691500e-4f);
@@ -177,8 +178,8 @@ inline F32x4 erfF32x4(F32x4 x, F32x4 expMinusSquare) {
   p = p * t + splatF32x4(-0.284496736f);
   p = p * t + splatF32x4(0.254829592f);
   F32x4 y = one - p * t * expMinusSquare;
-  F32x4 large = reinterpret_cast<F32x4>(reinterpret_cast<I32x4>(y) |
-                                        (bits & signBit));
+  F32x4 large =
+      reinterpret_cast<F32x4>(reinterpret_cast<I32x4>(y) | (bits & signBit));
   // 2/sqrt(pi) * (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320).
   F32x4 x2 = x * x;
   F32x4 q = splatF32x4(-1.0f / 1320.0f);
@@ -220,8 +221,7 @@ inline double sumF32(const float *x, int64_t n) {
 }
 
 /// sum((x[i] - center)^2) over [0, n) in double.
-inline double sumSquaredDeviationF32(const float *x, int64_t n,
-                                     double center) {
+inline double sumSquaredDeviationF32(const float *x, int64_t n, double center) {
   const F64x2 c = {center, center};
   F64x2 acc0 = {0, 0}, acc1 = acc0, acc2 = acc0, acc3 = acc0;
   int64_t i = 0;
@@ -245,7 +245,7 @@ inline double sumSquaredDeviationF32(const float *x, int64_t n,
 
 /// sum(g[i]) and sum(g[i] * (x[i] - center)) over [0, n) in double.
 inline SumAndDot sumWithCenteredProductF32(const float *g, const float *x,
-                                              int64_t n, double center) {
+                                           int64_t n, double center) {
   const F64x2 c = {center, center};
   F64x2 sum0 = {0, 0}, sum1 = sum0, dot0 = sum0, dot1 = sum0;
   int64_t i = 0;

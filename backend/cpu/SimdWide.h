@@ -87,9 +87,9 @@ template <int L> GMOPT_SIMD_INLINE F32v<L> exp(F32v<L> x) {
   const F32v<L> high = splat<L>(88.0f), low = splat<L>(-87.0f);
   I32v<L> overflow = x > high, underflow = x < low;
   I32v<L> nan = x != x;
-  F32v<L> clamped = select<L>(
-      overflow, high,
-      select<L>(underflow, low, select<L>(nan, splat<L>(0.0f), x)));
+  F32v<L> clamped =
+      select<L>(overflow, high,
+                select<L>(underflow, low, select<L>(nan, splat<L>(0.0f), x)));
   const F32v<L> roundMagic = splat<L>(12582912.0f);
   F32v<L> n =
       (clamped * splat<L>(1.44269504088896341f) + roundMagic) - roundMagic;
@@ -144,8 +144,7 @@ template <int L> GMOPT_SIMD_INLINE F32v<L> erf(F32v<L> x) {
 
 /// Adds the L lanes of \p v to the four-lane accumulator \p acc four at a
 /// time in index order: what L/4 successive four-lane additions give.
-template <int L>
-GMOPT_SIMD_INLINE F32v<4> foldInto4(F32v<4> acc, F32v<L> v) {
+template <int L> GMOPT_SIMD_INLINE F32v<4> foldInto4(F32v<4> acc, F32v<L> v) {
   for (int k = 0; k < L; k += 4) {
     F32v<4> part;
     std::memcpy(&part, reinterpret_cast<const char *>(&v) + 4 * k,

@@ -144,8 +144,8 @@ template <bool Fast> llvm::Error biasGeluGradKernel(KernelCall &call) {
                   for (int64_t r = lo; r < hi; ++r) {
                     int64_t j = 0;
                     if constexpr (std::is_same_v<T, float> && !Fast)
-                      j = biasGeluGradRowF32(g + r * width, px + r * width,
-                                             pb, out + r * width, width);
+                      j = biasGeluGradRowF32(g + r * width, px + r * width, pb,
+                                             out + r * width, width);
                     for (; j < width; ++j) {
                       int64_t i = r * width + j;
                       T v = px[i] + pb[j];
@@ -408,10 +408,9 @@ llvm::Error inPlaceAccumulatorV2Kernel(KernelCall &call) {
   } else if (buffer.getDType() == DType::F32 && sameType) {
     float *acc = buffer.getDataAs<float>();
     const float *add = value.getDataAs<float>();
-    parallelFor(call.getNumThreads(), n, grainFor(1),
-                [&](int64_t lo, int64_t hi) {
-                  addToF32(add + lo, acc + lo, hi - lo);
-                });
+    parallelFor(
+        call.getNumThreads(), n, grainFor(1),
+        [&](int64_t lo, int64_t hi) { addToF32(add + lo, acc + lo, hi - lo); });
   } else {
     bool replace = *overwrite;
     parallelFor(

@@ -305,8 +305,9 @@ llvm::Error reluKernel(KernelCall &call) {
     return err;
   const float *x = in.getDataAs<float>();
   float *y = out.getDataAs<float>();
-  parallelFor(call.getNumThreads(), out.getNumElements(), grainFor(1),
-              [&](int64_t lo, int64_t hi) { reluF32(x + lo, y + lo, hi - lo); });
+  parallelFor(
+      call.getNumThreads(), out.getNumElements(), grainFor(1),
+      [&](int64_t lo, int64_t hi) { reluF32(x + lo, y + lo, hi - lo); });
   return llvm::Error::success();
 }
 
@@ -353,21 +354,19 @@ template <bool TanhApproximation> llvm::Error biasGeluKernel(KernelCall &call) {
     const T *x = in.getDataAs<T>(), *b = bias->getDataAs<T>();
     T *y = out.getDataAs<T>();
     int64_t rows = width ? in.getNumElements() / width : 0;
-    parallelFor(call.getNumThreads(), rows, grainFor(16 * width),
-                [&](int64_t lo, int64_t hi) {
-                  for (int64_t r = lo; r < hi; ++r) {
-                    int64_t j = 0;
-                    if constexpr (std::is_same_v<T, float> &&
-                                  !TanhApproximation)
-                      j = biasGeluRowF32(x + r * width, b, y + r * width,
-                                         width);
-                    for (; j < width; ++j) {
-                      T v = x[r * width + j] + b[j];
-                      y[r * width + j] =
-                          TanhApproximation ? geluTanh(v) : geluExact(v);
-                    }
-                  }
-                });
+    parallelFor(
+        call.getNumThreads(), rows, grainFor(16 * width),
+        [&](int64_t lo, int64_t hi) {
+          for (int64_t r = lo; r < hi; ++r) {
+            int64_t j = 0;
+            if constexpr (std::is_same_v<T, float> && !TanhApproximation)
+              j = biasGeluRowF32(x + r * width, b, y + r * width, width);
+            for (; j < width; ++j) {
+              T v = x[r * width + j] + b[j];
+              y[r * width + j] = TanhApproximation ? geluTanh(v) : geluExact(v);
+            }
+          }
+        });
     return llvm::Error::success();
   });
 }

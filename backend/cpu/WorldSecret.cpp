@@ -41,17 +41,20 @@ llvm::Expected<std::string> readSecretFile(llvm::StringRef path) {
   int fd =
       ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0)
-    return secretError(where + ": cannot open it: " + std::string(std::strerror(errno)));
+    return secretError(
+        where + ": cannot open it: " + std::string(std::strerror(errno)));
   auto closeFile = llvm::make_scope_exit([&] { ::close(fd); });
   struct stat status;
   if (::fstat(fd, &status) != 0)
-    return secretError(where + ": cannot stat it: " + std::string(std::strerror(errno)));
+    return secretError(
+        where + ": cannot stat it: " + std::string(std::strerror(errno)));
   if (!S_ISREG(status.st_mode))
     return secretError(where + " is not a regular file");
   if (status.st_uid != ::geteuid())
-    return secretError(llvm::formatv("{0} belongs to user {1}, not to this user "
-                                  "({2}): the world secret must be your own",
-                                  where, status.st_uid, ::geteuid()));
+    return secretError(
+        llvm::formatv("{0} belongs to user {1}, not to this user "
+                      "({2}): the world secret must be your own",
+                      where, status.st_uid, ::geteuid()));
   if (status.st_mode & (S_IRWXG | S_IRWXO))
     return secretError(llvm::formatv(
         "{0} can be read or written by its group or others (mode {1}): "
@@ -65,14 +68,15 @@ llvm::Expected<std::string> readSecretFile(llvm::StringRef path) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
-      return secretError(where + ": cannot read it: " + std::string(std::strerror(errno)));
+      return secretError(
+          where + ": cannot read it: " + std::string(std::strerror(errno)));
     if (n == 0)
       break;
     contents.append(chunk, size_t(n));
     if (contents.size() > kMaxSecretFileBytes)
       return secretError(llvm::formatv("{0} is larger than {1} bytes: not a "
-                                    "world secret",
-                                    where, kMaxSecretFileBytes));
+                                       "world secret",
+                                       where, kMaxSecretFileBytes));
   }
   return llvm::StringRef(contents).trim().str();
 }
@@ -110,10 +114,10 @@ llvm::Expected<std::string> cpu::readWorldSecret() {
   const char *value = std::getenv(kWorldSecretVariable);
   const char *file = std::getenv(kWorldSecretFileVariable);
   if (value && file)
-    return secretError(llvm::formatv("both {0} and {1} are set: set one of them, "
-                                  "alike on every rank",
-                                  kWorldSecretVariable,
-                                  kWorldSecretFileVariable));
+    return secretError(
+        llvm::formatv("both {0} and {1} are set: set one of them, "
+                      "alike on every rank",
+                      kWorldSecretVariable, kWorldSecretFileVariable));
   if (!value && !file)
     return secretError(llvm::formatv(
         "no world secret: set {0} to a secret, or {1} to a file only you can "
@@ -147,4 +151,3 @@ llvm::Expected<std::string> cpu::makeWorldSecret() {
                        std::string(std::strerror(errno)));
   return llvm::toHex(bytes, /*LowerCase=*/true);
 }
-

@@ -37,10 +37,10 @@ llvm::Expected<NcclCommunicator *> communicatorFor(CudaCall &call) {
   NcclCommunicator *communicator = call.ctx.communicator;
   if (communicator) {
     if (communicator->getWorldSize() != ranks)
-      return nodeError(node, llvm::formatv("compiled for {0} ranks but the "
-                                           "NCCL communicator has {1}",
-                                           ranks,
-                                           communicator->getWorldSize()));
+      return nodeError(node,
+                       llvm::formatv("compiled for {0} ranks but the "
+                                     "NCCL communicator has {1}",
+                                     ranks, communicator->getWorldSize()));
     return communicator;
   }
   if (ranks != 1)
@@ -127,8 +127,7 @@ llvm::Error setDone(CudaCall &call, unsigned index) {
 /// enqueued before release.
 class LaunchScratch {
 public:
-  static llvm::Expected<LaunchScratch> acquire(CudaCall &call,
-                                               uint64_t bytes) {
+  static llvm::Expected<LaunchScratch> acquire(CudaCall &call, uint64_t bytes) {
     LaunchScratch scratch;
     if (call.launch.planned) {
       if (call.launch.workspaceBytes < bytes || !call.launch.workspace)
@@ -235,9 +234,9 @@ llvm::Error runAllReduceWait(CudaCall &call) {
   if (!communicator)
     return communicator.takeError();
   if (*communicator)
-    if (llvm::Error err = (*communicator)
-                              ->waitAllReduce(node, call.inPtr(0),
-                                              call.ctx.stream))
+    if (llvm::Error err =
+            (*communicator)
+                ->waitAllReduce(node, call.inPtr(0), call.ctx.stream))
       return err;
   // The average was taken by the all-reduce (ncclAvg): only the packed
   // bucket's values move back.
@@ -297,9 +296,9 @@ llvm::Error runAllGather(CudaCall &call) {
   auto *mine = static_cast<float *>(const_cast<void *>(call.inPtr(0)));
   if (ranks == 1) {
     if (*communicator)
-      if (llvm::Error err = (*communicator)
-                                ->allGather(node, mine, mine, shard,
-                                            call.ctx.stream))
+      if (llvm::Error err =
+              (*communicator)
+                  ->allGather(node, mine, mine, shard, call.ctx.stream))
         return err;
     if (llvm::Error err = unpackBucket(call, 1, mine))
       return err;
@@ -336,8 +335,7 @@ llvm::Error runShard(CudaCall &call) {
 
 } // namespace
 
-void cuda::dispatch::addCollectiveKernels(
-    llvm::StringMap<KernelEntry> &table) {
+void cuda::dispatch::addCollectiveKernels(llvm::StringMap<KernelEntry> &table) {
   table[(kGmoptDomain + "::" + kAllReduceOp).str()] = {checkCudaAllReduce,
                                                        runAllReduce};
   table[(kGmoptDomain + "::" + kAllReduceStartOp).str()] = {

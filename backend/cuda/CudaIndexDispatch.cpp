@@ -32,9 +32,8 @@ llvm::Expected<bool> indices32Of(const Node &node, const Value *indices) {
 // Element indexing: GatherElements, ScatterElements, GatherElementsGrad
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<ElementIndexing> elementIndexing(const Node &node,
-                                                const Shape &data,
-                                                const Shape &indices) {
+llvm::Expected<ElementIndexing>
+elementIndexing(const Node &node, const Shape &data, const Shape &indices) {
   int64_t rank = data.size();
   if (rank == 0)
     return nodeError(node, "data must have rank >= 1");
@@ -116,8 +115,8 @@ llvm::Error checkSameType(const Node &node, const Value *a, const Value *b) {
 llvm::Error checkGatherElements(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  if (llvm::Error err = checkSameType(node, node.getOperand(0),
-                                      node.getResult(0)))
+  if (llvm::Error err =
+          checkSameType(node, node.getOperand(0), node.getResult(0)))
     return err;
   if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
     return i32.takeError();
@@ -132,12 +131,12 @@ llvm::Error runGatherElements(CudaCall &call) {
     return g.takeError();
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchGatherElements(call.inPtr(0), call.inPtr(1),
-                           call.in(1)->getType().getDType() == DType::I32,
-                           call.outPtr(0), call.in(1)->getType().getNumElements(),
-                           *g, elementBytes(call.in(0)), call.ctx.stream),
-      "GatherElements kernel");
+  return call.check(launchGatherElements(
+                        call.inPtr(0), call.inPtr(1),
+                        call.in(1)->getType().getDType() == DType::I32,
+                        call.outPtr(0), call.in(1)->getType().getNumElements(),
+                        *g, elementBytes(call.in(0)), call.ctx.stream),
+                    "GatherElements kernel");
 }
 
 /// Copies data (operand 0) into the output; the scatters then run on it.
@@ -194,11 +193,10 @@ llvm::Error runScatterElements(CudaCall &call) {
   if (llvm::Error err = call.markFaultable())
     return err;
   return call.check(
-      launchScatterElements(call.inPtr(1),
-                            call.in(1)->getType().getDType() == DType::I32,
-                            call.inPtr(2), call.outPtr(0),
-                            call.in(1)->getType().getNumElements(), *g, *s, *op,
-                            call.ctx.stream),
+      launchScatterElements(
+          call.inPtr(1), call.in(1)->getType().getDType() == DType::I32,
+          call.inPtr(2), call.outPtr(0), call.in(1)->getType().getNumElements(),
+          *g, *s, *op, call.ctx.stream),
       "ScatterElements kernel");
 }
 
@@ -228,11 +226,10 @@ llvm::Error runGatherElementsGrad(CudaCall &call) {
   if (llvm::Error err = call.markFaultable())
     return err;
   return call.check(
-      launchScatterElements(call.inPtr(2),
-                            call.in(2)->getType().getDType() == DType::I32,
-                            call.inPtr(0), call.outPtr(0),
-                            call.in(2)->getType().getNumElements(), *g, *s,
-                            ScatterOp::Add, call.ctx.stream),
+      launchScatterElements(
+          call.inPtr(2), call.in(2)->getType().getDType() == DType::I32,
+          call.inPtr(0), call.outPtr(0), call.in(2)->getType().getNumElements(),
+          *g, *s, ScatterOp::Add, call.ctx.stream),
       "GatherElementsGrad kernel");
 }
 
@@ -277,15 +274,15 @@ llvm::Expected<NDIndexing> ndIndexing(const Node &node, const Shape &data,
 llvm::Error checkGatherND(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  if (llvm::Error err = checkSameType(node, node.getOperand(0),
-                                      node.getResult(0)))
+  if (llvm::Error err =
+          checkSameType(node, node.getOperand(0), node.getResult(0)))
     return err;
   if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
     return i32.takeError();
   Shape gathered;
-  auto g = ndIndexing(node, shapeOf(node.getOperand(0)),
-                      shapeOf(node.getOperand(1)),
-                      node.getIntAttr("batch_dims", 0), gathered);
+  auto g =
+      ndIndexing(node, shapeOf(node.getOperand(0)), shapeOf(node.getOperand(1)),
+                 node.getIntAttr("batch_dims", 0), gathered);
   if (!g)
     return g.takeError();
   if (gathered != shapeOf(node.getResult(0)))
@@ -325,8 +322,8 @@ llvm::Error checkScatterND(const Node &node) {
   if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
     return i32.takeError();
   Shape gathered;
-  auto g = ndIndexing(node, shapeOf(data), shapeOf(node.getOperand(1)), 0,
-                      gathered);
+  auto g =
+      ndIndexing(node, shapeOf(data), shapeOf(node.getOperand(1)), 0, gathered);
   if (!g)
     return g.takeError();
   if (gathered != shapeOf(node.getOperand(2)))
@@ -351,10 +348,9 @@ llvm::Error runScatterND(CudaCall &call) {
   if (llvm::Error err = call.markFaultable())
     return err;
   return call.check(
-      launchScatterND(call.inPtr(1),
-                      call.in(1)->getType().getDType() == DType::I32,
-                      call.inPtr(2), call.outPtr(0), *g, *s, *op,
-                      call.ctx.stream),
+      launchScatterND(
+          call.inPtr(1), call.in(1)->getType().getDType() == DType::I32,
+          call.inPtr(2), call.outPtr(0), *g, *s, *op, call.ctx.stream),
       "ScatterND kernel");
 }
 
@@ -365,9 +361,9 @@ llvm::Error checkGatherNDGrad(const Node &node) {
   if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
     return i32.takeError();
   Shape gathered;
-  auto g = ndIndexing(node, shapeOf(node.getResult(0)),
-                      shapeOf(node.getOperand(1)),
-                      node.getIntAttr("batch_dims", 0), gathered);
+  auto g =
+      ndIndexing(node, shapeOf(node.getResult(0)), shapeOf(node.getOperand(1)),
+                 node.getIntAttr("batch_dims", 0), gathered);
   if (!g)
     return g.takeError();
   if (gathered != shapeOf(node.getOperand(2)))

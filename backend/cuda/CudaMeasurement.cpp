@@ -43,8 +43,8 @@ std::string fittingOptions(uint64_t freeBytes) {
 
 } // namespace
 
-uint64_t gmopt::getDeviceMemoryToleranceBytes(
-    const CudaMemoryMeasurement &measurement) {
+uint64_t
+gmopt::getDeviceMemoryToleranceBytes(const CudaMemoryMeasurement &measurement) {
   return kCudaRuntimeSlackBytes +
          measurement.deviceAllocations * kCudaAllocationGranuleBytes;
 }
@@ -60,22 +60,21 @@ gmopt::checkDeviceMemoryAgreement(const CudaMemoryMeasurement &measurement,
   if (distance(delta, accounted) > tolerance)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        llvm::formatv("device memory of {0} does not agree with its "
-                      "accounting: the free device memory fell by {1} bytes "
-                      "(cudaMemGetInfo: {2} free before, {3} at the lowest "
-                      "after a step) but the run accounts {4} bytes ({5}); "
-                      "the difference {6} bytes exceeds the tolerance of {7} "
-                      "bytes ({8} MiB for the CUDA runtime + {9} MiB per "
-                      "cudaMalloc block x {10}). Another process using the "
-                      "device changes these figures",
-                      what, delta, measurement.freeBeforeBytes,
-                      measurement.lowestFreeBytes, accounted,
-                      measurement.eager ? "the pool's reserved high-water mark"
-                                        : "arena + persistent + workspace",
-                      distance(delta, accounted), tolerance,
-                      kCudaRuntimeSlackBytes >> 20,
-                      kCudaAllocationGranuleBytes >> 20,
-                      measurement.deviceAllocations)
+        llvm::formatv(
+            "device memory of {0} does not agree with its "
+            "accounting: the free device memory fell by {1} bytes "
+            "(cudaMemGetInfo: {2} free before, {3} at the lowest "
+            "after a step) but the run accounts {4} bytes ({5}); "
+            "the difference {6} bytes exceeds the tolerance of {7} "
+            "bytes ({8} MiB for the CUDA runtime + {9} MiB per "
+            "cudaMalloc block x {10}). Another process using the "
+            "device changes these figures",
+            what, delta, measurement.freeBeforeBytes,
+            measurement.lowestFreeBytes, accounted,
+            measurement.eager ? "the pool's reserved high-water mark"
+                              : "arena + persistent + workspace",
+            distance(delta, accounted), tolerance, kCudaRuntimeSlackBytes >> 20,
+            kCudaAllocationGranuleBytes >> 20, measurement.deviceAllocations)
             .str());
   if (measurement.eager &&
       measurement.poolUsedHighBytes < measurement.countedPeakBytes)
@@ -158,8 +157,8 @@ llvm::Error gmopt::checkPlannedBytesFit(uint64_t plannedBytes,
       "the planned step needs " + describeBytes(plannedBytes) + " + " +
           llvm::Twine(kCudaRuntimeSlackBytes >> 20) +
           " MiB for the CUDA runtime but " + deviceName + " has " +
-          describeBytes(freeBytes) + " free (nothing was run): " +
-          fittingOptions(freeBytes));
+          describeBytes(freeBytes) +
+          " free (nothing was run): " + fittingOptions(freeBytes));
 }
 
 llvm::Error gmopt::outOfDeviceMemoryError(uint64_t requestedBytes,

@@ -86,7 +86,8 @@ struct CudaMemoryMeasurement {
 /// The difference between the device delta and the accounted bytes of \p
 /// measurement that is still agreement: kCudaRuntimeSlackBytes plus one
 /// kCudaAllocationGranuleBytes per cudaMalloc block.
-uint64_t getDeviceMemoryToleranceBytes(const CudaMemoryMeasurement &measurement);
+uint64_t
+getDeviceMemoryToleranceBytes(const CudaMemoryMeasurement &measurement);
 
 /// Success when \p measurement's figures agree: the device's free memory
 /// fell by the accounted bytes within getDeviceMemoryToleranceBytes (either

@@ -179,9 +179,8 @@ llvm::Error CudaDevice::outOfMemory(uint64_t bytes, cudaError_t status,
   (void)cudaGetLastError();
   size_t freeBytes = 0, totalBytes = 0;
   (void)cudaMemGetInfo(&freeBytes, &totalBytes);
-  return outOfDeviceMemoryError(
-      bytes, freeBytes, totalBytes, info.name,
-      (call + ": " + cudaGetErrorName(status)).str());
+  return outOfDeviceMemoryError(bytes, freeBytes, totalBytes, info.name,
+                                (call + ": " + cudaGetErrorName(status)).str());
 }
 
 llvm::Expected<void *> CudaDevice::allocate(uint64_t bytes) {

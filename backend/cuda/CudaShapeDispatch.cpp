@@ -13,8 +13,8 @@
 // is one strided-batch GEMM over its operands as stored (EinsumPlan's
 // EinsumGemm: matmuls, batched matmuls, transposed operands) runs on
 // cuBLASLt like MatMul, with MatMul's planned GEMM scratch (the workspace
-// model asks cuda::isCublasEinsum); every other equation, and f64, on the general
-// kernel (one thread per output element, fp32 / fp64 accumulation).
+// model asks cuda::isCublasEinsum); every other equation, and f64, on the
+// general kernel (one thread per output element, fp32 / fp64 accumulation).
 //
 //===----------------------------------------------------------------------===//
 

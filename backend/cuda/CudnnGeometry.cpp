@@ -48,8 +48,8 @@ llvm::Expected<WindowParams>
 cuda::resolveWindowParams(const Node &node, llvm::ArrayRef<int64_t> inputShape,
                           llvm::ArrayRef<int64_t> kernel,
                           llvm::ArrayRef<int64_t> outputShape, bool ceilMode) {
-  auto window = resolveWindowGeometry(node, inputShape, kernel, outputShape,
-                                      ceilMode);
+  auto window =
+      resolveWindowGeometry(node, inputShape, kernel, outputShape, ceilMode);
   if (!window)
     return geometryError(node, llvm::toString(window.takeError()));
   WindowParams params;

@@ -92,9 +92,7 @@ template <> struct Atomic<BFloat16Bits> {
   using Compute = float;
   __device__ static Compute value(Word w) { return widenBFloat16(w); }
   __device__ static Word word(Compute v) { return narrowToBFloat16(v); }
-  __device__ static Compute of(BFloat16Bits v) {
-    return widenBFloat16(v.bits);
-  }
+  __device__ static Compute of(BFloat16Bits v) { return widenBFloat16(v.bits); }
 };
 
 /// *target = combineScatter(op, *target, update), atomically.
@@ -161,10 +159,12 @@ __device__ bool ndElementOffset(const NDIndexing &g, const void *indices,
   int64_t t = i / g.block, j = i % g.block;
   bool valid =
       indices32
-          ? ndBlockOffset(g, t, static_cast<const int32_t *>(indices) +
-                                    t * g.depth, offset)
-          : ndBlockOffset(g, t, static_cast<const int64_t *>(indices) +
-                                    t * g.depth, offset);
+          ? ndBlockOffset(g, t,
+                          static_cast<const int32_t *>(indices) + t * g.depth,
+                          offset)
+          : ndBlockOffset(g, t,
+                          static_cast<const int64_t *>(indices) + t * g.depth,
+                          offset);
   offset += j;
   return valid;
 }
@@ -262,10 +262,11 @@ template <typename Fn> cudaError_t withReducing(Storage storage, const Fn &fn) {
 
 } // namespace
 
-cudaError_t gmopt::cuda::launchGatherElements(
-    const void *data, const void *indices, bool indices32, void *out,
-    int64_t count, const ElementIndexing &g, int64_t elementBytes,
-    cudaStream_t stream) {
+cudaError_t
+gmopt::cuda::launchGatherElements(const void *data, const void *indices,
+                                  bool indices32, void *out, int64_t count,
+                                  const ElementIndexing &g,
+                                  int64_t elementBytes, cudaStream_t stream) {
   if (count == 0)
     return cudaSuccess;
   FaultSink sink;
@@ -274,8 +275,8 @@ cudaError_t gmopt::cuda::launchGatherElements(
   return withWord(elementBytes, [&](auto tag) {
     using W = decltype(tag);
     gatherElementsKernel<W><<<gridFor(count), kThreads, 0, stream>>>(
-        static_cast<const W *>(data), indices, indices32,
-        static_cast<W *>(out), count, g, sink);
+        static_cast<const W *>(data), indices, indices32, static_cast<W *>(out),
+        count, g, sink);
     return cudaGetLastError();
   });
 }
@@ -323,8 +324,8 @@ cudaError_t gmopt::cuda::launchGatherND(const void *data, const void *indices,
   return withWord(elementBytes, [&](auto tag) {
     using W = decltype(tag);
     gatherNDKernel<W><<<gridFor(total), kThreads, 0, stream>>>(
-        static_cast<const W *>(data), indices, indices32,
-        static_cast<W *>(out), g, sink);
+        static_cast<const W *>(data), indices, indices32, static_cast<W *>(out),
+        g, sink);
     return cudaGetLastError();
   });
 }

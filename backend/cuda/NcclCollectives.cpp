@@ -165,9 +165,9 @@ llvm::Expected<int64_t> floatBucketElements(const Node &node, unsigned first) {
     if (!operand)
       return collectiveError(node, llvm::formatv("operand {0} is absent", i));
     if (operand->getType().getDType() != DType::F32)
-      return collectiveError(node, "element type " +
-                                       dtypeName(operand->getType().getDType()) +
-                                       " is not supported (the bucket is f32)");
+      return collectiveError(
+          node, "element type " + dtypeName(operand->getType().getDType()) +
+                    " is not supported (the bucket is f32)");
     if (!operand->getType().hasStaticShape())
       return collectiveError(node, "shapes must be static");
     elements += operand->getType().getNumElements();
@@ -218,9 +218,9 @@ llvm::Error gmopt::checkCudaAllReduce(const Node &node) {
       return collectiveError(
           node, llvm::formatv("operand or result {0} is absent", i));
     if (!isReducibleFloat(operand->getType().getDType()))
-      return collectiveError(node, "element type " +
-                                       dtypeName(operand->getType().getDType()) +
-                                       " is not reduced (f32, f16, bf16)");
+      return collectiveError(
+          node, "element type " + dtypeName(operand->getType().getDType()) +
+                    " is not reduced (f32, f16, bf16)");
     if (operand->getType() != result->getType())
       return collectiveError(
           node, llvm::formatv("result {0} differs from its operand's type", i));
@@ -241,8 +241,8 @@ llvm::Error gmopt::checkCudaShardedCollective(const Node &node) {
     if (llvm::Error err = checkReduction(node))
       return err;
   llvm::StringRef what = op == kReduceScatterOp ? "a reduce-scatter"
-                         : gather                ? "an all-gather"
-                                                 : "an all-reduce";
+                         : gather               ? "an all-gather"
+                                                : "an all-reduce";
   if (ranks < 1)
     return collectiveError(node, "ranks must be at least 1");
   // The shapes first, then whether this build can talk to the ranks.
@@ -268,9 +268,8 @@ llvm::Error checkShardedShapes(const Node &node, llvm::StringRef op, bool wait,
       if (!handle || handle->getType().getDType() != DType::Bool)
         return collectiveError(node, "the handle of a bucket of one tensor "
                                      "must be a bool token");
-    } else if (llvm::Error err =
-                   expectTensor(node, handle, "the handle", DType::F32,
-                                *elements)) {
+    } else if (llvm::Error err = expectTensor(node, handle, "the handle",
+                                              DType::F32, *elements)) {
       return err;
     }
     return wait ? expectFlag(node, 0) : llvm::Error::success();
@@ -440,17 +439,17 @@ NcclCommunicator::create(const CollectiveBootstrap &bootstrap,
   Impl &impl = *communicator->impl;
   impl.api = &*api;
   int code = 0;
-  if (llvm::Error err = impl.check(api->getVersion(&code), "ncclGetVersion",
-                                   nullptr))
+  if (llvm::Error err =
+          impl.check(api->getVersion(&code), "ncclGetVersion", nullptr))
     return err;
   // NCCL_VERSION: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after.
-  communicator->version =
-      code >= 10000 ? llvm::formatv("{0}.{1}.{2}", code / 10000,
-                                    code / 100 % 100, code % 100)
-                          .str()
-                    : llvm::formatv("{0}.{1}.{2}", code / 1000,
-                                    code / 100 % 10, code % 100)
-                          .str();
+  communicator->version = code >= 10000
+                              ? llvm::formatv("{0}.{1}.{2}", code / 10000,
+                                              code / 100 % 100, code % 100)
+                                    .str()
+                              : llvm::formatv("{0}.{1}.{2}", code / 1000,
+                                              code / 100 % 10, code % 100)
+                                    .str();
   auto id = agreeOnUniqueId(
       bootstrap, sizeof(ncclUniqueId),
       [&]() -> llvm::Expected<std::vector<uint8_t>> {

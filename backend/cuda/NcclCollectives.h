@@ -86,10 +86,9 @@ bool isNcclBuilt();
 /// called on). A bootstrap of several ranks without a broadcast, a rank
 /// outside [0, worldSize), an id of a size other than \p idBytes and a
 /// failed broadcast are errors.
-llvm::Expected<std::vector<uint8_t>>
-agreeOnUniqueId(const CollectiveBootstrap &bootstrap, size_t idBytes,
-                llvm::function_ref<llvm::Expected<std::vector<uint8_t>>()>
-                    makeId);
+llvm::Expected<std::vector<uint8_t>> agreeOnUniqueId(
+    const CollectiveBootstrap &bootstrap, size_t idBytes,
+    llvm::function_ref<llvm::Expected<std::vector<uint8_t>>()> makeId);
 
 /// Success when the collective \p node was placed for \p bootstrap's world
 /// size (its `ranks` attribute); else an error naming the node, both sizes
@@ -124,8 +123,8 @@ llvm::Error checkCudaAllReduce(const Node &node);
 llvm::Error checkCudaShardedCollective(const Node &node);
 
 /// Workspace bytes the CUDA kernel of collective \p node needs (aligned
-/// like every planned buffer): the padded flat bucket (ranks x shard floats) of a
-/// ReduceScatter or AllGather over several ranks; 0 otherwise.
+/// like every planned buffer): the padded flat bucket (ranks x shard floats) of
+/// a ReduceScatter or AllGather over several ranks; 0 otherwise.
 uint64_t getCudaCollectiveWorkspaceBytes(const Node &node);
 
 /// An NCCL communicator over the ranks of a bootstrap, on one device (built

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend/cuda/ReduceKernels.h"
 #include "backend/cuda/LaunchSupport.h"
+#include "backend/cuda/ReduceKernels.h"
 
 using namespace gmopt::cuda;
 
@@ -265,7 +265,6 @@ __global__ void divGradKernel(const T *dy, const T *a, const T *b, T *grad,
   }
 }
 
-
 /// Launches KERNEL<T, group, EXTRA...> for the group size of (outputs,
 /// count).
 #define LAUNCH_GROUPED(outputs, count, stream, KERNEL, TEMPLATE, ...)          \
@@ -288,10 +287,10 @@ cudaError_t gmopt::cuda::launchStridedReduce(ReduceKind kind, Storage storage,
                                              cudaStream_t stream) {
   if (ix.outputs == 0)
     return cudaSuccess;
-  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
-                 LAUNCH_GROUPED(ix.outputs, ix.count, stream, reduceKernel, T,
-                                kind, static_cast<const T *>(x),
-                                static_cast<T *>(out), ix));
+  GMOPT_DISPATCH_FLOAT_STORAGE(
+      storage, T,
+      LAUNCH_GROUPED(ix.outputs, ix.count, stream, reduceKernel, T, kind,
+                     static_cast<const T *>(x), static_cast<T *>(out), ix));
   return cudaGetLastError();
 }
 
@@ -320,10 +319,10 @@ cudaError_t gmopt::cuda::launchArgReduce(Storage storage, const void *x,
     return cudaSuccess;
   if (ix.reducedRank > 1)
     return cudaErrorInvalidValue;
-  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
-                 LAUNCH_GROUPED(ix.outputs, ix.count, stream, argReduceKernel,
-                                T, static_cast<const T *>(x), out, ix, isMax,
-                                selectLast));
+  GMOPT_DISPATCH_FLOAT_STORAGE(
+      storage, T,
+      LAUNCH_GROUPED(ix.outputs, ix.count, stream, argReduceKernel, T,
+                     static_cast<const T *>(x), out, ix, isMax, selectLast));
   return cudaGetLastError();
 }
 

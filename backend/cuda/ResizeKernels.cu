@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend/cuda/ResizeKernels.h"
 #include "backend/cuda/LaunchSupport.h"
+#include "backend/cuda/ResizeKernels.h"
 
 #include <type_traits>
 

@@ -123,9 +123,10 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
     return subUnfused(divUnfused(addUnfused(x, 0.5), a.scale), 0.5);
   case ResizeCoordinates::HalfPixelSymmetric: {
     double adjustment = divUnfused(double(a.outLen), outWidth);
-    double offset = mulUnfused(divUnfused(in, 2.0), subUnfused(1.0, adjustment));
-    return subUnfused(addUnfused(offset, divUnfused(addUnfused(x, 0.5), a.scale)),
-                     0.5);
+    double offset =
+        mulUnfused(divUnfused(in, 2.0), subUnfused(1.0, adjustment));
+    return subUnfused(
+        addUnfused(offset, divUnfused(addUnfused(x, 0.5), a.scale)), 0.5);
   }
   case ResizeCoordinates::PytorchHalfPixel:
     return outWidth == 1.0
@@ -134,7 +135,7 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
   case ResizeCoordinates::AlignCorners:
     return outWidth == 1.0 ? 0.0
                            : divUnfused(mulUnfused(x, subUnfused(in, 1.0)),
-                                       subUnfused(outWidth, 1.0));
+                                        subUnfused(outWidth, 1.0));
   case ResizeCoordinates::Asymmetric:
     return divUnfused(x, a.scale);
   case ResizeCoordinates::TfHalfPixelForNn:
@@ -145,7 +146,7 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
         outWidth == 1.0
             ? divUnfused(mulUnfused(span, subUnfused(in, 1.0)), 2.0)
             : divUnfused(mulUnfused(mulUnfused(x, span), subUnfused(in, 1.0)),
-                        subUnfused(outWidth, 1.0));
+                         subUnfused(outWidth, 1.0));
     return addUnfused(source, mulUnfused(a.roiStart, subUnfused(in, 1.0)));
   }
   }
@@ -155,10 +156,10 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
 /// Keys' cubic kernel for |t| <= 1 and for 1 < |t| < 2 (coefficient \p a).
 GMOPT_HD double resizeCubicNear(double t, double a) {
   return addUnfused(
-      mulUnfused(
-          mulUnfused(
-              subUnfused(mulUnfused(addUnfused(a, 2.0), t), addUnfused(a, 3.0)), t),
-          t),
+      mulUnfused(mulUnfused(subUnfused(mulUnfused(addUnfused(a, 2.0), t),
+                                       addUnfused(a, 3.0)),
+                            t),
+                 t),
       1.0);
 }
 GMOPT_HD double resizeCubicFar(double t, double a) {
@@ -415,7 +416,7 @@ GMOPT_HD double resizeElement(const ResizeParams &p, const T *x,
       offset += taps[axis].index[tap[axis]] * p.inStrides[axis];
     partial[last] =
         addUnfused(partial[last], mulUnfused(taps[last].weight[tap[last]],
-                                           resizeLoad(x, offset)));
+                                             resizeLoad(x, offset)));
     int axis = last;
     while (++tap[axis] == taps[axis].count) {
       if (axis == first)
@@ -424,8 +425,8 @@ GMOPT_HD double resizeElement(const ResizeParams &p, const T *x,
       partial[axis] = 0;
       tap[axis] = 0;
       --axis;
-      partial[axis] = addUnfused(partial[axis],
-                                mulUnfused(taps[axis].weight[tap[axis]], inner));
+      partial[axis] = addUnfused(
+          partial[axis], mulUnfused(taps[axis].weight[tap[axis]], inner));
     }
   }
 }

@@ -286,7 +286,6 @@ unsigned flatGrid(int64_t elements) {
   return static_cast<unsigned>(blocks > 65535 * 8 ? 65535 * 8 : blocks);
 }
 
-
 } // namespace
 
 cudaError_t gmopt::cuda::setKernelLaunchId(int32_t launchId,
@@ -339,11 +338,11 @@ cudaError_t gmopt::cuda::launchSoftmaxGrad(Storage storage, const void *dy,
                                            RowShape shape, bool log,
                                            cudaStream_t stream) {
   unsigned grid = rowGrid(shape.outer * shape.inner);
-  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
-                         softmaxGradKernel<<<grid, kRowThreads, 0, stream>>>(
-                             static_cast<const T *>(dy),
-                             static_cast<const T *>(y), static_cast<T *>(dx),
-                             shape, log));
+  GMOPT_DISPATCH_FLOAT_STORAGE(
+      storage, T,
+      softmaxGradKernel<<<grid, kRowThreads, 0, stream>>>(
+          static_cast<const T *>(dy), static_cast<const T *>(y),
+          static_cast<T *>(dx), shape, log));
   return cudaGetLastError();
 }
 
@@ -356,12 +355,12 @@ cudaError_t gmopt::cuda::launchLayerNorm(Storage storage, const void *x,
   if (rows == 0)
     return cudaSuccess;
   unsigned grid = rowGrid(rows);
-  GMOPT_DISPATCH_FLOAT_STORAGE(storage, T,
-                         layerNormKernel<<<grid, kRowThreads, 0, stream>>>(
-                             static_cast<const T *>(x),
-                             static_cast<const T *>(scale),
-                             static_cast<const T *>(bias), static_cast<T *>(y),
-                             mean, invStd, rows, width, epsilon, simplified));
+  GMOPT_DISPATCH_FLOAT_STORAGE(
+      storage, T,
+      layerNormKernel<<<grid, kRowThreads, 0, stream>>>(
+          static_cast<const T *>(x), static_cast<const T *>(scale),
+          static_cast<const T *>(bias), static_cast<T *>(y), mean, invStd, rows,
+          width, epsilon, simplified));
   return cudaGetLastError();
 }
 

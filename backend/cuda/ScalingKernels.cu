@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend/cuda/ScalingKernels.h"
 #include "backend/cuda/LaunchSupport.h"
+#include "backend/cuda/ScalingKernels.h"
 
 #include <type_traits>
 

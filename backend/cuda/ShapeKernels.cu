@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend/cuda/ShapeKernels.h"
 #include "backend/cuda/LaunchSupport.h"
+#include "backend/cuda/ShapeKernels.h"
 
 #include <type_traits>
 

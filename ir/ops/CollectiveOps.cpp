@@ -12,9 +12,9 @@
 // once instead of as local value, packed bucket and reduced copy. Its cost
 // counts the ring all-reduce's network traffic.
 //
-// ZeRO stages 1 and 2 (passes/ZeroShard.h) add three more over one flat,
-// zero-padded bucket of E elements split into N shards of S = ceil(E / N):
-// gmopt.ReduceScatter returns this rank's reduced gradient shard,
+// ZeRO stages 1 and 2 (passes/distributed/ZeroShard.h) add three more over one
+// flat, zero-padded bucket of E elements split into N shards of S = ceil(E /
+// N): gmopt.ReduceScatter returns this rank's reduced gradient shard,
 // gmopt.Shard this rank's slice of the parameters (local, no traffic) and
 // gmopt.AllGather writes every rank's updated shard back into the
 // parameters in place (its written operands, so the scheduler orders it

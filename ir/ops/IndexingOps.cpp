@@ -34,8 +34,8 @@ InferenceFn withStringChoices(llvm::StringRef name,
       for (llvm::StringRef choice : choices)
         known += (known.empty() ? "'" : ", '") + choice.str() + "'";
       return ctx.error(llvm::formatv(
-          "{0} '{1}' is not defined at this opset (it defines {2}{3}{4})",
-          name, value, known, later.empty() ? "" : "; ", later));
+          "{0} '{1}' is not defined at this opset (it defines {2}{3}{4})", name,
+          value, known, later.empty() ? "" : "; ", later));
     }
     return infer(ctx);
   };

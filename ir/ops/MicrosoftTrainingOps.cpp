@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/ops/OpDefs.h"
 #include "ir/OptimizerOps.h"
+#include "ir/ops/OpDefs.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -566,8 +566,7 @@ llvm::Error inferOptimizer(InferenceContext &ctx) {
     return ctx.error(llvm::formatv(
         "needs {0} leading operands and {1} groups of N >= 1 operands "
         "(weights, gradients{2}), got {3} operands",
-        OptimizerOperands::numLeading(kind),
-        OptimizerOperands::numGroups(kind),
+        OptimizerOperands::numLeading(kind), OptimizerOperands::numGroups(kind),
         kind == OptimizerKind::AdamW ? ", first and second moments" : "",
         ctx.getNumInputs()));
   if (!ctx.hasInput(0))

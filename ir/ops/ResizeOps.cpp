@@ -27,8 +27,8 @@ namespace {
 
 const DType kFloat32Only[] = {DType::F32};
 
-/// The known elements of float operand \p index (see resize::traceFloatValues), or
-/// nullopt when it is absent or not known.
+/// The known elements of float operand \p index (see resize::traceFloatValues),
+/// or nullopt when it is absent or not known.
 std::optional<std::vector<double>> constantFloats(const InferenceContext &ctx,
                                                   int index) {
   if (index < 0 || unsigned(index) >= ctx.getNumInputs() ||

@@ -320,8 +320,8 @@ std::optional<SymIntVector> traceNode(const Node &node, unsigned resultIndex,
       return std::nullopt;
     SymIntVector result;
     for (const SymInt &v : *a)
-      result.push_back(v.isConstant() &&
-                               v.getValue() != std::numeric_limits<int64_t>::min()
+      result.push_back(v.isConstant() && v.getValue() !=
+                                             std::numeric_limits<int64_t>::min()
                            ? SymInt::constant(-v.getValue())
                            : SymInt::unknown());
     return result;

@@ -13,11 +13,11 @@
 
 #include "backend/cpu/CpuKernel.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
-#include "passes/PlanBuffers.h"
-#include "passes/PlanReport.h"
+#include "passes/planning/PlanBuffers.h"
+#include "passes/planning/PlanReport.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -2,10 +2,10 @@
 // gmopt's passes, print the memory report. Usage: walkthrough MODEL.onnx
 #include "backend/cpu/CpuKernel.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 #include "passes/PassManager.h"
-#include "passes/PlanBuffers.h"
-#include "passes/PlanReport.h"
+#include "passes/planning/PlanBuffers.h"
+#include "passes/planning/PlanReport.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace gmopt;
@@ -17,16 +17,18 @@ static int fail(llvm::Error err) {
 
 int main(int argc, char **argv) {
   OnnxImportOptions import;
-  import.dimBindings = {{"batch", 4}, {"batch_x_seq", 256}};
+  import.dimBindings = {{"batch", 4}, { "batch_x_seq", 256 }};
   auto original = importOnnxFile(argv[1], import); // the baseline
   auto module = importOnnxFile(argv[1], import);   // the one rewritten
   if (!original || !module)
     return fail(llvm::joinErrors(original.takeError(), module.takeError()));
   PassManager passes;
   WorkspaceModel workspace = cpu::getCpuKernelWorkspaceBytes; // CPU scratch
-  passes.getContext().setWorkspaceModel(workspace, cpu::kCpuWorkspaceModelName.str());
-  if (llvm::Error err = passes.addPipeline("canonicalize,fold-transpose,"
-                                           "recompute{mode=selective},schedule,plan-buffers"))
+  passes.getContext().setWorkspaceModel(workspace,
+                                        cpu::kCpuWorkspaceModelName.str());
+  if (llvm::Error err =
+          passes.addPipeline("canonicalize,fold-transpose,"
+                             "recompute{mode=selective},schedule,plan-buffers"))
     return fail(std::move(err));
   if (llvm::Error err = passes.run(**module))
     return fail(std::move(err));

@@ -23,10 +23,10 @@
 #define GMOPT_TESTS_FUZZ_FUZZINPUT_H
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/OpRegistry.h"
-#include "ir/TextIR.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/TextIR.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "llvm/ADT/StringRef.h"

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -5,10 +5,10 @@
 // eight bind symbolic dimensions), run the default pipeline (with one of
 // the recompute modes, amp, pack-dropout-masks or tie-weights before the
 // schedule, picked by the input's length, so every rewrite meets arbitrary
-// graphs), write the `.gm` bytes and load them again. Every failure up to and including the
-// write must be an llvm::Error; crashes, sanitizer reports, hangs and leaks
-// are bugs. What was written must load (an error there aborts), and the
-// loaded modules must equal the written ones: the same text-IR print of the
+// graphs), write the `.gm` bytes and load them again. Every failure up to and
+// including the write must be an llvm::Error; crashes, sanitizer reports, hangs
+// and leaks are bugs. What was written must load (an error there aborts), and
+// the loaded modules must equal the written ones: the same text-IR print of the
 // rewritten and the original module, the same plan, the same pipeline.
 // Nothing reads or writes a file.
 //
@@ -16,10 +16,10 @@
 
 #include "FuzzInput.h"
 
-#include "ir/GmFile.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/TextIR.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "tools/driver/ToolSupport.h"

@@ -20,8 +20,8 @@
 
 #include "backend/Executor.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/TextIR.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "tools/driver/Runtime.h"

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Module.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/TextIR.h"
 
 #include "llvm/Support/raw_ostream.h"
 

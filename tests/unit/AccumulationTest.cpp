@@ -15,8 +15,8 @@
 #include "tools/driver/TestDataSet.h"
 
 #include "ir/Module.h"
-#include "ir/OnnxTensor.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/OnnxTensor.h"
+#include "ir/serialization/TextIR.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -43,8 +43,9 @@ std::string smallGraph(bool v1) {
   for (const char *name : {"w1", "b1", "w2", "b2"}) {
     std::string p = name;
     if (v1) {
-      accumulate += "    %" + p + "_grad.sum = com.microsoft.InPlaceAccumulator(%" +
-                    p + "_grad.accumulation.buffer, %" + p + "_grad) : " +
+      accumulate += "    %" + p +
+                    "_grad.sum = com.microsoft.InPlaceAccumulator(%" + p +
+                    "_grad.accumulation.buffer, %" + p + "_grad) : " +
                     (p == "w1"   ? "f32[5,6]"
                      : p == "b1" ? "f32[5]"
                      : p == "w2" ? "f32[3,5]"
@@ -52,7 +53,8 @@ std::string smallGraph(bool v1) {
                     "\n";
       outputs += ", %" + p + "_grad.sum";
     } else {
-      accumulate += "    %" + p + "_grad.accumulation.out, _ = "
+      accumulate += "    %" + p +
+                    "_grad.accumulation.out, _ = "
                     "com.microsoft.InPlaceAccumulatorV2(%" +
                     p + "_grad.accumulation.buffer, %" + p +
                     "_grad) : bool[1]\n";
@@ -161,9 +163,9 @@ TEST(AccumulationTest, InPlaceAccumulatorV1ReturnsTheSum) {
     auto withV2 = train(*v2, 2, accumulate);
     ASSERT_TRUE(bool(withV1)) << llvm::toString(withV1.takeError());
     ASSERT_TRUE(bool(withV2)) << llvm::toString(withV2.takeError());
-    EXPECT_LE(maxRelativeDifference(withV1->lastGradients,
-                                    withV2->lastGradients),
-              1e-6)
+    EXPECT_LE(
+        maxRelativeDifference(withV1->lastGradients, withV2->lastGradients),
+        1e-6)
         << "accumulate " << accumulate;
   }
 }
@@ -262,7 +264,8 @@ TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
     ASSERT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
     std::vector<BoundInput> batch;
     for (BoundInput &binding : *bound)
-      if (llvm::is_contained(module.getSignature().getDataInputs(), binding.input))
+      if (llvm::is_contained(module.getSignature().getDataInputs(),
+                             binding.input))
         batch.push_back(std::move(binding));
     ASSERT_EQ(batch.size(), dataInputs.size());
     options.batches.push_back(std::move(batch));
@@ -282,9 +285,9 @@ TEST_P(FourMicroBatches, EqualOneConcatenatedBatch) {
 INSTANTIATE_TEST_SUITE_P(Testdata, FourMicroBatches,
                          testing::Values("mlp", "cnn", "gpt_tiny",
                                          "gpt_tiny_untied", "gpt_opset14",
-                                         "gpt_opset20",
-                                         "regression_frozen", "bert_tiny",
-                                         "llama_tiny", "llama_tiny_untied"),
+                                         "gpt_opset20", "regression_frozen",
+                                         "bert_tiny", "llama_tiny",
+                                         "llama_tiny_untied"),
                          [](const testing::TestParamInfo<const char *> &info) {
                            return std::string(info.param);
                          });

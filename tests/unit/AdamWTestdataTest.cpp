@@ -146,7 +146,7 @@ std::optional<ReferenceRun> trainAgainst(const TestdataModel &model,
     return std::nullopt;
   ReferenceRun run;
   run.losses = compareLossCurve(result->losses, reference,
-                               Tolerance{model.lossRtol, kAtol});
+                                Tolerance{model.lossRtol, kAtol});
   if (model.tightSteps) {
     LossReference prefix = reference;
     prefix.losses.resize(std::min(model.tightSteps, prefix.losses.size()));
@@ -209,7 +209,8 @@ TEST_P(AdamWTestdataTest, TwentyStepsMatchOnnxRuntime) {
   OptimizerSpec flags;
   EXPECT_EQ(flags.str(), merged->str());
   EXPECT_EQ(flags.str(), reference->optimizer.str());
-  std::optional<ReferenceRun> fromFlags = trainAgainst(model, flags, *reference);
+  std::optional<ReferenceRun> fromFlags =
+      trainAgainst(model, flags, *reference);
   ASSERT_TRUE(fromFlags);
   expectWithin(*fromFlags, "--optimizer=adamw");
   EXPECT_EQ(fromFlags->result.losses, fromGraph->result.losses);

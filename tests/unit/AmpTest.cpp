@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Amp.h"
-#include "passes/AmpPolicy.h"
+#include "passes/amp/Amp.h"
 #include "passes/PassManager.h"
+#include "passes/amp/AmpPolicy.h"
 
 #include "tools/driver/Runtime.h"
 
@@ -135,7 +135,8 @@ bool flipsDecisions(llvm::StringRef model, llvm::StringRef dtype) {
 }
 
 /// ||a - b|| / ||b|| over every gradient of a step.
-double relativeL2(const TrainingResult &actual, const TrainingResult &expected) {
+double relativeL2(const TrainingResult &actual,
+                  const TrainingResult &expected) {
   double difference = 0, norm = 0;
   for (size_t i = 0; i != expected.firstGradients.size(); ++i) {
     const TensorData &a = actual.firstGradients[i].second;
@@ -189,9 +190,9 @@ TEST_P(AmpTestdataTest, ComposesWithRecompute) {
   const gmopt::testing::TestdataGraph &model = GetParam();
   std::optional<Trained> amp = train(model, pipelineWith("amp"), 3);
   ASSERT_TRUE(amp);
-  for (const char *order : {"amp,recompute{mode=selective}",
-                            "amp,recompute{mode=full}",
-                            "recompute{mode=selective},amp"}) {
+  for (const char *order :
+       {"amp,recompute{mode=selective}", "amp,recompute{mode=full}",
+        "recompute{mode=selective},amp"}) {
     std::optional<Trained> both = train(model, pipelineWith(order), 3);
     ASSERT_TRUE(both) << order;
     EXPECT_EQ(both->result.losses, amp->result.losses)
@@ -215,11 +216,11 @@ const gmopt::testing::TestdataGraph kMlp{"mlp", 8};
 
 TEST(AmpLossScaling, OverflowSkipsTheStepAndBacksOff) {
   // A scale no fp16 gradient survives: every step overflows.
-  std::optional<Trained> trained = train(
-      kMlp,
-      pipelineWith("amp{dtype=fp16,loss-scale=dynamic,init-scale=1e30,"
-                   "max-scale=1e30}"),
-      2);
+  std::optional<Trained> trained =
+      train(kMlp,
+            pipelineWith("amp{dtype=fp16,loss-scale=dynamic,init-scale=1e30,"
+                         "max-scale=1e30}"),
+            2);
   ASSERT_TRUE(trained);
   EXPECT_EQ(trained->result.updates, 0u);
   const TensorData *scale = findState(trained->result, "loss_scale");
@@ -281,10 +282,9 @@ TEST(AmpRegistry, ClassesOfTheOpsThePolicyNames) {
        {"LogSoftmax", "BatchNormalization", "ReduceSum", "ReduceMean", "Exp",
         "Log", "Pow", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
     EXPECT_EQ(classOf(kOnnxDomain, op), AmpClass::Deny) << op;
-  for (const char *op :
-       {"LogSoftmaxGrad_13", "BatchNormalizationGrad",
-        "SoftmaxCrossEntropyLossInternal",
-        "SoftmaxCrossEntropyLossInternalGrad"})
+  for (const char *op : {"LogSoftmaxGrad_13", "BatchNormalizationGrad",
+                         "SoftmaxCrossEntropyLossInternal",
+                         "SoftmaxCrossEntropyLossInternalGrad"})
     EXPECT_EQ(classOf(kMsDomain, op), AmpClass::Deny) << op;
   // fp32 arithmetic on 16-bit storage (strict-fp32 makes them Deny).
   for (const char *op : {"Softmax", "LayerNormalization"})
@@ -314,7 +314,8 @@ TEST(AmpOptions, BadValuesAreErrors) {
         gmopt::testdataDir() + "/mlp/training_model.onnx",
         gmopt::testing::testdataDims(kMlp), nullptr, false, pipeline);
     ASSERT_FALSE(bool(runnable)) << pipeline;
-    std::string message = gmopt::testing::testdataErrorText(runnable.takeError());
+    std::string message =
+        gmopt::testing::testdataErrorText(runnable.takeError());
     EXPECT_NE(message.find("amp"), std::string::npos) << message;
   }
 }

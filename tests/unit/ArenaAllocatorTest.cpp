@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ArenaAllocator.h"
+#include "passes/planning/ArenaAllocator.h"
 
 #include "gtest/gtest.h"
 
@@ -331,8 +331,8 @@ TEST(ArenaAllocatorTest, GreedyBySizeIsSkippedAboveItsBudget) {
   std::vector<ArenaRequest> uneven = {
       {512, 0, 1}, {256, 1, 2}, {512, 2, 3}, {256, 0, 3}, {768, 1, 1}};
   ASSERT_EQ(countConflictingPairs(uneven), 8u);
-  for (uint64_t floor : {uint64_t(0), uint64_t(12), uint64_t(13),
-                         uint64_t(38), uint64_t(39), uint64_t(100)}) {
+  for (uint64_t floor : {uint64_t(0), uint64_t(12), uint64_t(13), uint64_t(38),
+                         uint64_t(39), uint64_t(100)}) {
     options.bestFitWorkFloor = floor;
     ArenaLayout skipped = ArenaAllocator(options).allocate(uneven);
     EXPECT_EQ(errorText(validateArenaLayout(uneven, skipped)), "<success>");

@@ -11,14 +11,14 @@
 
 #include "tests/unit/TestdataTraining.h"
 
-#include "passes/Autodiff.h"
-#include "passes/Canonicalize.h"
 #include "passes/PassManager.h"
+#include "passes/autodiff/Autodiff.h"
+#include "passes/transforms/Canonicalize.h"
 
 #include "backend/Executor.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/Onnx.h"
 #include "tests/unit/TestPaths.h"
 
 #include "gtest/gtest.h"
@@ -74,8 +74,8 @@ double relativeDifference(const TensorData &a, const TensorData &b) {
     return INFINITY;
   double worst = 0, largest = 1e-30;
   for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
-    worst = std::max(worst,
-                     std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
+    worst =
+        std::max(worst, std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
     largest = std::max(largest, std::fabs(b.getFloatElement(i)));
   }
   return worst / largest;
@@ -84,12 +84,12 @@ double relativeDifference(const TensorData &a, const TensorData &b) {
 TEST(AutodiffTestdataTest, EvalModelsTrainLikeOrtTrainingGraphs) {
   for (const TestdataGraph &graph : kTestdataGraphs) {
     SCOPED_TRACE(graph.name);
-    std::unique_ptr<Module> reference = importTestdataGraph(graph.name, graph.batch);
+    std::unique_ptr<Module> reference =
+        importTestdataGraph(graph.name, graph.batch);
     OnnxImportOptions options;
     options.dimBindings = testdataDims(graph);
-    auto imported = importOnnxFile(gmopt::testdataDir() + "/" + graph.name +
-                                       "/eval_model.onnx",
-                                   options);
+    auto imported = importOnnxFile(
+        gmopt::testdataDir() + "/" + graph.name + "/eval_model.onnx", options);
     ASSERT_TRUE(bool(imported)) << testdataErrorText(imported.takeError());
     ASSERT_TRUE(reference);
     Module &built = **imported;
@@ -140,7 +140,8 @@ TEST(AutodiffTestdataTest, EvalModelsTrainLikeOrtTrainingGraphs) {
 
     // One step of each: the same loss and gradients.
     llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.name);
-    TrainedStep builtStep = trainTestdataStep(built, inputs, AllocationMode::Eager);
+    TrainedStep builtStep =
+        trainTestdataStep(built, inputs, AllocationMode::Eager);
     TrainedStep referenceStep =
         trainTestdataStep(*reference, inputs, AllocationMode::Eager);
     ASSERT_EQ(builtStep.results.size(), referenceStep.results.size());
@@ -150,8 +151,8 @@ TEST(AutodiffTestdataTest, EvalModelsTrainLikeOrtTrainingGraphs) {
                                                  referenceStep.results[i]));
     // The design's bound for an fp32 pass (measured: at most 5.4e-7).
     EXPECT_LE(worst, 1e-6);
-    std::printf("%-18s %zu tensors, max relative difference %.2e\n",
-                graph.name, builtStep.results.size(), worst);
+    std::printf("%-18s %zu tensors, max relative difference %.2e\n", graph.name,
+                builtStep.results.size(), worst);
   }
 }
 

@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Canonicalize.h"
+#include "passes/transforms/Canonicalize.h"
 #include "passes/PatternRewriter.h"
 #include "passes/SignatureUtils.h"
-#include "passes/ShapeFolding.h"
+#include "passes/transforms/ShapeFolding.h"
 
 #include "ir/Module.h"
 #include "ir/Verifier.h"
@@ -269,8 +269,8 @@ TEST_F(CanonicalizeTest, RewriterSignatureIndexFollowsReplacements) {
   Value *a = add("Neg", {w}, "a")->getResult(0);
   Value *b = add("Relu", {w}, "b")->getResult(0);
   Value *c = add("Abs", {w}, "c")->getResult(0);
-  Node *accumulate = add("InPlaceAccumulatorV2", {buffer, a}, "done", {}, 1,
-                         kMsDomain);
+  Node *accumulate =
+      add("InPlaceAccumulatorV2", {buffer, a}, "done", {}, 1, kMsDomain);
   Node *sum = add("Add", {b, c}, "y");
   graph().addOutput(sum->getResult(0));
   ParamInfo param;

@@ -66,8 +66,8 @@ TEST(CudaCoverageTest, EveryRegistryOpHasACudaKernel) {
     if (has && missingAllowed.contains(op))
       nowCovered += "  " + op + "\n";
   }
-  EXPECT_TRUE(uncovered.empty())
-      << "registry ops without a CUDA kernel:\n" << uncovered;
+  EXPECT_TRUE(uncovered.empty()) << "registry ops without a CUDA kernel:\n"
+                                 << uncovered;
   EXPECT_TRUE(nowCovered.empty())
       << "ops listed in kStillMissing now have a kernel (drop them):\n"
       << nowCovered;

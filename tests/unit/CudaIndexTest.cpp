@@ -177,14 +177,15 @@ ElementSetup elementSetup(Random &r, bool unique) {
 IndexCase gatherElementsCase(Random &r) {
   ElementSetup s = elementSetup(r, false);
   std::vector<float> data = r.values(count(s.data));
-  IndexCase c{"GatherElements",
-              "",
-              "GatherElements",
-              {floats(s.data, data), int64s(s.indices, s.idx)},
-              TensorType::get(DType::F32, s.indices),
-              {{"axis", Attribute::getInt(r.below(2) ? s.axis
-                                          : s.axis - int64_t(s.data.size()))}},
-              {}};
+  IndexCase c{
+      "GatherElements",
+      "",
+      "GatherElements",
+      {floats(s.data, data), int64s(s.indices, s.idx)},
+      TensorType::get(DType::F32, s.indices),
+      {{"axis", Attribute::getInt(
+                    r.below(2) ? s.axis : s.axis - int64_t(s.data.size()))}},
+      {}};
   for (size_t i = 0; i < s.idx.size(); ++i) {
     int64_t offset = -1;
     EXPECT_TRUE(cuda::elementOffset(s.g, i, s.idx[i], offset));
@@ -287,8 +288,8 @@ NDSetup ndSetup(Random &r, bool allowBatch, bool unique) {
       int64_t block = order[t % blocksPerBatch];
       for (int64_t j = 0; j < depth; ++j) {
         int64_t extent = s.g.extents[j];
-        int64_t v = unique ? (block / s.g.strides[j]) % extent
-                           : r.below(extent);
+        int64_t v =
+            unique ? (block / s.g.strides[j]) % extent : r.below(extent);
         s.idx.push_back(r.below(2) ? v - extent : v);
       }
     }
@@ -304,8 +305,8 @@ template <typename Fn> void forEachNDElement(const NDSetup &s, const Fn &fn) {
   int64_t total = s.g.batches * s.g.tuples * s.g.block;
   for (int64_t i = 0; i < total; ++i) {
     int64_t t = i / s.g.block, offset = -1;
-    EXPECT_TRUE(cuda::ndBlockOffset(s.g, t, s.idx.data() + t * s.g.depth,
-                                    offset));
+    EXPECT_TRUE(
+        cuda::ndBlockOffset(s.g, t, s.idx.data() + t * s.g.depth, offset));
     fn(i, offset + i % s.g.block);
   }
 }
@@ -320,9 +321,8 @@ IndexCase gatherNDCase(Random &r) {
               TensorType::get(DType::F32, s.gathered),
               {{"batch_dims", Attribute::getInt(s.batchDims)}},
               {}};
-  forEachNDElement(s, [&](int64_t, int64_t offset) {
-    c.expected.push_back(data[offset]);
-  });
+  forEachNDElement(
+      s, [&](int64_t, int64_t offset) { c.expected.push_back(data[offset]); });
   return c;
 }
 
@@ -491,8 +491,8 @@ TEST(CudaIndexTest, OutOfRangeIndexFaultsOnTheDevice) {
                 op,
                 {floats({2, 3}, {1, 2, 3, 4, 5, 6}), int64s({2, 1}, {0, 7})},
                 TensorType::get(DType::F32, std::string(op) == "GatherND"
-                                                    ? Dims{2, 3}
-                                                    : Dims{2, 1}),
+                                                ? Dims{2, 3}
+                                                : Dims{2, 1}),
                 {},
                 {}};
     auto gpu = runCase(c, /*onCuda=*/true);

@@ -216,11 +216,11 @@ TEST(CudaIndexingTest, PadCopiesTheOverlapAndLeavesThePadding) {
     std::vector<int64_t> result(static_cast<size_t>(product(out)), -1);
     if (product(copy.extents)) {
       BroadcastIndexing ix;
-      ASSERT_TRUE(collapseIndexing(copy.extents,
-                                   {contiguousStrides(in), IndexVector(rank, 0),
-                                    IndexVector(rank, 0),
-                                    contiguousStrides(out)},
-                                   ix));
+      ASSERT_TRUE(
+          collapseIndexing(copy.extents,
+                           {contiguousStrides(in), IndexVector(rank, 0),
+                            IndexVector(rank, 0), contiguousStrides(out)},
+                           ix));
       for (int64_t i = 0, n = product(copy.extents); i < n; ++i) {
         int64_t target =
             copy.outOffset + operandOffset(ix, BroadcastIndexing::kOutput, i);

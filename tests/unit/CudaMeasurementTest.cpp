@@ -104,8 +104,9 @@ TEST(CudaMeasurementTest, PlannedFiguresAgreeWithinTheTolerance) {
   EXPECT_NE(message.find("device memory of the run does not agree"),
             std::string::npos)
       << message;
-  EXPECT_NE(message.find("fell by " + std::to_string(1024 * MiB + tolerance + 1)),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("fell by " + std::to_string(1024 * MiB + tolerance + 1)),
+      std::string::npos)
       << message;
   EXPECT_NE(message.find("arena + persistent + workspace"), std::string::npos)
       << message;
@@ -125,8 +126,8 @@ TEST(CudaMeasurementTest, AccountingMoreThanTheDeviceGaveIsAMismatchToo) {
 }
 
 TEST(CudaMeasurementTest, EagerAccountsThePoolsReservedBytes) {
-  CudaMemoryMeasurement m = eager(900 * MiB, 910 * MiB, 1200 * MiB,
-                                  1200 * MiB + 40 * MiB);
+  CudaMemoryMeasurement m =
+      eager(900 * MiB, 910 * MiB, 1200 * MiB, 1200 * MiB + 40 * MiB);
   EXPECT_EQ(m.getAccountedBytes(), 1200 * MiB);
   EXPECT_EQ(errorText(checkDeviceMemoryAgreement(m, "the baseline")), "");
   // The pool reserved 1.2 GiB but the device lost 3 GiB.
@@ -211,18 +212,18 @@ TEST(CudaMeasurementTest, CudaReportHasTheCpuKeysAndItsOwn) {
   llvm::json::Object json = runReportJson(summary);
   EXPECT_EQ(json.getString("backend"), "cuda");
   EXPECT_EQ(json.getString("device"), "NVIDIA H200");
-  for (const char *key : {"mode", "steps", "accumulate", "optimizer",
-                          "pipeline", "losses", "optimized", "baseline",
-                          "peak_reduction", "max_grad_rel_diff", "plan",
-                          "check", "sgd_reference"})
+  for (const char *key :
+       {"mode", "steps", "accumulate", "optimizer", "pipeline", "losses",
+        "optimized", "baseline", "peak_reduction", "max_grad_rel_diff", "plan",
+        "check", "sgd_reference"})
     EXPECT_TRUE(json.get(key)) << key;
   for (const char *run : {"optimized", "baseline"}) {
     const llvm::json::Object *object = json.getObject(run);
     ASSERT_TRUE(object) << run;
     for (const char *key :
          {"peak_bytes", "by_category", "step_ms", "warmup_micro_steps",
-          "first_step_ms", "micro_step_ms", "micro_step_cpu_ms",
-          "arena_bytes", "unplanned_scratch_bytes", "device_memory"})
+          "first_step_ms", "micro_step_ms", "micro_step_cpu_ms", "arena_bytes",
+          "unplanned_scratch_bytes", "device_memory"})
       EXPECT_TRUE(object->get(key)) << run << "." << key;
     EXPECT_EQ(object->getNumber("step_ms"), 5.0) << run;
     EXPECT_EQ(object->getInteger("warmup_micro_steps"), 1) << run;
@@ -284,8 +285,7 @@ TEST(CudaMeasurementTest, PlannedBytesBeyondFreeNameTheFittingOptions) {
   bool outOfMemory = false;
   std::string message;
   llvm::handleAllErrors(std::move(err), [&](const llvm::ErrorInfoBase &info) {
-    outOfMemory =
-        info.convertToErrorCode() == std::errc::not_enough_memory;
+    outOfMemory = info.convertToErrorCode() == std::errc::not_enough_memory;
     message = info.message();
   });
   EXPECT_TRUE(outOfMemory);

@@ -23,7 +23,7 @@
 #include "backend/cuda/ResizePlan.h"
 #include "ir/Half.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 #include "passes/PassManager.h"
 
 #include "llvm/Support/JSON.h"
@@ -683,14 +683,14 @@ TEST(CudaResizeTest, TrainedUNetExportRunsOnTheCudaKernels) {
     GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
   OnnxImportOptions options;
   options.dimBindings = {{"batch", 2}};
-  auto module = importOnnxFile(testSourceDir() +
-                                   "/tests/lit/autodiff/Inputs/unet_resize/"
-                                   "model.onnx",
-                               options);
+  auto module =
+      importOnnxFile(testSourceDir() + "/tests/lit/autodiff/Inputs/unet_resize/"
+                                       "model.onnx",
+                     options);
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
   PassManager passes;
-  ASSERT_FALSE(bool(passes.addPipeline(
-      "canonicalize,autodiff{loss=\"mse:output,target\"}")));
+  ASSERT_FALSE(bool(
+      passes.addPipeline("canonicalize,autodiff{loss=\"mse:output,target\"}")));
   ASSERT_FALSE(bool(passes.run(**module)));
   unsigned resizes = 0, grads = 0;
   for (const Node &node : (*module)->getGraph().getNodes()) {

@@ -19,10 +19,10 @@
 #include "TestSupport.h"
 
 #include "backend/Executor.h"
-#include "ir/GmFile.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
-#include "ir/OnnxTensor.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/OnnxTensor.h"
 #include "passes/PassManager.h"
 #include "tools/driver/ExternalDataReport.h"
 #include "tools/driver/Runtime.h"

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/FileIO.h"
+#include "ir/serialization/FileIO.h"
 
 #include "TestSupport.h"
 
@@ -42,8 +42,7 @@ std::string errorText(llvm::Error err) {
 
 std::string readError(llvm::StringRef path) {
   auto buffer = readFileBounded(path);
-  return buffer ? std::string("<success>")
-                : llvm::toString(buffer.takeError());
+  return buffer ? std::string("<success>") : llvm::toString(buffer.takeError());
 }
 
 void writeFile(const std::string &path, llvm::StringRef content) {
@@ -72,8 +71,7 @@ int makeSocket(const std::string &path) {
   address.sun_family = AF_UNIX;
   EXPECT_LT(path.size(), sizeof(address.sun_path));
   std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&address),
-                   sizeof(address)),
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)),
             0);
   return fd;
 }
@@ -149,9 +147,9 @@ TEST(FileIO, WritesThroughSymbolicLinks) {
   EXPECT_EQ(errorText(writeFileSafely(dangling, "made")), "<success>");
   EXPECT_TRUE(S_ISLNK(lstatMode(dangling)));
   EXPECT_EQ(contentOf(dir.file("created.txt")), "made");
-  EXPECT_EQ(dir.list(), (std::set<std::string>{"created.txt", "dangling",
-                                               "link.txt", "link2.txt",
-                                               "target.txt"}));
+  EXPECT_EQ(dir.list(),
+            (std::set<std::string>{"created.txt", "dangling", "link.txt",
+                                   "link2.txt", "target.txt"}));
 }
 
 TEST(FileIO, WritesThroughDevicesAndFifos) {
@@ -174,8 +172,7 @@ TEST(FileIO, WritesThroughDevicesAndFifos) {
       received.append(chunk, static_cast<size_t>(count));
     ::close(fd);
   });
-  EXPECT_EQ(errorText(writeFileSafely(fifo, "through the pipe")),
-            "<success>");
+  EXPECT_EQ(errorText(writeFileSafely(fifo, "through the pipe")), "<success>");
   reader.join();
   EXPECT_EQ(received, "through the pipe");
   EXPECT_TRUE(S_ISFIFO(lstatMode(fifo)));
@@ -271,8 +268,8 @@ TEST(FileIO, RefusesOutputsOnInputsAndOnEachOther) {
               dir.file("alias.gm") + ": -o would overwrite the input model (" +
                   input + ")");
     EXPECT_EQ(errorText(outputs.reserve(dir.file("hard.gm"), "-o")),
-              dir.file("hard.gm") +
-                  ": -o would overwrite the input model (" + input + ")");
+              dir.file("hard.gm") + ": -o would overwrite the input model (" +
+                  input + ")");
   }
   {
     OutputFileSet outputs;

@@ -54,8 +54,8 @@ double relativeError(const TensorData &a, const TensorData &b) {
     return INFINITY;
   double maxDiff = 0, maxRef = 1e-30;
   for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
-    maxDiff = std::max(
-        maxDiff, std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
+    maxDiff = std::max(maxDiff,
+                       std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
     maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
   }
   return maxDiff / maxRef;
@@ -111,8 +111,7 @@ TEST(FoldScaleTestdataTest, GptScoreScalesFold) {
     std::unique_ptr<Module> module =
         importTestdataGraph(graph.name, graph.batch);
     ASSERT_TRUE(module);
-    ASSERT_EQ(runPipeline(*module, "canonicalize,fold-transpose"),
-              "<success>");
+    ASSERT_EQ(runPipeline(*module, "canonicalize,fold-transpose"), "<success>");
     unsigned before = countOps(*module, kOnnxDomain, "Mul");
     PassManager manager;
     ASSERT_EQ(errorText(manager.addPipeline("fold-scale")), "<success>");
@@ -121,15 +120,23 @@ TEST(FoldScaleTestdataTest, GptScoreScalesFold) {
     // Two attention layers: the scores' scale (forward) and the score
     // gradient's (backward) in each.
     EXPECT_EQ(countOps(*module, kOnnxDomain, "Mul"), before - 4) << graph.name;
-    EXPECT_EQ(manager.getContext().getStatistic("fold-scale", "folded-of-products"), 2u)
+    EXPECT_EQ(
+        manager.getContext().getStatistic("fold-scale", "folded-of-products"),
+        2u)
         << graph.name;
-    EXPECT_EQ(manager.getContext().getStatistic("fold-scale", "folded-into-products"), 2u)
+    EXPECT_EQ(
+        manager.getContext().getStatistic("fold-scale", "folded-into-products"),
+        2u)
         << graph.name;
     PassManager again;
     ASSERT_EQ(errorText(again.addPipeline("fold-scale")), "<success>");
     ASSERT_EQ(errorText(again.run(*module)), "<success>");
-    EXPECT_EQ(again.getContext().getStatistic("fold-scale", "folded-of-products"), 0u);
-    EXPECT_EQ(again.getContext().getStatistic("fold-scale", "folded-into-products"), 0u);
+    EXPECT_EQ(
+        again.getContext().getStatistic("fold-scale", "folded-of-products"),
+        0u);
+    EXPECT_EQ(
+        again.getContext().getStatistic("fold-scale", "folded-into-products"),
+        0u);
   }
 }
 

@@ -11,8 +11,8 @@
 
 #include "tests/unit/TestdataTraining.h"
 
-#include "passes/FoldTranspose.h"
 #include "passes/PassManager.h"
+#include "passes/transforms/FoldTranspose.h"
 
 #include "backend/Executor.h"
 #include "ir/Module.h"
@@ -56,8 +56,8 @@ double relativeError(const TensorData &a, const TensorData &b) {
     return INFINITY;
   double maxDiff = 0, maxRef = 1e-30;
   for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
-    maxDiff = std::max(
-        maxDiff, std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
+    maxDiff = std::max(maxDiff,
+                       std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
     maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
   }
   return maxDiff / maxRef;
@@ -75,8 +75,7 @@ TEST(FoldTransposeTestdataTest, GradientsMatchTheUnfoldedGraph) {
         importTestdataGraph(graph.name, graph.batch);
     ASSERT_TRUE(original && folded);
     ASSERT_EQ(runPipeline(*original, "canonicalize"), "<success>");
-    ASSERT_EQ(runPipeline(*folded, "canonicalize,fold-transpose"),
-              "<success>")
+    ASSERT_EQ(runPipeline(*folded, "canonicalize,fold-transpose"), "<success>")
         << graph.name;
     EXPECT_EQ(errorText(verifyModule(*folded)), "<success>") << graph.name;
     llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.name);
@@ -170,9 +169,10 @@ std::vector<TensorData> runForward(const Module &module,
     return {};
   const Graph &graph = module.getGraph();
   for (unsigned i = 0; i < graph.getInputs().size(); ++i)
-    EXPECT_EQ(errorText((*executable)->setInput(graph.getInputs()[i].get(),
-                                                inputs[i])),
-              "<success>");
+    EXPECT_EQ(
+        errorText(
+            (*executable)->setInput(graph.getInputs()[i].get(), inputs[i])),
+        "<success>");
   EXPECT_EQ(errorText((*executable)->runStep(0)), "<success>");
   std::vector<TensorData> outputs;
   for (Value *output : graph.getOutputs()) {
@@ -217,8 +217,8 @@ std::unique_ptr<Module> makeProducts() {
   Value *g = make({"", "Gemm"}, {a, b}, {5, 6},
                   {{"transA", Attribute::getInt(1)}}, "g");
   Value *y3 = make({"", "Transpose"}, {g}, {6, 5}, {perm({1, 0})}, "y3");
-  Value *kt = make({"", "Transpose"}, {k}, {2, 3, 4, 5}, {perm({0, 2, 3, 1})},
-                   "kt");
+  Value *kt =
+      make({"", "Transpose"}, {k}, {2, 3, 4, 5}, {perm({0, 2, 3, 1})}, "kt");
   Value *y4 = make({"", "MatMul"}, {x, kt}, {2, 3, 5, 5}, {}, "y4");
   for (Value *output : {y2, y3, y4})
     graph.addOutput(output);
@@ -238,8 +238,7 @@ TEST(FoldTransposeTest, SmallProductsMatchTheUnfoldedGraph) {
   // wt and y3's transpose go; kt stays as a [0,2,1,3] row copy.
   EXPECT_EQ(countOps(*folded, kOnnxDomain, "Transpose"), 1u);
   EXPECT_EQ(countOps(*folded, kOnnxDomain, "MatMul"), 0u);
-  EXPECT_EQ(context.getStatistic("fold-transpose", "folded-into-products"),
-            2u);
+  EXPECT_EQ(context.getStatistic("fold-transpose", "folded-into-products"), 2u);
   EXPECT_EQ(context.getStatistic("fold-transpose", "folded-of-products"), 1u);
   std::vector<TensorData> inputs = {
       randomTensor({2, 3, 5, 4}, 1), randomTensor({6, 4}, 2),

@@ -10,12 +10,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/GmFile.h"
+#include "ir/serialization/GmFile.h"
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/Plan.h"
 #include "ir/gm.pb.h"
+#include "ir/serialization/Onnx.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 
@@ -83,7 +83,8 @@ std::string nameOf(const Value *value) {
 /// Expects \p loaded to carry the same signature as \p expected, value for
 /// value (compared by name, which the writer made unique).
 void expectSameSignature(const Module &expected, const Module &loaded) {
-  const TrainingSignature &a = expected.getSignature(), &b = loaded.getSignature();
+  const TrainingSignature &a = expected.getSignature(),
+                          &b = loaded.getSignature();
   ASSERT_EQ(a.getParams().size(), b.getParams().size());
   for (size_t i = 0; i != a.getParams().size(); ++i) {
     const ParamInfo &pa = a.getParams()[i], &pb = b.getParams()[i];

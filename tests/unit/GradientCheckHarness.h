@@ -14,9 +14,9 @@
 #ifndef GMOPT_TESTS_UNIT_GRADIENTCHECKHARNESS_H
 #define GMOPT_TESTS_UNIT_GRADIENTCHECKHARNESS_H
 
-#include "passes/Autodiff.h"
-#include "passes/GradientRules.h"
 #include "passes/PassManager.h"
+#include "passes/autodiff/Autodiff.h"
+#include "passes/autodiff/GradientRules.h"
 
 #include "backend/Executor.h"
 #include "ir/Module.h"

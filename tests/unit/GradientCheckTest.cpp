@@ -19,7 +19,7 @@
 #include "tests/unit/GradientCheckHarness.h"
 
 #include "ir/OpRegistry.h"
-#include "passes/GradientRules.h"
+#include "passes/autodiff/GradientRules.h"
 
 #include "llvm/ADT/StringSet.h"
 

@@ -49,16 +49,18 @@ TEST(TypesTest, DTypeNamesRoundTrip) {
 }
 
 TEST(AttributeTest, TensorDataSharesBytesAndReadsElements) {
-  TensorData data = TensorData::fromValues<int64_t>(DType::I64, {3},
-                                                    {4, -1, 7});
+  TensorData data =
+      TensorData::fromValues<int64_t>(DType::I64, {3}, {4, -1, 7});
   TensorData copy = data;
   EXPECT_EQ(copy.getBytes().data(), data.getBytes().data());
   EXPECT_EQ(data.getIntValues(), (std::vector<int64_t>{4, -1, 7}));
   EXPECT_EQ(data, copy);
 
   uint16_t halfOne = 0x3c00, bfloatTwo = 0x4000;
-  TensorData half = TensorData::fromValues<uint16_t>(DType::F16, {1}, {halfOne});
-  TensorData bf = TensorData::fromValues<uint16_t>(DType::BF16, {1}, {bfloatTwo});
+  TensorData half =
+      TensorData::fromValues<uint16_t>(DType::F16, {1}, {halfOne});
+  TensorData bf =
+      TensorData::fromValues<uint16_t>(DType::BF16, {1}, {bfloatTwo});
   EXPECT_EQ(half.getFloatElement(0), 1.0);
   EXPECT_EQ(bf.getFloatElement(0), 2.0);
 }
@@ -189,8 +191,8 @@ TEST_F(GraphTest, OptionalOperandsAndResults) {
 TEST_F(GraphTest, CloneRemapsInternalValuesOnly) {
   Builder b(graph());
   Node *relu = b.create(onnx("Relu"), {x}, {f32({4})}, {}, "relu");
-  Node *add = b.create(onnx("Add"), {relu->getResult(0), y}, {f32({4})}, {},
-                       "add");
+  Node *add =
+      b.create(onnx("Add"), {relu->getResult(0), y}, {f32({4})}, {}, "add");
   add->setAttr("tag", Attribute::getString("keep"));
   graph().addOutput(add->getResult(0));
 

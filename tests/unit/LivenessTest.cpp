@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Liveness.h"
-#include "passes/InPlace.h"
+#include "passes/planning/Liveness.h"
+#include "passes/planning/InPlace.h"
 
 #include "ir/Module.h"
 

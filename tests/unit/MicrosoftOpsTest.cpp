@@ -304,20 +304,20 @@ TEST_F(MicrosoftOpsTest, SplitTrainingByConcatTrainingLengths) {
   std::optional<ops::SymIntVector> lengths = ops::getShapeValue(*concat[1]);
   ASSERT_TRUE(lengths.has_value());
   EXPECT_EQ(ops::getIntValues(*concat[1]), (std::vector<int64_t>{8, 8}));
-  EXPECT_EQ(infer(msOp("SplitTraining"), {input("f32[b,2,s,16]"), concat[1]},
-                  2, {intAttr("axis", -1)}),
+  EXPECT_EQ(infer(msOp("SplitTraining"), {input("f32[b,2,s,16]"), concat[1]}, 2,
+                  {intAttr("axis", -1)}),
             "f32[b,2,s,8] f32[b,2,s,8]");
   // Symbolic extents on the axis stay symbolic in the pieces.
-  auto symbolic = build(msOp("ConcatTraining"),
-                        {input("f32[b,3]"), input("f32[b,n]")}, 2,
-                        {intAttr("axis", 1)});
+  auto symbolic =
+      build(msOp("ConcatTraining"), {input("f32[b,3]"), input("f32[b,n]")}, 2,
+            {intAttr("axis", 1)});
   EXPECT_EQ(infer(msOp("SplitTraining"), {input("f32[b,m]"), symbolic[1]}, 2,
                   {intAttr("axis", 1)}),
             "f32[b,3] f32[b,n]");
   // An unranked input leaves the lengths unknown.
-  auto unranked = build(msOp("ConcatTraining"),
-                        {input("f32[b,3]"), input("f32[*]")}, 2,
-                        {intAttr("axis", 1)});
+  auto unranked =
+      build(msOp("ConcatTraining"), {input("f32[b,3]"), input("f32[*]")}, 2,
+            {intAttr("axis", 1)});
   EXPECT_FALSE(ops::getShapeValue(*unranked[1]).has_value());
 }
 

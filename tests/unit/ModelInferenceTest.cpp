@@ -11,8 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/OpRegistry.h"
+#include "ir/serialization/Onnx.h"
 #include "tests/unit/TestdataTraining.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -11,7 +11,7 @@
 #include "ir/Naming.h"
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -17,7 +17,7 @@
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Collectives.h"
 #include "ir/Module.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/TextIR.h"
 #include "tests/unit/BackendStep.h"
 #include "tests/unit/TestPaths.h"
 #include "tools/driver/Runtime.h"
@@ -114,10 +114,11 @@ const Node *nodeNamed(const Module &module, llvm::StringRef name) {
 TEST(NcclBootstrapTest, ASingleProcessMakesItsOwnId) {
   CollectiveBootstrap single;
   unsigned made = 0;
-  auto id = agreeOnUniqueId(single, 128, [&]() -> llvm::Expected<std::vector<uint8_t>> {
-    ++made;
-    return idOf(7);
-  });
+  auto id = agreeOnUniqueId(single, 128,
+                            [&]() -> llvm::Expected<std::vector<uint8_t>> {
+                              ++made;
+                              return idOf(7);
+                            });
   ASSERT_TRUE(bool(id)) << llvm::toString(id.takeError());
   EXPECT_EQ(*id, idOf(7));
   EXPECT_EQ(made, 1u);
@@ -141,13 +142,16 @@ TEST(NcclBootstrapTest, RankZerosIdReachesTheOtherRanks) {
     std::copy(wire.begin(), wire.end(), bytes.begin());
     return llvm::Error::success();
   };
-  auto first = agreeOnUniqueId(rank0, 128, [] { return llvm::Expected<std::vector<uint8_t>>(idOf(42)); });
+  auto first = agreeOnUniqueId(rank0, 128, [] {
+    return llvm::Expected<std::vector<uint8_t>>(idOf(42));
+  });
   ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
   bool rank1Made = false;
-  auto second = agreeOnUniqueId(rank1, 128, [&]() -> llvm::Expected<std::vector<uint8_t>> {
-    rank1Made = true;
-    return idOf(99);
-  });
+  auto second = agreeOnUniqueId(rank1, 128,
+                                [&]() -> llvm::Expected<std::vector<uint8_t>> {
+                                  rank1Made = true;
+                                  return idOf(99);
+                                });
   ASSERT_TRUE(bool(second)) << llvm::toString(second.takeError());
   EXPECT_FALSE(rank1Made);
   EXPECT_EQ(*first, idOf(42));
@@ -262,8 +266,7 @@ TEST(NcclCollectivesTest, CudaKernelCheckOfTheAllReduce) {
   if (isNcclBuilt())
     EXPECT_EQ(message, "");
   else
-    EXPECT_NE(message.find("built without NCCL"), std::string::npos)
-        << message;
+    EXPECT_NE(message.find("built without NCCL"), std::string::npos) << message;
   if (isCudaBackendBuilt()) {
     // The kernel table has the op (the same check, through checkCudaNode).
     EXPECT_TRUE(hasCudaKernelFor(kGmoptDomain, kAllReduceOp));
@@ -366,11 +369,11 @@ TEST(NcclCollectivesTest, DataParallelAndZeroGraphsHaveCudaKernels) {
         "plan-buffers",
         "zero-shard{stage=2,ranks=2,bucket-bytes=1KiB},canonicalize,schedule,"
         "plan-buffers"}) {
-    auto model = loadRunnableModel(dir + "/training_model.onnx",
-                                   {{"batch", 8}}, nullptr, false, pipeline,
-                                   &adamW, "", BackendKind::Cuda);
-    ASSERT_TRUE(bool(model)) << pipeline << ": "
-                             << llvm::toString(model.takeError());
+    auto model =
+        loadRunnableModel(dir + "/training_model.onnx", {{"batch", 8}}, nullptr,
+                          false, pipeline, &adamW, "", BackendKind::Cuda);
+    ASSERT_TRUE(bool(model))
+        << pipeline << ": " << llvm::toString(model.takeError());
     unsigned collectives = 0;
     for (const Node &node : model->module->getGraph().getNodes()) {
       collectives += isCudaCollective(node);
@@ -443,50 +446,50 @@ TEST(NcclGpuTest, OneRankCommunicatorAndTheMlpMatchTheCpu) {
         "schedule,plan-buffers",
         "data-parallel{ranks=2,bucket-bytes=1KiB,overlap=true},canonicalize,"
         "fold-transpose,schedule,plan-buffers"}) {
-  SCOPED_TRACE(pipeline);
-  std::vector<TrainingResult> results;
-  for (BackendKind backend : {BackendKind::Cpu, BackendKind::Cuda}) {
-    auto model = loadRunnableModel(dir + "/training_model.onnx",
-                                   {{"batch", 8}}, nullptr, false, pipeline,
-                                   nullptr, "", backend);
-    ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
-    unsigned collectives = 0;
-    // The start/wait pair's shapes do not depend on the world size, so the
-    // overlapped buckets can be set to one rank as well.
-    for (Node &node : model->module->getGraph().getNodes())
-      if (isCudaCollective(node)) {
-        node.setAttr("ranks", Attribute::getInt(1));
-        ++collectives;
-      }
-    ASSERT_GE(collectives, 1u);
-    InputSources sources;
-    sources.testData = &*data;
-    auto inputs = bindInputs(*model->module, sources);
-    ASSERT_TRUE(bool(inputs)) << llvm::toString(inputs.takeError());
-    TrainingOptions options;
-    options.backend = backend;
-    options.steps = 3;
-    auto result = trainModule(*model->module, *inputs, options);
-    ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
-    results.push_back(std::move(*result));
-  }
-  const TrainingResult &cpu = results[0], &cuda = results[1];
-  ASSERT_EQ(cpu.losses.size(), cuda.losses.size());
-  for (size_t s = 0; s < cpu.losses.size(); ++s)
-    EXPECT_NEAR(cuda.losses[s], cpu.losses[s],
-                1e-5 + 1e-4 * std::fabs(cpu.losses[s]))
-        << "step " << s + 1;
-  ASSERT_EQ(cpu.lastGradients.size(), cuda.lastGradients.size());
-  for (size_t i = 0; i < cpu.lastGradients.size(); ++i) {
-    const TensorData &expected = cpu.lastGradients[i].second;
-    const TensorData &actual = cuda.lastGradients[i].second;
-    ASSERT_EQ(expected.getNumElements(), actual.getNumElements());
-    for (uint64_t k = 0; k < expected.getNumElements(); ++k) {
-      double e = expected.getFloatElement(k), a = actual.getFloatElement(k);
-      ASSERT_NEAR(a, e, 1e-5 + 1e-4 * std::fabs(e))
-          << cpu.lastGradients[i].first << " element " << k;
+    SCOPED_TRACE(pipeline);
+    std::vector<TrainingResult> results;
+    for (BackendKind backend : {BackendKind::Cpu, BackendKind::Cuda}) {
+      auto model =
+          loadRunnableModel(dir + "/training_model.onnx", {{"batch", 8}},
+                            nullptr, false, pipeline, nullptr, "", backend);
+      ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+      unsigned collectives = 0;
+      // The start/wait pair's shapes do not depend on the world size, so the
+      // overlapped buckets can be set to one rank as well.
+      for (Node &node : model->module->getGraph().getNodes())
+        if (isCudaCollective(node)) {
+          node.setAttr("ranks", Attribute::getInt(1));
+          ++collectives;
+        }
+      ASSERT_GE(collectives, 1u);
+      InputSources sources;
+      sources.testData = &*data;
+      auto inputs = bindInputs(*model->module, sources);
+      ASSERT_TRUE(bool(inputs)) << llvm::toString(inputs.takeError());
+      TrainingOptions options;
+      options.backend = backend;
+      options.steps = 3;
+      auto result = trainModule(*model->module, *inputs, options);
+      ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+      results.push_back(std::move(*result));
     }
-  }
+    const TrainingResult &cpu = results[0], &cuda = results[1];
+    ASSERT_EQ(cpu.losses.size(), cuda.losses.size());
+    for (size_t s = 0; s < cpu.losses.size(); ++s)
+      EXPECT_NEAR(cuda.losses[s], cpu.losses[s],
+                  1e-5 + 1e-4 * std::fabs(cpu.losses[s]))
+          << "step " << s + 1;
+    ASSERT_EQ(cpu.lastGradients.size(), cuda.lastGradients.size());
+    for (size_t i = 0; i < cpu.lastGradients.size(); ++i) {
+      const TensorData &expected = cpu.lastGradients[i].second;
+      const TensorData &actual = cuda.lastGradients[i].second;
+      ASSERT_EQ(expected.getNumElements(), actual.getNumElements());
+      for (uint64_t k = 0; k < expected.getNumElements(); ++k) {
+        double e = expected.getFloatElement(k), a = actual.getFloatElement(k);
+        ASSERT_NEAR(a, e, 1e-5 + 1e-4 * std::fabs(e))
+            << cpu.lastGradients[i].first << " element " << k;
+      }
+    }
   }
 }
 

@@ -15,11 +15,11 @@
 #include "TestdataTraining.h"
 
 #include "backend/Executor.h"
-#include "ir/GmFile.h"
 #include "ir/Module.h"
 #include "ir/Plan.h"
-#include "ir/TextIR.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/TextIR.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
@@ -87,11 +87,12 @@ std::vector<TensorData> runOutputs(const Module &module) {
     return outputs;
   const Value *x = module.getGraph().getInputs()[0].get();
   std::vector<float> ones(x->getType().getNumElements(), 1.0f);
-  EXPECT_EQ(errorText((*executable)->setInput(
-                x, TensorData::fromValues<float>(
-                       DType::F32, x->getType().getStaticShape(),
-                       llvm::ArrayRef<float>(ones)))),
-            "<success>");
+  EXPECT_EQ(
+      errorText((*executable)
+                    ->setInput(x, TensorData::fromValues<float>(
+                                      DType::F32, x->getType().getStaticShape(),
+                                      llvm::ArrayRef<float>(ones)))),
+      "<success>");
   EXPECT_EQ(errorText((*executable)->runStep(3)), "<success>");
   for (const Value *output : module.getGraph().getOutputs()) {
     auto data = (*executable)->readValue(output);
@@ -261,8 +262,7 @@ module attributes {opsets = {"" = 17}} {
   EXPECT_EQ(phases, (std::vector<Phase>{Phase::Forward, Phase::Backward,
                                         Phase::Optimizer, Phase::Recompute}));
   std::string text = printed(*module);
-  EXPECT_NE(text.find("= Neg(%a) : f32[4] phase backward\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("= Neg(%a) : f32[4] phase backward\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("name \"n\" phase optimizer\n"), std::string::npos);
   EXPECT_NE(text.find("%a = Relu(%x) : f32[4]\n"), std::string::npos);

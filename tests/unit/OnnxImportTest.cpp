@@ -8,12 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "OnnxTestModels.h"
 #include "TestSupport.h"
 #include "ir/Module.h"
-#include "ir/OnnxTensor.h"
+#include "ir/serialization/OnnxTensor.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "OnnxTestModels.h"
 #include "TestSupport.h"
@@ -291,8 +291,7 @@ TEST(OnnxRoundTrip, FileWithExternalData) {
   exportOptions.externalDataThreshold = 64;
   ASSERT_FALSE(bool(exportOnnxFile(*module, path, exportOptions)));
   // Only the model and its data file; no temporary files left behind.
-  EXPECT_EQ(dir.list(),
-            (std::set<std::string>{"out.onnx", "out.onnx.data"}));
+  EXPECT_EQ(dir.list(), (std::set<std::string>{"out.onnx", "out.onnx.data"}));
 
   auto buffer = llvm::MemoryBuffer::getFile(path);
   ASSERT_TRUE(bool(buffer));
@@ -327,8 +326,7 @@ TEST(OnnxRoundTrip, FileWithExternalData) {
   ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
   expectIsomorphic(*module, **again);
   expectIsomorphic(**reimported, **again);
-  EXPECT_EQ(dir.list(),
-            (std::set<std::string>{"out.onnx", "out.onnx.data"}));
+  EXPECT_EQ(dir.list(), (std::set<std::string>{"out.onnx", "out.onnx.data"}));
 
   // Without a threshold everything is inline.
   std::string inlinePath = dir.file("inline.onnx");

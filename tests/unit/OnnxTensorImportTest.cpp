@@ -7,12 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "OnnxTestModels.h"
 #include "TestSupport.h"
 #include "ir/Module.h"
-#include "ir/OnnxTensor.h"
+#include "ir/serialization/OnnxTensor.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -308,8 +308,7 @@ TEST(OnnxImportExternal, Errors) {
   // load names it.
   ModelBuilder b;
   b.input("x", TP::FLOAT, {4});
-  makeExternal(b.initializer<float>("w", TP::FLOAT, {4}, {}), "missing.bin",
-               0);
+  makeExternal(b.initializer<float>("w", TP::FLOAT, {4}, {}), "missing.bin", 0);
   b.node("Add", {"x", "w"}, {"s"}, "add0");
   b.output("s");
   dir.write("model.onnx", b.bytes());

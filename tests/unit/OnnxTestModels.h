@@ -14,7 +14,7 @@
 #define GMOPT_TESTS_UNIT_ONNXTESTMODELS_H
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "onnx/onnx_pb.h"
 

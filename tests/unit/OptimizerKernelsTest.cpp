@@ -122,16 +122,16 @@ void checkAgainstReference(const AdamWAttrs &a) {
     weights.push_back(HostTensor::f32(shapes[p], w));
     m1.push_back(HostTensor::f32(shapes[p], std::vector<float>(n, 0)));
     m2.push_back(HostTensor::f32(shapes[p], std::vector<float>(n, 0)));
-    reference.push_back({toDouble(w), std::vector<double>(n, 0),
-                         std::vector<double>(n, 0)});
+    reference.push_back(
+        {toDouble(w), std::vector<double>(n, 0), std::vector<double>(n, 0)});
   }
   KernelRunner runner;
   const float lr = 0.01f;
   for (int64_t step = 1; step <= 3; ++step) {
     std::vector<HostTensor> grads;
     for (unsigned p = 0; p < shapes.size(); ++p) {
-      std::vector<float> g = randomFloats(reference[p].weight.size(),
-                                          100 * step + p, -0.5f, 0.5f);
+      std::vector<float> g =
+          randomFloats(reference[p].weight.size(), 100 * step + p, -0.5f, 0.5f);
       grads.push_back(HostTensor::f32(shapes[p], g));
       referenceAdamW(a, lr, step, g, reference[p]);
     }
@@ -209,7 +209,8 @@ TEST(OptimizerKernelsTest, FalseUpdateSignalSkipsTheUpdate) {
   std::vector<HostTensor> g = {HostTensor::f32({2}, {1, 1})};
   std::vector<HostTensor> m1 = {HostTensor::f32({2}, {0.5f, 0.5f})};
   std::vector<HostTensor> m2 = {HostTensor::f32({2}, {0.5f, 0.5f})};
-  HostTensor no = HostTensor::boolean({1}, {0}), yes = HostTensor::boolean({1}, {1});
+  HostTensor no = HostTensor::boolean({1}, {0}),
+             yes = HostTensor::boolean({1}, {1});
   KernelRunner runner;
   auto skipped = runAdamW(runner, a, 0.1f, 1, &no, w, g, m1, m2);
   ASSERT_TRUE(static_cast<bool>(skipped));
@@ -223,7 +224,8 @@ TEST(OptimizerKernelsTest, FalseUpdateSignalSkipsTheUpdate) {
 
   // SGD: skipped, then applied (w += -lr g, exactly).
   HostTensor lr = HostTensor::f32({1}, {0.5f});
-  HostTensor w1 = HostTensor::f32({3}, {1, 2, 3}), g1 = HostTensor::f32({3}, {2, 4, -2});
+  HostTensor w1 = HostTensor::f32({3}, {1, 2, 3}),
+             g1 = HostTensor::f32({3}, {2, 4, -2});
   HostTensor w2 = HostTensor::f32({1}, {10}), g2 = HostTensor::f32({1}, {1});
   auto flagType = TensorType::get(DType::Bool, {1});
   auto sgdSkipped = runner.run(kMsDomain, "SGDOptimizerV2",
@@ -281,16 +283,17 @@ struct OptimizerModule {
     llvm::SmallVector<Value *, 8> first, second;
     for (unsigned i = 0; i < numParams; ++i) {
       std::string n = std::to_string(i);
-      params.push_back(graph.addInput(TensorType::get(DType::F32, {4}), "w" + n));
-      grads.push_back(graph.addInput(TensorType::get(DType::F32, {4}), "g" + n));
+      params.push_back(
+          graph.addInput(TensorType::get(DType::F32, {4}), "w" + n));
+      grads.push_back(
+          graph.addInput(TensorType::get(DType::F32, {4}), "g" + n));
       first.push_back(
           graph.addInput(TensorType::get(DType::F32, momentShape), "m" + n));
       second.push_back(
           graph.addInput(TensorType::get(DType::F32, {4}), "v" + n));
     }
     std::vector<Value *> operands = OptimizerOperands::layout(
-        OptimizerKind::AdamW, lr, step, signal, params, grads,
-        {first, second});
+        OptimizerKind::AdamW, lr, step, signal, params, grads, {first, second});
     for (unsigned i = 0; i < extra; ++i)
       operands.push_back(graph.addInput(TensorType::get(DType::F32, {4}),
                                         "x" + std::to_string(i)));

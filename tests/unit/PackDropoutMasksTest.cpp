@@ -42,8 +42,7 @@ void expectSameRun(const TrainingResult &a, const TrainingResult &b,
   EXPECT_EQ(a.losses, b.losses) << how.str();
   ASSERT_EQ(a.firstGradients.size(), b.firstGradients.size()) << how.str();
   for (size_t i = 0; i != a.firstGradients.size(); ++i)
-    EXPECT_TRUE(a.firstGradients[i].second ==
-                b.firstGradients[i].second)
+    EXPECT_TRUE(a.firstGradients[i].second == b.firstGradients[i].second)
         << how.str() << " gradient " << a.firstGradients[i].first;
   ASSERT_EQ(a.finalState.size(), b.finalState.size()) << how.str();
   for (size_t i = 0; i != a.finalState.size(); ++i)

@@ -14,8 +14,8 @@
 #include "passes/PassRegistry.h"
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/Plan.h"
+#include "ir/serialization/Onnx.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -126,12 +126,12 @@ void registerTestPasses() {
                                    return std::unique_ptr<Pass>(
                                        new FailingPass());
                                  }}));
-    llvm::cantFail(registerPass(
-        {"test-lie", "test pass that hides a change",
-         [] { return std::unique_ptr<Pass>(new LyingPass()); }}));
-    llvm::cantFail(registerPass(
-        {"test-honest", "test pass that reports its change",
-         [] { return std::unique_ptr<Pass>(new HonestPass()); }}));
+    llvm::cantFail(
+        registerPass({"test-lie", "test pass that hides a change",
+                      [] { return std::unique_ptr<Pass>(new LyingPass()); }}));
+    llvm::cantFail(
+        registerPass({"test-honest", "test pass that reports its change",
+                      [] { return std::unique_ptr<Pass>(new HonestPass()); }}));
     return true;
   }();
   (void)registered;

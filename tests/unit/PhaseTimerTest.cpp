@@ -11,7 +11,7 @@
 #include "passes/PassManager.h"
 
 #include "ir/Module.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/TextIR.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/PipelineParser.h"
-#include "passes/Canonicalize.h"
 #include "passes/PassRegistry.h"
+#include "passes/transforms/Canonicalize.h"
 
 #include "gtest/gtest.h"
 

@@ -12,17 +12,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/PlanBuffers.h"
-#include "tests/unit/TestdataTraining.h"
-#include "passes/InPlace.h"
-#include "passes/Liveness.h"
+#include "passes/planning/PlanBuffers.h"
 #include "passes/PassManager.h"
-#include "passes/PlanReport.h"
+#include "passes/planning/InPlace.h"
+#include "passes/planning/Liveness.h"
+#include "passes/planning/PlanReport.h"
+#include "tests/unit/TestdataTraining.h"
 
 #include "backend/Executor.h"
 #include "backend/cpu/CpuKernel.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -494,7 +494,8 @@ std::unique_ptr<Module> optimize(const TestGraph &graph,
 }
 
 constexpr llvm::StringLiteral kStrictPipeline =
-    "canonicalize,schedule{keep-side-effect-order=true},plan-buffers{validate=true}";
+    "canonicalize,schedule{keep-side-effect-order=true},plan-buffers{validate="
+    "true}";
 constexpr llvm::StringLiteral kRelaxedPipeline =
     "canonicalize,schedule{keep-side-effect-order=false},"
     "plan-buffers{validate=true}";

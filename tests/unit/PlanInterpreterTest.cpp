@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/PlanInterpreter.h"
 #include "backend/Device.h"
 #include "backend/Executor.h"
-#include "backend/PlanInterpreter.h"
 #include "backend/cpu/CpuKernel.h"
 #include "ir/Module.h"
 #include "ir/Plan.h"

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/Module.h"
 #include "ir/Plan.h"
+#include "ir/Module.h"
 
 #include "gtest/gtest.h"
 
@@ -35,10 +35,11 @@ protected:
     Builder b(graph);
     relu = b.create({"", "Relu"}, {x}, {f32({256})}, {}, "relu")->getResult(0);
     neg = b.create({"", "Neg"}, {relu}, {f32({256})}, {}, "neg")->getResult(0);
-    view = b.create({"", "Reshape"}, {neg, shape}, {f32({16, 16})}, {},
-                    "reshape")
-               ->getResult(0);
-    out = b.create({"", "Abs"}, {view}, {f32({16, 16})}, {}, "abs")->getResult(0);
+    view =
+        b.create({"", "Reshape"}, {neg, shape}, {f32({16, 16})}, {}, "reshape")
+            ->getResult(0);
+    out =
+        b.create({"", "Abs"}, {view}, {f32({16, 16})}, {}, "abs")->getResult(0);
     graph.addOutput(out);
   }
 
@@ -74,10 +75,11 @@ TEST_F(PlanTest, AViewThatIsAGraphOutputIsACopy) {
   Graph &graph = module.getGraph();
   Value *shape = graph.lookupValue("shape");
   Builder b(graph);
-  Value *viewOut = b.create({"", "Reshape"}, {relu, shape}, {f32({16, 16})},
-                            {}, "reshape_out")
+  Value *viewOut = b.create({"", "Reshape"}, {relu, shape}, {f32({16, 16})}, {},
+                            "reshape_out")
                        ->getResult(0);
-  graph.moveNode(viewOut->getDefiningNode(), neg->getDefiningNode()->getIterator());
+  graph.moveNode(viewOut->getDefiningNode(),
+                 neg->getDefiningNode()->getIterator());
   graph.addOutput(viewOut);
   EXPECT_EQ(getViewSource(*view->getDefiningNode()), neg);
   EXPECT_EQ(getViewSource(*viewOut->getDefiningNode()), nullptr);

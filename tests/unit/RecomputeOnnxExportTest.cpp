@@ -9,9 +9,9 @@
 // name, and the clones copy their originals' names), the nodes are in an
 // order ONNX accepts (the re-import checks every use follows its
 // definition) and verify, each random clone carries its original's seed
-// (so it redraws the original's mask in ONNX Runtime too), and the exported graph trains
-// exactly like the original: five AdamW steps of the re-imported ONNX give
-// the original's losses.
+// (so it redraws the original's mask in ONNX Runtime too), and the exported
+// graph trains exactly like the original: five AdamW steps of the re-imported
+// ONNX give the original's losses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,8 +21,8 @@
 #include "tools/driver/TestDataSet.h"
 
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/Onnx.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -91,8 +91,8 @@ std::vector<double> train(llvm::StringRef path, llvm::StringRef model,
   OptimizerSpec spec;
   auto runnable = loadRunnableModel(path, dims, nullptr, /*wantOriginal=*/false,
                                     "schedule,plan-buffers", &spec);
-  EXPECT_TRUE(bool(runnable)) << path.str() << ": "
-                              << errorText(runnable.takeError());
+  EXPECT_TRUE(bool(runnable))
+      << path.str() << ": " << errorText(runnable.takeError());
   if (!runnable)
     return {};
   InputSources sources;
@@ -123,10 +123,10 @@ TEST_P(RecomputeOnnxExportTest, ExportedGraphIsValidAndTrainsLikeTheOriginal) {
   auto module = importOnnxFile(original, importOptions);
   ASSERT_TRUE(bool(module)) << errorText(module.takeError());
   PassManager manager;
-  ASSERT_EQ(errorText(manager.addPipeline(std::string(c.prefix) +
-                                          "recompute{mode=" + c.mode +
-                                          "},schedule")),
-            "<success>");
+  ASSERT_EQ(
+      errorText(manager.addPipeline(std::string(c.prefix) +
+                                    "recompute{mode=" + c.mode + "},schedule")),
+      "<success>");
   ASSERT_EQ(errorText(manager.run(**module)), "<success>");
   unsigned clones = 0;
   std::map<std::string, unsigned> cloneNames;
@@ -212,8 +212,8 @@ TEST_P(RecomputeOnnxExportTest, ExportedGraphIsValidAndTrainsLikeTheOriginal) {
 
   // Written to a file and trained: the original's losses.
   llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("gmopt-recompute-onnx",
-                                                    dir));
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("gmopt-recompute-onnx", dir));
   llvm::SmallString<128> path(dir);
   llvm::sys::path::append(path, "training_model.onnx");
   ASSERT_EQ(errorText(exportOnnxFile(**module, path)), "<success>");

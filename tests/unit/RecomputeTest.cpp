@@ -11,19 +11,19 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/MinCut.h"
+#include "passes/recompute/Recompute.h"
 #include "passes/PassManager.h"
-#include "passes/Recompute.h"
-#include "passes/SavedActivations.h"
+#include "passes/recompute/MinCut.h"
+#include "passes/recompute/SavedActivations.h"
 
 #include "tools/driver/Runtime.h"
 
 #include "backend/Executor.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/Onnx.h"
 
 #include "tests/unit/TestPaths.h"
 #include "tests/unit/TestdataPipelineTraining.h"
@@ -44,8 +44,9 @@ std::string errorText(llvm::Error err) {
 
 /// The testdata graphs, and the dropout graph with gpt_tiny's batch.
 std::vector<gmopt::testing::TestdataGraph> allGraphs() {
-  std::vector<gmopt::testing::TestdataGraph> graphs(std::begin(gmopt::testing::kTestdataGraphs),
-                                             std::end(gmopt::testing::kTestdataGraphs));
+  std::vector<gmopt::testing::TestdataGraph> graphs(
+      std::begin(gmopt::testing::kTestdataGraphs),
+      std::end(gmopt::testing::kTestdataGraphs));
   graphs.push_back({"gpt_tiny_dropout", 4});
   return graphs;
 }
@@ -55,8 +56,7 @@ const char *const kDefault =
 
 /// The default pipeline with \p recompute before the schedule.
 std::string pipelineWith(llvm::StringRef recompute) {
-  return ("canonicalize,fold-transpose," + recompute +
-          ",schedule,plan-buffers")
+  return ("canonicalize,fold-transpose," + recompute + ",schedule,plan-buffers")
       .str();
 }
 
@@ -95,8 +95,9 @@ TEST_P(RecomputeTestdataTest, EveryModeTrainsLikeTheOriginal) {
     // Budget gets the peak full mode planned: a feasible limit by
     // construction, which budget must meet.
     if (recompute == "budget")
-      recompute = "recompute{mode=budget,memory-limit=" +
-                  std::to_string(*fullPeak) + "}";
+      recompute =
+          "recompute{mode=budget,memory-limit=" + std::to_string(*fullPeak) +
+          "}";
     std::optional<Trained> rewritten = train(model, pipelineWith(recompute));
     ASSERT_TRUE(rewritten) << recompute;
     if (recompute.find("full") != std::string::npos)
@@ -121,12 +122,11 @@ TEST_P(RecomputeTestdataTest, EveryModeTrainsLikeTheOriginal) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, RecomputeTestdataTest,
-                         ::testing::ValuesIn(allGraphs()),
-                         [](const ::testing::TestParamInfo<
-                             gmopt::testing::TestdataGraph> &info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, RecomputeTestdataTest, ::testing::ValuesIn(allGraphs()),
+    [](const ::testing::TestParamInfo<gmopt::testing::TestdataGraph> &info) {
+      return std::string(info.param.name);
+    });
 
 //===----------------------------------------------------------------------===//
 // Analysis and modes on a GPT graph
@@ -161,11 +161,10 @@ TEST(SavedActivationsTest, GptSavedActivationsAreForwardValuesReadLater) {
     EXPECT_EQ(analysis->getForwardNodes()[activation.producer], producer);
     bool readLater = false;
     for (const OpOperand &use : activation.value->getUses())
-      readLater |= use.getOwner() &&
-                   use.getOwner()->getPhase() != Phase::Forward;
+      readLater |=
+          use.getOwner() && use.getOwner()->getPhase() != Phase::Forward;
     EXPECT_TRUE(readLater) << activation.value->getName().str();
-    EXPECT_EQ(activation.bytes,
-              activation.value->getType().getSizeInBytes());
+    EXPECT_EQ(activation.bytes, activation.value->getType().getSizeInBytes());
     bytes += activation.bytes;
   }
   EXPECT_EQ(bytes, analysis->getSavedBytes());
@@ -191,8 +190,8 @@ TEST(SavedActivationsTest, GptSavedActivationsAreForwardValuesReadLater) {
   EXPECT_TRUE(llvm::is_sorted(region->nodes));
   for (const Value *source : region->sources)
     EXPECT_TRUE(analysis->isAlwaysAvailable(source) ||
-                !analysis->isRecomputable(*analysis->getForwardPosition(
-                    source->getDefiningNode())))
+                !analysis->isRecomputable(
+                    *analysis->getForwardPosition(source->getDefiningNode())))
         << source->getName().str();
 }
 
@@ -201,8 +200,7 @@ TEST(RecomputeTest, ModesOrderByMemoryAndFlops) {
   ASSERT_TRUE(module);
   auto analysis = SavedActivations::compute(*module);
   ASSERT_TRUE(bool(analysis)) << errorText(analysis.takeError());
-  auto selective =
-      planRecompute(*analysis, RecomputeMode::Selective);
+  auto selective = planRecompute(*analysis, RecomputeMode::Selective);
   auto full = planRecompute(*analysis, RecomputeMode::Full);
   ASSERT_TRUE(bool(selective)) << errorText(selective.takeError());
   ASSERT_TRUE(bool(full)) << errorText(full.takeError());
@@ -236,8 +234,8 @@ TEST(RecomputeTest, ModesOrderByMemoryAndFlops) {
   EXPECT_GT(productsCloned(*selective), 0u);
   RecomputeTuning noCore;
   noCore.attentionCore = false;
-  auto weightsOnly = planRecompute(*analysis,
-                                   RecomputeMode::Selective, 0, noCore);
+  auto weightsOnly =
+      planRecompute(*analysis, RecomputeMode::Selective, 0, noCore);
   ASSERT_TRUE(bool(weightsOnly)) << errorText(weightsOnly.takeError());
   EXPECT_EQ(productsCloned(*weightsOnly), 0u);
   EXPECT_GT(weightsOnly->savedBytesAfter, selective->savedBytesAfter);
@@ -261,8 +259,8 @@ TEST(RecomputeTest, PartsOfSelectiveTakeTheMostEfficientGroupsFirst) {
     for (size_t i = 1; i < part.groups.size(); ++i)
       EXPECT_LE(part.groups[i - 1].placeBefore, part.groups[i].placeBefore);
   }
-  RecomputePlan all = takeMostEfficientGroups(*selective, *analysis,
-                                              selective->groups.size());
+  RecomputePlan all =
+      takeMostEfficientGroups(*selective, *analysis, selective->groups.size());
   EXPECT_EQ(all.recomputeFlops, selective->recomputeFlops);
   EXPECT_EQ(all.dropped, selective->dropped);
   EXPECT_EQ(all.savedBytesAfter, selective->savedBytesAfter);
@@ -288,9 +286,9 @@ TEST(RecomputeTest, GraphsAsImportedStayTopological) {
           gmopt::testing::importTestdataGraph(graph.name, graph.batch);
       ASSERT_TRUE(module);
       PassManager manager;
-      ASSERT_EQ(errorText(manager.addPipeline(std::string(recompute) +
-                                              ",schedule")),
-                "<success>");
+      ASSERT_EQ(
+          errorText(manager.addPipeline(std::string(recompute) + ",schedule")),
+          "<success>");
       EXPECT_EQ(errorText(manager.run(*module)), "<success>")
           << graph.name << " " << recompute;
     }
@@ -313,8 +311,8 @@ TEST(RecomputeTest, SecondRunChangesNothing) {
 }
 
 TEST(RecomputeTest, SymbolicShapesAreAnError) {
-  auto module = importOnnxFile(gmopt::testdataDir() +
-                               "/gpt_tiny/training_model.onnx");
+  auto module =
+      importOnnxFile(gmopt::testdataDir() + "/gpt_tiny/training_model.onnx");
   ASSERT_TRUE(bool(module)) << errorText(module.takeError());
   RecomputePass pass;
   PassContext context;
@@ -355,8 +353,7 @@ TEST(MinCutTest, MatchesExhaustiveSearchOnRandomNetworks) {
       uint32_t from = rng() % n, to = rng() % n;
       if (from == to)
         continue;
-      uint64_t capacity =
-          rng() % 7 == 0 ? FlowNetwork::kInfinite : rng() % 50;
+      uint64_t capacity = rng() % 7 == 0 ? FlowNetwork::kInfinite : rng() % 50;
       edges.push_back({from, to, capacity});
     }
     FlowNetwork network(n);
@@ -409,8 +406,7 @@ void buildRandomStep(Module &module, std::mt19937 &rng, unsigned numForward) {
   Value *dy = graph.addInput(f32(n, n), "dy");
   Builder b(graph);
   Value *ratio = b.createConstant(
-      TensorData::fromValues<float>(DType::F32, {}, {0.25f}),
-      "ratio");
+      TensorData::fromValues<float>(DType::F32, {}, {0.25f}), "ratio");
   Value *training = b.createConstant(
       TensorData(TensorType::get(DType::Bool, {}), std::vector<uint8_t>{1}),
       "training");
@@ -439,9 +435,9 @@ void buildRandomStep(Module &module, std::mt19937 &rng, unsigned numForward) {
     } else if (kind == 5) {
       values.push_back(make("Mul", {pick(3), pick(6)})->getResult(0));
     } else if (kind == 6) {
-      Node *dropout = b.create(
-          {"", "Dropout"}, {pick(3), ratio, training},
-          {f32(n, n), TensorType::get(DType::Bool, {n, n})});
+      Node *dropout =
+          b.create({"", "Dropout"}, {pick(3), ratio, training},
+                   {f32(n, n), TensorType::get(DType::Bool, {n, n})});
       dropout->setStreamId(1000 + i);
       values.push_back(dropout->getResult(0));
     } else {
@@ -472,8 +468,9 @@ std::vector<TensorData> runOutputs(const Module &module,
   if (!executable)
     return outputs;
   for (size_t i = 0; i != inputs.size(); ++i)
-    EXPECT_EQ(errorText((*executable)->setInput(
-                  module.getGraph().getInputs()[i].get(), inputs[i])),
+    EXPECT_EQ(errorText((*executable)
+                            ->setInput(module.getGraph().getInputs()[i].get(),
+                                       inputs[i])),
               "<success>");
   EXPECT_EQ(errorText((*executable)->runStep(0)), "<success>");
   for (const Value *output : module.getGraph().getOutputs()) {
@@ -510,12 +507,11 @@ TEST(RecomputeRandomTest, RewrittenStepsVerifyComputeTheSameAndFit) {
     uint64_t originalPeak = original.plan.figures.plannedBytes();
 
     unsigned percent = 55 + rng() % 46;
-    for (std::string recompute :
-         {std::string("recompute{mode=selective}"),
-          std::string("recompute{mode=sqrt}"),
-          std::string("recompute{mode=full}"),
-          "recompute{mode=budget,memory-limit=" + std::to_string(percent) +
-              "%}"}) {
+    for (std::string recompute : {std::string("recompute{mode=selective}"),
+                                  std::string("recompute{mode=sqrt}"),
+                                  std::string("recompute{mode=full}"),
+                                  "recompute{mode=budget,memory-limit=" +
+                                      std::to_string(percent) + "%}"}) {
       // The identical graph again, from the same seed.
       Module module;
       std::mt19937 sameRng(seed);
@@ -548,7 +544,8 @@ TEST(RecomputeRandomTest, RewrittenStepsVerifyComputeTheSameAndFit) {
           for (const OpOperand &use : result->getUses())
             EXPECT_TRUE(!use.getOwner() ||
                         use.getOwner()->getPhase() != Phase::Forward)
-                << trial << " " << recompute << ": a forward node reads a clone";
+                << trial << " " << recompute
+                << ": a forward node reads a clone";
         }
       }
       PassManager plan;
@@ -591,8 +588,7 @@ namespace {
 /// Applies \p plan to \p module and plans it: the planned peak.
 uint64_t plannedPeakWith(Module &module, const SavedActivations &analysis,
                          const RecomputePlan &plan) {
-  EXPECT_EQ(errorText(applyRecomputePlan(module, analysis, plan)),
-            "<success>");
+  EXPECT_EQ(errorText(applyRecomputePlan(module, analysis, plan)), "<success>");
   PassManager manager;
   EXPECT_EQ(errorText(manager.addPipeline("schedule,plan-buffers")),
             "<success>");
@@ -625,8 +621,7 @@ TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
     ASSERT_TRUE(bool(probeAnalysis)) << errorText(probeAnalysis.takeError());
     std::vector<size_t> droppable;
     for (size_t i = 0; i != probeAnalysis->getSaved().size(); ++i)
-      if (probeAnalysis->isRecomputable(
-              probeAnalysis->getSaved()[i].producer))
+      if (probeAnalysis->isRecomputable(probeAnalysis->getSaved()[i].producer))
         droppable.push_back(i);
     if (droppable.empty() || droppable.size() > 8)
       continue;
@@ -639,11 +634,11 @@ TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
       for (size_t bit = 0; bit != droppable.size(); ++bit)
         if (mask >> bit & 1)
           adjust.drop.push_back(analysis->getSaved()[droppable[bit]].value);
-      auto plan = planRecompute(*analysis, RecomputeMode::Explicit, 0, {},
-                                adjust);
+      auto plan =
+          planRecompute(*analysis, RecomputeMode::Explicit, 0, {}, adjust);
       ASSERT_TRUE(bool(plan)) << errorText(plan.takeError());
-      points.push_back({plannedPeakWith(*module, *analysis, *plan),
-                        plan->recomputeFlops});
+      points.push_back(
+          {plannedPeakWith(*module, *analysis, *plan), plan->recomputeFlops});
     }
     const uint64_t base = points[0].first;
     uint64_t smallest = base;
@@ -668,9 +663,9 @@ TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
       if (err) {
         std::string text = errorText(std::move(err));
         EXPECT_NE(text.find("cannot be met"), std::string::npos) << text;
-        ADD_FAILURE() << "trial " << trial << " limit " << k << "/4 ("
-                      << limit << ", smallest subset peak " << smallest
-                      << ", base " << base << ") refused: " << text;
+        ADD_FAILURE() << "trial " << trial << " limit " << k << "/4 (" << limit
+                      << ", smallest subset peak " << smallest << ", base "
+                      << base << ") refused: " << text;
         ++refused;
         continue;
       }
@@ -688,8 +683,8 @@ TEST(RecomputeRandomTest, BudgetNearsTheExhaustiveOptimum) {
   }
   std::cerr << "budget against the exhaustive optimum: " << limits
             << " limits, " << exact << " optimal, " << within10
-            << " within 10%, " << refused << " refused, worst ratio "
-            << worst << "\n";
+            << " within 10%, " << refused << " refused, worst ratio " << worst
+            << "\n";
   EXPECT_GT(limits, 40u);
   EXPECT_EQ(refused, 0u);
   EXPECT_GE(within10 * 10, limits * 9);

@@ -52,8 +52,11 @@ std::vector<float> randomRow(std::mt19937 &rng, int64_t n, float spread,
   std::vector<float> row(n);
   const float special[] = {std::numeric_limits<float>::quiet_NaN(),
                            std::numeric_limits<float>::infinity(),
-                           -std::numeric_limits<float>::infinity(), -0.0f,
-                           1e30f, -1e30f, 0.0f};
+                           -std::numeric_limits<float>::infinity(),
+                           -0.0f,
+                           1e30f,
+                           -1e30f,
+                           0.0f};
   for (int64_t i = 0; i < n; ++i)
     row[i] = specials && i % 13 == 5 ? special[(i / 13) % 7] : normal(rng);
   return row;
@@ -116,8 +119,8 @@ TEST(RowKernelsTest, SoftmaxIsTheSameAtEveryWidthAndNearTheReference) {
           softmaxRowF32(level, inPlace.data(), inPlace.data(), n, log);
           for (int64_t i = 0; i < n; ++i) {
             ASSERT_TRUE(sameFloat(got[i], want[i]))
-                << getSimdLevelName(level).str() << " log " << log << " n "
-                << n << " i " << i << ": " << got[i] << " vs " << want[i];
+                << getSimdLevelName(level).str() << " log " << log << " n " << n
+                << " i " << i << ": " << got[i] << " vs " << want[i];
             ASSERT_TRUE(sameFloat(inPlace[i], want[i]));
           }
         }
@@ -131,8 +134,8 @@ TEST(RowKernelsTest, BiasGeluIsTheSameAtEveryWidthAndNearTheReference) {
       std::vector<float> x = randomRow(rng, n, 3.0f, specials);
       std::vector<float> b = randomRow(rng, n, 0.5f, false);
       std::vector<float> want(n, 0.0f);
-      int64_t done = biasGeluRowF32(SimdLevel::Sse, x.data(), b.data(),
-                                    want.data(), n);
+      int64_t done =
+          biasGeluRowF32(SimdLevel::Sse, x.data(), b.data(), want.data(), n);
       EXPECT_EQ(done, n / 4 * 4);
       for (int64_t i = 0; i + 4 <= n; i += 4) {
         F32x4 v = loadF32x4(x.data() + i) + loadF32x4(b.data() + i);
@@ -172,25 +175,25 @@ TEST(RowKernelsTest, BiasGeluGradIsTheSameAtEveryWidthAndNearTheReference) {
                                         b.data(), want.data(), n);
       EXPECT_EQ(done, n / 4 * 4);
       const F32x4 half = splatF32x4(0.5f), one = splatF32x4(1.0f),
-                   sqrtHalf = splatF32x4(static_cast<float>(std::sqrt(0.5))),
-                   invSqrtTwoPi = splatF32x4(
-                       static_cast<float>(1 / std::sqrt(2 * M_PI)));
+                  sqrtHalf = splatF32x4(static_cast<float>(std::sqrt(0.5))),
+                  invSqrtTwoPi =
+                      splatF32x4(static_cast<float>(1 / std::sqrt(2 * M_PI)));
       for (int64_t i = 0; i + 4 <= n; i += 4) {
         F32x4 v = loadF32x4(x.data() + i) + loadF32x4(b.data() + i);
         F32x4 u = v * sqrtHalf;
         F32x4 gauss = expF32x4(-(u * u));
-        F32x4 before = loadF32x4(dy.data() + i) *
-                       (half * (one + erfF32x4(u, gauss)) +
-                        v * (invSqrtTwoPi * gauss));
+        F32x4 before =
+            loadF32x4(dy.data() + i) *
+            (half * (one + erfF32x4(u, gauss)) + v * (invSqrtTwoPi * gauss));
         for (int j = 0; j < 4; ++j)
           ASSERT_TRUE(sameFloat(want[i + j], before[j])) << n << " " << i;
       }
       if (!specials)
         for (int64_t i = 0; i < done; ++i) {
           double v = static_cast<double>(x[i] + b[i]);
-          double ref = dy[i] * (0.5 * (1 + std::erf(v * std::sqrt(0.5))) +
-                                v * std::exp(-0.5 * v * v) /
-                                    std::sqrt(2 * M_PI));
+          double ref =
+              dy[i] * (0.5 * (1 + std::erf(v * std::sqrt(0.5))) +
+                       v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI));
           EXPECT_NEAR(want[i], ref, 1e-5 * (1 + std::fabs(ref)));
         }
       for (SimdLevel level : getSupportedSimdLevels()) {
@@ -219,13 +222,12 @@ TEST(RowKernelsTest, LayerNormIsTheSameAtEveryWidthAndNearTheReference) {
         const float *pb = withBias ? bias.data() : nullptr;
         std::vector<float> want(n);
         float wantMean, wantInv;
-        layerNormRowF32(SimdLevel::Sse, x.data(), scale.data(), pb,
-                        want.data(), n, 1e-5, rms, wantMean, wantInv);
+        layerNormRowF32(SimdLevel::Sse, x.data(), scale.data(), pb, want.data(),
+                        n, 1e-5, rms, wantMean, wantInv);
         double simdMean = rms ? 0 : sumF32(x.data(), n) / n;
-        double simdInv = 1.0 / std::sqrt(
-                                   sumSquaredDeviationF32(x.data(), n, simdMean) /
-                                       n +
-                                   1e-5);
+        double simdInv =
+            1.0 /
+            std::sqrt(sumSquaredDeviationF32(x.data(), n, simdMean) / n + 1e-5);
         ASSERT_TRUE(sameFloat(wantMean, static_cast<float>(simdMean)));
         ASSERT_TRUE(sameFloat(wantInv, static_cast<float>(simdInv)));
         double mean = 0, squares = 0;

@@ -16,9 +16,9 @@
 #include "tools/driver/RunSession.h"
 #include "tools/driver/TestDataSet.h"
 
-#include "ir/GmFile.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"

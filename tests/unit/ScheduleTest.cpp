@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Schedule.h"
-#include "passes/InPlace.h"
-#include "passes/Liveness.h"
+#include "passes/planning/Schedule.h"
 #include "passes/Pass.h"
+#include "passes/planning/InPlace.h"
+#include "passes/planning/Liveness.h"
 
 #include "ir/Module.h"
 

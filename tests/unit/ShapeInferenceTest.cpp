@@ -632,8 +632,7 @@ TEST_F(ShapeInferenceTest, ExpandTileTriluPad) {
   // constants are known, so the batch symbol survives the crop.
   Value *pads = i64s({0, 1, 0, 2});
   Value *negPads = build1(onnxOp("Neg"), {pads});
-  EXPECT_EQ(ops::getIntValues(*negPads),
-            (std::vector<int64_t>{0, -1, 0, -2}));
+  EXPECT_EQ(ops::getIntValues(*negPads), (std::vector<int64_t>{0, -1, 0, -2}));
   EXPECT_EQ(inferOnnx("Pad", {input("f32[batch,11]"), negPads}),
             "f32[batch,8]");
   // A negated symbol is no extent: unknown, not the symbol.
@@ -669,12 +668,12 @@ TEST_F(ShapeInferenceTest, AttributeValuesAddedInLaterOpsets) {
   EXPECT_EQ(scatter("ScatterElements", "add"), "f32[4,3]");
   EXPECT_TRUE(contains(scatter("ScatterElements", "max"),
                        "'max' and 'min' need opset 18"));
-  EXPECT_TRUE(contains(scatter("ScatterND", "min"),
-                       "'max' and 'min' need opset 18"));
+  EXPECT_TRUE(
+      contains(scatter("ScatterND", "min"), "'max' and 'min' need opset 18"));
   module.opsetImports[""] = 18;
   EXPECT_EQ(scatter("ScatterElements", "max"), "f32[4,3]");
-  EXPECT_EQ(inferOnnx("ScatterND", {input("f32[4,3]"), input("i64[2,1]"),
-                                    input("f32[2,3]")},
+  EXPECT_EQ(inferOnnx("ScatterND",
+                      {input("f32[4,3]"), input("i64[2,1]"), input("f32[2,3]")},
                       {stringAttr("reduction", "min")}),
             "f32[4,3]");
 }

@@ -8,23 +8,23 @@
 // buildOptimizer records it (AdamW on mlp), the ONNX importer recovers it
 // from an exported module, print/parse and `.gm` keep it, the plan's
 // categories read it, and removing or merging a parameter of the fused
-// optimizer node rebuilds the node without it. Merging is checked numerically: on gpt_tiny, two parameters
-// fed the same values are merged and one training step on the CPU backend
-// must give the same loss and, for the merged parameter, the sum of the two
-// gradients.
+// optimizer node rebuilds the node without it. Merging is checked numerically:
+// on gpt_tiny, two parameters fed the same values are merged and one training
+// step on the CPU backend must give the same loss and, for the merged
+// parameter, the sum of the two gradients.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TestdataTraining.h"
 
-#include "ir/GmFile.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 #include "ir/Plan.h"
-#include "ir/TextIR.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/TextIR.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -40,7 +40,9 @@ using namespace gmopt::testing;
 
 namespace {
 
-std::string errorText(llvm::Error err) { return testdataErrorText(std::move(err)); }
+std::string errorText(llvm::Error err) {
+  return testdataErrorText(std::move(err));
+}
 
 std::string verifyText(const Module &module) {
   return errorText(verifyModule(module));
@@ -86,8 +88,8 @@ struct SmallModule {
     loss = b.create({"", "ReduceSum"}, {y}, {scalar},
                     {{"keepdims", Attribute::getInt(0)}})
                ->getResult(0);
-    wGrad = b.create({"", "Identity"}, {x}, {f4}, {}, "w_grad_node")
-                ->getResult(0);
+    wGrad =
+        b.create({"", "Identity"}, {x}, {f4}, {}, "w_grad_node")->getResult(0);
     wGrad->setName("w_grad");
     // u's gradient has a chain of its own, so removing u erases it.
     Value *uGradPart = b.create({"", "Neg"}, {x}, {f4})->getResult(0);
@@ -116,8 +118,8 @@ struct SmallModule {
     sig.setStepSlot(StepSlot::LossScale, scale);
   }
 
-  ParamInfo entry(Value *param, Value *grad, Value *acc, Node *node,
-                  Value *m, Value *v) const {
+  ParamInfo entry(Value *param, Value *grad, Value *acc, Node *node, Value *m,
+                  Value *v) const {
     ParamInfo info;
     info.param = param;
     info.grad = grad;
@@ -156,8 +158,8 @@ TEST(SignatureEditTest, AddParameterChecksItsEntry) {
   EXPECT_NE(errorText(n.module->addParameter(
                 n.entry(n.w, nullptr, nullptr, nullptr, n.uM, n.uV))),
             "<success>");
-  Value *scalar = n.module->getGraph().addInput(
-      TensorType::get(DType::F32, {}), "scalar");
+  Value *scalar =
+      n.module->getGraph().addInput(TensorType::get(DType::F32, {}), "scalar");
   ParamInfo mistyped = n.entry(n.u, scalar, nullptr, nullptr, n.uM, n.uV);
   EXPECT_NE(errorText(n.module->addParameter(mistyped)).find("has type f32[]"),
             std::string::npos);
@@ -360,8 +362,8 @@ TEST(SignatureEditTest, GmRoundTripKeepsStateAndSlots) {
     EXPECT_EQ(sig.getStepSlot(slot)->getName(), name);
   }
   // The original had no slots and still has none.
-  EXPECT_FALSE(loaded->original->getSignature().getStepSlot(
-      StepSlot::LearningRate));
+  EXPECT_FALSE(
+      loaded->original->getSignature().getStepSlot(StepSlot::LearningRate));
 }
 
 /// Bitwise comparison as floats within a relative tolerance.
@@ -504,8 +506,7 @@ TEST(SignatureEditTest, BuiltAdamWRecordsItsStateInTheSignature) {
               info->param->getName().str() + ".momentum0");
   }
   EXPECT_EQ(sig.getStepSlot(StepSlot::StepCount), layout.getStep());
-  EXPECT_EQ(sig.getStepSlot(StepSlot::LearningRate),
-            layout.getLearningRate());
+  EXPECT_EQ(sig.getStepSlot(StepSlot::LearningRate), layout.getLearningRate());
   EXPECT_EQ(sig.getStepSlot(StepSlot::LossScale), nullptr);
   EXPECT_EQ(verifyText(*module), "<success>");
 
@@ -528,9 +529,9 @@ TEST(SignatureEditTest, BuiltAdamWRecordsItsStateInTheSignature) {
   SmallModule small;
   small.addBoth();
   auto taken = buildOptimizer(*small.module, OptimizerSpec());
-  EXPECT_NE(errorText(taken.takeError())
-                .find("learning_rate slot is already 'lr'"),
-            std::string::npos);
+  EXPECT_NE(
+      errorText(taken.takeError()).find("learning_rate slot is already 'lr'"),
+      std::string::npos);
 }
 
 TEST(SignatureEditTest, BuiltSgdHasALearningRateAndNoState) {
@@ -602,8 +603,7 @@ TEST(SignatureEditTest, VerifierRejectsAnOptimizerTheSignatureDoesNotKnow) {
   sig.setOptimizerState(param, {});
   std::string lost = verifyText(*module);
   EXPECT_NE(lost.find("optimizer node"), std::string::npos) << lost;
-  EXPECT_NE(lost.find("the signature records none"), std::string::npos)
-      << lost;
+  EXPECT_NE(lost.find("the signature records none"), std::string::npos) << lost;
   sig.setOptimizerState(param, {state[1], state[0]});
   EXPECT_NE(verifyText(*module).find("with state '" +
                                      state[0]->getName().str() + "', '" +

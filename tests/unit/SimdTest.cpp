@@ -45,7 +45,8 @@ std::vector<float> awkwardValues(size_t count, unsigned seed) {
   std::vector<float> values(count);
   for (float &value : values)
     value = distribution(generator);
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
+  const float specials[] = {0.0f, -0.0f,
+                            std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()};
   for (size_t i = 0; i < count; i += 7)
@@ -147,8 +148,8 @@ TEST(SimdTest, ErfIsWithinItsStatedError) {
   EXPECT_EQ(ends[1], -1.0f);
   EXPECT_EQ(bitsOf(ends[2]), bitsOf(0.0f));
   EXPECT_EQ(bitsOf(ends[3]), bitsOf(-0.0f));
-  EXPECT_TRUE(isNaN(
-      erfF32x4(splatF32x4(std::numeric_limits<float>::quiet_NaN()))[0]));
+  EXPECT_TRUE(
+      isNaN(erfF32x4(splatF32x4(std::numeric_limits<float>::quiet_NaN()))[0]));
 }
 
 } // namespace

@@ -1,18 +1,18 @@
 //===- StepCostTest.cpp - The stated step cost model ----------------------===//
 //
-// passes/StepCost.h's model, checked against its own statement on a small
-// step: a node costs the dispatch overhead plus the larger of FLOPs over
+// passes/planning/StepCost.h's model, checked against its own statement on a
+// small step: a node costs the dispatch overhead plus the larger of FLOPs over
 // throughput (the matrix rate of its element type for products, the vector
 // rate otherwise) and bytes over bandwidth; views cost nothing; a step of K
 // micro-steps repeats everything but the optimizer update.
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/StepCost.h"
+#include "passes/planning/StepCost.h"
 
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/TextIR.h"
 
 #include "gtest/gtest.h"
 
@@ -87,7 +87,8 @@ TEST(StepCostTest, AccumulationRepeatsAllButTheUpdate) {
   ASSERT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
   StepThroughput t = testThroughput();
   StepCost cost = estimateStepCost(**module, t);
-  const unsigned fwd = unsigned(Phase::Forward), bwd = unsigned(Phase::Backward),
+  const unsigned fwd = unsigned(Phase::Forward),
+                 bwd = unsigned(Phase::Backward),
                  opt = unsigned(Phase::Optimizer);
   double forward = 0, backward = 0, update = 0;
   for (const Node &node : (*module)->getGraph().getNodes()) {

@@ -15,7 +15,7 @@
 
 #include "backend/Executor.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 #include "tools/driver/TestDataSet.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -43,12 +43,18 @@ struct TestdataGraph {
 /// The graphs with their own reference data (gpt_tiny_dropout shares
 /// gpt_tiny's).
 inline constexpr TestdataGraph kTestdataGraphs[] = {
-    {"mlp", 8},         {"cnn", 8},
-    {"resnet_tiny", 4}, {"gpt_tiny", 4},
-    {"gpt_tiny_untied", 4}, {"gpt_opset14", 4, 16},
-    {"gpt_opset20", 4, 16}, {"regression_frozen", 8},
-    {"bert_tiny", 4, 16},   {"llama_tiny", 4, 16},
-    {"llama_tiny_untied", 4, 16}, {"cnn_bn", 4},
+    {"mlp", 8},
+    {"cnn", 8},
+    {"resnet_tiny", 4},
+    {"gpt_tiny", 4},
+    {"gpt_tiny_untied", 4},
+    {"gpt_opset14", 4, 16},
+    {"gpt_opset20", 4, 16},
+    {"regression_frozen", 8},
+    {"bert_tiny", 4, 16},
+    {"llama_tiny", 4, 16},
+    {"llama_tiny_untied", 4, 16},
+    {"cnn_bn", 4},
 };
 
 /// The dimension bindings of \p graph's reference batch, as the driver's
@@ -81,8 +87,8 @@ inline std::unique_ptr<Module> importTestdataGraph(llvm::StringRef name,
   auto module = importOnnxFile(gmopt::testdataDir() + "/" + name.str() +
                                    "/training_model.onnx",
                                options);
-  EXPECT_TRUE(bool(module)) << name.str() << ": "
-                            << testdataErrorText(module.takeError());
+  EXPECT_TRUE(bool(module))
+      << name.str() << ": " << testdataErrorText(module.takeError());
   return module ? std::move(*module) : nullptr;
 }
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/TextIR.h"
+#include "ir/serialization/TextIR.h"
 #include "ir/IR.h"
 #include "ir/Module.h"
 
@@ -496,7 +496,8 @@ module {
   ASSERT_EQ(module->getSignature().getParams().size(), 1u);
   EXPECT_EQ(module->getSignature().getParams()[0].accumulateNode, &pair);
   EXPECT_EQ(module->getSignature().getParams()[0].grad, pair.getResult(0));
-  EXPECT_EQ(module->getSignature().getDataInputs().vec(), std::vector<Value *>{b});
+  EXPECT_EQ(module->getSignature().getDataInputs().vec(),
+            std::vector<Value *>{b});
 }
 
 /// Parses a `TYPE dense<[...]>` of \p dtype holding every \p width-bit

@@ -22,7 +22,8 @@ namespace {
 
 TEST(ThreadCountDeterminismTest, TrainingStepBitsDoNotDependOnThreads) {
   for (const TestdataGraph &graph : kTestdataGraphs) {
-    std::unique_ptr<Module> module = importTestdataGraph(graph.name, graph.batch);
+    std::unique_ptr<Module> module =
+        importTestdataGraph(graph.name, graph.batch);
     ASSERT_TRUE(module);
     PassManager manager;
     ASSERT_EQ(testdataErrorText(manager.addPipeline(kDefaultPipeline)),

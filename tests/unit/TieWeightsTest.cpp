@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/TieWeights.h"
+#include "passes/transforms/TieWeights.h"
 
 #include "tools/driver/Runtime.h"
 
@@ -119,8 +119,7 @@ TEST(TieWeightsTest, MergedGradientIsTheSumOfTheTwo) {
                                      copy->getFloatElement(d * vocab + v)));
       largest = std::max(largest, std::fabs(expected));
       worst = std::max(
-          worst,
-          std::fabs(merged->getFloatElement(v * width + d) - expected));
+          worst, std::fabs(merged->getFloatElement(v * width + d) - expected));
     }
   ASSERT_GT(largest, 0);
   EXPECT_LE(worst, 1e-6 * largest) << "largest " << largest;
@@ -128,8 +127,7 @@ TEST(TieWeightsTest, MergedGradientIsTheSumOfTheTwo) {
 }
 
 TEST(TieWeightsTest, TiedUntiedFollowsGptTinysOnnxRuntimeReference) {
-  auto reference =
-      readLossReference(dirOf("gpt_tiny") + "/adamw_losses.json");
+  auto reference = readLossReference(dirOf("gpt_tiny") + "/adamw_losses.json");
   ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
   auto data = readTestDataSet(dirOf("gpt_tiny_untied") + "/test_data_set_0");
   ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
@@ -137,9 +135,8 @@ TEST(TieWeightsTest, TiedUntiedFollowsGptTinysOnnxRuntimeReference) {
   CategoryBytes persistent[2] = {};
   for (int tiedRun = 0; tiedRun != 2; ++tiedRun) {
     auto runnable = loadRunnableModel(
-        dirOf("gpt_tiny_untied") + "/training_model.onnx", dims, &*data,
-        false, tiedRun ? kTiedPipeline : kPlainPipeline,
-        &reference->optimizer);
+        dirOf("gpt_tiny_untied") + "/training_model.onnx", dims, &*data, false,
+        tiedRun ? kTiedPipeline : kPlainPipeline, &reference->optimizer);
     ASSERT_TRUE(bool(runnable)) << llvm::toString(runnable.takeError());
     const Module &module = *runnable->module;
     persistent[tiedRun] = module.plan.figures.persistentBytes;

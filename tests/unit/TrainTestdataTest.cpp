@@ -8,10 +8,10 @@
 // (max|got-ref| <= 1e-4 * max|ref|, floor 1e-6: the tolerance
 // testdata/README.md states for gradients); then 20 steps of plain SGD (the
 // in-graph SGDOptimizerV2) must follow sgd_losses.json within 1e-4 relative
-// per step (the README's SGD tolerance). The same graphs compiled with the default pipeline (schedule,
-// plan-buffers) must match ONNX Runtime too. gpt_tiny_dropout, which has no
-// reference data, must train with its checkpoint's dropout ratio 0.1 and differ
-// from gpt_tiny's ratio-0 loss.
+// per step (the README's SGD tolerance). The same graphs compiled with the
+// default pipeline (schedule, plan-buffers) must match ONNX Runtime too.
+// gpt_tiny_dropout, which has no reference data, must train with its
+// checkpoint's dropout ratio 0.1 and differ from gpt_tiny's ratio-0 loss.
 //
 // The reference batches are those of generate.py: batch 8 for mlp, cnn and
 // regression_frozen; batch 4 for resnet_tiny and the GPT models, whose
@@ -83,9 +83,9 @@ std::optional<LoadedTestdata> load(const TestdataModel &model,
   if (!data)
     return std::nullopt;
   // No inputs for dimension inference: the explicit bindings must fit.
-  auto runnable = loadRunnableModel(dir + "/training_model.onnx", model.dims,
-                                    nullptr, /*wantOriginal=*/false, pipeline,
-                                    optimizer);
+  auto runnable =
+      loadRunnableModel(dir + "/training_model.onnx", model.dims, nullptr,
+                        /*wantOriginal=*/false, pipeline, optimizer);
   EXPECT_TRUE(bool(runnable)) << llvm::toString(runnable.takeError());
   if (!runnable)
     return std::nullopt;

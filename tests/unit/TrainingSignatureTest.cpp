@@ -10,7 +10,7 @@
 #include "ir/Module.h"
 
 #include "OnnxTestModels.h"
-#include "ir/Onnx.h"
+#include "ir/serialization/Onnx.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -248,7 +248,8 @@ TEST(ClassifyNodes, BackwardByDependenceOnTheSeedAlone) {
   b.output("w_gradient", TP::FLOAT, {4});
   auto module = importOk(b.model);
   ASSERT_TRUE(module);
-  EXPECT_EQ(module->getSignature().getLoss(), module->getGraph().lookupValue("loss"));
+  EXPECT_EQ(module->getSignature().getLoss(),
+            module->getGraph().lookupValue("loss"));
   EXPECT_EQ(module->getSignature().getLossGradSeed(),
             module->getGraph().lookupValue("loss_grad"));
   auto phases = importedPhases(*module);
@@ -347,8 +348,9 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
     const Graph &g = (*module)->getGraph();
     const TrainingSignature &sig = (*module)->getSignature();
     auto isAccumulator = [&](const Value *v) {
-      return llvm::any_of(
-          sig.getParams(), [&](const ParamInfo &p) { return p.accumulator == v; });
+      return llvm::any_of(sig.getParams(), [&](const ParamInfo &p) {
+        return p.accumulator == v;
+      });
     };
     const llvm::json::Object *root = manifest->getAsObject();
     ASSERT_TRUE(root);
@@ -392,8 +394,9 @@ TEST(TrainingSignature, MatchesTestdataManifests) {
                             value->getDefiningNode()->getName()),
                     "optimizer");
         } else if (role == "gradient") {
-          EXPECT_TRUE(llvm::any_of(
-              sig.getParams(), [&](const ParamInfo &p) { return p.grad == value; }));
+          EXPECT_TRUE(llvm::any_of(sig.getParams(), [&](const ParamInfo &p) {
+            return p.grad == value;
+          }));
         } else {
           ADD_FAILURE() << "unknown role";
         }

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/Module.h"
 #include "ir/Verifier.h"
+#include "ir/Module.h"
 
 #include "gtest/gtest.h"
 
@@ -105,9 +105,9 @@ TEST_F(VerifierTest, RequireStaticShapes) {
   Value *dyn = graph().addInput(
       TensorType(DType::F32, {Dim::symbolic("batch"), Dim::fixed(3)}), "dyn");
   Builder b(graph());
-  Node *relu = b.create(onnx("Relu"), {dyn},
-                        {TensorType(DType::F32, {Dim::symbolic("batch"),
-                                                 Dim::fixed(3)})});
+  Node *relu = b.create(
+      onnx("Relu"), {dyn},
+      {TensorType(DType::F32, {Dim::symbolic("batch"), Dim::fixed(3)})});
   graph().addOutput(relu->getResult(0));
   EXPECT_EQ(errorText(verifyModule(module)), "<success>");
   VerifyOptions strict;

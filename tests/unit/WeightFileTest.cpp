@@ -16,8 +16,8 @@
 #include "tools/driver/TestDataSet.h"
 
 #include "ir/Module.h"
-#include "ir/OnnxTensor.h"
 #include "ir/Optimizer.h"
+#include "ir/serialization/OnnxTensor.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/MemoryBuffer.h"

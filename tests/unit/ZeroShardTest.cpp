@@ -19,10 +19,10 @@
 #include "ir/Collectives.h"
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
-#include "ir/TextIR.h"
 #include "ir/Verifier.h"
 #include "ir/ZeroSharding.h"
-#include "passes/ZeroShard.h"
+#include "ir/serialization/TextIR.h"
+#include "passes/distributed/ZeroShard.h"
 
 using namespace gmopt;
 using namespace gmopt::test;
@@ -83,15 +83,13 @@ TEST(ZeroCheckpointTest, ShardsCutFromWholeTensorsGatherBackToThem) {
   group.shard = "zero.bucket0.state0";
   group.whole = {"c.momentum0", "s.momentum0", "a.momentum0"};
   group.shapes = {{4, 6}, {}, {8, 8}};
-  std::vector<std::vector<float>> whole = {std::vector<float>(24),
-                                           std::vector<float>(1),
-                                           std::vector<float>(64)};
+  std::vector<std::vector<float>> whole = {
+      std::vector<float>(24), std::vector<float>(1), std::vector<float>(64)};
   float next = 1.5f;
   for (std::vector<float> &tensor : whole)
     for (float &value : tensor)
       value = next++;
-  llvm::SmallVector<llvm::ArrayRef<float>, 3> views(whole.begin(),
-                                                    whole.end());
+  llvm::SmallVector<llvm::ArrayRef<float>, 3> views(whole.begin(), whole.end());
   for (int64_t ranks : {1, 2, 3, 5, 89, 100}) {
     group.shardElements = zeroShardElements(89, ranks);
     std::vector<float> gathered;
@@ -309,10 +307,8 @@ TEST_P(ZeroShardPassTest, EachRankKeepsOneShardOfTheState) {
   }
   EXPECT_EQ(recorded, 88);
   ASSERT_EQ(bucket.wholeStates.size(), 2u);
-  EXPECT_EQ(bucket.wholeStates[0],
-            (std::vector<std::string>{"c_m", "a_m"}));
-  EXPECT_EQ(bucket.wholeStates[1],
-            (std::vector<std::string>{"c_v", "a_v"}));
+  EXPECT_EQ(bucket.wholeStates[0], (std::vector<std::string>{"c_m", "a_m"}));
+  EXPECT_EQ(bucket.wholeStates[1], (std::vector<std::string>{"c_v", "a_v"}));
   auto groups = getZeroShardGroups(*record);
   ASSERT_TRUE(bool(groups)) << llvm::toString(groups.takeError());
   ASSERT_EQ(groups->size(), 2u);

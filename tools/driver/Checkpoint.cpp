@@ -13,9 +13,9 @@
 
 #include "tools/driver/Checkpoint.h"
 
-#include "ir/FileIO.h"
-#include "ir/OnnxTensor.h"
 #include "ir/Types.h"
+#include "ir/serialization/FileIO.h"
+#include "ir/serialization/OnnxTensor.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallString.h"

@@ -7,15 +7,15 @@
 // one given with --passes, prints the pipeline it ran so the run can be
 // replayed, and writes the rewritten model (with the optimizer merged in
 // first when --optimizer-model or --optimizer=adamw|sgd asks for one): a `.gm`
-// container (ir/GmFile.h) holding the rewritten and the original model, or
-// plain ONNX when -o names an `.onnx` file. --report and --report-json give the
-// static memory figures of the plan; when no planning pass ran they come from
-// the trivial (no-reuse) plan, and the report says so. External-data weights
-// are not read (the .gm refers to them): a note on stderr, and the report's
-// `external_data`, list the tensors left unread and whether their files
-// are there. --timeline draws the plan's live bytes beside the original
-// graph's (PlanTimeline.h). --time-compile times every phase (import, each
-// pass, planning, verification, baseline, writing).
+// container (ir/serialization/GmFile.h) holding the rewritten and the original
+// model, or plain ONNX when -o names an `.onnx` file. --report and
+// --report-json give the static memory figures of the plan; when no planning
+// pass ran they come from the trivial (no-reuse) plan, and the report says so.
+// External-data weights are not read (the .gm refers to them): a note on
+// stderr, and the report's `external_data`, list the tensors left unread and
+// whether their files are there. --timeline draws the plan's live bytes beside
+// the original graph's (PlanTimeline.h). --time-compile times every phase
+// (import, each pass, planning, verification, baseline, writing).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,20 +29,20 @@
 #include "tools/driver/PlanTimeline.h"
 #include "tools/driver/ToolSupport.h"
 
-#include "ir/FileIO.h"
-#include "ir/GmFile.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/Plan.h"
-#include "passes/Autodiff.h"
-#include "passes/Canonicalize.h"
+#include "ir/serialization/FileIO.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
 #include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
-#include "passes/PlanBuffers.h"
-#include "passes/PlanReport.h"
-#include "passes/StepCost.h"
-#include "passes/TieWeights.h"
+#include "passes/autodiff/Autodiff.h"
+#include "passes/planning/PlanBuffers.h"
+#include "passes/planning/PlanReport.h"
+#include "passes/planning/StepCost.h"
+#include "passes/transforms/Canonicalize.h"
+#include "passes/transforms/TieWeights.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -339,11 +339,11 @@ static int runGmoptCompile(int argc, char **argv) {
       return err;
     if (weights) {
       const WeightSet *set = &*weights;
-      installParameterValues(
-          target, [set](llvm::StringRef name) -> const TensorData * {
-            const NamedTensor *tensor = set->lookup(name);
-            return tensor ? &tensor->data : nullptr;
-          });
+      installParameterValues(target,
+                             [set](llvm::StringRef name) -> const TensorData * {
+                               const NamedTensor *tensor = set->lookup(name);
+                               return tensor ? &tensor->data : nullptr;
+                             });
     }
     return llvm::Error::success();
   };
@@ -374,9 +374,9 @@ static int runGmoptCompile(int argc, char **argv) {
                    "--memory-limit (ZeRO's collectives are not split)"));
   std::optional<FitRequest> fit;
   if (!memoryLimit.empty()) {
-    auto request = makeFitRequest(memoryLimit, allowAmp, allowAccumulate,
-                                  batchDim, costModel, *dimBindings,
-                                  pipelineText, fitObjective);
+    auto request =
+        makeFitRequest(memoryLimit, allowAmp, allowAccumulate, batchDim,
+                       costModel, *dimBindings, pipelineText, fitObjective);
     if (!request)
       return reportToolError(kTool, request.takeError());
     fit = std::move(*request);
@@ -462,8 +462,8 @@ static int runGmoptCompile(int argc, char **argv) {
     auto compileCandidate =
         [&](const DimMap &dims,
             llvm::StringRef text) -> llvm::Expected<CompiledCandidate> {
-      auto candidate = loadModuleBytes(inputBytes, inputFilename,
-                                       InputFormat::Onnx, dims);
+      auto candidate =
+          loadModuleBytes(inputBytes, inputFilename, InputFormat::Onnx, dims);
       if (!candidate)
         return candidate.takeError();
       if (llvm::Error err = addOptimizer(**candidate))
@@ -592,8 +592,8 @@ static int runGmoptCompile(int argc, char **argv) {
   ExecutionPlan reportPlan;
   if (trivialReport) {
     timer.start("trivial plan for the report", PhaseKind::Report);
-    llvm::Expected<ExecutionPlan> trivial =
-        makeReportPlan(**module, inputFilename, passOptions.getWorkspaceModel());
+    llvm::Expected<ExecutionPlan> trivial = makeReportPlan(
+        **module, inputFilename, passOptions.getWorkspaceModel());
     if (!trivial)
       return reportToolError(kTool, trivial.takeError());
     reportPlan = std::move(*trivial);
@@ -627,9 +627,8 @@ static int runGmoptCompile(int argc, char **argv) {
     (*module)->plan = std::move(reportPlan);
   if (!timeline.empty()) {
     timer.start("memory timeline", PhaseKind::Report);
-    auto page = renderPlanTimeline(**module, *original,
-                                   passOptions.getWorkspaceModel(),
-                                   inputFilename);
+    auto page = renderPlanTimeline(
+        **module, *original, passOptions.getWorkspaceModel(), inputFilename);
     if (!page)
       return reportToolError(
           kTool, fileError(inputFilename, llvm::toString(page.takeError())));
@@ -669,10 +668,11 @@ static int runGmoptCompile(int argc, char **argv) {
         json[maxBatch.empty() ? "memory_fit" : "max_batch"] =
             std::move(*fitJson);
       json["accumulate"] = static_cast<int64_t>(accumulate);
-      // The compiled step's predicted cost (passes/StepCost.h) per backend
-      // preset, for one step of `accumulate` micro-steps.
+      // The compiled step's predicted cost (passes/planning/StepCost.h) per
+      // backend preset, for one step of `accumulate` micro-steps.
       llvm::json::Object predicted;
-      for (StepThroughput preset : {StepThroughput::cpu(), StepThroughput::cuda()}) {
+      for (StepThroughput preset :
+           {StepThroughput::cpu(), StepThroughput::cuda()}) {
         StepCost cost = estimateStepCost(**module, preset);
         predicted[preset.name] = llvm::json::Object{
             {"seconds", cost.accumulatedSeconds(accumulate)},

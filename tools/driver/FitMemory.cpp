@@ -5,7 +5,7 @@
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Module.h"
 #include "ir/SizeLimits.h"
-#include "passes/MemoryLimit.h"
+#include "passes/planning/MemoryLimit.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -4,8 +4,8 @@
 // recompute budget, `amp` (only with --allow-amp: it changes numerics) and
 // gradient accumulation (the batch split into K micro-batches with the same
 // effective batch) - the combination whose planned peak fits the limit at
-// the least predicted step time (passes/StepCost.h). Every candidate is
-// compiled and planned: the peak it is judged by is the plan's, the one the
+// the least predicted step time (passes/planning/StepCost.h). Every candidate
+// is compiled and planned: the peak it is judged by is the plan's, the one the
 // CPU backend measures byte for byte.
 //
 // With --ranks N every candidate is one rank's plan (the data-parallel or
@@ -39,8 +39,8 @@
 #define GMOPT_TOOLS_DRIVER_FITMEMORY_H
 
 #include "ir/Types.h"
-#include "passes/MemoryLimit.h"
-#include "passes/StepCost.h"
+#include "passes/planning/MemoryLimit.h"
+#include "passes/planning/StepCost.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
@@ -168,9 +168,10 @@ struct FitResult {
 std::string ampLabel(std::optional<DType> amp);
 
 /// The request gmopt-compile's flags describe: \p limit as
-/// passes/MemoryLimit.h's parseMemoryLimit takes it or `device` (the CUDA
-/// device's memory), \p amp empty or fp16/bf16, \p costModel empty (cuda where
-/// a device is present, else cpu), cpu or cuda, \p objective time or flops.
+/// passes/planning/MemoryLimit.h's parseMemoryLimit takes it or `device` (the
+/// CUDA device's memory), \p amp empty or fp16/bf16, \p costModel empty (cuda
+/// where a device is present, else cpu), cpu or cuda, \p objective time or
+/// flops.
 llvm::Expected<FitRequest>
 makeFitRequest(llvm::StringRef limit, llvm::StringRef amp, bool accumulate,
                llvm::StringRef batchDim, llvm::StringRef costModel,

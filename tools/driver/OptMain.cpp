@@ -4,10 +4,10 @@
 // rewritten model of a `.gm` container, run an arbitrary pipeline with full
 // instrumentation, and print the result as text (for FileCheck) or write
 // ONNX (--optimizer-model / --optimizer build the in-graph optimizer into
-// the module first, as gmopt-compile does). With --split-input-file a text input holds several modules
-// separated by `// -----` lines, each processed on its own, as mlir-opt
-// does for golden tests. Every failure - bad option, bad pipeline,
-// unreadable input, a pass or verifier error - ends in one
+// the module first, as gmopt-compile does). With --split-input-file a text
+// input holds several modules separated by `// -----` lines, each processed on
+// its own, as mlir-opt does for golden tests. Every failure - bad option, bad
+// pipeline, unreadable input, a pass or verifier error - ends in one
 // `gmopt-opt: error: ...` line and exit status 1.
 //
 //===----------------------------------------------------------------------===//
@@ -18,12 +18,12 @@
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
 
-#include "ir/FileIO.h"
-#include "ir/GmFile.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/OpRegistry.h"
-#include "ir/TextIR.h"
+#include "ir/serialization/FileIO.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/TextIR.h"
 #include "passes/PassManager.h"
 #include "passes/PassRegistry.h"
 
@@ -220,10 +220,10 @@ static int runGmoptOpt(int argc, char **argv) {
     auto node = buildOptimizer(**module, **optimizer);
     if (!node)
       return reportToolError(
-          kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                         "%s: %s", inputName.c_str(),
-                                         llvm::toString(node.takeError())
-                                             .c_str()));
+          kTool,
+          llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s",
+                                  inputName.c_str(),
+                                  llvm::toString(node.takeError()).c_str()));
   }
   if (llvm::Error err =
           runPipeline(**module, passManager, passOptions, inputName))

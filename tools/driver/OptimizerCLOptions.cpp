@@ -44,9 +44,8 @@ struct OptimizerCLOptions::Storage {
                 cl::desc("AdamW epsilon, added to the denominator (default "
                          "1e-6)"),
                 cl::init(1e-6f), cl::cat(getGmoptCategory())),
-        weightDecay("weight-decay",
-                    cl::desc("AdamW weight_decay (default 0)"), cl::init(0.0f),
-                    cl::cat(getGmoptCategory())),
+        weightDecay("weight-decay", cl::desc("AdamW weight_decay (default 0)"),
+                    cl::init(0.0f), cl::cat(getGmoptCategory())),
         adamMode("adam-mode",
                  cl::desc("AdamW adam_mode: 0 PyTorch (decay first, bias "
                           "correction on the moments), 1 Hugging Face "

@@ -71,8 +71,8 @@ struct PassManagerCLOptions::Storage {
                              clEnumValN(WorkspaceTarget::None, "none",
                                         "none: kernels allocate scratch "
                                         "outside the plan")),
-                  cl::init(WorkspaceTarget::Cpu),
-                  cl::cat(getGmoptCategory())) {}
+                  cl::init(WorkspaceTarget::Cpu), cl::cat(getGmoptCategory())) {
+  }
 
   /// cl::desc keeps a StringRef, so the text must outlive the option.
   std::string passesHelp;

@@ -10,7 +10,7 @@
 #include "tools/driver/PassManagerCLOptions.h"
 
 #include "ir/Module.h"
-#include "passes/PlanReport.h"
+#include "passes/planning/PlanReport.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -196,7 +196,8 @@ void gmopt::printBaselineTable(llvm::raw_ostream &os,
   if (optimized.cudaMemory && baseline.cudaMemory) {
     // The device's own figures: what each run took from the device.
     auto row = [&](llvm::StringRef label, uint64_t a, uint64_t b) {
-      os << llvm::left_justify(label, 20) << llvm::right_justify(mebibytes(a), 16)
+      os << llvm::left_justify(label, 20)
+         << llvm::right_justify(mebibytes(a), 16)
          << llvm::right_justify(mebibytes(b), 16) << "\n";
     };
     row("device accounted", optimized.cudaMemory->getAccountedBytes(),

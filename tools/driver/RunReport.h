@@ -24,7 +24,7 @@
 //   baseline   (same keys, or null without --baseline),
 //   peak_reduction (1 - optimized/baseline peak, or null),
 //   max_grad_rel_diff (or null),
-//   plan       {source, and passes/PlanReport.h's keys: naive_bytes,
+//   plan       {source, and passes/planning/PlanReport.h's keys: naive_bytes,
 //               eager_estimate_bytes, lower_bound_bytes, lower_bound_step,
 //               arena_bytes, persistent_bytes, persistent_by_category,
 //               planned_bytes, fragmentation, in_place_saved_bytes,
@@ -62,7 +62,8 @@ struct PlanSummary {
   /// `module` (the plan the module came with, e.g. plan-buffers') or
   /// `trivial` (it had none; the no-reuse plan the executor falls back to).
   std::string source;
-  /// passes/PlanReport.h's planReportJson of the module, plus `source`.
+  /// passes/planning/PlanReport.h's planReportJson of the module, plus
+  /// `source`.
   llvm::json::Object json;
 };
 

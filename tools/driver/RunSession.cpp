@@ -26,8 +26,8 @@
 #include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Collectives.h"
-#include "ir/FileIO.h"
 #include "ir/ZeroSharding.h"
+#include "ir/serialization/FileIO.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"

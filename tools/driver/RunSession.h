@@ -26,7 +26,6 @@ class raw_ostream;
 
 namespace gmopt {
 
-
 /// Everything one gmopt-run invocation asks for. Empty paths mean "not
 /// given".
 struct RunConfig {

@@ -16,17 +16,17 @@
 
 #include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"
-#include "ir/FileIO.h"
-#include "ir/GmFile.h"
-#include "ir/Onnx.h"
-#include "ir/OnnxTensor.h"
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
 #include "ir/ops/ShapeValue.h"
+#include "ir/serialization/FileIO.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/OnnxTensor.h"
 #include "passes/PassManager.h"
-#include "passes/TieWeights.h"
+#include "passes/transforms/TieWeights.h"
 #include "tools/driver/PassManagerCLOptions.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -42,10 +42,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 using namespace gmopt;
@@ -292,14 +292,11 @@ WorkspaceTarget workspaceTargetFor(BackendKind backend) {
 // Models
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<RunnableModel>
-gmopt::loadRunnableModel(llvm::StringRef path,
-                         const std::map<std::string, int64_t> &dims,
-                         const TestDataSet *inputs, bool wantOriginal,
-                         llvm::StringRef onnxPipeline,
-                         const OptimizerSpec *optimizer,
-                         llvm::StringRef externalDataDir,
-                         BackendKind backend) {
+llvm::Expected<RunnableModel> gmopt::loadRunnableModel(
+    llvm::StringRef path, const std::map<std::string, int64_t> &dims,
+    const TestDataSet *inputs, bool wantOriginal, llvm::StringRef onnxPipeline,
+    const OptimizerSpec *optimizer, llvm::StringRef externalDataDir,
+    BackendKind backend) {
   // Builds the optimizer into a module that has none.
   auto addOptimizer = [&](Module &module) -> llvm::Error {
     if (!optimizer || findOptimizerNode(module) ||

@@ -7,22 +7,21 @@
 //
 //===----------------------------------------------------------------------===//
 
-
 #include "tools/driver/Runtime.h"
 
 #include "tools/driver/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "backend/cuda/CudaDevice.h"
-#include "ir/FileIO.h"
-#include "ir/GmFile.h"
-#include "ir/Onnx.h"
-#include "ir/OnnxTensor.h"
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
 #include "ir/ops/ShapeValue.h"
+#include "ir/serialization/FileIO.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/OnnxTensor.h"
 #include "passes/PassManager.h"
 #include "tools/driver/PassManagerCLOptions.h"
 
@@ -39,9 +38,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 using namespace gmopt;
@@ -216,8 +215,7 @@ llvm::Error readFinalParameters(llvm::StringRef path,
 
 } // namespace
 
-llvm::Expected<LossReference>
-gmopt::readLossReference(llvm::StringRef path) {
+llvm::Expected<LossReference> gmopt::readLossReference(llvm::StringRef path) {
   auto buffer = readInputFile(path);
   if (!buffer)
     return buffer.takeError();
@@ -277,8 +275,7 @@ gmopt::compareFinalParameters(const TrainingResult &result,
     llvm::SmallVector<int64_t, 4> shape = got->data.getType().getStaticShape();
     if (llvm::ArrayRef<int64_t>(shape) != llvm::ArrayRef<int64_t>(param.shape))
       return makeError("final parameter '" + param.name + "' has shape " +
-                       got->data.getType().str() +
-                       ", not the reference's");
+                       got->data.getType().str() + ", not the reference's");
     uint64_t count = param.values.getType().getNumElements();
     uint64_t total = got->data.getType().getNumElements();
     std::vector<float> sampled;
@@ -293,8 +290,7 @@ gmopt::compareFinalParameters(const TrainingResult &result,
     TensorData gotSample = TensorData::fromValues<float>(
         DType::F32, {static_cast<int64_t>(count)}, sampled);
     TensorData refSample = TensorData::fromValues<float>(
-        DType::F32, {static_cast<int64_t>(count)},
-        [&] {
+        DType::F32, {static_cast<int64_t>(count)}, [&] {
           std::vector<float> values;
           for (uint64_t k = 0; k != count; ++k)
             values.push_back(

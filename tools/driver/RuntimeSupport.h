@@ -9,8 +9,8 @@
 #ifndef GMOPT_TOOLS_DRIVER_RUNTIMESUPPORT_H
 #define GMOPT_TOOLS_DRIVER_RUNTIMESUPPORT_H
 
-#include "ir/IR.h"
 #include "ir/Attribute.h"
+#include "ir/IR.h"
 #include "ir/Types.h"
 
 #include "llvm/ADT/StringRef.h"

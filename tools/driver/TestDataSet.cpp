@@ -1,17 +1,17 @@
 //===- TestDataSet.cpp - ONNX test-data directories and tensor files ------===//
 //
 // Lists a test-data directory, picks out `input_K.pb`/`output_K.pb`, parses
-// each as an onnx.TensorProto and converts it with ir/OnnxTensor.h, keeping
-// the name for matching and the number for ordering. A set in which two
-// files share a number or a tensor name is refused: which one a lookup
-// found would depend on the directory order.
+// each as an onnx.TensorProto and converts it with
+// ir/serialization/OnnxTensor.h, keeping the name for matching and the number
+// for ordering. A set in which two files share a number or a tensor name is
+// refused: which one a lookup found would depend on the directory order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/TestDataSet.h"
 
-#include "ir/FileIO.h"
-#include "ir/OnnxTensor.h"
+#include "ir/serialization/FileIO.h"
+#include "ir/serialization/OnnxTensor.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -196,8 +196,8 @@ gmopt::readTestDataSets(llvm::StringRef directory) {
 
 llvm::Expected<std::vector<TestDataSet>> gmopt::splitTestDataSet(
     const TestDataSet &set, unsigned parts,
-    llvm::function_ref<std::optional<llvm::SmallVector<int64_t, 4>>(
-        llvm::StringRef)>
+    llvm::function_ref<
+        std::optional<llvm::SmallVector<int64_t, 4>>(llvm::StringRef)>
         microShapes) {
   std::vector<TestDataSet> result;
   if (parts < 2)
@@ -210,14 +210,13 @@ llvm::Expected<std::vector<TestDataSet>> gmopt::splitTestDataSet(
     std::optional<llvm::SmallVector<int64_t, 4>> micro =
         microShapes(tensor.name);
     const TensorType &type = tensor.data.getType();
-    llvm::SmallVector<int64_t, 4> shape =
-        type.hasStaticShape() ? type.getStaticShape()
-                              : llvm::SmallVector<int64_t, 4>();
+    llvm::SmallVector<int64_t, 4> shape = type.hasStaticShape()
+                                              ? type.getStaticShape()
+                                              : llvm::SmallVector<int64_t, 4>();
     bool same = micro && shape == *micro;
     bool whole = micro && !micro->empty() && shape.size() == micro->size() &&
                  shape[0] == (*micro)[0] * int64_t(parts) &&
-                 std::equal(shape.begin() + 1, shape.end(),
-                            micro->begin() + 1);
+                 std::equal(shape.begin() + 1, shape.end(), micro->begin() + 1);
     if (micro && !same && !whole)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),

@@ -85,8 +85,8 @@ llvm::Expected<NamedTensor> readTensorFile(llvm::StringRef path);
 /// input needs splitting; an error when an input fits neither shape.
 llvm::Expected<std::vector<TestDataSet>> splitTestDataSet(
     const TestDataSet &set, unsigned parts,
-    llvm::function_ref<std::optional<llvm::SmallVector<int64_t, 4>>(
-        llvm::StringRef)>
+    llvm::function_ref<
+        std::optional<llvm::SmallVector<int64_t, 4>>(llvm::StringRef)>
         microShapes);
 
 } // namespace gmopt

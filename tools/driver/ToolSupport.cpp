@@ -3,19 +3,19 @@
 // Loading and writing modules, --dim parsing and binding, and the
 // one-line error convention. Messages about a file start with its name;
 // the tool adds `TOOL: error: ` in front and nothing else. Every read and
-// write goes through ir/FileIO.h (regular files only, bounded by their
-// size; outputs committed together, never over a device or an input).
+// write goes through ir/serialization/FileIO.h (regular files only, bounded by
+// their size; outputs committed together, never over a device or an input).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/ToolSupport.h"
 
-#include "ir/FileIO.h"
 #include "ir/Module.h"
-#include "ir/Onnx.h"
 #include "ir/SizeLimits.h"
-#include "ir/TextIR.h"
 #include "ir/Verifier.h"
+#include "ir/serialization/FileIO.h"
+#include "ir/serialization/Onnx.h"
+#include "ir/serialization/TextIR.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"

@@ -86,13 +86,12 @@ loadModule(llvm::StringRef path, InputFormat format,
 /// as loadModule does; for a tool that needs the input twice but may read
 /// it only once (stdin).
 llvm::Expected<std::unique_ptr<Module>>
-loadModuleBytes(llvm::StringRef bytes, llvm::StringRef path,
-                InputFormat format,
+loadModuleBytes(llvm::StringRef bytes, llvm::StringRef path, InputFormat format,
                 const std::map<std::string, int64_t> &dims);
 
 /// Reads \p path (`-` is stdin, at most kMaxStreamBytes); only a regular
-/// file, bounded by its size (ir/FileIO.h). Errors start with the file
-/// name.
+/// file, bounded by its size (ir/serialization/FileIO.h). Errors start with the
+/// file name.
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 readInputFile(llvm::StringRef path);
 

@@ -200,8 +200,8 @@ public:
     for (unsigned i = 0; i < inputs.size(); ++i)
       if (inputs[i]) {
         inViews[i] = inputs[i]->view();
-        if (inPlace && inPlace->second == i && inPlace->first < outputs.size() &&
-            outputs[inPlace->first])
+        if (inPlace && inPlace->second == i &&
+            inPlace->first < outputs.size() && outputs[inPlace->first])
           inViews[i] = *outputs[inPlace->first];
         inPtrs[i] = &inViews[i];
       }
