@@ -25,6 +25,11 @@ as a test_data_set folder of input_K.pb tensors in a temporary directory
 that both runtimes read: ORT gets the same arrays; token inputs and labels
 are uniform in range; the accumulation buffers are zeros.
 
+With --baseline-run B, a second gmopt-run (say one built from the commit
+before a change) runs in every round right after the first: the extra
+columns give its median processor time per step and gmopt/baseline, the
+ratio of the medians, with [min, max] of the per-round ratios.
+
 Rounds alternate the two so background load hits both alike. The table shows
 each side's median step (wall clock, and processor time: on a machine whose
 cores are shared, processor time leaves out the waits for a core; spinning
@@ -234,6 +239,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gmopt-run", default=os.path.join(ROOT, "build", "tools", "gmopt-run"))
+    parser.add_argument("--baseline-run", default="",
+                        help="a second gmopt-run (e.g. one built from an earlier commit) timed "
+                             "in the same rounds, alternating; adds its step and the ratio "
+                             "gmopt/baseline with its range over the rounds")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=30, help="timed steps per round (testdata models)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per round (testdata models)")
@@ -263,6 +272,8 @@ def main():
     if not os.access(args.gmopt_run, os.X_OK):
         sys.exit(f"ort_compare.py: error: {args.gmopt_run}: not an executable "
                  "(build gmopt-run or pass --gmopt-run)")
+    if args.baseline_run and not os.access(args.baseline_run, os.X_OK):
+        sys.exit(f"ort_compare.py: error: --baseline-run {args.baseline_run}: not an executable")
     extra_env = {"OMP_WAIT_POLICY": "passive"} if args.no_spinning else {}
     names = args.models
     if names is None:
@@ -278,6 +289,8 @@ def main():
           f"gmopt passes {args.passes or 'default'}, load average {os.getloadavg()[0]:.1f}")
     header = (f"{'model':<20}{'ORT ms':>10}{'gmopt ms':>10}{'gmopt/ORT':>11}"
               f"{'ORT cpu':>10}{'gmopt cpu':>11}{'cpu ratio':>11}")
+    if args.baseline_run:
+        header += f"{'base cpu':>10}  {'gmopt/base cpu [range]':<24}"
     print(header)
     print("-" * len(header), flush=True)
     profiles = []
@@ -299,6 +312,7 @@ def main():
                 feeds = ort_feeds(model_dir)
                 dims, warmup, steps = {}, args.warmup, args.steps
             ort_wall, ort_cpu, gm_wall, gm_cpu, failure = [], [], [], [], None
+            base_cpu, round_ratios = [], []
             for _ in range(args.rounds):
                 wall, cpu = time_ort(model_path, feeds, args.threads, warmup, steps,
                                      not args.no_spinning)
@@ -310,14 +324,28 @@ def main():
                     break
                 gm_wall += times[0]
                 gm_cpu += times[1]
+                if args.baseline_run:
+                    base, failure = time_gmopt(args.baseline_run, model_path, data_dir, dims,
+                                               args.threads, warmup, steps, extra_env, args.passes)
+                    if failure:
+                        failure = "baseline: " + failure
+                        break
+                    base_cpu += base[1]
+                    round_ratios.append(statistics.median(times[1]) /
+                                        statistics.median(base[1]))
             ort_ms, ort_cpu_ms = statistics.median(ort_wall), statistics.median(ort_cpu)
             if failure:
                 print(f"{name:<20}{ort_ms:>10.3f}{'-':>10}{'-':>11}  gmopt-run failed: {failure}",
                       flush=True)
                 continue
             gm_ms, gm_cpu_ms = statistics.median(gm_wall), statistics.median(gm_cpu)
-            print(f"{name:<20}{ort_ms:>10.3f}{gm_ms:>10.3f}{gm_ms / ort_ms:>11.2f}"
-                  f"{ort_cpu_ms:>10.3f}{gm_cpu_ms:>11.3f}{gm_cpu_ms / ort_cpu_ms:>11.2f}", flush=True)
+            row = (f"{name:<20}{ort_ms:>10.3f}{gm_ms:>10.3f}{gm_ms / ort_ms:>11.2f}"
+                   f"{ort_cpu_ms:>10.3f}{gm_cpu_ms:>11.3f}{gm_cpu_ms / ort_cpu_ms:>11.2f}")
+            if args.baseline_run:
+                base_ms = statistics.median(base_cpu)
+                row += (f"{base_ms:>10.3f}  {gm_cpu_ms / base_ms:.3f} "
+                        f"[{min(round_ratios):.3f}, {max(round_ratios):.3f}]")
+            print(row, flush=True)
             if args.profile:
                 profile_dir = os.path.join(tmp, name, "profile")
                 os.makedirs(profile_dir, exist_ok=True)
