@@ -5,7 +5,8 @@
 // uses), com.microsoft BatchNormInternal, BatchNormalizationGrad,
 // InstanceNormalization;
 // LayerNormalization with its Mean and InvStdDev outputs, com.microsoft
-// SimplifiedLayerNormalization (RMS norm), LayerNormalizationGrad,
+// SimplifiedLayerNormalization and ai.onnx RMSNormalization (RMS norm, one
+// kernel; rows as ir/ops/NormRows.h splits them), LayerNormalizationGrad,
 // SimplifiedLayerNormalizationGrad and InvertibleLayerNormalizationGrad.
 // Statistics accumulate in double. Batch-norm work is split by channel and
 // layer-norm work by row; the scale/bias gradients of layer norm sum over
@@ -20,6 +21,7 @@
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
+#include "ir/ops/NormRows.h"
 
 #include <cmath>
 #include <cstring>
@@ -380,26 +382,13 @@ llvm::Error instanceNormKernel(KernelCall &call) {
 // Layer normalization
 //===----------------------------------------------------------------------===//
 
-/// Rows and columns of a layer norm over dimensions [axis, rank).
-struct NormShape {
-  unsigned axis = 0;
-  int64_t rows = 1;
-  int64_t cols = 1;
-  llvm::SmallVector<int64_t, 6> statShape;
-};
-
-llvm::Expected<NormShape> getNormShape(const KernelCall &call,
-                                       llvm::ArrayRef<int64_t> shape) {
-  auto axis = normalizeAxis(call, call.getInt("axis", -1), shape.size());
-  if (!axis)
-    return axis.takeError();
-  NormShape result;
-  result.axis = *axis;
-  result.rows = product(shape.take_front(*axis));
-  result.cols = product(shape.drop_front(*axis));
-  result.statShape.assign(shape.begin(), shape.begin() + *axis);
-  result.statShape.append(shape.size() - *axis, 1);
-  return result;
+/// X's rows and columns (ir/ops/NormRows.h), errors naming the node.
+llvm::Expected<norm::NormRows> kernelNormRows(const KernelCall &call,
+                                              llvm::ArrayRef<int64_t> shape) {
+  auto rows = norm::getNormRows(call.getNode(), shape);
+  if (!rows)
+    return call.error(llvm::toString(rows.takeError()));
+  return *rows;
 }
 
 /// A per-column parameter (scale, bias) as a [cols] array: the tensor itself
@@ -429,7 +418,8 @@ getColumnParameter(const KernelCall &call, const TensorView *param,
 }
 
 /// LayerNormalization(X, Scale, B?) -> (Y, Mean?, InvStdDev?), and
-/// SimplifiedLayerNormalization(X, scale) -> (Y, inv_std_var?) when Rms.
+/// SimplifiedLayerNormalization(X, scale) -> (Y, inv_std_var?) or
+/// RMSNormalization(X, scale) -> Y when Rms.
 template <bool Rms, typename T>
 llvm::Error layerNormKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0);
@@ -444,7 +434,7 @@ llvm::Error layerNormKernelTyped(KernelCall &call) {
       return err;
   if (llvm::Error err = checkSameShape(call, x, y, "X and Y"))
     return err;
-  auto shape = getNormShape(call, x.getShape());
+  auto shape = kernelNormRows(call, x.getShape());
   if (!shape)
     return shape.takeError();
   for (TensorView *stat : {meanOut, invOut})
@@ -595,7 +585,7 @@ llvm::Error layerNormGradKernelTyped(KernelCall &call) {
     return err;
   if (llvm::Error err = checkSameShape(call, dX, x, "dX and X"))
     return err;
-  auto shape = getNormShape(call, x.getShape());
+  auto shape = kernelNormRows(call, x.getShape());
   if (!shape)
     return shape.takeError();
   int64_t rows = shape->rows, cols = shape->cols;
@@ -709,24 +699,21 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
   return layerNormGradKernelTyped<Mode, float>(call);
 }
 
-/// Rows and columns of a layer norm over \p value's static shape, split at
-/// the node's `axis` ({0, 0} when it is out of range).
-std::pair<int64_t, int64_t> normRowsCols(const Node &node, const Value *value) {
-  llvm::SmallVector<int64_t, 4> shape = value->getType().getStaticShape();
-  int64_t rank = shape.size();
-  int64_t axis = node.getIntAttr("axis", -1);
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis > rank)
-    return {0, 0};
-  llvm::ArrayRef<int64_t> dims(shape);
-  return {product(dims.take_front(axis)), product(dims.drop_front(axis))};
+/// Rows and columns of a layer norm over \p value's static shape ({0, 0}
+/// when the node's axis does not fit it: the kernel reports that).
+norm::NormRows normRowsCols(const Node &node, const Value *value) {
+  auto rows = norm::getNormRows(node, value->getType().getStaticShape());
+  if (!rows) {
+    llvm::consumeError(rows.takeError());
+    return norm::NormRows{0, 0, 0};
+  }
+  return *rows;
 }
 
 /// Scratch of layerNormKernel: getColumnParameter's [cols] copy of each of
 /// scale and bias that must be broadcast to the normalized shape.
 uint64_t layerNormWorkspace(const Node &node) {
-  int64_t cols = normRowsCols(node, node.getOperand(0)).second;
+  int64_t cols = normRowsCols(node, node.getOperand(0)).cols;
   DType dtype = node.getOperand(0)->getType().getDType() == DType::F64
                     ? DType::F64
                     : DType::F32;
@@ -743,7 +730,8 @@ uint64_t layerNormWorkspace(const Node &node) {
 /// [blocks][2][cols], one block per kRowBlock rows, when dScale or dBias is
 /// wanted.
 uint64_t layerNormGradWorkspace(const Node &node) {
-  auto [rows, cols] = normRowsCols(node, node.getOperand(1));
+  norm::NormRows shape = normRowsCols(node, node.getOperand(1));
+  int64_t rows = shape.rows, cols = shape.cols;
   bool wantColumns = false;
   for (unsigned i = 1; i < node.getNumResults(); ++i)
     wantColumns |= node.getResult(i) != nullptr;
@@ -769,6 +757,8 @@ void cpu::registerNormKernels(KernelTable &table) {
   table.add("", "SimplifiedLayerNormalization", layerNormKernel<true>, 2);
   table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormKernel<true>,
             2);
+  // ONNX's RMS norm is SimplifiedLayerNormalization without inv_std_var.
+  table.add("", "RMSNormalization", layerNormKernel<true>, 2);
   table.add(kMsDomain, "LayerNormalizationGrad",
             layerNormGradKernel<NormGrad::Standard>, 5);
   table.add(kMsDomain, "SimplifiedLayerNormalizationGrad",
@@ -779,6 +769,7 @@ void cpu::registerNormKernels(KernelTable &table) {
   table.setWorkspace("", "SimplifiedLayerNormalization", layerNormWorkspace);
   table.setWorkspace(kMsDomain, "SimplifiedLayerNormalization",
                      layerNormWorkspace);
+  table.setWorkspace("", "RMSNormalization", layerNormWorkspace);
   for (const char *op :
        {"LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
         "InvertibleLayerNormalizationGrad"})

@@ -21,6 +21,7 @@
 #include "backend/cuda/IndexingPlan.h"
 
 #include "ir/OptimizerOps.h"
+#include "ir/ops/NormRows.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -112,18 +113,41 @@ llvm::Error runSoftmax(CudaCall &call) {
 }
 
 bool isSimplifiedNorm(const Node &node) {
-  return node.getOpType().starts_with("Simplified");
+  return norm::getNormKind(node) == norm::NormKind::Rms;
 }
 
 /// Rows and width of a layer norm over \p shape split at `axis`.
 llvm::Expected<std::pair<int64_t, int64_t>> normRows(const Node &node,
                                                      const Shape &shape) {
-  auto axis = normalizeAxis(node, node.getIntAttr("axis", -1), shape.size());
-  if (!axis)
-    return axis.takeError();
-  llvm::ArrayRef<int64_t> dims(shape);
-  return std::make_pair(product(dims.take_front(*axis)),
-                        product(dims.drop_front(*axis)));
+  auto rows = norm::getNormRows(node, shape);
+  if (!rows)
+    return nodeError(node, llvm::toString(rows.takeError()));
+  return std::make_pair(rows->rows, rows->cols);
+}
+
+/// How the scale and bias (1 when absent) of a layer norm repeat along a
+/// row (norm::getParamPeriod).
+llvm::Expected<std::pair<int64_t, int64_t>> normParamPeriods(const Node &node) {
+  Shape shape = shapeOf(node.getOperand(0));
+  auto rows = norm::getNormRows(node, shape);
+  if (!rows)
+    return nodeError(node, llvm::toString(rows.takeError()));
+  llvm::ArrayRef<int64_t> normalized =
+      llvm::ArrayRef<int64_t>(shape).drop_front(rows->axis);
+  int64_t periods[2] = {1, 1};
+  for (unsigned i : {1u, 2u}) {
+    const Value *param =
+        i < node.getNumOperands() ? node.getOperand(i) : nullptr;
+    if (!param || (isSimplifiedNorm(node) && i == 2))
+      continue;
+    std::optional<int64_t> period =
+        norm::getParamPeriod(normalized, shapeOf(param));
+    if (!period)
+      return nodeError(node, "scale and bias must have the normalized shape "
+                             "or a shape of its trailing dimensions");
+    periods[i - 1] = rows->cols ? *period : 1;
+  }
+  return std::make_pair(periods[0], periods[1]);
 }
 
 llvm::Error checkLayerNorm(const Node &node) {
@@ -138,17 +162,7 @@ llvm::Error checkLayerNorm(const Node &node) {
       return nodeError(node, "statistics outputs must be float32");
   if (auto storage = commonFloatStorage(node, {}, stats); !storage)
     return storage.takeError();
-  auto rows = normRows(node, shapeOf(node.getOperand(0)));
-  if (!rows)
-    return rows.takeError();
-  for (unsigned i : {1u, 2u})
-    if (i < node.getNumOperands() && node.getOperand(i) &&
-        !(simplified && i == 2) &&
-        static_cast<int64_t>(node.getOperand(i)->getType().getNumElements()) !=
-            rows->second)
-      return nodeError(node, "scale and bias must have one element per "
-                             "normalized element");
-  return llvm::Error::success();
+  return normParamPeriods(node).takeError();
 }
 
 llvm::Error runLayerNorm(CudaCall &call) {
@@ -160,13 +174,17 @@ llvm::Error runLayerNorm(CudaCall &call) {
   auto rows = normRows(call.node, shapeOf(call.in(0)));
   if (!rows)
     return rows.takeError();
+  auto periods = normParamPeriods(call.node);
+  if (!periods)
+    return periods.takeError();
   float epsilon = call.node.getFloatAttr("epsilon", 1e-5f);
   return call.check(
       launchLayerNorm(storage, call.inPtr(0), call.inPtr(1),
                       simplified ? nullptr : call.inPtr(2), call.outPtr(0),
                       simplified ? nullptr : call.outAs<float>(1),
                       call.outAs<float>(simplified ? 1 : 2), rows->first,
-                      rows->second, epsilon, simplified, call.ctx.stream),
+                      rows->second, periods->first, periods->second, epsilon,
+                      simplified, call.ctx.stream),
       "LayerNormalization kernel");
 }
 
@@ -551,6 +569,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add("", "SimplifiedLayerNormalization", checkLayerNorm, runLayerNorm);
     add(kMsDomain, "SimplifiedLayerNormalization", checkLayerNorm,
         runLayerNorm);
+    add("", "RMSNormalization", checkLayerNorm, runLayerNorm);
     add(kMsDomain, "LayerNormalizationGrad", checkLayerNormGrad,
         runLayerNormGrad);
     add(kMsDomain, "SimplifiedLayerNormalizationGrad", checkLayerNormGrad,

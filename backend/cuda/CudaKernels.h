@@ -219,10 +219,13 @@ cudaError_t launchSoftmaxGrad(Storage storage, const void *dy, const void *y,
                               cudaStream_t stream);
 /// LayerNormalization over rows of \p width: y, and the fp32 mean and
 /// inverse standard deviation per row when not null. \p simplified: RMS
-/// norm (no mean subtraction, no bias).
+/// norm (no mean subtraction, no bias). Column j reads scale element
+/// j % \p scalePeriod and bias element j % \p biasPeriod (each period
+/// divides \p width; \p width itself for a full-row parameter).
 cudaError_t launchLayerNorm(Storage storage, const void *x, const void *scale,
                             const void *bias, void *y, float *mean,
                             float *invStd, int64_t rows, int64_t width,
+                            int64_t scalePeriod, int64_t biasPeriod,
                             float epsilon, bool simplified,
                             cudaStream_t stream);
 /// LayerNormalizationGrad: dx per row, and dscale / dbias (may be null)

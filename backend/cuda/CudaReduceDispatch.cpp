@@ -17,6 +17,7 @@
 
 #include "backend/cuda/CudaDispatchSupport.h"
 #include "backend/cuda/ReduceKernels.h"
+#include "ir/ops/NormRows.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
@@ -213,13 +214,10 @@ llvm::Error runInstanceNorm(CudaCall &call) {
 /// inv_std_var) -> (dX, dScale?, dBias?), split at `axis`.
 llvm::Expected<std::pair<int64_t, int64_t>>
 invertibleNormRows(const Node &node) {
-  Shape shape = shapeOf(node.getOperand(1));
-  auto axis = normalizeAxis(node, node.getIntAttr("axis", -1), shape.size());
-  if (!axis)
-    return axis.takeError();
-  llvm::ArrayRef<int64_t> dims(shape);
-  return std::make_pair(product(dims.take_front(*axis)),
-                        product(dims.drop_front(*axis)));
+  auto rows = norm::getNormRows(node, shapeOf(node.getOperand(1)));
+  if (!rows)
+    return nodeError(node, llvm::toString(rows.takeError()));
+  return std::make_pair(rows->rows, rows->cols);
 }
 
 /// Errors when \p value is a constant holding a zero.

@@ -124,10 +124,18 @@ __global__ void softmaxGradKernel(const T *dy, const T *y, T *dx,
 // Layer normalization
 //===----------------------------------------------------------------------===//
 
+/// Element of a scale or bias repeating every \p period of a row's \p width
+/// columns (ir/ops/NormRows.h's getParamPeriod) read by column \p j.
+__device__ __forceinline__ int64_t periodic(int64_t j, int64_t period,
+                                            int64_t width) {
+  return period == width ? j : j % period;
+}
+
 template <typename T>
-__global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
-                                float *meanOut, float *invOut, int64_t rows,
-                                int64_t width, float epsilon, bool simplified) {
+__global__ void
+layerNormKernel(const T *x, const T *scale, const T *bias, T *y, float *meanOut,
+                float *invOut, int64_t rows, int64_t width, int64_t scalePeriod,
+                int64_t biasPeriod, float epsilon, bool simplified) {
   int lane = threadIdx.x % kWarp;
   FOR_EACH_WARP_ROW(rows) {
     const int64_t base = row * width;
@@ -149,10 +157,12 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
         1.0 / ::sqrt((width ? squares / width : 0.0) + epsilon));
     __syncwarp();
     for (int64_t j = lane; j < width; j += kWarp)
-      storeFromFloat(y, base + j,
-                     layerNormElement(loadAsFloat(x, base + j), m, inv,
-                                      loadAsFloat(scale, j),
-                                      bias ? loadAsFloat(bias, j) : 0.0f));
+      storeFromFloat(
+          y, base + j,
+          layerNormElement(
+              loadAsFloat(x, base + j), m, inv,
+              loadAsFloat(scale, periodic(j, scalePeriod, width)),
+              bias ? loadAsFloat(bias, periodic(j, biasPeriod, width)) : 0.0f));
     if (lane == 0) {
       if (meanOut)
         meanOut[row] = m;
@@ -350,17 +360,21 @@ cudaError_t gmopt::cuda::launchLayerNorm(Storage storage, const void *x,
                                          const void *scale, const void *bias,
                                          void *y, float *mean, float *invStd,
                                          int64_t rows, int64_t width,
-                                         float epsilon, bool simplified,
-                                         cudaStream_t stream) {
+                                         int64_t scalePeriod,
+                                         int64_t biasPeriod, float epsilon,
+                                         bool simplified, cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
+  if (width != 0 && (scalePeriod < 1 || biasPeriod < 1 ||
+                     width % scalePeriod != 0 || width % biasPeriod != 0))
+    return cudaErrorInvalidValue;
   unsigned grid = rowGrid(rows);
   GMOPT_DISPATCH_FLOAT_STORAGE(
       storage, T,
       layerNormKernel<<<grid, kRowThreads, 0, stream>>>(
           static_cast<const T *>(x), static_cast<const T *>(scale),
           static_cast<const T *>(bias), static_cast<T *>(y), mean, invStd, rows,
-          width, epsilon, simplified));
+          width, scalePeriod, biasPeriod, epsilon, simplified));
   return cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ops/NormRows.h"
 #include "ir/ops/OpDefs.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -169,9 +170,9 @@ llvm::Expected<TensorType> rowStatsType(const InferenceContext &ctx,
                                         const TensorType &x, DType dtype) {
   if (!x.hasRank())
     return TensorType::unranked(dtype);
-  auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", -1), x.getRank());
+  auto axis = norm::getNormAxis(ctx.getNode(), x.getRank());
   if (!axis)
-    return axis.takeError();
+    return ctx.error(llvm::toString(axis.takeError()));
   DimVector dims(x.getDims().begin(), x.getDims().begin() + *axis);
   dims.append(x.getRank() - *axis, Dim::fixed(1));
   return TensorType(dtype, dims);
@@ -196,19 +197,18 @@ llvm::Error inferSimplifiedLayerNorm(InferenceContext &ctx) {
 
 /// Normalization gradients: X_grad takes the type of input \p xIndex, the
 /// parameter gradients (results 1 and 2) the type of the scale (input 2).
-InferenceFn inferNormGrad(unsigned xIndex) {
-  return [xIndex](InferenceContext &ctx) -> llvm::Error {
+/// \p rowNorm: a layer-norm gradient, whose `axis` splits X into rows.
+InferenceFn inferNormGrad(unsigned xIndex, bool rowNorm) {
+  return [xIndex, rowNorm](InferenceContext &ctx) -> llvm::Error {
     const TensorType &dy = ctx.getInputType(0);
     const TensorType &x = ctx.getInputType(xIndex);
     if (dy.hasRank() && x.hasRank() &&
         !broadcastShapes(dy.getDims(), x.getDims()))
       return ctx.error("gradient " + dy.str() + " does not match input " +
                        x.str());
-    if (x.hasRank() && x.getRank() > 0)
-      if (auto axis =
-              normalizeAxis(ctx, ctx.getIntAttr("axis", -1), x.getRank());
-          !axis)
-        return axis.takeError();
+    if (rowNorm && x.hasRank())
+      if (auto axis = norm::getNormAxis(ctx.getNode(), x.getRank()); !axis)
+        return ctx.error(llvm::toString(axis.takeError()));
     setOutput(ctx, 0, x);
     setOutput(ctx, 1, ctx.getInputType(2));
     setOutput(ctx, 2, ctx.getInputType(2));
@@ -267,7 +267,7 @@ void registerNormalization(OpRegistry &registry) {
       .attrInt("axis", -1)
       .allowUnknownAttributes()
       .amp(AmpClass::Fp32Compute)
-      .infer(inferNormGrad(1))
+      .infer(inferNormGrad(1, /*rowNorm=*/true))
       .cost(costPerInputElement(10))
       .add(registry);
   SchemaBuilder(kMsDomain, "SimplifiedLayerNormalizationGrad", 1)
@@ -276,7 +276,7 @@ void registerNormalization(OpRegistry &registry) {
       .attrInt("axis", -1)
       .allowUnknownAttributes()
       .amp(AmpClass::Fp32Compute)
-      .infer(inferNormGrad(1))
+      .infer(inferNormGrad(1, /*rowNorm=*/true))
       .cost(costPerInputElement(8))
       .add(registry);
   SchemaBuilder(kMsDomain, "InvertibleLayerNormalizationGrad", 1)
@@ -285,7 +285,7 @@ void registerNormalization(OpRegistry &registry) {
       .attrInt("axis", -1)
       .allowUnknownAttributes()
       .amp(AmpClass::Fp32Compute)
-      .infer(inferNormGrad(1))
+      .infer(inferNormGrad(1, /*rowNorm=*/true))
       .cost(costPerInputElement(10))
       .add(registry);
 
@@ -304,7 +304,7 @@ void registerNormalization(OpRegistry &registry) {
       .outputs(1, 3)
       .requiredAttr("epsilon", Attribute::Kind::Float)
       .amp(AmpClass::Deny)
-      .infer(inferNormGrad(1))
+      .infer(inferNormGrad(1, /*rowNorm=*/false))
       .cost(costPerInputElement(8))
       .add(registry);
 }

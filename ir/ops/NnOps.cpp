@@ -2,7 +2,8 @@
 //
 // Convolution and pooling (output sizes from the window parameters),
 // BatchNormalization in its opset-9 and opset-14/15 forms (training-mode
-// outputs), LayerNormalization (opset 17), Softmax/LogSoftmax (axis default
+// outputs), LayerNormalization (opset 17) and RMSNormalization (opset 23;
+// their axis split is ir/ops/NormRows.h's), Softmax/LogSoftmax (axis default
 // 1 before opset 13, -1 since), Dropout (random, opset 12/13) and the losses
 // (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss). Norms, softmax and
 // losses run in fp32 under mixed precision; convolution is the canonical
@@ -10,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ops/NormRows.h"
 #include "ir/ops/OpDefs.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -277,16 +279,22 @@ llvm::Error inferLayerNorm(InferenceContext &ctx) {
     setOutput(ctx, 2, TensorType::unranked(*statsType));
     return llvm::Error::success();
   }
-  auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", -1), x.getRank());
+  auto axis = norm::getNormAxis(ctx.getNode(), x.getRank());
   if (!axis)
-    return axis.takeError();
+    return ctx.error(llvm::toString(axis.takeError()));
   llvm::ArrayRef<Dim> normalized = x.getDims().drop_front(*axis);
   for (unsigned i : {1u, 2u}) {
     if (!ctx.hasInput(i) || !ctx.getInputType(i).hasRank())
       continue;
+    // Unidirectional: the parameter broadcasts to the normalized shape,
+    // which it must not widen ([3,1] against [1,4] is an error).
     const TensorType &param = ctx.getInputType(i);
-    if (!broadcastShapes(normalized, param.getDims()) ||
-        param.getRank() > normalized.size())
+    std::optional<DimVector> merged =
+        broadcastShapes(normalized, param.getDims());
+    bool fits = merged && param.getRank() <= normalized.size();
+    for (unsigned d = 0; fits && d != normalized.size(); ++d)
+      fits = unifyDims((*merged)[d], normalized[d]).has_value();
+    if (!fits)
       return ctx.error(llvm::formatv("input {0} {1} does not broadcast to "
                                      "the normalized shape {2}",
                                      i, param.str(), shapeString(normalized)));
@@ -337,6 +345,20 @@ void registerNormalization(OpRegistry &registry) {
       .cost(costPerInputElement(8));
   layerNorm.add(registry);
   layerNorm.addAt(registry, 1);
+
+  // RMS norm, standard since opset 23: LayerNormalization without the mean
+  // and the bias, and without statistics outputs. ONNX lets X (T) and
+  // scale/Y (V) differ in type; gmopt's kernels take one type for all three.
+  SchemaBuilder(kOnnxDomain, "RMSNormalization", 23)
+      .inputs(2)
+      .outputs(1)
+      .attrInt("axis", -1)
+      .attrFloat("epsilon", 1e-5f)
+      .attrInt("stash_type", 1)
+      .amp(AmpClass::Fp32Compute)
+      .infer(inferLayerNorm)
+      .cost(costPerInputElement(6))
+      .add(registry);
 
   SchemaBuilder(kOnnxDomain, "InstanceNormalization", 6)
       .inputs(3)

@@ -9,13 +9,15 @@
 // SoftmaxCrossEntropyLoss's log-probabilities, LayerNormalization's mean
 // and inverse standard deviation, MaxPool's indices), first adds that
 // result to the forward node, as ONNX Runtime's gradient builder does, so
-// the backward pass reads the saved value.
+// the backward pass reads the saved value. ONNX's RMSNormalization has no
+// such output: its rule recomputes the inverse deviation from X.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/autodiff/GradientRules.h"
 
 #include "ir/OpRegistry.h"
+#include "ir/ops/NormRows.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -107,6 +109,98 @@ GradientRule layerNormRule(bool simplified) {
     for (unsigned i = 0; i != (hasBias ? 3u : 2u); ++i)
       grads[i] = (*grad)->getResult(i);
     return llvm::Error::success();
+  };
+  return rule;
+}
+
+/// RMSNormalization(X, scale) -> SimplifiedLayerNormalizationGrad(dY, X,
+/// scale, inv_std_var) = (dX, dScale), the fused gradient ONNX Runtime has
+/// for the same norm. ONNX's RMSNormalization has no inv_std_var output to
+/// save (unlike LayerNormalization and SimplifiedLayerNormalization), so the
+/// backward pass recomputes it from the saved X, in the stash type, without
+/// an X-sized temporary: 1 / sqrt(ReduceSumSquare(X) / cols + epsilon) over
+/// the normalized axes. A scale broadcast to the normalized shape is
+/// expanded for the gradient op and its gradient summed back.
+GradientRule rmsNormRule() {
+  GradientRule rule;
+  rule.emit = [](GradientBuilder &b, const GradientRequest &request,
+                 Grads grads) -> llvm::Error {
+    Value *dY = request.resultGrads[0];
+    if (!dY)
+      return llvm::Error::success();
+    const Node &node = request.node;
+    Value *x = node.getOperand(0), *scale = node.getOperand(1);
+    const TensorType &xType = x->getType();
+    if (!xType.hasRank())
+      return gradientError(node, "RMSNormalization's gradient needs a ranked "
+                                 "X");
+    auto axis = norm::getNormAxis(node, xType.getRank());
+    if (!axis)
+      return gradientError(node, llvm::toString(axis.takeError()));
+    llvm::SmallVector<int64_t, 4> normalized, axes;
+    for (unsigned d = *axis; d != xType.getRank(); ++d) {
+      const Dim &dim = xType.getDim(d);
+      if (!dim.isStatic())
+        return gradientError(node, "RMSNormalization's gradient needs static "
+                                   "normalized dimensions");
+      normalized.push_back(dim.getExtent());
+      axes.push_back(d);
+    }
+    std::optional<DType> stash =
+        dtypeFromOnnx(node.getIntAttr("stash_type", 1));
+    if (!stash || !isFloatingPoint(*stash))
+      return gradientError(node, "stash_type must be a floating-point "
+                                 "element type");
+    // inv_std_var, [X's leading dims, ones], as the forward computes it.
+    Value *stashedX = x;
+    if (xType.getDType() != *stash) {
+      GMOPT_TRY(
+          cast,
+          b.onnx("Cast", {x},
+                 {{"to", Attribute::getInt(static_cast<int64_t>(*stash))}}));
+      stashedX = cast;
+    }
+    // Axes are an operand from opset 18 on, an attribute before.
+    llvm::SmallVector<Value *, 2> reduceOperands = {stashedX};
+    llvm::SmallVector<NamedAttribute, 2> reduceAttrs = {
+        {"keepdims", Attribute::getInt(1)}};
+    if (b.getOnnxOpset() >= 18)
+      reduceOperands.push_back(b.int64s(axes));
+    else
+      reduceAttrs.push_back({"axes", Attribute::getInts(std::vector<int64_t>(
+                                         axes.begin(), axes.end()))});
+    GMOPT_TRY(sumSquares,
+              b.onnx("ReduceSumSquare", reduceOperands, reduceAttrs));
+    int64_t cols = 1;
+    for (int64_t extent : normalized)
+      cols *= extent;
+    GMOPT_TRY(meanSquare,
+              b.mul(sumSquares, b.scalar(*stash, cols ? 1.0 / cols : 0.0)));
+    GMOPT_TRY(shifted,
+              b.add(meanSquare,
+                    b.scalar(*stash, node.getFloatAttr("epsilon", 1e-5f))));
+    GMOPT_TRY(rms, b.onnx("Sqrt", {shifted}));
+    GMOPT_TRY(invStd, b.onnx("Reciprocal", {rms}));
+    // SimplifiedLayerNormalizationGrad takes one scale per normalized
+    // element.
+    Value *fullScale = scale;
+    if (scale->getType().getDims() != xType.getDims().drop_front(*axis)) {
+      GMOPT_TRY(expanded, b.onnx("Expand", {scale, b.int64s(normalized)}));
+      fullScale = expanded;
+    }
+    auto grad = b.create(kMsDomain, "SimplifiedLayerNormalizationGrad",
+                         {dY, x, fullScale, invStd}, 2,
+                         {{"axis", Attribute::getInt(*axis)}});
+    if (!grad)
+      return grad.takeError();
+    grads[0] = (*grad)->getResult(0);
+    if (!request.wanted[1])
+      return llvm::Error::success();
+    if (fullScale == scale) {
+      grads[1] = (*grad)->getResult(1);
+      return llvm::Error::success();
+    }
+    return assign(grads[1], b.reduceToShapeOf((*grad)->getResult(1), scale));
   };
   return rule;
 }
@@ -658,6 +752,7 @@ void gmopt::registerNnGradients(GradientRuleTable &table) {
   table.add(kOnnxDomain, "LayerNormalization", layerNormRule(false));
   table.add(kOnnxDomain, "SimplifiedLayerNormalization", layerNormRule(true));
   table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormRule(true));
+  table.add(kOnnxDomain, "RMSNormalization", rmsNormRule());
   GradientRule dropout = dropoutRule();
   dropout.trainingRewrite = dropoutTrainingMode;
   table.add(kOnnxDomain, "Dropout", std::move(dropout));

@@ -5,7 +5,9 @@
 // a naive reference; BatchNormalizationGrad, LayerNormalizationGrad and
 // SimplifiedLayerNormalizationGrad against finite differences of their
 // forward ops (for X and for the scale and bias); LayerNormalization and
-// SimplifiedLayerNormalization forward with their statistics outputs.
+// SimplifiedLayerNormalization forward with their statistics outputs;
+// ai.onnx RMSNormalization (opset 23) in float32 and float64 against a
+// straightforward reference, and its errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,7 +56,10 @@ TEST(CpuBatchNormTest, InferenceUsesRunningStatistics) {
 }
 
 TEST(CpuBatchNormTest, TrainingComputesBatchStatisticsAndUpdatesRunningOnes) {
+  // BatchNormalization-9: five outputs, training mode because the running
+  // statistics are asked for.
   KernelRunner runner;
+  runner.setOpset("", 9);
   std::vector<float> x = randomFloats(3 * 2 * 5, 2, -2, 3);
   HostTensor hx = HostTensor::f32({3, 2, 5}, x);
   HostTensor scale = HostTensor::f32({2}, {1.5f, 0.5f});
@@ -64,9 +69,9 @@ TEST(CpuBatchNormTest, TrainingComputesBatchStatisticsAndUpdatesRunningOnes) {
   float momentum = 0.9f, eps = 1e-5f;
   std::vector<TensorType> types = {f32Type({3, 2, 5}), f32Type({2}),
                                    f32Type({2}), f32Type({2}), f32Type({2})};
-  auto result = runner.run(
-      "", "BatchNormalization", {&hx, &scale, &bias, &mean, &var}, types,
-      {intAttr("training_mode", 1), floatAttr("momentum", momentum)});
+  auto result =
+      runner.run("", "BatchNormalization", {&hx, &scale, &bias, &mean, &var},
+                 types, {floatAttr("momentum", momentum)});
   ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
   for (int64_t c = 0; c < 2; ++c) {
     double sum = 0, squares = 0;
@@ -108,7 +113,9 @@ TEST(CpuBatchNormTest, GradMatchesFiniteDifferences) {
   std::vector<float> scale = {1.2f, 0.7f, -0.5f}, bias = {0.1f, 0.2f, 0.3f};
   auto forward = [&](const std::vector<float> &xv, const std::vector<float> &sv,
                      const std::vector<float> &bv) {
+    // BatchNormalization-9 in training mode, with the saved statistics.
     KernelRunner runner;
+    runner.setOpset("", 9);
     HostTensor hx = HostTensor::f32(shape, xv), hs = HostTensor::f32({3}, sv),
                hb = HostTensor::f32({3}, bv),
                hm = HostTensor::f32({3}, {0, 0, 0}),
@@ -116,8 +123,7 @@ TEST(CpuBatchNormTest, GradMatchesFiniteDifferences) {
     auto result =
         runner.run("", "BatchNormalization", {&hx, &hs, &hb, &hm, &hv},
                    {f32Type(shape), f32Type({3}), f32Type({3}), f32Type({3}),
-                    f32Type({3})},
-                   {intAttr("training_mode", 1)});
+                    f32Type({3})});
     return *result;
   };
   auto numericX = numericGradient(
@@ -299,6 +305,122 @@ TEST(CpuLayerNormTest, SimplifiedForwardAndGrad) {
   ASSERT_TRUE(static_cast<bool>(grad)) << llvm::toString(grad.takeError());
   expectGradient((*grad)[0].floats(), numericX, "dX");
   expectGradient((*grad)[1].floats(), numericScale, "dScale");
+}
+
+/// RMSNormalization's definition, written out in double: per row of the
+/// dims from \p axis on, x / sqrt(mean(x^2) + epsilon) * scale, with the
+/// scale broadcast over the normalized shape \p normalized.
+std::vector<double> rmsNormReference(const std::vector<double> &x,
+                                     const std::vector<int64_t> &normalized,
+                                     const std::vector<double> &scale,
+                                     const std::vector<int64_t> &scaleShape,
+                                     double epsilon) {
+  int64_t cols = 1;
+  for (int64_t d : normalized)
+    cols *= d;
+  std::vector<double> y(x.size());
+  for (size_t row = 0; row < x.size() / cols; ++row) {
+    double squares = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      squares += x[row * cols + j] * x[row * cols + j];
+    double rms = std::sqrt(squares / cols + epsilon);
+    for (int64_t j = 0; j < cols; ++j) {
+      // Index of column j in the (right-aligned, numpy) broadcast scale.
+      int64_t index = 0, rest = j, stride = 1;
+      for (size_t d = 0; d < normalized.size(); ++d) {
+        size_t fromEnd = normalized.size() - 1 - d;
+        int64_t coord = rest % normalized[fromEnd];
+        rest /= normalized[fromEnd];
+        if (d < scaleShape.size()) {
+          int64_t extent = scaleShape[scaleShape.size() - 1 - d];
+          index += (extent == 1 ? 0 : coord) * stride;
+          stride *= extent;
+        }
+      }
+      y[row * cols + j] = x[row * cols + j] / rms * scale[index];
+    }
+  }
+  return y;
+}
+
+TEST(CpuRmsNormTest, MatchesTheDefinitionInFloat32AndFloat64) {
+  std::vector<int64_t> shape = {2, 3, 4};
+  std::vector<float> x = randomFloats(24, 21, -3, 3);
+  std::vector<double> wideX(x.begin(), x.end());
+  std::vector<float> scale = randomFloats(12, 22, 0.5f, 1.5f);
+  std::vector<double> wideScale(scale.begin(), scale.end());
+  std::vector<float> lastScale(scale.begin(), scale.begin() + 4);
+  std::vector<double> wideLastScale(wideScale.begin(), wideScale.begin() + 4);
+  float epsilon = 1e-3f;
+  struct Case {
+    int64_t axis;
+    std::vector<int64_t> normalized, scaleShape;
+  };
+  // axis 1 with a full [3,4] scale and with a [4] one broadcast over it;
+  // axis -1 (the default) with a [4] scale.
+  for (const Case &c :
+       {Case{1, {3, 4}, {3, 4}}, Case{1, {3, 4}, {4}}, Case{-1, {4}, {4}}}) {
+    bool full = c.scaleShape.size() == 2;
+    std::vector<double> want =
+        rmsNormReference(wideX, c.normalized, full ? wideScale : wideLastScale,
+                         c.scaleShape, epsilon);
+    std::vector<NamedAttribute> attrs = {intAttr("axis", c.axis),
+                                         floatAttr("epsilon", epsilon)};
+    std::string what = "axis " + std::to_string(c.axis) + ", scale of " +
+                       std::to_string(c.scaleShape.size()) + " dims";
+    KernelRunner runner;
+    runner.setOpset("", 23);
+    HostTensor x32 = HostTensor::f32(shape, x);
+    HostTensor s32 = HostTensor::f32(c.scaleShape, full ? scale : lastScale);
+    auto narrow = runner.run("", "RMSNormalization", {&x32, &s32},
+                             {f32Type(shape)}, attrs);
+    ASSERT_TRUE(static_cast<bool>(narrow))
+        << what << ": " << llvm::toString(narrow.takeError());
+    HostTensor x64 = HostTensor::f64(shape, wideX);
+    HostTensor s64 =
+        HostTensor::f64(c.scaleShape, full ? wideScale : wideLastScale);
+    auto wide = runner.run("", "RMSNormalization", {&x64, &s64},
+                           {TensorType::get(DType::F64, shape)}, attrs);
+    ASSERT_TRUE(static_cast<bool>(wide))
+        << what << ": " << llvm::toString(wide.takeError());
+    std::vector<float> got32 = (*narrow)[0].floats();
+    std::vector<double> got64 = (*wide)[0].values<double>();
+    ASSERT_EQ(got32.size(), want.size()) << what;
+    ASSERT_EQ(got64.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got32[i], want[i], 2e-6 * (1 + std::fabs(want[i])))
+          << what << " float32 element " << i;
+      EXPECT_NEAR(got64[i], want[i], 1e-13 * (1 + std::fabs(want[i])))
+          << what << " float64 element " << i;
+    }
+  }
+}
+
+TEST(CpuRmsNormTest, BadAxisScalarInputAndScaleShapeAreErrors) {
+  KernelRunner runner;
+  runner.setOpset("", 23);
+  HostTensor x = HostTensor::f32({2, 3}, randomFloats(6, 23));
+  HostTensor scale = HostTensor::f32({3}, {1, 2, 3});
+  auto badAxis = runner.run("", "RMSNormalization", {&x, &scale},
+                            {f32Type({2, 3})}, {intAttr("axis", 2)});
+  ASSERT_FALSE(static_cast<bool>(badAxis));
+  EXPECT_NE(llvm::toString(badAxis.takeError())
+                .find("axis 2 is out of range for rank 2"),
+            std::string::npos);
+  HostTensor scalar = HostTensor::f32({}, {2});
+  HostTensor one = HostTensor::f32({}, {1});
+  auto rankZero =
+      runner.run("", "RMSNormalization", {&scalar, &one}, {f32Type({})});
+  ASSERT_FALSE(static_cast<bool>(rankZero));
+  EXPECT_NE(llvm::toString(rankZero.takeError()).find("rank >= 1"),
+            std::string::npos);
+  HostTensor wrong = HostTensor::f32({2}, {1, 2});
+  auto badScale =
+      runner.run("", "RMSNormalization", {&x, &wrong}, {f32Type({2, 3})});
+  ASSERT_FALSE(static_cast<bool>(badScale));
+  EXPECT_NE(llvm::toString(badScale.takeError())
+                .find("does not broadcast to the normalized shape [3]"),
+            std::string::npos);
 }
 
 } // namespace

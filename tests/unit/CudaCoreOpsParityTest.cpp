@@ -4,10 +4,10 @@
 // backend: MatMul, Gemm and com.microsoft FusedMatMul (cuBLASLt); the
 // elementwise unary and broadcasting binary ops, the activations and their
 // gradients (CudaElementwiseDispatch.cpp); Softmax, LogSoftmax and their
-// _13 gradients; LayerNormalization, SimplifiedLayerNormalization and
-// their gradients; Gather and fp32 GatherGrad; Cast; Dropout,
-// BitmaskDropout and their gradients (the masks bit for bit: Philox keyed
-// by the same seed, stream id and step); AdamWOptimizer, SGDOptimizerV2
+// _13 gradients; LayerNormalization, SimplifiedLayerNormalization,
+// RMSNormalization and their gradients; Gather and fp32 GatherGrad; Cast;
+// Dropout, BitmaskDropout and their gradients (the masks bit for bit: Philox
+// keyed by the same seed, stream id and step); AdamWOptimizer, SGDOptimizerV2
 // and InPlaceAccumulatorV2 (the operands they write compared too). Each
 // case is a one-node module on fresh random inputs (seeds in the case's
 // name), with odd sizes (1, 7, 1023 elements) and broadcasting shapes, in
@@ -295,6 +295,20 @@ std::vector<OpCase> normCases(DType dtype) {
       cases.push_back(simplified);
       if (!domain.empty())
         continue;
+      // ai.onnx RMSNormalization (opset 23): the same kernel, Y only.
+      OpCase rms = m.make("RMSNormalization " + where, "", "RMSNormalization",
+                          {x, scale}, attrs);
+      rms.onnxOpset = 23;
+      cases.push_back(rms);
+      // A scale of the trailing dimension, broadcast over the others.
+      if (n.scale.size() > 1) {
+        OpCase broadcast =
+            m.make("RMSNormalization (scale [" +
+                       std::to_string(n.scale.back()) + "]) " + where,
+                   "", "RMSNormalization", {x, m.rnd({n.scale.back()})}, attrs);
+        broadcast.onnxOpset = 23;
+        cases.push_back(broadcast);
+      }
       OpCase simplifiedGrad =
           m.make("SimplifiedLayerNormalizationGrad " + where, kMsDomain,
                  "SimplifiedLayerNormalizationGrad",

@@ -262,6 +262,26 @@ std::vector<GradientCase> allCases() {
                      attrs({intAttr("axis", -1), floatAttr("epsilon", 1e-5f),
                             intAttr("stash_type", b.stashType())}));
        }});
+  cases.push_back(
+      {"RMSNormalization",
+       [](CaseBuilder &b) {
+         b.module.opsetImports[""] = 23; // RMSNormalization is opset 23
+         std::vector<int64_t> shape = b.shape(3);
+         shape.back() = b.pick(2, 5);
+         // Over the last axis, or the last two with a full or a broadcast
+         // ([last]) scale; the statistic recomputed in the parameters'
+         // type (stash_type).
+         int64_t variant = b.pick(0, 2);
+         int64_t axis = variant == 0 ? -1 : -2;
+         std::vector<int64_t> scaleShape =
+             variant == 1 ? std::vector<int64_t>{shape[1], shape[2]}
+                          : std::vector<int64_t>{shape[2]};
+         return b.op("RMSNormalization",
+                     {b.param(shape, -2, 2), b.param(scaleShape, 0.5, 1.5)},
+                     attrs({intAttr("axis", axis), floatAttr("epsilon", 1e-5f),
+                            intAttr("stash_type", b.stashType())}));
+       },
+       4});
   auto batchNorm = [](bool training) {
     return [training](CaseBuilder &b) {
       int64_t c = b.pick(1, 3);
