@@ -1,0 +1,149 @@
+//===- CudaPoolDispatch.cpp - The pools on gmopt's kernels ------*- C++ -*-===//
+//
+// The CUDA kernel table's pools: MaxPool (with Indices), AveragePool,
+// AveragePoolGrad, GlobalAveragePool, GlobalMaxPool and MaxPoolGrad, on
+// gmopt's own kernels (CnnKernels.cu, the reductions of RowKernels.cu, the
+// scatter of IndexKernels.cu); no cuDNN. Every entry takes fp32, f16 or
+// bf16 storage, one type per node; the pools widen each element to fp32,
+// compute in fp32 and round once (PoolMath.h). A 16-bit MaxPoolGrad sums
+// into an fp32 accumulator in its planned workspace and rounds once (an
+// eager run, without a slice, adds with 16-bit atomics).
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cuda/CnnDispatch.h"
+#include "backend/cuda/CnnKernels.h"
+#include "backend/cuda/CudnnGeometry.h"
+
+using namespace gmopt;
+using namespace gmopt::cuda;
+using namespace gmopt::cuda::dispatch;
+using namespace gmopt::cuda::dispatch::cnn;
+
+namespace {
+
+/// The element storage of \p value (F32, F16 or BF16), else an error
+/// naming \p what.
+llvm::Expected<Storage> floatStorageOf(const Node &node, const Value *value,
+                                       llvm::StringRef what) {
+  std::optional<Storage> storage = storageOf(value->getType().getDType());
+  if (!storage || !isFloatStorage(*storage))
+    return nodeError(node, what + " has element type " +
+                               dtypeName(value->getType().getDType()) +
+                               ", which is not supported (f32, f16, bf16)");
+  return *storage;
+}
+
+} // namespace
+
+llvm::Error cnn::checkPool(const Node &node) {
+  bool max = node.getOpType() == "MaxPool";
+  auto storage = commonFloatStorage(
+      node, {}, max ? llvm::ArrayRef<unsigned>{1} : llvm::ArrayRef<unsigned>{});
+  if (!storage)
+    return storage.takeError();
+  auto window = resolvePoolParams(node);
+  if (!window)
+    return window.takeError();
+  if (max && node.getNumResults() > 1 && node.getResult(1)) {
+    if (node.getResult(1)->getType().getDType() != DType::I64)
+      return nodeError(node, "Indices must be int64");
+    if (shapeOf(node.getResult(1)) != shapeOf(node.getResult(0)))
+      return nodeError(node, "Y and Indices differ in shape");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error cnn::runPool(CudaCall &call) {
+  WindowParams g = *resolvePoolParams(call.node);
+  llvm::StringRef op = call.node.getOpType();
+  Storage storage = *storageOf(call.in(0)->getType().getDType());
+  if (op == "MaxPool")
+    return call.check(launchMaxPool(storage, call.inPtr(0), call.outPtr(0),
+                                    call.outAs<int64_t>(1), g, call.ctx.stream),
+                      "MaxPool kernel");
+  if (op == "AveragePool")
+    return call.check(launchAveragePool(storage, call.inPtr(0), call.outPtr(0),
+                                        g, call.ctx.stream),
+                      "AveragePool kernel");
+  return call.check(launchAveragePoolGrad(storage, call.inPtr(0),
+                                          call.outPtr(0), g, call.ctx.stream),
+                    "AveragePoolGrad kernel");
+}
+
+llvm::Error cnn::checkGlobalPool(const Node &node) {
+  if (auto storage = commonFloatStorage(node); !storage)
+    return storage.takeError();
+  const Value *x = node.getOperand(0);
+  Shape in = shapeOf(x);
+  if (in.size() < 3)
+    return nodeError(node, "X must have rank >= 3");
+  Shape out(in.begin(), in.begin() + 2);
+  out.append(in.size() - 2, 1);
+  return checkShape(node, node.getResult(0), out, "Y");
+}
+
+llvm::Error cnn::runGlobalPool(CudaCall &call) {
+  Shape in = shapeOf(call.in(0));
+  RowShape rows;
+  rows.outer = in[0] * in[1];
+  rows.n = product(llvm::ArrayRef<int64_t>(in).drop_front(2));
+  rows.inner = 1;
+  bool max = call.node.getOpType() == "GlobalMaxPool";
+  return call.check(launchReduce(max ? ReduceKind::Max : ReduceKind::Mean,
+                                 *storageOf(call.in(0)->getType().getDType()),
+                                 call.inPtr(0), call.outPtr(0), rows,
+                                 call.ctx.stream),
+                    max ? "GlobalMaxPool kernel" : "GlobalAveragePool kernel");
+}
+
+llvm::Error cnn::checkMaxPoolGrad(const Node &node) {
+  const Value *dy = node.getOperand(0);
+  const Value *indices =
+      node.getNumOperands() > 1 ? node.getOperand(1) : nullptr;
+  const Value *dx = node.getResult(0);
+  if (!dy || !indices || !dx)
+    return nodeError(node, "dY, Indices and dX are required");
+  auto storage = floatStorageOf(node, dy, "dY");
+  if (!storage)
+    return storage.takeError();
+  if (dx->getType().getDType() != dy->getType().getDType())
+    return nodeError(node, "dY and dX differ in element type");
+  if (indices->getType().getDType() != DType::I64)
+    return nodeError(node, "Indices must be int64");
+  if (shapeOf(dy) != shapeOf(indices))
+    return nodeError(node, "dY and Indices differ in shape");
+  return llvm::Error::success();
+}
+
+llvm::Error cnn::runMaxPoolGrad(CudaCall &call) {
+  // dX[Indices[i]] += dY[i] over the flattened dX: GatherGrad's scatter
+  // (fp32 atomics: overlapping windows sum in no fixed order); an index
+  // outside dX raises the device fault naming this node.
+  if (llvm::Error err = call.markFaultable())
+    return err;
+  int64_t dxElements = call.out(0)->getType().getNumElements();
+  int64_t dyElements = call.in(0)->getType().getNumElements();
+  Storage storage = *storageOf(call.in(0)->getType().getDType());
+  if (storage != Storage::F32) {
+    // 16-bit: fp32 sums in the planned accumulator, rounded once; an eager
+    // run has none and adds in 16 bits.
+    uint64_t needed = static_cast<uint64_t>(dxElements) * sizeof(float);
+    float *accumulator =
+        call.launch.workspace && call.launch.workspaceBytes >= needed
+            ? static_cast<float *>(call.launch.workspace)
+            : nullptr;
+    ScatterRows rows;
+    rows.axisExtent = dxElements;
+    rows.indexCount = dyElements;
+    return call.check(launchScatterAdd16(storage, call.inPtr(0), call.inPtr(1),
+                                         /*indices32=*/false, call.outPtr(0),
+                                         accumulator, rows, call.ctx.stream),
+                      "MaxPoolGrad kernel");
+  }
+  return call.check(launchGatherGrad(call.inAs<float>(0), call.inPtr(1),
+                                     /*indices32=*/false, call.outAs<float>(0),
+                                     1, dxElements, dyElements, 1,
+                                     call.ctx.stream),
+                    "MaxPoolGrad kernel");
+}
