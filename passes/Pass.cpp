@@ -1,8 +1,8 @@
 //===- Pass.cpp - The pass interface, pass options and statistics ---------===//
 //
 // Option parsing (strict: the whole text must be a value of the option's
-// kind), the pipeline-element rendering that makes a run replayable, and the
-// statistics table of PassContext.
+// kind), the pipeline-element rendering that makes a run replayable, the
+// declared statistics of a pass, and the statistics table of PassContext.
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,6 +121,29 @@ std::string Pass::getPipelineElement() const {
   }
   text += '}';
   return text;
+}
+
+const PassStatisticInfo *Pass::lookupStatistic(llvm::StringRef name) const {
+  for (const PassStatisticInfo &statistic : statistics)
+    if (statistic.name == name)
+      return &statistic;
+  return nullptr;
+}
+
+void Pass::declareStatistic(llvm::StringRef name, llvm::StringRef description) {
+  assert(!lookupStatistic(name) && "pass statistic declared twice");
+  assert(!name.empty() && !description.empty() &&
+         "a statistic needs a name and a description");
+  statistics.push_back({name.str(), description.str()});
+}
+
+void Pass::addStatistic(PassContext &context, llvm::StringRef name,
+                        uint64_t value) const {
+  const PassStatisticInfo *statistic = lookupStatistic(name);
+  assert(statistic && "statistic not declared by its pass (declareStatistic)");
+  context.addStatistic(getName(), name, value,
+                       statistic ? llvm::StringRef(statistic->description)
+                                 : llvm::StringRef());
 }
 
 void Pass::addOption(PassOption option) {

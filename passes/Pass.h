@@ -5,8 +5,11 @@
 // keeps its tunables in a documented `Options` struct and binds every field
 // to a textual key with declareOption(), so the same struct is filled from a
 // pipeline string (`recompute{mode=selective}`), printed back with every
-// option explicit, and listed by --list-passes. Statistics are reported into
-// the PassContext, which the PassManager owns and prints.
+// option explicit, and listed by --list-passes. Statistics are declared the
+// same way, with declareStatistic() in the pass's constructor (as MLIR's
+// Passes.td declares them with the pass), so --list-passes shows them; a
+// pass reports only declared statistics into the PassContext, which the
+// PassManager owns and prints.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +48,15 @@ struct PassStatistic {
   std::string description;
   /// Accumulated value over every run of the pass in the pipeline.
   uint64_t value = 0;
+};
+
+/// A statistic a pass declares: what --list-passes shows and what its
+/// reports carry.
+struct PassStatisticInfo {
+  /// Short kebab-case name, e.g. `nodes-erased`.
+  std::string name;
+  /// One-line explanation shown by --list-passes and the statistics table.
+  std::string description;
 };
 
 /// State shared by the passes of one pipeline run; owned by the PassManager.
@@ -153,6 +165,20 @@ public:
   /// `name` or `name{key=value,...}`; it reparses to an identical pass.
   std::string getPipelineElement() const;
 
+  /// The declared statistics in declaration order.
+  llvm::ArrayRef<PassStatisticInfo> getDeclaredStatistics() const {
+    return statistics;
+  }
+  /// The declared statistic \p name, or null.
+  const PassStatisticInfo *lookupStatistic(llvm::StringRef name) const;
+  /// Adds \p value to this pass's statistic \p name in \p context, with
+  /// its declared description. \p name must be declared (a programming
+  /// error otherwise: asserted, and PassStatisticsTest checks that every
+  /// statistic a pipeline reports is declared). Public so that a pass's
+  /// helpers can report for it.
+  void addStatistic(PassContext &context, llvm::StringRef name,
+                    uint64_t value) const;
+
 protected:
   /// Binds a boolean field (`true`/`false`/`1`/`0`).
   void declareOption(llvm::StringRef key, bool &field,
@@ -204,7 +230,14 @@ protected:
         }));
   }
 
-  /// Reports statistic \p name of this pass into \p context.
+  /// Declares statistic \p name (kebab-case) of this pass, explained by
+  /// \p description; call it in the constructor, with the options.
+  void declareStatistic(llvm::StringRef name, llvm::StringRef description);
+
+  /// Reports statistic \p name of this pass with \p description, declared
+  /// or not: for passes outside gmopt whose statistic names are known only
+  /// at run time. gmopt's own passes declare theirs and use the
+  /// three-argument form.
   void addStatistic(PassContext &context, llvm::StringRef name, uint64_t value,
                     llvm::StringRef description) const {
     context.addStatistic(getName(), name, value, description);
@@ -214,6 +247,7 @@ private:
   void addOption(PassOption option);
 
   std::vector<PassOption> options;
+  std::vector<PassStatisticInfo> statistics;
 };
 
 } // namespace gmopt

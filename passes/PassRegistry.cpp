@@ -1,7 +1,8 @@
 //===- PassRegistry.cpp - Creating passes by name -------------------------===//
 //
 // Builds the registry from Passes.def, creates passes from parsed pipeline
-// elements and prints the --list-passes listing. Unknown names get a
+// elements and prints the --list-passes listing (each pass's options, then
+// its declared statistics). Unknown names get a
 // "did you mean" suggestion by edit distance.
 //
 //===----------------------------------------------------------------------===//
@@ -136,5 +137,8 @@ void gmopt::printRegisteredPasses(llvm::raw_ostream &os) {
       os << "      " << option.getKey() << "=<" << option.getValueKind()
          << "> (default " << quotePipelineValue(option.getDefault()) << ") - "
          << option.getDescription() << '\n';
+    for (const PassStatisticInfo &statistic : pass->getDeclaredStatistics())
+      os << "      (S) " << statistic.name << " - " << statistic.description
+         << '\n';
   }
 }

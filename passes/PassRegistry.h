@@ -50,8 +50,8 @@ std::unique_ptr<Pass> createPass(llvm::StringRef name);
 llvm::Expected<std::vector<std::unique_ptr<Pass>>>
 createPipeline(llvm::StringRef pipelineText);
 
-/// Prints every registered pass with its description and options, as
-/// --list-passes shows them.
+/// Prints every registered pass with its description, options and declared
+/// statistics (`(S) name - description`), as --list-passes shows them.
 void printRegisteredPasses(llvm::raw_ostream &os);
 
 } // namespace gmopt

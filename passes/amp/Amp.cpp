@@ -57,6 +57,24 @@ AmpPass::AmpPass(Options opts) : options(std::move(opts)) {
   declareOption("print-plan", options.printPlan,
                 "print each op's low-precision and fp32 node counts to "
                 "stderr");
+  declareStatistic("low-precision-nodes",
+                   "Nodes computing in the low-precision type");
+  declareStatistic(
+      "fp32-fallbacks",
+      "Nodes the policy chose whose op does not take the low type");
+  declareStatistic("casts-inserted",
+                   "Cast nodes added (after folding and dead-cast removal)");
+  declareStatistic("constants-narrowed", "Constants narrowed at compile time");
+  declareStatistic("nodes-erased", "Dead nodes (unused casts) erased");
+  declareStatistic("low-precision-bytes",
+                   "Bytes of node results in the low-precision type");
+  declareStatistic("fp32-bytes", "Bytes of fp32 node results");
+  declareStatistic("saved-bytes-before",
+                   "Bytes of forward values the backward pass reads, before");
+  declareStatistic("saved-bytes-after",
+                   "Bytes of forward values the backward pass reads, after");
+  declareStatistic("gradients-unscaled", "Gradients divided by the loss scale");
+  declareStatistic("scaler-nodes", "Nodes of the loss scaler");
 }
 
 namespace {
@@ -387,30 +405,20 @@ llvm::Expected<bool> AmpPass::run(Module &module, PassContext &context) {
 
   uint64_t castsAfter = countCasts(module.getGraph());
   auto [lowBytes, fp32Bytes] = floatBytes(module.getGraph());
-  addStatistic(context, "low-precision-nodes", lowered,
-               "Nodes computing in the low-precision type");
-  addStatistic(context, "fp32-fallbacks", rewriter.getFallbacks(),
-               "Nodes the policy chose whose op does not take the low type");
+  addStatistic(context, "low-precision-nodes", lowered);
+  addStatistic(context, "fp32-fallbacks", rewriter.getFallbacks());
   addStatistic(context, "casts-inserted",
-               castsAfter > castsBefore ? castsAfter - castsBefore : 0,
-               "Cast nodes added (after folding and dead-cast removal)");
-  addStatistic(context, "constants-narrowed", rewriter.getConstantsNarrowed(),
-               "Constants narrowed at compile time");
-  addStatistic(context, "nodes-erased", dead,
-               "Dead nodes (unused casts) erased");
-  addStatistic(context, "low-precision-bytes", lowBytes,
-               "Bytes of node results in the low-precision type");
-  addStatistic(context, "fp32-bytes", fp32Bytes, "Bytes of fp32 node results");
+               castsAfter > castsBefore ? castsAfter - castsBefore : 0);
+  addStatistic(context, "constants-narrowed", rewriter.getConstantsNarrowed());
+  addStatistic(context, "nodes-erased", dead);
+  addStatistic(context, "low-precision-bytes", lowBytes);
+  addStatistic(context, "fp32-bytes", fp32Bytes);
   if (savedBefore)
     if (std::optional<uint64_t> savedAfter = savedActivationBytes(module)) {
-      addStatistic(context, "saved-bytes-before", *savedBefore,
-                   "Bytes of forward values the backward pass reads, before");
-      addStatistic(context, "saved-bytes-after", *savedAfter,
-                   "Bytes of forward values the backward pass reads, after");
+      addStatistic(context, "saved-bytes-before", *savedBefore);
+      addStatistic(context, "saved-bytes-after", *savedAfter);
     }
-  addStatistic(context, "gradients-unscaled", scaling.gradients,
-               "Gradients divided by the loss scale");
-  addStatistic(context, "scaler-nodes", scaling.nodes,
-               "Nodes of the loss scaler");
+  addStatistic(context, "gradients-unscaled", scaling.gradients);
+  addStatistic(context, "scaler-nodes", scaling.nodes);
   return lowered != 0 || folded->changed || dead != 0;
 }

@@ -91,6 +91,19 @@ PackDropoutMask::matchAndRewrite(Node &node, PatternRewriter &rewriter) const {
   return true;
 }
 
+PackDropoutMasksPass::PackDropoutMasksPass() {
+  declareStatistic("masks-packed", "Dropout masks stored as bitmasks");
+  declareStatistic("mask-bytes-before",
+                   "Bytes of the Dropout masks before (bool)");
+  declareStatistic(
+      "mask-bytes-after",
+      "Bytes of the dropout masks after (bitmasks and the bool masks left)");
+  declareStatistic("saved-bytes-before",
+                   "Bytes of forward values the backward pass reads, before");
+  declareStatistic("saved-bytes-after",
+                   "Bytes of forward values the backward pass reads, after");
+}
+
 llvm::Expected<bool> PackDropoutMasksPass::run(Module &module,
                                                PassContext &context) {
   std::optional<uint64_t> savedBefore = savedActivationBytes(module);
@@ -116,19 +129,13 @@ llvm::Expected<bool> PackDropoutMasksPass::run(Module &module,
         node.getResult(1))
       unpackedBytes += bytesOf(node.getResult(1));
   }
-  addStatistic(context, "masks-packed", packed,
-               "Dropout masks stored as bitmasks");
-  addStatistic(context, "mask-bytes-before", boolBytes,
-               "Bytes of the Dropout masks before (bool)");
-  addStatistic(context, "mask-bytes-after", bitBytes + unpackedBytes,
-               "Bytes of the dropout masks after (bitmasks and the bool "
-               "masks left)");
+  addStatistic(context, "masks-packed", packed);
+  addStatistic(context, "mask-bytes-before", boolBytes);
+  addStatistic(context, "mask-bytes-after", bitBytes + unpackedBytes);
   if (savedBefore)
     if (std::optional<uint64_t> savedAfter = savedActivationBytes(module)) {
-      addStatistic(context, "saved-bytes-before", *savedBefore,
-                   "Bytes of forward values the backward pass reads, before");
-      addStatistic(context, "saved-bytes-after", *savedAfter,
-                   "Bytes of forward values the backward pass reads, after");
+      addStatistic(context, "saved-bytes-before", *savedBefore);
+      addStatistic(context, "saved-bytes-after", *savedAfter);
     }
   return result->changed;
 }

@@ -47,6 +47,8 @@ public:
 /// The `pack-dropout-masks` pass.
 class PackDropoutMasksPass : public Pass {
 public:
+  /// Declares the statistics the pass reports.
+  PackDropoutMasksPass();
   llvm::StringRef getName() const override { return "pack-dropout-masks"; }
   llvm::Expected<bool> run(Module &module, PassContext &context) override;
 };

@@ -341,7 +341,7 @@ public:
       : module(module), graph(module.getGraph()), options(options),
         rules(GradientRuleTable::instance()), gradients(graph) {}
 
-  llvm::Expected<bool> run(PassContext &context, llvm::StringRef passName);
+  llvm::Expected<bool> run(PassContext &context, const Pass &pass);
 
 private:
   llvm::Error selectParameters(Value *loss, Value *target);
@@ -705,7 +705,7 @@ llvm::Error AutodiffBuilder::emitAccumulation(Value *loss) {
 }
 
 llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
-                                          llvm::StringRef passName) {
+                                          const Pass &pass) {
   if (module.getSignature().hasGradients())
     return makeError("the module already has gradients (a training graph); "
                      "autodiff takes a forward model");
@@ -798,21 +798,13 @@ llvm::Expected<bool> AutodiffBuilder::run(PassContext &context,
     return err;
 
   const TrainingSignature &signature = module.getSignature();
-  context.addStatistic(passName, "backward-nodes", backwardNodes,
-                       "backward nodes emitted");
-  context.addStatistic(passName, "training-mode-rewrites", trainingRewrites,
-                       "forward ops switched to training mode");
-  context.addStatistic(passName, "trainable-parameters",
-                       signature.numTrainable(), "parameters given a gradient");
-  context.addStatistic(passName, "frozen-parameters",
-                       signature.getParams().size() - signature.numTrainable(),
-                       "parameters without a gradient");
-  context.addStatistic(passName, "literal-constants", skippedLiterals,
-                       "float Constant-node values left constant (never "
-                       "parameters unless named by trainable)");
-  context.addStatistic(passName, "mask-constants", skippedMasks,
-                       "float initializers holding mask values (inf or "
-                       "|x| >= 1e30) left constant");
+  pass.addStatistic(context, "backward-nodes", backwardNodes);
+  pass.addStatistic(context, "training-mode-rewrites", trainingRewrites);
+  pass.addStatistic(context, "trainable-parameters", signature.numTrainable());
+  pass.addStatistic(context, "frozen-parameters",
+                    signature.getParams().size() - signature.numTrainable());
+  pass.addStatistic(context, "literal-constants", skippedLiterals);
+  pass.addStatistic(context, "mask-constants", skippedMasks);
   return true;
 }
 
@@ -837,9 +829,19 @@ AutodiffPass::AutodiffPass(Options opts) : options(std::move(opts)) {
   declareOption("train-mode", options.trainMode,
                 "run Dropout and BatchNormalization in training mode (as "
                 "ONNX Runtime's training graph does)");
+  declareStatistic("backward-nodes", "backward nodes emitted");
+  declareStatistic("training-mode-rewrites",
+                   "forward ops switched to training mode");
+  declareStatistic("trainable-parameters", "parameters given a gradient");
+  declareStatistic("frozen-parameters", "parameters without a gradient");
+  declareStatistic("literal-constants",
+                   "float Constant-node values left constant (never parameters "
+                   "unless named by trainable)");
+  declareStatistic("mask-constants", "float initializers holding mask values "
+                                     "(inf or |x| >= 1e30) left constant");
 }
 
 llvm::Expected<bool> AutodiffPass::run(Module &module, PassContext &context) {
   AutodiffBuilder builder(module, options);
-  return builder.run(context, getName());
+  return builder.run(context, *this);
 }

@@ -274,6 +274,14 @@ DataParallelPass::DataParallelPass(Options initial) : options(initial) {
                 "split each in-place bucket's all-reduce into a start after "
                 "its last gradient and a wait before its first user, so it "
                 "runs while the rest of the backward pass computes");
+  declareStatistic("buckets", "gradient buckets all-reduced");
+  declareStatistic("gradients", "gradients all-reduced");
+  declareStatistic("in-place-buckets",
+                   "buckets reduced in place (no reduced copy)");
+  declareStatistic("overlapped-buckets",
+                   "buckets whose all-reduce runs while later nodes compute");
+  declareStatistic("bucket-bytes",
+                   "bytes of all buckets (one rank's share of the exchange)");
 }
 
 llvm::Expected<bool> DataParallelPass::run(Module &module,
@@ -391,14 +399,10 @@ llvm::Expected<bool> DataParallelPass::run(Module &module,
     gradients += grads.size();
     bytes += bucket.bytes;
   }
-  addStatistic(context, "buckets", plan->buckets.size(),
-               "gradient buckets all-reduced");
-  addStatistic(context, "gradients", gradients, "gradients all-reduced");
-  addStatistic(context, "in-place-buckets", inPlaceBuckets,
-               "buckets reduced in place (no reduced copy)");
-  addStatistic(context, "overlapped-buckets", overlapped,
-               "buckets whose all-reduce runs while later nodes compute");
-  addStatistic(context, "bucket-bytes", bytes,
-               "bytes of all buckets (one rank's share of the exchange)");
+  addStatistic(context, "buckets", plan->buckets.size());
+  addStatistic(context, "gradients", gradients);
+  addStatistic(context, "in-place-buckets", inPlaceBuckets);
+  addStatistic(context, "overlapped-buckets", overlapped);
+  addStatistic(context, "bucket-bytes", bytes);
   return true;
 }

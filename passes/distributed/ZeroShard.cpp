@@ -78,6 +78,12 @@ ZeroShardPass::ZeroShardPass(Options initial) : options(initial) {
                 "smallest gradient bucket: bytes or `25MiB`, `4MB`");
   declareOption("reduction", options.reduction,
                 "`mean` (global batch mean loss) or `sum` over ranks");
+  declareStatistic("buckets", "flat buckets sharded");
+  declareStatistic("parameters", "parameters sharded");
+  declareStatistic("optimizer-state-shard-bytes",
+                   "optimizer-state bytes one rank keeps");
+  declareStatistic("gradient-shard-bytes",
+                   "gradient accumulation bytes one rank keeps (stage 2)");
 }
 
 llvm::Expected<bool> ZeroShardPass::run(Module &module, PassContext &context) {
@@ -336,11 +342,9 @@ llvm::Expected<bool> ZeroShardPass::run(Module &module, PassContext &context) {
   recordZeroSharding(module, record);
   module.plan.clear();
 
-  addStatistic(context, "buckets", buckets.size(), "flat buckets sharded");
-  addStatistic(context, "parameters", covered, "parameters sharded");
-  addStatistic(context, "optimizer-state-shard-bytes", stateBytes,
-               "optimizer-state bytes one rank keeps");
-  addStatistic(context, "gradient-shard-bytes", gradientShardBytes,
-               "gradient accumulation bytes one rank keeps (stage 2)");
+  addStatistic(context, "buckets", buckets.size());
+  addStatistic(context, "parameters", covered);
+  addStatistic(context, "optimizer-state-shard-bytes", stateBytes);
+  addStatistic(context, "gradient-shard-bytes", gradientShardBytes);
   return true;
 }

@@ -212,6 +212,21 @@ PlanBuffersPass::PlanBuffersPass(Options initial) : options(initial) {
   declareOption("validate", options.validate,
                 "validate the plan in every build type (debug builds always "
                 "do)");
+  declareStatistic("arena-bytes", "Bytes of the planned arena");
+  declareStatistic("lower-bound-bytes",
+                   "Live-byte maximum of the schedule (LOAD)");
+  declareStatistic("persistent-bytes",
+                   "Bytes of persistent and constant storage");
+  declareStatistic("in-place-reuses",
+                   "Results written into a dying operand's buffer");
+  declareStatistic("in-place-saved-bytes",
+                   "Bytes in-place results did not allocate");
+  declareStatistic("views-aliased", "Views sharing their source's bytes");
+  declareStatistic("arena-buffers", "Storage groups placed in the arena");
+  declareStatistic("workspace-slices",
+                   "Nodes given an arena slice for kernel scratch");
+  declareStatistic("greedy-by-size-skipped",
+                   "1 if a best-fit order was skipped (over the work budget)");
 }
 
 llvm::Expected<bool> PlanBuffersPass::run(Module &module,
@@ -231,28 +246,19 @@ llvm::Expected<bool> PlanBuffersPass::run(Module &module,
       return err;
 
   const MemoryFigures &figures = plan->figures;
-  addStatistic(context, "arena-bytes", figures.arenaBytes,
-               "Bytes of the planned arena");
-  addStatistic(context, "lower-bound-bytes", figures.lowerBoundBytes,
-               "Live-byte maximum of the schedule (LOAD)");
-  addStatistic(context, "persistent-bytes", figures.totalPersistentBytes(),
-               "Bytes of persistent and constant storage");
-  addStatistic(context, "in-place-reuses", summary.inPlaceReuses,
-               "Results written into a dying operand's buffer");
-  addStatistic(context, "in-place-saved-bytes", figures.inPlaceSavedBytes,
-               "Bytes in-place results did not allocate");
-  addStatistic(context, "views-aliased", summary.viewsAliased,
-               "Views sharing their source's bytes");
-  addStatistic(context, "arena-buffers", summary.arenaBuffers,
-               "Storage groups placed in the arena");
-  addStatistic(context, "workspace-slices", plan->workspaces.size(),
-               "Nodes given an arena slice for kernel scratch");
+  addStatistic(context, "arena-bytes", figures.arenaBytes);
+  addStatistic(context, "lower-bound-bytes", figures.lowerBoundBytes);
+  addStatistic(context, "persistent-bytes", figures.totalPersistentBytes());
+  addStatistic(context, "in-place-reuses", summary.inPlaceReuses);
+  addStatistic(context, "in-place-saved-bytes", figures.inPlaceSavedBytes);
+  addStatistic(context, "views-aliased", summary.viewsAliased);
+  addStatistic(context, "arena-buffers", summary.arenaBuffers);
+  addStatistic(context, "workspace-slices", plan->workspaces.size());
   bool skipped = false;
   for (const ArenaAttempt &attempt : summary.layout.attempts)
     skipped |=
         attempt.strategy != ArenaStrategy::BestFitSearch && !attempt.arenaBytes;
-  addStatistic(context, "greedy-by-size-skipped", skipped,
-               "1 if a best-fit order was skipped (over the work budget)");
+  addStatistic(context, "greedy-by-size-skipped", skipped);
   module.plan = std::move(*plan);
   return true;
 }

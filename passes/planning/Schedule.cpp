@@ -369,6 +369,9 @@ SchedulePass::SchedulePass(Options initial) : options(initial) {
   declareOption("keep-side-effect-order", options.keepSideEffectOrder,
                 "keep every side-effecting op in its relative order (else "
                 "only those on the same storage)");
+  declareStatistic("load-before", "LOAD of the input order (bytes)");
+  declareStatistic("load-after", "LOAD of the chosen order (bytes)");
+  declareStatistic("orders-tried", "Candidate orders evaluated");
 }
 
 llvm::Expected<bool> SchedulePass::run(Module &module, PassContext &context) {
@@ -437,12 +440,9 @@ llvm::Expected<bool> SchedulePass::run(Module &module, PassContext &context) {
   }
   GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] keeping the " << candidates[best].name
                      << " order\n");
-  addStatistic(context, "load-before", inputLoad,
-               "LOAD of the input order (bytes)");
-  addStatistic(context, "load-after", bestLoad,
-               "LOAD of the chosen order (bytes)");
-  addStatistic(context, "orders-tried", candidates.size(),
-               "Candidate orders evaluated");
+  addStatistic(context, "load-before", inputLoad);
+  addStatistic(context, "load-after", bestLoad);
+  addStatistic(context, "orders-tried", candidates.size());
   if (best == 0)
     return false;
 

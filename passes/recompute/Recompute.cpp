@@ -64,6 +64,33 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
                 "nodes; 0: the family only)");
   declareOption("print-plan", options.printPlan,
                 "print the recompute plan to stderr before rewriting");
+  declareStatistic("planned-peak-before",
+                   "planned peak of the unrewritten step (bytes)");
+  declareStatistic("memory-limit", "budget: the planned-peak limit (bytes)");
+  declareStatistic("budget-family-plans",
+                   "budget: strategy-family plans evaluated");
+  declareStatistic("budget-search-plans",
+                   "budget: local-search plans evaluated");
+  declareStatistic("budget-smallest-peak",
+                   "budget: the smallest planned peak reached when the limit "
+                   "cannot be met (bytes)");
+  declareStatistic("already-recomputed",
+                   "runs skipped: the module has recompute clones");
+  declareStatistic("saved-bytes-before",
+                   "bytes of forward values later phases read, before");
+  declareStatistic("saved-bytes-after",
+                   "bytes of forward values later phases read, after");
+  declareStatistic("activations-dropped",
+                   "saved activations recomputed instead of kept");
+  declareStatistic("groups", "places clones were inserted");
+  declareStatistic("cloned-nodes", "forward nodes cloned");
+  declareStatistic("recompute-flops", "FLOPs recomputed per step");
+  declareStatistic("step-flops", "FLOPs of the unrewritten step");
+  declareStatistic(
+      "recompute-flops-bp",
+      "recomputed FLOPs in basis points (0.01%) of the step's FLOPs");
+  declareStatistic("load-before", "LOAD (live-byte peak) before, this order");
+  declareStatistic("load-after", "LOAD (live-byte peak) after, this order");
 }
 
 namespace {
@@ -238,7 +265,7 @@ constexpr uint64_t kMinPlanCost = 512;
 llvm::Expected<RecomputePlan>
 planBudget(Module &module, const SavedActivations &analysis,
            const PassContext &context, const MemoryLimit &limitSpec,
-           const RecomputeTuning &tuning, uint64_t searchWork,
+           const RecomputeTuning &tuning, uint64_t searchWork, const Pass &pass,
            PassContext &statsContext) {
   std::vector<Node *> order;
   for (Node &node : module.getGraph().getNodes())
@@ -270,10 +297,8 @@ planBudget(Module &module, const SavedActivations &analysis,
     return base.takeError();
   const uint64_t basePeak = base->peak;
   const uint64_t limit = limitSpec.resolve(basePeak);
-  statsContext.addStatistic("recompute", "planned-peak-before", basePeak,
-                            "planned peak of the unrewritten step (bytes)");
-  statsContext.addStatistic("recompute", "memory-limit", limit,
-                            "budget: the planned-peak limit (bytes)");
+  pass.addStatistic(statsContext, "planned-peak-before", basePeak);
+  pass.addStatistic(statsContext, "memory-limit", limit);
   module.plan = savedPlan;
   if (basePeak <= limit)
     return none;
@@ -294,19 +319,15 @@ planBudget(Module &module, const SavedActivations &analysis,
   module.plan = savedPlan;
   if (!result)
     return result.takeError();
-  statsContext.addStatistic("recompute", "budget-family-plans",
-                            result->familyEvaluations,
-                            "budget: strategy-family plans evaluated");
-  statsContext.addStatistic("recompute", "budget-search-plans",
-                            result->searchEvaluations,
-                            "budget: local-search plans evaluated");
+  pass.addStatistic(statsContext, "budget-family-plans",
+                    result->familyEvaluations);
+  pass.addStatistic(statsContext, "budget-search-plans",
+                    result->searchEvaluations);
   if (!result->best) {
     // Kept in the pipeline's statistics, so that a caller weighing levers
     // (gmopt-compile --memory-limit) learns how close recompute came.
-    statsContext.addStatistic("recompute", "budget-smallest-peak",
-                              std::min(result->smallestPeak, basePeak),
-                              "budget: the smallest planned peak reached "
-                              "when the limit cannot be met (bytes)");
+    pass.addStatistic(statsContext, "budget-smallest-peak",
+                      std::min(result->smallestPeak, basePeak));
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "recompute: memory-limit %s cannot be met: the smallest planned "
@@ -345,8 +366,7 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
   }
   for (const Node &node : module.getGraph().getNodes())
     if (node.getPhase() == Phase::Recompute) {
-      context.addStatistic("recompute", "already-recomputed", 1,
-                           "runs skipped: the module has recompute clones");
+      addStatistic(context, "already-recomputed", 1);
       return false;
     }
 
@@ -372,7 +392,7 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
   }
   llvm::Expected<RecomputePlan> plan =
       limit ? planBudget(module, *analysis, context, *limit, tuning,
-                         options.searchWork, context)
+                         options.searchWork, *this, context)
             : planRecompute(*analysis, options.mode, 0, tuning);
   if (!plan)
     return plan.takeError();
@@ -386,26 +406,21 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
   if (!loadAfter)
     return loadAfter.takeError();
 
-  auto stat = [&](llvm::StringRef name, uint64_t value,
-                  llvm::StringRef description) {
-    context.addStatistic("recompute", name, value, description);
+  auto stat = [&](llvm::StringRef name, uint64_t value) {
+    addStatistic(context, name, value);
   };
-  stat("saved-bytes-before", plan->savedBytesBefore,
-       "bytes of forward values later phases read, before");
-  stat("saved-bytes-after", plan->savedBytesAfter,
-       "bytes of forward values later phases read, after");
-  stat("activations-dropped", plan->dropped,
-       "saved activations recomputed instead of kept");
-  stat("groups", plan->groups.size(), "places clones were inserted");
-  stat("cloned-nodes", applied.clonedNodes, "forward nodes cloned");
-  stat("recompute-flops", plan->recomputeFlops, "FLOPs recomputed per step");
-  stat("step-flops", plan->stepFlops, "FLOPs of the unrewritten step");
+  stat("saved-bytes-before", plan->savedBytesBefore);
+  stat("saved-bytes-after", plan->savedBytesAfter);
+  stat("activations-dropped", plan->dropped);
+  stat("groups", plan->groups.size());
+  stat("cloned-nodes", applied.clonedNodes);
+  stat("recompute-flops", plan->recomputeFlops);
+  stat("step-flops", plan->stepFlops);
   stat("recompute-flops-bp",
        plan->stepFlops ? uint64_t(std::llround(1e4 * plan->recomputeFlops /
                                                double(plan->stepFlops)))
-                       : 0,
-       "recomputed FLOPs in basis points (0.01%) of the step's FLOPs");
-  stat("load-before", *loadBefore, "LOAD (live-byte peak) before, this order");
-  stat("load-after", *loadAfter, "LOAD (live-byte peak) after, this order");
+                       : 0);
+  stat("load-before", *loadBefore);
+  stat("load-after", *loadAfter);
   return !plan->empty();
 }

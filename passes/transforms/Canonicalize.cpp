@@ -215,6 +215,18 @@ CanonicalizePass::CanonicalizePass(Options initial) : options(initial) {
                 "to the operand's own type");
   declareOption("max-fold-elements", options.maxFoldElements,
                 "largest integer tensor (elements) folding reads or creates");
+  declareStatistic("nodes-erased",
+                   "Nodes erased (dead, folded, Identity or Constant)");
+  declareStatistic("identities-removed", "Identity nodes removed");
+  declareStatistic("constants-folded",
+                   "Shape computations folded to constants");
+  declareStatistic("casts-folded",
+                   "Cast pairs folded and identity Casts removed");
+  declareStatistic("constant-nodes-converted",
+                   "Constant nodes turned into initializers");
+  declareStatistic("initializers-removed", "Unused initializers removed");
+  declareStatistic("types-refined",
+                   "Nodes whose result types became more precise");
 }
 
 llvm::Expected<bool> CanonicalizePass::run(Module &module,
@@ -254,21 +266,14 @@ llvm::Expected<bool> CanonicalizePass::run(Module &module,
     auto it = rewrites.rewritesByPattern.find(pattern);
     return it == rewrites.rewritesByPattern.end() ? 0 : it->second;
   };
-  addStatistic(context, "nodes-erased", rewrites.nodesErased + deadNodes,
-               "Nodes erased (dead, folded, Identity or Constant)");
-  addStatistic(context, "identities-removed", count(kIdentityPattern),
-               "Identity nodes removed");
-  addStatistic(context, "constants-folded", count(kFoldPattern),
-               "Shape computations folded to constants");
+  addStatistic(context, "nodes-erased", rewrites.nodesErased + deadNodes);
+  addStatistic(context, "identities-removed", count(kIdentityPattern));
+  addStatistic(context, "constants-folded", count(kFoldPattern));
   addStatistic(context, "casts-folded",
-               count(kFoldCastPairPattern) + count(kRemoveIdentityCastPattern),
-               "Cast pairs folded and identity Casts removed");
-  addStatistic(context, "constant-nodes-converted", count(kConstantPattern),
-               "Constant nodes turned into initializers");
-  addStatistic(context, "initializers-removed", deadInitializers,
-               "Unused initializers removed");
-  addStatistic(context, "types-refined", rewrites.typesRefined,
-               "Nodes whose result types became more precise");
+               count(kFoldCastPairPattern) + count(kRemoveIdentityCastPattern));
+  addStatistic(context, "constant-nodes-converted", count(kConstantPattern));
+  addStatistic(context, "initializers-removed", deadInitializers);
+  addStatistic(context, "types-refined", rewrites.typesRefined);
   GMOPT_DEBUG(dbgs() << "[" DEBUG_TYPE "] erased "
                      << rewrites.nodesErased + deadNodes << " nodes, removed "
                      << deadInitializers << " initializers\n");

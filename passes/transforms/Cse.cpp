@@ -177,17 +177,24 @@ llvm::Expected<CseResult> gmopt::eliminateCommonSubexpressions(Module &module) {
   return result;
 }
 
+CsePass::CsePass() {
+  declareStatistic("constants-merged",
+                   "Initializers replaced by an identical one");
+  declareStatistic("frozen-params-merged",
+                   "Of which frozen parameters, gone from the signature");
+  declareStatistic("constant-bytes-merged",
+                   "Bytes of the initializers removed");
+  declareStatistic("nodes-merged",
+                   "Nodes erased: an earlier identical node computes them");
+}
+
 llvm::Expected<bool> CsePass::run(Module &module, PassContext &context) {
   auto result = eliminateCommonSubexpressions(module);
   if (!result)
     return result.takeError();
-  addStatistic(context, "constants-merged", result->constantsMerged,
-               "Initializers replaced by an identical one");
-  addStatistic(context, "frozen-params-merged", result->frozenParamsMerged,
-               "Of which frozen parameters, gone from the signature");
-  addStatistic(context, "constant-bytes-merged", result->constantBytesMerged,
-               "Bytes of the initializers removed");
-  addStatistic(context, "nodes-merged", result->nodesMerged,
-               "Nodes erased: an earlier identical node computes them");
+  addStatistic(context, "constants-merged", result->constantsMerged);
+  addStatistic(context, "frozen-params-merged", result->frozenParamsMerged);
+  addStatistic(context, "constant-bytes-merged", result->constantBytesMerged);
+  addStatistic(context, "nodes-merged", result->nodesMerged);
   return result->constantsMerged + result->nodesMerged != 0;
 }

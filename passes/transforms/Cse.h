@@ -54,6 +54,8 @@ llvm::Expected<CseResult> eliminateCommonSubexpressions(Module &module);
 /// The `cse` pass.
 class CsePass : public Pass {
 public:
+  /// Declares the statistics the pass reports.
+  CsePass();
   llvm::StringRef getName() const override { return "cse"; }
   llvm::Expected<bool> run(Module &module, PassContext &context) override;
 };

@@ -225,6 +225,10 @@ FoldScalePass::FoldScalePass(Options initial) : options(initial) {
   declareOption("into-products", options.intoProducts,
                 "fold a scaled operand into the alphas of the products "
                 "reading it");
+  declareStatistic("folded-of-products",
+                   "scales of a product folded into its alpha");
+  declareStatistic("folded-into-products",
+                   "scaled operands folded into the alphas of their products");
 }
 
 llvm::Expected<bool> FoldScalePass::run(Module &module, PassContext &context) {
@@ -244,9 +248,7 @@ llvm::Expected<bool> FoldScalePass::run(Module &module, PassContext &context) {
     auto it = result->rewritesByPattern.find(pattern);
     return it == result->rewritesByPattern.end() ? 0 : it->second;
   };
-  addStatistic(context, "folded-of-products", count(kOfProductPattern),
-               "scales of a product folded into its alpha");
-  addStatistic(context, "folded-into-products", count(kIntoProductsPattern),
-               "scaled operands folded into the alphas of their products");
+  addStatistic(context, "folded-of-products", count(kOfProductPattern));
+  addStatistic(context, "folded-into-products", count(kIntoProductsPattern));
   return result->changed;
 }

@@ -377,6 +377,10 @@ FoldTransposePass::FoldTransposePass(Options initial) : options(initial) {
                 "fold transposes read by matrix products into transA/transB");
   declareOption("of-products", options.ofProducts,
                 "fold the transpose of a product into the product");
+  declareStatistic("folded-into-products",
+                   "Transposes folded into the products that read them");
+  declareStatistic("folded-of-products",
+                   "Transposes of a product folded into the product");
 }
 
 llvm::Expected<bool> FoldTransposePass::run(Module &module,
@@ -397,9 +401,7 @@ llvm::Expected<bool> FoldTransposePass::run(Module &module,
     auto it = result->rewritesByPattern.find(pattern);
     return it == result->rewritesByPattern.end() ? 0 : it->second;
   };
-  addStatistic(context, "folded-into-products", count(kIntoProductsPattern),
-               "Transposes folded into the products that read them");
-  addStatistic(context, "folded-of-products", count(kOfProductPattern),
-               "Transposes of a product folded into the product");
+  addStatistic(context, "folded-into-products", count(kIntoProductsPattern));
+  addStatistic(context, "folded-of-products", count(kOfProductPattern));
   return result->changed;
 }

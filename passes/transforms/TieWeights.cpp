@@ -350,6 +350,20 @@ TieWeightsPass::TieWeightsPass(Options opts) : options(std::move(opts)) {
                 "transposed), comma-separated");
   declareOption("print-plan", options.printPlan,
                 "print the pairs found and tied to stderr");
+  declareStatistic("accumulations-merged",
+                   "Parameters whose several accumulation nodes became one");
+  declareStatistic("pairs-found", "Parameter pairs that are copies");
+  declareStatistic("pairs-tied", "Parameters merged away");
+  declareStatistic("pairs-undecided",
+                   "Pairs of matching types without initial values");
+  declareStatistic("parameter-bytes-removed",
+                   "Bytes of the parameters merged away");
+  declareStatistic("gradient-bytes-removed",
+                   "Bytes of their gradient accumulation buffers");
+  declareStatistic("optimizer-state-bytes-removed",
+                   "Bytes of their optimizer state");
+  declareStatistic("persistent-bytes-removed",
+                   "Persistent bytes removed (the three above)");
 }
 
 llvm::Expected<bool> TieWeightsPass::run(Module &module, PassContext &context) {
@@ -405,22 +419,15 @@ llvm::Expected<bool> TieWeightsPass::run(Module &module, PassContext &context) {
       ++tied;
     }
   }
-  addStatistic(context, "accumulations-merged", repaired,
-               "Parameters whose several accumulation nodes became one");
-  addStatistic(context, "pairs-found", pairs.size(),
-               "Parameter pairs that are copies");
-  addStatistic(context, "pairs-tied", tied, "Parameters merged away");
-  addStatistic(context, "pairs-undecided", search.undecided.size(),
-               "Pairs of matching types without initial values");
-  addStatistic(context, "parameter-bytes-removed", total.parameters,
-               "Bytes of the parameters merged away");
-  addStatistic(context, "gradient-bytes-removed", total.gradients,
-               "Bytes of their gradient accumulation buffers");
-  addStatistic(context, "optimizer-state-bytes-removed", total.optimizerState,
-               "Bytes of their optimizer state");
+  addStatistic(context, "accumulations-merged", repaired);
+  addStatistic(context, "pairs-found", pairs.size());
+  addStatistic(context, "pairs-tied", tied);
+  addStatistic(context, "pairs-undecided", search.undecided.size());
+  addStatistic(context, "parameter-bytes-removed", total.parameters);
+  addStatistic(context, "gradient-bytes-removed", total.gradients);
+  addStatistic(context, "optimizer-state-bytes-removed", total.optimizerState);
   addStatistic(context, "persistent-bytes-removed",
-               total.parameters + total.gradients + total.optimizerState,
-               "Persistent bytes removed (the three above)");
+               total.parameters + total.gradients + total.optimizerState);
   return tied != 0 || repaired != 0;
 }
 
