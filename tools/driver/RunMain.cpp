@@ -7,7 +7,8 @@
 // micro-steps each, and optionally checks the first step against reference
 // outputs (--check), a loss curve and the final parameters against a
 // reference run (--loss-reference, alias --sgd-reference), and the memory and
-// gradients against the original graph run eagerly (--baseline); --timeline,
+// gradients against the original graph run eagerly (--baseline), and writes
+// the step's gradients as NumPy files (--dump-gradients); --timeline,
 // --trace and the progress line (off with --quiet) show the run. This file only
 // maps the command line onto a RunConfig; the work is runSession (RunSession.h)
 // over Runtime.h.
@@ -168,6 +169,18 @@ static int runGmoptRun(int argc, char **argv) {
           "stage restores it); rank 0 writes a path the ranks share, "
           "each rank a per-rank one ({rank} in the path is the rank)"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<std::string> dumpGradientsOption(
+      "dump-gradients",
+      cl::desc("Write every trainable parameter's gradient after the run's "
+               "one step (--steps 1: the gradient the optimizer reads, "
+               "before its update) to DIR, made if missing: one NumPy .npy "
+               "file per parameter (numpy.load reads it; bfloat16 widened "
+               "to float32) and manifest.json (format gmopt-gradients: the "
+               "loss, and per parameter its name, file, dtype and shape). "
+               "Data parallel: as --save-weights ({rank} in the path is the "
+               "rank); not with ZeRO, whose ranks keep only a shard of the "
+               "reduced gradients"),
+      cl::value_desc("dir"), cl::cat(category));
   cl::opt<double> rtolOption(
       "rtol",
       cl::desc("Relative tolerance of --check/--loss-reference: ok when "
@@ -291,6 +304,7 @@ static int runGmoptRun(int argc, char **argv) {
   config.checkDir = checkOption;
   config.lossReferencePath = lossReferenceOption;
   config.saveWeightsPath = saveWeightsOption;
+  config.dumpGradientsDir = dumpGradientsOption;
   config.tolerance.rtol = rtolOption;
   config.tolerance.atol = atolOption;
   config.baseline = baselineOption;

@@ -14,6 +14,7 @@
 #include "tools/driver/RunSession.h"
 #include "tools/driver/DataParallelRun.h"
 #include "tools/driver/FitMemory.h"
+#include "tools/driver/GradientDump.h"
 
 #include "tools/driver/OptimizerStateMap.h"
 #include "tools/driver/PassManagerCLOptions.h"
@@ -29,6 +30,7 @@
 #include "ir/ZeroSharding.h"
 #include "ir/serialization/FileIO.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -413,6 +415,11 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       resolveRankOutputPath(config.saveWeightsPath, "--save-weights");
   if (!savePath)
     return savePath.takeError();
+  // --dump-gradients likewise (a directory).
+  auto dumpPath =
+      resolveRankOutputPath(config.dumpGradientsDir, "--dump-gradients");
+  if (!dumpPath)
+    return dumpPath.takeError();
 
   TrainingOptions training;
   training.backend = *backend;
@@ -454,6 +461,17 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     lossReference = std::move(*reference);
   }
   training.update = wantUpdates;
+  // The dump is one step's gradients, before its update: the gradients of
+  // later steps would also depend on the updates between.
+  if (!config.dumpGradientsDir.empty() && training.steps != 1)
+    return makeError(
+        llvm::formatv("--dump-gradients writes the gradients of one step; "
+                      "this run has {0} steps{1} (use --steps 1)",
+                      training.steps,
+                      lossReference && !config.stepsGiven
+                          ? " (one per loss of --loss-reference)"
+                          : "")
+            .str());
 
   // --inputs: one test-data set, or a folder of test_data_set_N folders
   // fed round-robin (the first also binds dimensions and the other inputs).
@@ -481,7 +499,19 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   // its target only once written in full.
   OutputFileSet outputs;
   bool writesFiles = !config.reportJsonPath.empty() || !savePath->empty() ||
-                     !config.timelinePath.empty() || !config.tracePath.empty();
+                     !dumpPath->empty() || !config.timelinePath.empty() ||
+                     !config.tracePath.empty();
+  // The --dump-gradients directory is made ready now (a bad path fails
+  // before the run); one this run created is removed again if the run
+  // fails, with the temporary files of every output.
+  std::optional<GradientDump> gradientDump;
+  bool committed = false;
+  auto removeUncommittedDump = llvm::make_scope_exit([&] {
+    if (gradientDump && !committed) {
+      outputs.discard();
+      gradientDump->removeIfCreatedAndEmpty();
+    }
+  });
   if (writesFiles) {
     outputs.addInput(config.modelPath, "the model");
     outputs.addInput(config.lossReferencePath, "the --loss-reference file");
@@ -510,6 +540,12 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       if (!path.empty())
         if (llvm::Error err = outputs.reserve(path, option))
           return err;
+    if (!dumpPath->empty()) {
+      auto opened = GradientDump::open(*dumpPath);
+      if (!opened)
+        return opened.takeError();
+      gradientDump = std::move(*opened);
+    }
   }
 
   auto model = loadRunnableModel(
@@ -580,6 +616,13 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       return llvm::make_error<NumericalError>(message);
     return makeError(message);
   };
+  // Every rank checks (a rank that does not write refuses alike).
+  if (!config.dumpGradientsDir.empty())
+    if (llvm::Error err = GradientDump::checkDumpable(*model->module))
+      return prefixModel(std::move(err));
+  if (gradientDump)
+    if (llvm::Error err = gradientDump->reserve(*model->module, outputs))
+      return err;
   // The executor would fall back to the trivial plan anyway; making it here
   // lets the report show the figures of the plan that really runs.
   auto planSource = ensurePlan(*model->module);
@@ -852,6 +895,21 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       out << " (whole: every rank's ZeRO shards gathered)";
     out << "\n";
   }
+  if (gradientDump) {
+    GradientDumpRun run;
+    run.model = config.modelPath;
+    run.backend = backendName(*backend).str();
+    run.pipeline = model->pipeline;
+    run.microSteps = training.accumulate;
+    run.loss = result->losses.front();
+    if (llvm::Error err =
+            gradientDump->write(result->firstGradients, run, outputs)) {
+      llvm::consumeError(std::move(failure));
+      return err;
+    }
+    out << "dumped the gradients of " << gradientDump->size()
+        << " parameters to " << gradientDump->getDirectory() << "\n";
+  }
   summary.optimized = std::move(*result);
 
   if (config.baseline) {
@@ -900,10 +958,12 @@ llvm::Error gmopt::runSession(const RunConfig &config,
       return written;
     }
   }
-  if (writesFiles)
+  if (writesFiles) {
     if (llvm::Error written = outputs.commit()) {
       llvm::consumeError(std::move(failure));
       return written;
     }
+    committed = true;
+  }
   return failure;
 }

@@ -84,6 +84,9 @@ struct RunConfig {
   /// the run, which --weights reads back: a `*.pbseq` path gets a
   /// TensorProto sequence, any other an ONNX Runtime checkpoint.
   std::string saveWeightsPath;
+  /// --dump-gradients directory: every trainable parameter's gradient
+  /// after the run's one step, as NumPy files (GradientDump.h).
+  std::string dumpGradientsDir;
   /// --rtol / --atol.
   Tolerance tolerance;
   /// --baseline.
