@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prepares, on this machine, everything a GPU session needs to run
-# scripts/gpu-check.sh there, in the git-ignored folder .gpu/ (the one
+# scripts/gpu-check.sh there (a wrapper over the Python package
+# scripts/gpucheck/, which travels with the tracked files; the GPU machine's
+# python3 has the NumPy it needs), in the git-ignored folder .gpu/ (the one
 # "carry" path):
 #   .gpu/models/<name>/training_model.onnx.gz  GPT-2 small's and ResNet-50's
 #       training graphs (bench/models/build.py with the testdata venv;
@@ -121,12 +123,15 @@ if ((total > limit_bytes)); then
   exit 1
 fi
 
+# The reports and logs are more files than a GPU machine sends back (8):
+# they come back as one archive, with summary.txt beside it.
 cat <<EOF
 
 == on the GPU machine
 carry: [".gpu"]
 command (run from the repository root; gpu-check.sh's own budget is 450 s):
-set -e; b=\$(mktemp -d); tar -C "\$b" -xJf .gpu/gmopt-bundle.tar.xz 2>/dev/null || python3 -m tarfile -e .gpu/gmopt-bundle.tar.xz "\$b"; timeout 560 scripts/gpu-check.sh --tools "\$b/gmopt-bundle/bin" --tests "\$b/gmopt-bundle/tests" --models .gpu/models --out "\$OUT/gpu-check"
-with timeout_s 590; the reports and logs come back in \$OUT/gpu-check (summary.txt,
-rows.tsv, the per-run JSON reports).
+set -e; b=\$(mktemp -d); tar -C "\$b" -xJf .gpu/gmopt-bundle.tar.xz 2>/dev/null || python3 -m tarfile -e .gpu/gmopt-bundle.tar.xz "\$b"; s=0; timeout 560 scripts/gpu-check.sh --tools "\$b/gmopt-bundle/bin" --tests "\$b/gmopt-bundle/tests" --models .gpu/models --out "\$b/gpu-check" || s=\$?; cp "\$b/gpu-check/summary.txt" "\$OUT/" || true; tar -C "\$b" -czf "\$OUT/gpu-check.tar.gz" gpu-check; exit \$s
+with timeout_s 590; \$OUT/summary.txt is the verdict and the list of failures, and
+\$OUT/gpu-check.tar.gz holds every report and log (rows.tsv, failures.txt, the per-run
+JSON reports, the gradient comparisons *_gradients.json).
 EOF
