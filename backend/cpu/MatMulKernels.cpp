@@ -5,8 +5,9 @@
 // com.microsoft FusedMatMul / TransposeMatMul add alpha, transposes of the
 // last two dimensions and ONNX Runtime's transBatch permutations; Gemm adds
 // alpha, beta and a broadcast C. A batched product whose right operand has
-// no batch dimensions folds the batch into one large GEMM. Einsum contracts
-// its operands pairwise: each pair is permuted to [batch, free, contracted]
+// no batch dimensions folds the batch into one large GEMM. Einsum reads its
+// equation's EinsumBinding (ir/ops/EinsumSpec.h) and contracts its
+// operands pairwise: each pair is permuted to [batch, free, contracted]
 // x [batch, contracted, free] and multiplied with batched GEMM, labels no
 // later operand or the output needs are summed away first, in float32 or,
 // for float64 operands, in float64.
@@ -15,6 +16,7 @@
 
 #include "backend/cpu/Blas.h"
 #include "backend/cpu/KernelSupport.h"
+#include "ir/ops/EinsumSpec.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -270,61 +272,6 @@ struct LabeledTensor {
 using LabelSizes = llvm::DenseMap<int, int64_t>;
 using LabelSet = llvm::SmallDenseSet<int, 16>;
 
-/// Label numbers: letters a-z are 0..25, A-Z 26..51; ellipsis dimensions are
-/// 52 + position, right-aligned across operands.
-constexpr int kEllipsisLabel = 52;
-
-llvm::Expected<int> letterLabel(const KernelCall &call, char c) {
-  if (c >= 'a' && c <= 'z')
-    return c - 'a';
-  if (c >= 'A' && c <= 'Z')
-    return 26 + (c - 'A');
-  return call.error(llvm::Twine("invalid character '") + llvm::Twine(c) +
-                    "' in the equation");
-}
-
-/// Parses one term ("ab...c"). For an operand, \p rank is its rank and
-/// \p ellipsisCount receives the dimensions "..." stands for; for the output
-/// (rank < 0) \p ellipsisCount gives them.
-llvm::Expected<llvm::SmallVector<int, 8>> parseTerm(const KernelCall &call,
-                                                    llvm::StringRef term,
-                                                    int rank,
-                                                    unsigned &ellipsisCount) {
-  llvm::SmallVector<int, 8> letters;
-  int ellipsisAt = -1;
-  for (size_t i = 0; i < term.size(); ++i) {
-    if (term.substr(i).starts_with("...")) {
-      if (ellipsisAt >= 0)
-        return call.error("more than one ellipsis in a term");
-      ellipsisAt = letters.size();
-      i += 2;
-      continue;
-    }
-    auto label = letterLabel(call, term[i]);
-    if (!label)
-      return label.takeError();
-    letters.push_back(*label);
-  }
-  if (rank >= 0) {
-    int lettersCount = letters.size();
-    if (ellipsisAt < 0 ? lettersCount != rank : lettersCount > rank)
-      return call.error("term '" + term + "' does not match rank " +
-                        llvm::Twine(rank));
-    ellipsisCount = ellipsisAt >= 0 ? rank - lettersCount : 0;
-  } else if (ellipsisAt < 0) {
-    ellipsisCount = 0;
-  }
-  llvm::SmallVector<int, 8> labels;
-  for (int i = 0, e = letters.size(); i <= e; ++i) {
-    if (i == ellipsisAt)
-      for (unsigned d = 0; d < ellipsisCount; ++d)
-        labels.push_back(kEllipsisLabel + d);
-    if (i < e)
-      labels.push_back(letters[i]);
-  }
-  return labels;
-}
-
 /// Where an einsum's intermediates come from. A dry run (for the workspace
 /// model) only adds up the scratch requests the real run makes, in the same
 /// order and sizes: intermediates get no data and nothing is computed.
@@ -500,23 +447,11 @@ contractPair(const KernelCall &call, EinsumScratch &scratch,
 /// Einsum, or with \p scratch.dryRun only its scratch requests (the
 /// operands' and output's views need shapes, not data).
 llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
-  std::string equation;
-  for (char c : call.getString("equation", ""))
-    if (c != ' ')
-      equation.push_back(c);
-  if (equation.empty())
-    return call.error("missing equation");
-  bool explicitOutput = llvm::StringRef(equation).contains("->");
-  auto [lhs, rhs] = llvm::StringRef(equation).split("->");
-  llvm::SmallVector<llvm::StringRef, 4> terms;
-  lhs.split(terms, ',');
+  auto spec = ops::EinsumSpec::parse(call.getString("equation", ""));
+  if (!spec)
+    return call.error(llvm::toString(spec.takeError()));
   unsigned numInputs = call.getNumInputs();
-  if (terms.size() != numInputs)
-    return call.error("the equation names " + llvm::Twine(terms.size()) +
-                      " operands but the node has " + llvm::Twine(numInputs));
-  std::vector<LabeledTensor> operands(numInputs);
-  llvm::SmallVector<unsigned, 4> ellipsisCounts(numInputs, 0);
-  unsigned ellipsisRank = 0;
+  llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
   for (unsigned i = 0; i < numInputs; ++i) {
     const TensorView *view = call.in(i);
     if (!view)
@@ -527,50 +462,27 @@ llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
       scratch.dtype = view->getDType();
     else if (view->getDType() != scratch.dtype)
       return call.error("operands must have one element type");
-    auto labels = parseTerm(call, terms[i], view->getRank(), ellipsisCounts[i]);
-    if (!labels)
-      return labels.takeError();
-    ellipsisRank = std::max(ellipsisRank, ellipsisCounts[i]);
-    operands[i].view = *view;
-    operands[i].labels = std::move(*labels);
+    shapes.emplace_back(view->getShape().begin(), view->getShape().end());
   }
-  // Bind extents; ellipsis dims are right-aligned and broadcast (extent 1).
-  LabelSizes sizes;
-  llvm::DenseMap<int, unsigned> occurrences;
+  auto binding = ops::bindEinsum(*spec, shapes);
+  if (!binding)
+    return call.error(llvm::toString(binding.takeError()));
+  const LabelSizes &sizes = binding->extents;
+  std::vector<LabeledTensor> operands(numInputs);
   for (unsigned i = 0; i < numInputs; ++i) {
-    LabeledTensor &operand = operands[i];
-    for (int &label : operand.labels)
-      if (label >= kEllipsisLabel)
-        label += ellipsisRank - ellipsisCounts[i];
-    LabelSet seen;
-    for (unsigned d = 0; d < operand.labels.size(); ++d) {
-      int label = operand.labels[d];
-      if (!seen.insert(label).second)
-        return call.error("a label repeated within one operand (a diagonal) is "
-                          "not supported");
-      ++occurrences[label];
-      int64_t extent = operand.view.getDim(d);
-      auto [it, inserted] = sizes.try_emplace(label, extent);
-      if (inserted || it->second == extent)
-        continue;
-      if (label >= kEllipsisLabel && (it->second == 1 || extent == 1)) {
-        it->second = std::max(it->second, extent);
-        continue;
-      }
-      return call.error("label extents disagree: " + llvm::Twine(it->second) +
-                        " and " + llvm::Twine(extent));
-    }
+    operands[i].view = *call.in(i);
+    operands[i].labels = binding->operandLabels[i];
   }
   // An operand whose broadcast (extent 1) ellipsis dim is larger elsewhere
   // drops that dimension: the same bytes with fewer unit dimensions.
-  for (LabeledTensor &operand : operands) {
+  for (unsigned i = 0; i < numInputs; ++i) {
+    LabeledTensor &operand = operands[i];
     llvm::SmallVector<int, 8> labels;
     llvm::SmallVector<int64_t, 8> shape;
     for (unsigned d = 0; d < operand.labels.size(); ++d) {
-      int label = operand.labels[d];
-      if (operand.view.getDim(d) == 1 && sizes.lookup(label) != 1)
+      if (binding->isBroadcast(i, d))
         continue;
-      labels.push_back(label);
+      labels.push_back(operand.labels[d]);
       shape.push_back(operand.view.getDim(d));
     }
     if (labels.size() != operand.labels.size()) {
@@ -578,35 +490,8 @@ llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
       operand.labels = std::move(labels);
     }
   }
-  // Output labels: explicit, or numpy's implicit rule (ellipsis dims, then
-  // the labels used once, in ASCII order).
-  llvm::SmallVector<int, 8> outLabels;
-  if (explicitOutput) {
-    unsigned outEllipsis = ellipsisRank;
-    auto labels = parseTerm(call, rhs, -1, outEllipsis);
-    if (!labels)
-      return labels.takeError();
-    outLabels = std::move(*labels);
-    LabelSet seen;
-    for (int label : outLabels) {
-      if (!sizes.count(label))
-        return call.error("an output label appears in no operand");
-      if (!seen.insert(label).second)
-        return call.error("an output label is repeated");
-    }
-  } else {
-    for (unsigned e = 0; e < ellipsisRank; ++e)
-      outLabels.push_back(kEllipsisLabel + e);
-    for (int label = 26; label < 52; ++label) // A-Z sort before a-z.
-      if (occurrences.lookup(label) == 1)
-        outLabels.push_back(label);
-    for (int label = 0; label < 26; ++label)
-      if (occurrences.lookup(label) == 1)
-        outLabels.push_back(label);
-  }
-  llvm::SmallVector<int64_t, 8> outShape;
-  for (int label : outLabels)
-    outShape.push_back(sizes.lookup(label));
+  llvm::ArrayRef<int> outLabels = binding->outLabels;
+  llvm::ArrayRef<int64_t> outShape = binding->outShape;
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
     return err;
   if (llvm::Error err = checkDType(call, *call.out(0), scratch.dtype, "output"))

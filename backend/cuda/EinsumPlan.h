@@ -1,11 +1,10 @@
 //===- EinsumPlan.h - An einsum equation as CUDA loops ----------*- C++ -*-===//
 //
-// Host code (every build, no CUDA header) that parses an Einsum equation
-// against its operands' shapes with the CPU kernel's rules
-// (backend/cpu/MatMulKernels.cpp: letters a-z and A-Z, one ellipsis per
-// term, right-aligned and broadcasting, numpy's implicit output, no
-// repeated label within a term) and lays it out as an EinsumGeometry
-// (ShapeMath.h) for the CUDA kernel. Used by CudaShapeDispatch.cpp and
+// Host code (every build, no CUDA header) that lays an Einsum out for the
+// CUDA kernel: the equation's EinsumSpec bound to the operands' shapes
+// (ir/ops/EinsumSpec.h, the reading shape inference and the CPU kernel
+// share) becomes an EinsumGeometry (ShapeMath.h) and, where it is one, a
+// strided-batch GEMM. Used by CudaShapeDispatch.cpp and
 // tests/unit/CudaShapeTest.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -51,10 +50,10 @@ struct EinsumPlan {
   std::optional<EinsumGemm> gemm;
 };
 
-/// Plans \p equation over operands of \p operandShapes. Errors say what the
-/// CPU kernel refuses too (a malformed equation, disagreeing extents) or
-/// what exceeds the CUDA kernel's limits (kMaxEinsumOperands operands,
-/// kMaxEinsumLabels output or summed labels).
+/// Plans \p equation over operands of \p operandShapes. Errors are
+/// EinsumSpec's and bindEinsum's (a malformed equation, disagreeing
+/// extents: what the CPU kernel refuses too) or the CUDA kernel's limits
+/// (kMaxEinsumOperands operands, kMaxEinsumLabels output or summed labels).
 llvm::Expected<EinsumPlan>
 planEinsum(llvm::StringRef equation,
            llvm::ArrayRef<llvm::SmallVector<int64_t, 8>> operandShapes);

@@ -4,19 +4,19 @@
 // MatMul with transposes and a scale folded in, which the gradient builder
 // emits for every MatMul backward). They are the ops mixed precision wants
 // in fp16/bf16 (AmpClass::Allow) and the ones whose cost dominates a step:
-// 2*M*N*K flops per (batched) product. Einsum inference works from the
-// equation in general: letters bind dimensions across operands, the
-// ellipsis broadcasts, and the implicit output is numpy's.
+// 2*M*N*K flops per (batched) product. Einsum inference reads the
+// equation's EinsumSpec (EinsumSpec.h): letters bind dimensions across
+// operands, the ellipsis broadcasts, and the implicit output is numpy's.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ops/EinsumSpec.h"
 #include "ir/ops/OpDefs.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 
 using namespace gmopt;
@@ -177,64 +177,6 @@ OpCost gemmCost(const Node &node) {
 // Einsum
 //===----------------------------------------------------------------------===//
 
-/// One operand (or the output) of an einsum equation.
-struct EinsumTerm {
-  std::string letters;
-  /// Position of the ellipsis among the letters, or -1.
-  int ellipsisAt = -1;
-};
-
-/// A parsed equation: input terms and the explicit output, if any.
-struct EinsumEquation {
-  std::vector<EinsumTerm> inputs;
-  std::optional<EinsumTerm> output;
-};
-
-std::optional<EinsumTerm> parseTerm(llvm::StringRef text) {
-  EinsumTerm term;
-  for (size_t i = 0; i < text.size();) {
-    char c = text[i];
-    if (c == '.') {
-      if (!text.substr(i).starts_with("...") || term.ellipsisAt >= 0)
-        return std::nullopt;
-      term.ellipsisAt = term.letters.size();
-      i += 3;
-      continue;
-    }
-    if (!std::isalpha(static_cast<unsigned char>(c)))
-      return std::nullopt;
-    term.letters.push_back(c);
-    ++i;
-  }
-  return term;
-}
-
-std::optional<EinsumEquation> parseEquation(llvm::StringRef equation) {
-  std::string compact;
-  for (char c : equation)
-    if (c != ' ')
-      compact.push_back(c);
-  llvm::StringRef text = compact;
-  EinsumEquation parsed;
-  auto [lhs, rhs] = text.split("->");
-  bool hasArrow = text.contains("->");
-  llvm::SmallVector<llvm::StringRef, 4> terms;
-  lhs.split(terms, ',');
-  for (llvm::StringRef termText : terms) {
-    std::optional<EinsumTerm> term = parseTerm(termText);
-    if (!term)
-      return std::nullopt;
-    parsed.inputs.push_back(*term);
-  }
-  if (hasArrow) {
-    std::optional<EinsumTerm> term = parseTerm(rhs);
-    if (!term)
-      return std::nullopt;
-    parsed.output = *term;
-  }
-  return parsed;
-}
-
 llvm::Error inferEinsum(InferenceContext &ctx) {
   llvm::SmallVector<unsigned, 4> indices;
   for (unsigned i = 0, e = ctx.getNumInputs(); i != e; ++i)
@@ -243,55 +185,52 @@ llvm::Error inferEinsum(InferenceContext &ctx) {
   if (!dtype)
     return dtype.takeError();
   std::string equationText = ctx.getStringAttr("equation");
-  std::optional<EinsumEquation> equation = parseEquation(equationText);
-  if (!equation)
-    return ctx.error("malformed einsum equation '" + equationText + "'");
-  if (equation->inputs.size() != ctx.getNumInputs())
+  auto spec = EinsumSpec::parse(equationText);
+  if (!spec)
+    return ctx.error("einsum equation '" + equationText +
+                     "': " + llvm::toString(spec.takeError()));
+  if (spec->getNumInputs() != ctx.getNumInputs())
     return ctx.error(llvm::formatv("equation '{0}' has {1} operands but the "
                                    "node has {2} inputs",
-                                   equationText, equation->inputs.size(),
+                                   equationText, spec->getNumInputs(),
                                    ctx.getNumInputs()));
-  std::map<char, Dim> letterDims;
-  std::map<char, unsigned> letterCounts;
+  // The symbolic counterpart of bindEinsum: letters unify their dimensions,
+  // the ellipsis dimensions broadcast; an unranked operand binds nothing.
+  std::map<int, Dim> letterDims;
   std::optional<DimVector> ellipsisDims = DimVector();
-  bool anyEllipsis = false;
   for (unsigned i = 0, e = ctx.getNumInputs(); i != e; ++i) {
-    const EinsumTerm &term = equation->inputs[i];
-    for (char c : term.letters)
-      ++letterCounts[c];
-    anyEllipsis |= term.ellipsisAt >= 0;
+    const EinsumTerm &term = spec->getInput(i);
     const TensorType &type = ctx.getInputType(i);
     if (!type.hasRank()) {
-      if (term.ellipsisAt >= 0)
+      if (term.hasEllipsis())
         ellipsisDims.reset();
       continue;
     }
     int64_t numLetters = term.letters.size();
     int64_t rank = type.getRank();
-    if (term.ellipsisAt < 0 ? rank != numLetters : rank < numLetters)
+    if (term.hasEllipsis() ? rank < numLetters : rank != numLetters)
       return ctx.error(llvm::formatv("input {0} has rank {1}, which does not "
-                                     "match its equation term",
-                                     i, rank));
+                                     "match its equation term '{2}'",
+                                     i, rank, term.str()));
     int64_t ellipsisRank = rank - numLetters;
     llvm::ArrayRef<Dim> dims = type.getDims();
     for (int64_t l = 0; l != numLetters; ++l) {
       int64_t dimIndex =
-          (term.ellipsisAt >= 0 && l >= term.ellipsisAt) ? l + ellipsisRank : l;
-      char c = term.letters[l];
-      auto it = letterDims.find(c);
-      if (it == letterDims.end()) {
-        letterDims[c] = dims[dimIndex];
+          (term.hasEllipsis() && l >= term.ellipsisAt) ? l + ellipsisRank : l;
+      int label = term.letters[l];
+      auto [it, inserted] = letterDims.try_emplace(label, dims[dimIndex]);
+      if (inserted)
         continue;
-      }
       std::optional<Dim> merged = unifyDims(it->second, dims[dimIndex]);
       if (!merged)
         return ctx.error(llvm::formatv("letter '{0}' binds extents {1} and "
                                        "{2}",
-                                       c, shapeString(it->second),
+                                       einsumLabelName(label),
+                                       shapeString(it->second),
                                        shapeString(dims[dimIndex])));
       it->second = *merged;
     }
-    if (term.ellipsisAt >= 0 && ellipsisDims) {
+    if (term.hasEllipsis() && ellipsisDims) {
       llvm::ArrayRef<Dim> sub = dims.slice(term.ellipsisAt, ellipsisRank);
       std::optional<DimVector> merged = broadcastShapes(*ellipsisDims, sub);
       if (!merged)
@@ -299,31 +238,16 @@ llvm::Error inferEinsum(InferenceContext &ctx) {
       ellipsisDims = std::move(merged);
     }
   }
-  EinsumTerm output;
-  if (equation->output) {
-    output = *equation->output;
-    for (char c : output.letters)
-      if (!letterCounts.count(c))
-        return ctx.error(llvm::formatv("output letter '{0}' does not appear "
-                                       "in any input",
-                                       c));
-    if (output.ellipsisAt >= 0 && !anyEllipsis)
-      output.ellipsisAt = -1;
-  } else {
-    // numpy's implicit output: broadcast dims, then the letters used once.
-    if (anyEllipsis)
-      output.ellipsisAt = 0;
-    for (const auto &[c, count] : letterCounts)
-      if (count == 1)
-        output.letters.push_back(c);
-  }
-  if (output.ellipsisAt >= 0 && !ellipsisDims) {
+  const EinsumTerm &output = spec->getOutput();
+  // An output ellipsis without one among the operands stands for nothing.
+  bool outputEllipsis = output.hasEllipsis() && spec->hasEllipsis();
+  if (outputEllipsis && !ellipsisDims) {
     setOutput(ctx, 0, TensorType::unranked(*dtype));
     return llvm::Error::success();
   }
   DimVector out;
   for (size_t l = 0; l <= output.letters.size(); ++l) {
-    if (output.ellipsisAt == static_cast<int>(l))
+    if (outputEllipsis && output.ellipsisAt == static_cast<int>(l))
       out.append(ellipsisDims->begin(), ellipsisDims->end());
     if (l == output.letters.size())
       break;
@@ -334,41 +258,29 @@ llvm::Error inferEinsum(InferenceContext &ctx) {
   return llvm::Error::success();
 }
 
-/// 2 flops per point of the full iteration space (every letter and the
-/// broadcast dimensions).
+/// 2 flops per point of the full iteration space (every label, the
+/// broadcast ellipsis dimensions included).
 OpCost einsumCost(const Node &node) {
   OpCost cost = memoryTraffic(node);
-  std::optional<EinsumEquation> equation =
-      parseEquation(node.getStringAttr("equation", ""));
-  if (!equation || equation->inputs.size() != node.getNumOperands())
+  auto spec = EinsumSpec::parse(node.getStringAttr("equation", ""));
+  if (!spec) {
+    llvm::consumeError(spec.takeError());
     return cost;
-  std::map<char, int64_t> extents;
-  uint64_t broadcastPoints = 1;
-  for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i) {
-    const TensorType &type = node.getOperand(i)->getType();
-    if (!type.hasStaticShape())
-      return cost;
-    const EinsumTerm &term = equation->inputs[i];
-    int64_t ellipsisRank = type.getRank() - term.letters.size();
-    if (ellipsisRank < 0)
-      return cost;
-    llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
-    for (size_t l = 0; l != term.letters.size(); ++l) {
-      size_t dimIndex =
-          (term.ellipsisAt >= 0 && static_cast<int>(l) >= term.ellipsisAt)
-              ? l + ellipsisRank
-              : l;
-      extents[term.letters[l]] = shape[dimIndex];
-    }
-    if (term.ellipsisAt >= 0) {
-      uint64_t points = 1;
-      for (int64_t d = 0; d != ellipsisRank; ++d)
-        points *= shape[term.ellipsisAt + d];
-      broadcastPoints = std::max(broadcastPoints, points);
-    }
   }
-  uint64_t points = broadcastPoints;
-  for (const auto &entry : extents)
+  llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
+  for (const Value *operand : node.getOperands()) {
+    if (!operand || !operand->getType().hasStaticShape())
+      return cost;
+    llvm::SmallVector<int64_t, 4> shape = operand->getType().getStaticShape();
+    shapes.emplace_back(shape.begin(), shape.end());
+  }
+  auto binding = bindEinsum(*spec, shapes);
+  if (!binding) {
+    llvm::consumeError(binding.takeError());
+    return cost;
+  }
+  uint64_t points = 1;
+  for (const auto &entry : binding->extents)
     points *= static_cast<uint64_t>(entry.second);
   cost.flops = 2 * points;
   return cost;

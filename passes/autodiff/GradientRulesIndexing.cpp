@@ -11,6 +11,8 @@
 
 #include "passes/autodiff/GradientRules.h"
 
+#include "ir/ops/EinsumSpec.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -66,35 +68,33 @@ GradientRule einsumRule() {
     if (!dY)
       return llvm::Error::success();
     const Node &node = request.node;
-    std::string equation = node.getStringAttr("equation", "").str();
-    equation.erase(llvm::remove_if(equation, [](char c) { return c == ' '; }),
-                   equation.end());
-    auto [inputsText, output] = llvm::StringRef(equation).split("->");
-    llvm::SmallVector<llvm::StringRef, 2> terms;
-    inputsText.split(terms, ',');
-    if (node.getNumOperands() != 2 || terms.size() != 2 ||
-        equation.find("->") == std::string::npos ||
-        equation.find('.') != std::string::npos)
+    auto spec = ops::EinsumSpec::parse(node.getStringAttr("equation", ""));
+    if (!spec)
+      return gradientError(node, llvm::toString(spec.takeError()));
+    if (node.getNumOperands() != 2 || spec->getNumInputs() != 2 ||
+        !spec->hasExplicitOutput() || spec->hasEllipsis() ||
+        spec->getOutput().hasEllipsis())
       return gradientError(node, "Einsum gradients need two operands and an "
                                  "explicit output without ellipses");
-    for (unsigned i : {0u, 1u}) {
-      llvm::StringRef term = terms[i], other = terms[1 - i];
-      for (size_t c = 0; c != term.size(); ++c) {
-        if (term.find(term[c], c + 1) != llvm::StringRef::npos)
-          return gradientError(node, "Einsum with a repeated letter in an "
-                                     "operand has no gradient rule");
-        if (!other.contains(term[c]) && !output.contains(term[c]))
+    for (const ops::EinsumTerm &term : spec->getInputs()) {
+      if (term.hasRepeatedLetter())
+        return gradientError(node, "Einsum with a repeated letter in an "
+                                   "operand has no gradient rule");
+      for (int label : term.letters)
+        if (spec->getLetterRole(label) == ops::EinsumRole::Contracted &&
+            spec->getNumOperandsWith(label) == 1)
           return gradientError(node, "Einsum summing a letter of one operand "
                                      "alone has no gradient rule");
-      }
     }
+    std::string terms[2] = {spec->getInput(0).str(), spec->getInput(1).str()};
+    std::string output = spec->getOutput().str();
     for (unsigned i : {0u, 1u}) {
       if (!request.wanted[i])
         continue;
       Value *other = node.getOperand(1 - i);
       std::string gradEquation =
-          (i == 0 ? output + "," + terms[1] : terms[0] + "," + output).str() +
-          "->" + terms[i].str();
+          (i == 0 ? output + "," + terms[1] : terms[0] + "," + output) + "->" +
+          terms[i];
       llvm::SmallVector<Value *, 2> operands =
           i == 0 ? llvm::SmallVector<Value *, 2>{dY, other}
                  : llvm::SmallVector<Value *, 2>{other, dY};
