@@ -6,14 +6,14 @@
 // uint32 word, element i in bit i % 32 of word i / 32), BiasDropout
 // (dropout of data + bias, plus a residual), DropoutGrad and
 // BitmaskDropoutGrad. Element i is kept when the i-th uniform number of the
-// node's Philox stream is >= ratio; kept elements are scaled by
-// 1 / (1 - ratio). All three dropout ops draw the same decisions for the
-// same (seed, step, stream id).
+// node's Philox stream (backend/Philox.h, the CUDA kernels' too) is >= ratio;
+// kept elements are scaled by 1 / (1 - ratio). All three dropout ops draw the
+// same decisions for the same (seed, step, stream id).
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/Philox.h"
 #include "backend/cpu/KernelSupport.h"
-#include "backend/cpu/Philox.h"
 
 #include <cstring>
 #include <string>
@@ -68,20 +68,20 @@ llvm::Error drawKeepMask(const KernelCall &call, int64_t n, float ratio,
   llvm::Expected<uint64_t> streamId = getRandomStreamId(call.getNode());
   if (!streamId)
     return streamId.takeError();
-  if (static_cast<uint64_t>(n) > PhiloxStream::kMaxElements)
+  if (static_cast<uint64_t>(n) > kPhiloxMaxElements)
     return call.error("a random tensor of " + llvm::Twine(n) +
                       " elements is larger than one Philox stream (2^34)");
-  PhiloxStream stream(call.getContext().getSeed(), *streamId,
-                      call.getContext().getStep());
-  parallelFor(
-      call.getNumThreads(), n, kDropoutGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t base = lo; base < hi; base += 4) {
-          PhiloxBlock block = stream.block(static_cast<uint64_t>(base / 4));
-          for (int64_t lane = 0; lane < 4 && base + lane < hi; ++lane)
-            keepFn(base + lane,
-                   PhiloxStream::toUnitFloat(block[lane]) >= ratio);
-        }
-      });
+  PhiloxStreamKey stream = makePhiloxStreamKey(
+      call.getContext().getSeed(), *streamId, call.getContext().getStep());
+  parallelFor(call.getNumThreads(), n, kDropoutGrain,
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t base = lo; base < hi; base += 4) {
+                  PhiloxWords block =
+                      philoxBlock(stream, static_cast<uint32_t>(base / 4));
+                  for (int64_t lane = 0; lane < 4 && base + lane < hi; ++lane)
+                    keepFn(base + lane, dropoutKeeps(block.w[lane], ratio));
+                }
+              });
   return llvm::Error::success();
 }
 
