@@ -3,14 +3,17 @@
 // The small interface between gmopt's one plan interpreter
 // (backend/PlanInterpreter.cpp) and a backend. A Device owns no policy: it
 // allocates and frees raw device memory, copies bytes between host and
-// device, and runs one node's kernel on operands and results the
+// device, prepares each node's kernel once (prepare: the kernel table is
+// searched, the node's arity checked against its schema, attributes decoded
+// and algorithms chosen, so a node the device cannot run fails before the
+// first step), and runs a prepared kernel on operands and results the
 // interpreter has placed, with the workspace slice the plan reserved for the
-// node. Everything else - placement of arena offsets, aliases and in-place
-// groups, accounting by category, eager mode, the step loop, profiling - is
-// the interpreter's, so every backend measures and executes a plan the same
-// way. A Device also names the workspace model its kernels follow, so a
-// plan made for other kernels is refused instead of silently overrunning
-// its slices.
+// node. A launch does no lookup and decodes nothing. Everything else -
+// placement of arena offsets, aliases and in-place groups, accounting by
+// category, eager mode, the step loop, profiling - is the interpreter's, so
+// every backend measures and executes a plan the same way. A Device also names
+// the workspace model its kernels follow, so a plan made for other kernels is
+// refused instead of silently overrunning its slices.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,10 +28,12 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <memory>
 
 namespace gmopt {
 
 struct ExecutorOptions;
+class OpSchema;
 
 /// One kernel invocation, with every address already placed by the
 /// interpreter. Addresses are device addresses.
@@ -52,6 +57,43 @@ struct NodeLaunch {
   uint64_t step = 0;
 };
 
+/// What the interpreter knows, when it prepares a node's kernel, of every
+/// launch of that node.
+struct KernelPreparation {
+  /// True when the node runs under a plan: each launch gets the same
+  /// workspace slice of workspaceBytes (see NodeLaunch::planned).
+  bool planned = false;
+  /// Bytes of the node's planned workspace slice (0: none, or eager).
+  uint64_t workspaceBytes = 0;
+};
+
+/// A node's kernel as a device prepared it, once: whatever the device
+/// decoded from the node (its kernel-table entry, decoded attributes and
+/// shapes, a chosen algorithm, scratch sizes). Only the device that made it
+/// reads it, in runNode; the interpreter keeps it in the node's
+/// instruction.
+class PreparedKernel {
+public:
+  virtual ~PreparedKernel();
+
+  /// The node the kernel was prepared for.
+  const Node &getNode() const { return node; }
+
+protected:
+  explicit PreparedKernel(const Node &node) : node(node) {}
+
+private:
+  const Node &node;
+};
+
+/// The schema of \p node, which \p node's operand and result counts and
+/// present required operands must match: the start of every device's
+/// prepare. An op the registry does not know is "no DEVICE kernel for
+/// 'OP'" (\p deviceName: `CPU`, `CUDA`); an arity mismatch names the node
+/// and what the schema expects.
+llvm::Expected<const OpSchema *> getKernelSchema(const Node &node,
+                                                 llvm::StringRef deviceName);
+
 /// A backend's memory and kernels.
 class Device {
 public:
@@ -68,8 +110,12 @@ public:
   /// device adopts the options it honours (threads, seed).
   virtual llvm::Error initialize(MemoryCounter &counter,
                                  const ExecutorOptions &options) = 0;
-  /// An error naming \p node when the device has no kernel for it.
-  virtual llvm::Error checkKernel(const Node &node) const = 0;
+  /// Prepares \p node's kernel for every later launch (called once per
+  /// instruction, after initialize): an error naming \p node when the
+  /// device has no kernel for it, its arity does not match its schema, or
+  /// its types or attributes are unsupported.
+  virtual llvm::Expected<std::unique_ptr<PreparedKernel>>
+  prepare(const Node &node, const KernelPreparation &preparation) = 0;
 
   /// Allocates \p bytes of device memory aligned to kBufferAlignment; a
   /// zero-size request gives a distinct valid address. The caller counts
@@ -90,8 +136,9 @@ public:
   /// it lies instead of being copied into an allocation.
   virtual bool canReadHostMemory() const { return false; }
 
-  /// Runs one node's kernel.
-  virtual llvm::Error runNode(const NodeLaunch &launch) = 0;
+  /// Runs \p kernel, which this device prepared for launch.node.
+  virtual llvm::Error runNode(const PreparedKernel &kernel,
+                              const NodeLaunch &launch) = 0;
   /// Waits until every launched kernel has finished (a no-op on devices
   /// that run synchronously). Timing and reads happen after it.
   virtual llvm::Error synchronize() { return llvm::Error::success(); }

@@ -14,6 +14,10 @@
 //  - eager mode: transient values are allocated right before their producer
 //    runs and freed right after their last reader, views sharing storage -
 //    the baseline a PyTorch-eager user gets.
+// Once every value is placed, the device prepares each instruction's kernel
+// (Device::prepare, with the node's workspace slice size) and the
+// instruction keeps the handle, so the step loop only launches: a node no
+// kernel can run is an error of preparation, never of a step.
 // The Device only allocates; the interpreter counts every block in one
 // MemoryCounter. In planned mode the arena is counted as Temporaries while
 // unoccupied and each slice is moved to its value's category while that
@@ -39,13 +43,56 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 using namespace gmopt;
 
 Device::~Device() = default;
+PreparedKernel::~PreparedKernel() = default;
+
+llvm::Expected<const OpSchema *>
+gmopt::getKernelSchema(const Node &node, llvm::StringRef deviceName) {
+  auto fail = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  const OpSchema *schema = OpRegistry::instance().lookup(node);
+  if (!schema)
+    return fail("no " + deviceName + " kernel for '" + node.getOp().str() +
+                "' (node " + node.describe() +
+                "): the op is not registered at opset " +
+                llvm::Twine(node.getOpsetVersion()));
+  auto arityError = [&](const llvm::Twine &message) {
+    return fail(node.getOp().str() + ": " + message + " (node " +
+                node.describe() + ")");
+  };
+  auto range = [](unsigned min, unsigned max, llvm::StringRef noun) {
+    std::string plural = noun.str() + (min == 1 && max == 1 ? "" : "s");
+    if (min == max)
+      return std::to_string(min) + " " + plural;
+    if (max == UINT_MAX)
+      return "at least " + std::to_string(min) + " " + plural;
+    return std::to_string(min) + " to " + std::to_string(max) + " " + plural;
+  };
+  unsigned operands = node.getNumOperands();
+  if (operands < schema->minInputs || operands > schema->maxInputs)
+    return arityError("its schema takes " +
+                      range(schema->minInputs, schema->maxInputs, "input") +
+                      ", the node has " + llvm::Twine(operands));
+  for (unsigned i = 0, e = std::min(operands, schema->minInputs); i != e; ++i)
+    if (!node.getOperand(i))
+      return arityError("required input " + llvm::Twine(i) + " is missing");
+  unsigned results = node.getNumResults();
+  if (results < schema->minOutputs || results > schema->maxOutputs)
+    return arityError("its schema gives " +
+                      range(schema->minOutputs, schema->maxOutputs, "output") +
+                      ", the node has " + llvm::Twine(results));
+  return schema;
+}
 
 namespace {
 
@@ -162,6 +209,9 @@ struct Instruction {
   /// Planned mode: operand and result addresses, fixed by the plan.
   llvm::SmallVector<void *, 4> operandAddresses;
   llvm::SmallVector<void *, 2> resultAddresses;
+  /// The device's kernel for the node, prepared once (null when
+  /// skipKernel).
+  std::unique_ptr<PreparedKernel> kernel;
 };
 
 class PlanInterpreter final : public Executable {
@@ -193,6 +243,8 @@ private:
   llvm::Error allocatePersistent(const Value *value);
   llvm::Error placePlanned(const WorkspaceModel &trivialWorkspace);
   llvm::Error placeEager();
+  /// Prepares the kernel of every instruction that runs one.
+  llvm::Error prepareKernels();
   llvm::Error addressesOf(llvm::ArrayRef<const Value *> values,
                           llvm::SmallVectorImpl<void *> &out) const;
   llvm::Error runInstruction(const Instruction &inst, uint64_t step);
@@ -322,9 +374,6 @@ llvm::Error PlanInterpreter::prepare(const WorkspaceModel &trivialWorkspace) {
       return err;
 
   for (const Node &node : graph.getNodes()) {
-    if (!isViewInstruction(node))
-      if (auto err = device->checkKernel(node))
-        return err;
     Instruction inst;
     inst.node = &node;
     for (Value *operand : node.getOperands())
@@ -341,9 +390,29 @@ llvm::Error PlanInterpreter::prepare(const WorkspaceModel &trivialWorkspace) {
     }
     instructions.push_back(std::move(inst));
   }
-  return options.mode == AllocationMode::Planned
-             ? placePlanned(trivialWorkspace)
-             : placeEager();
+  if (auto err = options.mode == AllocationMode::Planned
+                     ? placePlanned(trivialWorkspace)
+                     : placeEager())
+    return err;
+  return prepareKernels();
+}
+
+llvm::Error PlanInterpreter::prepareKernels() {
+  const bool planned = options.mode == AllocationMode::Planned;
+  for (Instruction &inst : instructions) {
+    if (inst.skipKernel)
+      continue;
+    KernelPreparation preparation;
+    preparation.planned = planned;
+    preparation.workspaceBytes = planned ? inst.workspaceBytes : 0;
+    auto kernel = device->prepare(*inst.node, preparation);
+    if (!kernel)
+      return kernel.takeError();
+    assert(*kernel && &(*kernel)->getNode() == inst.node &&
+           "a device prepares the kernel of the node it is given");
+    inst.kernel = std::move(*kernel);
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error
@@ -577,7 +646,7 @@ llvm::Error PlanInterpreter::runInstruction(const Instruction &inst,
     launch.operands = operandAddresses;
     launch.results = resultAddresses;
   }
-  return device->runNode(launch);
+  return device->runNode(*inst.kernel, launch);
 }
 
 llvm::Error PlanInterpreter::runStep(uint64_t step) {

@@ -1,12 +1,14 @@
 //===- CpuDevice.cpp - The CPU backend's device ---------------------------===//
 //
 // The CPU backend as a Device of the plan interpreter: device memory is host
-// memory (aligned_alloc), copies are memcpy, and a node runs through the CPU
-// kernel library (runCpuKernel) on tensor views built from the addresses the
-// interpreter placed. Under a plan, a kernel's scratch comes from the node's
-// workspace slice and only what does not fit is allocated (and counted as
-// unplanned) from host memory counted in the interpreter's MemoryCounter.
-// The workspace model is getCpuKernelWorkspaceBytes, named `cpu`.
+// memory (aligned_alloc), copies are memcpy, a node's kernel is prepared
+// once (prepareCpuKernel: the table entry found by schema, arity checked)
+// and each launch runs that entry (runPreparedCpuKernel) on tensor views
+// built from the addresses the interpreter placed. Under a plan, a kernel's
+// scratch comes from the node's workspace slice and only what does not fit is
+// allocated (and counted as unplanned) from host memory counted in the
+// interpreter's MemoryCounter. The workspace model is
+// getCpuKernelWorkspaceBytes, named `cpu`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 #include "backend/Executor.h"
 #include "backend/PlanInterpreter.h"
 #include "backend/cpu/CpuKernel.h"
+#include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/Mpi.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -32,6 +35,19 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// A node's CPU kernel-table entry, found once.
+class CpuPreparedKernel final : public PreparedKernel {
+public:
+  CpuPreparedKernel(const Node &node, const KernelInfo &kernel)
+      : PreparedKernel(node), kernel(kernel) {}
+
+  /// The entry every launch of the node runs.
+  const KernelInfo &getKernel() const { return kernel; }
+
+private:
+  const KernelInfo &kernel;
+};
+
 class CpuDevice final : public Device {
 public:
   llvm::StringRef getName() const override { return "cpu"; }
@@ -49,11 +65,12 @@ public:
     return llvm::Error::success();
   }
 
-  llvm::Error checkKernel(const Node &node) const override {
-    if (hasCpuKernel(node.getDomain(), node.getOpType()))
-      return llvm::Error::success();
-    return fail("no CPU kernel for '" + node.getOp().str() + "' (node " +
-                node.describe() + ")");
+  llvm::Expected<std::unique_ptr<PreparedKernel>>
+  prepare(const Node &node, const KernelPreparation &) override {
+    auto kernel = prepareCpuKernel(node);
+    if (!kernel)
+      return kernel.takeError();
+    return std::make_unique<CpuPreparedKernel>(node, **kernel);
   }
 
   llvm::Expected<void *> allocate(uint64_t bytes) override {
@@ -89,7 +106,8 @@ public:
     return llvm::Error::success();
   }
 
-  llvm::Error runNode(const NodeLaunch &launch) override;
+  llvm::Error runNode(const PreparedKernel &kernel,
+                      const NodeLaunch &launch) override;
 
   uint64_t getUnplannedScratchBytes() const override {
     return context ? context->getUnplannedScratchBytes() : 0;
@@ -100,8 +118,10 @@ private:
   std::optional<CpuKernelContext> context;
 };
 
-llvm::Error CpuDevice::runNode(const NodeLaunch &launch) {
+llvm::Error CpuDevice::runNode(const PreparedKernel &kernel,
+                               const NodeLaunch &launch) {
   const Node &node = *launch.node;
+  assert(&kernel.getNode() == &node && "the kernel prepared for the node");
   // Open MPI progresses a non-blocking collective only inside MPI calls:
   // one MPI_Test per started all-reduce between nodes lets it advance
   // while the backward pass computes (issue 19's overlap).
@@ -144,7 +164,9 @@ llvm::Error CpuDevice::runNode(const NodeLaunch &launch) {
   // unplanned). Eager: kernels allocate their scratch.
   if (launch.planned)
     context->setWorkspaceSlice(launch.workspace, launch.workspaceBytes);
-  llvm::Error err = runCpuKernel(node, inputs, outputs, *context);
+  llvm::Error err = runPreparedCpuKernel(
+      static_cast<const CpuPreparedKernel &>(kernel).getKernel(), node, inputs,
+      outputs, *context);
   if (launch.planned)
     context->clearWorkspaceSlice();
   return err;

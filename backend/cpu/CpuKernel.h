@@ -3,8 +3,10 @@
 // The CPU backend's kernel library entry point. runCpuKernel executes one
 // Node on tensors the caller has placed: inputs as views (null for absent
 // optional operands) and outputs preallocated from the node's static result
-// types (null for absent optional results). Kernels are looked up by
-// (domain, op type) in a table filled once from the per-family kernel files.
+// types (null for absent optional results). The table is filled once from
+// the per-family kernel files; prepareCpuKernel finds a node's entry by its
+// schema and checks its arity once, and the prepared entry then runs each
+// launch with no lookup.
 //
 // Element types: kernels compute float math in fp32 (and f64 where the op is
 // used on doubles); tensors stored as f16 or bf16 are widened to fp32 staging
@@ -38,11 +40,15 @@
 
 namespace gmopt {
 class Device;
+class OpSchema;
 
 /// The CPU backend's Device for the plan interpreter (backend/Device.h).
 std::unique_ptr<Device> createCpuDevice();
 
 namespace cpu {
+
+/// A kernel-table entry (KernelSupport.h).
+struct KernelInfo;
 
 /// Per-run state kernels need: where scratch memory comes from, the random
 /// seed and step, and how many threads to use.
@@ -111,6 +117,19 @@ llvm::Error runCpuKernel(const Node &node,
                          llvm::ArrayRef<const TensorView *> inputs,
                          llvm::ArrayRef<TensorView *> outputs,
                          CpuKernelContext &ctx);
+
+/// The kernel-table entry of \p node, found by its schema: an error naming
+/// the node for an op without a CPU kernel, an operand or result count its
+/// schema does not allow, or an operand or result absent that the kernel
+/// needs. The entry stays valid for the process.
+llvm::Expected<const KernelInfo *> prepareCpuKernel(const Node &node);
+
+/// Runs \p kernel, which prepareCpuKernel returned for \p node, as
+/// runCpuKernel does but with no lookup and no arity check.
+llvm::Error runPreparedCpuKernel(const KernelInfo &kernel, const Node &node,
+                                 llvm::ArrayRef<const TensorView *> inputs,
+                                 llvm::ArrayRef<TensorView *> outputs,
+                                 CpuKernelContext &ctx);
 
 /// The scratch bytes runCpuKernel may request for \p node (each request
 /// rounded up to kBufferAlignment): the kernel's own scratch plus fp32

@@ -1,12 +1,15 @@
 //===- KernelRegistry.cpp - CPU kernel lookup and dispatch ----------------===//
 //
-// Builds the kernel table once from every family's registration hook, and
-// runs a node: look the kernel up, check the required operands and results
-// are present, and, for float kernels, stage f16/bf16 tensors through fp32
-// copies (counted as temporaries) so no kernel needs a 16-bit code path.
+// Builds the kernel table once from every family's registration hook and
+// indexes it by schema. Preparing a node finds its entry by schema and
+// checks, once, its arity against the schema and the operands and results
+// the kernel needs; running a prepared entry calls it, for float kernels
+// staging f16/bf16 tensors through fp32 copies (counted as temporaries) so
+// no kernel needs a 16-bit code path.
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/Device.h"
 #include "backend/cpu/Blas.h"
 #include "backend/cpu/CollectiveKernels.h"
 #include "backend/cpu/KernelSupport.h"
@@ -43,6 +46,7 @@ static const KernelTable &getKernelTable() {
     registerResizeKernels(t);
     registerCollectiveKernels(t);
     registerKernelWorkspaces(t);
+    t.indexSchemas();
     return t;
   }();
   return table;
@@ -205,24 +209,49 @@ static llvm::Error runStaged(const KernelInfo &info, KernelCall &call) {
   return llvm::Error::success();
 }
 
-llvm::Error cpu::runCpuKernel(const Node &node,
-                              llvm::ArrayRef<const TensorView *> inputs,
-                              llvm::ArrayRef<TensorView *> outputs,
-                              CpuKernelContext &ctx) {
-  const KernelInfo *info =
-      getKernelTable().lookup(node.getDomain(), node.getOpType());
+llvm::Expected<const KernelInfo *> cpu::prepareCpuKernel(const Node &node) {
+  auto schema = getKernelSchema(node, "CPU");
+  if (!schema)
+    return schema.takeError();
+  const KernelInfo *info = getKernelTable().lookup(*schema);
   if (!info)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "no CPU kernel for '" + node.getOp().str() +
                                        "' (node " + node.describe() + ")");
-  KernelCall call(node, inputs, outputs, ctx);
+  // What the kernel reads beyond its schema's required operands.
+  auto missing = [&](llvm::StringRef what, unsigned index) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        node.getOp().str() + ": required " + what + " " + llvm::Twine(index) +
+            " is missing (node " + node.describe() + ")");
+  };
   for (unsigned i = 0; i < info->minInputs; ++i)
-    if (!call.in(i))
-      return call.error("required input " + llvm::Twine(i) + " is missing");
+    if (i >= node.getNumOperands() || !node.getOperand(i))
+      return missing("input", i);
   for (unsigned i = 0; i < info->minOutputs; ++i)
-    if (!call.out(i))
-      return call.error("required output " + llvm::Twine(i) + " is missing");
+    if (i >= node.getNumResults() || !node.getResult(i))
+      return missing("output", i);
   useSingleThreadedBlas();
+  return info;
+}
+
+llvm::Error cpu::runCpuKernel(const Node &node,
+                              llvm::ArrayRef<const TensorView *> inputs,
+                              llvm::ArrayRef<TensorView *> outputs,
+                              CpuKernelContext &ctx) {
+  auto info = prepareCpuKernel(node);
+  if (!info)
+    return info.takeError();
+  return runPreparedCpuKernel(**info, node, inputs, outputs, ctx);
+}
+
+llvm::Error cpu::runPreparedCpuKernel(const KernelInfo &kernel,
+                                      const Node &node,
+                                      llvm::ArrayRef<const TensorView *> inputs,
+                                      llvm::ArrayRef<TensorView *> outputs,
+                                      CpuKernelContext &ctx) {
+  const KernelInfo *info = &kernel;
+  KernelCall call(node, inputs, outputs, ctx);
   if (info->mode == KernelMode::StageHalfAsFloat) {
     bool anyHalf = false;
     for (const TensorView *input : inputs)

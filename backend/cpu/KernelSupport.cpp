@@ -9,6 +9,8 @@
 
 #include "backend/cpu/KernelSupport.h"
 
+#include "ir/OpRegistry.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -55,6 +57,12 @@ const KernelInfo *KernelTable::lookup(llvm::StringRef domain,
                                       llvm::StringRef opType) const {
   auto it = entries.find(tableKey(domain, opType));
   return it == entries.end() ? nullptr : &it->second;
+}
+
+void KernelTable::indexSchemas() {
+  for (const OpSchema *schema : OpRegistry::instance().all())
+    if (const KernelInfo *info = lookup(schema->domain, schema->name))
+      bySchema[schema] = info;
 }
 
 std::vector<std::string> KernelTable::keys() const {

@@ -17,6 +17,7 @@
 #include "backend/cpu/Half.h"
 #include "backend/cpu/Parallel.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
@@ -132,7 +133,9 @@ struct KernelInfo {
   WorkspaceFn workspace = nullptr;
 };
 
-/// The (domain, op type) -> kernel table.
+/// The kernel table: families register by (domain, op type); prepare finds
+/// a node's entry by its schema (the registry's op identity), and a launch
+/// runs the entry it was given.
 class KernelTable {
 public:
   /// Registers \p info for (\p domain, \p opType); one entry per pair.
@@ -150,11 +153,22 @@ public:
   /// The entry of (\p domain, \p opType), or null.
   const KernelInfo *lookup(llvm::StringRef domain,
                            llvm::StringRef opType) const;
+  /// The entry of the op \p schema describes (any of its versions), or
+  /// null. Valid after indexSchemas.
+  const KernelInfo *lookup(const OpSchema *schema) const {
+    return bySchema.lookup(schema);
+  }
+  /// Indexes every entry under each registered schema of its op, once all
+  /// families have registered.
+  void indexSchemas();
   /// Every key as OpName::str() spells it.
   std::vector<std::string> keys() const;
 
 private:
   llvm::StringMap<KernelInfo> entries;
+  /// Each schema of a registered op -> its entry (in entries, whose values
+  /// stay where they are once the table is built).
+  llvm::DenseMap<const OpSchema *, const KernelInfo *> bySchema;
 };
 
 /// Registration hooks, one per kernel family file.

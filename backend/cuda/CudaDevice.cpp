@@ -82,7 +82,7 @@ llvm::Expected<CudaDeviceInfo> gmopt::probeCudaDevice() {
 
 uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
   llvm::StringRef op = node.getOpType();
-  bool onnx = node.getDomain().empty() || node.getDomain() == "ai.onnx";
+  bool onnx = node.getDomain() == kOnnxDomain;
   if ((onnx && (op == "MatMul" || op == "Gemm")) ||
       (node.getDomain() == kMsDomain && op == "FusedMatMul") ||
       cuda::isCublasEinsum(node))

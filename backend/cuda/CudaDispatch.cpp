@@ -1,15 +1,18 @@
 //===- CudaDispatch.cpp - The CUDA kernel table ---------------------------===//
 //
-// One entry per (domain, op) with a CUDA kernel: a check that runs at
-// prepare time on the node's static types and attributes, and a run that
-// decodes shapes and attributes into the plain launch parameters of
-// CudaKernels.h. Constant operands the kernels need on the host (Slice
-// starts, Reduce axes, Split sizes) must be initializers; scalars the
-// kernels can read themselves (dropout ratio, lr, step, flags) stay on the
-// device so no launch waits for the host. What the table does not cover is
-// refused by checkCudaKernel with the op's name and the node, never run
-// wrongly. The data-movement entries live in CudaMovementDispatch.cpp, the
-// helpers all entries share in CudaDispatchSupport.h.
+// One entry per (domain, op) with a CUDA kernel, found by the node's schema
+// once, when the node is prepared: a check that runs then on the node's
+// static types and attributes, or a prepare that also decodes them into a
+// descriptor each launch reads (softmax, the elementwise ops, the GEMMs),
+// and a run that enqueues the plain launches of CudaKernels.h (decoding
+// shapes and attributes itself where the entry has no descriptor). Constant
+// operands the kernels need on the host (Slice starts, Reduce axes, Split
+// sizes) must be initializers; scalars the kernels can read themselves (dropout
+// ratio, lr, step, flags) stay on the device so no launch waits for the host.
+// What the table does not cover is refused by checkCudaKernel with the op's
+// name and the node, never run wrongly. The data-movement entries live in
+// CudaMovementDispatch.cpp, the helpers all entries share in
+// CudaDispatchSupport.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,9 +23,12 @@
 #include "backend/cuda/CudnnGeometry.h"
 #include "backend/cuda/IndexingPlan.h"
 
+#include "ir/OpRegistry.h"
 #include "ir/OptimizerOps.h"
+#include "ir/ops/Axes.h"
 #include "ir/ops/NormRows.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -59,56 +65,61 @@ namespace {
 // Softmax, norms
 //===----------------------------------------------------------------------===//
 
-/// [outer, n, inner] of a softmax-family node over \p shape.
-llvm::Expected<RowShape> softmaxRows(const Node &node, const Shape &shape,
-                                     bool coerced) {
-  int64_t rank = shape.size();
-  auto axis =
-      normalizeAxis(node, node.getIntAttr("axis", coerced ? 1 : -1), rank);
-  if (!axis)
-    return axis.takeError();
-  llvm::ArrayRef<int64_t> dims(shape);
+/// [outer, n, inner] of a softmax-family node over \p shape: its axis
+/// convention, read once by ops::getSoftmaxAxes (ir/ops/Axes.h).
+llvm::Expected<RowShape> softmaxRows(const Node &node, const Shape &shape) {
+  auto axes = ops::getSoftmaxAxes(node, shape);
+  if (!axes)
+    return nodeError(node, llvm::toString(axes.takeError()));
   RowShape rows;
-  rows.outer = product(dims.take_front(*axis));
-  if (coerced) {
-    rows.n = product(dims.drop_front(*axis));
-  } else {
-    rows.n = rank ? shape[*axis] : 1;
-    rows.inner = product(dims.drop_front(*axis + 1));
-  }
+  rows.outer = axes->outer;
+  rows.n = axes->axisDim;
+  rows.inner = axes->inner;
   return rows;
-}
-
-bool softmaxIsCoerced(const Node &node) {
-  llvm::StringRef op = node.getOpType();
-  if (node.getDomain() == kMsDomain)
-    return !op.ends_with("_13");
-  int64_t version = node.getOpsetVersion();
-  return version > 0 && version < 13;
 }
 
 llvm::Error checkSoftmax(const Node &node) {
   if (auto storage = commonFloatStorage(node); !storage)
     return storage.takeError();
-  return softmaxRows(node, shapeOf(node.getOperand(0)), softmaxIsCoerced(node))
-      .takeError();
+  return softmaxRows(node, shapeOf(node.getOperand(0))).takeError();
+}
+
+/// A softmax-family node decoded once.
+struct SoftmaxDescriptor final : CudaKernelDescriptor {
+  Storage storage = Storage::F32;
+  RowShape rows;
+  /// LogSoftmax(Grad).
+  bool log = false;
+  /// SoftmaxGrad(dY, Y) -> dX.
+  bool grad = false;
+};
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareSoftmax(const Node &node, const KernelPreparation &,
+               CudaKernelContext &) {
+  auto storage = commonFloatStorage(node);
+  if (!storage)
+    return storage.takeError();
+  auto rows = softmaxRows(node, shapeOf(node.getOperand(0)));
+  if (!rows)
+    return rows.takeError();
+  auto descriptor = std::make_unique<SoftmaxDescriptor>();
+  descriptor->storage = *storage;
+  descriptor->rows = *rows;
+  descriptor->log = node.getOpType().starts_with("Log");
+  descriptor->grad = node.getDomain() == kMsDomain;
+  return descriptor;
 }
 
 llvm::Error runSoftmax(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node);
-  bool log = call.node.getOpType().starts_with("Log");
-  auto rows =
-      softmaxRows(call.node, shapeOf(call.in(0)), softmaxIsCoerced(call.node));
-  if (!rows)
-    return rows.takeError();
-  if (call.node.getDomain() == kMsDomain)
-    // SoftmaxGrad(dY, Y) -> dX.
-    return call.check(launchSoftmaxGrad(storage, call.inPtr(0), call.inPtr(1),
-                                        call.outPtr(0), *rows, log,
+  const auto &d = call.getDescriptor<SoftmaxDescriptor>();
+  if (d.grad)
+    return call.check(launchSoftmaxGrad(d.storage, call.inPtr(0), call.inPtr(1),
+                                        call.outPtr(0), d.rows, d.log,
                                         call.ctx.stream),
                       "SoftmaxGrad kernel");
-  return call.check(launchSoftmax(storage, call.inPtr(0), call.outPtr(0), *rows,
-                                  log, call.ctx.stream),
+  return call.check(launchSoftmax(d.storage, call.inPtr(0), call.outPtr(0),
+                                  d.rows, d.log, call.ctx.stream),
                     "Softmax kernel");
 }
 
@@ -534,7 +545,7 @@ llvm::Error runOptimizer(CudaCall &call) {
 }
 
 llvm::Error runMatMul(CudaCall &call) {
-  return runCudaMatMul(call.launch, call.ctx);
+  return runCudaMatMul(*call.descriptor, call.launch, call.ctx);
 }
 
 //===----------------------------------------------------------------------===//
@@ -547,6 +558,11 @@ const llvm::StringMap<KernelEntry> &getTable() {
     auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
                    RunFn run) {
       t[(domain + "::" + op).str()] = {check, run};
+    };
+    // An entry that decodes its nodes once, when they are prepared.
+    auto addPrepared = [&](llvm::StringRef domain, llvm::StringRef op,
+                           CheckFn check, PrepareFn prepare, RunFn run) {
+      t[(domain + "::" + op).str()] = {check, run, prepare};
     };
     addElementwiseKernels(t);
     addMovementKernels(t);
@@ -561,10 +577,10 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addShapeKernels(t);
     addResizeKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
-      add("", op, checkSoftmax, runSoftmax);
+      addPrepared("", op, checkSoftmax, prepareSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
                            "LogSoftmaxGrad_13"})
-      add(kMsDomain, op, checkSoftmax, runSoftmax);
+      addPrepared(kMsDomain, op, checkSoftmax, prepareSoftmax, runSoftmax);
     add("", "LayerNormalization", checkLayerNorm, runLayerNorm);
     add("", "SimplifiedLayerNormalization", checkLayerNorm, runLayerNorm);
     add(kMsDomain, "SimplifiedLayerNormalization", checkLayerNorm,
@@ -584,25 +600,37 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add(kMsDomain, "AdamWOptimizer", checkOptimizer, runOptimizer);
     add(kMsDomain, "SGDOptimizerV2", checkOptimizer, runOptimizer);
     for (const char *op : {"MatMul", "Gemm"})
-      add("", op, checkCudaMatMul, runMatMul);
-    add(kMsDomain, "FusedMatMul", checkCudaMatMul, runMatMul);
+      addPrepared("", op, checkCudaMatMul, prepareCudaMatMul, runMatMul);
+    addPrepared(kMsDomain, "FusedMatMul", checkCudaMatMul, prepareCudaMatMul,
+                runMatMul);
     return t;
   }();
   return table;
 }
 
-const KernelEntry *lookup(const Node &node) {
-  llvm::StringRef domain = node.getDomain();
-  if (domain == "ai.onnx")
-    domain = "";
-  auto it = getTable().find((domain + "::" + node.getOpType()).str());
-  return it == getTable().end() ? nullptr : &it->second;
+/// The table's entries by schema (the registry's op identity): every
+/// registered version of an op with an entry maps to it.
+const llvm::DenseMap<const OpSchema *, const KernelEntry *> &getSchemaIndex() {
+  static const llvm::DenseMap<const OpSchema *, const KernelEntry *> index =
+      [] {
+        llvm::DenseMap<const OpSchema *, const KernelEntry *> bySchema;
+        const llvm::StringMap<KernelEntry> &table = getTable();
+        for (const OpSchema *schema : OpRegistry::instance().all()) {
+          auto it = table.find(schema->domain + "::" + schema->name);
+          if (it != table.end())
+            bySchema[schema] = &it->second;
+        }
+        return bySchema;
+      }();
+  return index;
 }
 
-} // namespace
-
-llvm::Error cuda::checkCudaKernel(const Node &node) {
-  const KernelEntry *entry = lookup(node);
+/// \p node's entry after its arity is checked against its schema.
+llvm::Expected<const KernelEntry *> findEntry(const Node &node) {
+  auto schema = getKernelSchema(node, "CUDA");
+  if (!schema)
+    return schema.takeError();
+  const KernelEntry *entry = getSchemaIndex().lookup(*schema);
   if (!entry)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "no CUDA kernel for '" + node.getOp().str() +
@@ -611,21 +639,49 @@ llvm::Error cuda::checkCudaKernel(const Node &node) {
   for (const Value *value : node.getOperands())
     if (value && !value->getType().hasStaticShape())
       return nodeError(node, "shapes must be static");
-  return entry->check(node);
+  return entry;
 }
 
-llvm::Error cuda::runCudaKernel(const NodeLaunch &launch,
-                                CudaKernelContext &ctx) {
-  const KernelEntry *entry = lookup(*launch.node);
+} // namespace
+
+CudaKernelDescriptor::~CudaKernelDescriptor() = default;
+
+llvm::Error cuda::checkCudaKernel(const Node &node) {
+  auto entry = findEntry(node);
   if (!entry)
-    return checkCudaKernel(*launch.node);
-  CudaCall call{*launch.node, launch, ctx};
-  return entry->run(call);
+    return entry.takeError();
+  return (*entry)->check(node);
+}
+
+llvm::Expected<CudaPreparedKernel>
+cuda::prepareCudaKernel(const Node &node, const KernelPreparation &preparation,
+                        CudaKernelContext &ctx) {
+  auto entry = findEntry(node);
+  if (!entry)
+    return entry.takeError();
+  CudaPreparedKernel kernel;
+  kernel.entry = *entry;
+  if (!kernel.entry->prepare) {
+    if (llvm::Error err = kernel.entry->check(node))
+      return err;
+    return kernel;
+  }
+  auto descriptor = kernel.entry->prepare(node, preparation, ctx);
+  if (!descriptor)
+    return descriptor.takeError();
+  kernel.descriptor = std::move(*descriptor);
+  return kernel;
+}
+
+llvm::Error cuda::runCudaKernel(const CudaPreparedKernel &kernel,
+                                const NodeLaunch &launch,
+                                CudaKernelContext &ctx) {
+  assert(kernel.entry && "a prepared kernel has its entry");
+  CudaCall call{*launch.node, launch, ctx, kernel.descriptor.get()};
+  return kernel.entry->run(call);
 }
 
 bool gmopt::hasCudaKernelFor(llvm::StringRef domain, llvm::StringRef opType) {
-  if (domain == "ai.onnx")
-    domain = "";
   return getTable().count((domain + "::" + opType).str()) != 0;
 }
 

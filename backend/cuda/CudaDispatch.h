@@ -1,11 +1,16 @@
 //===- CudaDispatch.h - Decoding a node into CUDA launches -----*- C++ -*-===//
 //
 // Internal to the CUDA backend (built only with the toolkit): the kernel
-// table that maps a node to its CUDA kernels. checkCudaKernel decides at
-// prepare time, from the node's op, attributes and static types alone,
-// whether the node can run (an op without a CUDA kernel, an unsupported
-// element type or layout is an error naming the node); runCudaKernel
-// decodes shapes and attributes and enqueues the launches on the stream.
+// table that maps a node to its CUDA kernels, keyed by the node's schema.
+// prepareCudaKernel runs once per node when the device prepares it: it
+// finds the entry, checks the node's arity against its schema and decides,
+// from the node's op, attributes and static types alone, whether the node
+// can run (an op without a CUDA kernel, an unsupported element type or
+// layout is an error naming the node); entries that decode ahead of time
+// keep a descriptor (the decoded shapes and attributes, a GEMM's chosen
+// cuBLASLt algorithm). runCudaKernel enqueues a prepared kernel's launches
+// on the stream with no lookup. checkCudaKernel is the same decision
+// without a device.
 // Every failing CUDA or cuBLASLt call becomes an llvm::Error naming the
 // call and the node.
 //
@@ -31,6 +36,10 @@ namespace gmopt {
 class NcclCommunicator;
 
 namespace cuda {
+
+namespace dispatch {
+struct KernelEntry;
+} // namespace dispatch
 
 /// A GEMM node's cuBLASLt descriptors and chosen algorithm (CudaMatMul.cpp).
 struct CudaGemmPlan;
@@ -82,15 +91,43 @@ llvm::Error cudaCallError(const Node &node, llvm::StringRef call,
 llvm::Error blasLtCallError(const Node &node, llvm::StringRef call,
                             cublasStatus_t status);
 
-/// Success when \p node can run on the CUDA kernels, else an error naming
-/// it and what is missing.
-llvm::Error checkCudaKernel(const Node &node);
-/// Enqueues \p launch's kernels on ctx.stream.
-llvm::Error runCudaKernel(const NodeLaunch &launch, CudaKernelContext &ctx);
+/// What a kernel-table entry decoded from its node once, when the node
+/// was prepared (shapes, attributes, a chosen algorithm); each launch reads
+/// it instead of decoding again.
+class CudaKernelDescriptor {
+public:
+  virtual ~CudaKernelDescriptor();
+};
 
-/// MatMul, Gemm and FusedMatMul through cuBLASLt (CudaMatMul.cpp).
+/// A node's CUDA kernel, prepared once: its table entry and what the entry
+/// decoded (null for entries that decode at launch).
+struct CudaPreparedKernel {
+  const dispatch::KernelEntry *entry = nullptr;
+  std::unique_ptr<CudaKernelDescriptor> descriptor;
+};
+
+/// Success when \p node can run on the CUDA kernels, else an error naming
+/// it and what is missing (prepareCudaKernel's decision, without a device).
+llvm::Error checkCudaKernel(const Node &node);
+/// Prepares \p node's kernel for every launch: the entry found by schema,
+/// the arity checked, and the entry's descriptor decoded (with ctx's
+/// cuBLASLt handle, for \p preparation's workspace).
+llvm::Expected<CudaPreparedKernel>
+prepareCudaKernel(const Node &node, const KernelPreparation &preparation,
+                  CudaKernelContext &ctx);
+/// Enqueues \p kernel's launches for \p launch on ctx.stream.
+llvm::Error runCudaKernel(const CudaPreparedKernel &kernel,
+                          const NodeLaunch &launch, CudaKernelContext &ctx);
+
+/// MatMul, Gemm and FusedMatMul through cuBLASLt (CudaMatMul.cpp): the
+/// check, the descriptor (geometry and the cuBLASLt algorithm for
+/// \p preparation's workspace, chosen once), and a launch reading it.
 llvm::Error checkCudaMatMul(const Node &node);
-llvm::Error runCudaMatMul(const NodeLaunch &launch, CudaKernelContext &ctx);
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareCudaMatMul(const Node &node, const KernelPreparation &preparation,
+                  CudaKernelContext &ctx);
+llvm::Error runCudaMatMul(const CudaKernelDescriptor &descriptor,
+                          const NodeLaunch &launch, CudaKernelContext &ctx);
 
 /// One fp32 row-major strided-batch product Y[b] = op(A[b]) op(B[b]) for
 /// b < batch, A [m, k] ([k, m] when transA) and B [k, n] ([n, k] when

@@ -16,10 +16,13 @@
 #include "backend/cuda/CudaDispatch.h"
 #include "backend/cuda/CudaKernels.h"
 #include "backend/cuda/IndexingPlan.h"
+#include "ir/ops/Axes.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cassert>
+#include <memory>
 #include <numeric>
 #include <optional>
 
@@ -128,13 +131,15 @@ constantInts(const Node &node, unsigned index, llvm::StringRef what) {
   return value->getData().getIntValues();
 }
 
+/// ops::normalizeAxis (ir/ops/Axes.h) against the node; a rank-0 tensor
+/// also takes axis 0 (the kernels read a scalar as one element).
 inline llvm::Expected<int64_t> normalizeAxis(const Node &node, int64_t axis,
                                              int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    return nodeError(node, "axis " + llvm::Twine(axis) +
-                               " is out of range for rank " +
-                               llvm::Twine(rank));
-  return axis < 0 ? axis + rank : axis;
+  if (rank == 0 && axis == 0)
+    return 0;
+  if (std::optional<unsigned> normalized = ops::normalizeAxis(axis, rank))
+    return *normalized;
+  return nodeError(node, ops::axisOutOfRange("axis", axis, rank));
 }
 
 //===----------------------------------------------------------------------===//
@@ -171,6 +176,14 @@ struct CudaCall {
   const Node &node;
   const NodeLaunch &launch;
   CudaKernelContext &ctx;
+  /// What the entry's prepare decoded (null for entries without one).
+  const CudaKernelDescriptor *descriptor = nullptr;
+
+  /// The descriptor, as the entry's own type.
+  template <typename T> const T &getDescriptor() const {
+    assert(descriptor && "the entry prepared a descriptor");
+    return static_cast<const T &>(*descriptor);
+  }
 
   const Value *in(unsigned i) const {
     return i < node.getNumOperands() ? node.getOperand(i) : nullptr;
@@ -203,12 +216,22 @@ struct CudaCall {
   }
 };
 
+/// Decides whether a node can run (no device needed).
 using CheckFn = llvm::Error (*)(const Node &);
+/// Enqueues one launch.
 using RunFn = llvm::Error (*)(CudaCall &);
+/// Decodes a node once for all its launches (the decision of CheckFn
+/// included).
+using PrepareFn = llvm::Expected<std::unique_ptr<CudaKernelDescriptor>> (*)(
+    const Node &, const KernelPreparation &, CudaKernelContext &);
 
+/// One op's CUDA kernel.
 struct KernelEntry {
   CheckFn check;
   RunFn run;
+  /// When set, preparing a node calls it instead of check and each launch
+  /// gets its descriptor (CudaCall::descriptor); null: run decodes.
+  PrepareFn prepare = nullptr;
 };
 
 inline llvm::Error checkAnyElement(const Node &node) {

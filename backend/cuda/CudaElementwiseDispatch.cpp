@@ -5,6 +5,10 @@
 // GELU family, their gradients and Scale. Each node maps to one op code of
 // ElementwiseMath.h (its attributes as the launch's two scalar parameters,
 // rounded to float as the CPU kernels round them) and one broadcast launch.
+// The op code, storage, broadcast indexing and parameters are decoded once,
+// when the node is prepared (ElementwiseDescriptor); Sum and Mean keep
+// choosing their operand order per launch (an operand may share the
+// output's bytes), so they decode their partial sums' indexing then.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +18,9 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <limits>
+#include <memory>
 #include <optional>
+#include <tuple>
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -30,7 +36,7 @@ namespace {
 std::optional<ElementwiseOp> elementwiseOpOf(const Node &node) {
   llvm::StringRef op = node.getOpType();
   bool ms = node.getDomain() == kMsDomain;
-  if (!ms && node.getDomain() != "" && node.getDomain() != "ai.onnx")
+  if (!ms && node.getDomain() != kOnnxDomain)
     return std::nullopt;
   if (!ms) {
     static const llvm::StringMap<ElementwiseOp> onnxOps = {
@@ -260,77 +266,124 @@ llvm::Error runSum(CudaCall &call, Storage storage, const Shape &out) {
   return llvm::Error::success();
 }
 
-llvm::Error runElementwise(CudaCall &call) {
-  const Node &node = call.node;
+/// An elementwise node decoded once.
+struct ElementwiseDescriptor final : CudaKernelDescriptor {
+  enum class Form {
+    /// Scale(X, constant): X times a launch parameter.
+    ConstantScale,
+    /// Sum and Mean: one launch per extra operand (then Mean's division).
+    Sum,
+    Mean,
+    /// One broadcast launch of op over the present operands.
+    Broadcast,
+  };
+  Form form = Form::Broadcast;
+  ElementwiseOp op = ElementwiseOp::Identity;
+  Storage storage = Storage::F32;
+  Shape out;
+  int64_t elements = 0;
+  /// The launch's indexing (Mean: the division's).
+  BroadcastIndexing indexing;
+  float param = 0, param2 = 0;
+  /// The launch's name in errors.
+  const char *what = "elementwise kernel";
+};
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareElementwise(const Node &node, const KernelPreparation &,
+                   CudaKernelContext &) {
+  if (llvm::Error err = checkElementwise(node))
+    return err;
+  auto d = std::make_unique<ElementwiseDescriptor>();
+  d->out = shapeOf(node.getResult(0));
+  d->elements = product(d->out);
+  auto setIndexing = [&](llvm::ArrayRef<Shape> operands) -> llvm::Error {
+    auto ix = broadcastIndexing(node, operands, d->out);
+    if (!ix)
+      return ix.takeError();
+    d->indexing = *ix;
+    return llvm::Error::success();
+  };
   if (std::optional<float> factor = constantScaleFactor(node)) {
-    Shape out = shapeOf(call.out(0));
-    auto ix = broadcastIndexing(node, {shapeOf(call.in(0))}, out);
-    if (!ix)
-      return ix.takeError();
-    return call.check(launchElementwise(ElementwiseOp::MulParam,
-                                        *commonFloatStorage(node, {1}),
-                                        call.inPtr(0), nullptr, nullptr,
-                                        call.outPtr(0), product(out), *ix,
-                                        call.ctx.stream, *factor),
-                      "Scale kernel");
+    d->form = ElementwiseDescriptor::Form::ConstantScale;
+    d->op = ElementwiseOp::MulParam;
+    d->storage = *commonFloatStorage(node, {1});
+    d->param = *factor;
+    d->what = "Scale kernel";
+    if (llvm::Error err = setIndexing({shapeOf(node.getOperand(0))}))
+      return err;
+    return d;
   }
-  ElementwiseOp op = *elementwiseOpOf(node);
-  Storage storage = *commonFloatStorage(node);
-  Shape out = shapeOf(call.out(0));
-  int64_t elements = product(out);
-  if (op == ElementwiseOp::Clip) {
-    auto ix = broadcastIndexing(node, {shapeOf(call.in(0))}, out);
-    if (!ix)
-      return ix.takeError();
-    auto [lo, hi] = *clipBounds(node);
-    return call.check(launchElementwise(op, storage, call.inPtr(0), nullptr,
-                                        nullptr, call.outPtr(0), elements, *ix,
-                                        call.ctx.stream, lo, hi),
-                      "Clip kernel");
+  d->op = *elementwiseOpOf(node);
+  d->storage = *commonFloatStorage(node);
+  if (d->op == ElementwiseOp::Clip) {
+    std::tie(d->param, d->param2) = *clipBounds(node);
+    d->what = "Clip kernel";
+    if (llvm::Error err = setIndexing({shapeOf(node.getOperand(0))}))
+      return err;
+    return d;
   }
   if (node.getOpType() == "Sum" || node.getOpType() == "Mean") {
-    if (llvm::Error err = runSum(call, storage, out))
-      return err;
-    if (node.getOpType() == "Sum")
-      return llvm::Error::success();
+    bool mean = node.getOpType() == "Mean";
+    d->form = mean ? ElementwiseDescriptor::Form::Mean
+                   : ElementwiseDescriptor::Form::Sum;
     // Mean: the sum divided by the input count, as the CPU rounds it.
     unsigned count = 0;
-    for (unsigned i = 0; i < node.getNumOperands(); ++i)
-      count += call.in(i) != nullptr;
-    auto ix = broadcastIndexing(node, {out}, out);
-    if (!ix)
-      return ix.takeError();
-    return call.check(launchElementwise(ElementwiseOp::DivParam, storage,
-                                        call.outPtr(0), nullptr, nullptr,
-                                        call.outPtr(0), elements, *ix,
-                                        call.ctx.stream, float(count)),
-                      "Mean kernel");
+    for (const Value *operand : node.getOperands())
+      count += operand != nullptr;
+    d->op = ElementwiseOp::DivParam;
+    d->param = float(count);
+    d->what = "Mean kernel";
+    if (llvm::Error err = setIndexing({d->out}))
+      return err;
+    return d;
   }
   llvm::SmallVector<Shape, 3> shapes;
-  llvm::SmallVector<const void *, 3> pointers;
-  for (unsigned i = 0; i < node.getNumOperands(); ++i)
-    if (call.in(i)) {
-      shapes.push_back(shapeOf(call.in(i)));
-      pointers.push_back(call.inPtr(i));
-    }
-  while (pointers.size() < 3)
-    pointers.push_back(nullptr);
-  auto ix = broadcastIndexing(node, shapes, out);
-  if (!ix)
-    return ix.takeError();
-  auto [param, param2] = elementwiseParams(node, op);
-  return call.check(launchElementwise(op, storage, pointers[0], pointers[1],
-                                      pointers[2], call.outPtr(0), elements,
-                                      *ix, call.ctx.stream, param, param2),
-                    "elementwise kernel");
+  for (const Value *operand : node.getOperands())
+    if (operand)
+      shapes.push_back(shapeOf(operand));
+  if (llvm::Error err = setIndexing(shapes))
+    return err;
+  std::tie(d->param, d->param2) = elementwiseParams(node, d->op);
+  return d;
+}
+
+llvm::Error runElementwise(CudaCall &call) {
+  using Form = ElementwiseDescriptor::Form;
+  const auto &d = call.getDescriptor<ElementwiseDescriptor>();
+  if (d.form == Form::Sum || d.form == Form::Mean) {
+    if (llvm::Error err = runSum(call, d.storage, d.out))
+      return err;
+    if (d.form == Form::Sum)
+      return llvm::Error::success();
+  }
+  // Present operands in order (Mean divides its output in place; Scale
+  // reads X alone).
+  const void *pointers[3] = {nullptr, nullptr, nullptr};
+  if (d.form == Form::Mean) {
+    pointers[0] = call.outPtr(0);
+  } else if (d.form == Form::ConstantScale || d.op == ElementwiseOp::Clip) {
+    pointers[0] = call.inPtr(0);
+  } else {
+    unsigned next = 0;
+    for (unsigned i = 0, e = call.node.getNumOperands(); i != e && next < 3;
+         ++i)
+      if (call.in(i))
+        pointers[next++] = call.inPtr(i);
+  }
+  return call.check(launchElementwise(d.op, d.storage, pointers[0], pointers[1],
+                                      pointers[2], call.outPtr(0), d.elements,
+                                      d.indexing, call.ctx.stream, d.param,
+                                      d.param2),
+                    d.what);
 }
 
 } // namespace
 
 void cuda::dispatch::addElementwiseKernels(llvm::StringMap<KernelEntry> &t) {
   auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                 RunFn run) {
-    t[(domain + "::" + op).str()] = {check, run};
+                 PrepareFn prepare, RunFn run) {
+    t[(domain + "::" + op).str()] = {check, run, prepare};
   };
   for (const char *op :
        {"Relu",    "Neg",       "Abs",         "Exp",
@@ -345,10 +398,10 @@ void cuda::dispatch::addElementwiseKernels(llvm::StringMap<KernelEntry> &t) {
         "Acosh",   "Atanh",     "Softsign",    "Softplus",
         "Mish",    "HardSwish", "LeakyRelu",   "Elu",
         "Celu",    "Selu",      "HardSigmoid", "ThresholdedRelu"})
-    add("", op, checkElementwise, runElementwise);
+    add("", op, checkElementwise, prepareElementwise, runElementwise);
   for (const char *op :
        {"Gelu", "FastGelu", "BiasGelu", "ReluGrad", "GeluGrad", "FastGeluGrad",
         "SigmoidGrad", "TanhGrad", "BiasGeluGrad_dX", "BiasFastGeluGrad_dX",
         "QuickGelu", "QuickGeluGrad", "Scale"})
-    add(kMsDomain, op, checkElementwise, runElementwise);
+    add(kMsDomain, op, checkElementwise, prepareElementwise, runElementwise);
 }

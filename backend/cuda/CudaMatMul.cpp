@@ -12,6 +12,10 @@
 // broadcast into Y by the strided-copy kernel and then accumulated with beta.
 // The GEMM scratch is the node's planned workspace slice (the CUDA workspace
 // model reserves kCudaGemmWorkspaceBytes); unplanned, cuBLASLt gets none.
+// A node is decoded once, when it is prepared: its geometry, Gemm's C
+// broadcast, and its descriptors and algorithm (the cuBLASLt heuristic,
+// asked once for the workspace its launches get) are its descriptor, and a
+// launch only enqueues the calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +25,9 @@
 #include "backend/cuda/GemmBatchPlan.h"
 
 #include "llvm/ADT/SmallVector.h"
+
+#include <cassert>
+#include <memory>
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -281,12 +288,72 @@ llvm::Error cuda::checkCudaMatMul(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
-                                CudaKernelContext &ctx) {
-  const Node &node = *launch.node;
+namespace {
+
+/// A MatMul, Gemm or FusedMatMul node decoded once.
+struct MatMulDescriptor final : CudaKernelDescriptor {
+  MatMulGeometry geometry;
+  /// Gemm's C broadcast into Y, and Y's element bytes (hasC only).
+  BroadcastIndexing cIndexing;
+  int64_t elementBytes = 0;
+  /// The descriptors and algorithm; null when the product is empty.
+  std::shared_ptr<CudaGemmPlan> plan;
+  /// The workspace bytes every launch gets (and the algorithm was chosen
+  /// for).
+  uint64_t workspaceBytes = 0;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+cuda::prepareCudaMatMul(const Node &node, const KernelPreparation &preparation,
+                        CudaKernelContext &ctx) {
+  if (llvm::Error err = checkCudaMatMul(node))
+    return err;
   auto g = matMulGeometry(node);
   if (!g)
     return g.takeError();
+  auto d = std::make_unique<MatMulDescriptor>();
+  d->geometry = *g;
+  d->workspaceBytes = preparation.planned ? preparation.workspaceBytes : 0;
+  if (g->hasC && g->m * g->n != 0) {
+    Shape cShape;
+    for (int64_t dim : node.getOperand(2)->getType().getStaticShape())
+      cShape.push_back(dim);
+    while (cShape.size() < 2)
+      cShape.insert(cShape.begin(), 1);
+    BroadcastIndexing &ix = d->cIndexing;
+    ix.rank = 2;
+    ix.extent[0] = g->m;
+    ix.extent[1] = g->n;
+    ix.stride[0][0] = cShape[0] == 1 ? 0 : cShape[1];
+    ix.stride[0][1] = cShape[1] == 1 ? 0 : 1;
+    ix.stride[BroadcastIndexing::kOutput][0] = g->n;
+    ix.stride[BroadcastIndexing::kOutput][1] = 1;
+    ix.flat[0] = false;
+    ix.flat[BroadcastIndexing::kOutput] = false;
+    d->elementBytes = static_cast<int64_t>(
+        node.getResult(0)->getType().getSizeInBytes() / (g->m * g->n));
+  }
+  bool empty = (g->k == 0 && !g->hasC) || g->m * g->n * g->batch == 0;
+  if (!empty) {
+    auto plan = makeGemmPlan(node, *g, d->workspaceBytes, ctx);
+    if (!plan)
+      return plan.takeError();
+    d->plan = std::move(*plan);
+  }
+  return d;
+}
+
+llvm::Error cuda::runCudaMatMul(const CudaKernelDescriptor &descriptor,
+                                const NodeLaunch &launch,
+                                CudaKernelContext &ctx) {
+  const Node &node = *launch.node;
+  const auto &prepared = static_cast<const MatMulDescriptor &>(descriptor);
+  const MatMulGeometry *g = &prepared.geometry;
+  assert((launch.planned ? launch.workspaceBytes : 0) ==
+             prepared.workspaceBytes &&
+         "a launch gets the workspace its kernel was prepared for");
   void *y = launch.results[0];
   uint64_t outBytes = node.getResult(0)->getType().getSizeInBytes();
   if (g->k == 0 && !g->hasC) {
@@ -301,38 +368,15 @@ llvm::Error cuda::runCudaMatMul(const NodeLaunch &launch,
   float beta = 0;
   if (g->hasC) {
     // Y = broadcast(C), then Y = alpha * AB + beta * Y.
-    const Value *c = node.getOperand(2);
-    Shape cShape;
-    for (int64_t d : c->getType().getStaticShape())
-      cShape.push_back(d);
-    while (cShape.size() < 2)
-      cShape.insert(cShape.begin(), 1);
-    BroadcastIndexing ix;
-    ix.rank = 2;
-    ix.extent[0] = g->m;
-    ix.extent[1] = g->n;
-    ix.stride[0][0] = cShape[0] == 1 ? 0 : cShape[1];
-    ix.stride[0][1] = cShape[1] == 1 ? 0 : 1;
-    ix.stride[BroadcastIndexing::kOutput][0] = g->n;
-    ix.stride[BroadcastIndexing::kOutput][1] = 1;
-    ix.flat[0] = false;
-    ix.flat[BroadcastIndexing::kOutput] = false;
-    int64_t bytes = static_cast<int64_t>(outBytes / (g->m * g->n));
-    cudaError_t status = launchStridedCopy(bytes, launch.operands[2], y,
-                                           g->m * g->n, ix, ctx.stream);
+    cudaError_t status =
+        launchStridedCopy(prepared.elementBytes, launch.operands[2], y,
+                          g->m * g->n, prepared.cIndexing, ctx.stream);
     if (status != cudaSuccess)
       return cudaCallError(node, "strided copy kernel (Gemm C)", status);
     beta = g->beta;
   }
-  uint64_t workspaceBytes = launch.planned ? launch.workspaceBytes : 0;
-  std::shared_ptr<CudaGemmPlan> &cached = ctx.gemmPlans[&node];
-  if (!cached || cached->workspaceBytes != workspaceBytes) {
-    auto plan = makeGemmPlan(node, *g, workspaceBytes, ctx);
-    if (!plan)
-      return plan.takeError();
-    cached = std::move(*plan);
-  }
-  const CudaGemmPlan &d = *cached;
+  uint64_t workspaceBytes = prepared.workspaceBytes;
+  const CudaGemmPlan &d = *prepared.plan;
   float alpha = g->alpha;
   // One call per base of the broadcast batch; the calls write disjoint
   // output matrices, so they share the workspace in stream order.

@@ -78,9 +78,8 @@ public:
 
   llvm::Error initialize(MemoryCounter &counter,
                          const ExecutorOptions &options) override;
-  llvm::Error checkKernel(const Node &node) const override {
-    return checkCudaKernel(node);
-  }
+  llvm::Expected<std::unique_ptr<PreparedKernel>>
+  prepare(const Node &node, const KernelPreparation &preparation) override;
 
   llvm::Expected<void *> allocate(uint64_t bytes) override;
   void deallocate(void *address) override;
@@ -89,7 +88,8 @@ public:
   llvm::Error copyToHost(void *target, const void *source,
                          uint64_t bytes) const override;
   llvm::Error fillZero(void *target, uint64_t bytes) override;
-  llvm::Error runNode(const NodeLaunch &launch) override;
+  llvm::Error runNode(const PreparedKernel &kernel,
+                      const NodeLaunch &launch) override;
   llvm::Error synchronize() override;
 
   /// The stream every kernel and copy is enqueued on (null before
@@ -245,12 +245,35 @@ llvm::Error CudaDevice::fillZero(void *target, uint64_t bytes) {
   return check(cudaMemsetAsync(target, 0, bytes, stream), "cudaMemsetAsync");
 }
 
-llvm::Error CudaDevice::runNode(const NodeLaunch &launch) {
+/// A node's CUDA kernel as prepareCudaKernel made it.
+class CudaDeviceKernel final : public PreparedKernel {
+public:
+  CudaDeviceKernel(const Node &node, CudaPreparedKernel kernel)
+      : PreparedKernel(node), kernel(std::move(kernel)) {}
+
+  const CudaPreparedKernel &getKernel() const { return kernel; }
+
+private:
+  CudaPreparedKernel kernel;
+};
+
+llvm::Expected<std::unique_ptr<PreparedKernel>>
+CudaDevice::prepare(const Node &node, const KernelPreparation &preparation) {
+  auto kernel = prepareCudaKernel(node, preparation, context);
+  if (!kernel)
+    return kernel.takeError();
+  return std::make_unique<CudaDeviceKernel>(node, std::move(*kernel));
+}
+
+llvm::Error CudaDevice::runNode(const PreparedKernel &kernel,
+                                const NodeLaunch &launch) {
   stepStarted = true;
   context.step = launch.step;
   context.launchId = static_cast<int32_t>(launchedNodes.size());
   launchedNodes.push_back(launch.node);
-  if (llvm::Error err = runCudaKernel(launch, context))
+  if (llvm::Error err = runCudaKernel(
+          static_cast<const CudaDeviceKernel &>(kernel).getKernel(), launch,
+          context))
     return err;
   // Catches launch-configuration errors the launchers did not see.
   cudaError_t status = cudaPeekAtLastError();

@@ -54,8 +54,34 @@ TEST(CpuKernelTableTest, MissingKernelIsAnErrorNamingTheNode) {
   auto result =
       runner.run("com.foo", "Bar", {&x}, {f32Type({2})}, {}, "my_node");
   ASSERT_FALSE(static_cast<bool>(result));
-  EXPECT_EQ(llvm::toString(result.takeError()),
-            "no CPU kernel for 'com.foo.Bar' (node my_node)");
+  std::string message = llvm::toString(result.takeError());
+  EXPECT_EQ(message.rfind("no CPU kernel for 'com.foo.Bar' (node my_node): "
+                          "the op is not registered",
+                          0),
+            0u)
+      << message;
+}
+
+TEST(CpuKernelTableTest, PreparingFindsTheKernelBySchemaAndChecksArity) {
+  // A prepared entry is the table's, whatever the node.
+  auto module = std::make_unique<Module>();
+  Graph &graph = module->getGraph();
+  Value *x = graph.addInput(f32Type({2}), "x");
+  Builder builder(graph);
+  Node *relu =
+      builder.create(OpName{"", "Relu"}, {x}, {f32Type({2})}, {}, "relu0");
+  Node *other = builder.create(OpName{"", "Relu"}, {x}, {f32Type({2})});
+  auto kernel = prepareCpuKernel(*relu);
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  auto same = prepareCpuKernel(*other);
+  ASSERT_TRUE(bool(same)) << llvm::toString(same.takeError());
+  EXPECT_EQ(*kernel, *same);
+  // The arity comes from Relu's schema: one input, one output.
+  relu->setOperands({x, x});
+  auto twoInputs = prepareCpuKernel(*relu);
+  ASSERT_FALSE(bool(twoInputs));
+  EXPECT_EQ(llvm::toString(twoInputs.takeError()),
+            "Relu: its schema takes 1 input, the node has 2 (node relu0)");
 }
 
 TEST(CpuKernelTableTest, MissingRequiredInputIsAnError) {

@@ -3,10 +3,13 @@
 // The plan interpreter's contract with a Device: every byte of a step comes
 // from the device's allocate (the interpreter counts it, the device only
 // allocates), values cross only through the device's copies, every node
-// runs through runNode with the plan's addresses and workspace slices, and
-// a plan made for another kernel workspace model is refused with a clear
-// error. A recording device that forwards to the CPU device checks this on
-// testdata/mlp compiled with the default pipeline, and on a hand-made plan.
+// runs through runNode with the plan's addresses and workspace slices and
+// the kernel the device prepared for it, once per instruction, before the
+// first step (a node without a kernel, or whose arity its schema refuses,
+// fails preparation), and a plan made for another kernel workspace model is
+// refused with a clear error. A recording device that forwards to the CPU
+// device checks this on testdata/mlp compiled with the default pipeline, and on
+// a hand-made plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +17,10 @@
 #include "backend/Device.h"
 #include "backend/Executor.h"
 #include "backend/cpu/CpuKernel.h"
+#include "backend/cuda/CudaDevice.h"
 #include "ir/Module.h"
 #include "ir/Plan.h"
+#include "ir/serialization/TextIR.h"
 #include "passes/DefaultPipeline.h"
 #include "tools/driver/Runtime.h"
 #include "tools/driver/TestDataSet.h"
@@ -47,6 +52,11 @@ public:
     uint64_t launchesWithWorkspace = 0;
     /// Every launch address lies inside a block the device allocated.
     bool addressesInsideBlocks = true;
+    /// Kernels prepared, and the nodes they were prepared for.
+    uint64_t prepares = 0;
+    llvm::DenseSet<const Node *> preparedNodes;
+    /// Every launch ran a kernel prepared for its node.
+    bool launchesRunPreparedKernels = true;
   };
 
   explicit RecordingDevice(Log &log, std::string workspaceModel = "cpu")
@@ -61,8 +71,14 @@ public:
                          const ExecutorOptions &options) override {
     return inner->initialize(counter, options);
   }
-  llvm::Error checkKernel(const Node &node) const override {
-    return inner->checkKernel(node);
+  llvm::Expected<std::unique_ptr<PreparedKernel>>
+  prepare(const Node &node, const KernelPreparation &preparation) override {
+    ++log.prepares;
+    log.preparedNodes.insert(&node);
+    auto kernel = inner->prepare(node, preparation);
+    if (kernel)
+      prepared.insert(kernel->get());
+    return kernel;
   }
   llvm::Expected<void *> allocate(uint64_t bytes) override {
     auto address = inner->allocate(bytes);
@@ -96,8 +112,11 @@ public:
     checkInside(target, bytes);
     return inner->fillZero(target, bytes);
   }
-  llvm::Error runNode(const NodeLaunch &launch) override {
+  llvm::Error runNode(const PreparedKernel &kernel,
+                      const NodeLaunch &launch) override {
     ++log.launches;
+    if (!prepared.count(&kernel) || &kernel.getNode() != launch.node)
+      log.launchesRunPreparedKernels = false;
     log.plannedLaunches += launch.planned;
     log.launchesWithWorkspace += launch.workspaceBytes != 0;
     for (size_t i = 0; i != launch.operands.size(); ++i)
@@ -108,7 +127,7 @@ public:
         checkInside(launch.results[i], result->getType().getSizeInBytes());
     if (launch.workspace)
       checkInside(launch.workspace, launch.workspaceBytes);
-    return inner->runNode(launch);
+    return inner->runNode(kernel, launch);
   }
   uint64_t getUnplannedScratchBytes() const override {
     return inner->getUnplannedScratchBytes();
@@ -128,6 +147,8 @@ private:
 
   Log &log;
   std::string workspaceModel;
+  /// The kernels the inner device prepared.
+  llvm::DenseSet<const PreparedKernel *> prepared;
   std::unique_ptr<Device> inner;
   llvm::DenseMap<const void *, uint64_t> blocks;
 };
@@ -303,6 +324,108 @@ TEST(PlanInterpreterTest, APlanWithoutWorkspaceRunsWithUnplannedScratch) {
   ASSERT_FALSE(bool((*exe)->runStep(0)));
   // mlp's Gemms need no scratch, but its loss kernel does.
   EXPECT_GT((*exe)->getUnplannedScratchBytes(), 0u);
+}
+
+/// Runs three steps and checks that every kernel was prepared once, before
+/// the first, and that each launch ran its node's prepared kernel.
+TEST(PlanInterpreterTest, KernelsArePreparedOncePerInstruction) {
+  std::optional<Compiled> mlp = compileMlp();
+  ASSERT_TRUE(mlp);
+  const Module &module = *mlp->model.module;
+  for (AllocationMode mode : {AllocationMode::Planned, AllocationMode::Eager}) {
+    RecordingDevice::Log log;
+    ExecutorOptions options;
+    options.mode = mode;
+    options.threads = 1;
+    auto exe = createPlanInterpreter(
+        module, options, std::make_unique<RecordingDevice>(log), nullptr);
+    ASSERT_TRUE(bool(exe)) << llvm::toString(exe.takeError());
+    bindAll(**exe, module, mlp->data);
+    uint64_t prepared = log.prepares;
+    EXPECT_GT(prepared, 0u);
+    EXPECT_EQ(log.preparedNodes.size(), prepared) << "one per instruction";
+    for (uint64_t step = 0; step != 3; ++step)
+      ASSERT_FALSE(bool((*exe)->runStep(step)));
+    EXPECT_EQ(log.prepares, prepared) << "a step prepares nothing";
+    EXPECT_EQ(log.launches, 3 * prepared) << "each prepared kernel runs once "
+                                             "per step";
+    EXPECT_TRUE(log.launchesRunPreparedKernels);
+  }
+}
+
+constexpr const char *kTwoNodeGraph = R"(
+module attributes {ir_version = 8, opsets = {"" = 17}} {
+  graph @two_nodes(%x: f32[4]) {
+    %y = Relu(%x) : f32[4]
+    %z = Neg(%y) : f32[4]
+    return %z
+  }
+}
+)";
+
+/// The error of preparing \p module on a recording CPU device (empty when
+/// it prepares), with the launches it made.
+std::string prepareError(const Module &module, RecordingDevice::Log &log) {
+  ExecutorOptions options;
+  options.mode = AllocationMode::Eager;
+  options.threads = 1;
+  auto exe = createPlanInterpreter(
+      module, options, std::make_unique<RecordingDevice>(log), nullptr);
+  return exe ? std::string() : llvm::toString(exe.takeError());
+}
+
+TEST(PlanInterpreterTest, AnOpWithoutAKernelFailsPreparationNotAStep) {
+  auto parsed = parseModule(kTwoNodeGraph, "two_nodes.gmir");
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  Graph &graph = (*parsed)->getGraph();
+  Node &neg = *std::prev(graph.end());
+  Builder builder(graph);
+  builder.setInsertionPoint(&neg);
+  Value *x = graph.getInputs().front().get();
+  builder.create(OpName{"com.example", "NoKernel"}, {x}, {x->getType()}, {},
+                 "mystery");
+  RecordingDevice::Log log;
+  std::string message = prepareError(**parsed, log);
+  EXPECT_NE(message.find("no CPU kernel for 'com.example.NoKernel' (node "
+                         "mystery)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(log.launches, 0u);
+  EXPECT_EQ(log.liveBlocks, 0u);
+  if (isCudaBackendBuilt()) {
+    Node &mystery = *std::prev(neg.getIterator());
+    std::string cudaMessage = llvm::toString(checkCudaNode(mystery));
+    EXPECT_EQ(cudaMessage.rfind("no CUDA kernel for 'com.example.NoKernel' "
+                                "(node mystery)",
+                                0),
+              0u)
+        << cudaMessage;
+  }
+}
+
+TEST(PlanInterpreterTest, AnArityTheSchemaRefusesFailsPreparation) {
+  auto parsed = parseModule(kTwoNodeGraph, "two_nodes.gmir");
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  Graph &graph = (*parsed)->getGraph();
+  Node &relu = *graph.begin();
+  ASSERT_TRUE(relu.isa("", "Relu"));
+  relu.setName("relu0");
+  Value *x = relu.getOperand(0);
+  relu.setOperands({x, x});
+  RecordingDevice::Log log;
+  std::string message = prepareError(**parsed, log);
+  EXPECT_EQ(message, "Relu: its schema takes 1 input, the node has 2 (node "
+                     "relu0)");
+  EXPECT_EQ(log.launches, 0u);
+  // The CUDA kernels read the same schema (their check needs no device).
+  if (isCudaBackendBuilt()) {
+    EXPECT_EQ(llvm::toString(checkCudaNode(relu)), message);
+  }
+  // And without the extra operand the same module prepares and runs.
+  relu.setOperands({x});
+  RecordingDevice::Log good;
+  EXPECT_EQ(prepareError(**parsed, good), "");
+  EXPECT_EQ(good.prepares, 2u);
 }
 
 } // namespace
