@@ -14,6 +14,7 @@ onnx/reference/ops/op_rms_normalization.py, arrived in onnx 1.18).
     output = MatMul(mixed, w_out [8,3])
 
 The second norm normalizes over [4,8] with a [8] scale broadcast over it.
+opset21.onnx is the same graph at opset 21, before the op existed.
 The loss is the mean squared error that `gmopt-compile --train --loss=mse`
 appends. test_data_set_0 holds the batch (input_0.pb `input`, input_1.pb
 `target`), the loss (output_0.pb) and every parameter gradient
@@ -56,13 +57,17 @@ def main():
     target = rng.uniform(-1, 1, size=(2, 4, 3)).astype(np.float32)
 
     nodes = [
-        helper.make_node("MatMul", ["input", "w_in"], ["hidden"]),
+        helper.make_node("MatMul", ["input", "w_in"], ["hidden"],
+                         name="project_in"),
         helper.make_node("RMSNormalization", ["hidden", "scale_last"],
-                         ["normed"], axis=-1, epsilon=EPS_LAST),
-        helper.make_node("Tanh", ["normed"], ["squashed"]),
+                         ["normed"], name="rms_last", axis=-1,
+                         epsilon=EPS_LAST),
+        helper.make_node("Tanh", ["normed"], ["squashed"], name="squash"),
         helper.make_node("RMSNormalization", ["squashed", "scale_rows"],
-                         ["mixed"], axis=1, epsilon=EPS_ROWS),
-        helper.make_node("MatMul", ["mixed", "w_out"], ["output"]),
+                         ["mixed"], name="rms_rows", axis=1,
+                         epsilon=EPS_ROWS),
+        helper.make_node("MatMul", ["mixed", "w_out"], ["output"],
+                         name="project_out"),
     ]
     graph = helper.make_graph(
         nodes, "rms_norm",
@@ -78,6 +83,11 @@ def main():
     data = os.path.join(OUT, "test_data_set_0")
     os.makedirs(data, exist_ok=True)
     with open(os.path.join(OUT, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    # The same graph at opset 21, where RMSNormalization does not exist yet.
+    del model.opset_import[:]
+    model.opset_import.append(helper.make_opsetid("", 21))
+    with open(os.path.join(OUT, "opset21.onnx"), "wb") as f:
         f.write(model.SerializeToString())
 
     torch_params = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
