@@ -2,19 +2,20 @@
 //
 // Softmax and LogSoftmax (forward) and com.microsoft SoftmaxGrad,
 // SoftmaxGrad_13, LogSoftmaxGrad and LogSoftmaxGrad_13. Two axis
-// conventions exist: before opset 13 (and in the grads without _13) the
-// input is coerced to 2-D at `axis` (default 1) and normalized over the
-// flattened tail; from opset 13 (and in the _13 grads) normalization runs
-// along the single dimension `axis` (default -1). Both reduce to a
-// [outer, axisDim, inner] view; inner == 1 (the common last-axis case) runs
-// over contiguous rows, in parallel over rows. float32 rows take vector
-// code; float64 (the gradient checker's type) takes plain loops.
+// conventions exist (read once, by ops::getSoftmaxAxes): before opset 13 (and
+// in the grads without _13) the input is coerced to 2-D at `axis` (default 1)
+// and normalized over the flattened tail; from opset 13 (and in the _13 grads)
+// normalization runs along the single dimension `axis` (default -1). Both
+// reduce to a [outer, axisDim, inner] view; inner == 1 (the common last-axis
+// case) runs over contiguous rows, in parallel over rows. float32 rows take
+// vector code; float64 (the gradient checker's type) takes plain loops.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
+#include "ir/ops/Axes.h"
 
 #include <cmath>
 #include <type_traits>
@@ -24,39 +25,14 @@ using namespace gmopt::cpu;
 
 namespace {
 
-/// The [outer, axisDim, inner] view of a softmax-like op's input.
-struct SoftmaxShape {
-  int64_t outer = 1;
-  int64_t axisDim = 1;
-  int64_t inner = 1;
-};
-
-/// Resolves the axis convention: \p coerced2D selects the pre-13 one.
-llvm::Expected<SoftmaxShape> getSoftmaxShape(const KernelCall &call,
-                                             llvm::ArrayRef<int64_t> shape,
-                                             bool coerced2D) {
-  unsigned rank = shape.size();
-  SoftmaxShape result;
-  if (rank == 0)
-    return result;
-  int64_t axisAttr = call.getInt("axis", coerced2D ? 1 : -1);
-  auto axis = normalizeAxis(call, axisAttr, rank);
-  if (!axis)
-    return axis.takeError();
-  result.outer = product(shape.take_front(*axis));
-  if (coerced2D) {
-    result.axisDim = product(shape.drop_front(*axis));
-  } else {
-    result.axisDim = shape[*axis];
-    result.inner = product(shape.drop_front(*axis + 1));
-  }
-  return result;
-}
-
-/// True when a Softmax/LogSoftmax node follows the pre-13 convention.
-bool usesCoercedSoftmax(const Node &node) {
-  int64_t version = node.getOpsetVersion();
-  return version > 0 && version < 13;
+/// The [outer, axisDim, inner] view of a softmax-like node's input of
+/// \p shape (ops::getSoftmaxAxes: the axis convention of its opset or op).
+llvm::Expected<ops::SoftmaxAxes>
+getSoftmaxShape(const KernelCall &call, llvm::ArrayRef<int64_t> shape) {
+  auto axes = ops::getSoftmaxAxes(call.getNode(), shape);
+  if (!axes)
+    return call.error(llvm::toString(axes.takeError()));
+  return axes;
 }
 
 /// Softmax (or LogSoftmax) of one contiguous row. \p y may be \p x
@@ -111,8 +87,7 @@ template <bool Log> llvm::Error softmaxKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
     return err;
-  auto shape =
-      getSoftmaxShape(call, in.getShape(), usesCoercedSoftmax(call.getNode()));
+  auto shape = getSoftmaxShape(call, in.getShape());
   if (!shape)
     return shape.takeError();
   if (in.getNumElements() == 0)
@@ -187,8 +162,7 @@ void softmaxGradLine(const T *dY, const T *y, T *dX, int64_t n,
   }
 }
 
-template <bool Log, bool Coerced2D>
-llvm::Error softmaxGradKernel(KernelCall &call) {
+template <bool Log> llvm::Error softmaxGradKernel(KernelCall &call) {
   const TensorView &dY = *call.in(0), &y = *call.in(1), &dX = *call.out(0);
   if (llvm::Error err = checkSameShape(call, dY, y, "dY and Y"))
     return err;
@@ -198,7 +172,7 @@ llvm::Error softmaxGradKernel(KernelCall &call) {
   for (const TensorView *t : {&dY, &y, static_cast<const TensorView *>(&dX)})
     if (llvm::Error err = checkDType(call, *t, dtype, "operand"))
       return err;
-  auto shape = getSoftmaxShape(call, dY.getShape(), Coerced2D);
+  auto shape = getSoftmaxShape(call, dY.getShape());
   if (!shape)
     return shape.takeError();
   return dispatchFloat(call, dtype, [&](auto tag) -> llvm::Error {
@@ -228,8 +202,8 @@ llvm::Error softmaxGradKernel(KernelCall &call) {
 void cpu::registerSoftmaxKernels(KernelTable &table) {
   table.add("", "Softmax", softmaxKernel<false>, 1);
   table.add("", "LogSoftmax", softmaxKernel<true>, 1);
-  table.add(kMsDomain, "SoftmaxGrad", softmaxGradKernel<false, true>, 2);
-  table.add(kMsDomain, "SoftmaxGrad_13", softmaxGradKernel<false, false>, 2);
-  table.add(kMsDomain, "LogSoftmaxGrad", softmaxGradKernel<true, true>, 2);
-  table.add(kMsDomain, "LogSoftmaxGrad_13", softmaxGradKernel<true, false>, 2);
+  table.add(kMsDomain, "SoftmaxGrad", softmaxGradKernel<false>, 2);
+  table.add(kMsDomain, "SoftmaxGrad_13", softmaxGradKernel<false>, 2);
+  table.add(kMsDomain, "LogSoftmaxGrad", softmaxGradKernel<true>, 2);
+  table.add(kMsDomain, "LogSoftmaxGrad_13", softmaxGradKernel<true>, 2);
 }

@@ -161,10 +161,9 @@ TensorType ops::makeType(DType dtype, const std::optional<DimVector> &dims) {
 llvm::Expected<unsigned> ops::normalizeAxis(const InferenceContext &ctx,
                                             int64_t axis, int64_t rank,
                                             llvm::StringRef what) {
-  if (axis < -rank || axis >= rank)
-    return ctx.error(llvm::formatv("{0} {1} is out of range for rank {2}", what,
-                                   axis, rank));
-  return static_cast<unsigned>(axis < 0 ? axis + rank : axis);
+  if (std::optional<unsigned> normalized = normalizeAxis(axis, rank))
+    return *normalized;
+  return ctx.error(axisOutOfRange(what, axis, rank));
 }
 
 llvm::Expected<llvm::SmallVector<unsigned, 4>>

@@ -14,6 +14,7 @@
 
 #include "ir/OpRegistry.h"
 #include "ir/Types.h"
+#include "ir/ops/Axes.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -62,8 +63,8 @@ std::string shapeString(llvm::ArrayRef<Dim> dims);
 /// A ranked type with \p dims, or an unranked one when \p dims is nullopt.
 TensorType makeType(DType dtype, const std::optional<DimVector> &dims);
 
-/// Normalizes \p axis against \p rank (accepting [-rank, rank-1]); reports
-/// `<what> A is out of range for rank R` otherwise.
+/// Normalizes \p axis against \p rank (ops::normalizeAxis of Axes.h);
+/// reports ops::axisOutOfRange's message against the node otherwise.
 llvm::Expected<unsigned> normalizeAxis(const InferenceContext &ctx,
                                        int64_t axis, int64_t rank,
                                        llvm::StringRef what = "axis");

@@ -133,17 +133,9 @@ std::optional<SymIntVector> traceShape(const Node &node) {
   if (!input || !input->getType().hasRank())
     return std::nullopt;
   llvm::ArrayRef<Dim> dims = input->getType().getDims();
-  int64_t rank = dims.size();
-  int64_t start = node.getIntAttr("start", 0);
-  int64_t end = node.getIntAttr("end", rank);
-  if (start < 0)
-    start += rank;
-  if (end < 0)
-    end += rank;
-  start = std::clamp<int64_t>(start, 0, rank);
-  end = std::clamp<int64_t>(end, 0, rank);
+  ops::ShapeSlice slice = ops::getShapeSlice(node, dims.size());
   SymIntVector result;
-  for (int64_t i = start; i < end; ++i)
+  for (int64_t i = slice.start; i < slice.end; ++i)
     result.push_back(SymInt::fromDim(dims[i]));
   return result;
 }
@@ -219,11 +211,11 @@ std::optional<SymIntVector> traceConcatLengths(const Node &node) {
     const Value *input = node.getOperand(i);
     if (!input || !input->getType().hasRank())
       return std::nullopt;
-    int64_t rank = input->getType().getRank();
-    int64_t inputAxis = axis < 0 ? axis + rank : axis;
-    if (inputAxis < 0 || inputAxis >= rank)
+    std::optional<unsigned> inputAxis =
+        ops::normalizeAxis(axis, input->getType().getRank());
+    if (!inputAxis)
       return std::nullopt;
-    result.push_back(SymInt::fromDim(input->getType().getDim(inputAxis)));
+    result.push_back(SymInt::fromDim(input->getType().getDim(*inputAxis)));
   }
   return result;
 }

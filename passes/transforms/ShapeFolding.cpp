@@ -12,6 +12,7 @@
 #include "passes/transforms/ShapeFolding.h"
 
 #include "ir/IR.h"
+#include "ir/ops/Axes.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -150,13 +151,6 @@ std::vector<uint64_t> broadcastIndices(llvm::ArrayRef<int64_t> inShape,
   return indices;
 }
 
-/// Normalizes a possibly negative \p axis against \p rank.
-std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank)
-    return std::nullopt;
-  return axis < 0 ? axis + rank : axis;
-}
-
 /// Evaluates one node; see foldShapeNode.
 class Folder {
 public:
@@ -237,18 +231,9 @@ private:
     const TensorType &type = node.getOperand(0)->getType();
     if (!type.hasRank())
       return std::nullopt;
-    int64_t rank = type.getRank();
-    int64_t start = node.getIntAttr("start", 0);
-    int64_t end = node.getIntAttr("end", rank);
-    if (start < 0)
-      start += rank;
-    if (end < 0)
-      end += rank;
-    start = std::clamp<int64_t>(start, 0, rank);
-    end = std::clamp<int64_t>(end, 0, rank);
-    IntTensor result =
-        makeTensor(DType::I64, {std::max<int64_t>(end - start, 0)});
-    for (int64_t d = start; d < end; ++d) {
+    ops::ShapeSlice slice = ops::getShapeSlice(node, type.getRank());
+    IntTensor result = makeTensor(DType::I64, {slice.size()});
+    for (int64_t d = slice.start; d < slice.end; ++d) {
       if (!type.getDim(d).isStatic())
         return std::nullopt;
       result.values.push_back(type.getDim(d).getExtent());
@@ -275,7 +260,7 @@ private:
       return std::nullopt;
     int64_t rank = data->shape.size();
     std::optional<int64_t> axis =
-        normalizeAxis(node.getIntAttr("axis", 0), rank);
+        ops::normalizeAxis(node.getIntAttr("axis", 0), rank);
     if (!axis)
       return std::nullopt;
     ShapeVector shape(data->shape.begin(), data->shape.begin() + *axis);
@@ -317,7 +302,7 @@ private:
     }
     int64_t rank = inputs[0].shape.size();
     std::optional<int64_t> axis =
-        normalizeAxis(node.getIntAttr("axis", 0), rank);
+        ops::normalizeAxis(node.getIntAttr("axis", 0), rank);
     if (!axis)
       return std::nullopt;
     ShapeVector shape = inputs[0].shape;
@@ -387,7 +372,7 @@ private:
     ShapeVector first(rank, 0), stride(rank, 1), shape = data->shape;
     llvm::SmallVector<bool, 4> seen(rank, false);
     for (size_t j = 0; j != starts.size(); ++j) {
-      std::optional<int64_t> axis = normalizeAxis(axes[j], rank);
+      std::optional<int64_t> axis = ops::normalizeAxis(axes[j], rank);
       int64_t step = steps[j];
       if (!axis || seen[*axis] || step == 0 ||
           step == std::numeric_limits<int64_t>::min())
@@ -460,7 +445,7 @@ private:
     int64_t outRank = data->shape.size() + axes->size();
     llvm::SmallVector<bool, 4> inserted(outRank, false);
     for (int64_t axis : *axes) {
-      std::optional<int64_t> normalized = normalizeAxis(axis, outRank);
+      std::optional<int64_t> normalized = ops::normalizeAxis(axis, outRank);
       if (!normalized || inserted[*normalized])
         return std::nullopt;
       inserted[*normalized] = true;
@@ -483,7 +468,7 @@ private:
     llvm::SmallVector<bool, 4> removed(rank, false);
     if (present) {
       for (int64_t axis : *axes) {
-        std::optional<int64_t> normalized = normalizeAxis(axis, rank);
+        std::optional<int64_t> normalized = ops::normalizeAxis(axis, rank);
         if (!normalized || data->shape[*normalized] != 1)
           return std::nullopt;
         removed[*normalized] = true;
