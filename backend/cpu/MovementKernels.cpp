@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/WindowMath.h"
 #include "backend/cpu/KernelSupport.h"
 
 #include <cstring>
@@ -346,44 +347,15 @@ llvm::Error sliceGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// Maps an output coordinate of Pad to its source coordinate in [0, n), or
-/// -1 for a constant-padded position.
-inline int64_t padSource(int64_t coord, int64_t n, int mode) {
-  if (coord >= 0 && coord < n)
-    return coord;
-  switch (mode) {
-  case 1: { // reflect (the edge element is not repeated)
-    if (n == 1)
-      return 0;
-    int64_t period = 2 * (n - 1);
-    int64_t r = coord % period;
-    if (r < 0)
-      r += period;
-    return r < n ? r : period - r;
-  }
-  case 2: // edge
-    return coord < 0 ? 0 : n - 1;
-  case 3: { // wrap
-    int64_t r = coord % n;
-    return r < 0 ? r + n : r;
-  }
-  default: // constant
-    return -1;
-  }
-}
-
 /// Pad(data, pads, constant_value?, axes?): constant, reflect, edge or wrap.
 llvm::Error padKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   unsigned rank = in.getRank();
   std::string modeName = call.getString("mode", "constant");
-  int mode = modeName == "constant"  ? 0
-             : modeName == "reflect" ? 1
-             : modeName == "edge"    ? 2
-             : modeName == "wrap"    ? 3
-                                     : -1;
-  if (mode < 0)
+  std::optional<PadMode> parsedMode = parsePadMode(modeName);
+  if (!parsedMode)
     return call.error("unknown mode '" + modeName + "'");
+  PadMode mode = *parsedMode;
   auto padValues = readInts(call, *call.in(1), "pads");
   if (!padValues)
     return padValues.takeError();
@@ -412,7 +384,8 @@ llvm::Error padKernel(KernelCall &call) {
     outShape[axes[i]] += before + after;
     if (outShape[axes[i]] < 0)
       return call.error("pads remove more than the whole dimension");
-    if (mode != 0 && in.getDim(axes[i]) == 0 && outShape[axes[i]] > 0)
+    if (mode != PadMode::Constant && in.getDim(axes[i]) == 0 &&
+        outShape[axes[i]] > 0)
       return call.error("cannot reflect, extend or wrap an empty dimension");
   }
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
@@ -451,8 +424,8 @@ llvm::Error padKernel(KernelCall &call) {
                     for (int d = rank - 2; d >= 0; --d) {
                       int64_t coord = remaining % outShape[d];
                       remaining /= outShape[d];
-                      int64_t source =
-                          padSource(coord - begin[d], in.getDim(d), mode);
+                      int64_t source = padSourceCoordinate(coord - begin[d],
+                                                           in.getDim(d), mode);
                       if (source < 0)
                         inside = false;
                       else
@@ -463,8 +436,8 @@ llvm::Error padKernel(KernelCall &call) {
                       continue;
                     }
                     for (int64_t j = 0; j < inner; ++j) {
-                      int64_t source =
-                          padSource(j - begin[rank - 1], innerIn, mode);
+                      int64_t source = padSourceCoordinate(j - begin[rank - 1],
+                                                           innerIn, mode);
                       to[j] = source < 0 ? constant : src[offset + source];
                     }
                   }

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/WindowMath.h"
 #include "backend/cpu/ConvGeometry.h"
 
 #include <cmath>
@@ -103,26 +104,6 @@ llvm::Error maxPoolKernel(KernelCall &call) {
   return maxPoolKernelTyped<float>(call);
 }
 
-/// The number of window positions AveragePool divides by.
-inline int64_t windowCount(const WindowGeometry &g, int64_t oh, int64_t ow,
-                           bool includePad) {
-  int64_t lowH = includePad ? -g.padTop : 0,
-          highH = includePad ? g.inH + g.padBottom : g.inH;
-  int64_t lowW = includePad ? -g.padLeft : 0,
-          highW = includePad ? g.inW + g.padRight : g.inW;
-  int64_t count = 0;
-  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-    if (ih < lowH || ih >= highH)
-      continue;
-    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-      count += iw >= lowW && iw < highW;
-    }
-  }
-  return count;
-}
-
 /// AveragePool(X) -> Y.
 template <typename T> llvm::Error averagePoolKernelTyped(KernelCall &call) {
   const TensorView &x = *call.in(0), &y = *call.out(0);
@@ -153,7 +134,7 @@ template <typename T> llvm::Error averagePoolKernelTyped(KernelCall &call) {
                     sum += plane[ih * g.inW + iw];
                 }
               }
-              int64_t count = windowCount(g, oh, ow, includePad);
+              int64_t count = averagePoolCount(g, oh, ow, includePad);
               py[p * g.outSize() + oh * g.outW + ow] =
                   count ? sum / static_cast<T>(count) : T(0);
             }
@@ -268,7 +249,7 @@ template <typename T> llvm::Error averagePoolGradKernelTyped(KernelCall &call) {
           T *plane = px + p * g.inSize();
           for (int64_t oh = 0; oh < g.outH; ++oh)
             for (int64_t ow = 0; ow < g.outW; ++ow) {
-              int64_t count = windowCount(g, oh, ow, includePad);
+              int64_t count = averagePoolCount(g, oh, ow, includePad);
               if (!count)
                 continue;
               T share = pg[p * g.outSize() + oh * g.outW + ow] / count;

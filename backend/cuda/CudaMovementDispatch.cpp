@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/CudaDispatchSupport.h"
+#include "ir/ops/Axes.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -132,16 +133,10 @@ struct PadGeometry {
 llvm::Expected<PadGeometry> padGeometry(const Node &node) {
   std::string modeName = node.getStringAttr("mode", "constant").str();
   PadGeometry g;
-  if (modeName == "constant")
-    g.mode = PadMode::Constant;
-  else if (modeName == "reflect")
-    g.mode = PadMode::Reflect;
-  else if (modeName == "edge")
-    g.mode = PadMode::Edge;
-  else if (modeName == "wrap")
-    g.mode = PadMode::Wrap;
-  else
+  std::optional<PadMode> mode = parsePadMode(modeName);
+  if (!mode)
     return nodeError(node, "unknown mode '" + modeName + "'");
+  g.mode = *mode;
   Shape in = shapeOf(node.getOperand(0)), out = shapeOf(node.getResult(0));
   auto rank = static_cast<int64_t>(in.size());
   auto pads = constantInts(node, 1, "pads");
@@ -561,12 +556,8 @@ llvm::Error runShape(CudaCall &call) {
   std::vector<int64_t> &values = call.ctx.hostConstants[&call.node];
   if (values.empty()) {
     Shape in = shapeOf(call.in(0));
-    int64_t rank = in.size();
-    int64_t start = call.node.getIntAttr("start", 0);
-    int64_t end = call.node.getIntAttr("end", rank);
-    start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
-    end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
-    for (int64_t d = start; d < end; ++d)
+    ops::ShapeSlice slice = ops::getShapeSlice(call.node, in.size());
+    for (int64_t d = slice.start; d < slice.end; ++d)
       values.push_back(in[d]);
   }
   uint64_t bytes = call.out(0)->getType().getSizeInBytes();

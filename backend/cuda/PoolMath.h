@@ -12,7 +12,8 @@
 // fp32, the arithmetic is fp32 and the result is rounded once, as the CPU
 // backend's staged fp32 kernels do); AveragePoolGrad gathers, per input
 // element, the shares of the windows that cover it, in the (oh, ow) order the
-// CPU kernel scatters them. A 1-D window is a 2-D one of height 1.
+// CPU kernel scatters them; both divide by backend/WindowMath.h's
+// averagePoolCount. A 1-D window is a 2-D one of height 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #define GMOPT_BACKEND_CUDA_POOLMATH_H
 
 #include "backend/WindowGeometry.h"
+#include "backend/WindowMath.h"
 #include "backend/cuda/ElementwiseMath.h"
 
 #include <cstdint>
@@ -69,28 +71,6 @@ GMOPT_HD void maxPoolElement(const T *plane, const WindowParams &g, int64_t oh,
                            : bestH * g.inW + bestW;
 }
 
-/// The number of positions AveragePool divides output (oh, ow) by: the
-/// window's positions inside the input, or inside the padded input with
-/// count_include_pad.
-GMOPT_HD int64_t averagePoolCount(const WindowParams &g, int64_t oh,
-                                  int64_t ow) {
-  int64_t lowH = g.includePad ? -g.padTop : 0;
-  int64_t highH = g.includePad ? g.inH + g.padBottom : g.inH;
-  int64_t lowW = g.includePad ? -g.padLeft : 0;
-  int64_t highW = g.includePad ? g.inW + g.padRight : g.inW;
-  int64_t count = 0;
-  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-    if (ih < lowH || ih >= highH)
-      continue;
-    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-      count += iw >= lowW && iw < highW;
-    }
-  }
-  return count;
-}
-
 /// AveragePool of output (oh, ow) over \p plane (fp32 sum in window order
 /// of the elements widened from storage \p T).
 template <typename T>
@@ -107,7 +87,7 @@ GMOPT_HD float averagePoolElement(const T *plane, const WindowParams &g,
         sum += loadAsFloat(plane, ih * g.inW + iw);
     }
   }
-  int64_t count = averagePoolCount(g, oh, ow);
+  int64_t count = averagePoolCount(g, oh, ow, g.includePad);
   return count ? sum / static_cast<float>(count) : 0.0f;
 }
 
@@ -141,7 +121,7 @@ GMOPT_HD float averagePoolGradElement(const T *dyPlane, const WindowParams &g,
           coveringOutput(iw, kj, g.strideW, g.padLeft, g.dilationW, g.outW);
       if (ow < 0)
         continue;
-      int64_t count = averagePoolCount(g, oh, ow);
+      int64_t count = averagePoolCount(g, oh, ow, g.includePad);
       if (count)
         sum +=
             loadAsFloat(dyPlane, oh * g.outW + ow) / static_cast<float>(count);

@@ -1,0 +1,101 @@
+//===- WindowMath.h - Window and pad index math for both backends -*- C++ -*-=//
+//
+// The index arithmetic the CPU kernels and the CUDA kernels share, written
+// once as GMOPT_HD functions (no CUDA header, no LLVM): which input
+// coordinate Pad's reflect, edge and wrap modes read for an output
+// coordinate (backend/cpu/MovementKernels.cpp, backend/cuda/PadMath.h), and
+// how many window positions AveragePool divides an output by
+// (backend/cpu/PoolKernels.cpp, backend/cuda/PoolMath.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_WINDOWMATH_H
+#define GMOPT_BACKEND_WINDOWMATH_H
+
+#include "backend/HostDevice.h"
+#include "backend/WindowGeometry.h"
+
+#include <cstdint>
+
+// The attribute decoding is host code; nvcc's translation units see only
+// the arithmetic.
+#if !defined(__CUDACC__)
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <optional>
+#endif
+
+namespace gmopt {
+
+/// Pad's mode attribute.
+enum class PadMode : int32_t { Constant, Reflect, Edge, Wrap };
+
+#if !defined(__CUDACC__)
+/// The PadMode of Pad's `mode` attribute \p name (opset 19's "wrap"
+/// included); nullopt for a name Pad does not define.
+inline std::optional<PadMode> parsePadMode(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<PadMode>>(name)
+      .Case("constant", PadMode::Constant)
+      .Case("reflect", PadMode::Reflect)
+      .Case("edge", PadMode::Edge)
+      .Case("wrap", PadMode::Wrap)
+      .Default(std::nullopt);
+}
+#endif
+
+/// The source coordinate in [0, \p n) of coordinate \p coord of a padded
+/// dimension of input extent \p n (the coordinate already shifted by the
+/// leading pad), or -1 where constant mode pads. Reflect mirrors without
+/// repeating the edge element (and repeats as often as the pads need);
+/// edge repeats it; wrap is periodic. \p n must be positive unless the mode
+/// is constant.
+GMOPT_HD int64_t padSourceCoordinate(int64_t coord, int64_t n, PadMode mode) {
+  if (coord >= 0 && coord < n)
+    return coord;
+  switch (mode) {
+  case PadMode::Reflect: {
+    if (n == 1)
+      return 0;
+    int64_t period = 2 * (n - 1);
+    int64_t r = coord % period;
+    if (r < 0)
+      r += period;
+    return r < n ? r : period - r;
+  }
+  case PadMode::Edge:
+    return coord < 0 ? 0 : n - 1;
+  case PadMode::Wrap: {
+    int64_t r = coord % n;
+    return r < 0 ? r + n : r;
+  }
+  default:
+    return -1;
+  }
+}
+
+/// The number of positions AveragePool divides output (\p oh, \p ow) of
+/// window \p g by: the window's positions inside the input, or with
+/// \p includePad (count_include_pad) inside the padded input.
+GMOPT_HD int64_t averagePoolCount(const WindowGeometry &g, int64_t oh,
+                                  int64_t ow, bool includePad) {
+  int64_t lowH = includePad ? -g.padTop : 0;
+  int64_t highH = includePad ? g.inH + g.padBottom : g.inH;
+  int64_t lowW = includePad ? -g.padLeft : 0;
+  int64_t highW = includePad ? g.inW + g.padRight : g.inW;
+  int64_t count = 0;
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < lowH || ih >= highH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      count += iw >= lowW && iw < highW;
+    }
+  }
+  return count;
+}
+
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_WINDOWMATH_H
