@@ -3,9 +3,10 @@
 // The index arithmetic the CPU kernels and the CUDA kernels share, written
 // once as GMOPT_HD functions (no CUDA header, no LLVM): which input
 // coordinate Pad's reflect, edge and wrap modes read for an output
-// coordinate (backend/cpu/MovementKernels.cpp, backend/cuda/PadMath.h), and
-// how many window positions AveragePool divides an output by
-// (backend/cpu/PoolKernels.cpp, backend/cuda/PoolMath.h).
+// coordinate (backend/cpu/MovementKernels.cpp, backend/cuda/PadMath.h),
+// which element of a window MaxPool picks and how many window positions
+// AveragePool divides an output by (backend/cpu/PoolKernels.cpp,
+// backend/cuda/PoolMath.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "backend/HostDevice.h"
 #include "backend/WindowGeometry.h"
 
+#include <cmath>
 #include <cstdint>
 
 // The attribute decoding is host code; nvcc's translation units see only
@@ -72,6 +74,41 @@ GMOPT_HD int64_t padSourceCoordinate(int64_t coord, int64_t n, PadMode mode) {
   default:
     return -1;
   }
+}
+
+/// MaxPool of output (\p oh, \p ow) of window \p g, visiting the window
+/// row by row: the largest element (the first NaN wins, as in max(); -inf
+/// for an all-padding window) in \p best and its flattened position within
+/// the plane in \p within (row-major, or column-major with \p columnMajor,
+/// storage_order 1; 0 when the window saw nothing). \p load(i) is the plane's
+/// element i as a \p V, the type the comparisons run in.
+template <typename V, typename Load>
+GMOPT_HD void maxPoolWindow(const WindowGeometry &g, int64_t oh, int64_t ow,
+                            bool columnMajor, const Load &load, V &best,
+                            int64_t &within) {
+  best = -static_cast<V>(INFINITY);
+  int64_t bestH = -1, bestW = -1;
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < 0 || ih >= g.inH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      if (iw < 0 || iw >= g.inW)
+        continue;
+      V v = load(ih * g.inW + iw);
+      // x != x: NaN, in device code too.
+      bool take = bestH < 0 || (!(best != best) && ((v != v) || v > best));
+      if (take) {
+        best = v;
+        bestH = ih;
+        bestW = iw;
+      }
+    }
+  }
+  within = bestH < 0     ? 0
+           : columnMajor ? bestW * g.inH + bestH
+                         : bestH * g.inW + bestW;
 }
 
 /// The number of positions AveragePool divides output (\p oh, \p ow) of

@@ -62,35 +62,15 @@ template <typename T> llvm::Error maxPoolKernelTyped(KernelCall &call) {
           const T *plane = px + p * g.inSize();
           for (int64_t oh = 0; oh < g.outH; ++oh)
             for (int64_t ow = 0; ow < g.outW; ++ow) {
-              T best = -std::numeric_limits<T>::infinity();
-              int64_t bestH = -1, bestW = -1;
-              for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-                int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-                if (ih < 0 || ih >= g.inH)
-                  continue;
-                for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-                  int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-                  if (iw < 0 || iw >= g.inW)
-                    continue;
-                  T v = plane[ih * g.inW + iw];
-                  // The first NaN wins, as in max().
-                  bool take = bestH < 0 || (!std::isnan(best) &&
-                                            (std::isnan(v) || v > best));
-                  if (take) {
-                    best = v;
-                    bestH = ih;
-                    bestW = iw;
-                  }
-                }
-              }
+              T best;
+              int64_t within;
+              maxPoolWindow(
+                  g, oh, ow, columnMajor,
+                  [plane](int64_t i) { return plane[i]; }, best, within);
               int64_t o = p * g.outSize() + oh * g.outW + ow;
               py[o] = best;
-              if (pi) {
-                int64_t within = bestH < 0     ? 0
-                                 : columnMajor ? bestW * g.inH + bestH
-                                               : bestH * g.inW + bestW;
+              if (pi)
                 pi[o] = p * g.inSize() + within;
-              }
             }
         }
       });

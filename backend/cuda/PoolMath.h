@@ -38,37 +38,22 @@ struct WindowParams : WindowGeometry {
   bool columnMajor = false;
 };
 
-/// MaxPool of output (oh, ow) over \p plane: the largest element (the first
-/// NaN wins; -inf for an all-padding window) and its flattened position
-/// within the plane (row- or column-major; 0 when the window saw nothing).
-/// \p T is the storage (float, HalfBits, BFloat16Bits); the comparisons are
-/// in fp32, so a 16-bit pool picks the element the CPU backend's fp32
-/// kernel picks on the widened input.
+/// The elements of a plane of storage \p T, widened to fp32.
+template <typename T> struct PlaneAsFloat {
+  const T *plane;
+  GMOPT_HD float operator()(int64_t i) const { return loadAsFloat(plane, i); }
+};
+
+/// MaxPool of output (oh, ow) over \p plane (WindowMath.h's maxPoolWindow): the
+/// largest element (the first NaN wins; -inf for an all-padding window) and its
+/// flattened position within the plane (row- or column-major; 0 when the window
+/// saw nothing). \p T is the storage (float, HalfBits, BFloat16Bits); the
+/// comparisons are in fp32, so a 16-bit pool picks the element the CPU
+/// backend's fp32 kernel picks on the widened input.
 template <typename T>
 GMOPT_HD void maxPoolElement(const T *plane, const WindowParams &g, int64_t oh,
                              int64_t ow, float &best, int64_t &within) {
-  best = -INFINITY;
-  int64_t bestH = -1, bestW = -1;
-  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-    if (ih < 0 || ih >= g.inH)
-      continue;
-    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-      if (iw < 0 || iw >= g.inW)
-        continue;
-      float v = loadAsFloat(plane, ih * g.inW + iw);
-      bool take = bestH < 0 || (!(best != best) && ((v != v) || v > best));
-      if (take) {
-        best = v;
-        bestH = ih;
-        bestW = iw;
-      }
-    }
-  }
-  within = bestH < 0       ? 0
-           : g.columnMajor ? bestW * g.inH + bestH
-                           : bestH * g.inW + bestW;
+  maxPoolWindow(g, oh, ow, g.columnMajor, PlaneAsFloat<T>{plane}, best, within);
 }
 
 /// AveragePool of output (oh, ow) over \p plane (fp32 sum in window order
