@@ -17,7 +17,9 @@
 // (float32, float16, float64 or bfloat16) and `shape`. NumPy has no
 // bfloat16: such a gradient is widened to float32 in its file (exactly).
 // The files are outputs of the run's OutputFileSet: written all together
-// at the end of the run or not at all.
+// at the end of the run or not at all. An existing directory is written
+// into: files of the same names are replaced, other files left alone, and
+// manifest.json lists what this run wrote.
 //
 //===----------------------------------------------------------------------===//
 
