@@ -15,9 +15,15 @@
 # (scripts/gpu-check.sh --help explains each; --backend cpu checks the
 # plumbing on a machine without a GPU.) Exit status: 0 passed; 1 failed,
 # with the list of failures at the end and in OUT/summary.txt; 2 usage.
-# GPU_CHECK_PYTHON names the interpreter that runs the check (python3 with
-# NumPy; default python3); PYTHON the one with PyTorch (default python3).
+# GPU_CHECK_PYTHON names the interpreter that runs the check (one with
+# NumPy; default python3, or Debian's /usr/bin/python3 where only that has
+# NumPy); PYTHON the one with PyTorch (default python3).
 set -euo pipefail
 scripts=$(cd "$(dirname "$0")" && pwd)
+python=${GPU_CHECK_PYTHON:-python3}
+if [[ -z ${GPU_CHECK_PYTHON:-} ]] && ! python3 -c 'import numpy' 2>/dev/null &&
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  python=/usr/bin/python3
+fi
 export PYTHONPATH="$scripts${PYTHONPATH:+:$PYTHONPATH}"
-exec "${GPU_CHECK_PYTHON:-python3}" -m gpucheck "$@"
+exec "$python" -m gpucheck "$@"
