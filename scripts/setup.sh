@@ -13,6 +13,7 @@ PACKAGES=(
   libopenblas-dev
   openmpi-bin libopenmpi-dev
   patchelf binutils xz-utils
+  python3-numpy python3-pytest python3-pyflakes
 )
 
 missing=()
