@@ -94,6 +94,7 @@ def cases():
 
     yield "opset12.onnx", relu_model(opset=12)
     yield "opset22.onnx", relu_model(opset=22)
+    yield "opset24.onnx", relu_model(opset=24)
     yield "ir_version11.onnx", relu_model(ir_version=11)
 
     # An initializer in external data, at `external_data.bin` next to the

@@ -32,7 +32,7 @@ class Module;
 /// so does the text parser, so that every module exports to a model that
 /// imports again.
 constexpr int64_t kMinOnnxOpset = 13;
-constexpr int64_t kMaxOnnxOpset = 21;
+constexpr int64_t kMaxOnnxOpset = 23;
 /// The ONNX IR versions gmopt reads (3 introduced opset imports).
 constexpr int64_t kMinIrVersion = 3;
 constexpr int64_t kMaxIrVersion = 10;

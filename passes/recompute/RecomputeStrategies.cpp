@@ -38,7 +38,7 @@ namespace {
 bool isCheapToRecompute(const Node &node) {
   static const llvm::StringSet<> cheap = {
       // Normalisations and their ONNX Runtime forms.
-      "LayerNormalization", "SimplifiedLayerNormalization",
+      "LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
       "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
       "BatchNormalization", "BatchNormInternal",
       // Softmax and dropout.

@@ -707,7 +707,7 @@ TEST(TextIRTest, ErrorsPointAtLineAndColumn) {
        "t.gmir:1:39: duplicate opset domain ''"},
       {"module attributes {opsets = {\"\" = 8}} {\n",
        "t.gmir:1:30: unsupported opset 8 for domain '' (gmopt supports "
-       "opsets 13 to 21)"},
+       "opsets 13 to 23)"},
       {"module attributes {opsets = {\"com.microsoft\" = 0}} {\n",
        "t.gmir:1:30: invalid opset version 0 for domain 'com.microsoft'"},
       {"module attributes {ir_version = 11} {\n",
