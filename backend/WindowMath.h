@@ -4,8 +4,8 @@
 // once as GMOPT_HD functions (no CUDA header, no LLVM): which input
 // coordinate Pad's reflect, edge and wrap modes read for an output
 // coordinate (backend/cpu/MovementKernels.cpp, backend/cuda/PadMath.h),
-// which element of a window MaxPool picks and how many window positions
-// AveragePool divides an output by (backend/cpu/PoolKernels.cpp,
+// which element of a window MaxPool picks, and what AveragePool sums and
+// how many window positions it divides by (backend/cpu/PoolKernels.cpp,
 // backend/cuda/PoolMath.h).
 //
 //===----------------------------------------------------------------------===//
@@ -131,6 +131,28 @@ GMOPT_HD int64_t averagePoolCount(const WindowGeometry &g, int64_t oh,
     }
   }
   return count;
+}
+
+/// AveragePool of output (\p oh, \p ow) of window \p g: the sum in \p V of
+/// the window's elements inside the input, in window order (\p load(i) is
+/// the plane's element i as a \p V), divided by averagePoolCount (0 for a
+/// window that counts nothing).
+template <typename V, typename Load>
+GMOPT_HD V averagePoolWindow(const WindowGeometry &g, int64_t oh, int64_t ow,
+                             bool includePad, const Load &load) {
+  V sum = 0;
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < 0 || ih >= g.inH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      if (iw >= 0 && iw < g.inW)
+        sum += load(ih * g.inW + iw);
+    }
+  }
+  int64_t count = averagePoolCount(g, oh, ow, includePad);
+  return count ? sum / static_cast<V>(count) : V(0);
 }
 
 } // namespace gmopt

@@ -103,20 +103,9 @@ template <typename T> llvm::Error averagePoolKernelTyped(KernelCall &call) {
           const T *plane = px + p * g.inSize();
           for (int64_t oh = 0; oh < g.outH; ++oh)
             for (int64_t ow = 0; ow < g.outW; ++ow) {
-              T sum = 0;
-              for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-                int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-                if (ih < 0 || ih >= g.inH)
-                  continue;
-                for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-                  int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-                  if (iw >= 0 && iw < g.inW)
-                    sum += plane[ih * g.inW + iw];
-                }
-              }
-              int64_t count = averagePoolCount(g, oh, ow, includePad);
               py[p * g.outSize() + oh * g.outW + ow] =
-                  count ? sum / static_cast<T>(count) : T(0);
+                  averagePoolWindow<T>(g, oh, ow, includePad,
+                                       [plane](int64_t i) { return plane[i]; });
             }
         }
       });

@@ -56,24 +56,14 @@ GMOPT_HD void maxPoolElement(const T *plane, const WindowParams &g, int64_t oh,
   maxPoolWindow(g, oh, ow, g.columnMajor, PlaneAsFloat<T>{plane}, best, within);
 }
 
-/// AveragePool of output (oh, ow) over \p plane (fp32 sum in window order
-/// of the elements widened from storage \p T).
+/// AveragePool of output (oh, ow) over \p plane (WindowMath.h's
+/// averagePoolWindow: fp32 sum in window order of the elements widened from
+/// storage \p T).
 template <typename T>
 GMOPT_HD float averagePoolElement(const T *plane, const WindowParams &g,
                                   int64_t oh, int64_t ow) {
-  float sum = 0;
-  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-    if (ih < 0 || ih >= g.inH)
-      continue;
-    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-      if (iw >= 0 && iw < g.inW)
-        sum += loadAsFloat(plane, ih * g.inW + iw);
-    }
-  }
-  int64_t count = averagePoolCount(g, oh, ow, g.includePad);
-  return count ? sum / static_cast<float>(count) : 0.0f;
+  return averagePoolWindow<float>(g, oh, ow, g.includePad,
+                                  PlaneAsFloat<T>{plane});
 }
 
 /// The output index along one axis whose window reaches input \p in with
