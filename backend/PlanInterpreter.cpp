@@ -55,21 +55,10 @@ using namespace gmopt;
 Device::~Device() = default;
 PreparedKernel::~PreparedKernel() = default;
 
-llvm::Expected<const OpSchema *>
-gmopt::getKernelSchema(const Node &node, llvm::StringRef deviceName) {
-  auto fail = [](const llvm::Twine &message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-  };
-  const OpSchema *schema = OpRegistry::instance().lookup(node);
-  if (!schema)
-    return fail("no " + deviceName + " kernel for '" + node.getOp().str() +
-                "' (node " + node.describe() +
-                "): the op is not registered at opset " +
-                llvm::Twine(node.getOpsetVersion()));
-  auto arityError = [&](const llvm::Twine &message) {
-    return fail(node.getOp().str() + ": " + message + " (node " +
-                node.describe() + ")");
-  };
+namespace {
+
+/// The node's arity against \p schema: an error message, or empty.
+std::string checkArity(const Node &node, const OpSchema &schema) {
   auto range = [](unsigned min, unsigned max, llvm::StringRef noun) {
     std::string plural = noun.str() + (min == 1 && max == 1 ? "" : "s");
     if (min == max)
@@ -79,19 +68,63 @@ gmopt::getKernelSchema(const Node &node, llvm::StringRef deviceName) {
     return std::to_string(min) + " to " + std::to_string(max) + " " + plural;
   };
   unsigned operands = node.getNumOperands();
-  if (operands < schema->minInputs || operands > schema->maxInputs)
-    return arityError("its schema takes " +
-                      range(schema->minInputs, schema->maxInputs, "input") +
-                      ", the node has " + llvm::Twine(operands));
-  for (unsigned i = 0, e = std::min(operands, schema->minInputs); i != e; ++i)
+  if (operands < schema.minInputs || operands > schema.maxInputs)
+    return "its schema takes " +
+           range(schema.minInputs, schema.maxInputs, "input") +
+           ", the node has " + std::to_string(operands);
+  for (unsigned i = 0, e = std::min(operands, schema.minInputs); i != e; ++i)
     if (!node.getOperand(i))
-      return arityError("required input " + llvm::Twine(i) + " is missing");
+      return "required input " + std::to_string(i) + " is missing";
   unsigned results = node.getNumResults();
-  if (results < schema->minOutputs || results > schema->maxOutputs)
-    return arityError("its schema gives " +
-                      range(schema->minOutputs, schema->maxOutputs, "output") +
-                      ", the node has " + llvm::Twine(results));
-  return schema;
+  if (results < schema.minOutputs || results > schema.maxOutputs)
+    return "its schema gives " +
+           range(schema.minOutputs, schema.maxOutputs, "output") +
+           ", the node has " + std::to_string(results);
+  return std::string();
+}
+
+/// Every registered version of each op, newest first, by "domain::type".
+const llvm::StringMap<llvm::SmallVector<const OpSchema *, 2>> &
+getSchemaVersions() {
+  static const llvm::StringMap<llvm::SmallVector<const OpSchema *, 2>>
+      versions = [] {
+        llvm::StringMap<llvm::SmallVector<const OpSchema *, 2>> byOp;
+        // all() is ordered by domain, name and version.
+        for (const OpSchema *schema : OpRegistry::instance().all()) {
+          auto &list = byOp[schema->domain + "::" + schema->name];
+          list.insert(list.begin(), schema);
+        }
+        return byOp;
+      }();
+  return versions;
+}
+
+} // namespace
+
+llvm::Expected<const OpSchema *>
+gmopt::getKernelSchema(const Node &node, llvm::StringRef deviceName) {
+  auto fail = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  // A kernel serves every version of its op (the verifier holds a module to
+  // its opset imports): the node's own version first, then any other whose
+  // arity the node has (ReduceMean's axes input of opset 18 at opset 17).
+  const OpSchema *own = OpRegistry::instance().lookup(node);
+  std::string ownError = own ? checkArity(node, *own) : std::string();
+  if (own && ownError.empty())
+    return own;
+  auto versions = getSchemaVersions().find(
+      (node.getDomain() + "::" + node.getOpType()).str());
+  if (versions == getSchemaVersions().end())
+    return fail("no " + deviceName + " kernel for '" + node.getOp().str() +
+                "' (node " + node.describe() + "): the op is not registered");
+  for (const OpSchema *schema : versions->second)
+    if (schema != own && checkArity(node, *schema).empty())
+      return schema;
+  if (!own)
+    ownError = checkArity(node, *versions->second.front());
+  return fail(node.getOp().str() + ": " + ownError + " (node " +
+              node.describe() + ")");
 }
 
 namespace {

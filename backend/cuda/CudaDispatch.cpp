@@ -268,16 +268,41 @@ llvm::Error checkGather(const Node &node) {
       .takeError();
 }
 
-llvm::Error runGather(CudaCall &call) {
-  auto g = gatherGeometry(call.node, shapeOf(call.in(0)), call.in(1));
+/// A Gather or GatherGrad node decoded once.
+struct GatherDescriptor final : CudaKernelDescriptor {
+  GatherGeometry geometry;
+  /// Gather: bytes of one data element.
+  int64_t elementBytes = 0;
+  /// GatherGrad: dY's storage, and whether its 16-bit sums go through the
+  /// planned fp32 accumulator (the node's workspace slice).
+  Storage storage = Storage::F32;
+  bool plannedAccumulator = false;
+};
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareGather(const Node &node, const KernelPreparation &,
+              CudaKernelContext &) {
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  auto g =
+      gatherGeometry(node, shapeOf(node.getOperand(0)), node.getOperand(1));
   if (!g)
     return g.takeError();
+  auto d = std::make_unique<GatherDescriptor>();
+  d->geometry = *g;
+  d->elementBytes = elementBytes(node.getOperand(0));
+  return d;
+}
+
+llvm::Error runGather(CudaCall &call) {
+  const auto &d = call.getDescriptor<GatherDescriptor>();
+  const GatherGeometry &g = d.geometry;
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchGather(call.inPtr(0), call.inPtr(1), g->indices32,
-                                 call.outPtr(0), g->outer, g->axisExtent,
-                                 g->indexCount, g->inner,
-                                 elementBytes(call.in(0)), call.ctx.stream),
+  return call.check(launchGather(call.inPtr(0), call.inPtr(1), g.indices32,
+                                 call.outPtr(0), g.outer, g.axisExtent,
+                                 g.indexCount, g.inner, d.elementBytes,
+                                 call.ctx.stream),
                     "Gather kernel");
 }
 
@@ -289,30 +314,42 @@ llvm::Error checkGatherGrad(const Node &node) {
       .takeError();
 }
 
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareGatherGrad(const Node &node, const KernelPreparation &preparation,
+                  CudaKernelContext &) {
+  if (llvm::Error err = checkGatherGrad(node))
+    return err;
+  auto d = std::make_unique<GatherDescriptor>();
+  d->geometry =
+      *gatherGeometry(node, shapeOf(node.getResult(0)), node.getOperand(1));
+  d->storage = *storageOf(node.getOperand(2)->getType().getDType());
+  // 16-bit (CnnKernels.h): fp32 sums in the planned accumulator
+  // (getScatterAccumulatorBytes), rounded once; eager: 16-bit adds.
+  uint64_t needed = getScatterAccumulatorBytes(node);
+  d->plannedAccumulator =
+      needed && preparation.planned && preparation.workspaceBytes >= needed;
+  return d;
+}
+
 llvm::Error runGatherGrad(CudaCall &call) {
-  auto g = gatherGeometry(call.node, shapeOf(call.out(0)), call.in(1));
-  if (!g)
-    return g.takeError();
+  const auto &d = call.getDescriptor<GatherDescriptor>();
+  const GatherGeometry &g = d.geometry;
   if (llvm::Error err = call.markFaultable())
     return err;
-  Storage storage = *storageOf(call.in(2)->getType().getDType());
-  if (storage != Storage::F32) {
-    // 16-bit (CnnKernels.h): fp32 sums in the planned accumulator
-    // (getScatterAccumulatorBytes), rounded once; eager: 16-bit adds.
-    ScatterRows rows{g->outer, g->axisExtent, g->indexCount, g->inner};
-    uint64_t needed = getScatterAccumulatorBytes(call.node);
-    float *accumulator = needed && call.launch.workspaceBytes >= needed
+  if (d.storage != Storage::F32) {
+    ScatterRows rows{g.outer, g.axisExtent, g.indexCount, g.inner};
+    float *accumulator = d.plannedAccumulator
                              ? static_cast<float *>(call.launch.workspace)
                              : nullptr;
-    return call.check(launchScatterAdd16(storage, call.inPtr(2), call.inPtr(1),
-                                         g->indices32, call.outPtr(0),
-                                         accumulator, rows, call.ctx.stream),
-                      "GatherGrad kernel");
+    return call.check(
+        launchScatterAdd16(d.storage, call.inPtr(2), call.inPtr(1), g.indices32,
+                           call.outPtr(0), accumulator, rows, call.ctx.stream),
+        "GatherGrad kernel");
   }
   return call.check(launchGatherGrad(call.inAs<float>(2), call.inPtr(1),
-                                     g->indices32, call.outAs<float>(0),
-                                     g->outer, g->axisExtent, g->indexCount,
-                                     g->inner, call.ctx.stream),
+                                     g.indices32, call.outAs<float>(0), g.outer,
+                                     g.axisExtent, g.indexCount, g.inner,
+                                     call.ctx.stream),
                     "GatherGrad kernel");
 }
 
@@ -491,18 +528,55 @@ llvm::Error checkOptimizer(const Node &node) {
   return llvm::Error::success();
 }
 
+/// An optimizer node decoded once: its attributes and operand groups.
+struct OptimizerDescriptor final : CudaKernelDescriptor {
+  bool adamW = false;
+  unsigned signalIndex = 0;
+  /// The attributes (the operand pointers are set per launch).
+  AdamWParams params = {};
+  /// One parameter's operand indices (m1, m2: AdamW only) and size.
+  struct Group {
+    unsigned weight = 0, grad = 0, m1 = 0, m2 = 0;
+    int64_t elements = 0;
+  };
+  llvm::SmallVector<Group, 8> groups;
+};
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareOptimizer(const Node &node, const KernelPreparation &,
+                 CudaKernelContext &) {
+  if (llvm::Error err = checkOptimizer(node))
+    return err;
+  OptimizerOperands layout(node);
+  auto d = std::make_unique<OptimizerDescriptor>();
+  d->adamW = layout.getKind() == OptimizerKind::AdamW;
+  d->signalIndex = OptimizerOperands::updateSignalIndex(layout.getKind());
+  AdamWParams &params = d->params;
+  params.alpha = node.getFloatAttr("alpha", 0.9f);
+  params.beta = node.getFloatAttr("beta", 0.999f);
+  params.epsilon = node.getFloatAttr("epsilon", 1e-8f);
+  params.weightDecay = node.getFloatAttr("weight_decay", 1e-2f);
+  params.mode = static_cast<int32_t>(node.getIntAttr("adam_mode", 0));
+  params.correctBias = node.getIntAttr("correct_bias", 1) == 1;
+  for (unsigned i = 0; i < layout.size(); ++i) {
+    OptimizerDescriptor::Group group;
+    group.weight = layout.paramIndex(i);
+    group.grad = layout.gradIndex(i);
+    if (d->adamW) {
+      group.m1 = layout.stateIndex(0, i);
+      group.m2 = layout.stateIndex(1, i);
+    }
+    group.elements = node.getOperand(group.weight)->getType().getNumElements();
+    d->groups.push_back(group);
+  }
+  return d;
+}
+
 llvm::Error runOptimizer(CudaCall &call) {
-  OptimizerOperands layout(call.node);
-  bool adamW = layout.getKind() == OptimizerKind::AdamW;
-  const uint8_t *signal = call.inAs<uint8_t>(
-      OptimizerOperands::updateSignalIndex(layout.getKind()));
-  AdamWParams params;
-  params.alpha = call.node.getFloatAttr("alpha", 0.9f);
-  params.beta = call.node.getFloatAttr("beta", 0.999f);
-  params.epsilon = call.node.getFloatAttr("epsilon", 1e-8f);
-  params.weightDecay = call.node.getFloatAttr("weight_decay", 1e-2f);
-  params.mode = static_cast<int32_t>(call.node.getIntAttr("adam_mode", 0));
-  params.correctBias = call.node.getIntAttr("correct_bias", 1) == 1;
+  const auto &d = call.getDescriptor<OptimizerDescriptor>();
+  bool adamW = d.adamW;
+  const uint8_t *signal = call.inAs<uint8_t>(d.signalIndex);
+  AdamWParams params = d.params;
   params.lr = call.inAs<float>(0);
   params.step = adamW ? call.inAs<int64_t>(1) : nullptr;
   params.updateSignal = signal;
@@ -517,15 +591,15 @@ llvm::Error runOptimizer(CudaCall &call) {
     batch.clear();
     return call.check(status, adamW ? "AdamW kernel" : "SGD kernel");
   };
-  for (unsigned i = 0; i < layout.size(); ++i) {
+  for (const OptimizerDescriptor::Group &group : d.groups) {
     OptimizerTensor t;
-    t.weight = const_cast<float *>(call.inAs<float>(layout.paramIndex(i)));
-    t.grad = call.inAs<float>(layout.gradIndex(i));
+    t.weight = const_cast<float *>(call.inAs<float>(group.weight));
+    t.grad = call.inAs<float>(group.grad);
     if (adamW) {
-      t.m1 = const_cast<float *>(call.inAs<float>(layout.stateIndex(0, i)));
-      t.m2 = const_cast<float *>(call.inAs<float>(layout.stateIndex(1, i)));
+      t.m1 = const_cast<float *>(call.inAs<float>(group.m1));
+      t.m2 = const_cast<float *>(call.inAs<float>(group.m2));
     }
-    t.elements = call.in(layout.paramIndex(i))->getType().getNumElements();
+    t.elements = group.elements;
     batch.push_back(t);
     if (batch.size() == kOptimizerTensorsPerLaunch)
       if (llvm::Error err = flush())
@@ -590,15 +664,18 @@ const llvm::StringMap<KernelEntry> &getTable() {
         runLayerNormGrad);
     add(kMsDomain, "SimplifiedLayerNormalizationGrad", checkLayerNormGrad,
         runLayerNormGrad);
-    add("", "Gather", checkGather, runGather);
-    add(kMsDomain, "GatherGrad", checkGatherGrad, runGatherGrad);
+    addPrepared("", "Gather", checkGather, prepareGather, runGather);
+    addPrepared(kMsDomain, "GatherGrad", checkGatherGrad, prepareGatherGrad,
+                runGatherGrad);
     add("", "Dropout", checkDropout, runDropout);
     add(kMsDomain, "DropoutGrad", checkDropoutGrad, runDropoutGrad);
     add(kMsDomain, "BitmaskDropout", checkDropout, runDropout);
     add(kMsDomain, "BitmaskDropoutGrad", checkDropoutGrad, runDropoutGrad);
     add(kMsDomain, "InPlaceAccumulatorV2", checkAccumulator, runAccumulator);
-    add(kMsDomain, "AdamWOptimizer", checkOptimizer, runOptimizer);
-    add(kMsDomain, "SGDOptimizerV2", checkOptimizer, runOptimizer);
+    addPrepared(kMsDomain, "AdamWOptimizer", checkOptimizer, prepareOptimizer,
+                runOptimizer);
+    addPrepared(kMsDomain, "SGDOptimizerV2", checkOptimizer, prepareOptimizer,
+                runOptimizer);
     for (const char *op : {"MatMul", "Gemm"})
       addPrepared("", op, checkCudaMatMul, prepareCudaMatMul, runMatMul);
     addPrepared(kMsDomain, "FusedMatMul", checkCudaMatMul, prepareCudaMatMul,

@@ -258,10 +258,12 @@ TEST(CpuMovementTest, SliceSteps) {
   auto tail =
       mustRun(runner, "", "Slice", {&x, &s2, &e2, &a2}, {f32Type({3, 2})});
   EXPECT_EQ(tail[0].floats(), (std::vector<float>{3, 4, 8, 9, 13, 14}));
-  auto attrForm = mustRun(
+  // Slice-1's attribute form has no schema in the registry (a module using
+  // it fails verification), so preparing it fails with the schema's arity.
+  mustFail(
       runner, "", "Slice", {&x}, {f32Type({1, 5})},
+      "Slice: its schema takes 3 to 5 inputs, the node has 1",
       {intsAttr("starts", {2}), intsAttr("ends", {3}), intsAttr("axes", {0})});
-  EXPECT_EQ(attrForm[0].floats(), (std::vector<float>{10, 11, 12, 13, 14}));
   HostTensor empty = ints({3}), emptyEnd = ints({1});
   auto none = mustRun(runner, "", "Slice", {&x, &empty, &emptyEnd, &a2},
                       {f32Type({3, 0})});
