@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "ir/ops/Axes.h"
 
 #include <cmath>
 #include <cstring>
@@ -337,10 +338,10 @@ uint64_t reduceWorkspace(const Node &node) {
   bool noopWhenEmpty = node.getIntAttr("noop_with_empty_axes", 0) != 0;
   isReduced.assign(rank, axes.empty() && !noopWhenEmpty);
   for (int64_t axis : axes) {
-    int64_t d = axis < 0 ? axis + rank : axis;
-    if (d < 0 || d >= int64_t(rank))
+    std::optional<unsigned> d = ops::normalizeAxis(axis, rank);
+    if (!d)
       return copy;
-    isReduced[d] = true;
+    isReduced[*d] = true;
   }
   return needsTransposedCopy(shape, isReduced) ? copy : 0;
 }

@@ -8,6 +8,7 @@
 #include "ir/ops/NormRows.h"
 
 #include "ir/IR.h"
+#include "ir/ops/Axes.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -41,11 +42,11 @@ NormKind norm::getNormKind(const Node &node) {
 llvm::Expected<unsigned> norm::getNormAxis(const Node &node, int64_t rank) {
   if (rank < 1)
     return fail("X must have rank >= 1 to be normalized, got a scalar");
-  int64_t axis = node.getIntAttr("axis", -1);
-  if (axis < -rank || axis >= rank)
-    return fail(
-        llvm::formatv("axis {0} is out of range for rank {1}", axis, rank));
-  return static_cast<unsigned>(axis < 0 ? axis + rank : axis);
+  std::optional<unsigned> axis =
+      ops::normalizeAxis(node.getIntAttr("axis", -1), rank);
+  if (!axis)
+    return fail(ops::axisOutOfRange("axis", node.getIntAttr("axis", -1), rank));
+  return *axis;
 }
 
 llvm::Expected<NormRows> norm::getNormRows(const Node &node,

@@ -9,6 +9,7 @@
 #include "ir/ops/ResizeParams.h"
 
 #include "ir/IR.h"
+#include "ir/ops/Axes.h"
 #include "ir/ops/ShapeValue.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -208,10 +209,10 @@ resize::resizedAxes(const ResizeAttrs &attrs, int64_t rank) {
     return axes;
   }
   for (int64_t axis : attrs.axes) {
-    if (axis < -rank || axis >= rank)
-      return fail(llvm::formatv("axes value {0} is out of range for rank {1}",
-                                axis, rank));
-    unsigned normalized = static_cast<unsigned>(axis < 0 ? axis + rank : axis);
+    std::optional<unsigned> maybe = ops::normalizeAxis(axis, rank);
+    if (!maybe)
+      return fail(ops::axisOutOfRange("axes value", axis, rank));
+    unsigned normalized = *maybe;
     if (llvm::is_contained(axes, normalized))
       return fail(llvm::formatv("axes repeats axis {0}", normalized));
     axes.push_back(normalized);

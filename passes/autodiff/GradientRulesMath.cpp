@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ops/Axes.h"
 #include "passes/autodiff/GradientRules.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -527,9 +528,12 @@ llvm::Expected<std::vector<int64_t>> reducedAxes(const Node &node,
     axes.resize(rank);
     std::iota(axes.begin(), axes.end(), 0);
   }
-  for (int64_t &axis : axes)
-    if (axis < 0)
-      axis += rank;
+  for (int64_t &axis : axes) {
+    std::optional<unsigned> normalized = ops::normalizeAxis(axis, rank);
+    if (!normalized)
+      return gradientError(node, ops::axisOutOfRange("axes value", axis, rank));
+    axis = *normalized;
+  }
   llvm::sort(axes);
   return axes;
 }

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ops/Axes.h"
 #include "passes/autodiff/GradientRules.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -138,9 +139,13 @@ GradientRule concatRule() {
     const TensorType &type = dY->getType();
     if (!type.hasRank())
       return gradientError(node, "Concat's gradient needs a ranked result");
-    int64_t axis = node.getIntAttr("axis", 0);
-    if (axis < 0)
-      axis += type.getRank();
+    int64_t axisAttr = node.getIntAttr("axis", 0);
+    std::optional<unsigned> normalized =
+        ops::normalizeAxis(axisAttr, type.getRank());
+    if (!normalized)
+      return gradientError(
+          node, ops::axisOutOfRange("axis", axisAttr, type.getRank()));
+    int64_t axis = *normalized;
     std::vector<int64_t> sizes;
     bool staticSizes = true;
     for (Value *operand : node.getOperands()) {

@@ -19,6 +19,7 @@
 #include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
 #include "ir/ZeroSharding.h"
+#include "ir/ops/Axes.h"
 #include "ir/ops/ShapeValue.h"
 #include "ir/serialization/FileIO.h"
 #include "ir/serialization/GmFile.h"
@@ -186,10 +187,11 @@ std::optional<IndexRange> rangeOfUse(const Node &node, unsigned index) {
     if (!data || !data->getType().hasRank())
       return std::nullopt;
     int64_t rank = data->getType().getRank();
-    int64_t axis = node.getIntAttr("axis", 0);
-    if (axis < 0)
-      axis += rank;
-    int64_t extent = staticExtent(data, axis);
+    std::optional<unsigned> axis =
+        ops::normalizeAxis(node.getIntAttr("axis", 0), rank);
+    if (!axis)
+      return std::nullopt;
+    int64_t extent = staticExtent(data, *axis);
     if (extent <= 0)
       return std::nullopt;
     IndexRange range;
