@@ -17,9 +17,8 @@
 //
 // Random numbers (Dropout): a counter-based Philox4x32-10 stream keyed by
 // the context's seed, the context's step and the node's stream id (see
-// getRandomStreamId and the exact specification in Philox.h), indexed by
-// element: a run is reproducible and does not
-// depend on the thread count.
+// getRandomStreamId and the exact specification in backend/Philox.h), indexed
+// by element: a run is reproducible and does not depend on the thread count.
 //
 //===----------------------------------------------------------------------===//
 

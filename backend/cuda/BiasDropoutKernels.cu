@@ -1,7 +1,7 @@
 //===- BiasDropoutKernels.cu - com.microsoft BiasDropout on CUDA ----------===//
 //
 // launchBiasDropout of LossKernels.h: one thread per Philox block of four
-// elements, as the Dropout kernel (ElementwiseKernels.cu), so a thread
+// elements, as the Dropout kernel (DropoutKernels.cu), so a thread
 // draws its four decisions once. The decisions and the element arithmetic
 // are BiasDropoutMath.h's, which equal the CPU kernel's bit for bit.
 //
@@ -10,6 +10,7 @@
 #include "backend/cuda/BiasDropoutMath.h"
 #include "backend/cuda/LossKernels.h"
 
+using namespace gmopt;
 using namespace gmopt::cuda;
 
 namespace {

@@ -2,7 +2,7 @@
 //
 // com.microsoft BiasDropout on CUDA (BiasDropoutKernels.cu): out =
 // Dropout(data + bias) + residual with a bool mask. The keep decisions come
-// from gmopt's Philox stream (PhiloxMath.h) exactly as the CPU kernel
+// from gmopt's Philox stream (backend/Philox.h) exactly as the CPU kernel
 // (backend/cpu/DropoutKernels.cpp) draws them: element i is kept when the
 // word i % 4 of block i / 4 gives a uniform >= ratio. The element
 // arithmetic follows the CPU's fp32 order with every step rounded on its
@@ -15,7 +15,7 @@
 #ifndef GMOPT_BACKEND_CUDA_BIASDROPOUTMATH_H
 #define GMOPT_BACKEND_CUDA_BIASDROPOUTMATH_H
 
-#include "backend/cuda/PhiloxMath.h"
+#include "backend/Philox.h"
 #include "backend/cuda/UnfusedMath.h"
 
 namespace gmopt {

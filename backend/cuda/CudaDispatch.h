@@ -44,7 +44,7 @@ struct KernelEntry;
 /// A GEMM node's cuBLASLt descriptors and chosen algorithm (CudaMatMul.cpp).
 struct CudaGemmPlan;
 /// The cuDNN handle and each convolution node's descriptors and algorithms
-/// (CudnnDispatch.cpp; empty in a build without cuDNN).
+/// (CnnDispatch.h; empty in a build without cuDNN).
 struct CudnnState;
 
 /// What kernels need besides their operands: the stream, the cuBLASLt

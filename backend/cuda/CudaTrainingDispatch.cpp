@@ -4,7 +4,7 @@
 // ZeroGradient (the output zeroed), PassThrough (each output a copy of its
 // input unless the plan put both in one buffer) and InPlaceAccumulator
 // (new_sum = update_signal ? old_sum + value : old_sum, the signal read on
-// the device, as ElementwiseKernels.cu's accumulator kernel does for
+// the device, as OptimizerKernels.cu's accumulator kernel does for
 // InPlaceAccumulatorV2). The checks refuse what the CPU kernels in
 // backend/cpu/TrainingKernels.cpp refuse.
 //

@@ -2,17 +2,18 @@
 //
 // Dropout (with a byte mask or a 32-bit-word bitmask) and DropoutGrad on
 // gmopt's Philox stream, keyed by (seed, stream id, step) so the CPU
-// backend, recompute and fused ops draw the same bits (PhiloxMath.h). The
+// backend, recompute and fused ops draw the same bits (backend/Philox.h). The
 // ratio and training mode are read on the device, so no launch waits for
 // the host; inactive dropout is the identity. Grid-stride loops keep the
 // grid small for any size.
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/Philox.h"
 #include "backend/cuda/CudaKernels.h"
 #include "backend/cuda/LaunchSupport.h"
-#include "backend/cuda/PhiloxMath.h"
 
+using namespace gmopt;
 using namespace gmopt::cuda;
 
 namespace {

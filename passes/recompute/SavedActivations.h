@@ -16,7 +16,7 @@
 // with side effects, nodes of an op the registry does not know, and nodes
 // reading a value a non-forward node produces. A random op (Dropout) is
 // recomputable because its clone keeps its random stream id and so draws
-// the very same numbers (backend/cpu/Philox.h keys them by seed, stream
+// the very same numbers (backend/Philox.h keys them by seed, stream
 // and step); a random op without a stream id is not.
 //
 //===----------------------------------------------------------------------===//

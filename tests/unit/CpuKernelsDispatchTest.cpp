@@ -10,7 +10,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/Half.h"
-#include "backend/cpu/Philox.h"
 #include "backend/cpu/testing/KernelTestHarness.h"
 #include "ir/OpRegistry.h"
 
@@ -293,20 +292,10 @@ TEST(HalfStorageTest, MixedHalfAndIntegerOperands) {
 }
 
 //===----------------------------------------------------------------------===//
-// Philox and thread independence
+// Thread independence
 //===----------------------------------------------------------------------===//
 
-TEST(PhiloxTest, KnownAnswerVectors) {
-  // Random123's kat_vectors for philox4x32-10.
-  EXPECT_EQ(philox4x32({0, 0, 0, 0}, {0, 0}),
-            (PhiloxBlock{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
-  EXPECT_EQ(philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
-                       {0xffffffffu, 0xffffffffu}),
-            (PhiloxBlock{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
-  EXPECT_EQ(philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
-                       {0xa4093822u, 0x299f31d0u}),
-            (PhiloxBlock{0xd16cfe09u, 0x94fdcceb, 0x5001e420u, 0x24126ea1u}));
-}
+// Philox4x32-10 against Random123 is tests/unit/PhiloxTest.cpp.
 
 /// Runs a node with 1 and with 2 threads and expects identical bytes.
 void expectThreadIndependent(llvm::StringRef domain, llvm::StringRef op,

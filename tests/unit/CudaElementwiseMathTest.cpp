@@ -1,7 +1,7 @@
 //===- CudaElementwiseMathTest.cpp - CUDA kernel arithmetic vs the CPU ----===//
 //
 // Host tests of the CUDA kernels' per-element arithmetic
-// (backend/cuda/ElementwiseMath.h, PhiloxMath.h), which the kernels and
+// (backend/cuda/ElementwiseMath.h, backend/Philox.h), which the kernels and
 // these tests share: they run without a GPU, in every build. The 16-bit
 // conversions and the Philox stream (hence dropout masks) must be
 // bit-identical to the CPU backend's; the float ops, the softmax and
@@ -12,11 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend/cpu/Philox.h"
+#include "backend/Philox.h"
 #include "backend/cpu/testing/KernelTestHarness.h"
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/ElementwiseMath.h"
-#include "backend/cuda/PhiloxMath.h"
 #include "ir/Half.h"
 
 #include "gtest/gtest.h"
@@ -91,26 +90,6 @@ TEST(CudaElementwiseMathTest, HalfConversionsAreBitIdenticalToTheCpu) {
   }
 }
 
-TEST(CudaElementwiseMathTest, PhiloxBlocksAreTheCpuStream) {
-  std::mt19937_64 rng(11);
-  for (int trial = 0; trial < 200; ++trial) {
-    uint64_t seed = rng(), stream = rng(), step = rng() % 1000;
-    if (trial % 3 == 0)
-      step = rng(); // Exercise the high step word.
-    cpu::PhiloxStream reference(seed, stream, step);
-    cuda::PhiloxStreamKey key = cuda::makePhiloxStreamKey(seed, stream, step);
-    for (int k = 0; k < 16; ++k) {
-      uint32_t block = static_cast<uint32_t>(rng());
-      cpu::PhiloxBlock expected = reference.block(block);
-      cuda::PhiloxWords actual = cuda::philoxBlock(key, block);
-      for (int lane = 0; lane < 4; ++lane)
-        ASSERT_EQ(actual.w[lane], expected[lane])
-            << "seed " << seed << " stream " << stream << " step " << step
-            << " block " << block << " lane " << lane;
-    }
-  }
-}
-
 TEST(CudaElementwiseMathTest, DropoutMasksAreBitIdenticalToTheCpuKernel) {
   const std::vector<int64_t> shape = {7, 129}; // Not a multiple of four.
   int64_t n = shape[0] * shape[1];
@@ -129,13 +108,12 @@ TEST(CudaElementwiseMathTest, DropoutMasksAreBitIdenticalToTheCpuKernel) {
       ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
       std::vector<uint8_t> mask = (*result)[1].values<uint8_t>();
       std::vector<float> y = (*result)[0].floats();
-      cuda::PhiloxStreamKey key = cuda::makePhiloxStreamKey(
+      PhiloxStreamKey key = makePhiloxStreamKey(
           0x1234abcd5678ull, static_cast<uint64_t>(streamId), step);
       std::vector<float> xs = x.floats();
       for (int64_t i = 0; i < n; ++i) {
-        cuda::PhiloxWords words =
-            cuda::philoxBlock(key, static_cast<uint32_t>(i / 4));
-        bool keep = cuda::dropoutKeeps(words.w[i % 4], 0.3f);
+        PhiloxWords words = philoxBlock(key, static_cast<uint32_t>(i / 4));
+        bool keep = dropoutKeeps(words.w[i % 4], 0.3f);
         ASSERT_EQ(keep, mask[i] != 0) << "element " << i << " step " << step;
         EXPECT_EQ(y[i], keep ? xs[i] * (1.0f / (1.0f - 0.3f)) : 0.0f) << i;
       }
@@ -160,14 +138,14 @@ TEST(CudaElementwiseMathTest, BitmaskDropoutWordsPackTheCpuDecisions) {
                  {intAttr("seed", 7)});
   ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
   std::vector<uint32_t> expected = (*result)[1].values<uint32_t>();
-  cuda::PhiloxStreamKey key = cuda::makePhiloxStreamKey(99, 7, 4);
+  PhiloxStreamKey key = makePhiloxStreamKey(99, 7, 4);
   for (int64_t word = 0; word < words; ++word) {
     uint32_t bits = 0;
     for (int64_t i = word * 32; i < std::min(n, word * 32 + 32); ++i)
-      bits |= static_cast<uint32_t>(cuda::dropoutKeeps(
-                  cuda::philoxBlock(key, static_cast<uint32_t>(i / 4)).w[i % 4],
-                  0.25f))
-              << (i % 32);
+      bits |=
+          static_cast<uint32_t>(dropoutKeeps(
+              philoxBlock(key, static_cast<uint32_t>(i / 4)).w[i % 4], 0.25f))
+          << (i % 32);
     EXPECT_EQ(bits, expected[word]) << "word " << word;
   }
 }

@@ -512,8 +512,7 @@ TEST(CudaLossTest, BiasDropoutMaskAndOutputAreTheCpuKernels) {
             cuda::BiasDropoutMode m = cuda::resolveBiasDropoutMode(
                 ratio, nullptr, training >= 0 ? &trainingByte : nullptr,
                 training < 0);
-            cuda::PhiloxStreamKey key =
-                cuda::makePhiloxStreamKey(runSeed, streamId, step);
+            PhiloxStreamKey key = makePhiloxStreamKey(runSeed, streamId, step);
             HostTensor out = zeros(dtype, shape);
             std::vector<uint8_t> mask(n);
             LossTensor xs = lossIn(&x), bs = lossIn(&bias),

@@ -220,7 +220,10 @@ llvm::Error GradientDump::write(
     llvm::ArrayRef<std::pair<std::string, TensorData>> gradients,
     const GradientDumpRun &run, OutputFileSet &outputs) const {
   llvm::json::Array entries;
-  for (const auto &[name, fileName] : files) {
+  for (const auto &file : files) {
+    // Named copies: a lambda cannot capture a structured binding in C++17.
+    const std::string &name = file.first;
+    const auto &fileName = file.second;
     const auto *found = llvm::find_if(
         gradients, [&](const auto &entry) { return entry.first == name; });
     if (found == gradients.end())
