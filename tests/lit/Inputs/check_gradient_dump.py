@@ -26,19 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
 
 from gpucheck import gradients  # noqa: E402  (scripts/gpucheck)
+from check_data_parallel import varint  # noqa: E402  (same folder)
 
 DTYPES = {1: np.float32, 10: np.float16, 11: np.float64}
-
-
-def varint(buf, pos):
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 def read_tensor_proto(path):
