@@ -39,7 +39,7 @@ llvm::SmallVector<int64_t, 4> staticShape(const Value *value) {
 
 bool isOnnxOrMs(const Node &node) {
   llvm::StringRef domain = node.getDomain();
-  return domain.empty() || domain == "ai.onnx" || domain == kMsDomain;
+  return domain.empty() || domain == kMsDomain;
 }
 
 } // namespace
@@ -230,7 +230,7 @@ uint64_t cuda::getCudnnBatchNormWorkspaceBytes(const Node &node) {
 
 uint64_t cuda::getScatterAccumulatorBytes(const Node &node) {
   llvm::StringRef domain = node.getDomain(), op = node.getOpType();
-  bool onnx = domain.empty() || domain == "ai.onnx";
+  bool onnx = domain.empty();
   if (!(onnx && op == "MaxPoolGrad") &&
       !(domain == kMsDomain && op == "GatherGrad"))
     return 0;

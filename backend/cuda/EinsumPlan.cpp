@@ -155,7 +155,7 @@ cuda::planEinsum(llvm::StringRef equation,
 }
 
 bool cuda::isCublasEinsum(const Node &node) {
-  bool onnx = node.getDomain().empty() || node.getDomain() == "ai.onnx";
+  bool onnx = node.getDomain().empty();
   if (!onnx || node.getOpType() != "Einsum" || node.getNumResults() != 1)
     return false;
   auto isStaticF32 = [](const Value *value) {

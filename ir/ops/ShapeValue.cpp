@@ -33,8 +33,8 @@ constexpr unsigned kMaxDepth = 48;
 constexpr unsigned kMaxVisits = 1024;
 
 bool isStandardOp(const Node &node, llvm::StringRef type) {
-  return (node.getDomain().empty() || node.getDomain() == "ai.onnx") &&
-         node.getOpType() == type;
+  // Import and the text parser store the standard domain as "".
+  return node.getDomain().empty() && node.getOpType() == type;
 }
 
 bool isIntegerLike(DType dtype) {
