@@ -17,7 +17,6 @@ the set has gradients of.
 """
 import json
 import os
-import struct
 import sys
 
 import numpy as np
@@ -26,51 +25,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
 
 from gpucheck import gradients  # noqa: E402  (scripts/gpucheck)
-from check_data_parallel import varint  # noqa: E402  (same folder)
+from split_test_data_set import read_tensor  # noqa: E402  (same folder)
 
 DTYPES = {1: np.float32, 10: np.float16, 11: np.float64}
 
 
 def read_tensor_proto(path):
     """A float TensorProto's values as a NumPy array of its shape."""
-    with open(path, "rb") as f:
-        buf = f.read()
-    dims, dtype, raw, floats, pos = [], 1, None, [], 0
-    while pos < len(buf):
-        key, pos = varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = varint(buf, pos)
-            if field == 1:
-                dims.append(value)
-            elif field == 2:
-                dtype = value
-        elif wire == 2:
-            size, pos = varint(buf, pos)
-            chunk = buf[pos:pos + size]
-            pos += size
-            if field == 1:  # packed dims
-                at = 0
-                while at < len(chunk):
-                    value, at = varint(chunk, at)
-                    dims.append(value)
-            elif field == 9:
-                raw = chunk
-            elif field == 4:
-                floats += struct.unpack("<%df" % (size // 4), chunk)
-        elif wire == 5:
-            if field == 4:
-                floats.append(struct.unpack("<f", buf[pos:pos + 4])[0])
-            pos += 4
-        elif wire == 1:
-            pos += 8
-        else:
-            raise ValueError(f"{path}: unexpected wire type {wire}")
+    dims, dtype, _, raw = read_tensor(path)
     if dtype not in DTYPES:
         raise ValueError(f"{path}: data_type {dtype} is not a float type")
-    values = (np.frombuffer(raw, dtype=np.dtype(DTYPES[dtype]).newbyteorder("<")) if raw is not None
-              else np.array(floats, np.float32))
-    return values.reshape(dims)
+    return np.frombuffer(raw, dtype=np.dtype(DTYPES[dtype]).newbyteorder("<")).reshape(dims)
 
 
 def main(argv):
