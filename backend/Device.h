@@ -86,6 +86,24 @@ private:
   const Node &node;
 };
 
+/// Where a planned buffer lives. Each space has an arena of its own, planned,
+/// validated and accounted apart: the device peak excludes the host arena.
+enum class MemorySpace : uint8_t {
+  /// The device's memory (the GPU's on CUDA; the CPU device's own heap).
+  Device,
+  /// Host memory that holds offloaded tensors between a copy-start and its
+  /// copy-wait: page-locked on CUDA, so copies overlap compute.
+  Host,
+};
+
+/// Work a device launched that later work can wait for: recorded after an
+/// asynchronous copy (or, on CUDA, any stream's work) and waited on by the
+/// instruction that needs its bytes. Only the device that made it reads it.
+class DeviceEvent {
+public:
+  virtual ~DeviceEvent();
+};
+
 /// The schema of \p node, which \p node's operand and result counts and
 /// present required operands must match: the start of every device's
 /// prepare. An op the registry does not know is "no DEVICE kernel for
@@ -129,6 +147,27 @@ public:
   /// Copies \p bytes from device \p source to host \p target.
   virtual llvm::Error copyToHost(void *target, const void *source,
                                  uint64_t bytes) const = 0;
+  /// Allocates \p bytes of host memory for the host arena (page-locked on
+  /// CUDA, so asynchronous copies overlap compute), aligned to
+  /// kBufferAlignment. The caller counts the bytes apart from device memory.
+  /// The default allocates ordinary host memory.
+  virtual llvm::Expected<void *> allocateHost(uint64_t bytes);
+  /// Frees a block returned by allocateHost; null is ignored.
+  virtual void deallocateHost(void *address);
+  /// Starts copying \p bytes from device \p source to host \p target after
+  /// the work launched so far, on the device's copy stream where it has one,
+  /// and returns the event that completes with the copy. The default copies
+  /// synchronously (after synchronize) and returns a completed event.
+  virtual llvm::Expected<std::unique_ptr<DeviceEvent>>
+  startCopyToHost(void *target, const void *source, uint64_t bytes);
+  /// Starts copying \p bytes from host \p source to device \p target, as
+  /// startCopyToHost.
+  virtual llvm::Expected<std::unique_ptr<DeviceEvent>>
+  startCopyToDevice(void *target, const void *source, uint64_t bytes);
+  /// Makes the work launched after this call wait until \p event, made by
+  /// this device, completes (the host does not block where the device can
+  /// order the wait on its streams).
+  virtual llvm::Error waitEvent(const DeviceEvent &event);
   /// Sets \p bytes of device memory at \p target to zero.
   virtual llvm::Error fillZero(void *target, uint64_t bytes) = 0;
   /// Whether kernels can read host memory in place (the CPU device): then a

@@ -45,6 +45,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -54,6 +55,55 @@ using namespace gmopt;
 
 Device::~Device() = default;
 PreparedKernel::~PreparedKernel() = default;
+DeviceEvent::~DeviceEvent() = default;
+
+namespace {
+/// The event of a copy that finished before it was returned.
+class CompletedEvent final : public DeviceEvent {};
+} // namespace
+
+llvm::Expected<void *> Device::allocateHost(uint64_t bytes) {
+  // aligned_alloc needs a multiple of the alignment; a zero-size request
+  // still gets a distinct address.
+  uint64_t rounded = alignBuffer(bytes);
+  if (rounded < bytes)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "cannot allocate %llu host-arena bytes: the size overflows",
+        static_cast<unsigned long long>(bytes));
+  void *address = std::aligned_alloc(kBufferAlignment,
+                                     rounded ? rounded : kBufferAlignment);
+  if (!address)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "out of host memory allocating %llu bytes for the host arena",
+        static_cast<unsigned long long>(bytes));
+  return address;
+}
+
+void Device::deallocateHost(void *address) { std::free(address); }
+
+llvm::Expected<std::unique_ptr<DeviceEvent>>
+Device::startCopyToHost(void *target, const void *source, uint64_t bytes) {
+  if (auto err = synchronize())
+    return err;
+  if (auto err = copyToHost(target, source, bytes))
+    return err;
+  return std::make_unique<CompletedEvent>();
+}
+
+llvm::Expected<std::unique_ptr<DeviceEvent>>
+Device::startCopyToDevice(void *target, const void *source, uint64_t bytes) {
+  if (auto err = synchronize())
+    return err;
+  if (auto err = copyToDevice(target, source, bytes))
+    return err;
+  return std::make_unique<CompletedEvent>();
+}
+
+llvm::Error Device::waitEvent(const DeviceEvent &) {
+  return llvm::Error::success();
+}
 
 namespace {
 
