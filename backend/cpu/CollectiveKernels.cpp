@@ -421,21 +421,19 @@ uint64_t allGatherWorkspace(const Node &node) {
 
 void cpu::registerCollectiveKernels(KernelTable &table) {
   table.add(kGmoptDomain, kAllReduceOp,
-            KernelInfo{allReduceKernel, 1, 1, KernelMode::StageHalfAsFloat,
+            KernelInfo{allReduceKernel, KernelMode::StageHalfAsFloat,
                        allReduceWorkspace});
   // The handle is a planned value, not a workspace: it lives from the
   // start to the wait.
-  table.add(
-      kGmoptDomain, kAllReduceStartOp,
-      KernelInfo{allReduceStartKernel, 1, 1, KernelMode::Native, nullptr});
-  table.add(kGmoptDomain, kAllReduceWaitOp,
-            KernelInfo{allReduceWaitKernel, 2, 1, KernelMode::Native, nullptr});
+  table.add(kGmoptDomain, kAllReduceStartOp, allReduceStartKernel,
+            KernelMode::Native);
+  table.add(kGmoptDomain, kAllReduceWaitOp, allReduceWaitKernel,
+            KernelMode::Native);
   table.add(kGmoptDomain, kReduceScatterOp,
-            KernelInfo{reduceScatterKernel, 1, 1, KernelMode::Native,
+            KernelInfo{reduceScatterKernel, KernelMode::Native,
                        reduceScatterWorkspace});
   table.add(kGmoptDomain, kAllGatherOp,
-            KernelInfo{allGatherKernel, 2, 0, KernelMode::Native,
-                       allGatherWorkspace});
-  table.add(kGmoptDomain, kShardOp,
-            KernelInfo{shardKernel, 1, 1, KernelMode::Native, nullptr});
+            KernelInfo{allGatherKernel, KernelMode::Native, allGatherWorkspace,
+                       KernelResults::MayBeAbsent});
+  table.add(kGmoptDomain, kShardOp, shardKernel, KernelMode::Native);
 }

@@ -336,8 +336,12 @@ llvm::Error convGradKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerConvKernels(KernelTable &table) {
-  table.add("", "Conv", convKernel, 2);
-  table.add(kMsDomain, "ConvGrad", convGradKernel, 3, 0);
+  table.add("", "Conv", convKernel);
+  table.add(kMsDomain, "ConvGrad",
+            KernelInfo{convGradKernel, KernelMode::StageHalfAsFloat, nullptr,
+                       KernelResults::MayBeAbsent});
   // Older ONNX Runtime releases registered ConvGrad in the ONNX domain.
-  table.add("", "ConvGrad", convGradKernel, 3, 0);
+  table.add("", "ConvGrad",
+            KernelInfo{convGradKernel, KernelMode::StageHalfAsFloat, nullptr,
+                       KernelResults::MayBeAbsent});
 }

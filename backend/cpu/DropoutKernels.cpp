@@ -266,9 +266,9 @@ template <bool Bitmask> llvm::Error dropoutGradKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerDropoutKernels(KernelTable &table) {
-  table.add("", "Dropout", dropoutKernel, 1);
-  table.add(kMsDomain, "BitmaskDropout", bitmaskDropoutKernel, 1);
-  table.add(kMsDomain, "BiasDropout", biasDropoutKernel, 2);
-  table.add(kMsDomain, "DropoutGrad", dropoutGradKernel<false>, 2);
-  table.add(kMsDomain, "BitmaskDropoutGrad", dropoutGradKernel<true>, 2);
+  table.add("", "Dropout", dropoutKernel);
+  table.add(kMsDomain, "BitmaskDropout", bitmaskDropoutKernel);
+  table.add(kMsDomain, "BiasDropout", biasDropoutKernel);
+  table.add(kMsDomain, "DropoutGrad", dropoutGradKernel<false>);
+  table.add(kMsDomain, "BitmaskDropoutGrad", dropoutGradKernel<true>);
 }

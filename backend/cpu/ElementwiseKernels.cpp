@@ -599,25 +599,24 @@ llvm::Error variadicKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerElementwiseKernels(KernelTable &table) {
-  table.add("", "Add", arithmeticKernel<AddOp>, 2);
-  table.add("", "Sub", arithmeticKernel<SubOp>, 2);
-  table.add("", "Mul", arithmeticKernel<MulOp>, 2);
-  table.add("", "Div", arithmeticKernel<DivOp>, 2);
-  table.add("", "Pow", powKernel, 2);
-  table.add("", "PRelu", arithmeticKernel<PReluOp>, 2);
-  table.add("", "Mod", modKernel, 2);
-  table.add("", "Equal", compareKernel<EqualOp>, 2, 1,
-            KernelMode::StageHalfAsFloat);
-  table.add("", "Less", compareKernel<LessOp>, 2);
-  table.add("", "Greater", compareKernel<GreaterOp>, 2);
-  table.add("", "LessOrEqual", compareKernel<LessOrEqualOp>, 2);
-  table.add("", "GreaterOrEqual", compareKernel<GreaterOrEqualOp>, 2);
-  table.add("", "And", logicalKernel<AndOp>, 2, 1, KernelMode::Native);
-  table.add("", "Or", logicalKernel<OrOp>, 2, 1, KernelMode::Native);
-  table.add("", "Xor", logicalKernel<XorOp>, 2, 1, KernelMode::Native);
-  table.add("", "Where", whereKernel, 3, 1, KernelMode::Native);
-  table.add("", "Sum", variadicKernel<AddOp>, 1);
-  table.add("", "Mean", variadicKernel<AddOp, true>, 1);
-  table.add("", "Max", variadicKernel<MaxOp>, 1);
-  table.add("", "Min", variadicKernel<MinOp>, 1);
+  table.add("", "Add", arithmeticKernel<AddOp>);
+  table.add("", "Sub", arithmeticKernel<SubOp>);
+  table.add("", "Mul", arithmeticKernel<MulOp>);
+  table.add("", "Div", arithmeticKernel<DivOp>);
+  table.add("", "Pow", powKernel);
+  table.add("", "PRelu", arithmeticKernel<PReluOp>);
+  table.add("", "Mod", modKernel);
+  table.add("", "Equal", compareKernel<EqualOp>);
+  table.add("", "Less", compareKernel<LessOp>);
+  table.add("", "Greater", compareKernel<GreaterOp>);
+  table.add("", "LessOrEqual", compareKernel<LessOrEqualOp>);
+  table.add("", "GreaterOrEqual", compareKernel<GreaterOrEqualOp>);
+  table.add("", "And", logicalKernel<AndOp>, KernelMode::Native);
+  table.add("", "Or", logicalKernel<OrOp>, KernelMode::Native);
+  table.add("", "Xor", logicalKernel<XorOp>, KernelMode::Native);
+  table.add("", "Where", whereKernel, KernelMode::Native);
+  table.add("", "Sum", variadicKernel<AddOp>);
+  table.add("", "Mean", variadicKernel<AddOp, true>);
+  table.add("", "Max", variadicKernel<MaxOp>);
+  table.add("", "Min", variadicKernel<MinOp>);
 }

@@ -527,14 +527,12 @@ llvm::Error scatterNDKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerGatherKernels(KernelTable &table) {
-  table.add("", "Gather", gatherKernel, 2, 1, KernelMode::Native);
-  table.add("", "GatherElements", gatherElementsKernel, 2, 1,
-            KernelMode::Native);
-  table.add(kMsDomain, "GatherGrad", gatherGradKernel, 3);
-  table.add(kMsDomain, "GatherElementsGrad", gatherElementsGradKernel, 3);
-  table.add("", "GatherND", gatherNDKernel, 2, 1, KernelMode::Native);
-  table.add(kMsDomain, "GatherNDGrad", gatherNDGradKernel, 3);
-  table.add("", "ScatterElements", scatterElementsKernel, 3, 1,
-            KernelMode::Native);
-  table.add("", "ScatterND", scatterNDKernel, 3, 1, KernelMode::Native);
+  table.add("", "Gather", gatherKernel, KernelMode::Native);
+  table.add("", "GatherElements", gatherElementsKernel, KernelMode::Native);
+  table.add(kMsDomain, "GatherGrad", gatherGradKernel);
+  table.add(kMsDomain, "GatherElementsGrad", gatherElementsGradKernel);
+  table.add("", "GatherND", gatherNDKernel, KernelMode::Native);
+  table.add(kMsDomain, "GatherNDGrad", gatherNDGradKernel);
+  table.add("", "ScatterElements", scatterElementsKernel, KernelMode::Native);
+  table.add("", "ScatterND", scatterNDKernel, KernelMode::Native);
 }

@@ -13,6 +13,7 @@
 #include "backend/cpu/Blas.h"
 #include "backend/cpu/CollectiveKernels.h"
 #include "backend/cpu/KernelSupport.h"
+#include "ir/OpRegistry.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -218,19 +219,15 @@ llvm::Expected<const KernelInfo *> cpu::prepareCpuKernel(const Node &node) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "no CPU kernel for '" + node.getOp().str() +
                                        "' (node " + node.describe() + ")");
-  // What the kernel reads beyond its schema's required operands.
-  auto missing = [&](llvm::StringRef what, unsigned index) {
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        node.getOp().str() + ": required " + what + " " + llvm::Twine(index) +
-            " is missing (node " + node.describe() + ")");
-  };
-  for (unsigned i = 0; i < info->minInputs; ++i)
-    if (i >= node.getNumOperands() || !node.getOperand(i))
-      return missing("input", i);
-  for (unsigned i = 0; i < info->minOutputs; ++i)
-    if (i >= node.getNumResults() || !node.getResult(i))
-      return missing("output", i);
+  // getKernelSchema checked the counts and the required operands; the
+  // results a schema counts are present unless the kernel allows otherwise.
+  if (info->results == KernelResults::SchemaRequired)
+    for (unsigned i = 0; i < (*schema)->minOutputs; ++i)
+      if (!node.getResult(i))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            node.getOp().str() + ": required output " + llvm::Twine(i) +
+                " is missing (node " + node.describe() + ")");
   useSingleThreadedBlas();
   return info;
 }

@@ -121,16 +121,25 @@ inline uint64_t addScratch(uint64_t a, uint64_t b) {
   return llvm::SaturatingAdd(a, b);
 }
 
-/// A registered kernel.
+/// Which results a kernel needs present.
+enum class KernelResults {
+  /// The first OpSchema::minOutputs results must be present (the default).
+  SchemaRequired,
+  /// Any result may be absent: a gradient node that computes only the
+  /// gradients its graph uses (ConvGrad, DivGrad), a node whose results
+  /// are all optional (PassThrough).
+  MayBeAbsent,
+};
+
+/// A registered kernel. Its arity is its op's schema's (getKernelSchema
+/// checks a node's operand and result counts and required operands once,
+/// at prepare), so an entry names only what the schema does not say.
 struct KernelInfo {
   KernelFn fn = nullptr;
-  /// The first minInputs operands must be present.
-  unsigned minInputs = 0;
-  /// The first minOutputs results must be present.
-  unsigned minOutputs = 1;
   KernelMode mode = KernelMode::StageHalfAsFloat;
   /// The kernel's own scratch (null: none).
   WorkspaceFn workspace = nullptr;
+  KernelResults results = KernelResults::SchemaRequired;
 };
 
 /// The kernel table: families register by (domain, op type); prepare finds
@@ -140,11 +149,11 @@ class KernelTable {
 public:
   /// Registers \p info for (\p domain, \p opType); one entry per pair.
   void add(llvm::StringRef domain, llvm::StringRef opType, KernelInfo info);
-  /// Shorthand for a StageHalfAsFloat or Native kernel.
+  /// Shorthand for a kernel without scratch that needs its schema's
+  /// results.
   void add(llvm::StringRef domain, llvm::StringRef opType, KernelFn fn,
-           unsigned minInputs, unsigned minOutputs = 1,
            KernelMode mode = KernelMode::StageHalfAsFloat) {
-    add(domain, opType, KernelInfo{fn, minInputs, minOutputs, mode});
+    add(domain, opType, KernelInfo{fn, mode});
   }
   /// Declares the scratch of the kernel of (\p domain, \p opType), which
   /// must be registered.

@@ -602,20 +602,18 @@ uint64_t denseSceWorkspace(const Node &node) {
 } // namespace
 
 void cpu::registerLossKernels(KernelTable &table) {
-  table.add("", "SoftmaxCrossEntropyLoss", sceLossKernel<false>, 2);
-  table.add("", "NegativeLogLikelihoodLoss", nllLossKernel<false>, 2);
-  table.add(kMsDomain, "NegativeLogLikelihoodLossInternal", nllLossKernel<true>,
-            2);
+  table.add("", "SoftmaxCrossEntropyLoss", sceLossKernel<false>);
+  table.add("", "NegativeLogLikelihoodLoss", nllLossKernel<false>);
+  table.add(kMsDomain, "NegativeLogLikelihoodLossInternal",
+            nllLossKernel<true>);
   table.add(kMsDomain, "NegativeLogLikelihoodLossInternal2",
-            nllLossKernel<true>, 2);
-  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternal", sceLossKernel<true>,
-            2);
-  table.add(kMsDomain, "SoftmaxCrossEntropyLossGrad", sceLossGradKernel<false>,
-            3);
+            nllLossKernel<true>);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossInternal", sceLossKernel<true>);
+  table.add(kMsDomain, "SoftmaxCrossEntropyLossGrad", sceLossGradKernel<false>);
   table.add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad",
-            sceLossGradKernel<true>, 3);
-  table.add(kMsDomain, "SoftmaxCrossEntropy", denseSceKernel, 2);
-  table.add(kMsDomain, "SoftmaxCrossEntropyGrad", denseSceGradKernel, 3);
+            sceLossGradKernel<true>);
+  table.add(kMsDomain, "SoftmaxCrossEntropy", denseSceKernel);
+  table.add(kMsDomain, "SoftmaxCrossEntropyGrad", denseSceGradKernel);
   table.setWorkspace("", "SoftmaxCrossEntropyLoss",
                      labelLossWorkspace<1, true>);
   table.setWorkspace("", "NegativeLogLikelihoodLoss",

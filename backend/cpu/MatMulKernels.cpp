@@ -570,10 +570,10 @@ uint64_t einsumWorkspace(const Node &node) {
 } // namespace
 
 void cpu::registerMatMulKernels(KernelTable &table) {
-  table.add("", "MatMul", matMulKernel<false>, 2);
-  table.add("", "Gemm", gemmKernel, 2);
-  table.add(kMsDomain, "FusedMatMul", matMulKernel<true>, 2);
-  table.add(kMsDomain, "TransposeMatMul", matMulKernel<true>, 2);
-  table.add("", "Einsum", einsumKernel, 1);
+  table.add("", "MatMul", matMulKernel<false>);
+  table.add("", "Gemm", gemmKernel);
+  table.add(kMsDomain, "FusedMatMul", matMulKernel<true>);
+  table.add(kMsDomain, "TransposeMatMul", matMulKernel<true>);
+  table.add("", "Einsum", einsumKernel);
   table.setWorkspace("", "Einsum", einsumWorkspace);
 }

@@ -608,16 +608,16 @@ llvm::Error oneHotKernel(KernelCall &call) {
 
 void cpu::registerMovementKernels(KernelTable &table) {
   auto native = KernelMode::Native;
-  table.add("", "Transpose", transposeKernel, 1, 1, native);
-  table.add("", "Concat", concatKernel<false>, 1, 1, native);
-  table.add(kMsDomain, "ConcatTraining", concatKernel<true>, 1, 1, native);
-  table.add("", "Split", splitKernel, 1, 1, native);
-  table.add(kMsDomain, "SplitTraining", splitKernel, 1, 1, native);
-  table.add("", "Slice", sliceKernel, 1, 1, native);
-  table.add(kMsDomain, "SliceGrad", sliceGradKernel, 4, 1, native);
-  table.add("", "Expand", expandKernel, 2, 1, native);
-  table.add("", "Pad", padKernel, 2, 1, native);
-  table.add("", "Tile", tileKernel, 2, 1, native);
-  table.add("", "Trilu", triluKernel, 1, 1, native);
-  table.add("", "OneHot", oneHotKernel, 3, 1, native);
+  table.add("", "Transpose", transposeKernel, native);
+  table.add("", "Concat", concatKernel<false>, native);
+  table.add(kMsDomain, "ConcatTraining", concatKernel<true>, native);
+  table.add("", "Split", splitKernel, native);
+  table.add(kMsDomain, "SplitTraining", splitKernel, native);
+  table.add("", "Slice", sliceKernel, native);
+  table.add(kMsDomain, "SliceGrad", sliceGradKernel, native);
+  table.add("", "Expand", expandKernel, native);
+  table.add("", "Pad", padKernel, native);
+  table.add("", "Tile", tileKernel, native);
+  table.add("", "Trilu", triluKernel, native);
+  table.add("", "OneHot", oneHotKernel, native);
 }

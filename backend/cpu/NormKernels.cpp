@@ -747,24 +747,23 @@ uint64_t layerNormGradWorkspace(const Node &node) {
 } // namespace
 
 void cpu::registerNormKernels(KernelTable &table) {
-  table.add("", "BatchNormalization", batchNormKernel<false>, 5);
-  table.add(kMsDomain, "BatchNormInternal", batchNormKernel<true>, 5);
-  table.add(kMsDomain, "BatchNormalizationGrad", batchNormGradKernel, 5);
-  table.add("", "InstanceNormalization", instanceNormKernel, 3);
-  table.add("", "LayerNormalization", layerNormKernel<false>, 2);
+  table.add("", "BatchNormalization", batchNormKernel<false>);
+  table.add(kMsDomain, "BatchNormInternal", batchNormKernel<true>);
+  table.add(kMsDomain, "BatchNormalizationGrad", batchNormGradKernel);
+  table.add("", "InstanceNormalization", instanceNormKernel);
+  table.add("", "LayerNormalization", layerNormKernel<false>);
   // ONNX Runtime registers SimplifiedLayerNormalization in the ONNX domain;
   // accept both spellings.
-  table.add("", "SimplifiedLayerNormalization", layerNormKernel<true>, 2);
-  table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormKernel<true>,
-            2);
+  table.add("", "SimplifiedLayerNormalization", layerNormKernel<true>);
+  table.add(kMsDomain, "SimplifiedLayerNormalization", layerNormKernel<true>);
   // ONNX's RMS norm is SimplifiedLayerNormalization without inv_std_var.
-  table.add("", "RMSNormalization", layerNormKernel<true>, 2);
+  table.add("", "RMSNormalization", layerNormKernel<true>);
   table.add(kMsDomain, "LayerNormalizationGrad",
-            layerNormGradKernel<NormGrad::Standard>, 5);
+            layerNormGradKernel<NormGrad::Standard>);
   table.add(kMsDomain, "SimplifiedLayerNormalizationGrad",
-            layerNormGradKernel<NormGrad::Simplified>, 4);
+            layerNormGradKernel<NormGrad::Simplified>);
   table.add(kMsDomain, "InvertibleLayerNormalizationGrad",
-            layerNormGradKernel<NormGrad::Invertible>, 5);
+            layerNormGradKernel<NormGrad::Invertible>);
   table.setWorkspace("", "LayerNormalization", layerNormWorkspace);
   table.setWorkspace("", "SimplifiedLayerNormalization", layerNormWorkspace);
   table.setWorkspace(kMsDomain, "SimplifiedLayerNormalization",

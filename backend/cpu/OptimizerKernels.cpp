@@ -241,6 +241,6 @@ llvm::Error sgdKernel(KernelCall &call) {
 void cpu::registerOptimizerKernels(KernelTable &table) {
   // Only lr (and AdamW's step) are required up front; update_signal's slot
   // may be empty and the groups are checked by the kernels.
-  table.add(kMsDomain, "AdamWOptimizer", adamWKernel, 2, 1, KernelMode::Native);
-  table.add(kMsDomain, "SGDOptimizerV2", sgdKernel, 1, 1, KernelMode::Native);
+  table.add(kMsDomain, "AdamWOptimizer", adamWKernel, KernelMode::Native);
+  table.add(kMsDomain, "SGDOptimizerV2", sgdKernel, KernelMode::Native);
 }

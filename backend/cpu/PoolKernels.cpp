@@ -249,10 +249,10 @@ llvm::Error averagePoolGradKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerPoolKernels(KernelTable &table) {
-  table.add("", "MaxPool", maxPoolKernel, 1);
-  table.add("", "AveragePool", averagePoolKernel, 1);
-  table.add("", "GlobalAveragePool", globalPoolKernel<false>, 1);
-  table.add("", "GlobalMaxPool", globalPoolKernel<true>, 1);
-  table.add("", "MaxPoolGrad", maxPoolGradKernel, 2);
-  table.add("", "AveragePoolGrad", averagePoolGradKernel, 1);
+  table.add("", "MaxPool", maxPoolKernel);
+  table.add("", "AveragePool", averagePoolKernel);
+  table.add("", "GlobalAveragePool", globalPoolKernel<false>);
+  table.add("", "GlobalMaxPool", globalPoolKernel<true>);
+  table.add("", "MaxPoolGrad", maxPoolGradKernel);
+  table.add("", "AveragePoolGrad", averagePoolGradKernel);
 }

@@ -429,22 +429,22 @@ template <bool IsMax> llvm::Error argReduceKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerReduceKernels(KernelTable &table) {
-  table.add("", "ReduceSum", reduceKernel<SumReduce>, 1);
-  table.add("", "ReduceMean", reduceKernel<MeanReduce>, 1);
-  table.add("", "ReduceMax", reduceKernel<MaxReduce>, 1);
-  table.add("", "ReduceMin", reduceKernel<MinReduce>, 1);
-  table.add("", "ReduceProd", reduceKernel<ProdReduce>, 1);
-  table.add("", "ReduceSumSquare", reduceKernel<SumSquareReduce>, 1);
-  table.add("", "ReduceL1", reduceKernel<L1Reduce>, 1);
-  table.add("", "ReduceL2", reduceKernel<L2Reduce>, 1);
-  table.add("", "ReduceLogSum", reduceKernel<LogSumReduce>, 1);
-  table.add("", "ReduceLogSumExp", reduceKernel<LogSumExpReduce>, 1);
-  table.add(kMsDomain, "ReduceSumTraining", reduceKernel<SumReduce>, 1);
+  table.add("", "ReduceSum", reduceKernel<SumReduce>);
+  table.add("", "ReduceMean", reduceKernel<MeanReduce>);
+  table.add("", "ReduceMax", reduceKernel<MaxReduce>);
+  table.add("", "ReduceMin", reduceKernel<MinReduce>);
+  table.add("", "ReduceProd", reduceKernel<ProdReduce>);
+  table.add("", "ReduceSumSquare", reduceKernel<SumSquareReduce>);
+  table.add("", "ReduceL1", reduceKernel<L1Reduce>);
+  table.add("", "ReduceL2", reduceKernel<L2Reduce>);
+  table.add("", "ReduceLogSum", reduceKernel<LogSumReduce>);
+  table.add("", "ReduceLogSumExp", reduceKernel<LogSumExpReduce>);
+  table.add(kMsDomain, "ReduceSumTraining", reduceKernel<SumReduce>);
   for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
                          "ReduceProd", "ReduceSumSquare", "ReduceL1",
                          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
     table.setWorkspace("", op, reduceWorkspace);
   table.setWorkspace(kMsDomain, "ReduceSumTraining", reduceWorkspace);
-  table.add("", "ArgMax", argReduceKernel<true>, 1);
-  table.add("", "ArgMin", argReduceKernel<false>, 1);
+  table.add("", "ArgMax", argReduceKernel<true>);
+  table.add("", "ArgMin", argReduceKernel<false>);
 }

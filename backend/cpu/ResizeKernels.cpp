@@ -464,6 +464,6 @@ llvm::Error resizeGradKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerResizeKernels(KernelTable &table) {
-  table.add(kOnnxDomain, "Resize", resizeKernel, 1);
-  table.add(kMsDomain, "ResizeGrad", resizeGradKernel, 2);
+  table.add(kOnnxDomain, "Resize", resizeKernel);
+  table.add(kMsDomain, "ResizeGrad", resizeGradKernel);
 }

@@ -299,17 +299,18 @@ llvm::Error nonZeroKernel(KernelCall &call) {
 
 void cpu::registerShapeKernels(KernelTable &table) {
   auto native = KernelMode::Native;
-  table.add("", "Shape", shapeKernel, 1, 1, native);
-  table.add("", "Size", sizeKernel, 1, 1, native);
-  table.add("", "Constant", constantKernel, 0, 1, native);
-  table.add("", "ConstantOfShape", constantOfShapeKernel, 1, 1, native);
-  table.add("", "Identity", viewKernel, 1, 1, native);
-  table.add("", "Squeeze", viewKernel, 1, 1, native);
-  table.add("", "Unsqueeze", viewKernel, 1, 1, native);
-  table.add("", "Flatten", viewKernel, 1, 1, native);
-  table.add("", "Reshape", reshapeKernel, 2, 1, native);
-  table.add("", "Range", rangeKernel, 3, 1, native);
-  table.add("", "NonZero", nonZeroKernel, 1, 1, native);
-  table.add(kMsDomain, "BroadcastGradientArgs", broadcastGradientArgsKernel, 2,
-            0, native);
+  table.add("", "Shape", shapeKernel, native);
+  table.add("", "Size", sizeKernel, native);
+  table.add("", "Constant", constantKernel, native);
+  table.add("", "ConstantOfShape", constantOfShapeKernel, native);
+  table.add("", "Identity", viewKernel, native);
+  table.add("", "Squeeze", viewKernel, native);
+  table.add("", "Unsqueeze", viewKernel, native);
+  table.add("", "Flatten", viewKernel, native);
+  table.add("", "Reshape", reshapeKernel, native);
+  table.add("", "Range", rangeKernel, native);
+  table.add("", "NonZero", nonZeroKernel, native);
+  table.add(kMsDomain, "BroadcastGradientArgs",
+            KernelInfo{broadcastGradientArgsKernel, native, nullptr,
+                       KernelResults::MayBeAbsent});
 }

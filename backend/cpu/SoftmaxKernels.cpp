@@ -200,10 +200,10 @@ template <bool Log> llvm::Error softmaxGradKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerSoftmaxKernels(KernelTable &table) {
-  table.add("", "Softmax", softmaxKernel<false>, 1);
-  table.add("", "LogSoftmax", softmaxKernel<true>, 1);
-  table.add(kMsDomain, "SoftmaxGrad", softmaxGradKernel<false>, 2);
-  table.add(kMsDomain, "SoftmaxGrad_13", softmaxGradKernel<false>, 2);
-  table.add(kMsDomain, "LogSoftmaxGrad", softmaxGradKernel<true>, 2);
-  table.add(kMsDomain, "LogSoftmaxGrad_13", softmaxGradKernel<true>, 2);
+  table.add("", "Softmax", softmaxKernel<false>);
+  table.add("", "LogSoftmax", softmaxKernel<true>);
+  table.add(kMsDomain, "SoftmaxGrad", softmaxGradKernel<false>);
+  table.add(kMsDomain, "SoftmaxGrad_13", softmaxGradKernel<false>);
+  table.add(kMsDomain, "LogSoftmaxGrad", softmaxGradKernel<true>);
+  table.add(kMsDomain, "LogSoftmaxGrad_13", softmaxGradKernel<true>);
 }

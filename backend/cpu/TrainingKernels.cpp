@@ -512,27 +512,28 @@ llvm::Error passThroughKernel(KernelCall &call) {
 } // namespace
 
 void cpu::registerTrainingKernels(KernelTable &table) {
-  table.add(kMsDomain, "ReluGrad", reluGradKernel, 2);
-  table.add(kMsDomain, "GeluGrad", geluGradKernel, 2);
-  table.add(kMsDomain, "FastGeluGrad", fastGeluGradKernel, 2);
-  table.add(kMsDomain, "QuickGeluGrad", quickGeluGradKernel, 2);
-  table.add(kMsDomain, "BiasGeluGrad_dX", biasGeluGradKernel<false>, 3);
-  table.add(kMsDomain, "BiasFastGeluGrad_dX", biasGeluGradKernel<true>, 3);
-  table.add(kMsDomain, "IsFinite", isFiniteKernel, 1, 1, KernelMode::Native);
-  table.add(kMsDomain, "ZeroGradient", zeroGradientKernel, 1, 1,
+  table.add(kMsDomain, "ReluGrad", reluGradKernel);
+  table.add(kMsDomain, "GeluGrad", geluGradKernel);
+  table.add(kMsDomain, "FastGeluGrad", fastGeluGradKernel);
+  table.add(kMsDomain, "QuickGeluGrad", quickGeluGradKernel);
+  table.add(kMsDomain, "BiasGeluGrad_dX", biasGeluGradKernel<false>);
+  table.add(kMsDomain, "BiasFastGeluGrad_dX", biasGeluGradKernel<true>);
+  table.add(kMsDomain, "IsFinite", isFiniteKernel, KernelMode::Native);
+  table.add(kMsDomain, "ZeroGradient", zeroGradientKernel, KernelMode::Native);
+  table.add(kMsDomain, "PassThrough",
+            KernelInfo{passThroughKernel, KernelMode::Native, nullptr,
+                       KernelResults::MayBeAbsent});
+  table.add(kMsDomain, "SigmoidGrad", sigmoidGradKernel);
+  table.add(kMsDomain, "TanhGrad", tanhGradKernel);
+  table.add(kMsDomain, "DivGrad",
+            KernelInfo{divGradKernel, KernelMode::StageHalfAsFloat, nullptr,
+                       KernelResults::MayBeAbsent});
+  table.add(kMsDomain, "Scale", scaleKernel);
+  table.add(kMsDomain, "MixedPrecisionScale", mixedPrecisionScaleKernel,
             KernelMode::Native);
-  table.add(kMsDomain, "PassThrough", passThroughKernel, 0, 0,
+  table.add(kMsDomain, "IsAllFinite", isAllFiniteKernel, KernelMode::Native);
+  table.add(kMsDomain, "InPlaceAccumulatorV2", inPlaceAccumulatorV2Kernel,
             KernelMode::Native);
-  table.add(kMsDomain, "SigmoidGrad", sigmoidGradKernel, 2);
-  table.add(kMsDomain, "TanhGrad", tanhGradKernel, 2);
-  table.add(kMsDomain, "DivGrad", divGradKernel, 3, 0);
-  table.add(kMsDomain, "Scale", scaleKernel, 2);
-  table.add(kMsDomain, "MixedPrecisionScale", mixedPrecisionScaleKernel, 2, 1,
-            KernelMode::Native);
-  table.add(kMsDomain, "IsAllFinite", isAllFiniteKernel, 0, 1,
-            KernelMode::Native);
-  table.add(kMsDomain, "InPlaceAccumulatorV2", inPlaceAccumulatorV2Kernel, 2, 1,
-            KernelMode::Native);
-  table.add(kMsDomain, "InPlaceAccumulator", inPlaceAccumulatorKernel, 2, 1,
+  table.add(kMsDomain, "InPlaceAccumulator", inPlaceAccumulatorKernel,
             KernelMode::Native);
 }

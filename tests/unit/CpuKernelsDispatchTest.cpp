@@ -83,6 +83,32 @@ TEST(CpuKernelTableTest, PreparingFindsTheKernelBySchemaAndChecksArity) {
             "Relu: its schema takes 1 input, the node has 2 (node relu0)");
 }
 
+TEST(CpuKernelTableTest, RequiredResultsComeFromTheSchema) {
+  // No entry repeats its op's arity: Relu's one result is required because
+  // its schema counts one; ConvGrad's entry lets any gradient be absent.
+  auto module = std::make_unique<Module>();
+  Graph &graph = module->getGraph();
+  Value *x = graph.addInput(f32Type({1, 1, 3, 3}), "x");
+  Value *w = graph.addInput(f32Type({1, 1, 2, 2}), "w");
+  Value *dy = graph.addInput(f32Type({1, 1, 2, 2}), "dy");
+  Builder builder(graph);
+  Node *relu = builder.create(OpName{"", "Relu"}, {x}, {f32Type({1, 1, 3, 3})},
+                              {}, "relu0");
+  graph.dropResult(relu, 0);
+  auto noResult = prepareCpuKernel(*relu);
+  ASSERT_FALSE(bool(noResult));
+  EXPECT_EQ(llvm::toString(noResult.takeError()),
+            "Relu: required output 0 is missing (node relu0)");
+  Node *grad = builder.create(
+      OpName{kMsDomain.str(), "ConvGrad"}, {dy, x, w},
+      {f32Type({1, 1, 3, 3}), f32Type({1, 1, 2, 2}), f32Type({1})}, {},
+      "grad0");
+  graph.dropResult(grad, 0);
+  graph.dropResult(grad, 2);
+  auto onlyWeights = prepareCpuKernel(*grad);
+  EXPECT_TRUE(bool(onlyWeights)) << llvm::toString(onlyWeights.takeError());
+}
+
 TEST(CpuKernelTableTest, MissingRequiredInputIsAnError) {
   KernelRunner runner;
   HostTensor x = HostTensor::f32({2}, {1, 2});
