@@ -50,6 +50,12 @@ struct ExecutorOptions {
   /// Time every kernel and keep per-op totals (getProfile) and the last
   /// step's per-node timings (getLastStepNodeTimings).
   bool profile = false;
+  /// CUDA backend, planned mode: run the first step as usual (warm-up),
+  /// capture the second into a CUDA graph and replay it for every later
+  /// step (`gmopt-run --cuda-graph`). A module or option that cannot be
+  /// captured is refused when the executable is prepared, naming why
+  /// (checkCudaGraphCapturable, backend/cuda/CudaGraphCapture.h).
+  bool cudaGraph = false;
 };
 
 /// One node of the last step, as ExecutorOptions::profile records it.

@@ -24,7 +24,7 @@ __global__ void biasDropoutKernel(LossTensor x, LossTensor bias,
   BiasDropoutMode mode = resolveBiasDropoutMode(
       params.ratioValue, params.ratio, params.training, params.inference);
   PhiloxStreamKey key =
-      makePhiloxStreamKey(params.seed, params.streamId, params.step);
+      makePhiloxStreamKey(params.seed, params.streamId, dropoutStep(params));
   int64_t blocks = (elements + 3) / 4;
   for (int64_t block = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        block < blocks; block += int64_t(gridDim.x) * blockDim.x) {

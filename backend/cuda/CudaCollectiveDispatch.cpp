@@ -2,8 +2,9 @@
 //
 // The CUDA kernel-table entries of gmopt's collectives (ir/Collectives.h):
 // they enqueue the NCCL calls of NcclCollectives.h and the bucket's packing
-// copies (by ir/Collectives.h's bucketPieces) on the backend's stream, the
-// overlapped all-reduce on the communicator's own stream, or, for one rank
+// copies (by ir/Collectives.h's bucketPieces) on the backend's compute
+// stream, the overlapped all-reduce on the device's communication stream
+// (ordered by events both ways, no host wait), or, for one rank
 // without a communicator, only the copies. The kernel checks and the
 // workspace sizes they rely on are NcclCollectives.cpp's host code.
 //
@@ -224,7 +225,7 @@ llvm::Error runAllReduceStart(CudaCall &call) {
     return llvm::Error::success();
   return (*communicator)
       ->startAllReduce(node, call.outPtr(0), {buffer}, {total}, isMean(node),
-                       call.ctx.stream);
+                       call.ctx.stream, call.ctx.commStream);
 }
 
 /// gmopt.AllReduceWait(handle, x1..xk) -> done.

@@ -12,6 +12,7 @@
 #include "backend/cuda/CudaDevice.h"
 
 #include "backend/Executor.h"
+#include "backend/cuda/CudaGraphCapture.h"
 #include "backend/cuda/CudnnGeometry.h"
 #include "backend/cuda/EinsumPlan.h"
 #include "backend/cuda/NcclCollectives.h"
@@ -134,8 +135,13 @@ llvm::Error gmopt::checkCudaNode(const Node &node) {
 }
 
 llvm::Expected<std::unique_ptr<Executable>>
-gmopt::prepareCudaExecutable(const Module &, const ExecutorOptions &,
+gmopt::prepareCudaExecutable(const Module &module,
+                             const ExecutorOptions &options,
                              const CudaDeviceOptions &) {
+  // The same first reason as a CUDA build's.
+  if (options.cudaGraph)
+    if (llvm::Error err = checkCudaGraphCapturable(module, options, "cuda"))
+      return err;
   return fail("the CUDA backend is not built: no CUDA toolkit at configure "
               "time");
 }

@@ -394,6 +394,7 @@ llvm::Expected<DropoutParams> dispatch::dropoutParams(CudaCall &call,
   p.seed = call.ctx.seed;
   p.streamId = *streamId;
   p.step = call.ctx.step;
+  p.stepOnDevice = call.ctx.stepOnDevice;
   if (llvm::Error err = setDropoutMode(call, ratioIndex, trainingIndex, p))
     return err;
   return p;

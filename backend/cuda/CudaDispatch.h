@@ -51,7 +51,14 @@ struct CudnnState;
 /// handle, the random seed and step, and host-side constants that must
 /// outlive an asynchronous copy (Shape's output).
 struct CudaKernelContext {
+  /// The compute stream: every kernel and copy of a node.
   cudaStream_t stream = nullptr;
+  /// The communication stream the overlapped all-reduce runs NCCL on,
+  /// ordered after `stream` by events (owned by the device).
+  cudaStream_t commStream = nullptr;
+  /// Set while a step is captured for a CUDA graph: random kernels read
+  /// the step here on the device (DropoutParams::stepOnDevice).
+  const uint64_t *stepOnDevice = nullptr;
   cublasLtHandle_t blasLt = nullptr;
   uint64_t seed = 0;
   uint64_t step = 0;

@@ -60,6 +60,11 @@ struct KernelFaultRecord {
 cudaError_t setKernelLaunchId(int32_t launchId, cudaStream_t stream);
 /// Reads and clears the fault word (call after a synchronization).
 cudaError_t readKernelFault(KernelFaultRecord &record, cudaStream_t stream);
+/// The address of the device's step counter (a __device__ word, no
+/// allocation): a CUDA graph copies the step into it from page-locked host
+/// memory as its first node, and its random kernels read it
+/// (DropoutParams::stepOnDevice).
+cudaError_t getStepCounter(uint64_t **counter);
 /// The device addresses of the fault word and the launch id, for kernels
 /// compiled in other .cu files (IndexKernels.cu) to raise faults into.
 cudaError_t getKernelFaultWord(KernelFaultRecord **record,
@@ -135,12 +140,23 @@ cudaError_t launchCast(Storage from, Storage to, const void *in, void *out,
 /// unless \p ratioValue >= 0 says the ratio is a known constant.
 struct DropoutParams {
   uint64_t seed = 0, streamId = 0, step = 0;
+  /// When set, the step is read here on the device instead of from `step`:
+  /// a step captured in a CUDA graph is replayed with the counter updated
+  /// (getStepCounter), never with the step of the capture baked in.
+  const uint64_t *stepOnDevice = nullptr;
   const float *ratio = nullptr;
   const uint8_t *training = nullptr;
   float ratioValue = -1;
   /// True: no training input and no way to be training (identity).
   bool inference = false;
 };
+#ifdef __CUDACC__
+/// The step a random kernel keys its Philox stream with: the device
+/// counter's when the launch was captured for a CUDA graph.
+__device__ __forceinline__ uint64_t dropoutStep(const DropoutParams &params) {
+  return params.stepOnDevice ? *params.stepOnDevice : params.step;
+}
+#endif
 cudaError_t launchDropout(Storage storage, const void *x, void *out,
                           uint8_t *mask, int64_t elements,
                           const DropoutParams &params, cudaStream_t stream);

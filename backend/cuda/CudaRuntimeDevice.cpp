@@ -8,7 +8,19 @@
 // dedicated stream-ordered memory pool (cudaMallocFromPoolAsync /
 // cudaFreeAsync), released after their last use. All kernels are enqueued
 // on one stream; synchronize waits for it and reports any device fault
-// (a label or index out of range) naming the node that raised it. Every
+// (a label or index out of range) naming the node that raised it.
+// Besides that compute stream the device owns a copy stream (the host
+// arena's asynchronous copies, into and out of page-locked memory) and a
+// high-priority communication stream (the overlapped all-reduce's NCCL
+// calls); work on them is ordered after the compute stream's by events and
+// joined back by cudaStreamWaitEvent, so the host never waits for them.
+// With ExecutorOptions::cudaGraph the executable runs the first step as
+// usual (warm-up: cuBLASLt and cuDNN plans, lazily loaded code), captures
+// the second on the compute stream (the side streams forked and joined by
+// events inside the capture), instantiates it once and replays it with
+// cudaGraphLaunch from then on: the arena fixes every address, and the
+// step the random kernels key their Philox streams with is copied into a
+// device counter from page-locked memory as the graph's first node. Every
 // CUDA and cuBLASLt call is checked and its failure becomes an llvm::Error
 // naming the call (and, in runNode, the node). Before the interpreter
 // allocates anything, prepareCudaExecutable compares the plan's bytes with
@@ -27,6 +39,7 @@
 #include "backend/PlanInterpreter.h"
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaDispatch.h"
+#include "backend/cuda/CudaGraphCapture.h"
 #include "backend/cuda/CudaKernels.h"
 #include "backend/cuda/NcclCollectives.h"
 
@@ -39,6 +52,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 using namespace gmopt;
@@ -59,6 +73,56 @@ llvm::Error check(cudaError_t status, llvm::StringRef call) {
   return status == cudaSuccess ? llvm::Error::success()
                                : callError(call, status);
 }
+
+/// cudaEvents (without timing) kept for reuse: a DeviceEvent gives its
+/// event back when dropped instead of destroying it, so dropping one inside
+/// a graph capture calls nothing on the CUDA runtime. Shared by the device
+/// and every event it handed out, so either may go first.
+class CudaEventPool {
+public:
+  ~CudaEventPool() {
+    for (cudaEvent_t event : spare)
+      (void)cudaEventDestroy(event);
+  }
+  llvm::Expected<cudaEvent_t> take() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!spare.empty()) {
+        cudaEvent_t event = spare.back();
+        spare.pop_back();
+        return event;
+      }
+    }
+    cudaEvent_t event = nullptr;
+    if (auto err =
+            check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                  "cudaEventCreateWithFlags"))
+      return err;
+    return event;
+  }
+  void giveBack(cudaEvent_t event) {
+    std::lock_guard<std::mutex> lock(mutex);
+    spare.push_back(event);
+  }
+
+private:
+  std::mutex mutex;
+  std::vector<cudaEvent_t> spare;
+};
+
+/// A DeviceEvent of the CUDA device: a cudaEvent recorded on the stream
+/// whose work it marks.
+class CudaDeviceEvent final : public DeviceEvent {
+public:
+  CudaDeviceEvent(std::shared_ptr<CudaEventPool> pool, cudaEvent_t event)
+      : pool(std::move(pool)), event(event) {}
+  ~CudaDeviceEvent() override { pool->giveBack(event); }
+  cudaEvent_t get() const { return event; }
+
+private:
+  std::shared_ptr<CudaEventPool> pool;
+  cudaEvent_t event;
+};
 
 class CudaDevice final : public Device {
 public:
@@ -87,12 +151,33 @@ public:
                            uint64_t bytes) override;
   llvm::Error copyToHost(void *target, const void *source,
                          uint64_t bytes) const override;
+  llvm::Expected<void *> allocateHost(uint64_t bytes) override;
+  void deallocateHost(void *address) override;
+  llvm::Expected<std::unique_ptr<DeviceEvent>>
+  startCopyToHost(void *target, const void *source, uint64_t bytes) override;
+  llvm::Expected<std::unique_ptr<DeviceEvent>>
+  startCopyToDevice(void *target, const void *source, uint64_t bytes) override;
+  llvm::Error waitEvent(const DeviceEvent &event) override;
   llvm::Error fillZero(void *target, uint64_t bytes) override;
   llvm::Error runNode(const PreparedKernel &kernel,
                       const NodeLaunch &launch) override;
+  /// Waits for the compute, copy and communication streams and reports a
+  /// device fault. While a step is captured it only joins the side streams
+  /// into the capture (nothing runs, so there is nothing to wait for).
   llvm::Error synchronize() override;
 
-  /// The stream every kernel and copy is enqueued on (null before
+  /// Starts capturing the compute stream into a CUDA graph (after a
+  /// warm-up step): its first node copies the step from page-locked host
+  /// memory into the device counter the random kernels then read.
+  llvm::Error beginCapture();
+  /// Ends the capture begun by beginCapture and returns its graph.
+  llvm::Expected<cudaGraph_t> endCapture();
+  /// Ends a capture that failed, dropping what was captured.
+  void abandonCapture();
+  /// Launches \p graph, captured by this device, for step \p step.
+  llvm::Error launchGraph(cudaGraphExec_t graph, uint64_t step);
+
+  /// The compute stream every kernel is enqueued on (null before
   /// initialize).
   cudaStream_t getStream() const { return stream; }
   /// Eager mode's dedicated memory pool (null in planned mode).
@@ -103,6 +188,16 @@ public:
 private:
   llvm::Error outOfMemory(uint64_t bytes, cudaError_t status,
                           llvm::StringRef call);
+  /// Makes \p to wait (cudaStreamWaitEvent) for the work enqueued on
+  /// \p from so far.
+  llvm::Error order(cudaStream_t from, cudaStream_t to);
+  /// Starts an asynchronous copy on the copy stream after the compute
+  /// stream's work so far; the returned event completes with it.
+  llvm::Expected<std::unique_ptr<DeviceEvent>>
+  startCopy(void *target, const void *source, uint64_t bytes,
+            cudaMemcpyKind kind, llvm::StringRef what);
+  /// While capturing: joins \p side into the capture when it was forked.
+  llvm::Error joinCapture(cudaStream_t side);
 
   CudaDeviceInfo info;
   CudaDeviceOptions cudaOptions;
@@ -111,8 +206,23 @@ private:
   /// nothing.
   bool stepStarted = false;
   cudaStream_t stream = nullptr;
+  /// The host arena's asynchronous copies.
+  cudaStream_t copyStream = nullptr;
+  /// The overlapped all-reduce's NCCL calls (highest priority, so a bucket
+  /// does not queue behind the backward's kernels).
+  cudaStream_t commStream = nullptr;
+  std::shared_ptr<CudaEventPool> events = std::make_shared<CudaEventPool>();
   cudaMemPool_t pool = nullptr;
   uint64_t allocations = 0;
+  /// True between beginCapture and endCapture.
+  bool capturing = false;
+  /// The device counter random kernels of a captured step read, and the
+  /// page-locked word each graph launch copies the step from.
+  uint64_t *stepCounter = nullptr;
+  uint64_t *stepHost = nullptr;
+  /// The nodes of the captured step, by launch id (fault reports of a
+  /// replay, whose launches the device does not see).
+  std::vector<const Node *> capturedNodes;
   std::unique_ptr<NcclCommunicator> communicator;
   CudaKernelContext context;
   /// The node of each launch since the last synchronization.
@@ -122,15 +232,21 @@ private:
 CudaDevice::~CudaDevice() {
   // Errors cannot be reported from a destructor; the process is exiting
   // or the executable is being dropped.
-  if (stream)
-    (void)cudaStreamSynchronize(stream);
+  if (capturing)
+    abandonCapture();
+  for (cudaStream_t each : {stream, copyStream, commStream})
+    if (each)
+      (void)cudaStreamSynchronize(each);
   context.cudnn.reset(); // Before its stream goes.
   if (context.blasLt)
     (void)cublasLtDestroy(context.blasLt);
   if (pool)
     (void)cudaMemPoolDestroy(pool);
-  if (stream)
-    (void)cudaStreamDestroy(stream);
+  if (stepHost)
+    (void)cudaFreeHost(stepHost);
+  for (cudaStream_t each : {stream, copyStream, commStream})
+    if (each)
+      (void)cudaStreamDestroy(each);
 }
 
 llvm::Error CudaDevice::initialize(MemoryCounter &counter,
@@ -146,6 +262,34 @@ llvm::Error CudaDevice::initialize(MemoryCounter &counter,
                 "cudaStreamCreateWithFlags"))
     return err;
   context.stream = stream;
+  if (auto err =
+          check(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking),
+                "cudaStreamCreateWithFlags (the copy stream)"))
+    return err;
+  int leastPriority = 0, greatestPriority = 0;
+  if (auto err = check(
+          cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority),
+          "cudaDeviceGetStreamPriorityRange"))
+    return err;
+  if (auto err =
+          check(cudaStreamCreateWithPriority(&commStream, cudaStreamNonBlocking,
+                                             greatestPriority),
+                "cudaStreamCreateWithPriority (the communication "
+                "stream)"))
+    return err;
+  context.commStream = commStream;
+  if (options.cudaGraph) {
+    if (auto err = check(getStepCounter(&stepCounter),
+                         "cudaGetSymbolAddress (the step counter)"))
+      return err;
+    void *host = nullptr;
+    if (auto err =
+            check(cudaHostAlloc(&host, sizeof(uint64_t), cudaHostAllocDefault),
+                  "cudaHostAlloc (the step word)"))
+      return err;
+    stepHost = static_cast<uint64_t *>(host);
+    *stepHost = 0;
+  }
   cublasStatus_t status = cublasLtCreate(&context.blasLt);
   if (status != CUBLAS_STATUS_SUCCESS)
     return llvm::createStringError(
@@ -239,6 +383,91 @@ llvm::Error CudaDevice::copyToHost(void *target, const void *source,
   return check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
+llvm::Expected<void *> CudaDevice::allocateHost(uint64_t bytes) {
+  // Page-locked, so the copy stream's copies run asynchronously beside the
+  // compute stream; cudaHostAlloc's blocks are page aligned, which is more
+  // than kBufferAlignment.
+  uint64_t rounded = alignBuffer(bytes ? bytes : 1);
+  if (rounded < bytes)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("cannot allocate {0} host-arena bytes: the size "
+                      "overflows",
+                      bytes));
+  void *address = nullptr;
+  cudaError_t status = cudaHostAlloc(&address, rounded, cudaHostAllocDefault);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("cudaHostAlloc failed allocating {0} bytes of "
+                      "page-locked host memory for the host arena: {1} ({2})",
+                      bytes, cudaGetErrorString(status),
+                      cudaGetErrorName(status)));
+  }
+  return address;
+}
+
+void CudaDevice::deallocateHost(void *address) {
+  if (address)
+    (void)cudaFreeHost(address);
+}
+
+llvm::Error CudaDevice::order(cudaStream_t from, cudaStream_t to) {
+  auto event = events->take();
+  if (!event)
+    return event.takeError();
+  // The wait takes the event's state when it is made: the event can go
+  // back to the pool at once.
+  llvm::Error err = check(cudaEventRecord(*event, from), "cudaEventRecord");
+  if (!err)
+    err = check(cudaStreamWaitEvent(to, *event, 0), "cudaStreamWaitEvent");
+  events->giveBack(*event);
+  return err;
+}
+
+llvm::Expected<std::unique_ptr<DeviceEvent>>
+CudaDevice::startCopy(void *target, const void *source, uint64_t bytes,
+                      cudaMemcpyKind kind, llvm::StringRef what) {
+  if (auto err = order(stream, copyStream))
+    return err;
+  if (bytes)
+    if (auto err = check(
+            cudaMemcpyAsync(target, source, bytes, kind, copyStream), what))
+      return err;
+  auto done = events->take();
+  if (!done)
+    return done.takeError();
+  auto event = std::make_unique<CudaDeviceEvent>(events, *done);
+  if (auto err = check(cudaEventRecord(*done, copyStream), "cudaEventRecord"))
+    return err;
+  return std::unique_ptr<DeviceEvent>(std::move(event));
+}
+
+llvm::Expected<std::unique_ptr<DeviceEvent>>
+CudaDevice::startCopyToHost(void *target, const void *source, uint64_t bytes) {
+  return startCopy(target, source, bytes, cudaMemcpyDeviceToHost,
+                   "cudaMemcpyAsync (device to host, the copy stream)");
+}
+
+llvm::Expected<std::unique_ptr<DeviceEvent>>
+CudaDevice::startCopyToDevice(void *target, const void *source,
+                              uint64_t bytes) {
+  return startCopy(target, source, bytes, cudaMemcpyHostToDevice,
+                   "cudaMemcpyAsync (host to device, the copy stream)");
+}
+
+llvm::Error CudaDevice::waitEvent(const DeviceEvent &event) {
+  const auto *cudaEvent = dynamic_cast<const CudaDeviceEvent *>(&event);
+  assert(cudaEvent && "an event this device made");
+  if (!cudaEvent)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the CUDA device was asked to wait for an "
+                                   "event another device made");
+  return check(cudaStreamWaitEvent(stream, cudaEvent->get(), 0),
+               "cudaStreamWaitEvent");
+}
+
 llvm::Error CudaDevice::fillZero(void *target, uint64_t bytes) {
   if (!bytes)
     return llvm::Error::success();
@@ -282,8 +511,92 @@ llvm::Error CudaDevice::runNode(const PreparedKernel &kernel,
   return llvm::Error::success();
 }
 
+llvm::Error CudaDevice::joinCapture(cudaStream_t side) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (auto err =
+          check(cudaStreamIsCapturing(side, &status), "cudaStreamIsCapturing"))
+    return err;
+  // A side stream that never waited for the compute stream is not in the
+  // capture and has nothing to join.
+  if (status != cudaStreamCaptureStatusActive)
+    return llvm::Error::success();
+  return order(side, stream);
+}
+
+llvm::Error CudaDevice::beginCapture() {
+  assert(!capturing && stepCounter && stepHost && "one capture at a time");
+  // Thread-local: another thread's CUDA calls do not disturb the capture,
+  // and a call of this thread that would synchronize fails instead of
+  // silently running outside the graph.
+  if (auto err = check(
+          cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture"))
+    return err;
+  capturing = true;
+  context.stepOnDevice = stepCounter;
+  // The graph's first node: each launch copies the step it runs.
+  return check(cudaMemcpyAsync(stepCounter, stepHost, sizeof(uint64_t),
+                               cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync (the step counter)");
+}
+
+llvm::Expected<cudaGraph_t> CudaDevice::endCapture() {
+  assert(capturing && "a capture to end");
+  llvm::Error joined = joinCapture(copyStream);
+  if (!joined)
+    joined = joinCapture(commStream);
+  cudaGraph_t graph = nullptr;
+  cudaError_t status = cudaStreamEndCapture(stream, &graph);
+  capturing = false;
+  context.stepOnDevice = nullptr;
+  capturedNodes.swap(launchedNodes);
+  launchedNodes.clear();
+  if (joined) {
+    if (graph)
+      (void)cudaGraphDestroy(graph);
+    return joined;
+  }
+  if (status != cudaSuccess) {
+    if (graph)
+      (void)cudaGraphDestroy(graph);
+    return callError("cudaStreamEndCapture", status);
+  }
+  return graph;
+}
+
+void CudaDevice::abandonCapture() {
+  cudaGraph_t graph = nullptr;
+  (void)cudaStreamEndCapture(stream, &graph);
+  if (graph)
+    (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  capturing = false;
+  context.stepOnDevice = nullptr;
+  launchedNodes.clear();
+}
+
+llvm::Error CudaDevice::launchGraph(cudaGraphExec_t graph, uint64_t step) {
+  // The previous launch has finished (each step ends synchronized), so the
+  // word is free to change.
+  *stepHost = step;
+  launchedNodes = capturedNodes;
+  return check(cudaGraphLaunch(graph, stream), "cudaGraphLaunch");
+}
+
 llvm::Error CudaDevice::synchronize() {
+  if (capturing) {
+    // Nothing captured runs yet: join the side streams (so the capture
+    // ends joined) and wait for nothing.
+    if (auto err = joinCapture(copyStream))
+      return err;
+    return joinCapture(commStream);
+  }
   cudaError_t status = cudaStreamSynchronize(stream);
+  // Side-stream work is joined into the compute stream by events, but a
+  // copy nobody waited for would still be running.
+  for (cudaStream_t side : {copyStream, commStream})
+    if (status == cudaSuccess && side)
+      status = cudaStreamSynchronize(side);
   if (status != cudaSuccess) {
     std::string last = launchedNodes.empty() ? std::string("none")
                                              : launchedNodes.back()->describe();
@@ -353,19 +666,25 @@ uint64_t persistentBytes(const Module &module) {
 /// The plan interpreter over a CudaDevice, with step times from CUDA
 /// events: getLastStepMilliseconds is the device time between an event
 /// recorded on the stream before the step's first launch and one recorded
-/// after its final synchronization, not the host's wall time. Everything
-/// else is the interpreter's.
+/// after its final synchronization, not the host's wall time. With
+/// ExecutorOptions::cudaGraph the second step is captured and every later
+/// one replays it (the device's beginCapture/launchGraph). Everything else
+/// is the interpreter's.
 class CudaExecutable final : public Executable {
 public:
   /// \p freeBeforeBytes: cudaMemGetInfo's free bytes before anything of
   /// the executable was allocated.
-  CudaExecutable(std::unique_ptr<Executable> inner, const CudaDevice &device,
-                 cudaEvent_t start, cudaEvent_t stop, uint64_t freeBeforeBytes)
-      : inner(std::move(inner)), device(device), start(start), stop(stop) {
+  CudaExecutable(std::unique_ptr<Executable> inner, CudaDevice &device,
+                 cudaEvent_t start, cudaEvent_t stop, uint64_t freeBeforeBytes,
+                 bool cudaGraph)
+      : inner(std::move(inner)), device(device), start(start), stop(stop),
+        cudaGraph(cudaGraph) {
     measured.freeBeforeBytes = freeBeforeBytes;
     measured.eager = device.getPool() != nullptr;
   }
   ~CudaExecutable() override {
+    if (graph)
+      (void)cudaGraphExecDestroy(graph);
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
   }
@@ -407,13 +726,23 @@ public:
 private:
   /// Reads the pool's high-water marks and cudaMemGetInfo after a step.
   llvm::Error measureMemory();
+  /// Runs step \p step's work: the interpreter's, or the captured graph.
+  llvm::Error enqueueStep(uint64_t step);
+  /// Captures step \p step through the interpreter and instantiates it.
+  llvm::Error captureStep(uint64_t step);
 
   std::unique_ptr<Executable> inner;
-  const CudaDevice &device;
+  CudaDevice &device;
   cudaEvent_t start;
   cudaEvent_t stop;
   double lastStepMs = 0;
   CudaMemoryMeasurement measured;
+  /// ExecutorOptions::cudaGraph.
+  bool cudaGraph = false;
+  /// Steps run so far (the first is the uncaptured warm-up).
+  uint64_t stepsRun = 0;
+  /// The instantiated capture (null before the second step).
+  cudaGraphExec_t graph = nullptr;
 };
 
 void CudaExecutable::resetPeak() {
@@ -462,13 +791,53 @@ llvm::Error CudaExecutable::measureMemory() {
   return llvm::Error::success();
 }
 
+llvm::Error CudaExecutable::captureStep(uint64_t step) {
+  if (auto err = device.beginCapture())
+    return err;
+  // The interpreter enqueues the step's launches and copies, none of which
+  // runs yet; its closing synchronize only joins the side streams.
+  if (auto err = inner->runStep(step)) {
+    device.abandonCapture();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--cuda-graph: capturing the step failed: " +
+                                       llvm::toString(std::move(err)));
+  }
+  auto captured = device.endCapture();
+  if (!captured)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--cuda-graph: capturing the step failed: " +
+                                       llvm::toString(captured.takeError()));
+  cudaError_t status = cudaGraphInstantiate(&graph, *captured, 0);
+  (void)cudaGraphDestroy(*captured);
+  if (status != cudaSuccess) {
+    graph = nullptr;
+    return callError("cudaGraphInstantiate (--cuda-graph)", status);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutable::enqueueStep(uint64_t step) {
+  // The first step runs uncaptured: it makes the cuBLASLt and cuDNN plans
+  // and loads the kernels' code, none of which a graph may do.
+  if (!cudaGraph || stepsRun == 0)
+    return inner->runStep(step);
+  if (!graph)
+    if (auto err = captureStep(step))
+      return err;
+  if (auto err = device.launchGraph(graph, step))
+    return err;
+  return device.synchronize();
+}
+
 llvm::Error CudaExecutable::runStep(uint64_t step) {
   if (auto err =
           check(cudaEventRecord(start, device.getStream()), "cudaEventRecord"))
     return err;
-  // The interpreter synchronizes the stream before it returns.
-  if (auto err = inner->runStep(step))
+  // The interpreter (or, replaying, the executable) synchronizes the
+  // streams before it returns.
+  if (auto err = enqueueStep(step))
     return err;
+  ++stepsRun;
   if (auto err =
           check(cudaEventRecord(stop, device.getStream()), "cudaEventRecord"))
     return err;
@@ -495,6 +864,10 @@ llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareCudaExecutable(const Module &module,
                              const ExecutorOptions &options,
                              const CudaDeviceOptions &cudaOptions) {
+  // Refused before anything is allocated, naming the node or option.
+  if (options.cudaGraph)
+    if (llvm::Error err = checkCudaGraphCapturable(module, options, "cuda"))
+      return err;
   auto info = probeCudaDevice();
   if (!info)
     return info.takeError();
@@ -547,7 +920,7 @@ gmopt::prepareCudaExecutable(const Module &module,
     return err;
   auto device =
       std::make_unique<CudaDevice>(*info, cudaOptions, std::move(communicator));
-  const CudaDevice &deviceRef = *device;
+  CudaDevice &deviceRef = *device;
   auto inner = createPlanInterpreter(module, options, std::move(device),
                                      getCudaKernelWorkspaceBytes);
   if (!inner)
@@ -560,5 +933,5 @@ gmopt::prepareCudaExecutable(const Module &module,
     return err;
   }
   return std::make_unique<CudaExecutable>(std::move(*inner), deviceRef, start,
-                                          stop, freeBytes);
+                                          stop, freeBytes, options.cudaGraph);
 }

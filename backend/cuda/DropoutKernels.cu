@@ -4,8 +4,9 @@
 // gmopt's Philox stream, keyed by (seed, stream id, step) so the CPU
 // backend, recompute and fused ops draw the same bits (backend/Philox.h). The
 // ratio and training mode are read on the device, so no launch waits for
-// the host; inactive dropout is the identity. Grid-stride loops keep the
-// grid small for any size.
+// the host; inactive dropout is the identity. A launch captured in a CUDA
+// graph reads the step from the device counter gStepCounter, which each
+// replay updates first. Grid-stride loops keep the grid small for any size.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,9 @@ using namespace gmopt;
 using namespace gmopt::cuda;
 
 namespace {
+
+/// The step of a CUDA graph's replay (getStepCounter).
+__device__ uint64_t gStepCounter;
 
 /// The ratio and training mode of a dropout launch, read on the device.
 struct DropoutMode {
@@ -39,7 +43,7 @@ __global__ void dropoutKernel(const T *x, T *out, uint8_t *mask,
   DropoutMode mode = readDropoutMode(params);
   float scale = 1.0f / (1.0f - mode.ratio);
   PhiloxStreamKey key =
-      makePhiloxStreamKey(params.seed, params.streamId, params.step);
+      makePhiloxStreamKey(params.seed, params.streamId, dropoutStep(params));
   int64_t blocks = (elements + 3) / 4;
   for (int64_t block = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        block < blocks; block += int64_t(gridDim.x) * blockDim.x) {
@@ -67,7 +71,7 @@ __global__ void bitmaskDropoutKernel(const T *x, T *out, uint32_t *mask,
   DropoutMode mode = readDropoutMode(params);
   float scale = 1.0f / (1.0f - mode.ratio);
   PhiloxStreamKey key =
-      makePhiloxStreamKey(params.seed, params.streamId, params.step);
+      makePhiloxStreamKey(params.seed, params.streamId, dropoutStep(params));
   int64_t words = (elements + 31) / 32;
   for (int64_t word = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        word < words; word += int64_t(gridDim.x) * blockDim.x) {
@@ -110,6 +114,13 @@ __global__ void dropoutGradKernel(const T *dy, const void *mask, bool bitmask,
 }
 
 } // namespace
+
+cudaError_t gmopt::cuda::getStepCounter(uint64_t **counter) {
+  void *address = nullptr;
+  cudaError_t status = cudaGetSymbolAddress(&address, gStepCounter);
+  *counter = static_cast<uint64_t *>(address);
+  return status;
+}
 
 cudaError_t gmopt::cuda::launchDropout(Storage storage, const void *x,
                                        void *out, uint8_t *mask,

@@ -387,11 +387,9 @@ llvm::Expected<const NcclApi &> loadNccl() {
 struct NcclCommunicator::Impl {
   const NcclApi *api = nullptr;
   ncclComm_t comm = nullptr;
-  /// The overlapped all-reduces' stream (made at the first start, at high
-  /// priority so a bucket is not queued behind the backward's kernels) and
-  /// events: each start's "ready" (the backend's stream reached it) and
-  /// "done" (the all-reduce finished), by handle.
-  cudaStream_t overlapStream = nullptr;
+  /// The overlapped all-reduces' events (they run on the device's
+  /// communication stream): each start's "ready" (the compute stream
+  /// reached it) and "done" (the all-reduce finished), by handle.
   struct InFlight {
     cudaEvent_t done = nullptr;
   };
@@ -489,16 +487,13 @@ NcclCommunicator::create(const CollectiveBootstrap &bootstrap,
 NcclCommunicator::~NcclCommunicator() {
   // Errors cannot be reported from a destructor; a communicator whose
   // peers failed is aborted rather than destroyed (destroy would wait).
+  // The device synchronized its streams before it let the communicator go.
   if (!impl || !impl->comm)
     return;
-  if (impl->overlapStream)
-    (void)cudaStreamSynchronize(impl->overlapStream);
   for (auto &entry : impl->inFlight)
     impl->spareEvents.push_back(entry.second.done);
   for (cudaEvent_t event : impl->spareEvents)
     (void)cudaEventDestroy(event);
-  if (impl->overlapStream)
-    (void)cudaStreamDestroy(impl->overlapStream);
   ncclResult_t pending = ncclSuccess;
   if (impl->api->commGetAsyncError(impl->comm, &pending) == ncclSuccess &&
       pending == ncclSuccess)
@@ -568,7 +563,8 @@ llvm::Error NcclCommunicator::allGather(const Node &node, const void *send,
 llvm::Error NcclCommunicator::startAllReduce(const Node &node, const void *key,
                                              llvm::ArrayRef<void *> buffers,
                                              llvm::ArrayRef<int64_t> counts,
-                                             bool mean, CUstream_st *stream) {
+                                             bool mean, CUstream_st *stream,
+                                             CUstream_st *commStream) {
   auto cudaFailure = [&](cudaError_t status, llvm::StringRef call) {
     (void)cudaGetLastError();
     return fail(llvm::formatv("{0} failed: {1} (node {2})", call,
@@ -577,15 +573,10 @@ llvm::Error NcclCommunicator::startAllReduce(const Node &node, const void *key,
   if (impl->inFlight.count(key))
     return fail("an all-reduce is already in flight under this handle (node " +
                 node.describe() + ")");
-  if (!impl->overlapStream) {
-    int least = 0, greatest = 0;
-    if (cudaError_t status =
-            cudaDeviceGetStreamPriorityRange(&least, &greatest))
-      return cudaFailure(status, "cudaDeviceGetStreamPriorityRange");
-    if (cudaError_t status = cudaStreamCreateWithPriority(
-            &impl->overlapStream, cudaStreamNonBlocking, greatest))
-      return cudaFailure(status, "cudaStreamCreateWithPriority");
-  }
+  if (!commStream || commStream == stream)
+    return fail("the overlapped all-reduce needs a communication stream of "
+                "its own (node " +
+                node.describe() + ")");
   auto ready = impl->takeEvent(node);
   if (!ready)
     return ready.takeError();
@@ -601,18 +592,18 @@ llvm::Error NcclCommunicator::startAllReduce(const Node &node, const void *key,
   };
   if (cudaError_t status = cudaEventRecord(*ready, stream))
     return giveBack(status, "cudaEventRecord");
-  if (cudaError_t status = cudaStreamWaitEvent(impl->overlapStream, *ready, 0))
+  if (cudaError_t status = cudaStreamWaitEvent(commStream, *ready, 0))
     return giveBack(status, "cudaStreamWaitEvent");
   // The wait captured the event's state, so it may be recorded again by
   // the next start: back to the spares.
   impl->spareEvents.push_back(*ready);
   llvm::SmallVector<const void *, 8> operands(buffers.begin(), buffers.end());
   if (llvm::Error err = allReduce(node, operands, buffers, counts, DType::F32,
-                                  mean, impl->overlapStream)) {
+                                  mean, commStream)) {
     impl->spareEvents.push_back(*done);
     return err;
   }
-  if (cudaError_t status = cudaEventRecord(*done, impl->overlapStream)) {
+  if (cudaError_t status = cudaEventRecord(*done, commStream)) {
     impl->spareEvents.push_back(*done);
     return cudaFailure(status, "cudaEventRecord");
   }
@@ -684,7 +675,7 @@ llvm::Error NcclCommunicator::allGather(const Node &node, const void *, void *,
 llvm::Error NcclCommunicator::startAllReduce(const Node &node, const void *,
                                              llvm::ArrayRef<void *>,
                                              llvm::ArrayRef<int64_t>, bool,
-                                             CUstream_st *) {
+                                             CUstream_st *, CUstream_st *) {
   return fail("gmopt was built without NCCL (node " + node.describe() + ")");
 }
 

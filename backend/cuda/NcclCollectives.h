@@ -9,9 +9,11 @@
 // - gmopt.AllReduceStart / AllReduceWait (the overlapped all-reduce): the
 //   start packs a bucket of several tensors into its handle (a bucket of
 //   one tensor stays in its buffer) and enqueues the in-place all-reduce on
-//   the communicator's own stream after an event of the backend's stream,
-//   so the rest of the backward pass runs beside it; the wait makes the
-//   backend's stream wait for it and unpacks the handle.
+//   the device's communication stream after an event of its compute
+//   stream, so the rest of the backward pass runs beside it; the wait makes
+//   the compute stream wait for the all-reduce's done event
+//   (cudaStreamWaitEvent: the host never blocks or polls) and unpacks the
+//   handle. Both are captured into a CUDA graph as they are.
 // - ZeRO's gmopt.ReduceScatter and gmopt.AllGather pack and unpack the
 //   flat, zero-padded bucket in the node's planned workspace (ranks x shard
 //   floats) around one ncclReduceScatter / ncclAllGather; gmopt.Shard is a
@@ -165,15 +167,18 @@ public:
   llvm::Error allGather(const Node &node, const void *send, void *recv,
                         int64_t sendCount, CUstream_st *stream);
   /// Starts the in-place f32 all-reduce of \p buffers (counts[i] elements
-  /// each) on the communicator's stream once \p stream reaches this point,
-  /// and returns while it runs; \p key (the handle's address) names it to
-  /// waitAllReduce. A key already in flight is an error.
+  /// each) on \p commStream once \p stream reaches this point (an event
+  /// recorded on \p stream that \p commStream waits for), records its done
+  /// event on \p commStream and returns while it runs; \p key (the
+  /// handle's address) names it to waitAllReduce. A key already in flight
+  /// is an error.
   llvm::Error startAllReduce(const Node &node, const void *key,
                              llvm::ArrayRef<void *> buffers,
                              llvm::ArrayRef<int64_t> counts, bool mean,
-                             CUstream_st *stream);
-  /// Makes \p stream wait for the all-reduce started under \p key; an
-  /// unknown key is an error naming \p node.
+                             CUstream_st *stream, CUstream_st *commStream);
+  /// Makes \p stream wait (on the device, cudaStreamWaitEvent) for the
+  /// all-reduce started under \p key; an unknown key is an error naming
+  /// \p node.
   llvm::Error waitAllReduce(const Node &node, const void *key,
                             CUstream_st *stream);
   /// All-reduces started and not yet waited for.

@@ -29,6 +29,8 @@ constexpr int kWarpsPerBlock = kRowThreads / kWarp;
 __device__ KernelFaultRecord gFault;
 __device__ int32_t gLaunchId;
 
+__global__ void setLaunchIdKernel(int32_t launchId) { gLaunchId = launchId; }
+
 __device__ void raiseFault(KernelFault code) {
   if (atomicCAS(&gFault.code, 0, static_cast<int32_t>(code)) == 0)
     gFault.launchId = gLaunchId;
@@ -300,10 +302,11 @@ unsigned flatGrid(int64_t elements) {
 
 cudaError_t gmopt::cuda::setKernelLaunchId(int32_t launchId,
                                            cudaStream_t stream) {
-  // Ordered with the launches on the stream; the pageable source is staged
-  // before the call returns.
-  return cudaMemcpyToSymbolAsync(gLaunchId, &launchId, sizeof(launchId), 0,
-                                 cudaMemcpyHostToDevice, stream);
+  // A kernel, not a copy from the host: the id travels as a kernel
+  // argument, so a step captured in a CUDA graph keeps each launch's own id
+  // (a copy would read a host address that is gone at replay).
+  setLaunchIdKernel<<<1, 1, 0, stream>>>(launchId);
+  return cudaGetLastError();
 }
 
 cudaError_t gmopt::cuda::readKernelFault(KernelFaultRecord &record,

@@ -202,6 +202,16 @@ static int runGmoptRun(int argc, char **argv) {
       cl::desc("CUDA: let fp32 matrix products use TF32 tensor cores (10-bit "
                "mantissa inputs; off: full fp32)"),
       cl::cat(category));
+  cl::opt<bool> cudaGraphOption(
+      "cuda-graph",
+      cl::desc("CUDA, planned mode: run the first step as usual, capture the "
+               "second into a CUDA graph and replay it for every later step "
+               "(one launch a step; dropout and the optimizer read the step "
+               "on the device). Refused, naming the reason and the node, "
+               "with another backend, --mode=eager, --profile, --trace or a "
+               "node that cannot be captured; --baseline's eager run is not "
+               "captured"),
+      cl::cat(category));
   cl::opt<std::string> reportJsonOption(
       "report-json", cl::desc("Write the measurements as JSON here"),
       cl::value_desc("file"), cl::cat(category));
@@ -278,6 +288,7 @@ static int runGmoptRun(int argc, char **argv) {
   config.executor.seed = seedOption;
   config.executor.threads = threadsOption;
   config.executor.profile = profileOption;
+  config.executor.cudaGraph = cudaGraphOption;
   config.allowTf32 = allowTf32Option;
   config.steps = stepsOption;
   config.stepsGiven = stepsOption.getNumOccurrences() != 0;

@@ -917,6 +917,8 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     auto baselineInputs = bindInputs(*model->original, sources);
     TrainingOptions baselineTraining = training;
     baselineTraining.executor.mode = AllocationMode::Eager;
+    // Eager steps allocate as they go: the baseline is never captured.
+    baselineTraining.executor.cudaGraph = false;
     auto baseline =
         baselineInputs
             ? trainModule(*model->original, *baselineInputs, baselineTraining)

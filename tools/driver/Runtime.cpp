@@ -16,6 +16,7 @@
 
 #include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"
+#include "backend/cuda/CudaGraphCapture.h"
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
@@ -265,6 +266,11 @@ CollectiveBootstrap gmopt::mpiCollectiveBootstrap() {
 llvm::Expected<std::unique_ptr<Executable>>
 gmopt::prepareExecutable(const Module &module, BackendKind backend,
                          const ExecutorOptions &options, bool allowTf32) {
+  // The backend and every node are checked before anything is allocated.
+  if (options.cudaGraph && backend != BackendKind::Auto)
+    if (llvm::Error err =
+            checkCudaGraphCapturable(module, options, backendName(backend)))
+      return err;
   switch (backend) {
   case BackendKind::Cpu:
     return prepareCpuExecutable(module, options);
