@@ -41,13 +41,17 @@ int64_t ops::getSoftmaxAxisAttr(const Node &node) {
   return node.getIntAttr("axis", isCoercedSoftmax(node) ? 1 : -1);
 }
 
+llvm::Expected<unsigned> ops::getSoftmaxAxis(const Node &node, int64_t rank) {
+  return checkAxis(getSoftmaxAxisAttr(node), rank);
+}
+
 llvm::Expected<SoftmaxAxes> ops::getSoftmaxAxes(const Node &node,
                                                 llvm::ArrayRef<int64_t> shape) {
   SoftmaxAxes axes;
   axes.coerced2D = isCoercedSoftmax(node);
   if (shape.empty())
     return axes;
-  auto axis = checkAxis(getSoftmaxAxisAttr(node), shape.size());
+  auto axis = getSoftmaxAxis(node, shape.size());
   if (!axis)
     return axis.takeError();
   axes.axis = *axis;

@@ -69,6 +69,11 @@ bool isCoercedSoftmax(const Node &node);
 /// default (1 coerced, -1 otherwise).
 int64_t getSoftmaxAxisAttr(const Node &node);
 
+/// The `axis` of softmax-family \p node (getSoftmaxAxisAttr) normalized
+/// against an input of rank \p rank, or axisOutOfRange's error. Shape
+/// inference and the gradient rules check it before any shape is bound.
+llvm::Expected<unsigned> getSoftmaxAxis(const Node &node, int64_t rank);
+
 /// The softmax axes of \p node over an input of \p shape. A rank-0 input is
 /// one element (any axis); otherwise the axis must be in range.
 llvm::Expected<SoftmaxAxes> getSoftmaxAxes(const Node &node,

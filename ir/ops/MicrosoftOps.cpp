@@ -143,13 +143,7 @@ void registerActivations(OpRegistry &registry) {
         .infer([](InferenceContext &ctx) -> llvm::Error {
           if (auto err = inferElementwiseGrad(2)(ctx))
             return err;
-          const TensorType &dy = ctx.getInputType(0);
-          if (dy.hasRank())
-            if (auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", -1),
-                                          dy.getRank());
-                !axis)
-              return axis.takeError();
-          return llvm::Error::success();
+          return checkSoftmaxAxis(ctx, ctx.getInputType(0));
         })
         .cost(costPerOutputElement(4))
         .add(registry);

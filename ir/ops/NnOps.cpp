@@ -382,11 +382,8 @@ void registerNormalization(OpRegistry &registry) {
 
 llvm::Error inferSoftmax(InferenceContext &ctx) {
   const TensorType &x = ctx.getInputType(0);
-  if (x.hasRank()) {
-    auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", -1), x.getRank());
-    if (!axis)
-      return axis.takeError();
-  }
+  if (auto err = checkSoftmaxAxis(ctx, x))
+    return err;
   setOutput(ctx, 0, x);
   return llvm::Error::success();
 }

@@ -166,6 +166,15 @@ llvm::Expected<unsigned> ops::normalizeAxis(const InferenceContext &ctx,
   return ctx.error(axisOutOfRange(what, axis, rank));
 }
 
+llvm::Error ops::checkSoftmaxAxis(const InferenceContext &ctx,
+                                  const TensorType &input) {
+  if (!input.hasRank())
+    return llvm::Error::success();
+  if (auto axis = getSoftmaxAxis(ctx.getNode(), input.getRank()); !axis)
+    return ctx.error(llvm::toString(axis.takeError()));
+  return llvm::Error::success();
+}
+
 llvm::Expected<llvm::SmallVector<unsigned, 4>>
 ops::normalizeAxes(const InferenceContext &ctx, llvm::ArrayRef<int64_t> axes,
                    int64_t rank, llvm::StringRef what) {

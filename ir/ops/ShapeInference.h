@@ -69,6 +69,12 @@ llvm::Expected<unsigned> normalizeAxis(const InferenceContext &ctx,
                                        int64_t axis, int64_t rank,
                                        llvm::StringRef what = "axis");
 
+/// Checks the softmax-family axis (ops::getSoftmaxAxis of Axes.h) of the
+/// node against \p input when it is ranked; reports the error against the
+/// node.
+llvm::Error checkSoftmaxAxis(const InferenceContext &ctx,
+                             const TensorType &input);
+
 /// Normalizes a list of axes against \p rank, rejecting duplicates.
 llvm::Expected<llvm::SmallVector<unsigned, 4>>
 normalizeAxes(const InferenceContext &ctx, llvm::ArrayRef<int64_t> axes,

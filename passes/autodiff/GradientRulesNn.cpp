@@ -17,6 +17,7 @@
 #include "passes/autodiff/GradientRules.h"
 
 #include "ir/OpRegistry.h"
+#include "ir/ops/Axes.h"
 #include "ir/ops/NormRows.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -61,13 +62,13 @@ GradientRule softmaxRule(bool logSoftmax) {
     if (!dY)
       return llvm::Error::success();
     const Node &node = request.node;
-    // Opset 13 changed the axis semantics from "flatten at axis" to "one
-    // axis" (default -1); ONNX Runtime's _13 gradient ops follow it.
-    bool opset13 = node.getOpsetVersion() >= 13;
+    // The gradient op keeps the node's axis convention (ops::SoftmaxAxes):
+    // ONNX Runtime's _13 gradients run along one axis, the others coerce
+    // to 2-D at it.
     std::string op =
         std::string(logSoftmax ? "LogSoftmaxGrad" : "SoftmaxGrad") +
-        (opset13 ? "_13" : "");
-    int64_t axis = node.getIntAttr("axis", opset13 ? -1 : 1);
+        (ops::isCoercedSoftmax(node) ? "" : "_13");
+    int64_t axis = ops::getSoftmaxAxisAttr(node);
     return assign(grads[0], b.microsoft(op, {dY, node.getResult(0)},
                                         {{"axis", Attribute::getInt(axis)}}));
   };

@@ -97,6 +97,25 @@ TEST_F(AxesSpecTest, SoftmaxAxisErrorsAndScalars) {
   EXPECT_EQ(scalar->outer * scalar->axisDim * scalar->inner, 1);
 }
 
+TEST_F(AxesSpecTest, SoftmaxAxisIsCheckedAgainstTheRankAlone) {
+  // Shape inference and the gradient rules check the axis before any
+  // extent is bound: the convention's default, normalized.
+  module.opsetImports[""] = 11;
+  Value *x = input("f32[2,3,4]");
+  auto coerced = ops::getSoftmaxAxis(*make(onnxOp("Softmax"), {x}), 3);
+  ASSERT_TRUE(bool(coerced)) << llvm::toString(coerced.takeError());
+  EXPECT_EQ(*coerced, 1u);
+  Value *dY = input("f32[2,3,4]");
+  auto last = ops::getSoftmaxAxis(*make(msOp("SoftmaxGrad_13"), {dY, x}), 3);
+  ASSERT_TRUE(bool(last)) << llvm::toString(last.takeError());
+  EXPECT_EQ(*last, 2u);
+  auto bad = ops::getSoftmaxAxis(
+      *make(msOp("LogSoftmaxGrad"), {dY, x}, 1, {intAttr("axis", -4)}), 3);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "axis -4 is out of range for rank 3");
+}
+
 TEST_F(AxesSpecTest, ShapeSliceClampsNegativeAndLargeBounds) {
   Value *x = input("f32[2,3,4,5]");
   ops::ShapeSlice all = ops::getShapeSlice(*make(onnxOp("Shape"), {x}), 4);
