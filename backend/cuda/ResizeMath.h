@@ -26,6 +26,7 @@
 
 #include "backend/cuda/ElementwiseMath.h"
 #include "backend/cuda/UnfusedMath.h"
+#include "ir/ops/ResizeModes.h"
 
 #include <cstdint>
 
@@ -36,29 +37,6 @@ namespace cuda {
 constexpr int kResizeMaxRank = 8;
 /// The most taps one output coordinate reads along one axis (cubic).
 constexpr int kResizeMaxTaps = 4;
-
-/// `mode` (mirrors gmopt::resize::Mode, which nvcc cannot include).
-enum class ResizeMode : int32_t { Nearest, Linear, Cubic };
-
-/// `coordinate_transformation_mode` (mirrors resize::CoordinateMode).
-enum class ResizeCoordinates : int32_t {
-  HalfPixel,
-  HalfPixelSymmetric,
-  PytorchHalfPixel,
-  AlignCorners,
-  Asymmetric,
-  TfHalfPixelForNn,
-  TfCropAndResize,
-};
-
-/// `nearest_mode` (mirrors resize::NearestMode; Simple is opset 10's).
-enum class ResizeNearest : int32_t {
-  RoundPreferFloor,
-  RoundPreferCeil,
-  Floor,
-  Ceil,
-  Simple
-};
 
 /// One axis of a Resize: its extents, its scale and its region of interest
 /// (start, end; [0, 1] unless tf_crop_and_resize has a roi).
@@ -78,9 +56,9 @@ struct ResizeParams {
   /// CPU kernel does not interpolate along them, and neither do these
   /// functions.
   int32_t planeRank = 0;
-  ResizeMode mode = ResizeMode::Nearest;
-  ResizeCoordinates coordinates = ResizeCoordinates::HalfPixel;
-  ResizeNearest nearest = ResizeNearest::RoundPreferFloor;
+  resize::Mode mode = resize::Mode::Nearest;
+  resize::CoordinateMode coordinates = resize::CoordinateMode::HalfPixel;
+  resize::NearestMode nearest = resize::NearestMode::RoundPreferFloor;
   int32_t excludeOutside = 0;
   double cubicCoeffA = -0.75;
   double extrapolationValue = 0.0;
@@ -119,28 +97,28 @@ GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
   double in = double(a.inLen);
   double outWidth = mulUnfused(a.scale, in);
   switch (p.coordinates) {
-  case ResizeCoordinates::HalfPixel:
+  case resize::CoordinateMode::HalfPixel:
     return subUnfused(divUnfused(addUnfused(x, 0.5), a.scale), 0.5);
-  case ResizeCoordinates::HalfPixelSymmetric: {
+  case resize::CoordinateMode::HalfPixelSymmetric: {
     double adjustment = divUnfused(double(a.outLen), outWidth);
     double offset =
         mulUnfused(divUnfused(in, 2.0), subUnfused(1.0, adjustment));
     return subUnfused(
         addUnfused(offset, divUnfused(addUnfused(x, 0.5), a.scale)), 0.5);
   }
-  case ResizeCoordinates::PytorchHalfPixel:
+  case resize::CoordinateMode::PytorchHalfPixel:
     return outWidth == 1.0
                ? -0.5
                : subUnfused(divUnfused(addUnfused(x, 0.5), a.scale), 0.5);
-  case ResizeCoordinates::AlignCorners:
+  case resize::CoordinateMode::AlignCorners:
     return outWidth == 1.0 ? 0.0
                            : divUnfused(mulUnfused(x, subUnfused(in, 1.0)),
                                         subUnfused(outWidth, 1.0));
-  case ResizeCoordinates::Asymmetric:
+  case resize::CoordinateMode::Asymmetric:
     return divUnfused(x, a.scale);
-  case ResizeCoordinates::TfHalfPixelForNn:
+  case resize::CoordinateMode::TfHalfPixelForNn:
     return divUnfused(addUnfused(x, 0.5), a.scale);
-  case ResizeCoordinates::TfCropAndResize: {
+  case resize::CoordinateMode::TfCropAndResize: {
     double span = subUnfused(a.roiEnd, a.roiStart);
     double source =
         outWidth == 1.0
@@ -176,7 +154,7 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
   taps.count = 0;
   taps.outside = false;
   double x = resizeSourceCoordinate(p, axis, o);
-  if (p.coordinates == ResizeCoordinates::TfCropAndResize &&
+  if (p.coordinates == resize::CoordinateMode::TfCropAndResize &&
       (x < 0 || x > double(inLen - 1))) {
     taps.outside = true;
     return;
@@ -188,22 +166,22 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
   double rawWeight[kResizeMaxTaps];
   int raw = 0;
   switch (p.mode) {
-  case ResizeMode::Nearest: {
+  case resize::Mode::Nearest: {
     bool up = false;
     switch (p.nearest) {
-    case ResizeNearest::RoundPreferFloor:
+    case resize::NearestMode::RoundPreferFloor:
       up = r > 0.5;
       break;
-    case ResizeNearest::RoundPreferCeil:
+    case resize::NearestMode::RoundPreferCeil:
       up = r >= 0.5;
       break;
-    case ResizeNearest::Floor:
+    case resize::NearestMode::Floor:
       up = false;
       break;
-    case ResizeNearest::Ceil:
+    case resize::NearestMode::Ceil:
       up = r > 0;
       break;
-    case ResizeNearest::Simple:
+    case resize::NearestMode::Simple:
       up = p.axes[axis].scale < 1.0 && r > 0;
       break;
     }
@@ -212,14 +190,14 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
     raw = 1;
     break;
   }
-  case ResizeMode::Linear:
+  case resize::Mode::Linear:
     rawIndex[0] = floorIndex;
     rawWeight[0] = subUnfused(1.0, r);
     rawIndex[1] = floorIndex + 1;
     rawWeight[1] = r;
     raw = 2;
     break;
-  case ResizeMode::Cubic: {
+  case resize::Mode::Cubic: {
     double a = p.cubicCoeffA;
     rawWeight[0] = resizeCubicFar(addUnfused(1.0, r), a);
     rawWeight[1] = resizeCubicNear(r, a);
@@ -231,7 +209,7 @@ GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
     break;
   }
   }
-  if (p.excludeOutside && p.mode != ResizeMode::Nearest) {
+  if (p.excludeOutside && p.mode != resize::Mode::Nearest) {
     double sum = 0;
     for (int k = 0; k != raw; ++k) {
       if (rawIndex[k] < 0 || rawIndex[k] >= inLen)
@@ -289,8 +267,8 @@ GMOPT_HD void resizeTapBounds(const ResizeParams &p, int axis, int64_t o,
   double limit = double(inLen) + 3.0;
   x = x < -3.0 ? -3.0 : x > limit ? limit : x;
   int64_t base = static_cast<int64_t>(floor(x));
-  low = p.mode == ResizeMode::Cubic ? base - 1 : base;
-  high = p.mode == ResizeMode::Cubic ? base + 2 : base + 1;
+  low = p.mode == resize::Mode::Cubic ? base - 1 : base;
+  high = p.mode == resize::Mode::Cubic ? base + 2 : base + 1;
   low = low < 0 ? 0 : low > inLen - 1 ? inLen - 1 : low;
   high = high < 0 ? 0 : high > inLen - 1 ? inLen - 1 : high;
 }

@@ -103,54 +103,6 @@ constantInts(const Node &node, const Value *value, llvm::StringRef what) {
   return *values;
 }
 
-ResizeMode modeOf(Mode mode) {
-  switch (mode) {
-  case Mode::Nearest:
-    return ResizeMode::Nearest;
-  case Mode::Linear:
-    return ResizeMode::Linear;
-  case Mode::Cubic:
-    return ResizeMode::Cubic;
-  }
-  llvm_unreachable("unknown Resize mode");
-}
-
-ResizeCoordinates coordinatesOf(CoordinateMode mode) {
-  switch (mode) {
-  case CoordinateMode::HalfPixel:
-    return ResizeCoordinates::HalfPixel;
-  case CoordinateMode::HalfPixelSymmetric:
-    return ResizeCoordinates::HalfPixelSymmetric;
-  case CoordinateMode::PytorchHalfPixel:
-    return ResizeCoordinates::PytorchHalfPixel;
-  case CoordinateMode::AlignCorners:
-    return ResizeCoordinates::AlignCorners;
-  case CoordinateMode::Asymmetric:
-    return ResizeCoordinates::Asymmetric;
-  case CoordinateMode::TfHalfPixelForNn:
-    return ResizeCoordinates::TfHalfPixelForNn;
-  case CoordinateMode::TfCropAndResize:
-    return ResizeCoordinates::TfCropAndResize;
-  }
-  llvm_unreachable("unknown coordinate_transformation_mode");
-}
-
-ResizeNearest nearestOf(NearestMode mode) {
-  switch (mode) {
-  case NearestMode::RoundPreferFloor:
-    return ResizeNearest::RoundPreferFloor;
-  case NearestMode::RoundPreferCeil:
-    return ResizeNearest::RoundPreferCeil;
-  case NearestMode::Floor:
-    return ResizeNearest::Floor;
-  case NearestMode::Ceil:
-    return ResizeNearest::Ceil;
-  case NearestMode::Simple:
-    return ResizeNearest::Simple;
-  }
-  llvm_unreachable("unknown nearest_mode");
-}
-
 } // namespace
 
 llvm::Expected<ResizeParams> cuda::planResize(const Node &node) {
@@ -239,9 +191,9 @@ llvm::Expected<ResizeParams> cuda::planResize(const Node &node) {
 
   ResizeParams params;
   params.rank = static_cast<int32_t>(rank);
-  params.mode = modeOf(attrs->mode);
-  params.coordinates = coordinatesOf(attrs->coordinateMode);
-  params.nearest = nearestOf(attrs->nearestMode);
+  params.mode = attrs->mode;
+  params.coordinates = attrs->coordinateMode;
+  params.nearest = attrs->nearestMode;
   params.excludeOutside = attrs->excludeOutside ? 1 : 0;
   params.cubicCoeffA = attrs->cubicCoeffA;
   params.extrapolationValue = attrs->extrapolationValue;

@@ -9,11 +9,15 @@
 // implementation (onnx/reference/ops/op_resize.py): output = floor(scale *
 // input) for scales; scale = size / input for sizes, or the common ratio
 // of keep_aspect_ratio_policy with output = round-half-up(scale * input).
+// The attribute values themselves are ResizeModes.h's, which the CUDA
+// kernels include too.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef GMOPT_IR_OPS_RESIZEPARAMS_H
 #define GMOPT_IR_OPS_RESIZEPARAMS_H
+
+#include "ir/ops/ResizeModes.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -29,35 +33,6 @@ class Node;
 class Value;
 
 namespace resize {
-
-/// The interpolation of `mode`.
-enum class Mode { Nearest, Linear, Cubic };
-
-/// `coordinate_transformation_mode`: how an output coordinate maps to an
-/// input coordinate.
-enum class CoordinateMode {
-  HalfPixel,
-  HalfPixelSymmetric,
-  PytorchHalfPixel,
-  AlignCorners,
-  Asymmetric,
-  TfHalfPixelForNn,
-  TfCropAndResize,
-};
-
-/// `nearest_mode`; Simple is opset 10's rule (floor when upsampling an
-/// axis, ceil when downsampling it, as ONNX Runtime and Resize-10's tests
-/// have it).
-enum class NearestMode {
-  RoundPreferFloor,
-  RoundPreferCeil,
-  Floor,
-  Ceil,
-  Simple
-};
-
-/// `keep_aspect_ratio_policy` (opset 18+, sizes only).
-enum class AspectPolicy { Stretch, NotLarger, NotSmaller };
 
 /// The attributes of a Resize or ResizeGrad node, defaults filled in.
 struct ResizeAttrs {
