@@ -13,6 +13,7 @@
 
 #include "ir/IR.h"
 #include "ir/ops/Axes.h"
+#include "ir/ops/SliceSpec.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -360,47 +361,15 @@ private:
         steps = std::move(*st);
       }
     }
-    if (axes.empty())
-      for (size_t i = 0; i != starts.size(); ++i)
-        axes.push_back(i);
-    if (steps.empty())
-      steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() ||
-        steps.size() != starts.size())
+    // A slice the kernel would refuse is left to it.
+    llvm::Expected<ops::SliceSpec> spec =
+        ops::resolveSlice(data->shape, starts, ends, axes, steps);
+    if (!spec) {
+      llvm::consumeError(spec.takeError());
       return std::nullopt;
-
-    ShapeVector first(rank, 0), stride(rank, 1), shape = data->shape;
-    llvm::SmallVector<bool, 4> seen(rank, false);
-    for (size_t j = 0; j != starts.size(); ++j) {
-      std::optional<int64_t> axis = ops::normalizeAxis(axes[j], rank);
-      int64_t step = steps[j];
-      if (!axis || seen[*axis] || step == 0 ||
-          step == std::numeric_limits<int64_t>::min())
-        return std::nullopt;
-      seen[*axis] = true;
-      int64_t extent = data->shape[*axis];
-      int64_t start = starts[j], end = ends[j];
-      if (start < 0)
-        start += extent;
-      if (end < 0)
-        end += extent;
-      int64_t count;
-      if (step > 0) {
-        start = std::clamp<int64_t>(start, 0, extent);
-        end = std::clamp<int64_t>(end, 0, extent);
-        count = end > start ? (end - start - 1) / step + 1 : 0;
-      } else if (extent == 0) {
-        start = 0;
-        count = 0;
-      } else {
-        start = std::clamp<int64_t>(start, 0, extent - 1);
-        end = std::clamp<int64_t>(end, -1, extent - 1);
-        count = start > end ? (start - end - 1) / -step + 1 : 0;
-      }
-      first[*axis] = start;
-      stride[*axis] = step;
-      shape[*axis] = count;
     }
+    llvm::ArrayRef<int64_t> first = spec->begin, stride = spec->step;
+    ShapeVector shape(spec->shape.begin(), spec->shape.end());
     std::optional<uint64_t> count = countElements(shape);
     if (!count || !fits(*count))
       return std::nullopt;
