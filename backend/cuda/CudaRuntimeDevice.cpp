@@ -821,15 +821,17 @@ llvm::Error CudaExecutable::enqueueStep(uint64_t step) {
   // and loads the kernels' code, none of which a graph may do.
   if (!cudaGraph || stepsRun == 0)
     return inner->runStep(step);
-  if (!graph)
-    if (auto err = captureStep(step))
-      return err;
+  assert(graph && "runStep captured the graph before it started timing");
   if (auto err = device.launchGraph(graph, step))
     return err;
   return device.synchronize();
 }
 
 llvm::Error CudaExecutable::runStep(uint64_t step) {
+  // Captured (on the host; nothing runs) before the step's time starts.
+  if (cudaGraph && stepsRun != 0 && !graph)
+    if (auto err = captureStep(step))
+      return err;
   if (auto err =
           check(cudaEventRecord(start, device.getStream()), "cudaEventRecord"))
     return err;

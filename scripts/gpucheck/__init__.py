@@ -18,7 +18,10 @@ installed):
    persistent + workspace; both cross-checked against the fall in
    cudaMemGetInfo's free bytes), the reductions, median step times, the
    default pipeline's gradient agreement with the baseline, and per
-   pipeline the gradients' agreement with the CPU at a small batch;
+   pipeline the gradients' agreement with the CPU at a small batch, and
+   with `--cuda-graph` on against off (cuda_graph.py: three steps without
+   updates, the last replayed from the captured graph; on --backend cpu the
+   --cuda-graph run must be refused);
 3. where PyTorch with CUDA is installed, the same models in PyTorch eager
    and with torch.utils.checkpoint + autocast(bf16): max_memory_allocated,
    max_memory_reserved, median step time; without PyTorch the part says
@@ -40,7 +43,9 @@ fails (or, on a GPU machine, a device test skips); a bench model is missing
 (unless --skip-missing-models); a run fails, times out or names an op
 without a CUDA kernel ("no CUDA kernel for 'OP'"); a run's device figures
 disagree with its accounting (device_memory.agrees false); a gradient
-difference exceeds its tolerance; a PyTorch measurement fails; or a row is
+difference exceeds its tolerance (the CPU's, the baseline's, or the
+uncaptured run's for --cuda-graph; on --backend cpu, --cuda-graph is not
+refused); a PyTorch measurement fails; or a row is
 left out because the budget ran out (unless --quick or --allow-partial).
 Usage errors exit 2.
 
@@ -56,8 +61,9 @@ Modules: cli (options, the order of the check), plan (the models, batch
 sizes and pipelines), budget (the time budget), device (nvidia-smi, CUDA
 library folders), bench_graphs (resolving the graphs), unit_tests (running
 and reading the GoogleTest executables), gmopt (running gmopt-run, the
-rows), gradients (reading and comparing gradient dumps), report (the
-tables, the failure list, the summary), torch_models and torch_bench (the
+rows), gradients (reading and comparing gradient dumps), cuda_graph (the
+--cuda-graph comparison and its table), report (the tables, the failure
+list, the summary), torch_models and torch_bench (the
 PyTorch comparison, run as its own process with the caller's library
 path).
 """

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
-from gpucheck import bench_graphs, device, gradients, plan, report, unit_tests
+from gpucheck import bench_graphs, cuda_graph, device, gradients, plan, report, unit_tests
 from gpucheck.budget import Budget
 from gpucheck.gmopt import Row, run_logged, status_word
 
@@ -248,6 +248,78 @@ def gradient_check(ctx: Context, config, pipeline, model: str, reference_seed: i
     shutil.rmtree(dumps, ignore_errors=True)
 
 
+def cuda_graph_check(ctx: Context, config, pipeline, model: str) -> None:
+    """The small batch with --cuda-graph against the same run uncaptured
+    (gpucheck/cuda_graph.py); on the CPU backend, that --cuda-graph is
+    refused."""
+    tag = f"{config.key}_{pipeline.key}_cuda_graph"
+    dumps = os.path.join(ctx.scratch, "gradients", tag)
+    shutil.rmtree(dumps, ignore_errors=True)
+    os.makedirs(dumps)
+    comparison_path = os.path.join(ctx.out, f"{tag}.json")
+    if os.path.exists(comparison_path):
+        os.remove(comparison_path)
+    rtol = plan.gradient_rtol(pipeline.dtype, ctx.options.fp32_rtol, ctx.options.amp_rtol)
+
+    def row(status, log, limit=None, reason=""):
+        return Row("graph", config.label, pipeline.name, status, comparison_path, log, limit, reason)
+
+    def run(mode: str, extra: List[str]):
+        report_path = os.path.join(ctx.out, f"{tag}_{mode}_run.json")
+        if os.path.exists(report_path):
+            os.remove(report_path)
+        outcome = run_logged(gmopt_command(ctx, model, config.small_dims, ctx.options.backend,
+                                           pipeline.passes,
+                                           ["--steps", str(cuda_graph.STEPS), "--seed", "0",
+                                            "--dump-gradients", os.path.join(dumps, mode),
+                                            "--report-json", report_path] + extra),
+                             os.path.join(ctx.out, f"{tag}_{mode}.log"),
+                             ctx.budget.run_limit(GRADIENT_RUN_CAP), ctx.gmopt_env)
+        return outcome, report_path
+
+    on, on_report = run("on", ["--cuda-graph"])
+    if ctx.options.backend != "cuda":
+        with open(on.log, errors="replace") as f:
+            text = f.read()
+        if on.status == 1 and cuda_graph.refused(text):
+            with open(comparison_path, "w") as f:
+                json.dump(cuda_graph.refusal_json(cuda_graph.REFUSAL), f, indent=1)
+            ctx.record(row("ok", on.log, on.limit))
+        else:
+            ctx.record(row("failed", on.log, on.limit,
+                           f"--cuda-graph on {ctx.options.backend} was not refused with "
+                           f"'{cuda_graph.REFUSAL}' (exit {on.status})"))
+        return
+    on_status = status_word(on, on_report)
+    if on_status not in ("ok", "error"):
+        ctx.record(row(on_status, on.log, on.limit))
+        return
+    off, off_report = run("off", [])
+    off_status = status_word(off, off_report)
+    if off_status not in ("ok", "error"):
+        ctx.record(row(off_status, off.log, off.limit))
+        return
+    try:
+        agreement = gradients.compare_dumps(gradients.read_dump(os.path.join(dumps, "on")),
+                                            gradients.read_dump(os.path.join(dumps, "off")), rtol)
+    except gradients.DumpError as e:
+        ctx.record(row("failed", on.log, on.limit, f"unreadable gradient dump: {e}"))
+        return
+    reports = []
+    for path in (off_report, on_report):
+        try:
+            with open(path) as f:
+                reports.append(json.load(f))
+        except (OSError, ValueError):
+            reports.append(None)
+    with open(comparison_path, "w") as f:
+        json.dump(cuda_graph.comparison_json(agreement.to_json(), *reports), f, indent=1)
+    # "error": a run reported, then failed (its device memory disagreed).
+    status = "error" if "error" in (on_status, off_status) else "ok"
+    ctx.record(row(status, on.log if on_status == "error" else off.log, on.limit))
+    shutil.rmtree(dumps, ignore_errors=True)
+
+
 def run_models(ctx: Context, configs, pipelines, graphs: dict) -> None:
     print(f"== gmopt on {ctx.options.backend}", flush=True)
     reference_seed = 0
@@ -264,6 +336,7 @@ def run_models(ctx: Context, configs, pipelines, graphs: dict) -> None:
                   flush=True)
             measured_run(ctx, config, pipeline, model)
             gradient_check(ctx, config, pipeline, model, reference_seed)
+            cuda_graph_check(ctx, config, pipeline, model)
 
 
 def run_pytorch(ctx: Context, caller_env: dict) -> None:
@@ -340,6 +413,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         rtols = {p.name: plan.gradient_rtol(p.dtype, options.fp32_rtol, options.amp_rtol)
                  for p in pipelines}
         print("\n".join(report.steps_table(ctx.rows, options.backend, rtols, ctx.failures)))
+        print()
+        print("\n".join(cuda_graph.graph_table(ctx.rows, options.backend, rtols, ctx.failures)))
         run_pytorch(ctx, caller_env)
     finally:
         if temporary:

@@ -47,7 +47,7 @@ def yes_no(agrees) -> str:
 
 
 def what(row: Row) -> str:
-    return "gradient check" if row.kind == "grad" else "run"
+    return {"grad": "gradient check", "graph": "--cuda-graph check"}.get(row.kind, "run")
 
 
 def settle_rows(rows: List[Row], partial_ok: bool, failures: Failures) -> None:
@@ -105,7 +105,7 @@ def memory_table(rows: List[Row], backend: str, failures: Failures) -> List[str]
         f"{'model':18} {'run':14} {'planned':>8} {'counted':>8} {'device':>8} {'reserved':>8} "
         f"{'memGetInfo':>10} {'agrees':>6} {'red.count':>9} {'red.device':>10}",
     ]
-    runs = [row for row in rows if row.kind != "grad"]
+    runs = [row for row in rows if row.kind in ("run", "with-baseline")]
     for label in labels_in_order(runs):
         mine = [row for row in runs if row.label == label]
         baseline = None
@@ -188,7 +188,7 @@ def steps_table(rows: List[Row], backend: str, rtols: Dict[str, float],
         f"{'grad vs CPU':>11} {'loss vs CPU':>11}  verdict",
     ]
     grads = {(row.label, row.pipeline): row for row in rows if row.kind == "grad"}
-    runs = [row for row in rows if row.kind != "grad"]
+    runs = [row for row in rows if row.kind in ("run", "with-baseline")]
     for label in labels_in_order(runs):
         for row in (r for r in runs if r.label == label):
             rtol = rtols[row.pipeline]

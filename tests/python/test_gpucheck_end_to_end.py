@@ -54,7 +54,11 @@ def test_cpu_plumbing_run_passes(tmp_path):
     assert comparison["ok"] and comparison["tensors"] and comparison["max_rel_diff"] <= 1e-3
     with open(tmp_path / "out" / "rows.tsv") as f:
         kinds = [line.split("\t")[0] for line in f]
-    assert kinds == ["with-baseline", "grad"]
+    assert kinds == ["with-baseline", "grad", "graph"]
+    # --cuda-graph is refused on the CPU, and that refusal is the row's pass.
+    graphs = out[out.index("--cuda-graph against the same run uncaptured"):]
+    row = next(line for line in graphs.splitlines() if line.startswith("cnn b8             default"))
+    assert row.endswith("refused on cpu, as it must be"), row
 
 
 def test_injected_gradient_mismatch_and_missing_models_fail(tmp_path):

@@ -173,7 +173,9 @@ static int runGmoptRun(int argc, char **argv) {
       "dump-gradients",
       cl::desc("Write every trainable parameter's gradient after the run's "
                "one step (--steps 1: the gradient the optimizer reads, "
-               "before its update) to DIR, made if missing: one NumPy .npy "
+               "before its update; with --optimizer=none, which updates "
+               "nothing, any --steps: the last step's) to DIR, made if "
+               "missing: one NumPy .npy "
                "file per parameter (numpy.load reads it; bfloat16 widened "
                "to float32) and manifest.json (format gmopt-gradients: the "
                "loss, and per parameter its name, file, dtype and shape). "

@@ -462,8 +462,11 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   }
   training.update = wantUpdates;
   // The dump is one step's gradients, before its update: the gradients of
-  // later steps would also depend on the updates between.
-  if (!config.dumpGradientsDir.empty() && training.steps != 1)
+  // later steps would also depend on the updates between. Without updates
+  // (--optimizer=none) every step starts from the same parameters and the
+  // dump is the last step's (with --cuda-graph, a replayed step's).
+  if (!config.dumpGradientsDir.empty() && training.steps != 1 &&
+      training.update)
     return makeError(
         llvm::formatv("--dump-gradients writes the gradients of one step; "
                       "this run has {0} steps{1} (use --steps 1)",
@@ -901,9 +904,9 @@ llvm::Error gmopt::runSession(const RunConfig &config,
     run.backend = backendName(*backend).str();
     run.pipeline = model->pipeline;
     run.microSteps = training.accumulate;
-    run.loss = result->losses.front();
+    run.loss = result->losses.back();
     if (llvm::Error err =
-            gradientDump->write(result->firstGradients, run, outputs)) {
+            gradientDump->write(result->lastGradients, run, outputs)) {
       llvm::consumeError(std::move(failure));
       return err;
     }
