@@ -156,6 +156,34 @@ static void floatToBFloat16Bulk(const float *src, uint16_t *dst, int64_t n) {
   }
 }
 
+void cpu::widenRows(DType type, const uint16_t *src, int64_t rows, int64_t cols,
+                    int64_t ld, float *dst, unsigned numThreads) {
+  parallelFor(numThreads, rows, grainFor(cols), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const uint16_t *from = src + r * ld;
+      float *to = dst + r * cols;
+      if (type == DType::F16) {
+        halfToFloatBulk(from, to, cols);
+        continue;
+      }
+      for (int64_t i = 0; i < cols; ++i)
+        to[i] = bfloat16ToFloat(from[i]);
+    }
+  });
+}
+
+void cpu::narrowRows(const float *src, int64_t rows, int64_t cols, DType type,
+                     uint16_t *dst, int64_t ld, unsigned numThreads) {
+  parallelFor(numThreads, rows, grainFor(cols), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      if (type == DType::F16)
+        floatToHalfBulk(src + r * cols, dst + r * ld, cols);
+      else
+        floatToBFloat16Bulk(src + r * cols, dst + r * ld, cols);
+    }
+  });
+}
+
 void cpu::convertToFloat(const TensorView &src, float *dst,
                          unsigned numThreads) {
   int64_t n = src.getNumElements();

@@ -198,6 +198,8 @@ void registerDropoutKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
 /// Resize and ResizeGrad (ResizeKernels.cpp).
 void registerResizeKernels(KernelTable &table);
+/// gmopt.FusedAttention and its gradient (AttentionKernels.cpp).
+void registerAttentionKernels(KernelTable &table);
 /// Declares the scratch of the kernels that request any (after the families
 /// registered them).
 void registerKernelWorkspaces(KernelTable &table);
@@ -372,6 +374,15 @@ inline float loadFloat(const TensorView &view, int64_t i) {
 }
 
 /// Widens the f16/bf16/f32 tensor \p src into \p dst (same element count).
+/// Widens \p rows rows of \p cols f16/bf16 (\p type) elements, \p ld
+/// elements apart in \p src, into the dense fp32 block \p dst
+/// ([rows, cols]); threaded over rows.
+void widenRows(DType type, const uint16_t *src, int64_t rows, int64_t cols,
+               int64_t ld, float *dst, unsigned numThreads);
+/// Rounds the dense fp32 block \p src ([rows, cols]) into f16/bf16
+/// (\p type) rows \p ld elements apart in \p dst.
+void narrowRows(const float *src, int64_t rows, int64_t cols, DType type,
+                uint16_t *dst, int64_t ld, unsigned numThreads);
 void convertToFloat(const TensorView &src, float *dst, unsigned numThreads);
 /// Rounds \p src into the f16/bf16/f32 tensor \p dst (same element count).
 void convertFromFloat(const float *src, const TensorView &dst,

@@ -9,7 +9,8 @@
 // reserves the largest request. Sizes saturate rather than wrap
 // (scratchBytes, mulCount, addScratch), so an estimate beyond any tensor is
 // refused by the planner instead of planned small. Layer norms, reductions,
-// losses and Einsum (a dry run of its own contraction sequence) declare
+// losses, matrix products (batch-transposed operands, 16-bit blocks) and
+// Einsum (a dry run of its own contraction sequence) declare
 // theirs next to their kernels. A kernel that asks for more than declared
 // still runs (the excess is allocated and counted as unplanned), and the
 // kernel and testdata tests fail on it.
@@ -79,21 +80,6 @@ template <bool Grad> uint64_t convWorkspace(const Node &node) {
                product(llvm::ArrayRef<int64_t>(outShape).drop_front(2))));
 }
 
-/// FusedMatMul / TransposeMatMul: a batch-transposed copy of A and of B
-/// when transBatchA / transBatchB is set and the operand has rank >= 3.
-uint64_t fusedMatMulWorkspace(const Node &node) {
-  uint64_t bytes = 0;
-  for (auto [index, attr] :
-       {std::pair<unsigned, const char *>{0, "transBatchA"},
-        std::pair<unsigned, const char *>{1, "transBatchB"}}) {
-    const Value *operand = operandOrNull(node, index);
-    if (operand && node.getIntAttr(attr, 0) && shapeOf(operand).size() >= 3)
-      bytes = addScratch(bytes, scratchBytes(operand->getType().getDType(),
-                                             elementsOf(operand)));
-  }
-  return bytes;
-}
-
 /// DivGrad(dY, A, B): dY-shaped temporaries for the quotient and for A and
 /// B broadcast to dY's shape, in the staged (fp32) type of 16-bit tensors.
 uint64_t divGradWorkspace(const Node &node) {
@@ -118,8 +104,6 @@ void cpu::registerKernelWorkspaces(KernelTable &table) {
   table.setWorkspace("", "Conv", convWorkspace<false>);
   table.setWorkspace("", "ConvGrad", convWorkspace<true>);
   table.setWorkspace(kMsDomain, "ConvGrad", convWorkspace<true>);
-  table.setWorkspace(kMsDomain, "FusedMatMul", fusedMatMulWorkspace);
-  table.setWorkspace(kMsDomain, "TransposeMatMul", fusedMatMulWorkspace);
   table.setWorkspace(kMsDomain, "DivGrad", divGradWorkspace);
   table.setWorkspace("", "Pow", powWorkspace);
 }

@@ -22,8 +22,11 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
@@ -44,14 +47,9 @@ struct BatchedProduct {
   llvm::SmallVector<int64_t, 4> aStrides, bStrides;
 };
 
-/// Runs \p product on contiguous A, B and C; C is [batch..., M, N].
-template <typename T>
-void runBatched(unsigned numThreads, const BatchedProduct &product, T alpha,
-                const T *a, const T *b, T *c) {
-  int64_t m = product.m, n = product.n, k = product.k;
-  int64_t lda = product.transA ? m : k;
-  int64_t ldb = product.transB ? k : n;
-  int64_t batch = cpu::product(product.batchShape);
+/// Whether \p product folds into one [batch*M, K] x [K, N] GEMM: B shared
+/// across the batch, A dense over it and not transposed.
+bool foldsBatch(const BatchedProduct &product) {
   bool bShared =
       llvm::all_of(product.bStrides, [](int64_t s) { return s == 0; });
   bool aDense = true;
@@ -60,7 +58,18 @@ void runBatched(unsigned numThreads, const BatchedProduct &product, T alpha,
         product.aStrides[d] ==
         cpu::product(
             llvm::ArrayRef<int64_t>(product.batchShape).drop_front(d + 1));
-  if (bShared && aDense && !product.transA) {
+  return bShared && aDense && !product.transA;
+}
+
+/// Runs \p product on contiguous A, B and C; C is [batch..., M, N].
+template <typename T>
+void runBatched(unsigned numThreads, const BatchedProduct &product, T alpha,
+                const T *a, const T *b, T *c) {
+  int64_t m = product.m, n = product.n, k = product.k;
+  int64_t lda = product.transA ? m : k;
+  int64_t ldb = product.transB ? k : n;
+  int64_t batch = cpu::product(product.batchShape);
+  if (foldsBatch(product)) {
     // [batch*M, K] x [K, N]: one GEMM.
     gemm<T>(numThreads, false, product.transB, batch * m, n, k, alpha, a, k, b,
             ldb, T(0), c, n);
@@ -83,13 +92,16 @@ void runBatched(unsigned numThreads, const BatchedProduct &product, T alpha,
 }
 
 /// Plans MatMul-style broadcasting of A [..., M, K] and B [..., K, N] (with
-/// transposes applied) and computes the output shape.
-llvm::Expected<BatchedProduct>
-planMatMul(const KernelCall &call, llvm::ArrayRef<int64_t> aShape,
-           llvm::ArrayRef<int64_t> bShape, bool transA, bool transB,
-           llvm::SmallVectorImpl<int64_t> &outShape) {
-  if (aShape.empty() || bShape.empty())
-    return call.error("MatMul operands must have rank >= 1");
+/// transposes applied) and computes the output shape; an error message
+/// instead when the shapes do not multiply.
+std::optional<BatchedProduct>
+planProduct(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
+            bool transA, bool transB, llvm::SmallVectorImpl<int64_t> &outShape,
+            std::string &error) {
+  if (aShape.empty() || bShape.empty()) {
+    error = "MatMul operands must have rank >= 1";
+    return std::nullopt;
+  }
   BatchedProduct product;
   bool aVector = aShape.size() == 1, bVector = bShape.size() == 1;
   llvm::SmallVector<int64_t, 6> a(aShape.begin(), aShape.end());
@@ -110,16 +122,20 @@ planMatMul(const KernelCall &call, llvm::ArrayRef<int64_t> aShape,
   product.k = transA ? aRows : aCols;
   int64_t kB = transB ? bCols : bRows;
   product.n = transB ? bRows : bCols;
-  if (product.k != kB)
-    return call.error("inner dimensions differ: " + shapeString(aShape) +
-                      (transA ? "^T" : "") + " x " + shapeString(bShape) +
-                      (transB ? "^T" : ""));
+  if (product.k != kB) {
+    error = "inner dimensions differ: " + shapeString(aShape) +
+            (transA ? "^T" : "") + " x " + shapeString(bShape) +
+            (transB ? "^T" : "");
+    return std::nullopt;
+  }
   llvm::ArrayRef<int64_t> aBatch = llvm::ArrayRef<int64_t>(a).drop_back(2);
   llvm::ArrayRef<int64_t> bBatch = llvm::ArrayRef<int64_t>(b).drop_back(2);
   llvm::SmallVector<int64_t, 4> batch;
-  if (!broadcastShapes(aBatch, bBatch, batch))
-    return call.error("batch dimensions " + shapeString(aBatch) + " and " +
-                      shapeString(bBatch) + " do not broadcast");
+  if (!broadcastShapes(aBatch, bBatch, batch)) {
+    error = "batch dimensions " + shapeString(aBatch) + " and " +
+            shapeString(bBatch) + " do not broadcast";
+    return std::nullopt;
+  }
   product.batchShape.assign(batch.begin(), batch.end());
   auto batchStrides = [&](llvm::ArrayRef<int64_t> shape) {
     llvm::SmallVector<int64_t, 4> strides(batch.size(), 0);
@@ -139,9 +155,139 @@ planMatMul(const KernelCall &call, llvm::ArrayRef<int64_t> aShape,
     outShape.push_back(product.m);
   if (!bVector)
     outShape.push_back(product.n);
-  if (!fitsBlasInt(product.m, product.n, product.k))
-    return call.error("matrix extents exceed 32-bit BLAS limits");
+  if (!fitsBlasInt(product.m, product.n, product.k)) {
+    error = "matrix extents exceed 32-bit BLAS limits";
+    return std::nullopt;
+  }
   return product;
+}
+
+llvm::Expected<BatchedProduct>
+planMatMul(const KernelCall &call, llvm::ArrayRef<int64_t> aShape,
+           llvm::ArrayRef<int64_t> bShape, bool transA, bool transB,
+           llvm::SmallVectorImpl<int64_t> &outShape) {
+  std::string error;
+  std::optional<BatchedProduct> product =
+      planProduct(aShape, bShape, transA, transB, outShape, error);
+  if (!product)
+    return call.error(error);
+  return *product;
+}
+
+//===----------------------------------------------------------------------===//
+// 16-bit products in bounded fp32 blocks
+//===----------------------------------------------------------------------===//
+
+/// f16/bf16 products compute in fp32 (BLAS has no 16-bit GEMM), but
+/// widening whole operands and the whole result would reserve an fp32 copy
+/// of each: a GPT-2 LM head's [8192, 50257] logits staged in fp32 are 1.6
+/// GiB of scratch, more than amp saves on them. So the product runs block
+/// by block: per output matrix, panels of op(B)'s columns and blocks of
+/// op(A)'s rows are widened into fp32 scratch of at most
+/// kHalfBlockElements each, multiplied, and the fp32 block of C rounded
+/// into the 16-bit result. The contraction is never split, so each element
+/// is the same fp32 dot product a whole-tensor staging computes.
+constexpr int64_t kHalfBlockElements = int64_t(1) << 21;
+
+/// How a 16-bit product is blocked: output matrices of m rows (a batch
+/// whose B is shared folds into one matrix of batch*M rows), blocks of mb
+/// rows, panels of nb columns.
+struct HalfBlocking {
+  bool folded = false;
+  int64_t m = 0, mb = 0, nb = 0;
+};
+
+HalfBlocking planHalfBlocks(const BatchedProduct &product) {
+  HalfBlocking blocks;
+  blocks.folded = foldsBatch(product);
+  blocks.m =
+      blocks.folded ? product.m * cpu::product(product.batchShape) : product.m;
+  int64_t k = std::max<int64_t>(product.k, 1);
+  int64_t rowsPerBlock = std::max<int64_t>(kHalfBlockElements / k, 1);
+  blocks.nb = std::max<int64_t>(std::min(product.n, rowsPerBlock), 1);
+  int64_t byColumns = std::max<int64_t>(kHalfBlockElements / blocks.nb, 1);
+  blocks.mb =
+      std::max<int64_t>(std::min({blocks.m, rowsPerBlock, byColumns}), 1);
+  return blocks;
+}
+
+/// The scratch of a 16-bit product, in allocation order: the block of
+/// op(A), the panel of op(B), the block of C.
+uint64_t halfProductScratch(const BatchedProduct &product) {
+  HalfBlocking blocks = planHalfBlocks(product);
+  uint64_t bytes = scratchBytes(DType::F32, mulCount(blocks.mb, product.k));
+  bytes = addScratch(bytes,
+                     scratchBytes(DType::F32, mulCount(product.k, blocks.nb)));
+  return addScratch(bytes,
+                    scratchBytes(DType::F32, mulCount(blocks.mb, blocks.nb)));
+}
+
+/// C = alpha * op(A) * op(B) + beta * C for f16/bf16 A, B and C (one
+/// element type), in the blocks planHalfBlocks chooses (C is read only when
+/// beta is nonzero).
+llvm::Error runHalfProduct(KernelCall &call, const BatchedProduct &product,
+                           float alpha, const TensorView &aView,
+                           const TensorView &bView, const TensorView &cView,
+                           float beta = 0) {
+  DType type = cView.getDType();
+  unsigned threads = call.getNumThreads();
+  HalfBlocking blocks = planHalfBlocks(product);
+  int64_t n = product.n, k = product.k, m = blocks.m;
+  auto aBlock = call.getContext().allocateScratch(DType::F32, {blocks.mb, k});
+  if (!aBlock)
+    return aBlock.takeError();
+  auto bPanel = call.getContext().allocateScratch(DType::F32, {k, blocks.nb});
+  if (!bPanel)
+    return bPanel.takeError();
+  auto cBlock =
+      call.getContext().allocateScratch(DType::F32, {blocks.mb, blocks.nb});
+  if (!cBlock)
+    return cBlock.takeError();
+  float *aFloat = aBlock->getView().getDataAs<float>();
+  float *bFloat = bPanel->getView().getDataAs<float>();
+  float *cFloat = cBlock->getView().getDataAs<float>();
+  const uint16_t *a = aView.getDataAs<uint16_t>();
+  const uint16_t *b = bView.getDataAs<uint16_t>();
+  uint16_t *c = cView.getDataAs<uint16_t>();
+  int64_t matrices = blocks.folded ? 1 : cpu::product(product.batchShape);
+  unsigned rank = product.batchShape.size();
+  for (int64_t i = 0; i < matrices; ++i) {
+    int64_t aOffset = 0, bOffset = 0, rest = i;
+    for (int d = static_cast<int>(rank) - 1; d >= 0 && !blocks.folded; --d) {
+      int64_t coord = rest % product.batchShape[d];
+      rest /= product.batchShape[d];
+      aOffset += coord * product.aStrides[d];
+      bOffset += coord * product.bStrides[d];
+    }
+    const uint16_t *aMatrix = a + aOffset * product.m * k;
+    const uint16_t *bMatrix = b + bOffset * k * n;
+    uint16_t *cMatrix = c + i * m * n;
+    for (int64_t n0 = 0; n0 < n; n0 += blocks.nb) {
+      int64_t nb = std::min(blocks.nb, n - n0);
+      // op(B)'s columns n0..n0+nb: B [K, N] gives K rows of nb; B [N, K]
+      // (transB) gives nb rows of K.
+      if (product.transB)
+        widenRows(type, bMatrix + n0 * k, nb, k, k, bFloat, threads);
+      else
+        widenRows(type, bMatrix + n0, k, nb, n, bFloat, threads);
+      for (int64_t m0 = 0; m0 < m; m0 += blocks.mb) {
+        int64_t mb = std::min(blocks.mb, m - m0);
+        // op(A)'s rows m0..m0+mb: A [M, K] gives mb rows of K; A [K, M]
+        // (transA) gives K rows of mb.
+        if (product.transA)
+          widenRows(type, aMatrix + m0, k, mb, m, aFloat, threads);
+        else
+          widenRows(type, aMatrix + m0 * k, mb, k, k, aFloat, threads);
+        if (beta != 0)
+          widenRows(type, cMatrix + m0 * n + n0, mb, nb, n, cFloat, threads);
+        gemm<float>(threads, product.transA, product.transB, mb, nb, k, alpha,
+                    aFloat, product.transA ? mb : k, bFloat,
+                    product.transB ? k : nb, beta, cFloat, nb);
+        narrowRows(cFloat, mb, nb, type, cMatrix + m0 * n + n0, n, threads);
+      }
+    }
+  }
+  return llvm::Error::success();
 }
 
 /// ONNX Runtime's transBatch: moves dimension 0 to just before the last.
@@ -204,6 +350,9 @@ template <bool Fused> llvm::Error matMulKernel(KernelCall &call) {
     return product.takeError();
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
     return err;
+  if (isHalfType(a->getDType()))
+    return runHalfProduct(call, *product, static_cast<float>(alpha), *a, *b,
+                          out);
   return dispatchTypes<float, double, int64_t, int32_t>(
       call, a->getDType(), [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -245,6 +394,16 @@ llvm::Error gemmKernel(KernelCall &call) {
       return call.error("C of shape " + shapeString(c->getShape()) +
                         " does not broadcast to [M,N]");
     broadcastCopy(*c, y, call.getNumThreads());
+  }
+  if (isHalfType(a.getDType())) {
+    BatchedProduct product;
+    product.m = m;
+    product.n = n;
+    product.k = k;
+    product.transA = transA;
+    product.transB = transB;
+    return runHalfProduct(call, product, static_cast<float>(alpha), a, b, y,
+                          useC ? static_cast<float>(beta) : 0.0f);
   }
   return dispatchTypes<float, double, int64_t, int32_t>(
       call, a.getDType(), [&](auto tag) -> llvm::Error {
@@ -567,13 +726,78 @@ uint64_t einsumWorkspace(const Node &node) {
   return scratch.bytes;
 }
 
+/// The static shape of \p value with ONNX Runtime's transBatch applied
+/// when \p transBatch (dimension 0 moved to just before the last, rank >= 3).
+llvm::SmallVector<int64_t, 6> productOperandShape(const Value *value,
+                                                  bool transBatch) {
+  auto dims = value->getType().getStaticShape();
+  llvm::SmallVector<int64_t, 6> shape(dims.begin(), dims.end());
+  if (transBatch && shape.size() >= 3) {
+    int64_t first = shape.front();
+    shape.erase(shape.begin());
+    shape.insert(shape.end() - 1, first);
+  }
+  return shape;
+}
+
+/// MatMul, FusedMatMul and TransposeMatMul scratch, in request order: the
+/// batch-transposed copies of A and B (transBatchA/B on rank >= 3, in the
+/// operand's type), then a 16-bit product's fp32 blocks.
+template <bool Fused> uint64_t matMulWorkspace(const Node &node) {
+  const Value *a = node.getOperand(0), *b = node.getOperand(1);
+  if (!a || !b)
+    return 0;
+  bool transBatchA = Fused && node.getIntAttr("transBatchA", 0) != 0;
+  bool transBatchB = Fused && node.getIntAttr("transBatchB", 0) != 0;
+  uint64_t bytes = 0;
+  if (transBatchA && a->getType().getRank() >= 3)
+    bytes = addScratch(bytes, scratchBytes(a->getType().getDType(),
+                                           a->getType().getNumElements()));
+  if (transBatchB && b->getType().getRank() >= 3)
+    bytes = addScratch(bytes, scratchBytes(b->getType().getDType(),
+                                           b->getType().getNumElements()));
+  if (!isHalfType(a->getType().getDType()))
+    return bytes;
+  llvm::SmallVector<int64_t, 6> outShape;
+  std::string error;
+  std::optional<BatchedProduct> product = planProduct(
+      productOperandShape(a, transBatchA), productOperandShape(b, transBatchB),
+      Fused && node.getIntAttr("transA", 0) != 0,
+      Fused && node.getIntAttr("transB", 0) != 0, outShape, error);
+  // Shapes that do not multiply fail in the kernel before any scratch.
+  return product ? addScratch(bytes, halfProductScratch(*product)) : bytes;
+}
+
+/// Gemm's scratch: a 16-bit product's fp32 blocks.
+uint64_t gemmWorkspace(const Node &node) {
+  const Value *a = node.getOperand(0), *b = node.getOperand(1);
+  if (!a || !b || !isHalfType(a->getType().getDType()) ||
+      a->getType().getRank() != 2 || b->getType().getRank() != 2)
+    return 0;
+  auto aShape = a->getType().getStaticShape();
+  auto bShape = b->getType().getStaticShape();
+  BatchedProduct product;
+  product.transA = node.getIntAttr("transA", 0) != 0;
+  product.transB = node.getIntAttr("transB", 0) != 0;
+  product.m = product.transA ? aShape[1] : aShape[0];
+  product.k = product.transA ? aShape[0] : aShape[1];
+  product.n = product.transB ? bShape[0] : bShape[1];
+  return halfProductScratch(product);
+}
+
 } // namespace
 
 void cpu::registerMatMulKernels(KernelTable &table) {
-  table.add("", "MatMul", matMulKernel<false>);
-  table.add("", "Gemm", gemmKernel);
-  table.add(kMsDomain, "FusedMatMul", matMulKernel<true>);
-  table.add(kMsDomain, "TransposeMatMul", matMulKernel<true>);
+  // Native: 16-bit products widen in blocks (runHalfProduct), not whole.
+  table.add("", "MatMul", matMulKernel<false>, KernelMode::Native);
+  table.add("", "Gemm", gemmKernel, KernelMode::Native);
+  table.add(kMsDomain, "FusedMatMul", matMulKernel<true>, KernelMode::Native);
+  table.add(kMsDomain, "TransposeMatMul", matMulKernel<true>,
+            KernelMode::Native);
   table.add("", "Einsum", einsumKernel);
   table.setWorkspace("", "Einsum", einsumWorkspace);
+  table.setWorkspace("", "MatMul", matMulWorkspace<false>);
+  table.setWorkspace("", "Gemm", gemmWorkspace);
+  table.setWorkspace(kMsDomain, "FusedMatMul", matMulWorkspace<true>);
+  table.setWorkspace(kMsDomain, "TransposeMatMul", matMulWorkspace<true>);
 }

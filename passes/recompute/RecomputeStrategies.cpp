@@ -83,12 +83,31 @@ uint64_t saturatingMul(uint64_t a, uint64_t b) {
   return a * b;
 }
 
+/// A node's FLOPs in fp32-equivalent quarters: 4 for fp32 (and wider, and
+/// non-float) arithmetic, 2 for 16-bit, 1 for 8-bit. Narrow arithmetic runs
+/// at least that many times fp32's rate on the GPUs plans are made for
+/// (tensor cores), and it keeps the exchange rate of FLOPs against kept
+/// bytes independent of precision: amp halves both the bytes a saved value
+/// holds and what recomputing it costs, so selective recompute makes the
+/// same choice with and without it (priced at fp32's rate, the attention
+/// scores that selective recomputes in fp32 were kept under amp, whose plan
+/// then exceeded fp32 selective's).
+uint64_t flopRateShare(const Node &node) {
+  for (const Value *result : node.getResults())
+    if (result && isFloatingPoint(result->getType().getDType()))
+      return std::clamp<uint64_t>(dtypeSize(result->getType().getDType()), 1,
+                                  4);
+  return 4;
+}
+
 /// What recomputing forward node \p position costs, in kept bytes.
 uint64_t recomputePrice(const SavedActivations &analysis, uint32_t position,
                         const RecomputeTuning &tuning) {
   uint64_t price = 0;
   if (tuning.flopsPerByte)
-    price += analysis.getFlops(position) / tuning.flopsPerByte;
+    price += analysis.getFlops(position) *
+             flopRateShare(*analysis.getForwardNodes()[position]) / 4 /
+             tuning.flopsPerByte;
   if (tuning.writtenBytesPerByte)
     price += analysis.getBytesWritten(position) / tuning.writtenBytesPerByte;
   return std::min(price, FlowNetwork::kInfinite);

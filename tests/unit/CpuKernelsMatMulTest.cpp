@@ -407,3 +407,128 @@ TEST(CpuEinsumTest, ImplicitOutputAndEllipsis) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// 16-bit products in bounded fp32 blocks
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// bf16 or f16 bits of \p values, and the floats they hold.
+HostTensor halfTensor(DType type, std::vector<int64_t> shape,
+                      const std::vector<float> &values) {
+  return type == DType::BF16 ? HostTensor::bf16(shape, values)
+                             : HostTensor::f16(shape, values);
+}
+
+float halfBitsToFloat(DType type, uint16_t bits) {
+  return type == DType::BF16 ? bfloat16ToFloat(bits) : halfToFloat(bits);
+}
+
+/// Expects the 16-bit result \p got within one unit in the last place of
+/// the fp32 product \p want rounded to \p type (the blocks run the same
+/// fp32 dot products as a whole-tensor product; BLAS may still order a
+/// block's sums differently from the whole matrix's).
+void expectWithinOneUlp(DType type, const std::vector<uint16_t> &got,
+                        const std::vector<float> &want,
+                        const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    float rounded =
+        halfBitsToFloat(type, type == DType::BF16 ? floatToBFloat16(want[i])
+                                                  : floatToHalf(want[i]));
+    float ulp =
+        std::ldexp(std::fabs(rounded) + 1e-30f, type == DType::BF16 ? -7 : -10);
+    ASSERT_LE(std::fabs(halfBitsToFloat(type, got[i]) - rounded), ulp)
+        << what << " element " << i;
+  }
+}
+
+} // namespace
+
+TEST(CpuMatMulTest, HalfProductsRunInBoundedBlocks) {
+  // K = 2^18: op(B) panels of 8 columns and op(A) blocks of 8 rows (each
+  // block at most 2^21 fp32 elements), so M = N = 20 takes three of each,
+  // the last partial. Whole-tensor staging would reserve fp32 copies of A,
+  // B and C (over 40 MB); the blocks need about 16 MiB.
+  const int64_t m = 20, n = 20, k = int64_t(1) << 18;
+  std::vector<float> a = randomFloats(m * k, 41, -1, 1),
+                     b = randomFloats(k * n, 42, -1, 1);
+  for (DType type : {DType::BF16, DType::F16}) {
+    for (auto [transA, transB] :
+         {std::pair<int, int>{0, 0}, {1, 0}, {0, 1}, {1, 1}}) {
+      std::string what = std::string(type == DType::BF16 ? "bf16" : "f16") +
+                         " transA=" + std::to_string(transA) +
+                         " transB=" + std::to_string(transB);
+      std::vector<int64_t> aShape =
+          transA ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+      std::vector<int64_t> bShape =
+          transB ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+      HostTensor ha = halfTensor(type, aShape, a),
+                 hb = halfTensor(type, bShape, b);
+      HostTensor fa = HostTensor::f32(aShape, ha.floats()),
+                 fb = HostTensor::f32(bShape, hb.floats());
+      std::vector<NamedAttribute> attrs = {intAttr("transA", transA),
+                                           intAttr("transB", transB),
+                                           floatAttr("alpha", 0.5f)};
+      // Planned: the declared workspace serves every request.
+      KernelRunner planned;
+      auto half = planned.run(kMsDomain, "FusedMatMul", {&ha, &hb},
+                              {TensorType::get(type, {m, n})}, attrs);
+      ASSERT_TRUE(static_cast<bool>(half))
+          << what << ": " << llvm::toString(half.takeError());
+      EXPECT_EQ(planned.getAllocator().getReport().peakBytes, 0u) << what;
+      KernelRunner runner;
+      auto full = runner.run(kMsDomain, "FusedMatMul", {&fa, &fb},
+                             {f32Type({m, n})}, attrs);
+      ASSERT_TRUE(static_cast<bool>(full)) << what;
+      expectWithinOneUlp(type, (*half)[0].values<uint16_t>(),
+                         (*full)[0].floats(), what);
+    }
+  }
+}
+
+TEST(CpuMatMulTest, HalfBatchedProductsAndGemmMatchFloat) {
+  KernelRunner runner;
+  // A batch broadcast against a shared B (folded into one product) and
+  // against a per-batch B.
+  std::vector<float> a = randomFloats(2 * 3 * 5 * 7, 43, -2, 2),
+                     b = randomFloats(3 * 7 * 4, 44, -2, 2),
+                     c = randomFloats(4, 45, -2, 2);
+  for (std::vector<int64_t> bShape :
+       {std::vector<int64_t>{7, 4}, std::vector<int64_t>{3, 7, 4}}) {
+    int64_t bElements = 1;
+    for (int64_t extent : bShape)
+      bElements *= extent;
+    std::vector<float> bValues(b.begin(), b.begin() + bElements);
+    HostTensor ha = HostTensor::bf16({2, 3, 5, 7}, a),
+               hb = HostTensor::bf16(bShape, bValues);
+    HostTensor fa = HostTensor::f32({2, 3, 5, 7}, ha.floats()),
+               fb = HostTensor::f32(bShape, hb.floats());
+    auto half = runner.run("", "MatMul", {&ha, &hb},
+                           {TensorType::get(DType::BF16, {2, 3, 5, 4})});
+    auto full = runner.run("", "MatMul", {&fa, &fb}, {f32Type({2, 3, 5, 4})});
+    ASSERT_TRUE(half && full);
+    expectWithinOneUlp(DType::BF16, (*half)[0].values<uint16_t>(),
+                       (*full)[0].floats(),
+                       "MatMul B rank " + std::to_string(bShape.size()));
+  }
+  // Gemm with a broadcast C and beta: C is read back into each block.
+  HostTensor ha = HostTensor::f16(
+                 {7, 5}, std::vector<float>(a.begin(), a.begin() + 35)),
+             hb = HostTensor::f16(
+                 {7, 4}, std::vector<float>(b.begin(), b.begin() + 28)),
+             hc = HostTensor::f16({4}, c);
+  HostTensor fa = HostTensor::f32({7, 5}, ha.floats()),
+             fb = HostTensor::f32({7, 4}, hb.floats()),
+             fc = HostTensor::f32({4}, hc.floats());
+  std::vector<NamedAttribute> attrs = {
+      intAttr("transA", 1), floatAttr("alpha", 1.5f), floatAttr("beta", -0.5f)};
+  auto half = runner.run("", "Gemm", {&ha, &hb, &hc},
+                         {TensorType::get(DType::F16, {5, 4})}, attrs);
+  ASSERT_TRUE(static_cast<bool>(half)) << llvm::toString(half.takeError());
+  auto full = runner.run("", "Gemm", {&fa, &fb, &fc}, {f32Type({5, 4})}, attrs);
+  ASSERT_TRUE(static_cast<bool>(full)) << llvm::toString(full.takeError());
+  expectWithinOneUlp(DType::F16, (*half)[0].values<uint16_t>(),
+                     (*full)[0].floats(), "Gemm");
+}
