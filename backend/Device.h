@@ -22,6 +22,7 @@
 
 #include "backend/Memory.h"
 #include "ir/IR.h"
+#include "ir/MemorySpaces.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -86,15 +87,8 @@ private:
   const Node &node;
 };
 
-/// Where a planned buffer lives. Each space has an arena of its own, planned,
-/// validated and accounted apart: the device peak excludes the host arena.
-enum class MemorySpace : uint8_t {
-  /// The device's memory (the GPU's on CUDA; the CPU device's own heap).
-  Device,
-  /// Host memory that holds offloaded tensors between a copy-start and its
-  /// copy-wait: page-locked on CUDA, so copies overlap compute.
-  Host,
-};
+// MemorySpace (device, host) is the plan's (ir/MemorySpaces.h): passes plan
+// each buffer in a space and the interpreter places it there.
 
 /// Work a device launched that later work can wait for: recorded after an
 /// asynchronous copy (or, on CUDA, any stream's work) and waited on by the

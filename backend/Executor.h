@@ -113,6 +113,9 @@ public:
   virtual double getLastStepMilliseconds() const = 0;
   /// Bytes of the planned arena (0 in eager mode).
   virtual uint64_t getArenaBytes() const = 0;
+  /// Bytes of the planned host arena (offloaded tensors, apart from the
+  /// device memory getArenaBytes and the peak count; 0: none).
+  virtual uint64_t getHostArenaBytes() const { return 0; }
   /// Planned mode: kernel scratch bytes (aligned, summed over all steps
   /// run) that did not fit the plan's workspace slices and were allocated
   /// on top of it. Nonzero means the measured peak can exceed the plan.

@@ -42,6 +42,13 @@ void MemoryReport::print(llvm::raw_ostream &os) const {
   printBytesCell(os, peakBytes);
   printBytesCell(os, currentBytes);
   os << "\n";
+  // Offloaded tensors: host memory, apart from the device total above.
+  if (hostPeakBytes || hostCurrentBytes) {
+    os << llvm::left_justify("host arena", 16);
+    printBytesCell(os, hostPeakBytes);
+    printBytesCell(os, hostCurrentBytes);
+    os << "\n";
+  }
 }
 
 llvm::json::Object MemoryReport::toJSON() const {
@@ -53,6 +60,13 @@ llvm::json::Object MemoryReport::toJSON() const {
   object["peak_bytes"] = static_cast<int64_t>(peakBytes);
   object["by_category"] = std::move(byCategory);
   object["current_bytes"] = static_cast<int64_t>(currentBytes);
+  llvm::json::Object hostByCategory;
+  for (MemoryCategory category : kAllMemoryCategories)
+    hostByCategory[memoryCategoryName(category)] = static_cast<int64_t>(
+        hostPeakByCategory[static_cast<unsigned>(category)]);
+  object["host_peak_bytes"] = static_cast<int64_t>(hostPeakBytes);
+  object["host_by_category"] = std::move(hostByCategory);
+  object["host_current_bytes"] = static_cast<int64_t>(hostCurrentBytes);
   return object;
 }
 
@@ -104,6 +118,14 @@ MemoryReport MemoryCounter::getReport() const {
   report.peakByCategory = peakSplit;
   report.currentBytes = currentTotal;
   report.currentByCategory = current;
+  return report;
+}
+
+MemoryReport MemoryCounter::getReport(const MemoryCounter &host) const {
+  MemoryReport report = getReport();
+  report.hostPeakBytes = host.peakTotal;
+  report.hostPeakByCategory = host.peakSplit;
+  report.hostCurrentBytes = host.currentTotal;
   return report;
 }
 

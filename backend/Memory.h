@@ -8,7 +8,10 @@
 // the moment that mark was reached. Counting is separate from allocating:
 // the plan interpreter counts device memory it gets from a Device, and
 // CountingAllocator is counted host memory (CPU kernel scratch). A MemoryReport
-// is a snapshot of those figures, printable as a table and as JSON.
+// is a snapshot of those figures, printable as a table and as JSON. The host
+// arena of offloaded tensors (ir/MemorySpaces.h) is counted by a counter of
+// its own and reported beside the device figures, never in them: the peak
+// is the device's, as a GPU would see it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +56,15 @@ struct MemoryReport {
   uint64_t currentBytes = 0;
   /// Live bytes of each category now.
   CategoryBytes currentByCategory{};
+  /// High-water mark of host-arena bytes (offloaded tensors), counted apart
+  /// from peakBytes.
+  uint64_t hostPeakBytes = 0;
+  /// Live host-arena bytes of each category at the host high-water mark
+  /// (a slice counts as its value's category while the value is live, as
+  /// Temporaries otherwise).
+  CategoryBytes hostPeakByCategory{};
+  /// Live host-arena bytes now.
+  uint64_t hostCurrentBytes = 0;
 
   /// Live bytes of \p category at the peak.
   uint64_t atPeak(MemoryCategory category) const {
@@ -64,10 +76,12 @@ struct MemoryReport {
   }
 
   /// Prints a table: one row per category with its bytes at the peak and
-  /// now, then the totals.
+  /// now, then the totals, then (when host memory was used) the host
+  /// arena's row.
   void print(llvm::raw_ostream &os) const;
   /// The JSON form: {"peak_bytes": N, "by_category": {"parameters": N, ...},
-  /// "current_bytes": N}. by_category is the split at the peak.
+  /// "current_bytes": N, "host_peak_bytes": N, "host_by_category": {...},
+  /// "host_current_bytes": N}. by_category is the split at the peak.
   llvm::json::Object toJSON() const;
 };
 
@@ -103,6 +117,8 @@ public:
   const CategoryBytes &getPeakByCategory() const { return peakSplit; }
   /// A snapshot of the figures.
   MemoryReport getReport() const;
+  /// getReport() with \p host's figures as the host-memory ones.
+  MemoryReport getReport(const MemoryCounter &host) const;
 
 private:
   CategoryBytes current{};

@@ -18,9 +18,17 @@
 // (Device::prepare, with the node's workspace slice size) and the
 // instruction keeps the handle, so the step loop only launches: a node no
 // kernel can run is an error of preparation, never of a step.
+// Memory spaces (ir/MemorySpaces.h): values the plan puts in host memory
+// (offloaded tensors) are slices of a host arena of their own, allocated
+// with Device::allocateHost and counted in a second MemoryCounter, so the
+// measured peak is the device's alone and the host arena is reported beside
+// it. The copy ops are the interpreter's own instructions, run through the
+// Device's asynchronous copies on every backend: a copy start calls
+// startCopyToHost / startCopyToDevice and keeps the event in its
+// instruction's slot, and its CopyWait waits for that event.
 // The Device only allocates; the interpreter counts every block in one
-// MemoryCounter. In planned mode the arena is counted as Temporaries while
-// unoccupied and each slice is moved to its value's category while that
+// MemoryCounter per space. In planned mode the arena is counted as Temporaries
+// while unoccupied and each slice is moved to its value's category while that
 // value is live, so the per-category split at the peak says what the arena
 // held at that moment; a workspace slice counts as Workspace while its
 // kernel runs. With ExecutorOptions::profile every kernel is timed (after a
@@ -198,9 +206,10 @@ class DeviceBlock {
 public:
   DeviceBlock() = default;
   DeviceBlock(Device &device, MemoryCounter &counter, void *address,
-              uint64_t countedBytes, MemoryCategory category)
+              uint64_t countedBytes, MemoryCategory category,
+              MemorySpace space = MemorySpace::Device)
       : device(&device), counter(&counter), address(address),
-        countedBytes(countedBytes), category(category) {}
+        countedBytes(countedBytes), category(category), space(space) {}
   DeviceBlock(DeviceBlock &&other) noexcept { *this = std::move(other); }
   DeviceBlock &operator=(DeviceBlock &&other) noexcept {
     if (this != &other) {
@@ -210,6 +219,7 @@ public:
       address = other.address;
       countedBytes = other.countedBytes;
       category = other.category;
+      space = other.space;
       borrowed = other.borrowed;
       other.device = nullptr;
       other.address = nullptr;
@@ -220,20 +230,22 @@ public:
   DeviceBlock &operator=(const DeviceBlock &) = delete;
   ~DeviceBlock() { reset(); }
 
-  /// Allocates \p bytes of \p category on \p device, counted in \p counter.
-  static llvm::Expected<DeviceBlock> create(Device &device,
-                                            MemoryCounter &counter,
-                                            uint64_t bytes,
-                                            MemoryCategory category) {
+  /// Allocates \p bytes of \p category in \p space (device memory, or
+  /// the device's host memory for offloaded tensors), counted in
+  /// \p counter.
+  static llvm::Expected<DeviceBlock>
+  create(Device &device, MemoryCounter &counter, uint64_t bytes,
+         MemoryCategory category, MemorySpace space = MemorySpace::Device) {
     uint64_t counted = alignBuffer(bytes);
     if (counted < bytes)
       return fail("cannot allocate " + llvm::Twine(bytes) + " bytes of " +
                   memoryCategoryName(category) + ": the size overflows");
-    auto address = device.allocate(bytes);
+    auto address = space == MemorySpace::Host ? device.allocateHost(bytes)
+                                              : device.allocate(bytes);
     if (!address)
       return address.takeError();
     counter.add(counted, category);
-    return DeviceBlock(device, counter, *address, counted, category);
+    return DeviceBlock(device, counter, *address, counted, category, space);
   }
 
   /// Counts \p bytes of host memory at \p address that the block does not
@@ -256,7 +268,9 @@ public:
   MemoryCategory getCategory() const { return category; }
   void reset() {
     if (device && address) {
-      if (!borrowed)
+      if (!borrowed && space == MemorySpace::Host)
+        device->deallocateHost(address);
+      else if (!borrowed)
         device->deallocate(address);
       counter->remove(countedBytes, category);
     }
@@ -272,6 +286,17 @@ private:
   void *address = nullptr;
   uint64_t countedBytes = 0;
   MemoryCategory category = MemoryCategory::Temporaries;
+  MemorySpace space = MemorySpace::Device;
+};
+
+/// What an instruction of a copy op does (ir/MemorySpaces.h).
+enum class CopyKind : uint8_t { None, ToHost, ToDevice, Wait };
+
+/// An arena slice whose value becomes live or dead at an instruction, with
+/// the counter of its memory space.
+struct SliceEvent {
+  const Value *value;
+  MemoryCounter *counter;
 };
 
 /// One node, decoded once at prepare time.
@@ -284,8 +309,15 @@ struct Instruction {
   /// Eager mode: storage owners to free after this instruction.
   llvm::SmallVector<const Value *, 4> freeAfter;
   /// Planned mode: arena slices that become live / dead here.
-  llvm::SmallVector<const Value *, 2> slicesBorn;
-  llvm::SmallVector<const Value *, 4> slicesDead;
+  llvm::SmallVector<SliceEvent, 2> slicesBorn;
+  llvm::SmallVector<SliceEvent, 4> slicesDead;
+  /// A copy op, run by the interpreter through the Device's asynchronous
+  /// copies instead of a kernel.
+  CopyKind copy = CopyKind::None;
+  /// A CopyWait: the index of the copy start it waits for.
+  size_t copyStart = 0;
+  /// A copy start: the bytes it copies.
+  uint64_t copyBytes = 0;
   /// Planned mode: the node's kernel workspace slice (null: none).
   uint8_t *workspace = nullptr;
   uint64_t workspaceBytes = 0;
@@ -310,10 +342,16 @@ public:
   llvm::Error writeValue(const Value *value, const TensorData &data) override;
   llvm::Expected<TensorData> readValue(const Value *value) const override;
   llvm::Error runStep(uint64_t step) override;
-  MemoryReport getMemoryReport() const override { return counter.getReport(); }
-  void resetPeak() override { counter.resetPeak(); }
+  MemoryReport getMemoryReport() const override {
+    return counter.getReport(hostCounter);
+  }
+  void resetPeak() override {
+    counter.resetPeak();
+    hostCounter.resetPeak();
+  }
   double getLastStepMilliseconds() const override { return lastStepMs; }
   uint64_t getArenaBytes() const override { return arenaBytes; }
+  uint64_t getHostArenaBytes() const override { return hostArenaBytes; }
   uint64_t getUnplannedScratchBytes() const override {
     return device->getUnplannedScratchBytes();
   }
@@ -331,6 +369,11 @@ private:
   llvm::Error addressesOf(llvm::ArrayRef<const Value *> values,
                           llvm::SmallVectorImpl<void *> &out) const;
   llvm::Error runInstruction(const Instruction &inst, uint64_t step);
+  /// Runs the copy op \p inst (instruction \p index) on \p operands and
+  /// \p results.
+  llvm::Error runCopy(const Instruction &inst, size_t index,
+                      llvm::ArrayRef<void *> operands,
+                      llvm::ArrayRef<void *> results);
   /// Planned mode, when instruction \p failed failed: gives the slices live
   /// at that point (and its workspace slice) back to temporaries, so the
   /// counter describes the arena again (the arena block is released as
@@ -344,8 +387,10 @@ private:
 
   const Module &module;
   ExecutorOptions options;
-  /// Declared before the device and the blocks: it outlives both.
+  /// Declared before the device and the blocks: they outlive both. Device
+  /// memory is counted in `counter`, the host arena in `hostCounter`.
   MemoryCounter counter;
+  MemoryCounter hostCounter;
   std::unique_ptr<Device> device;
   std::vector<Instruction> instructions;
   llvm::DenseMap<const Value *, MemoryCategory> categories;
@@ -362,6 +407,12 @@ private:
   const ExecutionPlan *plan = nullptr;
   DeviceBlock arena;
   uint64_t arenaBytes = 0;
+  /// Planned mode: the host arena (offloaded tensors).
+  DeviceBlock hostArena;
+  uint64_t hostArenaBytes = 0;
+  /// The event of each copy start in flight, by instruction index; its
+  /// CopyWait waits for it and releases it.
+  std::vector<std::unique_ptr<DeviceEvent>> copyEvents;
   double lastStepMs = 0;
   /// Profiling: per-op totals, indexed like `profileIndex`.
   std::vector<OpProfile> profile;
@@ -456,9 +507,22 @@ llvm::Error PlanInterpreter::prepare(const WorkspaceModel &trivialWorkspace) {
     if (auto err = allocatePersistent(init.get()))
       return err;
 
+  llvm::DenseMap<const Node *, size_t> indexOf;
   for (const Node &node : graph.getNodes()) {
     Instruction inst;
     inst.node = &node;
+    indexOf[&node] = instructions.size();
+    // The verifier's rules (checkMemorySpaceRules) pair every wait with the
+    // start that defines its operand 0.
+    if (isCopyWait(node)) {
+      inst.copy = CopyKind::Wait;
+      inst.copyStart = indexOf.lookup(node.getOperand(0)->getDefiningNode());
+    } else if (isCopyStart(node)) {
+      inst.copy = getMemorySpace(*node.getResult(0)) == MemorySpace::Host
+                      ? CopyKind::ToHost
+                      : CopyKind::ToDevice;
+      inst.copyBytes = node.getResult(0)->getType().getSizeInBytes();
+    }
     for (Value *operand : node.getOperands())
       inst.operands.push_back(operand);
     for (Value *result : node.getResults()) {
@@ -473,6 +537,7 @@ llvm::Error PlanInterpreter::prepare(const WorkspaceModel &trivialWorkspace) {
     }
     instructions.push_back(std::move(inst));
   }
+  copyEvents.resize(instructions.size());
   if (auto err = options.mode == AllocationMode::Planned
                      ? placePlanned(trivialWorkspace)
                      : placeEager())
@@ -483,7 +548,7 @@ llvm::Error PlanInterpreter::prepare(const WorkspaceModel &trivialWorkspace) {
 llvm::Error PlanInterpreter::prepareKernels() {
   const bool planned = options.mode == AllocationMode::Planned;
   for (Instruction &inst : instructions) {
-    if (inst.skipKernel)
+    if (inst.skipKernel || inst.copy != CopyKind::None)
       continue;
     KernelPreparation preparation;
     preparation.planned = planned;
@@ -530,6 +595,19 @@ PlanInterpreter::placePlanned(const WorkspaceModel &trivialWorkspace) {
     return block.takeError();
   arena = std::move(*block);
   auto *base = static_cast<uint8_t *>(arena.get());
+  // The host arena, apart: counted in its own counter, never in the device
+  // peak.
+  uint8_t *hostBase = nullptr;
+  hostArenaBytes = plan->hostArenaBytes;
+  if (hostArenaBytes) {
+    auto host =
+        DeviceBlock::create(*device, hostCounter, hostArenaBytes,
+                            MemoryCategory::Temporaries, MemorySpace::Host);
+    if (!host)
+      return host.takeError();
+    hostArena = std::move(*host);
+    hostBase = static_cast<uint8_t *>(hostArena.get());
+  }
 
   for (Instruction &inst : instructions) {
     for (const Value *result : inst.results) {
@@ -540,7 +618,9 @@ PlanInterpreter::placePlanned(const WorkspaceModel &trivialWorkspace) {
         return fail("the plan has no buffer for " + valueLabel(result));
       switch (assignment->kind) {
       case StorageKind::Arena:
-        addresses[result] = base + assignment->offset;
+        addresses[result] =
+            (assignment->space == MemorySpace::Host ? hostBase : base) +
+            assignment->offset;
         break;
       case StorageKind::Alias: {
         const Value *owner = plan->storageOwner(result);
@@ -561,6 +641,14 @@ PlanInterpreter::placePlanned(const WorkspaceModel &trivialWorkspace) {
     }
   }
   for (Instruction &inst : instructions) {
+    if (inst.copy == CopyKind::Wait) {
+      // A wait has no kernel but must run; its result is the copy's bytes.
+      inst.skipKernel = false;
+      if (addresses.lookup(inst.results[0]) !=
+          addresses.lookup(inst.operands[0]))
+        return fail("the plan gives " + valueLabel(inst.results[0]) +
+                    " storage apart from the copy it waits for");
+    }
     if (const WorkspaceAssignment *workspace =
             plan->lookupWorkspace(inst.node)) {
       inst.workspace = base + workspace->offset;
@@ -578,10 +666,12 @@ PlanInterpreter::placePlanned(const WorkspaceModel &trivialWorkspace) {
   for (const auto &[value, assignment] : plan->buffers) {
     if (assignment.kind != StorageKind::Arena || !assignment.size)
       continue;
+    MemoryCounter *spaceCounter =
+        assignment.space == MemorySpace::Host ? &hostCounter : &counter;
     if (Instruction *born = byStep.lookup(assignment.firstStep))
-      born->slicesBorn.push_back(value);
+      born->slicesBorn.push_back({value, spaceCounter});
     if (Instruction *dead = byStep.lookup(assignment.lastStep))
-      dead->slicesDead.push_back(value);
+      dead->slicesDead.push_back({value, spaceCounter});
   }
   return llvm::Error::success();
 }
@@ -596,7 +686,8 @@ llvm::Error PlanInterpreter::placeEager() {
       auto it = eagerOwner.find(source);
       eagerOwner[inst.results[0]] =
           it == eagerOwner.end() ? source : it->second;
-      inst.skipKernel = true;
+      // A CopyWait shares the copy's bytes but still waits for it.
+      inst.skipKernel = inst.copy != CopyKind::Wait;
     }
   }
   // Free each storage owner after its (view-extended) last use.
@@ -729,7 +820,34 @@ llvm::Error PlanInterpreter::runInstruction(const Instruction &inst,
     launch.operands = operandAddresses;
     launch.results = resultAddresses;
   }
+  if (inst.copy != CopyKind::None)
+    return runCopy(inst, &inst - instructions.data(), launch.operands,
+                   launch.results);
   return device->runNode(*inst.kernel, launch);
+}
+
+llvm::Error PlanInterpreter::runCopy(const Instruction &inst, size_t index,
+                                     llvm::ArrayRef<void *> operands,
+                                     llvm::ArrayRef<void *> results) {
+  if (inst.copy == CopyKind::Wait) {
+    std::unique_ptr<DeviceEvent> event = std::move(copyEvents[inst.copyStart]);
+    if (!event)
+      return fail("node " + inst.node->describe() +
+                  " waits for a copy that is not in flight");
+    return device->waitEvent(*event);
+  }
+  if (!inst.copyBytes) {
+    copyEvents[index] = std::make_unique<CompletedEvent>();
+    return llvm::Error::success();
+  }
+  auto event =
+      inst.copy == CopyKind::ToHost
+          ? device->startCopyToHost(results[0], operands[0], inst.copyBytes)
+          : device->startCopyToDevice(results[0], operands[0], inst.copyBytes);
+  if (!event)
+    return event.takeError();
+  copyEvents[index] = std::move(*event);
+  return llvm::Error::success();
 }
 
 llvm::Error PlanInterpreter::runStep(uint64_t step) {
@@ -744,6 +862,9 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
                std::chrono::steady_clock::now() - from)
         .count();
   };
+  // A step that failed may have left copies in flight: none carries over.
+  for (std::unique_ptr<DeviceEvent> &event : copyEvents)
+    event.reset();
   for (const Instruction &inst : instructions) {
     if (eager) {
       for (const Value *result : inst.results) {
@@ -754,18 +875,21 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
           addresses[result] = addresses.lookup(owner->second);
           continue;
         }
-        auto block = DeviceBlock::create(*device, counter,
-                                         result->getType().getSizeInBytes(),
-                                         categories.lookup(result));
+        MemorySpace space = getMemorySpace(*result);
+        auto block = DeviceBlock::create(
+            *device, space == MemorySpace::Host ? hostCounter : counter,
+            result->getType().getSizeInBytes(), categories.lookup(result),
+            space);
         if (!block)
           return block.takeError();
         addresses[result] = block->get();
         eagerBlocks[result] = std::move(*block);
       }
     } else {
-      for (const Value *born : inst.slicesBorn)
-        counter.transfer(MemoryCategory::Temporaries, categories.lookup(born),
-                         alignBuffer(born->getType().getSizeInBytes()));
+      for (const SliceEvent &born : inst.slicesBorn)
+        born.counter->transfer(
+            MemoryCategory::Temporaries, categories.lookup(born.value),
+            alignBuffer(born.value->getType().getSizeInBytes()));
       // The slice counts as workspace while the kernel runs.
       if (inst.workspaceBytes)
         counter.transfer(MemoryCategory::Temporaries, MemoryCategory::Workspace,
@@ -816,9 +940,10 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
       if (inst.workspaceBytes)
         counter.transfer(MemoryCategory::Workspace, MemoryCategory::Temporaries,
                          inst.workspaceBytes);
-      for (const Value *dead : inst.slicesDead)
-        counter.transfer(categories.lookup(dead), MemoryCategory::Temporaries,
-                         alignBuffer(dead->getType().getSizeInBytes()));
+      for (const SliceEvent &dead : inst.slicesDead)
+        dead.counter->transfer(
+            categories.lookup(dead.value), MemoryCategory::Temporaries,
+            alignBuffer(dead.value->getType().getSizeInBytes()));
     }
   }
   if (auto err = device->synchronize())
@@ -828,18 +953,19 @@ llvm::Error PlanInterpreter::runStep(uint64_t step) {
 }
 
 void PlanInterpreter::abandonPlannedStep(size_t failed) {
-  llvm::SmallPtrSet<const Value *, 16> live;
+  llvm::DenseMap<const Value *, MemoryCounter *> live;
   for (size_t i = 0; i <= failed; ++i) {
-    for (const Value *born : instructions[i].slicesBorn)
-      live.insert(born);
+    for (const SliceEvent &born : instructions[i].slicesBorn)
+      live[born.value] = born.counter;
     // The failed instruction's dead slices were never handed back.
     if (i != failed)
-      for (const Value *dead : instructions[i].slicesDead)
-        live.erase(dead);
+      for (const SliceEvent &dead : instructions[i].slicesDead)
+        live.erase(dead.value);
   }
-  for (const Value *value : live)
-    counter.transfer(categories.lookup(value), MemoryCategory::Temporaries,
-                     alignBuffer(value->getType().getSizeInBytes()));
+  for (const auto &[value, spaceCounter] : live)
+    spaceCounter->transfer(categories.lookup(value),
+                           MemoryCategory::Temporaries,
+                           alignBuffer(value->getType().getSizeInBytes()));
   if (uint64_t bytes = instructions[failed].workspaceBytes)
     counter.transfer(MemoryCategory::Workspace, MemoryCategory::Temporaries,
                      bytes);

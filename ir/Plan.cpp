@@ -44,6 +44,23 @@ std::string label(const Value *value) {
   return "%<unnamed>";
 }
 
+/// True if a node outside the forward phase reads \p value, or the result
+/// of a CopyWait that shares its bytes (a tensor moved to host memory is
+/// an activation when the copy back is the backward pass's).
+bool isReadOutsideForward(const Value &value) {
+  for (OpOperand &use : value.getUses()) {
+    Node *user = use.getOwner();
+    if (!user)
+      continue;
+    if (user->getPhase() != Phase::Forward)
+      return true;
+    if (isCopyWait(*user) && use.getIndex() == 0 && user->getResult(0) &&
+        isReadOutsideForward(*user->getResult(0)))
+      return true;
+  }
+  return false;
+}
+
 /// Calls \p fn on every present value in schedule order: graph inputs,
 /// initializers, then node results.
 template <typename Fn> void forEachValue(const Graph &graph, Fn fn) {
@@ -119,6 +136,7 @@ void ExecutionPlan::clear() {
   buffers.clear();
   workspaces.clear();
   arenaBytes = 0;
+  hostArenaBytes = 0;
   workspaceModel.clear();
   figures = MemoryFigures();
 }
@@ -210,13 +228,11 @@ gmopt::categorizeValues(const Module &module) {
       category = MemoryCategory::Parameters;
     } else if (value->isGraphInput()) {
       category = MemoryCategory::Activations;
-    } else if (value->getDefiningNode()->getPhase() == Phase::Forward) {
+    } else if (value->getDefiningNode()->getPhase() == Phase::Forward &&
+               isReadOutsideForward(*value)) {
       // A forward value read later (backward, recompute, optimizer) is an
       // activation the step keeps alive.
-      for (OpOperand &use : value->getUses())
-        if (Node *user = use.getOwner())
-          if (user->getPhase() != Phase::Forward)
-            category = MemoryCategory::Activations;
+      category = MemoryCategory::Activations;
     }
     categories[value] = category;
   });
@@ -281,6 +297,7 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
     }
     assignment.firstStep = intervals[value].firstStep;
     assignment.lastStep = intervals[value].lastStep;
+    assignment.space = getMemorySpace(*value);
     const Node *def = value->getDefiningNode();
     if (value->isInitializer()) {
       assignment.kind = StorageKind::Constant;
@@ -291,8 +308,11 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
       assignment.aliasOf = plan.storageOwner(getViewSource(*def));
     } else {
       assignment.kind = StorageKind::Arena;
-      assignment.offset = plan.arenaBytes;
-      plan.arenaBytes += alignBuffer(assignment.size);
+      uint64_t &arena = assignment.space == MemorySpace::Host
+                            ? plan.hostArenaBytes
+                            : plan.arenaBytes;
+      assignment.offset = arena;
+      arena += alignBuffer(assignment.size);
     }
     plan.buffers[value] = assignment;
   });
@@ -326,6 +346,9 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
       continue;
     figures.naiveBytes += alignBuffer(assignment.size);
     if (assignment.kind == StorageKind::Arena) {
+      // The lower bound is the device's: host slices live apart.
+      if (assignment.space == MemorySpace::Host)
+        continue;
       events.push_back(
           {assignment.firstStep, int64_t(alignBuffer(assignment.size))});
       events.push_back(
@@ -354,6 +377,7 @@ gmopt::makeTrivialPlan(const Module &module, const WorkspaceModel &workspace,
     }
   }
   figures.arenaBytes = plan.arenaBytes;
+  figures.hostArenaBytes = plan.hostArenaBytes;
   // With no reuse and no in-place, the live bytes are what eager mode holds.
   figures.eagerEstimateBytes =
       figures.lowerBoundBytes + figures.totalPersistentBytes();
@@ -406,10 +430,10 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
   if (present != buffers.size())
     return fail(
         llvm::formatv("{0} buffers for {1} values", buffers.size(), present));
-  if (arenaBytes % kBufferAlignment)
+  if (arenaBytes % kBufferAlignment || hostArenaBytes % kBufferAlignment)
     return fail("arena size is not a multiple of the alignment");
 
-  // A slice of the arena over a step range: a value's or a workspace.
+  // A slice of an arena over a step range: a value's or a workspace.
   struct Slice {
     const Value *value;
     const Node *node;
@@ -419,21 +443,42 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
       return value ? label(value) : "the workspace of " + node->describe();
     }
   };
-  std::vector<Slice> slices;
+  // One list of slices per memory space: the arenas are apart.
+  std::array<std::vector<Slice>, kNumMemorySpaces> slicesOf;
+  std::vector<Slice> &slices = slicesOf[unsigned(MemorySpace::Device)];
+  // The space is the graph's, never the plan's to choose: a host value in
+  // the device arena would be read by the wrong copy (or a kernel).
   for (const auto &[value, assignment] : buffers) {
+    MemorySpace space = getMemorySpace(*value);
+    if (assignment.space != space)
+      return fail(label(value) + " is in " + memorySpaceName(space) +
+                  " memory but the plan puts it in the " +
+                  memorySpaceName(assignment.space) + " space");
+  }
+  for (const auto &[value, assignment] : buffers) {
+    MemorySpace space = assignment.space;
+    if (space == MemorySpace::Host && assignment.kind != StorageKind::Arena &&
+        assignment.kind != StorageKind::Alias)
+      return fail(label(value) + " is in host memory but its storage is " +
+                  storageKindName(assignment.kind) +
+                  " (host values are slices of the host arena)");
     switch (assignment.kind) {
-    case StorageKind::Arena:
+    case StorageKind::Arena: {
+      uint64_t arena = space == MemorySpace::Host ? hostArenaBytes : arenaBytes;
       if (assignment.offset % kBufferAlignment)
         return fail(label(value) + " is not aligned");
-      if (assignment.size > arenaBytes ||
-          assignment.offset > arenaBytes - assignment.size)
-        return fail(label(value) + " ends past the arena");
+      if (assignment.size > arena ||
+          assignment.offset > arena - assignment.size)
+        return fail(label(value) + " ends past the " + memorySpaceName(space) +
+                    " arena");
       if (assignment.firstStep > assignment.lastStep)
         return fail(label(value) + " has an empty live interval");
       if (assignment.size)
-        slices.push_back({value, nullptr, assignment.offset, assignment.size,
-                          assignment.firstStep, assignment.lastStep});
+        slicesOf[unsigned(space)].push_back(
+            {value, nullptr, assignment.offset, assignment.size,
+             assignment.firstStep, assignment.lastStep});
       break;
+    }
     case StorageKind::Alias: {
       const Value *owner = storageOwner(value);
       if (!owner)
@@ -443,6 +488,11 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
         return fail(label(value) + " aliases an unplanned value");
       if (target->size < assignment.size)
         return fail(label(value) + " is larger than the storage it aliases");
+      if (target->space != assignment.space)
+        return fail(label(value) + " is in the " +
+                    memorySpaceName(assignment.space) +
+                    " space but aliases storage in the " +
+                    memorySpaceName(target->space) + " space");
       // Arena storage must be live for as long as anything aliases it.
       if (target->kind == StorageKind::Arena &&
           (assignment.firstStep < target->firstStep ||
@@ -484,36 +534,38 @@ llvm::Error ExecutionPlan::validate(const Module &module) const {
     }
   }
 
-  // Sweep definitions in time order; `active` holds the live slices keyed
-  // by offset, which must be pairwise disjoint in address.
-  llvm::sort(slices, [](const Slice &a, const Slice &b) {
-    return a.firstStep < b.firstStep;
-  });
-  std::multimap<uint32_t, const Slice *> byEnd;
-  std::map<uint64_t, const Slice *> active;
-  for (const Slice &slice : slices) {
-    uint32_t now = slice.firstStep;
-    while (!byEnd.empty() && byEnd.begin()->first < now) {
-      const Slice *dead = byEnd.begin()->second;
-      active.erase(dead->offset);
-      byEnd.erase(byEnd.begin());
+  // Sweep each space's definitions in time order; `active` holds the live
+  // slices keyed by offset, which must be pairwise disjoint in address.
+  for (std::vector<Slice> &spaceSlices : slicesOf) {
+    llvm::sort(spaceSlices, [](const Slice &a, const Slice &b) {
+      return a.firstStep < b.firstStep;
+    });
+    std::multimap<uint32_t, const Slice *> byEnd;
+    std::map<uint64_t, const Slice *> active;
+    for (const Slice &slice : spaceSlices) {
+      uint32_t now = slice.firstStep;
+      while (!byEnd.empty() && byEnd.begin()->first < now) {
+        const Slice *dead = byEnd.begin()->second;
+        active.erase(dead->offset);
+        byEnd.erase(byEnd.begin());
+      }
+      uint64_t begin = slice.offset;
+      uint64_t end = begin + slice.size;
+      auto next = active.lower_bound(begin);
+      auto conflict = [&](const Slice *other) {
+        return fail(slice.describe() + " and " + other->describe() +
+                    " overlap in both address and live range");
+      };
+      if (next != active.end() && next->first < end)
+        return conflict(next->second);
+      if (next != active.begin()) {
+        const Slice *prev = std::prev(next)->second;
+        if (prev->offset + prev->size > begin)
+          return conflict(prev);
+      }
+      active[begin] = &slice;
+      byEnd.insert({slice.lastStep, &slice});
     }
-    uint64_t begin = slice.offset;
-    uint64_t end = begin + slice.size;
-    auto next = active.lower_bound(begin);
-    auto conflict = [&](const Slice *other) {
-      return fail(slice.describe() + " and " + other->describe() +
-                  " overlap in both address and live range");
-    };
-    if (next != active.end() && next->first < end)
-      return conflict(next->second);
-    if (next != active.begin()) {
-      const Slice *prev = std::prev(next)->second;
-      if (prev->offset + prev->size > begin)
-        return conflict(prev);
-    }
-    active[begin] = &slice;
-    byEnd.insert({slice.lastStep, &slice});
   }
 
   // The recorded live intervals and aliases are checked against the graph,
@@ -562,8 +614,10 @@ void ExecutionPlan::print(const Module &module, llvm::raw_ostream &os) const {
       os << "unplanned\n";
       return;
     }
-    os << storageKindName(assignment->kind) << " "
-       << memoryCategoryName(assignment->category) << " size "
+    os << storageKindName(assignment->kind) << " ";
+    if (assignment->space != MemorySpace::Device)
+      os << memorySpaceName(assignment->space) << " ";
+    os << memoryCategoryName(assignment->category) << " size "
        << assignment->size;
     if (assignment->kind == StorageKind::Arena)
       os << " offset " << assignment->offset;
@@ -589,6 +643,7 @@ void ExecutionPlan::print(const Module &module, llvm::raw_ostream &os) const {
      << "  lower_bound_bytes " << figures.lowerBoundBytes << " at step "
      << figures.lowerBoundStep << "\n"
      << "  arena_bytes " << arenaBytes << "\n"
+     << "  host_arena_bytes " << hostArenaBytes << "\n"
      << "  persistent_bytes " << figures.totalPersistentBytes() << "\n"
      << "  in_place_saved_bytes " << figures.inPlaceSavedBytes << "\n"
      << "  workspace_bytes " << figures.workspaceBytes << "\n"

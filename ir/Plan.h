@@ -6,13 +6,18 @@
 // order. Every value gets a BufferAssignment: a slice of one arena (with the
 // live interval that justifies sharing the slice), a persistent allocation,
 // an alias of another value's storage (views, in-place results) or constant
-// initializer bytes. One memory vocabulary is used everywhere:
+// initializer bytes. Arena slices are in one of two memory spaces
+// (ir/MemorySpaces.h), each with an arena of its own: the device arena and
+// the host arena that holds offloaded tensors; the planned device peak
+// excludes the host arena. One memory vocabulary is used everywhere:
 // MemoryCategory, with names the JSON reports use.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef GMOPT_IR_PLAN_H
 #define GMOPT_IR_PLAN_H
+
+#include "ir/MemorySpaces.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
@@ -70,8 +75,8 @@ using CategoryBytes = std::array<uint64_t, kNumMemoryCategories>;
 
 /// How a value's storage is provided at run time.
 enum class StorageKind : uint8_t {
-  /// A slice [offset, offset + size) of the arena, live over
-  /// [firstStep, lastStep] of the schedule.
+  /// A slice [offset, offset + size) of its memory space's arena, live
+  /// over [firstStep, lastStep] of the schedule.
   Arena,
   /// An allocation of its own for the whole step (parameters, gradient
   /// buffers, graph outputs).
@@ -87,6 +92,10 @@ llvm::StringRef storageKindName(StorageKind kind);
 struct BufferAssignment {
   StorageKind kind = StorageKind::Arena;
   MemoryCategory category = MemoryCategory::Temporaries;
+  /// The memory space of the value's storage: an Arena slice is in that
+  /// space's arena; an Alias is in its owner's space. Always the space the
+  /// graph gives the value (getMemorySpace); the validator checks it.
+  MemorySpace space = MemorySpace::Device;
   /// Arena offset (Arena only), a multiple of kBufferAlignment.
   uint64_t offset = 0;
   /// Bytes of the value (unaligned).
@@ -127,8 +136,11 @@ struct MemoryFigures {
   uint64_t lowerBoundBytes = 0;
   /// The schedule step where lowerBoundBytes occurs.
   uint32_t lowerBoundStep = 0;
-  /// Arena size.
+  /// Arena size (the device arena).
   uint64_t arenaBytes = 0;
+  /// Size of the host arena (offloaded tensors); not part of the device
+  /// peak.
+  uint64_t hostArenaBytes = 0;
   /// Persistent bytes per category.
   CategoryBytes persistentBytes{};
   /// Bytes that in-place reuse saved.
@@ -139,7 +151,8 @@ struct MemoryFigures {
 
   /// Sum of persistentBytes.
   uint64_t totalPersistentBytes() const;
-  /// The planned peak: arenaBytes + totalPersistentBytes().
+  /// The planned device peak: arenaBytes + totalPersistentBytes() (the
+  /// host arena is apart).
   uint64_t plannedBytes() const { return arenaBytes + totalPersistentBytes(); }
   /// arena / lower bound - 1 (0 when the bound is 0).
   double fragmentation() const;
@@ -164,8 +177,11 @@ public:
   llvm::DenseMap<const Value *, BufferAssignment> buffers;
   /// Kernel workspace slices, by node (nodes that need none are absent).
   llvm::DenseMap<const Node *, WorkspaceAssignment> workspaces;
-  /// Size of the arena in bytes (a multiple of kBufferAlignment).
+  /// Size of the device arena in bytes (a multiple of kBufferAlignment).
   uint64_t arenaBytes = 0;
+  /// Size of the host arena in bytes (a multiple of kBufferAlignment): the
+  /// slices of host-space values (0 when nothing is offloaded).
+  uint64_t hostArenaBytes = 0;
   /// The kernel workspace model the plan reserved scratch for (`cpu`;
   /// kNoWorkspaceModelName when it reserved none). A backend runs only plans
   /// made for its own model or for none (its kernels' scratch is then
@@ -175,8 +191,10 @@ public:
   MemoryFigures figures;
 
   /// Checks the plan against \p module: every present value is planned;
-  /// arena slices (values' and workspaces') are aligned, inside the arena,
-  /// and no two slices overlap in both address and live interval; each
+  /// each value is in the memory space the graph gives it and an alias in
+  /// its owner's space; arena slices (values' and workspaces') are aligned,
+  /// inside their space's arena (workspaces: the device's), and no two
+  /// slices of one space overlap in both address and live interval; each
   /// workspace belongs to a node of the graph at its step; aliases point at
   /// planned values of the same or larger size, and an alias of an arena
   /// slice lives within the slice's interval. Nothing recorded is trusted

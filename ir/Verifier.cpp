@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/Verifier.h"
+#include "ir/MemorySpaces.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
 #include "ir/OptimizerOps.h"
@@ -262,6 +263,9 @@ private:
                                       i, result->getType().str(),
                                       inferred[i].str()));
       }
+      // Host memory is read only by copies, each start has its wait.
+      if (llvm::Error err = checkMemorySpaceRules(node))
+        return err;
     }
     if (options.requireStaticShapes)
       for (const auto &input : graph.getInputs())

@@ -8,7 +8,11 @@
 // scratch comes from the node's workspace slice and only what does not fit is
 // allocated (and counted as unplanned) from host memory counted in the
 // interpreter's MemoryCounter. The workspace model is
-// getCpuKernelWorkspaceBytes, named `cpu`.
+// getCpuKernelWorkspaceBytes, named `cpu`. The host arena of offloaded
+// tensors is Device's default: blocks of their own (never this device's
+// allocations), counted by the interpreter apart from device memory, and
+// copied synchronously (each copy's event is complete when it returns); so
+// the peak the CPU backend measures is the device peak a GPU would see.
 //
 //===----------------------------------------------------------------------===//
 

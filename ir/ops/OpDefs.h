@@ -193,6 +193,8 @@ void registerMicrosoftLinalgOps(OpRegistry &registry);
 void registerMicrosoftTrainingOps(OpRegistry &registry);
 /// gmopt's own collectives (ir/ops/CollectiveOps.cpp).
 void registerCollectiveOps(OpRegistry &registry);
+/// gmopt's host<->device copies (ir/ops/CopyOps.cpp).
+void registerCopyOps(OpRegistry &registry);
 
 } // namespace ops
 } // namespace gmopt

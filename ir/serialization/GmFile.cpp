@@ -364,8 +364,12 @@ private:
         buffer->set_alias_of(assignment->aliasOf->getName().str());
       buffer->set_first_step(assignment->firstStep);
       buffer->set_last_step(assignment->lastStep);
+      buffer->set_space(assignment->space == MemorySpace::Host
+                            ? gm::MEMORY_SPACE_HOST
+                            : gm::MEMORY_SPACE_DEVICE);
     });
     proto.set_arena_bytes(plan.arenaBytes);
+    proto.set_host_arena_bytes(plan.hostArenaBytes);
     proto.set_workspace_model(plan.workspaceModel);
     for (const Node &node : module.getGraph().getNodes()) {
       const WorkspaceAssignment *workspace = plan.lookupWorkspace(&node);
@@ -383,6 +387,7 @@ private:
     stored.set_lower_bound_bytes(figures.lowerBoundBytes);
     stored.set_lower_bound_step(figures.lowerBoundStep);
     stored.set_arena_bytes(figures.arenaBytes);
+    stored.set_host_arena_bytes(figures.hostArenaBytes);
     for (unsigned i = 0; i != kNumMemoryCategories; ++i) {
       if (!figures.persistentBytes[i])
         continue;
@@ -668,6 +673,7 @@ Error GmReader::loadPlan(const gm::Plan &proto, Module &module,
 
   ExecutionPlan plan;
   plan.arenaBytes = proto.arena_bytes();
+  plan.hostArenaBytes = proto.host_arena_bytes();
   plan.workspaceModel = proto.workspace_model();
   for (const gm::Buffer &buffer : proto.buffers()) {
     const std::string &valueName = buffer.value();
@@ -692,6 +698,17 @@ Error GmReader::loadPlan(const gm::Plan &proto, Module &module,
     assignment.size = buffer.size();
     assignment.firstStep = buffer.first_step();
     assignment.lastStep = buffer.last_step();
+    switch (buffer.space()) {
+    case gm::MEMORY_SPACE_DEVICE:
+      assignment.space = MemorySpace::Device;
+      break;
+    case gm::MEMORY_SPACE_HOST:
+      assignment.space = MemorySpace::Host;
+      break;
+    default:
+      return fail(llvm::formatv("{0}plan: {1} has invalid memory space {2}",
+                                prefix, of, static_cast<int>(buffer.space())));
+    }
 
     if (assignment.kind == StorageKind::Alias) {
       if (buffer.alias_of().empty())
@@ -723,13 +740,15 @@ Error GmReader::loadPlan(const gm::Plan &proto, Module &module,
                                 type.getSizeInBytes()));
     // Checked here in a form that cannot overflow, before the validator
     // adds offset and size.
+    uint64_t arena = assignment.space == MemorySpace::Host ? plan.hostArenaBytes
+                                                           : plan.arenaBytes;
     if (assignment.kind == StorageKind::Arena &&
-        (assignment.offset > plan.arenaBytes ||
-         assignment.size > plan.arenaBytes - assignment.offset))
+        (assignment.offset > arena ||
+         assignment.size > arena - assignment.offset))
       return fail(llvm::formatv("{0}plan: {1} ([{2}, +{3})) does not fit in "
-                                "the {4}-byte arena",
+                                "the {4}-byte {5} arena",
                                 prefix, of, assignment.offset, assignment.size,
-                                plan.arenaBytes));
+                                arena, memorySpaceName(assignment.space)));
     if (!plan.buffers.try_emplace(value, assignment).second)
       return fail(prefix + "plan has two buffers for value " +
                   quoted(valueName));
@@ -765,6 +784,7 @@ Error GmReader::loadPlan(const gm::Plan &proto, Module &module,
   figures.lowerBoundBytes = stored.lower_bound_bytes();
   figures.lowerBoundStep = stored.lower_bound_step();
   figures.arenaBytes = stored.arena_bytes();
+  figures.hostArenaBytes = stored.host_arena_bytes();
   figures.inPlaceSavedBytes = stored.in_place_saved_bytes();
   figures.eagerEstimateBytes = stored.eager_estimate_bytes();
   figures.workspaceBytes = stored.workspace_bytes();

@@ -106,6 +106,7 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
     entry.storage = storage;
     entry.pinned = pinned;
     entry.bytes = value->getType().getSizeInBytes();
+    entry.space = getMemorySpace(*value);
     if (llvm::Error err = addToPlanTotal(totalBytes, entry.bytes)) {
       error = std::move(err);
       return;
@@ -123,7 +124,10 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
   for (uint32_t index = 0; index != numNodes; ++index) {
     const Node &node = *info->nodes[index];
     const OpSchema *schema = info->schemas[index];
-    bool pinned = schema && schema->hasTrait(TraitSideEffect);
+    // A copy writes plain storage that its wait's result shares (the
+    // copies are side effects only so that no pass drops or merges them).
+    bool pinned =
+        schema && schema->hasTrait(TraitSideEffect) && !isCopyOp(node);
     for (unsigned i = 0, n = node.getNumResults(); i != n; ++i)
       if (const Value *result = node.getResult(i))
         addValue(result, StorageClass::Transient, pinned, index);
@@ -184,7 +188,9 @@ llvm::Expected<Liveness> Liveness::compute(const Module &module,
     ValueId source = info->idOf.lookup(node.getOperand(0));
     ValueInfo &entry = values[view];
     if (entry.storage != StorageClass::Transient || entry.pinned ||
-        values[viewRoot(source)].pinned || entry.bytes != values[source].bytes)
+        values[viewRoot(source)].pinned ||
+        entry.bytes != values[source].bytes ||
+        entry.space != values[source].space)
       continue;
     entry.viewSource = source;
   }
@@ -303,7 +309,8 @@ std::vector<uint64_t> Liveness::computeLiveBytes() const {
   const uint32_t numSteps = getNumSteps();
   std::vector<int64_t> delta(numSteps + 1, 0);
   for (ValueId id = 0, e = getNumValues(); id != e; ++id) {
-    if (!isArenaOwner(id) || !getBytes(id))
+    if (!isArenaOwner(id) || !getBytes(id) ||
+        getSpace(id) != MemorySpace::Device)
       continue;
     LiveInterval interval = getStorageInterval(id);
     int64_t bytes = alignBuffer(getBytes(id));
@@ -347,8 +354,9 @@ void Liveness::print(llvm::raw_ostream &os) const {
     const ValueState &value = state[id];
     os << "  " << label(getValue(id)) << " "
        << storageClassName(getStorageClass(id))
-       << (isPinned(id) ? " pinned" : "") << " size " << getBytes(id)
-       << " steps " << value.defStep << ".." << value.lastUse;
+       << (isPinned(id) ? " pinned" : "")
+       << (getSpace(id) == MemorySpace::Host ? " host" : "") << " size "
+       << getBytes(id) << " steps " << value.defStep << ".." << value.lastUse;
     if (value.aliasSource != id)
       os << " shares " << label(getValue(value.aliasSource))
          << (isView(id) ? " (view)" : " (in-place)");

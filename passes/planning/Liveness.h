@@ -126,6 +126,10 @@ public:
   /// True if \p id is a result of a side-effecting op: it is never shared
   /// through an alias, in either direction.
   bool isPinned(ValueId id) const { return graph->values[id].pinned; }
+  /// The memory space of \p id's storage (ir/MemorySpaces.h): a host
+  /// group owner is a slice of the host arena, and its bytes never count
+  /// toward the device's live bytes.
+  MemorySpace getSpace(ValueId id) const { return graph->values[id].space; }
   /// True if \p id is the result of a view that shares its source's bytes.
   bool isView(ValueId id) const { return graph->values[id].viewSource != id; }
   /// Unaligned bytes of \p id.
@@ -166,8 +170,8 @@ public:
     return workspace ? (*workspace)[indexOfStep[step]] : 0;
   }
 
-  /// Aligned bytes of arena storage live at each step, workspace included.
-  /// O(values + steps).
+  /// Aligned bytes of device-arena storage live at each step, workspace
+  /// included (host-space storage excluded). O(values + steps).
   std::vector<uint64_t> computeLiveBytes() const;
   /// The maximum of computeLiveBytes and its first step.
   LivePeak computePeak() const;
@@ -181,6 +185,7 @@ private:
     const Value *value = nullptr;
     StorageClass storage = StorageClass::Transient;
     bool pinned = false;
+    MemorySpace space = MemorySpace::Device;
     /// Used by a graph output.
     bool output = false;
     uint64_t bytes = 0;

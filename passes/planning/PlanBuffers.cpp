@@ -4,8 +4,9 @@
 // applyInPlaceReuse analyse the schedule and decide which values share
 // storage; ArenaAllocator turns the remaining storage groups (one request
 // per group owner: its aligned size and the group's live range) into
-// offsets; the assignments and figures then replace module.plan. The graph
-// itself is never modified.
+// offsets, once per memory space (the device arena, and the host arena of
+// offloaded tensors, ir/MemorySpaces.h); the assignments and figures then
+// replace module.plan. The graph itself is never modified.
 //
 // The eager estimate is read off the liveness before in-place reuse is
 // applied: at that point the live-byte profile is exactly what an eager
@@ -79,16 +80,18 @@ llvm::Expected<ExecutionPlan> gmopt::computeBufferPlan(
     figures.inPlaceSavedBytes += reuse.savedBytes;
   LivePeak load = liveness.computePeak();
 
-  // One arena request per transient storage group.
-  std::vector<ArenaRequest> requests;
-  std::vector<ValueId> owners;
+  // One arena request per transient storage group, in its space's arena.
+  std::vector<ArenaRequest> requests, hostRequests;
+  std::vector<ValueId> owners, hostOwners;
   for (ValueId id = 0, e = liveness.getNumValues(); id != e; ++id) {
     if (!liveness.isArenaOwner(id))
       continue;
     LiveInterval interval = liveness.getStorageInterval(id);
-    requests.push_back(
-        {liveness.getBytes(id), interval.firstStep, interval.lastStep});
-    owners.push_back(id);
+    bool host = liveness.getSpace(id) == MemorySpace::Host;
+    (host ? hostRequests : requests)
+        .push_back(
+            {liveness.getBytes(id), interval.firstStep, interval.lastStep});
+    (host ? hostOwners : owners).push_back(id);
   }
   // One request per node with kernel workspace, live at its step only.
   std::vector<uint32_t> workspaceSteps;
@@ -108,10 +111,19 @@ llvm::Expected<ExecutionPlan> gmopt::computeBufferPlan(
   arenaOptions.searchRounds = options.searchRounds;
   ArenaLayout layout = ArenaAllocator(arenaOptions).allocate(requests);
   llvm::DenseMap<ValueId, uint64_t> offsetOf;
-  offsetOf.reserve(owners.size());
+  offsetOf.reserve(owners.size() + hostOwners.size());
   for (size_t i = 0; i != owners.size(); ++i)
     offsetOf[owners[i]] = layout.offsets[i];
   plan.arenaBytes = layout.arenaBytes;
+  // The host arena is packed the same way, apart: a host slice and a device
+  // slice never share bytes, whatever their live ranges.
+  if (!hostRequests.empty()) {
+    ArenaLayout hostLayout =
+        ArenaAllocator(arenaOptions).allocate(hostRequests);
+    for (size_t i = 0; i != hostOwners.size(); ++i)
+      offsetOf[hostOwners[i]] = hostLayout.offsets[i];
+    plan.hostArenaBytes = hostLayout.arenaBytes;
+  }
   for (size_t i = 0; i != workspaceSteps.size(); ++i) {
     uint32_t step = workspaceSteps[i];
     WorkspaceAssignment &slot = plan.workspaces[liveness.getNode(step)];
@@ -129,6 +141,7 @@ llvm::Expected<ExecutionPlan> gmopt::computeBufferPlan(
     assignment.size = liveness.getBytes(id);
     assignment.firstStep = liveness.getDefStep(id);
     assignment.lastStep = liveness.getLastUseStep(id);
+    assignment.space = liveness.getSpace(id);
     switch (liveness.getStorageClass(id)) {
     case StorageClass::Constant:
       assignment.kind = StorageKind::Constant;
@@ -161,6 +174,7 @@ llvm::Expected<ExecutionPlan> gmopt::computeBufferPlan(
   figures.lowerBoundBytes = load.bytes;
   figures.lowerBoundStep = load.step;
   figures.arenaBytes = plan.arenaBytes;
+  figures.hostArenaBytes = plan.hostArenaBytes;
   figures.eagerEstimateBytes = eagerPeak.bytes + nonTransientBytes(liveness);
   assert(nonTransientBytes(liveness) == figures.totalPersistentBytes() &&
          "persistent figures and storage classes disagree");
@@ -212,7 +226,9 @@ PlanBuffersPass::PlanBuffersPass(Options initial) : options(initial) {
   declareOption("validate", options.validate,
                 "validate the plan in every build type (debug builds always "
                 "do)");
-  declareStatistic("arena-bytes", "Bytes of the planned arena");
+  declareStatistic("arena-bytes", "Bytes of the planned (device) arena");
+  declareStatistic("host-arena-bytes",
+                   "Bytes of the planned host arena (offloaded tensors)");
   declareStatistic("lower-bound-bytes",
                    "Live-byte maximum of the schedule (LOAD)");
   declareStatistic("persistent-bytes",
@@ -247,6 +263,7 @@ llvm::Expected<bool> PlanBuffersPass::run(Module &module,
 
   const MemoryFigures &figures = plan->figures;
   addStatistic(context, "arena-bytes", figures.arenaBytes);
+  addStatistic(context, "host-arena-bytes", figures.hostArenaBytes);
   addStatistic(context, "lower-bound-bytes", figures.lowerBoundBytes);
   addStatistic(context, "persistent-bytes", figures.totalPersistentBytes());
   addStatistic(context, "in-place-reuses", summary.inPlaceReuses);

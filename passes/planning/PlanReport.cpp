@@ -78,6 +78,9 @@ void gmopt::printPlanReport(const Module &module, llvm::raw_ostream &os,
   row("arena", plan.arenaBytes)
       << llvm::format("  fragmentation %.2f%%", 100.0 * figures.fragmentation())
       << "\n";
+  // Offloaded tensors live in host memory, apart from the device peak.
+  if (plan.hostArenaBytes)
+    row("host arena (not in the peak)", plan.hostArenaBytes) << "\n";
   row("in-place saved", figures.inPlaceSavedBytes) << "\n";
   row("kernel workspace (largest step)", figures.workspaceBytes)
       << "  in the arena, " << module.plan.workspaces.size() << " nodes\n";
@@ -113,6 +116,7 @@ gmopt::planReportJson(const Module &module,
       {"lower_bound_bytes", bytes(figures.lowerBoundBytes)},
       {"lower_bound_step", static_cast<int64_t>(figures.lowerBoundStep)},
       {"arena_bytes", bytes(plan.arenaBytes)},
+      {"host_arena_bytes", bytes(plan.hostArenaBytes)},
       {"persistent_bytes", bytes(figures.totalPersistentBytes())},
       {"persistent_by_category", std::move(byCategory)},
       {"planned_bytes", bytes(figures.plannedBytes())},

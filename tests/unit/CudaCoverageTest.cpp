@@ -12,6 +12,7 @@
 
 #include "backend/cpu/CpuKernel.h"
 #include "backend/cuda/CudaDevice.h"
+#include "ir/MemorySpaces.h"
 #include "ir/OpRegistry.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -51,9 +52,12 @@ TEST(CudaCoverageTest, EveryRegistryOpHasACudaKernel) {
   for (const char *op : kStillMissing)
     missingAllowed.insert(op);
 
+  // The copy ops (ir/MemorySpaces.h) are no kernels: the plan interpreter
+  // runs them through the Device's copies on every backend.
   std::set<std::string> ops;
   for (const OpSchema *schema : OpRegistry::instance().all())
-    ops.insert(key(schema->domain, schema->name));
+    if (!isCopyOp(schema->domain, schema->name))
+      ops.insert(key(schema->domain, schema->name));
   ASSERT_GT(ops.size(), 50u) << "the registry looks empty";
 
   std::string uncovered, nowCovered;
