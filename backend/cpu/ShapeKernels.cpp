@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/KernelSupport.h"
+#include "ir/ops/Axes.h"
 
 #include <cmath>
 #include <cstring>
@@ -38,22 +39,11 @@ llvm::Error writeInt64s(const KernelCall &call, unsigned index,
   return llvm::Error::success();
 }
 
-/// Shape(data) with the opset-15 start/end slice.
+/// Shape(data) with the opset-15 start/end slice (ops::getShapeSlice).
 llvm::Error shapeKernel(KernelCall &call) {
   llvm::ArrayRef<int64_t> dims = call.in(0)->getShape();
-  int64_t rank = dims.size();
-  auto clampIndex = [&](int64_t i) {
-    if (i < 0)
-      i += rank;
-    return std::clamp<int64_t>(i, 0, rank);
-  };
-  int64_t start = clampIndex(call.getInt("start", 0));
-  int64_t end =
-      call.hasAttr("end") ? clampIndex(call.getInt("end", rank)) : rank;
-  llvm::SmallVector<int64_t, 6> values;
-  for (int64_t i = start; i < end; ++i)
-    values.push_back(dims[i]);
-  return writeInt64s(call, 0, values);
+  ops::ShapeSlice slice = ops::getShapeSlice(call.getNode(), dims.size());
+  return writeInt64s(call, 0, dims.slice(slice.start, slice.size()));
 }
 
 llvm::Error sizeKernel(KernelCall &call) {

@@ -25,26 +25,17 @@ namespace {
 // Shapes and constants
 //===----------------------------------------------------------------------===//
 
-InferenceFn inferShape(bool withSlice) {
-  return [withSlice](InferenceContext &ctx) -> llvm::Error {
-    const TensorType &data = ctx.getInputType(0);
-    if (!data.hasRank()) {
-      setOutput(ctx, 0, TensorType(DType::I64, {Dim::unknown()}));
-      return llvm::Error::success();
-    }
-    int64_t rank = data.getRank();
-    int64_t start = withSlice ? ctx.getIntAttr("start", 0) : 0;
-    int64_t end = withSlice ? ctx.getIntAttr("end", rank) : rank;
-    if (start < 0)
-      start += rank;
-    if (end < 0)
-      end += rank;
-    start = std::clamp<int64_t>(start, 0, rank);
-    end = std::clamp<int64_t>(end, 0, rank);
-    setOutput(ctx, 0,
-              TensorType::get(DType::I64, {std::max<int64_t>(end - start, 0)}));
+/// Shape: one i64 per dimension of ops::getShapeSlice (Shape-1 has no
+/// start/end, so its slice is every dimension).
+llvm::Error inferShape(InferenceContext &ctx) {
+  const TensorType &data = ctx.getInputType(0);
+  if (!data.hasRank()) {
+    setOutput(ctx, 0, TensorType(DType::I64, {Dim::unknown()}));
     return llvm::Error::success();
-  };
+  }
+  ShapeSlice slice = getShapeSlice(ctx.getNode(), data.getRank());
+  setOutput(ctx, 0, TensorType::get(DType::I64, {slice.size()}));
+  return llvm::Error::success();
 }
 
 llvm::Error inferConstant(InferenceContext &ctx) {
@@ -196,7 +187,7 @@ void registerShapeAndConstants(OpRegistry &registry) {
       .outputs(1)
       .traits(TraitShapeOnly)
       .amp(AmpClass::None)
-      .infer(inferShape(false))
+      .infer(inferShape)
       .cost(zeroCost())
       .add(registry);
   SchemaBuilder(kOnnxDomain, "Shape", 15)
@@ -206,7 +197,7 @@ void registerShapeAndConstants(OpRegistry &registry) {
       .optionalAttr("end", Attribute::Kind::Int)
       .traits(TraitShapeOnly)
       .amp(AmpClass::None)
-      .infer(inferShape(true))
+      .infer(inferShape)
       .cost(zeroCost())
       .add(registry);
   SchemaBuilder(kOnnxDomain, "Size", 1)
