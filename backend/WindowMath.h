@@ -6,7 +6,8 @@
 // coordinate (backend/cpu/MovementKernels.cpp, backend/cuda/PadMath.h),
 // which element of a window MaxPool picks, and what AveragePool sums and
 // how many window positions it divides by (backend/cpu/PoolKernels.cpp,
-// backend/cuda/PoolMath.h).
+// backend/cuda/PoolMath.h), and the window walk they and the CPU
+// AveragePool gradient's scatter share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,6 +77,24 @@ GMOPT_HD int64_t padSourceCoordinate(int64_t coord, int64_t n, PadMode mode) {
   }
 }
 
+/// Visits the elements of output (\p oh, \p ow)'s window \p g that lie
+/// inside the input, row by row (the order every pool sums, picks and
+/// scatters in): \p visit(ih, iw) with the input row and column.
+template <typename Visit>
+GMOPT_HD void forEachWindowInput(const WindowGeometry &g, int64_t oh,
+                                 int64_t ow, const Visit &visit) {
+  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
+    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
+    if (ih < 0 || ih >= g.inH)
+      continue;
+    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
+      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
+      if (iw >= 0 && iw < g.inW)
+        visit(ih, iw);
+    }
+  }
+}
+
 /// MaxPool of output (\p oh, \p ow) of window \p g, visiting the window
 /// row by row: the largest element (the first NaN wins, as in max(); -inf
 /// for an all-padding window) in \p best and its flattened position within
@@ -88,24 +107,16 @@ GMOPT_HD void maxPoolWindow(const WindowGeometry &g, int64_t oh, int64_t ow,
                             int64_t &within) {
   best = -static_cast<V>(INFINITY);
   int64_t bestH = -1, bestW = -1;
-  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-    if (ih < 0 || ih >= g.inH)
-      continue;
-    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-      if (iw < 0 || iw >= g.inW)
-        continue;
-      V v = load(ih * g.inW + iw);
-      // x != x: NaN, in device code too.
-      bool take = bestH < 0 || (!(best != best) && ((v != v) || v > best));
-      if (take) {
-        best = v;
-        bestH = ih;
-        bestW = iw;
-      }
+  forEachWindowInput(g, oh, ow, [&](int64_t ih, int64_t iw) {
+    V v = load(ih * g.inW + iw);
+    // x != x: NaN, in device code too.
+    bool take = bestH < 0 || (!(best != best) && ((v != v) || v > best));
+    if (take) {
+      best = v;
+      bestH = ih;
+      bestW = iw;
     }
-  }
+  });
   within = bestH < 0     ? 0
            : columnMajor ? bestW * g.inH + bestH
                          : bestH * g.inW + bestW;
@@ -141,16 +152,8 @@ template <typename V, typename Load>
 GMOPT_HD V averagePoolWindow(const WindowGeometry &g, int64_t oh, int64_t ow,
                              bool includePad, const Load &load) {
   V sum = 0;
-  for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-    int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-    if (ih < 0 || ih >= g.inH)
-      continue;
-    for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-      int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-      if (iw >= 0 && iw < g.inW)
-        sum += load(ih * g.inW + iw);
-    }
-  }
+  forEachWindowInput(
+      g, oh, ow, [&](int64_t ih, int64_t iw) { sum += load(ih * g.inW + iw); });
   int64_t count = averagePoolCount(g, oh, ow, includePad);
   return count ? sum / static_cast<V>(count) : V(0);
 }

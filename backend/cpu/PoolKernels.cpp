@@ -222,16 +222,9 @@ template <typename T> llvm::Error averagePoolGradKernelTyped(KernelCall &call) {
               if (!count)
                 continue;
               T share = pg[p * g.outSize() + oh * g.outW + ow] / count;
-              for (int64_t ki = 0; ki < g.kernelH; ++ki) {
-                int64_t ih = oh * g.strideH - g.padTop + ki * g.dilationH;
-                if (ih < 0 || ih >= g.inH)
-                  continue;
-                for (int64_t kj = 0; kj < g.kernelW; ++kj) {
-                  int64_t iw = ow * g.strideW - g.padLeft + kj * g.dilationW;
-                  if (iw >= 0 && iw < g.inW)
-                    plane[ih * g.inW + iw] += share;
-                }
-              }
+              forEachWindowInput(g, oh, ow, [&](int64_t ih, int64_t iw) {
+                plane[ih * g.inW + iw] += share;
+              });
             }
         }
       });
