@@ -10,6 +10,7 @@
 
 #include "backend/WindowMath.h"
 #include "backend/cpu/KernelSupport.h"
+#include "ir/ops/SliceSpec.h"
 
 #include <cstring>
 
@@ -179,18 +180,12 @@ llvm::Error splitKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// Where a slice sits in its source: per-dimension start and step, and the
-/// slice's shape.
-struct SliceGeometry {
-  llvm::SmallVector<int64_t, 6> begin, step, shape;
-};
-
 /// Resolves Slice's starts/ends/axes/steps (operands \p firstOperand.. when
-/// present, the opset-1 attributes otherwise) against \p inShape.
-llvm::Expected<SliceGeometry> resolveSlice(const KernelCall &call,
-                                           llvm::ArrayRef<int64_t> inShape,
-                                           unsigned firstOperand) {
-  unsigned rank = inShape.size();
+/// present, the opset-1 attributes otherwise) against \p inShape
+/// (ops::resolveSlice).
+llvm::Expected<ops::SliceSpec> resolveSlice(const KernelCall &call,
+                                            llvm::ArrayRef<int64_t> inShape,
+                                            unsigned firstOperand) {
   llvm::SmallVector<int64_t, 6> starts, ends, axes, steps;
   if (call.in(firstOperand)) {
     if (!call.in(firstOperand + 1))
@@ -215,54 +210,16 @@ llvm::Expected<SliceGeometry> resolveSlice(const KernelCall &call,
       values->assign(attr.begin(), attr.end());
     }
   }
-  if (axes.empty())
-    for (unsigned d = 0; d < starts.size(); ++d)
-      axes.push_back(d);
-  if (steps.empty())
-    steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
-    return call.error("starts, ends, axes and steps differ in length");
-  SliceGeometry g;
-  g.begin.assign(rank, 0);
-  g.step.assign(rank, 1);
-  g.shape.assign(inShape.begin(), inShape.end());
-  llvm::SmallVector<bool, 6> seen(rank, false);
-  for (unsigned i = 0; i < starts.size(); ++i) {
-    auto axis = normalizeAxis(call, axes[i], rank, "axes entry");
-    if (!axis)
-      return axis.takeError();
-    if (seen[*axis])
-      return call.error("repeated axis");
-    seen[*axis] = true;
-    int64_t dim = inShape[*axis], s = starts[i], e = ends[i], st = steps[i];
-    if (st == 0)
-      return call.error("steps must not be zero");
-    if (s < 0)
-      s += dim;
-    if (e < 0)
-      e += dim;
-    int64_t count;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      count = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      count = s > e ? (s - e + (-st) - 1) / (-st) : 0;
-    }
-    g.begin[*axis] = s;
-    g.step[*axis] = st;
-    g.shape[*axis] = count;
-  }
-  return g;
+  auto spec = ops::resolveSlice(inShape, starts, ends, axes, steps);
+  if (!spec)
+    return call.error(llvm::toString(spec.takeError()));
+  return std::move(*spec);
 }
 
 /// Copies between the contiguous tensor \p slice and its place in \p whole:
 /// slice = whole[geometry] when \p gather, else whole[geometry] = slice.
 void copySlice(const TensorView &whole, const TensorView &slice,
-               const SliceGeometry &g, bool gather, unsigned threads) {
+               const ops::SliceSpec &g, bool gather, unsigned threads) {
   unsigned rank = whole.getRank();
   if (slice.getNumElements() == 0)
     return;
