@@ -6,6 +6,10 @@
 // over several ranks; and that both ways in - the runtime's
 // prepareExecutable and prepareCudaExecutable - refuse before they look
 // for a device or allocate, so the reasons read the same on any machine.
+// With a GPU (skipped elsewhere, with the reason): a dropout step warmed
+// up, captured and replayed gives, at every step, the CPU's bits for that
+// step - the replay reads the step from the device counter, not the
+// captured one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +20,7 @@
 #include "backend/cuda/NcclCollectives.h"
 #include "ir/Module.h"
 #include "ir/serialization/TextIR.h"
+#include "tests/unit/BackendStep.h"
 #include "tools/driver/Runtime.h"
 
 #include "gtest/gtest.h"
@@ -138,6 +143,56 @@ TEST(CudaGraphCaptureTest, RefusedBeforeLookingForADevice) {
   std::string text = errorText(cuda.takeError());
   EXPECT_NE(text.find("--cuda-graph: "), std::string::npos) << text;
   EXPECT_NE(text.find("--mode=eager"), std::string::npos) << text;
+}
+
+/// Dropout with a constant ratio in training mode: each step draws other
+/// bits from the stream (seed, 7, step).
+constexpr llvm::StringLiteral kDropoutStep = R"(
+module attributes {opsets = {"" = 17}} {
+  graph @g(%x: f32[1000]) {
+    %ratio = constant f32[] dense<0.5>
+    %training = constant bool[] dense<true>
+    %y, %m = Dropout(%x, %ratio, %training) : (f32[1000], bool[1000]) stream 7
+    return %y, %m
+  }
+}
+)";
+
+TEST(CudaGraphCaptureTest, ReplayedStepsDrawTheirOwnStepsBits) {
+  GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
+  auto module = parse(kDropoutStep);
+  ASSERT_TRUE(module);
+  std::vector<float> ones(1000, 1.0f);
+  TensorData x = TensorData::fromValues<float>(DType::F32, {1000}, ones);
+  ExecutorOptions options;
+  options.seed = 1234;
+  ExecutorOptions captured = options;
+  captured.cudaGraph = true;
+  auto cpu = prepareCpuExecutable(*module, options);
+  ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  auto cuda = prepareCudaExecutable(*module, captured);
+  ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
+  const Value *input = module->getGraph().getInputs()[0].get();
+  const Value *y = module->getGraph().getOutputs()[0];
+  ASSERT_FALSE(bool((*cpu)->setInput(input, x)));
+  ASSERT_FALSE(bool((*cuda)->setInput(input, x)));
+  std::vector<std::vector<uint8_t>> seen;
+  // Step 0 warms up, 1 is captured, 2 to 4 replay (steps out of order too).
+  for (uint64_t step : {0u, 1u, 2u, 3u, 9u}) {
+    ASSERT_FALSE(bool((*cpu)->runStep(step)));
+    llvm::Error ran = (*cuda)->runStep(step);
+    ASSERT_FALSE(bool(ran)) << llvm::toString(std::move(ran));
+    auto expected = (*cpu)->readValue(y);
+    auto got = (*cuda)->readValue(y);
+    ASSERT_TRUE(expected && got);
+    std::vector<uint8_t> bytes(got->getBytes().begin(), got->getBytes().end());
+    EXPECT_EQ(bytes, std::vector<uint8_t>(expected->getBytes().begin(),
+                                          expected->getBytes().end()))
+        << "step " << step;
+    for (const auto &earlier : seen)
+      EXPECT_NE(bytes, earlier) << "step " << step << " repeats a mask";
+    seen.push_back(std::move(bytes));
+  }
 }
 
 } // namespace
