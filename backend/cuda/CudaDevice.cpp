@@ -13,8 +13,7 @@
 
 #include "backend/Executor.h"
 #include "backend/cuda/CudaGraphCapture.h"
-#include "backend/cuda/CudnnGeometry.h"
-#include "backend/cuda/EinsumPlan.h"
+#include "backend/cuda/CudaKernelTable.h"
 #include "backend/cuda/NcclCollectives.h"
 #include "ir/IR.h"
 #include "ir/Module.h"
@@ -82,19 +81,10 @@ llvm::Expected<CudaDeviceInfo> gmopt::probeCudaDevice() {
 }
 
 uint64_t gmopt::getCudaKernelWorkspaceBytes(const Node &node) {
-  llvm::StringRef op = node.getOpType();
-  bool onnx = node.getDomain() == kOnnxDomain;
-  if ((onnx && (op == "MatMul" || op == "Gemm")) ||
-      (node.getDomain() == kMsDomain && op == "FusedMatMul") ||
-      cuda::isCublasEinsum(node))
-    return kCudaGemmWorkspaceBytes;
-  if (cuda::isCudnnConvNode(node))
-    return cuda::getCudnnConvWorkspaceBytes(node);
-  if (cuda::isCudnnBatchNormNode(node))
-    return cuda::getCudnnBatchNormWorkspaceBytes(node);
-  if (uint64_t bytes = cuda::getScatterAccumulatorBytes(node))
-    return bytes;
-  return getCudaCollectiveWorkspaceBytes(node);
+  // The kernel table's scratch column (CudaKernelTable.h), by op identity.
+  cuda::ScratchFn rule =
+      cuda::getKernelScratchRule(node.getDomain(), node.getOpType());
+  return rule ? rule(node) : 0;
 }
 
 llvm::Error gmopt::checkCudaModule(const Module &module) {

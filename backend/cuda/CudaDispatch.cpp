@@ -37,6 +37,7 @@
 #include <cstring>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -161,74 +162,89 @@ llvm::Expected<std::pair<int64_t, int64_t>> normParamPeriods(const Node &node) {
   return std::make_pair(periods[0], periods[1]);
 }
 
-llvm::Error checkLayerNorm(const Node &node) {
-  bool simplified = isSimplifiedNorm(node);
+/// A layer norm (LayerNormalization, SimplifiedLayerNormalization,
+/// RMSNormalization) or its gradient, decoded once.
+struct LayerNormPlan {
+  Storage storage = Storage::F32;
+  /// RMS: no mean, no bias.
+  bool simplified = false;
+  /// rows x cols (norm::getNormRows).
+  int64_t rows = 0, cols = 0;
+  /// How scale and bias repeat along a row (forward only).
+  int64_t scalePeriod = 1, biasPeriod = 1;
+  float epsilon = 1e-5f;
+};
+
+llvm::Expected<LayerNormPlan> decodeLayerNorm(const Node &node) {
+  LayerNormPlan plan;
+  plan.simplified = isSimplifiedNorm(node);
   // Statistics outputs are fp32.
   llvm::SmallVector<unsigned, 2> stats =
-      simplified ? llvm::SmallVector<unsigned, 2>{1}
-                 : llvm::SmallVector<unsigned, 2>{1, 2};
+      plan.simplified ? llvm::SmallVector<unsigned, 2>{1}
+                      : llvm::SmallVector<unsigned, 2>{1, 2};
   for (unsigned i : stats)
     if (i < node.getNumResults() && node.getResult(i) &&
         node.getResult(i)->getType().getDType() != DType::F32)
       return nodeError(node, "statistics outputs must be float32");
-  if (auto storage = commonFloatStorage(node, {}, stats); !storage)
+  auto storage = commonFloatStorage(node, {}, stats);
+  if (!storage)
     return storage.takeError();
-  return normParamPeriods(node).takeError();
-}
-
-llvm::Error runLayerNorm(CudaCall &call) {
-  bool simplified = isSimplifiedNorm(call.node);
-  Storage storage =
-      *commonFloatStorage(call.node, {},
-                          simplified ? llvm::ArrayRef<unsigned>{1}
-                                     : llvm::ArrayRef<unsigned>{1, 2});
-  auto rows = normRows(call.node, shapeOf(call.in(0)));
+  plan.storage = *storage;
+  auto rows = normRows(node, shapeOf(node.getOperand(0)));
   if (!rows)
     return rows.takeError();
-  auto periods = normParamPeriods(call.node);
+  std::tie(plan.rows, plan.cols) = *rows;
+  auto periods = normParamPeriods(node);
   if (!periods)
     return periods.takeError();
-  float epsilon = call.node.getFloatAttr("epsilon", 1e-5f);
-  return call.check(
-      launchLayerNorm(storage, call.inPtr(0), call.inPtr(1),
-                      simplified ? nullptr : call.inPtr(2), call.outPtr(0),
-                      simplified ? nullptr : call.outAs<float>(1),
-                      call.outAs<float>(simplified ? 1 : 2), rows->first,
-                      rows->second, periods->first, periods->second, epsilon,
-                      simplified, call.ctx.stream),
-      "LayerNormalization kernel");
+  std::tie(plan.scalePeriod, plan.biasPeriod) = *periods;
+  plan.epsilon = node.getFloatAttr("epsilon", 1e-5f);
+  return plan;
+}
+
+llvm::Error launchLayerNormPlan(CudaCall &call, const LayerNormPlan &p) {
+  bool simplified = p.simplified;
+  return call.check(launchLayerNorm(p.storage, call.inPtr(0), call.inPtr(1),
+                                    simplified ? nullptr : call.inPtr(2),
+                                    call.outPtr(0),
+                                    simplified ? nullptr : call.outAs<float>(1),
+                                    call.outAs<float>(simplified ? 1 : 2),
+                                    p.rows, p.cols, p.scalePeriod, p.biasPeriod,
+                                    p.epsilon, simplified, call.ctx.stream),
+                    "LayerNormalization kernel");
 }
 
 /// LayerNormalizationGrad(dY, X, scale, mean, inv_std) and
 /// SimplifiedLayerNormalizationGrad(dY, X, scale, inv_std).
-llvm::Error checkLayerNormGrad(const Node &node) {
-  bool simplified = isSimplifiedNorm(node);
+llvm::Expected<LayerNormPlan> decodeLayerNormGrad(const Node &node) {
+  LayerNormPlan plan;
+  plan.simplified = isSimplifiedNorm(node);
   llvm::SmallVector<unsigned, 2> stats =
-      simplified ? llvm::SmallVector<unsigned, 2>{3}
-                 : llvm::SmallVector<unsigned, 2>{3, 4};
+      plan.simplified ? llvm::SmallVector<unsigned, 2>{3}
+                      : llvm::SmallVector<unsigned, 2>{3, 4};
   for (unsigned i : stats)
     if (!node.getOperand(i) ||
         node.getOperand(i)->getType().getDType() != DType::F32)
       return nodeError(node, "saved statistics must be present float32");
-  if (auto storage = commonFloatStorage(node, stats); !storage)
+  auto storage = commonFloatStorage(node, stats);
+  if (!storage)
     return storage.takeError();
-  return normRows(node, shapeOf(node.getOperand(1))).takeError();
-}
-
-llvm::Error runLayerNormGrad(CudaCall &call) {
-  bool simplified = isSimplifiedNorm(call.node);
-  Storage storage = *commonFloatStorage(
-      call.node, simplified ? llvm::ArrayRef<unsigned>{3}
-                            : llvm::ArrayRef<unsigned>{3, 4});
-  auto rows = normRows(call.node, shapeOf(call.in(1)));
+  plan.storage = *storage;
+  auto rows = normRows(node, shapeOf(node.getOperand(1)));
   if (!rows)
     return rows.takeError();
+  std::tie(plan.rows, plan.cols) = *rows;
+  return plan;
+}
+
+llvm::Error launchLayerNormGradPlan(CudaCall &call, const LayerNormPlan &p) {
+  bool simplified = p.simplified;
   return call.check(launchLayerNormGrad(
-                        storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
+                        p.storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
                         simplified ? nullptr : call.inAs<float>(3),
                         call.inAs<float>(simplified ? 3 : 4), call.outPtr(0),
                         call.outPtr(1), simplified ? nullptr : call.outPtr(2),
-                        rows->first, rows->second, simplified, call.ctx.stream),
+                        p.rows, p.cols, simplified, call.ctx.stream),
                     "LayerNormalizationGrad kernel");
 }
 
@@ -656,15 +672,16 @@ const llvm::StringMap<KernelEntry> &getTable() {
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
                            "LogSoftmaxGrad_13"})
       addPrepared(kMsDomain, op, checkSoftmax, prepareSoftmax, runSoftmax);
-    add("", "LayerNormalization", checkLayerNorm, runLayerNorm);
-    add("", "SimplifiedLayerNormalization", checkLayerNorm, runLayerNorm);
-    add(kMsDomain, "SimplifiedLayerNormalization", checkLayerNorm,
-        runLayerNorm);
-    add("", "RMSNormalization", checkLayerNorm, runLayerNorm);
-    add(kMsDomain, "LayerNormalizationGrad", checkLayerNormGrad,
-        runLayerNormGrad);
-    add(kMsDomain, "SimplifiedLayerNormalizationGrad", checkLayerNormGrad,
-        runLayerNormGrad);
+    KernelEntry layerNorm =
+        decodedEntry<LayerNormPlan, decodeLayerNorm, launchLayerNormPlan>();
+    t["::LayerNormalization"] = layerNorm;
+    t["::SimplifiedLayerNormalization"] = layerNorm;
+    t[(kMsDomain + "::SimplifiedLayerNormalization").str()] = layerNorm;
+    t["::RMSNormalization"] = layerNorm;
+    KernelEntry layerNormGrad = decodedEntry<LayerNormPlan, decodeLayerNormGrad,
+                                             launchLayerNormGradPlan>();
+    t[(kMsDomain + "::LayerNormalizationGrad").str()] = layerNormGrad;
+    t[(kMsDomain + "::SimplifiedLayerNormalizationGrad").str()] = layerNormGrad;
     addPrepared("", "Gather", checkGather, prepareGather, runGather);
     addPrepared(kMsDomain, "GatherGrad", checkGatherGrad, prepareGatherGrad,
                 runGatherGrad);
@@ -677,10 +694,21 @@ const llvm::StringMap<KernelEntry> &getTable() {
                 runOptimizer);
     addPrepared(kMsDomain, "SGDOptimizerV2", checkOptimizer, prepareOptimizer,
                 runOptimizer);
+    // The GEMMs choose their cuBLASLt algorithm at prepare, on the device.
     for (const char *op : {"MatMul", "Gemm"})
       addPrepared("", op, checkCudaMatMul, prepareCudaMatMul, runMatMul);
     addPrepared(kMsDomain, "FusedMatMul", checkCudaMatMul, prepareCudaMatMul,
                 runMatMul);
+    for (const char *op : {"::MatMul", "::Gemm", "com.microsoft::FusedMatMul"})
+      t[op].preparesOnDevice = true;
+    // Each entry's scratch rule, from the column the planner reads.
+    for (auto &entry : t) {
+      auto [domain, op] = entry.getKey().split("::");
+      entry.second.scratch = getKernelScratchRule(domain, op);
+    }
+    assert(llvm::all_of(listKernelScratchOps(),
+                        [&](const std::string &op) { return t.count(op); }) &&
+           "a scratch rule for an op without a CUDA kernel");
     return t;
   }();
   return table;
@@ -731,6 +759,35 @@ llvm::Error cuda::checkCudaKernel(const Node &node) {
   return (*entry)->check(node);
 }
 
+bool cuda::isCudaKernelDecodedAtPrepare(llvm::StringRef domain,
+                                        llvm::StringRef opType) {
+  auto it = getTable().find((domain + "::" + opType).str());
+  return it != getTable().end() && it->second.prepare;
+}
+
+llvm::Expected<HostPreparedKernel>
+cuda::prepareCudaKernelOnHost(const Node &node) {
+  auto entry = findEntry(node);
+  if (!entry)
+    return entry.takeError();
+  HostPreparedKernel prepared;
+  prepared.decodedAtPrepare = (*entry)->prepare != nullptr;
+  prepared.needsDevice = (*entry)->preparesOnDevice;
+  prepared.scratchBytes = (*entry)->scratch ? (*entry)->scratch(node) : 0;
+  if (!prepared.decodedAtPrepare || prepared.needsDevice) {
+    if (llvm::Error err = (*entry)->check(node))
+      return err;
+    return prepared;
+  }
+  // A decode that needs no device takes an empty context.
+  CudaKernelContext ctx;
+  auto descriptor = (*entry)->prepare(node, KernelPreparation(), ctx);
+  if (!descriptor)
+    return descriptor.takeError();
+  assert(*descriptor && "a decoding entry returns its descriptor");
+  return prepared;
+}
+
 llvm::Expected<CudaPreparedKernel>
 cuda::prepareCudaKernel(const Node &node, const KernelPreparation &preparation,
                         CudaKernelContext &ctx) {
@@ -739,6 +796,7 @@ cuda::prepareCudaKernel(const Node &node, const KernelPreparation &preparation,
     return entry.takeError();
   CudaPreparedKernel kernel;
   kernel.entry = *entry;
+  kernel.scratchBytes = kernel.entry->scratch ? kernel.entry->scratch(node) : 0;
   if (!kernel.entry->prepare) {
     if (llvm::Error err = kernel.entry->check(node))
       return err;

@@ -106,11 +106,13 @@ public:
   virtual ~CudaKernelDescriptor();
 };
 
-/// A node's CUDA kernel, prepared once: its table entry and what the entry
-/// decoded (null for entries that decode at launch).
+/// A node's CUDA kernel, prepared once: its table entry, what the entry
+/// decoded (null for entries that decode at launch) and the scratch its
+/// entry's rule sizes for the node (what the CUDA workspace model plans).
 struct CudaPreparedKernel {
   const dispatch::KernelEntry *entry = nullptr;
   std::unique_ptr<CudaKernelDescriptor> descriptor;
+  uint64_t scratchBytes = 0;
 };
 
 /// Success when \p node can run on the CUDA kernels, else an error naming

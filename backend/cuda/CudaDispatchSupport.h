@@ -14,6 +14,7 @@
 
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaDispatch.h"
+#include "backend/cuda/CudaKernelTable.h"
 #include "backend/cuda/CudaKernels.h"
 #include "backend/cuda/IndexingPlan.h"
 #include "ir/ops/Axes.h"
@@ -232,7 +233,53 @@ struct KernelEntry {
   /// When set, preparing a node calls it instead of check and each launch
   /// gets its descriptor (CudaCall::descriptor); null: run decodes.
   PrepareFn prepare = nullptr;
+  /// The planned scratch of a node (null: none). Not registered by the
+  /// families: the table takes it from its scratch column
+  /// (CudaKernelTable.h), which the planner reads without the toolkit.
+  ScratchFn scratch = nullptr;
+  /// prepare needs the device's context (a cuBLASLt heuristic query):
+  /// prepareCudaKernelOnHost runs check instead.
+  bool preparesOnDevice = false;
 };
+
+/// What a decoded-once entry keeps: the value its Decode function built.
+template <typename T> struct DecodedKernel final : CudaKernelDescriptor {
+  explicit DecodedKernel(T value) : value(std::move(value)) {}
+  T value;
+};
+
+/// The entry of an op whose nodes are decoded once: Decode reads the node
+/// (attributes, static shapes, element types; refusing what the kernels
+/// cannot run) into a T when the node is prepared, and Launch enqueues a
+/// launch from the T and the launch's addresses alone. The check is the
+/// decode with its result dropped.
+template <typename T, llvm::Expected<T> (*Decode)(const Node &),
+          llvm::Error (*Launch)(CudaCall &, const T &)>
+KernelEntry decodedEntry() {
+  KernelEntry entry;
+  entry.check = [](const Node &node) -> llvm::Error {
+    return Decode(node).takeError();
+  };
+  entry.prepare = [](const Node &node, const KernelPreparation &,
+                     CudaKernelContext &)
+      -> llvm::Expected<std::unique_ptr<CudaKernelDescriptor>> {
+    auto value = Decode(node);
+    if (!value)
+      return value.takeError();
+    return std::make_unique<DecodedKernel<T>>(std::move(*value));
+  };
+  entry.run = [](CudaCall &call) -> llvm::Error {
+    return Launch(call, call.getDescriptor<DecodedKernel<T>>().value);
+  };
+  return entry;
+}
+
+/// Adds \p entry to \p table as (\p domain, \p op)'s kernel.
+inline void addEntry(llvm::StringMap<KernelEntry> &table,
+                     llvm::StringRef domain, llvm::StringRef op,
+                     KernelEntry entry) {
+  table[(domain + "::" + op).str()] = entry;
+}
 
 inline llvm::Error checkAnyElement(const Node &node) {
   for (const Value *value : node.getResults())

@@ -10,9 +10,9 @@
 // elements, ignore_index as an attribute or, for the Internal variants, as
 // an operand that must be a constant here. Every float tensor may be f32,
 // f16 or bf16 on its own (the arithmetic runs in fp32 and double, as the
-// CPU backend's staging does); float64 losses stay on the CPU backend. The
-// checks refuse, naming the node, every shape or type the kernels cannot
-// run.
+// CPU backend's staging does); float64 losses stay on the CPU backend.
+// Preparing a node decodes it once into a LossPlan (refusing, naming the
+// node, every shape or type the kernels cannot run); a launch reads it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +20,7 @@
 #include "backend/cuda/LossKernels.h"
 
 #include <optional>
+#include <tuple>
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -63,22 +64,47 @@ const Value *resultOf(const Node &node, unsigned index) {
   return index < node.getNumResults() ? node.getResult(index) : nullptr;
 }
 
+/// A loss node decoded once: the kernel parameters of its kind and each
+/// operand's and result's loss element type.
+struct LossPlan {
+  /// Label-indexed losses.
+  LabelLossParams params = {};
+  /// Dense cross entropy: rows and classes.
+  int64_t rows = 0, classes = 0;
+  LossReduction reduction = LossReduction::Mean;
+  /// The Internal gradient's bias operand (5).
+  bool internal = false;
+  /// Per operand / result: its loss element type, none where absent (or
+  /// not a float, as labels).
+  llvm::SmallVector<std::optional<LossFloat>, 6> in, out;
+};
+
+/// \p plan with the element types of \p node's operands and results.
+LossPlan withTypes(const Node &node, LossPlan plan) {
+  auto typeOf = [](const Value *value) -> std::optional<LossFloat> {
+    if (!value)
+      return std::nullopt;
+    return lossFloatOf(value->getType().getDType());
+  };
+  for (const Value *value : node.getOperands())
+    plan.in.push_back(typeOf(value));
+  for (const Value *value : node.getResults())
+    plan.out.push_back(typeOf(value));
+  return plan;
+}
+
 /// Operand \p index as a loss tensor (absent: null data).
-LossTensor lossIn(const CudaCall &call, unsigned index) {
-  const Value *value = call.in(index);
-  if (!value)
+LossTensor lossIn(const CudaCall &call, const LossPlan &plan, unsigned index) {
+  if (index >= plan.in.size() || !plan.in[index])
     return LossTensor{};
-  return LossTensor{call.inPtr(index),
-                    *lossFloatOf(value->getType().getDType())};
+  return LossTensor{call.inPtr(index), *plan.in[index]};
 }
 
 /// Result \p index as a loss output (absent: null data).
-LossOutput lossOut(const CudaCall &call, unsigned index) {
-  const Value *value = call.out(index);
-  if (!value)
+LossOutput lossOut(const CudaCall &call, const LossPlan &plan, unsigned index) {
+  if (index >= plan.out.size() || !plan.out[index])
     return LossOutput{};
-  return LossOutput{call.outPtr(index),
-                    *lossFloatOf(value->getType().getDType())};
+  return LossOutput{call.outPtr(index), *plan.out[index]};
 }
 
 llvm::Expected<LossReduction> reductionOf(const Node &node) {
@@ -207,7 +233,7 @@ llvm::Error checkLossResult(const Node &node, const LabelLossParams &p,
 
 /// SoftmaxCrossEntropyLoss(scores, labels, weights?) and the Internal
 /// variant (+ ignore_index) -> (loss, log_prob?).
-llvm::Error checkCrossEntropy(const Node &node) {
+llvm::Expected<LossPlan> decodeCrossEntropy(const Node &node) {
   LabelLossLayout layout = forwardLayout(node);
   auto p = labelLossParams(node, layout);
   if (!p)
@@ -217,26 +243,27 @@ llvm::Error checkCrossEntropy(const Node &node) {
   const Value *logProb = resultOf(node, 1);
   if (llvm::Error err = checkLossFloat(node, logProb, "log_prob"))
     return err;
-  return checkShape(node, logProb, shapeOf(node.getOperand(0)), "log_prob",
-                    "the scores");
+  if (llvm::Error err = checkShape(node, logProb, shapeOf(node.getOperand(0)),
+                                   "log_prob", "the scores"))
+    return err;
+  LossPlan plan;
+  plan.params = *p;
+  return withTypes(node, plan);
 }
 
-llvm::Error runCrossEntropy(CudaCall &call) {
-  auto p = labelLossParams(call.node, forwardLayout(call.node));
-  if (!p)
-    return p.takeError();
+llvm::Error launchCrossEntropy(CudaCall &call, const LossPlan &plan) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchSoftmaxCrossEntropy(lossIn(call, 0), call.inPtr(1),
-                                              lossIn(call, 2), lossOut(call, 0),
-                                              lossOut(call, 1), *p,
-                                              call.ctx.stream),
+  return call.check(launchSoftmaxCrossEntropy(
+                        lossIn(call, plan, 0), call.inPtr(1),
+                        lossIn(call, plan, 2), lossOut(call, plan, 0),
+                        lossOut(call, plan, 1), plan.params, call.ctx.stream),
                     "SoftmaxCrossEntropyLoss kernel");
 }
 
 /// SoftmaxCrossEntropyLossGrad(dY, log_prob, labels, weights?) and the
 /// Internal variant (+ ignore_index, bias) -> dX.
-llvm::Error checkCrossEntropyGrad(const Node &node) {
+llvm::Expected<LossPlan> decodeCrossEntropyGrad(const Node &node) {
   LabelLossLayout layout = gradientLayout(node);
   auto p = labelLossParams(node, layout);
   if (!p)
@@ -255,47 +282,52 @@ llvm::Error checkCrossEntropyGrad(const Node &node) {
     return err;
   if (llvm::Error err = checkShape(node, bias, logProb, "bias", "log_prob"))
     return err;
-  if (p->reduction == LossReduction::None)
-    return checkShape(node, dY, shapeOf(node.getOperand(2)), "dY",
-                      "the labels");
-  return checkElements(node, dY, 1, "dY of a reduced loss");
+  llvm::Error err = p->reduction == LossReduction::None
+                        ? checkShape(node, dY, shapeOf(node.getOperand(2)),
+                                     "dY", "the labels")
+                        : checkElements(node, dY, 1, "dY of a reduced loss");
+  if (err)
+    return err;
+  LossPlan plan;
+  plan.params = *p;
+  plan.internal = isInternalLoss(node);
+  return withTypes(node, plan);
 }
 
-llvm::Error runCrossEntropyGrad(CudaCall &call) {
-  bool internal = isInternalLoss(call.node);
-  auto p = labelLossParams(call.node, gradientLayout(call.node));
-  if (!p)
-    return p.takeError();
+llvm::Error launchCrossEntropyGrad(CudaCall &call, const LossPlan &plan) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchSoftmaxCrossEntropyGrad(lossIn(call, 0), lossIn(call, 1),
-                                    call.inPtr(2), lossIn(call, 3),
-                                    internal ? lossIn(call, 5) : LossTensor{},
-                                    lossOut(call, 0), *p, call.ctx.stream),
-      "SoftmaxCrossEntropyLossGrad kernel");
+  return call.check(launchSoftmaxCrossEntropyGrad(
+                        lossIn(call, plan, 0), lossIn(call, plan, 1),
+                        call.inPtr(2), lossIn(call, plan, 3),
+                        plan.internal ? lossIn(call, plan, 5) : LossTensor{},
+                        lossOut(call, plan, 0), plan.params, call.ctx.stream),
+                    "SoftmaxCrossEntropyLossGrad kernel");
 }
 
 /// NegativeLogLikelihoodLoss(input, target, weight?) and the Internal
 /// variants (+ ignore_index) -> loss.
-llvm::Error checkNegativeLogLikelihood(const Node &node) {
+llvm::Expected<LossPlan> decodeNegativeLogLikelihood(const Node &node) {
   LabelLossLayout layout = forwardLayout(node);
   auto p = labelLossParams(node, layout);
   if (!p)
     return p.takeError();
-  return checkLossResult(node, *p, layout);
+  if (llvm::Error err = checkLossResult(node, *p, layout))
+    return err;
+  LossPlan plan;
+  plan.params = *p;
+  return withTypes(node, plan);
 }
 
-llvm::Error runNegativeLogLikelihood(CudaCall &call) {
-  auto p = labelLossParams(call.node, forwardLayout(call.node));
-  if (!p)
-    return p.takeError();
+llvm::Error launchNegativeLogLikelihoodPlan(CudaCall &call,
+                                            const LossPlan &plan) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchNegativeLogLikelihood(
-                        lossIn(call, 0), call.inPtr(1), lossIn(call, 2),
-                        lossOut(call, 0), *p, call.ctx.stream),
-                    "NegativeLogLikelihoodLoss kernel");
+  return call.check(
+      launchNegativeLogLikelihood(lossIn(call, plan, 0), call.inPtr(1),
+                                  lossIn(call, plan, 2), lossOut(call, plan, 0),
+                                  plan.params, call.ctx.stream),
+      "NegativeLogLikelihoodLoss kernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -314,7 +346,7 @@ llvm::Expected<std::pair<int64_t, int64_t>> denseRows(const Node &node,
 }
 
 /// SoftmaxCrossEntropy(logits, label) -> (loss, log_prob?).
-llvm::Error checkDenseCrossEntropy(const Node &node) {
+llvm::Expected<LossPlan> decodeDenseCrossEntropy(const Node &node) {
   const Value *logits = node.getOperand(0), *labels = operandOf(node, 1);
   const Value *loss = resultOf(node, 0), *logProb = resultOf(node, 1);
   if (!labels || !loss)
@@ -338,27 +370,27 @@ llvm::Error checkDenseCrossEntropy(const Node &node) {
   auto reduction = reductionOf(node);
   if (!reduction)
     return reduction.takeError();
-  return checkElements(node, loss,
-                       *reduction == LossReduction::None ? rows->first : 1,
-                       "the loss");
+  if (llvm::Error err = checkElements(
+          node, loss, *reduction == LossReduction::None ? rows->first : 1,
+          "the loss"))
+    return err;
+  LossPlan plan;
+  std::tie(plan.rows, plan.classes) = *rows;
+  plan.reduction = *reduction;
+  return withTypes(node, plan);
 }
 
-llvm::Error runDenseCrossEntropy(CudaCall &call) {
-  auto rows = denseRows(call.node, call.in(0));
-  if (!rows)
-    return rows.takeError();
-  auto reduction = reductionOf(call.node);
-  if (!reduction)
-    return reduction.takeError();
-  return call.check(launchDenseCrossEntropy(lossIn(call, 0), lossIn(call, 1),
-                                            lossOut(call, 0), lossOut(call, 1),
-                                            rows->first, rows->second,
-                                            *reduction, call.ctx.stream),
-                    "SoftmaxCrossEntropy kernel");
+llvm::Error launchDenseCrossEntropyPlan(CudaCall &call, const LossPlan &plan) {
+  return call.check(
+      launchDenseCrossEntropy(lossIn(call, plan, 0), lossIn(call, plan, 1),
+                              lossOut(call, plan, 0), lossOut(call, plan, 1),
+                              plan.rows, plan.classes, plan.reduction,
+                              call.ctx.stream),
+      "SoftmaxCrossEntropy kernel");
 }
 
 /// SoftmaxCrossEntropyGrad(dY, log_prob, label) -> dX.
-llvm::Error checkDenseCrossEntropyGrad(const Node &node) {
+llvm::Expected<LossPlan> decodeDenseCrossEntropyGrad(const Node &node) {
   const Value *dY = node.getOperand(0), *logProb = operandOf(node, 1),
               *labels = operandOf(node, 2), *dX = resultOf(node, 0);
   if (!logProb || !labels || !dX)
@@ -380,45 +412,48 @@ llvm::Error checkDenseCrossEntropyGrad(const Node &node) {
   auto reduction = reductionOf(node);
   if (!reduction)
     return reduction.takeError();
-  return checkElements(
-      node, dY, *reduction == LossReduction::None ? rows->first : 1, "dY");
+  if (llvm::Error err = checkElements(
+          node, dY, *reduction == LossReduction::None ? rows->first : 1, "dY"))
+    return err;
+  LossPlan plan;
+  std::tie(plan.rows, plan.classes) = *rows;
+  plan.reduction = *reduction;
+  return withTypes(node, plan);
 }
 
-llvm::Error runDenseCrossEntropyGrad(CudaCall &call) {
-  auto rows = denseRows(call.node, call.in(1));
-  if (!rows)
-    return rows.takeError();
-  auto reduction = reductionOf(call.node);
-  if (!reduction)
-    return reduction.takeError();
-  return call.check(launchDenseCrossEntropyGrad(
-                        lossIn(call, 0), lossIn(call, 1), lossIn(call, 2),
-                        lossOut(call, 0), rows->first, rows->second, *reduction,
-                        call.ctx.stream),
-                    "SoftmaxCrossEntropyGrad kernel");
+llvm::Error launchDenseCrossEntropyGradPlan(CudaCall &call,
+                                            const LossPlan &plan) {
+  return call.check(
+      launchDenseCrossEntropyGrad(lossIn(call, plan, 0), lossIn(call, plan, 1),
+                                  lossIn(call, plan, 2), lossOut(call, plan, 0),
+                                  plan.rows, plan.classes, plan.reduction,
+                                  call.ctx.stream),
+      "SoftmaxCrossEntropyGrad kernel");
 }
 
 } // namespace
 
 void dispatch::addLossKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                 RunFn run) {
-    table[(domain + "::" + op).str()] = {check, run};
-  };
-  add("", "SoftmaxCrossEntropyLoss", checkCrossEntropy, runCrossEntropy);
-  add(kMsDomain, "SoftmaxCrossEntropyLossInternal", checkCrossEntropy,
-      runCrossEntropy);
-  add(kMsDomain, "SoftmaxCrossEntropyLossGrad", checkCrossEntropyGrad,
-      runCrossEntropyGrad);
-  add(kMsDomain, "SoftmaxCrossEntropyLossInternalGrad", checkCrossEntropyGrad,
-      runCrossEntropyGrad);
-  add("", "NegativeLogLikelihoodLoss", checkNegativeLogLikelihood,
-      runNegativeLogLikelihood);
+  KernelEntry crossEntropy =
+      decodedEntry<LossPlan, decodeCrossEntropy, launchCrossEntropy>();
+  addEntry(table, "", "SoftmaxCrossEntropyLoss", crossEntropy);
+  addEntry(table, kMsDomain, "SoftmaxCrossEntropyLossInternal", crossEntropy);
+  KernelEntry crossEntropyGrad =
+      decodedEntry<LossPlan, decodeCrossEntropyGrad, launchCrossEntropyGrad>();
+  addEntry(table, kMsDomain, "SoftmaxCrossEntropyLossGrad", crossEntropyGrad);
+  addEntry(table, kMsDomain, "SoftmaxCrossEntropyLossInternalGrad",
+           crossEntropyGrad);
+  KernelEntry negativeLogLikelihood =
+      decodedEntry<LossPlan, decodeNegativeLogLikelihood,
+                   launchNegativeLogLikelihoodPlan>();
+  addEntry(table, "", "NegativeLogLikelihoodLoss", negativeLogLikelihood);
   for (const char *op : {"NegativeLogLikelihoodLossInternal",
                          "NegativeLogLikelihoodLossInternal2"})
-    add(kMsDomain, op, checkNegativeLogLikelihood, runNegativeLogLikelihood);
-  add(kMsDomain, "SoftmaxCrossEntropy", checkDenseCrossEntropy,
-      runDenseCrossEntropy);
-  add(kMsDomain, "SoftmaxCrossEntropyGrad", checkDenseCrossEntropyGrad,
-      runDenseCrossEntropyGrad);
+    addEntry(table, kMsDomain, op, negativeLogLikelihood);
+  addEntry(table, kMsDomain, "SoftmaxCrossEntropy",
+           decodedEntry<LossPlan, decodeDenseCrossEntropy,
+                        launchDenseCrossEntropyPlan>());
+  addEntry(table, kMsDomain, "SoftmaxCrossEntropyGrad",
+           decodedEntry<LossPlan, decodeDenseCrossEntropyGrad,
+                        launchDenseCrossEntropyGradPlan>());
 }

@@ -7,8 +7,9 @@
 // com.microsoft DivGrad on CUDA (ReduceKernels.cu). Float tensors (f32, f16,
 // bf16) only, accumulated as ReduceMath.h says. The reduced axes may be any
 // set: the kernels read them through a ReduceIndexing, so nothing is
-// transposed first. Axes given as an operand must be initializers (the
-// launch needs them on the host). The checks refuse at prepare time what
+// transposed first. Axes given as an operand must be initializers (read on
+// the host when the node is prepared: each node is decoded once into the
+// plan its launches read). The checks refuse at prepare time what
 // the CPU kernels (backend/cpu/ReduceKernels.cpp, NormKernels.cpp,
 // TrainingKernels.cpp) would refuse at run time and can be seen from the
 // static types.
@@ -103,23 +104,32 @@ llvm::Expected<ReduceIndexing> reducePlan(const Node &node) {
   return planFor(node, shape, reduced, {contiguousStrides(shape)});
 }
 
-llvm::Error checkReduce(const Node &node) {
-  if (auto storage = commonFloatStorage(node, {1}); !storage)
+/// A Reduce* node decoded once.
+struct ReducePlan {
+  ReduceKind kind = ReduceKind::Sum;
+  Storage storage = Storage::F32;
+  ReduceIndexing indexing;
+};
+
+llvm::Expected<ReducePlan> decodeReduce(const Node &node) {
+  auto storage = commonFloatStorage(node, {1});
+  if (!storage)
     return storage.takeError();
+  std::optional<ReduceKind> kind = reduceKindOf(node.getOpType());
+  if (!kind)
+    return nodeError(node, "not a reduction");
   auto ix = reducePlan(node);
   if (!ix)
     return ix.takeError();
-  return checkResultElements(node, ix->outputs);
+  if (llvm::Error err = checkResultElements(node, ix->outputs))
+    return err;
+  return ReducePlan{*kind, *storage, *ix};
 }
 
-llvm::Error runReduce(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node, {1});
-  auto ix = reducePlan(call.node);
-  if (!ix)
-    return ix.takeError();
-  return call.check(launchStridedReduce(*reduceKindOf(call.node.getOpType()),
-                                        storage, call.inPtr(0), call.outPtr(0),
-                                        *ix, call.ctx.stream),
+llvm::Error launchReducePlan(CudaCall &call, const ReducePlan &p) {
+  return call.check(launchStridedReduce(p.kind, p.storage, call.inPtr(0),
+                                        call.outPtr(0), p.indexing,
+                                        call.ctx.stream),
                     "Reduce kernel");
 }
 
@@ -142,7 +152,15 @@ llvm::Expected<ReduceIndexing> argReducePlan(const Node &node) {
   return planFor(node, shape, reduced, {contiguousStrides(shape)});
 }
 
-llvm::Error checkArgReduce(const Node &node) {
+/// An ArgMax / ArgMin node decoded once.
+struct ArgReducePlan {
+  Storage storage = Storage::F32;
+  ReduceIndexing indexing;
+  bool max = false;
+  bool selectLastIndex = false;
+};
+
+llvm::Expected<ArgReducePlan> decodeArgReduce(const Node &node) {
   std::optional<Storage> storage =
       storageOf(node.getOperand(0)->getType().getDType());
   if (!storage || !isFloatStorage(*storage))
@@ -157,29 +175,38 @@ llvm::Error checkArgReduce(const Node &node) {
     return ix.takeError();
   if (ix->count == 0 && ix->outputs)
     return nodeError(node, "cannot take an arg-reduction over an empty axis");
-  return checkResultElements(node, ix->outputs);
+  if (llvm::Error err = checkResultElements(node, ix->outputs))
+    return err;
+  ArgReducePlan p;
+  p.storage = *storage;
+  p.indexing = *ix;
+  p.max = node.getOpType() == "ArgMax";
+  p.selectLastIndex = node.getIntAttr("select_last_index", 0) != 0;
+  return p;
 }
 
-llvm::Error runArgReduce(CudaCall &call) {
-  Storage storage = *storageOf(call.in(0)->getType().getDType());
-  auto ix = argReducePlan(call.node);
-  if (!ix)
-    return ix.takeError();
-  return call.check(
-      launchArgReduce(storage, call.inPtr(0), call.outAs<int64_t>(0), *ix,
-                      call.node.getOpType() == "ArgMax",
-                      call.node.getIntAttr("select_last_index", 0) != 0,
-                      call.ctx.stream),
-      "ArgMax/ArgMin kernel");
+llvm::Error launchArgReducePlan(CudaCall &call, const ArgReducePlan &p) {
+  return call.check(launchArgReduce(p.storage, call.inPtr(0),
+                                    call.outAs<int64_t>(0), p.indexing, p.max,
+                                    p.selectLastIndex, call.ctx.stream),
+                    "ArgMax/ArgMin kernel");
 }
 
 //===----------------------------------------------------------------------===//
 // InstanceNormalization
 //===----------------------------------------------------------------------===//
 
-/// InstanceNormalization(input, scale, B) -> Y.
-llvm::Error checkInstanceNorm(const Node &node) {
-  if (auto storage = commonFloatStorage(node); !storage)
+/// InstanceNormalization(input, scale, B) -> Y, decoded once.
+struct InstanceNormPlan {
+  Storage storage = Storage::F32;
+  /// batch x channels planes of `channels` channels and `spatial` elements.
+  int64_t planes = 0, channels = 0, spatial = 0;
+  float epsilon = 1e-5f;
+};
+
+llvm::Expected<InstanceNormPlan> decodeInstanceNorm(const Node &node) {
+  auto storage = commonFloatStorage(node);
+  if (!storage)
     return storage.takeError();
   Shape shape = shapeOf(node.getOperand(0));
   if (shape.size() < 3)
@@ -191,19 +218,21 @@ llvm::Error checkInstanceNorm(const Node &node) {
       return nodeError(node, "scale and B must have one element per channel");
   if (shapeOf(node.getResult(0)) != shape)
     return nodeError(node, "the output must have the input's shape");
-  return llvm::Error::success();
+  InstanceNormPlan p;
+  p.storage = *storage;
+  p.planes = shape[0] * shape[1];
+  p.channels = shape[1];
+  p.spatial = product(llvm::ArrayRef<int64_t>(shape).drop_front(2));
+  p.epsilon = node.getFloatAttr("epsilon", 1e-5f);
+  return p;
 }
 
-llvm::Error runInstanceNorm(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node);
-  Shape shape = shapeOf(call.in(0));
-  return call.check(
-      launchInstanceNorm(storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
-                         call.outPtr(0), shape[0] * shape[1], shape[1],
-                         product(llvm::ArrayRef<int64_t>(shape).drop_front(2)),
-                         call.node.getFloatAttr("epsilon", 1e-5f),
-                         call.ctx.stream),
-      "InstanceNormalization kernel");
+llvm::Error launchInstanceNormPlan(CudaCall &call, const InstanceNormPlan &p) {
+  return call.check(launchInstanceNorm(p.storage, call.inPtr(0), call.inPtr(1),
+                                       call.inPtr(2), call.outPtr(0), p.planes,
+                                       p.channels, p.spatial, p.epsilon,
+                                       call.ctx.stream),
+                    "InstanceNormalization kernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -232,7 +261,14 @@ llvm::Error checkNoZeroScale(const Node &node, const Value *scale) {
   return llvm::Error::success();
 }
 
-llvm::Error checkInvertibleNormGrad(const Node &node) {
+/// InvertibleLayerNormalizationGrad decoded once.
+struct InvertibleNormGradPlan {
+  Storage storage = Storage::F32;
+  int64_t rows = 0, cols = 0;
+};
+
+llvm::Expected<InvertibleNormGradPlan>
+decodeInvertibleNormGrad(const Node &node) {
   for (unsigned i = 0; i < 5; ++i)
     if (!node.getOperand(i))
       return nodeError(node, "dY, Y, scale, bias and inv_std_var are required");
@@ -261,19 +297,18 @@ llvm::Error checkInvertibleNormGrad(const Node &node) {
     if (node.getResult(i) && elements(node.getResult(i)) != cols)
       return nodeError(node, "parameter gradients must have one element per "
                              "column");
-  return checkNoZeroScale(node, node.getOperand(2));
+  if (llvm::Error err = checkNoZeroScale(node, node.getOperand(2)))
+    return err;
+  return InvertibleNormGradPlan{*commonFloatStorage(node, {4}), count, cols};
 }
 
-llvm::Error runInvertibleNormGrad(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node, {4});
-  auto rows = invertibleNormRows(call.node);
-  if (!rows)
-    return rows.takeError();
+llvm::Error launchInvertibleNormGrad(CudaCall &call,
+                                     const InvertibleNormGradPlan &p) {
   return call.check(launchInvertibleLayerNormGrad(
-                        storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
+                        p.storage, call.inPtr(0), call.inPtr(1), call.inPtr(2),
                         call.inPtr(3), call.inAs<float>(4), call.outPtr(0),
-                        call.outPtr(1), call.outPtr(2), rows->first,
-                        rows->second, call.ctx.stream),
+                        call.outPtr(1), call.outPtr(2), p.rows, p.cols,
+                        call.ctx.stream),
                     "InvertibleLayerNormalizationGrad kernel");
 }
 
@@ -315,34 +350,43 @@ llvm::Expected<ReduceIndexing> divGradPlan(const Node &node, unsigned result) {
   return planFor(node, dy, reduced, {contiguousStrides(dy), strideA, strideB});
 }
 
-llvm::Error checkDivGrad(const Node &node) {
-  if (auto storage = commonFloatStorage(node); !storage)
+/// DivGrad(dY, A, B) -> (dA?, dB?) decoded once: one reduction per
+/// present result.
+struct DivGradPlan {
+  Storage storage = Storage::F32;
+  /// dA's and dB's plans, none for an absent result.
+  std::optional<ReduceIndexing> results[2];
+};
+
+llvm::Expected<DivGradPlan> decodeDivGrad(const Node &node) {
+  auto storage = commonFloatStorage(node);
+  if (!storage)
     return storage.takeError();
+  DivGradPlan p;
+  p.storage = *storage;
   for (unsigned result : {0u, 1u}) {
     if (result >= node.getNumResults() || !node.getResult(result))
       continue;
     if (shapeOf(node.getResult(result)) != shapeOf(node.getOperand(result + 1)))
       return nodeError(node, result == 0 ? "dA must have A's shape"
                                          : "dB must have B's shape");
-    if (auto ix = divGradPlan(node, result); !ix)
-      return ix.takeError();
-  }
-  return llvm::Error::success();
-}
-
-llvm::Error runDivGrad(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node);
-  for (unsigned result : {0u, 1u}) {
-    if (!call.out(result))
-      continue;
-    auto ix = divGradPlan(call.node, result);
+    auto ix = divGradPlan(node, result);
     if (!ix)
       return ix.takeError();
-    if (llvm::Error err =
-            call.check(launchDivGrad(storage, call.inPtr(0), call.inPtr(1),
-                                     call.inPtr(2), call.outPtr(result), *ix,
-                                     result == 1, call.ctx.stream),
-                       "DivGrad kernel"))
+    p.results[result] = *ix;
+  }
+  return p;
+}
+
+llvm::Error launchDivGradPlan(CudaCall &call, const DivGradPlan &p) {
+  for (unsigned result : {0u, 1u}) {
+    if (!p.results[result])
+      continue;
+    if (llvm::Error err = call.check(
+            launchDivGrad(p.storage, call.inPtr(0), call.inPtr(1),
+                          call.inPtr(2), call.outPtr(result),
+                          *p.results[result], result == 1, call.ctx.stream),
+            "DivGrad kernel"))
       return err;
   }
   return llvm::Error::success();
@@ -351,19 +395,23 @@ llvm::Error runDivGrad(CudaCall &call) {
 } // namespace
 
 void cuda::dispatch::addReduceKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                 RunFn run) {
-    table[(domain + "::" + op).str()] = {check, run};
-  };
+  KernelEntry reduce =
+      decodedEntry<ReducePlan, decodeReduce, launchReducePlan>();
   for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
                          "ReduceSumSquare", "ReduceProd", "ReduceL1",
                          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
-    add("", op, checkReduce, runReduce);
-  add(kMsDomain, "ReduceSumTraining", checkReduce, runReduce);
-  add("", "ArgMax", checkArgReduce, runArgReduce);
-  add("", "ArgMin", checkArgReduce, runArgReduce);
-  add("", "InstanceNormalization", checkInstanceNorm, runInstanceNorm);
-  add(kMsDomain, "InvertibleLayerNormalizationGrad", checkInvertibleNormGrad,
-      runInvertibleNormGrad);
-  add(kMsDomain, "DivGrad", checkDivGrad, runDivGrad);
+    addEntry(table, "", op, reduce);
+  addEntry(table, kMsDomain, "ReduceSumTraining", reduce);
+  KernelEntry argReduce =
+      decodedEntry<ArgReducePlan, decodeArgReduce, launchArgReducePlan>();
+  addEntry(table, "", "ArgMax", argReduce);
+  addEntry(table, "", "ArgMin", argReduce);
+  addEntry(table, "", "InstanceNormalization",
+           decodedEntry<InstanceNormPlan, decodeInstanceNorm,
+                        launchInstanceNormPlan>());
+  addEntry(table, kMsDomain, "InvertibleLayerNormalizationGrad",
+           decodedEntry<InvertibleNormGradPlan, decodeInvertibleNormGrad,
+                        launchInvertibleNormGrad>());
+  addEntry(table, kMsDomain, "DivGrad",
+           decodedEntry<DivGradPlan, decodeDivGrad, launchDivGradPlan>());
 }

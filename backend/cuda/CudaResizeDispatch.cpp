@@ -4,9 +4,9 @@
 // CUDA (ResizeKernels.cu): every mode, nearest_mode, coordinate mode,
 // cubic_coeff_a, exclude_outside, extrapolation_value, axes and
 // keep_aspect_ratio_policy the CPU kernel runs, over f32, f16 and bf16
-// storage. The prepare-time check resolves the node's kernel parameters
-// (ResizePlan.cpp), which refuses roi, scales and sizes that are not known
-// at compile time; the run resolves them again, as cheap as the check.
+// storage. Preparing a node resolves its kernel parameters once
+// (ResizePlan.cpp), refusing roi, scales and sizes that are not known at
+// compile time; a launch reads them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,39 +33,51 @@ llvm::Expected<Storage> resizeStorage(const Node &node) {
   return commonFloatStorage(node, hostOperands);
 }
 
-llvm::Error checkResize(const Node &node) {
-  if (auto storage = resizeStorage(node); !storage)
-    return storage.takeError();
-  if (auto params = planResize(node); !params)
-    return params.takeError();
-  return llvm::Error::success();
-}
+/// A Resize or ResizeGrad node decoded once: its storage, kernel
+/// parameters (ResizePlan.cpp) and the operands its launch reads.
+struct ResizeDescriptor {
+  Storage storage = Storage::F32;
+  cuda::ResizeParams params;
+  bool grad = false;
+  /// X (Resize) or dY (ResizeGrad).
+  unsigned source = 0;
+  int64_t outputElements = 0;
+};
 
-llvm::Error runResize(CudaCall &call) {
-  auto storage = resizeStorage(call.node);
+llvm::Expected<ResizeDescriptor> decodeResize(const Node &node) {
+  auto storage = resizeStorage(node);
   if (!storage)
     return storage.takeError();
-  auto params = planResize(call.node);
+  auto params = planResize(node);
   if (!params)
     return params.takeError();
-  resize::ResizeOperands operands = resize::getResizeOperands(call.node);
-  if (resize::isResizeGrad(call.node))
-    return call.check(launchResizeGrad(*storage, *params,
-                                       call.inPtr(unsigned(operands.dY)),
-                                       call.outPtr(0),
-                                       call.out(0)->getType().getNumElements(),
-                                       call.ctx.stream),
+  resize::ResizeOperands operands = resize::getResizeOperands(node);
+  ResizeDescriptor d;
+  d.storage = *storage;
+  d.params = *params;
+  d.grad = resize::isResizeGrad(node);
+  d.source = unsigned(d.grad ? operands.dY : operands.x);
+  d.outputElements = node.getResult(0)->getType().getNumElements();
+  return d;
+}
+
+llvm::Error launchResizePlan(CudaCall &call, const ResizeDescriptor &d) {
+  if (d.grad)
+    return call.check(launchResizeGrad(d.storage, d.params,
+                                       call.inPtr(d.source), call.outPtr(0),
+                                       d.outputElements, call.ctx.stream),
                       "ResizeGrad kernel");
-  return call.check(
-      launchResize(*storage, *params, call.inPtr(unsigned(operands.x)),
-                   call.outPtr(0), call.out(0)->getType().getNumElements(),
-                   call.ctx.stream),
-      "Resize kernel");
+  return call.check(launchResize(d.storage, d.params, call.inPtr(d.source),
+                                 call.outPtr(0), d.outputElements,
+                                 call.ctx.stream),
+                    "Resize kernel");
 }
 
 } // namespace
 
 void cuda::dispatch::addResizeKernels(llvm::StringMap<KernelEntry> &table) {
-  table["::Resize"] = {checkResize, runResize};
-  table[(kMsDomain + "::ResizeGrad").str()] = {checkResize, runResize};
+  KernelEntry entry =
+      decodedEntry<ResizeDescriptor, decodeResize, launchResizePlan>();
+  addEntry(table, "", "Resize", entry);
+  addEntry(table, kMsDomain, "ResizeGrad", entry);
 }

@@ -1,0 +1,298 @@
+//===- CudaKernelTableTest.cpp - The CUDA kernel table, without a device --===//
+//
+// Host-only checks of the CUDA kernel table (backend/cuda/CudaDispatch.cpp,
+// CudaKernelTable.h): every op of the scratch column is a table entry, and
+// the workspace model the planner reads gives what each prepared kernel
+// carries; the families that decode once do so at prepare, without a
+// device, and refuse there what their kernels cannot run; the entries that
+// still decode at launch are a named list that can only shrink. Without the
+// CUDA toolkit the table is absent and the entry checks skip (the scratch
+// column, which the planner needs everywhere, is still checked).
+//
+//===----------------------------------------------------------------------===//
+
+#include "backend/cuda/CudaKernelTable.h"
+#include "backend/Memory.h"
+#include "backend/cuda/CudaDevice.h"
+#include "ir/Module.h"
+#include "ir/OpRegistry.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include "gtest/gtest.h"
+
+#include <set>
+#include <string>
+
+using namespace gmopt;
+
+namespace {
+
+TensorType type(DType dtype, std::vector<int64_t> shape) {
+  return TensorType::get(dtype, shape);
+}
+
+/// A module of one node of (\p domain, \p op) over graph inputs of
+/// \p inputs' types, with results of \p results' types.
+struct OneNode {
+  std::unique_ptr<Module> module = std::make_unique<Module>();
+  Node *node = nullptr;
+
+  OneNode(llvm::StringRef domain, llvm::StringRef op,
+          std::vector<TensorType> inputs, std::vector<TensorType> results,
+          std::vector<NamedAttribute> attrs = {}) {
+    module->opsetImports[""] = 18;
+    module->opsetImports[std::string(kMsDomain)] = 1;
+    Graph &graph = module->getGraph();
+    std::vector<Value *> operands;
+    for (unsigned i = 0; i < inputs.size(); ++i)
+      operands.push_back(graph.addInput(inputs[i], "in" + std::to_string(i)));
+    Builder builder(graph);
+    node = builder.create(OpName{domain.str(), op.str()}, operands, results,
+                          attrs, op.str());
+  }
+};
+
+TEST(CudaKernelTableTest, EveryScratchRuleIsATableEntry) {
+  std::vector<std::string> ops = cuda::listKernelScratchOps();
+  ASSERT_FALSE(ops.empty());
+  for (const std::string &op : ops) {
+    auto [domain, name] = llvm::StringRef(op).split("::");
+    EXPECT_TRUE(OpRegistry::instance().knows(domain, name))
+        << op << " has a scratch rule but is not a registered op";
+    EXPECT_TRUE(cuda::getKernelScratchRule(domain, name)) << op;
+    if (isCudaBackendBuilt()) {
+      EXPECT_TRUE(hasCudaKernelFor(domain, name))
+          << op << " has a scratch rule but no CUDA kernel";
+    }
+  }
+  EXPECT_FALSE(cuda::getKernelScratchRule("", "Relu"));
+}
+
+TEST(CudaKernelTableTest, PreparedScratchIsTheWorkspaceModels) {
+  // One node per kind of rule, and one without: the planner's figure
+  // (getCudaKernelWorkspaceBytes) is the one the prepared kernel carries.
+  OneNode matMul("", "MatMul",
+                 {type(DType::F32, {2, 3}), type(DType::F32, {3, 4})},
+                 {type(DType::F32, {2, 4})});
+  OneNode gatherGrad(
+      kMsDomain, "GatherGrad",
+      {type(DType::I64, {2}), type(DType::I64, {3}), type(DType::F16, {3, 4})},
+      {type(DType::F16, {5, 4})});
+  OneNode floatGatherGrad(
+      kMsDomain, "GatherGrad",
+      {type(DType::I64, {2}), type(DType::I64, {3}), type(DType::F32, {3, 4})},
+      {type(DType::F32, {5, 4})});
+  OneNode relu("", "Relu", {type(DType::F32, {4})}, {type(DType::F32, {4})});
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*matMul.node), kCudaGemmWorkspaceBytes);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*gatherGrad.node),
+            alignBuffer(5 * 4 * sizeof(float)));
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*floatGatherGrad.node), 0u);
+  EXPECT_EQ(getCudaKernelWorkspaceBytes(*relu.node), 0u);
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built: no kernel table";
+  for (const Node *node :
+       {matMul.node, gatherGrad.node, floatGatherGrad.node, relu.node}) {
+    auto prepared = cuda::prepareCudaKernelOnHost(*node);
+    ASSERT_TRUE(bool(prepared))
+        << node->describe() << ": " << llvm::toString(prepared.takeError());
+    EXPECT_EQ(prepared->scratchBytes, getCudaKernelWorkspaceBytes(*node))
+        << node->describe();
+  }
+  // The GEMM chooses its algorithm on the device: only its check ran.
+  EXPECT_TRUE(cuda::prepareCudaKernelOnHost(*matMul.node)->needsDevice);
+}
+
+TEST(CudaKernelTableTest, DecodedFamiliesPrepareWithoutADevice) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built: no kernel table";
+  TensorType x = type(DType::F32, {2, 3, 4});
+  std::vector<OneNode> nodes;
+  nodes.emplace_back(
+      "", "LayerNormalization",
+      std::vector<TensorType>{x, type(DType::F32, {4}), type(DType::F32, {4})},
+      std::vector<TensorType>{x},
+      std::vector<NamedAttribute>{{"axis", Attribute::getInt(-1)}});
+  nodes.emplace_back(
+      kMsDomain, "SimplifiedLayerNormalizationGrad",
+      std::vector<TensorType>{x, x, type(DType::F32, {4}),
+                              type(DType::F32, {2, 3, 1})},
+      std::vector<TensorType>{x, type(DType::F32, {4})},
+      std::vector<NamedAttribute>{{"axis", Attribute::getInt(-1)}});
+  nodes.emplace_back(
+      "", "ReduceSum", std::vector<TensorType>{x},
+      std::vector<TensorType>{type(DType::F32, {2, 1, 4})},
+      std::vector<NamedAttribute>{{"axes", Attribute::getInts({1})}});
+  nodes.emplace_back(
+      "", "ArgMax", std::vector<TensorType>{x},
+      std::vector<TensorType>{type(DType::I64, {2, 3, 1})},
+      std::vector<NamedAttribute>{{"axis", Attribute::getInt(2)}});
+  nodes.emplace_back(
+      "", "InstanceNormalization",
+      std::vector<TensorType>{x, type(DType::F32, {3}), type(DType::F32, {3})},
+      std::vector<TensorType>{x});
+  nodes.emplace_back(kMsDomain, "DivGrad",
+                     std::vector<TensorType>{x, x, type(DType::F32, {4})},
+                     std::vector<TensorType>{x, type(DType::F32, {4})});
+  nodes.emplace_back(
+      "", "SoftmaxCrossEntropyLoss",
+      std::vector<TensorType>{type(DType::F32, {2, 5}), type(DType::I64, {2})},
+      std::vector<TensorType>{type(DType::F32, {}), type(DType::F32, {2, 5})});
+  nodes.emplace_back(kMsDomain, "SoftmaxCrossEntropyGrad",
+                     std::vector<TensorType>{type(DType::F32, {}),
+                                             type(DType::F32, {2, 5}),
+                                             type(DType::F32, {2, 5})},
+                     std::vector<TensorType>{type(DType::F32, {2, 5})});
+  for (const OneNode &one : nodes) {
+    const Node &node = *one.node;
+    ASSERT_TRUE(
+        cuda::isCudaKernelDecodedAtPrepare(node.getDomain(), node.getOpType()))
+        << node.getOp().str();
+    auto prepared = cuda::prepareCudaKernelOnHost(node);
+    ASSERT_TRUE(bool(prepared))
+        << node.describe() << ": " << llvm::toString(prepared.takeError());
+    EXPECT_TRUE(prepared->decodedAtPrepare) << node.describe();
+    EXPECT_FALSE(prepared->needsDevice) << node.describe();
+  }
+}
+
+TEST(CudaKernelTableTest, ADecodeRefusesAtPrepare) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built: no kernel table";
+  // ReduceSum's axes as a graph input: the launch could not read them on
+  // the host, so preparing the node fails, naming it.
+  OneNode reduce("", "ReduceSum",
+                 {type(DType::F32, {2, 3}), type(DType::I64, {1})},
+                 {type(DType::F32, {2, 1})});
+  auto prepared = cuda::prepareCudaKernelOnHost(*reduce.node);
+  ASSERT_FALSE(bool(prepared));
+  std::string message = llvm::toString(prepared.takeError());
+  EXPECT_NE(message.find("axes must be a constant"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(node ReduceSum)"), std::string::npos) << message;
+}
+
+/// Ops whose CUDA entry still decodes attributes and shapes at each launch,
+/// by family; each one moved to prepare-time decoding is dropped here (the
+/// test fails on a stale line).
+const char *const kDecodedAtLaunch[] = {
+    // Data movement, copies, comparisons, casts (CudaMovementDispatch.cpp).
+    "::Identity",
+    "::Reshape",
+    "::Squeeze",
+    "::Unsqueeze",
+    "::Flatten",
+    "::Transpose",
+    "::Expand",
+    "::Slice",
+    "::Tile",
+    "::Pad",
+    "com.microsoft::SliceGrad",
+    "::Concat",
+    "com.microsoft::ConcatTraining",
+    "::Split",
+    "com.microsoft::SplitTraining",
+    "::Shape",
+    "::Where",
+    "::Equal",
+    "::Less",
+    "::Greater",
+    "::LessOrEqual",
+    "::GreaterOrEqual",
+    "::And",
+    "::Or",
+    "::Xor",
+    "::IsNaN",
+    "::IsInf",
+    "::Not",
+    "::ConstantOfShape",
+    "::Cast",
+    "::CastLike",
+    // Indexing (CudaIndexDispatch.cpp).
+    "::GatherElements",
+    "::ScatterElements",
+    "com.microsoft::GatherElementsGrad",
+    "::GatherND",
+    "::ScatterND",
+    "com.microsoft::GatherNDGrad",
+    "::Size",
+    // Shape ops and Einsum (CudaShapeDispatch.cpp).
+    "::Constant",
+    "::Range",
+    "::Trilu",
+    "::OneHot",
+    "::NonZero",
+    "com.microsoft::BroadcastGradientArgs",
+    "::Einsum",
+    // cuDNN convolution and batch norm, the pools (Cudnn*Dispatch.cpp,
+    // CudaPoolDispatch.cpp).
+    "::Conv",
+    "::ConvGrad",
+    "com.microsoft::ConvGrad",
+    "::BatchNormalization",
+    "com.microsoft::BatchNormInternal",
+    "com.microsoft::BatchNormalizationGrad",
+    "::MaxPool",
+    "::AveragePool",
+    "::AveragePoolGrad",
+    "::GlobalAveragePool",
+    "::GlobalMaxPool",
+    "::MaxPoolGrad",
+    // Accumulators (CudaTrainingDispatch.cpp, CudaDispatch.cpp) and loss
+    // scaling (CudaScalingDispatch.cpp).
+    "com.microsoft::ZeroGradient",
+    "com.microsoft::PassThrough",
+    "com.microsoft::InPlaceAccumulator",
+    "com.microsoft::InPlaceAccumulatorV2",
+    "com.microsoft::IsFinite",
+    "com.microsoft::IsAllFinite",
+    "com.microsoft::MixedPrecisionScale",
+    // Dropout and its gradients, BiasDropout (CudaDispatch.cpp,
+    // CudaBiasDropoutDispatch.cpp).
+    "::Dropout",
+    "com.microsoft::DropoutGrad",
+    "com.microsoft::BitmaskDropout",
+    "com.microsoft::BitmaskDropoutGrad",
+    "com.microsoft::BiasDropout",
+    // Collectives (CudaCollectiveDispatch.cpp).
+    "gmopt::AllReduce",
+    "gmopt::AllReduceStart",
+    "gmopt::AllReduceWait",
+    "gmopt::ReduceScatter",
+    "gmopt::AllGather",
+    "gmopt::Shard",
+};
+
+TEST(CudaKernelTableTest, EntriesStillDecodingAtLaunchAreListed) {
+  if (!isCudaBackendBuilt())
+    GTEST_SKIP() << "the CUDA backend is not built: no kernel table";
+  llvm::StringSet<> listed;
+  for (const char *op : kDecodedAtLaunch)
+    listed.insert(op);
+  std::set<std::string> ops;
+  for (const OpSchema *schema : OpRegistry::instance().all())
+    ops.insert(schema->domain + "::" + schema->name);
+  std::string unlisted, stale;
+  for (const std::string &op : ops) {
+    auto [domain, name] = llvm::StringRef(op).split("::");
+    if (!hasCudaKernelFor(domain, name))
+      continue;
+    bool decoded = cuda::isCudaKernelDecodedAtPrepare(domain, name);
+    if (!decoded && !listed.contains(op))
+      unlisted += "  " + op + "\n";
+    if (decoded && listed.contains(op))
+      stale += "  " + op + "\n";
+  }
+  EXPECT_TRUE(unlisted.empty())
+      << "CUDA entries that decode at launch, not in kDecodedAtLaunch:\n"
+      << unlisted;
+  EXPECT_TRUE(stale.empty())
+      << "entries in kDecodedAtLaunch now decode at prepare (drop them):\n"
+      << stale;
+  for (const char *op : kDecodedAtLaunch) {
+    auto [domain, name] = llvm::StringRef(op).split("::");
+    EXPECT_TRUE(hasCudaKernelFor(domain, name)) << op << " has no CUDA entry";
+  }
+}
+
+} // namespace
