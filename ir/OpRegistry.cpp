@@ -269,6 +269,7 @@ const OpRegistry &OpRegistry::instance() {
     registerOnnxOps(built);
     registerMicrosoftOps(built);
     ops::registerCollectiveOps(built);
+    ops::registerAttentionOps(built);
     ops::registerCopyOps(built);
     return built;
   }();

@@ -22,6 +22,7 @@
 #include "passes/transforms/Cse.h"
 #include "passes/transforms/FoldScale.h"
 #include "passes/transforms/FoldTranspose.h"
+#include "passes/transforms/FuseAttention.h"
 #include "passes/transforms/TieWeights.h"
 
 #include "llvm/ADT/STLExtras.h"

@@ -46,6 +46,7 @@ static const KernelTable &getKernelTable() {
     registerOptimizerKernels(t);
     registerResizeKernels(t);
     registerCollectiveKernels(t);
+    registerAttentionKernels(t);
     registerKernelWorkspaces(t);
     t.indexSchemas();
     return t;

@@ -193,6 +193,8 @@ void registerMicrosoftLinalgOps(OpRegistry &registry);
 void registerMicrosoftTrainingOps(OpRegistry &registry);
 /// gmopt's own collectives (ir/ops/CollectiveOps.cpp).
 void registerCollectiveOps(OpRegistry &registry);
+/// gmopt.FusedAttention and its gradient (ir/ops/AttentionOps.cpp).
+void registerAttentionOps(OpRegistry &registry);
 /// gmopt's host<->device copies (ir/ops/CopyOps.cpp).
 void registerCopyOps(OpRegistry &registry);
 
