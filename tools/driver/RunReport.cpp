@@ -47,6 +47,7 @@ llvm::json::Object runJson(const TrainingResult &result) {
   if (result.cudaMemory)
     object["device_memory"] = cudaMemoryJson(*result.cudaMemory);
   object["arena_bytes"] = static_cast<int64_t>(result.arenaBytes);
+  object["host_arena_bytes"] = static_cast<int64_t>(result.hostArenaBytes);
   object["unplanned_scratch_bytes"] =
       static_cast<int64_t>(result.unplannedScratchBytes);
   llvm::json::Array microSteps;

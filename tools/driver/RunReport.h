@@ -14,7 +14,10 @@
 //               more), warmup_micro_steps, first_step_ms, micro_step_ms
 //               [every micro-step], micro_step_cpu_ms [the process's
 //               processor time in each], arena_bytes, unplanned_scratch_bytes
-//               (kernel scratch outside the plan's workspace slices), and on
+//               (kernel scratch outside the plan's workspace slices), the
+//               host arena of offloaded tensors apart from peak_bytes
+//               (host_arena_bytes, host_peak_bytes, host_by_category,
+//               host_current_bytes), and on
 //               CUDA device_memory (backend/cuda/CudaMeasurement.h's
 //               cudaMemoryJson: pool_used_high_bytes,
 //               pool_reserved_high_bytes, free_before_bytes,
@@ -26,7 +29,8 @@
 //   max_grad_rel_diff (or null),
 //   plan       {source, and passes/planning/PlanReport.h's keys: naive_bytes,
 //               eager_estimate_bytes, lower_bound_bytes, lower_bound_step,
-//               arena_bytes, persistent_bytes, persistent_by_category,
+//               arena_bytes, host_arena_bytes, persistent_bytes,
+//               persistent_by_category,
 //               planned_bytes, fragmentation, in_place_saved_bytes,
 //               eager_baseline_bytes (the measured baseline peak)},
 //   profile    (with --profile) [{op, calls, ms}],

@@ -387,6 +387,9 @@ struct TrainingResult {
   MemoryReport memory;
   /// The planned arena (0 in eager mode).
   uint64_t arenaBytes = 0;
+  /// The planned host arena of offloaded tensors (0: none, or eager mode);
+  /// apart from the device peak, as memory.hostPeakBytes is.
+  uint64_t hostArenaBytes = 0;
   /// Planned mode: kernel scratch (aligned bytes, summed over the run) the
   /// plan's workspace slices did not cover; 0 when the plan was made with
   /// the CPU workspace model.

@@ -504,6 +504,7 @@ gmopt::trainModule(const Module &module, llvm::ArrayRef<BoundInput> inputs,
   if (log && result.cudaMemory)
     *log << describeCudaMemoryMeasurement(*result.cudaMemory) << "\n";
   result.arenaBytes = exe.getArenaBytes();
+  result.hostArenaBytes = exe.getHostArenaBytes();
   result.unplannedScratchBytes = exe.getUnplannedScratchBytes();
   result.profile = exe.getProfile();
   return result;
