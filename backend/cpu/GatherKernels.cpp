@@ -11,12 +11,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/ScatterMath.h"
 #include "backend/cpu/KernelSupport.h"
 
 #include <cstring>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
+using gmopt::ops::ScatterReduction;
 
 namespace {
 
@@ -401,39 +403,12 @@ llvm::Error gatherNDGradKernel(KernelCall &call) {
   });
 }
 
-/// How ScatterElements / ScatterND combine an update with the target.
-enum class ScatterReduction { None, Add, Mul, Max, Min };
-
+/// The `reduction` of \p call's scatter (ops::getScatterReduction).
 llvm::Expected<ScatterReduction> getScatterReduction(const KernelCall &call) {
-  std::string name = call.getString("reduction", "none");
-  if (name == "none")
-    return ScatterReduction::None;
-  if (name == "add")
-    return ScatterReduction::Add;
-  if (name == "mul")
-    return ScatterReduction::Mul;
-  if (name == "max")
-    return ScatterReduction::Max;
-  if (name == "min")
-    return ScatterReduction::Min;
-  return call.error("unknown reduction '" + name + "'");
-}
-
-template <typename T>
-T combineScatter(ScatterReduction reduction, T target, T update) {
-  switch (reduction) {
-  case ScatterReduction::Add:
-    return static_cast<T>(target + update);
-  case ScatterReduction::Mul:
-    return static_cast<T>(target * update);
-  case ScatterReduction::Max:
-    return target < update ? update : target;
-  case ScatterReduction::Min:
-    return update < target ? update : target;
-  case ScatterReduction::None:
-    break;
-  }
-  return update;
+  auto reduction = ops::getScatterReduction(call.getNode());
+  if (!reduction)
+    return call.error(llvm::toString(reduction.takeError()));
+  return *reduction;
 }
 
 /// Scatter kernels run on the output after copying data into it: without a

@@ -1,19 +1,20 @@
 //===- IndexMath.h - Index arithmetic of the CUDA indexing kernels -*- C++ -*-===//
 //
 // The per-element index arithmetic of GatherElements, ScatterElements,
-// GatherElementsGrad, GatherND, ScatterND and GatherNDGrad, and the scatter
-// reductions, as __host__ __device__ code: IndexKernels.cu runs it on the
-// device and tests/unit/CudaIndexTest.cpp runs the same functions on the host
-// against the CPU backend's kernels (backend/cpu/GatherKernels.cpp).
-// Negative indices count from the end; an index still outside [0, extent)
-// after that is reported invalid and the kernels raise a device fault for
-// it instead of touching memory.
+// GatherElementsGrad, GatherND, ScatterND and GatherNDGrad (the scatter
+// reductions are backend/ScatterMath.h's), as __host__ __device__ code:
+// IndexKernels.cu runs it on the device and tests/unit/CudaIndexTest.cpp runs
+// the same functions on the host against the CPU backend's kernels
+// (backend/cpu/GatherKernels.cpp). Negative indices count from the end; an
+// index still outside [0, extent) after that is reported invalid and the
+// kernels raise a device fault for it instead of touching memory.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef GMOPT_BACKEND_CUDA_INDEXMATH_H
 #define GMOPT_BACKEND_CUDA_INDEXMATH_H
 
+#include "backend/ScatterMath.h"
 #include "backend/cuda/ElementwiseMath.h"
 
 #include <cstdint>
@@ -90,26 +91,12 @@ GMOPT_HD bool ndBlockOffset(const NDIndexing &g, int64_t tupleLinear,
   return true;
 }
 
-/// How a scatter combines an update with its target (ONNX `reduction`).
-enum class ScatterOp : int32_t { None, Add, Mul, Max, Min };
+/// How a scatter combines an update with its target (ONNX `reduction`,
+/// ir/ops/ScatterReduction.h).
+using ScatterOp = ops::ScatterReduction;
 
-/// The CPU kernel's combination, in T's own arithmetic.
-template <typename T>
-GMOPT_HD T combineScatter(ScatterOp op, T target, T update) {
-  switch (op) {
-  case ScatterOp::Add:
-    return static_cast<T>(target + update);
-  case ScatterOp::Mul:
-    return static_cast<T>(target * update);
-  case ScatterOp::Max:
-    return target < update ? update : target;
-  case ScatterOp::Min:
-    return update < target ? update : target;
-  case ScatterOp::None:
-    break;
-  }
-  return update;
-}
+/// The combination, the CPU kernel's (backend/ScatterMath.h).
+using ::gmopt::combineScatter;
 
 } // namespace cuda
 } // namespace gmopt
