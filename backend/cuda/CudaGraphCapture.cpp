@@ -51,9 +51,8 @@ llvm::Error gmopt::checkCudaGraphNode(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error gmopt::checkCudaGraphCapturable(const Module &module,
-                                            const ExecutorOptions &options,
-                                            llvm::StringRef backend) {
+llvm::Error gmopt::checkCudaGraphOptions(const ExecutorOptions &options,
+                                         llvm::StringRef backend) {
   if (backend != "cuda")
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -66,6 +65,14 @@ llvm::Error gmopt::checkCudaGraphCapturable(const Module &module,
   if (options.profile)
     return refuse("--profile and --trace time every kernel by synchronizing "
                   "the host after it, which a captured step cannot do");
+  return llvm::Error::success();
+}
+
+llvm::Error gmopt::checkCudaGraphCapturable(const Module &module,
+                                            const ExecutorOptions &options,
+                                            llvm::StringRef backend) {
+  if (llvm::Error err = checkCudaGraphOptions(options, backend))
+    return err;
   for (const Node &node : module.getGraph().getNodes())
     if (llvm::Error err = checkCudaGraphNode(node))
       return err;

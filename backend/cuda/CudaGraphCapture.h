@@ -33,12 +33,19 @@ struct ExecutorOptions;
 /// ranks from the host, over MPI or TCP).
 llvm::Error checkCudaGraphNode(const Node &node);
 
+/// Success when \p options on the backend named \p backend (`cuda`, `cpu`)
+/// allow a CUDA graph, whatever the module; else the first reason they do
+/// not: another backend ("--cuda-graph needs the CUDA backend"), eager mode
+/// (each step allocates on the host's schedule), profiling or a trace (they
+/// synchronize the host after every kernel). The driver asks it before it
+/// loads a model.
+llvm::Error checkCudaGraphOptions(const ExecutorOptions &options,
+                                  llvm::StringRef backend);
+
 /// Success when a step of \p module, prepared with \p options on the
-/// backend named \p backend (`cuda`, `cpu`), can run as a CUDA graph;
-/// else the first reason it cannot: another backend ("--cuda-graph needs
-/// the CUDA backend"), eager mode (each step allocates on the host's
-/// schedule), profiling or a trace (they synchronize the host after every
-/// kernel), or a node checkCudaGraphNode refuses.
+/// backend named \p backend, can run as a CUDA graph; else the first
+/// reason it cannot: checkCudaGraphOptions's, or a node checkCudaGraphNode
+/// refuses.
 llvm::Error checkCudaGraphCapturable(const Module &module,
                                      const ExecutorOptions &options,
                                      llvm::StringRef backend);

@@ -95,6 +95,13 @@ TEST(CudaGraphCaptureTest, RefusesEagerModeAndProfiling) {
   // The backend is the first reason: a CPU run never hears about its mode.
   text = errorText(checkCudaGraphCapturable(*module, eager, "cpu"));
   EXPECT_NE(text.find("needs the CUDA backend"), std::string::npos) << text;
+  // The options alone (what the driver asks before loading a model) give
+  // the same reasons, and pass a planned unprofiled CUDA run.
+  EXPECT_EQ(errorText(checkCudaGraphOptions(eager, "cpu")), text);
+  EXPECT_NE(
+      errorText(checkCudaGraphOptions(eager, "cuda")).find("--mode=eager"),
+      std::string::npos);
+  EXPECT_EQ(errorText(checkCudaGraphOptions(graphOptions(), "cuda")), "");
 }
 
 TEST(CudaGraphCaptureTest, RandomOpsReadTheStepOnTheDevice) {

@@ -26,6 +26,7 @@
 
 #include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"
+#include "backend/cuda/CudaGraphCapture.h"
 #include "ir/Collectives.h"
 #include "ir/ZeroSharding.h"
 #include "ir/serialization/FileIO.h"
@@ -430,6 +431,11 @@ llvm::Error gmopt::runSession(const RunConfig &config,
   training.learningRate = config.learningRate;
   // The trace is made of the kernel timings.
   training.executor.profile |= !config.tracePath.empty();
+  // Refused before the model loads; its nodes are checked when prepared.
+  if (training.executor.cudaGraph)
+    if (llvm::Error err =
+            checkCudaGraphOptions(training.executor, backendName(*backend)))
+      return err;
   std::optional<OptimizerSpec> optimizer = config.optimizerSpec;
   bool wantUpdates =
       config.optimizer != OptimizerChoice::None || config.optimizerSpecExplicit;
