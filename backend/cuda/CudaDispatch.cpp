@@ -501,15 +501,29 @@ llvm::Error checkAccumulator(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runAccumulator(CudaCall &call) {
-  Storage buffer = *storageOf(call.in(0)->getType().getDType());
-  Storage value = *storageOf(call.in(1)->getType().getDType());
-  return call.check(
-      launchAccumulate(buffer, const_cast<void *>(call.inPtr(0)), value,
-                       call.inPtr(1), call.inAs<uint8_t>(2),
-                       call.outAs<uint8_t>(0), call.outPtr(1),
-                       call.in(0)->getType().getNumElements(), call.ctx.stream),
-      "InPlaceAccumulatorV2 kernel");
+/// An InPlaceAccumulatorV2 node decoded once.
+struct AccumulatorPlan {
+  Storage buffer = Storage::F32, value = Storage::F32;
+  int64_t elements = 0;
+};
+
+llvm::Expected<AccumulatorPlan> decodeAccumulator(const Node &node) {
+  if (llvm::Error err = checkAccumulator(node))
+    return err;
+  AccumulatorPlan p;
+  p.buffer = *storageOf(node.getOperand(0)->getType().getDType());
+  p.value = *storageOf(node.getOperand(1)->getType().getDType());
+  p.elements = node.getOperand(0)->getType().getNumElements();
+  return p;
+}
+
+llvm::Error launchAccumulator(CudaCall &call, const AccumulatorPlan &p) {
+  return call.check(launchAccumulate(p.buffer,
+                                     const_cast<void *>(call.inPtr(0)), p.value,
+                                     call.inPtr(1), call.inAs<uint8_t>(2),
+                                     call.outAs<uint8_t>(0), call.outPtr(1),
+                                     p.elements, call.ctx.stream),
+                    "InPlaceAccumulatorV2 kernel");
 }
 
 llvm::Error checkOptimizer(const Node &node) {
@@ -689,7 +703,9 @@ const llvm::StringMap<KernelEntry> &getTable() {
     add(kMsDomain, "DropoutGrad", checkDropoutGrad, runDropoutGrad);
     add(kMsDomain, "BitmaskDropout", checkDropout, runDropout);
     add(kMsDomain, "BitmaskDropoutGrad", checkDropoutGrad, runDropoutGrad);
-    add(kMsDomain, "InPlaceAccumulatorV2", checkAccumulator, runAccumulator);
+    addEntry(
+        t, kMsDomain, "InPlaceAccumulatorV2",
+        decodedEntry<AccumulatorPlan, decodeAccumulator, launchAccumulator>());
     addPrepared(kMsDomain, "AdamWOptimizer", checkOptimizer, prepareOptimizer,
                 runOptimizer);
     addPrepared(kMsDomain, "SGDOptimizerV2", checkOptimizer, prepareOptimizer,

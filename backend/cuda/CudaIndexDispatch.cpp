@@ -8,7 +8,8 @@
 // so a node the CPU would refuse is refused here at prepare time; indices
 // only the device sees are checked on the device (a fault naming the node).
 // Scatters copy data into the output (or zero it, for the gradients) and
-// then launch the scatter on it.
+// then launch the scatter on it. Each node is decoded once, when it is
+// prepared, into an IndexPlan its launches read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,19 +60,12 @@ elementIndexing(const Node &node, const Shape &data, const Shape &indices) {
   return g;
 }
 
+/// The `reduction` of scatter \p node (ops::getScatterReduction).
 llvm::Expected<ScatterOp> scatterOpOf(const Node &node) {
-  llvm::StringRef name = node.getStringAttr("reduction", "none");
-  if (name == "none")
-    return ScatterOp::None;
-  if (name == "add")
-    return ScatterOp::Add;
-  if (name == "mul")
-    return ScatterOp::Mul;
-  if (name == "max")
-    return ScatterOp::Max;
-  if (name == "min")
-    return ScatterOp::Min;
-  return nodeError(node, "unknown reduction '" + name + "'");
+  auto reduction = ops::getScatterReduction(node);
+  if (!reduction)
+    return nodeError(node, llvm::toString(reduction.takeError()));
+  return *reduction;
 }
 
 /// The storage a scatter of \p value with \p op runs in: any storage without
@@ -112,57 +106,81 @@ llvm::Error checkSameType(const Node &node, const Value *a, const Value *b) {
   return llvm::Error::success();
 }
 
-llvm::Error checkGatherElements(const Node &node) {
+/// An indexing node decoded once: its geometry, element types and sizes.
+struct IndexPlan {
+  ElementIndexing element = {};
+  NDIndexing nd = {};
+  bool indices32 = false;
+  /// Index count (the element kernels' thread count).
+  int64_t indexCount = 0;
+  /// Bytes of one data element (gathers).
+  int64_t elementBytes = 0;
+  /// The storage a scatter adds or writes in, and its reduction.
+  Storage storage = Storage::F32;
+  ScatterOp op = ScatterOp::None;
+  /// Bytes of the output, which a scatter first fills.
+  uint64_t outputBytes = 0;
+  /// Size: the element count the launch copies (kept here so the host
+  /// source outlives the asynchronous copy).
+  int64_t size = 0;
+};
+
+llvm::Expected<IndexPlan> decodeGatherElements(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
   if (llvm::Error err =
           checkSameType(node, node.getOperand(0), node.getResult(0)))
     return err;
-  if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
+  auto i32 = indices32Of(node, node.getOperand(1));
+  if (!i32)
     return i32.takeError();
-  return elementIndexing(node, shapeOf(node.getOperand(0)),
-                         shapeOf(node.getOperand(1)))
-      .takeError();
-}
-
-llvm::Error runGatherElements(CudaCall &call) {
-  auto g = elementIndexing(call.node, shapeOf(call.in(0)), shapeOf(call.in(1)));
+  auto g = elementIndexing(node, shapeOf(node.getOperand(0)),
+                           shapeOf(node.getOperand(1)));
   if (!g)
     return g.takeError();
+  IndexPlan p;
+  p.element = *g;
+  p.indices32 = *i32;
+  p.indexCount = node.getOperand(1)->getType().getNumElements();
+  p.elementBytes = elementBytes(node.getOperand(0));
+  return p;
+}
+
+llvm::Error launchGatherElementsPlan(CudaCall &call, const IndexPlan &p) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchGatherElements(
-                        call.inPtr(0), call.inPtr(1),
-                        call.in(1)->getType().getDType() == DType::I32,
-                        call.outPtr(0), call.in(1)->getType().getNumElements(),
-                        *g, elementBytes(call.in(0)), call.ctx.stream),
+  return call.check(launchGatherElements(call.inPtr(0), call.inPtr(1),
+                                         p.indices32, call.outPtr(0),
+                                         p.indexCount, p.element,
+                                         p.elementBytes, call.ctx.stream),
                     "GatherElements kernel");
 }
 
 /// Copies data (operand 0) into the output; the scatters then run on it.
-llvm::Error copyDataToOutput(CudaCall &call) {
-  uint64_t bytes = call.out(0)->getType().getSizeInBytes();
-  if (!bytes || call.inPtr(0) == call.outPtr(0))
+llvm::Error copyDataToOutput(CudaCall &call, const IndexPlan &p) {
+  if (!p.outputBytes || call.inPtr(0) == call.outPtr(0))
     return llvm::Error::success();
-  return call.check(cudaMemcpyAsync(call.outPtr(0), call.inPtr(0), bytes,
-                                    cudaMemcpyDeviceToDevice, call.ctx.stream),
+  return call.check(cudaMemcpyAsync(call.outPtr(0), call.inPtr(0),
+                                    p.outputBytes, cudaMemcpyDeviceToDevice,
+                                    call.ctx.stream),
                     "cudaMemcpyAsync");
 }
 
-llvm::Error zeroOutput(CudaCall &call) {
-  uint64_t bytes = call.out(0)->getType().getSizeInBytes();
-  if (!bytes)
+llvm::Error zeroOutput(CudaCall &call, const IndexPlan &p) {
+  if (!p.outputBytes)
     return llvm::Error::success();
-  return call.check(cudaMemsetAsync(call.outPtr(0), 0, bytes, call.ctx.stream),
-                    "cudaMemsetAsync");
+  return call.check(
+      cudaMemsetAsync(call.outPtr(0), 0, p.outputBytes, call.ctx.stream),
+      "cudaMemsetAsync");
 }
 
-llvm::Error checkScatterElements(const Node &node) {
+llvm::Expected<IndexPlan> decodeScatterElements(const Node &node) {
   auto op = scatterOpOf(node);
   if (!op)
     return op.takeError();
   const Value *data = node.getOperand(0);
-  if (auto s = scatterStorage(node, data, *op); !s)
+  auto s = scatterStorage(node, data, *op);
+  if (!s)
     return s.takeError();
   if (llvm::Error err = checkSameType(node, data, node.getOperand(2)))
     return err;
@@ -172,65 +190,68 @@ llvm::Error checkScatterElements(const Node &node) {
     return nodeError(node, "indices and updates must have one shape");
   if (shapeOf(data) != shapeOf(node.getResult(0)))
     return nodeError(node, "the output must have data's shape");
-  if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
+  auto i32 = indices32Of(node, node.getOperand(1));
+  if (!i32)
     return i32.takeError();
-  return elementIndexing(node, shapeOf(data), shapeOf(node.getOperand(1)))
-      .takeError();
-}
-
-llvm::Error runScatterElements(CudaCall &call) {
-  auto op = scatterOpOf(call.node);
-  if (!op)
-    return op.takeError();
-  auto s = scatterStorage(call.node, call.in(0), *op);
-  if (!s)
-    return s.takeError();
-  auto g = elementIndexing(call.node, shapeOf(call.in(0)), shapeOf(call.in(1)));
+  auto g = elementIndexing(node, shapeOf(data), shapeOf(node.getOperand(1)));
   if (!g)
     return g.takeError();
-  if (llvm::Error err = copyDataToOutput(call))
+  IndexPlan p;
+  p.element = *g;
+  p.indices32 = *i32;
+  p.indexCount = node.getOperand(1)->getType().getNumElements();
+  p.storage = *s;
+  p.op = *op;
+  p.outputBytes = node.getResult(0)->getType().getSizeInBytes();
+  return p;
+}
+
+llvm::Error launchScatterElementsPlan(CudaCall &call, const IndexPlan &p) {
+  if (llvm::Error err = copyDataToOutput(call, p))
     return err;
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchScatterElements(
-          call.inPtr(1), call.in(1)->getType().getDType() == DType::I32,
-          call.inPtr(2), call.outPtr(0), call.in(1)->getType().getNumElements(),
-          *g, *s, *op, call.ctx.stream),
-      "ScatterElements kernel");
+  return call.check(launchScatterElements(call.inPtr(1), p.indices32,
+                                          call.inPtr(2), call.outPtr(0),
+                                          p.indexCount, p.element, p.storage,
+                                          p.op, call.ctx.stream),
+                    "ScatterElements kernel");
 }
 
 /// GatherElementsGrad(dY, shape, indices) -> dX.
-llvm::Error checkGatherElementsGrad(const Node &node) {
-  if (auto s = gradStorage(node, node.getOperand(0), node.getResult(0)); !s)
+llvm::Expected<IndexPlan> decodeGatherElementsGrad(const Node &node) {
+  auto s = gradStorage(node, node.getOperand(0), node.getResult(0));
+  if (!s)
     return s.takeError();
   if (shapeOf(node.getOperand(0)) != shapeOf(node.getOperand(2)))
     return nodeError(node, "dY and indices must have one shape");
-  if (auto i32 = indices32Of(node, node.getOperand(2)); !i32)
+  auto i32 = indices32Of(node, node.getOperand(2));
+  if (!i32)
     return i32.takeError();
-  return elementIndexing(node, shapeOf(node.getResult(0)),
-                         shapeOf(node.getOperand(2)))
-      .takeError();
-}
-
-llvm::Error runGatherElementsGrad(CudaCall &call) {
-  auto s = gradStorage(call.node, call.in(0), call.out(0));
-  if (!s)
-    return s.takeError();
-  auto g =
-      elementIndexing(call.node, shapeOf(call.out(0)), shapeOf(call.in(2)));
+  auto g = elementIndexing(node, shapeOf(node.getResult(0)),
+                           shapeOf(node.getOperand(2)));
   if (!g)
     return g.takeError();
-  if (llvm::Error err = zeroOutput(call))
+  IndexPlan p;
+  p.element = *g;
+  p.indices32 = *i32;
+  p.indexCount = node.getOperand(2)->getType().getNumElements();
+  p.storage = *s;
+  p.op = ScatterOp::Add;
+  p.outputBytes = node.getResult(0)->getType().getSizeInBytes();
+  return p;
+}
+
+llvm::Error launchGatherElementsGrad(CudaCall &call, const IndexPlan &p) {
+  if (llvm::Error err = zeroOutput(call, p))
     return err;
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchScatterElements(
-          call.inPtr(2), call.in(2)->getType().getDType() == DType::I32,
-          call.inPtr(0), call.outPtr(0), call.in(2)->getType().getNumElements(),
-          *g, *s, ScatterOp::Add, call.ctx.stream),
-      "GatherElementsGrad kernel");
+  return call.check(launchScatterElements(call.inPtr(2), p.indices32,
+                                          call.inPtr(0), call.outPtr(0),
+                                          p.indexCount, p.element, p.storage,
+                                          p.op, call.ctx.stream),
+                    "GatherElementsGrad kernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -271,13 +292,14 @@ llvm::Expected<NDIndexing> ndIndexing(const Node &node, const Shape &data,
   return g;
 }
 
-llvm::Error checkGatherND(const Node &node) {
+llvm::Expected<IndexPlan> decodeGatherND(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
   if (llvm::Error err =
           checkSameType(node, node.getOperand(0), node.getResult(0)))
     return err;
-  if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
+  auto i32 = indices32Of(node, node.getOperand(1));
+  if (!i32)
     return i32.takeError();
   Shape gathered;
   auto g =
@@ -287,31 +309,29 @@ llvm::Error checkGatherND(const Node &node) {
     return g.takeError();
   if (gathered != shapeOf(node.getResult(0)))
     return nodeError(node, "the output shape is not GatherND's");
-  return llvm::Error::success();
+  IndexPlan p;
+  p.nd = *g;
+  p.indices32 = *i32;
+  p.elementBytes = elementBytes(node.getOperand(0));
+  return p;
 }
 
-llvm::Error runGatherND(CudaCall &call) {
-  Shape gathered;
-  auto g = ndIndexing(call.node, shapeOf(call.in(0)), shapeOf(call.in(1)),
-                      call.node.getIntAttr("batch_dims", 0), gathered);
-  if (!g)
-    return g.takeError();
+llvm::Error launchGatherNDPlan(CudaCall &call, const IndexPlan &p) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchGatherND(call.inPtr(0), call.inPtr(1),
-                     call.in(1)->getType().getDType() == DType::I32,
-                     call.outPtr(0), *g, elementBytes(call.in(0)),
-                     call.ctx.stream),
-      "GatherND kernel");
+  return call.check(launchGatherND(call.inPtr(0), call.inPtr(1), p.indices32,
+                                   call.outPtr(0), p.nd, p.elementBytes,
+                                   call.ctx.stream),
+                    "GatherND kernel");
 }
 
-llvm::Error checkScatterND(const Node &node) {
+llvm::Expected<IndexPlan> decodeScatterND(const Node &node) {
   auto op = scatterOpOf(node);
   if (!op)
     return op.takeError();
   const Value *data = node.getOperand(0);
-  if (auto s = scatterStorage(node, data, *op); !s)
+  auto s = scatterStorage(node, data, *op);
+  if (!s)
     return s.takeError();
   if (llvm::Error err = checkSameType(node, data, node.getOperand(2)))
     return err;
@@ -319,7 +339,8 @@ llvm::Error checkScatterND(const Node &node) {
     return err;
   if (shapeOf(data) != shapeOf(node.getResult(0)))
     return nodeError(node, "the output must have data's shape");
-  if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
+  auto i32 = indices32Of(node, node.getOperand(1));
+  if (!i32)
     return i32.takeError();
   Shape gathered;
   auto g =
@@ -328,37 +349,33 @@ llvm::Error checkScatterND(const Node &node) {
     return g.takeError();
   if (gathered != shapeOf(node.getOperand(2)))
     return nodeError(node, "updates do not have the shape the indices select");
-  return llvm::Error::success();
+  IndexPlan p;
+  p.nd = *g;
+  p.indices32 = *i32;
+  p.storage = *s;
+  p.op = *op;
+  p.outputBytes = node.getResult(0)->getType().getSizeInBytes();
+  return p;
 }
 
-llvm::Error runScatterND(CudaCall &call) {
-  auto op = scatterOpOf(call.node);
-  if (!op)
-    return op.takeError();
-  auto s = scatterStorage(call.node, call.in(0), *op);
-  if (!s)
-    return s.takeError();
-  Shape gathered;
-  auto g = ndIndexing(call.node, shapeOf(call.in(0)), shapeOf(call.in(1)), 0,
-                      gathered);
-  if (!g)
-    return g.takeError();
-  if (llvm::Error err = copyDataToOutput(call))
+llvm::Error launchScatterNDPlan(CudaCall &call, const IndexPlan &p) {
+  if (llvm::Error err = copyDataToOutput(call, p))
     return err;
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchScatterND(
-          call.inPtr(1), call.in(1)->getType().getDType() == DType::I32,
-          call.inPtr(2), call.outPtr(0), *g, *s, *op, call.ctx.stream),
-      "ScatterND kernel");
+  return call.check(launchScatterND(call.inPtr(1), p.indices32, call.inPtr(2),
+                                    call.outPtr(0), p.nd, p.storage, p.op,
+                                    call.ctx.stream),
+                    "ScatterND kernel");
 }
 
 /// GatherNDGrad(shape, indices, update) -> dX.
-llvm::Error checkGatherNDGrad(const Node &node) {
-  if (auto s = gradStorage(node, node.getOperand(2), node.getResult(0)); !s)
+llvm::Expected<IndexPlan> decodeGatherNDGrad(const Node &node) {
+  auto s = gradStorage(node, node.getOperand(2), node.getResult(0));
+  if (!s)
     return s.takeError();
-  if (auto i32 = indices32Of(node, node.getOperand(1)); !i32)
+  auto i32 = indices32Of(node, node.getOperand(1));
+  if (!i32)
     return i32.takeError();
   Shape gathered;
   auto g =
@@ -369,66 +386,65 @@ llvm::Error checkGatherNDGrad(const Node &node) {
   if (gathered != shapeOf(node.getOperand(2)))
     return nodeError(node, "update does not have the shape the indices "
                            "select");
-  return llvm::Error::success();
+  IndexPlan p;
+  p.nd = *g;
+  p.indices32 = *i32;
+  p.storage = *s;
+  p.op = ScatterOp::Add;
+  p.outputBytes = node.getResult(0)->getType().getSizeInBytes();
+  return p;
 }
 
-llvm::Error runGatherNDGrad(CudaCall &call) {
-  auto s = gradStorage(call.node, call.in(2), call.out(0));
-  if (!s)
-    return s.takeError();
-  Shape gathered;
-  auto g = ndIndexing(call.node, shapeOf(call.out(0)), shapeOf(call.in(1)),
-                      call.node.getIntAttr("batch_dims", 0), gathered);
-  if (!g)
-    return g.takeError();
-  if (llvm::Error err = zeroOutput(call))
+llvm::Error launchGatherNDGrad(CudaCall &call, const IndexPlan &p) {
+  if (llvm::Error err = zeroOutput(call, p))
     return err;
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchScatterND(call.inPtr(1),
-                      call.in(1)->getType().getDType() == DType::I32,
-                      call.inPtr(2), call.outPtr(0), *g, *s, ScatterOp::Add,
-                      call.ctx.stream),
-      "GatherNDGrad kernel");
+  return call.check(launchScatterND(call.inPtr(1), p.indices32, call.inPtr(2),
+                                    call.outPtr(0), p.nd, p.storage, p.op,
+                                    call.ctx.stream),
+                    "GatherNDGrad kernel");
 }
 
 //===----------------------------------------------------------------------===//
 // Size
 //===----------------------------------------------------------------------===//
 
-/// Size: the static element count, copied from host memory that outlives
-/// the copy (as Shape).
-llvm::Error checkSize(const Node &node) {
+/// Size: the static element count, copied from the prepared kernel's
+/// descriptor, which outlives the copy (as Shape's values).
+llvm::Expected<IndexPlan> decodeSize(const Node &node) {
   if (node.getResult(0)->getType().getDType() != DType::I64 ||
       node.getResult(0)->getType().getNumElements() != 1)
     return nodeError(node, "the result must be an int64 scalar");
-  return llvm::Error::success();
+  IndexPlan p;
+  p.size = node.getOperand(0)->getType().getNumElements();
+  return p;
 }
 
-llvm::Error runSize(CudaCall &call) {
-  std::vector<int64_t> &values = call.ctx.hostConstants[&call.node];
-  if (values.empty())
-    values.push_back(call.in(0)->getType().getNumElements());
-  return call.check(cudaMemcpyAsync(call.outPtr(0), values.data(),
-                                    sizeof(int64_t), cudaMemcpyHostToDevice,
-                                    call.ctx.stream),
+llvm::Error launchSize(CudaCall &call, const IndexPlan &p) {
+  return call.check(cudaMemcpyAsync(call.outPtr(0), &p.size, sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, call.ctx.stream),
                     "cudaMemcpyAsync");
 }
 
 } // namespace
 
 void cuda::dispatch::addIndexKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                 RunFn run) {
-    table[(domain + "::" + op).str()] = {check, run};
-  };
-  add("", "GatherElements", checkGatherElements, runGatherElements);
-  add("", "ScatterElements", checkScatterElements, runScatterElements);
-  add(kMsDomain, "GatherElementsGrad", checkGatherElementsGrad,
-      runGatherElementsGrad);
-  add("", "GatherND", checkGatherND, runGatherND);
-  add("", "ScatterND", checkScatterND, runScatterND);
-  add(kMsDomain, "GatherNDGrad", checkGatherNDGrad, runGatherNDGrad);
-  add("", "Size", checkSize, runSize);
+  addEntry(table, "", "GatherElements",
+           decodedEntry<IndexPlan, decodeGatherElements,
+                        launchGatherElementsPlan>());
+  addEntry(table, "", "ScatterElements",
+           decodedEntry<IndexPlan, decodeScatterElements,
+                        launchScatterElementsPlan>());
+  addEntry(table, kMsDomain, "GatherElementsGrad",
+           decodedEntry<IndexPlan, decodeGatherElementsGrad,
+                        launchGatherElementsGrad>());
+  addEntry(table, "", "GatherND",
+           decodedEntry<IndexPlan, decodeGatherND, launchGatherNDPlan>());
+  addEntry(table, "", "ScatterND",
+           decodedEntry<IndexPlan, decodeScatterND, launchScatterNDPlan>());
+  addEntry(table, kMsDomain, "GatherNDGrad",
+           decodedEntry<IndexPlan, decodeGatherNDGrad, launchGatherNDGrad>());
+  addEntry(table, "", "Size",
+           decodedEntry<IndexPlan, decodeSize, launchSize>());
 }

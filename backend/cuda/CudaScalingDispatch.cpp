@@ -27,6 +27,23 @@ std::optional<Storage> floatStorageOf(const Value *value) {
   return s;
 }
 
+/// An IsFinite, IsAllFinite or MixedPrecisionScale node decoded once.
+struct ScalingPlan {
+  /// One per tested or scaled input: its operand, storage and elements,
+  /// and (MixedPrecisionScale) its result, that result's storage and the
+  /// byte offset it starts at.
+  struct Part {
+    unsigned operand = 0;
+    Storage storage = Storage::F32;
+    int64_t elements = 0;
+    unsigned result = 0;
+    Storage resultStorage = Storage::F32;
+    int64_t resultOffset = 0;
+  };
+  llvm::SmallVector<Part, 8> parts;
+  FiniteTest test = FiniteTest::Finite;
+};
+
 /// IsFinite(X) -> bool per element.
 llvm::Error checkIsFinite(const Node &node) {
   const Value *x = node.getOperand(0), *out = node.getResult(0);
@@ -39,10 +56,21 @@ llvm::Error checkIsFinite(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runIsFinite(CudaCall &call) {
-  return call.check(launchIsFinite(*floatStorageOf(call.in(0)), call.inPtr(0),
-                                   call.outAs<uint8_t>(0),
-                                   call.in(0)->getType().getNumElements(),
+llvm::Expected<ScalingPlan> decodeIsFinite(const Node &node) {
+  if (llvm::Error err = checkIsFinite(node))
+    return err;
+  ScalingPlan p;
+  ScalingPlan::Part part;
+  part.storage = *floatStorageOf(node.getOperand(0));
+  part.elements = node.getOperand(0)->getType().getNumElements();
+  p.parts.push_back(part);
+  return p;
+}
+
+llvm::Error launchIsFinitePlan(CudaCall &call, const ScalingPlan &p) {
+  const ScalingPlan::Part &x = p.parts.front();
+  return call.check(launchIsFinite(x.storage, call.inPtr(0),
+                                   call.outAs<uint8_t>(0), x.elements,
                                    call.ctx.stream),
                     "IsFinite kernel");
 }
@@ -72,23 +100,35 @@ llvm::Error checkIsAllFinite(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runIsAllFinite(CudaCall &call) {
-  FiniteTest test = *finiteTestOf(call.node);
+llvm::Expected<ScalingPlan> decodeIsAllFinite(const Node &node) {
+  if (llvm::Error err = checkIsAllFinite(node))
+    return err;
+  ScalingPlan p;
+  p.test = *finiteTestOf(node);
+  for (unsigned i = 0; i < node.getNumOperands(); ++i) {
+    const Value *x = node.getOperand(i);
+    if (!x)
+      continue;
+    ScalingPlan::Part part;
+    part.operand = i;
+    part.storage = *floatStorageOf(x);
+    part.elements = x->getType().getNumElements();
+    p.parts.push_back(part);
+  }
+  return p;
+}
+
+llvm::Error launchIsAllFinite(CudaCall &call, const ScalingPlan &p) {
   uint8_t *flag = call.outAs<uint8_t>(0);
   if (llvm::Error err = call.check(cudaMemsetAsync(flag, 1, 1, call.ctx.stream),
                                    "cudaMemsetAsync"))
     return err;
-  for (unsigned i = 0; i < call.node.getNumOperands(); ++i) {
-    const Value *x = call.in(i);
-    if (!x)
-      continue;
+  for (const ScalingPlan::Part &x : p.parts)
     if (llvm::Error err = call.check(
-            launchClearUnlessFinite(*floatStorageOf(x), call.inPtr(i),
-                                    x->getType().getNumElements(), test, flag,
-                                    call.ctx.stream),
+            launchClearUnlessFinite(x.storage, call.inPtr(x.operand),
+                                    x.elements, p.test, flag, call.ctx.stream),
             "IsAllFinite kernel"))
       return err;
-  }
   return llvm::Error::success();
 }
 
@@ -129,23 +169,37 @@ llvm::Error checkMixedPrecisionScale(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runMixedPrecisionScale(CudaCall &call) {
-  bool fuse = call.node.getIntAttr("fuse_outputs", 0) != 0;
+llvm::Expected<ScalingPlan> decodeMixedPrecisionScale(const Node &node) {
+  if (llvm::Error err = checkMixedPrecisionScale(node))
+    return err;
+  bool fuse = node.getIntAttr("fuse_outputs", 0) != 0;
+  ScalingPlan p;
   int64_t offset = 0;
-  for (unsigned i = 1; i < call.node.getNumOperands(); ++i) {
-    const Value *x = call.in(i);
-    unsigned result = fuse ? 0 : i - 1;
-    const Value *y = call.out(result);
-    int64_t n = x->getType().getNumElements();
-    auto *out = static_cast<uint8_t *>(call.outPtr(result)) +
-                (fuse ? offset * elementBytes(y) : 0);
+  for (unsigned i = 1; i < node.getNumOperands(); ++i) {
+    const Value *x = node.getOperand(i);
+    ScalingPlan::Part part;
+    part.operand = i;
+    part.storage = *floatStorageOf(x);
+    part.elements = x->getType().getNumElements();
+    part.result = fuse ? 0 : i - 1;
+    const Value *y = node.getResult(part.result);
+    part.resultStorage = *floatStorageOf(y);
+    part.resultOffset = fuse ? offset * elementBytes(y) : 0;
+    p.parts.push_back(part);
+    offset += part.elements;
+  }
+  return p;
+}
+
+llvm::Error launchMixedPrecisionScale(CudaCall &call, const ScalingPlan &p) {
+  for (const ScalingPlan::Part &x : p.parts) {
+    auto *out = static_cast<uint8_t *>(call.outPtr(x.result)) + x.resultOffset;
     if (llvm::Error err =
-            call.check(launchScaleInto(*floatStorageOf(x), call.inPtr(i),
-                                       *floatStorageOf(y), out, n,
+            call.check(launchScaleInto(x.storage, call.inPtr(x.operand),
+                                       x.resultStorage, out, x.elements,
                                        call.inAs<float>(0), call.ctx.stream),
                        "MixedPrecisionScale kernel"))
       return err;
-    offset += n;
   }
   return llvm::Error::success();
 }
@@ -153,10 +207,11 @@ llvm::Error runMixedPrecisionScale(CudaCall &call) {
 } // namespace
 
 void cuda::dispatch::addScalingKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef op, CheckFn check, RunFn run) {
-    table[(kMsDomain + "::" + op).str()] = {check, run};
-  };
-  add("IsFinite", checkIsFinite, runIsFinite);
-  add("IsAllFinite", checkIsAllFinite, runIsAllFinite);
-  add("MixedPrecisionScale", checkMixedPrecisionScale, runMixedPrecisionScale);
+  addEntry(table, kMsDomain, "IsFinite",
+           decodedEntry<ScalingPlan, decodeIsFinite, launchIsFinitePlan>());
+  addEntry(table, kMsDomain, "IsAllFinite",
+           decodedEntry<ScalingPlan, decodeIsAllFinite, launchIsAllFinite>());
+  addEntry(table, kMsDomain, "MixedPrecisionScale",
+           decodedEntry<ScalingPlan, decodeMixedPrecisionScale,
+                        launchMixedPrecisionScale>());
 }

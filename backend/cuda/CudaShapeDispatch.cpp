@@ -8,8 +8,10 @@
 // operand values (Range's length, OneHot's depth, NonZero's count,
 // BroadcastGradientArgs' axes) the kernels check on the device, so nothing
 // waits for the host; a mismatch is a kernel fault that names the node
-// when the device next synchronizes. Constant copies its attribute's bytes
-// from host memory that outlives the asynchronous copy. An f32 Einsum that
+// when the device next synchronizes. Each node is decoded once, when it is
+// prepared (the Einsum equation bound to the shapes, Constant's bytes);
+// Constant copies from its prepared kernel, which outlives the
+// asynchronous copy. An f32 Einsum that
 // is one strided-batch GEMM over its operands as stored (EinsumPlan's
 // EinsumGemm: matmuls, batched matmuls, transposed operands) runs on
 // cuBLASLt like MatMul, with MatMul's planned GEMM scratch (the workspace
@@ -155,22 +157,31 @@ constantBytes(const Node &node, std::vector<int64_t> &staging) {
                          "constants are not supported)");
 }
 
-llvm::Error checkConstant(const Node &node) {
+/// Constant's bytes, decoded once: the node's `value` tensor, or the
+/// one-element and list forms staged here. The prepared kernel holds them
+/// for as long as launches copy from them.
+struct ConstantPlan {
+  std::vector<int64_t> staging;
+  llvm::ArrayRef<uint8_t> bytes;
+};
+
+llvm::Expected<ConstantPlan> decodeConstant(const Node &node) {
   if (llvm::Error err = checkStaticResults(node))
     return err;
-  std::vector<int64_t> staging;
-  return constantBytes(node, staging).takeError();
-}
-
-llvm::Error runConstant(CudaCall &call) {
-  std::vector<int64_t> &staging = call.ctx.hostConstants[&call.node];
-  auto bytes = constantBytes(call.node, staging);
+  ConstantPlan plan;
+  auto bytes = constantBytes(node, plan.staging);
   if (!bytes)
     return bytes.takeError();
-  if (bytes->empty())
+  // Moving the plan keeps the staging vector's buffer where it is.
+  plan.bytes = *bytes;
+  return plan;
+}
+
+llvm::Error launchConstant(CudaCall &call, const ConstantPlan &plan) {
+  if (plan.bytes.empty())
     return llvm::Error::success();
-  return call.check(cudaMemcpyAsync(call.outPtr(0), bytes->data(),
-                                    bytes->size(), cudaMemcpyHostToDevice,
+  return call.check(cudaMemcpyAsync(call.outPtr(0), plan.bytes.data(),
+                                    plan.bytes.size(), cudaMemcpyHostToDevice,
                                     call.ctx.stream),
                     "cudaMemcpyAsync");
 }
@@ -178,6 +189,29 @@ llvm::Error runConstant(CudaCall &call) {
 //===----------------------------------------------------------------------===//
 // Range, Trilu, OneHot
 //===----------------------------------------------------------------------===//
+
+/// A Range, Trilu, OneHot, NonZero or BroadcastGradientArgs node decoded
+/// once: the element types, shapes and attributes its launch reads.
+struct ShapeOpPlan {
+  /// Range's output; Trilu's k; OneHot's indices.
+  ScalarType type = ScalarType::I64;
+  /// OneHot's depth.
+  ScalarType depthType = ScalarType::I64;
+  /// Range, Trilu, NonZero: elements of the output / input.
+  int64_t elements = 0;
+  /// Trilu: bytes of one element, the matrix and the triangle.
+  int64_t elementBytes = 0, rows = 0, cols = 0;
+  bool upper = true;
+  bool hasK = false;
+  OneHotShape oneHot = {};
+  /// NonZero: the input's shape, float-ness and the planned count.
+  NonZeroShape nonZero = {};
+  bool floatInput = false;
+  int64_t count = 0;
+  /// BroadcastGradientArgs: the shapes' lengths and each output's planned
+  /// count (-1: absent).
+  int64_t aLength = 0, bLength = 0, aAxes = -1, bAxes = -1;
+};
 
 llvm::Error checkRange(const Node &node) {
   if (llvm::Error err = checkStaticResults(node))
@@ -199,14 +233,22 @@ llvm::Error checkRange(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runRange(CudaCall &call) {
+llvm::Expected<ShapeOpPlan> decodeRange(const Node &node) {
+  if (llvm::Error err = checkRange(node))
+    return err;
+  ShapeOpPlan p;
+  p.type = *scalarTypeOf(dtypeOf(node.getResult(0)));
+  p.elements = node.getResult(0)->getType().getNumElements();
+  return p;
+}
+
+llvm::Error launchRangePlan(CudaCall &call, const ShapeOpPlan &p) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchRange(*scalarTypeOf(dtypeOf(call.out(0))), call.inPtr(0),
-                  call.inPtr(1), call.inPtr(2), call.outPtr(0),
-                  call.out(0)->getType().getNumElements(), call.ctx.stream),
-      "Range kernel");
+  return call.check(launchRange(p.type, call.inPtr(0), call.inPtr(1),
+                                call.inPtr(2), call.outPtr(0), p.elements,
+                                call.ctx.stream),
+                    "Range kernel");
 }
 
 llvm::Error checkTrilu(const Node &node) {
@@ -227,18 +269,30 @@ llvm::Error checkTrilu(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runTrilu(CudaCall &call) {
-  Shape dims = shapeOf(call.in(0));
+llvm::Expected<ShapeOpPlan> decodeTrilu(const Node &node) {
+  if (llvm::Error err = checkTrilu(node))
+    return err;
+  const Value *in = node.getOperand(0);
+  Shape dims = shapeOf(in);
   int64_t rank = dims.size();
-  const Value *k = call.in(1);
-  return call.check(
-      launchTrilu(call.inPtr(0), call.outPtr(0), elementBytes(call.in(0)),
-                  call.in(0)->getType().getNumElements(), dims[rank - 2],
-                  dims[rank - 1], call.node.getIntAttr("upper", 1) != 0,
-                  k ? call.inPtr(1) : nullptr,
-                  k ? *scalarTypeOf(dtypeOf(k)) : ScalarType::I64,
-                  call.ctx.stream),
-      "Trilu kernel");
+  const Value *k = node.getNumOperands() > 1 ? node.getOperand(1) : nullptr;
+  ShapeOpPlan p;
+  p.elementBytes = elementBytes(in);
+  p.elements = in->getType().getNumElements();
+  p.rows = dims[rank - 2];
+  p.cols = dims[rank - 1];
+  p.upper = node.getIntAttr("upper", 1) != 0;
+  p.hasK = k != nullptr;
+  p.type = k ? *scalarTypeOf(dtypeOf(k)) : ScalarType::I64;
+  return p;
+}
+
+llvm::Error launchTriluPlan(CudaCall &call, const ShapeOpPlan &p) {
+  return call.check(launchTrilu(call.inPtr(0), call.outPtr(0), p.elementBytes,
+                                p.elements, p.rows, p.cols, p.upper,
+                                p.hasK ? call.inPtr(1) : nullptr, p.type,
+                                call.ctx.stream),
+                    "Trilu kernel");
 }
 
 /// OneHot's output as [outer, depth, inner].
@@ -289,18 +343,24 @@ llvm::Error checkOneHot(const Node &node) {
   return oneHotShape(node).takeError();
 }
 
-llvm::Error runOneHot(CudaCall &call) {
-  auto shape = oneHotShape(call.node);
-  if (!shape)
-    return shape.takeError();
+llvm::Expected<ShapeOpPlan> decodeOneHot(const Node &node) {
+  if (llvm::Error err = checkOneHot(node))
+    return err;
+  ShapeOpPlan p;
+  p.oneHot = *oneHotShape(node);
+  p.type = *scalarTypeOf(dtypeOf(node.getOperand(0)));
+  p.depthType = *scalarTypeOf(dtypeOf(node.getOperand(1)));
+  p.elementBytes = elementBytes(node.getOperand(2));
+  return p;
+}
+
+llvm::Error launchOneHotPlan(CudaCall &call, const ShapeOpPlan &p) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchOneHot(call.inPtr(0), *scalarTypeOf(dtypeOf(call.in(0))),
-                   call.inPtr(1), *scalarTypeOf(dtypeOf(call.in(1))),
-                   call.inPtr(2), call.outPtr(0), elementBytes(call.in(2)),
-                   *shape, call.ctx.stream),
-      "OneHot kernel");
+  return call.check(launchOneHot(call.inPtr(0), p.type, call.inPtr(1),
+                                 p.depthType, call.inPtr(2), call.outPtr(0),
+                                 p.elementBytes, p.oneHot, call.ctx.stream),
+                    "OneHot kernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -352,21 +412,30 @@ llvm::Error checkNonZero(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runNonZero(CudaCall &call) {
-  const Value *in = call.in(0);
-  NonZeroShape shape;
+llvm::Expected<ShapeOpPlan> decodeNonZero(const Node &node) {
+  if (llvm::Error err = checkNonZero(node))
+    return err;
+  const Value *in = node.getOperand(0);
+  ShapeOpPlan p;
   Shape dims = shapeOf(in);
-  shape.rank = dims.size();
+  p.nonZero.rank = dims.size();
   for (size_t d = 0; d < dims.size(); ++d)
-    shape.dims[d] = dims[d];
+    p.nonZero.dims[d] = dims[d];
+  p.elements = in->getType().getNumElements();
+  p.elementBytes = elementBytes(in);
+  p.floatInput = isFloatingPoint(dtypeOf(in));
+  p.count = shapeOf(node.getResult(0))[1];
+  return p;
+}
+
+llvm::Error launchNonZeroPlan(CudaCall &call, const ShapeOpPlan &p) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(launchNonZero(call.inPtr(0), in->getType().getNumElements(),
-                                  static_cast<int>(elementBytes(in)),
-                                  isFloatingPoint(dtypeOf(in)), shape,
-                                  call.outAs<int64_t>(0),
-                                  shapeOf(call.out(0))[1], call.ctx.stream),
-                    "NonZero kernel");
+  return call.check(
+      launchNonZero(call.inPtr(0), p.elements, static_cast<int>(p.elementBytes),
+                    p.floatInput, p.nonZero, call.outAs<int64_t>(0), p.count,
+                    call.ctx.stream),
+      "NonZero kernel");
 }
 
 llvm::Error checkBroadcastGradientArgs(const Node &node) {
@@ -392,19 +461,31 @@ llvm::Error checkBroadcastGradientArgs(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runBroadcastGradientArgs(CudaCall &call) {
+llvm::Expected<ShapeOpPlan> decodeBroadcastGradientArgs(const Node &node) {
+  if (llvm::Error err = checkBroadcastGradientArgs(node))
+    return err;
   auto planned = [&](unsigned i) -> int64_t {
-    return call.out(i) ? call.out(i)->getType().getNumElements() : -1;
+    const Value *result =
+        i < node.getNumResults() ? node.getResult(i) : nullptr;
+    return result ? result->getType().getNumElements() : -1;
   };
+  ShapeOpPlan p;
+  p.aLength = node.getOperand(0)->getType().getNumElements();
+  p.bLength = node.getOperand(1)->getType().getNumElements();
+  p.aAxes = planned(0);
+  p.bAxes = planned(1);
+  return p;
+}
+
+llvm::Error launchBroadcastGradientArgsPlan(CudaCall &call,
+                                            const ShapeOpPlan &p) {
   if (llvm::Error err = call.markFaultable())
     return err;
-  return call.check(
-      launchBroadcastGradientArgs(
-          call.inAs<int64_t>(0), call.in(0)->getType().getNumElements(),
-          call.inAs<int64_t>(1), call.in(1)->getType().getNumElements(),
-          call.outAs<int64_t>(0), planned(0), call.outAs<int64_t>(1),
-          planned(1), call.ctx.stream),
-      "BroadcastGradientArgs kernel");
+  return call.check(launchBroadcastGradientArgs(
+                        call.inAs<int64_t>(0), p.aLength, call.inAs<int64_t>(1),
+                        p.bLength, call.outAs<int64_t>(0), p.aAxes,
+                        call.outAs<int64_t>(1), p.bAxes, call.ctx.stream),
+                    "BroadcastGradientArgs kernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -441,17 +522,27 @@ llvm::Expected<EinsumPlan> einsumPlan(const Node &node) {
   return plan;
 }
 
-llvm::Error checkEinsum(const Node &node) {
+/// An Einsum decoded once: its plan (the equation bound to the shapes),
+/// and the strided-batch GEMM an f32 one lowers to.
+struct EinsumDescriptor {
+  EinsumPlan plan;
+  Storage storage = Storage::F32;
+  std::optional<CudaStridedGemm> gemm;
+  /// The GEMM's A operand (B is the other).
+  unsigned gemmA = 0;
+  unsigned operands = 0;
+};
+
+llvm::Expected<EinsumDescriptor> decodeEinsum(const Node &node) {
   if (llvm::Error err = checkStaticResults(node))
     return err;
-  return einsumPlan(node).takeError();
-}
-
-llvm::Error runEinsum(CudaCall &call) {
-  auto plan = einsumPlan(call.node);
+  auto plan = einsumPlan(node);
   if (!plan)
     return plan.takeError();
-  if (plan->gemm && dtypeOf(call.out(0)) == DType::F32) {
+  EinsumDescriptor d;
+  d.storage = *storageOf(dtypeOf(node.getResult(0)));
+  d.operands = node.getNumOperands();
+  if (plan->gemm && dtypeOf(node.getResult(0)) == DType::F32) {
     const EinsumGemm &form = *plan->gemm;
     CudaStridedGemm gemm;
     gemm.batch = form.batch;
@@ -460,32 +551,42 @@ llvm::Error runEinsum(CudaCall &call) {
     gemm.k = form.k;
     gemm.transA = form.transA;
     gemm.transB = form.transB;
-    unsigned a = form.swapOperands ? 1 : 0;
-    return runCudaStridedGemm(gemm, call.inPtr(a), call.inPtr(1 - a),
-                              call.outPtr(0), call.launch, call.ctx);
+    d.gemm = gemm;
+    d.gemmA = form.swapOperands ? 1 : 0;
   }
+  d.plan = std::move(*plan);
+  return d;
+}
+
+llvm::Error launchEinsumPlan(CudaCall &call, const EinsumDescriptor &d) {
+  if (d.gemm)
+    return runCudaStridedGemm(*d.gemm, call.inPtr(d.gemmA),
+                              call.inPtr(1 - d.gemmA), call.outPtr(0),
+                              call.launch, call.ctx);
   EinsumOperands operands;
-  for (unsigned i = 0; i < call.node.getNumOperands(); ++i)
+  for (unsigned i = 0; i < d.operands; ++i)
     operands.data[i] = call.inPtr(i);
-  return call.check(launchEinsum(*storageOf(dtypeOf(call.out(0))), operands,
-                                 call.outPtr(0), plan->geometry,
-                                 call.ctx.stream),
+  return call.check(launchEinsum(d.storage, operands, call.outPtr(0),
+                                 d.plan.geometry, call.ctx.stream),
                     "Einsum kernel");
 }
 
 } // namespace
 
 void cuda::dispatch::addShapeKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                 RunFn run) {
-    table[(domain + "::" + op).str()] = {check, run};
-  };
-  add("", "Constant", checkConstant, runConstant);
-  add("", "Range", checkRange, runRange);
-  add("", "Trilu", checkTrilu, runTrilu);
-  add("", "OneHot", checkOneHot, runOneHot);
-  add("", "NonZero", checkNonZero, runNonZero);
-  add(kMsDomain, "BroadcastGradientArgs", checkBroadcastGradientArgs,
-      runBroadcastGradientArgs);
-  add("", "Einsum", checkEinsum, runEinsum);
+  addEntry(table, "", "Constant",
+           decodedEntry<ConstantPlan, decodeConstant, launchConstant>());
+  addEntry(table, "", "Range",
+           decodedEntry<ShapeOpPlan, decodeRange, launchRangePlan>());
+  addEntry(table, "", "Trilu",
+           decodedEntry<ShapeOpPlan, decodeTrilu, launchTriluPlan>());
+  addEntry(table, "", "OneHot",
+           decodedEntry<ShapeOpPlan, decodeOneHot, launchOneHotPlan>());
+  addEntry(table, "", "NonZero",
+           decodedEntry<ShapeOpPlan, decodeNonZero, launchNonZeroPlan>());
+  addEntry(table, kMsDomain, "BroadcastGradientArgs",
+           decodedEntry<ShapeOpPlan, decodeBroadcastGradientArgs,
+                        launchBroadcastGradientArgsPlan>());
+  addEntry(table, "", "Einsum",
+           decodedEntry<EinsumDescriptor, decodeEinsum, launchEinsumPlan>());
 }

@@ -22,6 +22,16 @@ uint64_t bytesOf(const Value *value) {
   return value->getType().getNumElements() * uint64_t(elementBytes(value));
 }
 
+/// A ZeroGradient, PassThrough or InPlaceAccumulator node decoded once.
+struct TrainingPlan {
+  /// ZeroGradient: the output's bytes. PassThrough: each result's bytes (0
+  /// for an absent or empty one).
+  llvm::SmallVector<uint64_t, 4> bytes;
+  /// InPlaceAccumulator: the sum's and the value's storage, and elements.
+  Storage sum = Storage::F32, value = Storage::F32;
+  int64_t elements = 0;
+};
+
 /// ZeroGradient(old_gradient, reset_signal) -> zeros of old_gradient's shape.
 llvm::Error checkZeroGradient(const Node &node) {
   const Value *old = node.getOperand(0), *out = node.getResult(0);
@@ -32,9 +42,17 @@ llvm::Error checkZeroGradient(const Node &node) {
   return checkAnyElement(node);
 }
 
-llvm::Error runZeroGradient(CudaCall &call) {
+llvm::Expected<TrainingPlan> decodeZeroGradient(const Node &node) {
+  if (llvm::Error err = checkZeroGradient(node))
+    return err;
+  TrainingPlan p;
+  p.bytes.push_back(bytesOf(node.getResult(0)));
+  return p;
+}
+
+llvm::Error launchZeroGradient(CudaCall &call, const TrainingPlan &p) {
   return call.check(
-      cudaMemsetAsync(call.outPtr(0), 0, bytesOf(call.out(0)), call.ctx.stream),
+      cudaMemsetAsync(call.outPtr(0), 0, p.bytes[0], call.ctx.stream),
       "cudaMemsetAsync");
 }
 
@@ -54,13 +72,21 @@ llvm::Error checkPassThrough(const Node &node) {
   return checkAnyElement(node);
 }
 
-llvm::Error runPassThrough(CudaCall &call) {
-  for (unsigned i = 0; i < call.node.getNumResults(); ++i) {
-    if (!call.out(i) || call.outPtr(i) == call.inPtr(i) ||
-        bytesOf(call.out(i)) == 0)
+llvm::Expected<TrainingPlan> decodePassThrough(const Node &node) {
+  if (llvm::Error err = checkPassThrough(node))
+    return err;
+  TrainingPlan p;
+  for (const Value *out : node.getResults())
+    p.bytes.push_back(out ? bytesOf(out) : 0);
+  return p;
+}
+
+llvm::Error launchPassThrough(CudaCall &call, const TrainingPlan &p) {
+  for (unsigned i = 0; i < p.bytes.size(); ++i) {
+    if (!p.bytes[i] || call.outPtr(i) == call.inPtr(i))
       continue;
     if (llvm::Error err = call.check(
-            cudaMemcpyAsync(call.outPtr(i), call.inPtr(i), bytesOf(call.out(i)),
+            cudaMemcpyAsync(call.outPtr(i), call.inPtr(i), p.bytes[i],
                             cudaMemcpyDeviceToDevice, call.ctx.stream),
             "cudaMemcpyAsync"))
       return err;
@@ -91,22 +117,31 @@ llvm::Error checkSumIf(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runSumIf(CudaCall &call) {
-  return call.check(
-      launchSumIf(*storageOf(call.in(0)->getType().getDType()), call.inPtr(0),
-                  *storageOf(call.in(1)->getType().getDType()), call.inPtr(1),
-                  call.inAs<uint8_t>(2), call.outPtr(0),
-                  call.out(0)->getType().getNumElements(), call.ctx.stream),
-      "InPlaceAccumulator kernel");
+llvm::Expected<TrainingPlan> decodeSumIf(const Node &node) {
+  if (llvm::Error err = checkSumIf(node))
+    return err;
+  TrainingPlan p;
+  p.sum = *storageOf(node.getOperand(0)->getType().getDType());
+  p.value = *storageOf(node.getOperand(1)->getType().getDType());
+  p.elements = node.getResult(0)->getType().getNumElements();
+  return p;
+}
+
+llvm::Error launchSumIfPlan(CudaCall &call, const TrainingPlan &p) {
+  return call.check(launchSumIf(p.sum, call.inPtr(0), p.value, call.inPtr(1),
+                                call.inAs<uint8_t>(2), call.outPtr(0),
+                                p.elements, call.ctx.stream),
+                    "InPlaceAccumulator kernel");
 }
 
 } // namespace
 
 void cuda::dispatch::addTrainingKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef op, CheckFn check, RunFn run) {
-    table[(kMsDomain + "::" + op).str()] = {check, run};
-  };
-  add("ZeroGradient", checkZeroGradient, runZeroGradient);
-  add("PassThrough", checkPassThrough, runPassThrough);
-  add("InPlaceAccumulator", checkSumIf, runSumIf);
+  addEntry(
+      table, kMsDomain, "ZeroGradient",
+      decodedEntry<TrainingPlan, decodeZeroGradient, launchZeroGradient>());
+  addEntry(table, kMsDomain, "PassThrough",
+           decodedEntry<TrainingPlan, decodePassThrough, launchPassThrough>());
+  addEntry(table, kMsDomain, "InPlaceAccumulator",
+           decodedEntry<TrainingPlan, decodeSumIf, launchSumIfPlan>());
 }

@@ -143,6 +143,32 @@ TEST(CudaKernelTableTest, DecodedFamiliesPrepareWithoutADevice) {
                                              type(DType::F32, {2, 5}),
                                              type(DType::F32, {2, 5})},
                      std::vector<TensorType>{type(DType::F32, {2, 5})});
+  nodes.emplace_back(
+      "", "GatherElements",
+      std::vector<TensorType>{x, type(DType::I64, {2, 3, 2})},
+      std::vector<TensorType>{type(DType::F32, {2, 3, 2})},
+      std::vector<NamedAttribute>{{"axis", Attribute::getInt(2)}});
+  nodes.emplace_back("", "Size", std::vector<TensorType>{x},
+                     std::vector<TensorType>{type(DType::I64, {})});
+  nodes.emplace_back("", "Einsum",
+                     std::vector<TensorType>{type(DType::F32, {2, 3}),
+                                             type(DType::F32, {3, 4})},
+                     std::vector<TensorType>{type(DType::F32, {2, 4})},
+                     std::vector<NamedAttribute>{
+                         {"equation", Attribute::getString("ij,jk->ik")}});
+  nodes.emplace_back("", "Constant", std::vector<TensorType>{},
+                     std::vector<TensorType>{type(DType::I64, {3})},
+                     std::vector<NamedAttribute>{
+                         {"value_ints", Attribute::getInts({1, 2, 3})}});
+  nodes.emplace_back(kMsDomain, "ZeroGradient",
+                     std::vector<TensorType>{x, type(DType::Bool, {})},
+                     std::vector<TensorType>{x});
+  nodes.emplace_back(kMsDomain, "IsAllFinite",
+                     std::vector<TensorType>{x, type(DType::F16, {4})},
+                     std::vector<TensorType>{type(DType::Bool, {})});
+  nodes.emplace_back(kMsDomain, "InPlaceAccumulatorV2",
+                     std::vector<TensorType>{x, x},
+                     std::vector<TensorType>{type(DType::Bool, {1}), x});
   for (const OneNode &one : nodes) {
     const Node &node = *one.node;
     ASSERT_TRUE(
@@ -208,22 +234,6 @@ const char *const kDecodedAtLaunch[] = {
     "::ConstantOfShape",
     "::Cast",
     "::CastLike",
-    // Indexing (CudaIndexDispatch.cpp).
-    "::GatherElements",
-    "::ScatterElements",
-    "com.microsoft::GatherElementsGrad",
-    "::GatherND",
-    "::ScatterND",
-    "com.microsoft::GatherNDGrad",
-    "::Size",
-    // Shape ops and Einsum (CudaShapeDispatch.cpp).
-    "::Constant",
-    "::Range",
-    "::Trilu",
-    "::OneHot",
-    "::NonZero",
-    "com.microsoft::BroadcastGradientArgs",
-    "::Einsum",
     // cuDNN convolution and batch norm, the pools (Cudnn*Dispatch.cpp,
     // CudaPoolDispatch.cpp).
     "::Conv",
@@ -238,15 +248,6 @@ const char *const kDecodedAtLaunch[] = {
     "::GlobalAveragePool",
     "::GlobalMaxPool",
     "::MaxPoolGrad",
-    // Accumulators (CudaTrainingDispatch.cpp, CudaDispatch.cpp) and loss
-    // scaling (CudaScalingDispatch.cpp).
-    "com.microsoft::ZeroGradient",
-    "com.microsoft::PassThrough",
-    "com.microsoft::InPlaceAccumulator",
-    "com.microsoft::InPlaceAccumulatorV2",
-    "com.microsoft::IsFinite",
-    "com.microsoft::IsAllFinite",
-    "com.microsoft::MixedPrecisionScale",
     // Dropout and its gradients, BiasDropout (CudaDispatch.cpp,
     // CudaBiasDropoutDispatch.cpp).
     "::Dropout",
