@@ -6,7 +6,8 @@
 // (gmopt.CopyToHostStart / CopyWait / CopyToDeviceStart / CopyWait, written
 // by hand: no pass offloads yet). The planner puts the host value in a host
 // arena of its own, the validator checks each space apart and refuses plans
-// that put a value in the wrong space, the .gm file keeps the spaces, and
+// that put a value in the wrong space, the .gm file keeps the spaces (and
+// a file edited to break them is refused on load), and
 // the CPU backend runs the copies through the Device's asynchronous copy
 // interface: gradients bit-identical to the graph without the copies, a
 // lower device peak, and planned equal to measured in both spaces, planned
@@ -22,6 +23,7 @@
 #include "ir/Module.h"
 #include "ir/Plan.h"
 #include "ir/Verifier.h"
+#include "ir/gm.pb.h"
 #include "ir/serialization/GmFile.h"
 #include "ir/serialization/TextIR.h"
 #include "passes/planning/PlanBuffers.h"
@@ -30,6 +32,7 @@
 
 #include "gtest/gtest.h"
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -343,6 +346,49 @@ TEST(MemorySpacesTest, GmFileKeepsTheSpaces) {
   StepOutcome fromFile = runOneStep(read, AllocationMode::Planned);
   EXPECT_EQ(fromFile.memory.peakBytes, read.plan.figures.plannedBytes());
   EXPECT_EQ(fromFile.memory.hostPeakBytes, read.plan.hostArenaBytes);
+}
+
+TEST(MemorySpacesTest, GmFileSpacesAreCheckedNotTrusted) {
+  std::unique_ptr<Module> module = parseGraph(/*offload=*/true);
+  std::unique_ptr<Module> original = parseGraph(/*offload=*/true);
+  ASSERT_TRUE(module && original);
+  planForCpu(*module);
+  auto bytes = writeGmBytes(*module, *original, "plan-buffers");
+  ASSERT_TRUE(bool(bytes)) << llvm::toString(bytes.takeError());
+  // A CRC-valid file whose plan was edited: loading must refuse it.
+  auto loadEdited = [&](const std::function<void(gm::Plan &)> &change) {
+    gm::GmFile file;
+    EXPECT_TRUE(file.ParseFromString(bytes->substr(kGmHeaderSize)));
+    change(*file.mutable_rewritten()->mutable_plan());
+    auto loaded =
+        readGmBytes(wrapGmPayload(file.SerializeAsString()), "offload.gm");
+    return loaded ? std::string("<loaded>")
+                  : llvm::toString(loaded.takeError());
+  };
+  auto hostBuffer = [](gm::Plan &plan) -> gm::Buffer & {
+    for (gm::Buffer &buffer : *plan.mutable_buffers())
+      if (buffer.value() == "r_host")
+        return buffer;
+    ADD_FAILURE() << "no buffer for r_host";
+    return *plan.mutable_buffers(0);
+  };
+  EXPECT_EQ(loadEdited([](gm::Plan &) {}), "<loaded>");
+  std::string message = loadEdited([&](gm::Plan &plan) {
+    hostBuffer(plan).set_space(gm::MEMORY_SPACE_DEVICE);
+  });
+  EXPECT_NE(message.find("%r_host is in host memory but the plan puts it in "
+                         "the device space"),
+            std::string::npos)
+      << message;
+  message = loadEdited([&](gm::Plan &plan) {
+    hostBuffer(plan).set_space(static_cast<gm::MemorySpace>(7));
+  });
+  EXPECT_NE(message.find("has invalid memory space 7"), std::string::npos)
+      << message;
+  message = loadEdited([](gm::Plan &plan) { plan.set_host_arena_bytes(0); });
+  EXPECT_NE(message.find("does not fit in the 0-byte host arena"),
+            std::string::npos)
+      << message;
 }
 
 /// A CPU device that records the copies the interpreter starts and the
