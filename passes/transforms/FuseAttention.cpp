@@ -701,6 +701,8 @@ llvm::Expected<bool> FuseAttentionPass::run(Module &module,
   }
 
   // Rewrite, then erase every replaced node, users first.
+  if (!plan.empty() && !module.opsetImports.count(kGmoptDomain.str()))
+    module.opsetImports[kGmoptDomain.str()] = 1;
   uint64_t causal = 0, scoreBytes = 0;
   for (const AttentionFusion &fusion : plan) {
     rewriteFusion(rewriter, fusion);

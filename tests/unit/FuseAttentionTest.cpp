@@ -1,0 +1,249 @@
+//===- FuseAttentionTest.cpp - Tests of the fuse-attention pass -----------===//
+//
+// Numerical equivalence on the CPU backend: the attention graphs of
+// testdata (GPT with its causal Where, Llama with its keep-polarity causal
+// Where, BERT with an additive padding mask, GPT with attention dropout)
+// give the same loss and gradients, to 1e-5 of each tensor's largest
+// magnitude, before and after fuse-attention, at several step indices (so
+// several dropout masks), both straight from the importer and after the
+// default pipeline's canonicalize,fold-transpose,fold-scale prefix. Also:
+// every attention layer fuses, forward and backward, no [.., sq, sk] value
+// is left, a second run changes nothing, and the fused ops survive the
+// text form and the .gm container.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/unit/TestdataTraining.h"
+
+#include "passes/PassManager.h"
+
+#include "backend/Executor.h"
+#include "ir/Collectives.h"
+#include "ir/Module.h"
+#include "ir/Verifier.h"
+#include "ir/ops/AttentionSpec.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/TextIR.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+
+using namespace gmopt;
+using namespace gmopt::testing;
+
+namespace {
+
+std::string errorText(llvm::Error err) {
+  return testdataErrorText(std::move(err));
+}
+
+/// A graph with the number of attention layers it has.
+struct AttentionGraph {
+  const char *name;
+  /// Whose test_data_set_0 feeds it.
+  const char *inputs;
+  int64_t batch;
+  unsigned layers;
+  /// The dropout ratio fed (0: the graph's inputs as they are).
+  float dropoutRatio = 0;
+};
+
+constexpr AttentionGraph kGraphs[] = {
+    {"gpt_tiny", "gpt_tiny", 4, 2},
+    {"llama_tiny", "llama_tiny", 4, 2},
+    {"bert_tiny", "bert_tiny", 4, 2},
+    {"gpt_tiny_dropout", "gpt_tiny", 4, 2, 0.2f},
+};
+
+std::string runPipeline(Module &module, llvm::StringRef pipeline,
+                        PassManager *manager = nullptr) {
+  PassManager local;
+  PassManager &pm = manager ? *manager : local;
+  if (llvm::Error err = pm.addPipeline(pipeline))
+    return errorText(std::move(err));
+  return errorText(pm.run(module));
+}
+
+unsigned countOps(const Module &module, llvm::StringRef domain,
+                  llvm::StringRef type) {
+  unsigned count = 0;
+  for (const Node &node : module.getGraph().getNodes())
+    count += node.isa(domain, type);
+  return count;
+}
+
+/// Largest |a - b| relative to the largest |b| (at least 1e-30).
+double relativeError(const TensorData &a, const TensorData &b) {
+  EXPECT_EQ(a.getType(), b.getType());
+  if (a.getType() != b.getType())
+    return INFINITY;
+  double maxDiff = 0, maxRef = 1e-30;
+  for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
+    maxDiff = std::max(maxDiff,
+                       std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
+    maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
+  }
+  return maxDiff / maxRef;
+}
+
+/// The loss and every trainable gradient of one step of \p module run as
+/// step \p step (which keys the dropout masks), on two threads.
+std::vector<TensorData> trainStep(const Module &module,
+                                  const llvm::StringMap<TensorData> &inputs,
+                                  uint64_t step) {
+  std::vector<TensorData> results;
+  ExecutorOptions options;
+  options.mode = AllocationMode::Planned;
+  options.seed = 7;
+  options.threads = 2;
+  auto executable = prepareCpuExecutable(module, options);
+  EXPECT_TRUE(bool(executable)) << errorText(executable.takeError());
+  if (!executable)
+    return results;
+  for (const auto &input : module.getGraph().getInputs()) {
+    auto it = inputs.find(input->getName());
+    TensorData data = it != inputs.end()
+                          ? it->second
+                          : TensorData(input->getType(),
+                                       std::vector<uint8_t>(
+                                           input->getType().getSizeInBytes()));
+    EXPECT_EQ(errorText((*executable)->setInput(input.get(), data)),
+              "<success>");
+  }
+  EXPECT_EQ(errorText((*executable)->runStep(step)), "<success>");
+  EXPECT_EQ((*executable)->getUnplannedScratchBytes(), 0u);
+  auto loss = (*executable)->readValue(module.getSignature().getLoss());
+  EXPECT_TRUE(bool(loss)) << errorText(loss.takeError());
+  results.push_back(loss ? std::move(*loss) : TensorData());
+  for (const ParamInfo &param : module.getSignature().getParams()) {
+    if (!param.trainable)
+      continue;
+    auto gradient = (*executable)->readGradient(param);
+    EXPECT_TRUE(bool(gradient)) << errorText(gradient.takeError());
+    results.push_back(gradient ? std::move(*gradient) : TensorData());
+  }
+  return results;
+}
+
+llvm::StringMap<TensorData> graphInputs(const AttentionGraph &graph) {
+  llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.inputs);
+  if (graph.dropoutRatio > 0)
+    inputs["dropout_ratio"] =
+        TensorData::fromValues<float>(DType::F32, {}, {graph.dropoutRatio});
+  return inputs;
+}
+
+TEST(FuseAttentionTestdataTest, GradientsMatchTheUnfusedGraph) {
+  for (const AttentionGraph &graph : kGraphs) {
+    llvm::StringMap<TensorData> inputs = graphInputs(graph);
+    for (const char *prefix :
+         {"canonicalize", "canonicalize,fold-transpose,fold-scale"}) {
+      SCOPED_TRACE(std::string(graph.name) + " after " + prefix);
+      std::unique_ptr<Module> original =
+          importTestdataGraph(graph.name, graph.batch);
+      std::unique_ptr<Module> fused =
+          importTestdataGraph(graph.name, graph.batch);
+      ASSERT_TRUE(original && fused);
+      ASSERT_EQ(runPipeline(*original, prefix), "<success>");
+      PassManager manager;
+      ASSERT_EQ(runPipeline(*fused, std::string(prefix) + ",fuse-attention",
+                            &manager),
+                "<success>");
+      EXPECT_EQ(errorText(verifyModule(*fused)), "<success>");
+      EXPECT_EQ(manager.getContext().getStatistic("fuse-attention", "fused"),
+                graph.layers);
+      for (uint64_t step : {0, 1, 5}) {
+        std::vector<TensorData> expected = trainStep(*original, inputs, step);
+        std::vector<TensorData> actual = trainStep(*fused, inputs, step);
+        ASSERT_EQ(actual.size(), expected.size());
+        ASSERT_GT(actual.size(), 1u);
+        for (size_t i = 0; i != expected.size(); ++i)
+          EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
+              << "step " << step << ", result " << i
+              << (i ? " (a gradient)" : " (the loss)");
+      }
+    }
+  }
+}
+
+TEST(FuseAttentionTestdataTest, DropoutIsActiveAndFollowsTheStep) {
+  // The dropout case above proves bit-identical masks only if they drop:
+  // the loss with ratio 0.2 differs from ratio 0, and between steps.
+  const AttentionGraph &graph = kGraphs[3];
+  std::unique_ptr<Module> fused = importTestdataGraph(graph.name, graph.batch);
+  ASSERT_TRUE(fused);
+  ASSERT_EQ(runPipeline(*fused, "canonicalize,fuse-attention"), "<success>");
+  llvm::StringMap<TensorData> inputs = graphInputs(graph);
+  std::vector<TensorData> dropped0 = trainStep(*fused, inputs, 0);
+  std::vector<TensorData> dropped1 = trainStep(*fused, inputs, 1);
+  inputs["dropout_ratio"] = TensorData::fromValues<float>(DType::F32, {}, {0});
+  std::vector<TensorData> kept = trainStep(*fused, inputs, 0);
+  ASSERT_FALSE(dropped0.empty() || dropped1.empty() || kept.empty());
+  EXPECT_GT(relativeError(dropped0[0], kept[0]), 1e-4);
+  EXPECT_GT(relativeError(dropped0[0], dropped1[0]), 1e-4);
+}
+
+TEST(FuseAttentionTestdataTest, NoScoreSizedValueIsLeft) {
+  for (const AttentionGraph &graph : kGraphs) {
+    SCOPED_TRACE(graph.name);
+    std::unique_ptr<Module> module =
+        importTestdataGraph(graph.name, graph.batch);
+    ASSERT_TRUE(module);
+    ASSERT_EQ(runPipeline(*module, "canonicalize,fuse-attention"), "<success>");
+    EXPECT_EQ(countOps(*module, kGmoptDomain, kFusedAttentionOp), graph.layers);
+    EXPECT_EQ(countOps(*module, kGmoptDomain, kFusedAttentionGradOp),
+              graph.layers);
+    EXPECT_EQ(countOps(*module, kOnnxDomain, "Softmax"), 0u);
+    EXPECT_EQ(countOps(*module, kMsDomain, "SoftmaxGrad_13"), 0u);
+    // No value of the [.., sq, sk] attention scores remains (GPT: 64
+    // positions, head size 32, so only scores are [.., 64, 64]).
+    if (llvm::StringRef(graph.name).starts_with("gpt"))
+      for (const Node &node : module->getGraph().getNodes())
+        for (const Value *result : node.getResults()) {
+          if (!result || !result->getType().hasStaticShape() ||
+              result->getType().getDType() == DType::Bool)
+            continue;
+          auto shape = result->getType().getStaticShape();
+          if (shape.size() == 4 && shape[2] == 64 && shape[3] == 64)
+            ADD_FAILURE() << "score-sized value left: " << node.describe();
+        }
+    PassManager again;
+    ASSERT_EQ(runPipeline(*module, "fuse-attention", &again), "<success>");
+    EXPECT_EQ(again.getContext().getStatistic("fuse-attention", "fused"), 0u);
+  }
+}
+
+TEST(FuseAttentionTestdataTest, FusedOpsRoundTripThroughTextAndGm) {
+  std::unique_ptr<Module> module = importTestdataGraph("gpt_tiny_dropout", 4);
+  std::unique_ptr<Module> original = importTestdataGraph("gpt_tiny_dropout", 4);
+  ASSERT_TRUE(module && original);
+  ASSERT_EQ(runPipeline(*module, "canonicalize,fuse-attention"), "<success>");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printModule(*module, os);
+  os.flush();
+  auto parsed = parseModule(text, "<fused>");
+  ASSERT_TRUE(bool(parsed)) << errorText(parsed.takeError());
+  std::string again;
+  llvm::raw_string_ostream againOs(again);
+  printModule(**parsed, againOs);
+  againOs.flush();
+  EXPECT_EQ(again, text);
+  EXPECT_EQ(errorText(verifyModule(**parsed)), "<success>");
+
+  auto bytes = writeGmBytes(*module, *original, "canonicalize,fuse-attention");
+  ASSERT_TRUE(bool(bytes)) << errorText(bytes.takeError());
+  auto loaded = readGmBytes(*bytes, "fused.gm");
+  ASSERT_TRUE(bool(loaded)) << errorText(loaded.takeError());
+  EXPECT_EQ(countOps(*loaded->module, kGmoptDomain, kFusedAttentionOp), 2u);
+  EXPECT_EQ(countOps(*loaded->module, kGmoptDomain, kFusedAttentionGradOp), 2u);
+  // Each fused pair carries the dropout's stream id.
+  for (const Node &node : loaded->module->getGraph().getNodes())
+    if (node.isa(kGmoptDomain, kFusedAttentionOp) ||
+        node.isa(kGmoptDomain, kFusedAttentionGradOp)) {
+      EXPECT_TRUE(node.getStreamId().has_value()) << node.describe();
+    }
+}
+
+} // namespace
