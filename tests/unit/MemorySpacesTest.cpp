@@ -7,11 +7,10 @@
 // by hand: no pass offloads yet). The planner puts the host value in a host
 // arena of its own, the validator checks each space apart and refuses plans
 // that put a value in the wrong space, the .gm file keeps the spaces (and
-// a file edited to break them is refused on load), and
-// the CPU backend runs the copies through the Device's asynchronous copy
-// interface: gradients bit-identical to the graph without the copies, a
-// lower device peak, and planned equal to measured in both spaces, planned
-// and eager.
+// a file edited to break them is refused on load), and the CPU backend runs
+// the copies through the Device's asynchronous copy interface: gradients
+// bit-identical to the graph without the copies, a lower device peak, and
+// planned equal to measured in both spaces, planned and eager.
 //
 //===----------------------------------------------------------------------===//
 
