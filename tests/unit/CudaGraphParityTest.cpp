@@ -11,7 +11,10 @@
 // its tensor's largest magnitude (an element near zero carries the
 // absolute error of the sums that cancelled to it) plus 1e-3 of its own,
 // and a loss by 1e-5 + 1e-4 of itself. Random nodes (gpt_tiny_dropout)
-// draw the same Philox masks on both backends. Without a GPU the CUDA half
+// draw the same Philox masks on both backends. With --cuda-graph
+// (ExecutorOptions::cudaGraph) three planned steps - warm-up, captured,
+// replayed - must agree the same way: the replay reads the step, learning
+// rate and update count on the device. Without a GPU the CUDA half
 // skips with the probe's reason; the CPU half (the CPU step runs to finite
 // figures, and the module is planned for CUDA and accepted by its kernel
 // table) runs in every build.
@@ -103,6 +106,17 @@ llvm::Expected<TrainingResult> trainTwoSteps(const LoadedGraph &graph,
   return trainModule(*graph.model.module, graph.inputs, options);
 }
 
+/// Three planned steps of \p graph on \p backend, with the step captured
+/// into a CUDA graph (\p cudaGraph: warm-up, capture, replay).
+llvm::Expected<TrainingResult>
+trainThreeSteps(const LoadedGraph &graph, BackendKind backend, bool cudaGraph) {
+  TrainingOptions options;
+  options.steps = 3;
+  options.backend = backend;
+  options.executor.cudaGraph = cudaGraph;
+  return trainModule(*graph.model.module, graph.inputs, options);
+}
+
 /// The largest magnitude in \p tensor.
 double largestMagnitude(const TensorData &tensor) {
   double largest = 0;
@@ -184,6 +198,41 @@ TEST_P(CudaGraphParityTest, LossAndGradientsMatchTheCpuBackend) {
             << name << " element " << k << " (largest magnitude " << scale
             << ")";
       }
+    }
+  }
+}
+
+TEST_P(CudaGraphParityTest, CudaGraphReplaysMatchTheCpuBackend) {
+  GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
+  const GraphCase &c = GetParam();
+  std::optional<LoadedGraph> onCpu = loadGraph(c, BackendKind::Cpu);
+  std::optional<LoadedGraph> onCuda = loadGraph(c, BackendKind::Cuda);
+  ASSERT_TRUE(onCpu && onCuda);
+  if (llvm::Error err = checkCudaModule(*onCuda->model.module)) {
+    if (!isCudnnBuilt())
+      GTEST_SKIP() << "the CUDA backend is built without cuDNN: "
+                   << llvm::toString(std::move(err));
+    FAIL() << llvm::toString(std::move(err));
+  }
+  auto cpu = trainThreeSteps(*onCpu, BackendKind::Cpu, false);
+  ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  auto cuda = trainThreeSteps(*onCuda, BackendKind::Cuda, true);
+  ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
+  ASSERT_EQ(cuda->losses.size(), 3u);
+  for (size_t s = 0; s < cpu->losses.size(); ++s)
+    EXPECT_NEAR(cuda->losses[s], cpu->losses[s],
+                1e-5 + 1e-4 * std::fabs(cpu->losses[s]))
+        << "loss of step " << s;
+  ASSERT_EQ(cpu->lastGradients.size(), cuda->lastGradients.size());
+  for (size_t i = 0; i < cpu->lastGradients.size(); ++i) {
+    const auto &[name, expected] = cpu->lastGradients[i];
+    const TensorData &actual = cuda->lastGradients[i].second;
+    ASSERT_EQ(expected.getNumElements(), actual.getNumElements()) << name;
+    double scale = largestMagnitude(expected);
+    for (uint64_t k = 0; k < expected.getNumElements(); ++k) {
+      double e = expected.getFloatElement(k), a = actual.getFloatElement(k);
+      ASSERT_NEAR(a, e, 1e-4 * scale + 1e-3 * std::fabs(e))
+          << name << " element " << k << " of the replayed step";
     }
   }
 }
