@@ -54,7 +54,10 @@ TimelinePanel gmopt::timelinePanelFromPlan(const Module &module,
   // then each node's results.
   auto add = [&](const Value *value) {
     const BufferAssignment *assignment = plan.lookup(value);
-    if (!assignment || assignment->kind == StorageKind::Alias)
+    // The timeline is the device's memory: offloaded tensors in the host
+    // arena are not part of it (nor of the reserved device bytes).
+    if (!assignment || assignment->kind == StorageKind::Alias ||
+        assignment->space == MemorySpace::Host)
       return;
     TimelineBand band;
     band.tensor = tensorName(*value);
