@@ -20,6 +20,7 @@
 
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/Simd.h"
+#include "ir/ops/LossReduction.h"
 
 #include <cmath>
 
@@ -28,7 +29,7 @@ using namespace gmopt::cpu;
 
 namespace {
 
-enum class Reduction { None, Sum, Mean };
+using ops::LossReduction;
 
 // Row helpers of the losses: Simd.h's vector kernels in float32, plain
 // loops in float64 (the float32 results stay those of the vector kernels).
@@ -60,15 +61,12 @@ void rowShift(const double *x, double *y, int64_t n, double shift) {
     y[i] = x[i] - shift;
 }
 
-llvm::Expected<Reduction> getReduction(const KernelCall &call) {
-  std::string name = call.getString("reduction", "mean");
-  if (name == "none")
-    return Reduction::None;
-  if (name == "sum")
-    return Reduction::Sum;
-  if (name == "mean")
-    return Reduction::Mean;
-  return call.error("unknown reduction '" + name + "'");
+/// The `reduction` of \p call's loss (ops::getLossReduction).
+llvm::Expected<LossReduction> getReduction(const KernelCall &call) {
+  auto reduction = ops::getLossReduction(call.getNode());
+  if (!reduction)
+    return call.error(llvm::toString(reduction.takeError()));
+  return *reduction;
 }
 
 /// The ignored label: input \p input when present, else the attribute.
@@ -170,7 +168,8 @@ inline double sampleWeight(int64_t label, std::optional<int64_t> ignoreIndex,
 /// Writes the reduced (or per-sample) loss into \p out.
 llvm::Error storeLoss(const KernelCall &call, TensorView &out,
                       const TensorView &perSampleView, double weightSum,
-                      Reduction reduction, llvm::ArrayRef<int64_t> labelShape) {
+                      LossReduction reduction,
+                      llvm::ArrayRef<int64_t> labelShape) {
   llvm::ArrayRef<double> perSample(perSampleView.getDataAs<double>(),
                                    perSampleView.getNumElements());
   // The loss in the output's element type (float32, or float64).
@@ -180,7 +179,7 @@ llvm::Error storeLoss(const KernelCall &call, TensorView &out,
     else
       out.getDataAs<float>()[i] = static_cast<float>(value);
   };
-  if (reduction == Reduction::None) {
+  if (reduction == LossReduction::None) {
     if (llvm::Error err = checkOutputShape(call, 0, labelShape))
       return err;
     for (size_t i = 0; i < perSample.size(); ++i)
@@ -194,7 +193,7 @@ llvm::Error storeLoss(const KernelCall &call, TensorView &out,
     sum += value;
   // A mean over nothing (every label ignored, an empty batch) is 0/0 = NaN,
   // as in PyTorch: a silent 0 would look like a perfect fit.
-  if (reduction == Reduction::Mean)
+  if (reduction == LossReduction::Mean)
     sum /= weightSum;
   store(0, sum);
   return llvm::Error::success();
@@ -374,8 +373,8 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
     return err;
   if (bias && bias->getShape() != logProb.getShape())
     return call.error("bias must have log_prob's shape");
-  if (*reduction == Reduction::None ? dY.getShape() != labels.getShape()
-                                    : dY.getNumElements() != 1)
+  if (*reduction == LossReduction::None ? dY.getShape() != labels.getShape()
+                                        : dY.getNumElements() != 1)
     return call.error("dY has shape " + shapeString(dY.getShape()) +
                       ", which does not fit the reduction");
   auto labelValues = readLabels(call, labels, shape->classes, *ignoreIndex);
@@ -388,7 +387,7 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
   const T *b = bias ? bias->getDataAs<T>() : nullptr;
   T *out = dX.getDataAs<T>();
   double scale = 1;
-  if (*reduction == Reduction::Mean) {
+  if (*reduction == LossReduction::Mean) {
     double weightSum = 0;
     for (int64_t s = 0; s < shape->samples(); ++s)
       weightSum += sampleWeight(labelData[s], *ignoreIndex, w);
@@ -403,8 +402,9 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
           int64_t base = shape->base(s);
           int64_t label = labelData[s];
           double weight = sampleWeight(label, *ignoreIndex, w);
-          T factor = static_cast<T>(
-              weight * (*reduction == Reduction::None ? g[s] : g[0] * scale));
+          T factor = static_cast<T>(weight * (*reduction == LossReduction::None
+                                                  ? g[s]
+                                                  : g[0] * scale));
           if constexpr (std::is_same_v<T, float>) {
             if (inner == 1 && weight != 0) {
               // (e^lp - onehot) * factor (+ bias), four classes at a time.
@@ -539,14 +539,15 @@ template <typename T> llvm::Error denseSceGradKernelTyped(KernelCall &call) {
     return call.error("log_prob must have rank >= 1");
   int64_t classes = logProb.getShape().back();
   int64_t samples = classes ? logProb.getNumElements() / classes : 0;
-  bool perSample = *reduction == Reduction::None;
+  bool perSample = *reduction == LossReduction::None;
   if (perSample ? dY.getNumElements() != samples : dY.getNumElements() != 1)
     return call.error("dY has shape " + shapeString(dY.getShape()) +
                       ", which does not fit the reduction");
   const T *g = dY.getDataAs<T>(), *lp = logProb.getDataAs<T>();
   const T *l = labels.getDataAs<T>();
   T *out = dX.getDataAs<T>();
-  double scale = *reduction == Reduction::Mean && samples ? 1.0 / samples : 1.0;
+  double scale =
+      *reduction == LossReduction::Mean && samples ? 1.0 / samples : 1.0;
   parallelFor(call.getNumThreads(), samples, grainFor(4 * classes),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t s = lo; s < hi; ++s) {

@@ -107,15 +107,12 @@ LossOutput lossOut(const CudaCall &call, const LossPlan &plan, unsigned index) {
   return LossOutput{call.outPtr(index), *plan.out[index]};
 }
 
+/// The `reduction` of loss \p node (ops::getLossReduction).
 llvm::Expected<LossReduction> reductionOf(const Node &node) {
-  llvm::StringRef reduction = node.getStringAttr("reduction", "mean");
-  if (reduction == "none")
-    return LossReduction::None;
-  if (reduction == "sum")
-    return LossReduction::Sum;
-  if (reduction == "mean")
-    return LossReduction::Mean;
-  return nodeError(node, "unknown reduction '" + reduction + "'");
+  auto reduction = ops::getLossReduction(node);
+  if (!reduction)
+    return nodeError(node, llvm::toString(reduction.takeError()));
+  return *reduction;
 }
 
 /// Checks that \p value has \p elements elements, naming it \p what.

@@ -19,6 +19,7 @@
 
 #include "backend/cuda/ElementwiseMath.h"
 #include "backend/cuda/UnfusedMath.h"
+#include "ir/ops/LossReduction.h"
 
 namespace gmopt {
 namespace cuda {
@@ -78,8 +79,8 @@ struct LossOutput {
 // Labels and weights
 //===----------------------------------------------------------------------===//
 
-/// How the per-sample losses combine.
-enum class LossReduction : int32_t { None, Sum, Mean };
+/// How the per-sample losses combine (ir/ops/LossReduction.h).
+using LossReduction = ops::LossReduction;
 
 /// What a label means to the loss.
 enum class LabelKind : int32_t { Counted, Ignored, OutOfRange };

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ops/LossReduction.h"
 #include "ir/ops/NormRows.h"
 #include "ir/ops/OpDefs.h"
 
@@ -587,10 +588,8 @@ llvm::Error inferSceLossInternal(InferenceContext &ctx) {
 llvm::Error inferSceLossGrad(InferenceContext &ctx) {
   if (auto err = checkDTypeIn(ctx, 2, indexDTypes(), "labels"))
     return err;
-  std::string reduction = ctx.getStringAttr("reduction");
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return ctx.error("reduction must be none, sum or mean, got '" + reduction +
-                     "'");
+  if (auto reduction = getLossReduction(ctx.getNode()); !reduction)
+    return ctx.error(llvm::toString(reduction.takeError()));
   const TensorType &logProb = ctx.getInputType(1);
   auto dtype = lossOutputType(ctx, logProb.getDType());
   if (!dtype)
@@ -672,7 +671,10 @@ void registerLosses(OpRegistry &registry) {
             !broadcastShapes(logits.getDims(), label.getDims()))
           return ctx.error("label " + label.str() +
                            " must have the shape of logits " + logits.str());
-        if (ctx.getStringAttr("reduction") == "none") {
+        auto reduction = getLossReduction(ctx.getNode());
+        if (!reduction)
+          return ctx.error(llvm::toString(reduction.takeError()));
+        if (*reduction == LossReduction::None) {
           if (label.hasRank() && label.getRank() > 0)
             setOutput(ctx, 0, TensorType(*dtype, label.getDims().drop_back()));
           else

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ops/LossReduction.h"
 #include "ir/ops/NormRows.h"
 #include "ir/ops/OpDefs.h"
 
@@ -410,10 +411,9 @@ llvm::Error inferDropout(InferenceContext &ctx) {
 llvm::Error ops::inferClassificationLoss(InferenceContext &ctx, DType dtype) {
   if (auto err = checkDTypeIn(ctx, 1, indexDTypes(), "labels"))
     return err;
-  std::string reduction = ctx.getStringAttr("reduction");
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return ctx.error("reduction must be none, sum or mean, got '" + reduction +
-                     "'");
+  auto reduction = getLossReduction(ctx.getNode());
+  if (!reduction)
+    return ctx.error(llvm::toString(reduction.takeError()));
   const TensorType &scores = ctx.getInputType(0);
   const TensorType &labels = ctx.getInputType(1);
   if (scores.hasRank() && scores.getRank() < 2)
@@ -449,7 +449,7 @@ llvm::Error ops::inferClassificationLoss(InferenceContext &ctx, DType dtype) {
       return ctx.error("weights " + weights.str() +
                        " must be a vector over the classes of " + scores.str());
   }
-  if (reduction == "none")
+  if (*reduction == LossReduction::None)
     setOutput(ctx, 0,
               lossRanked ? TensorType(dtype, lossDims)
                          : TensorType::unranked(dtype));

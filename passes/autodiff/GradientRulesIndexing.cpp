@@ -12,6 +12,8 @@
 #include "passes/autodiff/GradientRules.h"
 
 #include "ir/ops/EinsumSpec.h"
+#include "ir/ops/LossReduction.h"
+#include "ir/ops/ScatterReduction.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -33,9 +35,12 @@ GradientRule scatterRule(bool elements) {
     if (!dY)
       return llvm::Error::success();
     const Node &node = request.node;
-    if (node.getStringAttr("reduction", "none") != "none")
+    auto reduction = ops::getScatterReduction(node);
+    if (!reduction || *reduction != ops::ScatterReduction::None) {
+      llvm::consumeError(reduction.takeError());
       return gradientError(node, "only reduction=none scatters have a "
                                  "gradient rule");
+    }
     Value *indices = node.getOperand(1), *updates = node.getOperand(2);
     llvm::SmallVector<NamedAttribute, 1> attrs;
     if (elements)
@@ -127,7 +132,9 @@ GradientRule nllLossRule() {
                                  "ignore_index");
     int64_t rows = type.getDim(0).getExtent(),
             classes = type.getDim(1).getExtent();
-    std::string reduction = node.getStringAttr("reduction", "mean").str();
+    auto reduction = ops::getLossReduction(node);
+    if (!reduction)
+      return gradientError(node, llvm::toString(reduction.takeError()));
     DType dtype = dtypeOf(dY);
     Value *offOn = b.getGraph().addInitializer(
         dtype == DType::F64
@@ -140,10 +147,10 @@ GradientRule nllLossRule() {
     GMOPT_TRY(picked, b.onnx("OneHot", {node.getOperand(1), depth, offOn},
                              {{"axis", Attribute::getInt(-1)}}));
     Value *scale = dY;
-    if (reduction == "none") {
+    if (*reduction == ops::LossReduction::None) {
       GMOPT_TRY(column, b.onnx("Unsqueeze", {dY, b.int64s({1})}));
       scale = column;
-    } else if (reduction == "mean") {
+    } else if (*reduction == ops::LossReduction::Mean) {
       GMOPT_TRY(mean, b.mul(dY, b.scalar(dtype, 1.0 / double(rows))));
       scale = mean;
     }
