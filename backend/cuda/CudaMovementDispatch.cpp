@@ -1,11 +1,12 @@
 //===- CudaMovementDispatch.cpp - The CUDA table's data-movement entries --===//
 //
-// Check and run functions of the kernel table (CudaDispatch.cpp) for the
-// ops that move or select bytes: copies and views, Transpose, Expand,
-// Tile, Pad, Slice and SliceGrad, Concat, Split, Shape, Where, the
-// comparisons, ConstantOfShape, Cast and CastLike. Geometry (offsets,
-// strides) is worked out on the host from the node's static shapes and
-// constant operands, then one strided-copy, fill or elementwise kernel runs.
+// Entries of the kernel table (CudaDispatch.cpp) for the ops that move or
+// select bytes: copies and views, Transpose, Expand, Tile, Pad, Slice and
+// SliceGrad, Concat, Split, Shape, Where, the comparisons, ConstantOfShape,
+// Cast and CastLike. Geometry (offsets, collapsed strides) is worked out
+// once, when a node is prepared, from its static shapes and constant
+// operands into a MovementPlan; each launch enqueues the plan's strided
+// copies, fills or element kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,26 +28,105 @@ namespace {
 
 /// Identity, Reshape, Squeeze, Unsqueeze, Flatten when the plan gave the
 /// result its own bytes: a device-to-device copy.
-llvm::Error runCopy(CudaCall &call) {
+/// One strided copy of a movement plan: operand \p operand, from byte
+/// \p inOffset, to result \p result at byte \p outOffset, over the
+/// collapsed indexing \p ix of \p elements elements.
+struct StridedCopy {
+  unsigned operand = 0, result = 0;
+  int64_t inOffset = 0, outOffset = 0;
+  int64_t elements = 0;
+  BroadcastIndexing ix;
+};
+
+/// A data-movement node decoded once: the copies, fills and element
+/// kernels its launch enqueues, with every offset, stride and element type
+/// worked out.
+struct MovementPlan {
+  /// Bytes of one output element.
+  int64_t elementBytes = 0;
+  /// Elements of result 0.
+  int64_t elements = 0;
+  /// Bytes of result 0 (whole-tensor copies and clears).
+  uint64_t outputBytes = 0;
+  llvm::SmallVector<StridedCopy, 4> copies;
+  /// Fill value (Pad, ConstantOfShape).
+  uint64_t pattern = 0;
+  /// Pad's mode and, for reflect / edge / wrap, its source indexing.
+  PadMode padMode = PadMode::Constant;
+  PadIndexing padGather;
+  /// Comparisons, Where: the broadcast indexing; the predicate and the
+  /// operands' storage, and the operand read second (the one-operand tests
+  /// read the first twice).
+  BroadcastIndexing ix;
+  CompareOp compare = CompareOp::Equal;
+  Storage storage = Storage::F32;
+  unsigned second = 0;
+  /// Cast's target storage.
+  Storage castTo = Storage::F32;
+  /// Host values a launch copies to result \p hostResult (Shape's shape,
+  /// ConcatTraining's lengths), kept here so they outlive the copy.
+  std::vector<int64_t> hostValues;
+  unsigned hostResult = 0;
+};
+
+/// A strided copy of \p extents from operand \p operand (byte offset
+/// \p inOffset, element strides \p inStrides) to result \p result.
+llvm::Expected<StridedCopy>
+planCopy(const Node &node, unsigned operand, unsigned result,
+         const Shape &extents, const Shape &inStrides, const Shape &outStrides,
+         int64_t inOffset = 0, int64_t outOffset = 0) {
+  StridedCopy copy;
+  copy.operand = operand;
+  copy.result = result;
+  copy.inOffset = inOffset;
+  copy.outOffset = outOffset;
+  copy.elements = product(extents);
+  llvm::SmallVector<Shape, 4> strides = {inStrides, Shape(extents.size(), 0),
+                                         Shape(extents.size(), 0), outStrides};
+  if (!collapseIndexing(extents, strides, copy.ix))
+    return nodeError(node, "too many dimensions");
+  return copy;
+}
+
+/// The plan's strided copies.
+llvm::Error launchCopies(CudaCall &call, const MovementPlan &p) {
+  for (const StridedCopy &copy : p.copies)
+    if (llvm::Error err = call.check(
+            launchStridedCopy(p.elementBytes,
+                              call.inAs<uint8_t>(copy.operand) + copy.inOffset,
+                              call.outAs<uint8_t>(copy.result) + copy.outOffset,
+                              copy.elements, copy.ix, call.ctx.stream),
+            "strided copy kernel"))
+      return err;
+  return llvm::Error::success();
+}
+
+/// Identity, Reshape, Squeeze, Unsqueeze, Flatten (and a Cast to its own
+/// type) when the plan gave the result its own bytes: a device-to-device
+/// copy.
+llvm::Error launchCopy(CudaCall &call, const MovementPlan &p) {
   if (call.outPtr(0) == call.inPtr(0))
     return llvm::Error::success();
-  uint64_t bytes = call.out(0)->getType().getSizeInBytes();
-  return call.check(cudaMemcpyAsync(call.outPtr(0), call.inPtr(0), bytes,
-                                    cudaMemcpyDeviceToDevice, call.ctx.stream),
+  return call.check(cudaMemcpyAsync(call.outPtr(0), call.inPtr(0),
+                                    p.outputBytes, cudaMemcpyDeviceToDevice,
+                                    call.ctx.stream),
                     "cudaMemcpyAsync");
 }
 
-llvm::Error launchCopyWith(CudaCall &call, const void *in, void *out,
-                           const Shape &extents, const Shape &inStrides,
-                           const Shape &outStrides, int64_t bytesPerElement) {
-  BroadcastIndexing ix;
-  llvm::SmallVector<Shape, 4> strides = {inStrides, Shape(extents.size(), 0),
-                                         Shape(extents.size(), 0), outStrides};
-  if (!collapseIndexing(extents, strides, ix))
-    return nodeError(call.node, "too many dimensions");
-  return call.check(launchStridedCopy(bytesPerElement, in, out,
-                                      product(extents), ix, call.ctx.stream),
-                    "strided copy kernel");
+/// Bytes and elements of \p node's result 0, common to every plan.
+MovementPlan planFor(const Node &node) {
+  MovementPlan p;
+  const Value *out = node.getResult(0);
+  p.elementBytes = elementBytes(out);
+  p.elements = out->getType().getNumElements();
+  p.outputBytes = out->getType().getSizeInBytes();
+  return p;
+}
+
+llvm::Expected<MovementPlan> decodeCopy(const Node &node) {
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  return planFor(node);
 }
 
 llvm::Expected<Shape> transposePermutation(const Node &node) {
@@ -66,22 +146,37 @@ llvm::Error checkTranspose(const Node &node) {
   return transposePermutation(node).takeError();
 }
 
-llvm::Error runTranspose(CudaCall &call) {
-  Shape perm = *transposePermutation(call.node);
-  Shape in = shapeOf(call.in(0)), out = shapeOf(call.out(0));
+llvm::Expected<MovementPlan> decodeTranspose(const Node &node) {
+  if (llvm::Error err = checkTranspose(node))
+    return err;
+  Shape perm = *transposePermutation(node);
+  Shape in = shapeOf(node.getOperand(0)), out = shapeOf(node.getResult(0));
   Shape inStrides = contiguousStrides(in), strides;
-  for (int64_t p : perm)
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(in.size()))
+      return nodeError(node, "perm names a dimension the input lacks");
     strides.push_back(inStrides[p]);
-  return launchCopyWith(call, call.inPtr(0), call.outPtr(0), out, strides,
-                        contiguousStrides(out), elementBytes(call.out(0)));
+  }
+  MovementPlan p = planFor(node);
+  auto copy = planCopy(node, 0, 0, out, strides, contiguousStrides(out));
+  if (!copy)
+    return copy.takeError();
+  p.copies.push_back(*copy);
+  return p;
 }
 
-llvm::Error runExpand(CudaCall &call) {
-  Shape out = shapeOf(call.out(0)), strides;
-  if (!broadcastStrides(shapeOf(call.in(0)), out, strides))
-    return nodeError(call.node, "the input does not broadcast to the output");
-  return launchCopyWith(call, call.inPtr(0), call.outPtr(0), out, strides,
-                        contiguousStrides(out), elementBytes(call.out(0)));
+llvm::Expected<MovementPlan> decodeExpand(const Node &node) {
+  if (llvm::Error err = checkAnyElement(node))
+    return err;
+  Shape out = shapeOf(node.getResult(0)), strides;
+  if (!broadcastStrides(shapeOf(node.getOperand(0)), out, strides))
+    return nodeError(node, "the input does not broadcast to the output");
+  MovementPlan p = planFor(node);
+  auto copy = planCopy(node, 0, 0, out, strides, contiguousStrides(out));
+  if (!copy)
+    return copy.takeError();
+  p.copies.push_back(*copy);
+  return p;
 }
 
 /// Tile(input, repeats): one strided copy (IndexingPlan's tileIndexing);
@@ -98,23 +193,20 @@ llvm::Expected<BroadcastIndexing> tileGeometry(const Node &node) {
   return ix;
 }
 
-llvm::Error checkTile(const Node &node) {
+llvm::Expected<MovementPlan> decodeTile(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  return tileGeometry(node).takeError();
-}
-
-llvm::Error runTile(CudaCall &call) {
-  auto elements = static_cast<int64_t>(call.out(0)->getType().getNumElements());
-  if (!elements)
-    return llvm::Error::success();
-  auto ix = tileGeometry(call.node);
+  auto ix = tileGeometry(node);
   if (!ix)
     return ix.takeError();
-  return call.check(launchStridedCopy(elementBytes(call.out(0)), call.inPtr(0),
-                                      call.outPtr(0), elements, *ix,
-                                      call.ctx.stream),
-                    "strided copy kernel");
+  MovementPlan p = planFor(node);
+  if (p.elements) {
+    StridedCopy copy;
+    copy.elements = p.elements;
+    copy.ix = *ix;
+    p.copies.push_back(copy);
+  }
+  return p;
 }
 
 /// Pad(data, pads, constant_value?, axes?). Constant mode: the output
@@ -185,34 +277,43 @@ llvm::Expected<PadGeometry> padGeometry(const Node &node) {
   return g;
 }
 
-llvm::Error checkPad(const Node &node) {
+llvm::Expected<MovementPlan> decodePad(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  return padGeometry(node).takeError();
-}
-
-llvm::Error runPad(CudaCall &call) {
-  auto elements = static_cast<int64_t>(call.out(0)->getType().getNumElements());
-  if (!elements)
-    return llvm::Error::success();
-  auto g = padGeometry(call.node);
+  auto g = padGeometry(node);
   if (!g)
     return g.takeError();
-  int64_t bytes = elementBytes(call.out(0));
-  if (g->mode != PadMode::Constant)
-    return call.check(launchPad(bytes, call.inPtr(0), call.outPtr(0), elements,
-                                g->gather, g->pattern, call.ctx.stream),
-                      "pad kernel");
-  if (llvm::Error err = call.check(launchFill(bytes, g->pattern, call.outPtr(0),
-                                              elements, call.ctx.stream),
-                                   "fill kernel"))
-    return err;
-  if (!product(g->copy.extents))
+  MovementPlan p = planFor(node);
+  p.padMode = g->mode;
+  p.padGather = g->gather;
+  p.pattern = g->pattern;
+  if (g->mode == PadMode::Constant && product(g->copy.extents)) {
+    int64_t bytes = p.elementBytes;
+    auto copy = planCopy(node, 0, 0, g->copy.extents,
+                         contiguousStrides(shapeOf(node.getOperand(0))),
+                         contiguousStrides(shapeOf(node.getResult(0))),
+                         g->copy.inOffset * bytes, g->copy.outOffset * bytes);
+    if (!copy)
+      return copy.takeError();
+    p.copies.push_back(*copy);
+  }
+  return p;
+}
+
+llvm::Error launchPadPlan(CudaCall &call, const MovementPlan &p) {
+  if (!p.elements)
     return llvm::Error::success();
-  return launchCopyWith(call, call.inAs<uint8_t>(0) + g->copy.inOffset * bytes,
-                        call.outAs<uint8_t>(0) + g->copy.outOffset * bytes,
-                        g->copy.extents, contiguousStrides(shapeOf(call.in(0))),
-                        contiguousStrides(shapeOf(call.out(0))), bytes);
+  if (p.padMode != PadMode::Constant)
+    return call.check(launchPad(p.elementBytes, call.inPtr(0), call.outPtr(0),
+                                p.elements, p.padGather, p.pattern,
+                                call.ctx.stream),
+                      "pad kernel");
+  if (llvm::Error err =
+          call.check(launchFill(p.elementBytes, p.pattern, call.outPtr(0),
+                                p.elements, call.ctx.stream),
+                     "fill kernel"))
+    return err;
+  return launchCopies(call, p);
 }
 
 /// Slice's starts and steps per dimension of the input, from its constant
@@ -278,15 +379,11 @@ sliceGeometry(const Node &node, const Shape &inShape, unsigned firstOperand) {
   return g;
 }
 
-llvm::Error checkSlice(const Node &node) {
+llvm::Expected<MovementPlan> decodeSlice(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  return sliceGeometry(node, shapeOf(node.getOperand(0)), 1).takeError();
-}
-
-llvm::Error runSlice(CudaCall &call) {
-  Shape in = shapeOf(call.in(0)), out = shapeOf(call.out(0));
-  auto g = sliceGeometry(call.node, in, 1);
+  Shape in = shapeOf(node.getOperand(0)), out = shapeOf(node.getResult(0));
+  auto g = sliceGeometry(node, in, 1);
   if (!g)
     return g.takeError();
   Shape inStrides = contiguousStrides(in), strides;
@@ -295,41 +392,46 @@ llvm::Error runSlice(CudaCall &call) {
     offset += g->start[d] * inStrides[d];
     strides.push_back(inStrides[d] * g->step[d]);
   }
-  int64_t bytes = elementBytes(call.out(0));
-  return launchCopyWith(call, call.inAs<uint8_t>(0) + offset * bytes,
-                        call.outPtr(0), out, strides, contiguousStrides(out),
-                        bytes);
+  MovementPlan p = planFor(node);
+  auto copy = planCopy(node, 0, 0, out, strides, contiguousStrides(out),
+                       offset * p.elementBytes);
+  if (!copy)
+    return copy.takeError();
+  p.copies.push_back(*copy);
+  return p;
 }
 
 /// SliceGrad(dY, shape, starts, ends, axes?, steps?): zeros, then dY into
 /// the sliced region.
-llvm::Error checkSliceGrad(const Node &node) {
+llvm::Expected<MovementPlan> decodeSliceGrad(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  return sliceGeometry(node, shapeOf(node.getResult(0)), 2).takeError();
-}
-
-llvm::Error runSliceGrad(CudaCall &call) {
-  Shape full = shapeOf(call.out(0)), dy = shapeOf(call.in(0));
-  auto g = sliceGeometry(call.node, full, 2);
+  Shape full = shapeOf(node.getResult(0)), dy = shapeOf(node.getOperand(0));
+  auto g = sliceGeometry(node, full, 2);
   if (!g)
     return g.takeError();
-  if (llvm::Error err =
-          call.check(cudaMemsetAsync(call.outPtr(0), 0,
-                                     call.out(0)->getType().getSizeInBytes(),
-                                     call.ctx.stream),
-                     "cudaMemsetAsync"))
-    return err;
   Shape fullStrides = contiguousStrides(full), strides;
   int64_t offset = 0;
   for (size_t d = 0; d < full.size(); ++d) {
     offset += g->start[d] * fullStrides[d];
     strides.push_back(fullStrides[d] * g->step[d]);
   }
-  int64_t bytes = elementBytes(call.out(0));
-  return launchCopyWith(call, call.inPtr(0),
-                        call.outAs<uint8_t>(0) + offset * bytes, dy,
-                        contiguousStrides(dy), strides, bytes);
+  MovementPlan p = planFor(node);
+  auto copy = planCopy(node, 0, 0, dy, contiguousStrides(dy), strides, 0,
+                       offset * p.elementBytes);
+  if (!copy)
+    return copy.takeError();
+  p.copies.push_back(*copy);
+  return p;
+}
+
+/// SliceGrad: zeros, then dY into the sliced region.
+llvm::Error launchSliceGrad(CudaCall &call, const MovementPlan &p) {
+  if (llvm::Error err = call.check(
+          cudaMemsetAsync(call.outPtr(0), 0, p.outputBytes, call.ctx.stream),
+          "cudaMemsetAsync"))
+    return err;
+  return launchCopies(call, p);
 }
 
 std::optional<CompareOp> compareOpOf(const Node &node) {
@@ -380,19 +482,30 @@ llvm::Error checkCompare(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runCompare(CudaCall &call) {
-  Shape out = shapeOf(call.out(0));
-  // The one-operand tests read a twice.
-  unsigned second = call.node.getNumOperands() > 1 ? 1 : 0;
+llvm::Expected<MovementPlan> decodeCompare(const Node &node) {
+  if (llvm::Error err = checkCompare(node))
+    return err;
+  std::optional<CompareOp> op = compareOpOf(node);
+  if (!op)
+    return nodeError(node, "not a comparison");
+  Shape out = shapeOf(node.getResult(0));
+  MovementPlan p = planFor(node);
+  p.compare = *op;
+  p.storage = *storageOf(node.getOperand(0)->getType().getDType());
+  p.second = node.getNumOperands() > 1 ? 1 : 0;
   auto ix = broadcastIndexing(
-      call.node, {shapeOf(call.in(0)), shapeOf(call.in(second))}, out);
+      node, {shapeOf(node.getOperand(0)), shapeOf(node.getOperand(p.second))},
+      out);
   if (!ix)
     return ix.takeError();
-  return call.check(launchCompare(*compareOpOf(call.node),
-                                  *storageOf(call.in(0)->getType().getDType()),
-                                  call.inPtr(0), call.inPtr(second),
-                                  call.outAs<uint8_t>(0), product(out), *ix,
-                                  call.ctx.stream),
+  p.ix = *ix;
+  return p;
+}
+
+llvm::Error launchComparePlan(CudaCall &call, const MovementPlan &p) {
+  return call.check(launchCompare(p.compare, p.storage, call.inPtr(0),
+                                  call.inPtr(p.second), call.outAs<uint8_t>(0),
+                                  p.elements, p.ix, call.ctx.stream),
                     "predicate kernel");
 }
 
@@ -419,20 +532,21 @@ llvm::Expected<uint64_t> constantOfShapePattern(const Node &node) {
   return pattern;
 }
 
-llvm::Error checkConstantOfShape(const Node &node) {
+llvm::Expected<MovementPlan> decodeConstantOfShape(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
-  return constantOfShapePattern(node).takeError();
-}
-
-llvm::Error runConstantOfShape(CudaCall &call) {
-  auto pattern = constantOfShapePattern(call.node);
+  auto pattern = constantOfShapePattern(node);
   if (!pattern)
     return pattern.takeError();
-  return call.check(
-      launchFill(elementBytes(call.out(0)), *pattern, call.outPtr(0),
-                 call.out(0)->getType().getNumElements(), call.ctx.stream),
-      "fill kernel");
+  MovementPlan p = planFor(node);
+  p.pattern = *pattern;
+  return p;
+}
+
+llvm::Error launchFillPlan(CudaCall &call, const MovementPlan &p) {
+  return call.check(launchFill(p.elementBytes, p.pattern, call.outPtr(0),
+                               p.elements, call.ctx.stream),
+                    "fill kernel");
 }
 
 /// Where(cond, X, Y) with broadcasting.
@@ -455,17 +569,25 @@ llvm::Error checkWhere(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runWhere(CudaCall &call) {
-  Shape out = shapeOf(call.out(0));
-  auto ix = broadcastIndexing(
-      call.node,
-      {shapeOf(call.in(0)), shapeOf(call.in(1)), shapeOf(call.in(2))}, out);
+llvm::Expected<MovementPlan> decodeWhere(const Node &node) {
+  if (llvm::Error err = checkWhere(node))
+    return err;
+  MovementPlan p = planFor(node);
+  auto ix = broadcastIndexing(node,
+                              {shapeOf(node.getOperand(0)),
+                               shapeOf(node.getOperand(1)),
+                               shapeOf(node.getOperand(2))},
+                              shapeOf(node.getResult(0)));
   if (!ix)
     return ix.takeError();
-  return call.check(launchWhere(elementBytes(call.out(0)),
-                                call.inAs<uint8_t>(0), call.inPtr(1),
-                                call.inPtr(2), call.outPtr(0), product(out),
-                                *ix, call.ctx.stream),
+  p.ix = *ix;
+  return p;
+}
+
+llvm::Error launchWherePlan(CudaCall &call, const MovementPlan &p) {
+  return call.check(launchWhere(p.elementBytes, call.inAs<uint8_t>(0),
+                                call.inPtr(1), call.inPtr(2), call.outPtr(0),
+                                p.elements, p.ix, call.ctx.stream),
                     "Where kernel");
 }
 
@@ -483,35 +605,51 @@ llvm::Error checkConcat(const Node &node) {
       .takeError();
 }
 
-llvm::Error runConcat(CudaCall &call) {
-  Shape out = shapeOf(call.out(0));
-  int64_t axis =
-      *normalizeAxis(call.node, call.node.getIntAttr("axis", 0), out.size());
+llvm::Expected<MovementPlan> decodeConcat(const Node &node) {
+  if (llvm::Error err = checkConcat(node))
+    return err;
+  Shape out = shapeOf(node.getResult(0));
+  int64_t axis = *normalizeAxis(node, node.getIntAttr("axis", 0), out.size());
   Shape outStrides = contiguousStrides(out);
-  int64_t bytes = elementBytes(call.out(0)), offset = 0;
-  for (unsigned i = 0; i < call.node.getNumOperands(); ++i) {
-    if (!call.in(i))
+  MovementPlan p = planFor(node);
+  int64_t offset = 0;
+  for (unsigned i = 0; i < node.getNumOperands(); ++i) {
+    const Value *input = node.getOperand(i);
+    if (!input)
       continue;
-    Shape in = shapeOf(call.in(i));
-    if (llvm::Error err = launchCopyWith(
-            call, call.inPtr(i), call.outAs<uint8_t>(0) + offset * bytes, in,
-            contiguousStrides(in), outStrides, bytes))
-      return err;
+    Shape in = shapeOf(input);
+    if (in.size() != out.size())
+      return nodeError(node, "the inputs must have the output's rank");
+    auto copy = planCopy(node, i, 0, in, contiguousStrides(in), outStrides, 0,
+                         offset * p.elementBytes);
+    if (!copy)
+      return copy.takeError();
+    p.copies.push_back(*copy);
     offset += in[axis] * outStrides[axis];
+    p.hostValues.push_back(in[axis]);
   }
-  const Value *lengths = call.out(1);
-  if (!lengths)
+  const Value *lengths = node.getNumResults() > 1 ? node.getResult(1) : nullptr;
+  if (!lengths) {
+    p.hostValues.clear();
+    return p;
+  }
+  if (lengths->getType().getSizeInBytes() !=
+      p.hostValues.size() * sizeof(int64_t))
+    return nodeError(node, "the lengths output does not hold one extent per "
+                           "input");
+  p.hostResult = 1;
+  return p;
+}
+
+/// Concat: the copies, then ConcatTraining's lengths from the plan.
+llvm::Error launchConcat(CudaCall &call, const MovementPlan &p) {
+  if (llvm::Error err = launchCopies(call, p))
+    return err;
+  if (p.hostValues.empty())
     return llvm::Error::success();
-  std::vector<int64_t> &values = call.ctx.hostConstants[&call.node];
-  if (values.empty())
-    for (unsigned i = 0; i < call.node.getNumOperands(); ++i)
-      if (call.in(i))
-        values.push_back(shapeOf(call.in(i))[axis]);
-  uint64_t lengthBytes = lengths->getType().getSizeInBytes();
-  if (lengthBytes != values.size() * sizeof(int64_t))
-    return nodeError(call.node, "the lengths output does not hold one "
-                                "extent per input");
-  return call.check(cudaMemcpyAsync(call.outPtr(1), values.data(), lengthBytes,
+  return call.check(cudaMemcpyAsync(call.outPtr(p.hostResult),
+                                    p.hostValues.data(),
+                                    p.hostValues.size() * sizeof(int64_t),
                                     cudaMemcpyHostToDevice, call.ctx.stream),
                     "cudaMemcpyAsync");
 }
@@ -525,24 +663,30 @@ llvm::Error checkSplit(const Node &node) {
       .takeError();
 }
 
-llvm::Error runSplit(CudaCall &call) {
-  Shape in = shapeOf(call.in(0));
-  int64_t axis =
-      *normalizeAxis(call.node, call.node.getIntAttr("axis", 0), in.size());
+llvm::Expected<MovementPlan> decodeSplit(const Node &node) {
+  if (llvm::Error err = checkSplit(node))
+    return err;
+  Shape in = shapeOf(node.getOperand(0));
+  int64_t axis = *normalizeAxis(node, node.getIntAttr("axis", 0), in.size());
   Shape inStrides = contiguousStrides(in);
-  int64_t bytes = elementBytes(call.in(0)), offset = 0;
-  for (unsigned i = 0; i < call.node.getNumResults(); ++i) {
-    const Value *result = call.out(i);
+  MovementPlan p;
+  p.elementBytes = elementBytes(node.getOperand(0));
+  int64_t offset = 0;
+  for (unsigned i = 0; i < node.getNumResults(); ++i) {
+    const Value *result = node.getResult(i);
     if (!result)
       continue;
     Shape out = shapeOf(result);
-    if (llvm::Error err = launchCopyWith(
-            call, call.inAs<uint8_t>(0) + offset * bytes, call.outPtr(i), out,
-            inStrides, contiguousStrides(out), bytes))
-      return err;
+    if (out.size() != in.size())
+      return nodeError(node, "the outputs must have the input's rank");
+    auto copy = planCopy(node, 0, i, out, inStrides, contiguousStrides(out),
+                         offset * p.elementBytes);
+    if (!copy)
+      return copy.takeError();
+    p.copies.push_back(*copy);
     offset += out[axis] * inStrides[axis];
   }
-  return llvm::Error::success();
+  return p;
 }
 
 /// Shape: the static shape, copied from host memory that outlives the copy.
@@ -552,19 +696,26 @@ llvm::Error checkShape(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error runShape(CudaCall &call) {
-  std::vector<int64_t> &values = call.ctx.hostConstants[&call.node];
-  if (values.empty()) {
-    Shape in = shapeOf(call.in(0));
-    ops::ShapeSlice slice = ops::getShapeSlice(call.node, in.size());
-    for (int64_t d = slice.start; d < slice.end; ++d)
-      values.push_back(in[d]);
-  }
-  uint64_t bytes = call.out(0)->getType().getSizeInBytes();
-  if (bytes != values.size() * sizeof(int64_t))
-    return nodeError(call.node, "the result does not hold the shape");
-  return call.check(cudaMemcpyAsync(call.outPtr(0), values.data(), bytes,
-                                    cudaMemcpyHostToDevice, call.ctx.stream),
+llvm::Expected<MovementPlan> decodeShape(const Node &node) {
+  if (llvm::Error err = checkShape(node))
+    return err;
+  MovementPlan p = planFor(node);
+  Shape in = shapeOf(node.getOperand(0));
+  ops::ShapeSlice slice = ops::getShapeSlice(node, in.size());
+  for (int64_t d = slice.start; d < slice.end; ++d)
+    p.hostValues.push_back(in[d]);
+  if (p.outputBytes != p.hostValues.size() * sizeof(int64_t))
+    return nodeError(node, "the result does not hold the shape");
+  return p;
+}
+
+/// Shape: the static shape, copied from the plan, which outlives the copy.
+llvm::Error launchShape(CudaCall &call, const MovementPlan &p) {
+  if (!p.outputBytes)
+    return llvm::Error::success();
+  return call.check(cudaMemcpyAsync(call.outPtr(0), p.hostValues.data(),
+                                    p.outputBytes, cudaMemcpyHostToDevice,
+                                    call.ctx.stream),
                     "cudaMemcpyAsync");
 }
 
@@ -586,44 +737,70 @@ llvm::Error checkCastLike(const Node &node) {
   return checkCast(node);
 }
 
-llvm::Error runCast(CudaCall &call) {
-  Storage from = *storageOf(call.in(0)->getType().getDType());
-  Storage to = *storageOf(call.out(0)->getType().getDType());
-  int64_t n = call.out(0)->getType().getNumElements();
-  if (from == to)
-    return runCopy(call);
-  return call.check(
-      launchCast(from, to, call.inPtr(0), call.outPtr(0), n, call.ctx.stream),
-      "Cast kernel");
+llvm::Expected<MovementPlan> decodeCastOrLike(const Node &node, bool like) {
+  if (llvm::Error err = like ? checkCastLike(node) : checkCast(node))
+    return err;
+  MovementPlan p = planFor(node);
+  p.storage = *storageOf(node.getOperand(0)->getType().getDType());
+  p.castTo = *storageOf(node.getResult(0)->getType().getDType());
+  return p;
+}
+
+llvm::Expected<MovementPlan> decodeCast(const Node &node) {
+  return decodeCastOrLike(node, false);
+}
+
+llvm::Expected<MovementPlan> decodeCastLike(const Node &node) {
+  return decodeCastOrLike(node, true);
+}
+
+llvm::Error launchCastPlan(CudaCall &call, const MovementPlan &p) {
+  if (p.storage == p.castTo)
+    return launchCopy(call, p);
+  return call.check(launchCast(p.storage, p.castTo, call.inPtr(0),
+                               call.outPtr(0), p.elements, call.ctx.stream),
+                    "Cast kernel");
 }
 
 } // namespace
 
 void cuda::dispatch::addMovementKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                 RunFn run) {
-    table[(domain + "::" + op).str()] = {check, run};
-  };
+  KernelEntry copy = decodedEntry<MovementPlan, decodeCopy, launchCopy>();
   for (const char *op :
        {"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
-    add("", op, checkAnyElement, runCopy);
-  add("", "Transpose", checkTranspose, runTranspose);
-  add("", "Expand", checkAnyElement, runExpand);
-  add("", "Slice", checkSlice, runSlice);
-  add("", "Tile", checkTile, runTile);
-  add("", "Pad", checkPad, runPad);
-  add(kMsDomain, "SliceGrad", checkSliceGrad, runSliceGrad);
-  add("", "Concat", checkConcat, runConcat);
-  add(kMsDomain, "ConcatTraining", checkConcat, runConcat);
-  add("", "Split", checkSplit, runSplit);
-  add(kMsDomain, "SplitTraining", checkSplit, runSplit);
-  add("", "Shape", checkShape, runShape);
-  add("", "Where", checkWhere, runWhere);
+    addEntry(table, "", op, copy);
+  addEntry(table, "", "Transpose",
+           decodedEntry<MovementPlan, decodeTranspose, launchCopies>());
+  addEntry(table, "", "Expand",
+           decodedEntry<MovementPlan, decodeExpand, launchCopies>());
+  addEntry(table, "", "Slice",
+           decodedEntry<MovementPlan, decodeSlice, launchCopies>());
+  addEntry(table, "", "Tile",
+           decodedEntry<MovementPlan, decodeTile, launchCopies>());
+  addEntry(table, "", "Pad",
+           decodedEntry<MovementPlan, decodePad, launchPadPlan>());
+  addEntry(table, kMsDomain, "SliceGrad",
+           decodedEntry<MovementPlan, decodeSliceGrad, launchSliceGrad>());
+  KernelEntry concat = decodedEntry<MovementPlan, decodeConcat, launchConcat>();
+  addEntry(table, "", "Concat", concat);
+  addEntry(table, kMsDomain, "ConcatTraining", concat);
+  KernelEntry split = decodedEntry<MovementPlan, decodeSplit, launchCopies>();
+  addEntry(table, "", "Split", split);
+  addEntry(table, kMsDomain, "SplitTraining", split);
+  addEntry(table, "", "Shape",
+           decodedEntry<MovementPlan, decodeShape, launchShape>());
+  addEntry(table, "", "Where",
+           decodedEntry<MovementPlan, decodeWhere, launchWherePlan>());
+  KernelEntry compare =
+      decodedEntry<MovementPlan, decodeCompare, launchComparePlan>();
   for (const char *op :
        {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
         "Or", "Xor", "IsNaN", "IsInf", "Not"})
-    add("", op, checkCompare, runCompare);
-  add("", "ConstantOfShape", checkConstantOfShape, runConstantOfShape);
-  add("", "Cast", checkCast, runCast);
-  add("", "CastLike", checkCastLike, runCast);
+    addEntry(table, "", op, compare);
+  addEntry(table, "", "ConstantOfShape",
+           decodedEntry<MovementPlan, decodeConstantOfShape, launchFillPlan>());
+  addEntry(table, "", "Cast",
+           decodedEntry<MovementPlan, decodeCast, launchCastPlan>());
+  addEntry(table, "", "CastLike",
+           decodedEntry<MovementPlan, decodeCastLike, launchCastPlan>());
 }
