@@ -120,9 +120,30 @@ uint64_t cpu::getCpuKernelWorkspaceBytes(const Node &node) {
   uint64_t bytes = info->workspace ? info->workspace(node) : 0;
   if (info->mode != KernelMode::StageHalfAsFloat)
     return bytes;
-  // runStaged: one fp32 copy per distinct half input, one per half output.
-  auto staged = [](const Value *value) {
-    return scratchBytes(DType::F32, value->getType().getNumElements());
+  // runStaged: one fp32 copy per distinct half input, one per half output,
+  // each of a slice of rows where the entry declares rows.
+  std::optional<RowSlicing> slicing;
+  if (info->rowDims) {
+    llvm::SmallVector<llvm::SmallVector<int64_t, 6>, 6> shapes;
+    auto shapeOf = [](const Value *value) {
+      llvm::SmallVector<int64_t, 6> shape;
+      if (value) {
+        auto dims = value->getType().getStaticShape();
+        shape.assign(dims.begin(), dims.end());
+      }
+      return shape;
+    };
+    for (const Value *value : node.getOperands())
+      shapes.push_back(shapeOf(value));
+    for (const Value *value : node.getResults())
+      shapes.push_back(shapeOf(value));
+    slicing = planRowSlices(info->rowDims(node), shapes);
+  }
+  auto staged = [&](const Value *value) {
+    int64_t elements = value->getType().getNumElements();
+    if (slicing)
+      elements = elements / slicing->rows * slicing->sliceRows;
+    return scratchBytes(DType::F32, elements);
   };
   llvm::SmallPtrSet<const Value *, 4> widened;
   for (const Value *operand : node.getOperands())
@@ -160,8 +181,132 @@ void cpu::useSingleThreadedBlas() {
   (void)once;
 }
 
+/// \p view's rows [first, first + count) of the RowSlicing over its first
+/// \p dims dimensions, as a tensor of the same rank: the leading dimensions
+/// become [1, ..., 1, count].
+static TensorView rowSlice(const TensorView &view, unsigned dims, int64_t rows,
+                           int64_t first, int64_t count) {
+  llvm::SmallVector<int64_t, 6> shape(view.getShape().begin(),
+                                      view.getShape().end());
+  int64_t rowElements = view.getNumElements() / rows;
+  for (unsigned d = 0; d + 1 < dims; ++d)
+    shape[d] = 1;
+  shape[dims - 1] = count;
+  return TensorView(static_cast<char *>(view.getData()) +
+                        first * rowElements * view.getElementSize(),
+                    view.getDType(), shape);
+}
+
+/// runStaged over slices of rows (the entry's rowDims): each slice of every
+/// 16-bit input is widened into fp32 scratch of one slice, the kernel runs
+/// on the slice, and its 16-bit outputs are rounded back. Rows are
+/// independent, so an output written in place over an input only
+/// overwrites rows already read.
+static llvm::Error runStagedByRows(const KernelInfo &info, KernelCall &call,
+                                   const RowSlicing &slicing) {
+  CpuKernelContext &ctx = call.getContext();
+  unsigned threads = ctx.getNumThreads();
+  auto sliceOf = [&](const TensorView &view, int64_t first, int64_t count) {
+    return rowSlice(view, slicing.dims, slicing.rows, first, count);
+  };
+  // One scratch slice per distinct half input (by buffer) and per half
+  // output, allocated once in request order.
+  llvm::SmallVector<TensorBuffer, 8> staging;
+  staging.reserve(call.getNumInputs() + call.getNumOutputs());
+  llvm::SmallVector<int, 8> inputStage(call.getNumInputs(), -1);
+  llvm::DenseMap<const void *, int> stageByData;
+  for (unsigned i = 0; i < call.getNumInputs(); ++i) {
+    const TensorView *input = call.in(i);
+    if (!input || !isHalfType(input->getDType()))
+      continue;
+    auto it = stageByData.find(input->getData());
+    if (it != stageByData.end() &&
+        call.in(it->second)->getShape() == input->getShape()) {
+      inputStage[i] = inputStage[it->second];
+      continue;
+    }
+    auto buffer = ctx.allocateScratch(
+        DType::F32, sliceOf(*input, 0, slicing.sliceRows).getShape(),
+        MemoryCategory::Temporaries);
+    if (!buffer)
+      return buffer.takeError();
+    inputStage[i] = staging.size();
+    stageByData[input->getData()] = i;
+    staging.push_back(std::move(*buffer));
+  }
+  llvm::SmallVector<int, 4> outputStage(call.getNumOutputs(), -1);
+  for (unsigned i = 0; i < call.getNumOutputs(); ++i) {
+    const TensorView *output = call.out(i);
+    if (!output || !isHalfType(output->getDType()))
+      continue;
+    auto buffer = ctx.allocateScratch(
+        DType::F32, sliceOf(*output, 0, slicing.sliceRows).getShape(),
+        MemoryCategory::Temporaries);
+    if (!buffer)
+      return buffer.takeError();
+    outputStage[i] = staging.size();
+    staging.push_back(std::move(*buffer));
+  }
+  for (int64_t first = 0; first < slicing.rows; first += slicing.sliceRows) {
+    int64_t count = std::min(slicing.sliceRows, slicing.rows - first);
+    llvm::SmallVector<TensorView, 8> inViews(call.getNumInputs());
+    llvm::SmallVector<const TensorView *, 8> inputs(call.getNumInputs(),
+                                                    nullptr);
+    llvm::SmallPtrSet<const TensorBuffer *, 8> widened;
+    for (unsigned i = 0; i < call.getNumInputs(); ++i) {
+      const TensorView *input = call.in(i);
+      if (!input)
+        continue;
+      TensorView slice = sliceOf(*input, first, count);
+      if (inputStage[i] < 0) {
+        inViews[i] = slice;
+      } else {
+        float *data = staging[inputStage[i]].getView().getDataAs<float>();
+        inViews[i] = TensorView(data, DType::F32, slice.getShape());
+        if (widened.insert(&staging[inputStage[i]]).second)
+          convertToFloat(slice, data, threads);
+      }
+      inputs[i] = &inViews[i];
+    }
+    llvm::SmallVector<TensorView, 4> outViews(call.getNumOutputs());
+    llvm::SmallVector<TensorView *, 4> outputs(call.getNumOutputs(), nullptr);
+    for (unsigned i = 0; i < call.getNumOutputs(); ++i) {
+      const TensorView *output = call.out(i);
+      if (!output)
+        continue;
+      TensorView slice = sliceOf(*output, first, count);
+      outViews[i] =
+          outputStage[i] < 0
+              ? slice
+              : TensorView(staging[outputStage[i]].getView().getData(),
+                           DType::F32, slice.getShape());
+      outputs[i] = &outViews[i];
+    }
+    KernelCall staged(call.getNode(), inputs, outputs, ctx);
+    if (llvm::Error err = info.fn(staged))
+      return err;
+    for (unsigned i = 0; i < call.getNumOutputs(); ++i)
+      if (outputStage[i] >= 0)
+        convertFromFloat(outViews[i].getDataAs<float>(),
+                         sliceOf(*call.out(i), first, count), threads);
+  }
+  return llvm::Error::success();
+}
+
 /// Runs a StageHalfAsFloat kernel whose tensors include f16/bf16 ones.
 static llvm::Error runStaged(const KernelInfo &info, KernelCall &call) {
+  if (info.rowDims) {
+    llvm::SmallVector<llvm::SmallVector<int64_t, 6>, 6> shapes;
+    for (unsigned i = 0; i < call.getNumInputs(); ++i)
+      shapes.emplace_back(call.in(i) ? call.in(i)->getShape()
+                                     : llvm::ArrayRef<int64_t>());
+    for (unsigned i = 0; i < call.getNumOutputs(); ++i)
+      shapes.emplace_back(call.out(i) ? call.out(i)->getShape()
+                                      : llvm::ArrayRef<int64_t>());
+    if (std::optional<RowSlicing> slicing =
+            planRowSlices(info.rowDims(call.getNode()), shapes))
+      return runStagedByRows(info, call, *slicing);
+  }
   CpuKernelContext &ctx = call.getContext();
   unsigned threads = ctx.getNumThreads();
   // Reserved up front so views into the buffers stay valid as it fills.

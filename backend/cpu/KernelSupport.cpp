@@ -53,6 +53,51 @@ void KernelTable::setWorkspace(llvm::StringRef domain, llvm::StringRef opType,
     it->second.workspace = fn;
 }
 
+void KernelTable::setRowDims(llvm::StringRef domain, llvm::StringRef opType,
+                             RowDimsFn fn) {
+  auto it = entries.find(tableKey(domain, opType));
+  assert(it != entries.end() && "row dims of an unregistered kernel");
+  assert((it == entries.end() ||
+          it->second.mode == KernelMode::StageHalfAsFloat) &&
+         "row dims of a kernel that stages nothing");
+  if (it != entries.end())
+    it->second.rowDims = fn;
+}
+
+std::optional<RowSlicing>
+cpu::planRowSlices(unsigned dims,
+                   llvm::ArrayRef<llvm::SmallVector<int64_t, 6>> shapes) {
+  if (dims == 0)
+    return std::nullopt;
+  const llvm::SmallVector<int64_t, 6> *first = nullptr;
+  int64_t widest = 1;
+  for (const llvm::SmallVector<int64_t, 6> &shape : shapes) {
+    if (shape.empty())
+      continue;
+    if (shape.size() < dims)
+      return std::nullopt;
+    if (!first)
+      first = &shape;
+    else if (!std::equal(shape.begin(), shape.begin() + dims, first->begin()))
+      return std::nullopt;
+  }
+  if (!first)
+    return std::nullopt;
+  RowSlicing slicing;
+  slicing.dims = dims;
+  slicing.rows = product(llvm::ArrayRef<int64_t>(*first).take_front(dims));
+  if (slicing.rows <= 1)
+    return std::nullopt;
+  for (const llvm::SmallVector<int64_t, 6> &shape : shapes)
+    if (!shape.empty())
+      widest = std::max(
+          widest, product(llvm::ArrayRef<int64_t>(shape).drop_front(dims)));
+  slicing.sliceRows = std::max<int64_t>(kStagedSliceElements / widest, 1);
+  if (slicing.sliceRows >= slicing.rows)
+    return std::nullopt;
+  return slicing;
+}
+
 const KernelInfo *KernelTable::lookup(llvm::StringRef domain,
                                       llvm::StringRef opType) const {
   auto it = entries.find(tableKey(domain, opType));

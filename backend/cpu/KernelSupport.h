@@ -104,6 +104,33 @@ enum class KernelMode {
 /// request rounded up to kBufferAlignment (see scratchBytes).
 using WorkspaceFn = uint64_t (*)(const Node &node);
 
+/// For a StageHalfAsFloat kernel: how many leading dimensions, shared by
+/// every operand and result of \p node, index rows the kernel computes
+/// independently of each other (the dimensions before a softmax's axis);
+/// 0 when none do. With rows, 16-bit tensors are staged a slice of rows at
+/// a time (at most kStagedSliceElements fp32 elements per tensor) instead
+/// of whole: a GPT-2 8x1024 SoftmaxGrad staged whole reserves 1.1 GiB.
+using RowDimsFn = unsigned (*)(const Node &node);
+
+/// The fp32 elements per tensor a row-sliced staging holds at most (a
+/// slice is never less than one row).
+constexpr int64_t kStagedSliceElements = int64_t(1) << 21;
+
+/// How a row-sliced staging cuts tensors whose first `dims` dimensions are
+/// the same `rows` rows: slices of sliceRows rows.
+struct RowSlicing {
+  unsigned dims = 0;
+  int64_t rows = 0;
+  int64_t sliceRows = 0;
+};
+
+/// The slicing of tensors of \p shapes (absent ones empty and skipped) over
+/// their first \p dims dimensions, or nullopt when they do not share them
+/// or one slice would hold every row (then staging is whole).
+std::optional<RowSlicing>
+planRowSlices(unsigned dims,
+              llvm::ArrayRef<llvm::SmallVector<int64_t, 6>> shapes);
+
 /// Aligned bytes of one scratch request of \p elements elements of \p dtype.
 /// Saturates at UINT64_MAX rather than wrapping, so an estimate over
 /// oversized shapes reads as too large (the planner refuses workspaces
@@ -140,6 +167,8 @@ struct KernelInfo {
   /// The kernel's own scratch (null: none).
   WorkspaceFn workspace = nullptr;
   KernelResults results = KernelResults::SchemaRequired;
+  /// StageHalfAsFloat: the rows its 16-bit staging may slice (null: none).
+  RowDimsFn rowDims = nullptr;
 };
 
 /// The kernel table: families register by (domain, op type); prepare finds
@@ -159,6 +188,9 @@ public:
   /// must be registered.
   void setWorkspace(llvm::StringRef domain, llvm::StringRef opType,
                     WorkspaceFn fn);
+  /// Declares the independent rows of the kernel of (\p domain,
+  /// \p opType), which must be registered and StageHalfAsFloat.
+  void setRowDims(llvm::StringRef domain, llvm::StringRef opType, RowDimsFn fn);
   /// The entry of (\p domain, \p opType), or null.
   const KernelInfo *lookup(llvm::StringRef domain,
                            llvm::StringRef opType) const;

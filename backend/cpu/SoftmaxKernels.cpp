@@ -197,6 +197,22 @@ template <bool Log> llvm::Error softmaxGradKernel(KernelCall &call) {
   });
 }
 
+/// The rows a softmax-family node normalizes independently: the
+/// dimensions before its axis (its 16-bit staging slices them).
+unsigned softmaxRowDims(const Node &node) {
+  const Value *x = node.getOperand(0);
+  if (!x)
+    return 0;
+  llvm::Expected<unsigned> axis =
+      ops::getSoftmaxAxis(node, x->getType().getRank());
+  if (!axis) {
+    // The kernel reports a bad axis; staging it whole changes nothing.
+    llvm::consumeError(axis.takeError());
+    return 0;
+  }
+  return *axis;
+}
+
 } // namespace
 
 void cpu::registerSoftmaxKernels(KernelTable &table) {
@@ -206,4 +222,12 @@ void cpu::registerSoftmaxKernels(KernelTable &table) {
   table.add(kMsDomain, "SoftmaxGrad_13", softmaxGradKernel<false>);
   table.add(kMsDomain, "LogSoftmaxGrad", softmaxGradKernel<true>);
   table.add(kMsDomain, "LogSoftmaxGrad_13", softmaxGradKernel<true>);
+  for (auto [domain, op] :
+       {std::pair<llvm::StringRef, llvm::StringRef>{"", "Softmax"},
+        {"", "LogSoftmax"},
+        {kMsDomain, "SoftmaxGrad"},
+        {kMsDomain, "SoftmaxGrad_13"},
+        {kMsDomain, "LogSoftmaxGrad"},
+        {kMsDomain, "LogSoftmaxGrad_13"}})
+    table.setRowDims(domain, op, softmaxRowDims);
 }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/Half.h"
+#include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/testing/KernelTestHarness.h"
 #include "ir/MemorySpaces.h"
 #include "ir/OpRegistry.h"
@@ -297,6 +298,74 @@ TEST(HalfStorageTest, BF16SoftmaxMatchesRoundedFloatSoftmax) {
   std::vector<float> want = (*full)[0].floats();
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(got[i], floatToBFloat16(want[i])) << i;
+}
+
+TEST(HalfStorageTest, SoftmaxFamilyStagesSlicesOfRows) {
+  // 8192 rows of 512 (axis -1) or 128 rows of 256 x 128 (axis 2): over
+  // kStagedSliceElements per tensor, so 16-bit staging runs a slice of rows
+  // at a time. Rows are independent, so the results are bit for bit those
+  // of the fp32 kernel on the widened inputs, rounded; the planned
+  // workspace (which the harness enforces) is a slice per tensor, not a
+  // whole fp32 copy; and dX may overwrite dY in place.
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  for (const Case &c :
+       {Case{{4, 8, 256, 512}, -1}, Case{{2, 64, 256, 128}, 2}}) {
+    int64_t n = 1;
+    for (int64_t extent : c.shape)
+      n *= extent;
+    std::vector<float> y = randomFloats(n, 11, 0, 1),
+                       dy = randomFloats(n, 12, -1, 1);
+    HostTensor hy = HostTensor::bf16(c.shape, y),
+               hdy = HostTensor::bf16(c.shape, dy);
+    HostTensor fy = HostTensor::f32(c.shape, hy.floats()),
+               fdy = HostTensor::f32(c.shape, hdy.floats());
+    std::vector<NamedAttribute> axis = {intAttr("axis", c.axis)};
+    KernelRunner runner;
+    auto full = runner.run(kMsDomain, "SoftmaxGrad_13", {&fdy, &fy},
+                           {f32Type(c.shape)}, axis);
+    ASSERT_TRUE(static_cast<bool>(full)) << llvm::toString(full.takeError());
+    std::vector<float> want = (*full)[0].floats();
+    for (bool inPlace : {false, true}) {
+      KernelRunner planned;
+      if (inPlace)
+        planned.setInPlace(0, 0);
+      auto half = planned.run(kMsDomain, "SoftmaxGrad_13", {&hdy, &hy},
+                              {TensorType::get(DType::BF16, c.shape)}, axis);
+      ASSERT_TRUE(static_cast<bool>(half)) << llvm::toString(half.takeError());
+      std::vector<uint16_t> got = (*half)[0].values<uint16_t>();
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], floatToBFloat16(want[i]))
+            << "axis " << c.axis << " in place " << inPlace << " element " << i;
+    }
+    // Softmax itself, through the same slicing.
+    auto forward = runner.run("", "Softmax", {&fdy}, {f32Type(c.shape)}, axis);
+    KernelRunner planned;
+    auto halfForward = planned.run(
+        "", "Softmax", {&hdy}, {TensorType::get(DType::BF16, c.shape)}, axis);
+    ASSERT_TRUE(forward && halfForward);
+    std::vector<float> probabilities = (*forward)[0].floats();
+    std::vector<uint16_t> halfProbabilities =
+        (*halfForward)[0].values<uint16_t>();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(halfProbabilities[i], floatToBFloat16(probabilities[i])) << i;
+  }
+  // Eager, the staging is allocated and counted: one slice per distinct
+  // 16-bit tensor (dY, Y, dX), not a whole fp32 copy of each.
+  std::vector<int64_t> shape = {4, 8, 256, 512};
+  std::vector<float> values = randomFloats(4 * 8 * 256 * 512, 13, 0, 1);
+  HostTensor hx = HostTensor::bf16(shape, values);
+  KernelRunner eager;
+  eager.setPlannedWorkspace(false);
+  auto grad = eager.run(kMsDomain, "SoftmaxGrad_13", {&hx, &hx},
+                        {TensorType::get(DType::BF16, shape)});
+  ASSERT_TRUE(static_cast<bool>(grad)) << llvm::toString(grad.takeError());
+  MemoryReport report = eager.getAllocator().getReport();
+  // dY and Y are one buffer here: widened once.
+  EXPECT_EQ(report.atPeak(MemoryCategory::Temporaries),
+            2 * scratchBytes(DType::F32, kStagedSliceElements));
 }
 
 TEST(HalfStorageTest, MixedHalfAndIntegerOperands) {
