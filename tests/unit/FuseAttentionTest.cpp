@@ -1,6 +1,6 @@
 //===- FuseAttentionTest.cpp - Tests of the fuse-attention pass -----------===//
 //
-// Numerical equivalence on the CPU backend: the attention graphs of
+// Numerical equivalence on the CPU backend: every attention graph of
 // testdata (GPT with its causal Where, Llama with its keep-polarity causal
 // Where, BERT with an additive padding mask, GPT with attention dropout)
 // give the same loss and gradients, to 1e-5 of each tensor's largest
@@ -54,6 +54,10 @@ constexpr AttentionGraph kGraphs[] = {
     {"llama_tiny", "llama_tiny", 4, 2},
     {"bert_tiny", "bert_tiny", 4, 2},
     {"gpt_tiny_dropout", "gpt_tiny", 4, 2, 0.2f},
+    {"gpt_tiny_untied", "gpt_tiny_untied", 4, 2},
+    {"gpt_opset14", "gpt_opset14", 4, 2},
+    {"gpt_opset20", "gpt_opset20", 4, 2},
+    {"llama_tiny_untied", "llama_tiny_untied", 4, 1},
 };
 
 std::string runPipeline(Module &module, llvm::StringRef pipeline,
