@@ -290,12 +290,23 @@ private:
 };
 
 /// What an instruction of a copy op does (ir/MemorySpaces.h).
-enum class CopyKind : uint8_t { None, ToHost, ToDevice, Wait };
+enum class CopyKind : uint8_t {
+  /// Not a copy: a kernel (or a view) runs the node.
+  None,
+  /// CopyToHostStart: Device::startCopyToHost.
+  ToHost,
+  /// CopyToDeviceStart: Device::startCopyToDevice.
+  ToDevice,
+  /// CopyWait: Device::waitEvent on its start's event.
+  Wait,
+};
 
 /// An arena slice whose value becomes live or dead at an instruction, with
 /// the counter of its memory space.
 struct SliceEvent {
+  /// The value that owns the slice.
   const Value *value;
+  /// The device counter, or the host arena's.
   MemoryCounter *counter;
 };
 
