@@ -171,6 +171,40 @@ TEST(FuseAttentionTestdataTest, GradientsMatchTheUnfusedGraph) {
   }
 }
 
+TEST(FuseAttentionTestdataTest, GmoptAutodiffGradientsMatchTheUnfusedGraph) {
+  // The same layers differentiated by gmopt's autodiff from the forward
+  // models (eval_model.onnx), rather than by ONNX Runtime's generator.
+  for (const AttentionGraph &graph : kGraphs) {
+    llvm::StringRef name = graph.name;
+    if (name != "gpt_tiny" && name != "bert_tiny" && name != "llama_tiny")
+      continue;
+    SCOPED_TRACE(graph.name);
+    OnnxImportOptions options;
+    options.dimBindings = {
+        {"batch", graph.batch},
+        {"batch_x_seq", graph.batch * testdataSequenceLength(name)}};
+    std::string path =
+        gmopt::testdataDir() + "/" + name.str() + "/eval_model.onnx";
+    auto original = importOnnxFile(path, options);
+    auto fused = importOnnxFile(path, options);
+    ASSERT_TRUE(original && fused);
+    ASSERT_EQ(runPipeline(**original, "autodiff,canonicalize"), "<success>");
+    PassManager manager;
+    ASSERT_EQ(
+        runPipeline(**fused, "autodiff,canonicalize,fuse-attention", &manager),
+        "<success>");
+    EXPECT_EQ(manager.getContext().getStatistic("fuse-attention", "fused"),
+              graph.layers);
+    llvm::StringMap<TensorData> inputs = graphInputs(graph);
+    std::vector<TensorData> expected = trainStep(**original, inputs, 0);
+    std::vector<TensorData> actual = trainStep(**fused, inputs, 0);
+    ASSERT_EQ(actual.size(), expected.size());
+    ASSERT_GT(actual.size(), 1u);
+    for (size_t i = 0; i != expected.size(); ++i)
+      EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5) << "result " << i;
+  }
+}
+
 TEST(FuseAttentionTestdataTest, DropoutIsActiveAndFollowsTheStep) {
   // The dropout case above proves bit-identical masks only if they drop:
   // the loss with ratio 0.2 differs from ratio 0, and between steps.
