@@ -42,17 +42,12 @@ llvm::Error checkChannels(const Node &node, const Value *value,
 // Pools (gmopt's kernels; CudaPoolDispatch.cpp)
 //===----------------------------------------------------------------------===//
 
-/// MaxPool, AveragePool and AveragePoolGrad.
-llvm::Error checkPool(const Node &node);
-llvm::Error runPool(CudaCall &call);
-
-/// GlobalAveragePool and GlobalMaxPool.
-llvm::Error checkGlobalPool(const Node &node);
-llvm::Error runGlobalPool(CudaCall &call);
-
-/// MaxPoolGrad.
-llvm::Error checkMaxPoolGrad(const Node &node);
-llvm::Error runMaxPoolGrad(CudaCall &call);
+/// The entries of MaxPool, AveragePool and AveragePoolGrad; of
+/// GlobalAveragePool and GlobalMaxPool; of MaxPoolGrad: each node decoded
+/// once, at prepare.
+KernelEntry poolEntry();
+KernelEntry globalPoolEntry();
+KernelEntry maxPoolGradEntry();
 
 #ifdef GMOPT_HAVE_CUDNN
 
@@ -121,12 +116,22 @@ llvm::Error requireCudnnLibrary(const Node &node);
 // (CudnnBatchNormDispatch.cpp)
 //===----------------------------------------------------------------------===//
 
-/// Conv and ConvGrad.
+/// Conv and ConvGrad: the check, the prepare that decodes the node and
+/// chooses cuDNN's algorithms for its planned workspace (on the device's
+/// handle), and a launch reading what it chose.
 llvm::Error checkConv(const Node &node);
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareConv(const Node &node, const KernelPreparation &preparation,
+            CudaKernelContext &ctx);
 llvm::Error runConv(CudaCall &call);
 
-/// BatchNormalization, BatchNormInternal and BatchNormalizationGrad.
+/// BatchNormalization, BatchNormInternal and BatchNormalizationGrad: the
+/// check, the prepare that decodes the node and makes its cuDNN
+/// descriptors, and a launch reading them.
 llvm::Error checkBatchNorm(const Node &node);
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareBatchNorm(const Node &node, const KernelPreparation &preparation,
+                 CudaKernelContext &ctx);
 llvm::Error runBatchNorm(CudaCall &call);
 
 #endif // GMOPT_HAVE_CUDNN
@@ -138,19 +143,17 @@ llvm::Error runBatchNorm(CudaCall &call);
 
 #ifdef GMOPT_HAVE_CUDNN
 
-/// The handle and the per-node convolution plans.
+/// The handle (each convolution's descriptors and algorithms live in its
+/// prepared kernel).
 struct gmopt::cuda::CudnnState {
   cudnnHandle_t handle = nullptr;
   /// Why there is no handle (cudnnCreate failed: e.g. cuDNN's libraries
   /// are missing on this machine); the CNN nodes then fail with it.
   std::string unavailable;
-  llvm::DenseMap<const Node *, std::shared_ptr<dispatch::cnn::ConvPlan>>
-      convPlans;
   CudnnState() = default;
   CudnnState(const CudnnState &) = delete;
   CudnnState &operator=(const CudnnState &) = delete;
   ~CudnnState() {
-    convPlans.clear();
     if (handle)
       (void)cudnnDestroy(handle);
   }

@@ -48,8 +48,8 @@ struct CudaGemmPlan;
 struct CudnnState;
 
 /// What kernels need besides their operands: the stream, the cuBLASLt
-/// handle, the random seed and step, and host-side constants that must
-/// outlive an asynchronous copy (Shape's output).
+/// handle, the random seed and step (host values a launch copies, such as
+/// Shape's output, live in its prepared kernel).
 struct CudaKernelContext {
   /// The compute stream: every kernel and copy of a node.
   cudaStream_t stream = nullptr;
@@ -66,9 +66,6 @@ struct CudaKernelContext {
   bool allowTf32 = false;
   /// The number of the launch within the step (fault reports).
   int32_t launchId = 0;
-  /// Host values copied to the device by Shape, kept per node so the
-  /// source outlives the asynchronous copy.
-  llvm::DenseMap<const Node *, std::vector<int64_t>> hostConstants;
   /// Each GEMM node's descriptors and algorithm, made at its first launch
   /// (the heuristic query costs more than a small GEMM).
   llvm::DenseMap<const Node *, std::shared_ptr<CudaGemmPlan>> gemmPlans;

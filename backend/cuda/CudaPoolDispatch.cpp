@@ -7,7 +7,9 @@
 // bf16 storage, one type per node; the pools widen each element to fp32,
 // compute in fp32 and round once (PoolMath.h). A 16-bit MaxPoolGrad sums
 // into an fp32 accumulator in its planned workspace and rounds once (an
-// eager run, without a slice, adds with 16-bit atomics).
+// eager run, without a slice, adds with 16-bit atomics). Each node is
+// decoded once, when it is prepared (window, storage, extents); a launch
+// reads the plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,9 +36,7 @@ llvm::Expected<Storage> floatStorageOf(const Node &node, const Value *value,
   return *storage;
 }
 
-} // namespace
-
-llvm::Error cnn::checkPool(const Node &node) {
+llvm::Error checkPool(const Node &node) {
   bool max = node.getOpType() == "MaxPool";
   auto storage = commonFloatStorage(
       node, {}, max ? llvm::ArrayRef<unsigned>{1} : llvm::ArrayRef<unsigned>{});
@@ -54,24 +54,48 @@ llvm::Error cnn::checkPool(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error cnn::runPool(CudaCall &call) {
-  WindowParams g = *resolvePoolParams(call.node);
-  llvm::StringRef op = call.node.getOpType();
-  Storage storage = *storageOf(call.in(0)->getType().getDType());
-  if (op == "MaxPool")
-    return call.check(launchMaxPool(storage, call.inPtr(0), call.outPtr(0),
-                                    call.outAs<int64_t>(1), g, call.ctx.stream),
+/// A pool node decoded once: its window, storage and kind.
+struct PoolPlan {
+  WindowParams window;
+  Storage storage = Storage::F32;
+  /// MaxPool, AveragePool or AveragePoolGrad; GlobalMaxPool or
+  /// GlobalAveragePool.
+  bool max = false, grad = false;
+  /// Global pools: [N*C, spatial, 1].
+  RowShape rows;
+  /// MaxPoolGrad: dX's and dY's elements.
+  int64_t dxElements = 0, dyElements = 0;
+};
+
+llvm::Expected<PoolPlan> decodePool(const Node &node) {
+  if (llvm::Error err = checkPool(node))
+    return err;
+  PoolPlan p;
+  p.window = *resolvePoolParams(node);
+  p.storage = *storageOf(node.getOperand(0)->getType().getDType());
+  p.max = node.getOpType() == "MaxPool";
+  p.grad = node.getOpType() == "AveragePoolGrad";
+  return p;
+}
+
+llvm::Error launchPool(CudaCall &call, const PoolPlan &p) {
+  if (p.max)
+    return call.check(launchMaxPool(p.storage, call.inPtr(0), call.outPtr(0),
+                                    call.outAs<int64_t>(1), p.window,
+                                    call.ctx.stream),
                       "MaxPool kernel");
-  if (op == "AveragePool")
-    return call.check(launchAveragePool(storage, call.inPtr(0), call.outPtr(0),
-                                        g, call.ctx.stream),
+  if (!p.grad)
+    return call.check(launchAveragePool(p.storage, call.inPtr(0),
+                                        call.outPtr(0), p.window,
+                                        call.ctx.stream),
                       "AveragePool kernel");
-  return call.check(launchAveragePoolGrad(storage, call.inPtr(0),
-                                          call.outPtr(0), g, call.ctx.stream),
+  return call.check(launchAveragePoolGrad(p.storage, call.inPtr(0),
+                                          call.outPtr(0), p.window,
+                                          call.ctx.stream),
                     "AveragePoolGrad kernel");
 }
 
-llvm::Error cnn::checkGlobalPool(const Node &node) {
+llvm::Error checkGlobalPool(const Node &node) {
   if (auto storage = commonFloatStorage(node); !storage)
     return storage.takeError();
   const Value *x = node.getOperand(0);
@@ -83,21 +107,27 @@ llvm::Error cnn::checkGlobalPool(const Node &node) {
   return checkShape(node, node.getResult(0), out, "Y");
 }
 
-llvm::Error cnn::runGlobalPool(CudaCall &call) {
-  Shape in = shapeOf(call.in(0));
-  RowShape rows;
-  rows.outer = in[0] * in[1];
-  rows.n = product(llvm::ArrayRef<int64_t>(in).drop_front(2));
-  rows.inner = 1;
-  bool max = call.node.getOpType() == "GlobalMaxPool";
-  return call.check(launchReduce(max ? ReduceKind::Max : ReduceKind::Mean,
-                                 *storageOf(call.in(0)->getType().getDType()),
-                                 call.inPtr(0), call.outPtr(0), rows,
-                                 call.ctx.stream),
-                    max ? "GlobalMaxPool kernel" : "GlobalAveragePool kernel");
+llvm::Expected<PoolPlan> decodeGlobalPool(const Node &node) {
+  if (llvm::Error err = checkGlobalPool(node))
+    return err;
+  Shape in = shapeOf(node.getOperand(0));
+  PoolPlan p;
+  p.rows.outer = in[0] * in[1];
+  p.rows.n = product(llvm::ArrayRef<int64_t>(in).drop_front(2));
+  p.rows.inner = 1;
+  p.max = node.getOpType() == "GlobalMaxPool";
+  p.storage = *storageOf(node.getOperand(0)->getType().getDType());
+  return p;
 }
 
-llvm::Error cnn::checkMaxPoolGrad(const Node &node) {
+llvm::Error launchGlobalPool(CudaCall &call, const PoolPlan &p) {
+  return call.check(
+      launchReduce(p.max ? ReduceKind::Max : ReduceKind::Mean, p.storage,
+                   call.inPtr(0), call.outPtr(0), p.rows, call.ctx.stream),
+      p.max ? "GlobalMaxPool kernel" : "GlobalAveragePool kernel");
+}
+
+llvm::Error checkMaxPoolGrad(const Node &node) {
   const Value *dy = node.getOperand(0);
   const Value *indices =
       node.getNumOperands() > 1 ? node.getOperand(1) : nullptr;
@@ -116,34 +146,56 @@ llvm::Error cnn::checkMaxPoolGrad(const Node &node) {
   return llvm::Error::success();
 }
 
-llvm::Error cnn::runMaxPoolGrad(CudaCall &call) {
+llvm::Expected<PoolPlan> decodeMaxPoolGrad(const Node &node) {
+  if (llvm::Error err = checkMaxPoolGrad(node))
+    return err;
+  PoolPlan p;
+  p.dxElements = node.getResult(0)->getType().getNumElements();
+  p.dyElements = node.getOperand(0)->getType().getNumElements();
+  p.storage = *storageOf(node.getOperand(0)->getType().getDType());
+  return p;
+}
+
+llvm::Error launchMaxPoolGrad(CudaCall &call, const PoolPlan &p) {
   // dX[Indices[i]] += dY[i] over the flattened dX: GatherGrad's scatter
   // (fp32 atomics: overlapping windows sum in no fixed order); an index
   // outside dX raises the device fault naming this node.
   if (llvm::Error err = call.markFaultable())
     return err;
-  int64_t dxElements = call.out(0)->getType().getNumElements();
-  int64_t dyElements = call.in(0)->getType().getNumElements();
-  Storage storage = *storageOf(call.in(0)->getType().getDType());
-  if (storage != Storage::F32) {
+  if (p.storage != Storage::F32) {
     // 16-bit: fp32 sums in the planned accumulator, rounded once; an eager
     // run has none and adds in 16 bits.
-    uint64_t needed = static_cast<uint64_t>(dxElements) * sizeof(float);
+    uint64_t needed = static_cast<uint64_t>(p.dxElements) * sizeof(float);
     float *accumulator =
         call.launch.workspace && call.launch.workspaceBytes >= needed
             ? static_cast<float *>(call.launch.workspace)
             : nullptr;
     ScatterRows rows;
-    rows.axisExtent = dxElements;
-    rows.indexCount = dyElements;
-    return call.check(launchScatterAdd16(storage, call.inPtr(0), call.inPtr(1),
-                                         /*indices32=*/false, call.outPtr(0),
-                                         accumulator, rows, call.ctx.stream),
+    rows.axisExtent = p.dxElements;
+    rows.indexCount = p.dyElements;
+    return call.check(launchScatterAdd16(p.storage, call.inPtr(0),
+                                         call.inPtr(1), /*indices32=*/false,
+                                         call.outPtr(0), accumulator, rows,
+                                         call.ctx.stream),
                       "MaxPoolGrad kernel");
   }
   return call.check(launchGatherGrad(call.inAs<float>(0), call.inPtr(1),
                                      /*indices32=*/false, call.outAs<float>(0),
-                                     1, dxElements, dyElements, 1,
+                                     1, p.dxElements, p.dyElements, 1,
                                      call.ctx.stream),
                     "MaxPoolGrad kernel");
+}
+
+} // namespace
+
+KernelEntry cnn::poolEntry() {
+  return decodedEntry<PoolPlan, decodePool, launchPool>();
+}
+
+KernelEntry cnn::globalPoolEntry() {
+  return decodedEntry<PoolPlan, decodeGlobalPool, launchGlobalPool>();
+}
+
+KernelEntry cnn::maxPoolGradEntry() {
+  return decodedEntry<PoolPlan, decodeMaxPoolGrad, launchMaxPoolGrad>();
 }

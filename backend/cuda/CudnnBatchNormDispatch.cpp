@@ -8,7 +8,9 @@
 // as cuDNN requires. The running statistics are ONNX's
 // (launchBatchNormStats), not cuDNN's. Per-channel statistics cuDNN writes
 // but the node does not output go to the node's planned workspace, which an
-// eager run does not have. Compiled only where cuDNN's header was found.
+// eager run does not have. Preparing a node decodes it and makes its cuDNN
+// descriptors once; a launch reads them. Compiled only where cuDNN's header
+// was found.
 //
 //===----------------------------------------------------------------------===//
 
@@ -127,38 +129,70 @@ llvm::Error channelPair(CudaCall &call, int64_t channels, void *&first,
 
 } // namespace
 
-llvm::Error cnn::runBatchNorm(CudaCall &call) {
-  const Node &node = call.node;
-  bool grad = node.getOpType() == "BatchNormalizationGrad";
-  BatchNormShape b = *batchNormShape(node, call.in(grad ? 1 : 0));
-  if (llvm::Error err = requireCudnn(node, call.ctx))
+namespace {
+
+/// A batch-norm node prepared once: its shape, attributes and cuDNN's
+/// descriptors of X and of the per-channel tensors.
+struct BatchNormDescriptor final : CudaKernelDescriptor {
+  bool grad = false;
+  bool training = false;
+  BatchNormShape shape;
+  double epsilon = 1e-5;
+  float momentum = 0.9f;
+  Descriptors owned;
+  cudnnTensorDescriptor_t x = nullptr, channels = nullptr;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+cnn::prepareBatchNorm(const Node &node, const KernelPreparation &,
+                      CudaKernelContext &ctx) {
+  if (llvm::Error err = checkBatchNorm(node))
     return err;
+  if (llvm::Error err = requireCudnn(node, ctx))
+    return err;
+  auto d = std::make_unique<BatchNormDescriptor>();
+  d->grad = node.getOpType() == "BatchNormalizationGrad";
+  const Value *xValue = node.getOperand(d->grad ? 1 : 0);
+  d->shape = *batchNormShape(node, xValue);
+  const BatchNormShape &b = d->shape;
   if (b.batch * b.channels * b.spatial == 0)
     return nodeError(node, "an empty batch is not supported by cuDNN's batch "
                            "norm");
-  cudnnHandle_t handle = call.ctx.cudnn->handle;
-  Descriptors owned;
+  d->epsilon = node.getFloatAttr("epsilon", 1e-5f);
+  d->momentum = node.getFloatAttr("momentum", 0.9f);
+  d->training = !d->grad && isBatchNormTraining(node);
   // A 16-bit X gets a float channel descriptor from
   // cudnnDeriveBNTensorDescriptor.
-  Storage storage = *storageOf(call.in(grad ? 1 : 0)->getType().getDType());
-  auto x = owned.tensor(node, cudnnTypeOf(storage), b.batch, b.channels,
-                        b.spatial, 1);
+  Storage storage = *storageOf(xValue->getType().getDType());
+  auto x = d->owned.tensor(node, cudnnTypeOf(storage), b.batch, b.channels,
+                           b.spatial, 1);
   if (!x)
     return x.takeError();
-  cudnnTensorDescriptor_t channelDesc = nullptr;
-  CUDNN_CHECK(node, cudnnCreateTensorDescriptor(&channelDesc));
-  owned.tensors.push_back(channelDesc);
-  CUDNN_CHECK(node, cudnnDeriveBNTensorDescriptor(channelDesc, *x,
+  d->x = *x;
+  CUDNN_CHECK(node, cudnnCreateTensorDescriptor(&d->channels));
+  d->owned.tensors.push_back(d->channels);
+  CUDNN_CHECK(node, cudnnDeriveBNTensorDescriptor(d->channels, d->x,
                                                   CUDNN_BATCHNORM_SPATIAL));
-  double epsilon = node.getFloatAttr("epsilon", 1e-5f);
+  return d;
+}
+
+llvm::Error cnn::runBatchNorm(CudaCall &call) {
+  const Node &node = call.node;
+  const auto &d = call.getDescriptor<BatchNormDescriptor>();
+  const BatchNormShape &b = d.shape;
+  cudnnHandle_t handle = call.ctx.cudnn->handle;
+  cudnnTensorDescriptor_t x = d.x, channelDesc = d.channels;
+  double epsilon = d.epsilon;
   const float one = 1, zero = 0;
-  if (grad) {
+  if (d.grad) {
     void *dScale = call.outPtr(1), *dBias = call.outPtr(2);
     if (llvm::Error err = channelPair(call, b.channels, dScale, dBias))
       return err;
     CUDNN_CHECK(node, cudnnBatchNormalizationBackward(
                           handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
-                          &zero, *x, call.inPtr(1), *x, call.inPtr(0), *x,
+                          &zero, x, call.inPtr(1), x, call.inPtr(0), x,
                           call.outPtr(0), channelDesc, call.inPtr(2), dScale,
                           dBias, epsilon, call.inPtr(3), call.inPtr(4)));
     return llvm::Error::success();
@@ -169,9 +203,9 @@ llvm::Error cnn::runBatchNorm(CudaCall &call) {
   stats.runningMean = call.outAs<float>(1);
   stats.runningVar = call.outAs<float>(2);
   stats.channels = b.channels;
-  stats.momentum = node.getFloatAttr("momentum", 0.9f);
+  stats.momentum = d.momentum;
   stats.epsilon = epsilon;
-  stats.training = isBatchNormTraining(node);
+  stats.training = d.training;
   if (stats.training) {
     void *savedMean = call.outPtr(3), *savedInvStd = call.outPtr(4);
     if (llvm::Error err = channelPair(call, b.channels, savedMean, savedInvStd))
@@ -179,8 +213,8 @@ llvm::Error cnn::runBatchNorm(CudaCall &call) {
     // The running statistics are ONNX's (launchBatchNormStats), not
     // cuDNN's: none are passed here.
     CUDNN_CHECK(node, cudnnBatchNormalizationForwardTraining(
-                          handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, *x,
-                          call.inPtr(0), *x, call.outPtr(0), channelDesc,
+                          handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x,
+                          call.inPtr(0), x, call.outPtr(0), channelDesc,
                           call.inPtr(1), call.inPtr(2), 0.0, nullptr, nullptr,
                           epsilon, savedMean, savedInvStd));
     stats.batchMean = static_cast<const float *>(savedMean);
@@ -191,8 +225,8 @@ llvm::Error cnn::runBatchNorm(CudaCall &call) {
     // The running statistics may share bytes with the inputs (in place):
     // Y is computed first, the copies after.
     CUDNN_CHECK(node, cudnnBatchNormalizationForwardInference(
-                          handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, *x,
-                          call.inPtr(0), *x, call.outPtr(0), channelDesc,
+                          handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x,
+                          call.inPtr(0), x, call.outPtr(0), channelDesc,
                           call.inPtr(1), call.inPtr(2), call.inPtr(3),
                           call.inPtr(4), epsilon));
     stats.savedMean = call.outAs<float>(3);

@@ -20,13 +20,14 @@
 //
 // Workspace: the CUDA workspace model (CudnnGeometry.h) gives every
 // convolution node a slice bounded from its shapes alone, so plans made
-// without a GPU reserve it. At a node's first launch the algorithms
-// cuDNN's heuristics rank (cudnnGet*Algorithm_v7, fastest first) are
-// tried in order, deterministic ones first: the first whose
-// workspace (cudnnGet*WorkspaceSize) fits the planned slice is kept for
-// the node. An eager launch has no slice and gets a zero-workspace
-// algorithm (implicit GEMM, which always exists). Nothing is allocated
-// inside a step. Compiled only where cuDNN's header was found.
+// without a GPU reserve it. When the node is prepared (once, with the size
+// of its planned slice) its geometry is resolved, its descriptors made and
+// the algorithms cuDNN's heuristics rank (cudnnGet*Algorithm_v7, fastest
+// first) tried in order, deterministic ones first: the first whose
+// workspace (cudnnGet*WorkspaceSize) fits the slice is kept in the prepared
+// kernel, which each launch reads. An eager node has no slice and gets a
+// zero-workspace algorithm (implicit GEMM, which always exists). Nothing is
+// allocated inside a step. Compiled only where cuDNN's header was found.
 //
 //===----------------------------------------------------------------------===//
 
@@ -257,112 +258,158 @@ makeConvPlan(const Node &node, const ConvParams &p, Storage storage,
 
 } // namespace
 
-llvm::Error cnn::runConv(CudaCall &call) {
-  const Node &node = call.node;
-  auto params = resolveConvParams(node);
-  if (!params)
-    return params.takeError();
-  const WindowParams &g = params->window;
-  bool grad = node.getOpType() == "ConvGrad";
-  if (g.batch * g.channels * g.inSize() == 0 ||
-      g.batch * params->outChannels * g.outSize() == 0) {
-    // An empty convolution: every output is zero.
-    for (unsigned i = 0; i < node.getNumResults(); ++i)
-      if (call.out(i) && call.out(i)->getType().getSizeInBytes())
-        if (llvm::Error err = call.check(
-                cudaMemsetAsync(call.outPtr(i), 0,
-                                call.out(i)->getType().getSizeInBytes(),
-                                call.ctx.stream),
-                "cudaMemsetAsync"))
-          return err;
-    return llvm::Error::success();
-  }
-  if (llvm::Error err = requireCudnn(node, call.ctx))
+namespace {
+
+/// A Conv or ConvGrad node prepared once: its geometry and workspace
+/// layout, and (unless the convolution is empty) its cuDNN descriptors and
+/// the algorithms chosen for the planned workspace.
+struct ConvDescriptor final : CudaKernelDescriptor {
+  ConvParams params;
+  ConvWorkspaceLayout layout;
+  Storage storage = Storage::F32;
+  bool grad = false;
+  /// An empty convolution: every output is zero, nothing runs on cuDNN.
+  bool empty = false;
+  /// Bytes of one X element.
+  int64_t elementBytes = 0;
+  /// The cuDNN scratch within the node's slice (after the padded copies).
+  uint64_t workspaceBytes = 0;
+  /// Conv: B is present. ConvGrad: which of dX, dW, dB are.
+  bool bias = false;
+  bool outputs[3] = {false, false, false};
+  /// Each result's bytes (an empty convolution clears them).
+  uint64_t resultBytes[3] = {0, 0, 0};
+  std::shared_ptr<ConvPlan> plan;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+cnn::prepareConv(const Node &node, const KernelPreparation &preparation,
+                 CudaKernelContext &ctx) {
+  if (llvm::Error err = checkConv(node))
     return err;
-  Storage storage = *storageOf(call.in(0)->getType().getDType());
-  ConvWorkspaceLayout layout = getConvWorkspaceLayout(node, *params);
-  uint64_t sliceBytes = call.launch.planned ? call.launch.workspaceBytes : 0;
-  auto *slice = static_cast<char *>(call.launch.workspace);
-  if (layout.explicitPadding && (!slice || sliceBytes < layout.scratchOffset))
+  auto d = std::make_unique<ConvDescriptor>();
+  d->params = *resolveConvParams(node);
+  const WindowParams &g = d->params.window;
+  d->grad = node.getOpType() == "ConvGrad";
+  for (unsigned i = 0; i < 3 && i < node.getNumResults(); ++i)
+    if (const Value *result = node.getResult(i)) {
+      d->outputs[i] = true;
+      d->resultBytes[i] = result->getType().getSizeInBytes();
+    }
+  d->bias = !d->grad && node.getNumOperands() > 2 && node.getOperand(2);
+  d->empty = g.batch * g.channels * g.inSize() == 0 ||
+             g.batch * d->params.outChannels * g.outSize() == 0;
+  if (d->empty)
+    return d;
+  if (llvm::Error err = requireCudnn(node, ctx))
+    return err;
+  d->storage = *storageOf(node.getOperand(0)->getType().getDType());
+  d->elementBytes = dispatch::elementBytes(node.getOperand(d->grad ? 1 : 0));
+  d->layout = getConvWorkspaceLayout(node, d->params);
+  uint64_t sliceBytes = preparation.planned ? preparation.workspaceBytes : 0;
+  if (d->layout.explicitPadding &&
+      (!sliceBytes || sliceBytes < d->layout.scratchOffset))
     return nodeError(node,
                      "asymmetric pads are padded explicitly into the node's "
                      "planned workspace, which an eager (baseline) run does "
                      "not have");
-  uint64_t workspaceBytes = slice && sliceBytes > layout.scratchOffset
-                                ? sliceBytes - layout.scratchOffset
-                                : 0;
-  void *workspace = workspaceBytes ? slice + layout.scratchOffset : nullptr;
-  std::shared_ptr<ConvPlan> &cached = call.ctx.cudnn->convPlans[&node];
-  if (!cached || cached->workspaceBytes != workspaceBytes) {
-    auto plan =
-        makeConvPlan(node, layout.cudnn, storage, workspaceBytes, call.ctx);
-    if (!plan)
-      return plan.takeError();
-    cached = std::move(*plan);
+  d->workspaceBytes = sliceBytes > d->layout.scratchOffset
+                          ? sliceBytes - d->layout.scratchOffset
+                          : 0;
+  auto plan =
+      makeConvPlan(node, d->layout.cudnn, d->storage, d->workspaceBytes, ctx);
+  if (!plan)
+    return plan.takeError();
+  d->plan = std::move(*plan);
+  return d;
+}
+
+llvm::Error cnn::runConv(CudaCall &call) {
+  const Node &node = call.node;
+  const auto &d = call.getDescriptor<ConvDescriptor>();
+  const WindowParams &g = d.params.window;
+  if (d.empty) {
+    // An empty convolution: every output is zero.
+    for (unsigned i = 0; i < 3; ++i)
+      if (d.outputs[i] && d.resultBytes[i])
+        if (llvm::Error err =
+                call.check(cudaMemsetAsync(call.outPtr(i), 0, d.resultBytes[i],
+                                           call.ctx.stream),
+                           "cudaMemsetAsync"))
+          return err;
+    return llvm::Error::success();
   }
-  const ConvPlan &d = *cached;
+  const ConvWorkspaceLayout &layout = d.layout;
+  auto *slice = static_cast<char *>(call.launch.workspace);
+  if (layout.explicitPadding && !slice)
+    return nodeError(node, "the planned workspace slice is missing");
+  void *workspace =
+      d.workspaceBytes && slice ? slice + layout.scratchOffset : nullptr;
+  uint64_t workspaceBytes = workspace ? d.workspaceBytes : 0;
+  const ConvPlan &plan = *d.plan;
   cudnnHandle_t handle = call.ctx.cudnn->handle;
-  int64_t elementBytes = dispatch::elementBytes(call.in(grad ? 1 : 0));
   // X as cuDNN reads it: the node's, or padded into the slice.
-  const void *x = call.inPtr(grad ? 1 : 0);
+  const void *x = call.inPtr(d.grad ? 1 : 0);
   if (layout.explicitPadding && layout.paddedXBytes) {
     void *padded = slice + layout.paddedXOffset;
-    if (llvm::Error err = call.check(
-            launchConvPad(x, padded, elementBytes, layout.pad, call.ctx.stream),
-            "convolution pad kernel"))
+    if (llvm::Error err = call.check(launchConvPad(x, padded, d.elementBytes,
+                                                   layout.pad, call.ctx.stream),
+                                     "convolution pad kernel"))
       return err;
     x = padded;
   }
   // 16-bit data scales in fp32 as well (cuDNN's scaling type for HALF and
   // BFLOAT16 is float).
   const float one = 1, zero = 0;
-  if (!grad) {
+  if (!d.grad) {
     CUDNN_CHECK(node, cudnnConvolutionForward(
-                          handle, &one, d.x, x, d.w, call.inPtr(1), d.forward,
-                          d.forwardAlgo, workspace, workspaceBytes, &zero, d.y,
-                          call.outPtr(0)));
-    if (!call.in(2))
+                          handle, &one, plan.x, x, plan.w, call.inPtr(1),
+                          plan.forward, plan.forwardAlgo, workspace,
+                          workspaceBytes, &zero, plan.y, call.outPtr(0)));
+    if (!d.bias)
       return llvm::Error::success();
-    if (storage != Storage::F32)
-      return call.check(launchConvBias16(storage, call.outPtr(0), call.inPtr(2),
-                                         g.batch, params->outChannels,
-                                         g.outSize(), call.ctx.stream),
-                        "convolution bias kernel");
-    CUDNN_CHECK(node, cudnnAddTensor(handle, &one, d.bias, call.inPtr(2), &one,
-                                     d.y, call.outPtr(0)));
+    if (d.storage != Storage::F32)
+      return call.check(
+          launchConvBias16(d.storage, call.outPtr(0), call.inPtr(2), g.batch,
+                           d.params.outChannels, g.outSize(), call.ctx.stream),
+          "convolution bias kernel");
+    CUDNN_CHECK(node, cudnnAddTensor(handle, &one, plan.bias, call.inPtr(2),
+                                     &one, plan.y, call.outPtr(0)));
     return llvm::Error::success();
   }
   // ConvGrad(dY, X, W) -> (dX?, dW?, dB?), one after another on the stream
   // (each may use the whole scratch).
-  if (call.out(0)) {
+  if (d.outputs[0]) {
     void *dx =
         layout.explicitPadding ? slice + layout.paddedDxOffset : call.outPtr(0);
     CUDNN_CHECK(node, cudnnConvolutionBackwardData(
-                          handle, &one, d.w, call.inPtr(2), d.y, call.inPtr(0),
-                          d.data, d.dataAlgo, workspace, workspaceBytes, &zero,
-                          d.x, dx));
+                          handle, &one, plan.w, call.inPtr(2), plan.y,
+                          call.inPtr(0), plan.data, plan.dataAlgo, workspace,
+                          workspaceBytes, &zero, plan.x, dx));
     if (layout.explicitPadding)
       if (llvm::Error err =
-              call.check(launchConvCrop(dx, call.outPtr(0), elementBytes,
+              call.check(launchConvCrop(dx, call.outPtr(0), d.elementBytes,
                                         layout.pad, call.ctx.stream),
                          "convolution crop kernel"))
         return err;
   }
-  if (call.out(1))
+  if (d.outputs[1])
     CUDNN_CHECK(node, cudnnConvolutionBackwardFilter(
-                          handle, &one, d.x, x, d.y, call.inPtr(0), d.filter,
-                          d.filterAlgo, workspace, workspaceBytes, &zero, d.w,
-                          call.outPtr(1)));
-  if (!call.out(2))
+                          handle, &one, plan.x, x, plan.y, call.inPtr(0),
+                          plan.filter, plan.filterAlgo, workspace,
+                          workspaceBytes, &zero, plan.w, call.outPtr(1)));
+  if (!d.outputs[2])
     return llvm::Error::success();
-  if (storage != Storage::F32)
-    return call.check(
-        launchConvBiasGrad16(storage, call.inPtr(0), call.outPtr(2), g.batch,
-                             params->outChannels, g.outSize(), call.ctx.stream),
-        "convolution bias-gradient kernel");
+  if (d.storage != Storage::F32)
+    return call.check(launchConvBiasGrad16(
+                          d.storage, call.inPtr(0), call.outPtr(2), g.batch,
+                          d.params.outChannels, g.outSize(), call.ctx.stream),
+                      "convolution bias-gradient kernel");
   CUDNN_CHECK(node,
-              cudnnConvolutionBackwardBias(handle, &one, d.y, call.inPtr(0),
-                                           &zero, d.bias, call.outPtr(2)));
+              cudnnConvolutionBackwardBias(handle, &one, plan.y, call.inPtr(0),
+                                           &zero, plan.bias, call.outPtr(2)));
   return llvm::Error::success();
 }
 

@@ -138,6 +138,12 @@ llvm::Error runWithoutCudnn(CudaCall &call) {
   return refuseWithoutCudnn(call.node);
 }
 
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareWithoutCudnn(const Node &node, const KernelPreparation &,
+                    CudaKernelContext &) {
+  return refuseWithoutCudnn(node);
+}
+
 } // namespace
 
 #endif // GMOPT_HAVE_CUDNN
@@ -151,27 +157,28 @@ bool gmopt::isCudnnBuilt() {
 }
 
 void cuda::dispatch::addCnnKernels(llvm::StringMap<KernelEntry> &table) {
-  auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                 RunFn run) {
-    table[(domain + "::" + op).str()] = {check, run};
-  };
+  // A convolution chooses its cuDNN algorithms at prepare and batch norm
+  // makes its descriptors there, on the device; without cuDNN both refuse
+  // their nodes at prepare.
 #ifdef GMOPT_HAVE_CUDNN
-  CheckFn conv = checkConv, batchNorm = checkBatchNorm;
-  RunFn runConvFn = runConv, runBatchNormFn = runBatchNorm;
+  KernelEntry convolution = {checkConv, runConv, prepareConv};
+  KernelEntry normalization = {checkBatchNorm, runBatchNorm, prepareBatchNorm};
 #else
-  CheckFn conv = refuseWithoutCudnn, batchNorm = refuseWithoutCudnn;
-  RunFn runConvFn = runWithoutCudnn, runBatchNormFn = runWithoutCudnn;
+  KernelEntry convolution = {refuseWithoutCudnn, runWithoutCudnn,
+                             prepareWithoutCudnn};
+  KernelEntry normalization = convolution;
 #endif
-  add("", "Conv", conv, runConvFn);
-  add(kMsDomain, "ConvGrad", conv, runConvFn);
+  convolution.preparesOnDevice = normalization.preparesOnDevice = true;
+  addEntry(table, "", "Conv", convolution);
+  addEntry(table, kMsDomain, "ConvGrad", convolution);
   // Older ONNX Runtime releases registered ConvGrad in the ONNX domain.
-  add("", "ConvGrad", conv, runConvFn);
-  add("", "BatchNormalization", batchNorm, runBatchNormFn);
-  add(kMsDomain, "BatchNormInternal", batchNorm, runBatchNormFn);
-  add(kMsDomain, "BatchNormalizationGrad", batchNorm, runBatchNormFn);
+  addEntry(table, "", "ConvGrad", convolution);
+  addEntry(table, "", "BatchNormalization", normalization);
+  addEntry(table, kMsDomain, "BatchNormInternal", normalization);
+  addEntry(table, kMsDomain, "BatchNormalizationGrad", normalization);
   for (const char *op : {"MaxPool", "AveragePool", "AveragePoolGrad"})
-    add("", op, checkPool, runPool);
+    addEntry(table, "", op, poolEntry());
   for (const char *op : {"GlobalAveragePool", "GlobalMaxPool"})
-    add("", op, checkGlobalPool, runGlobalPool);
-  add("", "MaxPoolGrad", checkMaxPoolGrad, runMaxPoolGrad);
+    addEntry(table, "", op, globalPoolEntry());
+  addEntry(table, "", "MaxPoolGrad", maxPoolGradEntry());
 }
