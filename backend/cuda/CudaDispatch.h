@@ -66,9 +66,6 @@ struct CudaKernelContext {
   bool allowTf32 = false;
   /// The number of the launch within the step (fault reports).
   int32_t launchId = 0;
-  /// Each GEMM node's descriptors and algorithm, made at its first launch
-  /// (the heuristic query costs more than a small GEMM).
-  llvm::DenseMap<const Node *, std::shared_ptr<CudaGemmPlan>> gemmPlans;
   /// cuDNN's handle (on the stream) and per-node plans, made by
   /// createCudnnState when the device initializes; null without cuDNN.
   std::shared_ptr<CudnnState> cudnn;
@@ -142,9 +139,15 @@ struct CudaStridedGemm {
   int64_t batch = 1, m = 1, n = 1, k = 1;
   bool transA = false, transB = false;
 };
-/// Runs \p gemm for \p launch's node on cuBLASLt (CudaMatMul.cpp), with
-/// the node's descriptors and algorithm cached as MatMul's are.
-llvm::Error runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
+/// The cuBLASLt descriptors and algorithm of \p gemm for \p node, chosen
+/// once for \p preparation's workspace (CudaMatMul.cpp; Einsum's lowering
+/// calls it when its node is prepared).
+llvm::Expected<std::shared_ptr<CudaGemmPlan>>
+prepareCudaStridedGemm(const Node &node, const CudaStridedGemm &gemm,
+                       const KernelPreparation &preparation,
+                       CudaKernelContext &ctx);
+/// Runs the GEMM \p plan prepared for \p launch's node on cuBLASLt.
+llvm::Error runCudaStridedGemm(const CudaGemmPlan &plan, const void *a,
                                const void *b, void *y, const NodeLaunch &launch,
                                CudaKernelContext &ctx);
 

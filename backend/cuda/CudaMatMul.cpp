@@ -400,11 +400,10 @@ llvm::Error cuda::runCudaMatMul(const CudaKernelDescriptor &descriptor,
   return llvm::Error::success();
 }
 
-llvm::Error cuda::runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
-                                     const void *b, void *y,
-                                     const NodeLaunch &launch,
-                                     CudaKernelContext &ctx) {
-  const Node &node = *launch.node;
+llvm::Expected<std::shared_ptr<CudaGemmPlan>>
+cuda::prepareCudaStridedGemm(const Node &node, const CudaStridedGemm &gemm,
+                             const KernelPreparation &preparation,
+                             CudaKernelContext &ctx) {
   MatMulGeometry g;
   g.m = gemm.m;
   g.n = gemm.n;
@@ -418,21 +417,23 @@ llvm::Error cuda::runCudaStridedGemm(const CudaStridedGemm &gemm, const void *a,
   g.dataType = CUDA_R_32F;
   if (g.batch > INT32_MAX)
     return matMulError(node, "too many matrices in one batch");
-  uint64_t workspaceBytes = launch.planned ? launch.workspaceBytes : 0;
-  std::shared_ptr<CudaGemmPlan> &cached = ctx.gemmPlans[&node];
-  if (!cached || cached->workspaceBytes != workspaceBytes) {
-    auto plan = makeGemmPlan(node, g, workspaceBytes, ctx);
-    if (!plan)
-      return plan.takeError();
-    cached = std::move(*plan);
-  }
-  const CudaGemmPlan &d = *cached;
+  return makeGemmPlan(
+      node, g, preparation.planned ? preparation.workspaceBytes : 0, ctx);
+}
+
+llvm::Error cuda::runCudaStridedGemm(const CudaGemmPlan &plan, const void *a,
+                                     const void *b, void *y,
+                                     const NodeLaunch &launch,
+                                     CudaKernelContext &ctx) {
+  assert((launch.planned ? launch.workspaceBytes : 0) == plan.workspaceBytes &&
+         "a launch gets the workspace its kernel was prepared for");
+  uint64_t workspaceBytes = plan.workspaceBytes;
   float alpha = 1, beta = 0;
   cublasStatus_t status = cublasLtMatmul(
-      ctx.blasLt, d.op, &alpha, b, d.first, a, d.second, &beta, y, d.out, y,
-      d.out, &d.algo, workspaceBytes ? launch.workspace : nullptr,
-      workspaceBytes, ctx.stream);
+      ctx.blasLt, plan.op, &alpha, b, plan.first, a, plan.second, &beta, y,
+      plan.out, y, plan.out, &plan.algo,
+      workspaceBytes ? launch.workspace : nullptr, workspaceBytes, ctx.stream);
   if (status != CUBLAS_STATUS_SUCCESS)
-    return blasLtCallError(node, "cublasLtMatmul", status);
+    return blasLtCallError(*launch.node, "cublasLtMatmul", status);
   return llvm::Error::success();
 }

@@ -15,7 +15,8 @@
 // is one strided-batch GEMM over its operands as stored (EinsumPlan's
 // EinsumGemm: matmuls, batched matmuls, transposed operands) runs on
 // cuBLASLt like MatMul, with MatMul's planned GEMM scratch (the workspace
-// model asks cuda::isCublasEinsum); every other equation, and f64, on the
+// model asks cuda::isCublasEinsum) and its algorithm chosen when the node is
+// prepared; every other equation, and f64, on the
 // general kernel (one thread per output element, fp32 / fp64 accumulation).
 //
 //===----------------------------------------------------------------------===//
@@ -558,9 +559,40 @@ llvm::Expected<EinsumDescriptor> decodeEinsum(const Node &node) {
   return d;
 }
 
-llvm::Error launchEinsumPlan(CudaCall &call, const EinsumDescriptor &d) {
-  if (d.gemm)
-    return runCudaStridedGemm(*d.gemm, call.inPtr(d.gemmA),
+/// An Einsum prepared once: its decoded plan and, for one that runs on
+/// cuBLASLt, the GEMM's descriptors and algorithm for the node's workspace.
+struct EinsumKernel final : CudaKernelDescriptor {
+  EinsumDescriptor einsum;
+  std::shared_ptr<CudaGemmPlan> gemm;
+};
+
+llvm::Error checkEinsum(const Node &node) {
+  return decodeEinsum(node).takeError();
+}
+
+llvm::Expected<std::unique_ptr<CudaKernelDescriptor>>
+prepareEinsum(const Node &node, const KernelPreparation &preparation,
+              CudaKernelContext &ctx) {
+  auto einsum = decodeEinsum(node);
+  if (!einsum)
+    return einsum.takeError();
+  auto kernel = std::make_unique<EinsumKernel>();
+  kernel->einsum = std::move(*einsum);
+  if (kernel->einsum.gemm) {
+    auto plan =
+        prepareCudaStridedGemm(node, *kernel->einsum.gemm, preparation, ctx);
+    if (!plan)
+      return plan.takeError();
+    kernel->gemm = std::move(*plan);
+  }
+  return kernel;
+}
+
+llvm::Error runEinsum(CudaCall &call) {
+  const auto &kernel = call.getDescriptor<EinsumKernel>();
+  const EinsumDescriptor &d = kernel.einsum;
+  if (kernel.gemm)
+    return runCudaStridedGemm(*kernel.gemm, call.inPtr(d.gemmA),
                               call.inPtr(1 - d.gemmA), call.outPtr(0),
                               call.launch, call.ctx);
   EinsumOperands operands;
@@ -587,6 +619,9 @@ void cuda::dispatch::addShapeKernels(llvm::StringMap<KernelEntry> &table) {
   addEntry(table, kMsDomain, "BroadcastGradientArgs",
            decodedEntry<ShapeOpPlan, decodeBroadcastGradientArgs,
                         launchBroadcastGradientArgsPlan>());
-  addEntry(table, "", "Einsum",
-           decodedEntry<EinsumDescriptor, decodeEinsum, launchEinsumPlan>());
+  // An Einsum on cuBLASLt chooses its GEMM algorithm at prepare, on the
+  // device, as MatMul does.
+  KernelEntry einsum = {checkEinsum, runEinsum, prepareEinsum};
+  einsum.preparesOnDevice = true;
+  addEntry(table, "", "Einsum", einsum);
 }

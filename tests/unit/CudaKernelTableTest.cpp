@@ -99,8 +99,19 @@ TEST(CudaKernelTableTest, PreparedScratchIsTheWorkspaceModels) {
     EXPECT_EQ(prepared->scratchBytes, getCudaKernelWorkspaceBytes(*node))
         << node->describe();
   }
-  // The GEMM chooses its algorithm on the device: only its check ran.
+  // The GEMMs choose their algorithm on the device: only their check ran
+  // (an Einsum that lowers to one as well).
   EXPECT_TRUE(cuda::prepareCudaKernelOnHost(*matMul.node)->needsDevice);
+  OneNode einsum("", "Einsum",
+                 {type(DType::F32, {2, 3}), type(DType::F32, {3, 4})},
+                 {type(DType::F32, {2, 4})},
+                 {{"equation", Attribute::getString("ij,jk->ik")}});
+  auto preparedEinsum = cuda::prepareCudaKernelOnHost(*einsum.node);
+  ASSERT_TRUE(bool(preparedEinsum))
+      << llvm::toString(preparedEinsum.takeError());
+  EXPECT_TRUE(preparedEinsum->needsDevice);
+  EXPECT_TRUE(preparedEinsum->decodedAtPrepare);
+  EXPECT_EQ(preparedEinsum->scratchBytes, kCudaGemmWorkspaceBytes);
 }
 
 TEST(CudaKernelTableTest, DecodedFamiliesPrepareWithoutADevice) {
@@ -150,12 +161,6 @@ TEST(CudaKernelTableTest, DecodedFamiliesPrepareWithoutADevice) {
       std::vector<NamedAttribute>{{"axis", Attribute::getInt(2)}});
   nodes.emplace_back("", "Size", std::vector<TensorType>{x},
                      std::vector<TensorType>{type(DType::I64, {})});
-  nodes.emplace_back("", "Einsum",
-                     std::vector<TensorType>{type(DType::F32, {2, 3}),
-                                             type(DType::F32, {3, 4})},
-                     std::vector<TensorType>{type(DType::F32, {2, 4})},
-                     std::vector<NamedAttribute>{
-                         {"equation", Attribute::getString("ij,jk->ik")}});
   nodes.emplace_back("", "Constant", std::vector<TensorType>{},
                      std::vector<TensorType>{type(DType::I64, {3})},
                      std::vector<NamedAttribute>{
