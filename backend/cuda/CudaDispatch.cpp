@@ -1,11 +1,13 @@
 //===- CudaDispatch.cpp - The CUDA kernel table ---------------------------===//
 //
 // One entry per (domain, op) with a CUDA kernel, found by the node's schema
-// once, when the node is prepared: a check that runs then on the node's
-// static types and attributes, or a prepare that also decodes them into a
-// descriptor each launch reads (softmax, the elementwise ops, the GEMMs),
-// and a run that enqueues the plain launches of CudaKernels.h (decoding
-// shapes and attributes itself where the entry has no descriptor). Constant
+// once, when the node is prepared: a prepare that decodes the node's static
+// types, shapes and attributes into a descriptor (and chooses a GEMM's or a
+// convolution's algorithm), a check that is the same decision without a
+// device, a run that enqueues the launches of CudaKernels.h reading only the
+// descriptor, and the scratch rule of the table's column
+// (CudaKernelTable.h). Dropout and the collectives still decode at launch
+// (CudaKernelTableTest lists them). Constant
 // operands the kernels need on the host (Slice starts, Reduce axes, Split
 // sizes) must be initializers; scalars the kernels can read themselves (dropout
 // ratio, lr, step, flags) stay on the device so no launch waits for the host.

@@ -1,11 +1,11 @@
 //===- CudaDispatchSupport.h - What the CUDA kernel table's entries share -*-
 // C++ -*-===//
 //
-// Internal to backend/cuda: the helpers the kernel table's check and run
-// functions share (storage types, shapes, constant operands, broadcast
-// indexing), CudaCall (one node being launched) and the table's entry type.
-// CudaDispatch.cpp holds the table and most entries; CudaMovementDispatch.cpp
-// the data-movement ones.
+// Internal to backend/cuda: the helpers the kernel table's entries share
+// (storage types, shapes, constant operands, broadcast indexing), CudaCall
+// (one node being launched), the table's entry type and decodedEntry, which
+// makes an entry whose nodes are decoded once, at prepare. CudaDispatch.cpp
+// holds the table; each family's Cuda*Dispatch.cpp its entries.
 //
 //===----------------------------------------------------------------------===//
 

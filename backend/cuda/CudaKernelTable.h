@@ -1,4 +1,4 @@
-//===- CudaKernelTable.h - The CUDA kernel table without the toolkit -*- C++ -*-===//
+//===- CudaKernelTable.h - The CUDA table without the toolkit --*- C++ -*-===//
 //
 // What the CUDA kernel table (CudaDispatch.cpp, built with the toolkit)
 // shows to code that must build without it: its scratch column and a
