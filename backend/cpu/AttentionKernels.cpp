@@ -19,6 +19,7 @@
 #include "backend/Philox.h"
 #include "backend/cpu/Blas.h"
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 #include "ir/Collectives.h"
 #include "ir/ops/AttentionSpec.h"
 
@@ -26,6 +27,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 using namespace gmopt;
 using namespace gmopt::cpu;
@@ -35,7 +37,7 @@ namespace {
 
 /// Query rows and key columns of one tile.
 constexpr int64_t kBlockRows = 64;
-constexpr int64_t kBlockCols = 64;
+constexpr int64_t kBlockCols = 128;
 /// At most this many tasks run at once, each with its own scratch slot, so
 /// the planned workspace does not depend on the thread count.
 constexpr int64_t kMaxSlots = 16;
@@ -101,6 +103,33 @@ void dropoutFactors(const AttentionDropout &dropout, uint64_t first,
         philoxBlock(dropout.stream, static_cast<uint32_t>(index / 4));
     for (unsigned lane = index % 4; lane < 4 && c < count; ++lane, ++c)
       factors[c] = dropoutKeeps(block.w[lane], dropout.ratio) ? kept : T(0);
+  }
+}
+
+/// The largest of row[0, n) (-inf for an empty row).
+template <typename T> T rowMaximum(const T *row, int64_t n) {
+  if (n == 0)
+    return -std::numeric_limits<T>::infinity();
+  if constexpr (std::is_same_v<T, float>) {
+    return maxF32(row, n);
+  } else {
+    T best = row[0];
+    for (int64_t c = 1; c < n; ++c)
+      best = row[c] > best ? row[c] : best;
+    return best;
+  }
+}
+
+/// row[c] = e^(row[c] - shift) over [0, n); returns their sum (four-lane
+/// SIMD exp for fp32, as the Softmax kernel computes it).
+template <typename T> T expInPlace(T *row, int64_t n, T shift) {
+  if constexpr (std::is_same_v<T, float>) {
+    return expShiftedF32(row, row, n, shift);
+  } else {
+    T sum = 0;
+    for (int64_t c = 0; c < n; ++c)
+      sum += row[c] = std::exp(row[c] - shift);
+    return sum;
   }
 }
 
@@ -260,17 +289,11 @@ void forwardTask(const AttentionSpec &spec, const AttentionTensors<T> &in,
     computeScores(spec, in, n, i0, rows, j0, cols, s);
     for (int64_t r = 0; r < rows; ++r) {
       T *row = s + r * cols;
-      T newMax = rowMax[r];
-      for (int64_t c = 0; c < cols; ++c)
-        newMax = std::max(newMax, row[c]);
+      T newMax = std::max(rowMax[r], rowMaximum(row, cols));
       // A row masked out so far (-inf everywhere) keeps exp() finite.
       T shift = newMax == -inf ? T(0) : newMax;
       T rescale = std::exp(rowMax[r] - shift);
-      T sum = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        row[c] = std::exp(row[c] - shift);
-        sum += row[c];
-      }
+      T sum = expInPlace(row, cols, shift);
       rowSum[r] = rowSum[r] * rescale + sum;
       rowMax[r] = newMax;
       T *accRow = acc + r * dv;
@@ -405,8 +428,7 @@ void backwardTask(const AttentionSpec &spec, const AttentionTensors<T> &in,
         for (int64_t r = 0; r < rows; ++r) {
           T rowLse = static_cast<T>(lse[i0 + r]);
           T shift = rowLse == -inf ? T(0) : rowLse;
-          for (int64_t c = 0; c < cols; ++c)
-            p[r * cols + c] = std::exp(p[r * cols + c] - shift);
+          expInPlace(p + r * cols, cols, shift);
           if (dropout.active)
             dropoutFactors(dropout,
                            (static_cast<uint64_t>(n) * sq + i0 + r) * sk + j0,
