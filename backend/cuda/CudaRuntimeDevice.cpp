@@ -710,6 +710,9 @@ public:
   void resetPeak() override;
   double getLastStepMilliseconds() const override { return lastStepMs; }
   uint64_t getArenaBytes() const override { return inner->getArenaBytes(); }
+  uint64_t getHostArenaBytes() const override {
+    return inner->getHostArenaBytes();
+  }
   uint64_t getUnplannedScratchBytes() const override {
     return inner->getUnplannedScratchBytes();
   }
