@@ -270,6 +270,7 @@ const OpRegistry &OpRegistry::instance() {
     registerMicrosoftOps(built);
     ops::registerCollectiveOps(built);
     ops::registerAttentionOps(built);
+    ops::registerCrossEntropyOps(built);
     ops::registerCopyOps(built);
     return built;
   }();

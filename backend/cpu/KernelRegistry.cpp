@@ -47,6 +47,7 @@ static const KernelTable &getKernelTable() {
     registerResizeKernels(t);
     registerCollectiveKernels(t);
     registerAttentionKernels(t);
+    registerCrossEntropyKernels(t);
     registerKernelWorkspaces(t);
     t.indexSchemas();
     return t;

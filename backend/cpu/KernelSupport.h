@@ -232,6 +232,8 @@ void registerOptimizerKernels(KernelTable &table);
 void registerResizeKernels(KernelTable &table);
 /// gmopt.FusedAttention and its gradient (AttentionKernels.cpp).
 void registerAttentionKernels(KernelTable &table);
+/// gmopt.FusedLinearCrossEntropy and its gradient (CrossEntropyKernels.cpp).
+void registerCrossEntropyKernels(KernelTable &table);
 /// Declares the scratch of the kernels that request any (after the families
 /// registered them).
 void registerKernelWorkspaces(KernelTable &table);

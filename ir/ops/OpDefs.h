@@ -195,6 +195,9 @@ void registerMicrosoftTrainingOps(OpRegistry &registry);
 void registerCollectiveOps(OpRegistry &registry);
 /// gmopt.FusedAttention and its gradient (ir/ops/AttentionOps.cpp).
 void registerAttentionOps(OpRegistry &registry);
+/// gmopt.FusedLinearCrossEntropy and its gradient
+/// (ir/ops/CrossEntropyOps.cpp).
+void registerCrossEntropyOps(OpRegistry &registry);
 /// gmopt's host<->device copies (ir/ops/CopyOps.cpp).
 void registerCopyOps(OpRegistry &registry);
 

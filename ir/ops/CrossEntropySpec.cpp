@@ -1,0 +1,84 @@
+//===- CrossEntropySpec.cpp - What a fused linear cross entropy means -----===//
+//
+// Decodes gmopt.FusedLinearCrossEntropy(Grad) attributes and operand shapes
+// once (see CrossEntropySpec.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/ops/CrossEntropySpec.h"
+
+#include "ir/IR.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <string>
+
+using namespace gmopt;
+using namespace gmopt::crossentropy;
+
+namespace {
+
+llvm::Error specError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
+}
+
+std::string shapeText(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i != shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+} // namespace
+
+llvm::Expected<CrossEntropySpec>
+CrossEntropySpec::get(const Node &node, llvm::ArrayRef<int64_t> h,
+                      llvm::ArrayRef<int64_t> w,
+                      llvm::ArrayRef<int64_t> labels) {
+  CrossEntropySpec spec;
+  spec.transW = node.getIntAttr("trans_w", 1) != 0;
+  if (node.hasAttr("ignore_index"))
+    spec.ignoreIndex = node.getIntAttr("ignore_index", 0);
+  auto reduction = ops::getLossReduction(node);
+  if (!reduction)
+    return reduction.takeError();
+  spec.reduction = *reduction;
+  if (h.size() < 1 || w.size() != 2)
+    return specError("h " + shapeText(h) + " must have rank >= 1 and W " +
+                     shapeText(w) + " rank 2");
+  spec.hidden = h.back();
+  spec.rows = 1;
+  for (int64_t extent : h.drop_back())
+    spec.rows *= extent;
+  int64_t wHidden = spec.transW ? w[1] : w[0];
+  spec.vocab = spec.transW ? w[0] : w[1];
+  if (wHidden != spec.hidden)
+    return specError("W " + shapeText(w) + " does not fit h " + shapeText(h) +
+                     (spec.transW ? " (W is [V, D])" : " (W is [D, V])"));
+  int64_t labelCount = 1;
+  for (int64_t extent : labels)
+    labelCount *= extent;
+  if (labelCount != spec.rows)
+    return specError("labels " + shapeText(labels) +
+                     " must hold one class per "
+                     "row of h " +
+                     shapeText(h));
+  if (spec.vocab < 1)
+    return specError("the vocabulary of W " + shapeText(w) + " is empty");
+  return spec;
+}
+
+llvm::Expected<CrossEntropySpec> CrossEntropySpec::get(const Node &node) {
+  bool grad = node.getOpType() == kFusedLinearCrossEntropyGradOp;
+  unsigned first = grad ? kGradH : kH;
+  const Value *operands[3];
+  for (unsigned i = 0; i != 3; ++i) {
+    operands[i] = first + i < node.getNumOperands() ? node.getOperand(first + i)
+                                                    : nullptr;
+    if (!operands[i] || !operands[i]->getType().hasStaticShape())
+      return specError("h, W and labels must be present with static shapes");
+  }
+  return get(node, operands[0]->getType().getStaticShape(),
+             operands[1]->getType().getStaticShape(),
+             operands[2]->getType().getStaticShape());
+}
