@@ -23,6 +23,7 @@
 #include "passes/transforms/FoldScale.h"
 #include "passes/transforms/FoldTranspose.h"
 #include "passes/transforms/FuseAttention.h"
+#include "passes/transforms/FuseCrossEntropy.h"
 #include "passes/transforms/TieWeights.h"
 
 #include "llvm/ADT/STLExtras.h"
