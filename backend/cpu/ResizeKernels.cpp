@@ -9,12 +9,14 @@
 // N-D interpolation is their tensor product. Resize gathers through the
 // taps, ResizeGrad scatters dY back through the same taps (the adjoint of
 // the linear map X -> Y), so the two agree by construction. Work is split
-// over the leading axes that are not resized. Coordinates and weights are in
-// float64; f32 and f64 tensors are computed in their own type, f16/bf16
-// through fp32 staging.
+// over the leading axes that are not resized. The taps are
+// backend/ResizeAxisMath.h's, which the CUDA kernels read too. Coordinates
+// and weights are in float64; f32 and f64 tensors are computed in their own
+// type, f16/bf16 through fp32 staging.
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/ResizeAxisMath.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/ResizeParams.h"
 
@@ -49,132 +51,33 @@ struct AxisTaps {
   }
 };
 
-/// The input coordinate output coordinate \p x maps to (reference
-/// semantics: the output width in the formulas is scale * input width).
-double sourceCoordinate(CoordinateMode mode, double x, double scale,
-                        int64_t inLen, int64_t outLen, double roiStart,
-                        double roiEnd) {
-  double in = double(inLen);
-  double outWidth = scale * in;
-  switch (mode) {
-  case CoordinateMode::HalfPixel:
-    return (x + 0.5) / scale - 0.5;
-  case CoordinateMode::HalfPixelSymmetric: {
-    double adjustment = double(outLen) / outWidth;
-    double offset = in / 2 * (1 - adjustment);
-    return offset + (x + 0.5) / scale - 0.5;
-  }
-  case CoordinateMode::PytorchHalfPixel:
-    return outWidth == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
-  case CoordinateMode::AlignCorners:
-    return outWidth == 1 ? 0.0 : x * (in - 1) / (outWidth - 1);
-  case CoordinateMode::Asymmetric:
-    return x / scale;
-  case CoordinateMode::TfHalfPixelForNn:
-    return (x + 0.5) / scale;
-  case CoordinateMode::TfCropAndResize: {
-    double span = roiEnd - roiStart;
-    double source = outWidth == 1 ? span * (in - 1) / 2
-                                  : x * span * (in - 1) / (outWidth - 1);
-    return source + roiStart * (in - 1);
-  }
-  }
-  return x;
-}
-
-/// The cubic convolution weights of the 4 taps floor(x)-1 .. floor(x)+2
-/// for fractional part \p r (Keys' kernel with coefficient \p a).
-std::array<double, 4> cubicWeights(double r, double a) {
-  auto near = [a](double t) { // |t| <= 1
-    return ((a + 2) * t - (a + 3)) * t * t + 1;
-  };
-  auto far = [a](double t) { // 1 < |t| < 2
-    return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a;
-  };
-  return {far(1 + r), near(r), near(1 - r), far(2 - r)};
-}
-
-/// The taps of one axis of extent \p inLen resized to \p outLen.
+/// The taps of one axis of extent \p inLen resized to \p outLen
+/// (backend/ResizeAxisMath.h's resizeTapsOf for each output coordinate).
 AxisTaps buildAxisTaps(const ResizeAttrs &attrs, int64_t inLen, int64_t outLen,
                        double scale, double roiStart, double roiEnd) {
+  ResizeAxisRule rule;
+  rule.mode = attrs.mode;
+  rule.coordinates = attrs.coordinateMode;
+  rule.nearest = attrs.nearestMode;
+  rule.excludeOutside = attrs.excludeOutside;
+  rule.cubicCoeffA = attrs.cubicCoeffA;
+  ResizeAxis axis;
+  axis.inLen = inLen;
+  axis.outLen = outLen;
+  axis.scale = scale;
+  axis.roiStart = roiStart;
+  axis.roiEnd = roiEnd;
   AxisTaps taps;
   taps.begin.reserve(outLen + 1);
   taps.outside.assign(outLen, 0);
   taps.begin.push_back(0);
-  auto clampIndex = [inLen](int64_t i) {
-    return std::min<int64_t>(std::max<int64_t>(i, 0), inLen - 1);
-  };
   for (int64_t o = 0; o < outLen; ++o) {
-    double x = sourceCoordinate(attrs.coordinateMode, double(o), scale, inLen,
-                                outLen, roiStart, roiEnd);
-    if (attrs.coordinateMode == CoordinateMode::TfCropAndResize &&
-        (x < 0 || x > double(inLen - 1))) {
-      taps.outside[o] = 1;
-      taps.begin.push_back(static_cast<int32_t>(taps.index.size()));
-      continue;
-    }
-    double base = std::floor(x);
-    double r = x - base;
-    int64_t floorIndex = static_cast<int64_t>(base);
-    llvm::SmallVector<std::pair<int64_t, double>, 4> raw;
-    switch (attrs.mode) {
-    case Mode::Nearest: {
-      bool up = false;
-      switch (attrs.nearestMode) {
-      case NearestMode::RoundPreferFloor:
-        up = r > 0.5;
-        break;
-      case NearestMode::RoundPreferCeil:
-        up = r >= 0.5;
-        break;
-      case NearestMode::Floor:
-        up = false;
-        break;
-      case NearestMode::Ceil:
-        up = r > 0;
-        break;
-      case NearestMode::Simple:
-        up = scale < 1.0 && r > 0;
-        break;
-      }
-      raw.push_back({floorIndex + (up ? 1 : 0), 1.0});
-      break;
-    }
-    case Mode::Linear:
-      raw.push_back({floorIndex, 1 - r});
-      raw.push_back({floorIndex + 1, r});
-      break;
-    case Mode::Cubic: {
-      std::array<double, 4> w = cubicWeights(r, attrs.cubicCoeffA);
-      for (int k = 0; k != 4; ++k)
-        raw.push_back({floorIndex - 1 + k, w[k]});
-      break;
-    }
-    }
-    if (attrs.excludeOutside && attrs.mode != Mode::Nearest) {
-      double sum = 0;
-      for (auto &[index, weight] : raw) {
-        if (index < 0 || index >= inLen)
-          weight = 0;
-        sum += weight;
-      }
-      if (sum != 0)
-        for (auto &tap : raw)
-          tap.second /= sum;
-    }
-    for (auto [index, weight] : raw) {
-      if (weight == 0)
-        continue;
-      // Edge padding: taps beyond the ends read the end element.
-      int64_t clamped = clampIndex(index);
-      if (!taps.index.empty() &&
-          taps.begin.back() != static_cast<int32_t>(taps.index.size()) &&
-          taps.index.back() == clamped) {
-        taps.weight.back() += weight;
-        continue;
-      }
-      taps.index.push_back(clamped);
-      taps.weight.push_back(weight);
+    ResizeTaps at;
+    resizeTapsOf(rule, axis, o, at);
+    taps.outside[o] = at.outside;
+    for (int32_t k = 0; k < at.count; ++k) {
+      taps.index.push_back(at.index[k]);
+      taps.weight.push_back(at.weight[k]);
     }
     taps.begin.push_back(static_cast<int32_t>(taps.index.size()));
   }

@@ -16,7 +16,7 @@
 #define GMOPT_BACKEND_CUDA_BIASDROPOUTMATH_H
 
 #include "backend/Philox.h"
-#include "backend/cuda/UnfusedMath.h"
+#include "backend/UnfusedMath.h"
 
 namespace gmopt {
 namespace cuda {

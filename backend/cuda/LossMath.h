@@ -17,8 +17,8 @@
 #ifndef GMOPT_BACKEND_CUDA_LOSSMATH_H
 #define GMOPT_BACKEND_CUDA_LOSSMATH_H
 
+#include "backend/UnfusedMath.h"
 #include "backend/cuda/ElementwiseMath.h"
-#include "backend/cuda/UnfusedMath.h"
 #include "ir/ops/LossReduction.h"
 
 namespace gmopt {

@@ -23,8 +23,8 @@
 #ifndef GMOPT_BACKEND_CUDA_REDUCEMATH_H
 #define GMOPT_BACKEND_CUDA_REDUCEMATH_H
 
+#include "backend/UnfusedMath.h"
 #include "backend/cuda/BroadcastIndexing.h"
-#include "backend/cuda/UnfusedMath.h"
 
 #include <vector>
 

@@ -24,9 +24,9 @@
 #ifndef GMOPT_BACKEND_CUDA_RESIZEMATH_H
 #define GMOPT_BACKEND_CUDA_RESIZEMATH_H
 
+#include "backend/ResizeAxisMath.h"
+#include "backend/UnfusedMath.h"
 #include "backend/cuda/ElementwiseMath.h"
-#include "backend/cuda/UnfusedMath.h"
-#include "ir/ops/ResizeModes.h"
 
 #include <cstdint>
 
@@ -35,49 +35,21 @@ namespace cuda {
 
 /// The most axes a Resize on CUDA may have.
 constexpr int kResizeMaxRank = 8;
-/// The most taps one output coordinate reads along one axis (cubic).
-constexpr int kResizeMaxTaps = 4;
-
-/// One axis of a Resize: its extents, its scale and its region of interest
-/// (start, end; [0, 1] unless tf_crop_and_resize has a roi).
-struct ResizeAxis {
-  int64_t inLen = 1;
-  int64_t outLen = 1;
-  double scale = 1.0;
-  double roiStart = 0.0;
-  double roiEnd = 1.0;
-};
-
 /// Everything a Resize or ResizeGrad kernel needs, resolved on the host from
 /// the node and its constant operands (ResizePlan.cpp).
-struct ResizeParams {
+/// The axis rule (mode, coordinates, nearest mode, exclude_outside, cubic
+/// coefficient) is the shared ResizeAxisRule.
+struct ResizeParams : ResizeAxisRule {
   int32_t rank = 0;
   /// Leading axes that the resize leaves as they are (identity taps): the
   /// CPU kernel does not interpolate along them, and neither do these
   /// functions.
   int32_t planeRank = 0;
-  resize::Mode mode = resize::Mode::Nearest;
-  resize::CoordinateMode coordinates = resize::CoordinateMode::HalfPixel;
-  resize::NearestMode nearest = resize::NearestMode::RoundPreferFloor;
-  int32_t excludeOutside = 0;
-  double cubicCoeffA = -0.75;
   double extrapolationValue = 0.0;
   ResizeAxis axes[kResizeMaxRank];
   /// Row-major strides of the input (X, dX) and of the output (Y, dY).
   int64_t inStrides[kResizeMaxRank] = {};
   int64_t outStrides[kResizeMaxRank] = {};
-};
-
-/// The taps of one output coordinate along one axis: input indices
-/// (distinct, increasing) and their weights; none when tf_crop_and_resize
-/// maps the coordinate outside the input (\p outside, the element takes
-/// extrapolation_value). Only the first count entries are meaningful (the
-/// arrays are left unset: a kernel keeps one per axis per thread).
-struct ResizeTaps {
-  int32_t count = 0;
-  bool outside = false;
-  int64_t index[kResizeMaxTaps];
-  double weight[kResizeMaxTaps];
 };
 
 // The arithmetic below is spelled with UnfusedMath.h's helpers (float64
@@ -89,154 +61,17 @@ struct ResizeTaps {
 //===----------------------------------------------------------------------===//
 
 /// The input coordinate that output coordinate \p o of axis \p axis maps to
-/// (the reference's formulas, with the output width scale * input width).
+/// (backend/ResizeAxisMath.h).
 GMOPT_HD double resizeSourceCoordinate(const ResizeParams &p, int axis,
                                        int64_t o) {
-  const ResizeAxis &a = p.axes[axis];
-  double x = double(o);
-  double in = double(a.inLen);
-  double outWidth = mulUnfused(a.scale, in);
-  switch (p.coordinates) {
-  case resize::CoordinateMode::HalfPixel:
-    return subUnfused(divUnfused(addUnfused(x, 0.5), a.scale), 0.5);
-  case resize::CoordinateMode::HalfPixelSymmetric: {
-    double adjustment = divUnfused(double(a.outLen), outWidth);
-    double offset =
-        mulUnfused(divUnfused(in, 2.0), subUnfused(1.0, adjustment));
-    return subUnfused(
-        addUnfused(offset, divUnfused(addUnfused(x, 0.5), a.scale)), 0.5);
-  }
-  case resize::CoordinateMode::PytorchHalfPixel:
-    return outWidth == 1.0
-               ? -0.5
-               : subUnfused(divUnfused(addUnfused(x, 0.5), a.scale), 0.5);
-  case resize::CoordinateMode::AlignCorners:
-    return outWidth == 1.0 ? 0.0
-                           : divUnfused(mulUnfused(x, subUnfused(in, 1.0)),
-                                        subUnfused(outWidth, 1.0));
-  case resize::CoordinateMode::Asymmetric:
-    return divUnfused(x, a.scale);
-  case resize::CoordinateMode::TfHalfPixelForNn:
-    return divUnfused(addUnfused(x, 0.5), a.scale);
-  case resize::CoordinateMode::TfCropAndResize: {
-    double span = subUnfused(a.roiEnd, a.roiStart);
-    double source =
-        outWidth == 1.0
-            ? divUnfused(mulUnfused(span, subUnfused(in, 1.0)), 2.0)
-            : divUnfused(mulUnfused(mulUnfused(x, span), subUnfused(in, 1.0)),
-                         subUnfused(outWidth, 1.0));
-    return addUnfused(source, mulUnfused(a.roiStart, subUnfused(in, 1.0)));
-  }
-  }
-  return x;
+  return resizeSourceOf(p, p.axes[axis], o);
 }
 
-/// Keys' cubic kernel for |t| <= 1 and for 1 < |t| < 2 (coefficient \p a).
-GMOPT_HD double resizeCubicNear(double t, double a) {
-  return addUnfused(
-      mulUnfused(mulUnfused(subUnfused(mulUnfused(addUnfused(a, 2.0), t),
-                                       addUnfused(a, 3.0)),
-                            t),
-                 t),
-      1.0);
-}
-GMOPT_HD double resizeCubicFar(double t, double a) {
-  double inner = subUnfused(mulUnfused(a, t), mulUnfused(5.0, a));
-  double middle = addUnfused(mulUnfused(inner, t), mulUnfused(8.0, a));
-  return subUnfused(mulUnfused(middle, t), mulUnfused(4.0, a));
-}
-
-/// The taps of output coordinate \p o along \p axis, as the CPU kernel's
-/// buildAxisTaps makes them.
+/// The taps of output coordinate \p o along \p axis (backend/ResizeAxisMath.h,
+/// as the CPU kernel's buildAxisTaps makes them).
 GMOPT_HD void resizeAxisTaps(const ResizeParams &p, int axis, int64_t o,
                              ResizeTaps &taps) {
-  int64_t inLen = p.axes[axis].inLen;
-  taps.count = 0;
-  taps.outside = false;
-  double x = resizeSourceCoordinate(p, axis, o);
-  if (p.coordinates == resize::CoordinateMode::TfCropAndResize &&
-      (x < 0 || x > double(inLen - 1))) {
-    taps.outside = true;
-    return;
-  }
-  double base = floor(x);
-  double r = subUnfused(x, base);
-  int64_t floorIndex = static_cast<int64_t>(base);
-  int64_t rawIndex[kResizeMaxTaps];
-  double rawWeight[kResizeMaxTaps];
-  int raw = 0;
-  switch (p.mode) {
-  case resize::Mode::Nearest: {
-    bool up = false;
-    switch (p.nearest) {
-    case resize::NearestMode::RoundPreferFloor:
-      up = r > 0.5;
-      break;
-    case resize::NearestMode::RoundPreferCeil:
-      up = r >= 0.5;
-      break;
-    case resize::NearestMode::Floor:
-      up = false;
-      break;
-    case resize::NearestMode::Ceil:
-      up = r > 0;
-      break;
-    case resize::NearestMode::Simple:
-      up = p.axes[axis].scale < 1.0 && r > 0;
-      break;
-    }
-    rawIndex[0] = floorIndex + (up ? 1 : 0);
-    rawWeight[0] = 1.0;
-    raw = 1;
-    break;
-  }
-  case resize::Mode::Linear:
-    rawIndex[0] = floorIndex;
-    rawWeight[0] = subUnfused(1.0, r);
-    rawIndex[1] = floorIndex + 1;
-    rawWeight[1] = r;
-    raw = 2;
-    break;
-  case resize::Mode::Cubic: {
-    double a = p.cubicCoeffA;
-    rawWeight[0] = resizeCubicFar(addUnfused(1.0, r), a);
-    rawWeight[1] = resizeCubicNear(r, a);
-    rawWeight[2] = resizeCubicNear(subUnfused(1.0, r), a);
-    rawWeight[3] = resizeCubicFar(subUnfused(2.0, r), a);
-    for (int k = 0; k != 4; ++k)
-      rawIndex[k] = floorIndex - 1 + k;
-    raw = 4;
-    break;
-  }
-  }
-  if (p.excludeOutside && p.mode != resize::Mode::Nearest) {
-    double sum = 0;
-    for (int k = 0; k != raw; ++k) {
-      if (rawIndex[k] < 0 || rawIndex[k] >= inLen)
-        rawWeight[k] = 0;
-      sum = addUnfused(sum, rawWeight[k]);
-    }
-    if (sum != 0)
-      for (int k = 0; k != raw; ++k)
-        rawWeight[k] = divUnfused(rawWeight[k], sum);
-  }
-  for (int k = 0; k != raw; ++k) {
-    if (rawWeight[k] == 0)
-      continue;
-    // Edge padding: taps beyond the ends read the end element, and merge
-    // with the tap before them when that reads it too.
-    int64_t clamped = rawIndex[k] < 0           ? 0
-                      : rawIndex[k] > inLen - 1 ? inLen - 1
-                                                : rawIndex[k];
-    if (taps.count > 0 && taps.index[taps.count - 1] == clamped) {
-      taps.weight[taps.count - 1] =
-          addUnfused(taps.weight[taps.count - 1], rawWeight[k]);
-      continue;
-    }
-    taps.index[taps.count] = clamped;
-    taps.weight[taps.count] = rawWeight[k];
-    ++taps.count;
-  }
+  resizeTapsOf(p, p.axes[axis], o, taps);
 }
 
 /// True when every output coordinate of \p axis reads exactly its own input

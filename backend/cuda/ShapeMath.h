@@ -15,8 +15,8 @@
 #ifndef GMOPT_BACKEND_CUDA_SHAPEMATH_H
 #define GMOPT_BACKEND_CUDA_SHAPEMATH_H
 
+#include "backend/UnfusedMath.h"
 #include "backend/cuda/ElementwiseMath.h"
-#include "backend/cuda/UnfusedMath.h"
 
 #include <type_traits>
 

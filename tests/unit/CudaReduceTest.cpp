@@ -309,7 +309,7 @@ std::vector<float> modelInstanceNorm(const std::vector<float> &x,
         group, size, 0.0,
         [&](int64_t i) {
           double d = plane[i] - mean;
-          return cuda::mulUnfused(d, d);
+          return gmopt::mulUnfused(d, d);
         },
         add);
     cuda::NormAffine affine = cuda::instanceNormAffine(
@@ -446,7 +446,7 @@ TEST(CudaReduceTest, InvertibleNormGradIsTheCpuKernel) {
           double meanBX =
               groupModel<double>(
                   group, cols, 0.0,
-                  [&](int64_t j) { return cuda::mulUnfused(bAt(j), xhat(j)); },
+                  [&](int64_t j) { return gmopt::mulUnfused(bAt(j), xhat(j)); },
                   add) /
               double(cols);
           for (int64_t j = 0; j < cols; ++j) {

@@ -6,17 +6,18 @@
 // (BiasDropout, the loss gradients, Range, ReduceProd, Resize's float64
 // coordinates and weights) spell their products and sums with
 // these `__host__ __device__` helpers: the `_rn` intrinsics on the device,
-// which nvcc never fuses, and the plain operators on the host.
+// which nvcc never fuses, and the plain operators on the host (where the
+// CPU kernels that share such formulas, e.g. backend/ResizeAxisMath.h's,
+// call them too).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef GMOPT_BACKEND_CUDA_UNFUSEDMATH_H
-#define GMOPT_BACKEND_CUDA_UNFUSEDMATH_H
+#ifndef GMOPT_BACKEND_UNFUSEDMATH_H
+#define GMOPT_BACKEND_UNFUSEDMATH_H
 
-#include "backend/cuda/ElementwiseMath.h"
+#include "backend/HostDevice.h"
 
 namespace gmopt {
-namespace cuda {
 
 /// a * b in fp32, rounded on its own.
 GMOPT_HD float mulUnfused(float a, float b) {
@@ -82,7 +83,14 @@ GMOPT_HD double divUnfused(double a, double b) {
 #endif
 }
 
+namespace cuda {
+// The CUDA kernels, which open only gmopt::cuda, spell them unqualified.
+using gmopt::addUnfused;
+using gmopt::divUnfused;
+using gmopt::mulUnfused;
+using gmopt::subUnfused;
 } // namespace cuda
+
 } // namespace gmopt
 
-#endif // GMOPT_BACKEND_CUDA_UNFUSEDMATH_H
+#endif // GMOPT_BACKEND_UNFUSEDMATH_H
