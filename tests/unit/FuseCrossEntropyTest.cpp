@@ -1,0 +1,241 @@
+//===- FuseCrossEntropyTest.cpp - Tests of the fuse-cross-entropy pass ----===//
+//
+// Numerical equivalence on the CPU backend: the language-model graphs of
+// testdata (GPT with its tied embedding as LM head, Llama, their untied
+// variants and other opsets) give the same loss and gradients, to 1e-5 of
+// each tensor's largest magnitude, before and after fuse-cross-entropy, at
+// several step indices, after the default pipeline's
+// canonicalize,fold-transpose,fold-scale prefix, and with fuse-attention,
+// selective recompute, schedule and plan-buffers around it. Also: the
+// loss fuses, forward and backward, no [N, V] value is left, a second run
+// changes nothing, and the fused ops survive the text form and the .gm
+// container.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/unit/TestdataTraining.h"
+
+#include "passes/PassManager.h"
+
+#include "backend/Executor.h"
+#include "ir/Collectives.h"
+#include "ir/Module.h"
+#include "ir/Verifier.h"
+#include "ir/ops/CrossEntropySpec.h"
+#include "ir/serialization/GmFile.h"
+#include "ir/serialization/TextIR.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+
+using namespace gmopt;
+using namespace gmopt::testing;
+
+namespace {
+
+std::string errorText(llvm::Error err) {
+  return testdataErrorText(std::move(err));
+}
+
+/// A language-model graph and its vocabulary size.
+struct LossGraph {
+  const char *name;
+  int64_t batch;
+  int64_t vocab;
+};
+
+constexpr LossGraph kGraphs[] = {
+    {"gpt_tiny", 4, 512},        {"llama_tiny", 4, 64},
+    {"gpt_tiny_untied", 4, 512}, {"llama_tiny_untied", 4, 64},
+    {"gpt_opset14", 4, 512},     {"gpt_opset20", 4, 512},
+};
+
+std::string runPipeline(Module &module, llvm::StringRef pipeline,
+                        PassManager *manager = nullptr) {
+  PassManager local;
+  PassManager &pm = manager ? *manager : local;
+  if (llvm::Error err = pm.addPipeline(pipeline))
+    return errorText(std::move(err));
+  return errorText(pm.run(module));
+}
+
+unsigned countOps(const Module &module, llvm::StringRef domain,
+                  llvm::StringRef type) {
+  unsigned count = 0;
+  for (const Node &node : module.getGraph().getNodes())
+    count += node.isa(domain, type);
+  return count;
+}
+
+/// Largest |a - b| relative to the largest |b| (at least 1e-30).
+double relativeError(const TensorData &a, const TensorData &b) {
+  EXPECT_EQ(a.getType(), b.getType());
+  if (a.getType() != b.getType())
+    return INFINITY;
+  double maxDiff = 0, maxRef = 1e-30;
+  for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
+    maxDiff = std::max(maxDiff,
+                       std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
+    maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
+  }
+  return maxDiff / maxRef;
+}
+
+/// The loss and every trainable gradient of one step of \p module run as
+/// step \p step, on two threads; \p planned when the module carries a plan
+/// of its own.
+std::vector<TensorData> trainStep(const Module &module,
+                                  const llvm::StringMap<TensorData> &inputs,
+                                  uint64_t step, bool planned = false) {
+  std::vector<TensorData> results;
+  ExecutorOptions options;
+  options.mode = AllocationMode::Planned;
+  options.seed = 7;
+  options.threads = 2;
+  auto executable = prepareCpuExecutable(module, options);
+  EXPECT_TRUE(bool(executable)) << errorText(executable.takeError());
+  if (!executable)
+    return results;
+  for (const auto &input : module.getGraph().getInputs()) {
+    auto it = inputs.find(input->getName());
+    TensorData data = it != inputs.end()
+                          ? it->second
+                          : TensorData(input->getType(),
+                                       std::vector<uint8_t>(
+                                           input->getType().getSizeInBytes()));
+    EXPECT_EQ(errorText((*executable)->setInput(input.get(), data)),
+              "<success>");
+  }
+  EXPECT_EQ(errorText((*executable)->runStep(step)), "<success>");
+  // A plan the executor made reserves every kernel's scratch.
+  if (!planned) {
+    EXPECT_EQ((*executable)->getUnplannedScratchBytes(), 0u);
+  }
+  auto loss = (*executable)->readValue(module.getSignature().getLoss());
+  EXPECT_TRUE(bool(loss)) << errorText(loss.takeError());
+  results.push_back(loss ? std::move(*loss) : TensorData());
+  for (const ParamInfo &param : module.getSignature().getParams()) {
+    if (!param.trainable)
+      continue;
+    auto gradient = (*executable)->readGradient(param);
+    EXPECT_TRUE(bool(gradient)) << errorText(gradient.takeError());
+    results.push_back(gradient ? std::move(*gradient) : TensorData());
+  }
+  return results;
+}
+
+TEST(FuseCrossEntropyTestdataTest, GradientsMatchTheUnfusedGraph) {
+  for (const LossGraph &graph : kGraphs) {
+    llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.name);
+    for (auto [prefix, suffix] :
+         {std::pair<const char *, const char *>{
+              "canonicalize,fold-transpose,fold-scale", ""},
+          {"canonicalize,fold-transpose,fold-scale,fuse-attention",
+           ",recompute{mode=selective},schedule,plan-buffers"}}) {
+      SCOPED_TRACE(std::string(graph.name) + ": " + prefix +
+                   ",fuse-cross-entropy" + suffix);
+      std::unique_ptr<Module> original =
+          importTestdataGraph(graph.name, graph.batch);
+      std::unique_ptr<Module> fused =
+          importTestdataGraph(graph.name, graph.batch);
+      ASSERT_TRUE(original && fused);
+      ASSERT_EQ(runPipeline(*original, std::string(prefix) + suffix),
+                "<success>");
+      PassManager manager;
+      ASSERT_EQ(
+          runPipeline(*fused,
+                      std::string(prefix) + ",fuse-cross-entropy" + suffix,
+                      &manager),
+          "<success>");
+      EXPECT_EQ(errorText(verifyModule(*fused)), "<success>");
+      EXPECT_EQ(
+          manager.getContext().getStatistic("fuse-cross-entropy", "fused"), 1u);
+      for (uint64_t step : {0, 1, 5}) {
+        bool planned = *suffix != 0;
+        std::vector<TensorData> expected =
+            trainStep(*original, inputs, step, planned);
+        std::vector<TensorData> actual =
+            trainStep(*fused, inputs, step, planned);
+        ASSERT_EQ(actual.size(), expected.size());
+        ASSERT_GT(actual.size(), 1u);
+        for (size_t i = 0; i != expected.size(); ++i)
+          EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
+              << "step " << step << ", result " << i
+              << (i ? " (a gradient)" : " (the loss)");
+      }
+    }
+  }
+}
+
+TEST(FuseCrossEntropyTestdataTest, NoVocabularySizedValueIsLeft) {
+  for (const LossGraph &graph : kGraphs) {
+    SCOPED_TRACE(graph.name);
+    std::unique_ptr<Module> module =
+        importTestdataGraph(graph.name, graph.batch);
+    ASSERT_TRUE(module);
+    ASSERT_EQ(runPipeline(*module, "canonicalize,fold-transpose,fold-scale,"
+                                   "fuse-cross-entropy"),
+              "<success>");
+    EXPECT_EQ(countOps(*module, kGmoptDomain, kFusedLinearCrossEntropyOp), 1u);
+    EXPECT_EQ(countOps(*module, kGmoptDomain, kFusedLinearCrossEntropyGradOp),
+              1u);
+    EXPECT_EQ(countOps(*module, kOnnxDomain, "SoftmaxCrossEntropyLoss"), 0u);
+    EXPECT_EQ(countOps(*module, kMsDomain, "SoftmaxCrossEntropyLossGrad"), 0u);
+    // No activation with the vocabulary as its last extent remains (the
+    // weight and its gradient, accumulator and optimizer state are [V, D]
+    // or [D, V] and are not produced by a [.., V] product).
+    for (const Node &node : module->getGraph().getNodes()) {
+      if (node.getPhase() == Phase::Optimizer)
+        continue;
+      for (const Value *result : node.getResults()) {
+        if (!result || !result->getType().hasRank() ||
+            result->getType().getRank() == 0)
+          continue;
+        const TensorType &type = result->getType();
+        if (type.getRank() >= 2 && type.getDims().back().isStatic() &&
+            type.getDims().back().getExtent() == graph.vocab &&
+            !node.isa(kGmoptDomain, kFusedLinearCrossEntropyGradOp) &&
+            !node.isa(kMsDomain, "InPlaceAccumulatorV2"))
+          ADD_FAILURE() << "vocabulary-sized value left: " << node.describe();
+      }
+    }
+    PassManager again;
+    ASSERT_EQ(runPipeline(*module, "fuse-cross-entropy", &again), "<success>");
+    EXPECT_EQ(again.getContext().getStatistic("fuse-cross-entropy", "fused"),
+              0u);
+  }
+}
+
+TEST(FuseCrossEntropyTestdataTest, FusedOpsRoundTripThroughTextAndGm) {
+  std::unique_ptr<Module> module = importTestdataGraph("gpt_tiny", 4);
+  std::unique_ptr<Module> original = importTestdataGraph("gpt_tiny", 4);
+  ASSERT_TRUE(module && original);
+  ASSERT_EQ(runPipeline(*module, "canonicalize,fuse-cross-entropy"),
+            "<success>");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printModule(*module, os);
+  os.flush();
+  auto parsed = parseModule(text, "<fused>");
+  ASSERT_TRUE(bool(parsed)) << errorText(parsed.takeError());
+  std::string again;
+  llvm::raw_string_ostream againOs(again);
+  printModule(**parsed, againOs);
+  againOs.flush();
+  EXPECT_EQ(again, text);
+  EXPECT_EQ(errorText(verifyModule(**parsed)), "<success>");
+
+  auto bytes =
+      writeGmBytes(*module, *original, "canonicalize,fuse-cross-entropy");
+  ASSERT_TRUE(bool(bytes)) << errorText(bytes.takeError());
+  auto loaded = readGmBytes(*bytes, "fused.gm");
+  ASSERT_TRUE(bool(loaded)) << errorText(loaded.takeError());
+  EXPECT_EQ(countOps(*loaded->module, kGmoptDomain, kFusedLinearCrossEntropyOp),
+            1u);
+  EXPECT_EQ(
+      countOps(*loaded->module, kGmoptDomain, kFusedLinearCrossEntropyGradOp),
+      1u);
+}
+
+} // namespace
