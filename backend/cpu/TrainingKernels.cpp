@@ -13,6 +13,7 @@
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
+#include "ir/ops/MixedPrecisionScaleSpec.h"
 
 #include <cmath>
 #include <cstring>
@@ -307,38 +308,40 @@ llvm::Error mixedPrecisionScaleKernel(KernelCall &call) {
   auto scale = readScalar(call, *call.in(0), "scale");
   if (!scale)
     return scale.takeError();
-  bool fuse = call.getInt("fuse_outputs", 0) != 0;
   unsigned numInputs = call.getNumInputs() - 1;
-  if (!fuse && call.getNumOutputs() != numInputs)
-    return call.error("needs one output per scaled input");
-  std::optional<DType> to;
-  if (call.hasAttr("to"))
-    to = dtypeFromOnnx(call.getInt("to", 0));
-  int64_t fusedOffset = 0;
+  llvm::SmallVector<uint64_t, 8> inputElements, resultElements;
   for (unsigned i = 0; i < numInputs; ++i) {
     const TensorView *x = call.in(i + 1);
-    TensorView *y = call.out(fuse ? 0 : i);
-    if (!x || !y)
+    if (!x)
       return call.error("inputs and outputs may not be absent");
-    if (!isFloatStorage(x->getDType()) || !isFloatStorage(y->getDType()))
+    inputElements.push_back(x->getNumElements());
+  }
+  for (unsigned i = 0; i < call.getNumOutputs(); ++i) {
+    const TensorView *y = call.out(i);
+    if (!y)
+      return call.error("inputs and outputs may not be absent");
+    resultElements.push_back(y->getNumElements());
+  }
+  auto spec = ops::getMixedPrecisionScaleSpec(call.getNode(), inputElements,
+                                              resultElements);
+  if (!spec)
+    return call.error(llvm::toString(spec.takeError()));
+  for (unsigned i = 0; i < numInputs; ++i) {
+    const TensorView &x = *call.in(i + 1);
+    const ops::ScaledTensor &part = spec->tensors[i];
+    TensorView &y = *call.out(part.result);
+    if (!isFloatStorage(x.getDType()) || !isFloatStorage(y.getDType()))
       return call.error("inputs and outputs must be float tensors");
-    if (to && y->getDType() != *to)
+    if (spec->to && y.getDType() != *spec->to)
       return call.error("output type disagrees with attribute 'to'");
-    int64_t n = x->getNumElements();
-    int64_t base = fuse ? fusedOffset : 0;
-    if (base + n > y->getNumElements() || (!fuse && n != y->getNumElements()))
-      return call.error("output " + llvm::Twine(fuse ? 0 : i) +
-                        " has the wrong size");
+    int64_t base = part.offset;
     double s = *scale;
-    parallelFor(call.getNumThreads(), n, grainFor(4),
+    parallelFor(call.getNumThreads(), part.elements, grainFor(4),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t j = lo; j < hi; ++j)
-                    storeFloat(*y, base + j, loadDouble(*x, j) * s);
+                    storeFloat(y, base + j, loadDouble(x, j) * s);
                 });
-    fusedOffset += n;
   }
-  if (fuse && fusedOffset != call.out(0)->getNumElements())
-    return call.error("fused output size differs from the inputs' total");
   return llvm::Error::success();
 }
 

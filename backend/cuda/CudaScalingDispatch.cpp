@@ -13,6 +13,7 @@
 #include "backend/cuda/ScalingKernels.h"
 
 #include "ir/Types.h"
+#include "ir/ops/MixedPrecisionScaleSpec.h"
 
 using namespace gmopt;
 using namespace gmopt::cuda;
@@ -132,61 +133,67 @@ llvm::Error launchIsAllFinite(CudaCall &call, const ScalingPlan &p) {
   return llvm::Error::success();
 }
 
+/// The output layout of MixedPrecisionScale \p node
+/// (ops::getMixedPrecisionScaleSpec over its static element counts).
+llvm::Expected<ops::MixedPrecisionScaleSpec>
+mixedPrecisionScaleSpec(const Node &node) {
+  llvm::SmallVector<uint64_t, 8> inputElements, resultElements;
+  for (unsigned i = 1; i < node.getNumOperands(); ++i) {
+    if (!node.getOperand(i))
+      return nodeError(node, "inputs and outputs may not be absent");
+    inputElements.push_back(node.getOperand(i)->getType().getNumElements());
+  }
+  for (const Value *y : node.getResults()) {
+    if (!y)
+      return nodeError(node, "inputs and outputs may not be absent");
+    resultElements.push_back(y->getType().getNumElements());
+  }
+  auto spec =
+      ops::getMixedPrecisionScaleSpec(node, inputElements, resultElements);
+  if (!spec)
+    return nodeError(node, llvm::toString(spec.takeError()));
+  return spec;
+}
+
 /// MixedPrecisionScale(S, X...) -> Y... (or one fused Y).
 llvm::Error checkMixedPrecisionScale(const Node &node) {
   const Value *scale = node.getOperand(0);
   if (!scale || scale->getType().getDType() != DType::F32 ||
       scale->getType().getNumElements() != 1)
     return nodeError(node, "the scale must be one float32 value on CUDA");
-  bool fuse = node.getIntAttr("fuse_outputs", 0) != 0;
-  unsigned inputs = node.getNumOperands() - 1;
-  if (!fuse && node.getNumResults() != inputs)
-    return nodeError(node, "needs one output per scaled input");
-  std::optional<DType> to;
-  if (node.hasAttr("to"))
-    to = dtypeFromOnnx(node.getIntAttr("to", 0));
-  uint64_t offset = 0;
-  for (unsigned i = 0; i < inputs; ++i) {
-    const Value *x = node.getOperand(i + 1);
-    const Value *y = node.getResult(fuse ? 0 : i);
-    if (!x || !y)
-      return nodeError(node, "inputs and outputs may not be absent");
-    if (!floatStorageOf(x) || !floatStorageOf(y))
+  auto spec = mixedPrecisionScaleSpec(node);
+  if (!spec)
+    return spec.takeError();
+  for (unsigned i = 1; i < node.getNumOperands(); ++i) {
+    const Value *y = node.getResult(spec->tensors[i - 1].result);
+    if (!floatStorageOf(node.getOperand(i)) || !floatStorageOf(y))
       return nodeError(node, "inputs and outputs must be float tensors (f32, "
                              "f16 or bf16 on CUDA)");
-    if (to && y->getType().getDType() != *to)
+    if (spec->to && y->getType().getDType() != *spec->to)
       return nodeError(node, "output type disagrees with attribute 'to'");
-    uint64_t n = x->getType().getNumElements();
-    uint64_t base = fuse ? offset : 0;
-    if (base + n > y->getType().getNumElements() ||
-        (!fuse && n != y->getType().getNumElements()))
-      return nodeError(node, "output " + llvm::Twine(fuse ? 0 : i) +
-                                 " has the wrong size");
-    offset += n;
   }
-  if (fuse && offset != node.getResult(0)->getType().getNumElements())
-    return nodeError(node, "fused output size differs from the inputs' total");
   return llvm::Error::success();
 }
 
 llvm::Expected<ScalingPlan> decodeMixedPrecisionScale(const Node &node) {
   if (llvm::Error err = checkMixedPrecisionScale(node))
     return err;
-  bool fuse = node.getIntAttr("fuse_outputs", 0) != 0;
+  auto spec = mixedPrecisionScaleSpec(node);
+  if (!spec)
+    return spec.takeError();
   ScalingPlan p;
-  int64_t offset = 0;
   for (unsigned i = 1; i < node.getNumOperands(); ++i) {
+    const ops::ScaledTensor &scaled = spec->tensors[i - 1];
     const Value *x = node.getOperand(i);
     ScalingPlan::Part part;
     part.operand = i;
     part.storage = *floatStorageOf(x);
-    part.elements = x->getType().getNumElements();
-    part.result = fuse ? 0 : i - 1;
+    part.elements = scaled.elements;
+    part.result = scaled.result;
     const Value *y = node.getResult(part.result);
     part.resultStorage = *floatStorageOf(y);
-    part.resultOffset = fuse ? offset * elementBytes(y) : 0;
+    part.resultOffset = scaled.offset * elementBytes(y);
     p.parts.push_back(part);
-    offset += part.elements;
   }
   return p;
 }
