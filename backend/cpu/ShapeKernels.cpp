@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/RangeMath.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/Axes.h"
 
@@ -187,16 +188,13 @@ llvm::Error rangeKernel(KernelCall &call) {
         T delta = call.in(2)->getDataAs<T>()[0];
         if (delta == T(0))
           return call.error("delta must not be zero");
-        double steps = std::ceil(
-            (static_cast<double>(limit) - static_cast<double>(start)) /
-            static_cast<double>(delta));
-        int64_t count = steps > 0 ? static_cast<int64_t>(steps) : 0;
+        int64_t count = rangeCount(start, limit, delta);
         if (out.getNumElements() != count)
           return call.error("output has " + llvm::Twine(out.getNumElements()) +
                             " elements, the range has " + llvm::Twine(count));
         T *y = out.getDataAs<T>();
         for (int64_t i = 0; i < count; ++i)
-          y[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+          y[i] = rangeElement(start, delta, i);
         return llvm::Error::success();
       });
 }

@@ -15,6 +15,7 @@
 #ifndef GMOPT_BACKEND_CUDA_SHAPEMATH_H
 #define GMOPT_BACKEND_CUDA_SHAPEMATH_H
 
+#include "backend/RangeMath.h"
 #include "backend/UnfusedMath.h"
 #include "backend/cuda/ElementwiseMath.h"
 
@@ -121,23 +122,10 @@ GMOPT_HD int64_t loadAsInt64(ScalarType type, const void *data, int64_t i) {
 // Range
 //===----------------------------------------------------------------------===//
 
-/// The number of elements of Range(start, limit, delta): ceil((limit -
-/// start) / delta) in double, at least 0 (the CPU kernel's formula).
-template <typename T> GMOPT_HD int64_t rangeCount(T start, T limit, T delta) {
-  double steps =
-      ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-           static_cast<double>(delta));
-  return steps > 0 ? static_cast<int64_t>(steps) : 0;
-}
-
-/// Element \p i of the range, start + T(i) * delta rounded as the CPU
-/// kernel rounds it (a product, then a sum, never fused into an FMA).
-template <typename T> GMOPT_HD T rangeElement(T start, T delta, int64_t i) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-    return addUnfused(start, mulUnfused(static_cast<T>(i), delta));
-  else
-    return static_cast<T>(start + static_cast<T>(i) * delta);
-}
+// rangeCount and rangeElement are backend/RangeMath.h's, which the CPU
+// kernel calls too.
+using ::gmopt::rangeCount;
+using ::gmopt::rangeElement;
 
 //===----------------------------------------------------------------------===//
 // Trilu and OneHot

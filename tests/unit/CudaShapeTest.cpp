@@ -54,7 +54,7 @@ template <typename T>
 void expectRangeIsTheCpuKernel(DType dtype, T start, T limit, T delta) {
   SCOPED_TRACE(dtypeName(dtype).str() + " " + std::to_string(start) + ", " +
                std::to_string(limit) + ", " + std::to_string(delta));
-  int64_t count = cuda::rangeCount(start, limit, delta);
+  int64_t count = gmopt::rangeCount(start, limit, delta);
   HostTensor s = HostTensor::of<T>(dtype, {}, {start});
   HostTensor l = HostTensor::of<T>(dtype, {}, {limit});
   HostTensor d = HostTensor::of<T>(dtype, {}, {delta});
