@@ -14,12 +14,14 @@
 #include "tools/driver/ToolSupport.h"
 
 #include "backend/cuda/CudaDevice.h"
+#include "ir/Collectives.h"
 #include "ir/OpRegistry.h"
 #include "ir/Optimizer.h"
 #include "ir/OptimizerOps.h"
 #include "ir/SizeLimits.h"
 #include "ir/ZeroSharding.h"
 #include "ir/ops/Axes.h"
+#include "ir/ops/CrossEntropySpec.h"
 #include "ir/ops/ShapeValue.h"
 #include "ir/serialization/FileIO.h"
 #include "ir/serialization/GmFile.h"
@@ -182,6 +184,24 @@ std::optional<IndexRange> rangeOfUse(const Node &node, unsigned index) {
     return classLabels(node.getOperand(1), std::nullopt);
   if (index == 2 && microsoft && op == "SoftmaxCrossEntropyLossInternalGrad")
     return classLabels(node.getOperand(1), 4u);
+  // gmopt's fused linear cross entropy: the classes are W's vocabulary
+  // extent (axis 0 of a [V, D] weight, 1 of a [D, V] one).
+  if (node.getDomain() == kGmoptDomain &&
+      ((index == 2 && op == kFusedLinearCrossEntropyOp) ||
+       (index == 3 && op == kFusedLinearCrossEntropyGradOp))) {
+    int64_t classes = staticExtent(node.getOperand(index - 1),
+                                   node.getIntAttr("trans_w", 1) ? 0 : 1);
+    if (classes <= 0)
+      return std::nullopt;
+    IndexRange range;
+    range.lowest = 0;
+    range.end = classes;
+    range.role = "labels";
+    if (const Attribute *ignore = node.getAttr("ignore_index"))
+      if (ignore->getKind() == Attribute::Kind::Int)
+        range.ignoreIndex = ignore->getInt();
+    return range;
+  }
   if (index == 1 && standard && (op == "Gather" || op == "GatherElements")) {
     const Value *data = node.getOperand(0);
     if (!data || !data->getType().hasRank())
