@@ -14,13 +14,15 @@
 //    vocabulary rows in parallel, each a full sum over the tokens).
 //
 // Arithmetic is in T (fp32 for fp32 and staged fp16/bf16, f64 for f64);
-// the loss is summed in double. Chunks are fixed multiples of rows, so the
-// result does not depend on the thread count.
+// the loss is summed in double. Each thread takes one contiguous share of
+// the rows (of dW's rows) per block, so a block costs one large GEMM per
+// thread; every element is one full dot product whatever the split.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/Blas.h"
 #include "backend/cpu/KernelSupport.h"
+#include "backend/cpu/Simd.h"
 #include "ir/Collectives.h"
 #include "ir/ops/CrossEntropySpec.h"
 
@@ -36,10 +38,52 @@ using gmopt::ops::LossReduction;
 
 namespace {
 
-/// Token rows per task: the GEMMs of a task are [kRowGrain, block] tiles.
+/// Token rows per task are a multiple of this.
 constexpr int64_t kRowGrain = 64;
-/// Vocabulary rows (or hidden rows for W [D, V]) of dW per task.
-constexpr int64_t kWeightGrain = 32;
+/// Vocabulary rows (or hidden rows for W [D, V]) of dW per task are a
+/// multiple of this.
+constexpr int64_t kWeightGrain = 16;
+
+/// Items per task: \p total split evenly over the threads, rounded up to a
+/// multiple of \p multiple, so that each thread runs one large GEMM per
+/// block instead of many small ones that re-read the block's weights.
+int64_t taskGrain(int64_t total, unsigned threads, int64_t multiple) {
+  int64_t workers = std::max(1u, threads);
+  int64_t perThread = (total + workers - 1) / workers;
+  return std::max<int64_t>(multiple,
+                           (perThread + multiple - 1) / multiple * multiple);
+}
+
+/// The largest of row[0, n), n >= 1.
+template <typename T> T rowMaximum(const T *row, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return maxF32(row, n);
+  } else {
+    T best = row[0];
+    for (int64_t c = 1; c < n; ++c)
+      best = row[c] > best ? row[c] : best;
+    return best;
+  }
+}
+
+/// The sum of e^(row[c] - shift) over [0, n); with \p out, also writes each
+/// term there (\p out may be \p row). Four-lane SIMD exp for fp32, as the
+/// unfused loss kernels compute it.
+template <typename T>
+T sumExpShifted(const T *row, T *out, int64_t n, T shift) {
+  if constexpr (std::is_same_v<T, float>) {
+    return expShiftedF32(row, out, n, shift);
+  } else {
+    T sum = 0;
+    for (int64_t c = 0; c < n; ++c) {
+      T term = std::exp(row[c] - shift);
+      if (out)
+        out[c] = term;
+      sum += term;
+    }
+    return sum;
+  }
+}
 
 /// Decodes the node from its tensors' shapes.
 llvm::Expected<CrossEntropySpec> decodeSpec(const KernelCall &call,
@@ -95,18 +139,21 @@ bool isIgnored(const CrossEntropySpec &spec, int64_t label) {
   return spec.ignoreIndex && label == *spec.ignoreIndex;
 }
 
-/// tile[rows lo..hi) = h[lo..hi) W_b for the vocabulary block [b0, b0+bc),
-/// row-major with stride bc.
+/// sub[rows lo..hi) = h[lo..hi) W_b for the vocabulary block [b0, b0+bc),
+/// row-major with the tile's row stride blockColumns(): row r of a task
+/// always lies in the task's own rows of the tile, whatever the block's
+/// width (a task at the narrow last block never reaches another task's
+/// rows at a full block).
 template <typename T>
 void blockLogits(const CrossEntropySpec &spec, const T *h, const T *w,
-                 int64_t lo, int64_t hi, int64_t b0, int64_t bc, T *tile) {
-  int64_t d = spec.hidden;
+                 int64_t lo, int64_t hi, int64_t b0, int64_t bc, T *sub) {
+  int64_t d = spec.hidden, stride = spec.blockColumns();
   if (spec.transW)
     gemmBlock<T>(false, true, hi - lo, bc, d, T(1), h + lo * d, d, w + b0 * d,
-                 d, T(0), tile, bc);
+                 d, T(0), sub, stride);
   else
     gemmBlock<T>(false, false, hi - lo, bc, d, T(1), h + lo * d, d, w + b0,
-                 spec.vocab, T(0), tile, bc);
+                 spec.vocab, T(0), sub, stride);
 }
 
 template <typename T>
@@ -124,7 +171,8 @@ llvm::Error forwardTyped(KernelCall &call, const CrossEntropySpec &spec,
     return scratch.takeError();
   T *tile = static_cast<T *>(scratch->getView().getData());
   T *rowMax = tile + n * blockCols, *rowSum = rowMax + n, *target = rowSum + n;
-  parallelFor(call.getNumThreads(), n, kRowGrain, [&](int64_t lo, int64_t hi) {
+  int64_t rowGrain = taskGrain(n, call.getNumThreads(), kRowGrain);
+  parallelFor(call.getNumThreads(), n, rowGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       rowMax[r] = -std::numeric_limits<T>::infinity();
       rowSum[r] = 0;
@@ -132,18 +180,16 @@ llvm::Error forwardTyped(KernelCall &call, const CrossEntropySpec &spec,
     }
     for (int64_t b0 = 0; b0 < spec.vocab; b0 += blockCols) {
       int64_t bc = std::min(blockCols, spec.vocab - b0);
-      T *sub = tile + lo * bc;
+      T *sub = tile + lo * blockCols;
       blockLogits(spec, h, w, lo, hi, b0, bc, sub);
       for (int64_t r = lo; r < hi; ++r) {
-        const T *row = sub + (r - lo) * bc;
-        T best = rowMax[r];
-        for (int64_t c = 0; c < bc; ++c)
-          best = std::max(best, row[c]);
-        T sum = rowSum[r] * std::exp(rowMax[r] - best);
-        if (rowMax[r] == -std::numeric_limits<T>::infinity())
-          sum = 0;
-        for (int64_t c = 0; c < bc; ++c)
-          sum += std::exp(row[c] - best);
+        const T *row = sub + (r - lo) * blockCols;
+        T best = std::max(rowMax[r], rowMaximum(row, bc));
+        // Rescale the running sum to the new maximum (none before block 0).
+        T sum = rowMax[r] == -std::numeric_limits<T>::infinity()
+                    ? T(0)
+                    : rowSum[r] * std::exp(rowMax[r] - best);
+        sum += sumExpShifted<T>(row, nullptr, bc, best);
         rowMax[r] = best;
         rowSum[r] = sum;
         int64_t label = labels.values[r];
@@ -236,43 +282,50 @@ llvm::Error backwardTyped(KernelCall &call, const CrossEntropySpec &spec,
     std::fill(dw, dw + v * d, T(0));
     return llvm::Error::success();
   }
+  int64_t rowGrain = taskGrain(n, call.getNumThreads(), kRowGrain);
   for (int64_t b0 = 0; b0 < v; b0 += blockCols) {
     int64_t bc = std::min(blockCols, v - b0);
+    int64_t weightGrain =
+        taskGrain(spec.transW ? bc : d, call.getNumThreads(), kWeightGrain);
     T beta = b0 == 0 ? T(0) : T(1);
     // G_b for every row, and its share of dh.
-    parallelFor(call.getNumThreads(), n, kRowGrain,
-                [&](int64_t lo, int64_t hi) {
-                  T *sub = tile + lo * bc;
-                  blockLogits(spec, h, w, lo, hi, b0, bc, sub);
-                  for (int64_t r = lo; r < hi; ++r) {
-                    T *row = sub + (r - lo) * bc;
-                    T f = factor[r], shift = static_cast<T>(lse[r]);
-                    int64_t label = labels.values[r];
-                    for (int64_t c = 0; c < bc; ++c)
-                      row[c] = f == T(0) ? T(0)
-                                         : (std::exp(row[c] - shift) -
-                                            (b0 + c == label ? T(1) : T(0))) *
-                                               f;
-                  }
-                  if (spec.transW)
-                    gemmBlock<T>(false, false, hi - lo, d, bc, T(1), sub, bc,
-                                 w + b0 * d, d, beta, dh + lo * d, d);
-                  else
-                    gemmBlock<T>(false, true, hi - lo, d, bc, T(1), sub, bc,
-                                 w + b0, v, beta, dh + lo * d, d);
-                });
+    parallelFor(call.getNumThreads(), n, rowGrain, [&](int64_t lo, int64_t hi) {
+      T *sub = tile + lo * blockCols;
+      blockLogits(spec, h, w, lo, hi, b0, bc, sub);
+      for (int64_t r = lo; r < hi; ++r) {
+        T *row = sub + (r - lo) * blockCols;
+        T f = factor[r], shift = static_cast<T>(lse[r]);
+        int64_t label = labels.values[r];
+        if (f == T(0)) {
+          std::fill(row, row + bc, T(0));
+          continue;
+        }
+        // (softmax - onehot(label)) * f.
+        sumExpShifted<T>(row, row, bc, shift);
+        for (int64_t c = 0; c < bc; ++c)
+          row[c] *= f;
+        if (label >= b0 && label < b0 + bc)
+          row[label - b0] -= f;
+      }
+      if (spec.transW)
+        gemmBlock<T>(false, false, hi - lo, d, bc, T(1), sub, blockCols,
+                     w + b0 * d, d, beta, dh + lo * d, d);
+      else
+        gemmBlock<T>(false, true, hi - lo, d, bc, T(1), sub, blockCols, w + b0,
+                     v, beta, dh + lo * d, d);
+    });
     // dW's block: a sum over all rows of G_b against h.
     if (spec.transW)
-      parallelFor(call.getNumThreads(), bc, kWeightGrain,
+      parallelFor(call.getNumThreads(), bc, weightGrain,
                   [&](int64_t lo, int64_t hi) {
                     gemmBlock<T>(true, false, hi - lo, d, n, T(1), tile + lo,
-                                 bc, h, d, T(0), dw + (b0 + lo) * d, d);
+                                 blockCols, h, d, T(0), dw + (b0 + lo) * d, d);
                   });
     else
-      parallelFor(call.getNumThreads(), d, kWeightGrain,
+      parallelFor(call.getNumThreads(), d, weightGrain,
                   [&](int64_t lo, int64_t hi) {
                     gemmBlock<T>(true, false, hi - lo, bc, n, T(1), h + lo, d,
-                                 tile, bc, T(0), dw + lo * v + b0, v);
+                                 tile, blockCols, T(0), dw + lo * v + b0, v);
                   });
   }
   return llvm::Error::success();
