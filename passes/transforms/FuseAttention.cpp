@@ -261,6 +261,21 @@ uint64_t staticBytes(const Value *value) {
   return type.hasStaticShape() ? type.getSizeInBytes() : 0;
 }
 
+/// True if \p mask broadcasts to the scores \p scores without widening
+/// them (right-aligned dimensions equal or 1 where both are static).
+bool broadcastsTo(const TensorType &mask, const TensorType &scores) {
+  if (!mask.hasRank() || !scores.hasRank() || mask.getRank() > scores.getRank())
+    return false;
+  unsigned offset = scores.getRank() - mask.getRank();
+  for (unsigned i = 0; i != mask.getRank(); ++i) {
+    const Dim &m = mask.getDim(i), &s = scores.getDim(offset + i);
+    if (m.isStatic() && s.isStatic() && m.getExtent() != 1 &&
+        m.getExtent() != s.getExtent())
+      return false;
+  }
+  return true;
+}
+
 /// The analysis of one softmax node.
 class AttentionMatcher {
 public:
@@ -361,6 +376,8 @@ MatchResult AttentionMatcher::match(Node &softmax) {
       }
     }
   }
+  if (maskValue && !broadcastsTo(maskValue->getType(), scoreType))
+    return none;
   Value *scores = scaledScores;
   float forwardScale = 1;
   if (std::optional<Scaling> scaling = scalingOf(scaledScores)) {
