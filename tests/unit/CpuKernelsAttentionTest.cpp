@@ -7,7 +7,8 @@
 // finite fill under grouped-query heads and sq != sk. The reference drops
 // with the mask the unfused Dropout kernel draws for a node of the same
 // stream, so the fused kernels match it only if their masks are
-// bit-identical to Dropout's.
+// bit-identical to Dropout's. Also: results are the same bytes on one
+// thread and on three, and a bad layout is an error, not a crash.
 //
 //===----------------------------------------------------------------------===//
 
@@ -247,6 +248,39 @@ TEST(CpuAttentionTest, BoolMaskGroupedQueryRectangularCausal) {
   c.maskTrueKeeps = false;
   c.dropoutRatio = 0.2f;
   runCase(c);
+}
+
+TEST(CpuAttentionTest, ResultsDoNotDependOnTheThreadCount) {
+  std::vector<int64_t> shape = {2, 3, 150, 16}, lseShape = {2, 3, 150};
+  HostTensor q = HostTensor::f32(shape, randomFloats(2 * 3 * 150 * 16, 1));
+  HostTensor k = HostTensor::f32(shape, randomFloats(2 * 3 * 150 * 16, 2));
+  HostTensor v = HostTensor::f32(shape, randomFloats(2 * 3 * 150 * 16, 3));
+  HostTensor dO = HostTensor::f32(shape, randomFloats(2 * 3 * 150 * 16, 4));
+  HostTensor ratio = HostTensor::f32({}, {0.25f});
+  HostTensor training = HostTensor::boolean({}, {1});
+  std::vector<NamedAttribute> attrs = {intAttr("causal", 1)};
+  std::vector<std::vector<uint8_t>> first;
+  for (unsigned threads : {1u, 3u}) {
+    KernelRunner runner;
+    runner.getContext().setNumThreads(threads);
+    auto forward = runner.run(kGmoptDomain, "FusedAttention",
+                              {&q, &k, &v, nullptr, &ratio, &training},
+                              {f32Type(shape), f32Type(lseShape)}, attrs, "a");
+    ASSERT_TRUE(bool(forward)) << llvm::toString(forward.takeError());
+    HostTensor o = (*forward)[0], lse = (*forward)[1];
+    auto backward = runner.run(
+        kGmoptDomain, "FusedAttentionGrad",
+        {&dO, &q, &k, &v, &o, &lse, nullptr, &ratio, &training},
+        {f32Type(shape), f32Type(shape), f32Type(shape)}, attrs, "a");
+    ASSERT_TRUE(bool(backward)) << llvm::toString(backward.takeError());
+    std::vector<std::vector<uint8_t>> results = {o.bytes, lse.bytes};
+    for (const HostTensor &gradient : *backward)
+      results.push_back(gradient.bytes);
+    if (first.empty())
+      first = results;
+    else
+      EXPECT_TRUE(results == first) << threads << " threads";
+  }
 }
 
 TEST(CpuAttentionTest, ShapeErrorsAreReported) {
