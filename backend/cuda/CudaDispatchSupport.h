@@ -23,15 +23,70 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cassert>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 namespace gmopt {
 namespace cuda {
 namespace dispatch {
 
 using Shape = IndexVector;
+
+/// A page-locked copy of host bytes a prepared kernel owns (a Constant's
+/// value, a Shape's extents, a Size, ConcatTraining's lengths), which its
+/// launches copy to the device. Made on the first launch (the warm-up step,
+/// before any CUDA graph capture; a device-less prepare makes none), it
+/// keeps every later copy asynchronous and capturable, which a copy from
+/// pageable memory is not reliably. Moves with the plan that owns it.
+class PinnedCopy {
+public:
+  PinnedCopy() = default;
+  PinnedCopy(const PinnedCopy &) = delete;
+  PinnedCopy &operator=(const PinnedCopy &) = delete;
+  PinnedCopy(PinnedCopy &&other) noexcept
+      : pinned(std::exchange(other.pinned, nullptr)) {}
+  PinnedCopy &operator=(PinnedCopy &&other) noexcept {
+    if (this != &other) {
+      release();
+      pinned = std::exchange(other.pinned, nullptr);
+    }
+    return *this;
+  }
+  ~PinnedCopy() { release(); }
+
+  /// Copies \p bytes of \p source to device \p target on \p call's
+  /// stream, from the page-locked copy (made from \p source on the first
+  /// call; \p source and \p bytes never change for one owner).
+  template <typename CallT>
+  llvm::Error upload(CallT &call, void *target, const void *source,
+                     size_t bytes) const {
+    if (!bytes)
+      return llvm::Error::success();
+    if (!pinned) {
+      void *buffer = nullptr;
+      if (llvm::Error err =
+              call.check(cudaHostAlloc(&buffer, bytes, cudaHostAllocDefault),
+                         "cudaHostAlloc (a host constant's page-locked copy)"))
+        return err;
+      std::memcpy(buffer, source, bytes);
+      pinned = buffer;
+    }
+    return call.check(cudaMemcpyAsync(target, pinned, bytes,
+                                      cudaMemcpyHostToDevice, call.ctx.stream),
+                      "cudaMemcpyAsync");
+  }
+
+private:
+  void release() {
+    if (pinned)
+      cudaFreeHost(pinned);
+    pinned = nullptr;
+  }
+  mutable void *pinned = nullptr;
+};
 
 inline llvm::Error nodeError(const Node &node, const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),

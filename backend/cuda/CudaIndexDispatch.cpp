@@ -108,6 +108,8 @@ llvm::Error checkSameType(const Node &node, const Value *a, const Value *b) {
 
 /// An indexing node decoded once: its geometry, element types and sizes.
 struct IndexPlan {
+  /// Size's value, page-locked for the launches' copies.
+  PinnedCopy pinnedSize;
   ElementIndexing element = {};
   NDIndexing nd = {};
   bool indices32 = false;
@@ -422,9 +424,7 @@ llvm::Expected<IndexPlan> decodeSize(const Node &node) {
 }
 
 llvm::Error launchSize(CudaCall &call, const IndexPlan &p) {
-  return call.check(cudaMemcpyAsync(call.outPtr(0), &p.size, sizeof(int64_t),
-                                    cudaMemcpyHostToDevice, call.ctx.stream),
-                    "cudaMemcpyAsync");
+  return p.pinnedSize.upload(call, call.outPtr(0), &p.size, sizeof(int64_t));
 }
 
 } // namespace

@@ -66,6 +66,8 @@ struct MovementPlan {
   /// Host values a launch copies to result \p hostResult (Shape's shape,
   /// ConcatTraining's lengths), kept here so they outlive the copy.
   std::vector<int64_t> hostValues;
+  /// hostValues, page-locked for the launches' copies.
+  PinnedCopy pinnedValues;
   unsigned hostResult = 0;
 };
 
@@ -647,11 +649,9 @@ llvm::Error launchConcat(CudaCall &call, const MovementPlan &p) {
     return err;
   if (p.hostValues.empty())
     return llvm::Error::success();
-  return call.check(cudaMemcpyAsync(call.outPtr(p.hostResult),
-                                    p.hostValues.data(),
-                                    p.hostValues.size() * sizeof(int64_t),
-                                    cudaMemcpyHostToDevice, call.ctx.stream),
-                    "cudaMemcpyAsync");
+  return p.pinnedValues.upload(call, call.outPtr(p.hostResult),
+                               p.hostValues.data(),
+                               p.hostValues.size() * sizeof(int64_t));
 }
 
 /// Split / SplitTraining: each output copied from its slab of the input.
@@ -713,10 +713,8 @@ llvm::Expected<MovementPlan> decodeShape(const Node &node) {
 llvm::Error launchShape(CudaCall &call, const MovementPlan &p) {
   if (!p.outputBytes)
     return llvm::Error::success();
-  return call.check(cudaMemcpyAsync(call.outPtr(0), p.hostValues.data(),
-                                    p.outputBytes, cudaMemcpyHostToDevice,
-                                    call.ctx.stream),
-                    "cudaMemcpyAsync");
+  return p.pinnedValues.upload(call, call.outPtr(0), p.hostValues.data(),
+                               p.outputBytes);
 }
 
 llvm::Error checkCast(const Node &node) {

@@ -164,6 +164,8 @@ constantBytes(const Node &node, std::vector<int64_t> &staging) {
 struct ConstantPlan {
   std::vector<int64_t> staging;
   llvm::ArrayRef<uint8_t> bytes;
+  /// bytes, page-locked for the launches' copies.
+  PinnedCopy pinned;
 };
 
 llvm::Expected<ConstantPlan> decodeConstant(const Node &node) {
@@ -181,10 +183,8 @@ llvm::Expected<ConstantPlan> decodeConstant(const Node &node) {
 llvm::Error launchConstant(CudaCall &call, const ConstantPlan &plan) {
   if (plan.bytes.empty())
     return llvm::Error::success();
-  return call.check(cudaMemcpyAsync(call.outPtr(0), plan.bytes.data(),
-                                    plan.bytes.size(), cudaMemcpyHostToDevice,
-                                    call.ctx.stream),
-                    "cudaMemcpyAsync");
+  return plan.pinned.upload(call, call.outPtr(0), plan.bytes.data(),
+                            plan.bytes.size());
 }
 
 //===----------------------------------------------------------------------===//
