@@ -231,6 +231,16 @@ MatchResult matchLoss(Node &loss) {
   fusion.h = product->a;
   fusion.w = product->b;
   fusion.transW = product->transB;
+  // SoftmaxCrossEntropyLoss's classes are axis 1: the logits must be
+  // [N, V] with W's vocabulary, one label per row, so that token i of the
+  // loss is row i of h.
+  const TensorType &logitsType = logits->getType();
+  const TensorType &labelsType = fusion.labels->getType();
+  if (!logitsType.hasRank() || logitsType.getRank() != 2 ||
+      !labelsType.hasRank() || labelsType.getRank() != 1 ||
+      !(logitsType.getDims()[1] ==
+        fusion.w->getType().getDims()[fusion.transW ? 0 : 1]))
+    return leave(LeftReason::Unsupported);
 
   // Backward: the logits' gradient through reshapes reaches one product
   // giving dh and one Gemm giving dW, and nothing else.
