@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <limits>
 #include <string>
 
 using namespace gmopt;
@@ -47,9 +48,15 @@ CrossEntropySpec::get(const Node &node, llvm::ArrayRef<int64_t> h,
     return specError("h " + shapeText(h) + " must have rank >= 1 and W " +
                      shapeText(w) + " rank 2");
   spec.hidden = h.back();
+  // Rows times a tile row (plus the per-row values) must fit int64 for the
+  // kernels' scratch: refuse shapes beyond that instead of overflowing.
+  constexpr int64_t kMaxRows =
+      std::numeric_limits<int64_t>::max() / (kVocabBlock + 8);
   spec.rows = 1;
   for (int64_t extent : h.drop_back())
-    spec.rows *= extent;
+    if (extent < 0 || __builtin_mul_overflow(spec.rows, extent, &spec.rows) ||
+        spec.rows > kMaxRows)
+      return specError("h " + shapeText(h) + " has too many rows");
   int64_t wHidden = spec.transW ? w[1] : w[0];
   spec.vocab = spec.transW ? w[0] : w[1];
   if (wHidden != spec.hidden)
@@ -57,7 +64,8 @@ CrossEntropySpec::get(const Node &node, llvm::ArrayRef<int64_t> h,
                      (spec.transW ? " (W is [V, D])" : " (W is [D, V])"));
   int64_t labelCount = 1;
   for (int64_t extent : labels)
-    labelCount *= extent;
+    if (extent < 0 || __builtin_mul_overflow(labelCount, extent, &labelCount))
+      return specError("labels " + shapeText(labels) + " are too many");
   if (labelCount != spec.rows)
     return specError("labels " + shapeText(labels) +
                      " must hold one class per "
