@@ -113,8 +113,9 @@ using WorkspaceFn = uint64_t (*)(const Node &node);
 using RowDimsFn = unsigned (*)(const Node &node);
 
 /// The fp32 elements per tensor a row-sliced staging holds at most (a
-/// slice is never less than one row).
-constexpr int64_t kStagedSliceElements = int64_t(1) << 21;
+/// slice is never less than one row): 1 MiB, hundreds of rows of any
+/// softmax, so a slice's kernel call costs nothing next to its work.
+constexpr int64_t kStagedSliceElements = int64_t(1) << 18;
 
 /// How a row-sliced staging cuts tensors whose first `dims` dimensions are
 /// the same `rows` rows: slices of sliceRows rows.

@@ -3,8 +3,9 @@
 The graph is what a forward export holds: token embedding, per layer an RMS
 norm (Pow, ReduceMean, Add, Sqrt, Div, Mul), q/k/v projections, rotary
 embeddings (rotate-half with Slice, Neg, Concat; cos/sin tables as inputs),
-causal attention (MatMul, Div, Add of a mask input, Softmax, MatMul), the
-output projection, a SwiGLU FFN (Sigmoid, Mul) and residual Adds; a final
+causal attention (MatMul, Div, Add of a mask input - or, with --mask where,
+a Where of a bool causal input and a constant fill, as GPT-2 exports it -
+then Softmax, MatMul), the output projection, a SwiGLU FFN (Sigmoid, Mul) and residual Adds; a final
 norm and an untied LM head whose logits are the only output. Every weight
 is a graph input with a shape and no value, so compiling it needs shapes
 only. Defaults: Llama-2 7B's width (d_model 4096, 32 heads, FFN 11008,
@@ -25,6 +26,10 @@ def main():
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--mask", choices=["add", "where"], default="add",
+                        help="add: an f32 mask input added to the scores; where: a bool "
+                             "causal input selecting the scores or a constant fill, as "
+                             "GPT-2's export does")
     args = parser.parse_args()
 
     b, s, d, h, f, v = (args.batch, args.seq, args.d_model, args.heads,
@@ -33,7 +38,8 @@ def main():
     half = hd // 2
     inputs = [
         f"%input_ids: i64[{b},{s}]",
-        f"%input_mask: f32[1,1,{s},{s}]",
+        f"%input_mask: f32[1,1,{s},{s}]" if args.mask == "add"
+        else f"%input_keep: bool[1,1,{s},{s}]",
         f"%cos: f32[1,1,{s},{hd}]",
         f"%sin: f32[1,1,{s},{hd}]",
         f"%embed.weight: f32[{v},{d}]",
@@ -98,7 +104,13 @@ def main():
         kt = node("Transpose", [k], f"f32[{b},{h},{hd},{s}]", "perm = [0, 1, 3, 2]")
         st = f"f32[{b},{h},{s},{s}]"
         scores = node("Div", [node("MatMul", [q, kt], st), "%scale"], st)
-        probs = node("Softmax", [node("Add", [scores, "%input_mask"], st)], st, "axis = -1")
+        if args.mask == "add":
+            masked = node("Add", [scores, "%input_mask"], st)
+        else:
+            if layer == 0:
+                body.append("%fill = constant f32[] dense<-10000.0>")
+            masked = node("Where", ["%input_keep", scores, "%fill"], st)
+        probs = node("Softmax", [masked], st, "axis = -1")
         context = node("MatMul", [probs, vv], f"f32[{b},{h},{s},{hd}]")
         merged = node("Reshape", [node("Transpose", [context], f"f32[{b},{s},{h},{hd}]", "perm = [0, 2, 1, 3]"),
                                   const([b, s, d])], act)
