@@ -98,6 +98,10 @@ public:
   virtual ~DeviceEvent();
 };
 
+/// An event complete when it is made: the synchronous defaults' copies, and a
+/// copy of no bytes.
+class CompletedEvent final : public DeviceEvent {};
+
 /// The schema of \p node, which \p node's operand and result counts and
 /// present required operands must match: the start of every device's
 /// prepare. An op the registry does not know is "no DEVICE kernel for

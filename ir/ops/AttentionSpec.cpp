@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/AttentionSpec.h"
+#include "ir/ops/ShapeInference.h"
 
 #include "ir/IR.h"
 
@@ -22,13 +23,6 @@ namespace {
 
 llvm::Error specError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
-}
-
-std::string shapeText(llvm::ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (size_t i = 0; i != shape.size(); ++i)
-    text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
 }
 
 } // namespace
@@ -53,8 +47,9 @@ AttentionSpec::get(const Node &node, llvm::ArrayRef<int64_t> q,
   spec.attrs = AttentionAttrs::fromNode(node);
   size_t rank = q.size();
   if (rank < 2 || k.size() != rank || v.size() != rank)
-    return specError("Q " + shapeText(q) + ", K " + shapeText(k) + " and V " +
-                     shapeText(v) + " must have one rank, at least 2");
+    return specError("Q " + ops::shapeString(q) + ", K " + ops::shapeString(k) +
+                     " and V " + ops::shapeString(v) +
+                     " must have one rank, at least 2");
   spec.batchShape.assign(q.begin(), q.end() - 2);
   for (int64_t extent : spec.batchShape)
     spec.batch *= extent;
@@ -64,10 +59,11 @@ AttentionSpec::get(const Node &node, llvm::ArrayRef<int64_t> q,
   int64_t kHeadDim = spec.attrs.kTransposed ? k[rank - 2] : k[rank - 1];
   spec.valueDim = v[rank - 1];
   if (kHeadDim != spec.headDim)
-    return specError("K " + shapeText(k) + " does not have Q's head size " +
+    return specError("K " + ops::shapeString(k) +
+                     " does not have Q's head size " +
                      llvm::Twine(spec.headDim));
   if (v[rank - 2] != spec.seqK)
-    return specError("V " + shapeText(v) + " does not have K's " +
+    return specError("V " + ops::shapeString(v) + " does not have K's " +
                      llvm::Twine(spec.seqK) + " keys");
   if (rank >= 3) {
     spec.heads = q[rank - 3];
@@ -80,8 +76,8 @@ AttentionSpec::get(const Node &node, llvm::ArrayRef<int64_t> q,
                        llvm::Twine(spec.kvHeads));
     for (size_t i = 0; i + 3 < rank; ++i)
       if (k[i] != q[i] || v[i] != q[i])
-        return specError("Q " + shapeText(q) + ", K " + shapeText(k) +
-                         " and V " + shapeText(v) +
+        return specError("Q " + ops::shapeString(q) + ", K " +
+                         ops::shapeString(k) + " and V " + ops::shapeString(v) +
                          " have different batch dimensions");
   }
   spec.scale = spec.attrs.scale
@@ -93,7 +89,7 @@ AttentionSpec::get(const Node &node, llvm::ArrayRef<int64_t> q,
     spec.boolMask = maskType == DType::Bool;
     llvm::ArrayRef<int64_t> m = *mask;
     if (m.size() > rank)
-      return specError("the mask " + shapeText(m) +
+      return specError("the mask " + ops::shapeString(m) +
                        " has a higher rank than the scores");
     // Broadcast strides against batchShape + [sq, sk], right-aligned.
     llvm::SmallVector<int64_t, 6> scores(spec.batchShape.begin(),
@@ -107,9 +103,9 @@ AttentionSpec::get(const Node &node, llvm::ArrayRef<int64_t> q,
       if (m[maskDim] == scores[scoreDim])
         spec.maskStrides[scoreDim] = m[maskDim] == 1 ? 0 : stride;
       else if (m[maskDim] != 1)
-        return specError("the mask " + shapeText(m) +
+        return specError("the mask " + ops::shapeString(m) +
                          " does not broadcast to the scores " +
-                         shapeText(scores));
+                         ops::shapeString(scores));
       stride *= m[maskDim];
     }
   }

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/CrossEntropySpec.h"
+#include "ir/ops/ShapeInference.h"
 
 #include "ir/IR.h"
 
@@ -23,13 +24,6 @@ llvm::Error specError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
 }
 
-std::string shapeText(llvm::ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (size_t i = 0; i != shape.size(); ++i)
-    text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 } // namespace
 
 llvm::Expected<CrossEntropySpec>
@@ -45,8 +39,9 @@ CrossEntropySpec::get(const Node &node, llvm::ArrayRef<int64_t> h,
     return reduction.takeError();
   spec.reduction = *reduction;
   if (h.size() < 1 || w.size() != 2)
-    return specError("h " + shapeText(h) + " must have rank >= 1 and W " +
-                     shapeText(w) + " rank 2");
+    return specError("h " + ops::shapeString(h) +
+                     " must have rank >= 1 and W " + ops::shapeString(w) +
+                     " rank 2");
   spec.hidden = h.back();
   // Rows times a tile row (plus the per-row values) must fit int64 for the
   // kernels' scratch: refuse shapes beyond that instead of overflowing.
@@ -56,23 +51,25 @@ CrossEntropySpec::get(const Node &node, llvm::ArrayRef<int64_t> h,
   for (int64_t extent : h.drop_back())
     if (extent < 0 || __builtin_mul_overflow(spec.rows, extent, &spec.rows) ||
         spec.rows > kMaxRows)
-      return specError("h " + shapeText(h) + " has too many rows");
+      return specError("h " + ops::shapeString(h) + " has too many rows");
   int64_t wHidden = spec.transW ? w[1] : w[0];
   spec.vocab = spec.transW ? w[0] : w[1];
   if (wHidden != spec.hidden)
-    return specError("W " + shapeText(w) + " does not fit h " + shapeText(h) +
+    return specError("W " + ops::shapeString(w) + " does not fit h " +
+                     ops::shapeString(h) +
                      (spec.transW ? " (W is [V, D])" : " (W is [D, V])"));
   int64_t labelCount = 1;
   for (int64_t extent : labels)
     if (extent < 0 || __builtin_mul_overflow(labelCount, extent, &labelCount))
-      return specError("labels " + shapeText(labels) + " are too many");
+      return specError("labels " + ops::shapeString(labels) + " are too many");
   if (labelCount != spec.rows)
-    return specError("labels " + shapeText(labels) +
+    return specError("labels " + ops::shapeString(labels) +
                      " must hold one class per "
                      "row of h " +
-                     shapeText(h));
+                     ops::shapeString(h));
   if (spec.vocab < 1)
-    return specError("the vocabulary of W " + shapeText(w) + " is empty");
+    return specError("the vocabulary of W " + ops::shapeString(w) +
+                     " is empty");
   return spec;
 }
 

@@ -133,6 +133,13 @@ std::optional<DimVector> ops::broadcastShapes(llvm::ArrayRef<Dim> a,
   return result;
 }
 
+std::string ops::shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i != shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 std::string ops::shapeString(llvm::ArrayRef<Dim> dims) {
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -59,6 +59,8 @@ std::optional<DimVector> broadcastShapes(llvm::ArrayRef<Dim> a,
 
 /// The shape part of a type printed like `[2,batch,?]` for messages.
 std::string shapeString(llvm::ArrayRef<Dim> dims);
+/// A static shape printed like `[2,3]` for messages.
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
 
 /// A ranked type with \p dims, or an unranked one when \p dims is nullopt.
 TensorType makeType(DType dtype, const std::optional<DimVector> &dims);

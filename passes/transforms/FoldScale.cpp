@@ -10,6 +10,7 @@
 #include "passes/transforms/FoldScale.h"
 #include "passes/DebugOutput.h"
 #include "passes/PatternRewriter.h"
+#include "passes/transforms/ScalarConstant.h"
 
 #include "ir/Module.h"
 
@@ -29,23 +30,6 @@ namespace {
 
 constexpr llvm::StringLiteral kOfProductPattern = "fold-scale-of-product";
 constexpr llvm::StringLiteral kIntoProductsPattern = "fold-scale-into-products";
-
-/// The value of \p value if it is a float32 initializer of one element.
-std::optional<float> scalarConstant(const Value *value) {
-  if (!value || !value->isInitializer())
-    return std::nullopt;
-  const TensorData &data = value->getData();
-  const TensorType &type = data.getType();
-  if (type.getDType() != DType::F32 || !type.hasStaticShape() ||
-      type.getNumElements() != 1 || data.isExternal())
-    return std::nullopt;
-  llvm::ArrayRef<uint8_t> bytes = data.getBytes();
-  if (bytes.size() != sizeof(float))
-    return std::nullopt;
-  float result;
-  std::memcpy(&result, bytes.data(), sizeof(result));
-  return result;
-}
 
 /// A Mul or Div of a value by a scalar constant: which operand is scaled,
 /// and the factor the product's alpha takes (1/c for a Div).
@@ -67,7 +51,7 @@ std::optional<Scaling> matchScaling(const Node &node) {
     // A Div scales only its numerator.
     if (div && i == 0)
       continue;
-    std::optional<float> constant = scalarConstant(node.getOperand(i));
+    std::optional<float> constant = f32ScalarConstant(node.getOperand(i));
     Value *scaled = node.getOperand(1 - i);
     if (!constant || !scaled || !std::isfinite(*constant) ||
         (div && *constant == 0))

@@ -11,6 +11,7 @@
 #include "passes/transforms/FuseAttention.h"
 #include "passes/DebugOutput.h"
 #include "passes/PatternRewriter.h"
+#include "passes/transforms/ScalarConstant.h"
 
 #include "ir/Collectives.h"
 #include "ir/Module.h"
@@ -59,23 +60,6 @@ llvm::StringRef statisticOf(LeftReason reason) {
     return "left-scale-mismatch";
   }
   llvm_unreachable("unknown reason");
-}
-
-/// The value of \p value if it is a float32 initializer of one element.
-std::optional<float> scalarConstant(const Value *value) {
-  if (!value || !value->isInitializer())
-    return std::nullopt;
-  const TensorData &data = value->getData();
-  const TensorType &type = data.getType();
-  if (type.getDType() != DType::F32 || !type.hasStaticShape() ||
-      type.getNumElements() != 1 || data.isExternal())
-    return std::nullopt;
-  llvm::ArrayRef<uint8_t> bytes = data.getBytes();
-  if (bytes.size() != sizeof(float))
-    return std::nullopt;
-  float result;
-  std::memcpy(&result, bytes.data(), sizeof(result));
-  return result;
 }
 
 /// A MatMul or FusedMatMul without batch transposes: alpha op(A) op(B).
@@ -136,7 +120,7 @@ std::optional<Scaling> scalingOf(Value *value) {
   if (!mul && !div)
     return std::nullopt;
   for (unsigned i = div ? 1 : 0; i != 2; ++i) {
-    std::optional<float> constant = scalarConstant(node->getOperand(i));
+    std::optional<float> constant = f32ScalarConstant(node->getOperand(i));
     Value *scaled = node->getOperand(1 - i);
     if (!constant || !scaled || !std::isfinite(*constant) || *constant == 0)
       continue;
@@ -349,8 +333,8 @@ MatchResult AttentionMatcher::match(Node &softmax) {
     if (producer->isa(kOnnxDomain, "Where") &&
         producer->getNumOperands() == 3) {
       Value *cond = producer->getOperand(0);
-      std::optional<float> fillX = scalarConstant(producer->getOperand(1));
-      std::optional<float> fillY = scalarConstant(producer->getOperand(2));
+      std::optional<float> fillX = f32ScalarConstant(producer->getOperand(1));
+      std::optional<float> fillY = f32ScalarConstant(producer->getOperand(2));
       if (cond && cond->getType().getDType() == DType::Bool &&
           (fillX.has_value() != fillY.has_value())) {
         maskNode = producer;
@@ -524,7 +508,7 @@ MatchResult AttentionMatcher::match(Node &softmax) {
     if (!next || !next->isa(kOnnxDomain, "Where") ||
         next->getNumOperands() != 3 || next->getOperand(0) != maskValue ||
         next->getOperand(3 - zeroSide) != dScores ||
-        scalarConstant(next->getOperand(zeroSide)) != 0.0f)
+        f32ScalarConstant(next->getOperand(zeroSide)) != 0.0f)
       return left(next ? LeftReason::BackwardUnmatched : LeftReason::ExtraUse);
     fusion.nodes.push_back(next);
     dScores = next->getResult(0);

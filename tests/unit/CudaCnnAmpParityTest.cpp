@@ -271,7 +271,7 @@ TEST(CudaCnnAmpParityTest, CasesRunOnTheCpuBackendAndPlanForCuda) {
 TEST(CudaCnnAmpParityTest, CnnOpsMatchTheCpuBackendIn16BitStorage) {
   GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
   if (!isCudnnBuilt())
-    GTEST_SKIP() << "the CUDA backend is built without cuDNN";
+    GTEST_SKIP() << "this machine has no cuDNN (no cudnn.h when configured)";
   for (DType dtype : {DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype == DType::F16 ? "f16" : "bf16");
     test::expectCudaParity(ampCases(dtype),
@@ -282,7 +282,7 @@ TEST(CudaCnnAmpParityTest, CnnOpsMatchTheCpuBackendIn16BitStorage) {
 TEST(CudaCnnAmpParityTest, AsymmetricPadsNeedThePlannedWorkspace) {
   GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
   if (!isCudnnBuilt())
-    GTEST_SKIP() << "the CUDA backend is built without cuDNN";
+    GTEST_SKIP() << "this machine has no cuDNN (no cudnn.h when configured)";
   // An eager run has no slice to pad into: a clear error naming the node.
   for (const OpCase &c : ampCases(DType::F16)) {
     if (!c.plannedOnly)

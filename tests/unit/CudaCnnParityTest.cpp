@@ -170,6 +170,6 @@ TEST(CudaCnnParityTest, CasesRunOnTheCpuBackend) {
 TEST(CudaCnnParityTest, CnnOpsMatchTheCpuBackend) {
   GMOPT_SKIP_WITHOUT_CUDA_DEVICE();
   if (!isCudnnBuilt())
-    GTEST_SKIP() << "the CUDA backend is built without cuDNN";
+    GTEST_SKIP() << "this machine has no cuDNN (no cudnn.h when configured)";
   test::expectCudaParity(cnnCases(), {AllocationMode::Eager});
 }

@@ -170,7 +170,7 @@ TEST_P(CudaGraphParityTest, LossAndGradientsMatchTheCpuBackend) {
   ASSERT_TRUE(onCpu && onCuda);
   if (llvm::Error err = checkCudaModule(*onCuda->model.module)) {
     if (!isCudnnBuilt())
-      GTEST_SKIP() << "the CUDA backend is built without cuDNN: "
+      GTEST_SKIP() << "this machine has no cuDNN (no cudnn.h when configured): "
                    << llvm::toString(std::move(err));
     FAIL() << llvm::toString(std::move(err));
   }
@@ -210,7 +210,7 @@ TEST_P(CudaGraphParityTest, CudaGraphReplaysMatchTheCpuBackend) {
   ASSERT_TRUE(onCpu && onCuda);
   if (llvm::Error err = checkCudaModule(*onCuda->model.module)) {
     if (!isCudnnBuilt())
-      GTEST_SKIP() << "the CUDA backend is built without cuDNN: "
+      GTEST_SKIP() << "this machine has no cuDNN (no cudnn.h when configured): "
                    << llvm::toString(std::move(err));
     FAIL() << llvm::toString(std::move(err));
   }

@@ -2,9 +2,9 @@
 //
 // Constant, Range, Trilu, OneHot, NonZero, com.microsoft
 // BroadcastGradientArgs and Einsum on CUDA (backend/cuda/CudaShapeDispatch.cpp,
-// ShapeKernels.cu). Without a GPU: ShapeMath.h's element arithmetic and
-// EinsumPlan's loops, run on the host, give the CPU kernels' results (bit for
-// bit, Einsum within a stated fp32 / fp64 tolerance), the lengths and counts
+// ShapeKernels.cu; EinsumPlan's host loops are CudaEinsumTest.cpp's). Without
+// a GPU: ShapeMath.h's element arithmetic, run on the host, gives the CPU
+// kernels' results (bit for bit), the lengths and counts
 // the device checks are the ones the CPU kernels accept, and the
 // prepare-time checks refuse what they must. With one: the CUDA kernels
 // equal the CPU backend's, and data that contradict the planned output
@@ -19,6 +19,7 @@
 #include "backend/cuda/ShapeMath.h"
 #include "ir/Half.h"
 #include "ir/Module.h"
+#include "tests/unit/TestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -31,20 +32,6 @@ using namespace gmopt::cpu::testing;
 using cuda::ScalarType;
 
 namespace {
-
-std::vector<float> randomFloats(size_t n, unsigned seed, float lo = -2.0f,
-                                float hi = 2.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
-
-std::string errorOf(llvm::Expected<std::vector<HostTensor>> result) {
-  return result ? std::string() : llvm::toString(result.takeError());
-}
 
 //===----------------------------------------------------------------------===//
 // Range
@@ -70,8 +57,8 @@ void expectRangeIsTheCpuKernel(DType dtype, T start, T limit, T delta) {
         << "element " << i << ": " << value << " vs " << expected[i];
   }
   // The device faults on any other length; the CPU kernel refuses it too.
-  EXPECT_NE(errorOf(runner.run("", "Range", {&s, &l, &d},
-                               {TensorType::get(dtype, {count + 1})})),
+  EXPECT_NE(test::errorOf(runner.run("", "Range", {&s, &l, &d},
+                                     {TensorType::get(dtype, {count + 1})})),
             "");
 }
 
@@ -96,7 +83,7 @@ TEST(CudaShapeTest, RangeIsTheCpuKernel) {
 
 TEST(CudaShapeTest, TriluIsTheCpuKernel) {
   std::vector<int64_t> shape = {2, 3, 4, 5};
-  std::vector<float> values = randomFloats(120, 1);
+  std::vector<float> values = randomFloats(120, 1, -2.0f, 2.0f);
   std::vector<int64_t> ints(120);
   for (size_t i = 0; i < ints.size(); ++i)
     ints[i] = static_cast<int64_t>(i) * 7 - 300;
@@ -223,7 +210,7 @@ std::vector<int64_t> nonZeroOnTheHost(const HostTensor &x, int64_t &count) {
 }
 
 TEST(CudaShapeTest, NonZeroIsTheCpuKernel) {
-  std::vector<float> floats = randomFloats(60, 4);
+  std::vector<float> floats = randomFloats(60, 4, -2.0f, 2.0f);
   for (size_t i = 0; i < floats.size(); i += 3)
     floats[i] = i % 2 ? -0.0f : 0.0f;
   floats[7] = NAN;
@@ -260,10 +247,10 @@ TEST(CudaShapeTest, NonZeroIsTheCpuKernel) {
     ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
     EXPECT_EQ((*y)[0].values<int64_t>(), coords);
     // Any other count: the CPU kernel refuses, the CUDA kernel faults.
-    EXPECT_NE(
-        errorOf(runner.run("", "NonZero", {&x},
-                           {TensorType::get(DType::I64, {rows, count + 1})})),
-        "");
+    EXPECT_NE(test::errorOf(
+                  runner.run("", "NonZero", {&x},
+                             {TensorType::get(DType::I64, {rows, count + 1})})),
+              "");
   }
 }
 
@@ -293,10 +280,11 @@ TEST(CudaShapeTest, BroadcastGradientArgsIsTheCpuKernel) {
     HostTensor b = HostTensor::i64({int64_t(c.b.size())}, c.b);
     KernelRunner runner;
     if (!count.broadcastable) {
-      EXPECT_NE(errorOf(runner.run(kMsDomain, "BroadcastGradientArgs", {&a, &b},
+      EXPECT_NE(
+          test::errorOf(runner.run(kMsDomain, "BroadcastGradientArgs", {&a, &b},
                                    {TensorType::get(DType::I64, {0}),
                                     TensorType::get(DType::I64, {0})})),
-                "");
+          "");
       continue;
     }
     auto y = runner.run(kMsDomain, "BroadcastGradientArgs", {&a, &b},
@@ -317,227 +305,6 @@ TEST(CudaShapeTest, BroadcastGradientArgsIsTheCpuKernel) {
       EXPECT_EQ(shortAxes.back(), -1);
     }
   }
-}
-
-//===----------------------------------------------------------------------===//
-// Einsum
-//===----------------------------------------------------------------------===//
-
-struct EinsumCase {
-  const char *equation;
-  std::vector<std::vector<int64_t>> shapes;
-};
-
-std::vector<EinsumCase> einsumCases() {
-  return {
-      {"ij,jk->ik", {{3, 4}, {4, 5}}},
-      {"ij,jk", {{3, 4}, {4, 5}}},
-      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
-      {"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}},
-      {"ij->ji", {{3, 7}}},
-      {"ij->", {{3, 7}}},
-      {"ij", {{3, 7}}},
-      {"i,i->", {{9}, {9}}},
-      {"i,j->ij", {{3}, {4}}},
-      {"abc,cd,de->abe", {{2, 3, 4}, {4, 3}, {3, 5}}},
-      {"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}},
-      {"...ij,jk", {{2, 3, 4}, {4, 6}}},
-      {"aB,Bc->ca", {{3, 4}, {4, 2}}},
-      {"ab, bc -> ac", {{2, 3}, {3, 2}}},
-      {"i...,i...->...", {{4, 2, 3}, {4, 1, 3}}},
-      {"ijk,k->", {{2, 3, 4}, {4}}},
-  };
-}
-
-template <typename T>
-HostTensor randomOperand(DType dtype, const std::vector<int64_t> &shape,
-                         unsigned seed) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  std::vector<float> values = randomFloats(n, seed);
-  return HostTensor::of<T>(dtype, shape,
-                           std::vector<T>(values.begin(), values.end()));
-}
-
-template <typename T>
-void expectEinsumIsTheCpuKernel(DType dtype, const EinsumCase &c,
-                                double tolerance) {
-  SCOPED_TRACE(std::string(c.equation) + " in " + dtypeName(dtype).str());
-  llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
-  std::vector<HostTensor> operands;
-  for (size_t i = 0; i < c.shapes.size(); ++i) {
-    shapes.emplace_back(c.shapes[i].begin(), c.shapes[i].end());
-    operands.push_back(randomOperand<T>(dtype, c.shapes[i], 11 + i));
-  }
-  auto plan = cuda::planEinsum(c.equation, shapes);
-  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  std::vector<HostTensor *> inputs;
-  for (HostTensor &operand : operands)
-    inputs.push_back(&operand);
-  KernelRunner runner;
-  auto y =
-      runner.run("", "Einsum", inputs, {TensorType::get(dtype, plan->outShape)},
-                 {stringAttr("equation", c.equation)});
-  ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
-  std::vector<T> expected = (*y)[0].values<T>();
-  ASSERT_EQ(static_cast<int64_t>(expected.size()), plan->geometry.outElements);
-  std::vector<const T *> data;
-  std::vector<std::vector<T>> magnitudes;
-  for (const HostTensor &operand : operands) {
-    magnitudes.push_back(operand.values<T>());
-    for (T &v : magnitudes.back())
-      v = std::abs(v);
-  }
-  std::vector<const T *> absData;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    data.push_back(reinterpret_cast<const T *>(operands[i].bytes.data()));
-    absData.push_back(magnitudes[i].data());
-  }
-  for (int64_t e = 0; e < plan->geometry.outElements; ++e) {
-    T value = cuda::einsumElement<T>(plan->geometry, data.data(), e);
-    // Rounding grows with the sum of the terms' magnitudes.
-    T scale = cuda::einsumElement<T>(plan->geometry, absData.data(), e);
-    EXPECT_NEAR(value, expected[e], tolerance * (scale + 1)) << "element " << e;
-  }
-}
-
-TEST(CudaShapeTest, EinsumIsTheCpuKernel) {
-  for (const EinsumCase &c : einsumCases()) {
-    expectEinsumIsTheCpuKernel<float>(DType::F32, c, 2e-6);
-    expectEinsumIsTheCpuKernel<double>(DType::F64, c, 1e-14);
-  }
-}
-
-/// Y = op(A) op(B) per batch on the host, in double, as cuBLASLt computes
-/// it from the GEMM form's parameters over the operands' bytes.
-std::vector<double> gemmOnTheHost(const cuda::EinsumGemm &g, const float *a,
-                                  const float *b) {
-  std::vector<double> y(g.batch * g.m * g.n, 0.0);
-  for (int64_t t = 0; t < g.batch; ++t)
-    for (int64_t i = 0; i < g.m; ++i)
-      for (int64_t j = 0; j < g.n; ++j) {
-        double sum = 0;
-        for (int64_t p = 0; p < g.k; ++p) {
-          double x = a[t * g.m * g.k + (g.transA ? p * g.m + i : i * g.k + p)];
-          double z = b[t * g.k * g.n + (g.transB ? j * g.k + p : p * g.n + j)];
-          sum += x * z;
-        }
-        y[(t * g.m + i) * g.n + j] = sum;
-      }
-  return y;
-}
-
-TEST(CudaShapeTest, EinsumGemmFormsAreTheCpuKernel) {
-  struct Case {
-    EinsumCase einsum;
-    /// Whether the equation is one GEMM over the stored operands.
-    bool gemm;
-    bool transA = false, transB = false, swap = false;
-  };
-  std::vector<Case> cases = {
-      {{"ij,jk->ik", {{3, 4}, {4, 5}}}, true},
-      {{"ij,jk", {{3, 4}, {4, 5}}}, true},
-      {{"ji,jk->ik", {{4, 3}, {4, 5}}}, true, true, false},
-      {{"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}}, true},
-      {{"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}}, true, false, true},
-      {{"jk,ij->ik", {{4, 5}, {3, 4}}}, true, false, false, true},
-      {{"aB,Bc->ca", {{3, 4}, {4, 2}}}, true, true, true, true},
-      {{"i,i->", {{9}, {9}}}, true},
-      {{"i,j->ij", {{3}, {4}}}, true},
-      {{"abc,acd->abd", {{2, 3, 4}, {2, 4, 5}}}, true},
-      {{"bij,bjk->bki", {{2, 3, 4}, {2, 4, 5}}}, true, true, true, true},
-      // Not one GEMM: a permuted batch, a broadcast, a single-operand sum,
-      // three operands, split groups.
-      {{"bij,jbk->bik", {{2, 3, 4}, {4, 2, 5}}}, false},
-      {{"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}}, false},
-      {{"ijk,k->", {{2, 3, 4}, {4}}}, false},
-      {{"abc,cd,de->abe", {{2, 3, 4}, {4, 3}, {3, 5}}}, false},
-      {{"ij,jk->ki", {{3, 4}, {4, 3}}}, true, true, true, true},
-      {{"ikj,jl->ilk", {{2, 3, 4}, {4, 5}}}, false},
-  };
-  for (const Case &c : cases) {
-    SCOPED_TRACE(c.einsum.equation);
-    llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
-    std::vector<HostTensor> operands;
-    for (size_t i = 0; i < c.einsum.shapes.size(); ++i) {
-      shapes.emplace_back(c.einsum.shapes[i].begin(), c.einsum.shapes[i].end());
-      operands.push_back(
-          randomOperand<float>(DType::F32, c.einsum.shapes[i], 21 + i));
-    }
-    auto plan = cuda::planEinsum(c.einsum.equation, shapes);
-    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-    ASSERT_EQ(plan->gemm.has_value(), c.gemm);
-    if (!c.gemm)
-      continue;
-    const cuda::EinsumGemm &g = *plan->gemm;
-    EXPECT_EQ(g.transA, c.transA);
-    EXPECT_EQ(g.transB, c.transB);
-    EXPECT_EQ(g.swapOperands, c.swap);
-    std::vector<HostTensor *> inputs;
-    for (HostTensor &operand : operands)
-      inputs.push_back(&operand);
-    KernelRunner runner;
-    auto y = runner.run("", "Einsum", inputs,
-                        {TensorType::get(DType::F32, plan->outShape)},
-                        {stringAttr("equation", c.einsum.equation)});
-    ASSERT_TRUE(bool(y)) << llvm::toString(y.takeError());
-    std::vector<float> expected = (*y)[0].values<float>();
-    const float *a =
-        reinterpret_cast<const float *>(operands[g.swapOperands].bytes.data());
-    const float *b =
-        reinterpret_cast<const float *>(operands[!g.swapOperands].bytes.data());
-    std::vector<double> product = gemmOnTheHost(g, a, b);
-    ASSERT_EQ(product.size(), expected.size());
-    for (size_t e = 0; e < product.size(); ++e)
-      EXPECT_NEAR(product[e], expected[e], 1e-5 * (1 + std::abs(product[e])))
-          << "element " << e;
-  }
-}
-
-TEST(CudaShapeTest, EinsumPlanRefusesWhatTheCpuKernelRefuses) {
-  struct Case {
-    const char *equation;
-    std::vector<std::vector<int64_t>> shapes;
-    const char *message;
-  };
-  std::vector<Case> cases = {
-      {"ii->i", {{3, 3}}, "diagonal"},
-      {"ij,jk->ik", {{3, 4}, {5, 6}}, "extents disagree"},
-      {"ij,jk->ik", {{3, 4}}, "names 2 operands"},
-      {"ijk->i", {{3, 4}}, "does not match rank"},
-      {"ij->iz", {{3, 4}}, "appears in no operand"},
-      {"ij->ii", {{3, 4}}, "repeated"},
-      {"i1->i", {{3, 4}}, "invalid character"},
-      {"", {}, "missing equation"},
-  };
-  for (const Case &c : cases) {
-    SCOPED_TRACE(c.equation);
-    llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
-    std::vector<HostTensor> operands;
-    for (const std::vector<int64_t> &shape : c.shapes) {
-      shapes.emplace_back(shape.begin(), shape.end());
-      operands.push_back(randomOperand<float>(DType::F32, shape, 3));
-    }
-    auto plan = cuda::planEinsum(c.equation, shapes);
-    ASSERT_FALSE(bool(plan));
-    std::string message = llvm::toString(plan.takeError());
-    EXPECT_NE(message.find(c.message), std::string::npos) << message;
-    std::vector<HostTensor *> inputs;
-    for (HostTensor &operand : operands)
-      inputs.push_back(&operand);
-    KernelRunner runner;
-    EXPECT_NE(errorOf(runner.run("", "Einsum", inputs,
-                                 {TensorType::get(DType::F32, {3})},
-                                 {stringAttr("equation", c.equation)})),
-              "");
-  }
-  // Beyond the CUDA kernel's own limits.
-  llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> nine(9, {2});
-  auto many = cuda::planEinsum("a,a,a,a,a,a,a,a,a->a", nine);
-  ASSERT_FALSE(bool(many));
-  EXPECT_NE(llvm::toString(many.takeError()).find("more than 8 operands"),
-            std::string::npos);
 }
 
 //===----------------------------------------------------------------------===//
@@ -841,7 +608,7 @@ TEST(CudaShapeTest, KernelsEqualTheCpuBackendOnTheDevice) {
   if (!device)
     GTEST_SKIP() << "needs a CUDA device (no CUDA device): "
                  << llvm::toString(device.takeError());
-  std::vector<float> values = randomFloats(4096, 8);
+  std::vector<float> values = randomFloats(4096, 8, -2.0f, 2.0f);
   for (size_t i = 0; i < values.size(); i += 3)
     values[i] = 0.0f;
   values[5] = -0.0f;

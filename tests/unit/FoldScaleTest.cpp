@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/PassTestSupport.h"
 #include "tests/unit/TestdataTraining.h"
 
 #include "passes/PassManager.h"
@@ -30,35 +31,6 @@ namespace {
 
 std::string errorText(llvm::Error err) {
   return testdataErrorText(std::move(err));
-}
-
-std::string runPipeline(Module &module, llvm::StringRef pipeline) {
-  PassManager manager;
-  if (llvm::Error err = manager.addPipeline(pipeline))
-    return errorText(std::move(err));
-  return errorText(manager.run(module));
-}
-
-unsigned countOps(const Module &module, llvm::StringRef domain,
-                  llvm::StringRef type) {
-  unsigned count = 0;
-  for (const Node &node : module.getGraph().getNodes())
-    count += node.isa(domain, type);
-  return count;
-}
-
-/// Largest |a - b| relative to the largest |b| (at least 1e-30).
-double relativeError(const TensorData &a, const TensorData &b) {
-  EXPECT_EQ(a.getType(), b.getType());
-  if (a.getType() != b.getType())
-    return INFINITY;
-  double maxDiff = 0, maxRef = 1e-30;
-  for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
-    maxDiff = std::max(maxDiff,
-                       std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
-    maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
-  }
-  return maxDiff / maxRef;
 }
 
 bool sameBytes(const TensorData &a, const TensorData &b) {

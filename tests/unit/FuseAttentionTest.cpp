@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/PassTestSupport.h"
 #include "tests/unit/TestdataTraining.h"
 
 #include "passes/PassManager.h"
@@ -61,79 +62,20 @@ constexpr AttentionGraph kGraphs[] = {
     {"llama_tiny_untied", "llama_tiny_untied", 4, 1},
 };
 
-std::string runPipeline(Module &module, llvm::StringRef pipeline,
-                        PassManager *manager = nullptr) {
-  PassManager local;
-  PassManager &pm = manager ? *manager : local;
-  if (llvm::Error err = pm.addPipeline(pipeline))
-    return errorText(std::move(err));
-  return errorText(pm.run(module));
-}
-
-unsigned countOps(const Module &module, llvm::StringRef domain,
-                  llvm::StringRef type) {
-  unsigned count = 0;
-  for (const Node &node : module.getGraph().getNodes())
-    count += node.isa(domain, type);
-  return count;
-}
-
-/// Largest |a - b| relative to the largest |b| (at least 1e-30).
-double relativeError(const TensorData &a, const TensorData &b) {
-  EXPECT_EQ(a.getType(), b.getType());
-  if (a.getType() != b.getType())
-    return INFINITY;
-  double maxDiff = 0, maxRef = 1e-30;
-  for (uint64_t i = 0, e = a.getNumElements(); i != e; ++i) {
-    maxDiff = std::max(maxDiff,
-                       std::fabs(a.getFloatElement(i) - b.getFloatElement(i)));
-    maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
-  }
-  return maxDiff / maxRef;
-}
-
 /// The loss and every trainable gradient of one step of \p module run as
 /// step \p step (which keys the dropout masks), on two threads; \p planned
 /// when the module carries a plan of its own.
 std::vector<TensorData> trainStep(const Module &module,
                                   const llvm::StringMap<TensorData> &inputs,
                                   uint64_t step, bool planned = false) {
-  std::vector<TensorData> results;
-  ExecutorOptions options;
-  options.mode = AllocationMode::Planned;
-  options.seed = 7;
-  options.threads = 2;
-  auto executable = prepareCpuExecutable(module, options);
-  EXPECT_TRUE(bool(executable)) << errorText(executable.takeError());
-  if (!executable)
-    return results;
-  for (const auto &input : module.getGraph().getInputs()) {
-    auto it = inputs.find(input->getName());
-    TensorData data = it != inputs.end()
-                          ? it->second
-                          : TensorData(input->getType(),
-                                       std::vector<uint8_t>(
-                                           input->getType().getSizeInBytes()));
-    EXPECT_EQ(errorText((*executable)->setInput(input.get(), data)),
-              "<success>");
-  }
-  EXPECT_EQ(errorText((*executable)->runStep(step)), "<success>");
+  TrainedStep trained =
+      trainTestdataStep(module, inputs, AllocationMode::Planned, 2, step);
   // A plan the executor made reserves every kernel's scratch (a plan
   // plan-buffers made in a PassManager without a workspace model does not).
   if (!planned) {
-    EXPECT_EQ((*executable)->getUnplannedScratchBytes(), 0u);
+    EXPECT_EQ(trained.unplannedScratchBytes, 0u);
   }
-  auto loss = (*executable)->readValue(module.getSignature().getLoss());
-  EXPECT_TRUE(bool(loss)) << errorText(loss.takeError());
-  results.push_back(loss ? std::move(*loss) : TensorData());
-  for (const ParamInfo &param : module.getSignature().getParams()) {
-    if (!param.trainable)
-      continue;
-    auto gradient = (*executable)->readGradient(param);
-    EXPECT_TRUE(bool(gradient)) << errorText(gradient.takeError());
-    results.push_back(gradient ? std::move(*gradient) : TensorData());
-  }
-  return results;
+  return std::move(trained.results);
 }
 
 llvm::StringMap<TensorData> graphInputs(const AttentionGraph &graph) {

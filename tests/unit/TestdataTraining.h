@@ -114,12 +114,13 @@ struct TrainedStep {
 };
 
 /// One training step of \p module in \p mode on \p threads threads (seed
-/// 7), fed \p inputs; graph inputs not among them (zero accumulation
-/// buffers) are fed zeros.
+/// 7), run as step \p stepIndex (which keys the random streams), fed
+/// \p inputs; graph inputs not among them (zero accumulation buffers) are
+/// fed zeros.
 inline TrainedStep trainTestdataStep(const Module &module,
                                      const llvm::StringMap<TensorData> &inputs,
-                                     AllocationMode mode,
-                                     unsigned threads = 1) {
+                                     AllocationMode mode, unsigned threads = 1,
+                                     uint64_t stepIndex = 0) {
   TrainedStep step;
   ExecutorOptions options;
   options.mode = mode;
@@ -140,7 +141,7 @@ inline TrainedStep trainTestdataStep(const Module &module,
               "<success>")
         << input->getName().str();
   }
-  EXPECT_EQ(testdataErrorText((*executable)->runStep(0)), "<success>");
+  EXPECT_EQ(testdataErrorText((*executable)->runStep(stepIndex)), "<success>");
   auto loss = (*executable)->readValue(module.getSignature().getLoss());
   EXPECT_TRUE(bool(loss)) << testdataErrorText(loss.takeError());
   step.results.push_back(loss ? std::move(*loss) : TensorData());
