@@ -2,16 +2,16 @@
 //
 // The CPU backend as a Device of the plan interpreter: device memory is host
 // memory (aligned_alloc), copies are memcpy, a node's kernel is prepared
-// once (prepareCpuKernel: the table entry found by schema, arity checked)
-// and each launch runs that entry (runPreparedCpuKernel) on tensor views
-// built from the addresses the interpreter placed. Under a plan, a kernel's
-// scratch comes from the node's workspace slice and only what does not fit is
-// allocated (and counted as unplanned) from host memory counted in the
-// interpreter's MemoryCounter. The workspace model is
-// getCpuKernelWorkspaceBytes, named `cpu`. The host arena of offloaded
-// tensors is Device's default: blocks of their own (never this device's
-// allocations), counted by the interpreter apart from device memory, and
-// copied synchronously (each copy's event is complete when it returns); so
+// once (prepareCpuKernel: the table entry found by schema, arity checked,
+// attributes decoded into the entry's state) and each launch runs that entry
+// (runPreparedCpuKernel) on tensor views built from the addresses the
+// interpreter placed. Under a plan, a kernel's scratch comes from the node's
+// workspace slice and only what does not fit is allocated (and counted as
+// unplanned) from host memory counted in the interpreter's MemoryCounter. The
+// workspace model is getCpuKernelWorkspaceBytes, named `cpu`. The host arena of
+// offloaded tensors is Device's default: blocks of their own (never this
+// device's allocations), counted by the interpreter apart from device memory,
+// and copied synchronously (each copy's event is complete when it returns); so
 // the peak the CPU backend measures is the device peak a GPU would see.
 //
 //===----------------------------------------------------------------------===//
@@ -39,17 +39,17 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// A node's CPU kernel-table entry, found once.
+/// A node's CPU kernel, prepared once: its table entry and decoded state.
 class CpuPreparedKernel final : public PreparedKernel {
 public:
-  CpuPreparedKernel(const Node &node, const KernelInfo &kernel)
-      : PreparedKernel(node), kernel(kernel) {}
+  CpuPreparedKernel(const Node &node, PreparedCpuKernel kernel)
+      : PreparedKernel(node), kernel(std::move(kernel)) {}
 
-  /// The entry every launch of the node runs.
-  const KernelInfo &getKernel() const { return kernel; }
+  /// What every launch of the node runs.
+  const PreparedCpuKernel &getKernel() const { return kernel; }
 
 private:
-  const KernelInfo &kernel;
+  PreparedCpuKernel kernel;
 };
 
 class CpuDevice final : public Device {
@@ -74,7 +74,7 @@ public:
     auto kernel = prepareCpuKernel(node);
     if (!kernel)
       return kernel.takeError();
-    return std::make_unique<CpuPreparedKernel>(node, **kernel);
+    return std::make_unique<CpuPreparedKernel>(node, std::move(*kernel));
   }
 
   llvm::Expected<void *> allocate(uint64_t bytes) override {

@@ -46,8 +46,10 @@ std::unique_ptr<Device> createCpuDevice();
 
 namespace cpu {
 
-/// A kernel-table entry (KernelSupport.h).
+/// A kernel-table entry, and a node's kernel prepared from one
+/// (KernelSupport.h).
 struct KernelInfo;
+struct PreparedCpuKernel;
 
 /// Per-run state kernels need: where scratch memory comes from, the random
 /// seed and step, and how many threads to use.
@@ -117,15 +119,18 @@ llvm::Error runCpuKernel(const Node &node,
                          llvm::ArrayRef<TensorView *> outputs,
                          CpuKernelContext &ctx);
 
-/// The kernel-table entry of \p node, found by its schema: an error naming
-/// the node for an op without a CPU kernel, an operand or result count its
-/// schema does not allow, or an operand or result absent that the kernel
-/// needs. The entry stays valid for the process.
-llvm::Expected<const KernelInfo *> prepareCpuKernel(const Node &node);
+/// \p node's kernel, prepared once: its kernel-table entry found by its
+/// schema, and the node's attributes decoded into the entry's state. An
+/// error names the node for an op without a CPU kernel, an operand or
+/// result count its schema does not allow, an operand or result absent that
+/// the kernel needs, or attributes and types the kernel does not support.
+llvm::Expected<PreparedCpuKernel> prepareCpuKernel(const Node &node);
 
 /// Runs \p kernel, which prepareCpuKernel returned for \p node, as
-/// runCpuKernel does but with no lookup and no arity check.
-llvm::Error runPreparedCpuKernel(const KernelInfo &kernel, const Node &node,
+/// runCpuKernel does but with no lookup, no arity check and no attribute
+/// decode.
+llvm::Error runPreparedCpuKernel(const PreparedCpuKernel &kernel,
+                                 const Node &node,
                                  llvm::ArrayRef<const TensorView *> inputs,
                                  llvm::ArrayRef<TensorView *> outputs,
                                  CpuKernelContext &ctx);

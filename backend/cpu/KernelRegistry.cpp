@@ -283,7 +283,8 @@ static llvm::Error runStagedByRows(const KernelInfo &info, KernelCall &call,
                            DType::F32, slice.getShape());
       outputs[i] = &outViews[i];
     }
-    KernelCall staged(call.getNode(), inputs, outputs, ctx);
+    KernelCall staged(call.getNode(), inputs, outputs, ctx,
+                      call.getPreparedState());
     if (llvm::Error err = info.fn(staged))
       return err;
     for (unsigned i = 0; i < call.getNumOutputs(); ++i)
@@ -294,9 +295,11 @@ static llvm::Error runStagedByRows(const KernelInfo &info, KernelCall &call,
   return llvm::Error::success();
 }
 
-/// Runs a StageHalfAsFloat kernel whose tensors include f16/bf16 ones.
-static llvm::Error runStaged(const KernelInfo &info, KernelCall &call) {
-  if (info.rowDims) {
+/// Runs a StageHalfAsFloat kernel whose tensors include f16/bf16 ones,
+/// slicing rows over the first \p rowDims dimensions (0: none).
+static llvm::Error runStaged(const KernelInfo &info, unsigned rowDims,
+                             KernelCall &call) {
+  if (rowDims) {
     llvm::SmallVector<llvm::SmallVector<int64_t, 6>, 6> shapes;
     for (unsigned i = 0; i < call.getNumInputs(); ++i)
       shapes.emplace_back(call.in(i) ? call.in(i)->getShape()
@@ -304,8 +307,7 @@ static llvm::Error runStaged(const KernelInfo &info, KernelCall &call) {
     for (unsigned i = 0; i < call.getNumOutputs(); ++i)
       shapes.emplace_back(call.out(i) ? call.out(i)->getShape()
                                       : llvm::ArrayRef<int64_t>());
-    if (std::optional<RowSlicing> slicing =
-            planRowSlices(info.rowDims(call.getNode()), shapes))
+    if (std::optional<RowSlicing> slicing = planRowSlices(rowDims, shapes))
       return runStagedByRows(info, call, *slicing);
   }
   CpuKernelContext &ctx = call.getContext();
@@ -348,7 +350,8 @@ static llvm::Error runStaged(const KernelInfo &info, KernelCall &call) {
     staging.push_back(std::move(*buffer));
     output = &staging.back().getView();
   }
-  KernelCall staged(call.getNode(), inputs, outputs, ctx);
+  KernelCall staged(call.getNode(), inputs, outputs, ctx,
+                    call.getPreparedState());
   if (llvm::Error err = info.fn(staged))
     return err;
   for (unsigned i = 0; i < outputs.size(); ++i)
@@ -357,7 +360,7 @@ static llvm::Error runStaged(const KernelInfo &info, KernelCall &call) {
   return llvm::Error::success();
 }
 
-llvm::Expected<const KernelInfo *> cpu::prepareCpuKernel(const Node &node) {
+llvm::Expected<PreparedCpuKernel> cpu::prepareCpuKernel(const Node &node) {
   auto schema = getKernelSchema(node, "CPU");
   if (!schema)
     return schema.takeError();
@@ -375,35 +378,45 @@ llvm::Expected<const KernelInfo *> cpu::prepareCpuKernel(const Node &node) {
             llvm::inconvertibleErrorCode(),
             node.getOp().str() + ": required output " + llvm::Twine(i) +
                 " is missing (node " + node.describe() + ")");
+  PreparedCpuKernel prepared;
+  prepared.info = info;
+  if (info->prepare) {
+    auto state = info->prepare(node);
+    if (!state)
+      return state.takeError();
+    prepared.state = std::move(*state);
+  }
+  if (info->rowDims)
+    prepared.rowDims = info->rowDims(node);
   useSingleThreadedBlas();
-  return info;
+  return prepared;
 }
 
 llvm::Error cpu::runCpuKernel(const Node &node,
                               llvm::ArrayRef<const TensorView *> inputs,
                               llvm::ArrayRef<TensorView *> outputs,
                               CpuKernelContext &ctx) {
-  auto info = prepareCpuKernel(node);
-  if (!info)
-    return info.takeError();
-  return runPreparedCpuKernel(**info, node, inputs, outputs, ctx);
+  auto prepared = prepareCpuKernel(node);
+  if (!prepared)
+    return prepared.takeError();
+  return runPreparedCpuKernel(*prepared, node, inputs, outputs, ctx);
 }
 
-llvm::Error cpu::runPreparedCpuKernel(const KernelInfo &kernel,
+llvm::Error cpu::runPreparedCpuKernel(const PreparedCpuKernel &kernel,
                                       const Node &node,
                                       llvm::ArrayRef<const TensorView *> inputs,
                                       llvm::ArrayRef<TensorView *> outputs,
                                       CpuKernelContext &ctx) {
-  const KernelInfo *info = &kernel;
-  KernelCall call(node, inputs, outputs, ctx);
-  if (info->mode == KernelMode::StageHalfAsFloat) {
+  const KernelInfo &info = *kernel.info;
+  KernelCall call(node, inputs, outputs, ctx, kernel.state.get());
+  if (info.mode == KernelMode::StageHalfAsFloat) {
     bool anyHalf = false;
     for (const TensorView *input : inputs)
       anyHalf |= input && isHalfType(input->getDType());
     for (const TensorView *output : outputs)
       anyHalf |= output && isHalfType(output->getDType());
     if (anyHalf)
-      return runStaged(*info, call);
+      return runStaged(info, kernel.rowDims, call);
   }
-  return info->fn(call);
+  return info.fn(call);
 }

@@ -28,6 +28,8 @@ using namespace gmopt::cpu;
 // KernelCall and KernelTable
 //===----------------------------------------------------------------------===//
 
+KernelState::~KernelState() = default;
+
 llvm::Error KernelCall::error(const llvm::Twine &message) const {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  node.getOp().str() + ": " + message.str() +
@@ -62,6 +64,14 @@ void KernelTable::setRowDims(llvm::StringRef domain, llvm::StringRef opType,
          "row dims of a kernel that stages nothing");
   if (it != entries.end())
     it->second.rowDims = fn;
+}
+
+void KernelTable::setPrepare(llvm::StringRef domain, llvm::StringRef opType,
+                             PrepareFn fn) {
+  auto it = entries.find(tableKey(domain, opType));
+  assert(it != entries.end() && "prepare of an unregistered kernel");
+  if (it != entries.end())
+    it->second.prepare = fn;
 }
 
 std::optional<RowSlicing>

@@ -27,9 +27,11 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace gmopt {
@@ -39,12 +41,50 @@ namespace cpu {
 // Kernel calls and the kernel table
 //===----------------------------------------------------------------------===//
 
-/// One invocation of a kernel: the node, its tensors and the context.
+/// What a kernel decoded from its node once, when the node was prepared
+/// (its attributes, axes and descriptors from ir/ops/): every launch reads
+/// it instead of decoding the node again. A family stores any value type
+/// through makeKernelState and reads it back with KernelCall::getState.
+class KernelState {
+public:
+  virtual ~KernelState();
+};
+
+/// A KernelState holding one value of type T.
+template <typename T> class KernelStateOf final : public KernelState {
+public:
+  explicit KernelStateOf(T value) : value(std::move(value)) {}
+  T value;
+};
+
+/// \p value as a node's prepared state.
+template <typename T> std::unique_ptr<KernelState> makeKernelState(T value) {
+  return std::make_unique<KernelStateOf<T>>(std::move(value));
+}
+
+/// Decodes a node's state once, at prepare: an error naming the node for
+/// attributes or types the kernel does not support, so such a node fails
+/// before the first step.
+using PrepareFn =
+    llvm::Expected<std::unique_ptr<KernelState>> (*)(const Node &node);
+
+/// One invocation of a kernel: the node, its tensors, the context, and the
+/// state its kernel prepared.
 class KernelCall {
 public:
   KernelCall(const Node &node, llvm::ArrayRef<const TensorView *> inputs,
-             llvm::ArrayRef<TensorView *> outputs, CpuKernelContext &ctx)
-      : node(node), inputs(inputs), outputs(outputs), ctx(ctx) {}
+             llvm::ArrayRef<TensorView *> outputs, CpuKernelContext &ctx,
+             const KernelState *state = nullptr)
+      : node(node), inputs(inputs), outputs(outputs), ctx(ctx), state(state) {}
+
+  /// The state the kernel's PrepareFn made, as the T it stored. Only a
+  /// kernel whose entry has a PrepareFn storing a T may call it.
+  template <typename T> const T &getState() const {
+    assert(state && "the kernel's entry prepares no state");
+    return static_cast<const KernelStateOf<T> *>(state)->value;
+  }
+  /// The prepared state, or null when the entry prepares none.
+  const KernelState *getPreparedState() const { return state; }
 
   const Node &getNode() const { return node; }
   CpuKernelContext &getContext() const { return ctx; }
@@ -86,6 +126,7 @@ private:
   llvm::ArrayRef<const TensorView *> inputs;
   llvm::ArrayRef<TensorView *> outputs;
   CpuKernelContext &ctx;
+  const KernelState *state;
 };
 
 /// A kernel function.
@@ -170,6 +211,18 @@ struct KernelInfo {
   KernelResults results = KernelResults::SchemaRequired;
   /// StageHalfAsFloat: the rows its 16-bit staging may slice (null: none).
   RowDimsFn rowDims = nullptr;
+  /// Decodes the node's state once, at prepare (null: the kernel needs
+  /// none).
+  PrepareFn prepare = nullptr;
+};
+
+/// A node's kernel as prepareCpuKernel made it: its table entry, the state
+/// its PrepareFn decoded, and the rows its 16-bit staging may slice.
+struct PreparedCpuKernel {
+  const KernelInfo *info = nullptr;
+  std::unique_ptr<KernelState> state;
+  /// info->rowDims(node), decoded once (0: no row slicing).
+  unsigned rowDims = 0;
 };
 
 /// The kernel table: families register by (domain, op type); prepare finds
@@ -192,6 +245,9 @@ public:
   /// Declares the independent rows of the kernel of (\p domain,
   /// \p opType), which must be registered and StageHalfAsFloat.
   void setRowDims(llvm::StringRef domain, llvm::StringRef opType, RowDimsFn fn);
+  /// Declares how the kernel of (\p domain, \p opType), which must be
+  /// registered, decodes its node's state at prepare.
+  void setPrepare(llvm::StringRef domain, llvm::StringRef opType, PrepareFn fn);
   /// The entry of (\p domain, \p opType), or null.
   const KernelInfo *lookup(llvm::StringRef domain,
                            llvm::StringRef opType) const;
