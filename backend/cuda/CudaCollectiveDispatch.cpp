@@ -5,8 +5,11 @@
 // copies (by ir/Collectives.h's bucketPieces) on the backend's compute
 // stream, the overlapped all-reduce on the device's communication stream
 // (ordered by events both ways, no host wait), or, for one rank
-// without a communicator, only the copies. The kernel checks and the
-// workspace sizes they rely on are NcclCollectives.cpp's host code.
+// without a communicator, only the copies. Each node is decoded once, when
+// it is prepared (the kernel check of NcclCollectives.cpp's host code, the
+// rank count, the reduction, the element type, the bucket's operand sizes,
+// its shard and its packing pieces, the scratch the workspace rule sizes);
+// a launch reads only that plan and the communicator.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,21 +23,105 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 using namespace gmopt;
 
 namespace {
 using namespace gmopt::cuda;
 using namespace gmopt::cuda::dispatch;
 
-bool isMean(const Node &node) {
-  return node.getStringAttr("reduction", "mean") == "mean";
+/// A collective node, decoded once.
+struct CollectivePlan {
+  /// The ranks it was placed for (the `ranks` attribute).
+  int64_t ranks = 1;
+  /// Averaged over the ranks (reduction "mean"), else summed.
+  bool mean = true;
+  /// AllReduce with `in_place = 1`: the operands are reduced in place and
+  /// the one result is a done flag.
+  bool inPlace = false;
+  /// The operands' element type (AllReduce may reduce f16 and bf16).
+  DType dtype = DType::F32;
+  /// The bucket's first operand (after the handle or shard) and each
+  /// bucket operand's elements.
+  unsigned firstBucketOperand = 0;
+  llvm::SmallVector<int64_t, 8> operandElements;
+  /// The bucket's elements, and one rank's shard of it (ZeRO's S).
+  int64_t total = 0, shard = 0;
+  /// The bucket's pieces from its element 0: packing the whole bucket
+  /// (AllReduceStart), the padded ranks x shard range (ReduceScatter) or
+  /// unpacking it (AllReduceWait, AllGather). Shard's range depends on the
+  /// rank the step runs on and is cut at launch.
+  std::vector<BucketPiece> pieces;
+  /// The packed range's elements (pieces cover [0, covered)).
+  int64_t packed = 0;
+  /// The flat bucket's scratch of a ReduceScatter or AllGather over
+  /// several ranks (ranks x shard floats; the workspace rule's size).
+  uint64_t scratchBytes = 0;
+  /// AllReduce's operands' bytes (the one-rank copies).
+  llvm::SmallVector<uint64_t, 8> operandBytes;
+  /// The bool done flag's bytes (result 0), 0 where the op has none.
+  uint64_t flagBytes = 0;
+};
+
+/// Decodes \p node after \p check accepted it.
+llvm::Expected<CollectivePlan>
+decodeCollective(const Node &node, llvm::Error (*check)(const Node &)) {
+  if (llvm::Error err = check(node))
+    return err;
+  CollectivePlan plan;
+  llvm::StringRef op = node.getOpType();
+  plan.ranks = node.getIntAttr("ranks", 1);
+  plan.mean = node.getStringAttr("reduction", "mean") == "mean";
+  plan.inPlace = op == kAllReduceOp && node.getIntAttr("in_place", 0) != 0;
+  plan.dtype = node.getOperand(0)->getType().getDType();
+  plan.firstBucketOperand =
+      op == kAllReduceWaitOp || op == kAllGatherOp ? 1 : 0;
+  for (unsigned i = plan.firstBucketOperand, e = node.getNumOperands(); i < e;
+       ++i) {
+    int64_t elements = node.getOperand(i)->getType().getNumElements();
+    plan.operandElements.push_back(elements);
+    plan.total += elements;
+  }
+  plan.shard = zeroShardElements(plan.total, std::max<int64_t>(plan.ranks, 1));
+  if (op == kReduceScatterOp || op == kShardOp)
+    plan.shard = node.getResult(0)->getType().getNumElements();
+  else if (op == kAllGatherOp)
+    plan.shard = node.getOperand(0)->getType().getNumElements();
+  if (op == kAllReduceStartOp || op == kAllReduceWaitOp)
+    plan.packed = plan.total;
+  else if (op == kReduceScatterOp || op == kAllGatherOp)
+    plan.packed = plan.shard * plan.ranks;
+  if (op == kAllReduceWaitOp || op == kAllGatherOp)
+    plan.pieces = bucketPieces(plan.operandElements, 0, plan.total);
+  else if (plan.packed)
+    plan.pieces = bucketPieces(plan.operandElements, 0, plan.packed);
+  plan.scratchBytes = static_cast<uint64_t>(plan.shard * plan.ranks) *
+                      (plan.ranks > 1 ? sizeof(float) : 0);
+  for (unsigned i = plan.firstBucketOperand, e = node.getNumOperands(); i < e;
+       ++i)
+    plan.operandBytes.push_back(node.getOperand(i)->getType().getSizeInBytes());
+  const Value *flag = node.getNumResults() ? node.getResult(0) : nullptr;
+  if (flag && flag->getType().getDType() == DType::Bool)
+    plan.flagBytes = flag->getType().getSizeInBytes();
+  return plan;
 }
 
-/// The communicator a collective over \p ranks runs on: the device's
-/// (whose world must be \p ranks), or null for one rank without one.
-llvm::Expected<NcclCommunicator *> communicatorFor(CudaCall &call) {
+llvm::Expected<CollectivePlan> decodeAllReduce(const Node &node) {
+  return decodeCollective(node, checkCudaAllReduce);
+}
+
+llvm::Expected<CollectivePlan> decodeShardedCollective(const Node &node) {
+  return decodeCollective(node, checkCudaShardedCollective);
+}
+
+/// The communicator a collective over \p plan's ranks runs on: the
+/// device's (whose world must be the plan's), or null for one rank without
+/// one.
+llvm::Expected<NcclCommunicator *> communicatorFor(CudaCall &call,
+                                                   const CollectivePlan &plan) {
   const Node &node = call.node;
-  int64_t ranks = node.getIntAttr("ranks", 1);
+  int64_t ranks = plan.ranks;
   NcclCommunicator *communicator = call.ctx.communicator;
   if (communicator) {
     if (communicator->getWorldSize() != ranks)
@@ -52,22 +139,14 @@ llvm::Expected<NcclCommunicator *> communicatorFor(CudaCall &call) {
   return nullptr;
 }
 
-/// The element counts of bucket operands [first, end).
-llvm::SmallVector<int64_t, 8> operandElements(const CudaCall &call,
-                                              unsigned first) {
-  llvm::SmallVector<int64_t, 8> elements;
-  for (unsigned i = first, e = call.node.getNumOperands(); i < e; ++i)
-    elements.push_back(call.in(i)->getType().getNumElements());
-  return elements;
-}
-
-/// Copies flat bucket elements [begin, begin + count) of operands [first,
-/// end) into \p range; range positions past the bucket become zero.
-llvm::Error packBucket(CudaCall &call, unsigned first, int64_t begin,
-                       int64_t count, float *range) {
+/// Copies \p pieces (bucket operands from \p first) into \p range, which
+/// they tile from its element 0; range positions past them, up to
+/// \p count, become zero.
+llvm::Error packBucket(CudaCall &call, unsigned first,
+                       llvm::ArrayRef<BucketPiece> pieces, int64_t count,
+                       float *range) {
   int64_t covered = 0;
-  for (const BucketPiece &piece :
-       bucketPieces(operandElements(call, first), begin, count)) {
+  for (const BucketPiece &piece : pieces) {
     assert(piece.rangeOffset == covered && "operands tile the bucket");
     const float *from =
         call.inAs<float>(first + piece.operand) + piece.operandOffset;
@@ -88,16 +167,13 @@ llvm::Error packBucket(CudaCall &call, unsigned first, int64_t begin,
                     "cudaMemsetAsync (the bucket's padding)");
 }
 
-/// Copies the flat bucket \p flat (from its element 0) back into operands
-/// [first, end), in place.
-llvm::Error unpackBucket(CudaCall &call, unsigned first, const float *flat) {
-  llvm::SmallVector<int64_t, 8> elements = operandElements(call, first);
-  int64_t total = 0;
-  for (int64_t n : elements)
-    total += n;
-  for (const BucketPiece &piece : bucketPieces(elements, 0, total)) {
-    float *into = static_cast<float *>(
-                      const_cast<void *>(call.inPtr(first + piece.operand))) +
+/// Copies the flat bucket \p flat (from its element 0) back into the
+/// plan's bucket operands, in place.
+llvm::Error unpackBucket(CudaCall &call, const CollectivePlan &plan,
+                         const float *flat) {
+  for (const BucketPiece &piece : plan.pieces) {
+    float *into = static_cast<float *>(const_cast<void *>(
+                      call.inPtr(plan.firstBucketOperand + piece.operand))) +
                   piece.operandOffset;
     if (into == flat + piece.rangeOffset)
       continue;
@@ -111,15 +187,13 @@ llvm::Error unpackBucket(CudaCall &call, unsigned first, const float *flat) {
   return llvm::Error::success();
 }
 
-/// Sets the bool flag result \p index (when present) to true.
-llvm::Error setDone(CudaCall &call, unsigned index) {
-  const Value *flag = call.out(index);
-  if (!flag || !call.outPtr(index))
+/// Sets the plan's bool done flag (result 0, when present) to true.
+llvm::Error setDone(CudaCall &call, const CollectivePlan &plan) {
+  if (!plan.flagBytes || !call.outPtr(0))
     return llvm::Error::success();
-  return call.check(cudaMemsetAsync(call.outPtr(index), 1,
-                                    flag->getType().getSizeInBytes(),
-                                    call.ctx.stream),
-                    "cudaMemsetAsync (the done flag)");
+  return call.check(
+      cudaMemsetAsync(call.outPtr(0), 1, plan.flagBytes, call.ctx.stream),
+      "cudaMemsetAsync (the done flag)");
 }
 
 /// Scratch of \p bytes for one launch: the node's planned workspace slice,
@@ -164,74 +238,67 @@ private:
   bool owned = false;
 };
 
-llvm::Error runAllReduce(CudaCall &call) {
+llvm::Error runAllReduce(CudaCall &call, const CollectivePlan &plan) {
   const Node &node = call.node;
-  bool inPlace = node.getIntAttr("in_place", 0) != 0;
-  unsigned count = node.getNumOperands();
-  auto communicator = communicatorFor(call);
+  unsigned count = plan.operandElements.size();
+  auto communicator = communicatorFor(call, plan);
   if (!communicator)
     return communicator.takeError();
   if (*communicator) {
     llvm::SmallVector<const void *, 8> operands;
     llvm::SmallVector<void *, 8> results;
-    llvm::SmallVector<int64_t, 8> counts;
     for (unsigned i = 0; i != count; ++i) {
       operands.push_back(call.inPtr(i));
-      results.push_back(inPlace ? const_cast<void *>(call.inPtr(i))
-                                : call.outPtr(i));
-      counts.push_back(call.in(i)->getType().getNumElements());
+      results.push_back(plan.inPlace ? const_cast<void *>(call.inPtr(i))
+                                     : call.outPtr(i));
     }
-    if (llvm::Error err = (*communicator)
-                              ->allReduce(node, operands, results, counts,
-                                          call.in(0)->getType().getDType(),
-                                          isMean(node), call.ctx.stream))
+    if (llvm::Error err =
+            (*communicator)
+                ->allReduce(node, operands, results, plan.operandElements,
+                            plan.dtype, plan.mean, call.ctx.stream))
       return err;
-  } else if (!inPlace) {
+  } else if (!plan.inPlace) {
     // One rank without NCCL: the sum and the mean are the operand.
     for (unsigned i = 0; i != count; ++i)
       if (call.inPtr(i) != call.outPtr(i))
         if (llvm::Error err = call.check(
                 cudaMemcpyAsync(call.outPtr(i), call.inPtr(i),
-                                call.in(i)->getType().getSizeInBytes(),
-                                cudaMemcpyDeviceToDevice, call.ctx.stream),
+                                plan.operandBytes[i], cudaMemcpyDeviceToDevice,
+                                call.ctx.stream),
                 "cudaMemcpyAsync (one-rank all-reduce)"))
           return err;
   }
-  return inPlace ? setDone(call, 0) : llvm::Error::success();
+  return plan.inPlace ? setDone(call, plan) : llvm::Error::success();
 }
 
 /// gmopt.AllReduceStart(x1..xk) -> handle.
-llvm::Error runAllReduceStart(CudaCall &call) {
+llvm::Error runAllReduceStart(CudaCall &call, const CollectivePlan &plan) {
   const Node &node = call.node;
-  auto communicator = communicatorFor(call);
+  auto communicator = communicatorFor(call, plan);
   if (!communicator)
     return communicator.takeError();
-  llvm::SmallVector<int64_t, 8> elements = operandElements(call, 0);
-  int64_t total = 0;
-  for (int64_t n : elements)
-    total += n;
   void *buffer = nullptr;
-  if (elements.size() == 1) {
+  if (plan.operandElements.size() == 1) {
     buffer = const_cast<void *>(call.inPtr(0));
-    if (llvm::Error err = setDone(call, 0))
+    if (llvm::Error err = setDone(call, plan))
       return err;
   } else {
     buffer = call.outPtr(0);
-    if (llvm::Error err =
-            packBucket(call, 0, 0, total, static_cast<float *>(buffer)))
+    if (llvm::Error err = packBucket(call, 0, plan.pieces, plan.total,
+                                     static_cast<float *>(buffer)))
       return err;
   }
   if (!*communicator)
     return llvm::Error::success();
   return (*communicator)
-      ->startAllReduce(node, call.outPtr(0), {buffer}, {total}, isMean(node),
+      ->startAllReduce(node, call.outPtr(0), {buffer}, {plan.total}, plan.mean,
                        call.ctx.stream, call.ctx.commStream);
 }
 
 /// gmopt.AllReduceWait(handle, x1..xk) -> done.
-llvm::Error runAllReduceWait(CudaCall &call) {
+llvm::Error runAllReduceWait(CudaCall &call, const CollectivePlan &plan) {
   const Node &node = call.node;
-  auto communicator = communicatorFor(call);
+  auto communicator = communicatorFor(call, plan);
   if (!communicator)
     return communicator.takeError();
   if (*communicator)
@@ -241,39 +308,37 @@ llvm::Error runAllReduceWait(CudaCall &call) {
       return err;
   // The average was taken by the all-reduce (ncclAvg): only the packed
   // bucket's values move back.
-  if (node.getNumOperands() > 2)
-    if (llvm::Error err = unpackBucket(call, 1, call.inAs<float>(0)))
+  if (plan.operandElements.size() > 1)
+    if (llvm::Error err = unpackBucket(call, plan, call.inAs<float>(0)))
       return err;
-  return setDone(call, 0);
+  return setDone(call, plan);
 }
 
 /// gmopt.ReduceScatter(x1..xk) -> this rank's f32[S] block.
-llvm::Error runReduceScatter(CudaCall &call) {
+llvm::Error runReduceScatter(CudaCall &call, const CollectivePlan &plan) {
   const Node &node = call.node;
-  int64_t ranks = node.getIntAttr("ranks", 1);
-  auto communicator = communicatorFor(call);
+  auto communicator = communicatorFor(call, plan);
   if (!communicator)
     return communicator.takeError();
-  int64_t shard = call.out(0)->getType().getNumElements();
+  int64_t shard = plan.shard;
   float *mine = call.outAs<float>(0);
-  if (ranks == 1) {
+  if (plan.ranks == 1) {
     // The bucket is the only shard: packed into the result, reduced there.
-    if (llvm::Error err = packBucket(call, 0, 0, shard, mine))
+    if (llvm::Error err = packBucket(call, 0, plan.pieces, shard, mine))
       return err;
     if (!*communicator)
       return llvm::Error::success();
     return (*communicator)
-        ->reduceScatter(node, mine, mine, shard, isMean(node), call.ctx.stream);
+        ->reduceScatter(node, mine, mine, shard, plan.mean, call.ctx.stream);
   }
-  auto scratch = LaunchScratch::acquire(
-      call, static_cast<uint64_t>(shard * ranks) * sizeof(float));
+  auto scratch = LaunchScratch::acquire(call, plan.scratchBytes);
   if (!scratch)
     return scratch.takeError();
   auto *flat = static_cast<float *>(scratch->get());
-  llvm::Error err = packBucket(call, 0, 0, shard * ranks, flat);
+  llvm::Error err = packBucket(call, 0, plan.pieces, plan.packed, flat);
   if (!err)
     err = (*communicator)
-              ->reduceScatter(node, flat, mine, shard, isMean(node),
+              ->reduceScatter(node, flat, mine, shard, plan.mean,
                               call.ctx.stream);
   llvm::Error released = scratch->release(call);
   if (err) {
@@ -285,35 +350,33 @@ llvm::Error runReduceScatter(CudaCall &call) {
 
 /// gmopt.AllGather(shard, w1..wk) -> done: every rank's block unpacked into
 /// w1..wk.
-llvm::Error runAllGather(CudaCall &call) {
+llvm::Error runAllGather(CudaCall &call, const CollectivePlan &plan) {
   const Node &node = call.node;
-  int64_t ranks = node.getIntAttr("ranks", 1);
-  auto communicator = communicatorFor(call);
+  auto communicator = communicatorFor(call, plan);
   if (!communicator)
     return communicator.takeError();
-  int64_t shard = call.in(0)->getType().getNumElements();
+  int64_t shard = plan.shard;
   // The shard operand is read only; NCCL's in-place all-gather of one rank
   // writes what it reads.
   auto *mine = static_cast<float *>(const_cast<void *>(call.inPtr(0)));
-  if (ranks == 1) {
+  if (plan.ranks == 1) {
     if (*communicator)
       if (llvm::Error err =
               (*communicator)
                   ->allGather(node, mine, mine, shard, call.ctx.stream))
         return err;
-    if (llvm::Error err = unpackBucket(call, 1, mine))
+    if (llvm::Error err = unpackBucket(call, plan, mine))
       return err;
-    return setDone(call, 0);
+    return setDone(call, plan);
   }
-  auto scratch = LaunchScratch::acquire(
-      call, static_cast<uint64_t>(shard * ranks) * sizeof(float));
+  auto scratch = LaunchScratch::acquire(call, plan.scratchBytes);
   if (!scratch)
     return scratch.takeError();
   auto *flat = static_cast<float *>(scratch->get());
   llvm::Error err =
       (*communicator)->allGather(node, mine, flat, shard, call.ctx.stream);
   if (!err)
-    err = unpackBucket(call, 1, flat);
+    err = unpackBucket(call, plan, flat);
   llvm::Error released = scratch->release(call);
   if (err) {
     llvm::consumeError(std::move(released));
@@ -321,32 +384,39 @@ llvm::Error runAllGather(CudaCall &call) {
   }
   if (released)
     return released;
-  return setDone(call, 0);
+  return setDone(call, plan);
 }
 
-/// gmopt.Shard(x1..xk) -> this rank's f32[S] block of the flat bucket.
-llvm::Error runShard(CudaCall &call) {
-  auto communicator = communicatorFor(call);
+/// gmopt.Shard(x1..xk) -> this rank's f32[S] block of the flat bucket (the
+/// range depends on the rank the step runs on, so its pieces are cut
+/// here, from the decoded operand sizes).
+llvm::Error runShard(CudaCall &call, const CollectivePlan &plan) {
+  auto communicator = communicatorFor(call, plan);
   if (!communicator)
     return communicator.takeError();
   int64_t rank = *communicator ? (*communicator)->getRank() : 0;
-  int64_t shard = call.out(0)->getType().getNumElements();
-  return packBucket(call, 0, rank * shard, shard, call.outAs<float>(0));
+  std::vector<BucketPiece> pieces =
+      bucketPieces(plan.operandElements, rank * plan.shard, plan.shard);
+  return packBucket(call, 0, pieces, plan.shard, call.outAs<float>(0));
 }
 
 } // namespace
 
 void cuda::dispatch::addCollectiveKernels(llvm::StringMap<KernelEntry> &table) {
-  table[(kGmoptDomain + "::" + kAllReduceOp).str()] = {checkCudaAllReduce,
-                                                       runAllReduce};
-  table[(kGmoptDomain + "::" + kAllReduceStartOp).str()] = {
-      checkCudaShardedCollective, runAllReduceStart};
-  table[(kGmoptDomain + "::" + kAllReduceWaitOp).str()] = {
-      checkCudaShardedCollective, runAllReduceWait};
-  table[(kGmoptDomain + "::" + kReduceScatterOp).str()] = {
-      checkCudaShardedCollective, runReduceScatter};
-  table[(kGmoptDomain + "::" + kAllGatherOp).str()] = {
-      checkCudaShardedCollective, runAllGather};
-  table[(kGmoptDomain + "::" + kShardOp).str()] = {checkCudaShardedCollective,
-                                                   runShard};
+  addEntry(table, kGmoptDomain, kAllReduceOp,
+           decodedEntry<CollectivePlan, decodeAllReduce, runAllReduce>());
+  addEntry(table, kGmoptDomain, kAllReduceStartOp,
+           decodedEntry<CollectivePlan, decodeShardedCollective,
+                        runAllReduceStart>());
+  addEntry(table, kGmoptDomain, kAllReduceWaitOp,
+           decodedEntry<CollectivePlan, decodeShardedCollective,
+                        runAllReduceWait>());
+  addEntry(table, kGmoptDomain, kReduceScatterOp,
+           decodedEntry<CollectivePlan, decodeShardedCollective,
+                        runReduceScatter>());
+  addEntry(
+      table, kGmoptDomain, kAllGatherOp,
+      decodedEntry<CollectivePlan, decodeShardedCollective, runAllGather>());
+  addEntry(table, kGmoptDomain, kShardOp,
+           decodedEntry<CollectivePlan, decodeShardedCollective, runShard>());
 }

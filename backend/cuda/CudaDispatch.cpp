@@ -6,8 +6,7 @@
 // convolution's algorithm), a check that is the same decision without a
 // device, a run that enqueues the launches of CudaKernels.h reading only the
 // descriptor, and the scratch rule of the table's column
-// (CudaKernelTable.h). Dropout and the collectives still decode at launch
-// (CudaKernelTableTest lists them). Constant
+// (CudaKernelTable.h). Every entry decodes at prepare. Constant
 // operands the kernels need on the host (Slice starts, Reduce axes, Split
 // sizes) must be initializers; scalars the kernels can read themselves (dropout
 // ratio, lr, step, flags) stay on the device so no launch waits for the host.
@@ -372,116 +371,6 @@ llvm::Error runGatherGrad(CudaCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
-// Dropout
-//===----------------------------------------------------------------------===//
-
-/// The ratio and training mode of a dropout-like node into \p p: ratio
-/// and training mode operands at \p ratioIndex and \p trainingIndex. A
-/// constant ratio is read (and checked) here, any other on the device;
-/// without a training_mode operand the op is the identity.
-llvm::Error setDropoutMode(CudaCall &call, unsigned ratioIndex,
-                           unsigned trainingIndex, DropoutParams &p) {
-  const Value *ratio = call.in(ratioIndex);
-  if (ratio && ratio->isInitializer()) {
-    if (llvm::Error err = ratio->getData().load())
-      return err;
-    p.ratioValue = static_cast<float>(ratio->getData().getFloatElement(0));
-  } else if (ratio) {
-    p.ratio = call.inAs<float>(ratioIndex);
-  } else {
-    p.ratioValue = call.node.getFloatAttr("ratio", 0.5f);
-  }
-  if (!ratio || ratio->isInitializer())
-    if (!(p.ratioValue >= 0.0f && p.ratioValue < 1.0f))
-      return nodeError(call.node, "ratio " + std::to_string(p.ratioValue) +
-                                      " is outside [0, 1)");
-  p.training = call.inAs<uint8_t>(trainingIndex);
-  p.inference = !call.in(trainingIndex);
-  return llvm::Error::success();
-}
-
-} // namespace
-
-llvm::Expected<DropoutParams> dispatch::dropoutParams(CudaCall &call,
-                                                      unsigned ratioIndex,
-                                                      unsigned trainingIndex) {
-  DropoutParams p;
-  std::optional<uint64_t> streamId = call.node.getStreamId();
-  if (!streamId)
-    return nodeError(call.node, "the random node has no stream id");
-  p.seed = call.ctx.seed;
-  p.streamId = *streamId;
-  p.step = call.ctx.step;
-  p.stepOnDevice = call.ctx.stepOnDevice;
-  if (llvm::Error err = setDropoutMode(call, ratioIndex, trainingIndex, p))
-    return err;
-  return p;
-}
-
-namespace {
-
-bool isBitmaskDropout(const Node &node) {
-  return node.getOpType().starts_with("Bitmask");
-}
-
-llvm::Error checkDropout(const Node &node) {
-  if (node.getNumOperands() > 1 && node.getOperand(1) &&
-      node.getOperand(1)->getType().getDType() != DType::F32)
-    return nodeError(node, "ratio must be float32");
-  DType maskType = isBitmaskDropout(node) ? DType::U32 : DType::Bool;
-  if (node.getNumResults() > 1 && node.getResult(1)) {
-    const TensorType &mask = node.getResult(1)->getType();
-    if (mask.getDType() != maskType)
-      return nodeError(node, "the mask must be " + dtypeName(maskType));
-    uint64_t elements = node.getResult(0)->getType().getNumElements();
-    if (maskType == DType::U32 && mask.getNumElements() != (elements + 31) / 32)
-      return nodeError(node, "the mask must have one word per 32 elements");
-  }
-  if (!node.getStreamId())
-    return nodeError(node, "the random node has no stream id");
-  return commonFloatStorage(node, {1, 2}, {1}).takeError();
-}
-
-llvm::Error runDropout(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node, {1, 2}, {1});
-  auto p = dropoutParams(call, 1, 2);
-  if (!p)
-    return p.takeError();
-  if (isBitmaskDropout(call.node))
-    return call.check(
-        launchBitmaskDropout(
-            storage, call.inPtr(0), call.outPtr(0), call.outAs<uint32_t>(1),
-            call.out(0)->getType().getNumElements(), *p, call.ctx.stream),
-        "BitmaskDropout kernel");
-  return call.check(launchDropout(storage, call.inPtr(0), call.outPtr(0),
-                                  call.outAs<uint8_t>(1),
-                                  call.out(0)->getType().getNumElements(), *p,
-                                  call.ctx.stream),
-                    "Dropout kernel");
-}
-
-/// DropoutGrad(dY, mask, ratio?, training_mode?).
-llvm::Error checkDropoutGrad(const Node &node) {
-  DType maskType = isBitmaskDropout(node) ? DType::U32 : DType::Bool;
-  if (node.getOperand(1)->getType().getDType() != maskType)
-    return nodeError(node, "the mask must be " + dtypeName(maskType));
-  return commonFloatStorage(node, {1, 2, 3}).takeError();
-}
-
-llvm::Error runDropoutGrad(CudaCall &call) {
-  Storage storage = *commonFloatStorage(call.node, {1, 2, 3});
-  DropoutParams p;
-  if (llvm::Error err = setDropoutMode(call, 2, 3, p))
-    return err;
-  return call.check(launchDropoutGrad(storage, call.inPtr(0), call.inPtr(1),
-                                      isBitmaskDropout(call.node),
-                                      call.outPtr(0),
-                                      call.out(0)->getType().getNumElements(),
-                                      p, call.ctx.stream),
-                    "DropoutGrad kernel");
-}
-
-//===----------------------------------------------------------------------===//
 // Accumulators and optimizers
 //===----------------------------------------------------------------------===//
 
@@ -662,10 +551,6 @@ llvm::Error runMatMul(CudaCall &call) {
 const llvm::StringMap<KernelEntry> &getTable() {
   static const llvm::StringMap<KernelEntry> table = [] {
     llvm::StringMap<KernelEntry> t;
-    auto add = [&](llvm::StringRef domain, llvm::StringRef op, CheckFn check,
-                   RunFn run) {
-      t[(domain + "::" + op).str()] = {check, run};
-    };
     // An entry that decodes its nodes once, when they are prepared.
     auto addPrepared = [&](llvm::StringRef domain, llvm::StringRef op,
                            CheckFn check, PrepareFn prepare, RunFn run) {
@@ -679,7 +564,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addTrainingKernels(t);
     addScalingKernels(t);
     addLossKernels(t);
-    addBiasDropoutKernels(t);
+    addDropoutKernels(t);
     addReduceKernels(t);
     addShapeKernels(t);
     addResizeKernels(t);
@@ -701,10 +586,6 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addPrepared("", "Gather", checkGather, prepareGather, runGather);
     addPrepared(kMsDomain, "GatherGrad", checkGatherGrad, prepareGatherGrad,
                 runGatherGrad);
-    add("", "Dropout", checkDropout, runDropout);
-    add(kMsDomain, "DropoutGrad", checkDropoutGrad, runDropoutGrad);
-    add(kMsDomain, "BitmaskDropout", checkDropout, runDropout);
-    add(kMsDomain, "BitmaskDropoutGrad", checkDropoutGrad, runDropoutGrad);
     addEntry(
         t, kMsDomain, "InPlaceAccumulatorV2",
         decodedEntry<AccumulatorPlan, decodeAccumulator, launchAccumulator>());

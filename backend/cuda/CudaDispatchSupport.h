@@ -375,19 +375,42 @@ void addScalingKernels(llvm::StringMap<KernelEntry> &table);
 /// NegativeLogLikelihoodLoss, the dense SoftmaxCrossEntropy and its
 /// gradient; CudaLossDispatch.cpp) to the table.
 void addLossKernels(llvm::StringMap<KernelEntry> &table);
-/// Adds BiasDropout (CudaBiasDropoutDispatch.cpp) to the table.
-void addBiasDropoutKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds Dropout, BitmaskDropout, BiasDropout and the dropout gradients
+/// (CudaDropoutDispatch.cpp) to the table.
+void addDropoutKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds Constant, Range, Trilu, OneHot, NonZero, BroadcastGradientArgs and
 /// Einsum (CudaShapeDispatch.cpp) to the table.
 void addShapeKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds Resize and ResizeGrad (CudaResizeDispatch.cpp) to the table.
 void addResizeKernels(llvm::StringMap<KernelEntry> &table);
 
-/// The random stream and mode of a dropout-like node whose ratio and
-/// training-mode operands are \p ratioIndex and \p trainingIndex
-/// (CudaDispatch.cpp).
-llvm::Expected<DropoutParams> dropoutParams(CudaCall &call, unsigned ratioIndex,
-                                            unsigned trainingIndex);
+/// A dropout-like node's random stream, ratio and training mode, decoded
+/// once (CudaDropoutDispatch.cpp; the fused attention's dropout too).
+struct DropoutMode {
+  /// The node's random stream (Node::getStreamId); 0 for a gradient, which
+  /// draws nothing.
+  uint64_t streamId = 0;
+  /// A constant ratio (checked to lie in [0, 1)), or -1 when the kernel
+  /// reads the ratio operand on the device.
+  float ratioValue = -1;
+  std::optional<unsigned> ratioOperand;
+  /// The training_mode operand, read on the device; none: the op never
+  /// drops.
+  std::optional<unsigned> trainingOperand;
+};
+
+/// Decodes the mode of \p node, whose ratio and training-mode operands are
+/// \p ratioIndex and \p trainingIndex (absent ratio: the `ratio`
+/// attribute, else 0.5); \p random: the node draws, so it must have a
+/// stream id.
+llvm::Expected<DropoutMode> decodeDropoutMode(const Node &node,
+                                              unsigned ratioIndex,
+                                              unsigned trainingIndex,
+                                              bool random);
+/// The kernels' DropoutParams of one launch of \p call: \p mode with the
+/// run's seed and step and the launch's operand addresses.
+DropoutParams dropoutParams(const CudaCall &call, const DropoutMode &mode);
+
 /// Adds the Reduce* family, ArgMax / ArgMin, InstanceNormalization,
 /// InvertibleLayerNormalizationGrad and DivGrad (CudaReduceDispatch.cpp) to
 /// the table.

@@ -1,7 +1,7 @@
 //===- CudaLossTest.cpp - The losses and BiasDropout on CUDA --------------===//
 //
 // The CUDA losses (backend/cuda/CudaLossDispatch.cpp, LossKernels.cu) and
-// BiasDropout (CudaBiasDropoutDispatch.cpp, BiasDropoutKernels.cu). Without
+// BiasDropout (CudaDropoutDispatch.cpp, BiasDropoutKernels.cu). Without
 // a GPU: LossMath.h's and BiasDropoutMath.h's arithmetic, composed on the
 // host the way the kernels compose it, gives the CPU kernels' results
 // (backend/cpu/LossKernels.cpp, DropoutKernels.cpp) over ignore_index,
