@@ -12,6 +12,7 @@
 
 #include "backend/cuda/CudaDispatchSupport.h"
 #include "ir/ops/Axes.h"
+#include "ir/ops/SliceSpec.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -318,82 +319,62 @@ llvm::Error launchPadPlan(CudaCall &call, const MovementPlan &p) {
   return launchCopies(call, p);
 }
 
-/// Slice's starts and steps per dimension of the input, from its constant
-/// operands (opset 10+) or attributes (opset 1). The ends are not needed:
-/// the result's static shape (from shape inference) gives the extents.
-struct SliceGeometry {
-  Shape start, step;
-};
-
-llvm::Expected<SliceGeometry>
-sliceGeometry(const Node &node, const Shape &inShape, unsigned firstOperand) {
-  SliceGeometry g;
-  int64_t rank = inShape.size();
-  g.start.assign(rank, 0);
-  g.step.assign(rank, 1);
-  std::vector<int64_t> starts, axes, steps;
+/// Where Slice's (or SliceGrad's) result sits in \p inShape: ops::resolveSlice
+/// (ir/ops/SliceSpec.h, the shape folder's and the CPU kernels' reading)
+/// of its constant starts, ends, axes and steps (operands \p firstOperand..,
+/// opset 10+) or attributes (opset 1), checked against \p sliceShape, the
+/// node's static slice extents.
+llvm::Expected<ops::SliceSpec> sliceSpec(const Node &node, const Shape &inShape,
+                                         const Shape &sliceShape,
+                                         unsigned firstOperand) {
+  std::vector<int64_t> lists[4];
   if (node.getNumOperands() > firstOperand) {
-    auto s = constantInts(node, firstOperand, "starts");
-    if (!s)
-      return s.takeError();
-    starts = *s;
-    if (node.getNumOperands() > firstOperand + 2 &&
-        node.getOperand(firstOperand + 2)) {
-      auto a = constantInts(node, firstOperand + 2, "axes");
-      if (!a)
-        return a.takeError();
-      axes = *a;
-    }
-    if (node.getNumOperands() > firstOperand + 3 &&
-        node.getOperand(firstOperand + 3)) {
-      auto st = constantInts(node, firstOperand + 3, "steps");
-      if (!st)
-        return st.takeError();
-      steps = *st;
+    const char *names[4] = {"starts", "ends", "axes", "steps"};
+    for (unsigned k = 0; k < 4; ++k) {
+      unsigned index = firstOperand + k;
+      if (k >= 2 && (index >= node.getNumOperands() || !node.getOperand(index)))
+        continue;
+      auto values = constantInts(node, index, names[k]);
+      if (!values)
+        return values.takeError();
+      lists[k] = std::move(*values);
     }
   } else {
-    starts = node.getIntsAttr("starts", {});
-    axes = node.getIntsAttr("axes", {});
+    lists[0] = node.getIntsAttr("starts", {});
+    lists[1] = node.getIntsAttr("ends", {});
+    lists[2] = node.getIntsAttr("axes", {});
   }
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i)
-      axes.push_back(static_cast<int64_t>(i));
-  if (axes.size() != starts.size() ||
-      (!steps.empty() && steps.size() != starts.size()))
-    return nodeError(node, "starts, axes and steps differ in length");
-  for (size_t i = 0; i < starts.size(); ++i) {
-    auto axis = normalizeAxis(node, axes[i], rank);
-    if (!axis)
-      return axis.takeError();
-    int64_t extent = inShape[*axis];
-    int64_t step = steps.empty() ? 1 : steps[i];
-    if (step == 0)
-      return nodeError(node, "a slice step is 0");
-    int64_t start = starts[i];
-    if (start < 0)
-      start += extent;
-    // Clamp as ONNX does: [0, extent] forward, [0, extent - 1] backward.
-    start = step > 0 ? std::clamp<int64_t>(start, 0, extent)
-                     : std::clamp<int64_t>(start, 0, extent - 1);
-    g.start[*axis] = start;
-    g.step[*axis] = step;
+  auto spec =
+      ops::resolveSlice(inShape, lists[0], lists[1], lists[2], lists[3]);
+  if (!spec)
+    return nodeError(node, llvm::toString(spec.takeError()));
+  if (llvm::ArrayRef<int64_t>(spec->shape) !=
+      llvm::ArrayRef<int64_t>(sliceShape))
+    return nodeError(node, "the slice's extents differ from its static shape");
+  return std::move(*spec);
+}
+
+/// The element offset of \p spec's first element in a contiguous tensor
+/// of \p shape, and the strides that step through the slice there.
+std::pair<int64_t, Shape> sliceStrides(const ops::SliceSpec &spec,
+                                       const Shape &shape) {
+  Shape contiguous = contiguousStrides(shape), strides;
+  int64_t offset = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    offset += spec.begin[d] * contiguous[d];
+    strides.push_back(contiguous[d] * spec.step[d]);
   }
-  return g;
+  return {offset, strides};
 }
 
 llvm::Expected<MovementPlan> decodeSlice(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
   Shape in = shapeOf(node.getOperand(0)), out = shapeOf(node.getResult(0));
-  auto g = sliceGeometry(node, in, 1);
-  if (!g)
-    return g.takeError();
-  Shape inStrides = contiguousStrides(in), strides;
-  int64_t offset = 0;
-  for (size_t d = 0; d < in.size(); ++d) {
-    offset += g->start[d] * inStrides[d];
-    strides.push_back(inStrides[d] * g->step[d]);
-  }
+  auto spec = sliceSpec(node, in, out, 1);
+  if (!spec)
+    return spec.takeError();
+  auto [offset, strides] = sliceStrides(*spec, in);
   MovementPlan p = planFor(node);
   auto copy = planCopy(node, 0, 0, out, strides, contiguousStrides(out),
                        offset * p.elementBytes);
@@ -409,15 +390,10 @@ llvm::Expected<MovementPlan> decodeSliceGrad(const Node &node) {
   if (llvm::Error err = checkAnyElement(node))
     return err;
   Shape full = shapeOf(node.getResult(0)), dy = shapeOf(node.getOperand(0));
-  auto g = sliceGeometry(node, full, 2);
-  if (!g)
-    return g.takeError();
-  Shape fullStrides = contiguousStrides(full), strides;
-  int64_t offset = 0;
-  for (size_t d = 0; d < full.size(); ++d) {
-    offset += g->start[d] * fullStrides[d];
-    strides.push_back(fullStrides[d] * g->step[d]);
-  }
+  auto spec = sliceSpec(node, full, dy, 2);
+  if (!spec)
+    return spec.takeError();
+  auto [offset, strides] = sliceStrides(*spec, full);
   MovementPlan p = planFor(node);
   auto copy = planCopy(node, 0, 0, dy, contiguousStrides(dy), strides, 0,
                        offset * p.elementBytes);
