@@ -14,6 +14,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   patchelf binutils xz-utils
   python3-numpy python3-pytest python3-pyflakes
+  pybind11-dev python3-dev
 )
 
 missing=()

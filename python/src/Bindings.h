@@ -1,0 +1,21 @@
+//===- Bindings.h - The parts of the gmopt._core module ---------*- C++ -*-===//
+//
+// Each area of the extension binds its classes and functions into the module
+// from its own file; Module.cpp calls them in order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_PYTHON_SRC_BINDINGS_H
+#define GMOPT_PYTHON_SRC_BINDINGS_H
+
+#include <pybind11/pybind11.h>
+
+namespace gmopt::python {
+
+/// gmopt_runtime's TrainingSession and its options
+/// (TrainingSessionBindings.cpp).
+void bindTrainingSession(pybind11::module_ &m);
+
+} // namespace gmopt::python
+
+#endif // GMOPT_PYTHON_SRC_BINDINGS_H
