@@ -196,48 +196,6 @@ llvm::Error setDone(CudaCall &call, const CollectivePlan &plan) {
       "cudaMemsetAsync (the done flag)");
 }
 
-/// Scratch of \p bytes for one launch: the node's planned workspace slice,
-/// or in an eager run stream-ordered memory from the device's pool (part
-/// of the baseline's measured high-water mark), freed after the launches
-/// enqueued before release.
-class LaunchScratch {
-public:
-  static llvm::Expected<LaunchScratch> acquire(CudaCall &call, uint64_t bytes) {
-    LaunchScratch scratch;
-    if (call.launch.planned) {
-      if (call.launch.workspaceBytes < bytes || !call.launch.workspace)
-        return nodeError(call.node,
-                         llvm::formatv("needs {0} bytes of workspace and the "
-                                       "plan gave it {1}: compile it for the "
-                                       "CUDA workspace model",
-                                       bytes, call.launch.workspaceBytes));
-      scratch.address = call.launch.workspace;
-      return scratch;
-    }
-    if (!call.ctx.scratchPool)
-      return nodeError(call.node, "an eager run without the device's pool");
-    if (llvm::Error err = call.check(
-            cudaMallocFromPoolAsync(&scratch.address, bytes ? bytes : 1,
-                                    call.ctx.scratchPool, call.ctx.stream),
-            "cudaMallocFromPoolAsync (the bucket's scratch)"))
-      return err;
-    scratch.owned = true;
-    return scratch;
-  }
-  void *get() const { return address; }
-  llvm::Error release(CudaCall &call) {
-    if (!owned)
-      return llvm::Error::success();
-    owned = false;
-    return call.check(cudaFreeAsync(address, call.ctx.stream),
-                      "cudaFreeAsync (the bucket's scratch)");
-  }
-
-private:
-  void *address = nullptr;
-  bool owned = false;
-};
-
 llvm::Error runAllReduce(CudaCall &call, const CollectivePlan &plan) {
   const Node &node = call.node;
   unsigned count = plan.operandElements.size();

@@ -568,6 +568,7 @@ const llvm::StringMap<KernelEntry> &getTable() {
     addReduceKernels(t);
     addShapeKernels(t);
     addResizeKernels(t);
+    addFusedKernels(t);
     for (const char *op : {"Softmax", "LogSoftmax"})
       addPrepared("", op, checkSoftmax, prepareSoftmax, runSoftmax);
     for (const char *op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",

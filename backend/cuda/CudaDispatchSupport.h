@@ -272,6 +272,48 @@ struct CudaCall {
   }
 };
 
+/// Scratch of \p bytes for one launch: the node's planned workspace slice,
+/// or in an eager run stream-ordered memory from the device's pool (part
+/// of the baseline's measured high-water mark), freed after the launches
+/// enqueued before release.
+class LaunchScratch {
+public:
+  static llvm::Expected<LaunchScratch> acquire(CudaCall &call, uint64_t bytes) {
+    LaunchScratch scratch;
+    if (call.launch.planned) {
+      if (call.launch.workspaceBytes < bytes || !call.launch.workspace)
+        return nodeError(call.node,
+                         llvm::formatv("needs {0} bytes of workspace and the "
+                                       "plan gave it {1}: compile it for the "
+                                       "CUDA workspace model",
+                                       bytes, call.launch.workspaceBytes));
+      scratch.address = call.launch.workspace;
+      return scratch;
+    }
+    if (!call.ctx.scratchPool)
+      return nodeError(call.node, "an eager run without the device's pool");
+    if (llvm::Error err = call.check(
+            cudaMallocFromPoolAsync(&scratch.address, bytes ? bytes : 1,
+                                    call.ctx.scratchPool, call.ctx.stream),
+            "cudaMallocFromPoolAsync (the node's scratch)"))
+      return err;
+    scratch.owned = true;
+    return scratch;
+  }
+  void *get() const { return address; }
+  llvm::Error release(CudaCall &call) {
+    if (!owned)
+      return llvm::Error::success();
+    owned = false;
+    return call.check(cudaFreeAsync(address, call.ctx.stream),
+                      "cudaFreeAsync (the node's scratch)");
+  }
+
+private:
+  void *address = nullptr;
+  bool owned = false;
+};
+
 /// Decides whether a node can run (no device needed).
 using CheckFn = llvm::Error (*)(const Node &);
 /// Enqueues one launch.
@@ -383,6 +425,9 @@ void addDropoutKernels(llvm::StringMap<KernelEntry> &table);
 void addShapeKernels(llvm::StringMap<KernelEntry> &table);
 /// Adds Resize and ResizeGrad (CudaResizeDispatch.cpp) to the table.
 void addResizeKernels(llvm::StringMap<KernelEntry> &table);
+/// Adds gmopt's fused attention and fused linear cross entropy, forward
+/// and backward (CudaFusedDispatch.cpp), to the table.
+void addFusedKernels(llvm::StringMap<KernelEntry> &table);
 
 /// A dropout-like node's random stream, ratio and training mode, decoded
 /// once (CudaDropoutDispatch.cpp; the fused attention's dropout too).

@@ -9,9 +9,11 @@
 
 #include "backend/Executor.h"
 #include "backend/cuda/NcclCollectives.h"
+#include "ir/Collectives.h"
 #include "ir/IR.h"
 #include "ir/Module.h"
 #include "ir/OpRegistry.h"
+#include "ir/ops/AttentionSpec.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -31,6 +33,8 @@ bool readsStepOnDevice(const Node &node) {
     return op == "Dropout";
   if (node.getDomain() == kMsDomain)
     return op == "BitmaskDropout" || op == "BiasDropout";
+  if (node.getDomain() == kGmoptDomain)
+    return op == kFusedAttentionOp || op == kFusedAttentionGradOp;
   return false;
 }
 } // namespace

@@ -7,8 +7,9 @@
 // The scratch column holds, for each op whose CUDA kernel asks for planned
 // scratch (a GEMM's cuBLASLt workspace, a convolution's cuDNN workspace and
 // padded copies, batch norm's unreturned statistics, a 16-bit scatter's fp32
-// accumulator, a ZeRO collective's staging buffer), its rule, keyed by op
-// identity like the kernels. It is the planner's workspace model
+// accumulator, a ZeRO collective's staging buffer, the fused attention
+// gradient's row sums and the fused cross entropy's logits tile), its rule,
+// keyed by op identity like the kernels. It is the planner's workspace model
 // (getCudaKernelWorkspaceBytes), which a CPU-only machine needs to plan for
 // a GPU; the kernel table copies each rule into its entry
 // (dispatch::KernelEntry::scratch) and a prepared kernel carries its size.

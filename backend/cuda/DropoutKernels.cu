@@ -12,6 +12,7 @@
 
 #include "backend/Philox.h"
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/DropoutDevice.h"
 #include "backend/cuda/LaunchSupport.h"
 
 using namespace gmopt;
@@ -22,25 +23,11 @@ namespace {
 /// The step of a CUDA graph's replay (getStepCounter).
 __device__ uint64_t gStepCounter;
 
-/// The ratio and training mode of a dropout launch, read on the device.
-struct DropoutMode {
-  float ratio;
-  bool active;
-};
-
-__device__ __forceinline__ DropoutMode readDropoutMode(const DropoutParams &p) {
-  DropoutMode mode;
-  mode.ratio = p.ratioValue >= 0 ? p.ratioValue : (p.ratio ? *p.ratio : 0.5f);
-  bool training = !p.inference && (p.training ? *p.training != 0 : false);
-  mode.active = training && mode.ratio > 0.0f;
-  return mode;
-}
-
 /// One thread per Philox block of four elements.
 template <typename T>
 __global__ void dropoutKernel(const T *x, T *out, uint8_t *mask,
                               int64_t elements, DropoutParams params) {
-  DropoutMode mode = readDropoutMode(params);
+  DeviceDropoutMode mode = readDropoutMode(params);
   float scale = 1.0f / (1.0f - mode.ratio);
   PhiloxStreamKey key =
       makePhiloxStreamKey(params.seed, params.streamId, dropoutStep(params));
@@ -68,7 +55,7 @@ __global__ void dropoutKernel(const T *x, T *out, uint8_t *mask,
 template <typename T>
 __global__ void bitmaskDropoutKernel(const T *x, T *out, uint32_t *mask,
                                      int64_t elements, DropoutParams params) {
-  DropoutMode mode = readDropoutMode(params);
+  DeviceDropoutMode mode = readDropoutMode(params);
   float scale = 1.0f / (1.0f - mode.ratio);
   PhiloxStreamKey key =
       makePhiloxStreamKey(params.seed, params.streamId, dropoutStep(params));
@@ -100,7 +87,7 @@ template <typename T>
 __global__ void dropoutGradKernel(const T *dy, const void *mask, bool bitmask,
                                   T *dx, int64_t elements,
                                   DropoutParams params) {
-  DropoutMode mode = readDropoutMode(params);
+  DeviceDropoutMode mode = readDropoutMode(params);
   float scale = mode.active ? 1.0f / (1.0f - mode.ratio) : 1.0f;
   const uint8_t *bytes = static_cast<const uint8_t *>(mask);
   const uint32_t *words = static_cast<const uint32_t *>(mask);

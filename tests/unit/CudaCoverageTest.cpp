@@ -44,25 +44,12 @@ const char *const kStillMissing[] = {
     "com.microsoft::YieldOp",
 };
 
-/// Registry ops that run on the CPU backend and whose CUDA kernels are
-/// scheduled work, not gaps by design: gmopt's fused attention (issue 36
-/// item 3, docs/fused-attention.md). A plan holding one fails to prepare on
-/// CUDA with an error naming the node. Drop an entry when its kernel lands.
-const char *const kCudaPending[] = {
-    "gmopt::FusedAttention",
-    "gmopt::FusedAttentionGrad",
-    "gmopt::FusedLinearCrossEntropy",
-    "gmopt::FusedLinearCrossEntropyGrad",
-};
-
 TEST(CudaCoverageTest, EveryRegistryOpHasACudaKernel) {
   if (!isCudaBackendBuilt())
     GTEST_SKIP() << "the CUDA backend is not built (no toolkit): no kernel "
                     "table to check";
   llvm::StringSet<> missingAllowed;
   for (const char *op : kStillMissing)
-    missingAllowed.insert(op);
-  for (const char *op : kCudaPending)
     missingAllowed.insert(op);
 
   // The copy ops (ir/MemorySpaces.h) are no kernels: the plan interpreter

@@ -1,0 +1,38 @@
+//===- DropoutDevice.h - A dropout launch's mode, on the device -*- C++ -*-===//
+//
+// Internal to backend/cuda's .cu files: the ratio and training mode of a
+// dropout launch (DropoutParams), read on the device, so no launch waits
+// for the host. The dropout kernels (DropoutKernels.cu) and the fused
+// attention's (AttentionKernels.cu) read it the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GMOPT_BACKEND_CUDA_DROPOUTDEVICE_H
+#define GMOPT_BACKEND_CUDA_DROPOUTDEVICE_H
+
+#include "backend/cuda/CudaKernels.h"
+
+namespace gmopt {
+namespace cuda {
+
+/// The ratio and training mode of a dropout launch.
+struct DeviceDropoutMode {
+  float ratio;
+  bool active;
+};
+
+/// \p p's mode: a constant ratio or the ratio operand (0.5 when neither),
+/// active when training with a nonzero ratio.
+__device__ __forceinline__ DeviceDropoutMode
+readDropoutMode(const DropoutParams &p) {
+  DeviceDropoutMode mode;
+  mode.ratio = p.ratioValue >= 0 ? p.ratioValue : (p.ratio ? *p.ratio : 0.5f);
+  bool training = !p.inference && (p.training ? *p.training != 0 : false);
+  mode.active = training && mode.ratio > 0.0f;
+  return mode;
+}
+
+} // namespace cuda
+} // namespace gmopt
+
+#endif // GMOPT_BACKEND_CUDA_DROPOUTDEVICE_H
