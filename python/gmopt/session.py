@@ -40,7 +40,8 @@ class Session:
             ``.gm`` file from ``gmopt-compile``.
         checkpoint: a checkpoint path or a ``gmopt._core.CheckpointState``
             holding the parameters (ONNX Runtime's ``checkpoint``); without
-            one the model's own values are used.
+            one the model's own values are used (seeded initial values for
+            parameters it gives none), and no eval model can be opened.
         eval_model: ``eval_model.onnx``, for :meth:`eval_step` and
             :meth:`export_model_for_inferencing`.
         optimizer_model: ``optimizer_model.onnx``; its optimizer becomes part
@@ -66,15 +67,20 @@ class Session:
             checkpoint = _core.CheckpointState.load(os.fspath(checkpoint))
         elif checkpoint is not None and not isinstance(checkpoint, _core.CheckpointState):
             raise TypeError(f"checkpoint: expected a path or a CheckpointState, got {type(checkpoint).__name__}")
-        if checkpoint is None and (eval_model is not None or optimizer_model is not None):
-            # The artifacts' form of open takes a state; an empty one lets every
-            # parameter keep the model's own value.
-            checkpoint = _core.CheckpointState()
-        self._session = _core.TrainingSession.open(
-            os.fspath(training_model),
-            "" if eval_model is None else os.fspath(eval_model),
-            "" if optimizer_model is None else os.fspath(optimizer_model),
-            checkpoint, **options)
+        if checkpoint is None and eval_model is not None:
+            raise ValueError("eval_model: opening an eval model takes a checkpoint (the parameters)")
+        if checkpoint is None:
+            # The model's own values (seeded ones where it has none); an
+            # optimizer model is merged after.
+            self._session = _core.TrainingSession.open(os.fspath(training_model), **options)
+            if optimizer_model is not None:
+                self._session.add_optimizer(os.fspath(optimizer_model))
+        else:
+            self._session = _core.TrainingSession.open(
+                os.fspath(training_model),
+                "" if eval_model is None else os.fspath(eval_model),
+                "" if optimizer_model is None else os.fspath(optimizer_model),
+                checkpoint, **options)
 
     @classmethod
     def from_artifacts(cls, directory, **kwargs):

@@ -143,7 +143,12 @@ void gmopt::python::bindTrainingSession(py::module_ &m) {
             return propertyToPython(unwrap(state.getProperty(name)));
           },
           py::arg("name"))
-      .def("has_property", &CheckpointState::hasProperty, py::arg("name"))
+      .def(
+          "has_property",
+          [](const CheckpointState &state, const std::string &name) {
+            return state.hasProperty(name);
+          },
+          py::arg("name"))
       .def("property_names", &CheckpointState::getPropertyNames)
       .def("parameter_names", &CheckpointState::getParameterNames)
       .def(
@@ -190,6 +195,10 @@ void gmopt::python::bindTrainingSession(py::module_ &m) {
             options.dims = std::move(dims);
             options.pipeline = pipeline;
             options.memoryLimitBytes = memoryLimitBytes;
+            if (!state && (!evalModel.empty() || !optimizerModel.empty()))
+              throw py::value_error(
+                  "an eval or optimizer model is opened with a checkpoint "
+                  "state");
             py::gil_scoped_release release;
             if (!state)
               return unwrap(TrainingSession::open(trainingModel, options));

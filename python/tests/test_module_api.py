@@ -78,7 +78,7 @@ def test_copy_buffer_of_the_wrong_size_is_an_error():
 
 def test_export_model_for_inferencing(tmp_path):
     """The inference model holds the trained parameters and ends at the
-    named output; gmopt reads it back and its logits give the eval loss."""
+    named output (test_exported_model_loads_in_onnx_runtime runs it)."""
     state, module, optimizer = make_trainer("gpt_tiny")
     inputs = user_inputs(module, "gpt_tiny")
     module.lazy_reset_grad()
@@ -88,7 +88,7 @@ def test_export_model_for_inferencing(tmp_path):
     module.export_model_for_inferencing(path, ["logits"])
     data = path.read_bytes()
     assert len(data) > 4 * module.get_parameters_size(True)
-    assert b"logits" in data and b"onnx::loss::2" not in data
+    assert b"logits" in data
     # Every trained parameter is stored with its current value.
     for name, p in state.parameters:
         if p.requires_grad:
@@ -126,19 +126,49 @@ def test_exported_model_loads_in_onnx_runtime(tmp_path):
     assert relative_difference(ort_loss, eval_loss) <= 1e-5
 
 
-def test_memory_limit_and_pipeline_options():
-    """gmopt's keyword arguments reach the compiler: a pipeline string is
-    recorded, a memory limit is parsed (and a bad one refused)."""
+def test_pipeline_option():
+    """A pipeline given to the Module compiles the step (and is recorded);
+    a bad one is an error naming it."""
+    def fresh_state():
+        return api.CheckpointState.load_checkpoint(model_path("gpt_tiny", "checkpoint"))
+
+    module = api.Module(model_path("gpt_tiny", "training_model.onnx"), fresh_state(),
+                        pipeline="canonicalize,plan-buffers")
+    assert np.isfinite(module(*user_inputs(module, "gpt_tiny")))
+    assert module._session.memory()["pipeline"].startswith("canonicalize")
+    # With every dimension bound the step compiles when the Module is made;
+    # otherwise at the first step, which binds them from its inputs.
+    with pytest.raises(gmopt.Error, match="no-such-pass"):
+        api.Module(model_path("gpt_tiny", "training_model.onnx"), fresh_state(), pipeline="no-such-pass",
+                   dims={"batch": 4, "batch_x_seq": 256})
+    module = api.Module(model_path("gpt_tiny", "training_model.onnx"), fresh_state(), pipeline="no-such-pass")
+    with pytest.raises(gmopt.Error, match="no-such-pass"):
+        module(*user_inputs(module, "gpt_tiny"))
+
+
+def test_memory_limit_is_parsed():
     state = api.CheckpointState.load_checkpoint(model_path("gpt_tiny", "checkpoint"))
-    module = api.Module(model_path("gpt_tiny", "training_model.onnx"), state,
-                        model_path("gpt_tiny", "eval_model.onnx"), memory_limit="64MiB")
-    loss = module(*user_inputs(module, "gpt_tiny"))
-    assert np.isfinite(loss)
     with pytest.raises(ValueError, match="memory_limit"):
         api.Module(model_path("gpt_tiny", "training_model.onnx"), state, memory_limit="lots")
     with pytest.raises(ValueError, match="not both"):
         api.Module(model_path("gpt_tiny", "training_model.onnx"), state, memory_limit=1 << 30,
                    pipeline="canonicalize")
+
+
+@pytest.mark.xfail(raises=gmopt.Error, strict=True,
+                   reason="gmopt_runtime does not run the memory-limit search yet (issue 37 item 1)")
+def test_memory_limit_fits_the_plan():
+    """Under a memory_limit the default plan exceeds, the Module trains on a
+    plan that fits, with ONNX Runtime's loss."""
+    plain = api.Module(model_path("gpt_tiny", "training_model.onnx"),
+                       api.CheckpointState.load_checkpoint(model_path("gpt_tiny", "checkpoint")))
+    inputs = user_inputs(plain, "gpt_tiny")
+    loss = plain(*inputs)
+    limit = int(plain._session.memory()["planned"]["peak_bytes"] * 0.8)
+    state = api.CheckpointState.load_checkpoint(model_path("gpt_tiny", "checkpoint"))
+    module = api.Module(model_path("gpt_tiny", "training_model.onnx"), state, memory_limit=limit)
+    assert relative_difference(module(*inputs), loss) <= 1e-5
+    assert module._session.memory()["planned"]["peak_bytes"] <= limit
 
 
 def test_errors_are_python_exceptions(tmp_path):

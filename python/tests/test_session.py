@@ -8,6 +8,8 @@ from conftest import adamw_reference, model_path, read_inputs, relative_differen
 import gmopt
 
 GPT = "gpt_tiny"
+# The reference batch's bindings of gpt_tiny's symbolic dimensions.
+GPT_DIMS = {"batch": 4, "batch_x_seq": 256}
 
 
 def _session(model=GPT, **kwargs):
@@ -67,8 +69,8 @@ def test_compile_returns_the_plan_figures():
     categories and the arena, the pipeline is the default one, and the
     optimizer model adds its state."""
     training = model_path(GPT, "training_model.onnx")
-    plain = gmopt.compile(training, dims={"batch": 4})
-    with_adamw = gmopt.compile(training, dims={"batch": 4},
+    plain = gmopt.compile(training, dims=GPT_DIMS)
+    with_adamw = gmopt.compile(training, dims=GPT_DIMS,
                                optimizer_model=model_path(GPT, "optimizer_model.onnx"))
     for result in (plain, with_adamw):
         assert isinstance(result, gmopt.CompileResult)
@@ -81,21 +83,24 @@ def test_compile_returns_the_plan_figures():
     assert with_adamw.categories["optimizer_state"] >= 2 * 4 * 273152
 
 
+@pytest.mark.xfail(raises=gmopt.Error, strict=True,
+                   reason="gmopt_runtime does not run the memory-limit search yet (issue 37 item 1)")
 def test_compile_under_a_memory_limit():
     """A memory_limit the default plan exceeds makes the compiler choose a
-    configuration whose planned peak fits, or say that none does."""
+    configuration whose planned peak fits."""
     training = model_path(GPT, "training_model.onnx")
-    default = gmopt.compile(training, dims={"batch": 4})
+    default = gmopt.compile(training, dims=GPT_DIMS)
     limit = int(default.peak_bytes * 0.8)
-    try:
-        limited = gmopt.compile(training, dims={"batch": 4}, memory_limit=limit)
-    except gmopt.Error as error:
-        assert "limit" in str(error) or "fit" in str(error)
-    else:
-        assert limited.peak_bytes <= limit
-        assert limited.pipeline != default.pipeline
-    with pytest.raises(ValueError):
-        gmopt.compile(training, dims={"batch": 4}, memory_limit=-5)
+    limited = gmopt.compile(training, dims=GPT_DIMS, memory_limit=limit)
+    assert limited.peak_bytes <= limit
+    assert limited.pipeline != default.pipeline
+
+
+def test_compile_refuses_a_bad_memory_limit():
+    training = model_path(GPT, "training_model.onnx")
+    for limit in (-5, 0, "12 parsecs"):
+        with pytest.raises(ValueError):
+            gmopt.compile(training, dims=GPT_DIMS, memory_limit=limit)
 
 
 def test_arrays_in_and_out():
@@ -112,7 +117,7 @@ def test_arrays_in_and_out():
     np.testing.assert_array_equal(session.get_parameter(name), value)
     with pytest.raises(gmopt.Error):
         session.set_parameter(name, value[:1])
-    with pytest.raises(TypeError):
+    with pytest.raises(gmopt.Error, match="f32"):
         session.set_parameter(name, value.astype(np.float64))
     inputs = _inputs(session)
     ids = np.asfortranarray(inputs[0])
