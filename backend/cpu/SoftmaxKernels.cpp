@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
@@ -25,11 +26,30 @@ using namespace gmopt::cpu;
 
 namespace {
 
+/// A softmax-family node decoded once: its axis convention and `axis`
+/// (ops::isCoercedSoftmax, ops::getSoftmaxAxisAttr).
+struct SoftmaxState {
+  bool coerced2D = false;
+  int64_t axisAttr = -1;
+};
+
+/// Decodes a softmax-family node; an axis out of range for X's rank fails
+/// here, before the first step.
+llvm::Expected<std::unique_ptr<KernelState>> prepareSoftmax(const Node &node) {
+  SoftmaxState state{ops::isCoercedSoftmax(node),
+                     ops::getSoftmaxAxisAttr(node)};
+  if (std::optional<unsigned> rank = operandRank(node, 0); rank && *rank > 0)
+    if (llvm::Error err = ops::checkAxis(state.axisAttr, *rank).takeError())
+      return prepareError(node, llvm::toString(std::move(err)));
+  return makeKernelState(state);
+}
+
 /// The [outer, axisDim, inner] view of a softmax-like node's input of
-/// \p shape (ops::getSoftmaxAxes: the axis convention of its opset or op).
+/// \p shape (a staged slice of rows included), from its prepared state.
 llvm::Expected<ops::SoftmaxAxes>
 getSoftmaxShape(const KernelCall &call, llvm::ArrayRef<int64_t> shape) {
-  auto axes = ops::getSoftmaxAxes(call.getNode(), shape);
+  const auto &state = call.getState<SoftmaxState>();
+  auto axes = ops::getSoftmaxAxes(state.coerced2D, state.axisAttr, shape);
   if (!axes)
     return call.error(llvm::toString(axes.takeError()));
   return axes;
@@ -228,6 +248,8 @@ void cpu::registerSoftmaxKernels(KernelTable &table) {
         {kMsDomain, "SoftmaxGrad"},
         {kMsDomain, "SoftmaxGrad_13"},
         {kMsDomain, "LogSoftmaxGrad"},
-        {kMsDomain, "LogSoftmaxGrad_13"}})
+        {kMsDomain, "LogSoftmaxGrad_13"}}) {
     table.setRowDims(domain, op, softmaxRowDims);
+    table.setPrepare(domain, op, prepareSoftmax);
+  }
 }

@@ -47,11 +47,18 @@ llvm::Expected<unsigned> ops::getSoftmaxAxis(const Node &node, int64_t rank) {
 
 llvm::Expected<SoftmaxAxes> ops::getSoftmaxAxes(const Node &node,
                                                 llvm::ArrayRef<int64_t> shape) {
+  return getSoftmaxAxes(isCoercedSoftmax(node), getSoftmaxAxisAttr(node),
+                        shape);
+}
+
+llvm::Expected<SoftmaxAxes> ops::getSoftmaxAxes(bool coerced2D,
+                                                int64_t axisAttr,
+                                                llvm::ArrayRef<int64_t> shape) {
   SoftmaxAxes axes;
-  axes.coerced2D = isCoercedSoftmax(node);
+  axes.coerced2D = coerced2D;
   if (shape.empty())
     return axes;
-  auto axis = getSoftmaxAxis(node, shape.size());
+  auto axis = checkAxis(axisAttr, shape.size());
   if (!axis)
     return axis.takeError();
   axes.axis = *axis;

@@ -79,6 +79,12 @@ llvm::Expected<unsigned> getSoftmaxAxis(const Node &node, int64_t rank);
 llvm::Expected<SoftmaxAxes> getSoftmaxAxes(const Node &node,
                                            llvm::ArrayRef<int64_t> shape);
 
+/// getSoftmaxAxes from the node's decoded convention (isCoercedSoftmax)
+/// and `axis` (getSoftmaxAxisAttr): a pure function of those and \p shape,
+/// which a kernel that decoded its node once evaluates on each input.
+llvm::Expected<SoftmaxAxes> getSoftmaxAxes(bool coerced2D, int64_t axisAttr,
+                                           llvm::ArrayRef<int64_t> shape);
+
 /// The [start, end) dimensions of Shape's output (opset 15's `start` and
 /// `end`, negative counted from the end, clamped to [0, rank]).
 struct ShapeSlice {
