@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/Simd.h"
 #include "ir/ops/LossReduction.h"
@@ -61,12 +62,30 @@ void rowShift(const double *x, double *y, int64_t n, double shift) {
     y[i] = x[i] - shift;
 }
 
-/// The `reduction` of \p call's loss (ops::getLossReduction).
-llvm::Expected<LossReduction> getReduction(const KernelCall &call) {
-  auto reduction = ops::getLossReduction(call.getNode());
+/// A loss node decoded once: its `reduction` (ops::getLossReduction) and
+/// its `ignore_index` attribute (an Internal loss's input, when present,
+/// overrides it).
+struct LossState {
+  LossReduction reduction = LossReduction::Mean;
+  std::optional<int64_t> ignoreIndexAttr;
+};
+
+/// Decodes a loss node; an unknown reduction fails here, before the first
+/// step.
+llvm::Expected<std::unique_ptr<KernelState>> prepareLoss(const Node &node) {
+  auto reduction = ops::getLossReduction(node);
   if (!reduction)
-    return call.error(llvm::toString(reduction.takeError()));
-  return *reduction;
+    return prepareError(node, llvm::toString(reduction.takeError()));
+  LossState state;
+  state.reduction = *reduction;
+  if (node.hasAttr("ignore_index"))
+    state.ignoreIndexAttr = node.getIntAttr("ignore_index", 0);
+  return makeKernelState(state);
+}
+
+/// The `reduction` of \p call's loss, as prepared.
+LossReduction getReduction(const KernelCall &call) {
+  return call.getState<LossState>().reduction;
 }
 
 /// The ignored label: input \p input when present, else the attribute.
@@ -79,9 +98,7 @@ getIgnoreIndex(const KernelCall &call, std::optional<unsigned> input) {
         return value.takeError();
       return std::optional<int64_t>(static_cast<int64_t>(*value));
     }
-  if (call.hasAttr("ignore_index"))
-    return std::optional<int64_t>(call.getInt("ignore_index", 0));
-  return std::optional<int64_t>();
+  return call.getState<LossState>().ignoreIndexAttr;
 }
 
 /// Layout of scores [N, C, D...] against labels [N, D...].
@@ -207,9 +224,7 @@ llvm::Error sceLossKernelTyped(KernelCall &call) {
   const TensorView *weights = call.in(2);
   TensorView &out = *call.out(0);
   TensorView *logProb = call.out(1);
-  auto reduction = getReduction(call);
-  if (!reduction)
-    return reduction.takeError();
+  LossReduction reduction = getReduction(call);
   auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(3)
                                                    : std::nullopt);
   if (!ignoreIndex)
@@ -280,7 +295,7 @@ llvm::Error sceLossKernelTyped(KernelCall &call) {
   double weightSum = 0;
   for (int64_t s = 0; s < shape->samples(); ++s)
     weightSum += sampleWeight(labelData[s], *ignoreIndex, w);
-  return storeLoss(call, out, perSampleBuffer->getView(), weightSum, *reduction,
+  return storeLoss(call, out, perSampleBuffer->getView(), weightSum, reduction,
                    labels.getShape());
 }
 
@@ -298,9 +313,7 @@ llvm::Error nllLossKernelTyped(KernelCall &call) {
   const TensorView &input = *call.in(0), &target = *call.in(1);
   const TensorView *weights = call.in(2);
   TensorView &out = *call.out(0);
-  auto reduction = getReduction(call);
-  if (!reduction)
-    return reduction.takeError();
+  LossReduction reduction = getReduction(call);
   auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(3)
                                                    : std::nullopt);
   if (!ignoreIndex)
@@ -332,7 +345,7 @@ llvm::Error nllLossKernelTyped(KernelCall &call) {
         weight == 0 ? 0.0 : -x[shape->base(s) + label * shape->inner] * weight;
     weightSum += weight;
   }
-  return storeLoss(call, out, perSampleBuffer->getView(), weightSum, *reduction,
+  return storeLoss(call, out, perSampleBuffer->getView(), weightSum, reduction,
                    target.getShape());
 }
 
@@ -353,9 +366,7 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
   const TensorView *weights = call.in(3);
   const TensorView *bias = Internal ? call.in(5) : nullptr;
   TensorView &dX = *call.out(0);
-  auto reduction = getReduction(call);
-  if (!reduction)
-    return reduction.takeError();
+  LossReduction reduction = getReduction(call);
   auto ignoreIndex = getIgnoreIndex(call, Internal ? std::optional<unsigned>(4)
                                                    : std::nullopt);
   if (!ignoreIndex)
@@ -373,8 +384,8 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
     return err;
   if (bias && bias->getShape() != logProb.getShape())
     return call.error("bias must have log_prob's shape");
-  if (*reduction == LossReduction::None ? dY.getShape() != labels.getShape()
-                                        : dY.getNumElements() != 1)
+  if (reduction == LossReduction::None ? dY.getShape() != labels.getShape()
+                                       : dY.getNumElements() != 1)
     return call.error("dY has shape " + shapeString(dY.getShape()) +
                       ", which does not fit the reduction");
   auto labelValues = readLabels(call, labels, shape->classes, *ignoreIndex);
@@ -387,7 +398,7 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
   const T *b = bias ? bias->getDataAs<T>() : nullptr;
   T *out = dX.getDataAs<T>();
   double scale = 1;
-  if (*reduction == LossReduction::Mean) {
+  if (reduction == LossReduction::Mean) {
     double weightSum = 0;
     for (int64_t s = 0; s < shape->samples(); ++s)
       weightSum += sampleWeight(labelData[s], *ignoreIndex, w);
@@ -402,7 +413,7 @@ llvm::Error sceLossGradKernelTyped(KernelCall &call) {
           int64_t base = shape->base(s);
           int64_t label = labelData[s];
           double weight = sampleWeight(label, *ignoreIndex, w);
-          T factor = static_cast<T>(weight * (*reduction == LossReduction::None
+          T factor = static_cast<T>(weight * (reduction == LossReduction::None
                                                   ? g[s]
                                                   : g[0] * scale));
           if constexpr (std::is_same_v<T, float>) {
@@ -456,9 +467,7 @@ template <typename T> llvm::Error denseSceKernelTyped(KernelCall &call) {
   const TensorView &logits = *call.in(0), &labels = *call.in(1);
   TensorView &out = *call.out(0);
   TensorView *logProb = call.out(1);
-  auto reduction = getReduction(call);
-  if (!reduction)
-    return reduction.takeError();
+  LossReduction reduction = getReduction(call);
   if (llvm::Error err =
           checkSameShape(call, logits, labels, "logits and label"))
     return err;
@@ -505,7 +514,7 @@ template <typename T> llvm::Error denseSceKernelTyped(KernelCall &call) {
               });
   llvm::SmallVector<int64_t, 6> sampleShape(logits.getShape().drop_back());
   return storeLoss(call, out, perSampleBuffer->getView(),
-                   static_cast<double>(samples), *reduction, sampleShape);
+                   static_cast<double>(samples), reduction, sampleShape);
 }
 
 /// denseSceKernel in float64 when its first operand is float64, else in
@@ -523,9 +532,7 @@ template <typename T> llvm::Error denseSceGradKernelTyped(KernelCall &call) {
   const TensorView &dY = *call.in(0), &logProb = *call.in(1),
                    &labels = *call.in(2);
   TensorView &dX = *call.out(0);
-  auto reduction = getReduction(call);
-  if (!reduction)
-    return reduction.takeError();
+  LossReduction reduction = getReduction(call);
   if (llvm::Error err =
           checkSameShape(call, logProb, labels, "log_prob and label"))
     return err;
@@ -539,7 +546,7 @@ template <typename T> llvm::Error denseSceGradKernelTyped(KernelCall &call) {
     return call.error("log_prob must have rank >= 1");
   int64_t classes = logProb.getShape().back();
   int64_t samples = classes ? logProb.getNumElements() / classes : 0;
-  bool perSample = *reduction == LossReduction::None;
+  bool perSample = reduction == LossReduction::None;
   if (perSample ? dY.getNumElements() != samples : dY.getNumElements() != 1)
     return call.error("dY has shape " + shapeString(dY.getShape()) +
                       ", which does not fit the reduction");
@@ -547,7 +554,7 @@ template <typename T> llvm::Error denseSceGradKernelTyped(KernelCall &call) {
   const T *l = labels.getDataAs<T>();
   T *out = dX.getDataAs<T>();
   double scale =
-      *reduction == LossReduction::Mean && samples ? 1.0 / samples : 1.0;
+      reduction == LossReduction::Mean && samples ? 1.0 / samples : 1.0;
   parallelFor(call.getNumThreads(), samples, grainFor(4 * classes),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t s = lo; s < hi; ++s) {
@@ -627,4 +634,13 @@ void cpu::registerLossKernels(KernelTable &table) {
        {"SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternalGrad"})
     table.setWorkspace(kMsDomain, op, labelLossWorkspace<2, false>);
   table.setWorkspace(kMsDomain, "SoftmaxCrossEntropy", denseSceWorkspace);
+  for (const char *op :
+       {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
+    table.setPrepare("", op, prepareLoss);
+  for (const char *op :
+       {"NegativeLogLikelihoodLossInternal",
+        "NegativeLogLikelihoodLossInternal2", "SoftmaxCrossEntropyLossInternal",
+        "SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternalGrad",
+        "SoftmaxCrossEntropy", "SoftmaxCrossEntropyGrad"})
+    table.setPrepare(kMsDomain, op, prepareLoss);
 }
