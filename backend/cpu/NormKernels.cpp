@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
@@ -30,6 +31,44 @@ using namespace gmopt;
 using namespace gmopt::cpu;
 
 namespace {
+
+/// A normalization node decoded once: its `epsilon`; for batch norm its
+/// `momentum` and `training_mode` (absent: the op and its outputs decide);
+/// for the row norms and their gradients its `axis` (norm::getNormAxisAttr).
+struct NormState {
+  double epsilon = 1e-5;
+  double momentum = 0.9;
+  std::optional<bool> trainingMode;
+  int64_t axisAttr = -1;
+};
+
+/// Decodes any normalization node of this file: what its kernel reads at
+/// launch and its workspace function at plan time.
+NormState decodeNorm(const Node &node) {
+  NormState state;
+  state.epsilon = node.getFloatAttr("epsilon", 1e-5f);
+  state.momentum = node.getFloatAttr("momentum", 0.9f);
+  if (node.hasAttr("training_mode"))
+    state.trainingMode = node.getIntAttr("training_mode", 0) != 0;
+  state.axisAttr = norm::getNormAxisAttr(node);
+  return state;
+}
+
+/// Prepares a batch or instance normalization.
+llvm::Expected<std::unique_ptr<KernelState>> prepareNorm(const Node &node) {
+  return makeKernelState(decodeNorm(node));
+}
+
+/// Prepares a row normalization or its gradient, whose X is operand
+/// \p XOperand: an axis out of range for X's rank fails here.
+template <unsigned XOperand>
+llvm::Expected<std::unique_ptr<KernelState>> prepareRowNorm(const Node &node) {
+  NormState state = decodeNorm(node);
+  if (std::optional<unsigned> rank = operandRank(node, XOperand))
+    if (llvm::Error err = norm::getNormAxis(state.axisAttr, *rank).takeError())
+      return prepareError(node, llvm::toString(std::move(err)));
+  return makeKernelState(state);
+}
 
 /// Errors unless \p stat (when present), a saved mean or inverse standard
 /// deviation, is float32 or \p dtype: ONNX's LayerNormalization keeps its
@@ -175,11 +214,10 @@ llvm::Error batchNormKernelTyped(KernelCall &call) {
     if (llvm::Error err = checkChannelVector(call, call.out(i), channels,
                                              "statistics output"))
       return err;
-  bool training = call.hasAttr("training_mode")
-                      ? call.getInt("training_mode", 0) != 0
-                      : (Internal || call.out(1) != nullptr);
-  double epsilon = call.getFloat("epsilon", 1e-5f);
-  double momentum = call.getFloat("momentum", 0.9f);
+  const auto &state = call.getState<NormState>();
+  bool training =
+      state.trainingMode.value_or(Internal || call.out(1) != nullptr);
+  double epsilon = state.epsilon, momentum = state.momentum;
   const T *px = x.getDataAs<T>();
   const T *ps = scale.getDataAs<T>(), *pb = bias.getDataAs<T>();
   const T *pm = inMean.getDataAs<T>(), *pv = inVar.getDataAs<T>();
@@ -342,7 +380,7 @@ template <typename T> llvm::Error instanceNormKernelTyped(KernelCall &call) {
   for (auto [view, what] : {std::pair{&scale, "scale"}, std::pair{&bias, "B"}})
     if (llvm::Error err = checkChannelVector(call, view, channels, what))
       return err;
-  double epsilon = call.getFloat("epsilon", 1e-5f);
+  double epsilon = call.getState<NormState>().epsilon;
   int64_t planes = x.getDim(0) * channels;
   int64_t size = product(x.getShape().drop_front(2));
   const T *px = x.getDataAs<T>(), *ps = scale.getDataAs<T>(),
@@ -382,10 +420,11 @@ llvm::Error instanceNormKernel(KernelCall &call) {
 // Layer normalization
 //===----------------------------------------------------------------------===//
 
-/// X's rows and columns (ir/ops/NormRows.h), errors naming the node.
+/// X's rows and columns (ir/ops/NormRows.h) by the prepared axis, errors
+/// naming the node.
 llvm::Expected<norm::NormRows> kernelNormRows(const KernelCall &call,
                                               llvm::ArrayRef<int64_t> shape) {
-  auto rows = norm::getNormRows(call.getNode(), shape);
+  auto rows = norm::getNormRows(call.getState<NormState>().axisAttr, shape);
   if (!rows)
     return call.error(llvm::toString(rows.takeError()));
   return *rows;
@@ -451,7 +490,7 @@ llvm::Error layerNormKernelTyped(KernelCall &call) {
                                     normalized, biasStorage, "bias");
   if (!bias)
     return bias.takeError();
-  double epsilon = call.getFloat("epsilon", 1e-5f);
+  double epsilon = call.getState<NormState>().epsilon;
   int64_t cols = shape->cols;
   const T *px = x.getDataAs<T>();
   T *py = y.getDataAs<T>();
@@ -702,7 +741,8 @@ template <NormGrad Mode> llvm::Error layerNormGradKernel(KernelCall &call) {
 /// Rows and columns of a layer norm over \p value's static shape ({0, 0}
 /// when the node's axis does not fit it: the kernel reports that).
 norm::NormRows normRowsCols(const Node &node, const Value *value) {
-  auto rows = norm::getNormRows(node, value->getType().getStaticShape());
+  auto rows = norm::getNormRows(decodeNorm(node).axisAttr,
+                                value->getType().getStaticShape());
   if (!rows) {
     llvm::consumeError(rows.takeError());
     return norm::NormRows{0, 0, 0};
@@ -773,4 +813,16 @@ void cpu::registerNormKernels(KernelTable &table) {
        {"LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
         "InvertibleLayerNormalizationGrad"})
     table.setWorkspace(kMsDomain, op, layerNormGradWorkspace);
+  table.setPrepare("", "BatchNormalization", prepareNorm);
+  table.setPrepare(kMsDomain, "BatchNormInternal", prepareNorm);
+  table.setPrepare("", "InstanceNormalization", prepareNorm);
+  for (const char *op : {"LayerNormalization", "SimplifiedLayerNormalization",
+                         "RMSNormalization"})
+    table.setPrepare("", op, prepareRowNorm<0>);
+  table.setPrepare(kMsDomain, "SimplifiedLayerNormalization",
+                   prepareRowNorm<0>);
+  for (const char *op :
+       {"LayerNormalizationGrad", "SimplifiedLayerNormalizationGrad",
+        "InvertibleLayerNormalizationGrad"})
+    table.setPrepare(kMsDomain, op, prepareRowNorm<1>);
 }

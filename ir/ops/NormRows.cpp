@@ -39,19 +39,31 @@ NormKind norm::getNormKind(const Node &node) {
              : NormKind::Layer;
 }
 
+int64_t norm::getNormAxisAttr(const Node &node) {
+  return node.getIntAttr("axis", -1);
+}
+
 llvm::Expected<unsigned> norm::getNormAxis(const Node &node, int64_t rank) {
+  return getNormAxis(getNormAxisAttr(node), rank);
+}
+
+llvm::Expected<unsigned> norm::getNormAxis(int64_t axisAttr, int64_t rank) {
   if (rank < 1)
     return fail("X must have rank >= 1 to be normalized, got a scalar");
-  std::optional<unsigned> axis =
-      ops::normalizeAxis(node.getIntAttr("axis", -1), rank);
+  std::optional<unsigned> axis = ops::normalizeAxis(axisAttr, rank);
   if (!axis)
-    return fail(ops::axisOutOfRange("axis", node.getIntAttr("axis", -1), rank));
+    return fail(ops::axisOutOfRange("axis", axisAttr, rank));
   return *axis;
 }
 
 llvm::Expected<NormRows> norm::getNormRows(const Node &node,
                                            llvm::ArrayRef<int64_t> shape) {
-  auto axis = getNormAxis(node, shape.size());
+  return getNormRows(getNormAxisAttr(node), shape);
+}
+
+llvm::Expected<NormRows> norm::getNormRows(int64_t axisAttr,
+                                           llvm::ArrayRef<int64_t> shape) {
+  auto axis = getNormAxis(axisAttr, shape.size());
   if (!axis)
     return axis.takeError();
   std::optional<int64_t> rows = checkedProduct(shape.take_front(*axis));

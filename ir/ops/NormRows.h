@@ -53,14 +53,26 @@ struct NormRows {
   int64_t cols = 1;
 };
 
+/// The node's `axis` attribute (default -1), as written.
+int64_t getNormAxisAttr(const Node &node);
+
 /// The node's `axis` attribute (default -1) normalized against an X of rank
 /// \p rank: ONNX allows [-rank, rank), so a rank-0 X has no valid axis.
 /// Errors are plain messages, without the node's name: callers add it.
 llvm::Expected<unsigned> getNormAxis(const Node &node, int64_t rank);
 
+/// getNormAxis of the decoded `axis` \p axisAttr (getNormAxisAttr).
+llvm::Expected<unsigned> getNormAxis(int64_t axisAttr, int64_t rank);
+
 /// The rows and cols of \p node over X's static shape \p shape (errors as
 /// getNormAxis, and for element counts that overflow int64).
 llvm::Expected<NormRows> getNormRows(const Node &node,
+                                     llvm::ArrayRef<int64_t> shape);
+
+/// getNormRows of the decoded `axis` \p axisAttr (getNormAxisAttr): a pure
+/// function of it and \p shape, which a kernel that decoded its node once
+/// evaluates on each X.
+llvm::Expected<NormRows> getNormRows(int64_t axisAttr,
                                      llvm::ArrayRef<int64_t> shape);
 
 /// How a scale or bias of shape \p param, broadcast to the normalized shape
