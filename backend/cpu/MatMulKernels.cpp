@@ -10,11 +10,14 @@
 // operands pairwise: each pair is permuted to [batch, free, contracted]
 // x [batch, contracted, free] and multiplied with batched GEMM, labels no
 // later operand or the output needs are summed away first, in float32 or,
-// for float64 operands, in float64.
+// for float64 operands, in float64. A node's attributes (transposes,
+// alpha, beta; Einsum's parsed equation) are decoded once, at prepare, by
+// the decode its workspace function reads too.
 //
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/Blas.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/EinsumSpec.h"
 
@@ -32,6 +35,57 @@ using namespace gmopt;
 using namespace gmopt::cpu;
 
 namespace {
+
+//===----------------------------------------------------------------------===//
+// Prepared attributes
+//===----------------------------------------------------------------------===//
+
+/// A Gemm, FusedMatMul or TransposeMatMul node's attributes, decoded once
+/// (plain MatMul has none: the defaults).
+struct ProductAttrs {
+  bool transA = false, transB = false;
+  /// ONNX Runtime's transBatchA/B (FusedMatMul, TransposeMatMul).
+  bool transBatchA = false, transBatchB = false;
+  double alpha = 1, beta = 1;
+};
+
+/// Decodes a product node: what its kernel reads at launch and its
+/// workspace function at plan time.
+ProductAttrs decodeProduct(const Node &node) {
+  ProductAttrs attrs;
+  attrs.transA = node.getIntAttr("transA", 0) != 0;
+  attrs.transB = node.getIntAttr("transB", 0) != 0;
+  attrs.transBatchA = node.getIntAttr("transBatchA", 0) != 0;
+  attrs.transBatchB = node.getIntAttr("transBatchB", 0) != 0;
+  attrs.alpha = node.getFloatAttr("alpha", 1.0f);
+  attrs.beta = node.getFloatAttr("beta", 1.0f);
+  return attrs;
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareProduct(const Node &node) {
+  return makeKernelState(decodeProduct(node));
+}
+
+/// An Einsum node's equation, parsed once.
+struct EinsumState {
+  ops::EinsumSpec spec;
+};
+
+/// Decodes an Einsum node (its kernel's state and its workspace function's
+/// dry run): an equation that does not parse fails here.
+llvm::Expected<EinsumState> decodeEinsum(const Node &node) {
+  auto spec = ops::EinsumSpec::parse(node.getStringAttr("equation", ""));
+  if (!spec)
+    return prepareError(node, llvm::toString(spec.takeError()));
+  return EinsumState{std::move(*spec)};
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareEinsum(const Node &node) {
+  auto state = decodeEinsum(node);
+  if (!state)
+    return state.takeError();
+  return makeKernelState(std::move(*state));
+}
 
 //===----------------------------------------------------------------------===//
 // Batched matrix product
@@ -321,10 +375,11 @@ template <bool Fused> llvm::Error matMulKernel(KernelCall &call) {
   double alpha = 1;
   std::optional<TensorBuffer> aCopy, bCopy;
   if (Fused) {
-    transA = call.getInt("transA", 0) != 0;
-    transB = call.getInt("transB", 0) != 0;
-    alpha = call.getFloat("alpha", 1.0f);
-    if (call.getInt("transBatchA", 0)) {
+    const auto &attrs = call.getState<ProductAttrs>();
+    transA = attrs.transA;
+    transB = attrs.transB;
+    alpha = attrs.alpha;
+    if (attrs.transBatchA) {
       auto copy = transposeBatch(call, *a);
       if (!copy)
         return copy.takeError();
@@ -333,7 +388,7 @@ template <bool Fused> llvm::Error matMulKernel(KernelCall &call) {
         a = &aCopy->getView();
       }
     }
-    if (call.getInt("transBatchB", 0)) {
+    if (attrs.transBatchB) {
       auto copy = transposeBatch(call, *b);
       if (!copy)
         return copy.takeError();
@@ -369,10 +424,9 @@ llvm::Error gemmKernel(KernelCall &call) {
   const TensorView &y = *call.out(0);
   if (a.getRank() != 2 || b.getRank() != 2)
     return call.error("A and B must be matrices");
-  bool transA = call.getInt("transA", 0) != 0,
-       transB = call.getInt("transB", 0) != 0;
-  double alpha = call.getFloat("alpha", 1.0f),
-         beta = call.getFloat("beta", 1.0f);
+  const auto &attrs = call.getState<ProductAttrs>();
+  bool transA = attrs.transA, transB = attrs.transB;
+  double alpha = attrs.alpha, beta = attrs.beta;
   int64_t m = transA ? a.getDim(1) : a.getDim(0);
   int64_t k = transA ? a.getDim(0) : a.getDim(1);
   int64_t kB = transB ? b.getDim(1) : b.getDim(0);
@@ -606,9 +660,7 @@ contractPair(const KernelCall &call, EinsumScratch &scratch,
 /// Einsum, or with \p scratch.dryRun only its scratch requests (the
 /// operands' and output's views need shapes, not data).
 llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
-  auto spec = ops::EinsumSpec::parse(call.getString("equation", ""));
-  if (!spec)
-    return call.error(llvm::toString(spec.takeError()));
+  const ops::EinsumSpec &spec = call.getState<EinsumState>().spec;
   unsigned numInputs = call.getNumInputs();
   llvm::SmallVector<llvm::SmallVector<int64_t, 8>, 4> shapes;
   for (unsigned i = 0; i < numInputs; ++i) {
@@ -623,7 +675,7 @@ llvm::Error runEinsum(const KernelCall &call, EinsumScratch &scratch) {
       return call.error("operands must have one element type");
     shapes.emplace_back(view->getShape().begin(), view->getShape().end());
   }
-  auto binding = ops::bindEinsum(*spec, shapes);
+  auto binding = ops::bindEinsum(spec, shapes);
   if (!binding)
     return call.error(llvm::toString(binding.takeError()));
   const LabelSizes &sizes = binding->extents;
@@ -686,8 +738,15 @@ llvm::Error einsumKernel(KernelCall &call) {
 }
 
 /// Einsum's scratch: the kernel's own contraction sequence, dry-run on the
-/// node's static shapes. 0 when the kernel would reject the node.
+/// node's static shapes with the state prepare decodes. 0 when the kernel
+/// would reject the node.
 uint64_t einsumWorkspace(const Node &node) {
+  auto state = decodeEinsum(node);
+  if (!state) {
+    llvm::consumeError(state.takeError());
+    return 0;
+  }
+  KernelStateOf<EinsumState> prepared(std::move(*state));
   // Shapes only: views without data (reserved up front: pointers stay).
   std::vector<TensorView> views;
   views.reserve(node.getNumOperands() + 1);
@@ -716,7 +775,7 @@ uint64_t einsumWorkspace(const Node &node) {
   llvm::SmallVector<TensorView *, 1> outputs = {output};
   CountingAllocator allocator;
   CpuKernelContext context(allocator);
-  KernelCall call(node, inputs, outputs, context);
+  KernelCall call(node, inputs, outputs, context, &prepared);
   EinsumScratch scratch;
   scratch.dryRun = true;
   if (llvm::Error err = runEinsum(call, scratch)) {
@@ -747,8 +806,8 @@ template <bool Fused> uint64_t matMulWorkspace(const Node &node) {
   const Value *a = node.getOperand(0), *b = node.getOperand(1);
   if (!a || !b)
     return 0;
-  bool transBatchA = Fused && node.getIntAttr("transBatchA", 0) != 0;
-  bool transBatchB = Fused && node.getIntAttr("transBatchB", 0) != 0;
+  ProductAttrs attrs = Fused ? decodeProduct(node) : ProductAttrs();
+  bool transBatchA = attrs.transBatchA, transBatchB = attrs.transBatchB;
   uint64_t bytes = 0;
   if (transBatchA && a->getType().getRank() >= 3)
     bytes = addScratch(bytes, scratchBytes(a->getType().getDType(),
@@ -762,8 +821,7 @@ template <bool Fused> uint64_t matMulWorkspace(const Node &node) {
   std::string error;
   std::optional<BatchedProduct> product = planProduct(
       productOperandShape(a, transBatchA), productOperandShape(b, transBatchB),
-      Fused && node.getIntAttr("transA", 0) != 0,
-      Fused && node.getIntAttr("transB", 0) != 0, outShape, error);
+      attrs.transA, attrs.transB, outShape, error);
   // Shapes that do not multiply fail in the kernel before any scratch.
   return product ? addScratch(bytes, halfProductScratch(*product)) : bytes;
 }
@@ -776,9 +834,10 @@ uint64_t gemmWorkspace(const Node &node) {
     return 0;
   auto aShape = a->getType().getStaticShape();
   auto bShape = b->getType().getStaticShape();
+  ProductAttrs attrs = decodeProduct(node);
   BatchedProduct product;
-  product.transA = node.getIntAttr("transA", 0) != 0;
-  product.transB = node.getIntAttr("transB", 0) != 0;
+  product.transA = attrs.transA;
+  product.transB = attrs.transB;
   product.m = product.transA ? aShape[1] : aShape[0];
   product.k = product.transA ? aShape[0] : aShape[1];
   product.n = product.transB ? bShape[0] : bShape[1];
@@ -800,4 +859,8 @@ void cpu::registerMatMulKernels(KernelTable &table) {
   table.setWorkspace("", "Gemm", gemmWorkspace);
   table.setWorkspace(kMsDomain, "FusedMatMul", matMulWorkspace<true>);
   table.setWorkspace(kMsDomain, "TransposeMatMul", matMulWorkspace<true>);
+  table.setPrepare("", "Gemm", prepareProduct);
+  table.setPrepare(kMsDomain, "FusedMatMul", prepareProduct);
+  table.setPrepare(kMsDomain, "TransposeMatMul", prepareProduct);
+  table.setPrepare("", "Einsum", prepareEinsum);
 }
