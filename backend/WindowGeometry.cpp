@@ -24,8 +24,36 @@ llvm::Error windowError(const llvm::Twine &message) {
 
 } // namespace
 
+llvm::Expected<WindowAttributes> gmopt::getWindowAttributes(const Node &node) {
+  WindowAttributes attrs;
+  attrs.strides = node.getIntsAttr("strides", {});
+  attrs.dilations = node.getIntsAttr("dilations", {});
+  attrs.pads = node.getIntsAttr("pads", {});
+  llvm::StringRef autoPad = node.getStringAttr("auto_pad", "NOTSET");
+  if (autoPad == "VALID")
+    attrs.autoPad = WindowAttributes::AutoPad::Valid;
+  else if (autoPad == "SAME_UPPER")
+    attrs.autoPad = WindowAttributes::AutoPad::SameUpper;
+  else if (autoPad == "SAME_LOWER")
+    attrs.autoPad = WindowAttributes::AutoPad::SameLower;
+  else if (autoPad != "NOTSET")
+    return windowError("unknown auto_pad '" + autoPad + "'");
+  return attrs;
+}
+
 llvm::Expected<WindowGeometry> gmopt::resolveWindowGeometry(
     const Node &node, llvm::ArrayRef<int64_t> inputShape,
+    llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> outputShape,
+    bool ceilMode) {
+  auto attrs = getWindowAttributes(node);
+  if (!attrs)
+    return attrs.takeError();
+  return resolveWindowGeometry(*attrs, inputShape, kernel, outputShape,
+                               ceilMode);
+}
+
+llvm::Expected<WindowGeometry> gmopt::resolveWindowGeometry(
+    const WindowAttributes &attrs, llvm::ArrayRef<int64_t> inputShape,
     llvm::ArrayRef<int64_t> kernel, llvm::ArrayRef<int64_t> outputShape,
     bool ceilMode) {
   unsigned rank = inputShape.size();
@@ -38,15 +66,13 @@ llvm::Expected<WindowGeometry> gmopt::resolveWindowGeometry(
                        " dims for " + llvm::Twine(spatial) + " spatial dims");
   if (outputShape.size() != rank)
     return windowError("output rank differs from the input's");
-  auto attr = [&](llvm::StringRef name, int64_t fallback, size_t count) {
-    std::vector<int64_t> values = node.getIntsAttr(name, {});
-    if (values.empty())
-      values.assign(count, fallback);
-    return values;
+  auto orDefault = [](const std::vector<int64_t> &values, int64_t fallback,
+                      size_t count) {
+    return values.empty() ? std::vector<int64_t>(count, fallback) : values;
   };
-  std::vector<int64_t> strides = attr("strides", 1, spatial);
-  std::vector<int64_t> dilations = attr("dilations", 1, spatial);
-  std::vector<int64_t> pads = attr("pads", 0, 2 * spatial);
+  std::vector<int64_t> strides = orDefault(attrs.strides, 1, spatial);
+  std::vector<int64_t> dilations = orDefault(attrs.dilations, 1, spatial);
+  std::vector<int64_t> pads = orDefault(attrs.pads, 0, 2 * spatial);
   if (strides.size() != spatial || dilations.size() != spatial ||
       pads.size() != 2 * spatial)
     return windowError("strides, dilations or pads have the wrong length");
@@ -55,22 +81,21 @@ llvm::Expected<WindowGeometry> gmopt::resolveWindowGeometry(
         pads[d + spatial] < 0)
       return windowError("kernel, strides and dilations must be positive, pads "
                          "non-negative");
-  std::string autoPad = node.getStringAttr("auto_pad", "NOTSET").str();
+  using AutoPad = WindowAttributes::AutoPad;
   llvm::SmallVector<int64_t, 2> outExtents;
   for (unsigned d = 0; d < spatial; ++d) {
     int64_t in = inputShape[2 + d];
     int64_t window = (kernel[d] - 1) * dilations[d] + 1;
-    if (autoPad == "VALID") {
+    if (attrs.autoPad == AutoPad::Valid) {
       pads[d] = pads[d + spatial] = 0;
-    } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    } else if (attrs.autoPad == AutoPad::SameUpper ||
+               attrs.autoPad == AutoPad::SameLower) {
       int64_t out = (in + strides[d] - 1) / strides[d];
       int64_t total =
           std::max<int64_t>(0, (out - 1) * strides[d] + window - in);
       int64_t small = total / 2;
-      pads[d] = autoPad == "SAME_UPPER" ? small : total - small;
+      pads[d] = attrs.autoPad == AutoPad::SameUpper ? small : total - small;
       pads[d + spatial] = total - pads[d];
-    } else if (autoPad != "NOTSET") {
-      return windowError("unknown auto_pad '" + autoPad + "'");
     }
     int64_t span = in + pads[d] + pads[d + spatial] - window;
     if (span < 0)

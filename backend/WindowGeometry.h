@@ -20,6 +20,8 @@
 #if !defined(__CUDACC__)
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
+
+#include <vector>
 #endif
 
 #if defined(__CUDACC__)
@@ -49,6 +51,20 @@ struct WindowGeometry {
 };
 
 #if !defined(__CUDACC__)
+/// ONNX's window attributes of a convolution or pool, decoded once from
+/// its node; resolveWindowGeometry applies them to shapes.
+struct WindowAttributes {
+  /// `auto_pad`.
+  enum class AutoPad { NotSet, Valid, SameUpper, SameLower };
+  /// `strides`, `dilations` and `pads` as written (empty: the defaults).
+  std::vector<int64_t> strides, dilations, pads;
+  AutoPad autoPad = AutoPad::NotSet;
+};
+
+/// \p node's window attributes, or "unknown auto_pad 'X'" (a plain
+/// message; callers add which op and node).
+llvm::Expected<WindowAttributes> getWindowAttributes(const Node &node);
+
 /// Resolves \p node's window over \p inputShape ([N, C, spatial...] with 1
 /// or 2 spatial dims) with spatial kernel \p kernel, and checks the spatial
 /// extents of \p outputShape: explicit pads (begin..., end...), VALID
@@ -58,6 +74,14 @@ struct WindowGeometry {
 /// says what is wrong; callers add which op and node.
 llvm::Expected<WindowGeometry>
 resolveWindowGeometry(const Node &node, llvm::ArrayRef<int64_t> inputShape,
+                      llvm::ArrayRef<int64_t> kernel,
+                      llvm::ArrayRef<int64_t> outputShape, bool ceilMode);
+
+/// resolveWindowGeometry of attributes decoded once (getWindowAttributes):
+/// a pure function of them and the shapes.
+llvm::Expected<WindowGeometry>
+resolveWindowGeometry(const WindowAttributes &attrs,
+                      llvm::ArrayRef<int64_t> inputShape,
                       llvm::ArrayRef<int64_t> kernel,
                       llvm::ArrayRef<int64_t> outputShape, bool ceilMode);
 #endif

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/Blas.h"
 #include "backend/cpu/ConvGeometry.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/Simd.h"
 
 #include <cstring>
@@ -34,6 +35,35 @@ struct ConvShape {
   bool direct = false;
 };
 
+/// A Conv or ConvGrad node decoded once: its window and `group`.
+struct ConvState {
+  WindowState window;
+  int64_t groups = 1;
+};
+
+/// Decodes a convolution node: what its kernel reads at launch and its
+/// workspace function at plan time. An unknown auto_pad or a group below 1
+/// fails here.
+llvm::Expected<ConvState> decodeConv(const Node &node) {
+  auto window = decodeWindow(node);
+  if (!window)
+    return window.takeError();
+  // A convolution's output extent is the floor one (no ceil_mode).
+  window->ceilMode = false;
+  ConvState state{std::move(*window), node.getIntAttr("group", 1)};
+  if (state.groups < 1)
+    return prepareError(node, "group " + llvm::Twine(state.groups) +
+                                  " does not divide the channel counts");
+  return state;
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareConv(const Node &node) {
+  auto state = decodeConv(node);
+  if (!state)
+    return state.takeError();
+  return makeKernelState(std::move(*state));
+}
+
 llvm::Expected<ConvShape> resolveConv(const KernelCall &call,
                                       const TensorView &x, const TensorView &w,
                                       llvm::ArrayRef<int64_t> yShape) {
@@ -42,15 +72,16 @@ llvm::Expected<ConvShape> resolveConv(const KernelCall &call,
   if (w.getRank() != x.getRank())
     return call.error("W must have X's rank");
   llvm::ArrayRef<int64_t> kernel = w.getShape().drop_front(2);
-  std::vector<int64_t> kernelAttr = call.getInts("kernel_shape");
+  const auto &state = call.getState<ConvState>();
+  const std::vector<int64_t> &kernelAttr = state.window.kernelShape;
   if (!kernelAttr.empty() && llvm::ArrayRef<int64_t>(kernelAttr) != kernel)
     return call.error("kernel_shape disagrees with W's shape");
-  auto window = resolveWindow(call, x.getShape(), kernel, yShape, false);
+  auto window = resolveWindow(call, state.window, x.getShape(), kernel, yShape);
   if (!window)
     return window.takeError();
   ConvShape s;
   s.window = *window;
-  s.groups = call.getInt("group", 1);
+  s.groups = state.groups;
   s.outChannels = w.getDim(0);
   if (s.groups < 1 || x.getDim(1) % s.groups || s.outChannels % s.groups)
     return call.error("group " + llvm::Twine(s.groups) +
@@ -333,6 +364,60 @@ llvm::Error convGradKernel(KernelCall &call) {
   return convGradKernelTyped<float>(call);
 }
 
+/// Static shape of \p value (empty when absent).
+llvm::SmallVector<int64_t, 6> staticShapeOf(const Value *value) {
+  llvm::SmallVector<int64_t, 6> shape;
+  if (value) {
+    auto dims = value->getType().getStaticShape();
+    shape.assign(dims.begin(), dims.end());
+  }
+  return shape;
+}
+
+/// Conv(X, W, B?) -> Y and ConvGrad(dY, X, W) -> (dX?, dW?, dB?): one
+/// im2col matrix of (C/group * kernel) rows by output pixels, except for a
+/// 1x1, stride-1, unpadded convolution, which multiplies the image directly.
+/// ConvGrad needs it only when it computes dX or dW. The node's window is
+/// the one prepare decodes (decodeConv); 0 when it does not decode.
+template <bool Grad> uint64_t convWorkspace(const Node &node) {
+  const Value *w = node.getNumOperands() > (Grad ? 2u : 1u)
+                       ? node.getOperand(Grad ? 2 : 1)
+                       : nullptr;
+  const Value *spatialSource = Grad ? node.getOperand(0) : node.getResult(0);
+  llvm::SmallVector<int64_t, 6> wShape = staticShapeOf(w),
+                                outShape = staticShapeOf(spatialSource);
+  if (wShape.size() < 3 || outShape.size() != wShape.size())
+    return 0;
+  if (Grad && !node.getResult(0) &&
+      !(node.getNumResults() > 1 && node.getResult(1)))
+    return 0;
+  auto state = decodeConv(node);
+  if (!state) {
+    llvm::consumeError(state.takeError());
+    return 0;
+  }
+  const WindowAttributes &attrs = state->window.attrs;
+  int64_t kernelSize = product(llvm::ArrayRef<int64_t>(wShape).drop_front(2));
+  bool unitStrides =
+      llvm::all_of(attrs.strides, [](int64_t s) { return s == 1; });
+  bool unpadded = llvm::all_of(attrs.pads, [](int64_t p) { return p == 0; });
+  bool direct = kernelSize == 1 && unitStrides && unpadded &&
+                (attrs.autoPad == WindowAttributes::AutoPad::NotSet ||
+                 attrs.autoPad == WindowAttributes::AutoPad::Valid);
+  if (direct)
+    return 0;
+  // Rows and columns each come from one verified tensor; their product
+  // may exceed any tensor, so it saturates (and the planner refuses it).
+  int64_t colRows = mulCount(wShape[1], kernelSize);
+  // A float64 convolution's columns are float64 (every other type is
+  // computed in float32).
+  DType dtype = w->getType().getDType() == DType::F64 ? DType::F64 : DType::F32;
+  return scratchBytes(
+      dtype,
+      mulCount(colRows,
+               product(llvm::ArrayRef<int64_t>(outShape).drop_front(2))));
+}
+
 } // namespace
 
 void cpu::registerConvKernels(KernelTable &table) {
@@ -344,4 +429,12 @@ void cpu::registerConvKernels(KernelTable &table) {
   table.add("", "ConvGrad",
             KernelInfo{convGradKernel, KernelMode::StageHalfAsFloat, nullptr,
                        KernelResults::MayBeAbsent});
+  table.setWorkspace("", "Conv", convWorkspace<false>);
+  table.setWorkspace(kMsDomain, "ConvGrad", convWorkspace<true>);
+  table.setWorkspace("", "ConvGrad", convWorkspace<true>);
+  for (auto [domain, op] :
+       {std::pair<llvm::StringRef, llvm::StringRef>{"", "Conv"},
+        {kMsDomain, "ConvGrad"},
+        {"", "ConvGrad"}})
+    table.setPrepare(domain, op, prepareConv);
 }

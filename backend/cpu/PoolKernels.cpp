@@ -11,6 +11,7 @@
 
 #include "backend/WindowMath.h"
 #include "backend/cpu/ConvGeometry.h"
+#include "backend/cpu/KernelPrepare.h"
 
 #include <cmath>
 #include <cstring>
@@ -21,17 +22,37 @@ using namespace gmopt::cpu;
 
 namespace {
 
+/// A MaxPool, AveragePool or AveragePoolGrad node decoded once: its window,
+/// MaxPool's `storage_order` and the average pools' `count_include_pad`.
+struct PoolState {
+  WindowState window;
+  bool columnMajor = false;
+  bool includePad = false;
+};
+
+/// Decodes a windowed pool; a missing kernel_shape or an unknown auto_pad
+/// fails here.
+llvm::Expected<std::unique_ptr<KernelState>> preparePool(const Node &node) {
+  auto window = decodeWindow(node);
+  if (!window)
+    return window.takeError();
+  if (window->kernelShape.empty())
+    return prepareError(node, "missing attribute 'kernel_shape'");
+  PoolState state;
+  state.window = std::move(*window);
+  state.columnMajor = node.getIntAttr("storage_order", 0) != 0;
+  state.includePad = node.getIntAttr("count_include_pad", 0) != 0;
+  return makeKernelState(std::move(state));
+}
+
 llvm::Expected<WindowGeometry> resolvePool(const KernelCall &call,
                                            llvm::ArrayRef<int64_t> inShape,
                                            llvm::ArrayRef<int64_t> outShape) {
-  std::vector<int64_t> kernel = call.getInts("kernel_shape");
-  if (kernel.empty())
-    return call.error("missing attribute 'kernel_shape'");
   if (outShape.size() == inShape.size() && outShape.size() >= 2 &&
       outShape[1] != inShape[1])
     return call.error("output channels differ from the input's");
-  return resolveWindow(call, inShape, kernel, outShape,
-                       call.getInt("ceil_mode", 0) != 0);
+  const WindowState &window = call.getState<PoolState>().window;
+  return resolveWindow(call, window, inShape, window.kernelShape, outShape);
 }
 
 /// MaxPool(X) -> (Y, Indices?).
@@ -50,7 +71,7 @@ template <typename T> llvm::Error maxPoolKernelTyped(KernelCall &call) {
   if (!window)
     return window.takeError();
   const WindowGeometry g = *window;
-  bool columnMajor = call.getInt("storage_order", 0) != 0;
+  bool columnMajor = call.getState<PoolState>().columnMajor;
   const T *px = x.getDataAs<T>();
   T *py = y.getDataAs<T>();
   int64_t *pi = indices ? indices->getDataAs<int64_t>() : nullptr;
@@ -93,7 +114,7 @@ template <typename T> llvm::Error averagePoolKernelTyped(KernelCall &call) {
   if (!window)
     return window.takeError();
   const WindowGeometry g = *window;
-  bool includePad = call.getInt("count_include_pad", 0) != 0;
+  bool includePad = call.getState<PoolState>().includePad;
   const T *px = x.getDataAs<T>();
   T *py = y.getDataAs<T>();
   parallelFor(
@@ -207,7 +228,7 @@ template <typename T> llvm::Error averagePoolGradKernelTyped(KernelCall &call) {
   if (!window)
     return window.takeError();
   const WindowGeometry g = *window;
-  bool includePad = call.getInt("count_include_pad", 0) != 0;
+  bool includePad = call.getState<PoolState>().includePad;
   const T *pg = dY.getDataAs<T>();
   T *px = dX.getDataAs<T>();
   zeroFill(dX, call.getNumThreads());
@@ -248,4 +269,6 @@ void cpu::registerPoolKernels(KernelTable &table) {
   table.add("", "GlobalMaxPool", globalPoolKernel<true>);
   table.add("", "MaxPoolGrad", maxPoolGradKernel);
   table.add("", "AveragePoolGrad", averagePoolGradKernel);
+  for (const char *op : {"MaxPool", "AveragePool", "AveragePoolGrad"})
+    table.setPrepare("", op, preparePool);
 }
