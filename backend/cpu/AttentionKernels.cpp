@@ -18,6 +18,7 @@
 
 #include "backend/Philox.h"
 #include "backend/cpu/Blas.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/Simd.h"
 #include "ir/Collectives.h"
@@ -51,6 +52,33 @@ struct AttentionDropout {
   PhiloxStreamKey stream{};
 };
 
+/// A fused attention node decoded once: its attributes and its Philox
+/// stream (nullopt when the node has none; only a dropping launch needs
+/// one).
+struct AttentionState {
+  AttentionAttrs attrs;
+  std::optional<uint64_t> streamId;
+};
+
+/// Decodes a FusedAttention or FusedAttentionGrad node. With static Q, K, V
+/// (and mask) shapes, a spec they and the attributes do not make (a head
+/// size K does not share, a mask that does not broadcast...) fails here.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareAttention(const Node &node) {
+  AttentionState state{AttentionAttrs::fromNode(node), node.getStreamId()};
+  bool grad = node.getOpType() == kFusedAttentionGradOp;
+  unsigned first = grad ? kGradQ : kQ, maskIndex = grad ? kGradMask : kMask;
+  bool allStatic = true;
+  for (unsigned i : {first, first + 1, first + 2, maskIndex})
+    if (i < node.getNumOperands())
+      if (const Value *operand = node.getOperand(i))
+        allStatic &= operand->getType().hasStaticShape();
+  if (allStatic)
+    if (llvm::Error err = AttentionSpec::get(node).takeError())
+      return prepareError(node, llvm::toString(std::move(err)));
+  return makeKernelState(std::move(state));
+}
+
 llvm::Expected<AttentionDropout> getDropout(const KernelCall &call,
                                             unsigned ratioInput,
                                             unsigned trainingInput,
@@ -79,9 +107,9 @@ llvm::Expected<AttentionDropout> getDropout(const KernelCall &call,
   if (scores > kPhiloxMaxElements)
     return call.error("the scores have more than 2^34 elements, more than "
                       "one Philox stream");
-  llvm::Expected<uint64_t> streamId = getRandomStreamId(call.getNode());
+  std::optional<uint64_t> streamId = call.getState<AttentionState>().streamId;
   if (!streamId)
-    return streamId.takeError();
+    return getRandomStreamId(call.getNode()).takeError();
   dropout.active = true;
   dropout.ratio = ratio;
   dropout.scale = 1.0f / (1.0f - ratio);
@@ -220,7 +248,7 @@ llvm::Expected<AttentionSpec> decodeSpec(const KernelCall &call, unsigned first,
                                          unsigned maskIndex) {
   const TensorView *mask = call.in(maskIndex);
   auto spec = AttentionSpec::get(
-      call.getNode(), call.in(first)->getShape(),
+      call.getState<AttentionState>().attrs, call.in(first)->getShape(),
       call.in(first + 1)->getShape(), call.in(first + 2)->getShape(),
       mask ? std::optional<llvm::ArrayRef<int64_t>>(mask->getShape())
            : std::nullopt,
@@ -556,4 +584,6 @@ void cpu::registerAttentionKernels(KernelTable &table) {
   table.setWorkspace(kGmoptDomain, kFusedAttentionOp, fusedAttentionWorkspace);
   table.setWorkspace(kGmoptDomain, kFusedAttentionGradOp,
                      fusedAttentionGradWorkspace);
+  table.setPrepare(kGmoptDomain, kFusedAttentionOp, prepareAttention);
+  table.setPrepare(kGmoptDomain, kFusedAttentionGradOp, prepareAttention);
 }

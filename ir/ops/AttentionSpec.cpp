@@ -43,8 +43,16 @@ AttentionSpec::get(const Node &node, llvm::ArrayRef<int64_t> q,
                    llvm::ArrayRef<int64_t> k, llvm::ArrayRef<int64_t> v,
                    std::optional<llvm::ArrayRef<int64_t>> mask,
                    DType maskType) {
+  return get(AttentionAttrs::fromNode(node), q, k, v, mask, maskType);
+}
+
+llvm::Expected<AttentionSpec>
+AttentionSpec::get(const AttentionAttrs &attrs, llvm::ArrayRef<int64_t> q,
+                   llvm::ArrayRef<int64_t> k, llvm::ArrayRef<int64_t> v,
+                   std::optional<llvm::ArrayRef<int64_t>> mask,
+                   DType maskType) {
   AttentionSpec spec;
-  spec.attrs = AttentionAttrs::fromNode(node);
+  spec.attrs = attrs;
   size_t rank = q.size();
   if (rank < 2 || k.size() != rank || v.size() != rank)
     return specError("Q " + ops::shapeString(q) + ", K " + ops::shapeString(k) +

@@ -118,6 +118,13 @@ struct AttentionSpec {
   get(const Node &node, llvm::ArrayRef<int64_t> q, llvm::ArrayRef<int64_t> k,
       llvm::ArrayRef<int64_t> v, std::optional<llvm::ArrayRef<int64_t>> mask,
       DType maskType);
+  /// The same from attributes decoded once (AttentionAttrs::fromNode): a
+  /// pure function of them and the shapes, which a kernel that decoded its
+  /// node once evaluates on each launch's operands.
+  static llvm::Expected<AttentionSpec>
+  get(const AttentionAttrs &attrs, llvm::ArrayRef<int64_t> q,
+      llvm::ArrayRef<int64_t> k, llvm::ArrayRef<int64_t> v,
+      std::optional<llvm::ArrayRef<int64_t>> mask, DType maskType);
   /// Decodes a FusedAttention or FusedAttentionGrad node from its operands'
   /// static types; an error when a shape is not static.
   static llvm::Expected<AttentionSpec> get(const Node &node);
