@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/Blas.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/Simd.h"
 #include "ir/Collectives.h"
@@ -85,15 +86,25 @@ T sumExpShifted(const T *row, T *out, int64_t n, T shift) {
   }
 }
 
-/// Decodes the node from its tensors' shapes.
+/// Decodes a fused cross-entropy node's attributes once; an unknown
+/// reduction fails here.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareCrossEntropy(const Node &node) {
+  auto attrs = CrossEntropyAttrs::fromNode(node);
+  if (!attrs)
+    return prepareError(node, llvm::toString(attrs.takeError()));
+  return makeKernelState(std::move(*attrs));
+}
+
+/// The node's spec: its prepared attributes over its tensors' shapes.
 llvm::Expected<CrossEntropySpec> decodeSpec(const KernelCall &call,
                                             unsigned first) {
   for (unsigned i = first; i != first + 3; ++i)
     if (!call.in(i))
       return call.error("h, W and labels are required");
-  auto spec = CrossEntropySpec::get(call.getNode(), call.in(first)->getShape(),
-                                    call.in(first + 1)->getShape(),
-                                    call.in(first + 2)->getShape());
+  auto spec = CrossEntropySpec::get(
+      call.getState<CrossEntropyAttrs>(), call.in(first)->getShape(),
+      call.in(first + 1)->getShape(), call.in(first + 2)->getShape());
   if (!spec)
     return call.error(llvm::toString(spec.takeError()));
   return spec;
@@ -389,4 +400,8 @@ void cpu::registerCrossEntropyKernels(KernelTable &table) {
                      crossEntropyWorkspace<kH, 3>);
   table.setWorkspace(kGmoptDomain, kFusedLinearCrossEntropyGradOp,
                      crossEntropyWorkspace<kGradH, 1>);
+  table.setPrepare(kGmoptDomain, kFusedLinearCrossEntropyOp,
+                   prepareCrossEntropy);
+  table.setPrepare(kGmoptDomain, kFusedLinearCrossEntropyGradOp,
+                   prepareCrossEntropy);
 }

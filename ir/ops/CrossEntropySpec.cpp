@@ -26,18 +26,37 @@ llvm::Error specError(const llvm::Twine &message) {
 
 } // namespace
 
+llvm::Expected<CrossEntropyAttrs>
+CrossEntropyAttrs::fromNode(const Node &node) {
+  CrossEntropyAttrs attrs;
+  attrs.transW = node.getIntAttr("trans_w", 1) != 0;
+  if (node.hasAttr("ignore_index"))
+    attrs.ignoreIndex = node.getIntAttr("ignore_index", 0);
+  auto reduction = ops::getLossReduction(node);
+  if (!reduction)
+    return reduction.takeError();
+  attrs.reduction = *reduction;
+  return attrs;
+}
+
 llvm::Expected<CrossEntropySpec>
 CrossEntropySpec::get(const Node &node, llvm::ArrayRef<int64_t> h,
                       llvm::ArrayRef<int64_t> w,
                       llvm::ArrayRef<int64_t> labels) {
+  auto attrs = CrossEntropyAttrs::fromNode(node);
+  if (!attrs)
+    return attrs.takeError();
+  return get(*attrs, h, w, labels);
+}
+
+llvm::Expected<CrossEntropySpec>
+CrossEntropySpec::get(const CrossEntropyAttrs &attrs, llvm::ArrayRef<int64_t> h,
+                      llvm::ArrayRef<int64_t> w,
+                      llvm::ArrayRef<int64_t> labels) {
   CrossEntropySpec spec;
-  spec.transW = node.getIntAttr("trans_w", 1) != 0;
-  if (node.hasAttr("ignore_index"))
-    spec.ignoreIndex = node.getIntAttr("ignore_index", 0);
-  auto reduction = ops::getLossReduction(node);
-  if (!reduction)
-    return reduction.takeError();
-  spec.reduction = *reduction;
+  spec.transW = attrs.transW;
+  spec.ignoreIndex = attrs.ignoreIndex;
+  spec.reduction = attrs.reduction;
   if (h.size() < 1 || w.size() != 2)
     return specError("h " + ops::shapeString(h) +
                      " must have rank >= 1 and W " + ops::shapeString(w) +

@@ -61,6 +61,19 @@ constexpr unsigned kGradLse = 4;
 /// [N, kVocabBlock] tile at a time.
 constexpr int64_t kVocabBlock = 512;
 
+/// The attributes of either op, decoded once.
+struct CrossEntropyAttrs {
+  /// `trans_w`: W is [V, D] (the default) rather than [D, V].
+  bool transW = true;
+  /// `ignore_index`.
+  std::optional<int64_t> ignoreIndex;
+  /// `reduction` (ops::getLossReduction).
+  ops::LossReduction reduction = ops::LossReduction::Mean;
+
+  /// Reads \p node's attributes; an error for an unknown reduction.
+  static llvm::Expected<CrossEntropyAttrs> fromNode(const Node &node);
+};
+
 /// A fused linear cross-entropy node, decoded once.
 struct CrossEntropySpec {
   /// Rows (tokens): the product of h's leading dimensions.
@@ -88,6 +101,12 @@ struct CrossEntropySpec {
   static llvm::Expected<CrossEntropySpec> get(const Node &node);
   /// Decodes \p node's attributes with the given h, W and labels shapes.
   static llvm::Expected<CrossEntropySpec> get(const Node &node,
+                                              llvm::ArrayRef<int64_t> h,
+                                              llvm::ArrayRef<int64_t> w,
+                                              llvm::ArrayRef<int64_t> labels);
+  /// The same from attributes decoded once (CrossEntropyAttrs::fromNode):
+  /// a pure function of them and the shapes.
+  static llvm::Expected<CrossEntropySpec> get(const CrossEntropyAttrs &attrs,
                                               llvm::ArrayRef<int64_t> h,
                                               llvm::ArrayRef<int64_t> w,
                                               llvm::ArrayRef<int64_t> labels);
