@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/ResizeAxisMath.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/ResizeParams.h"
 
@@ -130,17 +131,35 @@ llvm::Expected<std::vector<double>> readFloats(const KernelCall &call,
   return values;
 }
 
+/// A Resize or ResizeGrad node decoded once: its attributes and where its
+/// operands are.
+struct ResizeState {
+  ResizeAttrs attrs;
+  ResizeOperands operands;
+};
+
+/// Decodes a Resize or ResizeGrad node: attributes its opset does not
+/// define (or antialias) and, with X's rank known, axes out of range fail
+/// here.
+llvm::Expected<std::unique_ptr<KernelState>> prepareResize(const Node &node) {
+  auto attrs = readResizeAttrs(node);
+  if (!attrs)
+    return prepareError(node, llvm::toString(attrs.takeError()));
+  ResizeState state{std::move(*attrs), getResizeOperands(node)};
+  if (std::optional<unsigned> rank = operandRank(node, state.operands.x))
+    if (llvm::Error err = resizedAxes(state.attrs, *rank).takeError())
+      return prepareError(node, llvm::toString(std::move(err)));
+  return makeKernelState(std::move(state));
+}
+
 /// Builds the plan of \p call: Resize when \p grad is false (shapes X ->
 /// Y, checked against the scales or sizes), ResizeGrad otherwise (dY's
 /// shape is the output's; scales, when given, are the forward's).
 llvm::Expected<ResizePlan> makePlan(const KernelCall &call, bool grad) {
-  const Node &node = call.getNode();
-  auto attrs = readResizeAttrs(node);
-  if (!attrs)
-    return call.error(llvm::toString(attrs.takeError()));
+  const auto &state = call.getState<ResizeState>();
   ResizePlan plan;
-  plan.attrs = *attrs;
-  ResizeOperands operands = getResizeOperands(node);
+  plan.attrs = state.attrs;
+  const ResizeOperands &operands = state.operands;
   const TensorView &x = *call.in(operands.x);
   plan.inShape.assign(x.getShape().begin(), x.getShape().end());
   int64_t rank = x.getRank();
@@ -369,4 +388,6 @@ llvm::Error resizeGradKernel(KernelCall &call) {
 void cpu::registerResizeKernels(KernelTable &table) {
   table.add(kOnnxDomain, "Resize", resizeKernel);
   table.add(kMsDomain, "ResizeGrad", resizeGradKernel);
+  table.setPrepare(kOnnxDomain, "Resize", prepareResize);
+  table.setPrepare(kMsDomain, "ResizeGrad", prepareResize);
 }
