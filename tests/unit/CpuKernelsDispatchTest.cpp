@@ -456,4 +456,143 @@ TEST(DeterminismTest, ResultsDoNotDependOnThreadCount) {
       {f32Type({256, 1024}), TensorType::get(DType::Bool, {256, 1024})});
 }
 
+/// The error prepareCpuKernel gives node "node0" of \p op over graph inputs
+/// of \p operandTypes, or "prepared" when it prepares: a node whose
+/// attributes its kernel refuses fails at prepare, before any launch.
+std::string prepareOutcome(const OpName &op,
+                           llvm::ArrayRef<TensorType> operandTypes,
+                           llvm::ArrayRef<TensorType> resultTypes,
+                           llvm::ArrayRef<NamedAttribute> attrs) {
+  auto module = std::make_unique<Module>();
+  Graph &graph = module->getGraph();
+  std::vector<Value *> operands;
+  for (const TensorType &type : operandTypes)
+    operands.push_back(
+        graph.addInput(type, "in" + std::to_string(operands.size())));
+  Builder builder(graph);
+  Node *node = builder.create(op, operands, resultTypes, attrs, "node0");
+  auto kernel = prepareCpuKernel(*node);
+  if (kernel)
+    return "prepared";
+  return llvm::toString(kernel.takeError());
+}
+
+TEST(CpuKernelPrepareTest, SoftmaxRefusesItsAxisAtPrepare) {
+  EXPECT_EQ(prepareOutcome({"", "Softmax"}, {f32Type({2, 3})},
+                           {f32Type({2, 3})}, {intAttr("axis", 2)}),
+            "Softmax: axis 2 is out of range for rank 2 (node node0)");
+  EXPECT_EQ(prepareOutcome({kMsDomain.str(), "SoftmaxGrad_13"},
+                           {f32Type({2, 3}), f32Type({2, 3})},
+                           {f32Type({2, 3})}, {intAttr("axis", -3)}),
+            "com.microsoft.SoftmaxGrad_13: axis -3 is out of range for rank 2 "
+            "(node node0)");
+  EXPECT_EQ(prepareOutcome({"", "Softmax"}, {f32Type({2, 3})},
+                           {f32Type({2, 3})}, {intAttr("axis", -2)}),
+            "prepared");
+}
+
+TEST(CpuKernelPrepareTest, LossesRefuseTheirReductionAtPrepare) {
+  TensorType scores = f32Type({4, 3});
+  TensorType labels = TensorType::get(DType::I64, {4});
+  EXPECT_EQ(prepareOutcome({"", "SoftmaxCrossEntropyLoss"}, {scores, labels},
+                           {f32Type({})}, {stringAttr("reduction", "max")}),
+            "SoftmaxCrossEntropyLoss: reduction must be none, sum or mean, "
+            "got 'max' (node node0)");
+  EXPECT_EQ(prepareOutcome({kMsDomain.str(), "SoftmaxCrossEntropyLossGrad"},
+                           {f32Type({}), scores, labels}, {scores},
+                           {stringAttr("reduction", "avg")}),
+            "com.microsoft.SoftmaxCrossEntropyLossGrad: reduction must be "
+            "none, sum or "
+            "mean, got 'avg' (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "NegativeLogLikelihoodLoss"}, {scores, labels},
+                           {f32Type({4})}, {stringAttr("reduction", "none")}),
+            "prepared");
+}
+
+TEST(CpuKernelPrepareTest, RowNormsRefuseTheirAxisAtPrepare) {
+  EXPECT_EQ(prepareOutcome({"", "LayerNormalization"},
+                           {f32Type({2, 3}), f32Type({3}), f32Type({3})},
+                           {f32Type({2, 3})}, {intAttr("axis", 2)}),
+            "LayerNormalization: axis 2 is out of range for rank 2 (node "
+            "node0)");
+  // The gradients' X is operand 1.
+  EXPECT_EQ(
+      prepareOutcome(
+          {kMsDomain.str(), "SimplifiedLayerNormalizationGrad"},
+          {f32Type({2, 3}), f32Type({2, 3}), f32Type({3}), f32Type({2, 1})},
+          {f32Type({2, 3}), f32Type({3})}, {intAttr("axis", -3)}),
+      "com.microsoft.SimplifiedLayerNormalizationGrad: axis -3 is out of range "
+      "for "
+      "rank 2 (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "RMSNormalization"},
+                           {f32Type({2, 3}), f32Type({3})}, {f32Type({2, 3})},
+                           {intAttr("axis", -1)}),
+            "prepared");
+}
+
+TEST(CpuKernelPrepareTest, EinsumRefusesItsEquationAtPrepare) {
+  EXPECT_EQ(prepareOutcome({"", "Einsum"}, {f32Type({2, 3}), f32Type({3, 4})},
+                           {f32Type({2, 4})}, {}),
+            "Einsum: missing equation (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "Einsum"}, {f32Type({2, 3}), f32Type({3, 4})},
+                           {f32Type({2, 4})},
+                           {stringAttr("equation", "ij,jk->ik")}),
+            "prepared");
+}
+
+TEST(CpuKernelPrepareTest, ConvolutionsAndPoolsRefuseTheirWindowAtPrepare) {
+  TensorType x = f32Type({1, 2, 5, 5}), w = f32Type({4, 2, 3, 3});
+  EXPECT_EQ(prepareOutcome({"", "Conv"}, {x, w}, {f32Type({1, 4, 3, 3})},
+                           {stringAttr("auto_pad", "SAME")}),
+            "Conv: unknown auto_pad 'SAME' (node node0)");
+  EXPECT_EQ(prepareOutcome({kMsDomain.str(), "ConvGrad"},
+                           {f32Type({1, 4, 3, 3}), x, w}, {x, w, f32Type({4})},
+                           {intAttr("group", 0)}),
+            "com.microsoft.ConvGrad: group 0 does not divide the channel "
+            "counts (node "
+            "node0)");
+  EXPECT_EQ(prepareOutcome({"", "MaxPool"}, {x}, {f32Type({1, 2, 4, 4})}, {}),
+            "MaxPool: missing attribute 'kernel_shape' (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "AveragePool"}, {x}, {f32Type({1, 2, 4, 4})},
+                           {intsAttr("kernel_shape", {2, 2}),
+                            stringAttr("auto_pad", "same_upper")}),
+            "AveragePool: unknown auto_pad 'same_upper' (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "Conv"}, {x, w}, {f32Type({1, 4, 5, 5})},
+                           {stringAttr("auto_pad", "SAME_UPPER")}),
+            "prepared");
+}
+
+TEST(CpuKernelPrepareTest, FusedAttentionRefusesItsLayoutAtPrepare) {
+  // k_transposed reads K [1, 2, 4, 8] as [.., d = 4, sk = 8]: not Q's head
+  // size.
+  TensorType qkv = f32Type({1, 2, 4, 8});
+  EXPECT_EQ(
+      prepareOutcome({"gmopt", "FusedAttention"}, {qkv, qkv, qkv}, {qkv},
+                     {intAttr("k_transposed", 1)}),
+      "gmopt.FusedAttention: K [1,2,4,8] does not have Q's head size 8 (node "
+      "node0)");
+  EXPECT_EQ(prepareOutcome({"gmopt", "FusedAttention"}, {qkv, qkv, qkv}, {qkv},
+                           {intAttr("causal", 1)}),
+            "prepared");
+}
+
+TEST(CpuKernelPrepareTest, FusedCrossEntropyRefusesItsReductionAtPrepare) {
+  EXPECT_EQ(
+      prepareOutcome(
+          {"gmopt", "FusedLinearCrossEntropy"},
+          {f32Type({4, 8}), f32Type({16, 8}), TensorType::get(DType::I64, {4})},
+          {f32Type({}), f32Type({4})}, {stringAttr("reduction", "max")}),
+      "gmopt.FusedLinearCrossEntropy: reduction must be none, sum or mean, "
+      "got 'max' (node node0)");
+}
+
+TEST(CpuKernelPrepareTest, ResizeRefusesItsModesAtPrepare) {
+  std::string outcome =
+      prepareOutcome({"", "Resize"}, {f32Type({1, 1, 2, 2}), f32Type({4})},
+                     {f32Type({1, 1, 4, 4})}, {stringAttr("mode", "area")});
+  EXPECT_EQ(outcome.rfind("Resize: mode 'area' is not defined at opset", 0), 0u)
+      << outcome;
+  EXPECT_NE(outcome.find("(node node0)"), std::string::npos) << outcome;
+}
+
 } // namespace
