@@ -306,9 +306,8 @@ class TrainingSession {
 public:
   /// Opens \p artifacts with the parameters (and optimizer state and
   /// properties) of \p state and attaches to it. A parameter the training
-  /// graph reads but \p state lacks takes the graph's own value, else is an
-  /// error naming it. A state with optimizer state resumes it (moments and
-  /// step count).
+  /// graph reads but \p state lacks is an error naming it. A state with
+  /// optimizer state resumes it (moments and step count).
   static llvm::Expected<std::unique_ptr<TrainingSession>>
   open(const TrainingArtifacts &artifacts, const CheckpointState &state,
        const TrainingSessionOptions &options = {});
@@ -361,12 +360,15 @@ public:
   float getLearningRate() const;
   /// Sets the learning rate of the next optimizer steps.
   void setLearningRate(float learningRate);
-  /// ONNX Runtime's LinearLRScheduler: sets the initial learning rate (and
-  /// the current one to it); each schedulerStep then sets the learning rate
-  /// to initial * factor(step) with step the optimizer's update count:
+  /// ONNX Runtime's LinearLRScheduler (its C++ RegisterLinearLRScheduler):
+  /// the learning rate becomes initial * factor(step), step being the
+  /// optimizer's update count, now and at every schedulerStep:
   /// factor = step / max(1, warmup) while step < warmup, else
   /// max(0, (total - step) / max(1, total - warmup)). Fails for negative
-  /// counts.
+  /// counts. (onnxruntime-training 1.19.2's Python LinearLRScheduler passes
+  /// its two counts to this in the other order: its
+  /// `LinearLRScheduler(opt, w, t, lr)` is registerLinearLRScheduler(t, w,
+  /// lr).)
   llvm::Error registerLinearLRScheduler(int64_t warmupStepCount,
                                         int64_t totalStepCount,
                                         float initialLearningRate);
@@ -444,6 +446,7 @@ public:
   struct Impl;
 
 private:
+  friend class CheckpointState;
   explicit TrainingSession(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };
