@@ -1,9 +1,9 @@
-//===- RangeMath.h - Range's length and elements, both backends -*- C++ -*-===//
+//===- RangeMath.h - Range's elements, both backends ------------*- C++ -*-===//
 //
-// ONNX Range(start, limit, delta) as GMOPT_HD functions, written once for
-// the CPU kernel (backend/cpu/ShapeKernels.cpp) and the CUDA one
-// (backend/cuda/ShapeMath.h, ShapeKernels.cu): the element count
-// ceil((limit - start) / delta) in double, at least 0, and each element.
+// ONNX Range(start, limit, delta)'s elements as a GMOPT_HD function,
+// written once for the CPU kernel (backend/cpu/ShapeKernels.cpp) and the
+// CUDA one (backend/cuda/ShapeMath.h, ShapeKernels.cu). The element count
+// is the shape evaluator's ops::rangeCount (ir/ops/RangeCount.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 
 #include "backend/HostDevice.h"
 #include "backend/UnfusedMath.h"
+#include "ir/ops/RangeCount.h"
 
 #include <cmath>
 #include <cstdint>
@@ -19,14 +20,8 @@
 
 namespace gmopt {
 
-/// The number of elements of Range(start, limit, delta): ceil((limit -
-/// start) / delta) in double, at least 0.
-template <typename T> GMOPT_HD int64_t rangeCount(T start, T limit, T delta) {
-  double steps =
-      ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-           static_cast<double>(delta));
-  return steps > 0 ? static_cast<int64_t>(steps) : 0;
-}
+// Range's length is the shape evaluator's (ir/ops/RangeCount.h).
+using ops::rangeCount;
 
 /// Element \p i of the range, start + T(i) * delta: a product, then a
 /// sum, never fused into an FMA on the device.

@@ -10,6 +10,7 @@
 
 #include "backend/WindowMath.h"
 #include "backend/cpu/KernelSupport.h"
+#include "ir/ops/ShapeEval.h"
 #include "ir/ops/SliceSpec.h"
 
 #include <cstring>
@@ -19,11 +20,37 @@ using namespace gmopt::cpu;
 
 namespace {
 
+/// The error "OP: MESSAGE (node NAME)" at prepare.
+llvm::Error nodeError(const Node &node, const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 node.getOpType() + ": " + message + " (node " +
+                                     node.describe() + ")");
+}
+
+/// A node's one axis attribute (Concat, Split, OneHot), decoded at prepare.
+struct AxisState {
+  int64_t axis = 0;
+};
+
+/// An integer-list attribute (Transpose's perm, Split's split), decoded at
+/// prepare; `given` tells an absent list from an empty one.
+struct IntsState {
+  int64_t axis = 0;
+  std::vector<int64_t> values;
+  bool given = false;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareTranspose(const Node &node) {
+  return makeKernelState(
+      IntsState{0, node.getIntsAttr("perm", {}), node.hasAttr("perm")});
+}
+
 /// Transpose(data) with `perm` (default: reversed dimensions).
 llvm::Error transposeKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   unsigned rank = in.getRank();
-  std::vector<int64_t> permAttr = call.getInts("perm");
+  const std::vector<int64_t> &permAttr = call.getState<IntsState>().values;
   llvm::SmallVector<unsigned, 6> perm;
   if (permAttr.empty()) {
     for (unsigned d = 0; d < rank; ++d)
@@ -88,13 +115,17 @@ void copyAlongAxis(const TensorView &whole,
       });
 }
 
+llvm::Expected<std::unique_ptr<KernelState>> prepareConcat(const Node &node) {
+  if (!node.hasAttr("axis"))
+    return nodeError(node, "missing attribute 'axis'");
+  return makeKernelState(AxisState{node.getIntAttr("axis", 0)});
+}
+
 /// Concat(inputs...) and ConcatTraining (with per_input_length output).
 template <bool Training> llvm::Error concatKernel(KernelCall &call) {
   const TensorView &out = *call.out(0);
   unsigned rank = out.getRank();
-  if (!call.hasAttr("axis"))
-    return call.error("missing attribute 'axis'");
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), rank);
+  auto axis = normalizeAxis(call, call.getState<AxisState>().axis, rank);
   if (!axis)
     return axis.takeError();
   llvm::SmallVector<const TensorView *, 8> pieces;
@@ -132,12 +163,19 @@ template <bool Training> llvm::Error concatKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+llvm::Expected<std::unique_ptr<KernelState>> prepareSplit(const Node &node) {
+  return makeKernelState(IntsState{node.getIntAttr("axis", 0),
+                                   node.getIntsAttr("split", {}),
+                                   node.hasAttr("split")});
+}
+
 /// Split(input, split?) and SplitTraining(input, split): the pieces are the
 /// outputs; their extents along the axis must match `split` when given.
 llvm::Error splitKernel(KernelCall &call) {
   const TensorView &in = *call.in(0);
   unsigned rank = in.getRank();
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), rank);
+  const auto &state = call.getState<IntsState>();
+  auto axis = normalizeAxis(call, state.axis, rank);
   if (!axis)
     return axis.takeError();
   llvm::SmallVector<int64_t, 8> split;
@@ -146,9 +184,8 @@ llvm::Error splitKernel(KernelCall &call) {
     if (!values)
       return values.takeError();
     split = std::move(*values);
-  } else if (call.hasAttr("split")) {
-    std::vector<int64_t> values = call.getInts("split");
-    split.assign(values.begin(), values.end());
+  } else if (state.given) {
+    split.assign(state.values.begin(), state.values.end());
   }
   llvm::SmallVector<const TensorView *, 8> pieces;
   int64_t total = 0;
@@ -180,6 +217,17 @@ llvm::Error splitKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Slice's opset-1 attributes (starts, ends, axes), decoded at prepare.
+struct SliceAttrs {
+  std::vector<int64_t> starts, ends, axes;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareSlice(const Node &node) {
+  return makeKernelState(SliceAttrs{node.getIntsAttr("starts", {}),
+                                    node.getIntsAttr("ends", {}),
+                                    node.getIntsAttr("axes", {})});
+}
+
 /// Resolves Slice's starts/ends/axes/steps (operands \p firstOperand.. when
 /// present, the opset-1 attributes otherwise) against \p inShape
 /// (ops::resolveSlice).
@@ -203,12 +251,10 @@ llvm::Expected<ops::SliceSpec> resolveSlice(const KernelCall &call,
       *values = std::move(*read);
     }
   } else {
-    for (auto [values, name] :
-         {std::pair{&starts, "starts"}, std::pair{&ends, "ends"},
-          std::pair{&axes, "axes"}}) {
-      std::vector<int64_t> attr = call.getInts(name);
-      values->assign(attr.begin(), attr.end());
-    }
+    const auto &attrs = call.getState<SliceAttrs>();
+    starts.assign(attrs.starts.begin(), attrs.starts.end());
+    ends.assign(attrs.ends.begin(), attrs.ends.end());
+    axes.assign(attrs.axes.begin(), attrs.axes.end());
   }
   auto spec = ops::resolveSlice(inShape, starts, ends, axes, steps);
   if (!spec)
@@ -304,15 +350,19 @@ llvm::Error sliceGradKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+llvm::Expected<std::unique_ptr<KernelState>> preparePad(const Node &node) {
+  std::string modeName = node.getStringAttr("mode", "constant").str();
+  std::optional<PadMode> mode = parsePadMode(modeName);
+  if (!mode)
+    return nodeError(node, "unknown mode '" + modeName + "'");
+  return makeKernelState(*mode);
+}
+
 /// Pad(data, pads, constant_value?, axes?): constant, reflect, edge or wrap.
 llvm::Error padKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   unsigned rank = in.getRank();
-  std::string modeName = call.getString("mode", "constant");
-  std::optional<PadMode> parsedMode = parsePadMode(modeName);
-  if (!parsedMode)
-    return call.error("unknown mode '" + modeName + "'");
-  PadMode mode = *parsedMode;
+  PadMode mode = call.getState<PadMode>();
   auto padValues = readInts(call, *call.in(1), "pads");
   if (!padValues)
     return padValues.takeError();
@@ -409,11 +459,10 @@ llvm::Error expandKernel(KernelCall &call) {
   auto dims = readInts(call, *call.in(1), "shape");
   if (!dims)
     return dims.takeError();
-  llvm::SmallVector<int64_t, 6> shape;
-  if (!broadcastShapes(in.getShape(), *dims, shape))
-    return call.error("input " + shapeString(in.getShape()) +
-                      " does not broadcast to " + shapeString(*dims));
-  if (llvm::Error err = checkOutputShape(call, 0, shape))
+  auto shape = ops::expandShape(in.getShape(), *dims);
+  if (!shape)
+    return call.error(llvm::toString(shape.takeError()));
+  if (llvm::Error err = checkOutputShape(call, 0, *shape))
     return err;
   if (in.getDType() != out.getDType())
     return call.error("output element type differs from the input's");
@@ -428,14 +477,10 @@ llvm::Error tileKernel(KernelCall &call) {
   auto repeats = readInts(call, *call.in(1), "repeats");
   if (!repeats)
     return repeats.takeError();
-  if (repeats->size() != rank)
-    return call.error("repeats must have one entry per input dimension");
-  llvm::SmallVector<int64_t, 6> outShape;
-  for (unsigned d = 0; d < rank; ++d) {
-    if ((*repeats)[d] < 0)
-      return call.error("repeats must be non-negative");
-    outShape.push_back(in.getDim(d) * (*repeats)[d]);
-  }
+  auto tiled = ops::tileShape(in.getShape(), *repeats);
+  if (!tiled)
+    return call.error(llvm::toString(tiled.takeError()));
+  const ops::StaticShape &outShape = *tiled;
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
     return err;
   if (in.getDType() != out.getDType())
@@ -473,6 +518,15 @@ llvm::Error tileKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Trilu's `upper`, decoded at prepare.
+struct TriluState {
+  bool upper = true;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareTrilu(const Node &node) {
+  return makeKernelState(TriluState{node.getIntAttr("upper", 1) != 0});
+}
+
 /// Trilu(input, k?): keeps the upper (or lower) triangle of the last two
 /// dimensions, shifted by k diagonals.
 llvm::Error triluKernel(KernelCall &call) {
@@ -490,7 +544,7 @@ llvm::Error triluKernel(KernelCall &call) {
       return value.takeError();
     k = static_cast<int64_t>(*value);
   }
-  bool upper = call.getInt("upper", 1) != 0;
+  bool upper = call.getState<TriluState>().upper;
   int64_t rows = in.getDim(in.getRank() - 2),
           cols = in.getDim(in.getRank() - 1);
   int64_t matrices = rows * cols != 0 ? in.getNumElements() / (rows * cols) : 0;
@@ -512,6 +566,10 @@ llvm::Error triluKernel(KernelCall &call) {
   });
 }
 
+llvm::Expected<std::unique_ptr<KernelState>> prepareOneHot(const Node &node) {
+  return makeKernelState(AxisState{node.getIntAttr("axis", -1)});
+}
+
 /// OneHot(indices, depth, values[off, on]).
 llvm::Error oneHotKernel(KernelCall &call) {
   const TensorView &indices = *call.in(0), &values = *call.in(2);
@@ -525,7 +583,7 @@ llvm::Error oneHotKernel(KernelCall &call) {
   if (values.getNumElements() != 2 || values.getDType() != out.getDType())
     return call.error("values must hold [off, on] of the output type");
   unsigned outRank = indices.getRank() + 1;
-  auto axis = normalizeAxis(call, call.getInt("axis", -1), outRank);
+  auto axis = normalizeAxis(call, call.getState<AxisState>().axis, outRank);
   if (!axis)
     return axis.takeError();
   llvm::SmallVector<int64_t, 6> outShape(indices.getShape().begin(),
@@ -577,4 +635,14 @@ void cpu::registerMovementKernels(KernelTable &table) {
   table.add("", "Tile", tileKernel, native);
   table.add("", "Trilu", triluKernel, native);
   table.add("", "OneHot", oneHotKernel, native);
+  table.setPrepare("", "Transpose", prepareTranspose);
+  table.setPrepare("", "Concat", prepareConcat);
+  table.setPrepare(kMsDomain, "ConcatTraining", prepareConcat);
+  table.setPrepare("", "Split", prepareSplit);
+  table.setPrepare(kMsDomain, "SplitTraining", prepareSplit);
+  table.setPrepare("", "Slice", prepareSlice);
+  table.setPrepare(kMsDomain, "SliceGrad", prepareSlice);
+  table.setPrepare("", "Pad", preparePad);
+  table.setPrepare("", "Trilu", prepareTrilu);
+  table.setPrepare("", "OneHot", prepareOneHot);
 }

@@ -19,6 +19,7 @@
 
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/Axes.h"
+#include "ir/ops/ReduceAxes.h"
 
 #include <cmath>
 #include <cstring>
@@ -312,38 +313,48 @@ uint64_t reduceWorkspace(const Node &node) {
   unsigned rank = shape.size();
   // The kernel transposes the staged (fp32) copy of a 16-bit input.
   uint64_t copy = scratchBytes(stagedDType(in.getDType()), product(shape));
-  llvm::SmallVector<bool, 6> isReduced(rank, false);
-  bool keepDims = node.getIntAttr("keepdims", 1) != 0;
+  ops::ReduceSpec spec = ops::getReduceSpec(node);
   auto outShape = output->getType().getStaticShape();
-  if (keepDims && outShape.size() == rank) {
+  if (spec.keepDims && outShape.size() == rank) {
     // Unit dimensions never matter (collapse drops them).
+    llvm::SmallVector<bool, 6> isReduced(rank, false);
     for (unsigned d = 0; d < rank; ++d)
       isReduced[d] = shape[d] != outShape[d];
     return needsTransposedCopy(shape, isReduced) ? copy : 0;
   }
-  llvm::SmallVector<int64_t, 6> axes;
-  const Value *axesInput =
-      node.getNumOperands() > 1 ? node.getOperand(1) : nullptr;
-  if (axesInput) {
-    if (!axesInput->hasData() || axesInput->getType().getDType() != DType::I64)
-      return copy;
-    const TensorData &data = axesInput->getData();
-    const auto *values =
-        reinterpret_cast<const int64_t *>(data.getBytes().data());
-    axes.assign(values, values + data.getBytes().size() / sizeof(int64_t));
-  } else {
-    std::vector<int64_t> attr = node.getIntsAttr("axes", {});
-    axes.assign(attr.begin(), attr.end());
+  auto axes = ops::resolveStaticReduceAxes(node, spec, rank);
+  if (!axes) {
+    llvm::consumeError(axes.takeError());
+    return copy;
   }
-  bool noopWhenEmpty = node.getIntAttr("noop_with_empty_axes", 0) != 0;
-  isReduced.assign(rank, axes.empty() && !noopWhenEmpty);
-  for (int64_t axis : axes) {
-    std::optional<unsigned> d = ops::normalizeAxis(axis, rank);
-    if (!d)
-      return copy;
-    isReduced[*d] = true;
+  if (!*axes)
+    return copy;
+  return needsTransposedCopy(shape, (*axes)->reduced) ? copy : 0;
+}
+
+/// A reduction's spec, and its axes when they are static (attribute or
+/// constant operand) for the input rank it was prepared for.
+struct ReduceState {
+  ops::ReduceSpec spec;
+  std::optional<ops::ReduceAxes> axes;
+  int64_t rank = -1;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareReduce(const Node &node) {
+  ReduceState state;
+  state.spec = ops::getReduceSpec(node);
+  const TensorType &type = node.getOperand(0)->getType();
+  if (type.hasRank()) {
+    state.rank = type.getRank();
+    auto axes = ops::resolveStaticReduceAxes(node, state.spec, state.rank);
+    if (!axes)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     node.getOpType() + ": " +
+                                         llvm::toString(axes.takeError()) +
+                                         " (node " + node.describe() + ")");
+    state.axes = std::move(*axes);
   }
-  return needsTransposedCopy(shape, isReduced) ? copy : 0;
+  return makeKernelState(std::move(state));
 }
 
 /// Any reduction; \p axesInput is the operand that may carry the axes.
@@ -352,21 +363,25 @@ template <typename Op> llvm::Error reduceKernel(KernelCall &call) {
   if (out.getDType() != in.getDType())
     return call.error("output element type differs from the input's");
   unsigned rank = in.getRank();
-  auto axes = readAxes(call, 1, rank);
-  if (!axes)
-    return axes.takeError();
-  bool keepDims = call.getInt("keepdims", 1) != 0;
-  bool noopWhenEmpty = call.getInt("noop_with_empty_axes", 0) != 0;
-  llvm::SmallVector<bool, 6> isReduced(rank, axes->empty() && !noopWhenEmpty);
-  for (unsigned axis : *axes)
-    isReduced[axis] = true;
-  llvm::SmallVector<int64_t, 6> outShape;
-  for (unsigned d = 0; d < rank; ++d) {
-    if (!isReduced[d])
-      outShape.push_back(in.getDim(d));
-    else if (keepDims)
-      outShape.push_back(1);
+  const auto &state = call.getState<ReduceState>();
+  std::optional<ops::ReduceAxes> resolved;
+  if (!state.axes || state.rank != static_cast<int64_t>(rank)) {
+    // The axes operand is only known now (or the rank differs).
+    llvm::SmallVector<int64_t, 6> values;
+    if (state.spec.axesFromOperand) {
+      auto read = readInts(call, *call.in(1), "axes");
+      if (!read)
+        return read.takeError();
+      values = std::move(*read);
+    }
+    auto axes = state.spec.resolve(rank, values);
+    if (!axes)
+      return call.error(llvm::toString(axes.takeError()));
+    resolved = std::move(*axes);
   }
+  const ops::ReduceAxes &axes = resolved ? *resolved : *state.axes;
+  llvm::ArrayRef<bool> isReduced = axes.reduced;
+  ops::StaticShape outShape = axes.resultShape(in.getShape());
   if (llvm::Error err = checkOutputShape(call, 0, outShape))
     return err;
   return dispatchTypes<float, double, int64_t, int32_t>(
@@ -376,17 +391,32 @@ template <typename Op> llvm::Error reduceKernel(KernelCall &call) {
       });
 }
 
+/// ArgMax / ArgMin's attributes, decoded at prepare.
+struct ArgReduceState {
+  int64_t axis = 0;
+  bool keepDims = true;
+  bool selectLast = false;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareArgReduce(const Node &node) {
+  return makeKernelState(ArgReduceState{
+      node.getIntAttr("axis", 0), node.getIntAttr("keepdims", 1) != 0,
+      node.getIntAttr("select_last_index", 0) != 0});
+}
+
 /// ArgMax / ArgMin along one axis.
 template <bool IsMax> llvm::Error argReduceKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   if (llvm::Error err = checkDType(call, out, DType::I64, "output"))
     return err;
+  const auto &state = call.getState<ArgReduceState>();
   unsigned rank = in.getRank();
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), std::max(rank, 1u));
+  auto axis = normalizeAxis(call, state.axis, std::max(rank, 1u));
   if (!axis)
     return axis.takeError();
-  bool keepDims = call.getInt("keepdims", 1) != 0;
-  bool selectLast = call.getInt("select_last_index", 0) != 0;
+  bool keepDims = state.keepDims;
+  bool selectLast = state.selectLast;
   llvm::SmallVector<int64_t, 6> outShape(in.getShape().begin(),
                                          in.getShape().end());
   if (rank) {
@@ -442,9 +472,14 @@ void cpu::registerReduceKernels(KernelTable &table) {
   table.add(kMsDomain, "ReduceSumTraining", reduceKernel<SumReduce>);
   for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
                          "ReduceProd", "ReduceSumSquare", "ReduceL1",
-                         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"})
+                         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}) {
     table.setWorkspace("", op, reduceWorkspace);
+    table.setPrepare("", op, prepareReduce);
+  }
   table.setWorkspace(kMsDomain, "ReduceSumTraining", reduceWorkspace);
+  table.setPrepare(kMsDomain, "ReduceSumTraining", prepareReduce);
   table.add("", "ArgMax", argReduceKernel<true>);
   table.add("", "ArgMin", argReduceKernel<false>);
+  table.setPrepare("", "ArgMax", prepareArgReduce);
+  table.setPrepare("", "ArgMin", prepareArgReduce);
 }

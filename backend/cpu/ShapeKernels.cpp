@@ -13,6 +13,7 @@
 #include "backend/RangeMath.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/Axes.h"
+#include "ir/ops/ShapeEval.h"
 
 #include <cmath>
 #include <cstring>
@@ -40,11 +41,37 @@ llvm::Error writeInt64s(const KernelCall &call, unsigned index,
   return llvm::Error::success();
 }
 
-/// Shape(data) with the opset-15 start/end slice (ops::getShapeSlice).
+/// An error "OP: MESSAGE (node NAME)" at prepare.
+llvm::Error nodeError(const Node &node, const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 node.getOpType() + ": " + message + " (node " +
+                                     node.describe() + ")");
+}
+
+/// Shape's opset-15 start/end slice (ops::getShapeSlice) of its input's
+/// rank, decoded at prepare.
+struct ShapeState {
+  ops::ShapeSlice slice;
+  int64_t rank = 0;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareShape(const Node &node) {
+  const TensorType &type = node.getOperand(0)->getType();
+  if (!type.hasRank())
+    return nodeError(node, "the input's rank must be known");
+  return makeKernelState(
+      ShapeState{ops::getShapeSlice(node, type.getRank()), type.getRank()});
+}
+
 llvm::Error shapeKernel(KernelCall &call) {
   llvm::ArrayRef<int64_t> dims = call.in(0)->getShape();
-  ops::ShapeSlice slice = ops::getShapeSlice(call.getNode(), dims.size());
-  return writeInt64s(call, 0, dims.slice(slice.start, slice.size()));
+  const auto &state = call.getState<ShapeState>();
+  if (state.rank != static_cast<int64_t>(dims.size()))
+    return call.error("the input has rank " + llvm::Twine(dims.size()) +
+                      ", not the rank " + llvm::Twine(state.rank) +
+                      " it was prepared for");
+  return writeInt64s(call, 0,
+                     dims.slice(state.slice.start, state.slice.size()));
 }
 
 llvm::Error sizeKernel(KernelCall &call) {
@@ -75,33 +102,79 @@ llvm::Error copyConstant(const KernelCall &call, const TensorData &data,
   return llvm::Error::success();
 }
 
+/// What a Constant holds: its `value` tensor, or the values of one of
+/// value_float(s) / value_int(s).
+struct ConstantState {
+  const TensorData *tensor = nullptr;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  DType type = DType::F32;
+};
+
 /// Constant with one of value, value_float(s), value_int(s).
-llvm::Error constantKernel(KernelCall &call) {
-  const TensorView &out = *call.out(0);
-  const Node &node = call.getNode();
+llvm::Expected<std::unique_ptr<KernelState>> prepareConstant(const Node &node) {
+  ConstantState state;
   if (const Attribute *value = node.getAttr("value")) {
     if (value->getKind() != Attribute::Kind::Tensor)
-      return call.error("attribute 'value' must be a tensor");
-    return copyConstant(call, value->getTensor(), out);
+      return nodeError(node, "attribute 'value' must be a tensor");
+    state.tensor = &value->getTensor();
+  } else if (const Attribute *value = node.getAttr("value_float")) {
+    state.floats = {value->getFloat()};
+  } else if (const Attribute *value = node.getAttr("value_floats")) {
+    state.floats = value->getFloats();
+  } else if (const Attribute *value = node.getAttr("value_int")) {
+    state.ints = {value->getInt()};
+    state.type = DType::I64;
+  } else if (const Attribute *value = node.getAttr("value_ints")) {
+    state.ints = value->getInts();
+    state.type = DType::I64;
+  } else {
+    return nodeError(node, "no supported value attribute (string and sparse "
+                           "constants are not supported)");
   }
-  auto fill = [&](auto values, DType type) -> llvm::Error {
-    using T = typename decltype(values)::value_type;
-    if (out.getDType() != type ||
+  return makeKernelState(std::move(state));
+}
+
+llvm::Error constantKernel(KernelCall &call) {
+  const TensorView &out = *call.out(0);
+  const auto &state = call.getState<ConstantState>();
+  if (state.tensor)
+    return copyConstant(call, *state.tensor, out);
+  auto fill = [&](const auto &values) -> llvm::Error {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    if (out.getDType() != state.type ||
         out.getNumElements() != static_cast<int64_t>(values.size()))
       return call.error("output type disagrees with the constant attribute");
     std::memcpy(out.getData(), values.data(), values.size() * sizeof(T));
     return llvm::Error::success();
   };
-  if (const Attribute *value = node.getAttr("value_float"))
-    return fill(std::vector<float>{value->getFloat()}, DType::F32);
-  if (const Attribute *value = node.getAttr("value_floats"))
-    return fill(value->getFloats(), DType::F32);
-  if (const Attribute *value = node.getAttr("value_int"))
-    return fill(std::vector<int64_t>{value->getInt()}, DType::I64);
-  if (const Attribute *value = node.getAttr("value_ints"))
-    return fill(value->getInts(), DType::I64);
-  return call.error("no supported value attribute (string and sparse constants "
-                    "are not supported)");
+  if (state.type == DType::I64)
+    return fill(state.ints);
+  return fill(state.floats);
+}
+
+/// ConstantOfShape's fill element: attribute `value`'s bytes, or an f32 0.
+struct FillState {
+  std::vector<uint8_t> element;
+  DType type = DType::F32;
+  bool given = false;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareFill(const Node &node) {
+  FillState state;
+  state.element.assign(sizeof(float), 0);
+  if (const Attribute *value = node.getAttr("value")) {
+    if (value->getKind() != Attribute::Kind::Tensor ||
+        value->getTensor().getNumElements() != 1)
+      return nodeError(node, "attribute 'value' must be a one-element tensor");
+    const TensorData &data = value->getTensor();
+    if (llvm::Error err = data.load())
+      return nodeError(node, llvm::toString(std::move(err)));
+    state.type = data.getType().getDType();
+    state.element.assign(data.getBytes().begin(), data.getBytes().end());
+    state.given = true;
+  }
+  return makeKernelState(std::move(state));
 }
 
 /// ConstantOfShape(shape) filled with attribute `value` (default f32 0).
@@ -113,23 +186,16 @@ llvm::Error constantOfShapeKernel(KernelCall &call) {
   if (out.getShape() != llvm::ArrayRef<int64_t>(*dims))
     return call.error("output shape " + shapeString(out.getShape()) +
                       " differs from the shape input " + shapeString(*dims));
-  std::vector<uint8_t> element(dtypeSize(out.getDType()), 0);
-  if (const Attribute *value = call.getNode().getAttr("value")) {
-    if (value->getKind() != Attribute::Kind::Tensor ||
-        value->getTensor().getNumElements() != 1)
-      return call.error("attribute 'value' must be a one-element tensor");
-    const TensorData &data = value->getTensor();
-    if (data.getType().getDType() != out.getDType())
-      return call.error(
-          "attribute 'value' has another element type than the output");
-    element.assign(data.getBytes().begin(), data.getBytes().end());
-  } else if (out.getDType() != DType::F32) {
-    return call.error("without 'value' the output must be f32");
-  }
-  size_t size = element.size();
+  const auto &state = call.getState<FillState>();
+  if (state.type != out.getDType())
+    return call.error(
+        state.given ? "attribute 'value' has another element type than the "
+                      "output"
+                    : "without 'value' the output must be f32");
+  size_t size = state.element.size();
   char *data = static_cast<char *>(out.getData());
   for (int64_t i = 0, e = out.getNumElements(); i < e; ++i)
-    std::memcpy(data + i * size, element.data(), size);
+    std::memcpy(data + i * size, state.element.data(), size);
   return llvm::Error::success();
 }
 
@@ -145,27 +211,29 @@ llvm::Error viewKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
-/// Reshape(data, shape): checks the output against the shape operand.
+/// Reshape's allowzero, decoded at prepare.
+struct ReshapeState {
+  bool allowZero = false;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareReshape(const Node &node) {
+  return makeKernelState(ReshapeState{node.getIntAttr("allowzero", 0) != 0});
+}
+
+/// Reshape(data, shape): checks the output against the shape the
+/// evaluator (ops::reshapeTarget) makes of the input and the shape operand.
 llvm::Error reshapeKernel(KernelCall &call) {
   if (llvm::Error err = viewKernel(call))
     return err;
   auto dims = readInts(call, *call.in(1), "shape");
   if (!dims)
     return dims.takeError();
-  llvm::ArrayRef<int64_t> in = call.in(0)->getShape(),
-                          out = call.out(0)->getShape();
-  bool allowZero = call.getInt("allowzero", 0) != 0;
-  bool matches = dims->size() == out.size();
-  for (size_t i = 0; matches && i < dims->size(); ++i) {
-    int64_t d = (*dims)[i];
-    if (d == -1)
-      continue;
-    if (d == 0 && !allowZero)
-      matches = i < in.size() && out[i] == in[i];
-    else
-      matches = out[i] == d;
-  }
-  if (!matches)
+  llvm::ArrayRef<int64_t> out = call.out(0)->getShape();
+  auto target = ops::reshapeTarget(call.in(0)->getShape(), *dims,
+                                   call.getState<ReshapeState>().allowZero);
+  if (!target)
+    return call.error(llvm::toString(target.takeError()));
+  if (llvm::ArrayRef<int64_t>(*target) != out)
     return call.error("output shape " + shapeString(out) +
                       " does not satisfy the requested shape " +
                       shapeString(*dims));
@@ -186,14 +254,14 @@ llvm::Error rangeKernel(KernelCall &call) {
         T start = call.in(0)->getDataAs<T>()[0];
         T limit = call.in(1)->getDataAs<T>()[0];
         T delta = call.in(2)->getDataAs<T>()[0];
-        if (delta == T(0))
-          return call.error("delta must not be zero");
-        int64_t count = rangeCount(start, limit, delta);
-        if (out.getNumElements() != count)
+        auto count = ops::checkedRangeCount(start, limit, delta);
+        if (!count)
+          return call.error(llvm::toString(count.takeError()));
+        if (out.getNumElements() != *count)
           return call.error("output has " + llvm::Twine(out.getNumElements()) +
-                            " elements, the range has " + llvm::Twine(count));
+                            " elements, the range has " + llvm::Twine(*count));
         T *y = out.getDataAs<T>();
-        for (int64_t i = 0; i < count; ++i)
+        for (int64_t i = 0; i < *count; ++i)
           y[i] = rangeElement(start, delta, i);
         return llvm::Error::success();
       });
@@ -208,23 +276,10 @@ llvm::Error broadcastGradientArgsKernel(KernelCall &call) {
   auto b = readInts(call, *call.in(1), "b_shape");
   if (!b)
     return b.takeError();
-  int64_t i = a->size() - 1, j = b->size() - 1;
-  int64_t k = std::max(a->size(), b->size()) - 1;
-  llvm::SmallVector<int64_t, 6> aAxes, bAxes;
-  for (; i >= 0 && j >= 0; --i, --j, --k) {
-    int64_t da = (*a)[i], db = (*b)[j];
-    if (da == db)
-      continue;
-    if (da == 1)
-      aAxes.push_back(k);
-    else if (db == 1)
-      bAxes.push_back(k);
-    else
-      return call.error("shapes " + shapeString(*a) + " and " +
-                        shapeString(*b) + " do not broadcast");
-  }
-  for (; k >= 0; --k)
-    (i < 0 ? aAxes : bAxes).push_back(k);
+  auto axes = ops::broadcastGradientArgs(*a, *b);
+  if (!axes)
+    return call.error(llvm::toString(axes.takeError()));
+  const ops::StaticShape &aAxes = axes->a, &bAxes = axes->b;
   if (llvm::Error err = writeInt64s(call, 0, aAxes))
     return err;
   return writeInt64s(call, 1, bAxes);
@@ -288,14 +343,18 @@ llvm::Error nonZeroKernel(KernelCall &call) {
 void cpu::registerShapeKernels(KernelTable &table) {
   auto native = KernelMode::Native;
   table.add("", "Shape", shapeKernel, native);
+  table.setPrepare("", "Shape", prepareShape);
   table.add("", "Size", sizeKernel, native);
   table.add("", "Constant", constantKernel, native);
+  table.setPrepare("", "Constant", prepareConstant);
   table.add("", "ConstantOfShape", constantOfShapeKernel, native);
+  table.setPrepare("", "ConstantOfShape", prepareFill);
   table.add("", "Identity", viewKernel, native);
   table.add("", "Squeeze", viewKernel, native);
   table.add("", "Unsqueeze", viewKernel, native);
   table.add("", "Flatten", viewKernel, native);
   table.add("", "Reshape", reshapeKernel, native);
+  table.setPrepare("", "Reshape", prepareReshape);
   table.add("", "Range", rangeKernel, native);
   table.add("", "NonZero", nonZeroKernel, native);
   table.add(kMsDomain, "BroadcastGradientArgs",

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/OpDefs.h"
+#include "ir/ops/ReduceAxes.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -19,20 +20,19 @@ InferenceFn ops::inferReduce(bool axesFromInput) {
   return [axesFromInput](InferenceContext &ctx) -> llvm::Error {
     const TensorType &data = ctx.getInputType(0);
     DType dtype = data.getDType();
-    bool keepDims = ctx.getIntAttr("keepdims", 1) != 0;
-    bool noop = ctx.getIntAttr("noop_with_empty_axes", 0) != 0;
+    ReduceSpec spec = getReduceSpec(ctx.getNode());
     std::optional<std::vector<int64_t>> axes;
     if (axesFromInput) {
       static const DType int64Only[] = {DType::I64};
       if (auto err = checkDTypeIn(ctx, 1, int64Only, "axes"))
         return err;
       // Absent axes reduce everything (or nothing with noop_with_empty_axes).
-      if (ctx.hasInput(1))
+      if (spec.axesFromOperand)
         axes = intValuesInput(ctx, 1);
       else
         axes = std::vector<int64_t>();
     } else {
-      axes = ctx.getIntsAttr("axes");
+      axes = spec.attrAxes;
     }
     if (!data.hasRank()) {
       setOutput(ctx, 0, TensorType::unranked(dtype));
@@ -43,7 +43,7 @@ InferenceFn ops::inferReduce(bool axesFromInput) {
       // Which axes are reduced is unknown; with keepdims the rank survives,
       // otherwise a static axes length still gives it.
       std::optional<int64_t> length = staticLength(ctx, 1);
-      if (keepDims || (length && *length == 0 && noop))
+      if (spec.keepDims || (length && *length == 0 && spec.noopWithEmptyAxes))
         setOutput(ctx, 0, TensorType(dtype, DimVector(rank, Dim::unknown())));
       else if (length && *length > 0 && *length <= rank)
         setOutput(ctx, 0,
@@ -52,12 +52,11 @@ InferenceFn ops::inferReduce(bool axesFromInput) {
         setOutput(ctx, 0, TensorType::unranked(dtype));
       return llvm::Error::success();
     }
-    auto normalized = normalizeAxes(ctx, *axes, rank);
-    if (!normalized)
-      return normalized.takeError();
-    setOutput(ctx, 0,
-              TensorType(dtype, reduceShape(data.getDims(), *normalized,
-                                            keepDims, noop)));
+    auto resolved = spec.resolve(rank, *axes);
+    if (!resolved)
+      return ctx.error(llvm::toString(resolved.takeError()));
+    auto dims = resolved->resultDims<Dim>(data.getDims(), Dim::fixed(1));
+    setOutput(ctx, 0, TensorType(dtype, DimVector(dims.begin(), dims.end())));
     return llvm::Error::success();
   };
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/ShapeInference.h"
+#include "ir/ops/ShapeEval.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -185,17 +186,10 @@ llvm::Error ops::checkSoftmaxAxis(const InferenceContext &ctx,
 llvm::Expected<llvm::SmallVector<unsigned, 4>>
 ops::normalizeAxes(const InferenceContext &ctx, llvm::ArrayRef<int64_t> axes,
                    int64_t rank, llvm::StringRef what) {
-  llvm::SmallVector<unsigned, 4> result;
-  for (int64_t axis : axes) {
-    auto normalized = normalizeAxis(ctx, axis, rank, what);
-    if (!normalized)
-      return normalized.takeError();
-    if (llvm::is_contained(result, *normalized))
-      return ctx.error(
-          llvm::formatv("{0} contains axis {1} twice", what, axis));
-    result.push_back(*normalized);
-  }
-  return result;
+  auto normalized = normalizeAxisList(axes, rank, what);
+  if (!normalized)
+    return ctx.error(llvm::toString(normalized.takeError()));
+  return llvm::SmallVector<unsigned, 4>(normalized->begin(), normalized->end());
 }
 
 llvm::Expected<DType> ops::checkSameDType(const InferenceContext &ctx,

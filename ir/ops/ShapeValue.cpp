@@ -11,6 +11,7 @@
 
 #include "ir/ops/ShapeValue.h"
 #include "ir/IR.h"
+#include "ir/ops/ShapeEval.h"
 #include "ir/ops/ShapeInference.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -228,29 +229,24 @@ std::optional<SymIntVector> traceBroadcastGradientArgs(const Node &node,
   std::optional<SymIntVector> b = traceOperand(node, 1, state, depth);
   if (!a || !b)
     return std::nullopt;
-  SymIntVector aAxes, bAxes;
-  int64_t i = a->size() - 1, j = b->size() - 1;
-  int64_t k = std::max(a->size(), b->size()) - 1;
-  for (; i >= 0 && j >= 0; --i, --j, --k) {
-    const SymInt &da = (*a)[i], &db = (*b)[j];
+  // Only a dimension known to differ from 1 on the other side is safe: a
+  // symbol might be 1 at run time and change which side reduces.
+  auto classify = [](const SymInt &da, const SymInt &db) {
     if (da.provablyEqual(db))
-      continue;
-    bool aIsOne = da.isConstant() && da.getValue() == 1;
-    bool bIsOne = db.isConstant() && db.getValue() == 1;
-    // Only a dimension known to differ from 1 on the other side is safe:
-    // a symbol might be 1 at run time and change which side reduces.
-    bool aKnownNotOne = da.isConstant() && da.getValue() != 1;
-    bool bKnownNotOne = db.isConstant() && db.getValue() != 1;
-    if (aIsOne && bKnownNotOne)
-      aAxes.push_back(SymInt::constant(k));
-    else if (bIsOne && aKnownNotOne)
-      bAxes.push_back(SymInt::constant(k));
-    else
-      return std::nullopt;
-  }
-  SymIntVector &rest = i < 0 ? aAxes : bAxes;
-  for (; k >= 0; --k)
-    rest.push_back(SymInt::constant(k));
+      return ops::BroadcastPair::Same;
+    if (!da.isConstant() || !db.isConstant())
+      return ops::BroadcastPair::Unknown;
+    return ops::classifyBroadcastPair(da.getValue(), db.getValue());
+  };
+  ops::GradientAxesResult walk = ops::walkBroadcastGradient(
+      llvm::ArrayRef<SymInt>(*a), llvm::ArrayRef<SymInt>(*b), classify);
+  if (walk.stop != ops::BroadcastPair::Same)
+    return std::nullopt;
+  SymIntVector aAxes, bAxes;
+  for (int64_t axis : walk.axes.a)
+    aAxes.push_back(SymInt::constant(axis));
+  for (int64_t axis : walk.axes.b)
+    bAxes.push_back(SymInt::constant(axis));
   return resultIndex == 0 ? aAxes : bAxes;
 }
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/OpDefs.h"
+#include "ir/ops/ShapeEval.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -64,50 +65,60 @@ llvm::Error inferReshape(InferenceContext &ctx) {
     return llvm::Error::success();
   }
 
+  llvm::SmallVector<std::optional<int64_t>, 6> values;
+  for (const SymInt &element : *target)
+    values.push_back(element.isConstant()
+                         ? std::optional<int64_t>(element.getValue())
+                         : std::nullopt);
+  auto kinds = classifyReshapeTarget(values, allowZero);
+  if (!kinds)
+    return ctx.error(llvm::toString(kinds.takeError()));
+  if (data.hasStaticShape() && llvm::all_of(values, [](const auto &value) {
+        return value.has_value();
+      })) {
+    llvm::SmallVector<int64_t, 6> targetValues;
+    for (const std::optional<int64_t> &value : values)
+      targetValues.push_back(*value);
+    auto shape = reshapeTarget(data.getStaticShape(), targetValues, allowZero);
+    if (!shape)
+      return ctx.error(llvm::toString(shape.takeError()));
+    DimVector out;
+    for (int64_t extent : *shape)
+      out.push_back(Dim::fixed(extent));
+    setOutput(ctx, 0, TensorType(dtype, out));
+    return llvm::Error::success();
+  }
+
+  // Symbolic dimensions: copy what 0 copies, then cancel factors below.
   DimVector out;
   int inferIndex = -1;
   llvm::SmallVector<bool, 4> copiedFromInput(
       data.hasRank() ? data.getRank() : 0, false);
   llvm::SmallVector<bool, 4> copiedToOutput;
-  bool hasZero = false;
   for (unsigned i = 0, e = target->size(); i != e; ++i) {
-    const SymInt &element = (*target)[i];
     copiedToOutput.push_back(false);
-    if (!element.isConstant()) {
-      out.push_back(element.toDim());
-      continue;
-    }
-    int64_t value = element.getValue();
-    if (value == 0 && !allowZero) {
-      hasZero = true;
-      if (!data.hasRank()) {
-        out.push_back(Dim::unknown());
-        continue;
-      }
-      if (i >= data.getRank())
-        return ctx.error(llvm::formatv("shape element {0} is 0 (copy) but the "
-                                       "input {1} has rank {2}",
-                                       i, data.str(), data.getRank()));
-      out.push_back(data.getDim(i));
-      copiedFromInput[i] = true;
-      copiedToOutput.back() = true;
-      continue;
-    }
-    if (value == 0)
-      hasZero = true;
-    if (value == -1) {
-      if (inferIndex >= 0)
-        return ctx.error("shape contains more than one -1");
+    switch ((*kinds)[i]) {
+    case ReshapeElement::Infer:
       inferIndex = i;
       out.push_back(Dim::unknown());
       continue;
+    case ReshapeElement::Extent:
+      out.push_back((*target)[i].toDim());
+      continue;
+    case ReshapeElement::Copy:
+      break;
     }
-    if (value < -1)
-      return ctx.error(llvm::formatv("invalid shape element {0}", value));
-    out.push_back(Dim::fixed(value));
+    if (!data.hasRank()) {
+      out.push_back(Dim::unknown());
+      continue;
+    }
+    if (i >= data.getRank())
+      return ctx.error(
+          llvm::toString(reshapeCopyOutOfRange(i, data.str(), data.getRank())));
+    out.push_back(data.getDim(i));
+    copiedFromInput[i] = true;
+    copiedToOutput.back() = true;
   }
-  if (allowZero && hasZero && inferIndex >= 0)
-    return ctx.error("shape contains both 0 and -1 with allowzero=1");
 
   if (data.hasRank()) {
     // Cancel the factors both sides share, then solve for -1 or check the
@@ -201,21 +212,19 @@ InferenceFn inferSqueeze(bool axesFromInput) {
       setOutput(ctx, 0, TensorType::unranked(dtype));
       return llvm::Error::success();
     }
-    DimVector out;
+    auto dimExtent = [](const Dim &dim) -> std::optional<int64_t> {
+      if (dim.isStatic())
+        return dim.getExtent();
+      return std::nullopt;
+    };
     if (!axesGiven) {
-      for (const Dim &dim : data.getDims()) {
-        if (!dim.isStatic()) {
-          // Whether it is 1 decides the rank.
-          setOutput(ctx, 0, TensorType::unranked(dtype));
-          return llvm::Error::success();
-        }
-        if (dim.getExtent() != 1)
-          out.push_back(dim);
+      // Whether a dimension that is not static is 1 decides the rank.
+      if (!llvm::all_of(data.getDims(),
+                        [](const Dim &dim) { return dim.isStatic(); })) {
+        setOutput(ctx, 0, TensorType::unranked(dtype));
+        return llvm::Error::success();
       }
-      setOutput(ctx, 0, TensorType(dtype, out));
-      return llvm::Error::success();
-    }
-    if (!axes) {
+    } else if (!axes) {
       std::optional<int64_t> length = staticLength(ctx, 1);
       if (length && *length <= data.getRank())
         setOutput(ctx, 0, unknownDims(dtype, data.getRank() - *length));
@@ -223,20 +232,20 @@ InferenceFn inferSqueeze(bool axesFromInput) {
         setOutput(ctx, 0, TensorType::unranked(dtype));
       return llvm::Error::success();
     }
-    auto normalized = normalizeAxes(ctx, *axes, data.getRank());
-    if (!normalized)
-      return normalized.takeError();
-    for (unsigned i = 0, e = data.getRank(); i != e; ++i) {
-      const Dim &dim = data.getDim(i);
-      if (!llvm::is_contained(*normalized, i)) {
-        out.push_back(dim);
-        continue;
-      }
-      if (dim.isStatic() && dim.getExtent() != 1)
-        return ctx.error(llvm::formatv("cannot squeeze axis {0} of extent {1}",
-                                       i, dim.getExtent()));
+    llvm::SmallVector<unsigned, 4> normalized;
+    if (axesGiven) {
+      auto list = normalizeAxes(ctx, *axes, data.getRank());
+      if (!list)
+        return list.takeError();
+      normalized = std::move(*list);
     }
-    setOutput(ctx, 0, TensorType(dtype, out));
+    std::optional<llvm::ArrayRef<unsigned>> selected;
+    if (axesGiven)
+      selected = llvm::ArrayRef<unsigned>(normalized);
+    auto out = squeezeDims<Dim>(data.getDims(), selected, dimExtent);
+    if (!out)
+      return ctx.error(llvm::toString(out.takeError()));
+    setOutput(ctx, 0, TensorType(dtype, DimVector(out->begin(), out->end())));
     return llvm::Error::success();
   };
 }
@@ -269,15 +278,8 @@ InferenceFn inferUnsqueeze(bool axesFromInput) {
     auto normalized = normalizeAxes(ctx, *axes, outRank);
     if (!normalized)
       return normalized.takeError();
-    DimVector out;
-    unsigned next = 0;
-    for (int64_t i = 0; i != outRank; ++i) {
-      if (llvm::is_contained(*normalized, static_cast<unsigned>(i)))
-        out.push_back(Dim::fixed(1));
-      else
-        out.push_back(data.getDim(next++));
-    }
-    setOutput(ctx, 0, TensorType(dtype, out));
+    auto out = unsqueezeDims<Dim>(data.getDims(), *normalized, Dim::fixed(1));
+    setOutput(ctx, 0, TensorType(dtype, DimVector(out.begin(), out.end())));
     return llvm::Error::success();
   };
 }
@@ -702,18 +704,16 @@ llvm::Error inferTile(InferenceContext &ctx) {
     setOutput(ctx, 0, unknownDims(dtype, data.getRank()));
     return llvm::Error::success();
   }
-  if (repeats->size() != data.getRank())
-    return ctx.error(llvm::formatv("repeats has {0} values but the input has "
-                                   "rank {1}",
-                                   repeats->size(), data.getRank()));
+  llvm::SmallVector<std::optional<int64_t>, 6> values;
+  for (const SymInt &repeat : *repeats)
+    values.push_back(repeat.isConstant()
+                         ? std::optional<int64_t>(repeat.getValue())
+                         : std::nullopt);
+  if (llvm::Error err = checkTileRepeats(values, data.getRank()))
+    return ctx.error(llvm::toString(std::move(err)));
   DimVector out;
-  for (unsigned i = 0, e = data.getRank(); i != e; ++i) {
-    const SymInt &repeat = (*repeats)[i];
-    if (repeat.isConstant() && repeat.getValue() < 0)
-      return ctx.error(
-          llvm::formatv("repeats value {0} is negative", repeat.getValue()));
-    out.push_back(multiplyDims({data.getDim(i), repeat.toDim()}));
-  }
+  for (unsigned i = 0, e = data.getRank(); i != e; ++i)
+    out.push_back(multiplyDims({data.getDim(i), (*repeats)[i].toDim()}));
   setOutput(ctx, 0, TensorType(dtype, out));
   return llvm::Error::success();
 }

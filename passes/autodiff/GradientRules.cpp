@@ -10,6 +10,7 @@
 
 #include "ir/Half.h"
 #include "ir/Module.h"
+#include "ir/ops/ShapeEval.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -136,26 +137,23 @@ llvm::Expected<Value *> GradientBuilder::reduceToShapeOf(Value *grad,
         llvm::inconvertibleErrorCode(),
         "autodiff: cannot tell how %s was broadcast to %s",
         targetType.str().c_str(), gradType.str().c_str());
-  unsigned rank = gradType.getRank();
-  unsigned lead = rank - targetType.getRank();
-  llvm::SmallVector<int64_t, 4> axes;
-  for (unsigned i = 0; i != rank; ++i) {
-    if (i < lead) {
-      axes.push_back(i);
-      continue;
-    }
-    const Dim &from = targetType.getDim(i - lead);
-    const Dim &to = gradType.getDim(i);
+  unsigned lead = gradType.getRank() - targetType.getRank();
+  // The target's side of BroadcastGradientArgs (ops::walkBroadcastGradient)
+  // over the types: a dimension the types cannot tell (unknown extents) is
+  // left to ONNX Runtime's dynamic pattern, which finds the axes at run
+  // time.
+  auto classify = [](const Dim &from, const Dim &to) {
     if (from == to)
-      continue;
-    if (from.isStatic() && from.getExtent() == 1) {
-      axes.push_back(i);
-      continue;
-    }
-    // The types cannot tell (unknown extents): ONNX Runtime's dynamic
-    // pattern finds the axes at run time.
+      return ops::BroadcastPair::Same;
+    if (from.isStatic() && from.getExtent() == 1)
+      return ops::BroadcastPair::ReduceA;
+    return ops::BroadcastPair::Unknown;
+  };
+  ops::GradientAxesResult walk = ops::walkBroadcastGradient(
+      targetType.getDims(), gradType.getDims(), classify);
+  if (walk.stop != ops::BroadcastPair::Same)
     return reduceToShapeOfAtRunTime(grad, target);
-  }
+  llvm::SmallVector<int64_t, 4> axes(walk.axes.a.rbegin(), walk.axes.a.rend());
   Value *summed = grad;
   if (!axes.empty()) {
     // Only leading axes (a bias): ONNX Runtime's ReduceSum without

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/Axes.h"
+#include "ir/ops/ReduceAxes.h"
 #include "passes/autodiff/GradientRules.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -509,33 +510,18 @@ GradientRule matMulRule() {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-/// The reduced axes of \p node (normalized, sorted), from the `axes`
-/// attribute or the constant second operand; every axis when absent.
-llvm::Expected<std::vector<int64_t>> reducedAxes(const Node &node,
-                                                 unsigned rank) {
-  std::vector<int64_t> axes;
-  if (const Attribute *attr = node.getAttr("axes")) {
-    axes = attr->getInts();
-  } else if (node.getNumOperands() > 1 && node.getOperand(1)) {
-    Value *axesValue = node.getOperand(1);
-    if (!axesValue->hasData())
-      return gradientError(node, "the reduced axes must be a constant");
-    axes = axesValue->getData().getIntValues();
-  }
-  if (axes.empty()) {
-    if (node.getIntAttr("noop_with_empty_axes", 0))
-      return axes;
-    axes.resize(rank);
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  for (int64_t &axis : axes) {
-    std::optional<unsigned> normalized = ops::normalizeAxis(axis, rank);
-    if (!normalized)
-      return gradientError(node, ops::axisOutOfRange("axes value", axis, rank));
-    axis = *normalized;
-  }
-  llvm::sort(axes);
-  return axes;
+/// The reduced axes of \p node (ops::ReduceAxes: normalized, sorted), from
+/// the `axes` attribute or the constant second operand.
+llvm::Expected<ops::ReduceAxes>
+reducedAxes(const Node &node, const ops::ReduceSpec &spec, unsigned rank) {
+  std::optional<std::vector<int64_t>> values =
+      ops::getStaticReduceAxes(node, spec);
+  if (!values)
+    return gradientError(node, "the reduced axes must be a constant");
+  auto axes = spec.resolve(rank, *values);
+  if (!axes)
+    return gradientError(node, llvm::toString(axes.takeError()));
+  return std::move(*axes);
 }
 
 /// The reductions: dY (in keepdims form) times the derivative of the
@@ -566,16 +552,18 @@ GradientRule reduceRule(Reduction kind) {
     const TensorType &xType = x->getType();
     if (!xType.hasRank())
       return gradientError(node, "reduction gradients need a ranked input");
-    auto axes = reducedAxes(node, xType.getRank());
-    if (!axes)
-      return axes.takeError();
+    ops::ReduceSpec spec = ops::getReduceSpec(node);
+    auto reduced = reducedAxes(node, spec, xType.getRank());
+    if (!reduced)
+      return reduced.takeError();
+    std::vector<int64_t> axes(reduced->axes.begin(), reduced->axes.end());
     // dY and Y with the reduced axes kept (as ones), to broadcast against X.
     Value *grad = dY, *kept = y;
-    if (!node.getIntAttr("keepdims", 1) && !axes->empty()) {
-      GMOPT_TRY(unsqueezed, b.onnx("Unsqueeze", {dY, b.int64s(*axes)}));
+    if (!reduced->keepDims && !axes.empty()) {
+      GMOPT_TRY(unsqueezed, b.onnx("Unsqueeze", {dY, b.int64s(axes)}));
       grad = unsqueezed;
       if (kind != Reduction::Sum && kind != Reduction::Mean) {
-        GMOPT_TRY(keptY, b.onnx("Unsqueeze", {y, b.int64s(*axes)}));
+        GMOPT_TRY(keptY, b.onnx("Unsqueeze", {y, b.int64s(axes)}));
         kept = keptY;
       }
     }
@@ -587,7 +575,7 @@ GradientRule reduceRule(Reduction kind) {
     case Reduction::Mean: {
       if (kind == Reduction::Mean) {
         uint64_t count = 1;
-        for (int64_t axis : *axes) {
+        for (int64_t axis : axes) {
           const Dim &dim = xType.getDim(axis);
           if (!dim.isStatic())
             return gradientError(node, "ReduceMean's gradient needs static "

@@ -13,6 +13,7 @@
 
 #include "ir/IR.h"
 #include "ir/ops/Axes.h"
+#include "ir/ops/ShapeEval.h"
 #include "ir/ops/SliceSpec.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -100,27 +101,6 @@ bool representable(DType type, int64_t value) {
   if (type == DType::Bool)
     return value == 0 || value == 1;
   return true;
-}
-
-/// Numpy-style broadcast of \p shapes, or nullopt if incompatible.
-std::optional<ShapeVector>
-broadcastShapes(llvm::ArrayRef<llvm::ArrayRef<int64_t>> shapes) {
-  size_t rank = 0;
-  for (llvm::ArrayRef<int64_t> shape : shapes)
-    rank = std::max(rank, shape.size());
-  ShapeVector result(rank, 1);
-  for (llvm::ArrayRef<int64_t> shape : shapes) {
-    size_t offset = rank - shape.size();
-    for (size_t d = 0; d != shape.size(); ++d) {
-      int64_t &out = result[offset + d];
-      if (shape[d] == out || shape[d] == 1)
-        continue;
-      if (out != 1)
-        return std::nullopt;
-      out = shape[d];
-    }
-  }
-  return result;
 }
 
 /// For each element of \p outShape in row-major order, the flat index of
@@ -301,19 +281,18 @@ private:
         return std::nullopt;
       inputs.push_back(std::move(*input));
     }
-    int64_t rank = inputs[0].shape.size();
-    std::optional<int64_t> axis =
-        ops::normalizeAxis(node.getIntAttr("axis", 0), rank);
-    if (!axis)
+    llvm::SmallVector<llvm::ArrayRef<int64_t>, 4> shapes;
+    for (const IntTensor &input : inputs)
+      shapes.push_back(input.shape);
+    int64_t axisAttr = node.getIntAttr("axis", 0);
+    auto concatenated = ops::concatShape(shapes, axisAttr);
+    if (!concatenated) {
+      llvm::consumeError(concatenated.takeError());
       return std::nullopt;
-    ShapeVector shape = inputs[0].shape;
-    shape[*axis] = 0;
-    for (const IntTensor &input : inputs) {
-      for (int64_t d = 0; d != rank; ++d)
-        if (d != *axis && input.shape[d] != shape[d])
-          return std::nullopt;
-      shape[*axis] += input.shape[*axis];
     }
+    ShapeVector shape(concatenated->begin(), concatenated->end());
+    std::optional<unsigned> axis =
+        ops::normalizeAxis(axisAttr, inputs[0].shape.size());
     std::optional<uint64_t> count = countElements(shape);
     if (!count || !fits(*count))
       return std::nullopt;
@@ -411,18 +390,13 @@ private:
     std::optional<std::vector<int64_t>> axes = squeezeAxes(present);
     if (!data || !axes || !present)
       return std::nullopt;
-    int64_t outRank = data->shape.size() + axes->size();
-    llvm::SmallVector<bool, 4> inserted(outRank, false);
-    for (int64_t axis : *axes) {
-      std::optional<int64_t> normalized = ops::normalizeAxis(axis, outRank);
-      if (!normalized || inserted[*normalized])
-        return std::nullopt;
-      inserted[*normalized] = true;
+    auto shape = ops::unsqueezeShape(data->shape, *axes);
+    if (!shape) {
+      llvm::consumeError(shape.takeError());
+      return std::nullopt;
     }
-    IntTensor result = makeTensor(data->dtype, {});
-    auto next = data->shape.begin();
-    for (int64_t d = 0; d != outRank; ++d)
-      result.shape.push_back(inserted[d] ? 1 : *next++);
+    IntTensor result =
+        makeTensor(data->dtype, ShapeVector(shape->begin(), shape->end()));
     result.values = std::move(data->values);
     return result;
   }
@@ -433,23 +407,16 @@ private:
     std::optional<std::vector<int64_t>> axes = squeezeAxes(present);
     if (!data || !axes)
       return std::nullopt;
-    int64_t rank = data->shape.size();
-    llvm::SmallVector<bool, 4> removed(rank, false);
-    if (present) {
-      for (int64_t axis : *axes) {
-        std::optional<int64_t> normalized = ops::normalizeAxis(axis, rank);
-        if (!normalized || data->shape[*normalized] != 1)
-          return std::nullopt;
-        removed[*normalized] = true;
-      }
-    } else {
-      for (int64_t d = 0; d != rank; ++d)
-        removed[d] = data->shape[d] == 1;
+    std::optional<llvm::ArrayRef<int64_t>> selected;
+    if (present)
+      selected = llvm::ArrayRef<int64_t>(*axes);
+    auto shape = ops::squeezeShape(data->shape, selected);
+    if (!shape) {
+      llvm::consumeError(shape.takeError());
+      return std::nullopt;
     }
-    IntTensor result = makeTensor(data->dtype, {});
-    for (int64_t d = 0; d != rank; ++d)
-      if (!removed[d])
-        result.shape.push_back(data->shape[d]);
+    IntTensor result =
+        makeTensor(data->dtype, ShapeVector(shape->begin(), shape->end()));
     result.values = std::move(data->values);
     return result;
   }
@@ -459,37 +426,14 @@ private:
     if (!data || !target || target->dtype != DType::I64 ||
         target->shape.size() != 1)
       return std::nullopt;
-    bool allowZero = node.getIntAttr("allowzero", 0) != 0;
-    ShapeVector shape;
-    int64_t inferred = -1;
-    uint64_t known = 1;
-    for (size_t i = 0; i != target->values.size(); ++i) {
-      int64_t extent = target->values[i];
-      if (extent == 0 && !allowZero) {
-        if (i >= data->shape.size())
-          return std::nullopt;
-        extent = data->shape[i];
-      } else if (extent == -1) {
-        if (inferred >= 0)
-          return std::nullopt;
-        inferred = i;
-        shape.push_back(-1);
-        continue;
-      } else if (extent < 0) {
-        return std::nullopt;
-      }
-      known *= static_cast<uint64_t>(extent);
-      shape.push_back(extent);
-    }
-    uint64_t total = data->values.size();
-    if (inferred >= 0) {
-      if (known == 0 || total % known != 0)
-        return std::nullopt;
-      shape[inferred] = total / known;
-    } else if (known != total) {
+    auto shape = ops::reshapeTarget(data->shape, target->values,
+                                    node.getIntAttr("allowzero", 0) != 0);
+    if (!shape) {
+      llvm::consumeError(shape.takeError());
       return std::nullopt;
     }
-    IntTensor result = makeTensor(data->dtype, shape);
+    IntTensor result =
+        makeTensor(data->dtype, ShapeVector(shape->begin(), shape->end()));
     result.values = std::move(data->values);
     return result;
   }
@@ -516,9 +460,12 @@ private:
     llvm::SmallVector<llvm::ArrayRef<int64_t>, 3> shapes;
     for (const IntTensor *input : inputs)
       shapes.push_back(input->shape);
-    std::optional<ShapeVector> shape = broadcastShapes(shapes);
-    if (!shape)
+    std::optional<ops::StaticShape> broadcast =
+        ops::broadcastStaticShapes(shapes);
+    if (!broadcast)
       return std::nullopt;
+    std::optional<ShapeVector> shape(std::in_place, broadcast->begin(),
+                                     broadcast->end());
     std::optional<uint64_t> count = countElements(*shape);
     if (!count || !fits(*count))
       return std::nullopt;
@@ -640,22 +587,19 @@ private:
         delta->values.size() != 1 || !start->shape.empty() ||
         !limit->shape.empty() || !delta->shape.empty())
       return std::nullopt;
-    __int128 first = start->values[0], end = limit->values[0],
-             step = delta->values[0];
+    int64_t first = start->values[0], step = delta->values[0];
     if (step == 0)
       return std::nullopt;
-    // ceil((end - first) / step), clamped at zero.
-    __int128 span = end - first;
-    __int128 count = span / step;
-    if (count * step != span)
-      ++count;
-    if (count < 0)
-      count = 0;
-    if (count > __int128(limits.maxElements))
+    int64_t count = ops::rangeCount(first, limit->values[0], step);
+    if (static_cast<uint64_t>(count) > limits.maxElements)
       return std::nullopt;
-    IntTensor result = makeTensor(start->dtype, {static_cast<int64_t>(count)});
-    for (__int128 i = 0; i < count; ++i)
-      result.values.push_back(static_cast<int64_t>(first + i * step));
+    IntTensor result = makeTensor(start->dtype, {count});
+    // Every element lies between start and limit, so none overflows; the
+    // arithmetic is unsigned to say so to the compiler.
+    for (int64_t i = 0; i < count; ++i)
+      result.values.push_back(static_cast<int64_t>(
+          static_cast<uint64_t>(first) +
+          static_cast<uint64_t>(i) * static_cast<uint64_t>(step)));
     return result;
   }
 
