@@ -595,4 +595,20 @@ TEST(CpuKernelPrepareTest, ResizeRefusesItsModesAtPrepare) {
   EXPECT_NE(outcome.find("(node node0)"), std::string::npos) << outcome;
 }
 
+TEST(CpuKernelPrepareTest, ReduceWithABadAxisFailsAtPrepare) {
+  // The reduction's axes (ops::ReduceAxes) are resolved once, at prepare.
+  auto module = std::make_unique<Module>();
+  module->opsetImports[""] = 13;
+  Graph &graph = module->getGraph();
+  Value *x = graph.addInput(f32Type({2, 3}), "x");
+  Builder builder(graph);
+  Node *node = builder.create(OpName{"", "ReduceMean"}, {x}, {f32Type({2, 1})},
+                              {intsAttr("axes", {2})}, "mean0");
+  auto kernel = prepareCpuKernel(*node);
+  ASSERT_FALSE(bool(kernel));
+  EXPECT_NE(llvm::toString(kernel.takeError())
+                .find("axes 2 is out of range for rank 2"),
+            std::string::npos);
+}
+
 } // namespace
