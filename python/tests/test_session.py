@@ -111,6 +111,8 @@ def test_arrays_in_and_out():
     name = session.parameter_names(trainable_only=True)[0]
     value = session.get_parameter(name)
     assert value.dtype == np.float32 and value.flags.c_contiguous
+    # An array over the buffer the runtime handed over, not a copy of it.
+    assert not value.flags.owndata and value.base is not None
     value += 1
     assert not np.array_equal(session.get_parameter(name), value)
     session.set_parameter(name, value)
@@ -147,3 +149,39 @@ def test_session_checkpoint_round_trip(tmp_path):
         np.testing.assert_array_equal(session.get_parameter(name), value)
     assert session.step_count == 1
     assert session.checkpoint_state.get_property("note") == "after one step"
+
+
+def _tensor_proto(name, onnx_type, dims, raw):
+    """A serialized onnx.TensorProto: dims (1), data_type (2), name (8),
+    raw_data (9), written by hand so the test needs no onnx package."""
+    def varint(n):
+        out = bytearray()
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out.append(byte | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    def field(number, payload):
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    message = b"".join(varint(1 << 3) + varint(d) for d in dims)
+    message += varint(2 << 3) + varint(onnx_type)
+    return message + field(8, name.encode()) + field(9, raw)
+
+
+@pytest.mark.parametrize("onnx_type,dtype", [
+    (10, np.float16), (16, np.uint16), (9, np.bool_), (3, np.int8), (11, np.float64), (1, np.float32)])
+def test_tensor_dtypes(tmp_path, onnx_type, dtype):
+    """Every ONNX element type NumPy has comes back as its dtype, float16
+    included; bfloat16 (16) as uint16 bits."""
+    values = np.arange(6).reshape(2, 3).astype(dtype)
+    if onnx_type == 16:
+        values = (np.arange(6, dtype=np.float32).reshape(2, 3).view(np.uint32) >> 16).astype(np.uint16)
+    path = tmp_path / "t.pb"
+    path.write_bytes(_tensor_proto("t", onnx_type, values.shape, values.tobytes()))
+    name, array = gmopt.read_tensor_proto(path)
+    assert name == "t" and array.dtype == dtype and array.shape == (2, 3)
+    np.testing.assert_array_equal(array, values)
+    # The array views the reader's buffer: no copy was made for Python.
+    assert not array.flags.owndata
