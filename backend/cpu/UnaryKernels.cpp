@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
@@ -189,8 +190,62 @@ llvm::Error floatUnaryWith(KernelCall &call, int64_t cost,
       });
 }
 
+/// The attributes of an activation with parameters, decoded at prepare:
+/// alpha, and Selu's gamma or HardSigmoid's beta.
+struct ActivationParams {
+  double alpha = 0;
+  double beta = 0;
+};
+
+/// An activation's `alpha` (default \p alpha) and, when \p betaName is
+/// given, its second parameter (default \p beta).
+ActivationParams readActivation(const Node &node, float alpha,
+                                llvm::StringRef betaName = {}, float beta = 0) {
+  ActivationParams params;
+  params.alpha = node.getFloatAttr("alpha", alpha);
+  if (!betaName.empty())
+    params.beta = node.getFloatAttr(betaName, beta);
+  return params;
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareElu(const Node &node) {
+  return makeKernelState(readActivation(node, 1.0f));
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareCelu(const Node &node) {
+  ActivationParams params = readActivation(node, 1.0f);
+  if (params.alpha == 0)
+    return prepareError(node, "alpha must not be 0");
+  return makeKernelState(params);
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareSelu(const Node &node) {
+  return makeKernelState(readActivation(node, 1.67326319217681884765625f,
+                                        "gamma", 1.05070102214813232421875f));
+}
+
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareHardSigmoid(const Node &node) {
+  return makeKernelState(readActivation(node, 0.2f, "beta", 0.5f));
+}
+
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareThresholdedRelu(const Node &node) {
+  return makeKernelState(readActivation(node, 1.0f));
+}
+
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareQuickGelu(const Node &node) {
+  return makeKernelState(readActivation(node, 1.702f));
+}
+
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareLeakyRelu(const Node &node) {
+  return makeKernelState(readActivation(node, 0.01f));
+}
+
 llvm::Error eluKernel(KernelCall &call) {
-  double alpha = call.getFloat("alpha", 1.0f);
+  double alpha = call.getState<ActivationParams>().alpha;
   return floatUnaryWith(call, 8, [alpha](auto tag) {
     using T = typename decltype(tag)::type;
     T a = static_cast<T>(alpha);
@@ -199,9 +254,7 @@ llvm::Error eluKernel(KernelCall &call) {
 }
 
 llvm::Error celuKernel(KernelCall &call) {
-  double alpha = call.getFloat("alpha", 1.0f);
-  if (alpha == 0)
-    return call.error("alpha must not be 0");
+  double alpha = call.getState<ActivationParams>().alpha;
   return floatUnaryWith(call, 8, [alpha](auto tag) {
     using T = typename decltype(tag)::type;
     T a = static_cast<T>(alpha);
@@ -210,8 +263,8 @@ llvm::Error celuKernel(KernelCall &call) {
 }
 
 llvm::Error seluKernel(KernelCall &call) {
-  double alpha = call.getFloat("alpha", 1.67326319217681884765625f);
-  double gamma = call.getFloat("gamma", 1.05070102214813232421875f);
+  double alpha = call.getState<ActivationParams>().alpha;
+  double gamma = call.getState<ActivationParams>().beta;
   return floatUnaryWith(call, 8, [alpha, gamma](auto tag) {
     using T = typename decltype(tag)::type;
     T a = static_cast<T>(alpha), g = static_cast<T>(gamma);
@@ -220,8 +273,8 @@ llvm::Error seluKernel(KernelCall &call) {
 }
 
 llvm::Error hardSigmoidKernel(KernelCall &call) {
-  double alpha = call.getFloat("alpha", 0.2f),
-         beta = call.getFloat("beta", 0.5f);
+  double alpha = call.getState<ActivationParams>().alpha,
+         beta = call.getState<ActivationParams>().beta;
   return floatUnaryWith(call, 2, [alpha, beta](auto tag) {
     using T = typename decltype(tag)::type;
     T a = static_cast<T>(alpha), b = static_cast<T>(beta);
@@ -233,7 +286,7 @@ llvm::Error hardSigmoidKernel(KernelCall &call) {
 }
 
 llvm::Error thresholdedReluKernel(KernelCall &call) {
-  double alpha = call.getFloat("alpha", 1.0f);
+  double alpha = call.getState<ActivationParams>().alpha;
   return floatUnaryWith(call, 1, [alpha](auto tag) {
     using T = typename decltype(tag)::type;
     T a = static_cast<T>(alpha);
@@ -243,7 +296,7 @@ llvm::Error thresholdedReluKernel(KernelCall &call) {
 
 /// com.microsoft QuickGelu: x * sigmoid(alpha * x).
 llvm::Error quickGeluKernel(KernelCall &call) {
-  double alpha = call.getFloat("alpha", 1.702f);
+  double alpha = call.getState<ActivationParams>().alpha;
   return floatUnaryWith(call, 8, [alpha](auto tag) {
     using T = typename decltype(tag)::type;
     T a = static_cast<T>(alpha);
@@ -314,7 +367,7 @@ llvm::Error reluKernel(KernelCall &call) {
 llvm::Error leakyReluKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
-  double alpha = call.getFloat("alpha", 0.01f);
+  double alpha = call.getState<ActivationParams>().alpha;
   return dispatchFloat(
       call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -325,14 +378,19 @@ llvm::Error leakyReluKernel(KernelCall &call) {
       });
 }
 
-/// ONNX Gelu (opset 20): approximate = "none" | "tanh".
+/// ONNX Gelu's `approximate` (opset 20): "none" | "tanh", decoded at
+/// prepare as whether it is "tanh".
+llvm::Expected<std::unique_ptr<KernelState>> prepareOnnxGelu(const Node &node) {
+  llvm::StringRef approximate = node.getStringAttr("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return prepareError(node, "unknown approximate mode '" + approximate + "'");
+  return makeKernelState(approximate == "tanh");
+}
+
 llvm::Error onnxGeluKernel(KernelCall &call) {
-  std::string approximate = call.getString("approximate", "none");
-  if (approximate == "none")
-    return floatUnaryKernel<GeluExactFn, 16>(call);
-  if (approximate == "tanh")
+  if (call.getState<bool>())
     return floatUnaryKernel<GeluTanhFn, 16>(call);
-  return call.error("unknown approximate mode '" + approximate + "'");
+  return floatUnaryKernel<GeluExactFn, 16>(call);
 }
 
 /// com.microsoft FastGelu(X, bias?) and BiasGelu(X, bias): the bias is
@@ -371,15 +429,27 @@ template <bool TanhApproximation> llvm::Error biasGeluKernel(KernelCall &call) {
   });
 }
 
+/// Clip's bounds: the `min` and `max` attributes (before opset 11), or
+/// operands that replace them.
+struct ClipBounds {
+  std::optional<double> low, high;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareClip(const Node &node) {
+  ClipBounds bounds;
+  if (node.hasAttr("min"))
+    bounds.low = node.getFloatAttr("min", 0);
+  if (node.hasAttr("max"))
+    bounds.high = node.getFloatAttr("max", 0);
+  return makeKernelState(bounds);
+}
+
 /// Clip(X, min?, max?) (opset 11+) or Clip(X) with min/max attributes.
 llvm::Error clipKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call))
     return err;
-  std::optional<double> low, high;
-  if (call.hasAttr("min"))
-    low = call.getFloat("min", 0);
-  if (call.hasAttr("max"))
-    high = call.getFloat("max", 0);
+  std::optional<double> low = call.getState<ClipBounds>().low,
+                        high = call.getState<ClipBounds>().high;
   if (const TensorView *minInput = call.in(1)) {
     auto value = readScalar(call, *minInput, "min");
     if (!value)
@@ -421,11 +491,23 @@ llvm::Error isNaNKernel(KernelCall &call) {
       });
 }
 
+/// Which infinities IsInf detects.
+struct InfSigns {
+  bool negative = true, positive = true;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareIsInf(const Node &node) {
+  InfSigns signs;
+  signs.negative = node.getIntAttr("detect_negative", 1) != 0;
+  signs.positive = node.getIntAttr("detect_positive", 1) != 0;
+  return makeKernelState(signs);
+}
+
 llvm::Error isInfKernel(KernelCall &call) {
   if (llvm::Error err = checkUnary(call, DType::Bool))
     return err;
-  bool negative = call.getInt("detect_negative", 1) != 0;
-  bool positive = call.getInt("detect_positive", 1) != 0;
+  bool negative = call.getState<InfSigns>().negative;
+  bool positive = call.getState<InfSigns>().positive;
   return dispatchFloat(
       call, call.in(0)->getDType(), [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
@@ -462,16 +544,32 @@ llvm::Error dispatchCastType(const KernelCall &call, DType type, Fn &&fn,
                        Bool8>(call, type, std::forward<Fn>(fn), what);
 }
 
+/// The message of a Cast whose `to` is not its output's type.
+std::string castToDisagrees(DType output) {
+  return ("attribute 'to' disagrees with the output type " + dtypeName(output))
+      .str();
+}
+
+/// Cast's `to`, when the node names one: an error unless it is the static
+/// type of the output.
+llvm::Expected<std::unique_ptr<KernelState>> prepareCast(const Node &node) {
+  std::optional<DType> to;
+  if (node.hasAttr("to")) {
+    to = dtypeFromOnnx(node.getIntAttr("to", 0));
+    DType output = node.getResult(0)->getType().getDType();
+    if (!to || *to != output)
+      return prepareError(node, castToDisagrees(output));
+  }
+  return makeKernelState(to);
+}
+
 llvm::Error castKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   if (llvm::Error err = checkSameShape(call, in, out, "input and output"))
     return err;
-  if (call.hasAttr("to")) {
-    auto to = dtypeFromOnnx(call.getInt("to", 0));
-    if (!to || *to != out.getDType())
-      return call.error("attribute 'to' disagrees with the output type " +
-                        dtypeName(out.getDType()));
-  }
+  const std::optional<DType> &to = call.getState<std::optional<DType>>();
+  if (to && *to != out.getDType())
+    return call.error(castToDisagrees(out.getDType()));
   return castElements(call, in, out);
 }
 
@@ -528,7 +626,9 @@ void cpu::registerUnaryKernels(KernelTable &table) {
   table.add("", "Sign", numericUnaryKernel<SignFn>);
   table.add("", "Relu", reluKernel);
   table.add("", "LeakyRelu", leakyReluKernel);
+  table.setPrepare("", "LeakyRelu", prepareLeakyRelu);
   table.add("", "Gelu", onnxGeluKernel);
+  table.setPrepare("", "Gelu", prepareOnnxGelu);
   table.add(kMsDomain, "Gelu", floatUnaryKernel<GeluExactFn, 16>);
   table.add(kMsDomain, "FastGelu", biasGeluKernel<true>);
   table.add(kMsDomain, "BiasGelu", biasGeluKernel<false>);
@@ -549,15 +649,24 @@ void cpu::registerUnaryKernels(KernelTable &table) {
   table.add("", "Mish", floatUnaryKernel<MishFn, 16>);
   table.add("", "HardSwish", floatUnaryKernel<HardSwishFn, 2>);
   table.add("", "Elu", eluKernel);
+  table.setPrepare("", "Elu", prepareElu);
   table.add("", "Celu", celuKernel);
+  table.setPrepare("", "Celu", prepareCelu);
   table.add("", "Selu", seluKernel);
+  table.setPrepare("", "Selu", prepareSelu);
   table.add("", "HardSigmoid", hardSigmoidKernel);
+  table.setPrepare("", "HardSigmoid", prepareHardSigmoid);
   table.add("", "ThresholdedRelu", thresholdedReluKernel);
+  table.setPrepare("", "ThresholdedRelu", prepareThresholdedRelu);
   table.add(kMsDomain, "QuickGelu", quickGeluKernel);
+  table.setPrepare(kMsDomain, "QuickGelu", prepareQuickGelu);
   table.add("", "Clip", clipKernel);
+  table.setPrepare("", "Clip", prepareClip);
   table.add("", "IsNaN", isNaNKernel);
   table.add("", "IsInf", isInfKernel);
+  table.setPrepare("", "IsInf", prepareIsInf);
   table.add("", "Not", notKernel, KernelMode::Native);
   table.add("", "Cast", castKernel, KernelMode::Native);
+  table.setPrepare("", "Cast", prepareCast);
   table.add("", "CastLike", castLikeKernel, KernelMode::Native);
 }

@@ -611,4 +611,71 @@ TEST(CpuKernelPrepareTest, ReduceWithABadAxisFailsAtPrepare) {
             std::string::npos);
 }
 
+TEST(CpuKernelPrepareTest, UnaryRefusesItsAttributesAtPrepare) {
+  TensorType x = f32Type({2});
+  EXPECT_EQ(prepareOutcome({"", "Gelu"}, {x}, {x},
+                           {stringAttr("approximate", "erf")}),
+            "Gelu: unknown approximate mode 'erf' (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "Celu"}, {x}, {x}, {floatAttr("alpha", 0)}),
+            "Celu: alpha must not be 0 (node node0)");
+  // `to` = 7 is int64, the output is fp32.
+  EXPECT_EQ(prepareOutcome({"", "Cast"}, {x}, {x}, {intAttr("to", 7)}),
+            "Cast: attribute 'to' disagrees with the output type " +
+                dtypeName(DType::F32).str() + " (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "Gelu"}, {x}, {x},
+                           {stringAttr("approximate", "tanh")}),
+            "prepared");
+}
+
+/// Runs \p node on \p inputs at \p step of seed 5: through \p kernel, or
+/// with none through runCpuKernel, which prepares at every call.
+std::vector<HostTensor> runNodeAt(const PreparedCpuKernel *kernel,
+                                  const Node &node,
+                                  std::vector<HostTensor *> inputs,
+                                  uint64_t step) {
+  CountingAllocator allocator;
+  CpuKernelContext ctx(allocator);
+  ctx.setSeed(5);
+  ctx.setStep(step);
+  std::vector<TensorView> inViews, outViews(node.getNumResults());
+  for (HostTensor *input : inputs)
+    inViews.push_back(input->view());
+  std::vector<const TensorView *> in;
+  for (const TensorView &view : inViews)
+    in.push_back(&view);
+  std::vector<HostTensor> results(node.getNumResults());
+  std::vector<TensorView *> out;
+  for (unsigned i = 0; i < results.size(); ++i) {
+    const TensorType &type = node.getResult(i)->getType();
+    auto shape = type.getStaticShape();
+    results[i].dtype = type.getDType();
+    results[i].shape.assign(shape.begin(), shape.end());
+    results[i].bytes.assign(type.getSizeInBytes(), 0xA5);
+    outViews[i] = results[i].view();
+    out.push_back(&outViews[i]);
+  }
+  llvm::Error err = kernel ? runPreparedCpuKernel(*kernel, node, in, out, ctx)
+                           : runCpuKernel(node, in, out, ctx);
+  EXPECT_FALSE(bool(err)) << llvm::toString(std::move(err));
+  return results;
+}
+
+TEST(CpuKernelPrepareTest, LaunchesReadTheAttributesDecodedAtPrepare) {
+  // An attribute changed after prepare does not reach the prepared kernel.
+  auto module = std::make_unique<Module>();
+  Graph &graph = module->getGraph();
+  HostTensor data = HostTensor::f32({2}, {-2, 3});
+  Value *x = graph.addInput(data.type(), "x");
+  Builder builder(graph);
+  Node *node = builder.create(OpName{"", "LeakyRelu"}, {x}, {f32Type({2})},
+                              {floatAttr("alpha", 0.5f)}, "leaky0");
+  auto kernel = prepareCpuKernel(*node);
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  node->setAttr("alpha", Attribute::getFloat(0.25f));
+  EXPECT_EQ(runNodeAt(&*kernel, *node, {&data}, 0)[0].floats(),
+            (std::vector<float>{-1, 3}));
+  EXPECT_EQ(runNodeAt(nullptr, *node, {&data}, 0)[0].floats(),
+            (std::vector<float>{-0.5f, 3}));
+}
+
 } // namespace
