@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/Simd.h"
 
@@ -324,6 +325,15 @@ template <typename Op> llvm::Error arithmeticKernel(KernelCall &call) {
   });
 }
 
+/// Mod's `fmod`, decoded at prepare as whether it follows C: a float Mod
+/// without it is an error.
+llvm::Expected<std::unique_ptr<KernelState>> prepareMod(const Node &node) {
+  bool cStyle = node.getIntAttr("fmod", 0) != 0;
+  if (!cStyle && isFloatingPoint(node.getOperand(0)->getType().getDType()))
+    return prepareError(node, "floating-point Mod requires fmod = 1");
+  return makeKernelState(cStyle);
+}
+
 /// Mod(A, B): fmod = 1 follows C, fmod = 0 (integers only) takes the
 /// divisor's sign.
 llvm::Error modKernel(KernelCall &call) {
@@ -333,7 +343,7 @@ llvm::Error modKernel(KernelCall &call) {
     return call.error("operand element types differ");
   if (llvm::Error err = checkBroadcast(call, a, b, out))
     return err;
-  bool cStyle = call.getInt("fmod", 0) != 0;
+  bool cStyle = call.getState<bool>();
   return dispatchArithmetic(call, a.getDType(), [&](auto tag) -> llvm::Error {
     using T = typename decltype(tag)::type;
     if (llvm::Error err = checkNonzeroDivisor<T>(call, b))
@@ -606,6 +616,7 @@ void cpu::registerElementwiseKernels(KernelTable &table) {
   table.add("", "Pow", powKernel);
   table.add("", "PRelu", arithmeticKernel<PReluOp>);
   table.add("", "Mod", modKernel);
+  table.setPrepare("", "Mod", prepareMod);
   table.add("", "Equal", compareKernel<EqualOp>);
   table.add("", "Less", compareKernel<LessOp>);
   table.add("", "Greater", compareKernel<GreaterOp>);

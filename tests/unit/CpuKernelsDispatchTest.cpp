@@ -678,4 +678,13 @@ TEST(CpuKernelPrepareTest, LaunchesReadTheAttributesDecodedAtPrepare) {
             (std::vector<float>{-0.5f, 3}));
 }
 
+TEST(CpuKernelPrepareTest, FloatModWithoutFmodFailsAtPrepare) {
+  TensorType x = f32Type({2});
+  EXPECT_EQ(prepareOutcome({"", "Mod"}, {x, x}, {x}, {intAttr("fmod", 0)}),
+            "Mod: floating-point Mod requires fmod = 1 (node node0)");
+  TensorType i = TensorType::get(DType::I64, {2});
+  EXPECT_EQ(prepareOutcome({"", "Mod"}, {i, i}, {i}, {intAttr("fmod", 0)}),
+            "prepared");
+}
+
 } // namespace
