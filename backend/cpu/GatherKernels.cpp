@@ -12,7 +12,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/ScatterMath.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
+#include "ir/ops/Axes.h"
 
 #include <cstring>
 
@@ -55,13 +57,59 @@ llvm::Error withIndices(const KernelCall &call, const TensorView &indices,
   });
 }
 
+/// What a gather or scatter node's attributes say, decoded at prepare: the
+/// `axis` as written (normalized at launch against the tensor's rank),
+/// GatherND's `batch_dims` and a scatter's `reduction`.
+struct IndexingAttrs {
+  int64_t axis = 0;
+  int64_t batchDims = 0;
+  ScatterReduction reduction = ScatterReduction::None;
+};
+
+/// The rank of \p value's static type, or nullopt when unranked.
+std::optional<int64_t> staticRank(const Value *value) {
+  if (!value || !value->getType().hasRank())
+    return std::nullopt;
+  return value->getType().getRank();
+}
+
+/// \p node's `axis` over the tensor \p indexed (its data or its dX), checked
+/// against that tensor's static rank where it has one (rank 0 is left to the
+/// kernel's own "rank >= 1" error).
+llvm::Expected<IndexingAttrs> readAxisAttrs(const Node &node,
+                                            const Value *indexed) {
+  IndexingAttrs attrs;
+  attrs.axis = node.getIntAttr("axis", 0);
+  if (std::optional<int64_t> rank = staticRank(indexed); rank && *rank > 0)
+    if (llvm::Error err = ops::checkAxis(attrs.axis, *rank).takeError())
+      return prepareError(node, llvm::toString(std::move(err)));
+  return attrs;
+}
+
+/// Gather and GatherElements index their data, operand 0.
+llvm::Expected<std::unique_ptr<KernelState>> prepareDataAxis(const Node &node) {
+  auto attrs = readAxisAttrs(node, node.getOperand(0));
+  if (!attrs)
+    return attrs.takeError();
+  return makeKernelState(*attrs);
+}
+
+/// GatherGrad and GatherElementsGrad index their result dX.
+llvm::Expected<std::unique_ptr<KernelState>> prepareGradAxis(const Node &node) {
+  auto attrs = readAxisAttrs(node, node.getResult(0));
+  if (!attrs)
+    return attrs.takeError();
+  return makeKernelState(*attrs);
+}
+
 /// Gather(data, indices) along `axis`.
 llvm::Error gatherKernel(KernelCall &call) {
   const TensorView &data = *call.in(0), &indices = *call.in(1);
   const TensorView &out = *call.out(0);
   if (data.getRank() == 0)
     return call.error("data must have rank >= 1");
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), data.getRank());
+  auto axis =
+      normalizeAxis(call, call.getState<IndexingAttrs>().axis, data.getRank());
   if (!axis)
     return axis.takeError();
   llvm::SmallVector<int64_t, 8> outShape(data.getShape().take_front(*axis));
@@ -142,7 +190,8 @@ llvm::Error gatherElementsKernel(KernelCall &call) {
   const TensorView &out = *call.out(0);
   if (data.getRank() == 0)
     return call.error("data must have rank >= 1");
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), data.getRank());
+  auto axis =
+      normalizeAxis(call, call.getState<IndexingAttrs>().axis, data.getRank());
   if (!axis)
     return axis.takeError();
   if (llvm::Error err =
@@ -186,7 +235,8 @@ llvm::Error gatherGradKernel(KernelCall &call) {
     return err;
   if (dX.getRank() == 0)
     return call.error("dX must have rank >= 1");
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), dX.getRank());
+  auto axis =
+      normalizeAxis(call, call.getState<IndexingAttrs>().axis, dX.getRank());
   if (!axis)
     return axis.takeError();
   llvm::SmallVector<int64_t, 8> gatheredShape(dX.getShape().take_front(*axis));
@@ -238,7 +288,8 @@ llvm::Error gatherElementsGradKernel(KernelCall &call) {
     return err;
   if (dX.getRank() == 0)
     return call.error("dX must have rank >= 1");
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), dX.getRank());
+  auto axis =
+      normalizeAxis(call, call.getState<IndexingAttrs>().axis, dX.getRank());
   if (!axis)
     return axis.takeError();
   if (llvm::Error err =
@@ -280,16 +331,26 @@ struct NDIndexing {
   llvm::SmallVector<int64_t, 6> extents, strides;
 };
 
+/// The message of \p batchDims that ranks \p dataRank and \p indexRank do
+/// not fit, or nullopt when they do.
+std::optional<std::string> batchDimsMisfit(int64_t batchDims, int64_t dataRank,
+                                           int64_t indexRank) {
+  if (indexRank >= 1 && batchDims >= 0 &&
+      batchDims < std::min(dataRank, indexRank))
+    return std::nullopt;
+  return ("batch_dims " + llvm::Twine(batchDims) + " does not fit ranks " +
+          llvm::Twine(dataRank) + " and " + llvm::Twine(indexRank))
+      .str();
+}
+
 llvm::Expected<NDIndexing> resolveND(const KernelCall &call,
                                      llvm::ArrayRef<int64_t> data,
                                      llvm::ArrayRef<int64_t> indices,
                                      int64_t batchDims) {
   int64_t dataRank = data.size(), indexRank = indices.size();
-  if (indexRank < 1 || batchDims < 0 ||
-      batchDims >= std::min(dataRank, indexRank))
-    return call.error("batch_dims " + llvm::Twine(batchDims) +
-                      " does not fit ranks " + llvm::Twine(dataRank) + " and " +
-                      llvm::Twine(indexRank));
+  if (std::optional<std::string> misfit =
+          batchDimsMisfit(batchDims, dataRank, indexRank))
+    return call.error(*misfit);
   NDIndexing nd;
   nd.depth = indices.back();
   if (nd.depth < 1 || batchDims + nd.depth > dataRank)
@@ -345,11 +406,35 @@ llvm::Error forEachTuple(const KernelCall &call, const TensorView &indices,
   });
 }
 
+/// GatherND's and GatherNDGrad's `batch_dims`, checked against the static
+/// ranks of the indexed tensor \p indexed (data or dX) and the indices.
+llvm::Expected<std::unique_ptr<KernelState>>
+readBatchDims(const Node &node, const Value *indexed) {
+  IndexingAttrs attrs;
+  attrs.batchDims = node.getIntAttr("batch_dims", 0);
+  std::optional<int64_t> dataRank = staticRank(indexed),
+                         indexRank = staticRank(node.getOperand(1));
+  if (dataRank && indexRank)
+    if (std::optional<std::string> misfit =
+            batchDimsMisfit(attrs.batchDims, *dataRank, *indexRank))
+      return prepareError(node, *misfit);
+  return makeKernelState(attrs);
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareGatherND(const Node &node) {
+  return readBatchDims(node, node.getOperand(0));
+}
+
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareGatherNDGrad(const Node &node) {
+  return readBatchDims(node, node.getResult(0));
+}
+
 /// GatherND(data, indices) with batch_dims.
 llvm::Error gatherNDKernel(KernelCall &call) {
   const TensorView &data = *call.in(0), &indices = *call.in(1);
   const TensorView &out = *call.out(0);
-  int64_t batchDims = call.getInt("batch_dims", 0);
+  int64_t batchDims = call.getState<IndexingAttrs>().batchDims;
   auto nd = resolveND(call, data.getShape(), indices.getShape(), batchDims);
   if (!nd)
     return nd.takeError();
@@ -377,7 +462,7 @@ llvm::Error gatherNDGradKernel(KernelCall &call) {
   TensorView &dX = *call.out(0);
   if (llvm::Error err = checkShapeOperand(call, *call.in(0), dX))
     return err;
-  int64_t batchDims = call.getInt("batch_dims", 0);
+  int64_t batchDims = call.getState<IndexingAttrs>().batchDims;
   auto nd = resolveND(call, dX.getShape(), indices.getShape(), batchDims);
   if (!nd)
     return nd.takeError();
@@ -403,12 +488,33 @@ llvm::Error gatherNDGradKernel(KernelCall &call) {
   });
 }
 
-/// The `reduction` of \p call's scatter (ops::getScatterReduction).
-llvm::Expected<ScatterReduction> getScatterReduction(const KernelCall &call) {
-  auto reduction = ops::getScatterReduction(call.getNode());
+/// A scatter's `reduction` (ops::getScatterReduction) into \p attrs.
+llvm::Error readScatterReduction(const Node &node, IndexingAttrs &attrs) {
+  auto reduction = ops::getScatterReduction(node);
   if (!reduction)
-    return call.error(llvm::toString(reduction.takeError()));
-  return *reduction;
+    return prepareError(node, llvm::toString(reduction.takeError()));
+  attrs.reduction = *reduction;
+  return llvm::Error::success();
+}
+
+/// ScatterElements: its `axis` over data and its `reduction`.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareScatterElements(const Node &node) {
+  auto attrs = readAxisAttrs(node, node.getOperand(0));
+  if (!attrs)
+    return attrs.takeError();
+  if (llvm::Error err = readScatterReduction(node, *attrs))
+    return err;
+  return makeKernelState(*attrs);
+}
+
+/// ScatterND: its `reduction`.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareScatterND(const Node &node) {
+  IndexingAttrs attrs;
+  if (llvm::Error err = readScatterReduction(node, attrs))
+    return err;
+  return makeKernelState(attrs);
 }
 
 /// Scatter kernels run on the output after copying data into it: without a
@@ -428,12 +534,11 @@ llvm::Error scatterElementsKernel(KernelCall &call) {
   const TensorView &out = *call.out(0);
   if (data.getRank() == 0)
     return call.error("data must have rank >= 1");
-  auto axis = normalizeAxis(call, call.getInt("axis", 0), data.getRank());
+  auto axis =
+      normalizeAxis(call, call.getState<IndexingAttrs>().axis, data.getRank());
   if (!axis)
     return axis.takeError();
-  auto reduction = getScatterReduction(call);
-  if (!reduction)
-    return reduction.takeError();
+  ScatterReduction reduction = call.getState<IndexingAttrs>().reduction;
   if (llvm::Error err =
           checkElementIndices(call, data.getShape(), indices.getShape(), *axis))
     return err;
@@ -447,7 +552,7 @@ llvm::Error scatterElementsKernel(KernelCall &call) {
     return call.error("data, updates and output must have one element type");
   copyElements(data, out);
   return dispatchScatter(
-      call, data.getDType(), *reduction, [&](auto tag) -> llvm::Error {
+      call, data.getDType(), reduction, [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
         const T *u = updates.getDataAs<T>();
         T *y = out.getDataAs<T>();
@@ -455,7 +560,7 @@ llvm::Error scatterElementsKernel(KernelCall &call) {
             call, indices, data.getDim(*axis), [&](auto *idx) -> llvm::Error {
               forEachElementIndex(indices.getShape(), data.getShape(), *axis,
                                   idx, [&](int64_t i, int64_t offset) {
-                                    y[offset] = combineScatter(*reduction,
+                                    y[offset] = combineScatter(reduction,
                                                                y[offset], u[i]);
                                   });
               return llvm::Error::success();
@@ -468,9 +573,7 @@ llvm::Error scatterNDKernel(KernelCall &call) {
   const TensorView &data = *call.in(0), &indices = *call.in(1),
                    &updates = *call.in(2);
   const TensorView &out = *call.out(0);
-  auto reduction = getScatterReduction(call);
-  if (!reduction)
-    return reduction.takeError();
+  ScatterReduction reduction = call.getState<IndexingAttrs>().reduction;
   auto nd = resolveND(call, data.getShape(), indices.getShape(), 0);
   if (!nd)
     return nd.takeError();
@@ -485,7 +588,7 @@ llvm::Error scatterNDKernel(KernelCall &call) {
     return call.error("data, updates and output must have one element type");
   copyElements(data, out);
   return dispatchScatter(
-      call, data.getDType(), *reduction, [&](auto tag) -> llvm::Error {
+      call, data.getDType(), reduction, [&](auto tag) -> llvm::Error {
         using T = typename decltype(tag)::type;
         const T *u = updates.getDataAs<T>();
         T *y = out.getDataAs<T>();
@@ -494,7 +597,7 @@ llvm::Error scatterNDKernel(KernelCall &call) {
             call, indices, *nd, [&](int64_t, int64_t t, int64_t offset) {
               for (int64_t j = 0; j < block; ++j)
                 y[offset + j] =
-                    combineScatter(*reduction, y[offset + j], u[t * block + j]);
+                    combineScatter(reduction, y[offset + j], u[t * block + j]);
             });
       });
 }
@@ -503,11 +606,19 @@ llvm::Error scatterNDKernel(KernelCall &call) {
 
 void cpu::registerGatherKernels(KernelTable &table) {
   table.add("", "Gather", gatherKernel, KernelMode::Native);
+  table.setPrepare("", "Gather", prepareDataAxis);
   table.add("", "GatherElements", gatherElementsKernel, KernelMode::Native);
+  table.setPrepare("", "GatherElements", prepareDataAxis);
   table.add(kMsDomain, "GatherGrad", gatherGradKernel);
+  table.setPrepare(kMsDomain, "GatherGrad", prepareGradAxis);
   table.add(kMsDomain, "GatherElementsGrad", gatherElementsGradKernel);
+  table.setPrepare(kMsDomain, "GatherElementsGrad", prepareGradAxis);
   table.add("", "GatherND", gatherNDKernel, KernelMode::Native);
+  table.setPrepare("", "GatherND", prepareGatherND);
   table.add(kMsDomain, "GatherNDGrad", gatherNDGradKernel);
+  table.setPrepare(kMsDomain, "GatherNDGrad", prepareGatherNDGrad);
   table.add("", "ScatterElements", scatterElementsKernel, KernelMode::Native);
+  table.setPrepare("", "ScatterElements", prepareScatterElements);
   table.add("", "ScatterND", scatterNDKernel, KernelMode::Native);
+  table.setPrepare("", "ScatterND", prepareScatterND);
 }

@@ -687,4 +687,33 @@ TEST(CpuKernelPrepareTest, FloatModWithoutFmodFailsAtPrepare) {
             "prepared");
 }
 
+TEST(CpuKernelPrepareTest, GathersAndScattersRefuseTheirAttributesAtPrepare) {
+  TensorType data = f32Type({3, 4}), idx = TensorType::get(DType::I64, {2});
+  EXPECT_EQ(prepareOutcome({"", "Gather"}, {data, idx}, {f32Type({3, 2})},
+                           {intAttr("axis", 2)}),
+            "Gather: axis 2 is out of range for rank 2 (node node0)");
+  // GatherGrad's axis indexes its result dX.
+  EXPECT_EQ(
+      prepareOutcome({kMsDomain.str(), "GatherGrad"},
+                     {TensorType::get(DType::I64, {2}), idx, f32Type({3, 2})},
+                     {data}, {intAttr("axis", -3)}),
+      "com.microsoft.GatherGrad: axis -3 is out of range for rank 2 (node "
+      "node0)");
+  TensorType tuples = TensorType::get(DType::I64, {3, 1});
+  EXPECT_EQ(prepareOutcome({"", "GatherND"}, {data, tuples}, {f32Type({3})},
+                           {intAttr("batch_dims", 2)}),
+            "GatherND: batch_dims 2 does not fit ranks 2 and 2 (node node0)");
+  TensorType idx2 = TensorType::get(DType::I64, {3, 4});
+  EXPECT_EQ(prepareOutcome({"", "ScatterElements"}, {data, idx2, data}, {data},
+                           {stringAttr("reduction", "mean")}),
+            "ScatterElements: unknown reduction 'mean' (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "ScatterND"}, {data, tuples, data}, {data},
+                           {stringAttr("reduction", "avg")}),
+            "ScatterND: unknown reduction 'avg' (node node0)");
+  EXPECT_EQ(
+      prepareOutcome({"", "ScatterElements"}, {data, idx2, data}, {data},
+                     {stringAttr("reduction", "max"), intAttr("axis", -1)}),
+      "prepared");
+}
+
 } // namespace
