@@ -13,9 +13,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/Philox.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 using namespace gmopt;
@@ -32,17 +34,71 @@ struct DropoutMode {
   float scale() const { return 1.0f / (1.0f - ratio); }
 };
 
+/// What a dropout node says apart from its operands, decoded at prepare.
+struct DropoutAttrs {
+  /// The `ratio` attribute (before opset 12), used without a ratio operand.
+  float ratio = 0.5f;
+  /// The node's random stream (getRandomStreamId), for the ops that draw.
+  std::optional<uint64_t> streamId;
+};
+
+/// The message of a ratio outside [0, 1).
+std::string ratioOutside(float ratio) {
+  return "ratio " + std::to_string(ratio) + " is outside [0, 1)";
+}
+
+/// True when \p node has operand \p index.
+bool hasOperand(const Node &node, unsigned index) {
+  return index < node.getNumOperands() && node.getOperand(index);
+}
+
+/// A dropout node's attributes, its ratio operand at \p ratioAt and its
+/// training_mode at \p trainingAt; for an op that \p draws, also its
+/// stream id, which it needs whenever it may train (training_mode present).
+llvm::Expected<std::unique_ptr<KernelState>>
+readDropoutAttrs(const Node &node, unsigned ratioAt, unsigned trainingAt,
+                 bool draws) {
+  DropoutAttrs attrs;
+  attrs.ratio = node.getFloatAttr("ratio", 0.5f);
+  if (!hasOperand(node, ratioAt) && !(attrs.ratio >= 0 && attrs.ratio < 1))
+    return prepareError(node, ratioOutside(attrs.ratio));
+  if (draws && hasOperand(node, trainingAt)) {
+    llvm::Expected<uint64_t> streamId = getRandomStreamId(node);
+    if (!streamId)
+      return streamId.takeError();
+    attrs.streamId = *streamId;
+  }
+  return makeKernelState(attrs);
+}
+
+/// Dropout and BitmaskDropout(data, ratio?, training_mode?).
+llvm::Expected<std::unique_ptr<KernelState>> prepareDropout(const Node &node) {
+  return readDropoutAttrs(node, 1, 2, true);
+}
+
+/// BiasDropout(data, bias, residual?, ratio?, training_mode?).
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareBiasDropout(const Node &node) {
+  return readDropoutAttrs(node, 3, 4, true);
+}
+
+/// DropoutGrad and BitmaskDropoutGrad(dy, mask, ratio?, training_mode?)
+/// draw nothing.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareDropoutGrad(const Node &node) {
+  return readDropoutAttrs(node, 2, 3, false);
+}
+
 llvm::Expected<DropoutMode> getDropoutMode(const KernelCall &call,
                                            unsigned ratioInput,
                                            unsigned trainingInput) {
   DropoutMode mode;
+  mode.ratio = call.getState<DropoutAttrs>().ratio;
   if (const TensorView *ratio = call.in(ratioInput)) {
     auto value = readScalar(call, *ratio, "ratio");
     if (!value)
       return value.takeError();
     mode.ratio = static_cast<float>(*value);
-  } else if (call.hasAttr("ratio")) {
-    mode.ratio = call.getFloat("ratio", 0.5f);
   }
   if (const TensorView *training = call.in(trainingInput)) {
     auto value = readScalar(call, *training, "training_mode");
@@ -51,23 +107,24 @@ llvm::Expected<DropoutMode> getDropoutMode(const KernelCall &call,
     mode.training = *value != 0;
   }
   if (!(mode.ratio >= 0 && mode.ratio < 1))
-    return call.error("ratio " + std::to_string(mode.ratio) +
-                      " is outside [0, 1)");
+    return call.error(ratioOutside(mode.ratio));
   return mode;
 }
 
 /// Elements per parallel task (a multiple of 32 and of 4).
 constexpr int64_t kDropoutGrain = 8192;
 
-/// Calls keepFn(i, keep) for every element i of an n-element random tensor.
-/// Fails for a node without a stream id or a tensor too large for one
+/// Calls keepFn(i, keep) for every element i of an n-element random tensor
+/// from the node's prepared stream. Fails for a tensor too large for one
 /// stream.
 template <typename KeepFn>
 llvm::Error drawKeepMask(const KernelCall &call, int64_t n, float ratio,
                          const KeepFn &keepFn) {
-  llvm::Expected<uint64_t> streamId = getRandomStreamId(call.getNode());
+  // Prepare found the stream of every node that may train.
+  const std::optional<uint64_t> &streamId =
+      call.getState<DropoutAttrs>().streamId;
   if (!streamId)
-    return streamId.takeError();
+    return call.error("draws without a stream id");
   if (static_cast<uint64_t>(n) > kPhiloxMaxElements)
     return call.error("a random tensor of " + llvm::Twine(n) +
                       " elements is larger than one Philox stream (2^34)");
@@ -267,8 +324,13 @@ template <bool Bitmask> llvm::Error dropoutGradKernel(KernelCall &call) {
 
 void cpu::registerDropoutKernels(KernelTable &table) {
   table.add("", "Dropout", dropoutKernel);
+  table.setPrepare("", "Dropout", prepareDropout);
   table.add(kMsDomain, "BitmaskDropout", bitmaskDropoutKernel);
+  table.setPrepare(kMsDomain, "BitmaskDropout", prepareDropout);
   table.add(kMsDomain, "BiasDropout", biasDropoutKernel);
+  table.setPrepare(kMsDomain, "BiasDropout", prepareBiasDropout);
   table.add(kMsDomain, "DropoutGrad", dropoutGradKernel<false>);
+  table.setPrepare(kMsDomain, "DropoutGrad", prepareDropoutGrad);
   table.add(kMsDomain, "BitmaskDropoutGrad", dropoutGradKernel<true>);
+  table.setPrepare(kMsDomain, "BitmaskDropoutGrad", prepareDropoutGrad);
 }

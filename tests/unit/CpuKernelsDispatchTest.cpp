@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/Philox.h"
 #include "backend/cpu/Half.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/testing/KernelTestHarness.h"
@@ -714,6 +715,68 @@ TEST(CpuKernelPrepareTest, GathersAndScattersRefuseTheirAttributesAtPrepare) {
       prepareOutcome({"", "ScatterElements"}, {data, idx2, data}, {data},
                      {stringAttr("reduction", "max"), intAttr("axis", -1)}),
       "prepared");
+}
+
+TEST(CpuKernelPrepareTest, DropoutsRefuseTheirRatioAndNeedAStreamAtPrepare) {
+  TensorType x = f32Type({8}), mask = TensorType::get(DType::Bool, {8});
+  // The ratio attribute (before opset 12) applies without a ratio operand.
+  EXPECT_EQ(prepareOutcome({"", "Dropout"}, {x}, {x, mask},
+                           {floatAttr("ratio", 1.5f)}),
+            "Dropout: ratio 1.500000 is outside [0, 1) (node node0)");
+  EXPECT_EQ(
+      prepareOutcome({kMsDomain.str(), "DropoutGrad"},
+                     {x, mask, f32Type({}), TensorType::get(DType::Bool, {})},
+                     {x}, {}),
+      "prepared");
+  // A node that may train draws from its stream: without one it fails.
+  std::string noStream = prepareOutcome(
+      {"", "Dropout"}, {x, f32Type({}), TensorType::get(DType::Bool, {})},
+      {x, mask}, {});
+  EXPECT_NE(noStream.find("has no stream id"), std::string::npos) << noStream;
+}
+
+TEST(CpuKernelPrepareTest, PreparedDropoutDrawsTheUnpreparedMasks) {
+  // Prepared once, Dropout holds its stream id and reads the seed and step
+  // at each launch: its output and mask are bit for bit those of the
+  // unprepared path and of the Philox stream itself, step after step.
+  auto module = std::make_unique<Module>();
+  Graph &graph = module->getGraph();
+  const int64_t n = 1001;
+  HostTensor data = HostTensor::f32({n}, randomFloats(n, 21));
+  HostTensor ratio = HostTensor::f32({}, {0.3f});
+  HostTensor training = HostTensor::boolean({}, {1});
+  Value *x = graph.addInput(data.type(), "x");
+  Value *r = graph.addInput(ratio.type(), "ratio");
+  Value *t = graph.addInput(training.type(), "training");
+  Builder builder(graph);
+  Node *node = builder.create(OpName{"", "Dropout"}, {x, r, t},
+                              {f32Type({n}), TensorType::get(DType::Bool, {n})},
+                              {}, "drop0");
+  node->setStreamId(11);
+  auto kernel = prepareCpuKernel(*node);
+  ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+  std::vector<uint8_t> previousMask;
+  for (uint64_t step : {3u, 4u}) {
+    std::vector<HostTensor> prepared =
+        runNodeAt(&*kernel, *node, {&data, &ratio, &training}, step);
+    std::vector<HostTensor> unprepared =
+        runNodeAt(nullptr, *node, {&data, &ratio, &training}, step);
+    EXPECT_EQ(prepared[0].bytes, unprepared[0].bytes) << "step " << step;
+    EXPECT_EQ(prepared[1].bytes, unprepared[1].bytes) << "step " << step;
+    PhiloxStreamKey stream = makePhiloxStreamKey(5, 11, step);
+    unsigned mismatches = 0, kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      bool keep = dropoutKeeps(
+          philoxBlock(stream, static_cast<uint32_t>(i / 4)).w[i % 4], 0.3f);
+      mismatches += prepared[1].bytes[i] != uint8_t(keep);
+      kept += keep;
+    }
+    EXPECT_EQ(mismatches, 0u) << "step " << step;
+    EXPECT_GT(kept, n / 2) << "step " << step;
+    EXPECT_LT(kept, n) << "step " << step;
+    EXPECT_NE(prepared[1].bytes, previousMask) << "step " << step;
+    previousMask = prepared[1].bytes;
+  }
 }
 
 } // namespace
