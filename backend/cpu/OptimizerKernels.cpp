@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 
 #include "ir/OptimizerOps.h"
@@ -41,6 +42,54 @@ struct AdamWStep {
   float lr, lrCorrected, alphaCorrection, betaCorrection;
   int64_t mode;
 };
+
+/// AdamW's attributes, decoded at prepare.
+struct AdamWAttrs {
+  float alpha = 0.9f, beta = 0.999f, epsilon = 1e-8f, weightDecay = 1e-2f;
+  int64_t mode = 0;
+  bool correctBias = true;
+};
+
+/// An optimizer's operand layout, decoded at prepare: an error unless its
+/// operands form the optimizer's groups.
+llvm::Expected<OptimizerOperands> readLayout(const Node &node) {
+  OptimizerOperands layout(node);
+  if (!layout.isWellFormed())
+    return prepareError(node, "operands do not form the optimizer's groups");
+  return layout;
+}
+
+/// What an optimizer kernel reads at every step: its operand layout and,
+/// for AdamW, its hyper-parameters.
+struct OptimizerState {
+  OptimizerOperands layout;
+  AdamWAttrs adamW;
+};
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareAdamW(const Node &node) {
+  auto layout = readLayout(node);
+  if (!layout)
+    return layout.takeError();
+  AdamWAttrs attrs;
+  attrs.alpha = node.getFloatAttr("alpha", 0.9f);
+  attrs.beta = node.getFloatAttr("beta", 0.999f);
+  attrs.epsilon = node.getFloatAttr("epsilon", 1e-8f);
+  attrs.weightDecay = node.getFloatAttr("weight_decay", 1e-2f);
+  attrs.mode = node.getIntAttr("adam_mode", 0);
+  attrs.correctBias = node.getIntAttr("correct_bias", 1) == 1;
+  if (attrs.mode != 0 && attrs.mode != 1)
+    return prepareError(node, "adam_mode must be 0 (PyTorch) or 1 (Hugging "
+                              "Face), got " +
+                                  llvm::Twine(attrs.mode));
+  return makeKernelState(OptimizerState{*layout, attrs});
+}
+
+llvm::Expected<std::unique_ptr<KernelState>> prepareSgd(const Node &node) {
+  auto layout = readLayout(node);
+  if (!layout)
+    return layout.takeError();
+  return makeKernelState(OptimizerState{*layout, AdamWAttrs()});
+}
 
 /// Checks that operand \p index is present, fp32, and shaped like
 /// \p param.
@@ -64,12 +113,10 @@ llvm::Error checkGroupOperand(const KernelCall &call, unsigned index,
   return llvm::Error::success();
 }
 
-/// Checks every group of \p layout: present, fp32, same shape per
-/// parameter.
+/// Checks every group of \p layout (well formed: prepare checked it):
+/// present, fp32, same shape per parameter.
 llvm::Error checkGroups(const KernelCall &call,
                         const OptimizerOperands &layout) {
-  if (!layout.isWellFormed())
-    return call.error("operands do not form the optimizer's groups");
   static const char *const kStateRoles[] = {"first moment", "second moment"};
   for (unsigned i = 0, n = layout.size(); i != n; ++i) {
     if (auto err =
@@ -150,7 +197,8 @@ void adamWUpdate(const AdamWStep &s, float *weight, const float *grad,
 /// AdamWOptimizer(lr, step, update_signal?, W.., G.., M1.., M2..) ->
 /// updated_flag (int64).
 llvm::Error adamWKernel(KernelCall &call) {
-  OptimizerOperands layout(call.getNode());
+  const OptimizerState &state = call.getState<OptimizerState>();
+  const OptimizerOperands &layout = state.layout;
   if (auto err = checkGroups(call, layout))
     return err;
   auto update = readUpdateSignal(call, layout);
@@ -170,19 +218,15 @@ llvm::Error adamWKernel(KernelCall &call) {
     return stepValue.takeError();
 
   AdamWStep s;
-  s.alpha = call.getFloat("alpha", 0.9f);
-  s.beta = call.getFloat("beta", 0.999f);
-  s.epsilon = call.getFloat("epsilon", 1e-8f);
-  s.weightDecay = call.getFloat("weight_decay", 1e-2f);
-  s.mode = call.getInt("adam_mode", 0);
-  if (s.mode != 0 && s.mode != 1)
-    return call.error("adam_mode must be 0 (PyTorch) or 1 (Hugging Face), "
-                      "got " +
-                      llvm::Twine(s.mode));
+  s.alpha = state.adamW.alpha;
+  s.beta = state.adamW.beta;
+  s.epsilon = state.adamW.epsilon;
+  s.weightDecay = state.adamW.weightDecay;
+  s.mode = state.adamW.mode;
   s.lr = static_cast<float>(*lr);
   s.lrCorrected = s.lr;
   s.alphaCorrection = s.betaCorrection = 1.f;
-  if (call.getInt("correct_bias", 1) == 1) {
+  if (state.adamW.correctBias) {
     double step = *stepValue;
     s.alphaCorrection =
         1.f - static_cast<float>(std::pow(static_cast<double>(s.alpha), step));
@@ -208,7 +252,7 @@ llvm::Error adamWKernel(KernelCall &call) {
 
 /// SGDOptimizerV2(lr, update_signal?, W.., G..) -> update_completed (bool).
 llvm::Error sgdKernel(KernelCall &call) {
-  OptimizerOperands layout(call.getNode());
+  const OptimizerOperands &layout = call.getState<OptimizerState>().layout;
   if (auto err = checkGroups(call, layout))
     return err;
   auto update = readUpdateSignal(call, layout);
@@ -242,5 +286,7 @@ void cpu::registerOptimizerKernels(KernelTable &table) {
   // Only lr (and AdamW's step) are required up front; update_signal's slot
   // may be empty and the groups are checked by the kernels.
   table.add(kMsDomain, "AdamWOptimizer", adamWKernel, KernelMode::Native);
+  table.setPrepare(kMsDomain, "AdamWOptimizer", prepareAdamW);
   table.add(kMsDomain, "SGDOptimizerV2", sgdKernel, KernelMode::Native);
+  table.setPrepare(kMsDomain, "SGDOptimizerV2", prepareSgd);
 }

@@ -779,4 +779,24 @@ TEST(CpuKernelPrepareTest, PreparedDropoutDrawsTheUnpreparedMasks) {
   }
 }
 
+TEST(CpuKernelPrepareTest, AdamWRefusesItsModeAtPrepare) {
+  TensorType w = f32Type({4}), lr = f32Type({});
+  TensorType step = TensorType::get(DType::I64, {});
+  TensorType signal = TensorType::get(DType::Bool, {});
+  EXPECT_EQ(prepareOutcome({kMsDomain.str(), "AdamWOptimizer"},
+                           {lr, step, signal, w, w, w, w}, {step},
+                           {intAttr("adam_mode", 2)}),
+            "com.microsoft.AdamWOptimizer: adam_mode must be 0 (PyTorch) or "
+            "1 (Hugging Face), got 2 (node node0)");
+  // Two weights but one gradient: no AdamW groups.
+  EXPECT_EQ(prepareOutcome({kMsDomain.str(), "AdamWOptimizer"},
+                           {lr, step, signal, w, w, w}, {step}, {}),
+            "com.microsoft.AdamWOptimizer: operands do not form the "
+            "optimizer's groups (node node0)");
+  EXPECT_EQ(prepareOutcome({kMsDomain.str(), "AdamWOptimizer"},
+                           {lr, step, signal, w, w, w, w}, {step},
+                           {intAttr("adam_mode", 1)}),
+            "prepared");
+}
+
 } // namespace
