@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/RowKernels.h"
 #include "backend/cpu/Simd.h"
@@ -73,8 +74,15 @@ llvm::Error reluGradKernel(KernelCall &call) {
 llvm::Error geluGradKernel(KernelCall &call);
 llvm::Error fastGeluGradKernel(KernelCall &call);
 
+/// QuickGeluGrad's `alpha`, decoded at prepare.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareQuickGeluGrad(const Node &node) {
+  return makeKernelState(
+      static_cast<double>(node.getFloatAttr("alpha", 1.702f)));
+}
+
 llvm::Error quickGeluGradKernel(KernelCall &call) {
-  double alpha = call.getFloat("alpha", 1.702f);
+  double alpha = call.getState<double>();
   return binaryGradKernel(call, 8, [alpha](auto g, auto x) {
     using T = decltype(x);
     T a = static_cast<T>(alpha);
@@ -247,6 +255,11 @@ llvm::Error divGradKernel(KernelCall &call) {
   });
 }
 
+/// Scale's `scale_down`, decoded at prepare.
+llvm::Expected<std::unique_ptr<KernelState>> prepareScale(const Node &node) {
+  return makeKernelState(node.getIntAttr("scale_down", 0) != 0);
+}
+
 /// Scale(input, scale): input * scale, or input / scale with scale_down.
 llvm::Error scaleKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
@@ -255,7 +268,7 @@ llvm::Error scaleKernel(KernelCall &call) {
   auto scale = readScalar(call, *call.in(1), "scale");
   if (!scale)
     return scale.takeError();
-  bool scaleDown = call.getInt("scale_down", 0) != 0;
+  bool scaleDown = call.getState<bool>();
   if (scaleDown && *scale == 0)
     return call.error("scale must not be 0 when scaling down");
   return dispatchFloat(call, in.getDType(), [&](auto tag) -> llvm::Error {
@@ -302,6 +315,12 @@ inline double loadDouble(const TensorView &view, int64_t i) {
   return loadFloat(view, i);
 }
 
+/// MixedPrecisionScale's fuse_outputs and `to`, decoded at prepare.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareMixedPrecisionScale(const Node &node) {
+  return makeKernelState(ops::getMixedPrecisionScaleAttrs(node));
+}
+
 /// MixedPrecisionScale(S, X...) -> Y... = X * S in the `to` type, or one
 /// flat output holding them all with fuse_outputs.
 llvm::Error mixedPrecisionScaleKernel(KernelCall &call) {
@@ -322,8 +341,9 @@ llvm::Error mixedPrecisionScaleKernel(KernelCall &call) {
       return call.error("inputs and outputs may not be absent");
     resultElements.push_back(y->getNumElements());
   }
-  auto spec = ops::getMixedPrecisionScaleSpec(call.getNode(), inputElements,
-                                              resultElements);
+  auto spec = ops::layoutMixedPrecisionScale(
+      call.getState<ops::MixedPrecisionScaleAttrs>(), inputElements,
+      resultElements);
   if (!spec)
     return call.error(llvm::toString(spec.takeError()));
   for (unsigned i = 0; i < numInputs; ++i) {
@@ -345,6 +365,22 @@ llvm::Error mixedPrecisionScaleKernel(KernelCall &call) {
   return llvm::Error::success();
 }
 
+/// Which non-finite values IsAllFinite looks for.
+struct FiniteCheck {
+  bool infOnly = false, nanOnly = false;
+};
+
+/// IsAllFinite's isinf_only and isnan_only, which exclude each other.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareIsAllFinite(const Node &node) {
+  FiniteCheck check;
+  check.infOnly = node.getIntAttr("isinf_only", 0) != 0;
+  check.nanOnly = node.getIntAttr("isnan_only", 0) != 0;
+  if (check.infOnly && check.nanOnly)
+    return prepareError(node, "isinf_only and isnan_only are exclusive");
+  return makeKernelState(check);
+}
+
 /// IsAllFinite(X...) -> true if no element is inf or NaN (or only checks
 /// one of them with isinf_only / isnan_only).
 llvm::Error isAllFiniteKernel(KernelCall &call) {
@@ -353,10 +389,8 @@ llvm::Error isAllFiniteKernel(KernelCall &call) {
     return err;
   if (out.getNumElements() != 1)
     return call.error("output must have one element");
-  bool infOnly = call.getInt("isinf_only", 0) != 0;
-  bool nanOnly = call.getInt("isnan_only", 0) != 0;
-  if (infOnly && nanOnly)
-    return call.error("isinf_only and isnan_only are exclusive");
+  bool infOnly = call.getState<FiniteCheck>().infOnly;
+  bool nanOnly = call.getState<FiniteCheck>().nanOnly;
   bool finite = true;
   for (const TensorView *x : call.getInputs()) {
     if (!x)
@@ -519,6 +553,7 @@ void cpu::registerTrainingKernels(KernelTable &table) {
   table.add(kMsDomain, "GeluGrad", geluGradKernel);
   table.add(kMsDomain, "FastGeluGrad", fastGeluGradKernel);
   table.add(kMsDomain, "QuickGeluGrad", quickGeluGradKernel);
+  table.setPrepare(kMsDomain, "QuickGeluGrad", prepareQuickGeluGrad);
   table.add(kMsDomain, "BiasGeluGrad_dX", biasGeluGradKernel<false>);
   table.add(kMsDomain, "BiasFastGeluGrad_dX", biasGeluGradKernel<true>);
   table.add(kMsDomain, "IsFinite", isFiniteKernel, KernelMode::Native);
@@ -532,9 +567,13 @@ void cpu::registerTrainingKernels(KernelTable &table) {
             KernelInfo{divGradKernel, KernelMode::StageHalfAsFloat, nullptr,
                        KernelResults::MayBeAbsent});
   table.add(kMsDomain, "Scale", scaleKernel);
+  table.setPrepare(kMsDomain, "Scale", prepareScale);
   table.add(kMsDomain, "MixedPrecisionScale", mixedPrecisionScaleKernel,
             KernelMode::Native);
+  table.setPrepare(kMsDomain, "MixedPrecisionScale",
+                   prepareMixedPrecisionScale);
   table.add(kMsDomain, "IsAllFinite", isAllFiniteKernel, KernelMode::Native);
+  table.setPrepare(kMsDomain, "IsAllFinite", prepareIsAllFinite);
   table.add(kMsDomain, "InPlaceAccumulatorV2", inPlaceAccumulatorV2Kernel,
             KernelMode::Native);
   table.add(kMsDomain, "InPlaceAccumulator", inPlaceAccumulatorKernel,

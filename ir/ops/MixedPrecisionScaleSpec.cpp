@@ -1,6 +1,7 @@
 //===- MixedPrecisionScaleSpec.cpp - Where MixedPrecisionScale writes -----===//
 //
-// getMixedPrecisionScaleSpec of MixedPrecisionScaleSpec.h.
+// getMixedPrecisionScaleSpec of MixedPrecisionScaleSpec.h: the attributes
+// decoded, then laid out over the element counts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,18 +13,33 @@
 using namespace gmopt;
 using namespace gmopt::ops;
 
+MixedPrecisionScaleAttrs ops::getMixedPrecisionScaleAttrs(const Node &node) {
+  MixedPrecisionScaleAttrs attrs;
+  attrs.fused = node.getIntAttr("fuse_outputs", 0) != 0;
+  if (node.hasAttr("to"))
+    attrs.to = dtypeFromOnnx(node.getIntAttr("to", 0));
+  return attrs;
+}
+
 llvm::Expected<MixedPrecisionScaleSpec>
 ops::getMixedPrecisionScaleSpec(const Node &node,
                                 llvm::ArrayRef<uint64_t> inputElements,
                                 llvm::ArrayRef<uint64_t> resultElements) {
+  return layoutMixedPrecisionScale(getMixedPrecisionScaleAttrs(node),
+                                   inputElements, resultElements);
+}
+
+llvm::Expected<MixedPrecisionScaleSpec>
+ops::layoutMixedPrecisionScale(const MixedPrecisionScaleAttrs &attrs,
+                               llvm::ArrayRef<uint64_t> inputElements,
+                               llvm::ArrayRef<uint64_t> resultElements) {
   auto error = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    message.str());
   };
   MixedPrecisionScaleSpec spec;
-  spec.fused = node.getIntAttr("fuse_outputs", 0) != 0;
-  if (node.hasAttr("to"))
-    spec.to = dtypeFromOnnx(node.getIntAttr("to", 0));
+  spec.fused = attrs.fused;
+  spec.to = attrs.to;
   if (spec.fused ? resultElements.empty()
                  : resultElements.size() != inputElements.size())
     return error("needs one output per scaled input");

@@ -46,6 +46,24 @@ struct MixedPrecisionScaleSpec {
   llvm::SmallVector<ScaledTensor, 8> tensors;
 };
 
+/// What a MixedPrecisionScale node's attributes say: fuse_outputs and
+/// `to`, decoded once (a CPU kernel at prepare) and laid out over each
+/// step's element counts by layoutMixedPrecisionScale.
+struct MixedPrecisionScaleAttrs {
+  bool fused = false;
+  std::optional<DType> to;
+};
+
+/// The attributes of MixedPrecisionScale \p node.
+MixedPrecisionScaleAttrs getMixedPrecisionScaleAttrs(const Node &node);
+
+/// The layout \p attrs give scaled inputs of \p inputElements elements and
+/// results of \p resultElements, with getMixedPrecisionScaleSpec's errors.
+llvm::Expected<MixedPrecisionScaleSpec>
+layoutMixedPrecisionScale(const MixedPrecisionScaleAttrs &attrs,
+                          llvm::ArrayRef<uint64_t> inputElements,
+                          llvm::ArrayRef<uint64_t> resultElements);
+
 /// The layout of MixedPrecisionScale \p node for scaled inputs of
 /// \p inputElements elements and results of \p resultElements. Reports a
 /// result count that does not fit, a result of the wrong size and a fused

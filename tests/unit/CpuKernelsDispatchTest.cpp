@@ -799,4 +799,16 @@ TEST(CpuKernelPrepareTest, AdamWRefusesItsModeAtPrepare) {
             "prepared");
 }
 
+TEST(CpuKernelPrepareTest, IsAllFiniteRefusesBothModesAtPrepare) {
+  TensorType x = f32Type({4}), flag = TensorType::get(DType::Bool, {});
+  EXPECT_EQ(
+      prepareOutcome({kMsDomain.str(), "IsAllFinite"}, {x}, {flag},
+                     {intAttr("isinf_only", 1), intAttr("isnan_only", 1)}),
+      "com.microsoft.IsAllFinite: isinf_only and isnan_only are "
+      "exclusive (node node0)");
+  EXPECT_EQ(prepareOutcome({kMsDomain.str(), "IsAllFinite"}, {x}, {flag},
+                           {intAttr("isnan_only", 1)}),
+            "prepared");
+}
+
 } // namespace
