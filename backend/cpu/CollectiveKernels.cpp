@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cpu/CollectiveKernels.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/Mpi.h"
 
@@ -44,6 +45,50 @@ int64_t bucketElements(const Node &node) {
       elements += operand->getType().getNumElements();
     }
   return elements;
+}
+
+/// What a collective's attributes say: its `ranks`, whether its
+/// `reduction` is the mean (else the sum) and `in_place`. Decoded once,
+/// by prepare and by the workspace rules alike.
+struct CollectiveAttrs {
+  int64_t ranks = 1;
+  bool mean = true;
+  bool inPlace = false;
+};
+
+/// \p node's collective attributes; with \p reduces, an error unless its
+/// `reduction` is mean or sum (without, the attribute is not read).
+llvm::Expected<CollectiveAttrs> readCollectiveAttrs(const Node &node,
+                                                    bool reduces) {
+  CollectiveAttrs attrs;
+  attrs.ranks = node.getIntAttr("ranks", 1);
+  attrs.inPlace = node.getIntAttr("in_place", 0) != 0;
+  if (reduces) {
+    llvm::StringRef reduction = node.getStringAttr("reduction", "mean");
+    if (reduction != "mean" && reduction != "sum")
+      return prepareError(node, "reduction must be mean or sum, got '" +
+                                    reduction + "'");
+    attrs.mean = reduction == "mean";
+  }
+  return attrs;
+}
+
+/// The attributes of a collective whose kernel reads no reduction.
+CollectiveAttrs readRankAttrs(const Node &node) {
+  return llvm::cantFail(readCollectiveAttrs(node, false));
+}
+
+/// ReduceScatter, AllReduce and AllReduceWait reduce.
+llvm::Expected<std::unique_ptr<KernelState>> prepareReducing(const Node &node) {
+  auto attrs = readCollectiveAttrs(node, true);
+  if (!attrs)
+    return attrs.takeError();
+  return makeKernelState(*attrs);
+}
+
+/// Shard, AllGather and AllReduceStart only need their ranks.
+llvm::Expected<std::unique_ptr<KernelState>> prepareRanks(const Node &node) {
+  return makeKernelState(readRankAttrs(node));
 }
 
 /// Fails unless \p ranks ranks can talk: a world (MPI or the TCP one) of
@@ -102,11 +147,8 @@ void copyBucketRange(const KernelCall &call, unsigned first, int64_t begin,
 /// gmopt.ReduceScatter(x1..xk) -> this rank's f32[S] block of the reduced
 /// flat bucket.
 llvm::Error reduceScatterKernel(KernelCall &call) {
-  const Node &node = call.getNode();
-  int64_t ranks = node.getIntAttr("ranks", 1);
-  std::string reduction = node.getStringAttr("reduction", "mean").str();
-  if (reduction != "mean" && reduction != "sum")
-    return call.error("reduction must be mean or sum, got '" + reduction + "'");
+  const CollectiveAttrs &attrs = call.getState<CollectiveAttrs>();
+  int64_t ranks = attrs.ranks;
   auto total = floatBucket(call, 0);
   if (!total)
     return total.takeError();
@@ -129,7 +171,7 @@ llvm::Error reduceScatterKernel(KernelCall &call) {
   float *mine = out->getDataAs<float>();
   if (llvm::Error err = reduceScatterSumF32(flat, mine, size_t(shard)))
     return call.error(llvm::toString(std::move(err)));
-  if (reduction == "mean") {
+  if (attrs.mean) {
     float scale = 1.0f / float(ranks);
     for (int64_t k = 0; k != shard; ++k)
       mine[k] *= scale;
@@ -139,7 +181,7 @@ llvm::Error reduceScatterKernel(KernelCall &call) {
 
 /// gmopt.Shard(x1..xk) -> this rank's f32[S] block of the flat bucket.
 llvm::Error shardKernel(KernelCall &call) {
-  int64_t ranks = call.getNode().getIntAttr("ranks", 1);
+  int64_t ranks = call.getState<CollectiveAttrs>().ranks;
   auto total = floatBucket(call, 0);
   if (!total)
     return total.takeError();
@@ -160,7 +202,7 @@ llvm::Error shardKernel(KernelCall &call) {
 /// gmopt.AllGather(shard, w1..wk): every rank's block, unpacked into
 /// w1..wk in place.
 llvm::Error allGatherKernel(KernelCall &call) {
-  int64_t ranks = call.getNode().getIntAttr("ranks", 1);
+  int64_t ranks = call.getState<CollectiveAttrs>().ranks;
   auto total = floatBucket(call, 1);
   if (!total)
     return total.takeError();
@@ -203,8 +245,8 @@ llvm::Error allGatherKernel(KernelCall &call) {
 
 /// gmopt.AllReduce {in_place = 1}: the bucket's operands reduced where
 /// they are; one operand needs no packing.
-llvm::Error allReduceInPlace(KernelCall &call, int64_t ranks,
-                             const std::string &reduction) {
+llvm::Error allReduceInPlace(KernelCall &call, const CollectiveAttrs &attrs) {
+  int64_t ranks = attrs.ranks;
   auto total = floatBucket(call, 0);
   if (!total)
     return total.takeError();
@@ -212,7 +254,7 @@ llvm::Error allReduceInPlace(KernelCall &call, int64_t ranks,
     if (auto err = checkWorld(call, ranks, "all-reduce"))
       return err;
     unsigned count = call.getNumInputs();
-    float scale = reduction == "mean" ? 1.0f / float(ranks) : 1.0f;
+    float scale = attrs.mean ? 1.0f / float(ranks) : 1.0f;
     if (count == 1) {
       float *data = call.in(0)->getDataAs<float>();
       if (llvm::Error err = allReduceSumF32(data, size_t(*total)))
@@ -249,14 +291,11 @@ llvm::Error allReduceInPlace(KernelCall &call, int64_t ranks,
 }
 
 llvm::Error allReduceKernel(KernelCall &call) {
-  const Node &node = call.getNode();
-  int64_t ranks = node.getIntAttr("ranks", 1);
-  std::string reduction = node.getStringAttr("reduction", "mean").str();
-  if (reduction != "mean" && reduction != "sum")
-    return call.error("reduction must be mean or sum, got '" + reduction + "'");
-  if (node.getIntAttr("in_place", 0))
-    return allReduceInPlace(call, ranks, reduction);
-  unsigned count = node.getNumOperands();
+  const CollectiveAttrs &attrs = call.getState<CollectiveAttrs>();
+  int64_t ranks = attrs.ranks;
+  if (attrs.inPlace)
+    return allReduceInPlace(call, attrs);
+  unsigned count = call.getNumInputs();
   int64_t total = 0;
   for (unsigned i = 0; i != count; ++i) {
     if (!call.in(i) || !call.out(i))
@@ -289,7 +328,7 @@ llvm::Error allReduceKernel(KernelCall &call) {
   }
   if (llvm::Error err = allReduceSumF32(flat, size_t(total)))
     return call.error(llvm::toString(std::move(err)));
-  float scale = reduction == "mean" ? 1.0f / float(ranks) : 1.0f;
+  float scale = attrs.mean ? 1.0f / float(ranks) : 1.0f;
   offset = 0;
   for (unsigned i = 0; i != count; ++i) {
     int64_t n = call.in(i)->getNumElements();
@@ -317,7 +356,7 @@ llvm::Error setDone(const KernelCall &call, TensorView *flag) {
 /// tensors into the handle (the f32 bucket) and starts its all-reduce; a
 /// bucket of one tensor is started in the tensor's own buffer.
 llvm::Error allReduceStartKernel(KernelCall &call) {
-  int64_t ranks = call.getNode().getIntAttr("ranks", 1);
+  int64_t ranks = call.getState<CollectiveAttrs>().ranks;
   auto total = floatBucket(call, 0);
   if (!total)
     return total.takeError();
@@ -347,11 +386,8 @@ llvm::Error allReduceStartKernel(KernelCall &call) {
 /// gmopt.AllReduceWait(handle, x1..xk): completes the all-reduce and
 /// writes the (scaled) sums into x1..xk.
 llvm::Error allReduceWaitKernel(KernelCall &call) {
-  const Node &node = call.getNode();
-  int64_t ranks = node.getIntAttr("ranks", 1);
-  std::string reduction = node.getStringAttr("reduction", "mean").str();
-  if (reduction != "mean" && reduction != "sum")
-    return call.error("reduction must be mean or sum, got '" + reduction + "'");
+  const CollectiveAttrs &attrs = call.getState<CollectiveAttrs>();
+  int64_t ranks = attrs.ranks;
   auto total = floatBucket(call, 1);
   if (!total)
     return total.takeError();
@@ -370,7 +406,7 @@ llvm::Error allReduceWaitKernel(KernelCall &call) {
     if (llvm::Error err = finishAllReduceSumF32(data))
       return call.error(llvm::toString(std::move(err)));
   }
-  float scale = reduction == "mean" && ranks != 1 ? 1.0f / float(ranks) : 1.0f;
+  float scale = attrs.mean && ranks != 1 ? 1.0f / float(ranks) : 1.0f;
   int64_t offset = 0;
   for (unsigned i = 1; i <= count; ++i) {
     int64_t n = call.in(i)->getNumElements();
@@ -385,10 +421,11 @@ llvm::Error allReduceWaitKernel(KernelCall &call) {
 /// The packed fp32 bucket, when the op talks to other ranks (none for an
 /// in-place bucket of one tensor).
 uint64_t allReduceWorkspace(const Node &node) {
-  if (node.getIntAttr("ranks", 1) <= 1)
+  CollectiveAttrs attrs = readRankAttrs(node);
+  if (attrs.ranks <= 1)
     return 0;
   // In place, one operand is reduced where it is.
-  if (node.getIntAttr("in_place", 0) && node.getNumOperands() == 1)
+  if (attrs.inPlace && node.getNumOperands() == 1)
     return 0;
   return scratchBytes(DType::F32, bucketElements(node));
 }
@@ -396,7 +433,7 @@ uint64_t allReduceWorkspace(const Node &node) {
 /// The padded flat bucket (ranks * shard floats) of a reduce-scatter or
 /// all-gather that talks to other ranks; operands from \p first.
 uint64_t paddedBucketWorkspace(const Node &node, unsigned first) {
-  int64_t ranks = node.getIntAttr("ranks", 1);
+  int64_t ranks = readRankAttrs(node).ranks;
   if (ranks <= 1)
     return 0;
   int64_t elements = 0;
@@ -423,17 +460,23 @@ void cpu::registerCollectiveKernels(KernelTable &table) {
   table.add(kGmoptDomain, kAllReduceOp,
             KernelInfo{allReduceKernel, KernelMode::StageHalfAsFloat,
                        allReduceWorkspace});
+  table.setPrepare(kGmoptDomain, kAllReduceOp, prepareReducing);
   // The handle is a planned value, not a workspace: it lives from the
   // start to the wait.
   table.add(kGmoptDomain, kAllReduceStartOp, allReduceStartKernel,
             KernelMode::Native);
+  table.setPrepare(kGmoptDomain, kAllReduceStartOp, prepareRanks);
   table.add(kGmoptDomain, kAllReduceWaitOp, allReduceWaitKernel,
             KernelMode::Native);
+  table.setPrepare(kGmoptDomain, kAllReduceWaitOp, prepareReducing);
   table.add(kGmoptDomain, kReduceScatterOp,
             KernelInfo{reduceScatterKernel, KernelMode::Native,
                        reduceScatterWorkspace});
+  table.setPrepare(kGmoptDomain, kReduceScatterOp, prepareReducing);
   table.add(kGmoptDomain, kAllGatherOp,
             KernelInfo{allGatherKernel, KernelMode::Native, allGatherWorkspace,
                        KernelResults::MayBeAbsent});
+  table.setPrepare(kGmoptDomain, kAllGatherOp, prepareRanks);
   table.add(kGmoptDomain, kShardOp, shardKernel, KernelMode::Native);
+  table.setPrepare(kGmoptDomain, kShardOp, prepareRanks);
 }

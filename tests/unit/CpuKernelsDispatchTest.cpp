@@ -13,6 +13,7 @@
 #include "backend/cpu/Half.h"
 #include "backend/cpu/KernelSupport.h"
 #include "backend/cpu/testing/KernelTestHarness.h"
+#include "ir/Collectives.h"
 #include "ir/MemorySpaces.h"
 #include "ir/OpRegistry.h"
 
@@ -809,6 +810,21 @@ TEST(CpuKernelPrepareTest, IsAllFiniteRefusesBothModesAtPrepare) {
   EXPECT_EQ(prepareOutcome({kMsDomain.str(), "IsAllFinite"}, {x}, {flag},
                            {intAttr("isnan_only", 1)}),
             "prepared");
+}
+
+TEST(CpuKernelPrepareTest, CollectivesRefuseTheirReductionAtPrepare) {
+  TensorType w = f32Type({4});
+  for (llvm::StringRef op : {kAllReduceOp, kReduceScatterOp})
+    EXPECT_EQ(
+        prepareOutcome({kGmoptDomain.str(), op.str()}, {w},
+                       {op == kAllReduceOp ? w : f32Type({2})},
+                       {intAttr("ranks", 2), stringAttr("reduction", "max")}),
+        "gmopt." + op.str() +
+            ": reduction must be mean or sum, got 'max' (node node0)");
+  EXPECT_EQ(
+      prepareOutcome({kGmoptDomain.str(), kAllReduceOp.str()}, {w}, {w},
+                     {intAttr("ranks", 2), stringAttr("reduction", "sum")}),
+      "prepared");
 }
 
 } // namespace
