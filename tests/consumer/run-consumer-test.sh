@@ -33,6 +33,18 @@ cat "$work/walkthrough.out"
 grep -q "planned peak" "$work/walkthrough.out" ||
   { echo "error: the walkthrough printed no planned peak"; exit 1; }
 
+echo "-- training from code (gmopt::runtime): ONNX Runtime's losses"
+"$work/cmake-build/train" "$src/testdata/gpt_tiny" 3 >"$work/train.out"
+cat "$work/train.out"
+"$python" - "$work/train.out" "$src/testdata/gpt_tiny/adamw_losses.json" <<'PY'
+import json, sys
+got = [float(line) for line in open(sys.argv[1]) if line.strip()]
+want = json.load(open(sys.argv[2]))["losses"][:len(got)]
+bad = [(g, w) for g, w in zip(got, want) if abs(g - w) > 1e-5 * abs(w)]
+if len(got) != 3 or bad:
+    sys.exit("error: the trained losses %s are not ONNX Runtime's %s" % (got, want))
+PY
+
 echo "-- the installed gmopt-compile, same passes without count-ops"
 "$prefix/bin/gmopt-compile" "$model" --dim batch=4,batch_x_seq=256 \
   --optimizer=none --passes=canonicalize,schedule,plan-buffers \
