@@ -349,31 +349,6 @@ llvm::Expected<double> cpu::readScalar(const KernelCall &call,
   return value;
 }
 
-llvm::Expected<llvm::SmallVector<unsigned, 6>>
-cpu::readAxes(const KernelCall &call, unsigned axesInput, unsigned rank) {
-  llvm::SmallVector<int64_t, 8> raw;
-  if (const TensorView *axes = call.in(axesInput)) {
-    auto values = readInts(call, *axes, "axes");
-    if (!values)
-      return values.takeError();
-    raw = std::move(*values);
-  } else {
-    std::vector<int64_t> attr = call.getInts("axes");
-    raw.assign(attr.begin(), attr.end());
-  }
-  llvm::SmallVector<unsigned, 6> axes;
-  for (int64_t axis : raw) {
-    auto normalized = normalizeAxis(call, axis, rank, "axes");
-    if (!normalized)
-      return normalized.takeError();
-    axes.push_back(*normalized);
-  }
-  llvm::sort(axes);
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
-    return call.error("repeated axis in axes");
-  return axes;
-}
-
 //===----------------------------------------------------------------------===//
 // Shapes
 //===----------------------------------------------------------------------===//

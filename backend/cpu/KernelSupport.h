@@ -503,12 +503,6 @@ readInts(const KernelCall &call, const TensorView &view, llvm::StringRef what);
 llvm::Expected<double> readScalar(const KernelCall &call,
                                   const TensorView &view, llvm::StringRef what);
 
-/// Reads a reduction's axes: operand \p axesInput when present (newer
-/// opsets), else the `axes` attribute. Normalized and sorted; empty means
-/// "no axes given".
-llvm::Expected<llvm::SmallVector<unsigned, 6>>
-readAxes(const KernelCall &call, unsigned axesInput, unsigned rank);
-
 //===----------------------------------------------------------------------===//
 // Shapes
 //===----------------------------------------------------------------------===//
