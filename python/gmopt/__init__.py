@@ -30,7 +30,7 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 from gmopt._core import Error  # noqa: E402
 from gmopt.compiler import CompileResult, compile  # noqa: E402
 from gmopt.session import Session  # noqa: E402
-from gmopt.tensors import read_tensor_proto, read_test_data_set  # noqa: E402
+from gmopt.tensors import inspect_onnx, read_tensor_proto, read_test_data_set  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -39,6 +39,7 @@ __all__ = [
     "Error",
     "Session",
     "compile",
+    "inspect_onnx",
     "read_tensor_proto",
     "read_test_data_set",
 ]

@@ -1,4 +1,4 @@
-"""Reading ONNX tensor files into NumPy arrays.
+"""Reading ONNX files: tensors into NumPy arrays, and what a model takes.
 
 ONNX Runtime's examples and gmopt's ``testdata/`` keep inputs as serialized
 ``onnx.TensorProto`` files (``test_data_set_0/input_0.pb``, ...). These
@@ -37,3 +37,13 @@ def read_test_data_set(directory, prefix="input_"):
         name, array = read_tensor_proto(os.path.join(directory, entry))
         tensors[name] = array
     return tensors
+
+
+def inspect_onnx(path, dims=None):
+    """Imports the ONNX model at ``path`` with gmopt's importer (types
+    inferred, graph verified; ``dims`` binds symbolic dimensions) and
+    describes it: a dict of ``inputs``, ``outputs`` and ``initializers``
+    (each a list of ``{"name", "type"}`` dicts, types as ``f32[batch,64]``)
+    and ``nodes`` (the count). Raises :class:`gmopt.Error` for a model gmopt
+    cannot read."""
+    return _core.inspect_onnx(os.fspath(path), {str(k): int(v) for k, v in (dims or {}).items()})

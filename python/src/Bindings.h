@@ -16,6 +16,9 @@ namespace gmopt::python {
 /// (TrainingSessionBindings.cpp).
 void bindTrainingSession(pybind11::module_ &m);
 
+/// inspect_onnx, gmopt's ONNX importer (OnnxBindings.cpp).
+void bindOnnx(pybind11::module_ &m);
+
 } // namespace gmopt::python
 
 #endif // GMOPT_PYTHON_SRC_BINDINGS_H

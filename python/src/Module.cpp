@@ -2,7 +2,7 @@
 //
 // Defines the extension module the gmopt Python package imports: the error
 // type and the helpers; each area binds itself from its own file
-// (TrainingSessionBindings.cpp).
+// (TrainingSessionBindings.cpp, OnnxBindings.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,4 +31,5 @@ PYBIND11_MODULE(_core, m) {
       "returns (name, array).");
 
   bindTrainingSession(m);
+  bindOnnx(m);
 }

@@ -93,6 +93,14 @@ def test_export_model_for_inferencing(tmp_path):
     for name, p in state.parameters:
         if p.requires_grad:
             assert name.encode() in data and p.data.tobytes() in data, name
+    # gmopt's importer reads it back (types inferred, graph verified): the
+    # data input in, the logits out, the parameters as initializers.
+    summary = gmopt.inspect_onnx(path)
+    assert [v["name"] for v in summary["inputs"]] == ["input_ids"]
+    assert [v["name"] for v in summary["outputs"]] == ["logits"]
+    assert summary["outputs"][0]["type"].startswith("f32[")
+    stored = {v["name"] for v in summary["initializers"]}
+    assert {name for name, p in state.parameters if p.requires_grad} <= stored
 
 
 ORT_PYTHON = os.path.join(REPO, "testdata", ".venv", "bin", "python")
