@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/TestDataSet.h"
+#include "tools/runtime/TestDataSet.h"
 #include "tools/runtime/TrainingSession.h"
 
 #include "llvm/Support/Format.h"

@@ -13,8 +13,8 @@
 #include "tools/runtime/TrainingSession.h"
 
 #include "tests/unit/TestPaths.h"
-#include "tools/driver/Runtime.h"
-#include "tools/driver/TestDataSet.h"
+#include "tools/runtime/Runtime.h"
+#include "tools/runtime/TestDataSet.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -19,7 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/Checkpoint.h"
+#include "tools/runtime/Checkpoint.h"
 #include "tools/driver/Driver.h"
 #include "tools/driver/ExternalDataReport.h"
 #include "tools/driver/FitMemory.h"

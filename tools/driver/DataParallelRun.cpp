@@ -13,8 +13,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/DataParallelRun.h"
-#include "tools/driver/Runtime.h"
-#include "tools/driver/TestDataSet.h"
+#include "tools/runtime/Runtime.h"
+#include "tools/runtime/TestDataSet.h"
 
 #include "backend/cpu/Mpi.h"
 #include "backend/cpu/TcpWorld.h"

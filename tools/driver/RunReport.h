@@ -43,7 +43,7 @@
 #ifndef GMOPT_TOOLS_DRIVER_RUNREPORT_H
 #define GMOPT_TOOLS_DRIVER_RUNREPORT_H
 
-#include "tools/driver/Runtime.h"
+#include "tools/runtime/Runtime.h"
 
 #include "ir/Plan.h"
 

@@ -16,7 +16,7 @@
 #include "tools/driver/FitMemory.h"
 #include "tools/driver/GradientDump.h"
 
-#include "tools/driver/OptimizerStateMap.h"
+#include "tools/runtime/OptimizerStateMap.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/PlanTimeline.h"
 #include "tools/driver/Progress.h"

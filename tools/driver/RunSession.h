@@ -12,7 +12,7 @@
 #define GMOPT_TOOLS_DRIVER_RUNSESSION_H
 
 #include "tools/driver/OptimizerCLOptions.h"
-#include "tools/driver/Runtime.h"
+#include "tools/runtime/Runtime.h"
 
 #include "llvm/Support/Error.h"
 

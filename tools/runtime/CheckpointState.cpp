@@ -1,7 +1,7 @@
 //===- CheckpointState.cpp - Parameters, optimizer state, properties ------===//
 //
 // ONNX Runtime's CheckpointState over gmopt's checkpoint readers and writer
-// (tools/driver/Checkpoint.h): load a checkpoint, keep its properties, and
+// (tools/runtime/Checkpoint.h): load a checkpoint, keep its properties, and
 // save it again, reading the attached session's live values when there is
 // one.
 //

@@ -10,7 +10,7 @@
 
 #include "tools/runtime/SessionImpl.h"
 
-#include "tools/driver/RuntimeSupport.h"
+#include "tools/runtime/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "ir/serialization/OnnxTensor.h"

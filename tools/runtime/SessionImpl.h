@@ -10,8 +10,8 @@
 
 #include "tools/runtime/TrainingSession.h"
 
-#include "tools/driver/Checkpoint.h"
-#include "tools/driver/Runtime.h"
+#include "tools/runtime/Checkpoint.h"
+#include "tools/runtime/Runtime.h"
 
 #include "backend/Executor.h"
 #include "ir/Module.h"

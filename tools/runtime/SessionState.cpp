@@ -11,9 +11,9 @@
 
 #include "tools/runtime/HostTensorData.h"
 
-#include "tools/driver/OptimizerStateMap.h"
+#include "tools/runtime/OptimizerStateMap.h"
 #include "tools/driver/PassManagerCLOptions.h"
-#include "tools/driver/RuntimeSupport.h"
+#include "tools/runtime/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "passes/PassManager.h"

@@ -16,8 +16,8 @@
 
 #include "tools/runtime/HostTensorData.h"
 
-#include "tools/driver/OptimizerStateMap.h"
-#include "tools/driver/RuntimeSupport.h"
+#include "tools/runtime/OptimizerStateMap.h"
+#include "tools/runtime/RuntimeSupport.h"
 
 #include "ir/OptimizerOps.h"
 

@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/Runtime.h"
+#include "tools/runtime/Runtime.h"
 
-#include "tools/driver/RuntimeSupport.h"
+#include "tools/runtime/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
 
 #include "backend/cuda/CudaDevice.h"

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/Checkpoint.h"
+#include "tools/runtime/Checkpoint.h"
 
 #include "ir/Types.h"
 #include "ir/serialization/FileIO.h"

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/OptimizerStateMap.h"
+#include "tools/runtime/OptimizerStateMap.h"
 
-#include "tools/driver/RuntimeSupport.h"
+#include "tools/runtime/RuntimeSupport.h"
 
 #include "ir/Optimizer.h"
 #include "ir/ZeroSharding.h"

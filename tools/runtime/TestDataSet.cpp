@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/TestDataSet.h"
+#include "tools/runtime/TestDataSet.h"
 
 #include "ir/serialization/FileIO.h"
 #include "ir/serialization/OnnxTensor.h"

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/Checkpoint.h"
+#include "tools/runtime/Checkpoint.h"
 
 #include "ir/Types.h"
 
