@@ -62,7 +62,41 @@ ProductAttrs decodeProduct(const Node &node) {
   return attrs;
 }
 
+/// The element type of \p value as the node binds it (Undefined when
+/// absent or unknown).
+DType boundDType(const Value *value) {
+  return value ? value->getType().getDType() : DType::Undefined;
+}
+
+/// Errors, at prepare, for a product whose bound operand and result types
+/// its kernel refuses at launch: types that differ (\p mismatch is the
+/// launch's message), or one the products do not compute in (f16/bf16 go
+/// through fp32 blocks).
+llvm::Error checkProductTypes(const Node &node, llvm::StringRef mismatch) {
+  DType type = boundDType(node.getOperand(0));
+  if (type == DType::Undefined)
+    return llvm::Error::success();
+  auto differs = [&](const Value *value) {
+    DType other = boundDType(value);
+    return other != DType::Undefined && other != type;
+  };
+  if (llvm::any_of(node.getOperands(), differs) ||
+      llvm::any_of(node.getResults(), differs))
+    return prepareError(node, mismatch);
+  if (type != DType::F32 && type != DType::F64 && type != DType::I64 &&
+      type != DType::I32 && !isHalfType(type))
+    return prepareError(node, "unsupported element type " + dtypeName(type) +
+                                  " of input");
+  return llvm::Error::success();
+}
+
+/// Prepares MatMul, FusedMatMul or TransposeMatMul (Gemm when \p Gemm).
+template <bool Gemm>
 llvm::Expected<std::unique_ptr<KernelState>> prepareProduct(const Node &node) {
+  if (llvm::Error err = checkProductTypes(
+          node, Gemm ? "A, B, C and Y must have one element type"
+                     : "A, B and Y must have one element type"))
+    return err;
   return makeKernelState(decodeProduct(node));
 }
 
@@ -80,7 +114,22 @@ llvm::Expected<EinsumState> decodeEinsum(const Node &node) {
   return EinsumState{std::move(*spec)};
 }
 
+/// Prepares an Einsum: its equation, and the bound types of its operands,
+/// which it computes in float32 (f16/bf16 staged) or float64, one type for
+/// all.
 llvm::Expected<std::unique_ptr<KernelState>> prepareEinsum(const Node &node) {
+  std::optional<DType> computed;
+  for (const Value *operand : node.getOperands()) {
+    DType type = boundDType(operand);
+    if (type == DType::Undefined)
+      continue;
+    if (type != DType::F32 && type != DType::F64 && !isHalfType(type))
+      return prepareError(node, "unsupported element type " + dtypeName(type) +
+                                    " of input");
+    if (computed && *computed != stagedDType(type))
+      return prepareError(node, "operands must have one element type");
+    computed = stagedDType(type);
+  }
   auto state = decodeEinsum(node);
   if (!state)
     return state.takeError();
@@ -859,8 +908,9 @@ void cpu::registerMatMulKernels(KernelTable &table) {
   table.setWorkspace("", "Gemm", gemmWorkspace);
   table.setWorkspace(kMsDomain, "FusedMatMul", matMulWorkspace<true>);
   table.setWorkspace(kMsDomain, "TransposeMatMul", matMulWorkspace<true>);
-  table.setPrepare("", "Gemm", prepareProduct);
-  table.setPrepare(kMsDomain, "FusedMatMul", prepareProduct);
-  table.setPrepare(kMsDomain, "TransposeMatMul", prepareProduct);
+  table.setPrepare("", "MatMul", prepareProduct<false>);
+  table.setPrepare("", "Gemm", prepareProduct<true>);
+  table.setPrepare(kMsDomain, "FusedMatMul", prepareProduct<false>);
+  table.setPrepare(kMsDomain, "TransposeMatMul", prepareProduct<false>);
   table.setPrepare("", "Einsum", prepareEinsum);
 }
