@@ -542,6 +542,26 @@ TEST(CpuKernelPrepareTest, EinsumRefusesItsEquationAtPrepare) {
             "prepared");
 }
 
+TEST(CpuKernelPrepareTest, ProductsRefuseTheirTypesAtPrepare) {
+  TensorType f64 = TensorType::get(DType::F64, {3, 4});
+  EXPECT_EQ(prepareOutcome({"", "Einsum"}, {f32Type({2, 3}), f64},
+                           {f32Type({2, 4})},
+                           {stringAttr("equation", "ij,jk->ik")}),
+            "Einsum: operands must have one element type (node node0)");
+  TensorType i8 = TensorType::get(DType::I8, {2, 2});
+  EXPECT_EQ(prepareOutcome({"", "MatMul"}, {i8, i8}, {i8}, {}),
+            "MatMul: unsupported element type i8 of input (node node0)");
+  EXPECT_EQ(prepareOutcome({"", "Gemm"}, {f32Type({2, 2}), f32Type({2, 2})},
+                           {TensorType::get(DType::F64, {2, 2})}, {}),
+            "Gemm: A, B, C and Y must have one element type (node node0)");
+  // f16 operands of an Einsum are staged as float32, like float32 ones.
+  EXPECT_EQ(
+      prepareOutcome({"", "Einsum"},
+                     {f32Type({2, 3}), TensorType::get(DType::F16, {3, 4})},
+                     {f32Type({2, 4})}, {stringAttr("equation", "ij,jk->ik")}),
+      "prepared");
+}
+
 TEST(CpuKernelPrepareTest, ConvolutionsAndPoolsRefuseTheirWindowAtPrepare) {
   TensorType x = f32Type({1, 2, 5, 5}), w = f32Type({4, 2, 3, 3});
   EXPECT_EQ(prepareOutcome({"", "Conv"}, {x, w}, {f32Type({1, 4, 3, 3})},
