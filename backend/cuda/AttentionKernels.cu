@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/Philox.h"
+#include "backend/cuda/AttentionMath.h"
 #include "backend/cuda/DropoutDevice.h"
 #include "backend/cuda/FusedKernels.h"
 #include "backend/cuda/LaunchSupport.h"
@@ -51,70 +52,35 @@ __device__ __forceinline__ float warpSum(float v) {
   return v;
 }
 
-/// Element offset in the mask of score matrix \p n's element (0, 0)
-/// (AttentionSpec::maskOffset).
-__device__ int64_t maskBase(const AttentionGeometry &g, int64_t n) {
-  int64_t offset = 0;
-  for (int i = g.batchRank - 1; i >= 0; --i) {
-    offset += (n % g.batchShape[i]) * g.maskBatchStrides[i];
-    n /= g.batchShape[i];
-  }
-  return offset;
-}
-
-/// The key/value matrix score matrix \p n reads (AttentionSpec::kvIndex).
-__device__ __forceinline__ int64_t kvIndex(const AttentionGeometry &g,
-                                           int64_t n) {
-  int64_t group = g.heads / g.kvHeads;
-  return (n / g.heads) * g.kvHeads + (n % g.heads) / group;
-}
-
 /// Score (i, j) of matrix \p n from its raw product \p dot: scaled, masked
-/// (mask then causality, as the CPU kernel), -inf past the keys.
+/// (AttentionMath.h), -inf past the keys.
 template <typename T>
 __device__ float maskedScore(const AttentionGeometry &g, const void *mask,
                              int64_t base, int64_t i, int64_t j, float dot) {
   if (j >= g.seqK)
     return -INFINITY;
-  float s = dot * g.scale;
+  bool boolValue = false;
+  float additive = 0.0f;
   if (g.mask != AttentionMaskKind::None) {
-    int64_t at = base + i * g.maskRowStride + j * g.maskColStride;
-    if (g.mask == AttentionMaskKind::Bool) {
-      bool value = static_cast<const uint8_t *>(mask)[at] != 0;
-      if (value != g.maskTrueKeeps)
-        s = g.maskedValue;
-    } else {
-      s += loadAsFloat(static_cast<const T *>(mask), at);
-    }
+    int64_t at = attentionMaskOffset(g, base, i, j);
+    if (g.mask == AttentionMaskKind::Bool)
+      boolValue = static_cast<const uint8_t *>(mask)[at] != 0;
+    else
+      additive = loadAsFloat(static_cast<const T *>(mask), at);
   }
-  if (g.causal && j > i + (g.seqK - g.seqQ))
-    s = -INFINITY;
-  return s;
+  return attentionMaskScore(g, dot * g.scale, boolValue, additive, i, j);
 }
 
 /// The dropout factor of score (n, i, j): 0 or 1 / (1 - ratio) when
-/// dropout is active, else 1 (the unfused Dropout's draw of element
-/// (n * sq + i) * sk + j).
+/// dropout is active, else 1.
 __device__ __forceinline__ float
 dropoutFactor(const AttentionGeometry &g, const DeviceDropoutMode &mode,
               const PhiloxStreamKey &key, int64_t n, int64_t i, int64_t j) {
   if (!mode.active)
     return 1.0f;
-  uint64_t index = (static_cast<uint64_t>(n) * g.seqQ + i) * g.seqK +
-                   static_cast<uint64_t>(j);
-  PhiloxWords block = philoxBlock(key, static_cast<uint32_t>(index / 4));
-  return dropoutKeeps(block.w[index % 4], mode.ratio)
+  return attentionDropoutKeeps(g, key, mode.ratio, n, i, j)
              ? 1.0f / (1.0f - mode.ratio)
              : 0.0f;
-}
-
-/// The key columns [0, end) that rows [i0, i0 + rows) may see.
-__device__ __forceinline__ int64_t visibleEnd(const AttentionGeometry &g,
-                                              int64_t i0, int64_t rows) {
-  if (!g.causal)
-    return g.seqK;
-  int64_t last = i0 + rows - 1 + (g.seqK - g.seqQ) + 1;
-  return last < 0 ? 0 : (last > g.seqK ? g.seqK : last);
 }
 
 /// Stages keys [j0, j0 + kTile) of K (row stride \p kStride floats) and,
@@ -162,10 +128,11 @@ __global__ void __launch_bounds__(kRows *kWarp)
   int64_t i0 = (blockIdx.x % rowBlocks) * kRows;
   int64_t i = i0 + warp;
   bool rowValid = i < g.seqQ;
-  int64_t kv = kvIndex(g, n);
+  int64_t kv = attentionKvIndex(g, n);
   const T *kBase = k + kv * g.seqK * g.headDim;
   const T *vBase = v + kv * g.seqK * g.valueDim;
-  int64_t base = g.mask != AttentionMaskKind::None ? maskBase(g, n) : 0;
+  int64_t base =
+      g.mask != AttentionMaskKind::None ? attentionMaskBase(g, n) : 0;
   DeviceDropoutMode mode = readDropoutMode(dropout);
   PhiloxStreamKey key =
       makePhiloxStreamKey(dropout.seed, dropout.streamId, dropoutStep(dropout));
@@ -177,7 +144,7 @@ __global__ void __launch_bounds__(kRows *kWarp)
     acc[t] = 0.0f;
   float rowMax = -INFINITY, rowSum = 0.0f;
   int64_t rows = g.seqQ - i0 < kRows ? g.seqQ - i0 : kRows;
-  int64_t end = visibleEnd(g, i0, rows);
+  int64_t end = attentionVisibleEnd(g, i0, rows);
   for (int64_t j0 = 0; j0 < end; j0 += kTile) {
     __syncthreads();
     stageKeys(g, kBase, vBase, j0, ks, kStride, vs, vStride);
@@ -244,10 +211,11 @@ __global__ void __launch_bounds__(kRows *kWarp)
   int64_t i0 = (blockIdx.x % rowBlocks) * kRows;
   int64_t i = i0 + warp;
   bool rowValid = i < g.seqQ;
-  int64_t kv = kvIndex(g, n);
+  int64_t kv = attentionKvIndex(g, n);
   const T *kBase = k + kv * g.seqK * g.headDim;
   const T *vBase = v + kv * g.seqK * g.valueDim;
-  int64_t base = g.mask != AttentionMaskKind::None ? maskBase(g, n) : 0;
+  int64_t base =
+      g.mask != AttentionMaskKind::None ? attentionMaskBase(g, n) : 0;
   DeviceDropoutMode mode = readDropoutMode(dropout);
   PhiloxStreamKey key =
       makePhiloxStreamKey(dropout.seed, dropout.streamId, dropoutStep(dropout));
@@ -272,7 +240,7 @@ __global__ void __launch_bounds__(kRows *kWarp)
   for (int t = 0; t < kPerLane; ++t)
     acc[t] = 0.0f;
   int64_t rows = g.seqQ - i0 < kRows ? g.seqQ - i0 : kRows;
-  int64_t end = visibleEnd(g, i0, rows);
+  int64_t end = attentionVisibleEnd(g, i0, rows);
   for (int64_t j0 = 0; j0 < end; j0 += kTile) {
     __syncthreads();
     stageKeys(g, kBase, vBase, j0, ks, kStride, vs, vStride);
@@ -359,7 +327,8 @@ __global__ void __launch_bounds__(kRows *kWarp)
   }
   for (int64_t hq = 0; hq < group; ++hq) {
     int64_t n = b * g.heads + hk * group + hq;
-    int64_t base = g.mask != AttentionMaskKind::None ? maskBase(g, n) : 0;
+    int64_t base =
+        g.mask != AttentionMaskKind::None ? attentionMaskBase(g, n) : 0;
     for (int64_t i0 = firstRow; i0 < g.seqQ; i0 += kTile) {
       __syncthreads();
       for (int idx = threadIdx.x; idx < kTile * g.headDim; idx += blockDim.x) {

@@ -28,6 +28,7 @@
 #ifndef GMOPT_BACKEND_CUDA_FUSEDKERNELS_H
 #define GMOPT_BACKEND_CUDA_FUSEDKERNELS_H
 
+#include "backend/cuda/AttentionMath.h"
 #include "backend/cuda/CudaKernels.h"
 #include "backend/cuda/FusedScratch.h"
 
@@ -37,39 +38,6 @@
 
 namespace gmopt {
 namespace cuda {
-
-/// Keys (and, backward, queries) of one tile staged in shared memory.
-constexpr int kAttentionTileKeys = 32;
-/// Query rows (warps) of one attention thread block.
-constexpr int kAttentionRowsPerBlock = 8;
-/// The largest head size (Q/K's and V's last dimension) the kernels take:
-/// each lane keeps headDim / 32 accumulators in registers.
-constexpr int64_t kAttentionMaxHeadDim = 128;
-/// The most batch dimensions (before [sq, d]) a mask broadcasts over.
-constexpr int kAttentionMaxBatchRank = 6;
-
-/// How the optional mask enters the scores.
-enum class AttentionMaskKind : int32_t { None = 0, Additive = 1, Bool = 2 };
-
-/// A fused attention node's geometry and attributes (AttentionSpec), as the
-/// kernels read them.
-struct AttentionGeometry {
-  int64_t batch = 1, heads = 1, kvHeads = 1;
-  int64_t seqQ = 0, seqK = 0, headDim = 0, valueDim = 0;
-  float scale = 1;
-  bool causal = false;
-  /// K (and dK) as [.., Hk, d, sk].
-  bool kTransposed = false;
-  AttentionMaskKind mask = AttentionMaskKind::None;
-  bool maskTrueKeeps = true;
-  float maskedValue = 0;
-  /// The mask's element strides over the batch dimensions (batchShape) and
-  /// over rows and columns (0 where it broadcasts).
-  int32_t batchRank = 0;
-  int64_t batchShape[kAttentionMaxBatchRank] = {};
-  int64_t maskBatchStrides[kAttentionMaxBatchRank] = {};
-  int64_t maskRowStride = 0, maskColStride = 0;
-};
 
 /// FusedAttention: O = dropout(softmax(scale Q K^T + mask)) V and, when
 /// \p lse is not null, each row's log-sum-exp; Q, K, V, O and an additive

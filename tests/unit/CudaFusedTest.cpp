@@ -17,13 +17,17 @@
 //    several (the last one narrow), W as [V, D] and [D, V], mean, sum and
 //    none, ignore_index rows, int64 and int32 labels.
 // The gradients take the CPU forward's O and log-sum-exp, as a training
-// step does. Without a GPU the CUDA half skips ("no CUDA device"); the
-// CPU half (each module verifies and runs on the CPU backend to finite
-// results, the CUDA kernel table accepts it and a CUDA plan is made) runs
-// in every build with the CUDA backend.
+// step does. On the host, the kernels' score math (AttentionMath.h) is
+// checked against AttentionSpec and its dropout decisions against the
+// unfused Dropout's mask of the same stream, bit for bit. Without a GPU the
+// CUDA half skips ("no CUDA device"); the CPU half (each module verifies and
+// runs on the CPU backend to finite results, the CUDA kernel table accepts it
+// and a CUDA plan is made) runs in every build with the CUDA backend.
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/Philox.h"
+#include "backend/cuda/AttentionMath.h"
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaKernelTable.h"
 #include "ir/Collectives.h"
@@ -38,6 +42,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -280,6 +285,92 @@ TEST(CudaFusedTest, OversizedHeadsAreRefusedAtPrepare) {
   ASSERT_FALSE(bool(prepared));
   std::string message = llvm::toString(prepared.takeError());
   EXPECT_NE(message.find("head sizes above 128"), std::string::npos) << message;
+}
+
+TEST(CudaFusedTest, AttentionDropoutDrawsTheUnfusedDropoutMask) {
+  // The unfused graph drops the [2, 3, 5, 7] probabilities with Dropout;
+  // the CUDA kernels' decision for score (n, i, j) of the same stream
+  // (AttentionMath.h) must be that mask's element, bit for bit.
+  std::vector<float> ones(2 * 3 * 5 * 7, 1.0f);
+  OpCase dropout;
+  dropout.what = "Dropout [2,3,5,7] ratio 0.3";
+  dropout.op = "Dropout";
+  dropout.inputs = {floats({2, 3, 5, 7}, ones), floats({}, {0.3f}),
+                    bools({}, {1})};
+  dropout.constantOperands = {1, 2};
+  dropout.numResults = 2;
+  auto cpu = test::runOpCase(dropout, /*onCuda=*/false);
+  ASSERT_TRUE(bool(cpu)) << llvm::toString(cpu.takeError());
+  const TensorData &mask = (*cpu)[1];
+  std::unique_ptr<Module> module = test::buildOpModule(dropout);
+  std::optional<uint64_t> streamId =
+      module->getGraph().getNodes().begin()->getStreamId();
+  ASSERT_TRUE(streamId.has_value());
+  // runBackendStep's run: seed 0, step 0.
+  PhiloxStreamKey stream = makePhiloxStreamKey(0, *streamId, 0);
+  cuda::AttentionGeometry g;
+  g.batch = 6;
+  g.heads = 3;
+  g.kvHeads = 3;
+  g.seqQ = 5;
+  g.seqK = 7;
+  int64_t kept = 0;
+  for (int64_t n = 0; n < 6; ++n)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 7; ++j) {
+        bool keeps = cuda::attentionDropoutKeeps(g, stream, 0.3f, n, i, j);
+        kept += keeps;
+        ASSERT_EQ(keeps, mask.getFloatElement((n * 5 + i) * 7 + j) != 0)
+            << "score (" << n << ", " << i << ", " << j << ")";
+      }
+  // Both draws are random: some kept, some dropped.
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 6 * 5 * 7);
+}
+
+TEST(CudaFusedTest, AttentionScoreMathIsTheSpecs) {
+  // Grouped-query heads and a mask broadcast over heads: the kernels'
+  // matrix, mask and causal arithmetic against AttentionSpec's.
+  CaseMaker m(DType::F32, 3700);
+  OpCase c = m.make("GQA causal mask", kGmoptDomain, kFusedAttentionOp,
+                    {m.rnd({2, 4, 6, 8}), m.rnd({2, 2, 9, 8}),
+                     m.rnd({2, 2, 9, 8}), m.rnd({2, 1, 6, 9})},
+                    {intAttr("causal", 1)}, 2);
+  std::unique_ptr<Module> module = test::buildOpModule(c);
+  auto spec =
+      attention::AttentionSpec::get(*module->getGraph().getNodes().begin());
+  ASSERT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+  cuda::AttentionGeometry g;
+  g.batch = spec->batch;
+  g.heads = spec->heads;
+  g.kvHeads = spec->kvHeads;
+  g.seqQ = spec->seqQ;
+  g.seqK = spec->seqK;
+  g.causal = true;
+  g.mask = cuda::AttentionMaskKind::Additive;
+  g.batchRank = static_cast<int32_t>(spec->batchShape.size());
+  for (int32_t i = 0; i < g.batchRank; ++i) {
+    g.batchShape[i] = spec->batchShape[i];
+    g.maskBatchStrides[i] = spec->maskStrides[i];
+  }
+  for (int64_t n = 0; n < spec->batch; ++n) {
+    EXPECT_EQ(cuda::attentionKvIndex(g, n), spec->kvIndex(n)) << n;
+    EXPECT_EQ(cuda::attentionMaskBase(g, n), spec->maskOffset(n)) << n;
+  }
+  for (int64_t i = 0; i < spec->seqQ; ++i)
+    for (int64_t j = 0; j < spec->seqK; ++j) {
+      float score = cuda::attentionMaskScore(g, 1.0f, false, 0.5f, i, j);
+      if (spec->causallyMasked(i, j))
+        EXPECT_EQ(score, -INFINITY) << i << ", " << j;
+      else
+        EXPECT_EQ(score, 1.5f) << i << ", " << j;
+    }
+  // A row block sees the keys its last row sees.
+  for (int64_t i0 = 0; i0 < spec->seqQ; ++i0) {
+    int64_t end = cuda::attentionVisibleEnd(g, i0, 1);
+    for (int64_t j = 0; j < spec->seqK; ++j)
+      EXPECT_EQ(j < end, !spec->causallyMasked(i0, j)) << i0 << ", " << j;
+  }
 }
 
 TEST(CudaFusedTest, FusedOpsMatchTheCpuKernels) {
