@@ -19,7 +19,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/runtime/Checkpoint.h"
 #include "tools/driver/Driver.h"
 #include "tools/driver/ExternalDataReport.h"
 #include "tools/driver/FitMemory.h"
@@ -28,6 +27,7 @@
 #include "tools/driver/PhaseTimer.h"
 #include "tools/driver/PlanTimeline.h"
 #include "tools/driver/ToolSupport.h"
+#include "tools/runtime/Checkpoint.h"
 
 #include "ir/Module.h"
 #include "ir/Plan.h"

@@ -16,13 +16,13 @@
 #include "tools/driver/FitMemory.h"
 #include "tools/driver/GradientDump.h"
 
-#include "tools/runtime/OptimizerStateMap.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/PlanTimeline.h"
 #include "tools/driver/Progress.h"
 #include "tools/driver/RunReport.h"
 #include "tools/driver/ToolSupport.h"
 #include "tools/driver/TraceWriter.h"
+#include "tools/runtime/OptimizerStateMap.h"
 
 #include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"

@@ -10,8 +10,8 @@
 
 #include "tools/runtime/SessionImpl.h"
 
-#include "tools/runtime/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
+#include "tools/runtime/RuntimeSupport.h"
 
 #include "ir/serialization/OnnxTensor.h"
 

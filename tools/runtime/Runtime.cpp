@@ -11,8 +11,8 @@
 
 #include "tools/runtime/Runtime.h"
 
-#include "tools/runtime/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
+#include "tools/runtime/RuntimeSupport.h"
 
 #include "backend/cpu/Mpi.h"
 #include "backend/cuda/CudaDevice.h"

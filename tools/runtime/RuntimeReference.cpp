@@ -9,8 +9,8 @@
 
 #include "tools/runtime/Runtime.h"
 
-#include "tools/runtime/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
+#include "tools/runtime/RuntimeSupport.h"
 
 #include "backend/cuda/CudaDevice.h"
 #include "ir/OpRegistry.h"

@@ -11,10 +11,10 @@
 
 #include "tools/runtime/HostTensorData.h"
 
-#include "tools/runtime/OptimizerStateMap.h"
 #include "tools/driver/PassManagerCLOptions.h"
-#include "tools/runtime/RuntimeSupport.h"
 #include "tools/driver/ToolSupport.h"
+#include "tools/runtime/OptimizerStateMap.h"
+#include "tools/runtime/RuntimeSupport.h"
 
 #include "passes/PassManager.h"
 
