@@ -33,11 +33,17 @@ struct SoftmaxState {
   int64_t axisAttr = -1;
 };
 
-/// Decodes a softmax-family node; an axis out of range for X's rank fails
+/// Decodes a softmax-family node: what its kernel reads at launch and its
+/// staging rows at prepare.
+SoftmaxState decodeSoftmax(const Node &node) {
+  return SoftmaxState{ops::isCoercedSoftmax(node),
+                      ops::getSoftmaxAxisAttr(node)};
+}
+
+/// Prepares a softmax-family node; an axis out of range for X's rank fails
 /// here, before the first step.
 llvm::Expected<std::unique_ptr<KernelState>> prepareSoftmax(const Node &node) {
-  SoftmaxState state{ops::isCoercedSoftmax(node),
-                     ops::getSoftmaxAxisAttr(node)};
+  SoftmaxState state = decodeSoftmax(node);
   if (std::optional<unsigned> rank = operandRank(node, 0); rank && *rank > 0)
     if (llvm::Error err = ops::checkAxis(state.axisAttr, *rank).takeError())
       return prepareError(node, llvm::toString(std::move(err)));
@@ -220,11 +226,11 @@ template <bool Log> llvm::Error softmaxGradKernel(KernelCall &call) {
 /// The rows a softmax-family node normalizes independently: the
 /// dimensions before its axis (its 16-bit staging slices them).
 unsigned softmaxRowDims(const Node &node) {
-  const Value *x = node.getOperand(0);
-  if (!x)
+  std::optional<unsigned> rank = operandRank(node, 0);
+  if (!rank)
     return 0;
   llvm::Expected<unsigned> axis =
-      ops::getSoftmaxAxis(node, x->getType().getRank());
+      ops::checkAxis(decodeSoftmax(node).axisAttr, *rank);
   if (!axis) {
     // The kernel reports a bad axis; staging it whole changes nothing.
     llvm::consumeError(axis.takeError());
