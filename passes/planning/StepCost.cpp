@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace gmopt;
 
@@ -29,6 +30,10 @@ StepThroughput StepThroughput::cuda() {
   // TF32), HBM3e at about 4 TB/s sustained, a few microseconds per launch.
   // The network: one 400 Gb/s NIC per GPU, about 45 GB/s sustained.
   return {"cuda", 50e12, 650e12, 650e12, 30e12, 4.0e12, 5e-6, 45e9};
+}
+
+double StepThroughput::balance() const {
+  return bandwidth > 0 ? matrixFp32 / bandwidth : 0;
 }
 
 llvm::Expected<StepThroughput> StepThroughput::lookup(llvm::StringRef name) {
@@ -73,6 +78,8 @@ bool isMatrixOp(const Node &node) {
   return llvm::StringSwitch<bool>(node.getOpType())
       .Cases("MatMul", "Gemm", "Conv", "ConvTranspose", "FusedMatMul", true)
       .Cases("ConvGrad", "FusedGemm", "TransposeMatMul", true)
+      .Cases("FusedAttention", "FusedAttentionGrad", true)
+      .Cases("FusedLinearCrossEntropy", "FusedLinearCrossEntropyGrad", true)
       .Default(false);
 }
 
@@ -107,6 +114,16 @@ double gmopt::predictNodeSeconds(const Node &node,
   double sending =
       throughput.network > 0 ? double(network) / throughput.network : 0;
   return throughput.nodeOverhead + std::max(compute, traffic) + sending;
+}
+
+uint64_t gmopt::recomputeCostFlops(const Node &node,
+                                   const StepThroughput &throughput) {
+  if (isView(node))
+    return 0;
+  OpCost cost = estimateCost(node);
+  double moved = double(cost.bytesRead + cost.bytesWritten);
+  return std::max(cost.flops,
+                  uint64_t(std::llround(moved * throughput.balance())));
 }
 
 StepCost gmopt::estimateStepCost(const Module &module,

@@ -15,7 +15,18 @@
 //
 // The throughputs are per backend and stated in StepThroughput's presets;
 // bench/cost_model.py compares the CPU preset's predictions with measured
-// step times on the testdata graphs.
+// step times on the testdata graphs. The fused attention and linear
+// cross-entropy ops are matrix work (their FLOPs are their products).
+//
+// Recompute is priced in FLOP-equivalents (recomputeCostFlops): a node
+// whose FLOPs take longer at the matrix throughput than its bytes take at
+// the memory bandwidth (products, convolutions, the fused ops) costs its
+// FLOPs; any other (pointwise, normalisation, softmax, dropout, casts)
+// costs the bytes it reads and writes times the backend's balance, the
+// FLOPs its matrix units do in the time memory moves one byte (fp32 matrix
+// throughput over bandwidth: 4.5 on the CPU preset, 12.5 on CUDA). A
+// pointwise op that does one FLOP per 8 bytes is priced as what it costs
+// in time, not as free. Views cost nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +66,9 @@ struct StepThroughput {
   static StepThroughput cpu();
   /// The CUDA backend on an H100/H200-class device (cuBLASLt tensor cores).
   static StepThroughput cuda();
+  /// FLOPs the fp32 matrix units do in the time memory moves one byte:
+  /// the rate at which recomputeCostFlops prices moved bytes.
+  double balance() const;
   /// A preset by name (cpu, cuda), or an error listing them.
   static llvm::Expected<StepThroughput> lookup(llvm::StringRef name);
 };
@@ -82,6 +96,11 @@ struct StepCost {
 
 /// Predicted seconds of \p node on \p throughput.
 double predictNodeSeconds(const Node &node, const StepThroughput &throughput);
+
+/// What recomputing \p node costs on \p throughput, in FLOP-equivalents:
+/// the larger of its FLOPs and its bytes read and written times
+/// StepThroughput::balance() (0 for views).
+uint64_t recomputeCostFlops(const Node &node, const StepThroughput &throughput);
 
 /// The predicted cost of one step of \p module.
 StepCost estimateStepCost(const Module &module,

@@ -49,6 +49,10 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
                 "selective: also recompute products of two activations "
                 "(attention scores and context); products with a weight are "
                 "kept");
+  declareOption("cost-model", options.costModel,
+                "backend whose throughputs price recompute (cpu, cuda): "
+                "compute-bound nodes by FLOPs, memory-bound ones by bytes "
+                "moved times the backend's FLOPs per byte of bandwidth");
   declareOption("flops-per-byte", options.flopsPerByte,
                 "selective: recompute prices a node's FLOPs at one kept byte "
                 "per this many (0: FLOPs are free)");
@@ -89,6 +93,13 @@ RecomputePass::RecomputePass(Options opts) : options(std::move(opts)) {
   declareStatistic(
       "recompute-flops-bp",
       "recomputed FLOPs in basis points (0.01%) of the step's FLOPs");
+  declareStatistic("recompute-cost",
+                   "recompute priced in FLOP-equivalents (memory-bound nodes "
+                   "by bytes moved, cost-model)");
+  declareStatistic("step-cost",
+                   "FLOP-equivalents of the unrewritten step (cost-model)");
+  declareStatistic("recompute-cost-bp",
+                   "recompute cost in basis points of the step's cost");
   declareStatistic("load-before", "LOAD (live-byte peak) before, this order");
   declareStatistic("load-after", "LOAD (live-byte peak) after, this order");
 }
@@ -291,6 +302,7 @@ planBudget(Module &module, const SavedActivations &analysis,
   RecomputePlan none;
   none.savedBytesBefore = none.savedBytesAfter = analysis.getSavedBytes();
   none.stepFlops = analysis.getStepFlops();
+  none.stepCost = analysis.getStepCost();
   llvm::Expected<BudgetEvaluation> base =
       evaluate(none, UINT64_MAX, /*exact=*/true);
   if (!base)
@@ -370,7 +382,12 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
       return false;
     }
 
-  llvm::Expected<SavedActivations> analysis = SavedActivations::compute(module);
+  llvm::Expected<StepThroughput> throughput =
+      StepThroughput::lookup(options.costModel);
+  if (!throughput)
+    return throughput.takeError();
+  llvm::Expected<SavedActivations> analysis =
+      SavedActivations::compute(module, *throughput);
   if (!analysis)
     return analysis.takeError();
   llvm::Expected<uint64_t> loadBefore = currentLoad(module, context);
@@ -420,6 +437,12 @@ llvm::Expected<bool> RecomputePass::run(Module &module, PassContext &context) {
        plan->stepFlops ? uint64_t(std::llround(1e4 * plan->recomputeFlops /
                                                double(plan->stepFlops)))
                        : 0);
+  stat("recompute-cost", plan->recomputeCost);
+  stat("step-cost", plan->stepCost);
+  stat("recompute-cost-bp",
+       plan->stepCost ? uint64_t(std::llround(1e4 * plan->recomputeCost /
+                                              double(plan->stepCost)))
+                      : 0);
   stat("load-before", *loadBefore);
   stat("load-after", *loadAfter);
   return !plan->empty();

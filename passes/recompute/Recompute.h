@@ -26,7 +26,7 @@
 //     (space-separated value names) and recompute them from the other
 //     saved activations and the inputs; for experiments and for comparing
 //     the strategies with an exhaustive search (bench/).
-//   * budget - with memory-limit: the least recompute FLOPs whose planned
+//   * budget - with memory-limit: the least recompute cost whose planned
 //     peak (schedule and plan-buffers run on each candidate) fits. First a
 //     family of strategies: none, part of selective (its groups that free
 //     the most bytes per FLOP), all of it, and full segment recompute of a
@@ -39,6 +39,16 @@
 //     fits and the FLOPs fall. The pass takes the cheapest plan it planned
 //     that fits, or fails stating the smallest peak it reached. The number
 //     of plans the search evaluates is bounded (search-work).
+//
+// Recompute is priced by the cost model of passes/planning/StepCost.h
+// (option cost-model, the CPU preset by default): compute-bound nodes by
+// their FLOPs, memory-bound ones (pointwise, normalisations, softmax,
+// dropout) by the bytes they read and write times the backend's balance.
+// Budget mode minimises that cost ("FLOPs" in its description means these
+// FLOP-equivalents) and the statistics report it (recompute-cost,
+// recompute-cost-bp) beside the plain FLOPs. Selective's cut keeps its own
+// price (FLOPs plus written bytes, Options::flopsPerByte) for now: see
+// recomputePrice in RecomputeStrategies.cpp.
 //
 // The pass plans first (a printable RecomputePlan) and rewrites after. A
 // module that already has recompute clones is left alone, so a second run
@@ -74,6 +84,8 @@ struct RecomputePlan {
     /// Position in the graph's node order the clones go before.
     uint32_t placeBefore = 0;
     uint64_t flops = 0;
+    /// FLOP-equivalents (recomputeCostFlops) of the nodes.
+    uint64_t cost = 0;
   };
   std::vector<Group> groups;
   /// Segment modes: the forward positions the forward pass is cut after,
@@ -88,6 +100,10 @@ struct RecomputePlan {
   /// Recompute FLOPs, and the FLOPs of the unrewritten step.
   uint64_t recomputeFlops = 0;
   uint64_t stepFlops = 0;
+  /// The same in FLOP-equivalents (recomputeCostFlops): what budget mode
+  /// minimises and the report states beside the FLOPs.
+  uint64_t recomputeCost = 0;
+  uint64_t stepCost = 0;
   /// Number of dropped saved activations.
   uint64_t dropped = 0;
 
@@ -112,6 +128,9 @@ public:
     /// context, Megatron-LM's core attention - whose results grow with the
     /// square of the sequence. Products with a weight are always kept.
     bool attentionCore = true;
+    /// The backend whose throughputs price recompute (StepThroughput
+    /// presets: cpu, cuda).
+    std::string costModel = "cpu";
     /// Selective: what recomputing costs against what keeping costs. A
     /// node's recompute is priced at its FLOPs / flopsPerByte plus the
     /// bytes it writes / writtenBytesPerByte, in kept bytes, and the cut

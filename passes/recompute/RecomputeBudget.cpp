@@ -43,7 +43,8 @@ struct Point {
   RecomputePlan plan;
   BudgetEvaluation evaluation;
   bool fits = false;
-  uint64_t flops() const { return plan.recomputeFlops; }
+  /// The recompute cost the search minimises (FLOP-equivalents).
+  uint64_t flops() const { return plan.recomputeCost; }
   uint64_t peak() const { return evaluation.peak; }
 };
 
@@ -53,8 +54,8 @@ struct Move {
   /// Bytes the move is expected to take off (descent) or add to (keep) the
   /// peak.
   uint64_t peakBytes = 0;
-  /// Recompute FLOPs of the value's region from what the point keeps: what
-  /// dropping it adds, or keeping it saves.
+  /// Recompute cost (FLOP-equivalents) of the value's region from what the
+  /// point keeps: what dropping it adds, or keeping it saves.
   uint64_t flops = 0;
   uint64_t bytes = 0;
   uint64_t key = 0;
@@ -229,7 +230,7 @@ BudgetSearch::makeMove(const Point &point, const Value *value,
   Move move;
   move.value = value;
   move.bytes = analysis.getBytes(value);
-  move.flops = region->flops;
+  move.flops = region->cost;
   move.key = valueKey(value);
   const SavedActivation *saved = analysis.lookupSaved(value);
   if (saved &&

@@ -1,7 +1,10 @@
 //===- RecomputeBudget.h - Budget mode's search for a plan ------*- C++ -*-===//
 //
-// `recompute{mode=budget,memory-limit=L}` wants the least recompute FLOPs
-// whose planned peak fits L. The peak is what schedule and plan-buffers
+// `recompute{mode=budget,memory-limit=L}` wants the least recompute cost
+// whose planned peak fits L. The cost is in FLOP-equivalents
+// (passes/planning/StepCost.h, recomputeCostFlops): FLOPs for compute-bound
+// nodes, bytes moved times the backend's balance for memory-bound ones;
+// "FLOP" below means that unit. The peak is what schedule and plan-buffers
 // make of the rewritten step, so every candidate is judged by planning it
 // (an evaluator the pass supplies); this file decides which candidates to
 // plan.

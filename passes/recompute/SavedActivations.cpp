@@ -40,7 +40,8 @@ llvm::StringRef gmopt::recomputeBlockerName(RecomputeBlocker blocker) {
 }
 
 llvm::Expected<SavedActivations>
-SavedActivations::compute(const Module &module) {
+SavedActivations::compute(const Module &module,
+                          const StepThroughput &throughput) {
   SavedActivations result;
   const Graph &graph = module.getGraph();
   const OpRegistry &registry = OpRegistry::instance();
@@ -53,6 +54,8 @@ SavedActivations::compute(const Module &module) {
     ++index;
     OpCost cost = estimateCost(node);
     result.stepFlops += cost.flops;
+    uint64_t recomputeCost = recomputeCostFlops(node, throughput);
+    result.stepCost += recomputeCost;
     if (node.getPhase() != Phase::Forward)
       continue;
     uint32_t position = result.forward.size();
@@ -61,6 +64,7 @@ SavedActivations::compute(const Module &module) {
     result.positionOf[&node] = position;
     result.flops.push_back(cost.flops);
     result.bytesWritten.push_back(cost.bytesWritten);
+    result.costs.push_back(recomputeCost);
 
     RecomputeBlocker blocker = RecomputeBlocker::Recomputable;
     const OpSchema *schema = registry.lookup(node);
@@ -212,6 +216,7 @@ llvm::Expected<RecomputeRegion> SavedActivations::computeRegion(
       continue;
     region.nodes.push_back(*position);
     region.flops += flops[*position];
+    region.cost += costs[*position];
     for (const Value *operand : forward[*position]->getOperands())
       if (operand)
         stack.push_back(operand);

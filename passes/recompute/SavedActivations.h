@@ -24,6 +24,8 @@
 #ifndef GMOPT_PASSES_RECOMPUTE_SAVEDACTIVATIONS_H
 #define GMOPT_PASSES_RECOMPUTE_SAVEDACTIVATIONS_H
 
+#include "passes/planning/StepCost.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -79,6 +81,9 @@ struct RecomputeRegion {
   std::vector<uint32_t> nodes;
   /// FLOPs of those nodes (the registry's cost model).
   uint64_t flops = 0;
+  /// What recomputing them costs in FLOP-equivalents (recomputeCostFlops:
+  /// memory-bound nodes priced by the bytes they move).
+  uint64_t cost = 0;
   /// Values the region reads that it does not compute: kept values and
   /// values that are always available (inputs, parameters, constants).
   std::vector<const Value *> sources;
@@ -93,7 +98,10 @@ public:
   /// Analyses \p module in its current node order. Fails if a forward
   /// value's shape is not static (bind symbolic dims first). The module
   /// must not change while the result is in use.
-  static llvm::Expected<SavedActivations> compute(const Module &module);
+  /// Recompute is priced on \p throughput (recomputeCostFlops).
+  static llvm::Expected<SavedActivations>
+  compute(const Module &module,
+          const StepThroughput &throughput = StepThroughput::cpu());
 
   /// Forward nodes in schedule order.
   llvm::ArrayRef<const Node *> getForwardNodes() const { return forward; }
@@ -110,12 +118,16 @@ public:
   uint32_t getNodeIndex(uint32_t position) const { return nodeIndex[position]; }
   /// FLOPs of forward node \p position.
   uint64_t getFlops(uint32_t position) const { return flops[position]; }
+  /// What recomputing forward node \p position costs, in FLOP-equivalents.
+  uint64_t getCost(uint32_t position) const { return costs[position]; }
   /// Bytes forward node \p position writes (the registry's cost model).
   uint64_t getBytesWritten(uint32_t position) const {
     return bytesWritten[position];
   }
   /// FLOPs of every node of the step (forward, backward, optimizer).
   uint64_t getStepFlops() const { return stepFlops; }
+  /// recomputeCostFlops summed over every node of the step.
+  uint64_t getStepCost() const { return stepCost; }
 
   /// The saved activations in the order of their producers.
   llvm::ArrayRef<SavedActivation> getSaved() const { return saved; }
@@ -164,8 +176,10 @@ private:
   std::vector<RecomputeBlocker> blockers;
   std::vector<uint64_t> flops;
   std::vector<uint64_t> bytesWritten;
+  std::vector<uint64_t> costs;
   std::vector<uint32_t> nodeIndex;
   uint64_t stepFlops = 0;
+  uint64_t stepCost = 0;
   std::vector<SavedActivation> saved;
   llvm::DenseMap<const Value *, uint32_t> savedIndex;
   llvm::DenseMap<const Value *, uint64_t> forwardBytes;

@@ -123,3 +123,32 @@ TEST(StepCostTest, PresetsByName) {
   EXPECT_EQ(llvm::toString(bad.takeError()),
             "unknown cost model 'tpu' (expected cpu or cuda)");
 }
+
+TEST(StepCostTest, RecomputeIsPricedByBytesWhereMemoryBound) {
+  auto module = parseModule(kStep, "step");
+  ASSERT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
+  StepThroughput t = testThroughput();
+  t.bandwidth = 1e8; // ten FLOPs per byte moved
+  EXPECT_DOUBLE_EQ(t.balance(), 10.0);
+  const Node *matmul = findNode(**module, "y");
+  const Node *relu = findNode(**module, "r");
+  const Node *view = findNode(**module, "v");
+  ASSERT_TRUE(matmul && relu && view);
+  // A product does more FLOPs than ten per byte it moves: its FLOPs.
+  OpCost product = estimateCost(*matmul);
+  ASSERT_GT(double(product.flops),
+            10.0 * double(product.bytesRead + product.bytesWritten));
+  EXPECT_EQ(recomputeCostFlops(*matmul, t), product.flops);
+  // Relu does one FLOP per eight bytes: priced by its bytes, far above its
+  // FLOPs.
+  OpCost pointwise = estimateCost(*relu);
+  uint64_t moved = pointwise.bytesRead + pointwise.bytesWritten;
+  EXPECT_EQ(moved, 2u * 64 * 256 * 4);
+  EXPECT_EQ(recomputeCostFlops(*relu, t), 10 * moved);
+  EXPECT_GT(recomputeCostFlops(*relu, t), 10 * pointwise.flops);
+  // A view moves nothing.
+  EXPECT_EQ(recomputeCostFlops(*view, t), 0u);
+  // The presets' balance: fp32 matrix throughput over bandwidth.
+  EXPECT_DOUBLE_EQ(StepThroughput::cpu().balance(), 4.5);
+  EXPECT_DOUBLE_EQ(StepThroughput::cuda().balance(), 12.5);
+}
