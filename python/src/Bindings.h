@@ -16,6 +16,9 @@ namespace gmopt::python {
 /// (TrainingSessionBindings.cpp).
 void bindTrainingSession(pybind11::module_ &m);
 
+/// compile_plan, the plan's figures and timeline (CompilerBindings.cpp).
+void bindCompiler(pybind11::module_ &m);
+
 /// inspect_onnx, gmopt's ONNX importer (OnnxBindings.cpp).
 void bindOnnx(pybind11::module_ &m);
 

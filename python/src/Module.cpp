@@ -2,7 +2,7 @@
 //
 // Defines the extension module the gmopt Python package imports: the error
 // type and the helpers; each area binds itself from its own file
-// (TrainingSessionBindings.cpp, OnnxBindings.cpp).
+// (TrainingSessionBindings.cpp, OnnxBindings.cpp, CompilerBindings.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,4 +32,5 @@ PYBIND11_MODULE(_core, m) {
 
   bindTrainingSession(m);
   bindOnnx(m);
+  bindCompiler(m);
 }

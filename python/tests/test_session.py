@@ -81,6 +81,27 @@ def test_compile_returns_the_plan_figures():
     assert plain.categories["optimizer_state"] == 0
     # AdamW keeps two moments per trainable parameter.
     assert with_adamw.categories["optimizer_state"] >= 2 * 4 * 273152
+    assert with_adamw.dims == GPT_DIMS
+
+
+def test_compile_timeline_and_session_agree():
+    """The timeline covers the schedule with one band per tensor; its live
+    maximum is the persistent bytes plus the schedule's lower bound (LOAD),
+    within the planned peak; a session compiling the same model plans the
+    same peak."""
+    training = model_path(GPT, "training_model.onnx")
+    result = gmopt.compile(training, dims=GPT_DIMS, optimizer_model=model_path(GPT, "optimizer_model.onnx"))
+    timeline = result.timeline
+    assert len(timeline.steps) > 100 and len(timeline.recompute) in (0, len(timeline.steps))
+    assert all(0 <= b.first_step <= b.last_step < len(timeline.steps) for b in timeline.bands)
+    assert {b.category for b in timeline.bands} <= set(gmopt.compiler.CATEGORIES)
+    persistent = sum(result.persistent_bytes.values())
+    live_peak, step, split = timeline.peak()
+    assert live_peak == persistent + result.lower_bound_bytes
+    assert live_peak <= result.peak_bytes and sum(split.values()) == live_peak
+    assert timeline.reserved_bytes == result.peak_bytes
+    session = gmopt.Session.from_artifacts(model_path(GPT, ""), dims=GPT_DIMS)
+    assert session.memory()["planned"]["peak_bytes"] == result.peak_bytes
 
 
 @pytest.mark.xfail(raises=gmopt.Error, strict=True,
