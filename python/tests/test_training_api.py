@@ -183,6 +183,10 @@ def test_checkpoint_properties_round_trip(tmp_path):
         state.properties["nope"]
     with pytest.raises(TypeError):
         state.properties["bad"] = [1, 2]
+    # ONNX Runtime iterates properties (and parameters) by name.
+    assert [name for name, _ in state.properties] == ["best_loss", "epoch", "run"]
+    names = [name for name, _ in state.parameters]
+    assert names == sorted(names) and names[0] == "dropout_ratio"
     path = tmp_path / "checkpoint"
     api.CheckpointState.save_checkpoint(state, path)
     loaded = api.CheckpointState.load_checkpoint(path)

@@ -67,7 +67,8 @@ class Parameter:
 
 class Parameters:
     """The parameters of a :class:`CheckpointState`, by name (dict-like;
-    iterating yields ``(name, Parameter)`` pairs, as ONNX Runtime's does)."""
+    iterating yields ``(name, Parameter)`` pairs in name order, as ONNX
+    Runtime's does)."""
 
     def __init__(self, state):
         self._state = state
@@ -86,20 +87,21 @@ class Parameters:
         return name in self._state._state.parameter_names()
 
     def __iter__(self):
-        for name in self._state._state.parameter_names():
+        # By name, as ONNX Runtime's (a std::map) iterates.
+        for name in sorted(self._state._state.parameter_names()):
             yield name, Parameter(name, self._state)
 
     def __len__(self):
         return len(self._state._state.parameter_names())
 
     def __repr__(self):
-        return repr(self._state._state.parameter_names())
+        return repr(sorted(self._state._state.parameter_names()))
 
 
 class Properties:
     """User properties of a :class:`CheckpointState` (int, float or str
     values), saved with the checkpoint. Dict-like; iterating yields
-    ``(name, value)`` pairs."""
+    ``(name, value)`` pairs in name order, as ONNX Runtime's does."""
 
     def __init__(self, state):
         self._state = state
@@ -116,14 +118,15 @@ class Properties:
         return self._state._state.has_property(name)
 
     def __iter__(self):
-        for name in self._state._state.property_names():
+        # By name, as ONNX Runtime iterates them.
+        for name in sorted(self._state._state.property_names()):
             yield name, self._state._state.get_property(name)
 
     def __len__(self):
         return len(self._state._state.property_names())
 
     def __repr__(self):
-        return repr(self._state._state.property_names())
+        return repr(sorted(self._state._state.property_names()))
 
 
 class CheckpointState:
