@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/WindowMath.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/ShapeEval.h"
 #include "ir/ops/SliceSpec.h"
@@ -19,13 +20,6 @@ using namespace gmopt;
 using namespace gmopt::cpu;
 
 namespace {
-
-/// The error "OP: MESSAGE (node NAME)" at prepare.
-llvm::Error nodeError(const Node &node, const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 node.getOpType() + ": " + message + " (node " +
-                                     node.describe() + ")");
-}
 
 /// A node's one axis attribute (Concat, Split, OneHot), decoded at prepare.
 struct AxisState {
@@ -117,7 +111,7 @@ void copyAlongAxis(const TensorView &whole,
 
 llvm::Expected<std::unique_ptr<KernelState>> prepareConcat(const Node &node) {
   if (!node.hasAttr("axis"))
-    return nodeError(node, "missing attribute 'axis'");
+    return prepareError(node, "missing attribute 'axis'");
   return makeKernelState(AxisState{node.getIntAttr("axis", 0)});
 }
 
@@ -354,7 +348,7 @@ llvm::Expected<std::unique_ptr<KernelState>> preparePad(const Node &node) {
   std::string modeName = node.getStringAttr("mode", "constant").str();
   std::optional<PadMode> mode = parsePadMode(modeName);
   if (!mode)
-    return nodeError(node, "unknown mode '" + modeName + "'");
+    return prepareError(node, "unknown mode '" + modeName + "'");
   return makeKernelState(*mode);
 }
 

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/Axes.h"
 #include "ir/ops/ReduceAxes.h"
@@ -343,15 +344,11 @@ struct ReduceState {
 llvm::Expected<std::unique_ptr<KernelState>> prepareReduce(const Node &node) {
   ReduceState state;
   state.spec = ops::getReduceSpec(node);
-  const TensorType &type = node.getOperand(0)->getType();
-  if (type.hasRank()) {
-    state.rank = type.getRank();
+  if (std::optional<unsigned> rank = operandRank(node, 0)) {
+    state.rank = *rank;
     auto axes = ops::resolveStaticReduceAxes(node, state.spec, state.rank);
     if (!axes)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     node.getOpType() + ": " +
-                                         llvm::toString(axes.takeError()) +
-                                         " (node " + node.describe() + ")");
+      return prepareError(node, llvm::toString(axes.takeError()));
     state.axes = std::move(*axes);
   }
   return makeKernelState(std::move(state));
@@ -391,18 +388,13 @@ template <typename Op> llvm::Error reduceKernel(KernelCall &call) {
       });
 }
 
-/// ArgMax / ArgMin's attributes, decoded at prepare.
-struct ArgReduceState {
-  int64_t axis = 0;
-  bool keepDims = true;
-  bool selectLast = false;
-};
-
 llvm::Expected<std::unique_ptr<KernelState>>
 prepareArgReduce(const Node &node) {
-  return makeKernelState(ArgReduceState{
-      node.getIntAttr("axis", 0), node.getIntAttr("keepdims", 1) != 0,
-      node.getIntAttr("select_last_index", 0) != 0});
+  ops::ArgReduceSpec spec = ops::getArgReduceSpec(node);
+  if (std::optional<unsigned> rank = operandRank(node, 0))
+    if (auto axes = spec.resolve(*rank); !axes)
+      return prepareError(node, llvm::toString(axes.takeError()));
+  return makeKernelState(spec);
 }
 
 /// ArgMax / ArgMin along one axis.
@@ -410,26 +402,19 @@ template <bool IsMax> llvm::Error argReduceKernel(KernelCall &call) {
   const TensorView &in = *call.in(0), &out = *call.out(0);
   if (llvm::Error err = checkDType(call, out, DType::I64, "output"))
     return err;
-  const auto &state = call.getState<ArgReduceState>();
+  const auto &spec = call.getState<ops::ArgReduceSpec>();
   unsigned rank = in.getRank();
-  auto axis = normalizeAxis(call, state.axis, std::max(rank, 1u));
-  if (!axis)
-    return axis.takeError();
-  bool keepDims = state.keepDims;
-  bool selectLast = state.selectLast;
-  llvm::SmallVector<int64_t, 6> outShape(in.getShape().begin(),
-                                         in.getShape().end());
-  if (rank) {
-    if (keepDims)
-      outShape[*axis] = 1;
-    else
-      outShape.erase(outShape.begin() + *axis);
-  }
-  if (llvm::Error err = checkOutputShape(call, 0, outShape))
+  auto reduced = spec.resolve(rank);
+  if (!reduced)
+    return call.error(llvm::toString(reduced.takeError()));
+  bool selectLast = spec.selectLastIndex;
+  if (llvm::Error err =
+          checkOutputShape(call, 0, reduced->resultShape(in.getShape())))
     return err;
-  int64_t outer = rank ? product(in.getShape().take_front(*axis)) : 1;
-  int64_t n = rank ? in.getDim(*axis) : 1;
-  int64_t inner = rank ? product(in.getShape().drop_front(*axis + 1)) : 1;
+  unsigned axis = rank ? reduced->axes.front() : 0;
+  int64_t outer = rank ? product(in.getShape().take_front(axis)) : 1;
+  int64_t n = rank ? in.getDim(axis) : 1;
+  int64_t inner = rank ? product(in.getShape().drop_front(axis + 1)) : 1;
   if (n == 0 && out.getNumElements())
     return call.error("cannot take an arg-reduction over an empty axis");
   return dispatchArithmetic(call, in.getDType(), [&](auto tag) -> llvm::Error {

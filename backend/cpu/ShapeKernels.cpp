@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/RangeMath.h"
+#include "backend/cpu/KernelPrepare.h"
 #include "backend/cpu/KernelSupport.h"
 #include "ir/ops/Axes.h"
 #include "ir/ops/ShapeEval.h"
@@ -41,13 +42,6 @@ llvm::Error writeInt64s(const KernelCall &call, unsigned index,
   return llvm::Error::success();
 }
 
-/// An error "OP: MESSAGE (node NAME)" at prepare.
-llvm::Error nodeError(const Node &node, const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 node.getOpType() + ": " + message + " (node " +
-                                     node.describe() + ")");
-}
-
 /// Shape's opset-15 start/end slice (ops::getShapeSlice) of its input's
 /// rank, decoded at prepare.
 struct ShapeState {
@@ -56,11 +50,10 @@ struct ShapeState {
 };
 
 llvm::Expected<std::unique_ptr<KernelState>> prepareShape(const Node &node) {
-  const TensorType &type = node.getOperand(0)->getType();
-  if (!type.hasRank())
-    return nodeError(node, "the input's rank must be known");
-  return makeKernelState(
-      ShapeState{ops::getShapeSlice(node, type.getRank()), type.getRank()});
+  std::optional<unsigned> rank = operandRank(node, 0);
+  if (!rank)
+    return prepareError(node, "the input's rank must be known");
+  return makeKernelState(ShapeState{ops::getShapeSlice(node, *rank), *rank});
 }
 
 llvm::Error shapeKernel(KernelCall &call) {
@@ -116,7 +109,7 @@ llvm::Expected<std::unique_ptr<KernelState>> prepareConstant(const Node &node) {
   ConstantState state;
   if (const Attribute *value = node.getAttr("value")) {
     if (value->getKind() != Attribute::Kind::Tensor)
-      return nodeError(node, "attribute 'value' must be a tensor");
+      return prepareError(node, "attribute 'value' must be a tensor");
     state.tensor = &value->getTensor();
   } else if (const Attribute *value = node.getAttr("value_float")) {
     state.floats = {value->getFloat()};
@@ -129,8 +122,8 @@ llvm::Expected<std::unique_ptr<KernelState>> prepareConstant(const Node &node) {
     state.ints = value->getInts();
     state.type = DType::I64;
   } else {
-    return nodeError(node, "no supported value attribute (string and sparse "
-                           "constants are not supported)");
+    return prepareError(node, "no supported value attribute (string and sparse "
+                              "constants are not supported)");
   }
   return makeKernelState(std::move(state));
 }
@@ -166,10 +159,11 @@ llvm::Expected<std::unique_ptr<KernelState>> prepareFill(const Node &node) {
   if (const Attribute *value = node.getAttr("value")) {
     if (value->getKind() != Attribute::Kind::Tensor ||
         value->getTensor().getNumElements() != 1)
-      return nodeError(node, "attribute 'value' must be a one-element tensor");
+      return prepareError(node,
+                          "attribute 'value' must be a one-element tensor");
     const TensorData &data = value->getTensor();
     if (llvm::Error err = data.load())
-      return nodeError(node, llvm::toString(std::move(err)));
+      return prepareError(node, llvm::toString(std::move(err)));
     state.type = data.getType().getDType();
     state.element.assign(data.getBytes().begin(), data.getBytes().end());
     state.given = true;

@@ -19,6 +19,7 @@
 #include "backend/cuda/CudaDispatchSupport.h"
 #include "backend/cuda/ReduceKernels.h"
 #include "ir/ops/NormRows.h"
+#include "ir/ops/ReduceAxes.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
@@ -82,26 +83,18 @@ std::optional<ReduceKind> reduceKindOf(llvm::StringRef op) {
 /// dimension unless noop_with_empty_axes.
 llvm::Expected<ReduceIndexing> reducePlan(const Node &node) {
   Shape shape = shapeOf(node.getOperand(0));
-  int64_t rank = shape.size();
-  std::vector<int64_t> axes;
-  if (node.getNumOperands() > 1 && node.getOperand(1)) {
+  ops::ReduceSpec spec = ops::getReduceSpec(node);
+  std::vector<int64_t> operandAxes;
+  if (spec.axesFromOperand) {
     auto values = constantInts(node, 1, "axes");
     if (!values)
       return values.takeError();
-    axes = *values;
-  } else {
-    axes = node.getIntsAttr("axes", {});
+    operandAxes = std::move(*values);
   }
-  llvm::SmallVector<bool, 6> reduced(
-      rank, axes.empty() && !node.getIntAttr("noop_with_empty_axes", 0));
-  for (int64_t axis : axes) {
-    auto a = normalizeAxis(node, axis, rank);
-    if (!a)
-      return a.takeError();
-    if (*a < rank)
-      reduced[*a] = true;
-  }
-  return planFor(node, shape, reduced, {contiguousStrides(shape)});
+  auto axes = spec.resolve(shape.size(), operandAxes);
+  if (!axes)
+    return nodeError(node, llvm::toString(axes.takeError()));
+  return planFor(node, shape, axes->reduced, {contiguousStrides(shape)});
 }
 
 /// A Reduce* node decoded once.
@@ -138,18 +131,13 @@ llvm::Error launchReducePlan(CudaCall &call, const ReducePlan &p) {
 //===----------------------------------------------------------------------===//
 
 /// The plan of an ArgMax / ArgMin node: its one reduced axis.
-llvm::Expected<ReduceIndexing> argReducePlan(const Node &node) {
+llvm::Expected<ReduceIndexing> argReducePlan(const Node &node,
+                                             const ops::ArgReduceSpec &spec) {
   Shape shape = shapeOf(node.getOperand(0));
-  int64_t rank = shape.size();
-  // A scalar has one line, as the CPU kernel takes it (axis 0 or -1).
-  auto axis = normalizeAxis(node, node.getIntAttr("axis", 0),
-                            std::max<int64_t>(rank, 1));
-  if (!axis)
-    return axis.takeError();
-  llvm::SmallVector<bool, 6> reduced(rank, false);
-  if (rank)
-    reduced[*axis] = true;
-  return planFor(node, shape, reduced, {contiguousStrides(shape)});
+  auto axes = spec.resolve(shape.size());
+  if (!axes)
+    return nodeError(node, llvm::toString(axes.takeError()));
+  return planFor(node, shape, axes->reduced, {contiguousStrides(shape)});
 }
 
 /// An ArgMax / ArgMin node decoded once.
@@ -170,7 +158,8 @@ llvm::Expected<ArgReducePlan> decodeArgReduce(const Node &node) {
                          " is not supported (f32, f16, bf16)");
   if (node.getResult(0)->getType().getDType() != DType::I64)
     return nodeError(node, "the output must be int64");
-  auto ix = argReducePlan(node);
+  ops::ArgReduceSpec spec = ops::getArgReduceSpec(node);
+  auto ix = argReducePlan(node, spec);
   if (!ix)
     return ix.takeError();
   if (ix->count == 0 && ix->outputs)
@@ -181,7 +170,7 @@ llvm::Expected<ArgReducePlan> decodeArgReduce(const Node &node) {
   p.storage = *storage;
   p.indexing = *ix;
   p.max = node.getOpType() == "ArgMax";
-  p.selectLastIndex = node.getIntAttr("select_last_index", 0) != 0;
+  p.selectLastIndex = spec.selectLastIndex;
   return p;
 }
 
@@ -316,29 +305,15 @@ llvm::Error launchInvertibleNormGrad(CudaCall &call,
 // DivGrad
 //===----------------------------------------------------------------------===//
 
-/// The numpy broadcast of \p a and \p b; nullopt when they do not
-/// broadcast.
-std::optional<Shape> broadcastShape(const Shape &a, const Shape &b) {
-  size_t rank = std::max(a.size(), b.size());
-  Shape out(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t da = d + a.size() >= rank ? a[d + a.size() - rank] : 1;
-    int64_t db = d + b.size() >= rank ? b[d + b.size() - rank] : 1;
-    if (da != db && da != 1 && db != 1)
-      return std::nullopt;
-    out[d] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 /// The plan of DivGrad(dY, A, B)'s output \p result (0: dA, 1: dB) over
 /// dY's space: slots dY, A, B; reduced where the output's operand is
 /// broadcast.
 llvm::Expected<ReduceIndexing> divGradPlan(const Node &node, unsigned result) {
   Shape dy = shapeOf(node.getOperand(0));
   Shape a = shapeOf(node.getOperand(1)), b = shapeOf(node.getOperand(2));
-  std::optional<Shape> full = broadcastShape(a, b);
-  if (!full || *full != dy)
+  llvm::ArrayRef<int64_t> shapes[] = {a, b};
+  std::optional<ops::StaticShape> full = ops::broadcastStaticShapes(shapes);
+  if (!full || llvm::ArrayRef<int64_t>(*full) != llvm::ArrayRef<int64_t>(dy))
     return nodeError(node, "dY's shape is not the broadcast of A's and B's");
   Shape strideA, strideB;
   if (!broadcastStrides(a, dy, strideA) || !broadcastStrides(b, dy, strideB))

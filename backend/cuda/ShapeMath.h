@@ -18,6 +18,7 @@
 #include "backend/RangeMath.h"
 #include "backend/UnfusedMath.h"
 #include "backend/cuda/ElementwiseMath.h"
+#include "ir/ops/BroadcastWalk.h"
 
 #include <type_traits>
 
@@ -122,8 +123,8 @@ GMOPT_HD int64_t loadAsInt64(ScalarType type, const void *data, int64_t i) {
 // Range
 //===----------------------------------------------------------------------===//
 
-// rangeCount and rangeElement are backend/RangeMath.h's, which the CPU
-// kernel calls too.
+// rangeCount is the shape evaluator's (ir/ops/RangeCount.h) and
+// rangeElement backend/RangeMath.h's; the CPU kernel calls both too.
 using ::gmopt::rangeCount;
 using ::gmopt::rangeElement;
 
@@ -224,37 +225,25 @@ struct GradientAxesCount {
 };
 
 /// The axes of the broadcast of shapes \p a and \p b that each operand's
-/// gradient sums over, from last to first (the CPU kernel's loop): they are
-/// written to \p aAxes / \p bAxes (either may be null) up to \p aCapacity /
+/// gradient sums over, from last to first (the shape evaluator's walk,
+/// ir/ops/BroadcastWalk.h, run where the shapes live): they are written to
+/// \p aAxes / \p bAxes (either may be null) up to \p aCapacity /
 /// \p bCapacity elements and counted in full.
 GMOPT_HD GradientAxesCount broadcastGradientAxes(
     const int64_t *a, int64_t aRank, const int64_t *b, int64_t bRank,
     int64_t *aAxes, int64_t aCapacity, int64_t *bAxes, int64_t bCapacity) {
   GradientAxesCount count;
-  auto push = [&](bool toA, int64_t axis) {
-    int64_t &n = toA ? count.a : count.b;
-    int64_t *axes = toA ? aAxes : bAxes;
-    if (axes && n < (toA ? aCapacity : bCapacity))
-      axes[n] = axis;
-    ++n;
-  };
-  int64_t i = aRank - 1, j = bRank - 1;
-  int64_t k = (aRank > bRank ? aRank : bRank) - 1;
-  for (; i >= 0 && j >= 0; --i, --j, --k) {
-    int64_t da = a[i], db = b[j];
-    if (da == db)
-      continue;
-    if (da == 1) {
-      push(true, k);
-    } else if (db == 1) {
-      push(false, k);
-    } else {
-      count.broadcastable = false;
-      return count;
-    }
-  }
-  for (; k >= 0; --k)
-    push(i < 0, k);
+  ops::BroadcastPair stop = ops::walkBroadcastGradientAxes(
+      a, aRank, b, bRank,
+      [](int64_t x, int64_t y) { return ops::classifyBroadcastPair(x, y); },
+      [&](bool toA, int64_t axis) {
+        int64_t &n = toA ? count.a : count.b;
+        int64_t *axes = toA ? aAxes : bAxes;
+        if (axes && n < (toA ? aCapacity : bCapacity))
+          axes[n] = axis;
+        ++n;
+      });
+  count.broadcastable = stop == ops::BroadcastPair::Same;
   return count;
 }
 

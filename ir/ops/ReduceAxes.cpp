@@ -6,9 +6,12 @@
 
 #include "ir/ops/ReduceAxes.h"
 #include "ir/IR.h"
+#include "ir/ops/Axes.h"
 #include "ir/ops/ShapeValue.h"
 
 #include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
 
 using namespace gmopt;
 using namespace gmopt::ops;
@@ -45,6 +48,28 @@ ReduceSpec::resolve(int64_t rank, llvm::ArrayRef<int64_t> operandAxes) const {
     if (result.reduced[d])
       result.axes.push_back(d);
   return result;
+}
+
+llvm::Expected<ReduceAxes> ArgReduceSpec::resolve(int64_t rank) const {
+  auto normalized = checkAxis(axis, std::max<int64_t>(rank, 1));
+  if (!normalized)
+    return normalized.takeError();
+  ReduceAxes result;
+  result.keepDims = keepDims;
+  result.reduced.assign(rank, false);
+  if (rank) {
+    result.reduced[*normalized] = true;
+    result.axes.push_back(*normalized);
+  }
+  return result;
+}
+
+ArgReduceSpec ops::getArgReduceSpec(const Node &node) {
+  ArgReduceSpec spec;
+  spec.axis = node.getIntAttr("axis", 0);
+  spec.keepDims = node.getIntAttr("keepdims", 1) != 0;
+  spec.selectLastIndex = node.getIntAttr("select_last_index", 0) != 0;
+  return spec;
 }
 
 ReduceSpec ops::getReduceSpec(const Node &node) {

@@ -1,11 +1,11 @@
 //===- ReduceAxes.h - What a reduction reduces ------------------*- C++ -*-===//
 //
 // The one reading of the Reduce* family's axes (ReduceSum and its siblings,
-// com.microsoft ReduceSumTraining): the `axes` attribute before opset 18
-// (13 for ReduceSum) or operand 1 from then on, keepdims,
-// noop_with_empty_axes, negative axes counted from the end, and an empty
-// list reducing every dimension unless noop_with_empty_axes. ReduceSpec is
-// what the node's attributes say, decoded once (a kernel's prepare);
+// com.microsoft ReduceSumTraining; ArgMax / ArgMin's one axis too): the `axes`
+// attribute before opset 18 (13 for ReduceSum) or operand 1 from then on,
+// keepdims, noop_with_empty_axes, negative axes counted from the end, and an
+// empty list reducing every dimension unless noop_with_empty_axes. ReduceSpec
+// is what the node's attributes say, decoded once (a kernel's prepare);
 // ReduceAxes is that spec resolved against an input rank and the axes'
 // values (the attribute's, a constant operand's, or a tensor's at run
 // time). Shape inference, the gradient rules, the CPU kernels and the CUDA
@@ -87,6 +87,21 @@ struct ReduceSpec {
     return resolve(rank, {});
   }
 };
+
+/// What an ArgMax / ArgMin node's attributes say, decoded once.
+struct ArgReduceSpec {
+  int64_t axis = 0;
+  bool keepDims = true;
+  bool selectLastIndex = false;
+
+  /// The spec resolved against an input of rank \p rank: the one reduced
+  /// axis. A rank-0 input is one element, as the kernels read it (axis 0
+  /// or -1, nothing reduced). Error: "axis A is out of range for rank R".
+  llvm::Expected<ReduceAxes> resolve(int64_t rank) const;
+};
+
+/// The spec of ArgMax / ArgMin \p node.
+ArgReduceSpec getArgReduceSpec(const Node &node);
 
 /// The spec of Reduce* (or ReduceSumTraining) \p node.
 ReduceSpec getReduceSpec(const Node &node);

@@ -69,14 +69,12 @@ llvm::Error inferArgReduce(InferenceContext &ctx) {
     setOutput(ctx, 0, TensorType::unranked(DType::I64));
     return llvm::Error::success();
   }
-  auto axis = normalizeAxis(ctx, ctx.getIntAttr("axis", 0), data.getRank());
-  if (!axis)
-    return axis.takeError();
-  bool keepDims = ctx.getIntAttr("keepdims", 1) != 0;
-  unsigned axes[] = {*axis};
-  setOutput(
-      ctx, 0,
-      TensorType(DType::I64, reduceShape(data.getDims(), axes, keepDims)));
+  auto axes = getArgReduceSpec(ctx.getNode()).resolve(data.getRank());
+  if (!axes)
+    return ctx.error(llvm::toString(axes.takeError()));
+  auto dims = axes->resultDims<Dim>(data.getDims(), Dim::fixed(1));
+  setOutput(ctx, 0,
+            TensorType(DType::I64, DimVector(dims.begin(), dims.end())));
   return llvm::Error::success();
 }
 

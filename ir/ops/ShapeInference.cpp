@@ -266,22 +266,6 @@ ops::broadcastInputs(const InferenceContext &ctx,
   return result;
 }
 
-DimVector ops::reduceShape(llvm::ArrayRef<Dim> input,
-                           llvm::ArrayRef<unsigned> axes, bool keepDims,
-                           bool noopWithEmptyAxes) {
-  if (axes.empty() && noopWithEmptyAxes)
-    return DimVector(input.begin(), input.end());
-  DimVector result;
-  for (unsigned i = 0, e = input.size(); i != e; ++i) {
-    bool reduced = axes.empty() || llvm::is_contained(axes, i);
-    if (!reduced)
-      result.push_back(input[i]);
-    else if (keepDims)
-      result.push_back(Dim::fixed(1));
-  }
-  return result;
-}
-
 llvm::Expected<DimVector> ops::matmulShape(const InferenceContext &ctx,
                                            llvm::ArrayRef<Dim> a,
                                            llvm::ArrayRef<Dim> b) {

@@ -2,7 +2,7 @@
 //
 // Building blocks the per-family schema files use to infer result types:
 // dimension arithmetic that keeps symbolic dimensions where an op preserves
-// them, multidirectional broadcasting, axis normalization, reduction shapes,
+// them, multidirectional broadcasting, axis normalization,
 // matrix-multiply shapes and the output size of convolutions and pools. All
 // errors are llvm::Errors that name the node through its InferenceContext;
 // nothing here aborts on malformed user input.
@@ -100,11 +100,6 @@ llvm::ArrayRef<DType> indexDTypes();
 /// when some input is unranked; reports incompatible shapes as an error.
 llvm::Expected<std::optional<DimVector>>
 broadcastInputs(const InferenceContext &ctx, llvm::ArrayRef<unsigned> indices);
-
-/// Shape of a reduction of \p input over \p axes (already normalized; an
-/// empty list means all axes unless \p noopWithEmptyAxes).
-DimVector reduceShape(llvm::ArrayRef<Dim> input, llvm::ArrayRef<unsigned> axes,
-                      bool keepDims, bool noopWithEmptyAxes = false);
 
 /// numpy matmul shape of \p a x \p b (rank-1 operands promoted and the
 /// promoted dimension removed again). Reports rank-0 operands, mismatched

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/Axes.h"
+#include "ir/ops/ShapeEval.h"
 #include "passes/autodiff/GradientRules.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -140,11 +141,9 @@ GradientRule concatRule() {
     if (!type.hasRank())
       return gradientError(node, "Concat's gradient needs a ranked result");
     int64_t axisAttr = node.getIntAttr("axis", 0);
-    std::optional<unsigned> normalized =
-        ops::normalizeAxis(axisAttr, type.getRank());
+    auto normalized = ops::checkAxis(axisAttr, type.getRank());
     if (!normalized)
-      return gradientError(
-          node, ops::axisOutOfRange("axis", axisAttr, type.getRank()));
+      return gradientError(node, llvm::toString(normalized.takeError()));
     int64_t axis = *normalized;
     std::vector<int64_t> sizes;
     bool staticSizes = true;
@@ -270,8 +269,12 @@ GradientRule tileRule() {
     auto repeats = constantInts(node, 1, "repeats");
     if (!repeats)
       return repeats.takeError();
-    std::vector<int64_t> split, axes;
     llvm::SmallVector<int64_t, 4> shape = type.getStaticShape();
+    // The evaluator checks the repeats against the input (one per
+    // dimension, none negative).
+    if (auto tiled = ops::tileShape(shape, *repeats); !tiled)
+      return gradientError(node, llvm::toString(tiled.takeError()));
+    std::vector<int64_t> split, axes;
     for (size_t i = 0; i != shape.size(); ++i) {
       split.push_back((*repeats)[i]);
       split.push_back(shape[i]);

@@ -238,4 +238,23 @@ TEST_F(ReduceAxesTest, BadAxesAreErrors) {
   EXPECT_EQ(failureOf(spec.resolve(2, {1, -1})), "axes contains axis -1 twice");
 }
 
+TEST_F(ReduceAxesTest, ArgReduceHasOneAxisAndReadsAScalarAsOneLine) {
+  Node *node = make(onnxOp("ArgMax"), {input("f32[2,3,4]")}, 1,
+                    {intAttr("axis", -2), intAttr("keepdims", 0),
+                     intAttr("select_last_index", 1)});
+  ops::ArgReduceSpec spec = ops::getArgReduceSpec(*node);
+  EXPECT_TRUE(spec.selectLastIndex);
+  auto axes = spec.resolve(3);
+  ASSERT_TRUE(bool(axes));
+  EXPECT_EQ(axes->axes, (llvm::SmallVector<unsigned, 6>{1}));
+  EXPECT_EQ(ints(axes->resultShape({2, 3, 4})), (Ints{2, 4}));
+  spec.axis = -1;
+  auto scalar = spec.resolve(0);
+  ASSERT_TRUE(bool(scalar));
+  EXPECT_TRUE(scalar->axes.empty());
+  EXPECT_EQ(ints(scalar->resultShape({})), (Ints{}));
+  spec.axis = 3;
+  EXPECT_EQ(failureOf(spec.resolve(3)), "axis 3 is out of range for rank 3");
+}
+
 } // namespace
