@@ -341,8 +341,9 @@ class LinearLRScheduler:
     every :meth:`step`.
 
     ONNX Runtime 1.19.2's Python class hands its two counts to the C++
-    scheduler in the other order than its docstring says (the C++
-    constructor takes the total count first), so the warm-up lasts
+    scheduler in the other order than its docstring says (its pybind
+    constructor, in orttraining_pybind_state.cc, takes the total count
+    first), so the warm-up lasts
     ``total_step_count`` updates and the rate reaches 0 at
     ``warmup_step_count``. gmopt does the same, so a script's schedule, and
     its losses, are ONNX Runtime's (docs/python.md shows the values).
