@@ -10,6 +10,7 @@
 #include "backend/cpu/KernelSupport.h"
 
 #include "ir/OpRegistry.h"
+#include "ir/ops/ShapeEval.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -371,17 +372,14 @@ llvm::Expected<unsigned> cpu::normalizeAxis(const KernelCall &call,
   return static_cast<unsigned>(axis < 0 ? axis + r : axis);
 }
 
+// The shape evaluator's rule (ops::broadcastStaticShapes).
 bool cpu::broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
                           llvm::SmallVectorImpl<int64_t> &result) {
-  size_t rank = std::max(a.size(), b.size());
-  result.assign(rank, 1);
-  for (size_t j = 0; j < rank; ++j) {
-    int64_t da = j < a.size() ? a[a.size() - 1 - j] : 1;
-    int64_t db = j < b.size() ? b[b.size() - 1 - j] : 1;
-    if (da != db && da != 1 && db != 1)
-      return false;
-    result[rank - 1 - j] = da == 1 ? db : da;
-  }
+  llvm::ArrayRef<int64_t> shapes[] = {a, b};
+  std::optional<ops::StaticShape> shape = ops::broadcastStaticShapes(shapes);
+  if (!shape)
+    return false;
+  result.assign(shape->begin(), shape->end());
   return true;
 }
 
