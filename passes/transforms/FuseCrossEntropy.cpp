@@ -22,8 +22,10 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
 #define DEBUG_TYPE "gmopt-fuse-cross-entropy"
 
@@ -134,8 +136,10 @@ uint64_t staticBytes(const Value *value) {
 struct CrossEntropyFusion {
   Value *h = nullptr, *w = nullptr, *labels = nullptr, *dLoss = nullptr;
   bool transW = true;
-  /// The loss node, its gradient, and the two gradient products.
+  /// The loss node, its gradient, the forward product and the two
+  /// gradient products.
   Node *loss = nullptr, *lossGrad = nullptr;
+  Node *product = nullptr, *dhProduct = nullptr, *dwProduct = nullptr;
   Value *dh = nullptr, *dW = nullptr;
   /// Every matched node (erased after the rewrite).
   llvm::SmallVector<Node *, 12> nodes;
@@ -228,6 +232,7 @@ MatchResult matchLoss(Node &loss) {
       !product->b->getType().hasRank() || product->b->getType().getRank() != 2)
     return leave(LeftReason::Unsupported);
   fusion.nodes.push_back(product->node);
+  fusion.product = product->node;
   fusion.h = product->a;
   fusion.w = product->b;
   fusion.transW = product->transB;
@@ -290,6 +295,8 @@ MatchResult matchLoss(Node &loss) {
   fusion.nodes.push_back(lossGrad);
   fusion.nodes.push_back(dhProduct->node);
   fusion.nodes.push_back(dwProduct->node);
+  fusion.dhProduct = dhProduct->node;
+  fusion.dwProduct = dwProduct->node;
   fusion.dh = dhProduct->node->getResult(0);
   fusion.dW = dwProduct->node->getResult(0);
   fusion.maybeDead.append(shapeNodes.begin(), shapeNodes.end());
@@ -352,11 +359,281 @@ void rewriteFusion(PatternRewriter &rewriter,
   takeName(fusion.dW, backward->getResult(1));
 }
 
+/// The token chunks of a forward-gradient rewrite, or nothing when
+/// \p fusion does not qualify (see FuseCrossEntropyPass::Options::mode).
+std::optional<std::vector<int64_t>>
+forwardGradientChunks(const CrossEntropyFusion &fusion, uint64_t chunkBytes) {
+  const Node &loss = *fusion.loss;
+  const TensorType &hType = fusion.h->getType();
+  const TensorType &wType = fusion.w->getType();
+  const TensorType &labelsType = fusion.labels->getType();
+  if (loss.getStringAttr("reduction", "mean") == "none" ||
+      hType.getDType() != DType::F32 || !hType.hasStaticShape() ||
+      hType.getRank() < 2 || !wType.hasStaticShape() ||
+      !labelsType.hasStaticShape() ||
+      loss.getResult(0)->getType().getRank() != 0 ||
+      !fusion.dLoss->getType().hasStaticShape() ||
+      fusion.dLoss->getType().getNumElements() != 1 ||
+      fusion.dLoss->getType().getDType() != DType::F32)
+    return std::nullopt;
+  const int64_t tokens = int64_t(labelsType.getNumElements());
+  const int64_t vocabulary = wType.getStaticShape()[fusion.transW ? 0 : 1];
+  if (tokens <= 0 || vocabulary <= 0 ||
+      int64_t(hType.getNumElements()) / hType.getStaticShape().back() != tokens)
+    return std::nullopt;
+  // A chunk has more than D / 2 tokens, so that its logits' gradient is
+  // more than half of dW's bytes: the first dW share then allocates less
+  // net than the next chunk's logits, and the schedule's list scheduler
+  // (passes/planning/Schedule.h: the ready node freeing the most bytes
+  // net first) runs each chunk's dW accumulation with its chunk instead of
+  // deferring the whole chain, with every chunk's gradient live, to the
+  // backward pass (GPT-2 small 8 x 1024: 6.5 GiB planned with 64 MiB
+  // chunks of 333 tokens, 5.2 GiB with 385).
+  const int64_t depth = hType.getStaticShape().back();
+  const int64_t rowBytes = vocabulary * int64_t(sizeof(float));
+  const int64_t rows = std::clamp<int64_t>(
+      std::max(int64_t(chunkBytes) / rowBytes, depth / 2 + 1), int64_t(1),
+      tokens);
+  std::vector<int64_t> chunks;
+  for (int64_t start = 0; start < tokens; start += rows)
+    chunks.push_back(std::min(rows, tokens - start));
+  return chunks;
+}
+
+/// Rewrites one planned fusion with the gradient computed in the forward
+/// pass, one token chunk at a time (FuseCrossEntropyPass::Options::mode).
+void rewriteForwardGradient(PatternRewriter &rewriter, Module &module,
+                            const CrossEntropyFusion &fusion,
+                            llvm::ArrayRef<int64_t> chunks) {
+  const Node &loss = *fusion.loss;
+  Builder &builder = rewriter.getBuilder();
+  Phase savedPhase = builder.getPhase();
+  Value *lossValue = fusion.loss->getResult(0);
+  const std::string name = lossValue->getName().str() + "/ForwardGradient";
+  const TensorType &hType = fusion.h->getType();
+  const TensorType &wType = fusion.w->getType();
+  const int64_t depth = hType.getStaticShape().back();
+  const int64_t vocabulary = wType.getStaticShape()[fusion.transW ? 0 : 1];
+  int64_t tokens = 0;
+  for (int64_t rows : chunks)
+    tokens += rows;
+  auto f32 = [](llvm::ArrayRef<int64_t> shape) {
+    return TensorType::get(DType::F32, shape);
+  };
+  auto i64Constant = [&](llvm::ArrayRef<int64_t> values,
+                         llvm::ArrayRef<int64_t> shape,
+                         const std::string &suffix) {
+    return rewriter.createConstant(
+        TensorData::fromValues<int64_t>(DType::I64, shape, values),
+        name + suffix);
+  };
+  auto f32Scalar = [&](float value, const std::string &suffix) {
+    return rewriter.createConstant(
+        TensorData::fromValues<float>(DType::F32, {}, {value}), name + suffix);
+  };
+  llvm::SmallVector<NamedAttribute, 2> lossAttrs;
+  lossAttrs.push_back({"reduction", Attribute::getString("sum")});
+  if (loss.hasAttr("ignore_index"))
+    lossAttrs.push_back({"ignore_index", Attribute::getInt(loss.getIntAttr(
+                                             "ignore_index", 0))});
+  auto create =
+      [&](llvm::StringRef domain, llvm::StringRef op,
+          llvm::ArrayRef<Value *> operands, llvm::ArrayRef<TensorType> types,
+          llvm::ArrayRef<NamedAttribute> attrs, const std::string &suffix) {
+        return rewriter.createNode(OpName{domain.str(), op.str()}, operands,
+                                   types, attrs, name + suffix);
+      };
+
+  // Forward, where the loss was: h as [N, D], h and the labels in chunks.
+  builder.setInsertionPoint(fusion.loss);
+  builder.setPhase(fusion.loss->getPhase());
+  Value *h2 = fusion.h;
+  if (hType.getRank() != 2)
+    h2 = create(kOnnxDomain, "Reshape",
+                {fusion.h, i64Constant({tokens, depth}, {2}, "/h_shape")},
+                {f32({tokens, depth})}, {}, "/h")
+             ->getResult(0);
+  std::vector<Value *> hChunks{h2}, labelChunks{fusion.labels};
+  if (chunks.size() > 1) {
+    auto split = [&](Value *value, llvm::ArrayRef<int64_t> rest,
+                     const std::string &suffix) {
+      llvm::SmallVector<TensorType, 32> types;
+      for (int64_t rows : chunks) {
+        llvm::SmallVector<int64_t, 2> shape{rows};
+        shape.append(rest.begin(), rest.end());
+        types.push_back(TensorType::get(value->getType().getDType(), shape));
+      }
+      llvm::SmallVector<NamedAttribute, 2> attrs{
+          {"axis", Attribute::getInt(0)}};
+      llvm::SmallVector<Value *, 2> operands{value};
+      if (module.getOpsetVersion(kOnnxDomain) >= 13)
+        operands.push_back(
+            i64Constant(chunks, {int64_t(chunks.size())}, suffix + "_split"));
+      else
+        attrs.push_back({"split", Attribute::getInts(chunks)});
+      Node *node = create(kOnnxDomain, "Split", operands, types, attrs, suffix);
+      std::vector<Value *> results;
+      for (unsigned i = 0, e = node->getNumResults(); i != e; ++i)
+        results.push_back(node->getResult(i));
+      return results;
+    };
+    hChunks = split(h2, {depth}, "/h_chunks");
+    labelChunks = split(fusion.labels, {}, "/label_chunks");
+  }
+  Value *one = f32Scalar(1.0f, "/one");
+  std::vector<Value *> losses, dhChunks;
+  Value *dW = nullptr;
+  const bool gemm = fusion.dwProduct->isa(kOnnxDomain, "Gemm");
+  for (size_t c = 0; c != chunks.size(); ++c) {
+    const int64_t rows = chunks[c];
+    const std::string chunk = "/chunk" + std::to_string(c);
+    Value *hc = hChunks[c], *labels = labelChunks[c];
+    Value *logits =
+        create(fusion.product->getDomain(), fusion.product->getOpType(),
+               {hc, fusion.w}, {f32({rows, vocabulary})},
+               fusion.product->getAttrs(), chunk + "/logits")
+            ->getResult(0);
+    Node *chunkLoss =
+        create(kOnnxDomain, "SoftmaxCrossEntropyLoss", {logits, labels},
+               {f32({}), f32({rows, vocabulary})}, lossAttrs, chunk + "/loss");
+    losses.push_back(chunkLoss->getResult(0));
+    Value *dLogits =
+        create(kMsDomain, "SoftmaxCrossEntropyLossGrad",
+               {one, chunkLoss->getResult(1), labels},
+               {f32({rows, vocabulary})}, lossAttrs, chunk + "/dlogits")
+            ->getResult(0);
+    dhChunks.push_back(create(fusion.dhProduct->getDomain(),
+                              fusion.dhProduct->getOpType(),
+                              {dLogits, fusion.w}, {f32({rows, depth})},
+                              fusion.dhProduct->getAttrs(), chunk + "/dh")
+                           ->getResult(0));
+    llvm::SmallVector<Value *, 3> operands;
+    if (fusion.transW)
+      operands = {dLogits, hc};
+    else
+      operands = {hc, dLogits};
+    llvm::SmallVector<NamedAttribute, 6> attrs(
+        fusion.dwProduct->getAttrs().begin(),
+        fusion.dwProduct->getAttrs().end());
+    if (gemm && dW) {
+      // Gemm accumulates into C: dW += this chunk's share, in place.
+      operands.push_back(dW);
+      llvm::erase_if(attrs,
+                     [](const NamedAttribute &a) { return a.name == "beta"; });
+      attrs.push_back({"beta", Attribute::getFloat(1.0f)});
+    }
+    Value *share =
+        create(fusion.dwProduct->getDomain(), fusion.dwProduct->getOpType(),
+               operands, {wType}, attrs, chunk + "/dW")
+            ->getResult(0);
+    dW = gemm || !dW ? share
+                     : create(kOnnxDomain, "Add", {dW, share}, {wType}, {},
+                              chunk + "/dW_sum")
+                           ->getResult(0);
+  }
+  Value *lossSum = losses.front();
+  if (losses.size() > 1)
+    lossSum = create(kOnnxDomain, "Sum", losses, {f32({})}, {}, "/loss_sum")
+                  ->getResult(0);
+  const bool mean = loss.getStringAttr("reduction", "mean") == "mean";
+  Value *count = nullptr;
+  if (mean && loss.hasAttr("ignore_index")) {
+    // The mean is over the tokens whose label is not ignore_index.
+    DType labelType = fusion.labels->getType().getDType();
+    int64_t ignore = loss.getIntAttr("ignore_index", 0);
+    Value *ignoreValue =
+        labelType == DType::I32
+            ? rewriter.createConstant(TensorData::fromValues<int32_t>(
+                                          DType::I32, {}, {int32_t(ignore)}),
+                                      name + "/ignore_index")
+            : i64Constant({ignore}, {}, "/ignore_index");
+    TensorType flags = TensorType::get(DType::Bool, {tokens});
+    Value *ignored = create(kOnnxDomain, "Equal", {fusion.labels, ignoreValue},
+                            {flags}, {}, "/ignored")
+                         ->getResult(0);
+    Value *counted =
+        create(kOnnxDomain, "Not", {ignored}, {flags}, {}, "/counted")
+            ->getResult(0);
+    Value *weights =
+        create(kOnnxDomain, "Cast", {counted}, {f32({tokens})},
+               {{"to", Attribute::getInt(int64_t(DType::F32))}}, "/weights")
+            ->getResult(0);
+    count = create(kOnnxDomain, "ReduceSum", {weights}, {f32({})},
+                   {{"keepdims", Attribute::getInt(0)}}, "/count")
+                ->getResult(0);
+  } else if (mean) {
+    count = f32Scalar(float(tokens), "/count");
+  }
+  // Mean and sum losses are scalars (forwardGradientChunks).
+  Value *newLoss = lossSum;
+  if (mean)
+    newLoss = create(kOnnxDomain, "Div", {lossSum, count},
+                     {lossValue->getType()}, {}, "/loss_mean")
+                  ->getResult(0);
+  Value *dhUnit = dhChunks.front();
+  if (dhChunks.size() > 1)
+    dhUnit = create(kOnnxDomain, "Concat", dhChunks, {f32({tokens, depth})},
+                    {{"axis", Attribute::getInt(0)}}, "/dh_unit")
+                 ->getResult(0);
+
+  // Backward, where the loss's gradient was: scale by dloss (over the count).
+  builder.setInsertionPoint(fusion.lossGrad);
+  builder.setPhase(fusion.lossGrad->getPhase());
+  Value *scale = fusion.dLoss;
+  if (fusion.dLoss->getType().getRank() != 0)
+    scale = create(kOnnxDomain, "Reshape",
+                   {scale, i64Constant({}, {0}, "/scalar_shape")}, {f32({})},
+                   {}, "/dloss_scalar")
+                ->getResult(0);
+  if (mean)
+    scale =
+        create(kOnnxDomain, "Div", {scale, count}, {f32({})}, {}, "/dloss_mean")
+            ->getResult(0);
+  Value *dh = create(kOnnxDomain, "Mul", {dhUnit, scale},
+                     {f32({tokens, depth})}, {}, "/dh_scaled")
+                  ->getResult(0);
+  if (hType.getRank() != 2)
+    dh = create(kOnnxDomain, "Reshape",
+                {dh, i64Constant(hType.getStaticShape(), {hType.getRank()},
+                                 "/dh_shape")},
+                {fusion.dh->getType()}, {}, "/dh")
+             ->getResult(0);
+  Value *dWScaled = create(kOnnxDomain, "Mul", {dW, scale},
+                           {fusion.dW->getType()}, {}, "/dW_scaled")
+                        ->getResult(0);
+  builder.setPhase(savedPhase);
+
+  rewriter.replaceAllUsesWith(lossValue, newLoss);
+  takeName(lossValue, newLoss);
+  rewriter.replaceAllUsesWith(fusion.dh, dh);
+  takeName(fusion.dh, dh);
+  rewriter.replaceAllUsesWith(fusion.dW, dWScaled);
+  takeName(fusion.dW, dWScaled);
+}
+
 } // namespace
 
-FuseCrossEntropyPass::FuseCrossEntropyPass() {
+FuseCrossEntropyPass::FuseCrossEntropyPass()
+    : FuseCrossEntropyPass(Options()) {}
+
+FuseCrossEntropyPass::FuseCrossEntropyPass(Options opts)
+    : options(std::move(opts)) {
+  declareEnumOption<CrossEntropyMode>(
+      "mode", options.mode,
+      {{"recompute", CrossEntropyMode::Recompute},
+       {"forward-gradient", CrossEntropyMode::ForwardGradient}},
+      "recompute: one fused op pair, the backward recomputes the logits one "
+      "vocabulary block at a time; forward-gradient: the gradient is computed "
+      "in the forward pass, one token chunk at a time, with no recompute "
+      "(mean and sum fp32 losses; others fall back to recompute)");
+  declareOption("chunk-bytes", options.chunkBytes,
+                "forward-gradient: bytes of one token chunk's fp32 logits");
   declareStatistic("fused", "projection + cross-entropy losses fused, forward "
                             "and backward");
+  declareStatistic("forward-gradient",
+                   "of those, rewritten with the gradient in the forward "
+                   "pass (token chunks, no recompute)");
+  declareStatistic("chunks", "token chunks of the forward-gradient rewrites");
   declareStatistic("logit-bytes-removed",
                    "bytes of the [N, V] logits, log-probabilities and their "
                    "gradient no longer stored");
@@ -389,11 +666,21 @@ llvm::Expected<bool> FuseCrossEntropyPass::run(Module &module,
   }
 
   // Rewrite, then erase every replaced node, users first.
-  if (!plan.empty() && !module.opsetImports.count(kGmoptDomain.str()))
-    module.opsetImports[kGmoptDomain.str()] = 1;
   uint64_t logitBytes = 0;
+  uint64_t forwardGradient = 0, chunkCount = 0;
   for (const CrossEntropyFusion &fusion : plan) {
-    rewriteFusion(rewriter, fusion);
+    std::optional<std::vector<int64_t>> chunks;
+    if (options.mode == CrossEntropyMode::ForwardGradient)
+      chunks = forwardGradientChunks(fusion, options.chunkBytes);
+    if (chunks) {
+      rewriteForwardGradient(rewriter, module, fusion, *chunks);
+      ++forwardGradient;
+      chunkCount += chunks->size();
+    } else {
+      if (!module.opsetImports.count(kGmoptDomain.str()))
+        module.opsetImports[kGmoptDomain.str()] = 1;
+      rewriteFusion(rewriter, fusion);
+    }
     logitBytes += fusion.logitBytes;
     llvm::SmallVector<Node *, 16> nodes(fusion.nodes.begin(),
                                         fusion.nodes.end());
@@ -415,6 +702,8 @@ llvm::Expected<bool> FuseCrossEntropyPass::run(Module &module,
   rewriter.finalizeErasures();
 
   addStatistic(context, "fused", plan.size());
+  addStatistic(context, "forward-gradient", forwardGradient);
+  addStatistic(context, "chunks", chunkCount);
   addStatistic(context, "logit-bytes-removed", logitBytes);
   for (LeftReason reason : kAllReasons)
     addStatistic(context, statisticOf(reason),

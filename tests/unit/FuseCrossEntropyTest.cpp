@@ -112,6 +112,75 @@ TEST(FuseCrossEntropyTestdataTest, GradientsMatchTheUnfusedGraph) {
   }
 }
 
+TEST(FuseCrossEntropyTestdataTest, ForwardGradientMatchesTheUnfusedGraph) {
+  // mode=forward-gradient with the smallest chunks it makes (D / 2 + 1
+  // tokens: a partial last chunk on every graph), the gradient computed in
+  // the forward pass and scaled by dloss in the backward pass; alone and in
+  // the default pipeline's company.
+  for (const LossGraph &graph : kGraphs) {
+    llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.name);
+    std::string pass =
+        "fuse-cross-entropy{mode=forward-gradient,chunk-bytes=1}";
+    for (auto [prefix, suffix] :
+         {std::pair<const char *, const char *>{
+              "canonicalize,fold-transpose,fold-scale", ""},
+          {"canonicalize,fold-transpose,fold-scale,fuse-attention",
+           ",pack-dropout-masks,recompute{mode=selective},schedule,"
+           "plan-buffers"}}) {
+      SCOPED_TRACE(std::string(graph.name) + ": " + prefix + "," + pass +
+                   suffix);
+      std::unique_ptr<Module> original =
+          importTestdataGraph(graph.name, graph.batch);
+      std::unique_ptr<Module> rewritten =
+          importTestdataGraph(graph.name, graph.batch);
+      ASSERT_TRUE(original && rewritten);
+      ASSERT_EQ(runPipeline(*original, std::string(prefix) + suffix),
+                "<success>");
+      PassManager manager;
+      ASSERT_EQ(runPipeline(*rewritten,
+                            std::string(prefix) + "," + pass + suffix,
+                            &manager),
+                "<success>");
+      EXPECT_EQ(errorText(verifyModule(*rewritten)), "<success>");
+      const PassContext &context = manager.getContext();
+      EXPECT_EQ(context.getStatistic("fuse-cross-entropy", "forward-gradient"),
+                1u);
+      uint64_t chunks = context.getStatistic("fuse-cross-entropy", "chunks");
+      EXPECT_GT(chunks, 1u);
+      EXPECT_EQ(countOps(*rewritten, kGmoptDomain, kFusedLinearCrossEntropyOp),
+                0u);
+      // One loss per chunk, each on fewer than all the tokens, together on
+      // all of them.
+      int64_t tokens = graph.batch * testdataSequenceLength(graph.name);
+      int64_t rows = 0;
+      uint64_t losses = 0;
+      for (const Node &node : rewritten->getGraph().getNodes())
+        if (node.isa(kOnnxDomain, "SoftmaxCrossEntropyLoss")) {
+          const TensorType &type = node.getOperand(0)->getType();
+          ASSERT_TRUE(type.hasStaticShape()) << node.describe();
+          EXPECT_LT(type.getStaticShape()[0], tokens) << node.describe();
+          rows += type.getStaticShape()[0];
+          ++losses;
+        }
+      EXPECT_EQ(losses, chunks);
+      EXPECT_EQ(rows, tokens);
+      for (uint64_t step : {0, 1}) {
+        bool planned = *suffix != 0;
+        std::vector<TensorData> expected =
+            trainStep(*original, inputs, step, planned);
+        std::vector<TensorData> actual =
+            trainStep(*rewritten, inputs, step, planned);
+        ASSERT_EQ(actual.size(), expected.size());
+        ASSERT_GT(actual.size(), 1u);
+        for (size_t i = 0; i != expected.size(); ++i)
+          EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
+              << "step " << step << ", result " << i
+              << (i ? " (a gradient)" : " (the loss)");
+      }
+    }
+  }
+}
+
 TEST(FuseCrossEntropyTestdataTest, GmoptAutodiffGradientsMatchTheUnfusedGraph) {
   // The heads differentiated by gmopt's autodiff from the forward models
   // (eval_model.onnx): W reaches the product through a Transpose ([D, V],

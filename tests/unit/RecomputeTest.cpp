@@ -326,7 +326,8 @@ TEST(RecomputeTest, OptionsParseAndPrint) {
   RecomputePass pass;
   EXPECT_EQ(pass.getPipelineElement(),
             "recompute{mode=selective,memory-limit=\"\",attention-core=true,"
-            "flops-per-byte=64,written-bytes-per-byte=16,drop=\"\","
+            "cost-model=cpu,flops-per-byte=64,written-bytes-per-byte=16,"
+            "drop=\"\","
             "search-work=65536,print-plan=false}");
   EXPECT_EQ(errorText(pass.setOption("mode", "budget")), "<success>");
   EXPECT_EQ(errorText(pass.setOption("search-work", "0")), "<success>");
