@@ -203,3 +203,29 @@ def test_errors_are_python_exceptions(tmp_path):
         module.export_model_for_inferencing(tmp_path / "x.onnx", ["no_such_output"])
     with pytest.raises(gmopt.Error):
         api.Optimizer(tmp_path / "missing_optimizer.onnx", module)
+
+
+class _OrtValueLike:
+    """What a script ported from ONNX Runtime may still pass around: an
+    object with OrtValue's .numpy()."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def numpy(self):
+        return self._array
+
+
+def test_ortvalue_like_inputs_and_buffers():
+    """Inputs and parameter buffers given as objects with .numpy() (ONNX
+    Runtime's OrtValue) are read through it."""
+    _, module, _ = make_trainer("regression_frozen")
+    inputs = user_inputs(module, "regression_frozen")
+    module.lazy_reset_grad()
+    plain = module(*inputs)
+    module.lazy_reset_grad()
+    wrapped = module(*[_OrtValueLike(x) for x in inputs])
+    assert float(plain) == float(wrapped)
+    buffer = module.get_contiguous_parameters(trainable_only=True)
+    module.copy_buffer_to_parameters(_OrtValueLike(buffer.numpy() * 2))
+    np.testing.assert_array_equal(module.get_contiguous_parameters(True), buffer.numpy() * np.float32(2))
