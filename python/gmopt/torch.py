@@ -102,6 +102,8 @@ class _Export:
     unused: list
     batch_dim: object
     batch: int
+    # The examples' shapes, in input_names order: the step's.
+    shapes: list
 
     def autodiff_pipeline(self):
         """The passes that build the training step, before the pipeline:
@@ -211,7 +213,8 @@ def _export(module, example_inputs, loss, targets, batch_dim):
     if not onnx_to_torch:
         raise ValueError(f"{type(module).__name__}: no trainable parameter of the module is in the "
                          "exported graph (nothing to train)")
-    return _Export(directory, path, input_names, onnx_to_torch, unused, batch_dim, batch)
+    return _Export(directory, path, input_names, onnx_to_torch, unused, batch_dim, batch,
+                   [tuple(t.shape) for t in arguments])
 
 
 def _budget_bytes(memory_limit):
@@ -275,11 +278,14 @@ class TorchTrainingSession:
             raise TypeError(f"train_step takes {len(self._export.input_names)} tensors "
                             f"({', '.join(self._export.input_names)}), got {len(args)}")
         arrays = []
-        for name, value in zip(self._export.input_names, args):
+        for name, shape, value in zip(self._export.input_names, self._export.shapes, args):
             if isinstance(value, torch.Tensor):
                 value = value.detach().cpu().numpy()
             if not isinstance(value, np.ndarray):
                 raise TypeError(f"{name}: expected a torch.Tensor or a NumPy array, got {type(value).__name__}")
+            if tuple(value.shape) != shape:
+                raise ValueError(f"{name}: the step was compiled for shape {shape}, got "
+                                 f"{tuple(value.shape)} (compile_training again for another shape)")
             arrays.append(np.ascontiguousarray(value))
         return arrays
 

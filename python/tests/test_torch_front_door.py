@@ -119,6 +119,17 @@ def test_parameters_copy_both_ways_and_torch_optimizer_steps():
 
 
 @needs_torch
+def test_tied_weights_get_the_sum_of_their_gradients():
+    """An LM head tied to the embedding is one parameter in
+    named_parameters(), and one initializer read twice in the export."""
+    bench, (module, inputs, loss, targets) = model("gpt")
+    module.head.weight = module.wte.weight
+    session = gmopt_torch.compile_training(module, inputs, loss, targets=targets)
+    assert "head.weight" not in session.parameter_names
+    assert_matches_autograd(bench, session, module, inputs, loss, targets)
+
+
+@needs_torch
 def test_frozen_and_unused_parameters():
     """requires_grad=False parameters are not trained; a parameter the
     forward never reads gets None, as its .grad stays None in PyTorch."""
@@ -191,6 +202,8 @@ def test_unsupported_inputs_are_clear_errors():
         session.train_step(*inputs)
     with pytest.raises(TypeError, match="target_0: expected a torch.Tensor or a NumPy array, got list"):
         session.train_step(inputs[0], [1, 2, 3, 4])
+    with pytest.raises(ValueError, match=r"input_0: the step was compiled for shape \(4, 32\), got \(3, 32\)"):
+        session.train_step(inputs[0][:3], targets[0][:3])
 
 
 @needs_torch
