@@ -106,20 +106,8 @@ public:
   /// An error "OP: MESSAGE (node NAME)".
   llvm::Error error(const llvm::Twine &message) const;
 
-  bool hasAttr(llvm::StringRef name) const { return node.hasAttr(name); }
-  int64_t getInt(llvm::StringRef name, int64_t fallback) const {
-    return node.getIntAttr(name, fallback);
-  }
-  float getFloat(llvm::StringRef name, float fallback) const {
-    return node.getFloatAttr(name, fallback);
-  }
-  std::string getString(llvm::StringRef name, llvm::StringRef fallback) const {
-    return node.getStringAttr(name, fallback).str();
-  }
-  std::vector<int64_t> getInts(llvm::StringRef name,
-                               llvm::ArrayRef<int64_t> fallback = {}) const {
-    return node.getIntsAttr(name, fallback);
-  }
+  // No attribute accessors: a kernel's PrepareFn decodes its node once and
+  // the launch reads getState (see PrepareFn).
 
 private:
   const Node &node;
