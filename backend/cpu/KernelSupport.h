@@ -1,7 +1,8 @@
 //===- KernelSupport.h - Shared machinery of the CPU kernels ----*- C++ -*-===//
 //
 // Internal to the CPU backend. KernelCall is what every kernel function
-// receives (node, tensors, context) with attribute and error helpers;
+// receives (node, tensors, context, the state its PrepareFn decoded once)
+// with error helpers and no attribute reads;
 // KernelTable is where each kernel family registers its (domain, op type)
 // entries. The rest is the vocabulary kernels share: element-type dispatch
 // over C++ types, element conversions (saturating float-to-int, f16/bf16),
