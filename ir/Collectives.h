@@ -17,6 +17,7 @@
 #include "ir/IR.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <vector>
@@ -68,6 +69,30 @@ constexpr llvm::StringLiteral kShardOp = "Shard";
 
 /// True for every op of the gmopt domain that talks to other ranks.
 bool isCommunicatingCollective(const Node &node);
+
+/// True for the collectives that reduce over the ranks and so carry a
+/// `reduction`: AllReduce, AllReduceStart, AllReduceWait, ReduceScatter.
+bool isReducingCollective(const Node &node);
+
+/// What a collective's attributes say, decoded in one place: shape
+/// inference, the cost model, the CPU kernels and the CUDA plan read it.
+struct CollectiveAttrs {
+  /// `ranks`: the world size the node was placed for.
+  int64_t ranks = 1;
+  /// A reducing collective's `reduction` is "mean" (else "sum").
+  bool mean = true;
+  /// AllReduce's `in_place = 1`: the fp32 operands are reduced in place.
+  bool inPlace = false;
+};
+
+/// \p node's collective attributes: an error (a bare message; callers name
+/// the node their own way) for `ranks` below 1 or, on a reducing
+/// collective, a `reduction` other than mean or sum.
+llvm::Expected<CollectiveAttrs> getCollectiveAttrs(const Node &node);
+
+/// \p node's `ranks` as getCollectiveAttrs decodes it, 1 where it does not
+/// decode (for the cost model, which the verifier runs after).
+int64_t getCollectiveRanks(const Node &node);
 
 /// Elements of one rank's shard of a bucket of \p elements over \p ranks:
 /// ceil(elements / ranks) (the bucket is padded to ranks * shard).

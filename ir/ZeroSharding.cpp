@@ -186,7 +186,7 @@ DataParallelLayout gmopt::getDataParallelLayout(const Module &module) {
   }
   for (const Node &node : module.getGraph().getNodes())
     if (isCommunicatingCollective(node))
-      layout.ranks = std::max(layout.ranks, node.getIntAttr("ranks", 1));
+      layout.ranks = std::max(layout.ranks, getCollectiveRanks(node));
   return layout;
 }
 

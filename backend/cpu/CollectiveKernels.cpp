@@ -47,48 +47,32 @@ int64_t bucketElements(const Node &node) {
   return elements;
 }
 
-/// What a collective's attributes say: its `ranks`, whether its
-/// `reduction` is the mean (else the sum) and `in_place`. Decoded once,
-/// by prepare and by the workspace rules alike.
-struct CollectiveAttrs {
-  int64_t ranks = 1;
-  bool mean = true;
-  bool inPlace = false;
-};
-
-/// \p node's collective attributes; with \p reduces, an error unless its
-/// `reduction` is mean or sum (without, the attribute is not read).
-llvm::Expected<CollectiveAttrs> readCollectiveAttrs(const Node &node,
-                                                    bool reduces) {
-  CollectiveAttrs attrs;
-  attrs.ranks = node.getIntAttr("ranks", 1);
-  attrs.inPlace = node.getIntAttr("in_place", 0) != 0;
-  if (reduces) {
-    llvm::StringRef reduction = node.getStringAttr("reduction", "mean");
-    if (reduction != "mean" && reduction != "sum")
-      return prepareError(node, "reduction must be mean or sum, got '" +
-                                    reduction + "'");
-    attrs.mean = reduction == "mean";
-  }
+/// \p node's collective attributes (getCollectiveAttrs), decoded once, by
+/// prepare and by the workspace rules alike; the error names the node.
+llvm::Expected<CollectiveAttrs> readCollectiveAttrs(const Node &node) {
+  auto attrs = getCollectiveAttrs(node);
+  if (!attrs)
+    return prepareError(node, llvm::toString(attrs.takeError()));
   return attrs;
 }
 
-/// The attributes of a collective whose kernel reads no reduction.
+/// The attributes of a node the verifier accepted (the workspace rules).
 CollectiveAttrs readRankAttrs(const Node &node) {
-  return llvm::cantFail(readCollectiveAttrs(node, false));
+  auto attrs = getCollectiveAttrs(node);
+  if (!attrs) {
+    llvm::consumeError(attrs.takeError());
+    return CollectiveAttrs();
+  }
+  return *attrs;
 }
 
-/// ReduceScatter, AllReduce and AllReduceWait reduce.
-llvm::Expected<std::unique_ptr<KernelState>> prepareReducing(const Node &node) {
-  auto attrs = readCollectiveAttrs(node, true);
+/// Every collective kernel's state: its attributes.
+llvm::Expected<std::unique_ptr<KernelState>>
+prepareCollective(const Node &node) {
+  auto attrs = readCollectiveAttrs(node);
   if (!attrs)
     return attrs.takeError();
   return makeKernelState(*attrs);
-}
-
-/// Shard, AllGather and AllReduceStart only need their ranks.
-llvm::Expected<std::unique_ptr<KernelState>> prepareRanks(const Node &node) {
-  return makeKernelState(readRankAttrs(node));
 }
 
 /// Fails unless \p ranks ranks can talk: a world (MPI or the TCP one) of
@@ -460,23 +444,23 @@ void cpu::registerCollectiveKernels(KernelTable &table) {
   table.add(kGmoptDomain, kAllReduceOp,
             KernelInfo{allReduceKernel, KernelMode::StageHalfAsFloat,
                        allReduceWorkspace});
-  table.setPrepare(kGmoptDomain, kAllReduceOp, prepareReducing);
+  table.setPrepare(kGmoptDomain, kAllReduceOp, prepareCollective);
   // The handle is a planned value, not a workspace: it lives from the
   // start to the wait.
   table.add(kGmoptDomain, kAllReduceStartOp, allReduceStartKernel,
             KernelMode::Native);
-  table.setPrepare(kGmoptDomain, kAllReduceStartOp, prepareRanks);
+  table.setPrepare(kGmoptDomain, kAllReduceStartOp, prepareCollective);
   table.add(kGmoptDomain, kAllReduceWaitOp, allReduceWaitKernel,
             KernelMode::Native);
-  table.setPrepare(kGmoptDomain, kAllReduceWaitOp, prepareReducing);
+  table.setPrepare(kGmoptDomain, kAllReduceWaitOp, prepareCollective);
   table.add(kGmoptDomain, kReduceScatterOp,
             KernelInfo{reduceScatterKernel, KernelMode::Native,
                        reduceScatterWorkspace});
-  table.setPrepare(kGmoptDomain, kReduceScatterOp, prepareReducing);
+  table.setPrepare(kGmoptDomain, kReduceScatterOp, prepareCollective);
   table.add(kGmoptDomain, kAllGatherOp,
             KernelInfo{allGatherKernel, KernelMode::Native, allGatherWorkspace,
                        KernelResults::MayBeAbsent});
-  table.setPrepare(kGmoptDomain, kAllGatherOp, prepareRanks);
+  table.setPrepare(kGmoptDomain, kAllGatherOp, prepareCollective);
   table.add(kGmoptDomain, kShardOp, shardKernel, KernelMode::Native);
-  table.setPrepare(kGmoptDomain, kShardOp, prepareRanks);
+  table.setPrepare(kGmoptDomain, kShardOp, prepareCollective);
 }

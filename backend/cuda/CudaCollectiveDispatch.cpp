@@ -71,9 +71,11 @@ decodeCollective(const Node &node, llvm::Error (*check)(const Node &)) {
     return err;
   CollectivePlan plan;
   llvm::StringRef op = node.getOpType();
-  plan.ranks = node.getIntAttr("ranks", 1);
-  plan.mean = node.getStringAttr("reduction", "mean") == "mean";
-  plan.inPlace = op == kAllReduceOp && node.getIntAttr("in_place", 0) != 0;
+  // check accepted the attributes: they decode.
+  CollectiveAttrs attrs = llvm::cantFail(getCollectiveAttrs(node));
+  plan.ranks = attrs.ranks;
+  plan.mean = attrs.mean;
+  plan.inPlace = attrs.inPlace;
   plan.dtype = node.getOperand(0)->getType().getDType();
   plan.firstBucketOperand =
       op == kAllReduceWaitOp || op == kAllGatherOp ? 1 : 0;

@@ -46,12 +46,11 @@ llvm::Error gmopt::checkCudaGraphNode(const Node &node) {
                   " draws random numbers keyed by the step, and its CUDA "
                   "kernel takes the step from the host, so a replay would "
                   "repeat the captured step's numbers");
-  if (isCudaCollective(node) && node.getIntAttr("ranks", 1) > 1 &&
-      !isNcclBuilt())
+  if (isCudaCollective(node) && getCollectiveRanks(node) > 1 && !isNcclBuilt())
     return refuse(llvm::formatv("node {0} exchanges data with {1} ranks from "
                                 "the host (MPI/TCP; gmopt was built without "
                                 "NCCL), which a CUDA graph cannot capture",
-                                node.describe(), node.getIntAttr("ranks", 1)));
+                                node.describe(), getCollectiveRanks(node)));
   return llvm::Error::success();
 }
 

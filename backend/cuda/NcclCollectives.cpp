@@ -89,7 +89,7 @@ llvm::Expected<std::vector<uint8_t>> gmopt::agreeOnUniqueId(
 
 llvm::Error gmopt::checkCollectiveWorld(const Node &node,
                                         const CollectiveBootstrap &bootstrap) {
-  int64_t ranks = node.getIntAttr("ranks", 1);
+  int64_t ranks = getCollectiveRanks(node);
   if (ranks == bootstrap.worldSize)
     return llvm::Error::success();
   return fail(llvm::formatv(
@@ -133,18 +133,17 @@ llvm::Error collectiveError(const Node &node, const llvm::Twine &message) {
               " (node " + node.describe() + ")");
 }
 
-llvm::Error checkReduction(const Node &node) {
-  llvm::StringRef reduction = node.getStringAttr("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum")
-    return collectiveError(node, "reduction must be mean or sum, got '" +
-                                     reduction + "'");
-  return llvm::Error::success();
+/// \p node's collective attributes (getCollectiveAttrs), or its error in
+/// the kernel table's words.
+llvm::Expected<CollectiveAttrs> decodeAttrs(const Node &node) {
+  auto attrs = getCollectiveAttrs(node);
+  if (!attrs)
+    return collectiveError(node, llvm::toString(attrs.takeError()));
+  return attrs;
 }
 
-llvm::Error checkRanks(const Node &node, llvm::StringRef what) {
-  int64_t ranks = node.getIntAttr("ranks", 1);
-  if (ranks < 1)
-    return collectiveError(node, "ranks must be at least 1");
+/// Whether this build can exchange data over \p ranks ranks.
+llvm::Error checkRanks(const Node &node, llvm::StringRef what, int64_t ranks) {
   if (ranks > 1 && !isNcclBuilt())
     return collectiveError(
         node, llvm::formatv(
@@ -197,11 +196,12 @@ llvm::Error expectFlag(const Node &node, unsigned result) {
 } // namespace
 
 llvm::Error gmopt::checkCudaAllReduce(const Node &node) {
-  if (llvm::Error err = checkReduction(node))
+  auto attrs = decodeAttrs(node);
+  if (!attrs)
+    return attrs.takeError();
+  if (llvm::Error err = checkRanks(node, "an all-reduce", attrs->ranks))
     return err;
-  if (llvm::Error err = checkRanks(node, "an all-reduce"))
-    return err;
-  if (node.getIntAttr("in_place", 0)) {
+  if (attrs->inPlace) {
     if (auto elements = floatBucketElements(node, 0); !elements)
       return elements.takeError();
     if (node.getNumResults() > 1)
@@ -235,21 +235,19 @@ llvm::Error checkShardedShapes(const Node &node, llvm::StringRef op, bool wait,
 
 llvm::Error gmopt::checkCudaShardedCollective(const Node &node) {
   llvm::StringRef op = node.getOpType();
-  int64_t ranks = node.getIntAttr("ranks", 1);
+  auto attrs = decodeAttrs(node);
+  if (!attrs)
+    return attrs.takeError();
+  int64_t ranks = attrs->ranks;
   bool wait = op == kAllReduceWaitOp, gather = op == kAllGatherOp;
-  if (op == kAllReduceStartOp || wait || op == kReduceScatterOp)
-    if (llvm::Error err = checkReduction(node))
-      return err;
   llvm::StringRef what = op == kReduceScatterOp ? "a reduce-scatter"
                          : gather               ? "an all-gather"
                                                 : "an all-reduce";
-  if (ranks < 1)
-    return collectiveError(node, "ranks must be at least 1");
   // The shapes first, then whether this build can talk to the ranks.
   llvm::Error shapes = checkShardedShapes(node, op, wait, gather, ranks);
   if (shapes || op == kShardOp)
     return shapes;
-  return checkRanks(node, what);
+  return checkRanks(node, what, ranks);
 }
 
 namespace {
@@ -291,7 +289,7 @@ uint64_t gmopt::getCudaCollectiveWorkspaceBytes(const Node &node) {
   bool gather = node.getOpType() == kAllGatherOp;
   if (!gather && node.getOpType() != kReduceScatterOp)
     return 0;
-  int64_t ranks = node.getIntAttr("ranks", 1);
+  int64_t ranks = getCollectiveRanks(node);
   if (ranks <= 1)
     return 0;
   int64_t elements = 0;

@@ -68,8 +68,44 @@ int64_t gmopt::zeroShardElements(int64_t elements, int64_t ranks) {
   return (elements + ranks - 1) / ranks;
 }
 
+bool gmopt::isReducingCollective(const Node &node) {
+  return node.isa(kGmoptDomain, kAllReduceOp) ||
+         node.isa(kGmoptDomain, kAllReduceStartOp) ||
+         node.isa(kGmoptDomain, kAllReduceWaitOp) ||
+         node.isa(kGmoptDomain, kReduceScatterOp);
+}
+
+llvm::Expected<CollectiveAttrs> gmopt::getCollectiveAttrs(const Node &node) {
+  CollectiveAttrs attrs;
+  attrs.ranks = node.getIntAttr("ranks", 1);
+  if (attrs.ranks < 1)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("ranks must be at least 1, got {0}", attrs.ranks));
+  if (isReducingCollective(node)) {
+    llvm::StringRef reduction = node.getStringAttr("reduction", "mean");
+    if (reduction != "mean" && reduction != "sum")
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "reduction must be mean or sum, got '" +
+                                         reduction + "'");
+    attrs.mean = reduction == "mean";
+  }
+  attrs.inPlace = node.isa(kGmoptDomain, kAllReduceOp) &&
+                  node.getIntAttr("in_place", 0) != 0;
+  return attrs;
+}
+
+int64_t gmopt::getCollectiveRanks(const Node &node) {
+  auto attrs = getCollectiveAttrs(node);
+  if (!attrs) {
+    llvm::consumeError(attrs.takeError());
+    return 1;
+  }
+  return attrs->ranks;
+}
+
 uint64_t gmopt::collectiveNetworkBytes(const Node &node) {
-  int64_t ranks = node.getIntAttr("ranks", 1);
+  int64_t ranks = getCollectiveRanks(node);
   auto bytesOf = [](const Value *value) -> uint64_t {
     return value && value->getType().hasStaticShape()
                ? value->getType().getSizeInBytes()
@@ -105,11 +141,13 @@ bool gmopt::isCommunicatingCollective(const Node &node) {
 
 namespace {
 
-llvm::Error checkRanks(InferenceContext &ctx) {
-  if (ctx.getIntAttr("ranks", 1) < 1)
-    return ctx.error(llvm::formatv("ranks must be at least 1, got {0}",
-                                   ctx.getIntAttr("ranks", 1)));
-  return llvm::Error::success();
+/// The node's collective attributes, or getCollectiveAttrs' error naming
+/// the node.
+llvm::Expected<CollectiveAttrs> decodeAttrs(InferenceContext &ctx) {
+  auto attrs = getCollectiveAttrs(ctx.getNode());
+  if (!attrs)
+    return ctx.error(llvm::toString(attrs.takeError()));
+  return attrs;
 }
 
 /// Checks operands [first, end) are present, static fp32 tensors (the flat
@@ -134,55 +172,44 @@ llvm::Expected<int64_t> bucketOperandElements(InferenceContext &ctx,
 
 /// ReduceScatter and Shard: one f32[S] result for the bucket's operands.
 llvm::Error inferShardResult(InferenceContext &ctx) {
-  if (auto err = checkRanks(ctx))
-    return err;
-  if (ctx.getNode().isa(kGmoptDomain, kReduceScatterOp)) {
-    std::string reduction = ctx.getStringAttr("reduction");
-    if (reduction != "sum" && reduction != "mean")
-      return ctx.error("reduction must be \"sum\" or \"mean\", got \"" +
-                       reduction + "\"");
-  }
+  auto attrs = decodeAttrs(ctx);
+  if (!attrs)
+    return attrs.takeError();
   auto elements = bucketOperandElements(ctx, 0);
   if (!elements)
     return elements.takeError();
   ctx.setOutputType(
-      0, TensorType::get(
-             DType::F32,
-             {zeroShardElements(*elements, ctx.getIntAttr("ranks", 1))}));
+      0, TensorType::get(DType::F32,
+                         {zeroShardElements(*elements, attrs->ranks)}));
   return llvm::Error::success();
 }
 
 /// AllGather(shard, w1..wk) -> bool[1]; the shard is f32[S] of w1..wk.
 llvm::Error inferAllGather(InferenceContext &ctx) {
-  if (auto err = checkRanks(ctx))
-    return err;
+  auto attrs = decodeAttrs(ctx);
+  if (!attrs)
+    return attrs.takeError();
   if (!ctx.hasInput(0))
     return ctx.error("the shard (operand 0) is absent");
   auto elements = bucketOperandElements(ctx, 1);
   if (!elements)
     return elements.takeError();
-  int64_t shard = zeroShardElements(*elements, ctx.getIntAttr("ranks", 1));
+  int64_t shard = zeroShardElements(*elements, attrs->ranks);
   TensorType expected = TensorType::get(DType::F32, {shard});
   if (ctx.getInputType(0) != expected)
     return ctx.error(llvm::formatv("the shard is {0}, but a bucket of {1} "
                                    "elements over {2} ranks has shards of {3}",
                                    ctx.getInputType(0).str(), *elements,
-                                   ctx.getIntAttr("ranks", 1), expected.str()));
+                                   attrs->ranks, expected.str()));
   ctx.setOutputType(0, TensorType::get(DType::Bool, {1}));
   return llvm::Error::success();
-}
-
-int64_t rankAttr(const Node &node) {
-  if (const Attribute *attr = node.getAttr("ranks"))
-    return attr->getInt();
-  return 1;
 }
 
 /// Local traffic plus the ring reduce-scatter's: (N - 1) shards each way,
 /// one addition per received element.
 OpCost reduceScatterCost(const Node &node) {
   OpCost cost = memoryTraffic(node);
-  int64_t ranks = rankAttr(node);
+  int64_t ranks = getCollectiveRanks(node);
   uint64_t shardBytes = node.getResult(0)->getType().hasStaticShape()
                             ? node.getResult(0)->getType().getSizeInBytes()
                             : 0;
@@ -200,7 +227,7 @@ OpCost allGatherCost(const Node &node) {
   uint64_t shardBytes = shard && shard->getType().hasStaticShape()
                             ? shard->getType().getSizeInBytes()
                             : 0;
-  uint64_t traffic = ringShardTraffic(shardBytes, rankAttr(node));
+  uint64_t traffic = ringShardTraffic(shardBytes, getCollectiveRanks(node));
   cost.flops = 0;
   cost.bytesRead += traffic;
   cost.bytesWritten += traffic;
@@ -208,14 +235,10 @@ OpCost allGatherCost(const Node &node) {
 }
 
 llvm::Error inferAllReduce(InferenceContext &ctx) {
-  std::string reduction = ctx.getStringAttr("reduction");
-  if (reduction != "sum" && reduction != "mean")
-    return ctx.error("reduction must be \"sum\" or \"mean\", got \"" +
-                     reduction + "\"");
-  if (ctx.getIntAttr("ranks", 1) < 1)
-    return ctx.error(llvm::formatv("ranks must be at least 1, got {0}",
-                                   ctx.getIntAttr("ranks", 1)));
-  bool inPlace = ctx.getIntAttr("in_place", 0) != 0;
+  auto attrs = decodeAttrs(ctx);
+  if (!attrs)
+    return attrs.takeError();
+  bool inPlace = attrs->inPlace;
   if (inPlace && ctx.getNumOutputs() != 1)
     return ctx.error(llvm::formatv("an in-place bucket has one result (its "
                                    "done flag), not {0}",
@@ -245,11 +268,7 @@ llvm::Error inferAllReduce(InferenceContext &ctx) {
 }
 
 llvm::Error checkReduction(InferenceContext &ctx) {
-  std::string reduction = ctx.getStringAttr("reduction");
-  if (reduction != "sum" && reduction != "mean")
-    return ctx.error("reduction must be \"sum\" or \"mean\", got \"" +
-                     reduction + "\"");
-  return checkRanks(ctx);
+  return decodeAttrs(ctx).takeError();
 }
 
 /// The handle type of a split all-reduce of operands [first, end).
@@ -315,7 +334,10 @@ void ops::registerCollectiveOps(OpRegistry &registry) {
       .traits(TraitSideEffect)
       .writesOperands([](const Node &node) {
         llvm::SmallVector<unsigned, 8> written;
-        if (node.getIntAttr("in_place", 0))
+        auto attrs = getCollectiveAttrs(node);
+        if (!attrs)
+          llvm::consumeError(attrs.takeError());
+        else if (attrs->inPlace)
           for (unsigned i = 0, e = node.getNumOperands(); i != e; ++i)
             written.push_back(i);
         return written;

@@ -44,7 +44,7 @@ TEST_F(CollectiveOpsTest, InfersOneResultPerOperand) {
                        "only floating-point tensors are reduced"));
   EXPECT_TRUE(
       contains(infer(allReduce(), {a}, 1, {stringAttr("reduction", "max")}),
-               "reduction must be \"sum\" or \"mean\""));
+               "reduction must be mean or sum, got 'max'"));
   EXPECT_TRUE(contains(infer(allReduce(), {a}, 1, {intAttr("ranks", 0)}),
                        "ranks must be at least 1"));
 }
