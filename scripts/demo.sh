@@ -35,3 +35,6 @@ if [ -d "testdata/$MODEL/test_data_set_0" ] && [ -n "$(ls testdata/$MODEL/test_d
 fi
 build/tools/gmopt-run "build/demo/$MODEL.gm" "${run_args[@]}"
 echo "== wrote build/demo/$MODEL.gm and build/demo/$MODEL.report.json"
+echo "== next: train from code - examples/train_gpt.py (gmopt.training.api, ONNX Runtime's"
+echo "   training API with the import changed) and examples/cpp/train_gpt.cpp; see the"
+echo "   README's 'Train from code'"
