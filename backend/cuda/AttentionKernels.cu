@@ -21,11 +21,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend/Philox.h"
 #include "backend/cuda/AttentionMath.h"
 #include "backend/cuda/DropoutDevice.h"
 #include "backend/cuda/FusedKernels.h"
 #include "backend/cuda/LaunchSupport.h"
+#include "backend/cuda/WarpRowSupport.h"
 
 #include <cmath>
 
@@ -34,22 +34,55 @@ using namespace gmopt::cuda;
 
 namespace {
 
-constexpr int kWarp = 32;
+constexpr int kWarp = kWarpSize;
 constexpr int kTile = kAttentionTileKeys;
 constexpr int kRows = kAttentionRowsPerBlock;
 /// Accumulators per lane: headDim / 32 at most.
 constexpr int kPerLane = static_cast<int>(kAttentionMaxHeadDim) / kWarp;
 
-__device__ __forceinline__ float warpMax(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
+/// Thread blocks of kRows rows (one warp a row) that cover \p rows rows.
+__host__ __device__ int64_t rowBlocks(int64_t rows) {
+  return (rows + kRows - 1) / kRows;
 }
 
-__device__ __forceinline__ float warpSum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
+/// The shift of exp(s - shift) in a row whose maximum (or log-sum-exp) is
+/// \p m: 0 for a row masked out so far (-inf everywhere), which keeps
+/// exp() finite.
+__device__ __forceinline__ float expShift(float m) {
+  return m == -INFINITY ? 0.0f : m;
+}
+
+/// Where element (r, e) of one [rows, cols] matrix lies in its tensor:
+/// start + r * rowStep + e * colStep (a transposed K through the steps).
+struct MatrixLayout {
+  /// Element (0, 0), the matrix's size, and the steps between rows and
+  /// between columns.
+  int64_t start, rows, cols, rowStep, colStep;
+  __device__ int64_t at(int64_t r, int64_t e) const {
+    return start + r * rowStep + e * colStep;
+  }
+};
+
+/// Matrix \p index of a [.., rows, cols] tensor.
+__device__ MatrixLayout denseMatrix(int64_t index, int64_t rows, int64_t cols) {
+  return {index * rows * cols, rows, cols, cols, 1};
+}
+
+/// The keys of key/value matrix \p kv as rows of K (or dK), stored [sk, d]
+/// or, when kTransposed, [d, sk].
+__device__ MatrixLayout keyMatrix(const AttentionGeometry &g, int64_t kv) {
+  MatrixLayout m = denseMatrix(kv, g.seqK, g.headDim);
+  if (g.kTransposed) {
+    m.rowStep = 1;
+    m.colStep = g.seqK;
+  }
+  return m;
+}
+
+/// Where score matrix \p n's mask starts (0 without a mask).
+__device__ __forceinline__ int64_t maskStart(const AttentionGeometry &g,
+                                             int64_t n) {
+  return g.mask != AttentionMaskKind::None ? attentionMaskBase(g, n) : 0;
 }
 
 /// Score (i, j) of matrix \p n from its raw product \p dot: scaled, masked
@@ -71,45 +104,154 @@ __device__ float maskedScore(const AttentionGeometry &g, const void *mask,
   return attentionMaskScore(g, dot * g.scale, boolValue, additive, i, j);
 }
 
-/// The dropout factor of score (n, i, j): 0 or 1 / (1 - ratio) when
-/// dropout is active, else 1.
-__device__ __forceinline__ float
-dropoutFactor(const AttentionGeometry &g, const DeviceDropoutMode &mode,
-              const PhiloxStreamKey &key, int64_t n, int64_t i, int64_t j) {
-  if (!mode.active)
-    return 1.0f;
-  return attentionDropoutKeeps(g, key, mode.ratio, n, i, j)
-             ? 1.0f / (1.0f - mode.ratio)
-             : 0.0f;
+/// A launch's dropout: its mode and the Philox stream it draws from.
+struct DropoutDraw {
+  /// The ratio, and whether the launch drops at all.
+  DeviceDropoutMode mode;
+  /// The node's Philox stream at the run's step.
+  PhiloxStreamKey key;
+
+  __device__ explicit DropoutDraw(const DropoutParams &params)
+      : mode(readDropoutMode(params)), key(dropoutStreamKey(params)) {}
+
+  /// The dropout factor of score (n, i, j): 0 or 1 / (1 - ratio) when
+  /// dropout is active, else 1.
+  __device__ float factor(const AttentionGeometry &g, int64_t n, int64_t i,
+                          int64_t j) const {
+    if (!mode.active)
+      return 1.0f;
+    return attentionDropoutKeeps(g, key, mode.ratio, n, i, j)
+               ? 1.0f / (1.0f - mode.ratio)
+               : 0.0f;
+  }
+};
+
+/// Stages rows [r0, r0 + kTile) of matrix \p m of \p x in shared memory,
+/// row c at dst + c * stride, as fp32; rows past the matrix are zeros.
+template <typename T>
+__device__ void stageTile(const T *x, const MatrixLayout &m, int64_t r0,
+                          float *dst, int stride) {
+  for (int idx = threadIdx.x; idx < kTile * m.cols; idx += blockDim.x) {
+    int c = idx / static_cast<int>(m.cols);
+    int e = idx % static_cast<int>(m.cols);
+    int64_t r = r0 + c;
+    dst[c * stride + e] = r < m.rows ? loadAsFloat(x, m.at(r, e)) : 0.0f;
+  }
 }
 
-/// Stages keys [j0, j0 + kTile) of K (row stride \p kStride floats) and,
-/// when \p v, of V in shared memory; keys past seqK are zeros.
+/// Lane \p lane's share of the warp's copy of row \p r of matrix \p m of
+/// \p x to \p dst as fp32 (zeros when not \p valid).
 template <typename T>
-__device__ void stageKeys(const AttentionGeometry &g, const T *kBase,
-                          const T *vBase, int64_t j0, float *ks, int kStride,
-                          float *vs, int vStride) {
-  int threads = blockDim.x;
-  for (int idx = threadIdx.x; idx < kTile * g.headDim; idx += threads) {
-    int c = idx / static_cast<int>(g.headDim);
-    int e = idx % static_cast<int>(g.headDim);
-    int64_t j = j0 + c;
-    float value = 0.0f;
-    if (j < g.seqK)
-      value = g.kTransposed ? loadAsFloat(kBase, e * g.seqK + j)
-                            : loadAsFloat(kBase, j * g.headDim + e);
-    ks[c * kStride + e] = value;
-  }
-  if (!vs)
-    return;
-  for (int idx = threadIdx.x; idx < kTile * g.valueDim; idx += threads) {
-    int c = idx / static_cast<int>(g.valueDim);
-    int e = idx % static_cast<int>(g.valueDim);
-    int64_t j = j0 + c;
-    vs[c * vStride + e] =
-        j < g.seqK ? loadAsFloat(vBase, j * g.valueDim + e) : 0.0f;
+__device__ void loadRow(const T *x, const MatrixLayout &m, int64_t r,
+                        bool valid, float *dst, int lane) {
+  for (int e = lane; e < m.cols; e += kWarp)
+    dst[e] = valid ? loadAsFloat(x, m.at(r, e)) : 0.0f;
+}
+
+/// sum_e a[e] b[e] over \p dim floats of shared memory.
+__device__ __forceinline__ float dotShared(const float *a, const float *b,
+                                           int64_t dim) {
+  float sum = 0.0f;
+  for (int e = 0; e < dim; ++e)
+    sum += a[e] * b[e];
+  return sum;
+}
+
+/// Calls f(t, e) for each column e = lane + 32 t below \p dim that lane
+/// \p lane owns (its accumulator t).
+template <typename F>
+__device__ __forceinline__ void forLaneColumns(int lane, int64_t dim, F f) {
+  for (int t = 0; t < kPerLane; ++t) {
+    int e = lane + t * kWarp;
+    if (e < dim)
+      f(t, e);
   }
 }
+
+/// One row of a product with a staged tile: \p acc += sum_c (lane c's
+/// \p p) tile[c], over the lane's columns below \p dim.
+__device__ __forceinline__ void accumulateTile(float (&acc)[kPerLane], float p,
+                                               const float *tile, int stride,
+                                               int64_t dim, int lane) {
+  for (int c = 0; c < kTile; ++c) {
+    float pc = __shfl_sync(0xffffffffu, p, c);
+    forLaneColumns(lane, dim,
+                   [&](int t, int e) { acc[t] += pc * tile[c * stride + e]; });
+  }
+}
+
+/// A thread of the query-row kernels (the forward and pass 1 of the
+/// backward): a block takes kRows consecutive query rows of score matrix
+/// n, warp w row i0 + w, and walks the key tiles of n's key/value matrix
+/// that its rows may see.
+struct QueryRowThread {
+  /// The thread's warp (its row of the block) and lane.
+  int warp, lane;
+  /// The score matrix, the block's first row and this warp's row.
+  int64_t n, i0, i;
+  bool rowValid;
+  /// The score matrix's K and V.
+  MatrixLayout keys, values;
+  /// Where its mask starts.
+  int64_t maskBase;
+  /// The key columns [0, visibleEnd) the block's rows may see.
+  int64_t visibleEnd;
+
+  __device__ explicit QueryRowThread(const AttentionGeometry &g)
+      : warp(threadIdx.x / kWarp), lane(threadIdx.x % kWarp) {
+    int64_t blocks = rowBlocks(g.seqQ);
+    n = blockIdx.x / blocks;
+    i0 = (blockIdx.x % blocks) * kRows;
+    i = i0 + warp;
+    rowValid = i < g.seqQ;
+    int64_t kv = attentionKvIndex(g, n);
+    keys = keyMatrix(g, kv);
+    values = denseMatrix(kv, g.seqK, g.valueDim);
+    maskBase = maskStart(g, n);
+    int64_t rows = g.seqQ - i0 < kRows ? g.seqQ - i0 : kRows;
+    visibleEnd = attentionVisibleEnd(g, i0, rows);
+  }
+
+  /// The block stages keys [j0, j0 + kTile) of K and V, between barriers.
+  template <typename T>
+  __device__ void stageKeys(const T *k, const T *v, int64_t j0, float *ks,
+                            int kStride, float *vs, int vStride) const {
+    __syncthreads();
+    stageTile(k, keys, j0, ks, kStride);
+    stageTile(v, values, j0, vs, vStride);
+    __syncthreads();
+  }
+};
+
+/// The kernels, by how they carve their shared memory.
+enum class AttentionPass { Forward, GradQuery, GradKey };
+
+/// A kernel's dynamic shared memory, in floats from its start: a tile of
+/// kTile rows of headDim floats at headStride (padded by one, so lanes
+/// reading across rows hit distinct banks), one of valueDim floats at
+/// valueStride (padded in the backward, which reads it across rows too),
+/// each warp's own row of headDim and, in the backward, of valueDim
+/// floats, and the key pass's kTile log-sum-exps and D values.
+struct SharedLayout {
+  /// The tiles' row strides in floats.
+  int headStride, valueStride;
+  /// Where the value tile, the rows of headDim, the rows of valueDim and
+  /// the log-sum-exps start; the floats in all.
+  int64_t valueTile, headRows, valueRows, tileLse, floats;
+
+  __host__ __device__ SharedLayout(const AttentionGeometry &g,
+                                   AttentionPass pass) {
+    bool backward = pass != AttentionPass::Forward;
+    headStride = static_cast<int>(g.headDim) + 1;
+    valueStride = static_cast<int>(g.valueDim) + (backward ? 1 : 0);
+    valueTile = kTile * headStride;
+    headRows = valueTile + kTile * valueStride;
+    valueRows = headRows + kRows * g.headDim;
+    tileLse = valueRows + (backward ? kRows * g.valueDim : 0);
+    floats = tileLse + (pass == AttentionPass::GradKey ? 2 * kTile : 0);
+  }
+  __host__ __device__ size_t bytes() const { return sizeof(float) * floats; }
+};
 
 template <typename T>
 __global__ void __launch_bounds__(kRows *kWarp)
@@ -117,48 +259,29 @@ __global__ void __launch_bounds__(kRows *kWarp)
                            const T *v, const void *mask, DropoutParams dropout,
                            T *out, float *lse) {
   extern __shared__ float shared[];
-  int kStride = static_cast<int>(g.headDim) + 1;
-  int vStride = static_cast<int>(g.valueDim);
-  float *ks = shared;
-  float *vs = ks + kTile * kStride;
-  float *qs = vs + kTile * vStride;
-  int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  int64_t rowBlocks = (g.seqQ + kRows - 1) / kRows;
-  int64_t n = blockIdx.x / rowBlocks;
-  int64_t i0 = (blockIdx.x % rowBlocks) * kRows;
-  int64_t i = i0 + warp;
-  bool rowValid = i < g.seqQ;
-  int64_t kv = attentionKvIndex(g, n);
-  const T *kBase = k + kv * g.seqK * g.headDim;
-  const T *vBase = v + kv * g.seqK * g.valueDim;
-  int64_t base =
-      g.mask != AttentionMaskKind::None ? attentionMaskBase(g, n) : 0;
-  DeviceDropoutMode mode = readDropoutMode(dropout);
-  PhiloxStreamKey key =
-      makePhiloxStreamKey(dropout.seed, dropout.streamId, dropoutStep(dropout));
-  float *qRow = qs + warp * g.headDim;
-  for (int e = lane; e < g.headDim; e += kWarp)
-    qRow[e] = rowValid ? loadAsFloat(q, (n * g.seqQ + i) * g.headDim + e) : 0;
-  float acc[kPerLane];
-  for (int t = 0; t < kPerLane; ++t)
-    acc[t] = 0.0f;
+  SharedLayout layout(g, AttentionPass::Forward);
+  int kStride = layout.headStride, vStride = layout.valueStride;
+  float *ks = shared, *vs = shared + layout.valueTile;
+  float *qs = shared + layout.headRows;
+  QueryRowThread thread(g);
+  DropoutDraw draw(dropout);
+  int64_t n = thread.n, i = thread.i;
+  int lane = thread.lane;
+  float *qRow = qs + thread.warp * g.headDim;
+  loadRow(q, denseMatrix(n, g.seqQ, g.headDim), i, thread.rowValid, qRow, lane);
+  float acc[kPerLane] = {};
   float rowMax = -INFINITY, rowSum = 0.0f;
-  int64_t rows = g.seqQ - i0 < kRows ? g.seqQ - i0 : kRows;
-  int64_t end = attentionVisibleEnd(g, i0, rows);
+  int64_t end = thread.visibleEnd;
   for (int64_t j0 = 0; j0 < end; j0 += kTile) {
-    __syncthreads();
-    stageKeys(g, kBase, vBase, j0, ks, kStride, vs, vStride);
-    __syncthreads();
-    if (!rowValid)
+    thread.stageKeys(k, v, j0, ks, kStride, vs, vStride);
+    if (!thread.rowValid)
       continue;
     int64_t j = j0 + lane;
-    float dot = 0.0f;
-    for (int e = 0; e < g.headDim; ++e)
-      dot += qRow[e] * ks[lane * kStride + e];
-    float s = j < end ? maskedScore<T>(g, mask, base, i, j, dot) : -INFINITY;
+    float dot = dotShared(qRow, ks + lane * kStride, g.headDim);
+    float s = j < end ? maskedScore<T>(g, mask, thread.maskBase, i, j, dot)
+                      : -INFINITY;
     float newMax = fmaxf(rowMax, warpMax(s));
-    // A row masked out so far (-inf everywhere) keeps exp() finite.
-    float shift = newMax == -INFINITY ? 0.0f : newMax;
+    float shift = expShift(newMax);
     float rescale = expf(rowMax - shift);
     float p = expf(s - shift);
     rowSum = rowSum * rescale + warpSum(p);
@@ -166,29 +289,19 @@ __global__ void __launch_bounds__(kRows *kWarp)
     // The normalizer sums the undropped probabilities; only the product
     // with V sees the dropped ones.
     if (j < end)
-      p *= dropoutFactor(g, mode, key, n, i, j);
+      p *= draw.factor(g, n, i, j);
     for (int t = 0; t < kPerLane; ++t)
       acc[t] *= rescale;
-    for (int c = 0; c < kTile; ++c) {
-      float pc = __shfl_sync(0xffffffffu, p, c);
-      for (int t = 0; t < kPerLane; ++t) {
-        int e = lane + t * kWarp;
-        if (e < g.valueDim)
-          acc[t] += pc * vs[c * vStride + e];
-      }
-    }
+    accumulateTile(acc, p, vs, vStride, g.valueDim, lane);
   }
-  if (!rowValid)
+  if (!thread.rowValid)
     return;
-  for (int t = 0; t < kPerLane; ++t) {
-    int e = lane + t * kWarp;
-    if (e < g.valueDim)
-      storeFromFloat(out, (n * g.seqQ + i) * g.valueDim + e, acc[t] / rowSum);
-  }
-  if (lse && lane == 0) {
-    float shift = rowMax == -INFINITY ? 0.0f : rowMax;
-    lse[n * g.seqQ + i] = shift + logf(rowSum);
-  }
+  MatrixLayout outRows = denseMatrix(n, g.seqQ, g.valueDim);
+  forLaneColumns(lane, g.valueDim, [&](int t, int e) {
+    storeFromFloat(out, outRows.at(i, e), acc[t] / rowSum);
+  });
+  if (lse && lane == 0)
+    lse[n * g.seqQ + i] = expShift(rowMax) + logf(rowSum);
 }
 
 /// Pass 1 of the backward: D_i = dO_i . O_i and dQ, one warp a query row.
@@ -199,83 +312,53 @@ __global__ void __launch_bounds__(kRows *kWarp)
                              const float *lse, const void *mask,
                              DropoutParams dropout, float *rowDot, T *dQ) {
   extern __shared__ float shared[];
-  int kStride = static_cast<int>(g.headDim) + 1;
-  int vStride = static_cast<int>(g.valueDim) + 1;
-  float *ks = shared;
-  float *vs = ks + kTile * kStride;
-  float *qs = vs + kTile * vStride;
-  float *dos = qs + kRows * g.headDim;
-  int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  int64_t rowBlocks = (g.seqQ + kRows - 1) / kRows;
-  int64_t n = blockIdx.x / rowBlocks;
-  int64_t i0 = (blockIdx.x % rowBlocks) * kRows;
-  int64_t i = i0 + warp;
-  bool rowValid = i < g.seqQ;
-  int64_t kv = attentionKvIndex(g, n);
-  const T *kBase = k + kv * g.seqK * g.headDim;
-  const T *vBase = v + kv * g.seqK * g.valueDim;
-  int64_t base =
-      g.mask != AttentionMaskKind::None ? attentionMaskBase(g, n) : 0;
-  DeviceDropoutMode mode = readDropoutMode(dropout);
-  PhiloxStreamKey key =
-      makePhiloxStreamKey(dropout.seed, dropout.streamId, dropoutStep(dropout));
+  SharedLayout layout(g, AttentionPass::GradQuery);
+  int kStride = layout.headStride, vStride = layout.valueStride;
+  float *ks = shared, *vs = shared + layout.valueTile;
+  float *qs = shared + layout.headRows, *dos = shared + layout.valueRows;
+  QueryRowThread thread(g);
+  DropoutDraw draw(dropout);
+  int64_t n = thread.n, i = thread.i;
+  int lane = thread.lane;
+  bool rowValid = thread.rowValid;
   int64_t row = n * g.seqQ + i;
-  float *qRow = qs + warp * g.headDim;
-  float *dORow = dos + warp * g.valueDim;
+  MatrixLayout queryRows = denseMatrix(n, g.seqQ, g.headDim);
+  MatrixLayout outputRows = denseMatrix(n, g.seqQ, g.valueDim);
+  float *qRow = qs + thread.warp * g.headDim;
+  float *dORow = dos + thread.warp * g.valueDim;
+  loadRow(q, queryRows, i, rowValid, qRow, lane);
+  loadRow(dO, outputRows, i, rowValid, dORow, lane);
   float dot = 0.0f;
-  for (int e = lane; e < g.headDim; e += kWarp)
-    qRow[e] = rowValid ? loadAsFloat(q, row * g.headDim + e) : 0.0f;
-  for (int e = lane; e < g.valueDim; e += kWarp) {
-    float gradient = rowValid ? loadAsFloat(dO, row * g.valueDim + e) : 0.0f;
-    dORow[e] = gradient;
-    if (rowValid)
-      dot += gradient * loadAsFloat(o, row * g.valueDim + e);
-  }
+  if (rowValid)
+    for (int e = lane; e < g.valueDim; e += kWarp)
+      dot += dORow[e] * loadAsFloat(o, outputRows.at(i, e));
   float rowD = warpSum(dot);
   if (rowValid && lane == 0)
     rowDot[row] = rowD;
-  float rowLse = rowValid ? lse[row] : 0.0f;
-  float shift = rowLse == -INFINITY ? 0.0f : rowLse;
-  float acc[kPerLane];
-  for (int t = 0; t < kPerLane; ++t)
-    acc[t] = 0.0f;
-  int64_t rows = g.seqQ - i0 < kRows ? g.seqQ - i0 : kRows;
-  int64_t end = attentionVisibleEnd(g, i0, rows);
+  float shift = expShift(rowValid ? lse[row] : 0.0f);
+  float acc[kPerLane] = {};
+  int64_t end = thread.visibleEnd;
   for (int64_t j0 = 0; j0 < end; j0 += kTile) {
-    __syncthreads();
-    stageKeys(g, kBase, vBase, j0, ks, kStride, vs, vStride);
-    __syncthreads();
+    thread.stageKeys(k, v, j0, ks, kStride, vs, vStride);
     if (!rowValid)
       continue;
     int64_t j = j0 + lane;
-    float qk = 0.0f, dov = 0.0f;
-    for (int e = 0; e < g.headDim; ++e)
-      qk += qRow[e] * ks[lane * kStride + e];
-    for (int e = 0; e < g.valueDim; ++e)
-      dov += dORow[e] * vs[lane * vStride + e];
+    float qk = dotShared(qRow, ks + lane * kStride, g.headDim);
+    float dov = dotShared(dORow, vs + lane * vStride, g.valueDim);
     float ds = 0.0f;
     if (j < end) {
-      float s = maskedScore<T>(g, mask, base, i, j, qk);
+      float s = maskedScore<T>(g, mask, thread.maskBase, i, j, qk);
       float p = expf(s - shift);
-      float gradient = dov * dropoutFactor(g, mode, key, n, i, j);
+      float gradient = dov * draw.factor(g, n, i, j);
       ds = p * (gradient - rowD);
     }
-    for (int c = 0; c < kTile; ++c) {
-      float dsc = __shfl_sync(0xffffffffu, ds, c);
-      for (int t = 0; t < kPerLane; ++t) {
-        int e = lane + t * kWarp;
-        if (e < g.headDim)
-          acc[t] += dsc * ks[c * kStride + e];
-      }
-    }
+    accumulateTile(acc, ds, ks, kStride, g.headDim, lane);
   }
   if (!rowValid)
     return;
-  for (int t = 0; t < kPerLane; ++t) {
-    int e = lane + t * kWarp;
-    if (e < g.headDim)
-      storeFromFloat(dQ, row * g.headDim + e, acc[t] * g.scale);
-  }
+  forLaneColumns(lane, g.headDim, [&](int t, int e) {
+    storeFromFloat(dQ, queryRows.at(i, e), acc[t] * g.scale);
+  });
 }
 
 /// Pass 2 of the backward: dK and dV, one warp a key row of one key/value
@@ -287,38 +370,28 @@ __global__ void __launch_bounds__(kRows *kWarp)
                            const void *mask, DropoutParams dropout,
                            const float *rowDot, T *dK, T *dV) {
   extern __shared__ float shared[];
-  int qStride = static_cast<int>(g.headDim) + 1;
-  int dOStride = static_cast<int>(g.valueDim) + 1;
-  float *qs = shared;
-  float *dos = qs + kTile * qStride;
-  float *keyRowsShared = dos + kTile * dOStride;
-  float *vRows = keyRowsShared + kRows * g.headDim;
-  float *tileLse = vRows + kRows * g.valueDim;
-  float *tileD = tileLse + kTile;
+  SharedLayout layout(g, AttentionPass::GradKey);
+  int qStride = layout.headStride, dOStride = layout.valueStride;
+  float *qs = shared, *dos = shared + layout.valueTile;
+  float *keyRowsShared = shared + layout.headRows;
+  float *vRows = shared + layout.valueRows;
+  float *tileLse = shared + layout.tileLse, *tileD = tileLse + kTile;
   int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  int64_t keyBlocks = (g.seqK + kRows - 1) / kRows;
+  int64_t keyBlocks = rowBlocks(g.seqK);
   int64_t kv = blockIdx.x / keyBlocks;
   int64_t firstKey = (blockIdx.x % keyBlocks) * kRows;
   int64_t j = firstKey + warp;
   bool keyValid = j < g.seqK;
   int64_t group = g.heads / g.kvHeads;
   int64_t b = kv / g.kvHeads, hk = kv % g.kvHeads;
-  const T *kBase = k + kv * g.seqK * g.headDim;
-  const T *vBase = v + kv * g.seqK * g.valueDim;
-  DeviceDropoutMode mode = readDropoutMode(dropout);
-  PhiloxStreamKey key =
-      makePhiloxStreamKey(dropout.seed, dropout.streamId, dropoutStep(dropout));
+  MatrixLayout keys = keyMatrix(g, kv);
+  MatrixLayout values = denseMatrix(kv, g.seqK, g.valueDim);
+  DropoutDraw draw(dropout);
   float *kRow = keyRowsShared + warp * g.headDim;
   float *vRow = vRows + warp * g.valueDim;
-  for (int e = lane; e < g.headDim; e += kWarp)
-    kRow[e] = !keyValid       ? 0.0f
-              : g.kTransposed ? loadAsFloat(kBase, e * g.seqK + j)
-                              : loadAsFloat(kBase, j * g.headDim + e);
-  for (int e = lane; e < g.valueDim; e += kWarp)
-    vRow[e] = keyValid ? loadAsFloat(vBase, j * g.valueDim + e) : 0.0f;
-  float dKAcc[kPerLane], dVAcc[kPerLane];
-  for (int t = 0; t < kPerLane; ++t)
-    dKAcc[t] = dVAcc[t] = 0.0f;
+  loadRow(k, keys, j, keyValid, kRow, lane);
+  loadRow(v, values, j, keyValid, vRow, lane);
+  float dKAcc[kPerLane] = {}, dVAcc[kPerLane] = {};
   // Causality: rows before firstKey - (sk - sq) see none of these keys.
   int64_t firstRow = 0;
   if (g.causal) {
@@ -327,26 +400,13 @@ __global__ void __launch_bounds__(kRows *kWarp)
   }
   for (int64_t hq = 0; hq < group; ++hq) {
     int64_t n = b * g.heads + hk * group + hq;
-    int64_t base =
-        g.mask != AttentionMaskKind::None ? attentionMaskBase(g, n) : 0;
+    int64_t base = maskStart(g, n);
+    MatrixLayout queryRows = denseMatrix(n, g.seqQ, g.headDim);
+    MatrixLayout outputRows = denseMatrix(n, g.seqQ, g.valueDim);
     for (int64_t i0 = firstRow; i0 < g.seqQ; i0 += kTile) {
       __syncthreads();
-      for (int idx = threadIdx.x; idx < kTile * g.headDim; idx += blockDim.x) {
-        int r = idx / static_cast<int>(g.headDim);
-        int e = idx % static_cast<int>(g.headDim);
-        int64_t i = i0 + r;
-        qs[r * qStride + e] =
-            i < g.seqQ ? loadAsFloat(q, (n * g.seqQ + i) * g.headDim + e)
-                       : 0.0f;
-      }
-      for (int idx = threadIdx.x; idx < kTile * g.valueDim; idx += blockDim.x) {
-        int r = idx / static_cast<int>(g.valueDim);
-        int e = idx % static_cast<int>(g.valueDim);
-        int64_t i = i0 + r;
-        dos[r * dOStride + e] =
-            i < g.seqQ ? loadAsFloat(dO, (n * g.seqQ + i) * g.valueDim + e)
-                       : 0.0f;
-      }
+      stageTile(q, queryRows, i0, qs, qStride);
+      stageTile(dO, outputRows, i0, dos, dOStride);
       for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
         int64_t i = i0 + r;
         tileLse[r] = i < g.seqQ ? lse[n * g.seqQ + i] : 0.0f;
@@ -358,43 +418,26 @@ __global__ void __launch_bounds__(kRows *kWarp)
       int64_t i = i0 + lane;
       float pd = 0.0f, ds = 0.0f;
       if (i < g.seqQ) {
-        float qk = 0.0f, dov = 0.0f;
-        for (int e = 0; e < g.headDim; ++e)
-          qk += qs[lane * qStride + e] * kRow[e];
-        for (int e = 0; e < g.valueDim; ++e)
-          dov += dos[lane * dOStride + e] * vRow[e];
+        float qk = dotShared(qs + lane * qStride, kRow, g.headDim);
+        float dov = dotShared(dos + lane * dOStride, vRow, g.valueDim);
         float s = maskedScore<T>(g, mask, base, i, j, qk);
-        float rowLse = tileLse[lane];
-        float p = expf(s - (rowLse == -INFINITY ? 0.0f : rowLse));
-        float factor = dropoutFactor(g, mode, key, n, i, j);
+        float p = expf(s - expShift(tileLse[lane]));
+        float factor = draw.factor(g, n, i, j);
         pd = p * factor;
         ds = p * (dov * factor - tileD[lane]);
       }
-      for (int r = 0; r < kTile; ++r) {
-        float pdr = __shfl_sync(0xffffffffu, pd, r);
-        float dsr = __shfl_sync(0xffffffffu, ds, r);
-        for (int t = 0; t < kPerLane; ++t) {
-          int e = lane + t * kWarp;
-          if (e < g.valueDim)
-            dVAcc[t] += pdr * dos[r * dOStride + e];
-          if (e < g.headDim)
-            dKAcc[t] += dsr * qs[r * qStride + e];
-        }
-      }
+      accumulateTile(dVAcc, pd, dos, dOStride, g.valueDim, lane);
+      accumulateTile(dKAcc, ds, qs, qStride, g.headDim, lane);
     }
   }
   if (!keyValid)
     return;
-  for (int t = 0; t < kPerLane; ++t) {
-    int e = lane + t * kWarp;
-    if (e < g.valueDim)
-      storeFromFloat(dV, (kv * g.seqK + j) * g.valueDim + e, dVAcc[t]);
-    if (e < g.headDim) {
-      int64_t at = g.kTransposed ? kv * g.headDim * g.seqK + e * g.seqK + j
-                                 : (kv * g.seqK + j) * g.headDim + e;
-      storeFromFloat(dK, at, dKAcc[t] * g.scale);
-    }
-  }
+  forLaneColumns(lane, g.valueDim, [&](int t, int e) {
+    storeFromFloat(dV, values.at(j, e), dVAcc[t]);
+  });
+  forLaneColumns(lane, g.headDim, [&](int t, int e) {
+    storeFromFloat(dK, keys.at(j, e), dKAcc[t] * g.scale);
+  });
 }
 
 bool fitsKernels(const AttentionGeometry &g) {
@@ -403,15 +446,20 @@ bool fitsKernels(const AttentionGeometry &g) {
          g.heads % g.kvHeads == 0;
 }
 
-/// Opts \p kernel into \p bytes of dynamic shared memory where that is
-/// more than the default 48 KiB.
-template <typename Kernel>
-cudaError_t allowSharedBytes(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024)
-    return cudaSuccess;
-  return cudaFuncSetAttribute(kernel,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(bytes));
+/// Launches \p kernel on \p blocks blocks of kRows warps with \p bytes of
+/// dynamic shared memory (opting in where that is more than the default
+/// 48 KiB).
+template <typename... Params, typename... Args>
+cudaError_t launchRowBlocks(void (*kernel)(Params...), int64_t blocks,
+                            size_t bytes, cudaStream_t stream, Args... args) {
+  if (bytes > 48 * 1024)
+    if (cudaError_t status = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            static_cast<int>(bytes)))
+      return status;
+  kernel<<<static_cast<unsigned>(blocks), kRows * kWarp, bytes, stream>>>(
+      args...);
+  return cudaGetLastError();
 }
 
 } // namespace
@@ -424,18 +472,14 @@ cudaError_t gmopt::cuda::launchFusedAttention(
     return cudaErrorInvalidValue;
   if (g.batch == 0 || g.seqQ == 0)
     return cudaSuccess;
-  int64_t blocks = g.batch * ((g.seqQ + kRows - 1) / kRows);
-  size_t bytes = sizeof(float) * (kTile * (g.headDim + 1) + kTile * g.valueDim +
-                                  kRows * g.headDim);
+  size_t bytes = SharedLayout(g, AttentionPass::Forward).bytes();
   GMOPT_DISPATCH_FLOAT_STORAGE(storage, T, {
-    auto kernel = attentionForwardKernel<T>;
-    if (cudaError_t status = allowSharedBytes(kernel, bytes))
-      return status;
-    kernel<<<static_cast<unsigned>(blocks), kRows * kWarp, bytes, stream>>>(
+    return launchRowBlocks(
+        attentionForwardKernel<T>, g.batch * rowBlocks(g.seqQ), bytes, stream,
         g, static_cast<const T *>(q), static_cast<const T *>(k),
         static_cast<const T *>(v), mask, dropout, static_cast<T *>(out), lse);
   });
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t gmopt::cuda::launchFusedAttentionGrad(
@@ -447,39 +491,26 @@ cudaError_t gmopt::cuda::launchFusedAttentionGrad(
     return cudaErrorInvalidValue;
   if (g.batch == 0)
     return cudaSuccess;
-  int64_t queryBlocks = g.batch * ((g.seqQ + kRows - 1) / kRows);
   int64_t kvMatrices = g.batch / (g.heads / g.kvHeads);
-  int64_t keyBlocks = kvMatrices * ((g.seqK + kRows - 1) / kRows);
-  size_t queryBytes =
-      sizeof(float) * (kTile * (g.headDim + 1) + kTile * (g.valueDim + 1) +
-                       kRows * (g.headDim + g.valueDim));
-  size_t keyBytes =
-      sizeof(float) * (kTile * (g.headDim + 1) + kTile * (g.valueDim + 1) +
-                       kRows * (g.headDim + g.valueDim) + 2 * kTile);
+  size_t queryBytes = SharedLayout(g, AttentionPass::GradQuery).bytes();
+  size_t keyBytes = SharedLayout(g, AttentionPass::GradKey).bytes();
   GMOPT_DISPATCH_FLOAT_STORAGE(storage, T, {
-    if (g.seqQ > 0) {
-      auto queryKernel = attentionGradQueryKernel<T>;
-      if (cudaError_t status = allowSharedBytes(queryKernel, queryBytes))
+    if (g.seqQ > 0)
+      if (cudaError_t status = launchRowBlocks(
+              attentionGradQueryKernel<T>, g.batch * rowBlocks(g.seqQ),
+              queryBytes, stream, g, static_cast<const T *>(dO),
+              static_cast<const T *>(q), static_cast<const T *>(k),
+              static_cast<const T *>(v), static_cast<const T *>(o), lse, mask,
+              dropout, rowDot, static_cast<T *>(dQ)))
         return status;
-      queryKernel<<<static_cast<unsigned>(queryBlocks), kRows * kWarp,
-                    queryBytes, stream>>>(
-          g, static_cast<const T *>(dO), static_cast<const T *>(q),
-          static_cast<const T *>(k), static_cast<const T *>(v),
-          static_cast<const T *>(o), lse, mask, dropout, rowDot,
-          static_cast<T *>(dQ));
-      if (cudaError_t status = cudaGetLastError())
+    if (g.seqK > 0)
+      if (cudaError_t status = launchRowBlocks(
+              attentionGradKeyKernel<T>, kvMatrices * rowBlocks(g.seqK),
+              keyBytes, stream, g, static_cast<const T *>(dO),
+              static_cast<const T *>(q), static_cast<const T *>(k),
+              static_cast<const T *>(v), lse, mask, dropout, rowDot,
+              static_cast<T *>(dK), static_cast<T *>(dV)))
         return status;
-    }
-    if (g.seqK > 0) {
-      auto keyKernel = attentionGradKeyKernel<T>;
-      if (cudaError_t status = allowSharedBytes(keyKernel, keyBytes))
-        return status;
-      keyKernel<<<static_cast<unsigned>(keyBlocks), kRows * kWarp, keyBytes,
-                  stream>>>(
-          g, static_cast<const T *>(dO), static_cast<const T *>(q),
-          static_cast<const T *>(k), static_cast<const T *>(v), lse, mask,
-          dropout, rowDot, static_cast<T *>(dK), static_cast<T *>(dV));
-    }
   });
   return cudaGetLastError();
 }

@@ -24,6 +24,7 @@
 
 #include "backend/cuda/FusedKernels.h"
 #include "backend/cuda/LaunchSupport.h"
+#include "backend/cuda/WarpRowSupport.h"
 
 #include <cmath>
 #include <type_traits>
@@ -33,7 +34,7 @@ using namespace gmopt::cuda;
 
 namespace {
 
-constexpr int kWarp = 32;
+constexpr int kWarp = kWarpSize;
 constexpr int kGemmTile = 32;
 constexpr int kGemmRowsPerThread = 4;
 constexpr int kRowThreads = 256;
@@ -98,27 +99,9 @@ cudaError_t stridedGemm(int64_t m, int64_t n, int64_t depth, const TA *a,
   return cudaGetLastError();
 }
 
-__device__ __forceinline__ int64_t loadLabel(const void *labels, bool labels32,
-                                             int64_t r) {
-  return labels32 ? static_cast<const int32_t *>(labels)[r]
-                  : static_cast<const int64_t *>(labels)[r];
-}
-
 __device__ __forceinline__ bool isIgnored(const CrossEntropyGeometry &g,
                                           int64_t label) {
   return g.hasIgnoreIndex && label == g.ignoreIndex;
-}
-
-__device__ __forceinline__ float warpMax(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
-__device__ __forceinline__ float warpSum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
 }
 
 /// The logits of vocabulary block [b0, b0 + bc) into the tile.
@@ -169,7 +152,7 @@ __global__ void onlineRowsKernel(CrossEntropyGeometry g, const float *tile,
       rowMax[r] == -INFINITY ? 0.0f : rowSum[r] * expf(rowMax[r] - best);
   rowSum[r] = previous + sum;
   rowMax[r] = best;
-  int64_t label = loadLabel(labels, g.labels32, r);
+  int64_t label = labelAt(labels, g.labels32, r);
   if (label >= b0 && label < b0 + bc)
     target[r] = row[label - b0];
 }
@@ -188,7 +171,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   int64_t counted = 0;
   for (int64_t r = threadIdx.x; r < g.rows; r += blockDim.x) {
     lse[r] = rowMax[r] + logf(rowSum[r]);
-    int64_t label = loadLabel(labels, g.labels32, r);
+    int64_t label = labelAt(labels, g.labels32, r);
     double value = 0;
     if (!isIgnored(g, label)) {
       if (label < 0 || label >= g.vocab) {
@@ -233,7 +216,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   __shared__ int64_t counts[kReduceThreads];
   int64_t counted = 0;
   for (int64_t r = threadIdx.x; r < g.rows; r += blockDim.x)
-    counted += !isIgnored(g, loadLabel(labels, g.labels32, r));
+    counted += !isIgnored(g, labelAt(labels, g.labels32, r));
   counts[threadIdx.x] = counted;
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
@@ -245,7 +228,7 @@ __global__ void __launch_bounds__(kReduceThreads)
                          ? 1.0 / static_cast<double>(counts[0])
                          : 1.0;
   for (int64_t r = threadIdx.x; r < g.rows; r += blockDim.x) {
-    bool ignored = isIgnored(g, loadLabel(labels, g.labels32, r));
+    bool ignored = isIgnored(g, labelAt(labels, g.labels32, r));
     double value = g.reduction == CrossEntropyReduction::None
                        ? static_cast<double>(loadAsFloat(dLoss, r))
                        : static_cast<double>(loadAsFloat(dLoss, 0)) * meanScale;
@@ -263,7 +246,7 @@ __global__ void gradientRowsKernel(CrossEntropyGeometry g, float *tile,
     return;
   float *row = tile + r * g.blockColumns;
   float f = factor[r], shift = lse[r];
-  int64_t label = loadLabel(labels, g.labels32, r);
+  int64_t label = labelAt(labels, g.labels32, r);
   for (int64_t c = lane; c < bc; c += kWarp) {
     float value = f == 0.0f ? 0.0f : expf(row[c] - shift) * f;
     if (f != 0.0f && b0 + c == label)

@@ -22,28 +22,79 @@
 #include "ir/ops/AttentionSpec.h"
 #include "ir/ops/CrossEntropySpec.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
 using namespace gmopt;
 using namespace gmopt::cuda;
 using namespace gmopt::cuda::dispatch;
 
 namespace {
 
+/// What a fused node's plan holds whatever the op: the element type, the
+/// kernels' geometry, forward or gradient, and the fp32 scratch a launch
+/// takes.
+template <typename Geometry> struct FusedPlan {
+  Storage storage = Storage::F32;
+  Geometry geometry;
+  bool grad = false;
+  uint64_t scratchBytes = 0;
+};
+
+/// The float storage common to a fused node's tensors but its operands
+/// \p skipOperands (labels, mask, ratio, training flag) and its fp32
+/// log-sum-exp: a gradient's operand \p gradLse, a forward's result 1.
+llvm::Expected<Storage>
+fusedStorage(const Node &node, bool grad,
+             llvm::SmallVector<unsigned, 4> skipOperands, unsigned gradLse) {
+  if (grad)
+    skipOperands.push_back(gradLse);
+  llvm::SmallVector<unsigned, 1> skipResults;
+  if (!grad)
+    skipResults.push_back(1);
+  return commonFloatStorage(node, skipOperands, skipResults);
+}
+
+/// The elements of \p value (-1 when it is absent).
+int64_t elementCount(const Value *value) {
+  return value ? static_cast<int64_t>(value->getType().getNumElements())
+               : int64_t(-1);
+}
+
+/// Whether \p lse is a log-sum-exp of \p rows rows: f32, one per row.
+bool isRowLse(const Value *lse, int64_t rows) {
+  return lse && lse->getType().getDType() == DType::F32 &&
+         elementCount(lse) == rows;
+}
+
+/// Runs \p launch with \p bytes of fp32 scratch (LaunchScratch), released
+/// after the launch is enqueued; the launch's error comes first.
+llvm::Error launchWithScratch(CudaCall &call, uint64_t bytes,
+                              llvm::function_ref<llvm::Error(float *)> launch) {
+  auto scratch = LaunchScratch::acquire(call, bytes);
+  if (!scratch)
+    return scratch.takeError();
+  llvm::Error err = launch(static_cast<float *>(scratch->get()));
+  llvm::Error released = scratch->release(call);
+  if (err) {
+    llvm::consumeError(std::move(released));
+    return err;
+  }
+  return released;
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 
-/// A FusedAttention or FusedAttentionGrad node, decoded once.
-struct AttentionPlan {
-  Storage storage = Storage::F32;
-  AttentionGeometry geometry;
+/// A FusedAttention or FusedAttentionGrad node, decoded once; its scratch
+/// (the gradient's) is D, one float per query row.
+struct AttentionPlan : FusedPlan<AttentionGeometry> {
   DropoutMode dropout;
-  bool grad = false;
   /// The mask operand (absent: none).
   std::optional<unsigned> maskOperand;
   /// Forward: the log-sum-exp result is present.
   bool writesLse = false;
-  /// Grad: the fp32 scratch of D, one float per query row.
-  uint64_t scratchBytes = 0;
 };
 
 llvm::Expected<AttentionPlan> decodeAttention(const Node &node) {
@@ -56,14 +107,8 @@ llvm::Expected<AttentionPlan> decodeAttention(const Node &node) {
   auto spec = AttentionSpec::get(node);
   if (!spec)
     return nodeError(node, llvm::toString(spec.takeError()));
-  llvm::SmallVector<unsigned, 4> skipOperands = {maskIndex, ratioIndex,
-                                                 trainingIndex};
-  if (plan.grad)
-    skipOperands.push_back(kGradLse);
-  llvm::SmallVector<unsigned, 1> skipResults;
-  if (!plan.grad)
-    skipResults.push_back(1);
-  auto storage = commonFloatStorage(node, skipOperands, skipResults);
+  auto storage = fusedStorage(node, plan.grad,
+                              {maskIndex, ratioIndex, trainingIndex}, kGradLse);
   if (!storage)
     return storage.takeError();
   plan.storage = *storage;
@@ -109,31 +154,24 @@ llvm::Expected<AttentionPlan> decodeAttention(const Node &node) {
   }
 
   int64_t rows = spec->batch * spec->seqQ;
-  auto checkLse = [&](const Value *lse) -> llvm::Error {
-    if (lse && (lse->getType().getDType() != DType::F32 ||
-                static_cast<int64_t>(lse->getType().getNumElements()) != rows))
-      return nodeError(node,
-                       "the log-sum-exp must be f32 with one entry per row");
-    return llvm::Error::success();
-  };
+  const Value *lse = plan.grad                  ? node.getOperand(kGradLse)
+                     : node.getNumResults() > 1 ? node.getResult(1)
+                                                : nullptr;
+  if (plan.grad && !lse)
+    return nodeError(node, "the log-sum-exp is required");
+  if (lse && !isRowLse(lse, rows))
+    return nodeError(node,
+                     "the log-sum-exp must be f32 with one entry per row");
   if (plan.grad) {
-    if (!node.getOperand(kGradLse))
-      return nodeError(node, "the log-sum-exp is required");
-    if (llvm::Error err = checkLse(node.getOperand(kGradLse)))
-      return err;
     int64_t outputElements = rows * spec->valueDim;
     for (unsigned i : {kGradDO, kGradO})
-      if (static_cast<int64_t>(
-              node.getOperand(i)->getType().getNumElements()) != outputElements)
+      if (elementCount(node.getOperand(i)) != outputElements)
         return nodeError(node, "dO and O must have the attention output's "
                                "shape");
     plan.scratchBytes = static_cast<uint64_t>(attentionGradScratchFloats(
                             spec->batch, spec->seqQ)) *
                         sizeof(float);
   } else {
-    const Value *lse = node.getNumResults() > 1 ? node.getResult(1) : nullptr;
-    if (llvm::Error err = checkLse(lse))
-      return err;
     plan.writesLse = lse != nullptr;
   }
 
@@ -169,23 +207,16 @@ llvm::Error launchAttention(CudaCall &call, const AttentionPlan &plan) {
             call.inPtr(kV), mask, dropout, call.outPtr(0),
             plan.writesLse ? call.outAs<float>(1) : nullptr, call.ctx.stream),
         "FusedAttention kernel");
-  auto scratch = LaunchScratch::acquire(call, plan.scratchBytes);
-  if (!scratch)
-    return scratch.takeError();
-  llvm::Error err = call.check(
-      launchFusedAttentionGrad(
-          plan.storage, plan.geometry, call.inPtr(kGradDO), call.inPtr(kGradQ),
-          call.inPtr(kGradK), call.inPtr(kGradV), call.inPtr(kGradO),
-          call.inAs<float>(kGradLse), mask, dropout,
-          static_cast<float *>(scratch->get()), call.outPtr(0), call.outPtr(1),
-          call.outPtr(2), call.ctx.stream),
-      "FusedAttentionGrad kernel");
-  llvm::Error released = scratch->release(call);
-  if (err) {
-    llvm::consumeError(std::move(released));
-    return err;
-  }
-  return released;
+  return launchWithScratch(call, plan.scratchBytes, [&](float *rowDot) {
+    return call.check(launchFusedAttentionGrad(
+                          plan.storage, plan.geometry, call.inPtr(kGradDO),
+                          call.inPtr(kGradQ), call.inPtr(kGradK),
+                          call.inPtr(kGradV), call.inPtr(kGradO),
+                          call.inAs<float>(kGradLse), mask, dropout, rowDot,
+                          call.outPtr(0), call.outPtr(1), call.outPtr(2),
+                          call.ctx.stream),
+                      "FusedAttentionGrad kernel");
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -193,12 +224,7 @@ llvm::Error launchAttention(CudaCall &call, const AttentionPlan &plan) {
 //===----------------------------------------------------------------------===//
 
 /// A FusedLinearCrossEntropy or its gradient, decoded once.
-struct CrossEntropyPlan {
-  Storage storage = Storage::F32;
-  CrossEntropyGeometry geometry;
-  bool grad = false;
-  uint64_t scratchBytes = 0;
-};
+using CrossEntropyPlan = FusedPlan<CrossEntropyGeometry>;
 
 llvm::Expected<CrossEntropyPlan> decodeCrossEntropy(const Node &node) {
   using namespace crossentropy;
@@ -208,13 +234,7 @@ llvm::Expected<CrossEntropyPlan> decodeCrossEntropy(const Node &node) {
   if (!spec)
     return nodeError(node, llvm::toString(spec.takeError()));
   unsigned labelsIndex = plan.grad ? kGradLabels : kLabels;
-  llvm::SmallVector<unsigned, 2> skipOperands = {labelsIndex};
-  if (plan.grad)
-    skipOperands.push_back(kGradLse);
-  llvm::SmallVector<unsigned, 1> skipResults;
-  if (!plan.grad)
-    skipResults.push_back(1);
-  auto storage = commonFloatStorage(node, skipOperands, skipResults);
+  auto storage = fusedStorage(node, plan.grad, {labelsIndex}, kGradLse);
   if (!storage)
     return storage.takeError();
   plan.storage = *storage;
@@ -239,20 +259,16 @@ llvm::Expected<CrossEntropyPlan> decodeCrossEntropy(const Node &node) {
 
   int64_t lossElements =
       spec->reduction == ops::LossReduction::None ? spec->rows : 1;
-  auto elements = [](const Value *value) {
-    return value ? static_cast<int64_t>(value->getType().getNumElements())
-                 : int64_t(-1);
-  };
   if (plan.grad) {
-    const Value *lse = node.getOperand(kGradLse);
-    if (!lse || lse->getType().getDType() != DType::F32 ||
-        elements(lse) != spec->rows)
+    if (!isRowLse(node.getOperand(kGradLse), spec->rows))
       return nodeError(node,
                        "the log-sum-exp must be f32 with one entry per row");
-    if (elements(node.getOperand(kGradDLoss)) != lossElements)
+    if (elementCount(node.getOperand(kGradDLoss)) != lossElements)
       return nodeError(node, "dloss does not fit the reduction");
-    if (elements(node.getResult(0)) != elements(node.getOperand(kGradH)) ||
-        elements(node.getResult(1)) != elements(node.getOperand(kGradW)))
+    if (elementCount(node.getResult(0)) !=
+            elementCount(node.getOperand(kGradH)) ||
+        elementCount(node.getResult(1)) !=
+            elementCount(node.getOperand(kGradW)))
       return nodeError(node, "dh and dW must have the shapes of h and W");
     plan.scratchBytes =
         static_cast<uint64_t>(crossEntropyBackwardScratchFloats(
@@ -260,8 +276,8 @@ llvm::Expected<CrossEntropyPlan> decodeCrossEntropy(const Node &node) {
         sizeof(float);
   } else {
     const Value *lse = node.getNumResults() > 1 ? node.getResult(1) : nullptr;
-    if (elements(node.getResult(0)) != lossElements || !lse ||
-        lse->getType().getDType() != DType::F32 || elements(lse) != spec->rows)
+    if (elementCount(node.getResult(0)) != lossElements ||
+        !isRowLse(lse, spec->rows))
       return nodeError(node, "the loss or the log-sum-exp has the wrong size");
     plan.scratchBytes = static_cast<uint64_t>(crossEntropyForwardScratchFloats(
                             g.rows, g.blockColumns)) *
@@ -272,35 +288,24 @@ llvm::Expected<CrossEntropyPlan> decodeCrossEntropy(const Node &node) {
 
 llvm::Error launchCrossEntropy(CudaCall &call, const CrossEntropyPlan &plan) {
   using namespace crossentropy;
-  auto scratch = LaunchScratch::acquire(call, plan.scratchBytes);
-  if (!scratch)
-    return scratch.takeError();
-  auto *floats = static_cast<float *>(scratch->get());
-  llvm::Error err = llvm::Error::success();
-  if (plan.grad) {
-    err =
-        call.check(launchFusedCrossEntropyGrad(
-                       plan.storage, plan.geometry, call.inPtr(kGradDLoss),
-                       call.inPtr(kGradH), call.inPtr(kGradW),
-                       call.inPtr(kGradLabels), call.inAs<float>(kGradLse),
-                       call.outPtr(0), call.outPtr(1), floats, call.ctx.stream),
-                   "FusedLinearCrossEntropyGrad kernel");
-  } else {
+  return launchWithScratch(call, plan.scratchBytes, [&](float *scratch) {
+    if (plan.grad)
+      return call.check(launchFusedCrossEntropyGrad(
+                            plan.storage, plan.geometry, call.inPtr(kGradDLoss),
+                            call.inPtr(kGradH), call.inPtr(kGradW),
+                            call.inPtr(kGradLabels), call.inAs<float>(kGradLse),
+                            call.outPtr(0), call.outPtr(1), scratch,
+                            call.ctx.stream),
+                        "FusedLinearCrossEntropyGrad kernel");
     // A label outside the vocabulary raises the launch's fault.
-    err = call.markFaultable();
-    if (!err)
-      err = call.check(launchFusedCrossEntropy(
-                           plan.storage, plan.geometry, call.inPtr(kH),
-                           call.inPtr(kW), call.inPtr(kLabels), call.outPtr(0),
-                           call.outAs<float>(1), floats, call.ctx.stream),
-                       "FusedLinearCrossEntropy kernel");
-  }
-  llvm::Error released = scratch->release(call);
-  if (err) {
-    llvm::consumeError(std::move(released));
-    return err;
-  }
-  return released;
+    if (llvm::Error err = call.markFaultable())
+      return err;
+    return call.check(launchFusedCrossEntropy(
+                          plan.storage, plan.geometry, call.inPtr(kH),
+                          call.inPtr(kW), call.inPtr(kLabels), call.outPtr(0),
+                          call.outAs<float>(1), scratch, call.ctx.stream),
+                      "FusedLinearCrossEntropy kernel");
+  });
 }
 
 } // namespace

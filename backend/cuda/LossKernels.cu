@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend/cuda/LossKernels.h"
+#include "backend/cuda/WarpRowSupport.h"
 
 #include <cfloat>
 
@@ -21,7 +22,7 @@ using namespace gmopt::cuda;
 
 namespace {
 
-constexpr int kWarp = 32;
+constexpr int kWarp = kWarpSize;
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
 
@@ -41,17 +42,6 @@ cudaError_t faultSink(FaultSink &sink) {
   return getKernelFaultWord(&sink.record, &sink.launchId);
 }
 
-__device__ __forceinline__ double warpSum(double v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-__device__ __forceinline__ float warpMax(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
 /// Sums each thread's \p loss and \p weight over the block in a fixed tree;
 /// thread 0 gets the totals.
 __device__ void blockSums(double &loss, double &weight) {
@@ -68,12 +58,6 @@ __device__ void blockSums(double &loss, double &weight) {
   }
   loss = partialLoss[0];
   weight = partialWeight[0];
-}
-
-__device__ __forceinline__ int64_t labelAt(const void *labels, bool labels32,
-                                           int64_t s) {
-  return labels32 ? static_cast<const int32_t *>(labels)[s]
-                  : static_cast<const int64_t *>(labels)[s];
 }
 
 /// Offset of class 0 of sample \p s.

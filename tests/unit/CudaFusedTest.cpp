@@ -47,12 +47,8 @@
 #include <vector>
 
 using namespace gmopt;
-using test::Agreement;
-using test::bools;
 using test::CaseMaker;
 using test::floatAttr;
-using test::floats;
-using test::int64s;
 using test::intAttr;
 using test::OpCase;
 
@@ -101,17 +97,18 @@ std::vector<AttentionInputs> attentionInputs(CaseMaker &m) {
     std::vector<uint8_t> masked(2 * 12 * 45);
     for (size_t i = 0; i < masked.size(); ++i)
       masked[i] = (i * 7) % 5 == 0 || (i >= 45 * 3 && i < 45 * 4);
-    cases.push_back({"bool mask, true masks, fill -1e4, K transposed, head 128",
-                     {m.rnd({2, 1, 12, 128}), m.rnd({2, 1, 128, 45}),
-                      m.rnd({2, 1, 45, 128}), bools({2, 1, 12, 45}, masked)},
-                     {intAttr("k_transposed", 1), intAttr("mask_true_keeps", 0),
-                      floatAttr("masked_value", -1e4f)}});
+    cases.push_back(
+        {"bool mask, true masks, fill -1e4, K transposed, head 128",
+         {m.rnd({2, 1, 12, 128}), m.rnd({2, 1, 128, 45}),
+          m.rnd({2, 1, 45, 128}), test::bools({2, 1, 12, 45}, masked)},
+         {intAttr("k_transposed", 1), intAttr("mask_true_keeps", 0),
+          floatAttr("masked_value", -1e4f)}});
   }
   // Dropout, the ratio and the training flag constants, with causality.
   cases.push_back(
       {"dropout 0.3 causal [1,2,37,32] x 37",
        {m.rnd({1, 2, 37, 32}), m.rnd({1, 2, 37, 32}), m.rnd({1, 2, 37, 32}),
-        TensorData(), floats({}, {0.3f}), bools({}, {1})},
+        TensorData(), test::floats({}, {0.3f}), test::bools({}, {1})},
        {intAttr("causal", 1)},
        4});
   return cases;
@@ -161,7 +158,7 @@ std::vector<CrossEntropyInputs> crossEntropyInputs(CaseMaker &m) {
   cases.push_back({"[6,16] x W[50,16] mean",
                    m.rnd({6, 16}),
                    m.rnd({50, 16}),
-                   int64s({6}, {0, 49, 7, 7, 31, 2}),
+                   test::int64s({6}, {0, 49, 7, 7, 31, 2}),
                    {}});
   {
     // Three vocabulary blocks (512, 512, 76), two ignored rows, sum.
@@ -171,7 +168,7 @@ std::vector<CrossEntropyInputs> crossEntropyInputs(CaseMaker &m) {
     cases.push_back({"[2,5,24] x W[1100,24] ignore -100 sum",
                      m.rnd({2, 5, 24}),
                      m.rnd({1100, 24}),
-                     int64s({2, 5}, labels),
+                     test::int64s({2, 5}, labels),
                      {intAttr("ignore_index", -100),
                       {"reduction", Attribute::getString("sum")}}});
   }
@@ -295,8 +292,8 @@ TEST(CudaFusedTest, AttentionDropoutDrawsTheUnfusedDropoutMask) {
   OpCase dropout;
   dropout.what = "Dropout [2,3,5,7] ratio 0.3";
   dropout.op = "Dropout";
-  dropout.inputs = {floats({2, 3, 5, 7}, ones), floats({}, {0.3f}),
-                    bools({}, {1})};
+  dropout.inputs = {test::floats({2, 3, 5, 7}, ones), test::floats({}, {0.3f}),
+                    test::bools({}, {1})};
   dropout.constantOperands = {1, 2};
   dropout.numResults = 2;
   auto cpu = test::runOpCase(dropout, /*onCuda=*/false);
