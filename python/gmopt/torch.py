@@ -102,8 +102,10 @@ class _Export:
     unused: list
     batch_dim: object
     batch: int
+    # .gm files compiled so far (their names).
     # The examples' shapes, in input_names order: the step's.
-    shapes: list
+    shapes: list = None
+    compiled: int = 0
 
     def autodiff_pipeline(self):
         """The passes that build the training step, before the pipeline:
@@ -111,7 +113,7 @@ class _Export:
         trainable = ",".join(self.onnx_to_torch)
         data = ",".join(self.input_names)
         return (f'canonicalize,autodiff{{loss=output,trainable="{trainable}",data="{data}"}},'
-                "tie-weights,")
+                "tie-weights")
 
     def dims(self, batch=None):
         return {} if self.batch_dim is None else {"batch": int(self.batch if batch is None else batch)}
@@ -221,18 +223,66 @@ def _budget_bytes(memory_limit):
     return None if memory_limit is None else parse_bytes(memory_limit)
 
 
-def _fitting_pipeline(export, batch, limit, pipeline):
-    """The pipeline and plan of the step at ``batch``: ``pipeline`` (the
-    default one when None) if its planned peak fits ``limit`` (or there is
-    no limit), else the least recompute that fits (the recompute pass's
-    budget mode). Raises gmopt.Error when nothing fits."""
-    prefix = export.autodiff_pipeline()
-    base = prefix + (pipeline or _DEFAULT_PIPELINE)
-    plan = _compile_plan(export.path, dims=export.dims(batch), pipeline=base)
+def _optimizer_options(torch, optimizer):
+    """``(options for _core.compile_forward, learning rate or None)`` of
+    ``compile_training``'s ``optimizer``."""
+    if optimizer is None:
+        return None, None
+    if isinstance(optimizer, str):
+        if optimizer not in ("sgd", "adamw"):
+            raise ValueError(f"optimizer: expected 'sgd', 'adamw', a dict, a torch.optim.SGD or "
+                             f"AdamW, or None; got {optimizer!r}")
+        return {"kind": optimizer}, None
+    if isinstance(optimizer, dict):
+        options = dict(optimizer)
+        learning_rate = options.pop("lr", None)
+        return options, learning_rate
+    if isinstance(optimizer, torch.optim.Optimizer):
+        kind = type(optimizer).__name__
+        if len(optimizer.param_groups) != 1:
+            raise ValueError(f"optimizer: gmopt's in-graph {kind} has one parameter group, this one has "
+                             f"{len(optimizer.param_groups)}")
+        group = optimizer.param_groups[0]
+        if type(optimizer) is torch.optim.SGD:
+            if group.get("momentum") or group.get("weight_decay") or group.get("nesterov") or group.get("maximize"):
+                raise ValueError("optimizer: gmopt's in-graph SGD is p -= lr * grad: momentum, "
+                                 "weight_decay, nesterov and maximize must be off")
+            return {"kind": "sgd"}, float(group["lr"])
+        if type(optimizer) is torch.optim.AdamW:
+            if group.get("amsgrad") or group.get("maximize"):
+                raise ValueError("optimizer: gmopt's in-graph AdamW has no amsgrad or maximize")
+            beta1, beta2 = group["betas"]
+            return ({"kind": "adamw", "beta1": float(beta1), "beta2": float(beta2),
+                     "epsilon": float(group["eps"]), "weight_decay": float(group["weight_decay"]),
+                     "adam_mode": 0, "correct_bias": 1}, float(group["lr"]))
+        raise ValueError(f"optimizer: gmopt builds SGD and AdamW in the graph; {kind} is neither")
+    raise TypeError(f"optimizer: expected 'sgd', 'adamw', a dict or a torch.optim optimizer, got "
+                    f"{type(optimizer).__name__}")
+
+
+def _compile_step(export, batch, pipeline, optimizer, backend):
+    """Builds the training step at ``batch`` (autodiff, then the optimizer
+    when given), compiles it with ``pipeline`` and writes it as a .gm file in
+    the export's folder: ``(path, the pipeline that ran)``."""
+    export.compiled += 1
+    path = os.path.join(export.directory.name, f"step_{export.compiled}.gm")
+    ran = _core.compile_forward(export.path, export.dims(batch), export.autodiff_pipeline(), pipeline,
+                                optimizer, path, backend)
+    return path, ran
+
+
+def _fitting_step(export, batch, limit, pipeline, optimizer, backend):
+    """The step at ``batch`` compiled with ``pipeline`` (the default one
+    when None) if its planned peak fits ``limit`` (or there is no limit),
+    else with the least recompute that fits (the recompute pass's budget
+    mode): ``(.gm path, pipeline, CompileResult)``. Raises gmopt.Error when
+    nothing fits."""
+    path, ran = _compile_step(export, batch, pipeline or _DEFAULT_PIPELINE, optimizer, backend)
+    plan = _compile_plan(path, backend=backend)
     if limit is None or plan.peak_bytes <= limit or pipeline is not None:
-        return base, plan
-    budget = prefix + _BUDGET_PIPELINE % limit
-    return budget, _compile_plan(export.path, dims=export.dims(batch), pipeline=budget)
+        return path, ran, plan
+    path, ran = _compile_step(export, batch, _BUDGET_PIPELINE % limit, optimizer, backend)
+    return path, ran, _compile_plan(path, backend=backend)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,12 +301,12 @@ class TorchTrainingSession:
     :func:`compile_training`). Parameters and gradients are named as in the
     module's ``named_parameters()``."""
 
-    def __init__(self, export, pipeline, plan, backend, threads, seed):
+    def __init__(self, export, compiled, pipeline, plan, optimizer, backend, threads, seed):
         self._export = export
         self.pipeline = pipeline
         self.plan = plan
-        self._session = Session(export.path, backend=backend, threads=threads, seed=seed,
-                                dims=export.dims(), pipeline=pipeline)
+        self.has_optimizer = optimizer is not None
+        self._session = Session(compiled, backend=backend, threads=threads, seed=seed)
         if plan is None:
             self.plan = CompileResult.from_memory(self._session.memory(), dims=export.dims())
         self._torch_to_onnx = {v: k for k, v in export.onnx_to_torch.items()}
@@ -289,15 +339,20 @@ class TorchTrainingSession:
             arrays.append(np.ascontiguousarray(value))
         return arrays
 
-    def train_step(self, *inputs_and_targets, accumulate=False):
+    def train_step(self, *inputs_and_targets, accumulate=False, update=False):
         """Forward and backward on the module's inputs followed by the
         loss's targets; returns a :class:`StepResult`. The gradients are this
         step's (as after ``zero_grad()``) unless ``accumulate`` adds them to
-        the previous steps'."""
+        the previous steps'. With ``update`` the in-graph optimizer updates
+        the parameters at the end of the same step (:meth:`optimizer_step`
+        without a second pass)."""
         arrays = self._feed(inputs_and_targets)
+        if update and not self.has_optimizer:
+            raise ValueError("update: the step was compiled without an optimizer "
+                             "(compile_training(..., optimizer=...))")
         if not accumulate:
             self._session.lazy_reset_grad()
-        outputs = self._session.train_step(*arrays)
+        outputs = self._session.train_step(*arrays, update=update)
         return StepResult(loss=float(np.asarray(outputs[0]).reshape(())), gradients=self.gradients())
 
     def gradients(self):
@@ -342,6 +397,27 @@ class TorchTrainingSession:
                 if gradients and grads.get(name) is not None:
                     named[name].grad = torch.from_numpy(grads[name]).to(named[name].dtype)
 
+    def optimizer_step(self):
+        """Applies the in-graph optimizer to the accumulated gradients."""
+        if not self.has_optimizer:
+            raise ValueError("optimizer_step: the step was compiled without an optimizer "
+                             "(compile_training(..., optimizer=...))")
+        self._session.optimizer_step()
+
+    @property
+    def learning_rate(self):
+        """The learning rate of the next update."""
+        return self._session.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._session.learning_rate = value
+
+    @property
+    def step_count(self):
+        """Updates done so far."""
+        return self._session.step_count
+
     def memory(self):
         """The planned and measured memory of the step (gmopt.Session.memory)."""
         return self._session.memory()
@@ -364,7 +440,13 @@ def compile_training(module, example_inputs, loss=None, *, targets=None, memory_
         memory_limit: a planned-peak budget (bytes or ``"512MiB"``): the
             default pipeline when it fits, else the least recompute whose
             plan fits (an error naming the smallest reachable peak if none).
-        optimizer: must be None: updates are PyTorch's (see docs/pytorch.md).
+        optimizer: None (gradients only: update with PyTorch), ``"sgd"``,
+            ``"adamw"``, a dict (``kind`` and AdamW's ``beta1``, ``beta2``,
+            ``epsilon``, ``weight_decay``, ``adam_mode``, ``correct_bias``,
+            and ``lr``), or a ``torch.optim.SGD`` (plain) or
+            ``torch.optim.AdamW`` whose one parameter group's settings and
+            learning rate are taken: the optimizer becomes part of the
+            compiled step (its state is in the plan).
         pipeline: gmopt's pass pipeline after the training step is built,
             instead of the default one.
         batch_dim: the inputs' batch axis (exported as the symbolic
@@ -375,20 +457,21 @@ def compile_training(module, example_inputs, loss=None, *, targets=None, memory_
     Returns:
         a :class:`TorchTrainingSession`.
     """
-    if optimizer is not None:
-        raise ValueError("optimizer: gmopt.torch returns gradients; update the parameters with a "
-                         "torch.optim optimizer (session.copy_to(module, gradients=True), "
-                         "optimizer.step(), session.load_from(module)), or train the compiled "
-                         "graph with gmopt-compile --train --optimizer=adamw")
+    torch = _import_torch()
     if pipeline is not None and memory_limit is not None:
         raise ValueError("give a pipeline or a memory_limit, not both")
     limit = _budget_bytes(memory_limit)
+    options, learning_rate = _optimizer_options(torch, optimizer)
     export = _export(module, example_inputs, loss, targets, batch_dim)
     if limit is None:
-        chosen, plan = export.autodiff_pipeline() + (pipeline or _DEFAULT_PIPELINE), None
+        compiled, ran = _compile_step(export, export.batch, pipeline or _DEFAULT_PIPELINE, options, backend)
+        plan = None
     else:
-        chosen, plan = _fitting_pipeline(export, export.batch, limit, pipeline)
-    return TorchTrainingSession(export, chosen, plan, backend, threads, seed)
+        compiled, ran, plan = _fitting_step(export, export.batch, limit, pipeline, options, backend)
+    session = TorchTrainingSession(export, compiled, ran, plan, options, backend, threads, seed)
+    if learning_rate is not None:
+        session.learning_rate = learning_rate
+    return session
 
 
 @dataclasses.dataclass(frozen=True)
@@ -426,7 +509,8 @@ class MemoryPlan:
 
 
 def plan_memory(module, example_inputs, batch_sizes=(1, 2, 4, 8), loss=None, *, targets=None,
-                limit=None, pipeline=None, batch_dim=0, max_batch_search=1 << 20):
+                limit=None, optimizer=None, pipeline=None, batch_dim=0, backend="cpu",
+                max_batch_search=1 << 20):
     """The planned peak of ``module``'s training step at each batch size and,
     given ``limit`` (bytes or ``"24GiB"``), the largest batch that fits,
     from gmopt's plans without running a step.
@@ -436,7 +520,9 @@ def plan_memory(module, example_inputs, batch_sizes=(1, 2, 4, 8), loss=None, *, 
     found by doubling then bisection (planned peaks grow with the batch); a
     size fits when the default pipeline's plan fits, or else the recompute
     pass's budget mode reaches the limit (``pipeline`` given: that pipeline
-    only). ``max_batch_search`` bounds the doubling.
+    only). ``optimizer`` (as :func:`compile_training`'s) puts the
+    optimizer and its state in the step planned. ``max_batch_search`` bounds
+    the doubling.
     """
     if batch_dim is None:
         raise ValueError("plan_memory needs a batch dimension (batch_dim)")
@@ -444,15 +530,18 @@ def plan_memory(module, example_inputs, batch_sizes=(1, 2, 4, 8), loss=None, *, 
     if not sizes or sizes[0] < 1:
         raise ValueError(f"batch_sizes: expected positive sizes, got {list(batch_sizes)}")
     limit = _budget_bytes(limit)
+    options, _ = _optimizer_options(_import_torch(), optimizer)
     export = _export(module, example_inputs, loss, targets, batch_dim)
     try:
-        prefix = export.autodiff_pipeline()
-        base = prefix + (pipeline or _DEFAULT_PIPELINE)
-        results = {b: _compile_plan(export.path, dims=export.dims(b), pipeline=base) for b in sizes}
+        results = {}
+        for batch in sizes:
+            path, _ = _compile_step(export, batch, pipeline or _DEFAULT_PIPELINE, options, backend)
+            results[batch] = _compile_plan(path, backend=backend)
+            os.remove(path)
         peaks = {b: r.peak_bytes for b, r in results.items()}
         if limit is None:
             return MemoryPlan(peaks=peaks, results=results)
-        found = _largest_fitting_batch(export, limit, pipeline, max_batch_search)
+        found = _largest_fitting_batch(export, limit, pipeline, options, backend, max_batch_search)
     finally:
         export.directory.cleanup()
     if found is None:
@@ -462,13 +551,14 @@ def plan_memory(module, example_inputs, batch_sizes=(1, 2, 4, 8), loss=None, *, 
                       max_batch_peak=plan.peak_bytes, max_batch_pipeline=chosen)
 
 
-def _largest_fitting_batch(export, limit, pipeline, most):
+def _largest_fitting_batch(export, limit, pipeline, optimizer, backend, most):
     cache = {}
 
     def fits(batch):
         if batch not in cache:
             try:
-                chosen, plan = _fitting_pipeline(export, batch, limit, pipeline)
+                path, chosen, plan = _fitting_step(export, batch, limit, pipeline, optimizer, backend)
+                os.remove(path)
                 cache[batch] = (chosen, plan) if plan.peak_bytes <= limit else None
             except _core.Error as err:
                 # The budget's "cannot meet the limit" is a no; anything else

@@ -22,6 +22,10 @@ void bindCompiler(pybind11::module_ &m);
 /// inspect_onnx, gmopt's ONNX importer (OnnxBindings.cpp).
 void bindOnnx(pybind11::module_ &m);
 
+/// compile_forward, a forward model's training step for gmopt.torch
+/// (TorchSupport.cpp).
+void bindTorchSupport(pybind11::module_ &m);
+
 } // namespace gmopt::python
 
 #endif // GMOPT_PYTHON_SRC_BINDINGS_H

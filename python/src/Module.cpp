@@ -33,4 +33,5 @@ PYBIND11_MODULE(_core, m) {
   bindTrainingSession(m);
   bindOnnx(m);
   bindCompiler(m);
+  bindTorchSupport(m);
 }

@@ -70,7 +70,8 @@ def test_missing_pytorch_is_a_clear_import_error(monkeypatch):
 def test_first_step_gradients_equal_autograd(name):
     bench, (module, inputs, loss, targets) = model(name)
     session = gmopt_torch.compile_training(module, inputs, loss, targets=targets)
-    assert "autodiff{" in session.pipeline and session.pipeline.endswith("plan-buffers")
+    assert session.pipeline.startswith("canonicalize,autodiff{loss=output,trainable=")
+    assert ",tie-weights,canonicalize{" in session.pipeline and ",plan-buffers{" in session.pipeline
     assert session.plan.peak_bytes > 0
     assert_matches_autograd(bench, session, module, inputs, loss, targets)
     # A second step overwrites the gradients (as after zero_grad); with
@@ -127,6 +128,44 @@ def test_tied_weights_get_the_sum_of_their_gradients():
     session = gmopt_torch.compile_training(module, inputs, loss, targets=targets)
     assert "head.weight" not in session.parameter_names
     assert_matches_autograd(bench, session, module, inputs, loss, targets)
+
+
+@needs_torch
+@pytest.mark.parametrize("kind, tolerance", [("sgd", 1e-5), ("adamw", 1e-4)])
+def test_in_graph_optimizer_follows_torch_optim(kind, tolerance):
+    """A torch.optim.SGD or AdamW handed to compile_training becomes the
+    step's in-graph optimizer (its settings and learning rate): three
+    updates leave the parameters where torch.optim's three leave them.
+    AdamW divides each gradient by its own running magnitude, which turns
+    fp32 rounding in the smallest gradients into visible update
+    differences: its bound is 1e-4 (the MLP, whose gradients have no
+    cancellation; a GPT's key bias, with gradients of 1e-10 that are pure
+    rounding, moves by the sign of the noise)."""
+    bench, (module, inputs, loss, targets) = model("mlp")
+    reference = load_bench().make_models(torch)["mlp"][0]
+    reference.load_state_dict(module.state_dict())
+    if kind == "sgd":
+        make = lambda params: torch.optim.SGD(params, lr=0.1)  # noqa: E731
+    else:
+        make = lambda params: torch.optim.AdamW(params, lr=1e-2, betas=(0.8, 0.99),  # noqa: E731
+                                                eps=1e-7, weight_decay=0.1)
+    session = gmopt_torch.compile_training(module, inputs, loss, targets=targets,
+                                           optimizer=make(module.parameters()))
+    assert session.has_optimizer and session.learning_rate == pytest.approx(0.1 if kind == "sgd" else 1e-2)
+    assert (session.plan.persistent_bytes["optimizer_state"] > 0) == (kind == "adamw")
+    ref_optimizer = make(reference.parameters())
+    for step in range(3):
+        got = session.train_step(*inputs, *targets, update=True)
+        ref_loss, _ = bench.autograd_step(torch, reference, inputs, loss, targets)
+        ref_optimizer.step()
+        assert got.loss == pytest.approx(ref_loss, rel=tolerance), step
+    assert session.step_count == 3
+    for name, param in reference.named_parameters():
+        rel, _ = bench.relative_error(session.parameters()[name], param.detach().numpy())
+        assert rel <= tolerance, f"{name}: {rel:.3e}"
+    plain = gmopt_torch.compile_training(module, inputs, loss, targets=targets)
+    with pytest.raises(ValueError, match="compiled without an optimizer"):
+        plain.train_step(*inputs, *targets, update=True)
 
 
 @needs_torch
@@ -193,8 +232,17 @@ def test_unsupported_inputs_are_clear_errors():
         gmopt_torch.compile_training(module, inputs)  # logits, no loss
     with pytest.raises(ValueError, match="loss: expected None, a callable"):
         gmopt_torch.compile_training(module, inputs, "hinge", targets=targets)
-    with pytest.raises(ValueError, match="optimizer: gmopt.torch returns gradients"):
-        gmopt_torch.compile_training(module, inputs, loss, targets=targets, optimizer="adamw")
+    with pytest.raises(ValueError, match="optimizer: expected 'sgd', 'adamw'"):
+        gmopt_torch.compile_training(module, inputs, loss, targets=targets, optimizer="lamb")
+    with pytest.raises(ValueError, match="Adam is neither"):
+        gmopt_torch.compile_training(module, inputs, loss, targets=targets,
+                                     optimizer=torch.optim.Adam(module.parameters()))
+    with pytest.raises(ValueError, match="momentum, weight_decay, nesterov and maximize must be off"):
+        gmopt_torch.compile_training(module, inputs, loss, targets=targets,
+                                     optimizer=torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9))
+    with pytest.raises(gmopt.Error, match="adam_mode"):
+        gmopt_torch.compile_training(module, inputs, loss, targets=targets,
+                                     optimizer={"kind": "adamw", "adam_mode": 3})
     with pytest.raises(ValueError, match="batch_dim=0: every input and target needs the same extent"):
         gmopt_torch.compile_training(module, inputs, loss, targets=torch.zeros(3, dtype=torch.long))
     session = gmopt_torch.compile_training(module, inputs, loss, targets=targets)
@@ -233,7 +281,7 @@ def test_memory_limit_picks_recompute_that_fits():
     assert_matches_autograd(bench, session, module, inputs, loss, targets)
     roomy = gmopt_torch.compile_training(module, inputs, loss, targets=targets,
                                          memory_limit=free.plan.peak_bytes)
-    assert "recompute{mode=selective}" in roomy.pipeline
+    assert "recompute{mode=selective," in roomy.pipeline
     with pytest.raises(gmopt.Error, match="cannot be met"):
         gmopt_torch.compile_training(module, inputs, loss, targets=targets, memory_limit="64KiB")
 
@@ -260,8 +308,8 @@ def test_plan_memory_peaks_and_largest_batch():
         # One more: the default plan is over the limit and recompute's
         # budget cannot bring it under.
         with pytest.raises(gmopt.Error, match="cannot be met"):
-            gmopt_torch._fitting_pipeline(export, fit.max_batch + 1, limit, None)
-        _, at_max = gmopt_torch._fitting_pipeline(export, fit.max_batch, limit, None)
+            gmopt_torch._fitting_step(export, fit.max_batch + 1, limit, None, None, "cpu")
+        _, _, at_max = gmopt_torch._fitting_step(export, fit.max_batch, limit, None, None, "cpu")
         assert at_max.peak_bytes == fit.max_batch_peak
     finally:
         export.directory.cleanup()
