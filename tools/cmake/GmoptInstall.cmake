@@ -1,7 +1,7 @@
 # Installing gmopt as a library: headers under include/gmopt/ (the same
 # "ir/IR.h" include lines as in the source tree), the static libraries, the
 # tools, a CMake package (find_package(gmopt) -> gmopt::ir, gmopt::passes,
-# gmopt::backend, gmopt::runtime, gmopt::driver, ...) and a pkg-config file, gmopt.pc.
+# gmopt::backend, gmopt::compiler, gmopt::runtime, gmopt::driver, ...) and a pkg-config file, gmopt.pc.
 # tests/consumer/ builds a program against the installed package.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -18,7 +18,7 @@ set(GMOPT_EXPORTED_LIBRARIES
   gmopt_llvm:llvm gmopt_warnings:warnings gmopt_gm_proto:gm_proto
   gmopt_ir:ir gmopt_passes:passes gmopt_backend:backend
   gmopt_backend_cpu:backend_cpu gmopt_backend_cuda:backend_cuda
-  gmopt_runtime:runtime gmopt_driver:driver)
+  gmopt_compiler:compiler gmopt_runtime:runtime gmopt_driver:driver)
 set(GMOPT_EXPORTED_TARGETS "")
 foreach(entry ${GMOPT_EXPORTED_LIBRARIES})
   string(REPLACE ":" ";" pair ${entry})
@@ -44,7 +44,7 @@ install(TARGETS gmopt-opt gmopt-compile gmopt-run
 set_target_properties(gmopt-opt gmopt-compile gmopt-run PROPERTIES
   INSTALL_RPATH_USE_LINK_PATH ON)
 
-foreach(dir ir passes backend tools/runtime tools/driver)
+foreach(dir ir passes backend tools/compiler tools/runtime tools/driver)
   get_filename_component(parent ${GMOPT_INSTALL_INCLUDEDIR}/${dir} DIRECTORY)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${parent}
     FILES_MATCHING PATTERN "*.h" PATTERN "*.def"
@@ -66,7 +66,7 @@ install(FILES ${CMAKE_BINARY_DIR}/gmoptConfig.cmake
 # Libs lists every library a static link needs, in link order: gmopt's own,
 # then its dependencies' files as the CMake targets know them.
 set(GMOPT_PC_LIBS "")
-foreach(lib driver runtime passes backend_cpu backend_cuda backend ir gm_proto)
+foreach(lib driver runtime compiler passes backend_cpu backend_cuda backend ir gm_proto)
   string(APPEND GMOPT_PC_LIBS " -lgmopt_${lib}")
 endforeach()
 # A dependency as a link flag: an imported library's file, a path, a flag

@@ -19,12 +19,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/compiler/Compiler.h"
+#include "tools/compiler/FitMemory.h"
+#include "tools/compiler/PhaseTimer.h"
 #include "tools/driver/Driver.h"
 #include "tools/driver/ExternalDataReport.h"
-#include "tools/driver/FitMemory.h"
 #include "tools/driver/OptimizerCLOptions.h"
 #include "tools/driver/PassManagerCLOptions.h"
-#include "tools/driver/PhaseTimer.h"
 #include "tools/driver/PlanTimeline.h"
 #include "tools/driver/ToolSupport.h"
 #include "tools/runtime/Checkpoint.h"
@@ -329,30 +330,28 @@ static int runGmoptCompile(int argc, char **argv) {
       return reportToolError(kTool, read.takeError());
     weights = std::move(*read);
   }
-  // Configures \p target to run \p text (with --weights' values for the
-  // passes that compare them).
-  auto setUpPasses = [&](PassManager &target,
-                         llvm::StringRef text) -> llvm::Error {
-    if (llvm::Error err = passOptions.configure(target))
-      return err;
-    if (llvm::Error err = target.addPipeline(text))
-      return err;
-    if (weights) {
-      const WeightSet *set = &*weights;
-      installParameterValues(target,
-                             [set](llvm::StringRef name) -> const TensorData * {
-                               const NamedTensor *tensor = set->lookup(name);
-                               return tensor ? &tensor->data : nullptr;
-                             });
-    }
-    return llvm::Error::success();
-  };
-  {
-    // The pipeline is checked before any work.
-    PassManager check;
-    if (llvm::Error err = setUpPasses(check, pipelineText))
-      return reportToolError(kTool, std::move(err));
+  CompileOptions compileOptions;
+  compileOptions.inputPath = inputFilename;
+  compileOptions.dims = *dimBindings;
+  compileOptions.pipeline = pipelineText;
+  if (*optimizer)
+    compileOptions.optimizer = **optimizer;
+  compileOptions.train = train;
+  compileOptions.autodiff = autodiffOptions;
+  if (weights) {
+    const WeightSet *set = &*weights;
+    compileOptions.parameterValue =
+        [set](llvm::StringRef name) -> const TensorData * {
+      const NamedTensor *tensor = set->lookup(name);
+      return tensor ? &tensor->data : nullptr;
+    };
   }
+  compileOptions.configurePasses = [&passOptions](PassManager &target) {
+    return passOptions.configure(target);
+  };
+  // The pipeline is checked before any work.
+  if (llvm::Error err = checkPipeline(compileOptions))
+    return reportToolError(kTool, std::move(err));
   if (ranksOption == 0)
     return reportToolError(
         kTool, llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -425,161 +424,29 @@ static int runGmoptCompile(int argc, char **argv) {
   auto input = readInputFile(inputFilename);
   if (!input)
     return reportToolError(kTool, input.takeError());
-  llvm::StringRef inputBytes = (*input)->getBuffer();
-  // --train builds the training step first; the optimizer then sees its
-  // signature like an imported one.
-  auto addOptimizer = [&](Module &target) -> llvm::Error {
-    if (train) {
-      // canonicalize folds the forward model's shape arithmetic first, so
-      // the gradients see static shapes where the batch is bound. Then
-      // tie-weights (auto) merges an exporter's copies of one parameter:
-      // torch's constant folding stores a tied LM head's transposed copy
-      // as a second initializer (PyTorch issue 108342), which would
-      // otherwise train as a weight of its own and drift from the original.
-      PassManager trainPasses;
-      trainPasses.addPass(std::make_unique<CanonicalizePass>());
-      trainPasses.addPass(std::make_unique<AutodiffPass>(autodiffOptions));
-      TieWeightsPass::Options tieOptions;
-      tieOptions.reportUndecided = false;
-      trainPasses.addPass(std::make_unique<TieWeightsPass>(tieOptions));
-      if (llvm::Error err = trainPasses.run(target))
-        return fileError(inputFilename, llvm::toString(std::move(err)));
-    }
-    if (!*optimizer)
-      return llvm::Error::success();
-    auto node = buildOptimizer(target, **optimizer);
-    if (!node)
-      return fileError(inputFilename, llvm::toString(node.takeError()));
-    return llvm::Error::success();
-  };
-
-  // --memory-limit: every candidate is imported and compiled like the
-  // output will be; the choice decides the bindings and the pipeline.
-  unsigned accumulate = 1;
-  std::optional<llvm::json::Object> fitJson;
-  if (fit) {
-    timer.start("memory-limit search", PhaseKind::Pass);
-    auto compileCandidate =
-        [&](const DimMap &dims,
-            llvm::StringRef text) -> llvm::Expected<CompiledCandidate> {
-      auto candidate =
-          loadModuleBytes(inputBytes, inputFilename, InputFormat::Onnx, dims);
-      if (!candidate)
-        return candidate.takeError();
-      if (llvm::Error err = addOptimizer(**candidate))
-        return err;
-      PassManager candidatePasses;
-      if (llvm::Error err = setUpPasses(candidatePasses, text))
-        return err;
-      CompiledCandidate result;
-      if (llvm::Error err = candidatePasses.run(**candidate)) {
-        uint64_t smallest = candidatePasses.getContext().getStatistic(
-            "recompute", "budget-smallest-peak");
-        if (!smallest)
-          return fileError(inputFilename, llvm::toString(std::move(err)));
-        llvm::consumeError(std::move(err));
-        result.smallestPeak = smallest;
-        return result;
-      }
-      result.module = std::move(*candidate);
-      return result;
-    };
-    const FitCandidate *chosen = nullptr;
-    std::optional<FitResult> fitResult;
-    std::optional<MaxBatchResult> batchResult;
-    if (!maxBatch.empty()) {
-      auto found = findMaxBatch(*fit, maxBatch, compileCandidate);
-      if (!found)
-        return reportToolError(kTool, found.takeError());
-      batchResult = std::move(*found);
-      printMaxBatch(*batchResult, maxBatch, llvm::outs());
-      chosen = &batchResult->fit.candidates[*batchResult->fit.chosen];
-      fitJson = maxBatchJson(*batchResult, maxBatch);
-    } else {
-      auto found = fitMemoryLimit(*fit, compileCandidate);
-      if (!found)
-        return reportToolError(kTool, found.takeError());
-      fitResult = std::move(*found);
-      printFitTable(*fitResult, llvm::outs());
-      if (!fitResult->chosen)
-        return reportToolError(kTool, noFitError(*fitResult, *fit));
-      chosen = &fitResult->candidates[*fitResult->chosen];
-      fitJson = fitResultJson(*fitResult);
-    }
-    *dimBindings = chosen->dims;
-    pipelineText = chosen->pipeline;
-    accumulate = chosen->accumulate;
-  }
-  // The collectives go in before anything schedules or plans, so the plan
-  // counts their buckets.
-  // (The --memory-limit search's choice already has its collective pass.)
-  if (ranksOption > 1 && !fit)
-    pipelineText =
-        (zeroOption == 0 ? "data-parallel{ranks=" + std::to_string(ranksOption)
-                         : "zero-shard{stage=" + std::to_string(zeroOption) +
-                               ",ranks=" + std::to_string(ranksOption)) +
-        ",bucket-bytes=" + bucketBytesOption +
-        (overlapOption ? ",overlap=true}" : "}") +
-        (pipelineText.empty() ? "" : ",") + pipelineText;
-  PassManager passManager;
-  if (llvm::Error err = setUpPasses(passManager, pipelineText))
-    return reportToolError(kTool, std::move(err));
-
-  if (fit)
-    timer.start("import", PhaseKind::Import);
-  auto module = loadModuleBytes(inputBytes, inputFilename, InputFormat::Onnx,
-                                *dimBindings);
-  if (!module)
-    return reportToolError(kTool, module.takeError());
-  // A forward model's shape subgraphs fold (canonicalize) before autodiff:
-  // its dimensions are checked after.
-  if (!train)
-    if (llvm::Error err = checkDimsBound(**module))
-      return reportToolError(
-          kTool, fileError(inputFilename, llvm::toString(std::move(err))));
-  if (!train && !(*module)->getSignature().hasGradients())
-    return reportToolError(
-        kTool, fileError(inputFilename,
-                         "no gradients found: this is not a training graph "
-                         "(expected ONNX Runtime's training_model.onnx or "
-                         "gradients exposed as outputs named X_grad)"));
-  // The whole step is one module: the optimizer is merged in before any
-  // pass runs, so every rewrite and the plan see it.
-  timer.start(train ? "autodiff and optimizer" : "merge optimizer",
-              PhaseKind::Import);
-  if (llvm::Error err = addOptimizer(**module))
-    return reportToolError(kTool, std::move(err));
-  if (train)
-    if (llvm::Error err = checkDimsBound(**module))
-      return reportToolError(
-          kTool, fileError(inputFilename, llvm::toString(std::move(err))));
-  // The container keeps the model as imported (for gmopt-run --baseline):
-  // a second import of the same bytes is the simplest faithful copy.
-  std::unique_ptr<Module> original;
-  if (writeGm || report || !reportJson.empty() || !timeline.empty()) {
-    timer.start("import original (for the container and baseline)",
-                PhaseKind::Import);
-    auto imported = loadModuleBytes(inputBytes, inputFilename,
-                                    InputFormat::Onnx, *dimBindings);
-    if (!imported)
-      return reportToolError(kTool, imported.takeError());
-    original = std::move(*imported);
-    if (llvm::Error err = addOptimizer(*original))
-      return reportToolError(kTool, std::move(err));
-  }
-
-  timer.stop();
-  if (llvm::Error err = passManager.run(**module))
-    return reportToolError(
-        kTool, fileError(inputFilename, llvm::toString(std::move(err))));
-  timer.addPassTimings(passManager);
-  std::string pipeline = passManager.getPipelineString();
-  recordPipeline(**module, pipeline);
-  if (accumulate > 1)
-    recordAccumulation(**module, accumulate);
+  compileOptions.inputBytes = (*input)->getBuffer();
+  compileOptions.ranks = ranksOption;
+  compileOptions.zeroStage = zeroOption;
+  compileOptions.bucketBytes = bucketBytesOption;
+  compileOptions.overlap = overlapOption;
+  compileOptions.fit = fit;
+  compileOptions.maxBatch = maxBatch;
+  compileOptions.keepOriginal =
+      writeGm || report || !reportJson.empty() || !timeline.empty();
+  compileOptions.timer = &timer;
+  compileOptions.log = &llvm::outs();
+  auto compiled = compile(compileOptions);
+  if (!compiled)
+    return reportToolError(kTool, compiled.takeError());
+  std::unique_ptr<Module> &module = compiled->module;
+  std::unique_ptr<Module> &original = compiled->original;
+  const std::string &pipeline = compiled->pipeline;
+  PassManager &passManager = *compiled->passManager;
+  unsigned accumulate = compiled->accumulate;
+  std::optional<llvm::json::Object> &fitJson = compiled->fitJson;
   llvm::outs() << kTool << ": pipeline: " << pipeline << '\n';
   if (train)
-    printTrainableSet(**module, llvm::outs());
+    printTrainableSet(*module, llvm::outs());
   if (passOptions.shouldPrintPipeline())
     llvm::errs() << "// pipeline: " << pipeline << '\n';
 
@@ -588,12 +455,12 @@ static int runGmoptCompile(int argc, char **argv) {
   // output) and given to the module only after (so no output stores it).
   bool wantReport = report || !reportJson.empty();
   bool trivialReport =
-      (wantReport || !timeline.empty()) && (*module)->plan.empty();
+      (wantReport || !timeline.empty()) && module->plan.empty();
   ExecutionPlan reportPlan;
   if (trivialReport) {
     timer.start("trivial plan for the report", PhaseKind::Report);
-    llvm::Expected<ExecutionPlan> trivial = makeReportPlan(
-        **module, inputFilename, passOptions.getWorkspaceModel());
+    llvm::Expected<ExecutionPlan> trivial =
+        makeReportPlan(*module, inputFilename, passOptions.getWorkspaceModel());
     if (!trivial)
       return reportToolError(kTool, trivial.takeError());
     reportPlan = std::move(*trivial);
@@ -604,31 +471,31 @@ static int runGmoptCompile(int argc, char **argv) {
   timer.start(writeGm ? "write .gm" : "write ONNX", PhaseKind::Write);
   if (writeGm) {
     llvm::Expected<std::string> bytes =
-        writeGmBytes(**module, *original, pipeline);
+        writeGmBytes(*module, *original, pipeline);
     if (!bytes)
       return reportToolError(
           kTool, fileError(outputFilename, llvm::toString(bytes.takeError())));
     if (llvm::Error err = outputs.write(outputFilename, *bytes))
       return reportToolError(kTool, std::move(err));
   } else if (llvm::Error err =
-                 exportOnnxFile(**module, outputFilename, outputs)) {
+                 exportOnnxFile(*module, outputFilename, outputs)) {
     return reportToolError(kTool, std::move(err));
   }
   if (!emitOnnx.empty()) {
     timer.start("write --emit-onnx", PhaseKind::Write);
-    if (llvm::Error err = exportOnnxFile(**module, emitOnnx, outputs))
+    if (llvm::Error err = exportOnnxFile(*module, emitOnnx, outputs))
       return reportToolError(kTool, std::move(err));
   }
   // Compiling needs shapes only: external weights stay unread (the .gm
   // refers to them), and the user learns which and where.
-  std::vector<UnreadExternalTensor> unread = findUnreadExternalData(**module);
+  std::vector<UnreadExternalTensor> unread = findUnreadExternalData(*module);
 
   if (trivialReport)
-    (*module)->plan = std::move(reportPlan);
+    module->plan = std::move(reportPlan);
   if (!timeline.empty()) {
     timer.start("memory timeline", PhaseKind::Report);
     auto page = renderPlanTimeline(
-        **module, *original, passOptions.getWorkspaceModel(), inputFilename);
+        *module, *original, passOptions.getWorkspaceModel(), inputFilename);
     if (!page)
       return reportToolError(
           kTool, fileError(inputFilename, llvm::toString(page.takeError())));
@@ -650,17 +517,17 @@ static int runGmoptCompile(int argc, char **argv) {
         llvm::outs() << kTool
                      << ": no planning pass ran; reporting the trivial plan "
                         "(no reuse)\n";
-      printPlanReport(**module, llvm::outs(), *eagerBaseline);
+      printPlanReport(*module, llvm::outs(), *eagerBaseline);
     }
     if (!reportJson.empty()) {
-      llvm::json::Object json = planReportJson(**module, *eagerBaseline);
+      llvm::json::Object json = planReportJson(*module, *eagerBaseline);
       json["plan"] = trivialReport ? "trivial" : "planned";
       json["pipeline"] = pipeline;
       if (!unread.empty())
         json["external_data"] = unreadExternalDataJson(unread);
       json["imported_nodes"] =
           static_cast<int64_t>(original->getGraph().getNumNodes());
-      json["nodes"] = static_cast<int64_t>((*module)->getGraph().getNumNodes());
+      json["nodes"] = static_cast<int64_t>(module->getGraph().getNumNodes());
       // Per pass, what it did: recompute's saved bytes before and after and
       // its FLOPs, plan-buffers' arena...
       json["pass_statistics"] = passStatisticsJson(passManager.getContext());
@@ -673,7 +540,7 @@ static int runGmoptCompile(int argc, char **argv) {
       llvm::json::Object predicted;
       for (StepThroughput preset :
            {StepThroughput::cpu(), StepThroughput::cuda()}) {
-        StepCost cost = estimateStepCost(**module, preset);
+        StepCost cost = estimateStepCost(*module, preset);
         predicted[preset.name] = llvm::json::Object{
             {"seconds", cost.accumulatedSeconds(accumulate)},
             {"flops", static_cast<int64_t>(cost.accumulatedFlops(accumulate))},

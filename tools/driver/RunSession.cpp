@@ -12,8 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/driver/RunSession.h"
+#include "tools/compiler/FitMemory.h"
 #include "tools/driver/DataParallelRun.h"
-#include "tools/driver/FitMemory.h"
 #include "tools/driver/GradientDump.h"
 
 #include "tools/driver/PassManagerCLOptions.h"

@@ -1,6 +1,6 @@
 //===- FitMemory.cpp - Fit a training step into a memory limit ------------===//
 
-#include "tools/driver/FitMemory.h"
+#include "tools/compiler/FitMemory.h"
 
 #include "backend/cuda/CudaDevice.h"
 #include "ir/Module.h"

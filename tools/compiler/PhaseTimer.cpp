@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/driver/PhaseTimer.h"
+#include "tools/compiler/PhaseTimer.h"
 
 #include "passes/Pass.h"
 #include "passes/PassManager.h"
