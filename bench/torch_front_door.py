@@ -13,7 +13,7 @@ autodiff and the default pipeline, runs one step, and the loss and every
 parameter's gradient are compared with PyTorch autograd's on the same batch:
 the error of a tensor is max|gmopt - torch| / max|torch|. Then
 gmopt.torch.plan_memory prints the GPT's planned peak per batch size and the
-largest batch that fits a limit.
+largest batch that fits a limit, without and with an in-graph AdamW.
 
     PYTHONPATH=python:build/python testdata/.venv/bin/python bench/torch_front_door.py [--limit 4MiB]
 
@@ -182,7 +182,13 @@ def main():
     print(f"\nplan_memory(gpt, batch_sizes={batches}, limit={args.limit!r}) "
           f"({time.time() - start:.1f} s)")
     print(plan.table())
-    print(f"pipeline at the largest batch: {plan.max_batch_pipeline.split('tie-weights,')[-1]}")
+    print("at the largest batch: " + ("recompute's budget mode" if "mode=budget" in plan.max_batch_pipeline
+                                      else "the default pipeline"))
+    start = time.time()
+    plan = gmopt_torch.plan_memory(module, inputs, batches, loss, targets=targets, limit=args.limit,
+                                   optimizer="adamw")
+    print(f"\nthe same with optimizer='adamw' (its moments in the plan) ({time.time() - start:.1f} s)")
+    print(plan.table())
     return 1 if failed else 0
 
 
