@@ -211,7 +211,7 @@ struct ReshapeState {
 };
 
 llvm::Expected<std::unique_ptr<KernelState>> prepareReshape(const Node &node) {
-  return makeKernelState(ReshapeState{node.getIntAttr("allowzero", 0) != 0});
+  return makeKernelState(ReshapeState{ops::reshapeAllowsZero(node)});
 }
 
 /// Reshape(data, shape): checks the output against the shape the

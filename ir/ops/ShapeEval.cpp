@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/ops/ShapeEval.h"
+#include "ir/IR.h"
 #include "ir/ops/Axes.h"
 
 #include "llvm/ADT/Twine.h"
@@ -59,6 +60,23 @@ ops::normalizeAxisList(llvm::ArrayRef<int64_t> axes, int64_t rank,
 //===----------------------------------------------------------------------===//
 // Reshape
 //===----------------------------------------------------------------------===//
+
+bool ops::reshapeAllowsZero(const Node &node) {
+  return node.getIntAttr("allowzero", 0) != 0;
+}
+
+SqueezeAxesSource ops::getSqueezeAxesSource(const Node &node) {
+  SqueezeAxesSource source;
+  int64_t version = node.getOpsetVersion();
+  source.fromOperand = version <= 0 || version >= 13;
+  if (source.fromOperand) {
+    source.given = node.getNumOperands() > 1 && node.getOperand(1);
+  } else {
+    source.given = node.hasAttr("axes");
+    source.attrAxes = node.getIntsAttr("axes", {});
+  }
+  return source;
+}
 
 llvm::Expected<llvm::SmallVector<ReshapeElement, 6>>
 ops::classifyReshapeTarget(llvm::ArrayRef<std::optional<int64_t>> target,

@@ -31,8 +31,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace gmopt {
+
+class Node;
+
 namespace ops {
 
 /// A static shape.
@@ -66,6 +70,23 @@ enum class ReshapeElement {
   /// An extent (a value >= 0, or an element not known yet).
   Extent,
 };
+
+/// Reshape \p node's allowzero (opset 14; false before).
+bool reshapeAllowsZero(const Node &node);
+
+/// Where Squeeze's and Unsqueeze's axes are: the `axes` attribute before
+/// opset 13, operand 1 from then on.
+struct SqueezeAxesSource {
+  /// The axes are operand 1.
+  bool fromOperand = false;
+  /// Axes are given at all (Squeeze without them removes every 1).
+  bool given = false;
+  /// The attribute's axes (empty from opset 13).
+  std::vector<int64_t> attrAxes;
+};
+
+/// The axes source of Squeeze / Unsqueeze \p node.
+SqueezeAxesSource getSqueezeAxesSource(const Node &node);
 
 /// The kinds of Reshape's \p target elements (nullopt: not known yet, an
 /// extent). Errors: "invalid shape element V" (below -1), "shape contains

@@ -55,7 +55,7 @@ llvm::Error inferReshape(InferenceContext &ctx) {
     return err;
   const TensorType &data = ctx.getInputType(0);
   DType dtype = data.getDType();
-  bool allowZero = ctx.getIntAttr("allowzero", 0) != 0;
+  bool allowZero = reshapeAllowsZero(ctx.getNode());
   std::optional<SymIntVector> target = shapeValueInput(ctx, 1);
   if (!target) {
     if (std::optional<int64_t> length = staticLength(ctx, 1))
@@ -195,18 +195,16 @@ InferenceFn inferSqueeze(bool axesFromInput) {
   return [axesFromInput](InferenceContext &ctx) -> llvm::Error {
     const TensorType &data = ctx.getInputType(0);
     DType dtype = data.getDType();
+    SqueezeAxesSource source = getSqueezeAxesSource(ctx.getNode());
     std::optional<std::vector<int64_t>> axes;
-    bool axesGiven;
+    bool axesGiven = source.given;
     if (axesFromInput) {
       if (auto err = checkDTypeIn(ctx, 1, kInt64Only, "axes"))
         return err;
-      axesGiven = ctx.hasInput(1);
       if (axesGiven)
         axes = intValuesInput(ctx, 1);
-    } else {
-      axesGiven = ctx.getAttr("axes") != nullptr;
-      if (axesGiven)
-        axes = ctx.getIntsAttr("axes");
+    } else if (axesGiven) {
+      axes = source.attrAxes;
     }
     if (!data.hasRank()) {
       setOutput(ctx, 0, TensorType::unranked(dtype));
@@ -263,7 +261,7 @@ InferenceFn inferUnsqueeze(bool axesFromInput) {
       numAxes =
           axes ? std::optional<int64_t>(axes->size()) : staticLength(ctx, 1);
     } else {
-      axes = ctx.getIntsAttr("axes");
+      axes = getSqueezeAxesSource(ctx.getNode()).attrAxes;
       numAxes = axes->size();
     }
     if (!data.hasRank() || !numAxes) {

@@ -371,14 +371,13 @@ private:
     return result;
   }
 
-  /// The axes of Squeeze/Unsqueeze: an attribute before opset 13, an
-  /// optional input from 13 on. Sets \p present to whether they were given.
+  /// The axes of Squeeze/Unsqueeze (ops::getSqueezeAxesSource). Sets
+  /// \p present to whether they were given.
   std::optional<std::vector<int64_t>> squeezeAxes(bool &present) const {
-    if (node.getOpsetVersion() < 13) {
-      present = node.hasAttr("axes");
-      return node.getIntsAttr("axes", {});
-    }
-    present = hasOperand(1);
+    ops::SqueezeAxesSource source = ops::getSqueezeAxesSource(node);
+    present = source.given;
+    if (!source.fromOperand)
+      return source.attrAxes;
     if (!present)
       return std::vector<int64_t>();
     return intList(1);
@@ -427,7 +426,7 @@ private:
         target->shape.size() != 1)
       return std::nullopt;
     auto shape = ops::reshapeTarget(data->shape, target->values,
-                                    node.getIntAttr("allowzero", 0) != 0);
+                                    ops::reshapeAllowsZero(node));
     if (!shape) {
       llvm::consumeError(shape.takeError());
       return std::nullopt;
