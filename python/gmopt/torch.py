@@ -202,7 +202,13 @@ def _export(module, example_inputs, loss, targets, batch_dim):
     path = os.path.join(directory.name, "forward.onnx")
     with open(path, "wb") as f:
         f.write(buffer.getvalue())
-    described = _core.inspect_onnx(path, {})
+    try:
+        described = _core.inspect_onnx(path, {})
+    except _core.Error as err:
+        directory.cleanup()
+        message = str(err).replace(path + ": ", "")
+        raise _core.Error(f"{type(module).__name__}: gmopt cannot compile its training step: "
+                          f"{message}") from None
     initializers = {entry["name"] for entry in described["initializers"]}
     onnx_to_torch, unused = {}, []
     for name, parameter in module.named_parameters():
@@ -258,6 +264,13 @@ def _optimizer_options(torch, optimizer):
         raise ValueError(f"optimizer: gmopt builds SGD and AdamW in the graph; {kind} is neither")
     raise TypeError(f"optimizer: expected 'sgd', 'adamw', a dict or a torch.optim optimizer, got "
                     f"{type(optimizer).__name__}")
+
+
+def _compile_error(module, export, err):
+    """gmopt.Error ``err`` of compiling ``module``'s export, told in the
+    module's terms (the export's temporary path left out)."""
+    message = str(err).replace(export.path + ": ", "")
+    return _core.Error(f"{type(module).__name__}: gmopt cannot compile its training step: {message}")
 
 
 def _compile_step(export, batch, pipeline, optimizer, backend):
@@ -463,11 +476,14 @@ def compile_training(module, example_inputs, loss=None, *, targets=None, memory_
     limit = _budget_bytes(memory_limit)
     options, learning_rate = _optimizer_options(torch, optimizer)
     export = _export(module, example_inputs, loss, targets, batch_dim)
-    if limit is None:
-        compiled, ran = _compile_step(export, export.batch, pipeline or _DEFAULT_PIPELINE, options, backend)
-        plan = None
-    else:
-        compiled, ran, plan = _fitting_step(export, export.batch, limit, pipeline, options, backend)
+    try:
+        if limit is None:
+            compiled, ran = _compile_step(export, export.batch, pipeline or _DEFAULT_PIPELINE, options, backend)
+            plan = None
+        else:
+            compiled, ran, plan = _fitting_step(export, export.batch, limit, pipeline, options, backend)
+    except _core.Error as err:
+        raise _compile_error(module, export, err) from None
     session = TorchTrainingSession(export, compiled, ran, plan, options, backend, threads, seed)
     if learning_rate is not None:
         session.learning_rate = learning_rate
@@ -542,6 +558,8 @@ def plan_memory(module, example_inputs, batch_sizes=(1, 2, 4, 8), loss=None, *, 
         if limit is None:
             return MemoryPlan(peaks=peaks, results=results)
         found = _largest_fitting_batch(export, limit, pipeline, options, backend, max_batch_search)
+    except _core.Error as err:
+        raise _compile_error(module, export, err) from None
     finally:
         export.directory.cleanup()
     if found is None:

@@ -269,6 +269,25 @@ def test_model_torch_cannot_export_is_a_clear_error():
 
 
 @needs_torch
+def test_model_gmopt_cannot_train_is_a_clear_error():
+    class Scan(torch.nn.Module):
+        def __init__(self, op):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(4, 4))
+            self.op = op
+
+        def forward(self, x):
+            return self.op(x @ self.weight).sum()
+
+    # An op gmopt does not know, and a loss with no gradient path.
+    with pytest.raises(gmopt.Error, match=r"^Scan: gmopt cannot compile its training step: "
+                                          r"unknown op 'CumSum'"):
+        gmopt_torch.compile_training(Scan(lambda z: torch.cumsum(z, 1)), torch.randn(2, 4))
+    with pytest.raises(gmopt.Error, match="no trainable parameter has a gradient"):
+        gmopt_torch.compile_training(Scan(torch.round), torch.randn(2, 4))
+
+
+@needs_torch
 def test_memory_limit_picks_recompute_that_fits():
     bench, (module, inputs, loss, targets) = model("gpt")
     free = gmopt_torch.compile_training(module, inputs, loss, targets=targets)
