@@ -13,9 +13,9 @@
 #include "tools/runtime/TrainingSession.h"
 
 #include "tests/unit/TestPaths.h"
+#include "tools/driver/ToolSupport.h"
 #include "tools/runtime/Runtime.h"
 #include "tools/runtime/TestDataSet.h"
-#include "tools/driver/ToolSupport.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -351,6 +351,44 @@ TEST(TrainingSession, EvalStepAndInferenceExport) {
     inputs.push_back(input->getName().str());
   EXPECT_EQ(inputs, (std::vector<std::string>{"input_ids", "labels"}));
   expectError(session->exportModelForInferencing(path, {"no_such"}));
+}
+
+TEST(TrainingSession, MemoryLimitAppliedAtOpen) {
+  auto plain = openGptTiny();
+  ASSERT_TRUE(plain);
+  std::vector<HostTensor> batch = batchFor(*plain);
+  double loss = lossOf(plain->trainStep(batch));
+  SessionMemory memory = take(plain->getMemory());
+  uint64_t peak = memory.planned.plannedBytes();
+  ASSERT_GT(peak, 0u);
+
+  auto state = take(CheckpointState::load(artifactsDir() + "/checkpoint"));
+  TrainingSessionOptions options;
+  options.backend = SessionBackend::Cpu;
+  options.threads = 1;
+  options.memoryLimitBytes = peak * 9 / 10;
+  auto limited = take(TrainingSession::open(
+      TrainingArtifacts::fromDirectory(artifactsDir()), state, options));
+  ASSERT_TRUE(limited);
+  // Compiled at the first step (the batch binds the dimensions), within the
+  // limit, and training the same numbers.
+  EXPECT_NEAR(lossOf(limited->trainStep(batch)), loss, 1e-5 * loss);
+  SessionMemory limitedMemory = take(limited->getMemory());
+  EXPECT_LE(limitedMemory.planned.plannedBytes(), *options.memoryLimitBytes);
+  EXPECT_NE(limitedMemory.pipeline, memory.pipeline);
+
+  // A limit nothing reaches is an error at the step that compiles.
+  options.memoryLimitBytes = 1024;
+  auto tooSmallState =
+      take(CheckpointState::load(artifactsDir() + "/checkpoint"));
+  auto tooSmall = take(
+      TrainingSession::open(TrainingArtifacts::fromDirectory(artifactsDir()),
+                            tooSmallState, options));
+  ASSERT_TRUE(tooSmall);
+  auto failed = tooSmall->trainStep(batch);
+  EXPECT_FALSE(bool(failed));
+  if (!failed)
+    llvm::consumeError(failed.takeError());
 }
 
 TEST(HostTensor, OwnsOrBorrows) {

@@ -232,10 +232,15 @@ void collectRanges(const Value *value, std::optional<IndexRange> &result,
     const Node *user = use.getOwner();
     if (!user)
       continue;
-    // Views and casts keep the values: follow them to the real consumer.
+    // Views, casts and splits keep the values: follow them to the real
+    // consumers (fuse-cross-entropy's forward-gradient mode splits the
+    // labels into token chunks, one loss each).
     if (use.getIndex() == 0 && user->getNumResults() && user->getResult(0) &&
-        (isViewNode(*user) || user->isa(kOnnxDomain, "Cast"))) {
-      collectRanges(user->getResult(0), result, depth + 1);
+        (isViewNode(*user) || user->isa(kOnnxDomain, "Cast") ||
+         user->isa(kOnnxDomain, "Split"))) {
+      for (unsigned i = 0, e = user->getNumResults(); i != e; ++i)
+        if (const Value *part = user->getResult(i))
+          collectRanges(part, result, depth + 1);
       continue;
     }
     std::optional<IndexRange> range = rangeOfUse(*user, use.getIndex());

@@ -105,6 +105,10 @@ struct TrainingSession::Impl {
   /// Compiles and prepares the training step, binding open dimensions and
   /// data inputs from \p inputs (none: every dimension must be bound).
   llvm::Error compile(llvm::ArrayRef<HostTensor> inputs);
+  /// The training step compiled by the compiler's search for the fastest
+  /// configuration within options.memoryLimitBytes.
+  llvm::Expected<RunnableModel>
+  compileToLimit(llvm::ArrayRef<HostTensor> inputs);
   /// Runs the training step once on \p inputs (none: the last ones) with
   /// the update signal \p update; \p zeroSeed makes its gradient zero.
   llvm::Expected<std::vector<HostTensor>> run(llvm::ArrayRef<HostTensor> inputs,

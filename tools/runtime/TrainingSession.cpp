@@ -16,10 +16,14 @@
 
 #include "tools/runtime/HostTensorData.h"
 
+#include "tools/compiler/Compiler.h"
+#include "tools/driver/PassManagerCLOptions.h"
+#include "tools/driver/ToolSupport.h"
 #include "tools/runtime/OptimizerStateMap.h"
 #include "tools/runtime/RuntimeSupport.h"
 
 #include "ir/OptimizerOps.h"
+#include "passes/DefaultPipeline.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -135,18 +139,18 @@ TrainingSession::open(const TrainingArtifacts &artifacts,
                       const TrainingSessionOptions &options) {
   if (state.getSession())
     return makeError("the checkpoint state is already attached to a session");
-  if (options.memoryLimitBytes)
-    return makeError("a memory limit needs the compiler's configuration "
-                     "search, which sessions do not run yet; compile with "
-                     "gmopt-compile and open the .gm file");
   auto impl = std::make_unique<Impl>();
   impl->artifacts = artifacts;
   impl->options = options;
   impl->state = state;
   impl->fromGm = isGmFile(artifacts.trainingModel);
-  if (impl->fromGm && !options.pipeline.empty())
+  if (impl->fromGm && (!options.pipeline.empty() || options.memoryLimitBytes))
     return makeError(artifacts.trainingModel +
-                     ": a .gm file is already compiled; it takes no pipeline");
+                     ": a .gm file is already compiled; it takes no pipeline "
+                     "and no memory limit");
+  if (options.memoryLimitBytes && !options.pipeline.empty())
+    return makeError("a memory limit chooses the pipeline; give one or the "
+                     "other");
   std::string notice;
   auto backend = selectBackend(toBackendKind(options.backend), notice);
   if (!backend)
@@ -224,10 +228,14 @@ llvm::Error TrainingSession::Impl::compile(llvm::ArrayRef<HostTensor> inputs) {
     tensor.data = toTensorData(inputs[i]);
     data.inputs.push_back(std::move(tensor));
   }
-  auto loaded = loadRunnableModel(
-      artifacts.trainingModel, options.dims, inputs.empty() ? nullptr : &data,
-      /*wantOriginal=*/false, options.pipeline,
-      optimizer ? &*optimizer : nullptr, options.externalDataDir, backend);
+  auto loaded =
+      options.memoryLimitBytes
+          ? compileToLimit(inputs)
+          : loadRunnableModel(artifacts.trainingModel, options.dims,
+                              inputs.empty() ? nullptr : &data,
+                              /*wantOriginal=*/false, options.pipeline,
+                              optimizer ? &*optimizer : nullptr,
+                              options.externalDataDir, backend);
   if (!loaded)
     return loaded.takeError();
   model = std::move(*loaded);
@@ -301,6 +309,53 @@ llvm::Error TrainingSession::Impl::compile(llvm::ArrayRef<HostTensor> inputs) {
       updates = static_cast<int64_t>(binding.data.getFloatElement(0));
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<RunnableModel>
+TrainingSession::Impl::compileToLimit(llvm::ArrayRef<HostTensor> inputs) {
+  // The open dimensions, from the inputs' shapes.
+  std::map<std::string, int64_t> dims = options.dims;
+  auto probe = loadModule(artifacts.trainingModel, InputFormat::Onnx, {});
+  if (!probe)
+    return probe.takeError();
+  for (size_t i = 0; i != inputs.size() && i != trainInputs.size(); ++i) {
+    const Value *input = findGraphInput(**probe, trainInputs[i]);
+    if (!input || !input->getType().hasRank() ||
+        input->getType().getRank() != inputs[i].getShape().size())
+      continue;
+    for (unsigned d = 0; d != input->getType().getRank(); ++d)
+      if (input->getType().getDim(d).isSymbolic())
+        dims.emplace(input->getType().getDim(d).getSymbol().str(),
+                     inputs[i].getShape()[d]);
+  }
+  // The compiler's search: the caller feeds every batch, so no gradient
+  // accumulation; no mixed precision unless a pipeline asks for it.
+  auto request =
+      makeFitRequest(std::to_string(*options.memoryLimitBytes), "",
+                     /*accumulate=*/false, "batch", "", dims, kDefaultPipeline);
+  if (!request)
+    return request.takeError();
+  CompileOptions compileOptions;
+  compileOptions.inputPath = artifacts.trainingModel;
+  compileOptions.dims = dims;
+  compileOptions.optimizer = optimizer;
+  compileOptions.fit = std::move(*request);
+  compileOptions.keepOriginal = false;
+  WorkspaceTarget target = backend == BackendKind::Cuda ? WorkspaceTarget::Cuda
+                                                        : WorkspaceTarget::Cpu;
+  compileOptions.configurePasses = [target](PassManager &passManager) {
+    passManager.getContext().setWorkspaceModel(
+        getWorkspaceModel(target), workspaceModelName(target).str());
+    return llvm::Error::success();
+  };
+  auto compiled = gmopt::compile(compileOptions);
+  if (!compiled)
+    return compiled.takeError();
+  RunnableModel runnable;
+  runnable.module = std::move(compiled->module);
+  runnable.pipeline = compiled->pipeline;
+  runnable.dims = runnable.module->dimBindings;
+  return runnable;
 }
 
 //===----------------------------------------------------------------------===//

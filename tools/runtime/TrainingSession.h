@@ -262,9 +262,10 @@ struct TrainingSessionOptions {
   /// and takes none.
   std::string pipeline;
   /// A memory budget in bytes: instead of `pipeline`, the compiler searches
-  /// for the fastest configuration whose planned peak fits (recompute,
-  /// mixed precision where allowed, gradient accumulation is never chosen
-  /// here since the caller feeds the batches). Not with a `.gm` file.
+  /// for the fastest configuration whose planned peak fits (gmopt-compile
+  /// --memory-limit's search, without mixed precision and without gradient
+  /// accumulation, since the caller feeds the batches); an error naming the
+  /// smallest reachable peak when none fits. Not with a `.gm` file.
   std::optional<uint64_t> memoryLimitBytes;
   /// Directory holding external-data weight files (empty: next to the
   /// model, or where the `.gm` file recorded them).
