@@ -6,9 +6,10 @@ The front door for a ``torch.nn.Module``:
   model (``torch.onnx.export``: opset 17, training mode, parameters as
   initializers under their ``named_parameters()`` names, constant folding off
   so parameters stay parameters), builds the training step with gmopt's own
-  autodiff (the ``autodiff`` pass, what ``gmopt-compile --train`` runs),
-  compiles it with gmopt's default pipeline (or a pipeline, or the least
-  recompute that fits a ``memory_limit``) and returns a
+  autodiff (the ``autodiff`` pass, what ``gmopt-compile --train`` runs) and,
+  if asked, an in-graph SGD or AdamW (``_core.compile_forward``), compiles it
+  with gmopt's default pipeline (or a pipeline, or the least recompute that
+  fits a ``memory_limit``) and returns a
   :class:`TorchTrainingSession` whose :meth:`~TorchTrainingSession.train_step`
   gives the loss and every parameter's gradient by its PyTorch name;
 * :func:`plan_memory` answers "what planned peak at each batch size, and the
@@ -32,10 +33,10 @@ from gmopt.compiler import CompileResult
 from gmopt.compiler import compile as _compile_plan
 from gmopt.session import Session
 
-# gmopt's default pipeline (passes/DefaultPipeline.h), run after the
-# training step is built; the memory-limit lever swaps its recompute pass.
-_DEFAULT_PIPELINE = ("canonicalize,fold-transpose,fold-scale,recompute{mode=selective},"
-                     "schedule,plan-buffers")
+# After the training step is built: gmopt's default pipeline
+# (passes/DefaultPipeline.h, which _core.compile_forward runs for ""), and
+# the memory-limit lever, that pipeline with its recompute pass in budget mode.
+_DEFAULT_PIPELINE = ""
 _BUDGET_PIPELINE = ("canonicalize,fold-transpose,fold-scale,recompute{mode=budget,memory-limit=%d},"
                     "schedule,plan-buffers")
 # The opset torch exports at: the newest gmopt's importer reads (docs/opsets.md).
@@ -102,9 +103,9 @@ class _Export:
     unused: list
     batch_dim: object
     batch: int
-    # .gm files compiled so far (their names).
     # The examples' shapes, in input_names order: the step's.
     shapes: list = None
+    # .gm files compiled so far (their names).
     compiled: int = 0
 
     def autodiff_pipeline(self):

@@ -6,7 +6,8 @@
 // built by a pipeline (gmopt.torch's `canonicalize,autodiff{...},
 // tie-weights`, what gmopt-compile --train runs), an in-graph optimizer is
 // appended when asked (ir/Optimizer.h's buildOptimizer, as --optimizer
-// does), the step is compiled by the pipeline given and the result is
+// does), the step is compiled by the pipeline given (empty: gmopt's default,
+// passes/DefaultPipeline.h) and the result is
 // written as a `.gm` file, which gmopt.Session opens and gmopt.compile
 // plans. The original module the container keeps is the same step before
 // that pipeline (gmopt-run --baseline's reference).
@@ -20,6 +21,7 @@
 #include "ir/Optimizer.h"
 #include "ir/serialization/GmFile.h"
 #include "ir/serialization/Onnx.h"
+#include "passes/DefaultPipeline.h"
 #include "passes/PassManager.h"
 #include "tools/driver/PassManagerCLOptions.h"
 #include "tools/driver/ToolSupport.h"
@@ -115,7 +117,9 @@ void gmopt::python::bindTorchSupport(py::module_ &m) {
         PassManager passes;
         passes.getContext().setWorkspaceModel(getWorkspaceModel(target),
                                               workspaceModelName(target).str());
-        check(passes.addPipeline(pipeline));
+        check(passes.addPipeline(pipeline.empty()
+                                     ? llvm::StringRef(kDefaultPipeline)
+                                     : llvm::StringRef(pipeline)));
         if (llvm::Error err = passes.run(*module))
           throw GmoptError(path + ": " + llvm::toString(std::move(err)));
         std::string ran =
@@ -132,5 +136,6 @@ void gmopt::python::bindTorchSupport(py::module_ &m) {
       "Builds a forward model's training step (step_pipeline: autodiff and "
       "what goes with it), appends the optimizer (None, or a dict with kind "
       "'sgd' or 'adamw' and AdamW's hyper-parameters), compiles it with "
-      "pipeline, writes it as a .gm file and returns the pipeline that ran.");
+      "pipeline (empty: the default one), writes it as a .gm file and "
+      "returns the pipeline that ran.");
 }
