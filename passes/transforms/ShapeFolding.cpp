@@ -383,6 +383,18 @@ private:
     return intList(1);
   }
 
+  /// \p data's values under \p shape (a view's result, as the shape
+  /// evaluator gives it), or not foldable when the evaluator refused it.
+  static std::optional<IntTensor>
+  relabel(IntTensor data, llvm::Expected<ops::StaticShape> shape) {
+    if (!shape) {
+      llvm::consumeError(shape.takeError());
+      return std::nullopt;
+    }
+    data.shape.assign(shape->begin(), shape->end());
+    return data;
+  }
+
   std::optional<IntTensor> foldUnsqueeze() {
     std::optional<IntTensor> data = operand(0);
     bool present = false;
@@ -390,14 +402,7 @@ private:
     if (!data || !axes || !present)
       return std::nullopt;
     auto shape = ops::unsqueezeShape(data->shape, *axes);
-    if (!shape) {
-      llvm::consumeError(shape.takeError());
-      return std::nullopt;
-    }
-    IntTensor result =
-        makeTensor(data->dtype, ShapeVector(shape->begin(), shape->end()));
-    result.values = std::move(data->values);
-    return result;
+    return relabel(std::move(*data), std::move(shape));
   }
 
   std::optional<IntTensor> foldSqueeze() {
@@ -410,14 +415,7 @@ private:
     if (present)
       selected = llvm::ArrayRef<int64_t>(*axes);
     auto shape = ops::squeezeShape(data->shape, selected);
-    if (!shape) {
-      llvm::consumeError(shape.takeError());
-      return std::nullopt;
-    }
-    IntTensor result =
-        makeTensor(data->dtype, ShapeVector(shape->begin(), shape->end()));
-    result.values = std::move(data->values);
-    return result;
+    return relabel(std::move(*data), std::move(shape));
   }
 
   std::optional<IntTensor> foldReshape() {
@@ -427,14 +425,7 @@ private:
       return std::nullopt;
     auto shape = ops::reshapeTarget(data->shape, target->values,
                                     ops::reshapeAllowsZero(node));
-    if (!shape) {
-      llvm::consumeError(shape.takeError());
-      return std::nullopt;
-    }
-    IntTensor result =
-        makeTensor(data->dtype, ShapeVector(shape->begin(), shape->end()));
-    result.values = std::move(data->values);
-    return result;
+    return relabel(std::move(*data), std::move(shape));
   }
 
   std::optional<IntTensor> foldCast() {

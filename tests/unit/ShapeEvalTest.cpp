@@ -257,4 +257,24 @@ TEST_F(ReduceAxesTest, ArgReduceHasOneAxisAndReadsAScalarAsOneLine) {
   EXPECT_EQ(failureOf(spec.resolve(3)), "axis 3 is out of range for rank 3");
 }
 
+TEST_F(ReduceAxesTest, SqueezeAxesSourceAndAllowZeroFollowTheOpset) {
+  module.opsetImports[""] = 11;
+  Node *old =
+      make(onnxOp("Squeeze"), {input("f32[1,3]")}, 1, {intsAttr("axes", {0})});
+  ops::SqueezeAxesSource source = ops::getSqueezeAxesSource(*old);
+  EXPECT_FALSE(source.fromOperand);
+  EXPECT_TRUE(source.given);
+  EXPECT_EQ(source.attrAxes, (Ints{0}));
+  module.opsetImports[""] = 13;
+  Node *newer = make(onnxOp("Unsqueeze"), {input("f32[3]"), i64s({0})});
+  source = ops::getSqueezeAxesSource(*newer);
+  EXPECT_TRUE(source.fromOperand && source.given);
+  Node *all = make(onnxOp("Squeeze"), {input("f32[1,3]")});
+  EXPECT_FALSE(ops::getSqueezeAxesSource(*all).given);
+  module.opsetImports[""] = 14;
+  Node *reshape = make(onnxOp("Reshape"), {input("f32[0,3]"), i64s({0, 3})}, 1,
+                       {intAttr("allowzero", 1)});
+  EXPECT_TRUE(ops::reshapeAllowsZero(*reshape));
+}
+
 } // namespace
