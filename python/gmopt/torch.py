@@ -37,8 +37,20 @@ from gmopt.session import Session
 # (passes/DefaultPipeline.h, which _core.compile_forward runs for ""), and
 # the memory-limit lever, that pipeline with its recompute pass in budget mode.
 _DEFAULT_PIPELINE = ""
-_BUDGET_PIPELINE = ("canonicalize,fold-transpose,fold-scale,recompute{mode=budget,memory-limit=%d},"
-                    "schedule,plan-buffers")
+_SELECTIVE = "recompute{mode=selective}"
+
+
+def _budget_pipeline(limit):
+    """The default pipeline with the least recompute whose plan fits
+    ``limit`` bytes in place of selective recompute."""
+    default = _core.default_pipeline
+    budget = f"recompute{{mode=budget,memory-limit={int(limit)}}}"
+    if _SELECTIVE in default:
+        return default.replace(_SELECTIVE, budget)
+    # A default without selective recompute: the budget goes before the schedule.
+    return default.replace("schedule", budget + ",schedule", 1)
+
+
 # The opset torch exports at: the newest gmopt's importer reads (docs/opsets.md).
 _OPSET = 17
 # What the wrapper is called inside the exported module: a parameter `w` of
@@ -295,7 +307,7 @@ def _fitting_step(export, batch, limit, pipeline, optimizer, backend):
     plan = _compile_plan(path, backend=backend)
     if limit is None or plan.peak_bytes <= limit or pipeline is not None:
         return path, ran, plan
-    path, ran = _compile_step(export, batch, _BUDGET_PIPELINE % limit, optimizer, backend)
+    path, ran = _compile_step(export, batch, _budget_pipeline(limit), optimizer, backend)
     return path, ran, _compile_plan(path, backend=backend)
 
 

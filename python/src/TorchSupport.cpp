@@ -93,6 +93,8 @@ buildStep(const std::string &path, const std::map<std::string, int64_t> &dims,
 } // namespace
 
 void gmopt::python::bindTorchSupport(py::module_ &m) {
+  // What an empty pipeline runs, for callers that vary one of its passes.
+  m.attr("default_pipeline") = kDefaultPipeline.str();
   m.def(
       "compile_forward",
       [](const std::string &path, const std::map<std::string, int64_t> &dims,
