@@ -81,6 +81,9 @@ def _as_tuple(torch, value, what):
     position of anything else."""
     if value is None:
         return ()
+    if isinstance(value, dict):
+        raise TypeError(f"{what}: keyword inputs are not exported; pass the tensors positionally "
+                        "(a wrapper module can name them)")
     items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     for index, item in enumerate(items):
         if not isinstance(item, torch.Tensor):

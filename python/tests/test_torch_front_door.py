@@ -226,6 +226,8 @@ def test_unsupported_inputs_are_clear_errors():
     _, (module, inputs, loss, targets) = model("mlp")
     with pytest.raises(TypeError, match=r"example_inputs\[1\]: expected a torch.Tensor, got int"):
         gmopt_torch.compile_training(module, (inputs[0], 3), loss, targets=targets)
+    with pytest.raises(TypeError, match="example_inputs: keyword inputs are not exported"):
+        gmopt_torch.compile_training(module, {"x": inputs[0]}, loss, targets=targets)
     with pytest.raises(TypeError, match="expected a torch.nn.Module, got function"):
         gmopt_torch.compile_training(lambda x: x, inputs, loss, targets=targets)
     with pytest.raises(ValueError, match="must return a floating-point scalar"):
