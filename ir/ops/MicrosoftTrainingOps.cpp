@@ -16,6 +16,7 @@
 
 #include "ir/OptimizerOps.h"
 #include "ir/ops/OpDefs.h"
+#include "ir/ops/ShapeEval.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -254,24 +255,13 @@ llvm::Error inferSplitTraining(InferenceContext &ctx) {
       sizes[i] = size.toDim();
     }
   } else if (split && !split->empty()) {
-    if (split->size() != numOutputs)
-      return ctx.error(llvm::formatv("split has {0} values but the node has "
-                                     "{1} outputs",
-                                     split->size(), numOutputs));
-    int64_t total = 0;
-    for (unsigned i = 0; i != numOutputs; ++i) {
-      if ((*split)[i] < 0)
-        return ctx.error("split sizes must not be negative");
-      std::optional<int64_t> sum = checkedAdd(total, (*split)[i]);
-      if (!sum)
-        return ctx.error("split sizes overflow");
-      total = *sum;
+    std::optional<int64_t> extent;
+    if (dim.isStatic())
+      extent = dim.getExtent();
+    if (auto total = checkSplitSizes(*split, numOutputs, *axis, extent); !total)
+      return ctx.error(llvm::toString(total.takeError()));
+    for (unsigned i = 0; i != numOutputs; ++i)
       sizes[i] = Dim::fixed((*split)[i]);
-    }
-    if (dim.isStatic() && dim.getExtent() != total)
-      return ctx.error(llvm::formatv("split sizes sum to {0} but axis {1} has "
-                                     "extent {2}",
-                                     total, *axis, dim.getExtent()));
   } else if (split && dim.isStatic()) {
     int64_t chunk = dim.getExtent() / numOutputs;
     int64_t leftover = dim.getExtent() - chunk * numOutputs;

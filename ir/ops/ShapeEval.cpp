@@ -308,3 +308,23 @@ ops::concatShape(llvm::ArrayRef<llvm::ArrayRef<int64_t>> inputs, int64_t axis) {
   }
   return out;
 }
+
+llvm::Expected<int64_t> ops::checkSplitSizes(llvm::ArrayRef<int64_t> split,
+                                             unsigned numOutputs, unsigned axis,
+                                             std::optional<int64_t> extent) {
+  if (split.size() != numOutputs)
+    return fail("split has " + llvm::Twine(split.size()) +
+                " values but the node has " + llvm::Twine(numOutputs) +
+                " outputs");
+  int64_t total = 0;
+  for (int64_t size : split) {
+    if (size < 0)
+      return fail("split size " + llvm::Twine(size) + " is negative");
+    if (llvm::AddOverflow(total, size, total))
+      return fail("split sizes overflow");
+  }
+  if (extent && *extent != total)
+    return fail("split sizes sum to " + llvm::Twine(total) + " but axis " +
+                llvm::Twine(axis) + " has extent " + llvm::Twine(*extent));
+  return total;
+}

@@ -232,6 +232,15 @@ squeezeShape(llvm::ArrayRef<int64_t> input,
 llvm::Expected<StaticShape>
 concatShape(llvm::ArrayRef<llvm::ArrayRef<int64_t>> inputs, int64_t axis);
 
+/// Checks Split's explicit \p split sizes for \p numOutputs outputs of an
+/// axis \p axis of \p extent (nullopt: not static) and returns their sum.
+/// Errors: "split has N values but the node has M outputs", "split size V
+/// is negative", "split sizes overflow", "split sizes sum to S but axis A
+/// has extent E".
+llvm::Expected<int64_t> checkSplitSizes(llvm::ArrayRef<int64_t> split,
+                                        unsigned numOutputs, unsigned axis,
+                                        std::optional<int64_t> extent);
+
 /// Range's length for scalars read as double (floats) or int64 (integers);
 /// error "delta must not be zero".
 template <typename T>

@@ -543,24 +543,14 @@ InferenceFn inferSplit(SplitForm form) {
     const Dim &dim = data.getDim(*axis);
     DimVector sizes;
     if (splitGiven && split) {
-      if (split->size() != numOutputs)
-        return ctx.error(llvm::formatv("split has {0} values but the node has "
-                                       "{1} outputs",
-                                       split->size(), numOutputs));
-      int64_t total = 0;
-      for (int64_t size : *split) {
-        if (size < 0)
-          return ctx.error(llvm::formatv("split size {0} is negative", size));
-        std::optional<int64_t> sum = checkedAdd(total, size);
-        if (!sum)
-          return ctx.error("split sizes overflow");
-        total = *sum;
+      std::optional<int64_t> extent;
+      if (dim.isStatic())
+        extent = dim.getExtent();
+      if (auto total = checkSplitSizes(*split, numOutputs, *axis, extent);
+          !total)
+        return ctx.error(llvm::toString(total.takeError()));
+      for (int64_t size : *split)
         sizes.push_back(Dim::fixed(size));
-      }
-      if (dim.isStatic() && total != dim.getExtent())
-        return ctx.error(llvm::formatv("split sizes sum to {0} but axis {1} "
-                                       "has extent {2}",
-                                       total, *axis, dim.getExtent()));
     } else if (splitGiven) {
       sizes.assign(numOutputs, Dim::unknown());
     } else {

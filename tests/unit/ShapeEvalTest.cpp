@@ -173,6 +173,20 @@ TEST(ShapeEvalTest, ExpandTileSqueezeUnsqueezeConcat) {
             "axis 2 is out of range for rank 2");
 }
 
+TEST(ShapeEvalTest, SplitSizesMustCoverTheAxis) {
+  EXPECT_EQ(*ops::checkSplitSizes({2, 3}, 2, 1, 5), 5);
+  EXPECT_EQ(*ops::checkSplitSizes({2, 3}, 2, 1, std::nullopt), 5);
+  EXPECT_EQ(failureOf(ops::checkSplitSizes({2}, 2, 0, 2)),
+            "split has 1 values but the node has 2 outputs");
+  EXPECT_EQ(failureOf(ops::checkSplitSizes({3, -1}, 2, 0, 2)),
+            "split size -1 is negative");
+  EXPECT_EQ(failureOf(ops::checkSplitSizes({2, 4}, 2, 0, 7)),
+            "split sizes sum to 6 but axis 0 has extent 7");
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(failureOf(ops::checkSplitSizes({kMax, kMax}, 2, 0, std::nullopt)),
+            "split sizes overflow");
+}
+
 TEST(ShapeEvalTest, CountElementsRefusesNegativeAndOverflow) {
   EXPECT_EQ(*ops::countElements({2, 3, 4}), 24);
   EXPECT_EQ(*ops::countElements({}), 1);
