@@ -115,6 +115,9 @@ void ops::registerAttentionOps(OpRegistry &registry) {
       .attrInt("k_transposed", 0)
       .attrInt("mask_true_keeps", 1)
       .attrFloat("masked_value", -INFINITY)
+      // The random stream id as ONNX export writes it when the forward and
+      // backward ops share it (ir/serialization/OnnxExport.cpp).
+      .optionalAttr("seed", Attribute::Kind::Int)
       .traits(TraitRandom)
       .amp(AmpClass::None)
       .infer(inferFusedAttention)
@@ -128,6 +131,9 @@ void ops::registerAttentionOps(OpRegistry &registry) {
       .attrInt("k_transposed", 0)
       .attrInt("mask_true_keeps", 1)
       .attrFloat("masked_value", -INFINITY)
+      // The random stream id as ONNX export writes it when the forward and
+      // backward ops share it (ir/serialization/OnnxExport.cpp).
+      .optionalAttr("seed", Attribute::Kind::Int)
       .traits(TraitRandom)
       .amp(AmpClass::None)
       .infer(inferFusedAttentionGrad)
