@@ -224,6 +224,10 @@ struct InputSources {
   /// the next source (test data, graph default, seeded init) instead of
   /// being an error.
   bool allowMissingWeights = false;
+  /// What a missing parameter's error tells the user to do (a tool names
+  /// its flag; a library caller leaves it empty for no hint).
+  std::string missingWeightsHint =
+      "pass --allow-missing-weights to initialize it";
   /// Seed of synthetic data and initial weights.
   uint64_t seed = 0;
   /// This process's data-parallel rank: a ZeRO shard input is bound as

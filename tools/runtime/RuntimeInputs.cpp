@@ -366,11 +366,12 @@ llvm::ArrayRef<float> floatsOf(const TensorData &data) {
 /// when the file holds none of them, an error when it holds only some or
 /// one of the wrong type. Parameter groups take the seeded initial value
 /// of a parameter the file lacks when \p allowMissing (or without a
-/// file), like an unsharded parameter.
+/// file), like an unsharded parameter; else the error ends with
+/// \p missingHint.
 llvm::Expected<std::optional<TensorData>>
 shardFromWhole(const ZeroShardGroup &group, const Value *input,
                const WeightSet *weights, bool allowMissing, uint64_t seed,
-               int64_t rank, int64_t ranks) {
+               int64_t rank, int64_t ranks, llvm::StringRef missingHint) {
   std::vector<TensorData> whole(group.whole.size());
   std::vector<std::string> missing;
   size_t found = 0;
@@ -402,10 +403,10 @@ shardFromWhole(const ZeroShardGroup &group, const Value *input,
           weights->path, quoted(input), group.whole.size(), found,
           missing.front()));
     if (weights && !allowMissing)
-      return makeError(weights->path + ": no value for parameter '" +
-                       missing.front() + "' (its ZeRO shard is " +
-                       quoted(input) +
-                       "; pass --allow-missing-weights to initialize it)");
+      return makeError(
+          weights->path + ": no value for parameter '" + missing.front() +
+          "' (its ZeRO shard is " + quoted(input) +
+          (missingHint.empty() ? "" : "; " + missingHint.str()) + ")");
     for (size_t i = 0, e = group.whole.size(); i != e; ++i)
       if (whole[i].isNull()) {
         auto data = initialParameter(
@@ -597,9 +598,9 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
     // A shard the file holds under its own name (saved by one rank) is
     // taken as it is; otherwise it is cut from the whole tensors.
     if (group && !(sources.weights && sources.weights->lookup(group->shard))) {
-      auto shard = shardFromWhole(*group, input, sources.weights,
-                                  sources.allowMissingWeights, sources.seed,
-                                  sources.rank, zero->ranks);
+      auto shard = shardFromWhole(
+          *group, input, sources.weights, sources.allowMissingWeights,
+          sources.seed, sources.rank, zero->ranks, sources.missingWeightsHint);
       if (!shard)
         return shard.takeError();
       if (*shard) {
@@ -619,7 +620,9 @@ gmopt::bindInputs(const Module &module, const InputSources &sources) {
       } else if (sources.weights && !sources.allowMissingWeights) {
         return makeError(sources.weights->path + ": no value for parameter " +
                          quoted(input) +
-                         " (pass --allow-missing-weights to initialize it)");
+                         (sources.missingWeightsHint.empty()
+                              ? ""
+                              : " (" + sources.missingWeightsHint + ")"));
       } else if (fromTestData) {
         if (llvm::Error err = useTensor(*fromTestData, InputOrigin::TestData))
           return err;

@@ -293,6 +293,7 @@ llvm::Error TrainingSession::Impl::compile(llvm::ArrayRef<HostTensor> inputs) {
   bool haveWeights = !boundWeights->tensors.empty();
   sources.weights = haveWeights ? &*boundWeights : nullptr;
   sources.seed = options.seed;
+  sources.missingWeightsHint.clear();
   auto bound = bindInputs(module, sources);
   if (!bound)
     return bound.takeError();
