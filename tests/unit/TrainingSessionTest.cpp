@@ -30,7 +30,9 @@ using namespace gmopt;
 
 namespace {
 
-std::string artifactsDir() { return testdataDir() + "/gpt_tiny"; }
+std::string artifactsDir(llvm::StringRef model = "gpt_tiny") {
+  return testdataDir() + "/" + model.str();
+}
 
 /// Fails the test with \p err's message when it is an error.
 #define ASSERT_OK(expr)                                                        \
@@ -53,16 +55,17 @@ template <typename T> T take(llvm::Expected<T> value) {
   return std::move(*value);
 }
 
-/// A CPU session over gpt_tiny's artifacts and checkpoint, one thread (the
+/// A CPU session over \p model's artifacts and checkpoint, one thread (the
 /// references were made with the same sums).
-std::unique_ptr<TrainingSession> openGptTiny(bool withOptimizer = true) {
-  auto state = CheckpointState::load(artifactsDir() + "/checkpoint");
+std::unique_ptr<TrainingSession>
+openArtifacts(bool withOptimizer = true, llvm::StringRef model = "gpt_tiny") {
+  auto state = CheckpointState::load(artifactsDir(model) + "/checkpoint");
   if (!state) {
     ADD_FAILURE() << llvm::toString(state.takeError());
     return nullptr;
   }
   TrainingArtifacts artifacts =
-      TrainingArtifacts::fromDirectory(artifactsDir());
+      TrainingArtifacts::fromDirectory(artifactsDir(model));
   if (!withOptimizer)
     artifacts.optimizerModel.clear();
   TrainingSessionOptions options;
@@ -78,8 +81,9 @@ std::unique_ptr<TrainingSession> openGptTiny(bool withOptimizer = true) {
 
 /// The data inputs of test_data_set_0, in the session's input order.
 std::vector<HostTensor> batchFor(const TrainingSession &session,
-                                 bool training = true) {
-  auto set = readTestDataSet(artifactsDir() + "/test_data_set_0");
+                                 bool training = true,
+                                 llvm::StringRef model = "gpt_tiny") {
+  auto set = readTestDataSet(artifactsDir(model) + "/test_data_set_0");
   if (!set) {
     ADD_FAILURE() << llvm::toString(set.takeError());
     return {};
@@ -128,7 +132,7 @@ private:
 };
 
 TEST(TrainingSession, NamesFollowOnnxRuntime) {
-  auto session = openGptTiny();
+  auto session = openArtifacts();
   ASSERT_TRUE(session);
   // What onnxruntime.training.api.Module reports for these artifacts.
   EXPECT_EQ(session->inputNames(true),
@@ -142,29 +146,36 @@ TEST(TrainingSession, NamesFollowOnnxRuntime) {
   EXPECT_EQ(session->getParametersSize(false), 273153);
 }
 
-TEST(TrainingSession, LossesEqualOnnxRuntimeAdamW) {
-  auto reference = readLossReference(artifactsDir() + "/adamw_losses.json");
+/// ONNX Runtime's loop (lazy_reset_grad, train step, optimizer step) on
+/// \p model's artifacts follows its recorded AdamW losses.
+void expectOnnxRuntimeAdamWLosses(llvm::StringRef model) {
+  auto reference =
+      readLossReference(artifactsDir(model) + "/adamw_losses.json");
   ASSERT_TRUE(bool(reference)) << llvm::toString(reference.takeError());
-  auto session = openGptTiny();
+  auto session = openArtifacts(true, model);
   ASSERT_TRUE(session);
-  std::vector<HostTensor> batch = batchFor(*session);
+  std::vector<HostTensor> batch = batchFor(*session, true, model);
   session->setLearningRate(static_cast<float>(reference->learningRate));
-  // ONNX Runtime's loop: lazy_reset_grad, train step, optimizer step.
   for (size_t step = 0; step != reference->losses.size(); ++step) {
     session->lazyResetGrad();
     double loss = lossOf(session->trainStep(batch));
     EXPECT_NEAR(loss, reference->losses[step],
                 1e-5 * std::abs(reference->losses[step]))
-        << "step " << step;
+        << model.str() << " step " << step;
     ASSERT_OK(session->optimizerStep());
   }
   EXPECT_EQ(session->getStepCount(),
             static_cast<int64_t>(reference->losses.size()));
 }
 
+TEST(TrainingSession, LossesEqualOnnxRuntimeAdamW) {
+  expectOnnxRuntimeAdamWLosses("gpt_tiny");
+  expectOnnxRuntimeAdamWLosses("bert_tiny");
+}
+
 TEST(TrainingSession, FusedStepEqualsTrainThenOptimizerStep) {
-  auto separate = openGptTiny();
-  auto fused = openGptTiny();
+  auto separate = openArtifacts();
+  auto fused = openArtifacts();
   ASSERT_TRUE(separate && fused);
   std::vector<HostTensor> batch = batchFor(*separate);
   for (int step = 0; step != 3; ++step) {
@@ -186,7 +197,7 @@ TEST(TrainingSession, FusedStepEqualsTrainThenOptimizerStep) {
 }
 
 TEST(TrainingSession, OptimizerStepChangesParameters) {
-  auto session = openGptTiny();
+  auto session = openArtifacts();
   ASSERT_TRUE(session);
   std::vector<HostTensor> batch = batchFor(*session);
   // Not before a training step: there is no gradient yet.
@@ -201,14 +212,14 @@ TEST(TrainingSession, OptimizerStepChangesParameters) {
   EXPECT_NE(before.getBytes(), after.getBytes());
   EXPECT_EQ(session->getStepCount(), 1);
   // Without an optimizer model there is no optimizer step.
-  auto plain = openGptTiny(/*withOptimizer=*/false);
+  auto plain = openArtifacts(/*withOptimizer=*/false);
   ASSERT_TRUE(plain);
   lossOf(plain->trainStep(batch));
   expectError(plain->optimizerStep());
 }
 
 TEST(TrainingSession, LearningRateAndLinearSchedule) {
-  auto session = openGptTiny();
+  auto session = openArtifacts();
   ASSERT_TRUE(session);
   // ONNX Runtime's default, then what set_learning_rate sets.
   EXPECT_FLOAT_EQ(session->getLearningRate(), 0.001f);
@@ -239,7 +250,7 @@ TEST(TrainingSession, LearningRateAndLinearSchedule) {
 }
 
 TEST(TrainingSession, CheckpointRoundTripWithPropertiesAndOptimizerState) {
-  auto session = openGptTiny();
+  auto session = openArtifacts();
   ASSERT_TRUE(session);
   std::vector<HostTensor> batch = batchFor(*session);
   for (int step = 0; step != 2; ++step) {
@@ -295,7 +306,7 @@ TEST(TrainingSession, CheckpointRoundTripWithPropertiesAndOptimizerState) {
 }
 
 TEST(TrainingSession, ContiguousParametersRoundTrip) {
-  auto session = openGptTiny();
+  auto session = openArtifacts();
   ASSERT_TRUE(session);
   HostTensor all = take(session->getContiguousParameters(false));
   EXPECT_EQ(all.getNumElements(), session->getParametersSize(false));
@@ -321,7 +332,7 @@ TEST(TrainingSession, ContiguousParametersRoundTrip) {
 }
 
 TEST(TrainingSession, EvalStepAndInferenceExport) {
-  auto session = openGptTiny();
+  auto session = openArtifacts();
   ASSERT_TRUE(session);
   // onnxruntime-training 1.19.2's eval of the checkpoint on test_data_set_0
   // (no update yet): the same value as its first training loss.
@@ -354,7 +365,7 @@ TEST(TrainingSession, EvalStepAndInferenceExport) {
 }
 
 TEST(TrainingSession, MemoryLimitAppliedAtOpen) {
-  auto plain = openGptTiny();
+  auto plain = openArtifacts();
   ASSERT_TRUE(plain);
   std::vector<HostTensor> batch = batchFor(*plain);
   double loss = lossOf(plain->trainStep(batch));
