@@ -90,9 +90,10 @@ TEST(PassStatisticsTest, DefaultPipelineReportsOnlyDeclaredStatistics) {
   EXPECT_EQ(undeclaredStatistics(context), std::vector<std::string>{});
   // Every pass of the default pipeline reports (so the check above saw
   // each pass's statistics, not an empty table).
-  std::set<std::string> expected = {"canonicalize", "fold-transpose",
-                                    "fold-scale",   "recompute",
-                                    "schedule",     "plan-buffers"};
+  std::set<std::string> expected = {
+      "canonicalize",   "fold-transpose",     "fold-scale",
+      "fuse-attention", "fuse-cross-entropy", "pack-dropout-masks",
+      "recompute",      "schedule",           "plan-buffers"};
   EXPECT_EQ(reportingPasses(context), expected);
 }
 
