@@ -297,6 +297,18 @@ TEST(TrainingSession, CheckpointRoundTripWithPropertiesAndOptimizerState) {
   EXPECT_NEAR(lossOf(resumed->trainStep(batch)), expectedNext,
               1e-6 * std::abs(expectedNext));
 
+  // The session itself goes back to the checkpoint.
+  ASSERT_OK(session->loadCheckpoint(path));
+  EXPECT_EQ(session->getStepCount(), 2);
+  session->lazyResetGrad();
+  EXPECT_NEAR(lossOf(session->trainStep(batch)), expected,
+              1e-6 * std::abs(expected));
+  ASSERT_OK(session->optimizerStep());
+  EXPECT_EQ(session->getStepCount(), 3);
+  session->lazyResetGrad();
+  EXPECT_NEAR(lossOf(session->trainStep(batch)), expectedNext,
+              1e-6 * std::abs(expectedNext));
+
   // Without the optimizer state the step count starts again.
   std::string plainPath = scratch.path("plain_checkpoint");
   ASSERT_OK(session->saveCheckpoint(plainPath, false));
