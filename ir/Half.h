@@ -6,6 +6,8 @@
 // Narrowing rounds to nearest, ties to even, including into the f16
 // subnormal range; infinities stay infinite, NaNs stay (quiet) NaNs with
 // their sign. Kernels compute in fp32 and use these only on load and store.
+// The functions are `__host__ __device__` under nvcc, so the CUDA kernels
+// (backend/cuda/ElementwiseMath.h) convert with this very code.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,24 +17,38 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__CUDACC__)
+#define GMOPT_HALF_HD __host__ __device__ __forceinline__
+#else
+#define GMOPT_HALF_HD inline
+#endif
+
 namespace gmopt {
 
 /// The bits of \p value.
-inline uint32_t floatBits(float value) {
+GMOPT_HALF_HD uint32_t floatBits(float value) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(value);
+#else
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
   return bits;
+#endif
 }
 
 /// The float whose bits are \p bits.
-inline float floatFromBits(uint32_t bits) {
+GMOPT_HALF_HD float floatFromBits(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
   float value;
   std::memcpy(&value, &bits, sizeof(value));
   return value;
+#endif
 }
 
 /// Widens an IEEE binary16 value to fp32 (exact).
-inline float halfToFloat(uint16_t half) {
+GMOPT_HALF_HD float halfToFloat(uint16_t half) {
   uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
   uint32_t exponent = (half >> 10) & 0x1fu;
   uint32_t mantissa = half & 0x3ffu;
@@ -47,7 +63,7 @@ inline float halfToFloat(uint16_t half) {
 }
 
 /// Narrows fp32 to IEEE binary16, rounding to nearest even.
-inline uint16_t floatToHalf(float value) {
+GMOPT_HALF_HD uint16_t floatToHalf(float value) {
   uint32_t bits = floatBits(value);
   uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   bits &= 0x7fffffffu;
@@ -71,12 +87,12 @@ inline uint16_t floatToHalf(float value) {
 }
 
 /// Widens a bfloat16 value to fp32 (exact).
-inline float bfloat16ToFloat(uint16_t value) {
+GMOPT_HALF_HD float bfloat16ToFloat(uint16_t value) {
   return floatFromBits(static_cast<uint32_t>(value) << 16);
 }
 
 /// Narrows fp32 to bfloat16, rounding to nearest even.
-inline uint16_t floatToBFloat16(float value) {
+GMOPT_HALF_HD uint16_t floatToBFloat16(float value) {
   uint32_t bits = floatBits(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a quiet NaN.
     return static_cast<uint16_t>((bits >> 16) | 0x40u);

@@ -6,8 +6,8 @@
 // the CPU kernels on random inputs (tests/unit/CudaElementwiseMathTest.cpp,
 // which runs without a GPU). Compiled by a host compiler the annotations
 // vanish. Everything computes in fp32, as the CPU backend does: 16-bit
-// tensors are widened on load and rounded to nearest even on store, with
-// conversions that are bit-identical to ir/Half.h.
+// tensors are widened on load and rounded to nearest even on store by
+// ir/Half.h's conversions, which are host and device code.
 //
 // The op codes are runtime values, not template parameters: one kernel per
 // storage type serves every op (a switch that is uniform across a warp), so
@@ -17,6 +17,8 @@
 
 #ifndef GMOPT_BACKEND_CUDA_ELEMENTWISEMATH_H
 #define GMOPT_BACKEND_CUDA_ELEMENTWISEMATH_H
+
+#include "ir/Half.h"
 
 #include <cmath>
 #include <cstdint>
@@ -32,77 +34,30 @@ namespace gmopt {
 namespace cuda {
 
 //===----------------------------------------------------------------------===//
-// 16-bit floats (bit-identical to ir/Half.h)
+// 16-bit floats (ir/Half.h's conversions)
 //===----------------------------------------------------------------------===//
 
+// One implementation, ir/Half.h's (host and device); the names the kernels
+// use forward to it.
+
 /// The bits of \p value.
-GMOPT_HD uint32_t bitsOfFloat(float value) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(value);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-#endif
-}
+GMOPT_HD uint32_t bitsOfFloat(float value) { return floatBits(value); }
 
 /// The float whose bits are \p bits.
-GMOPT_HD float floatOfBits(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-#endif
-}
+GMOPT_HD float floatOfBits(uint32_t bits) { return floatFromBits(bits); }
 
 /// Widens IEEE binary16 bits to fp32 (exact).
-GMOPT_HD float widenHalf(uint16_t half) {
-  uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
-  uint32_t exponent = (half >> 10) & 0x1fu;
-  uint32_t mantissa = half & 0x3ffu;
-  if (exponent == 0) {
-    float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
-    return floatOfBits(sign | bitsOfFloat(magnitude));
-  }
-  if (exponent == 0x1f)
-    return floatOfBits(sign | 0x7f800000u | (mantissa << 13));
-  return floatOfBits(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
+GMOPT_HD float widenHalf(uint16_t half) { return halfToFloat(half); }
 
 /// Narrows fp32 to IEEE binary16 bits, rounding to nearest even.
-GMOPT_HD uint16_t narrowToHalf(float value) {
-  uint32_t bits = bitsOfFloat(value);
-  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  bits &= 0x7fffffffu;
-  if (bits > 0x7f800000u)
-    return sign | 0x7e00u | static_cast<uint16_t>((bits >> 13) & 0x1ffu);
-  if (bits >= 0x47800000u)
-    return sign | 0x7c00u;
-  if (bits < 0x38800000u) {
-    // The fp32 adder rounds at the half subnormal's last place.
-    const uint32_t magicBits = 0x3f000000u;
-    float aligned = floatOfBits(bits) + floatOfBits(magicBits);
-    return sign | static_cast<uint16_t>(bitsOfFloat(aligned) - magicBits);
-  }
-  uint32_t mantissaOdd = (bits >> 13) & 1u;
-  bits += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + mantissaOdd;
-  return sign | static_cast<uint16_t>(bits >> 13);
-}
+GMOPT_HD uint16_t narrowToHalf(float value) { return floatToHalf(value); }
 
 /// Widens bfloat16 bits to fp32 (exact).
-GMOPT_HD float widenBFloat16(uint16_t value) {
-  return floatOfBits(static_cast<uint32_t>(value) << 16);
-}
+GMOPT_HD float widenBFloat16(uint16_t value) { return bfloat16ToFloat(value); }
 
 /// Narrows fp32 to bfloat16 bits, rounding to nearest even.
 GMOPT_HD uint16_t narrowToBFloat16(float value) {
-  uint32_t bits = bitsOfFloat(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  uint32_t roundingBias = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + roundingBias) >> 16);
+  return floatToBFloat16(value);
 }
 
 /// Storage of an f16 element in a kernel.
