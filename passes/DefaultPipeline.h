@@ -19,7 +19,9 @@
 // add 9% FLOPs on GPT-2 small). pack-dropout-masks stores the masks
 // selective recompute keeps as bits, losslessly. On GPT-2 small 8 x 1024
 // these take the planned peak from 0.381x to 0.255x of the eager baseline
-// at 2.2% more FLOPs than it (bench/README.md, "Default pipeline").
+// at 2.2% more FLOPs than it, and its CPU step at 1 x 1024 (one thread)
+// was 0.95-0.96x the previous default's (bench/README.md, "Default
+// pipeline").
 // Only registered passes may appear here (PassManagerTest checks that it
 // parses).
 //
