@@ -45,6 +45,27 @@ if len(got) != 3 or bad:
     sys.exit("error: the trained losses %s are not ONNX Runtime's %s" % (got, want))
 PY
 
+echo "-- examples/cpp/train_gpt: the loss falls, a resumed run is bit-identical"
+cmake -S "$src/examples/cpp" -B "$work/example-build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE="$buildType" \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
+  -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
+  "-DCMAKE_CXX_FLAGS_${buildType^^}=$cxxflags" >"$work/example-configure.log"
+cmake --build "$work/example-build" >"$work/example-build.log"
+example=(--repo "$src" --steps 30 --warmup 5 --eval-every 10 --checkpoint-every 15 --threads 1 --quiet)
+"$work/example-build/train_gpt" --out "$work/gpt-full" "${example[@]}"
+"$work/example-build/train_gpt" --out "$work/gpt-resumed" "${example[@]}" \
+  --resume "$work/gpt-full/checkpoint_15" >/dev/null
+cmp "$work/gpt-full/history.csv" "$work/gpt-resumed/history.csv" ||
+  { echo "error: the resumed run's losses differ from the uninterrupted run's"; exit 1; }
+"$python" - "$work/gpt-full/history.csv" <<'PY'
+import sys
+train = [float(line.split(",")[2]) for line in open(sys.argv[1]) if line.startswith("train,")]
+if len(train) != 30 or not sum(train[-5:]) / 5 < sum(train[:5]) / 5 - 1.0:
+    sys.exit("error: the example's loss did not fall: %s" % train)
+PY
+
 echo "-- the installed gmopt-compile, same passes without count-ops"
 "$prefix/bin/gmopt-compile" "$model" --dim batch=4,batch_x_seq=256 \
   --optimizer=none --passes=canonicalize,schedule,plan-buffers \
