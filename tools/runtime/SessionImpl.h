@@ -121,6 +121,11 @@ struct TrainingSession::Impl {
   llvm::Expected<OrtCheckpoint> snapshot(bool includeOptimizerState) const;
   /// Loads \p checkpoint's parameters and optimizer state into the session.
   llvm::Error restore(const OrtCheckpoint &checkpoint);
+  /// Makes \p checkpoint (described as \p description in messages) the
+  /// weights the compiled module binds (boundWeights) and adopts its
+  /// optimizer state (resumedGroup).
+  llvm::Error adoptCheckpoint(const OrtCheckpoint &checkpoint,
+                              llvm::StringRef description);
 };
 
 } // namespace gmopt

@@ -245,15 +245,12 @@ TrainingSession::Impl::snapshot(bool includeOptimizerState) const {
   return checkpoint;
 }
 
-llvm::Error TrainingSession::Impl::restore(const OrtCheckpoint &checkpoint) {
-  OrtCheckpoint &current = state.getImpl().checkpoint;
-  current = checkpoint;
-  if (!exe)
-    return llvm::Error::success();
-  // Bind again from the new state, keeping the compiled module.
+llvm::Error
+TrainingSession::Impl::adoptCheckpoint(const OrtCheckpoint &checkpoint,
+                                       llvm::StringRef description) {
   const Module &module = *model->module;
   WeightSet weights;
-  weights.path = "the checkpoint";
+  weights.path = description.str();
   weights.kind = WeightFileKind::OrtCheckpoint;
   weights.tensors = checkpoint.trainable;
   weights.tensors.insert(weights.tensors.end(), checkpoint.frozen.begin(),
@@ -271,6 +268,18 @@ llvm::Error TrainingSession::Impl::restore(const OrtCheckpoint &checkpoint) {
   if (!adoption)
     return adoption.takeError();
   resumedGroup = adoption->group;
+  return llvm::Error::success();
+}
+
+llvm::Error TrainingSession::Impl::restore(const OrtCheckpoint &checkpoint) {
+  OrtCheckpoint &current = state.getImpl().checkpoint;
+  current = checkpoint;
+  if (!exe)
+    return llvm::Error::success();
+  // Bind again from the new state, keeping the compiled module.
+  const Module &module = *model->module;
+  if (llvm::Error err = adoptCheckpoint(checkpoint, "the checkpoint"))
+    return err;
   for (const NamedTensor &tensor : boundWeights->tensors) {
     const Value *input = module.getGraph().lookupValue(tensor.name);
     if (!input || !input->isGraphInput())

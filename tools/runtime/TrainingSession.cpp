@@ -269,25 +269,8 @@ llvm::Error TrainingSession::Impl::compile(llvm::ArrayRef<HostTensor> inputs) {
   // Parameters, optimizer state and step count from the checkpoint state;
   // data inputs from the step's.
   const OrtCheckpoint &checkpoint = state.getImpl().checkpoint;
-  WeightSet weights;
-  weights.path = "the checkpoint state";
-  weights.kind = WeightFileKind::OrtCheckpoint;
-  weights.tensors = checkpoint.trainable;
-  weights.tensors.insert(weights.tensors.end(), checkpoint.frozen.begin(),
-                         checkpoint.frozen.end());
-  weights.optimizerGroups = checkpoint.optimizerGroups;
-  weights.properties = checkpoint.properties;
-  boundWeights = std::move(weights);
-  bool hasOptimizer = findOptimizerNode(module) != nullptr;
-  OptimizerStateOptions stateOptions;
-  stateOptions.updates = hasOptimizer;
-  stateOptions.ignore = !hasOptimizer;
-  stateOptions.allowMissing = true;
-  stateOptions.learningRate = learningRate;
-  auto adoption = adoptOrtOptimizerState(*boundWeights, module, stateOptions);
-  if (!adoption)
-    return adoption.takeError();
-  resumedGroup = adoption->group;
+  if (llvm::Error err = adoptCheckpoint(checkpoint, "the checkpoint state"))
+    return err;
   InputSources sources;
   sources.testData = inputs.empty() ? nullptr : &data;
   bool haveWeights = !boundWeights->tensors.empty();
