@@ -17,14 +17,21 @@ mkdir -p "$work"
 echo "-- cmake --install into $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 
+# build_against_prefix SOURCE BUILD NAME: configures and builds the project
+# in SOURCE against the installed package, with this build's toolchain;
+# logs go to $work/NAME-configure.log and $work/NAME-build.log.
+build_against_prefix() {
+  cmake -S "$1" -B "$2" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE="$buildType" \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
+    -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
+    "-DCMAKE_CXX_FLAGS_${buildType^^}=$cxxflags" >"$work/$3-configure.log"
+  cmake --build "$2" >"$work/$3-build.log"
+}
+
 echo "-- configure and build tests/consumer against it"
-cmake -S "$src/tests/consumer" -B "$work/cmake-build" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE="$buildType" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
-  -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
-  -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
-  "-DCMAKE_CXX_FLAGS_${buildType^^}=$cxxflags" >"$work/configure.log"
-cmake --build "$work/cmake-build" >"$work/build.log"
+build_against_prefix "$src/tests/consumer" "$work/cmake-build" consumer
 "$work/cmake-build/gmopt-consumer" "$model" >"$work/consumer.out"
 tail -n 20 "$work/consumer.out" | cut -c1-160
 echo "-- README's walkthrough program"
@@ -46,13 +53,7 @@ if len(got) != 3 or bad:
 PY
 
 echo "-- examples/cpp/train_gpt: the loss falls, a resumed run is bit-identical"
-cmake -S "$src/examples/cpp" -B "$work/example-build" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE="$buildType" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
-  -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
-  -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
-  "-DCMAKE_CXX_FLAGS_${buildType^^}=$cxxflags" >"$work/example-configure.log"
-cmake --build "$work/example-build" >"$work/example-build.log"
+build_against_prefix "$src/examples/cpp" "$work/example-build" example
 example=(--repo "$src" --steps 30 --warmup 5 --eval-every 10 --checkpoint-every 15 --threads 1 --quiet)
 "$work/example-build/train_gpt" --out "$work/gpt-full" "${example[@]}"
 "$work/example-build/train_gpt" --out "$work/gpt-resumed" "${example[@]}" \
