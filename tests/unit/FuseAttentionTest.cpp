@@ -62,22 +62,6 @@ constexpr AttentionGraph kGraphs[] = {
     {"llama_tiny_untied", "llama_tiny_untied", 4, 1},
 };
 
-/// The loss and every trainable gradient of one step of \p module run as
-/// step \p step (which keys the dropout masks), on two threads; \p planned
-/// when the module carries a plan of its own.
-std::vector<TensorData> trainStep(const Module &module,
-                                  const llvm::StringMap<TensorData> &inputs,
-                                  uint64_t step, bool planned = false) {
-  TrainedStep trained =
-      trainTestdataStep(module, inputs, AllocationMode::Planned, 2, step);
-  // A plan the executor made reserves every kernel's scratch (a plan
-  // plan-buffers made in a PassManager without a workspace model does not).
-  if (!planned) {
-    EXPECT_EQ(trained.unplannedScratchBytes, 0u);
-  }
-  return std::move(trained.results);
-}
-
 llvm::StringMap<TensorData> graphInputs(const AttentionGraph &graph) {
   llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.inputs);
   if (graph.dropoutRatio > 0)
@@ -113,19 +97,7 @@ TEST(FuseAttentionTestdataTest, GradientsMatchTheUnfusedGraph) {
       EXPECT_EQ(errorText(verifyModule(*fused)), "<success>");
       EXPECT_EQ(manager.getContext().getStatistic("fuse-attention", "fused"),
                 graph.layers);
-      for (uint64_t step : {0, 1, 5}) {
-        bool planned = *suffix != 0;
-        std::vector<TensorData> expected =
-            trainStep(*original, inputs, step, planned);
-        std::vector<TensorData> actual =
-            trainStep(*fused, inputs, step, planned);
-        ASSERT_EQ(actual.size(), expected.size());
-        ASSERT_GT(actual.size(), 1u);
-        for (size_t i = 0; i != expected.size(); ++i)
-          EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
-              << "step " << step << ", result " << i
-              << (i ? " (a gradient)" : " (the loss)");
-      }
+      expectSameSteps(*original, *fused, inputs, {0, 1, 5}, *suffix != 0);
     }
   }
 }

@@ -53,22 +53,6 @@ constexpr LossGraph kGraphs[] = {
     {"gpt_opset14", 4, 512},     {"gpt_opset20", 4, 512},
 };
 
-/// The loss and every trainable gradient of one step of \p module run as
-/// step \p step, on two threads; \p planned when the module carries a plan
-/// of its own.
-std::vector<TensorData> trainStep(const Module &module,
-                                  const llvm::StringMap<TensorData> &inputs,
-                                  uint64_t step, bool planned = false) {
-  TrainedStep trained =
-      trainTestdataStep(module, inputs, AllocationMode::Planned, 2, step);
-  // A plan the executor made reserves every kernel's scratch (a plan
-  // plan-buffers made in a PassManager without a workspace model does not).
-  if (!planned) {
-    EXPECT_EQ(trained.unplannedScratchBytes, 0u);
-  }
-  return std::move(trained.results);
-}
-
 TEST(FuseCrossEntropyTestdataTest, GradientsMatchTheUnfusedGraph) {
   for (const LossGraph &graph : kGraphs) {
     llvm::StringMap<TensorData> inputs = readTestdataInputs(graph.name);
@@ -95,19 +79,7 @@ TEST(FuseCrossEntropyTestdataTest, GradientsMatchTheUnfusedGraph) {
       EXPECT_EQ(errorText(verifyModule(*fused)), "<success>");
       EXPECT_EQ(
           manager.getContext().getStatistic("fuse-cross-entropy", "fused"), 1u);
-      for (uint64_t step : {0, 1, 5}) {
-        bool planned = *suffix != 0;
-        std::vector<TensorData> expected =
-            trainStep(*original, inputs, step, planned);
-        std::vector<TensorData> actual =
-            trainStep(*fused, inputs, step, planned);
-        ASSERT_EQ(actual.size(), expected.size());
-        ASSERT_GT(actual.size(), 1u);
-        for (size_t i = 0; i != expected.size(); ++i)
-          EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
-              << "step " << step << ", result " << i
-              << (i ? " (a gradient)" : " (the loss)");
-      }
+      expectSameSteps(*original, *fused, inputs, {0, 1, 5}, *suffix != 0);
     }
   }
 }
@@ -164,19 +136,7 @@ TEST(FuseCrossEntropyTestdataTest, ForwardGradientMatchesTheUnfusedGraph) {
         }
       EXPECT_EQ(losses, chunks);
       EXPECT_EQ(rows, tokens);
-      for (uint64_t step : {0, 1}) {
-        bool planned = *suffix != 0;
-        std::vector<TensorData> expected =
-            trainStep(*original, inputs, step, planned);
-        std::vector<TensorData> actual =
-            trainStep(*rewritten, inputs, step, planned);
-        ASSERT_EQ(actual.size(), expected.size());
-        ASSERT_GT(actual.size(), 1u);
-        for (size_t i = 0; i != expected.size(); ++i)
-          EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
-              << "step " << step << ", result " << i
-              << (i ? " (a gradient)" : " (the loss)");
-      }
+      expectSameSteps(*original, *rewritten, inputs, {0, 1}, *suffix != 0);
     }
   }
 }

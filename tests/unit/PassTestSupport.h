@@ -2,8 +2,9 @@
 //
 // The helpers of the tests that rewrite a graph and compare it with the
 // original (fold-scale, fold-transpose, fuse-attention, fuse-cross-entropy):
-// run a pipeline, count an op, and the relative error of a result against
-// its reference.
+// run a pipeline, count an op, the relative error of a result against its
+// reference, one training step, and the check that a rewritten graph trains
+// like its original.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +18,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace gmopt {
 namespace testing {
@@ -55,6 +58,42 @@ inline double relativeError(const TensorData &a, const TensorData &b) {
     maxRef = std::max(maxRef, std::fabs(b.getFloatElement(i)));
   }
   return maxDiff / maxRef;
+}
+
+/// The loss and every trainable gradient of one step of \p module run as
+/// step \p step (which keys the dropout masks), on two threads; \p planned
+/// when the module carries a plan of its own.
+inline std::vector<TensorData>
+trainStep(const Module &module, const llvm::StringMap<TensorData> &inputs,
+          uint64_t step, bool planned = false) {
+  TrainedStep trained =
+      trainTestdataStep(module, inputs, AllocationMode::Planned, 2, step);
+  // A plan the executor made reserves every kernel's scratch (a plan
+  // plan-buffers made in a PassManager without a workspace model does not).
+  if (!planned) {
+    EXPECT_EQ(trained.unplannedScratchBytes, 0u);
+  }
+  return std::move(trained.results);
+}
+
+/// Checks that \p rewritten trains like \p original at each of \p steps:
+/// the loss and every gradient within 1e-5 relative.
+inline void expectSameSteps(const Module &original, const Module &rewritten,
+                            const llvm::StringMap<TensorData> &inputs,
+                            std::initializer_list<uint64_t> steps,
+                            bool planned) {
+  for (uint64_t step : steps) {
+    std::vector<TensorData> expected =
+        trainStep(original, inputs, step, planned);
+    std::vector<TensorData> actual =
+        trainStep(rewritten, inputs, step, planned);
+    ASSERT_EQ(actual.size(), expected.size());
+    ASSERT_GT(actual.size(), 1u);
+    for (size_t i = 0; i != expected.size(); ++i)
+      EXPECT_LE(relativeError(actual[i], expected[i]), 1e-5)
+          << "step " << step << ", result " << i
+          << (i ? " (a gradient)" : " (the loss)");
+  }
 }
 
 } // namespace testing
