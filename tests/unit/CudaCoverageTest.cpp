@@ -46,7 +46,8 @@ const char *const kStillMissing[] = {
 
 TEST(CudaCoverageTest, EveryRegistryOpHasACudaKernel) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit): no kernel "
+    GTEST_SKIP() << "this machine has no CUDA toolkit (the CUDA backend is not "
+                    "built): no kernel "
                     "table to check";
   llvm::StringSet<> missingAllowed;
   for (const char *op : kStillMissing)

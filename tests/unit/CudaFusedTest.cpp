@@ -241,7 +241,8 @@ TEST(CudaFusedTest, CasesRunOnTheCpuBackendAndPassTheCudaChecks) {
 
 TEST(CudaFusedTest, TheFusedOpsDecodeAtPrepareWithTheirScratch) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   for (llvm::StringRef op :
        {kFusedAttentionOp, kFusedAttentionGradOp, kFusedLinearCrossEntropyOp,
         kFusedLinearCrossEntropyGradOp})
@@ -270,7 +271,8 @@ TEST(CudaFusedTest, TheFusedOpsDecodeAtPrepareWithTheirScratch) {
 
 TEST(CudaFusedTest, OversizedHeadsAreRefusedAtPrepare) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   CaseMaker m(DType::F32, 3599);
   OpCase c = m.make(
       "head 160", kGmoptDomain, kFusedAttentionOp,

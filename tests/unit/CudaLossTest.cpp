@@ -589,7 +589,8 @@ bool mentions(const std::string &message, llvm::StringRef text) {
 
 TEST(CudaLossTest, ChecksRefuseWhatTheKernelsCannotRun) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   auto t = [](DType dtype, std::vector<int64_t> shape) {
     return TensorType::get(dtype, shape);
   };

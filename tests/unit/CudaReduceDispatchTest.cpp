@@ -87,7 +87,8 @@ TensorData floats(const Shape &shape, const std::vector<float> &values) {
 
 TEST(CudaReduceDispatchTest, ChecksRefuseWhatTheKernelsCannotRun) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   auto t = [](DType dtype, Shape shape) {
     return TensorType::get(dtype, shape);
   };
@@ -343,7 +344,8 @@ std::vector<DeviceCase> deviceCases() {
 /// runs, so a device run compares kernels rather than failing to prepare.
 TEST(CudaReduceDispatchTest, DeviceCasesPassTheChecksAndRunOnTheCpu) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   for (const DeviceCase &c : deviceCases()) {
     SCOPED_TRACE(c.what);
     std::vector<TensorType> types;

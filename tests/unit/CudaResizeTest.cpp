@@ -680,7 +680,8 @@ TEST(CudaResizeTest, PlanTracesOperandsToConstants) {
 /// runs on the CUDA kernels.
 TEST(CudaResizeTest, TrainedUNetExportRunsOnTheCudaKernels) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   OnnxImportOptions options;
   options.dimBindings = {{"batch", 2}};
   auto module =
@@ -746,7 +747,8 @@ std::string checkRefusal(const ResizeSpec &s, DType dtype, bool grad,
 
 TEST(CudaResizeTest, ChecksRefuseWhatTheKernelsCannotRun) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   ResizeSpec s = linearSpec();
   for (DType dtype : kStorages) {
     EXPECT_EQ(checkRefusal(s, dtype, false), "");

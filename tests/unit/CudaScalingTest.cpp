@@ -165,7 +165,8 @@ std::string refusal(llvm::StringRef op, std::vector<TensorType> inputs,
 
 TEST(CudaScalingTest, ChecksRefuseWhatTheKernelsCannotRun) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   TensorType f32 = TensorType::get(DType::F32, {4});
   TensorType f16 = TensorType::get(DType::F16, {4});
   TensorType one = TensorType::get(DType::F32, {});

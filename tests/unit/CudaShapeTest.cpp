@@ -408,7 +408,8 @@ TEST(CudaShapeTest, CublasEinsumGetsTheGemmWorkspace) {
 
 TEST(CudaShapeTest, ChecksRefuseWhatTheKernelsCannotRun) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   auto contains = [](const std::string &text, const char *part) {
     return text.find(part) != std::string::npos;
   };

@@ -112,7 +112,8 @@ llvm::Error check(const Case &c) {
 
 TEST(CudaTrainingTest, ChecksAcceptWhatTheCpuRunsAndRefuseTheRest) {
   if (!isCudaBackendBuilt())
-    GTEST_SKIP() << "the CUDA backend is not built (no toolkit)";
+    GTEST_SKIP()
+        << "this machine has no CUDA toolkit (the CUDA backend is not built)";
   for (const Case &c : cases()) {
     SCOPED_TRACE(c.what);
     EXPECT_FALSE(bool(check(c))) << "refused";

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/runtime/HostTensorData.h"
+#include "tools/runtime/RuntimeSupport.h"
 
 #include "ir/Attribute.h"
 
@@ -164,4 +165,24 @@ llvm::Expected<HostTensor> gmopt::toHostTensor(const TensorData &data) {
                            " has no static shape");
   return HostTensor::copyOf(type.getDType(), type.getStaticShape(),
                             data.getBytes());
+}
+
+llvm::Expected<std::vector<HostTensor>>
+gmopt::readHostOutputs(const Module &module, const Executable &exe,
+                       llvm::ArrayRef<std::string> names,
+                       llvm::StringRef model) {
+  std::vector<HostTensor> outputs;
+  for (const std::string &name : names) {
+    const Value *value = module.getGraph().lookupValue(name);
+    if (!value)
+      return runtime::makeError(model + " has no output '" + name + "'");
+    auto data = exe.readValue(value);
+    if (!data)
+      return data.takeError();
+    auto host = toHostTensor(*data);
+    if (!host)
+      return host.takeError();
+    outputs.push_back(std::move(*host));
+  }
+  return outputs;
 }

@@ -10,7 +10,9 @@
 
 #include "tools/runtime/TrainingSession.h"
 
+#include "backend/Executor.h"
 #include "ir/Attribute.h"
+#include "ir/Module.h"
 
 namespace gmopt {
 
@@ -21,6 +23,13 @@ TensorData toTensorData(const HostTensor &tensor);
 /// A HostTensor owning a copy of \p data's bytes (an external tensor is
 /// loaded first).
 llvm::Expected<HostTensor> toHostTensor(const TensorData &data);
+
+/// The values \p names of \p module's graph, as \p exe last computed them,
+/// in host tensors; an unknown name is an error saying \p model has no such
+/// output ("the eval model", "the compiled step").
+llvm::Expected<std::vector<HostTensor>>
+readHostOutputs(const Module &module, const Executable &exe,
+                llvm::ArrayRef<std::string> names, llvm::StringRef model);
 
 } // namespace gmopt
 

@@ -420,20 +420,8 @@ TrainingSession::evalStep(llvm::ArrayRef<HostTensor> inputs) {
   }
   if (llvm::Error err = impl->evalExe->runStep(impl->runs++))
     return err;
-  std::vector<HostTensor> outputs;
-  for (const std::string &name : impl->evalOutputs) {
-    const Value *value = module.getGraph().lookupValue(name);
-    if (!value)
-      return makeError("the eval model has no output '" + name + "'");
-    auto data = impl->evalExe->readValue(value);
-    if (!data)
-      return data.takeError();
-    auto host = toHostTensor(*data);
-    if (!host)
-      return host.takeError();
-    outputs.push_back(std::move(*host));
-  }
-  return outputs;
+  return readHostOutputs(module, *impl->evalExe, impl->evalOutputs,
+                         "the eval model");
 }
 
 llvm::Error TrainingSession::exportModelForInferencing(

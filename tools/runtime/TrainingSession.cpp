@@ -462,20 +462,7 @@ TrainingSession::Impl::run(llvm::ArrayRef<HostTensor> inputs, bool update,
     return std::vector<HostTensor>();
   accumulateGradients = true;
   trained = true;
-  std::vector<HostTensor> outputs;
-  for (const std::string &name : trainOutputs) {
-    const Value *value = module.getGraph().lookupValue(name);
-    if (!value)
-      return makeError("the compiled step has no output '" + name + "'");
-    auto data = exe->readValue(value);
-    if (!data)
-      return data.takeError();
-    auto host = toHostTensor(*data);
-    if (!host)
-      return host.takeError();
-    outputs.push_back(std::move(*host));
-  }
-  return outputs;
+  return readHostOutputs(module, *exe, trainOutputs, "the compiled step");
 }
 
 llvm::Expected<std::vector<HostTensor>>
